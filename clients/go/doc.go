@@ -1,0 +1,28 @@
+// Package sidecar is the Go client of the sidecar.v1 contract: model calls and
+// tool calls run by a sidecar process under one failure policy.
+//
+//	c, err := sidecar.Dial(os.Getenv("SIDECAR_ADDR")) // "127.0.0.1:50051" or "unix:/run/sidecar.sock"
+//	reply, err := c.CallModel(ctx, &sidecarv1.CallModelRequest{Model: "fast", Messages: msgs})
+//	var failure *sidecar.Error
+//	if errors.As(err, &failure) { ... failure.Kind, failure.Correctable, failure.RetryAfter ... }
+//	outcome, err := c.ExecuteTool(ctx, call) // err only for a malformed request or a transport fault
+//	msgs = append(msgs, sidecar.ToolMessage(outcome))
+//
+// Two carriers, one taxonomy:
+//
+//   - ExecuteTool never fails the RPC for a tool's failure. The returned
+//     [ToolOutcome] holds either a result or a failure, and its ModelText is what
+//     goes back to the model either way ([ToolOutcome.OpenAIMessage],
+//     [ToolOutcome.AnthropicBlock], [ToolMessage]).
+//   - CallModel fails the RPC when no reply can be produced. The error is an
+//     [*Error] rebuilt from the sidecar.v1.Failure packed in the
+//     grpc-status-details-bin trailer (or, for a failure that did not come from
+//     the sidecar, from the gRPC status alone).
+//
+// Every method takes a context: its deadline travels to the sidecar as the gRPC
+// deadline (the sidecar answers JOB_TIMEOUT when its work cannot finish in
+// time), and cancelling it cancels the call.
+//
+// The generated stubs live in the gen/sidecar/v1 package (import it as
+// sidecarv1); they are written by tools/gen_clients.sh and never edited by hand.
+package sidecar
