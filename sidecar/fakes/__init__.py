@@ -1,0 +1,94 @@
+"""Fake upstreams on loopback HTTP: an LLM provider and a tool backend.
+
+Both are real HTTP/1.1 servers (asyncio + h11, keep-alive), scriptable over HTTP,
+so tests in any language can drive them.  Python use::
+
+    with ThreadedServer(FakeProvider()) as prov, ThreadedServer(FakeToolBackend()) as tools:
+        prov.url                      # "http://127.0.0.1:<ephemeral port>"
+        prov.server.script("gpt-x", [{"preset": "rate_limit", "retry_after": "0"}])
+        ...
+        prov.server.requests(model="gpt-x")   # recorded requests, as dicts
+
+    async with FakeProvider() as prov:      # or: await prov.start(); ...; await prov.stop()
+        prov.url
+
+Constructors: ``FakeProvider(host="127.0.0.1", port=0, *, chaos=None, max_records=10000)``
+(``chaos``: a mapping like the ``/_fake/chaos`` body, or a ``ChaosConfig``);
+``FakeToolBackend(host="127.0.0.1", port=0, *, max_records=10000)``;
+``ThreadedServer(server)`` with ``.start()`` (returns itself), ``.stop()``, ``.url``,
+``.port``, ``.server`` and ``with`` support.  Python control methods (thread-safe):
+``script(key, steps, append=False)``, ``requests(**field_equals)``, ``reset()``,
+``wait_for(predicate, timeout=5.0)`` (polls ``requests()``; not from the server's own loop);
+``FakeProvider.set_chaos(mapping or **fields)``; ``FakeToolBackend.notes_received``.
+
+Control routes (both fakes; never recorded)
+-------------------------------------------
+``POST /_fake/script``  ``{"model"|"path": KEY, "steps": [STEP...], "append": false}`` -> ``{"ok", "queued"}``.
+    The provider keys by the request body's ``model``, the tool backend by request path.
+    KEY is exact, or a prefix ending in ``*`` (``*`` alone: any); exact beats prefix, the
+    longest prefix wins.  Steps are consumed FIFO; an empty queue means normal behaviour.
+    Bad steps (unknown field, preset, fault...) -> 400 ``{"error"}``.
+``GET /_fake/requests[?field=value...]``  JSON array, oldest first, of ``{seq, method, path,
+    query, headers (lower-case), body (parsed JSON, else text, else null), received_at,
+    status_sent (null if no response was started), client_disconnected, fault, source
+    ("script" | "default" | "chaos" | ...)}``; the provider adds ``wire`` ("openai" |
+    "anthropic"), ``model`` and ``preset``.
+``POST /_fake/reset``  clears scripts, records, chaos and notes.  ``GET /_fake/health``.
+``POST /_fake/chaos`` (provider) ``{"rate_limit": 0.2, "overload": 0, "server_error": 0.05,
+    "reset": 0, "retry_after": "0", "seed": 1}``: fractions of unscripted requests, decided
+    by one seeded draw per request (deterministic for a given seed and order).
+    ``GET /_fake/chaos`` shows it.
+
+STEP fields
+-----------
+``status`` (int), ``headers`` (object), ``body`` (object or string, sent as-is), ``delay_ms``,
+``fault`` (``reset``: RST after reading the request; ``hang``: never answer;
+``drop_mid_body``: headers and half the body, then close), ``repeat`` (default 1).
+A step with neither ``body`` nor an error ``status`` nor a ``preset`` gives the normal
+answer (delayed / faulted / with headers as the step says).  While delaying or hanging the
+server notices the client leaving and records ``client_disconnected: true``.
+
+Provider only: ``preset`` rendered on the wire of the endpoint hit, plus its parameters
+``text``, ``tool_calls`` ([{name, arguments: object | raw string}]), ``finish``
+(stop | length | tool_calls | content_filter | refusal), ``retry_after`` (-> ``retry-after``),
+``retry_after_ms`` (-> ``retry-after-ms``), ``message`` (error message), ``extra_error_fields``
+(merged into the error object), ``extra_body`` (merged at the top level).  Presets:
+``rate_limit`` 429, ``overloaded`` 529, ``server_error`` 500, ``bad_gateway`` 502 (HTML),
+``insufficient_quota`` (OpenAI 429 / Anthropic 400 credit balance), ``payment_required`` 402,
+``context_too_long`` 400, ``invalid_key`` 401, ``model_not_found`` 404, ``reply``,
+``truncated``, ``bad_json``, ``missing_fields``, ``refusal``.  ``status`` overrides a
+preset's status.
+
+Provider routes: ``POST /v1/chat/completions`` (or ``/chat/completions``) and
+``POST /v1/messages``.  Unscripted, a deterministic brain answers: one tool call to the first
+(or forced) tool while no tool result is in the conversation; then JSON matching the asked
+schema (OpenAI ``response_format``; a system prompt line ``Respond with a single JSON object
+matching this JSON schema:``), else ``"Based on the tool result: <200 chars>"``, else
+``"You said: <last user text>"``.  Usage ≈ ceil(chars / 4); ``max_tokens`` cuts the reply.
+
+Tool backend routes: ``GET /search?q=&limit=``, ``GET /docs/{id}`` (doc-1..doc-10),
+``POST /notes`` (201 ``{"id": "note-N"}``; every request counted), ``GET /notes``,
+``GET|POST /fail/{mode}`` with mode in 400 401 403 404 413 422 429 500 502 503 418
+throttle401 robot403 reset hang slow empty200 (``?retry_after=`` sets Retry-After,
+``?delay_ms=`` changes ``slow``'s 2 s).
+
+CLIs: ``python -m sidecar.fakes.provider`` and ``python -m sidecar.fakes.tool_backend``
+print the URL they listen on (``--port 0`` for any free port).
+"""
+
+from ._chaos import ChaosConfig
+from ._http import Fault, HttpServer, Request, Response
+from ._threaded import ThreadedServer
+from .provider import FakeProvider
+from .tool_backend import FakeToolBackend
+
+__all__ = [
+    "ChaosConfig",
+    "FakeProvider",
+    "FakeToolBackend",
+    "Fault",
+    "HttpServer",
+    "Request",
+    "Response",
+    "ThreadedServer",
+]

@@ -1,0 +1,157 @@
+"""Turn a scripted step (or the default brain) into a provider response on one wire."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ._brain import Reply, ToolCall, apply_budget, default_reply
+from ._http import Response
+from ._schema import missing_fields_for
+from ._script import Step
+from ._wire import BAD_GATEWAY_HTML, ErrorSpec, Exchange, Wire
+
+__all__ = ["PRESETS", "PRESET_PARAMS", "render_default", "render_step", "validate_step"]
+
+ERROR_PRESETS = (
+    "rate_limit",
+    "overloaded",
+    "server_error",
+    "bad_gateway",
+    "insufficient_quota",
+    "payment_required",
+    "context_too_long",
+    "invalid_key",
+    "model_not_found",
+)
+REPLY_PRESETS = ("reply", "truncated", "bad_json", "missing_fields", "refusal")
+PRESETS = ERROR_PRESETS + REPLY_PRESETS
+PRESET_PARAMS = (
+    "text",
+    "tool_calls",
+    "finish",
+    "retry_after",
+    "retry_after_ms",
+    "extra_error_fields",
+    "extra_body",
+    "message",
+)
+FINISHES = ("stop", "length", "tool_calls", "content_filter", "refusal")
+REFUSAL_TEXT = "I can't help with that."
+BAD_JSON_TEXT = "Sure! Here is the answer: {name: 'x'"
+
+
+def validate_step(step: Step) -> None:
+    """Reject preset parameters of the wrong shape when the script is posted."""
+    p = step.params
+    if "finish" in p and p["finish"] not in FINISHES:
+        raise ValueError(f"'finish' must be one of {list(FINISHES)}")
+    calls = p.get("tool_calls", [])
+    if not isinstance(calls, list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in calls):
+        raise ValueError("'tool_calls' must be a list of {name, arguments}")
+    for key in ("extra_error_fields", "extra_body"):
+        if not isinstance(p.get(key, {}), dict):
+            raise ValueError(f"{key!r} must be an object")
+    if "message" in p and not isinstance(p["message"], str):
+        raise ValueError("'message' must be a string")
+
+
+def _text_param(params: Mapping[str, Any]) -> str | None:
+    text = params.get("text")
+    if text is None or isinstance(text, str):
+        return text
+    return json.dumps(text)
+
+
+def _json_response(body: dict[str, Any], status: int, wire: Wire, ex: Exchange, params: Mapping[str, Any]) -> Response:
+    body.update(params.get("extra_body") or {})
+    return Response.json(body, status=status, headers=wire.headers(ex, status))
+
+
+def _error(spec: ErrorSpec, wire: Wire, ex: Exchange, params: Mapping[str, Any]) -> Response:
+    if isinstance(params.get("message"), str):
+        spec = ErrorSpec(spec.status, spec.type, params["message"], spec.code, spec.param)
+    body = wire.error_body(spec, ex)
+    wire.error_fields(body).update(params.get("extra_error_fields") or {})
+    return _json_response(body, spec.status, wire, ex, params)
+
+
+def _default_text(ex: Exchange) -> str:
+    conv = ex.conversation
+    reply = default_reply(conv)
+    if reply.text is not None:
+        return reply.text
+    return "You said: " + conv.last_user_text
+
+
+def _preset_reply(preset: str, params: Mapping[str, Any], ex: Exchange) -> Reply:
+    text = _text_param(params)
+    schema = ex.conversation.json_schema
+    if preset == "refusal":
+        return Reply(text=None, refusal=text or REFUSAL_TEXT, finish="refusal")
+    if preset == "truncated":
+        if text is None:
+            full = _default_text(ex)
+            text = full[: max(1, len(full) // 2)]
+        return Reply(text=text, finish="length")
+    if preset == "bad_json":
+        return Reply(text=BAD_JSON_TEXT if text is None else text)
+    if preset == "missing_fields":
+        return Reply(text=json.dumps(missing_fields_for(schema) if schema else {}))
+    calls = [ToolCall(c["name"], c.get("arguments", {})) for c in params.get("tool_calls", [])]
+    finish = params.get("finish") or ("tool_calls" if calls else "stop")
+    if finish == "refusal":
+        return Reply(text=None, refusal=text or REFUSAL_TEXT, finish="refusal")
+    if text is None and not calls and finish != "content_filter":
+        text = _default_text(ex)
+    return Reply(text=text, tool_calls=calls, finish=finish)
+
+
+def render_default(wire: Wire, ex: Exchange) -> Response:
+    """The brain's answer, cut to the request's ``max_tokens``."""
+    reply = apply_budget(default_reply(ex.conversation), ex.conversation.max_tokens)
+    return _json_response(wire.reply_body(reply, ex), 200, wire, ex, {})
+
+
+def _raw(step: Step, wire: Wire, ex: Exchange) -> Response:
+    status = step.status or 200
+    headers = wire.headers(ex, status)
+    if isinstance(step.body, str):
+        headers["content-type"] = "application/json"
+        return Response(status=status, headers=headers, body=step.body.encode("utf-8"))
+    return Response.json(step.body, status=status, headers=headers)
+
+
+def _body_for(step: Step, wire: Wire, ex: Exchange) -> Response:
+    if step.has_body:
+        return _raw(step, wire, ex)
+    if step.preset == "bad_gateway":
+        headers = wire.headers(ex, 502)
+        headers["content-type"] = "text/html"
+        return Response(status=502, headers=headers, body=BAD_GATEWAY_HTML.encode("utf-8"))
+    if step.preset in REPLY_PRESETS:
+        reply = _preset_reply(step.preset, step.params, ex)
+        return _json_response(wire.reply_body(reply, ex), 200, wire, ex, step.params)
+    spec = wire.preset_error(step.preset, ex) if step.preset else None
+    if spec is None and step.status and step.status >= 400:
+        spec = wire.status_error(step.status)
+    if spec is not None:
+        return _error(spec, wire, ex, step.params)
+    return render_default(wire, ex)
+
+
+def render_step(step: Step, wire: Wire, ex: Exchange) -> Response:
+    """A step's answer: its raw body, else its preset, else an error for its status, else the brain."""
+    resp = _body_for(step, wire, ex)
+    if step.status:
+        resp.status = step.status
+    params = step.params
+    if params.get("retry_after") is not None:
+        resp.headers["retry-after"] = str(params["retry_after"])
+    if params.get("retry_after_ms") is not None:
+        resp.headers["retry-after-ms"] = str(params["retry_after_ms"])
+    resp.headers.update(step.headers)
+    resp.delay_ms = step.delay_ms
+    resp.fault = step.fault
+    return resp

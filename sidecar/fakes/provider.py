@@ -1,0 +1,155 @@
+"""FakeProvider: an LLM endpoint speaking OpenAI Chat Completions and Anthropic Messages.
+
+Run it: ``python -m sidecar.fakes.provider --port 8787`` (prints its URL).
+See :mod:`sidecar.fakes` for the scripting and control API.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._anthropic import ANTHROPIC
+from ._base import FakeServer
+from ._chaos import Chaos, ChaosConfig
+from ._cli import serve_forever
+from ._conversation import Conversation
+from ._http import Request, Response
+from ._openai import OPENAI
+from ._presets import PRESET_PARAMS, PRESETS, render_default, render_step, validate_step
+from ._script import Step
+from ._wire import ErrorSpec, Exchange, Wire
+
+__all__ = ["FakeProvider", "main"]
+
+_ROUTES: dict[str, Wire] = {
+    "/v1/chat/completions": OPENAI,
+    "/chat/completions": OPENAI,
+    "/v1/messages": ANTHROPIC,
+    "/messages": ANTHROPIC,
+}
+
+
+class FakeProvider(FakeServer):
+    """A scriptable fake LLM provider.  Scripts queue per request ``model`` (``*`` = any)."""
+
+    script_key = "model"
+    step_keys = PRESET_PARAMS
+    presets = PRESETS
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        chaos: ChaosConfig | Mapping[str, Any] | None = None,
+        max_records: int = 10000,
+    ) -> None:
+        super().__init__(host, port, max_records=max_records)
+        self._chaos = Chaos(self._chaos_config(chaos))
+
+    # ---- Python control API (thread-safe) ------------------------------------------------------
+
+    def set_chaos(self, chaos: ChaosConfig | Mapping[str, Any] | None = None, **fields: Any) -> ChaosConfig:
+        """Replace the chaos settings (and reseed); ``set_chaos()`` turns chaos off."""
+        config = self._chaos_config(dict(chaos or {}, **fields) if not isinstance(chaos, ChaosConfig) else chaos)
+        with self._lock:
+            self._chaos.configure(config)
+        return config
+
+    @property
+    def chaos(self) -> ChaosConfig:
+        return self._chaos.config
+
+    # ---- hooks ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _chaos_config(chaos: ChaosConfig | Mapping[str, Any] | None) -> ChaosConfig:
+        if isinstance(chaos, ChaosConfig):
+            return chaos
+        return ChaosConfig.from_mapping(chaos or {})
+
+    def _validate_step(self, step: Step) -> None:
+        validate_step(step)
+
+    def _reset_locked(self) -> None:
+        self._chaos.configure(ChaosConfig())
+
+    def _health_locked(self) -> dict[str, Any]:
+        return {"chaos": self._chaos.config.to_json()}
+
+    def _control_extra(self, request: Request, name: str) -> Response | None:
+        if name != "chaos":
+            return None
+        if request.method == "POST":
+            body = request.json()
+            if not isinstance(body, dict):
+                raise ValueError("chaos body must be a JSON object")
+            return Response.json({"ok": True, "chaos": self.set_chaos(body).to_json()})
+        return Response.json({"chaos": self.chaos.to_json()})
+
+    # ---- serving ------------------------------------------------------------------------------
+
+    async def handle_app(self, request: Request) -> Response:
+        wire = _ROUTES.get(request.path.rstrip("/"))
+        body = request.json_or_none()
+        model = str(body.get("model", "")) if isinstance(body, dict) else ""
+        if wire is None or request.method != "POST":
+            record = self._record(request, wire=wire.name if wire else None, model=model, source="unknown_route")
+            ex = Exchange(record.seq, model, "", Conversation(model=model))
+            spec = ErrorSpec(404, "invalid_request_error", f"Unknown request URL: {request.method} {request.path}.")
+            return Response.json(OPENAI.error_body(spec, ex), status=404, headers=OPENAI.headers(ex, 404))
+        if not isinstance(body, dict):
+            record = self._record(request, wire=wire.name, model="", source="invalid_body")
+            ex = Exchange(record.seq, "", wire.api_key(request.headers), Conversation())
+            spec = wire.status_error(400)
+            spec = ErrorSpec(400, spec.type, "The request body is not a valid JSON object.")
+            return Response.json(wire.error_body(spec, ex), status=400, headers=wire.headers(ex, 400))
+        with self._lock:
+            step = self._scripts.pop(model)
+            source, preset = ("script", step.preset) if step is not None else ("default", None)
+            if step is None:
+                picked = self._chaos.pick()
+                if picked is not None:
+                    source, (preset, step) = "chaos", picked
+        record = self._record(request, wire=wire.name, model=model, source=source, preset=preset)
+        ex = Exchange(record.seq, model, wire.api_key(request.headers), wire.parse(body))
+        if step is None:
+            return render_default(wire, ex)
+        return render_step(step, wire, ex)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sidecar fake-provider", description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8787, help="0 picks a free port")
+    p.add_argument("--chaos-rate-limit", type=float, default=0.0, metavar="FRACTION")
+    p.add_argument("--chaos-overload", type=float, default=0.0, metavar="FRACTION")
+    p.add_argument("--chaos-server-error", type=float, default=0.0, metavar="FRACTION")
+    p.add_argument("--chaos-reset", type=float, default=0.0, metavar="FRACTION")
+    p.add_argument("--retry-after", default=None, help="retry-after header on chaos 429/529 answers")
+    p.add_argument("--seed", type=int, default=None)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        chaos = ChaosConfig.from_mapping(
+            {
+                "rate_limit": args.chaos_rate_limit,
+                "overload": args.chaos_overload,
+                "server_error": args.chaos_server_error,
+                "reset": args.chaos_reset,
+                "retry_after": args.retry_after,
+                "seed": args.seed,
+            }
+        )
+    except ValueError as exc:
+        _parser().error(str(exc))
+    return serve_forever(FakeProvider(args.host, args.port, chaos=chaos))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
