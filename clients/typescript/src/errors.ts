@@ -1,0 +1,243 @@
+/**
+ * SidecarError: a sidecar failure as a client sees it.
+ *
+ * CallModel failures arrive as a failed RPC whose `grpc-status-details-bin`
+ * trailer holds a google.rpc.Status packing a sidecar.v1.Failure, one
+ * google.rpc.ErrorInfo (reason = kind name, domain "sidecar") and RetryInfo
+ * when a wait is known. fromServiceError rebuilds the error from the packed
+ * Failure, falling back to ErrorInfo + the status message, and then to the
+ * bare gRPC status (kind UNSPECIFIED) for a failure that is not the sidecar's.
+ */
+import { anyIs, anyUnpack, type Any } from "@bufbuild/protobuf/wkt";
+import { Metadata, status as GrpcStatus, type ServiceError } from "@grpc/grpc-js";
+import { FailureKind, FailureSchema, type Failure, type HttpDetail } from "./gen/sidecar/v1/sidecar_pb.js";
+import {
+  ERROR_INFO_TYPE,
+  RETRY_INFO_TYPE,
+  STATUS_DETAILS_KEY,
+  anyTypeName,
+  decodeErrorInfo,
+  decodeRetryInfo,
+  decodeStatus,
+  durationMs,
+  type ErrorInfo,
+  type RpcStatus,
+} from "./status.js";
+
+/** The google.rpc.ErrorInfo domain of every sidecar failure. */
+export const ERROR_DOMAIN = "sidecar";
+
+/** The line the model reads after a correctable failure's message. */
+export const CORRECTABLE_LINE =
+  "[This error may be correctable - you can retry with different parameters or try a different approach]";
+/** The line the model reads after an uncorrectable failure's message. */
+export const UNCORRECTABLE_LINE = "[This error is not correctable - consider an alternative approach]";
+
+const KIND_PREFIX = "FAILURE_KIND_";
+
+const CORRECTABLE_KINDS = new Set<FailureKind>([
+  FailureKind.INVALID_INPUT,
+  FailureKind.RESOURCE_NOT_FOUND,
+  FailureKind.GUARDRAIL,
+  FailureKind.JSON_PARSE,
+  FailureKind.RESPONSE_VALIDATION,
+]);
+
+/** The kind's name without the FAILURE_KIND_ prefix, e.g. "QUOTA_EXHAUSTED". */
+export function kindName(kind: FailureKind): string {
+  return FailureKind[kind] ?? `UNKNOWN_${kind}`;
+}
+
+/** Parses a kind name, with or without the FAILURE_KIND_ prefix; undefined when unknown. */
+export function kindFromName(name: string): FailureKind | undefined {
+  let key = name.trim().toUpperCase();
+  if (key.startsWith(KIND_PREFIX)) key = key.slice(KIND_PREFIX.length);
+  const value = (FailureKind as unknown as Record<string, unknown>)[key];
+  return typeof value === "number" ? (value as FailureKind) : undefined;
+}
+
+/** Whether a kind is correctable: INVALID_INPUT, RESOURCE_NOT_FOUND, GUARDRAIL, JSON_PARSE, RESPONSE_VALIDATION. */
+export function isCorrectableKind(kind: FailureKind): boolean {
+  return CORRECTABLE_KINDS.has(kind);
+}
+
+/** A message and the retry line the model reads. */
+export function explain(message: string, correctable: boolean): string {
+  return `${message}\n${correctable ? CORRECTABLE_LINE : UNCORRECTABLE_LINE}`;
+}
+
+/** The canonical name of a gRPC status code ("RESOURCE_EXHAUSTED"). */
+export function grpcCodeName(code: number): string {
+  return (GrpcStatus as unknown as Record<number, string>)[code] ?? `CODE_${code}`;
+}
+
+/** The structured detail of a Failure: its `detail` oneof. */
+export type FailureDetail = Failure["detail"];
+
+export interface SidecarErrorInit {
+  kind: FailureKind;
+  correctable: boolean;
+  message: string;
+  explanation: string;
+  http?: HttpDetail;
+  retryAfterMs?: number;
+  detail?: FailureDetail;
+  attempts?: number;
+  grpcCode: number;
+  reason?: string;
+  failure?: Failure;
+  status?: RpcStatus;
+  metadata?: Metadata;
+  cause?: unknown;
+}
+
+/**
+ * A sidecar failure: the Failure of a failed CallModel, of a failed
+ * ExecuteTool outcome (grpcCode OK), or of any other failed RPC (kind
+ * UNSPECIFIED when the status carries no sidecar failure).
+ */
+export class SidecarError extends Error {
+  override readonly name = "SidecarError";
+  /** What went wrong; UNSPECIFIED for an RPC failure that is not a sidecar failure. */
+  readonly kind: FailureKind;
+  /** Whether a corrected call can help (true) or only another approach (false). */
+  readonly correctable: boolean;
+  /** The failure's message, a newline and the retry line: what the model reads. */
+  readonly explanation: string;
+  /** What the upstream answered; undefined when no response came back. */
+  readonly http: HttpDetail | undefined;
+  /** How long to wait before the same call could succeed, in ms; undefined when unknown. */
+  readonly retryAfterMs: number | undefined;
+  /** The kind's structured detail ({case: "provider", value: ProviderDetail}, ...). */
+  readonly detail: FailureDetail;
+  /** Upstream attempts made before the failure. */
+  readonly attempts: number;
+  /** The gRPC status code of the failed RPC (grpc.status); OK for a tool outcome's failure. */
+  readonly grpcCode: number;
+  /** The google.rpc.ErrorInfo reason; "" when there was none. */
+  readonly reason: string;
+  /** The sidecar.v1.Failure itself, when the status carried one. */
+  readonly failure: Failure | undefined;
+  /** The google.rpc.Status of the failed RPC, when it was sent. */
+  readonly status: RpcStatus | undefined;
+  /** The trailing metadata of the failed RPC. */
+  readonly metadata: Metadata | undefined;
+
+  constructor(init: SidecarErrorInit) {
+    super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
+    this.kind = init.kind;
+    this.correctable = init.correctable;
+    this.explanation = init.explanation;
+    this.http = init.http;
+    this.retryAfterMs = init.retryAfterMs;
+    this.detail = init.detail ?? { case: undefined };
+    this.attempts = init.attempts ?? 0;
+    this.grpcCode = init.grpcCode;
+    this.reason = init.reason ?? "";
+    this.failure = init.failure;
+    this.status = init.status;
+    this.metadata = init.metadata;
+  }
+
+  /** The kind without its prefix, e.g. "QUOTA_EXHAUSTED". */
+  get kindName(): string {
+    return kindName(this.kind);
+  }
+
+  /** The gRPC status code's name, e.g. "RESOURCE_EXHAUSTED". */
+  get grpcCodeName(): string {
+    return grpcCodeName(this.grpcCode);
+  }
+
+  /** Turns a sidecar.v1.Failure (a tool outcome's, a ClassifyFailure answer) into an error with grpcCode OK. */
+  static fromFailure(failure: Failure, rest: Partial<SidecarErrorInit> = {}): SidecarError {
+    const message = failure.message || rest.message || "";
+    return new SidecarError({
+      grpcCode: GrpcStatus.OK,
+      ...rest,
+      kind: failure.kind,
+      correctable: failure.correctable,
+      message,
+      explanation: failure.explanation || explain(message, failure.correctable),
+      http: failure.http,
+      retryAfterMs: failure.retryAfter ? durationMs(failure.retryAfter) : rest.retryAfterMs,
+      detail: failure.detail,
+      attempts: failure.attempts,
+      failure,
+    });
+  }
+}
+
+/** Whether err is a SidecarError. */
+export function isSidecarError(err: unknown): err is SidecarError {
+  return err instanceof SidecarError;
+}
+
+/**
+ * Rebuilds the SidecarError of a failed grpc-js call from its
+ * `grpc-status-details-bin` trailer. A SidecarError is returned as it is.
+ */
+export function fromServiceError(err: unknown): SidecarError {
+  if (err instanceof SidecarError) return err;
+  const se = err as Partial<ServiceError> | undefined;
+  const code = typeof se?.code === "number" ? se.code : GrpcStatus.UNKNOWN;
+  const metadata = se?.metadata instanceof Metadata ? se.metadata : undefined;
+  const message = typeof se?.details === "string" ? se.details : err instanceof Error ? err.message : String(err);
+  let status: RpcStatus | undefined;
+  const raw = metadata?.get(STATUS_DETAILS_KEY)[0];
+  if (raw !== undefined) {
+    try {
+      status = decodeStatus(typeof raw === "string" ? Buffer.from(raw, "base64") : raw);
+    } catch {
+      status = undefined;
+    }
+  }
+  return fromStatus(code, message, status, metadata, err);
+}
+
+/** Rebuilds a SidecarError from a gRPC code, status message and (optional) google.rpc.Status. */
+export function fromStatus(
+  code: number,
+  message: string,
+  status?: RpcStatus,
+  metadata?: Metadata,
+  cause?: unknown,
+): SidecarError {
+  const details = status?.details ?? [];
+  let failure: Failure | undefined;
+  let info: ErrorInfo | undefined;
+  let retryAfterMs: number | undefined;
+  for (const any of details) {
+    if (!failure && anyIs(any, FailureSchema)) failure = safely(() => anyUnpack(any, FailureSchema));
+    else if (!info && anyTypeName(any) === ERROR_INFO_TYPE) info = safely(() => decodeErrorInfo(any.value));
+    else if (retryAfterMs === undefined && anyTypeName(any) === RETRY_INFO_TYPE) {
+      const delay = safely(() => decodeRetryInfo(any.value))?.retryDelay;
+      if (delay) retryAfterMs = durationMs(delay);
+    }
+  }
+  const rest = { grpcCode: code, reason: info?.reason ?? "", status, metadata, cause };
+  if (failure) {
+    return SidecarError.fromFailure(failure, { ...rest, message, retryAfterMs });
+  }
+  let kind = FailureKind.UNSPECIFIED;
+  if (info && info.domain === ERROR_DOMAIN) kind = kindFromName(info.reason) ?? FailureKind.UNSPECIFIED;
+  const correctable = isCorrectableKind(kind);
+  return new SidecarError({
+    ...rest,
+    kind,
+    correctable,
+    message,
+    explanation: explain(message, correctable),
+    retryAfterMs,
+  });
+}
+
+function safely<T>(f: () => T): T | undefined {
+  try {
+    return f();
+  } catch {
+    return undefined;
+  }
+}
+
+export type { Any };

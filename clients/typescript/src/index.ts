@@ -1,0 +1,41 @@
+/**
+ * The TypeScript client of the sidecar.v1 contract.
+ *
+ *   const sidecar = new SidecarClient(process.env.SIDECAR_ADDR);
+ *   const reply = await sidecar.callModel({ model: "fast", messages }, { timeoutMs: 30_000 });
+ *   const outcome = await sidecar.runToolCall(reply.message!.toolCalls[0]);
+ *   messages.push(toolMessage([outcome]));   // or outcome.toOpenAI() / outcome.toAnthropic()
+ *
+ * CallModel failures reject with a SidecarError rebuilt from the Failure in the
+ * `grpc-status-details-bin` trailer; a tool's failure is an outcome, not a rejection.
+ */
+export {
+  ADDRESS_ENV,
+  SidecarClient,
+  callUnary,
+  sidecarServiceDefinition,
+  toolDefinitions,
+  type CallModelInput,
+  type CallOptions,
+  type ClassifyFailureInput,
+  type ExecuteToolInput,
+  type SidecarClientOptions,
+} from "./client.js";
+export {
+  CORRECTABLE_LINE,
+  ERROR_DOMAIN,
+  SidecarError,
+  UNCORRECTABLE_LINE,
+  explain,
+  fromServiceError,
+  fromStatus,
+  grpcCodeName,
+  isCorrectableKind,
+  isSidecarError,
+  kindFromName,
+  kindName,
+  type FailureDetail,
+  type SidecarErrorInit,
+} from "./errors.js";
+export { ToolOutcome, toolMessage, type AnthropicToolResult, type OpenAIToolMessage } from "./tool.js";
+export * from "./gen/sidecar/v1/sidecar_pb.js";
