@@ -1,0 +1,81 @@
+"""Python client of the sidecar.v1 contract.
+
+``AsyncSidecarClient`` / ``SidecarClient`` call the sidecar; CallModel failures raise one
+``SidecarError`` subclass per kind (``correctable``, ``explanation``, ``http``, ``retry_after``,
+``detail``); ``openai_tool_message`` / ``anthropic_tool_result`` hand a tool outcome back to a model.
+The generated messages are re-exported as ``sidecar_client.pb``.
+"""
+
+from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+from sidecar_client.client import AsyncSidecarClient, SidecarClient, assistant, job, tool_results, user
+from sidecar_client.errors import (
+    CORRECTABLE_KINDS,
+    CircuitOpenError,
+    ContextOverflowError,
+    CorrectableError,
+    ExternalServiceError,
+    GuardrailError,
+    InvalidInputError,
+    JobCancelledError,
+    JobTimeoutError,
+    JsonParseError,
+    ModelNotFoundError,
+    OutputTruncatedError,
+    PermissionDeniedError,
+    ProviderRefusalError,
+    QuotaExhaustedError,
+    ResourceNotFoundError,
+    ResponseValidationError,
+    SidecarError,
+    SpendCapExceededError,
+    SystemFailureError,
+    TokenEstimateExceedsLimitError,
+    UnauthorizedError,
+    UncorrectableError,
+    UpstreamRetriesExhaustedError,
+    UpstreamThrottleError,
+    error_class,
+    from_failure,
+    from_rpc_error,
+)
+from sidecar_client.tool_messages import anthropic_tool_result, openai_tool_message
+
+__all__ = [
+    "CORRECTABLE_KINDS",
+    "AsyncSidecarClient",
+    "CircuitOpenError",
+    "ContextOverflowError",
+    "CorrectableError",
+    "ExternalServiceError",
+    "GuardrailError",
+    "InvalidInputError",
+    "JobCancelledError",
+    "JobTimeoutError",
+    "JsonParseError",
+    "ModelNotFoundError",
+    "OutputTruncatedError",
+    "PermissionDeniedError",
+    "ProviderRefusalError",
+    "QuotaExhaustedError",
+    "ResourceNotFoundError",
+    "ResponseValidationError",
+    "SidecarClient",
+    "SidecarError",
+    "SpendCapExceededError",
+    "SystemFailureError",
+    "TokenEstimateExceedsLimitError",
+    "UnauthorizedError",
+    "UncorrectableError",
+    "UpstreamRetriesExhaustedError",
+    "UpstreamThrottleError",
+    "anthropic_tool_result",
+    "assistant",
+    "error_class",
+    "from_failure",
+    "from_rpc_error",
+    "job",
+    "openai_tool_message",
+    "pb",
+    "tool_results",
+    "user",
+]

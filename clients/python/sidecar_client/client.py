@@ -1,0 +1,173 @@
+"""Async and sync clients of the sidecar.
+
+    async with AsyncSidecarClient("127.0.0.1:50051") as sc:
+        outcome = await sc.execute_tool("search_docs", {"query": "retries"}, call_id="call_1")
+        reply = await sc.call_model("local-gpt", [user("hello")])
+
+CallModel failures raise a ``SidecarError`` subclass per kind; ExecuteTool failures are results.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import grpc
+
+from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+from sidecar_client._proto.sidecar.v1 import sidecar_pb2_grpc as pb_grpc
+from sidecar_client.errors import from_rpc_error
+
+__all__ = ["AsyncSidecarClient", "SidecarClient", "assistant", "job", "tool_results", "user"]
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+
+
+def user(text: str) -> pb.Message:
+    return pb.Message(role=pb.ROLE_USER, text=text)
+
+
+def assistant(message: pb.Message) -> pb.Message:
+    """The model's reply, ready to append to the conversation."""
+    return pb.Message(role=pb.ROLE_ASSISTANT, text=message.text, tool_calls=message.tool_calls)
+
+
+def tool_results(outcomes: Iterable[tuple[pb.ToolCall, pb.ExecuteToolResponse]]) -> pb.Message:
+    """One message handing every tool outcome back to the model (``is_error`` on failures)."""
+    return pb.Message(
+        role=pb.ROLE_TOOL,
+        tool_results=[
+            pb.ToolCallResult(call_id=c.id, name=c.name, content=o.model_text, is_error=o.HasField("failure"))
+            for c, o in outcomes
+        ],
+    )
+
+
+def job(job_id: str = "", workflow_id: str = "", upstream_retries: int | None = None, **attributes: str) -> pb.Job:
+    j = pb.Job(job_id=job_id, workflow_id=workflow_id, attributes=attributes)
+    if upstream_retries is not None:
+        j.upstream_retries = upstream_retries
+    return j
+
+
+def _arguments(arguments: str | Mapping[str, Any]) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+def _tools(tools: Sequence[pb.ToolDefinition | pb.ToolInfo] | None) -> list[pb.ToolDefinition]:
+    return [t.definition if isinstance(t, pb.ToolInfo) else t for t in tools or []]
+
+
+def _model_request(
+    model: str,
+    messages: Sequence[pb.Message],
+    *,
+    system: str = "",
+    tools: Sequence[pb.ToolDefinition | pb.ToolInfo] | None = None,
+    response_schema: Mapping[str, Any] | None = None,
+    max_output_tokens: int | None = None,
+    temperature: float | None = None,
+    job: pb.Job | None = None,
+) -> pb.CallModelRequest:
+    req = pb.CallModelRequest(model=model, system=system, messages=messages, tools=_tools(tools))
+    if response_schema is not None:
+        req.response_schema_json = json.dumps(response_schema)
+    if max_output_tokens is not None:
+        req.max_output_tokens = max_output_tokens
+    if temperature is not None:
+        req.temperature = temperature
+    if job is not None:
+        req.job.CopyFrom(job)
+    return req
+
+
+class AsyncSidecarClient:
+    def __init__(self, target: str = DEFAULT_TARGET, *, channel: grpc.aio.Channel | None = None) -> None:
+        self._channel = channel or grpc.aio.insecure_channel(target)
+        self._stub = pb_grpc.SidecarStub(self._channel)
+
+    async def __aenter__(self) -> AsyncSidecarClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def execute_tool(
+        self,
+        tool: str,
+        arguments: str | Mapping[str, Any],
+        *,
+        call_id: str = "",
+        job: pb.Job | None = None,
+        timeout: float | None = None,
+    ) -> pb.ExecuteToolResponse:
+        req = pb.ExecuteToolRequest(tool=tool, arguments_json=_arguments(arguments), call_id=call_id, job=job)
+        return await self._stub.ExecuteTool(req, timeout=timeout)  # type: ignore[no-any-return]
+
+    async def call_model(
+        self, model: str, messages: Sequence[pb.Message], *, timeout: float | None = None, **kwargs: Any
+    ) -> pb.CallModelResponse:
+        """The reply; a SidecarError subclass (by kind) when no reply can be produced."""
+        try:
+            return await self._stub.CallModel(_model_request(model, messages, **kwargs), timeout=timeout)  # type: ignore[no-any-return]
+        except grpc.aio.AioRpcError as exc:
+            raise from_rpc_error(exc) from exc
+
+    async def classify_failure(self, request: pb.ClassifyFailureRequest, *, timeout: float | None = None) -> pb.Failure:
+        return await self._stub.ClassifyFailure(request, timeout=timeout)  # type: ignore[no-any-return]
+
+    async def list_tools(self) -> list[pb.ToolInfo]:
+        return list((await self._stub.ListTools(pb.ListToolsRequest())).tools)
+
+    async def list_models(self) -> list[pb.ModelInfo]:
+        return list((await self._stub.ListModels(pb.ListModelsRequest())).models)
+
+
+class SidecarClient:
+    """The blocking client: the same calls, without asyncio."""
+
+    def __init__(self, target: str = DEFAULT_TARGET, *, channel: grpc.Channel | None = None) -> None:
+        self._channel = channel or grpc.insecure_channel(target)
+        self._stub = pb_grpc.SidecarStub(self._channel)
+
+    def __enter__(self) -> SidecarClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def execute_tool(
+        self,
+        tool: str,
+        arguments: str | Mapping[str, Any],
+        *,
+        call_id: str = "",
+        job: pb.Job | None = None,
+        timeout: float | None = None,
+    ) -> pb.ExecuteToolResponse:
+        req = pb.ExecuteToolRequest(tool=tool, arguments_json=_arguments(arguments), call_id=call_id, job=job)
+        return self._stub.ExecuteTool(req, timeout=timeout)  # type: ignore[no-any-return]
+
+    def call_model(
+        self, model: str, messages: Sequence[pb.Message], *, timeout: float | None = None, **kwargs: Any
+    ) -> pb.CallModelResponse:
+        try:
+            return self._stub.CallModel(_model_request(model, messages, **kwargs), timeout=timeout)  # type: ignore[no-any-return]
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from exc
+
+    def classify_failure(self, request: pb.ClassifyFailureRequest, *, timeout: float | None = None) -> pb.Failure:
+        return self._stub.ClassifyFailure(request, timeout=timeout)  # type: ignore[no-any-return]
+
+    def list_tools(self) -> list[pb.ToolInfo]:
+        return list(self._stub.ListTools(pb.ListToolsRequest()).tools)
+
+    def list_models(self) -> list[pb.ModelInfo]:
+        return list(self._stub.ListModels(pb.ListModelsRequest()).models)

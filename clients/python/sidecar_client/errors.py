@@ -1,0 +1,241 @@
+"""CallModel failures rebuilt from the gRPC status details: one exception class per kind.
+
+SidecarError                       kind, correctable, message, explanation, http, retry_after,
+├── CorrectableError               attempts, detail, grpc_code, failure (the sidecar.v1.Failure)
+│   └── InvalidInputError, ResourceNotFoundError, GuardrailError, JsonParseError,
+│       ResponseValidationError
+└── UncorrectableError
+    └── ExternalServiceError, UpstreamThrottleError, UnauthorizedError, PermissionDeniedError,
+        SystemFailureError, CircuitOpenError, UpstreamRetriesExhaustedError, QuotaExhaustedError,
+        SpendCapExceededError, ModelNotFoundError, ProviderRefusalError,
+        TokenEstimateExceedsLimitError, ContextOverflowError, OutputTruncatedError,
+        JobTimeoutError, JobCancelledError
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from google.rpc import error_details_pb2, status_pb2
+
+from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+
+__all__ = [
+    "CORRECTABLE_KINDS",
+    "CircuitOpenError",
+    "ContextOverflowError",
+    "CorrectableError",
+    "ExternalServiceError",
+    "GuardrailError",
+    "InvalidInputError",
+    "JobCancelledError",
+    "JobTimeoutError",
+    "JsonParseError",
+    "ModelNotFoundError",
+    "OutputTruncatedError",
+    "PermissionDeniedError",
+    "ProviderRefusalError",
+    "QuotaExhaustedError",
+    "ResourceNotFoundError",
+    "ResponseValidationError",
+    "SidecarError",
+    "SpendCapExceededError",
+    "SystemFailureError",
+    "TokenEstimateExceedsLimitError",
+    "UnauthorizedError",
+    "UncorrectableError",
+    "UpstreamRetriesExhaustedError",
+    "UpstreamThrottleError",
+    "error_class",
+    "from_failure",
+    "from_rpc_error",
+]
+
+CORRECTABLE_KINDS = frozenset(
+    {
+        pb.FAILURE_KIND_INVALID_INPUT,
+        pb.FAILURE_KIND_RESOURCE_NOT_FOUND,
+        pb.FAILURE_KIND_GUARDRAIL,
+        pb.FAILURE_KIND_JSON_PARSE,
+        pb.FAILURE_KIND_RESPONSE_VALIDATION,
+    }
+)
+
+
+class SidecarError(Exception):
+    """A failure of the sidecar's taxonomy, as the client sees it."""
+
+    kind: int = pb.FAILURE_KIND_UNSPECIFIED
+
+    def __init__(self, failure: pb.Failure, grpc_code: grpc.StatusCode | None = None) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+        self.grpc_code = grpc_code
+
+    @property
+    def kind_name(self) -> str:
+        return pb.FailureKind.Name(self.failure.kind).removeprefix("FAILURE_KIND_")
+
+    @property
+    def correctable(self) -> bool:
+        return self.failure.correctable
+
+    @property
+    def message(self) -> str:
+        return self.failure.message
+
+    @property
+    def explanation(self) -> str:
+        """Exactly what the model should read."""
+        return self.failure.explanation
+
+    @property
+    def http(self) -> pb.HttpDetail | None:
+        return self.failure.http if self.failure.HasField("http") else None
+
+    @property
+    def retry_after(self) -> float | None:
+        """Seconds to wait before the same call could succeed, when known."""
+        if not self.failure.HasField("retry_after"):
+            return None
+        return self.failure.retry_after.ToTimedelta().total_seconds()
+
+    @property
+    def attempts(self) -> int:
+        return self.failure.attempts
+
+    @property
+    def detail(self) -> Any:
+        """The kind's structured detail message, or None."""
+        field = self.failure.WhichOneof("detail")
+        return getattr(self.failure, field) if field else None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r})"
+
+
+class CorrectableError(SidecarError):
+    """A corrected call may succeed."""
+
+
+class UncorrectableError(SidecarError):
+    """Only another approach can help."""
+
+
+def _make(name: str, kind: int) -> type[SidecarError]:
+    base = CorrectableError if kind in CORRECTABLE_KINDS else UncorrectableError
+    return type(name, (base,), {"kind": kind, "__doc__": f"FAILURE_KIND_{pb.FailureKind.Name(kind)[13:]}."})
+
+
+InvalidInputError = _make("InvalidInputError", pb.FAILURE_KIND_INVALID_INPUT)
+ResourceNotFoundError = _make("ResourceNotFoundError", pb.FAILURE_KIND_RESOURCE_NOT_FOUND)
+GuardrailError = _make("GuardrailError", pb.FAILURE_KIND_GUARDRAIL)
+JsonParseError = _make("JsonParseError", pb.FAILURE_KIND_JSON_PARSE)
+ResponseValidationError = _make("ResponseValidationError", pb.FAILURE_KIND_RESPONSE_VALIDATION)
+ExternalServiceError = _make("ExternalServiceError", pb.FAILURE_KIND_EXTERNAL_SERVICE)
+UpstreamThrottleError = _make("UpstreamThrottleError", pb.FAILURE_KIND_UPSTREAM_THROTTLE)
+UnauthorizedError = _make("UnauthorizedError", pb.FAILURE_KIND_UNAUTHORIZED)
+PermissionDeniedError = _make("PermissionDeniedError", pb.FAILURE_KIND_PERMISSION_DENIED)
+SystemFailureError = _make("SystemFailureError", pb.FAILURE_KIND_SYSTEM)
+CircuitOpenError = _make("CircuitOpenError", pb.FAILURE_KIND_CIRCUIT_OPEN)
+UpstreamRetriesExhaustedError = _make("UpstreamRetriesExhaustedError", pb.FAILURE_KIND_UPSTREAM_RETRIES_EXHAUSTED)
+QuotaExhaustedError = _make("QuotaExhaustedError", pb.FAILURE_KIND_QUOTA_EXHAUSTED)
+SpendCapExceededError = _make("SpendCapExceededError", pb.FAILURE_KIND_SPEND_CAP_EXCEEDED)
+ModelNotFoundError = _make("ModelNotFoundError", pb.FAILURE_KIND_MODEL_NOT_FOUND)
+ProviderRefusalError = _make("ProviderRefusalError", pb.FAILURE_KIND_PROVIDER_REFUSAL)
+TokenEstimateExceedsLimitError = _make("TokenEstimateExceedsLimitError", pb.FAILURE_KIND_TOKEN_ESTIMATE_EXCEEDS_LIMIT)
+ContextOverflowError = _make("ContextOverflowError", pb.FAILURE_KIND_CONTEXT_OVERFLOW)
+OutputTruncatedError = _make("OutputTruncatedError", pb.FAILURE_KIND_OUTPUT_TRUNCATED)
+JobTimeoutError = _make("JobTimeoutError", pb.FAILURE_KIND_JOB_TIMEOUT)
+JobCancelledError = _make("JobCancelledError", pb.FAILURE_KIND_JOB_CANCELLED)
+
+_BY_KIND: dict[int, type[SidecarError]] = {
+    c.kind: c
+    for c in (
+        InvalidInputError,
+        ResourceNotFoundError,
+        GuardrailError,
+        JsonParseError,
+        ResponseValidationError,
+        ExternalServiceError,
+        UpstreamThrottleError,
+        UnauthorizedError,
+        PermissionDeniedError,
+        SystemFailureError,
+        CircuitOpenError,
+        UpstreamRetriesExhaustedError,
+        QuotaExhaustedError,
+        SpendCapExceededError,
+        ModelNotFoundError,
+        ProviderRefusalError,
+        TokenEstimateExceedsLimitError,
+        ContextOverflowError,
+        OutputTruncatedError,
+        JobTimeoutError,
+        JobCancelledError,
+    )
+}
+
+_FALLBACK_KIND = {
+    grpc.StatusCode.DEADLINE_EXCEEDED: pb.FAILURE_KIND_JOB_TIMEOUT,
+    grpc.StatusCode.CANCELLED: pb.FAILURE_KIND_JOB_CANCELLED,
+    grpc.StatusCode.UNAVAILABLE: pb.FAILURE_KIND_EXTERNAL_SERVICE,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: pb.FAILURE_KIND_INVALID_INPUT,
+    grpc.StatusCode.INVALID_ARGUMENT: pb.FAILURE_KIND_INVALID_INPUT,
+}
+
+
+def error_class(kind: int) -> type[SidecarError]:
+    return _BY_KIND.get(kind, SystemFailureError)
+
+
+def from_failure(failure: pb.Failure, grpc_code: grpc.StatusCode | None = None) -> SidecarError:
+    return error_class(failure.kind)(failure, grpc_code)
+
+
+def _explain(message: str, correctable: bool) -> str:
+    line = (
+        "[This error may be correctable - you can retry with different parameters or try a different approach]"
+        if correctable
+        else "[This error is not correctable - consider an alternative approach]"
+    )
+    return f"{message}\n{line}"
+
+
+def from_status(status: status_pb2.Status, code: grpc.StatusCode) -> SidecarError:
+    """The error a google.rpc.Status describes: its packed Failure, else ErrorInfo and the message."""
+    reason = ""
+    for detail in status.details:
+        if detail.Is(pb.Failure.DESCRIPTOR):
+            failure = pb.Failure()
+            detail.Unpack(failure)
+            return from_failure(failure, code)
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            reason = info.reason
+    name = "FAILURE_KIND_" + reason
+    known = bool(reason) and name in set(pb.FailureKind.keys())
+    kind = pb.FailureKind.Value(name) if known else _FALLBACK_KIND.get(code, pb.FAILURE_KIND_SYSTEM)
+    correctable = kind in CORRECTABLE_KINDS
+    message = status.message or code.name
+    failure = pb.Failure(
+        kind=kind, correctable=correctable, message=message, explanation=_explain(message, correctable)
+    )  # type: ignore[arg-type]
+    return from_failure(failure, code)
+
+
+def from_rpc_error(error: grpc.RpcError) -> SidecarError:
+    """The typed error of a failed call, from ``grpc-status-details-bin`` when present."""
+    code: grpc.StatusCode = error.code()  # type: ignore[attr-defined]
+    details = ""
+    raw = None
+    for key, value in error.trailing_metadata() or ():  # type: ignore[attr-defined]
+        if key == "grpc-status-details-bin":
+            raw = value
+    if raw is not None:
+        status = status_pb2.Status.FromString(raw)
+        return from_status(status, code)
+    details = error.details() or code.name  # type: ignore[attr-defined]
+    return from_status(status_pb2.Status(code=code.value[0], message=details), code)

@@ -1,0 +1,111 @@
+"""The ``sidecar`` command: serve, check-config, version, fake-provider, tool-backend, demo."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from sidecar import __version__
+from sidecar.config import Config, ConfigError, load_config, load_default_config
+
+__all__ = ["main"]
+
+BANNER = """sidecar {version} listening on {address} ({source})
+  health:  grpc_health_probe -addr={address}   (service sidecar.v1.Sidecar)
+  tools:   {tools}
+  models:  {models}
+  try it:  sidecar demo --target {address}
+Stop with Ctrl-C (SIGINT) or SIGTERM; in-flight calls get {grace:g} s to finish."""
+
+
+def _load(path: str | None) -> tuple[Config, str]:
+    if path is None:
+        return load_default_config(), "embedded default: local provider and tool backend, no keys"
+    return load_config(path), path
+
+
+async def _serve(config: Config, source: str, listen: str | None) -> int:
+    from sidecar.server.app import SidecarApp
+    from sidecar.telemetry.logs import configure_logging
+    from sidecar.telemetry.setup import setup_telemetry
+
+    configure_logging(config.telemetry.log_level, config.telemetry.log_format, config.secrets())
+    telemetry = setup_telemetry(config.telemetry.prometheus_port)
+    app = SidecarApp(config, listen=listen, interceptors=telemetry.interceptors)
+    try:
+        await app.start()
+    except OSError as exc:
+        print(f"sidecar: {exc}", file=sys.stderr)
+        return 1
+    print(
+        BANNER.format(
+            version=__version__,
+            address=app.address,
+            source=source,
+            tools=", ".join(config.tools) or "none",
+            models=", ".join(config.models) or "none",
+            grace=config.server.grace_period_s,
+        ),
+        flush=True,
+    )
+    received = await app.wait_for_signal()
+    print(f"sidecar: {received} received; finishing in-flight calls", file=sys.stderr, flush=True)
+    await app.stop()
+    telemetry.shutdown()
+    print("sidecar: stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="sidecar", description="One failure policy for an agent's model and tool calls."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the sidecar (the embedded default when no --config)")
+    serve.add_argument("--config", help="a YAML config file")
+    serve.add_argument("--listen", help="override server.listen (host:port or unix:/path)")
+    check = sub.add_parser("check-config", help="validate a config file without serving")
+    check.add_argument("file")
+    sub.add_parser("version", help="print the version")
+    fp = sub.add_parser("fake-provider", help="run the fault-injecting local provider", add_help=False)
+    fp.add_argument("rest", nargs=argparse.REMAINDER)
+    tb = sub.add_parser("tool-backend", help="run the bundled local tool backend", add_help=False)
+    tb.add_argument("rest", nargs=argparse.REMAINDER)
+    demo = sub.add_parser("demo", help="play a short scripted agent session against a running sidecar")
+    demo.add_argument("--target", default="127.0.0.1:50051")
+    args = parser.parse_args(argv)
+
+    if args.command == "version":
+        print(f"sidecar {__version__}")
+        return 0
+    if args.command == "check-config":
+        try:
+            cfg = load_config(args.file)
+        except ConfigError as exc:
+            print(f"sidecar: {exc}", file=sys.stderr)
+            return 2
+        print(f"{args.file}: ok ({len(cfg.models)} models, {len(cfg.tools)} tools, {len(cfg.providers)} providers)")
+        return 0
+    if args.command == "fake-provider":
+        from sidecar.fakes.provider import main as provider_main
+
+        return int(provider_main(args.rest) or 0)
+    if args.command == "tool-backend":
+        from sidecar.fakes.tool_backend import main as backend_main
+
+        return int(backend_main(args.rest) or 0)
+    if args.command == "demo":
+        from sidecar.demo import run_demo
+
+        return run_demo(args.target)
+    try:
+        config, source = _load(args.config)
+    except ConfigError as exc:
+        print(f"sidecar: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_serve(config, source, args.listen))
+    except KeyboardInterrupt:
+        return 0

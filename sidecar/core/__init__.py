@@ -1,0 +1,1 @@
+"""The core: taxonomy, classification and policy. Knows nothing of gRPC."""

@@ -1,0 +1,71 @@
+"""How long to wait before the next upstream attempt.
+
+The wait is the provider's Retry-After when it sent a usable one (read afresh on every
+attempt), else uniform in the signal's window times the attempt factor::
+
+    wait = uniform(window.min_s, window.max_s) * min(attempt, windows.factor_cap)
+    wait = min(wait, windows.max_wait_s)
+
+Retry-After forms honoured (RFC 9110 §10.2.3, plus the OpenAI header):
+``retry-after-ms: <digits>``; ``retry-after: <digits>`` (delay-seconds, 0…2147483647);
+``retry-after: <HTTP-date>``. Anything else (negative, fractional, out of range, garbage)
+falls back to the window; the raw header is still reported verbatim.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+
+from sidecar.config import Window, Windows
+
+__all__ = ["MAX_DELAY_SECONDS", "parse_retry_after", "retry_after_raw", "window_wait"]
+
+MAX_DELAY_SECONDS = 2147483647
+_DIGITS = re.compile(r"^[0-9]+$")
+
+
+def retry_after_raw(headers: Mapping[str, str]) -> str | None:
+    """The Retry-After header verbatim, or None when none was sent."""
+    return _get(headers, "retry-after")
+
+
+def parse_retry_after(headers: Mapping[str, str], now: datetime) -> float | None:
+    """Seconds the server asked us to wait, or None when it asked nothing usable."""
+    ms = _get(headers, "retry-after-ms")
+    if ms is not None and _DIGITS.match(ms.strip()) and int(ms.strip()) <= MAX_DELAY_SECONDS:
+        return int(ms.strip()) / 1000.0
+    raw = _get(headers, "retry-after")
+    if raw is None:
+        return None
+    value = raw.strip()
+    if _DIGITS.match(value):
+        seconds = int(value)
+        return float(seconds) if seconds <= MAX_DELAY_SECONDS else None
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return max((when - now).total_seconds(), 0.0)
+
+
+def window_wait(window: Window, attempt: int, windows: Windows, rng: random.Random) -> float:
+    """A jittered wait that grows with the attempt (1-based)."""
+    factor = min(max(attempt, 1), windows.factor_cap)
+    wait = rng.uniform(window.min_s, window.max_s) * factor
+    return min(wait, windows.max_wait_s)
+
+
+def _get(headers: Mapping[str, str], name: str) -> str | None:
+    got = headers.get(name)
+    if got is not None:
+        return got
+    for key, value in headers.items():
+        if key.lower() == name:
+            return value
+    return None

@@ -1,0 +1,262 @@
+"""The per-service throttle and circuit, shared by every call to a tool service.
+
+Throttle (on aiolimiter's leaky bucket, ``StretchLimiter``)::
+
+    each EXTERNAL_SERVICE / UPSTREAM_THROTTLE failure   throttle += failure_step (1.0), capped at max_throttle (9.0)
+    window                                              (1 + throttle) x the base window
+    every third success                                 throttle -= 0.2
+    every success after 5 minutes without pressure      throttle -= 0.5
+
+Circuit::
+
+    CLOSED --(failures_to_open-th failure while at max throttle)--> OPEN (cooldown 30 s; Retry-After is its floor)
+    OPEN   --(cooldown passed; the next call is the one probe)---> HALF_OPEN (the others are refused)
+    HALF_OPEN --probe succeeds--> CLOSED (cooldown back to 30 s)
+    HALF_OPEN --probe fails-----> OPEN, cooldown doubled (up to 1 h)
+    HALF_OPEN --probe lost------> OPEN, cooldown unchanged (cancelled, or no verdict in probe_timeout_s)
+
+Correctable failures (the caller's bad input) and cancelled calls are never charged.
+Every refusal quotes the response that opened the circuit.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+
+from opentelemetry import trace
+
+from sidecar.config import CircuitConfig, ServiceConfig
+from sidecar.core.clock import Clock
+from sidecar.core.limiter import StretchLimiter
+from sidecar.core.taxonomy import CircuitOpen, Trigger
+
+__all__ = ["PRESSURE_QUIET_S", "Admission", "CircuitState", "ServiceGuard", "ServiceGuards"]
+
+PRESSURE_QUIET_S = 300.0
+"""After this long without a failure, every success takes FAST_DECAY off the throttle."""
+SLOW_DECAY = 0.2
+SUCCESSES_PER_DECAY = 3
+FAST_DECAY = 0.5
+
+
+class CircuitState(enum.Enum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+@dataclass(slots=True)
+class Admission:
+    """A call let through. ``probe`` is true for the one call that tests a half-open circuit."""
+
+    probe: bool
+    waited: float
+    started: float
+    settled: bool = False
+
+
+class ServiceGuard:
+    """Throttle and circuit of one service."""
+
+    __slots__ = (
+        "_clock",
+        "_cooldown",
+        "_failures_at_max",
+        "_last_pressure",
+        "_limiter",
+        "_open_until",
+        "_opened_at",
+        "_probe",
+        "_successes",
+        "_trigger",
+        "circuit",
+        "name",
+        "state",
+        "throttle",
+    )
+
+    def __init__(self, name: str, service: ServiceConfig, circuit: CircuitConfig, clock: Clock) -> None:
+        self.name = name
+        self.circuit = circuit
+        self._clock = clock
+        self._limiter = StretchLimiter(service.rate, service.per_s, clock)
+        self.throttle = 0.0
+        self.state = CircuitState.CLOSED
+        self._successes = 0
+        self._failures_at_max = 0
+        self._last_pressure: float | None = None
+        self._cooldown = circuit.cooldown_s
+        self._open_until = 0.0
+        self._opened_at: datetime | None = None
+        self._trigger: Trigger | None = None
+        self._probe: Admission | None = None
+
+    def __repr__(self) -> str:
+        return f"<ServiceGuard {self.name} {self.state.value} throttle={self.throttle:.1f} cooldown={self._cooldown}s>"
+
+    @property
+    def cooldown(self) -> float:
+        return self._cooldown
+
+    @property
+    def trigger(self) -> Trigger | None:
+        return self._trigger
+
+    def check(self) -> Admission:
+        """Refuse at once (CircuitOpen) or admit without waiting for the throttle.
+
+        Returns the admission; a half-open circuit's first caller gets the probe.
+        """
+        now = self._clock.time()
+        if self.state is CircuitState.HALF_OPEN and self._probe is not None:
+            if now - self._probe.started >= self.circuit.probe_timeout_s:
+                self._event("circuit.probe_lost", reason="no verdict in time")
+                self._reopen(doubled=False)
+            else:
+                raise self._refusal(now, half_open=True)
+        if self.state is CircuitState.OPEN:
+            if now < self._open_until:
+                raise self._refusal(now, half_open=False)
+            self.state = CircuitState.HALF_OPEN
+            self._probe = Admission(probe=True, waited=0.0, started=now)
+            self._event("circuit.half_open")
+            return self._probe
+        return Admission(probe=False, waited=0.0, started=now)
+
+    async def pace(self) -> None:
+        """Wait for the throttle's leaky bucket (the window stretched by the throttle)."""
+        await self._limiter.acquire()
+
+    def throttle_wait(self) -> float:
+        """How long a call would wait in the throttle right now."""
+        return self._limiter.wait_time()
+
+    def success(self, admission: Admission) -> None:
+        if admission.settled:
+            return
+        admission.settled = True
+        if admission.probe and self._probe is admission:
+            self._probe = None
+            self.state = CircuitState.CLOSED
+            self._cooldown = self.circuit.cooldown_s
+            self._failures_at_max = 0
+            self._event("circuit.closed")
+        now = self._clock.time()
+        if self.throttle <= 0:
+            return
+        if self._last_pressure is None or now - self._last_pressure >= PRESSURE_QUIET_S:
+            self._set_throttle(self.throttle - FAST_DECAY)
+            return
+        self._successes += 1
+        if self._successes >= SUCCESSES_PER_DECAY:
+            self._successes = 0
+            self._set_throttle(self.throttle - SLOW_DECAY)
+
+    def failure(self, admission: Admission | None, trigger: Trigger, retry_after: float | None) -> None:
+        """Charge a service failure (EXTERNAL_SERVICE or UPSTREAM_THROTTLE) to the service."""
+        if admission is not None:
+            if admission.settled:
+                return
+            admission.settled = True
+        self._trigger = trigger
+        self._last_pressure = self._clock.time()
+        self._successes = 0
+        if admission is not None and admission.probe and self._probe is admission:
+            self._probe = None
+            self._cooldown = min(self._cooldown * 2, self.circuit.max_cooldown_s)
+            self._open(retry_after, reason="probe failed")
+            return
+        at_max = self.throttle >= self.circuit.max_throttle
+        self._set_throttle(self.throttle + self.circuit.failure_step)
+        if at_max and self.state is CircuitState.CLOSED:
+            self._failures_at_max += 1
+            if self._failures_at_max >= self.circuit.failures_to_open:
+                self._open(retry_after, reason="repeated failures at maximum throttle")
+
+    def lost(self, admission: Admission) -> None:
+        """A call that ended with no verdict (cancelled, correctable): charged to no one."""
+        if admission.settled:
+            return
+        admission.settled = True
+        if admission.probe and self._probe is admission:
+            self._probe = None
+            self._event("circuit.probe_lost", reason="cancelled or no verdict")
+            self._reopen(doubled=False)
+
+    # ------------------------------------------------------------------ internals
+
+    def _open(self, retry_after: float | None, reason: str) -> None:
+        now = self._clock.time()
+        length = max(self._cooldown, retry_after or 0.0)
+        self.state = CircuitState.OPEN
+        self._open_until = now + length
+        self._opened_at = self._clock.wall()
+        self._failures_at_max = 0
+        trigger = self._trigger
+        self._event(
+            "circuit.opened",
+            reason=reason,
+            cooldown_s=length,
+            trigger=trigger.describe() if trigger else "",
+        )
+
+    def _reopen(self, *, doubled: bool) -> None:
+        if doubled:
+            self._cooldown = min(self._cooldown * 2, self.circuit.max_cooldown_s)
+        self.state = CircuitState.OPEN
+        self._open_until = self._clock.time() + self._cooldown
+        self._event("circuit.reopened", cooldown_s=self._cooldown)
+
+    def _refusal(self, now: float, *, half_open: bool) -> CircuitOpen:
+        remaining = max(self._open_until - now, 0.0)
+        if half_open:
+            remaining = max(self._cooldown, 1.0) if remaining <= 0 else remaining
+        trigger = self._trigger or Trigger(None, "unknown")
+        refusal = CircuitOpen(
+            self.name,
+            remaining=remaining,
+            since=self._opened_at or self._clock.wall(),
+            cooldown=self._cooldown,
+            trigger=trigger,
+            half_open=half_open,
+        )
+        self._event("circuit.refused", state=self.state.value, remaining_s=round(remaining, 3))
+        return refusal
+
+    def _set_throttle(self, value: float) -> None:
+        value = min(max(value, 0.0), self.circuit.max_throttle)
+        if value == self.throttle:
+            return
+        self.throttle = round(value, 6)
+        self._limiter.stretch(1.0 + self.throttle)
+        self._event("service.throttle_changed", throttle=self.throttle)
+
+    def _event(self, name: str, **attrs: str | float | int) -> None:
+        span = trace.get_current_span()
+        if span.is_recording():
+            span.add_event(name, {"sidecar.service": self.name, **{f"sidecar.{k}": v for k, v in attrs.items()}})
+
+
+class ServiceGuards:
+    """Every service's guard, created on first use: shared by all calls to that service."""
+
+    __slots__ = ("_clock", "_config", "_default", "_guards")
+
+    def __init__(self, services: dict[str, ServiceConfig], default_circuit: CircuitConfig, clock: Clock) -> None:
+        self._config = services
+        self._clock = clock
+        self._guards: dict[str, ServiceGuard] = {}
+        self._default = default_circuit
+
+    def get(self, name: str) -> ServiceGuard:
+        guard = self._guards.get(name)
+        if guard is None:
+            service = self._config.get(name) or ServiceConfig()
+            guard = ServiceGuard(name, service, service.circuit or self._default, self._clock)
+            self._guards[name] = guard
+        return guard
+
+    def all(self) -> list[ServiceGuard]:
+        return list(self._guards.values())

@@ -1,0 +1,130 @@
+"""The shared model throttle: a rate limit or an overload slows every call to that model.
+
+    429 (rate limit)     throttle += 0.5; a Retry-After pauses the model for every caller until it passes
+    529 (overload)       throttle += 1.5
+    transient (5xx ...)  nothing: a stray 500 slows no one
+    every third success  throttle -= 0.2;  after 5 minutes without pressure, every success -= 0.5
+    cap                  9.0; the refill window stretches to (1 + throttle) x the base window
+
+The base window is the model's configured requests per minute (``requests_per_minute``), or
+``THROTTLE_BASE_RPM`` while a throttle is in force on a model with none configured. Tokens per
+minute, when configured, are a second leaky bucket charged with the estimated tokens of a call.
+"""
+
+from __future__ import annotations
+
+from opentelemetry import trace
+from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+
+from sidecar.core.clock import Clock
+from sidecar.core.limiter import StretchLimiter
+
+__all__ = ["INCREMENTS", "MAX_THROTTLE", "THROTTLE_BASE_RPM", "ModelThrottle"]
+
+MAX_THROTTLE = 9.0
+INCREMENTS = {pb.RETRY_SIGNAL_RATE_LIMIT: 0.5, pb.RETRY_SIGNAL_OVERLOAD: 1.5, pb.RETRY_SIGNAL_TRANSIENT: 0.0}
+THROTTLE_BASE_RPM = 600
+"""Requests per minute a throttled model with no configured rate is paced from."""
+PRESSURE_QUIET_S = 300.0
+SLOW_DECAY = 0.2
+SUCCESSES_PER_DECAY = 3
+FAST_DECAY = 0.5
+
+
+class ModelThrottle:
+    """One model's throttle, pause, and request/token buckets."""
+
+    __slots__ = (
+        "_clock",
+        "_fixed_rate",
+        "_last_pressure",
+        "_requests",
+        "_successes",
+        "_tokens",
+        "model",
+        "paused_until",
+        "throttle",
+    )
+
+    def __init__(self, model: str, clock: Clock, requests_per_minute: int = 0, tokens_per_minute: int = 0) -> None:
+        self.model = model
+        self._clock = clock
+        self.throttle = 0.0
+        self.paused_until = 0.0
+        self._successes = 0
+        self._last_pressure: float | None = None
+        if requests_per_minute:
+            self._requests = StretchLimiter(requests_per_minute, 60.0, clock)
+        else:  # no burst: one call per 60/THROTTLE_BASE_RPM seconds, stretched by the throttle
+            self._requests = StretchLimiter(1, 60.0 / THROTTLE_BASE_RPM, clock)
+        self._fixed_rate = bool(requests_per_minute)
+        self._tokens = StretchLimiter(tokens_per_minute, 60.0, clock) if tokens_per_minute else None
+
+    def __repr__(self) -> str:
+        return f"<ModelThrottle {self.model} throttle={self.throttle:.2f} paused_until={self.paused_until}>"
+
+    def wait_time(self, tokens: int = 0) -> float:
+        """How long a call would wait before sending, right now."""
+        now = self._clock.time()
+        wait = max(self.paused_until - now, 0.0)
+        if self._paced():
+            wait = max(wait, self._requests.wait_time())
+        if self._tokens is not None and tokens:
+            wait = max(wait, self._tokens.wait_time(min(tokens, self._tokens.max_rate)))
+        return wait
+
+    async def acquire(self, tokens: int = 0) -> None:
+        """Wait out any pause, then the request and token buckets."""
+        while (remaining := self.paused_until - self._clock.time()) > 0:
+            await self._clock.sleep(remaining)
+        if self._paced():
+            await self._requests.acquire()
+        if self._tokens is not None and tokens:
+            await self._tokens.acquire(min(tokens, self._tokens.max_rate))
+
+    def signal(self, signal: int, retry_after: float | None) -> None:
+        step = INCREMENTS.get(signal, 0.0)
+        if step == 0.0:
+            return
+        self._last_pressure = self._clock.time()
+        self._successes = 0
+        self._set(self.throttle + step)
+        if signal == pb.RETRY_SIGNAL_RATE_LIMIT and retry_after:
+            until = self._clock.time() + retry_after
+            if until > self.paused_until:
+                self.paused_until = until
+                self._event("model.paused", pause_s=retry_after)
+
+    def success(self) -> None:
+        if self.throttle <= 0:
+            return
+        now = self._clock.time()
+        if self._last_pressure is None or now - self._last_pressure >= PRESSURE_QUIET_S:
+            self._set(self.throttle - FAST_DECAY)
+            return
+        self._successes += 1
+        if self._successes >= SUCCESSES_PER_DECAY:
+            self._successes = 0
+            self._set(self.throttle - SLOW_DECAY)
+
+    @property
+    def window_factor(self) -> float:
+        return 1.0 + self.throttle
+
+    def _paced(self) -> bool:
+        return self._fixed_rate or self.throttle > 0
+
+    def _set(self, value: float) -> None:
+        value = round(min(max(value, 0.0), MAX_THROTTLE), 6)
+        if value == self.throttle:
+            return
+        self.throttle = value
+        self._requests.stretch(self.window_factor)
+        if self._tokens is not None:
+            self._tokens.stretch(self.window_factor)
+        self._event("model.throttle_changed", throttle=value)
+
+    def _event(self, name: str, **attrs: float) -> None:
+        span = trace.get_current_span()
+        if span.is_recording():
+            span.add_event(name, {"sidecar.model": self.model, **{f"sidecar.{k}": v for k, v in attrs.items()}})

@@ -1,0 +1,690 @@
+"""The one failure taxonomy: every failure the sidecar reports is one of these.
+
+A failure answers two questions in plain words: what went wrong (``message``), and
+whether a corrected call can help (``correctable``). ``explain_to_llm()`` is the text
+the model reads: the message, a newline, and one of the two retry lines.
+
+    SidecarFailure                          (abstract; kind, message, http, retry_after, attempts, detail)
+    ├── CorrectableFailure                  the call was wrong: fix it and call again
+    │   ├── InvalidInput                    parameter / value / rule            400 413 422, schema
+    │   ├── ResourceNotFound                resource type / identifier          404 on a fetch
+    │   ├── Guardrail                       a guardrail refused the call
+    │   ├── JsonParse                       reply not the JSON object asked for (parser reason, shape)
+    │   └── ResponseValidation              reply left required fields empty (one per line)
+    └── UncorrectableFailure                the tool or model cannot do this now: try another way
+        ├── ExternalService                 down, 5xx, unlisted status, refused / timeout / reset / dns
+        ├── UpstreamThrottle                429, or 401/403 whose body says throttling
+        ├── Unauthorized                    401/403: our credentials were refused
+        ├── PermissionDenied                the person the work runs for lacks access
+        ├── SystemError                     a bug: "A system error occurred in <component>. ..."
+        ├── CircuitOpen                     the service is switched off; quotes what switched it off
+        ├── UpstreamRetriesExhausted        429 / 529 / transient outlasted the retry budget
+        ├── QuotaExhausted                  the provider account is out of money
+        ├── SpendCapExceeded                the workflow's recorded spend reached its cap
+        ├── ModelNotFound                   not in the catalog (lists the ids that are)
+        ├── ProviderRefusal                 content filter or refusal; never re-rolled
+        ├── TokenEstimateExceedsLimit       the estimate does not fit the window (an estimate)
+        ├── ContextOverflow                 the provider says the context is too long
+        ├── OutputTruncated                 cut off at the output limit, even at the maximum
+        ├── JobTimeout                      the caller's deadline ends first
+        └── JobCancelled                    the caller cancelled
+
+This module knows nothing of gRPC: it converts to and from the ``sidecar.v1.Failure``
+protobuf message, which is data. The gRPC status carrier is ``sidecar.server.status``.
+``as_failure()`` is the one boundary that turns any other exception into ``SystemError``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import ClassVar
+
+from google.protobuf import duration_pb2, timestamp_pb2
+from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+
+from sidecar.core.text import cap
+
+__all__ = [
+    "CORRECTABLE_LINE",
+    "KIND_NAMES",
+    "UNCORRECTABLE_LINE",
+    "CircuitOpen",
+    "ContextOverflow",
+    "CorrectableFailure",
+    "ExternalService",
+    "Guardrail",
+    "HttpInfo",
+    "InvalidInput",
+    "JobCancelled",
+    "JobTimeout",
+    "JsonParse",
+    "ModelNotFound",
+    "OutputTruncated",
+    "PermissionDenied",
+    "ProviderRefusal",
+    "QuotaExhausted",
+    "ResourceNotFound",
+    "ResponseValidation",
+    "SidecarFailure",
+    "SpendCapExceeded",
+    "SystemError",
+    "TokenEstimateExceedsLimit",
+    "Unauthorized",
+    "UncorrectableFailure",
+    "UpstreamRetriesExhausted",
+    "UpstreamThrottle",
+    "as_failure",
+    "failure_class",
+    "kind_name",
+    "log_failure",
+]
+
+CORRECTABLE_LINE = (
+    "[This error may be correctable - you can retry with different parameters or try a different approach]"
+)
+UNCORRECTABLE_LINE = "[This error is not correctable - consider an alternative approach]"
+
+Kind = pb.FailureKind.ValueType
+Detail = (
+    pb.InvalidInputDetail
+    | pb.ResourceDetail
+    | pb.ProviderDetail
+    | pb.TokenLimitDetail
+    | pb.RefusalDetail
+    | pb.CircuitDetail
+    | pb.ServiceDetail
+    | pb.RetryDetail
+    | pb.SpendDetail
+    | pb.ReplyDetail
+    | pb.SystemDetail
+    | pb.TruncationDetail
+    | pb.PermissionDetail
+)
+
+# Which oneof field of Failure.detail holds each detail message.
+_DETAIL_FIELD: dict[type[Detail], str] = {
+    pb.InvalidInputDetail: "invalid_input",
+    pb.ResourceDetail: "resource",
+    pb.ProviderDetail: "provider",
+    pb.TokenLimitDetail: "token_limit",
+    pb.RefusalDetail: "refusal",
+    pb.CircuitDetail: "circuit",
+    pb.ServiceDetail: "service",
+    pb.RetryDetail: "retry",
+    pb.SpendDetail: "spend",
+    pb.ReplyDetail: "reply",
+    pb.SystemDetail: "system",
+    pb.TruncationDetail: "truncation",
+    pb.PermissionDetail: "permission",
+}
+
+_PREFIX = "FAILURE_KIND_"
+KIND_NAMES: dict[int, str] = {
+    v.number: v.name.removeprefix(_PREFIX) for v in pb.DESCRIPTOR.enum_types_by_name["FailureKind"].values if v.number
+}
+
+
+def kind_name(kind: int) -> str:
+    """The kind's name without the proto prefix, e.g. ``RESOURCE_NOT_FOUND``."""
+    return KIND_NAMES.get(kind, "UNSPECIFIED")
+
+
+@dataclass(frozen=True, slots=True)
+class HttpInfo:
+    """What an upstream answered. Exists only when a response came back."""
+
+    status_code: int
+    service: str
+    endpoint: str
+    body: str = ""
+    retry_after_raw: str | None = None
+
+    def to_proto(self) -> pb.HttpDetail:
+        msg = pb.HttpDetail(status_code=self.status_code, service=self.service, endpoint=self.endpoint, body=self.body)
+        if self.retry_after_raw is not None:
+            msg.retry_after_raw = self.retry_after_raw
+        return msg
+
+    @classmethod
+    def from_proto(cls, msg: pb.HttpDetail) -> HttpInfo:
+        raw = msg.retry_after_raw if msg.HasField("retry_after_raw") else None
+        return cls(msg.status_code, msg.service, msg.endpoint, msg.body, raw)
+
+
+class SidecarFailure(Exception):
+    """A failure of the taxonomy. Subclasses fix ``kind`` and ``correctable``."""
+
+    kind: ClassVar[Kind] = pb.FAILURE_KIND_UNSPECIFIED
+    correctable: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        http: HttpInfo | None = None,
+        retry_after: float | None = None,
+        attempts: int = 0,
+        detail: Detail | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.http = http
+        self.retry_after = retry_after
+        self.attempts = attempts
+        self.detail = detail
+
+    @property
+    def kind_name(self) -> str:
+        return kind_name(self.kind)
+
+    def explain_to_llm(self) -> str:
+        """The message and the retry line: exactly what the model reads."""
+        return f"{self.message}\n{CORRECTABLE_LINE if self.correctable else UNCORRECTABLE_LINE}"
+
+    def with_attempts(self, attempts: int) -> SidecarFailure:
+        self.attempts = attempts
+        return self
+
+    def to_proto(self) -> pb.Failure:
+        msg = pb.Failure(
+            kind=self.kind,
+            correctable=self.correctable,
+            message=self.message,
+            explanation=self.explain_to_llm(),
+            attempts=self.attempts,
+        )
+        if self.http is not None:
+            msg.http.CopyFrom(self.http.to_proto())
+        if self.retry_after is not None:
+            msg.retry_after.CopyFrom(_duration(self.retry_after))
+        if self.detail is not None:
+            getattr(msg, _DETAIL_FIELD[type(self.detail)]).CopyFrom(self.detail)
+        return msg
+
+    @staticmethod
+    def from_proto(msg: pb.Failure) -> SidecarFailure:
+        """Rebuild the failure a ``Failure`` message describes (its message kept verbatim)."""
+        cls = failure_class(msg.kind)
+        failure = cls.__new__(cls)
+        field = msg.WhichOneof("detail")
+        SidecarFailure.__init__(
+            failure,
+            msg.message,
+            http=HttpInfo.from_proto(msg.http) if msg.HasField("http") else None,
+            retry_after=msg.retry_after.ToTimedelta().total_seconds() if msg.HasField("retry_after") else None,
+            attempts=msg.attempts,
+            detail=getattr(msg, field) if field else None,
+        )
+        return failure
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, attempts={self.attempts})"
+
+
+class CorrectableFailure(SidecarFailure):
+    """The call was wrong; a corrected call may succeed."""
+
+    correctable = True
+
+
+class UncorrectableFailure(SidecarFailure):
+    """The tool or model cannot do this now, whatever the input."""
+
+    correctable = False
+
+
+def _duration(seconds: float) -> duration_pb2.Duration:
+    d = duration_pb2.Duration()
+    d.FromNanoseconds(round(seconds * 1e9))
+    return d
+
+
+def _timestamp(when: datetime) -> timestamp_pb2.Timestamp:
+    ts = timestamp_pb2.Timestamp()
+    ts.FromDatetime(when.astimezone(UTC))
+    return ts
+
+
+def _show(value: str) -> str:
+    return '""' if value == "" else cap(value, 80)
+
+
+# ---------------------------------------------------------------------------- correctable
+
+
+class InvalidInput(CorrectableFailure):
+    """The input broke a rule; the rule is written as the way to get it right."""
+
+    kind = pb.FAILURE_KIND_INVALID_INPUT
+
+    def __init__(self, parameter: str, value: str, rule: str, *, http: HttpInfo | None = None) -> None:
+        super().__init__(
+            f"Invalid value for parameter '{parameter}' (got {_show(value)}): {rule}",
+            http=http,
+            detail=pb.InvalidInputDetail(parameter=parameter, value=value, rule=rule),
+        )
+
+
+class ResourceNotFound(CorrectableFailure):
+    """A well-formed identifier that names nothing."""
+
+    kind = pb.FAILURE_KIND_RESOURCE_NOT_FOUND
+
+    def __init__(self, resource_type: str, identifier: str, *, http: HttpInfo | None = None, where: str = "") -> None:
+        at = f" at {where}" if where else ""
+        super().__init__(
+            f"No {resource_type} '{identifier}' exists{at}. Try another identifier or another tool.",
+            http=http,
+            detail=pb.ResourceDetail(resource_type=resource_type, identifier=identifier),
+        )
+
+
+class Guardrail(CorrectableFailure):
+    """A guardrail refused the call."""
+
+    kind = pb.FAILURE_KIND_GUARDRAIL
+
+    def __init__(self, guardrail: str, reason: str, value: str = "") -> None:
+        super().__init__(
+            f"The {guardrail} guardrail refused the call: {reason}",
+            detail=pb.InvalidInputDetail(parameter=guardrail, value=value, rule=reason),
+        )
+
+
+class JsonParse(CorrectableFailure):
+    """The reply was not the JSON object asked for."""
+
+    kind = pb.FAILURE_KIND_JSON_PARSE
+
+    def __init__(self, reason: str, expected_shape: str, *, model: str = "") -> None:
+        super().__init__(
+            f"Your reply was not the JSON object asked for: {reason}. "
+            f"Reply with only a JSON object, no prose or code fences, of this shape: {expected_shape}",
+            detail=pb.ReplyDetail(parser_reason=reason, expected_shape=expected_shape, model=model),
+        )
+
+
+class ResponseValidation(CorrectableFailure):
+    """The reply parsed but left required fields empty: every failed field, one per line."""
+
+    kind = pb.FAILURE_KIND_RESPONSE_VALIDATION
+
+    def __init__(self, problems: list[tuple[str, str]], *, model: str = "") -> None:
+        lines = "\n".join(f"- {field}: {problem}" for field, problem in problems)
+        super().__init__(
+            f"Your reply left required fields empty or invalid; reply again with every field filled:\n{lines}",
+            detail=pb.ReplyDetail(fields=[pb.FieldProblem(field=f, problem=p) for f, p in problems], model=model),
+        )
+
+
+# ---------------------------------------------------------------------------- uncorrectable
+
+
+class ExternalService(UncorrectableFailure):
+    """The service is down, answered with a server error, or could not be reached."""
+
+    kind = pb.FAILURE_KIND_EXTERNAL_SERVICE
+
+    def __init__(
+        self,
+        service: str,
+        endpoint: str,
+        detail: str,
+        *,
+        http: HttpInfo | None = None,
+        fault: int = pb.TRANSPORT_FAULT_UNSPECIFIED,
+        retry_after: float | None = None,
+    ) -> None:
+        said = f"answered HTTP {http.status_code}: {cap(detail)}" if http else f"could not be reached ({cap(detail)})"
+        super().__init__(
+            f"The {service} service failed at {endpoint}: it {said}.",
+            http=http,
+            retry_after=retry_after,
+            detail=pb.ServiceDetail(service=service, endpoint=endpoint, detail=cap(detail), fault=fault),
+        )
+
+
+class UpstreamThrottle(UncorrectableFailure):
+    """The service is throttling us."""
+
+    kind = pb.FAILURE_KIND_UPSTREAM_THROTTLE
+
+    def __init__(
+        self, service: str, endpoint: str, detail: str, *, http: HttpInfo | None, retry_after: float | None = None
+    ) -> None:
+        status = f"HTTP {http.status_code}" if http else "a throttle"
+        asked = ""
+        if http is not None and http.retry_after_raw is not None:
+            asked = f" It asked to retry after {cap(http.retry_after_raw, 40)}."
+        super().__init__(
+            f"The {service} service is throttling requests at {endpoint} ({status}: {cap(detail)}).{asked}",
+            http=http,
+            retry_after=retry_after,
+            detail=pb.ServiceDetail(service=service, endpoint=endpoint, detail=cap(detail)),
+        )
+
+
+class Unauthorized(UncorrectableFailure):
+    """The service or provider rejected the sidecar's own credentials."""
+
+    kind = pb.FAILURE_KIND_UNAUTHORIZED
+
+    def __init__(
+        self,
+        service: str,
+        reason: str,
+        *,
+        http: HttpInfo | None = None,
+        endpoint: str = "",
+        provider: pb.ProviderDetail | None = None,
+    ) -> None:
+        at = f" at {endpoint}" if endpoint else ""
+        super().__init__(
+            f"The {service} service rejected the sidecar's credentials{at}: {cap(reason)}. "
+            "An operator must fix the configured key.",
+            http=http,
+            detail=provider or pb.ServiceDetail(service=service, endpoint=endpoint, detail=cap(reason)),
+        )
+
+
+class PermissionDenied(UncorrectableFailure):
+    """The person the work runs for lacks access, by the application's own rules."""
+
+    kind = pb.FAILURE_KIND_PERMISSION_DENIED
+
+    def __init__(self, message: str, resource: str = "") -> None:
+        super().__init__(message, detail=pb.PermissionDetail(resource=resource))
+
+
+class SystemError(UncorrectableFailure):
+    """An unexpected internal error: the model learns only that something broke."""
+
+    kind = pb.FAILURE_KIND_SYSTEM
+
+    def __init__(self, component: str) -> None:
+        super().__init__(
+            f"A system error occurred in {component}. The operation could not be completed.",
+            detail=pb.SystemDetail(component=component),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """The response that opened a circuit: status (or none), detail, Retry-After asked for."""
+
+    status_code: int | None
+    detail: str
+    retry_after_raw: str | None = None
+
+    @property
+    def status(self) -> str:
+        return f"HTTP {self.status_code}" if self.status_code else "no response"
+
+    def describe(self) -> str:
+        asked = f", Retry-After: {cap(self.retry_after_raw, 40)}" if self.retry_after_raw is not None else ""
+        return f"{self.status} ({cap(self.detail, 120)}{asked})"
+
+    def to_proto(self) -> pb.TriggerResponse:
+        msg = pb.TriggerResponse(status_code=self.status_code or 0, status=self.status, detail=self.detail)
+        if self.retry_after_raw is not None:
+            msg.retry_after_raw = self.retry_after_raw
+        return msg
+
+
+class CircuitOpen(UncorrectableFailure):
+    """The service's circuit is open; the refusal quotes the response that opened it."""
+
+    kind = pb.FAILURE_KIND_CIRCUIT_OPEN
+
+    def __init__(
+        self,
+        service: str,
+        *,
+        remaining: float,
+        since: datetime,
+        cooldown: float,
+        trigger: Trigger,
+        half_open: bool = False,
+    ) -> None:
+        wait = max(1, round(remaining))
+        state = "is being probed" if half_open else "is switched off"
+        super().__init__(
+            f"The {service} service {state} after repeated failures (circuit open). Do not retry tools of "
+            f"this service for about {wait} s. It was switched off by: {trigger.describe()}.",
+            retry_after=max(remaining, 0.0),
+            detail=pb.CircuitDetail(
+                service=service,
+                state=pb.CIRCUIT_STATE_HALF_OPEN if half_open else pb.CIRCUIT_STATE_OPEN,
+                since=_timestamp(since),
+                cooldown=_duration(cooldown),
+                opened_by=trigger.to_proto(),
+            ),
+        )
+
+
+_SIGNAL_WORDS = {
+    pb.RETRY_SIGNAL_RATE_LIMIT: "rate limit",
+    pb.RETRY_SIGNAL_OVERLOAD: "overload",
+    pb.RETRY_SIGNAL_TRANSIENT: "transient fault",
+}
+
+
+def signal_words(signal: int) -> str:
+    return _SIGNAL_WORDS.get(signal, "unknown signal")
+
+
+class UpstreamRetriesExhausted(UncorrectableFailure):
+    """Rate limits, overloads or transient faults outlasted the retry budget."""
+
+    kind = pb.FAILURE_KIND_UPSTREAM_RETRIES_EXHAUSTED
+
+    def __init__(
+        self, target: str, budget: int, signal: int, last: str, *, http: HttpInfo | None, retry_after: float | None
+    ) -> None:
+        super().__init__(
+            f"{target} still failed after {budget} upstream retries (the call's budget); "
+            f"last signal: {signal_words(signal)} ({cap(last)}).",
+            http=http,
+            retry_after=retry_after,
+            detail=pb.RetryDetail(budget=budget, last_signal=signal, target=target),  # type: ignore[arg-type]
+        )
+
+
+class QuotaExhausted(UncorrectableFailure):
+    """The provider account is out of money: fund it or raise its budget."""
+
+    kind = pb.FAILURE_KIND_QUOTA_EXHAUSTED
+
+    def __init__(self, provider: str, account: str, model: str, said: str, *, http: HttpInfo | None) -> None:
+        acct = f" (account {account})" if account else ""
+        super().__init__(
+            f"The {provider} account{acct} is out of quota for model {model}: {cap(said)}. "
+            "Waiting will not help; fund the account or raise its spend budget.",
+            http=http,
+            detail=pb.ProviderDetail(provider=provider, account=account, model=model, provider_message=cap(said)),
+        )
+
+
+class SpendCapExceeded(UncorrectableFailure):
+    """The workflow's recorded spend has reached its configured cap."""
+
+    kind = pb.FAILURE_KIND_SPEND_CAP_EXCEEDED
+
+    def __init__(self, workflow_id: str, spent: float, cap_usd: float) -> None:
+        super().__init__(
+            f"Workflow '{workflow_id}' has spent ${spent:.4f} of its ${cap_usd:.4f} cap; the call was not sent. "
+            "Raise the cap or end the workflow.",
+            detail=pb.SpendDetail(workflow_id=workflow_id, spent_usd=spent, cap_usd=cap_usd),
+        )
+
+
+class ModelNotFound(UncorrectableFailure):
+    """A model id the catalog does not hold."""
+
+    kind = pb.FAILURE_KIND_MODEL_NOT_FOUND
+
+    def __init__(self, model: str, available: list[str], *, http: HttpInfo | None = None) -> None:
+        listed = ", ".join(available) if available else "none"
+        super().__init__(
+            f"Model '{cap(model, 80)}' is not in the catalog. Models that exist: {listed}.",
+            http=http,
+            detail=pb.ResourceDetail(resource_type="model", identifier=model, available=available),
+        )
+
+
+class ProviderRefusal(UncorrectableFailure):
+    """The provider declined the call; never re-rolled on the same model."""
+
+    kind = pb.FAILURE_KIND_PROVIDER_REFUSAL
+
+    def __init__(self, model: str, category: str, explanation: str) -> None:
+        said = f": {cap(explanation)}" if explanation else ""
+        super().__init__(
+            f"Model {model} refused the request ({category}){said}. Retrying the same model will not help.",
+            detail=pb.RefusalDetail(model=model, category=category, explanation=cap(explanation)),
+        )
+
+
+class TokenEstimateExceedsLimit(UncorrectableFailure):
+    """Before sending, the estimated conversation does not fit the context window."""
+
+    kind = pb.FAILURE_KIND_TOKEN_ESTIMATE_EXCEEDS_LIMIT
+
+    def __init__(self, model: str, estimate: int, limit: int) -> None:
+        overflow = estimate - limit
+        ratio = estimate / limit if limit else float("inf")
+        super().__init__(
+            f"The conversation is estimated at {estimate} tokens (input plus output budget), over model {model}'s "
+            f"{limit}-token context window by {overflow} ({ratio:.2f}x). This is the sidecar's estimate, not a "
+            "provider response; shorten or compact the conversation.",
+            detail=pb.TokenLimitDetail(estimate=estimate, limit=limit, overflow=overflow, ratio=ratio, model=model),
+        )
+
+
+class ContextOverflow(UncorrectableFailure):
+    """The provider itself says the context is too long."""
+
+    kind = pb.FAILURE_KIND_CONTEXT_OVERFLOW
+
+    def __init__(self, provider: str, model: str, said: str, *, http: HttpInfo | None) -> None:
+        super().__init__(
+            f"The {provider} provider says the conversation is too long for model {model}: {cap(said)}.",
+            http=http,
+            detail=pb.ProviderDetail(provider=provider, model=model, provider_message=cap(said)),
+        )
+
+
+class OutputTruncated(UncorrectableFailure):
+    """The reply was cut off at the output limit, even at the model's maximum."""
+
+    kind = pb.FAILURE_KIND_OUTPUT_TRUNCATED
+
+    def __init__(self, model: str, budget: int, model_max: int) -> None:
+        super().__init__(
+            f"Model {model}'s reply was cut off at its output limit of {budget} tokens "
+            f"(the model's maximum is {model_max}). Ask for a shorter answer or split the task.",
+            detail=pb.TruncationDetail(model=model, max_output_tokens=budget, model_max_output_tokens=model_max),
+        )
+
+
+class JobTimeout(UncorrectableFailure):
+    """The caller's deadline ends before the call could."""
+
+    kind = pb.FAILURE_KIND_JOB_TIMEOUT
+
+    def __init__(
+        self,
+        target: str,
+        reason: str,
+        *,
+        signal: int = pb.RETRY_SIGNAL_UNSPECIFIED,
+        http: HttpInfo | None = None,
+        retry_after: float | None = None,
+        budget: int = 0,
+    ) -> None:
+        super().__init__(
+            f"The call to {target} would not finish before the caller's deadline: {reason}.",
+            http=http,
+            retry_after=retry_after,
+            detail=pb.RetryDetail(
+                budget=budget,
+                last_signal=signal,  # type: ignore[arg-type]
+                target=target,
+                next_wait=_duration(retry_after) if retry_after is not None else None,
+            ),
+        )
+
+
+class JobCancelled(UncorrectableFailure):
+    """The caller cancelled the call."""
+
+    kind = pb.FAILURE_KIND_JOB_CANCELLED
+
+    def __init__(self, target: str) -> None:
+        super().__init__(f"The call to {target} was cancelled by the caller.", detail=pb.RetryDetail(target=target))
+
+
+_BY_KIND: dict[int, type[SidecarFailure]] = {
+    cls.kind: cls
+    for cls in [
+        InvalidInput,
+        ResourceNotFound,
+        Guardrail,
+        JsonParse,
+        ResponseValidation,
+        ExternalService,
+        UpstreamThrottle,
+        Unauthorized,
+        PermissionDenied,
+        SystemError,
+        CircuitOpen,
+        UpstreamRetriesExhausted,
+        QuotaExhausted,
+        SpendCapExceeded,
+        ModelNotFound,
+        ProviderRefusal,
+        TokenEstimateExceedsLimit,
+        ContextOverflow,
+        OutputTruncated,
+        JobTimeout,
+        JobCancelled,
+    ]
+}
+
+
+def failure_class(kind: int) -> type[SidecarFailure]:
+    """The class of a kind; unknown kinds read as SystemError."""
+    return _BY_KIND.get(kind, SystemError)
+
+
+_log = logging.getLogger("sidecar.failures")
+
+
+def log_failure(failure: SidecarFailure, *, cause: BaseException | None = None, **context: object) -> None:
+    """Correctable failures are the normal back-and-forth: WARNING. The rest: ERROR with the stack."""
+    extra = {"failure_kind": failure.kind_name, "correctable": failure.correctable, **context}
+    if failure.correctable:
+        _log.warning("%s: %s", failure.kind_name, failure.message, extra=extra)
+    else:
+        exc = cause or failure
+        _log.error(
+            "%s: %s", failure.kind_name, failure.message, extra=extra, exc_info=(type(exc), exc, exc.__traceback__)
+        )
+
+
+def as_failure(exc: BaseException, component: str) -> SidecarFailure:
+    """The one boundary: a failure of the taxonomy stays itself; anything else becomes SystemError.
+
+    The model reads only that something broke in ``component``; the details go to the log.
+    """
+    if isinstance(exc, SidecarFailure):
+        return exc
+    failure = SystemError(component)
+    _log.error("unexpected error in %s: %r", component, exc, exc_info=(type(exc), exc, exc.__traceback__))
+    return failure
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,41 @@
+"""The one boundary for transport failures: httpx exceptions become a TransportFault.
+
+httpx.ConnectError (name resolution)   -> DNS       never reached the service
+httpx.ConnectError                     -> REFUSED   never reached the service
+httpx.ConnectTimeout, PoolTimeout      -> TIMEOUT   never reached the service
+httpx.ReadTimeout, WriteTimeout        -> TIMEOUT   may have reached it
+httpx.RemoteProtocolError, Read/WriteError, other TransportError -> RESET  may have reached it
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx
+from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+
+__all__ = ["Fault", "fault_of"]
+
+_DNS_WORDS = ("name or service not known", "nodename nor servname", "name resolution", "getaddrinfo", "no address")
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """A transport failure: which fault, whether the request may have reached the service, and a detail."""
+
+    fault: int
+    may_have_reached: bool
+    detail: str
+
+
+def fault_of(exc: httpx.TransportError) -> Fault:
+    text = str(exc).lower()
+    if isinstance(exc, httpx.ConnectError):
+        if any(w in text for w in _DNS_WORDS):
+            return Fault(pb.TRANSPORT_FAULT_DNS, False, "the host name did not resolve")
+        return Fault(pb.TRANSPORT_FAULT_REFUSED, False, "connection refused")
+    if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+        return Fault(pb.TRANSPORT_FAULT_TIMEOUT, False, "no connection in time")
+    if isinstance(exc, httpx.TimeoutException):
+        return Fault(pb.TRANSPORT_FAULT_TIMEOUT, True, "no response in time")
+    return Fault(pb.TRANSPORT_FAULT_RESET, True, "connection reset before a complete response")

@@ -1,0 +1,1 @@
+"""Model providers: the OpenAI-compatible and Anthropic wire formats, and the call policy over them."""

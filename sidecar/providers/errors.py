@@ -1,0 +1,135 @@
+"""The one boundary for provider answers that are not a reply: a retry signal or a terminal failure.
+
+Decided from the body before the status, in this order::
+
+    402, insufficient_quota, "credit balance is too low"        -> QUOTA_EXHAUSTED      (never retried)
+    overloaded_error anywhere, or 529                            -> signal OVERLOAD      (+1.5 model throttle)
+  429  -> signal RATE_LIMIT  (+0.5; Retry-After pauses the model)
+    x-should-retry: true                                         -> signal TRANSIENT
+    408, 5xx (unless x-should-retry: false)                      -> signal TRANSIENT     (slows no one)
+    401 / 403                                                    -> UNAUTHORIZED          (body blanked)
+    context_length_exceeded, "prompt is too long", 413           -> CONTEXT_OVERFLOW
+    404                                                          -> MODEL_NOT_FOUND (at the provider)
+    other 4xx                                                    -> INVALID_INPUT (the provider's words as the rule)
+    anything else                                                -> EXTERNAL_SERVICE
+    connection failure, read timeout, reset (no response)        -> signal TRANSIENT, no http
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+
+from sidecar.core.backoff import parse_retry_after, retry_after_raw
+from sidecar.core.redact import redact_body
+from sidecar.core.taxonomy import (
+    ContextOverflow,
+    ExternalService,
+    HttpInfo,
+    InvalidInput,
+    ModelNotFound,
+    QuotaExhausted,
+    SidecarFailure,
+    Unauthorized,
+)
+from sidecar.core.text import cap
+
+__all__ = ["Signal", "classify_response"]
+
+_QUOTA = re.compile(
+    r"insufficient_quota|credit balance is too low|billing_hard_limit|exceeded your current quota", re.I
+)
+_CONTEXT = re.compile(
+    r"context_length_exceeded|prompt is too long|maximum context length|context window|too many tokens|"
+    r"input is too long|request_too_large",
+    re.I,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """Nobody's mistake: wait and send again. ``retry_after`` is what the provider asked for, if usable."""
+
+    signal: int  # pb.RetrySignal
+    detail: str
+    http: HttpInfo | None
+    retry_after: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    provider: str
+    account: str
+    model_id: str
+    upstream_model: str
+    endpoint: str
+
+
+def _error_fields(body: str) -> tuple[str, str, str]:
+    """(message, type, code) of an OpenAI or Anthropic error body."""
+    try:
+        parsed: Any = json.loads(body)
+    except ValueError:
+        return body.strip(), "", ""
+    err = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(err, dict):
+        return str(err.get("message") or ""), str(err.get("type") or ""), str(err.get("code") or "")
+    if isinstance(err, str):
+        return err, "", ""
+    if isinstance(parsed, dict) and parsed.get("message"):
+        return str(parsed["message"]), str(parsed.get("type") or ""), ""
+    return body.strip(), "", ""
+
+
+def classify_response(
+    status: int,
+    headers: Mapping[str, str],
+    body: str,
+    target: Target,
+    secrets: Iterable[str],
+    now: datetime,
+) -> Signal | SidecarFailure:
+    safe = redact_body(body, status, secrets)
+    http = HttpInfo(status, target.provider, target.endpoint, safe, retry_after_raw(headers))
+    message, etype, code = _error_fields(redact_body(body, None, secrets))
+    words = cap(message) or f"HTTP {status}"
+    wait = parse_retry_after(headers, now)
+    lowered = {k.lower(): v.strip().lower() for k, v in headers.items()}
+
+    if status == 402 or _QUOTA.search(body):
+        return QuotaExhausted(target.provider, target.account, target.model_id, words, http=http)
+    if status == 529 or "overloaded_error" in body:
+        return Signal(pb.RETRY_SIGNAL_OVERLOAD, words, http, wait)
+    if status == 429:
+        return Signal(pb.RETRY_SIGNAL_RATE_LIMIT, words, http, wait)
+    should_retry = lowered.get("x-should-retry")
+    if should_retry == "true" or ((status == 408 or status >= 500) and should_retry != "false"):
+        return Signal(pb.RETRY_SIGNAL_TRANSIENT, words, http, wait)
+    if status in (401, 403):
+        reason = f"HTTP {status} {etype or code}".strip()
+        detail = pb.ProviderDetail(provider=target.provider, account=target.account, model=target.model_id)
+        return Unauthorized(target.provider, reason, http=http, endpoint=target.endpoint, provider=detail)
+    if status == 413 or _CONTEXT.search(code) or _CONTEXT.search(message):
+        return ContextOverflow(target.provider, target.model_id, words, http=http)
+    if status == 404:
+        failure = ModelNotFound(target.model_id, [], http=http)
+        failure.message = (
+            f"The {target.provider} provider does not serve model '{target.upstream_model}' "
+            f"(catalog id '{target.model_id}'): {words}. Fix the catalog entry or choose another model."
+        )
+        return failure
+    if 400 <= status < 500:
+        return InvalidInput(
+            "messages", "", f"the {target.provider} provider rejected the request (HTTP {status}: {words})", http=http
+        )
+    return ExternalService(target.provider, target.endpoint, words, http=http)
+
+
+def transport_signal(detail: str) -> Signal:
+    return Signal(pb.RETRY_SIGNAL_TRANSIENT, detail, None, None)

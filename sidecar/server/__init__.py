@@ -1,0 +1,1 @@
+"""The gRPC adapter: a thin servicer over the core, the status carrier, and the serving process."""

@@ -1,0 +1,152 @@
+"""The serving process: grpc.aio with health and reflection, graceful shutdown, embedded fakes.
+
+``SidecarApp`` wires the core to the servicer from one ``Config``; ``serve`` runs it until
+SIGTERM or SIGINT, then stops taking calls, lets in-flight ones finish within the grace period,
+and returns (the process exits 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+from sidecar_client._proto.sidecar.v1 import sidecar_pb2_grpc as pb_grpc
+
+from sidecar.config import Config
+from sidecar.core.circuit import CircuitState, ServiceGuards
+from sidecar.core.clock import Clock, RealClock
+from sidecar.core.spend import SpendLedger
+from sidecar.providers.caller import ModelCaller
+from sidecar.server.servicer import SidecarServicer
+from sidecar.telemetry.metrics import Metrics
+from sidecar.tools.executor import ToolRunner
+
+__all__ = ["SERVICE_NAME", "SidecarApp", "running"]
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Sidecar"].full_name
+_log = logging.getLogger("sidecar.server")
+_CIRCUIT_VALUE = {CircuitState.CLOSED: 0, CircuitState.HALF_OPEN: 1, CircuitState.OPEN: 2}
+
+
+@dataclass
+class SidecarApp:
+    """Everything one sidecar process holds: core state, the gRPC server, embedded fakes."""
+
+    config: Config
+    clock: Clock = field(default_factory=RealClock)
+    rng: random.Random = field(default_factory=random.Random)
+    listen: str | None = None
+    """Overrides ``config.server.listen`` (``127.0.0.1:0`` picks a free port)."""
+    interceptors: list[Any] = field(default_factory=list)
+
+    server: grpc.aio.Server | None = None
+    address: str = ""
+    port: int = 0
+    servicer: SidecarServicer | None = None
+    guards: ServiceGuards | None = None
+    models: ModelCaller | None = None
+    tools: ToolRunner | None = None
+    embedded: dict[str, str] = field(default_factory=dict)
+    _fakes: list[Any] = field(default_factory=list)
+    _health: health.aio.HealthServicer | None = None
+
+    async def start(self) -> None:
+        await self._start_fakes()
+        cfg = self.config
+        self.guards = ServiceGuards(cfg.services, cfg.policy.circuit, self.clock)
+        self.tools = ToolRunner(cfg, self.clock, self.guards, self.embedded, self.rng)
+        self.models = ModelCaller(cfg, self.clock, SpendLedger(dict(cfg.policy.spend_caps)), self.embedded, self.rng)
+        metrics = Metrics()
+        guards, models = self.guards, self.models
+        metrics.observe_gauges(
+            lambda: [(m, models.throttle(m).throttle) for m in cfg.models],
+            lambda: [(g.name, g.throttle, _CIRCUIT_VALUE[g.state]) for g in guards.all()],
+        )
+        self.servicer = SidecarServicer(cfg, self.clock, self.tools, self.models, self.guards, metrics)
+        limit = cfg.server.max_message_bytes
+        self.server = grpc.aio.server(
+            interceptors=self.interceptors,
+            options=[
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.max_send_message_length", limit),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        pb_grpc.add_SidecarServicer_to_server(self.servicer, self.server)
+        self._health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self.server)
+        if cfg.server.reflection:
+            names = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
+            reflection.enable_server_reflection(names, self.server)
+        listen = self.listen or cfg.server.listen
+        bound = self.server.add_insecure_port(listen)
+        if not listen.startswith("unix:") and bound == 0:
+            raise OSError(f"cannot listen on {listen}: the address is in use or not available")
+        self.port = bound
+        self.address = listen if listen.startswith("unix:") else f"{listen.rsplit(':', 1)[0]}:{bound}"
+        await self.server.start()
+        for name in ("", SERVICE_NAME):
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def _start_fakes(self) -> None:
+        wanted = self.config.embedded
+        if not wanted:
+            return
+        from sidecar.fakes import FakeProvider, FakeToolBackend
+
+        if "provider" in wanted:
+            provider = FakeProvider()
+            await provider.start()
+            self._fakes.append(provider)
+            self.embedded["provider"] = provider.url
+        if "tools" in wanted:
+            backend = FakeToolBackend()
+            await backend.start()
+            self._fakes.append(backend)
+            self.embedded["tools"] = backend.url
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop taking calls; in-flight calls get ``grace`` seconds to finish."""
+        if self._health is not None:
+            await self._health.enter_graceful_shutdown()
+        if self.server is not None:
+            await self.server.stop(self.config.server.grace_period_s if grace is None else grace)
+        if self.tools is not None:
+            await self.tools.aclose()
+        if self.models is not None:
+            await self.models.aclose()
+        for fake in reversed(self._fakes):
+            await fake.stop()
+        self._fakes.clear()
+
+    async def wait_for_signal(self) -> str:
+        loop = asyncio.get_running_loop()
+        stop: asyncio.Future[str] = loop.create_future()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda s=sig: stop.done() or stop.set_result(s.name))
+        try:
+            return await stop
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+
+
+@contextlib.asynccontextmanager
+async def running(config: Config, **kwargs: Any) -> AsyncIterator[SidecarApp]:
+    """A started app for tests: ``async with running(cfg, listen="127.0.0.1:0", clock=...) as app``."""
+    app = SidecarApp(config, **kwargs)
+    await app.start()
+    try:
+        yield app
+    finally:
+        await app.stop(grace=0)

@@ -1,0 +1,319 @@
+"""The Sidecar servicer: a thin adapter from gRPC to the core.
+
+ExecuteTool answers OK with ``failure`` set when the tool fails; CallModel fails the RPC with a
+rich status (``status.to_status``); any exception that is not a failure of the taxonomy becomes
+SYSTEM at this boundary (``taxonomy.as_failure``) and its details go to the log only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import grpc
+from grpc_status import rpc_status
+from opentelemetry import trace
+from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+from sidecar_client._proto.sidecar.v1 import sidecar_pb2_grpc as pb_grpc
+
+from sidecar.config import Config
+from sidecar.core.circuit import Admission, ServiceGuards
+from sidecar.core.clock import Clock
+from sidecar.core.taxonomy import (
+    JobCancelled,
+    SidecarFailure,
+    as_failure,
+    kind_name,
+    log_failure,
+)
+from sidecar.core.tool_failures import Observation, classify, is_service_failure, trigger_of
+from sidecar.providers.caller import ModelCaller
+from sidecar.server.status import to_status
+from sidecar.telemetry import names as n
+from sidecar.telemetry.metrics import Metrics
+from sidecar.tools.executor import ToolRunner
+
+__all__ = ["SidecarServicer"]
+
+_log = logging.getLogger("sidecar.server")
+_tracer = trace.get_tracer(n.TRACER)
+_KINDS = {pb.TOOL_KIND_SEARCH: "search", pb.TOOL_KIND_FETCH: "fetch", pb.TOOL_KIND_UNSPECIFIED: "fetch"}
+
+
+class SidecarServicer(pb_grpc.SidecarServicer):
+    def __init__(
+        self,
+        config: Config,
+        clock: Clock,
+        tools: ToolRunner,
+        models: ModelCaller,
+        guards: ServiceGuards,
+        metrics: Metrics,
+    ) -> None:
+        self._config = config
+        self._clock = clock
+        self._tools = tools
+        self._models = models
+        self._guards = guards
+        self._metrics = metrics
+        self._secrets = config.secrets()
+        self._probes: dict[str, Admission] = {}
+        self._tool_list = pb.ListToolsResponse(tools=[_tool_info(name, t) for name, t in config.tools.items()])
+        self._model_list = pb.ListModelsResponse(
+            models=[
+                pb.ModelInfo(
+                    id=mid,
+                    provider=m.provider,
+                    wire_format=config.providers[m.provider].wire_format,
+                    upstream_model=m.upstream_model,
+                    context_window=m.context_window,
+                    max_output_tokens=m.max_output_tokens,
+                    input_price_per_mtok=m.input_price_per_mtok,
+                    output_price_per_mtok=m.output_price_per_mtok,
+                    requests_per_minute=m.requests_per_minute,
+                    tokens_per_minute=m.tokens_per_minute,
+                    upstream_retries=m.upstream_retries
+                    if m.upstream_retries is not None
+                    else config.policy.upstream_retries,
+                )
+                for mid, m in config.models.items()
+            ]
+        )
+
+    def _deadline(self, context: grpc.aio.ServicerContext[Any, Any]) -> float | None:
+        remaining = context.time_remaining()
+        return None if remaining is None else self._clock.time() + remaining
+
+    # ------------------------------------------------------------------ ExecuteTool
+
+    async def ExecuteTool(
+        self, request: pb.ExecuteToolRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ExecuteToolResponse:
+        tool_cfg = self._config.tools.get(request.tool)
+        attrs: dict[str, Any] = {
+            n.GEN_AI_OPERATION: "execute_tool",
+            n.GEN_AI_TOOL_NAME: request.tool,
+            n.GEN_AI_TOOL_CALL_ID: request.call_id,
+            n.GEN_AI_TOOL_TYPE: "function",
+        }
+        if tool_cfg is not None:
+            attrs[n.GEN_AI_TOOL_DESCRIPTION] = tool_cfg.description
+            attrs[n.SERVICE] = tool_cfg.service
+        _job_attrs(attrs, request.job)
+        start = self._clock.time()
+        with _tracer.start_as_current_span(
+            n.SPAN_EXECUTE_TOOL.format(tool=request.tool or "unknown"), attributes=attrs
+        ) as span:
+            retries = request.job.upstream_retries if request.job.HasField("upstream_retries") else None
+            try:
+                outcome = await self._tools.execute(
+                    request.tool, request.arguments_json, retries=retries, deadline=self._deadline(context)
+                )
+            except asyncio.CancelledError:
+                log_failure(JobCancelled(f"tool {request.tool}"), tool=request.tool)
+                span.set_attribute(n.ERROR_TYPE, "JOB_CANCELLED")
+                raise
+            except Exception as exc:  # the one boundary: anything else is SYSTEM
+                from sidecar.tools.executor import ToolOutcome
+
+                outcome = ToolOutcome(None, as_failure(exc, "the tool runner"), 0)
+            response = pb.ExecuteToolResponse(
+                model_text=outcome.model_text, attempts=outcome.attempts, call_id=request.call_id
+            )
+            span.set_attribute(n.ATTEMPTS, outcome.attempts)
+            if outcome.failure is not None:
+                failure = outcome.failure
+                response.failure.CopyFrom(failure.to_proto())
+                _mark_failed(span, failure)
+                log_failure(failure, tool=request.tool, call_id=request.call_id)
+                self._metrics.failure(failure.kind_name, "execute_tool")
+            else:
+                assert outcome.result is not None
+                response.result.CopyFrom(outcome.result)
+            self._metrics.operation(
+                "execute_tool",
+                request.tool,
+                self._clock.time() - start,
+                kind_name(outcome.failure.kind) if outcome.failure else None,
+            )
+            return response
+
+    # ------------------------------------------------------------------ CallModel
+
+    async def CallModel(
+        self, request: pb.CallModelRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.CallModelResponse:
+        model = self._models.model_config(request.model)
+        provider = self._config.providers[model.provider] if model else None
+        attrs: dict[str, Any] = {
+            n.GEN_AI_OPERATION: "chat",
+            n.GEN_AI_PROVIDER: provider.wire_format if provider else "unknown",
+            n.GEN_AI_REQUEST_MODEL: request.model,
+            n.MODEL_ID: request.model,
+        }
+        if request.HasField("max_output_tokens"):
+            attrs[n.GEN_AI_REQUEST_MAX_TOKENS] = request.max_output_tokens
+        elif model is not None:
+            attrs[n.GEN_AI_REQUEST_MAX_TOKENS] = model.output_budget
+        if request.HasField("temperature"):
+            attrs[n.GEN_AI_REQUEST_TEMPERATURE] = request.temperature
+        _job_attrs(attrs, request.job)
+        start = self._clock.time()
+        name = n.SPAN_CHAT.format(model=request.model or "unknown")
+        with _tracer.start_as_current_span(name, kind=trace.SpanKind.CLIENT, attributes=attrs) as span:
+            if provider is not None:
+                host, port = _host_port(provider.base_url)
+                span.set_attribute(n.SERVER_ADDRESS, host)
+                if port:
+                    span.set_attribute(n.SERVER_PORT, port)
+            if self._config.telemetry.record_content and span.is_recording():
+                span.set_attribute(n.GEN_AI_INPUT_MESSAGES, _messages_json(request))
+            try:
+                result = await self._models.call(request, self._deadline(context))
+            except asyncio.CancelledError:
+                log_failure(JobCancelled(f"model {request.model}"), model=request.model)
+                span.set_attribute(n.ERROR_TYPE, "JOB_CANCELLED")
+                self._metrics.failure("JOB_CANCELLED", "chat")
+                raise
+            except Exception as exc:  # the one boundary
+                failure = as_failure(exc, "the model caller")
+                if failure is exc:
+                    log_failure(failure, model=request.model)
+                _mark_failed(span, failure)
+                self._metrics.failure(failure.kind_name, "chat")
+                self._metrics.operation("chat", request.model, self._clock.time() - start, failure.kind_name)
+                await context.abort_with_status(rpc_status.to_status(to_status(failure)))
+                raise  # unreachable: abort_with_status raises
+            response = result.response
+            span.set_attribute(n.GEN_AI_RESPONSE_MODEL, response.response_model)
+            if result.reply.raw_finish:
+                span.set_attribute(n.GEN_AI_FINISH_REASONS, [result.reply.raw_finish])
+            if result.reply.response_id:
+                span.set_attribute(n.GEN_AI_RESPONSE_ID, result.reply.response_id)
+            span.set_attribute(n.OUTPUT_BUDGET_RAISED, response.output_budget_raised)
+            if self._config.telemetry.record_content and span.is_recording():
+                span.set_attribute(
+                    n.GEN_AI_OUTPUT_MESSAGES, json.dumps([{"role": "assistant", "content": response.message.text}])
+                )
+            self._metrics.operation("chat", request.model, self._clock.time() - start, None)
+            self._metrics.tokens(request.model, response.total_usage.input_tokens, response.total_usage.output_tokens)
+            return response
+
+    # ------------------------------------------------------------------ ClassifyFailure
+
+    async def ClassifyFailure(
+        self, request: pb.ClassifyFailureRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.Failure:
+        try:
+            return self._classify(request)
+        except Exception as exc:
+            failure = as_failure(exc, "failure classification")
+            return failure.to_proto()
+
+    def _classify(self, request: pb.ClassifyFailureRequest) -> pb.Failure:
+        service = request.service
+        observed = request.WhichOneof("observed")
+        if observed is None:  # a pre-check: would the circuit refuse this call?
+            if not service:
+                return pb.Failure()
+            try:
+                admission = self._guards.get(service).check()
+            except SidecarFailure as refusal:
+                return refusal.to_proto()
+            if admission.probe:
+                self._probes[service] = admission
+            return pb.Failure()
+        obs = Observation(
+            service=service or "the service",
+            endpoint=request.endpoint.split("?", 1)[0].split("#", 1)[0],
+            kind=_KINDS.get(request.tool_kind, "fetch"),
+            parameter=request.parameter,
+            value=request.value,
+            resource_type="resource",
+        )
+        if observed == "response":
+            r = request.response
+            obs = Observation(**{**_fields(obs), "status": r.status_code, "headers": dict(r.headers), "body": r.body})
+        else:
+            obs = Observation(**{**_fields(obs), "fault": request.fault})
+        quirks = self._config.service(service).quirks if service else []
+        failure = classify(obs, quirks, self._secrets, self._clock.wall())
+        if service:
+            guard = self._guards.get(service)
+            admission = self._probes.pop(service, None)
+            if failure is None:
+                guard.success(admission or Admission(probe=False, waited=0.0, started=self._clock.time()))
+            elif is_service_failure(failure):
+                guard.failure(admission, trigger_of(obs, failure), failure.retry_after)
+            elif admission is not None:
+                guard.lost(admission)
+        if failure is None:
+            return pb.Failure()
+        failure.with_attempts(request.attempts)
+        log_failure(failure, service=service, classified=True)
+        return failure.to_proto()
+
+    # ------------------------------------------------------------------ lists
+
+    async def ListTools(
+        self, request: pb.ListToolsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ListToolsResponse:
+        return self._tool_list
+
+    async def ListModels(
+        self, request: pb.ListModelsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ListModelsResponse:
+        return self._model_list
+
+
+def _fields(obs: Observation) -> dict[str, Any]:
+    return {f: getattr(obs, f) for f in obs.__dataclass_fields__}
+
+
+def _mark_failed(span: trace.Span, failure: SidecarFailure) -> None:
+    span.set_attribute(n.ERROR_TYPE, failure.kind_name)
+    span.set_attribute(n.FAILURE_KIND, failure.kind_name)
+    span.set_attribute(n.CORRECTABLE, failure.correctable)
+    span.set_attribute(n.ATTEMPTS, failure.attempts)
+    span.set_status(trace.StatusCode.ERROR, failure.kind_name)
+
+
+def _job_attrs(attrs: dict[str, Any], job: pb.Job) -> None:
+    if job.job_id:
+        attrs[n.JOB_ID] = job.job_id
+    if job.workflow_id:
+        attrs[n.WORKFLOW_ID] = job.workflow_id
+
+
+def _host_port(url: str) -> tuple[str, int | None]:
+    if url.startswith("embedded://"):
+        return "127.0.0.1", None
+    import httpx
+
+    u = httpx.URL(url)
+    return u.host, u.port
+
+
+def _messages_json(request: pb.CallModelRequest) -> str:
+    out: list[dict[str, Any]] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    for m in request.messages:
+        out.append({"role": pb.Role.Name(m.role).removeprefix("ROLE_").lower(), "content": m.text})
+    return json.dumps(out)
+
+
+def _tool_info(name: str, t: Any) -> pb.ToolInfo:
+    params = json.dumps(t.parameters, separators=(",", ":"))
+    openai = {"type": "function", "function": {"name": name, "description": t.description, "parameters": t.parameters}}
+    anthropic = {"name": name, "description": t.description, "input_schema": t.parameters}
+    return pb.ToolInfo(
+        definition=pb.ToolDefinition(name=name, description=t.description, parameters_json=params),
+        kind=pb.TOOL_KIND_SEARCH if t.kind == "search" else pb.TOOL_KIND_FETCH,
+        service=t.service,
+        idempotent=t.is_idempotent,
+        openai_json=json.dumps(openai),
+        anthropic_json=json.dumps(anthropic),
+    )

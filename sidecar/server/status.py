@@ -1,0 +1,112 @@
+"""CallModel's failure carrier: a Failure as a gRPC status with rich details.
+
+``grpc-status-details-bin`` carries a ``google.rpc.Status`` holding the ``sidecar.v1.Failure``
+and the standard details generic tooling reads: exactly one ``ErrorInfo`` (reason = the kind,
+domain ``sidecar``, metadata with every dynamic value), ``RetryInfo`` when a wait is known, and
+``QuotaFailure``, ``BadRequest``, ``ResourceInfo`` where they fit.
+
+    INVALID_ARGUMENT     INVALID_INPUT (a malformed request), GUARDRAIL, RESPONSE_VALIDATION
+    NOT_FOUND            MODEL_NOT_FOUND, RESOURCE_NOT_FOUND
+    RESOURCE_EXHAUSTED   QUOTA_EXHAUSTED, SPEND_CAP_EXCEEDED
+    UNAVAILABLE          UPSTREAM_RETRIES_EXHAUSTED, EXTERNAL_SERVICE, CIRCUIT_OPEN, UPSTREAM_THROTTLE
+    DEADLINE_EXCEEDED    JOB_TIMEOUT
+    CANCELLED            JOB_CANCELLED
+  FAILED_PRECONDITION  TOKEN_ESTIMATE_EXCEEDS_LIMIT, CONTEXT_OVERFLOW, PROVIDER_REFUSAL, OUTPUT_TRUNCATED, UNAUTHORIZED
+    PERMISSION_DENIED    PERMISSION_DENIED
+    ABORTED              JSON_PARSE (after the corrections)
+    INTERNAL             SYSTEM
+"""
+
+from __future__ import annotations
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+
+from sidecar.core.taxonomy import SidecarFailure, kind_name
+
+__all__ = ["DOMAIN", "GRPC_CODE", "to_status"]
+
+DOMAIN = "sidecar"
+_C = grpc.StatusCode
+GRPC_CODE: dict[int, grpc.StatusCode] = {
+    pb.FAILURE_KIND_INVALID_INPUT: _C.INVALID_ARGUMENT,
+    pb.FAILURE_KIND_GUARDRAIL: _C.INVALID_ARGUMENT,
+    pb.FAILURE_KIND_RESPONSE_VALIDATION: _C.INVALID_ARGUMENT,
+    pb.FAILURE_KIND_RESOURCE_NOT_FOUND: _C.NOT_FOUND,
+    pb.FAILURE_KIND_MODEL_NOT_FOUND: _C.NOT_FOUND,
+    pb.FAILURE_KIND_QUOTA_EXHAUSTED: _C.RESOURCE_EXHAUSTED,
+    pb.FAILURE_KIND_SPEND_CAP_EXCEEDED: _C.RESOURCE_EXHAUSTED,
+    pb.FAILURE_KIND_UPSTREAM_RETRIES_EXHAUSTED: _C.UNAVAILABLE,
+    pb.FAILURE_KIND_EXTERNAL_SERVICE: _C.UNAVAILABLE,
+    pb.FAILURE_KIND_CIRCUIT_OPEN: _C.UNAVAILABLE,
+    pb.FAILURE_KIND_UPSTREAM_THROTTLE: _C.UNAVAILABLE,
+    pb.FAILURE_KIND_JOB_TIMEOUT: _C.DEADLINE_EXCEEDED,
+    pb.FAILURE_KIND_JOB_CANCELLED: _C.CANCELLED,
+    pb.FAILURE_KIND_TOKEN_ESTIMATE_EXCEEDS_LIMIT: _C.FAILED_PRECONDITION,
+    pb.FAILURE_KIND_CONTEXT_OVERFLOW: _C.FAILED_PRECONDITION,
+    pb.FAILURE_KIND_PROVIDER_REFUSAL: _C.FAILED_PRECONDITION,
+    pb.FAILURE_KIND_OUTPUT_TRUNCATED: _C.FAILED_PRECONDITION,
+    pb.FAILURE_KIND_UNAUTHORIZED: _C.FAILED_PRECONDITION,
+    pb.FAILURE_KIND_PERMISSION_DENIED: _C.PERMISSION_DENIED,
+    pb.FAILURE_KIND_JSON_PARSE: _C.ABORTED,
+    pb.FAILURE_KIND_SYSTEM: _C.INTERNAL,
+}
+
+
+def _pack(message: object) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(message)  # type: ignore[arg-type]
+    return packed
+
+
+def _metadata(f: pb.Failure) -> dict[str, str]:
+    md = {"kind": kind_name(f.kind), "correctable": str(f.correctable).lower(), "attempts": str(f.attempts)}
+    if f.HasField("http"):
+        md["httpStatus"] = str(f.http.status_code)
+        md["service"] = f.http.service
+        md["endpoint"] = f.http.endpoint
+        if f.http.HasField("retry_after_raw"):
+            md["retryAfterRaw"] = f.http.retry_after_raw
+    if f.HasField("retry_after"):
+        md["retryAfterSeconds"] = f"{f.retry_after.ToTimedelta().total_seconds():g}"
+    field = f.WhichOneof("detail")
+    if field:
+        detail = getattr(f, field)
+        for desc, value in detail.ListFields():
+            if desc.message_type is None and desc.label != desc.LABEL_REPEATED:
+                key = "".join(w.capitalize() if i else w for i, w in enumerate(desc.name.split("_")))
+                md.setdefault(key, str(value))
+    return md
+
+
+def to_status(failure: SidecarFailure) -> status_pb2.Status:
+    """The google.rpc.Status of a failure: code, message (the failure's), and the details."""
+    f = failure.to_proto()
+    code = GRPC_CODE.get(f.kind, _C.INTERNAL)
+    details = [
+        _pack(f),
+        _pack(error_details_pb2.ErrorInfo(reason=kind_name(f.kind), domain=DOMAIN, metadata=_metadata(f))),
+    ]
+    if f.HasField("retry_after"):
+        details.append(_pack(error_details_pb2.RetryInfo(retry_delay=f.retry_after)))
+    detail = f.WhichOneof("detail")
+    if f.kind == pb.FAILURE_KIND_INVALID_INPUT and detail == "invalid_input":
+        violation = error_details_pb2.BadRequest.FieldViolation(
+            field=f.invalid_input.parameter, description=f.invalid_input.rule, reason=kind_name(f.kind)
+        )
+        details.append(_pack(error_details_pb2.BadRequest(field_violations=[violation])))
+    elif f.kind in (pb.FAILURE_KIND_QUOTA_EXHAUSTED, pb.FAILURE_KIND_SPEND_CAP_EXCEEDED):
+        subject = f"workflow:{f.spend.workflow_id}" if detail == "spend" else f"provider:{f.provider.provider}"
+        quota = error_details_pb2.QuotaFailure.Violation(subject=subject, description=f.message)
+        details.append(_pack(error_details_pb2.QuotaFailure(violations=[quota])))
+    elif detail == "resource":
+        info = error_details_pb2.ResourceInfo(
+            resource_type=f.resource.resource_type, resource_name=f.resource.identifier, description=f.message
+        )
+        details.append(_pack(info))
+    return status_pb2.Status(code=code.value[0], message=f.message, details=details)
+
+
+assert code_pb2.OK == 0

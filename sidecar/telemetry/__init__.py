@@ -1,0 +1,1 @@
+"""Telemetry: spans, metrics and logs, configured the standard OpenTelemetry way."""

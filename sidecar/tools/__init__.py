@@ -1,0 +1,1 @@
+"""Tools: HTTP tool backends run under the per-service throttle and circuit."""

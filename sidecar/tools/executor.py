@@ -1,0 +1,300 @@
+"""Run one tool call: check the input, pass the service's circuit and throttle, send, classify, retry.
+
+Retries: transport faults, 5xx and throttles of an idempotent tool are re-sent within the
+call's budget (``job.upstream_retries``, else ``policy.tool_retries``), waiting
+``uniform(tool_window) x min(attempt, 10)`` (capped at ``tool_max_wait_s``) or the service's
+Retry-After, and never past the caller's deadline. A non-idempotent tool is re-sent only when
+the request certainly never reached the service (refused, DNS, no connection in time).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from jsonschema import Draft202012Validator
+from opentelemetry import trace
+from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+
+from sidecar.config import Config, ToolConfig, Windows
+from sidecar.core.backoff import window_wait
+from sidecar.core.circuit import Admission, ServiceGuard, ServiceGuards
+from sidecar.core.clock import Clock
+from sidecar.core.taxonomy import InvalidInput, SidecarFailure
+from sidecar.core.text import endpoint_of
+from sidecar.core.tool_failures import Observation, classify, is_service_failure, trigger_of
+from sidecar.core.transport import fault_of
+from sidecar.telemetry import names as n
+from sidecar.tools.arguments import check_arguments, validator_for
+
+__all__ = ["ToolOutcome", "ToolRunner", "empty_result_text"]
+
+MAX_RESULT_CHARS = 100_000
+"""A result longer than this is cut for the model (the cut is said in the text)."""
+EMPTY_SEARCH_TEXT = "The search found no results."
+_tracer = trace.get_tracer(n.TRACER)
+
+
+@dataclass(slots=True)
+class ToolOutcome:
+    """A tool call's outcome: a result or a failure, and the upstream attempts made."""
+
+    result: pb.ToolResult | None
+    failure: SidecarFailure | None
+    attempts: int
+
+    @property
+    def model_text(self) -> str:
+        if self.failure is not None:
+            return self.failure.explain_to_llm()
+        assert self.result is not None
+        if self.result.empty and not self.result.content.strip():
+            return EMPTY_SEARCH_TEXT
+        return self.result.content
+
+
+def empty_result_text() -> str:
+    return EMPTY_SEARCH_TEXT
+
+
+@dataclass(slots=True)
+class _Tool:
+    name: str
+    config: ToolConfig
+    validator: Draft202012Validator
+
+
+class ToolRunner:
+    """Every configured tool, sharing one HTTP client and the service guards."""
+
+    def __init__(
+        self,
+        config: Config,
+        clock: Clock,
+        guards: ServiceGuards,
+        embedded: dict[str, str] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._config = config
+        self._clock = clock
+        self._guards = guards
+        self._embedded = embedded or {}
+        self._rng = rng or random.Random()
+        self._secrets = config.secrets()
+        self._windows = Windows(max_wait_s=config.policy.tool_max_wait_s)
+        self._tools = {name: _Tool(name, tool, validator_for(tool.parameters)) for name, tool in config.tools.items()}
+        self._client = httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+            follow_redirects=False,
+            trust_env=False,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    def resolve(self, url: str) -> str:
+        for name, base in self._embedded.items():
+            prefix = f"embedded://{name}"
+            if url.startswith(prefix):
+                return base.rstrip("/") + url[len(prefix) :]
+        return url
+
+    async def execute(
+        self, name: str, arguments_json: str, *, retries: int | None, deadline: float | None
+    ) -> ToolOutcome:
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none are configured"
+            failure = InvalidInput("tool", name, f"must name a tool that exists: {known}")
+            return ToolOutcome(None, failure, 0)
+        try:
+            arguments = check_arguments(arguments_json, tool.config.parameters, tool.validator)
+        except InvalidInput as failure:
+            return ToolOutcome(None, failure, 0)
+        return await self._run(tool, arguments, retries, deadline)
+
+    async def _run(
+        self, tool: _Tool, arguments: dict[str, Any], retries: int | None, deadline: float | None
+    ) -> ToolOutcome:
+        cfg = tool.config
+        policy = self._config.policy
+        budget = policy.tool_retries if retries is None else retries
+        guard = self._guards.get(cfg.service)
+        request = self._build(tool, arguments)
+        id_param = cfg.identifier_parameter
+        value = str(arguments.get(id_param, "")) if id_param else ""
+        attempts = 0
+        while True:
+            admission = await self._admit(guard)
+            if isinstance(admission, SidecarFailure):
+                return ToolOutcome(None, admission.with_attempts(attempts), attempts)
+            attempts += 1
+            try:
+                obs, may_have_reached = await self._send(tool, request, attempts, deadline, id_param or "", value)
+            except BaseException:
+                guard.lost(admission)  # cancelled: charged to no one
+                raise
+            failure = classify(obs, self._config.service(cfg.service).quirks, self._secrets, self._clock.wall())
+            if failure is None:
+                guard.success(admission)
+                return ToolOutcome(self._result(obs), None, attempts)
+            if is_service_failure(failure):
+                guard.failure(admission, trigger_of(obs, failure), failure.retry_after)
+            else:
+                guard.lost(admission)
+            failure.with_attempts(attempts)
+            resend_ok = cfg.is_idempotent or not may_have_reached
+            if not is_service_failure(failure) or not resend_ok or attempts > budget:
+                return ToolOutcome(None, failure, attempts)
+            wait = failure.retry_after
+            if wait is None:
+                wait = window_wait(policy.tool_window, attempts, self._windows, self._rng)
+            if deadline is not None and self._clock.time() + wait > deadline:
+                return ToolOutcome(None, failure, attempts)
+            with _tracer.start_as_current_span(
+                n.SPAN_BACKOFF, attributes={n.WAIT_SECONDS: wait, n.SERVICE: cfg.service}
+            ):
+                await self._clock.sleep(wait)
+
+    async def _admit(self, guard: ServiceGuard) -> Admission | SidecarFailure:
+        try:
+            admission = guard.check()
+        except SidecarFailure as refusal:
+            return refusal
+        wait = guard.throttle_wait()
+        if wait > 0:
+            attrs = {n.WAIT_SECONDS: wait, n.SERVICE: guard.name, n.THROTTLE: guard.throttle}
+            with _tracer.start_as_current_span(n.SPAN_THROTTLE_WAIT, attributes=attrs):
+                await guard.pace()
+        else:
+            await guard.pace()
+        return admission
+
+    def _build(self, tool: _Tool, arguments: dict[str, Any]) -> httpx.Request:
+        cfg = tool.config
+
+        def fill(template: str) -> str:
+            out = template
+            for key, val in arguments.items():
+                text = val if isinstance(val, str) else json.dumps(val)
+                out = out.replace("{" + key + "}", urllib.parse.quote(text, safe=""))
+            return out
+
+        url = self.resolve(fill(cfg.url))
+        content: bytes | None = None
+        headers = dict(cfg.headers)
+        if cfg.body == "arguments":
+            content = json.dumps(arguments).encode()
+        elif isinstance(cfg.body, dict):
+            content = json.dumps(_map_body(cfg.body, arguments)).encode()
+        if content is not None:
+            headers.setdefault("content-type", "application/json")
+        return self._client.build_request(cfg.method, url, headers=headers, content=content)
+
+    async def _send(
+        self, tool: _Tool, request: httpx.Request, attempt: int, deadline: float | None, parameter: str, value: str
+    ) -> tuple[Observation, bool]:
+        cfg = tool.config
+        endpoint = endpoint_of(str(request.url))
+        base = Observation(
+            service=cfg.service,
+            endpoint=endpoint,
+            kind=cfg.kind,
+            parameter=parameter,
+            value=value,
+            resource_type=cfg.resource_type,
+        )
+        read_timeout = cfg.timeout_s
+        if deadline is not None:
+            read_timeout = max(min(read_timeout, deadline - self._clock.time()), 0.001)
+        request.extensions["timeout"] = httpx.Timeout(
+            read_timeout, connect=min(cfg.connect_timeout_s, read_timeout)
+        ).as_dict()
+        attrs: dict[str, Any] = {
+            n.HTTP_METHOD: cfg.method,
+            n.URL_FULL: endpoint,
+            n.SERVER_ADDRESS: request.url.host,
+            n.ATTEMPT: attempt,
+            n.SERVICE: cfg.service,
+        }
+        if request.url.port:
+            attrs[n.SERVER_PORT] = request.url.port
+        if attempt > 1:
+            attrs[n.HTTP_RESEND_COUNT] = attempt - 1
+        with _tracer.start_as_current_span(cfg.method, kind=trace.SpanKind.CLIENT, attributes=attrs) as span:
+            try:
+                response = await self._client.send(request)
+                body = response.text
+            except httpx.TransportError as exc:
+                fault = fault_of(exc)
+                span.set_attribute(n.ERROR_TYPE, _fault_type(fault.fault))
+                span.set_status(trace.StatusCode.ERROR, fault.detail)
+                obs = Observation(**{**_fields(base), "fault": fault.fault, "fault_detail": fault.detail})
+                return obs, fault.may_have_reached
+            span.set_attribute(n.HTTP_STATUS, response.status_code)
+            if response.status_code >= 400:
+                span.set_attribute(n.ERROR_TYPE, str(response.status_code))
+                span.set_status(trace.StatusCode.ERROR)
+            obs = Observation(
+                **{**_fields(base), "status": response.status_code, "headers": dict(response.headers), "body": body}
+            )
+            return obs, True
+
+    def _result(self, obs: Observation) -> pb.ToolResult:
+        assert obs.status is not None
+        content = obs.body
+        if len(content) > MAX_RESULT_CHARS:
+            content = content[:MAX_RESULT_CHARS] + f"\n[result cut at {MAX_RESULT_CHARS} characters]"
+        empty = obs.status == 404 or _is_empty(obs.body)
+        ctype = {k.lower(): v for k, v in obs.headers.items()}.get("content-type", "")
+        return pb.ToolResult(
+            content="" if obs.status == 404 else content,
+            content_type=ctype,
+            status_code=obs.status,
+            empty=empty,
+        )
+
+    def tool_configs(self) -> dict[str, ToolConfig]:
+        return {name: t.config for name, t in self._tools.items()}
+
+
+def _fields(obs: Observation) -> dict[str, Any]:
+    return {f: getattr(obs, f) for f in obs.__dataclass_fields__}
+
+
+def _fault_type(fault: int) -> str:
+    return {
+        pb.TRANSPORT_FAULT_TIMEOUT: "timeout",
+        pb.TRANSPORT_FAULT_REFUSED: "connection_refused",
+        pb.TRANSPORT_FAULT_RESET: "connection_reset",
+        pb.TRANSPORT_FAULT_DNS: "dns",
+    }.get(fault, "transport")
+
+
+def _is_empty(body: str) -> bool:
+    if not body.strip():
+        return True
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return False
+    if parsed in ([], {}, None):
+        return True
+    if isinstance(parsed, dict):
+        lists = [v for v in parsed.values() if isinstance(v, list)]
+        return len(lists) == 1 and not lists[0] and all(not isinstance(v, dict) for v in parsed.values())
+    return False
+
+
+def _map_body(template: Any, arguments: dict[str, Any]) -> Any:
+    if isinstance(template, dict):
+        return {k: _map_body(v, arguments) for k, v in template.items()}
+    if isinstance(template, list):
+        return [_map_body(v, arguments) for v in template]
+    if isinstance(template, str) and template.startswith("{") and template.endswith("}"):
+        return arguments.get(template[1:-1])
+    return template
