@@ -1,0 +1,73 @@
+package sidecar.client;
+
+import java.util.EnumSet;
+import java.util.Locale;
+import java.util.Optional;
+import java.util.Set;
+import sidecar.v1.FailureKind;
+
+/** The taxonomy's fixed words: kind names, the correctable kinds and the two retry lines. */
+public final class FailureKinds {
+  /** The retry line of a correctable failure, exactly as the model reads it. */
+  public static final String CORRECTABLE_LINE =
+      "[This error may be correctable - you can retry with different parameters or try a different approach]";
+
+  /** The retry line of an uncorrectable failure, exactly as the model reads it. */
+  public static final String UNCORRECTABLE_LINE =
+      "[This error is not correctable - consider an alternative approach]";
+
+  /** The {@code google.rpc.ErrorInfo} domain of every sidecar failure. */
+  public static final String DOMAIN = "sidecar";
+
+  /** The prefix every {@link FailureKind} constant carries in the proto. */
+  public static final String PREFIX = "FAILURE_KIND_";
+
+  private static final Set<FailureKind> CORRECTABLE =
+      EnumSet.of(
+          FailureKind.FAILURE_KIND_INVALID_INPUT,
+          FailureKind.FAILURE_KIND_RESOURCE_NOT_FOUND,
+          FailureKind.FAILURE_KIND_GUARDRAIL,
+          FailureKind.FAILURE_KIND_JSON_PARSE,
+          FailureKind.FAILURE_KIND_RESPONSE_VALIDATION);
+
+  private FailureKinds() {}
+
+  /** True for the kinds where the caller's input was wrong and a corrected call may succeed. */
+  public static boolean isCorrectable(FailureKind kind) {
+    return CORRECTABLE.contains(kind);
+  }
+
+  /** The kind's name without its prefix, e.g. {@code RESOURCE_NOT_FOUND}; the ErrorInfo reason. */
+  public static String name(FailureKind kind) {
+    if (kind == FailureKind.UNRECOGNIZED) {
+      return "UNRECOGNIZED";
+    }
+    String name = kind.name();
+    return name.startsWith(PREFIX) ? name.substring(PREFIX.length()) : name;
+  }
+
+  /** The kind named {@code name}, with or without the prefix; empty for any other word. */
+  public static Optional<FailureKind> parse(String name) {
+    if (name == null || name.isBlank()) {
+      return Optional.empty();
+    }
+    String upper = name.trim().toUpperCase(Locale.ROOT);
+    String full = upper.startsWith(PREFIX) ? upper : PREFIX + upper;
+    for (FailureKind kind : FailureKind.values()) {
+      if (kind != FailureKind.UNRECOGNIZED && kind.name().equals(full)) {
+        return Optional.of(kind);
+      }
+    }
+    return Optional.empty();
+  }
+
+  /** The retry line the model reads for a failure that is, or is not, correctable. */
+  public static String retryLine(boolean correctable) {
+    return correctable ? CORRECTABLE_LINE : UNCORRECTABLE_LINE;
+  }
+
+  /** {@code message}, a newline, and the retry line: the sidecar's explanation format. */
+  public static String explanation(String message, boolean correctable) {
+    return message + "\n" + retryLine(correctable);
+  }
+}

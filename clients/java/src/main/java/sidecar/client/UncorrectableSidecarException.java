@@ -1,0 +1,14 @@
+package sidecar.client;
+
+import io.grpc.Status;
+import sidecar.v1.Failure;
+
+/** The tool or model cannot do this now: only another approach can help. */
+public final class UncorrectableSidecarException extends SidecarException {
+  private static final long serialVersionUID = 1L;
+
+  UncorrectableSidecarException(
+      Failure failure, Status.Code code, com.google.rpc.Status rpc, boolean fromSidecar, Throwable cause) {
+    super(failure, code, rpc, fromSidecar, cause);
+  }
+}
