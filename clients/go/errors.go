@@ -36,8 +36,10 @@ const kindPrefix = "FAILURE_KIND_"
 //	var failure *sidecar.Error
 //	if errors.As(err, &failure) && failure.Kind == sidecarv1.FailureKind_FAILURE_KIND_QUOTA_EXHAUSTED { ... }
 type Error struct {
-	// Kind is what went wrong. FAILURE_KIND_UNSPECIFIED for an RPC failure that
-	// carries no sidecar failure (the sidecar was unreachable, a local deadline).
+	// Kind is what went wrong. For an RPC failure that carries no sidecar
+	// failure it comes from the status code: DEADLINE_EXCEEDED gives JOB_TIMEOUT,
+	// CANCELLED JOB_CANCELLED, UNAVAILABLE EXTERNAL_SERVICE, INVALID_ARGUMENT and
+	// RESOURCE_EXHAUSTED INVALID_INPUT, any other SYSTEM.
 	Kind sidecarv1.FailureKind
 	// Correctable says whether a corrected call can help (true) or only another
 	// approach (false).
@@ -71,8 +73,8 @@ type Error struct {
 
 // Error implements error.
 func (e *Error) Error() string {
-	if e.Kind == sidecarv1.FailureKind_FAILURE_KIND_UNSPECIFIED {
-		return fmt.Sprintf("sidecar: rpc failed with %s: %s", e.GRPCCode, e.Message)
+	if e.Failure == nil && e.GRPCCode != codes.OK {
+		return fmt.Sprintf("sidecar: %s (rpc %s): %s", KindName(e.Kind), codeName(e.GRPCCode), e.Message)
 	}
 	return fmt.Sprintf("sidecar: %s: %s", KindName(e.Kind), e.Message)
 }
@@ -184,8 +186,8 @@ func failureDetail(f *sidecarv1.Failure) proto.Message {
 // sidecar.v1.Failure, which gives every field. Without one (a failure that did
 // not come from the sidecar's failure policy), the google.rpc.ErrorInfo of
 // domain "sidecar" gives the kind, RetryInfo the wait, and the status message
-// the message; with neither, the kind is FAILURE_KIND_UNSPECIFIED and only
-// GRPCCode and Message tell what happened.
+// (or, when empty, the code's name) the message; with neither, the kind follows
+// from the status code (see Error.Kind) and GRPCCode keeps the code.
 func FromError(err error) *Error {
 	if err == nil {
 		return nil
@@ -237,11 +239,15 @@ func fromStatus(st *status.Status) *Error {
 			e.Message = st.Message()
 		}
 	} else {
+		e.Kind = fallbackKind(st.Code())
 		if info != nil && info.GetDomain() == ErrorDomain {
 			if kind, ok := KindFromName(info.GetReason()); ok {
 				e.Kind = kind
-				e.Correctable = IsCorrectableKind(kind)
 			}
+		}
+		e.Correctable = IsCorrectableKind(e.Kind)
+		if e.Message == "" {
+			e.Message = codeName(st.Code())
 		}
 		e.Explanation = Explain(e.Message, e.Correctable)
 	}
@@ -250,6 +256,45 @@ func fromStatus(st *status.Status) *Error {
 	}
 	return e
 }
+
+// fallbackKind is the kind of a failed RPC that carries no sidecar failure,
+// by its status code (the same table in every client).
+func fallbackKind(code codes.Code) sidecarv1.FailureKind {
+	switch code {
+	case codes.DeadlineExceeded:
+		return sidecarv1.FailureKind_FAILURE_KIND_JOB_TIMEOUT
+	case codes.Canceled:
+		return sidecarv1.FailureKind_FAILURE_KIND_JOB_CANCELLED
+	case codes.Unavailable:
+		return sidecarv1.FailureKind_FAILURE_KIND_EXTERNAL_SERVICE
+	case codes.ResourceExhausted, codes.InvalidArgument:
+		return sidecarv1.FailureKind_FAILURE_KIND_INVALID_INPUT
+	}
+	return sidecarv1.FailureKind_FAILURE_KIND_SYSTEM
+}
+
+// codeName is the canonical name of a status code, e.g. "DEADLINE_EXCEEDED".
+func codeName(code codes.Code) string {
+	if name, ok := canonicalCodeNames[code]; ok {
+		return name
+	}
+	return code.String()
+}
+
+var canonicalCodeNames = map[codes.Code]string{
+	codes.OK: "OK", codes.Canceled: "CANCELLED", codes.Unknown: "UNKNOWN",
+	codes.InvalidArgument: "INVALID_ARGUMENT", codes.DeadlineExceeded: "DEADLINE_EXCEEDED",
+	codes.NotFound: "NOT_FOUND", codes.AlreadyExists: "ALREADY_EXISTS",
+	codes.PermissionDenied: "PERMISSION_DENIED", codes.ResourceExhausted: "RESOURCE_EXHAUSTED",
+	codes.FailedPrecondition: "FAILED_PRECONDITION", codes.Aborted: "ABORTED",
+	codes.OutOfRange: "OUT_OF_RANGE", codes.Unimplemented: "UNIMPLEMENTED",
+	codes.Internal: "INTERNAL", codes.Unavailable: "UNAVAILABLE", codes.DataLoss: "DATA_LOSS",
+	codes.Unauthenticated: "UNAUTHENTICATED",
+}
+
+// CodeName is the canonical (proto) name of a gRPC status code, e.g.
+// "RESOURCE_EXHAUSTED"; grpc-go's own String() says "ResourceExhausted".
+func CodeName(code codes.Code) string { return codeName(code) }
 
 func unmarshalAny(a *anypb.Any, m proto.Message) bool {
 	return a.UnmarshalTo(m) == nil

@@ -179,17 +179,17 @@ func TestErrorInfoAloneGivesKindAndCorrectability(t *testing.T) {
 
 func TestErrorInfoOfAnotherDomainIsNotASidecarKind(t *testing.T) {
 	st, _ := status.New(codes.PermissionDenied, "denied by mesh").WithDetails(
-		&errdetails.ErrorInfo{Reason: "SYSTEM", Domain: "mesh.example"},
+		&errdetails.ErrorInfo{Reason: "JSON_PARSE", Domain: "mesh.example"},
 	)
 	err := FromError(st.Err())
-	if err.Kind != sidecarv1.FailureKind_FAILURE_KIND_UNSPECIFIED || err.Reason != "SYSTEM" {
-		t.Errorf("kind/reason = %v %q", err.Kind, err.Reason)
+	if err.Kind != sidecarv1.FailureKind_FAILURE_KIND_SYSTEM || err.Reason != "JSON_PARSE" || err.Correctable {
+		t.Errorf("kind/reason/correctable = %v %q %v", err.Kind, err.Reason, err.Correctable)
 	}
 }
 
 func TestANonSidecarStatusKeepsItsCodeAndMessage(t *testing.T) {
 	err := FromError(status.Error(codes.Unavailable, "connection refused"))
-	if err.Kind != sidecarv1.FailureKind_FAILURE_KIND_UNSPECIFIED || err.Correctable {
+	if err.Kind != sidecarv1.FailureKind_FAILURE_KIND_EXTERNAL_SERVICE || err.Correctable {
 		t.Errorf("kind/correctable = %v %v", err.Kind, err.Correctable)
 	}
 	if err.GRPCCode != codes.Unavailable || err.Message != "connection refused" {
@@ -198,8 +198,28 @@ func TestANonSidecarStatusKeepsItsCodeAndMessage(t *testing.T) {
 	if err.Explanation != "connection refused\n"+UncorrectableLine {
 		t.Errorf("explanation = %q", err.Explanation)
 	}
-	if err.Error() != "sidecar: rpc failed with Unavailable: connection refused" {
+	if err.Error() != "sidecar: EXTERNAL_SERVICE (rpc UNAVAILABLE): connection refused" {
 		t.Errorf("Error() = %q", err.Error())
+	}
+}
+
+func TestANonSidecarStatusTakesItsKindFromTheCode(t *testing.T) {
+	for code, kind := range map[codes.Code]sidecarv1.FailureKind{
+		codes.DeadlineExceeded:  sidecarv1.FailureKind_FAILURE_KIND_JOB_TIMEOUT,
+		codes.Canceled:          sidecarv1.FailureKind_FAILURE_KIND_JOB_CANCELLED,
+		codes.Unavailable:       sidecarv1.FailureKind_FAILURE_KIND_EXTERNAL_SERVICE,
+		codes.InvalidArgument:   sidecarv1.FailureKind_FAILURE_KIND_INVALID_INPUT,
+		codes.ResourceExhausted: sidecarv1.FailureKind_FAILURE_KIND_INVALID_INPUT,
+		codes.Unknown:           sidecarv1.FailureKind_FAILURE_KIND_SYSTEM,
+		codes.Internal:          sidecarv1.FailureKind_FAILURE_KIND_SYSTEM,
+	} {
+		err := FromError(status.Error(code, ""))
+		if err.Kind != kind || err.Correctable != IsCorrectableKind(kind) {
+			t.Errorf("%v: kind %v correctable %v", code, err.Kind, err.Correctable)
+		}
+		if err.Message != CodeName(code) {
+			t.Errorf("%v: an empty message becomes the code name, got %q", code, err.Message)
+		}
 	}
 }
 

@@ -6,7 +6,8 @@
  * google.rpc.ErrorInfo (reason = kind name, domain "sidecar") and RetryInfo
  * when a wait is known. fromServiceError rebuilds the error from the packed
  * Failure, falling back to ErrorInfo + the status message, and then to the
- * bare gRPC status (kind UNSPECIFIED) for a failure that is not the sidecar's.
+ * bare gRPC status for a failure that is not the sidecar's (its kind by the
+ * status code: see fallbackKind).
  */
 import { anyIs, anyUnpack, type Any } from "@bufbuild/protobuf/wkt";
 import { Metadata, status as GrpcStatus, type ServiceError } from "@grpc/grpc-js";
@@ -93,12 +94,12 @@ export interface SidecarErrorInit {
 
 /**
  * A sidecar failure: the Failure of a failed CallModel, of a failed
- * ExecuteTool outcome (grpcCode OK), or of any other failed RPC (kind
- * UNSPECIFIED when the status carries no sidecar failure).
+ * ExecuteTool outcome (grpcCode OK), or of any other failed RPC (kind by
+ * status code when the status carries no sidecar failure: see fallbackKind).
  */
 export class SidecarError extends Error {
   override readonly name = "SidecarError";
-  /** What went wrong; UNSPECIFIED for an RPC failure that is not a sidecar failure. */
+  /** What went wrong; for an RPC failure that is not a sidecar failure, fallbackKind(grpcCode). */
   readonly kind: FailureKind;
   /** Whether a corrected call can help (true) or only another approach (false). */
   readonly correctable: boolean;
@@ -219,17 +220,38 @@ export function fromStatus(
   if (failure) {
     return SidecarError.fromFailure(failure, { ...rest, message, retryAfterMs });
   }
-  let kind = FailureKind.UNSPECIFIED;
-  if (info && info.domain === ERROR_DOMAIN) kind = kindFromName(info.reason) ?? FailureKind.UNSPECIFIED;
+  let kind = fallbackKind(code);
+  if (info && info.domain === ERROR_DOMAIN) kind = kindFromName(info.reason) ?? kind;
   const correctable = isCorrectableKind(kind);
+  const text = message || grpcCodeName(code);
   return new SidecarError({
     ...rest,
     kind,
     correctable,
-    message,
-    explanation: explain(message, correctable),
+    message: text,
+    explanation: explain(text, correctable),
     retryAfterMs,
   });
+}
+
+/**
+ * The kind of a failed RPC that carries no sidecar failure, by its status
+ * code (the same table in every client).
+ */
+export function fallbackKind(code: number): FailureKind {
+  switch (code) {
+    case GrpcStatus.DEADLINE_EXCEEDED:
+      return FailureKind.JOB_TIMEOUT;
+    case GrpcStatus.CANCELLED:
+      return FailureKind.JOB_CANCELLED;
+    case GrpcStatus.UNAVAILABLE:
+      return FailureKind.EXTERNAL_SERVICE;
+    case GrpcStatus.RESOURCE_EXHAUSTED:
+    case GrpcStatus.INVALID_ARGUMENT:
+      return FailureKind.INVALID_INPUT;
+    default:
+      return FailureKind.SYSTEM;
+  }
 }
 
 function safely<T>(f: () => T): T | undefined {

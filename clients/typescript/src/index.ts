@@ -27,6 +27,7 @@ export {
   SidecarError,
   UNCORRECTABLE_LINE,
   explain,
+  fallbackKind,
   fromServiceError,
   fromStatus,
   grpcCodeName,

@@ -136,7 +136,7 @@ describe("SidecarClient", () => {
     const err = await client.callModel({ model: "slow" }, { timeoutMs: 100 }).catch((e: unknown) => e);
     assert.ok(err instanceof SidecarError);
     assert.equal(err.grpcCode, grpc.status.DEADLINE_EXCEEDED);
-    assert.equal(err.kind, FailureKind.UNSPECIFIED);
+    assert.equal(err.kind, FailureKind.JOB_TIMEOUT);
   });
 
   it("cancels the call when the signal aborts, rejecting with its reason", async () => {

@@ -94,11 +94,12 @@ describe("fromServiceError", () => {
       serviceError({
         code: grpc.status.PERMISSION_DENIED,
         message: "denied by mesh",
-        details: [packBytes(ERROR_INFO_TYPE, encodeErrorInfo({ reason: "SYSTEM", domain: "mesh.example", metadata: {} }))],
+        details: [packBytes(ERROR_INFO_TYPE, encodeErrorInfo({ reason: "JSON_PARSE", domain: "mesh.example", metadata: {} }))],
       }),
     );
-    assert.equal(err.kind, FailureKind.UNSPECIFIED);
-    assert.equal(err.reason, "SYSTEM");
+    assert.equal(err.kind, FailureKind.SYSTEM);
+    assert.equal(err.correctable, false);
+    assert.equal(err.reason, "JSON_PARSE");
   });
 
   it("keeps the code and message of a status that is not a sidecar failure", () => {
@@ -108,12 +109,30 @@ describe("fromServiceError", () => {
       metadata: new grpc.Metadata(),
     });
     const err = fromServiceError(plain);
-    assert.equal(err.kind, FailureKind.UNSPECIFIED);
+    assert.equal(err.kind, FailureKind.EXTERNAL_SERVICE);
     assert.equal(err.correctable, false);
     assert.equal(err.grpcCode, grpc.status.UNAVAILABLE);
     assert.equal(err.message, "connection refused");
     assert.equal(err.explanation, `connection refused\n${UNCORRECTABLE_LINE}`);
     assert.equal(err.cause, plain);
+  });
+
+  it("takes the kind of a status that is not a sidecar failure from its code", () => {
+    const table: [grpc.status, FailureKind][] = [
+      [grpc.status.DEADLINE_EXCEEDED, FailureKind.JOB_TIMEOUT],
+      [grpc.status.CANCELLED, FailureKind.JOB_CANCELLED],
+      [grpc.status.UNAVAILABLE, FailureKind.EXTERNAL_SERVICE],
+      [grpc.status.INVALID_ARGUMENT, FailureKind.INVALID_INPUT],
+      [grpc.status.RESOURCE_EXHAUSTED, FailureKind.INVALID_INPUT],
+      [grpc.status.UNKNOWN, FailureKind.SYSTEM],
+      [grpc.status.INTERNAL, FailureKind.SYSTEM],
+    ];
+    for (const [code, kind] of table) {
+      const err = fromServiceError(Object.assign(new Error(""), { code, details: "", metadata: new grpc.Metadata() }));
+      assert.equal(err.kind, kind, grpc.status[code]);
+      assert.equal(err.correctable, isCorrectableKind(kind));
+      assert.equal(err.message, grpc.status[code], "an empty message becomes the code name");
+    }
   });
 
   it("returns a SidecarError as it is", () => {
