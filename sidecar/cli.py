@@ -34,6 +34,7 @@ async def _serve(config: Config, source: str, listen: str | None) -> int:
     configure_logging(config.telemetry.log_level, config.telemetry.log_format, config.secrets())
     telemetry = setup_telemetry(config.telemetry.prometheus_port)
     app = SidecarApp(config, listen=listen, interceptors=telemetry.interceptors)
+    stop = app.stop_on_signals()
     try:
         await app.start()
     except OSError as exc:
@@ -50,7 +51,7 @@ async def _serve(config: Config, source: str, listen: str | None) -> int:
         ),
         flush=True,
     )
-    received = await app.wait_for_signal()
+    received = await stop
     print(f"sidecar: {received} received; finishing in-flight calls", file=sys.stderr, flush=True)
     await app.stop()
     telemetry.shutdown()

@@ -89,7 +89,10 @@ class SidecarApp:
             names = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
             reflection.enable_server_reflection(names, self.server)
         listen = self.listen or cfg.server.listen
-        bound = self.server.add_insecure_port(listen)
+        try:
+            bound = self.server.add_insecure_port(listen)
+        except RuntimeError:
+            bound = 0
         if not listen.startswith("unix:") and bound == 0:
             raise OSError(f"cannot listen on {listen}: the address is in use or not available")
         self.port = bound
@@ -129,16 +132,18 @@ class SidecarApp:
             await fake.stop()
         self._fakes.clear()
 
-    async def wait_for_signal(self) -> str:
+    def stop_on_signals(self) -> asyncio.Future[str]:
+        """A future set by the first SIGTERM or SIGINT; later ones are ignored while shutting down."""
         loop = asyncio.get_running_loop()
         stop: asyncio.Future[str] = loop.create_future()
+
+        def received(name: str) -> None:
+            if not stop.done():
+                stop.set_result(name)
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, lambda s=sig: stop.done() or stop.set_result(s.name))
-        try:
-            return await stop
-        finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
+            loop.add_signal_handler(sig, received, sig.name)
+        return stop
 
 
 @contextlib.asynccontextmanager

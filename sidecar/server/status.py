@@ -75,7 +75,7 @@ def _metadata(f: pb.Failure) -> dict[str, str]:
     if field:
         detail = getattr(f, field)
         for desc, value in detail.ListFields():
-            if desc.message_type is None and desc.label != desc.LABEL_REPEATED:
+            if desc.message_type is None and not desc.is_repeated:
                 key = "".join(w.capitalize() if i else w for i, w in enumerate(desc.name.split("_")))
                 md.setdefault(key, str(value))
     return md

@@ -1,0 +1,84 @@
+# The two commands a newcomer needs: `make run` and `make test`. Everything else is set up by them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON     ?= python3
+VENV       := .venv
+PY         := $(VENV)/bin/python
+STAMP      := $(VENV)/.installed
+BUF_DIR    := tools/buf
+BUF        := $(BUF_DIR)/node_modules/.bin/buf
+CACHE      ?= $(HOME)/.cache/sidecar
+JAEGER_VERSION := v1.76.0
+JAEGER     := $(CACHE)/jaeger-$(JAEGER_VERSION)
+export SIDECAR_JAEGER_BIN := $(abspath $(JAEGER))
+
+-include clients/clients.mk
+-include bench/bench.mk
+
+.PHONY: help
+help:
+	@echo "make run     set up and start the sidecar on the embedded default (no keys, no network)"
+	@echo "make test    set up and run the whole test suite (lint, generated-code checks, all clients)"
+	@echo "make proto   regenerate the stubs of every language from protos/"
+	@echo "make bench   run the benchmarks (not part of make test)"
+
+# ---------------------------------------------------------------- setup
+
+$(STAMP): pyproject.toml clients/python/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e clients/python -e ".[dev]"
+	touch $@
+
+.PHONY: venv
+venv: $(STAMP)
+
+$(BUF): $(BUF_DIR)/package.json $(BUF_DIR)/package-lock.json
+	cd $(BUF_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# Jaeger v2 is built from source once per machine and cached (see tools/jaeger/go.mod).
+$(JAEGER): tools/jaeger/go.mod tools/jaeger/go.sum
+	mkdir -p $(CACHE)
+	cd tools/jaeger && go build -o $(abspath $(JAEGER)) github.com/jaegertracing/jaeger/cmd/jaeger
+
+.PHONY: jaeger
+jaeger: $(JAEGER)
+
+# ---------------------------------------------------------------- the two commands
+
+.PHONY: run
+run: $(STAMP)
+	$(VENV)/bin/sidecar serve $(if $(CONFIG),--config $(CONFIG),)
+
+.PHONY: test
+test: $(STAMP) $(BUF) $(JAEGER) lint proto-check python-test clients-test-if-any
+
+.PHONY: python-test
+python-test: $(STAMP) $(JAEGER)
+	$(PY) -m pytest -q -p no:cacheprovider
+
+.PHONY: lint
+lint: $(STAMP) $(BUF)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check sidecar clients/python/sidecar_client tests tools/protogen.py
+	$(VENV)/bin/mypy
+	cd protos && ../$(BUF) lint
+
+.PHONY: proto
+proto: $(STAMP) $(BUF)
+	$(PY) tools/protogen.py
+	@if [ -x tools/gen_clients.sh ]; then tools/gen_clients.sh; fi
+
+.PHONY: proto-check
+proto-check: $(STAMP)
+	$(PY) tools/protogen.py --check
+
+.PHONY: clients-test-if-any
+clients-test-if-any:
+	@if grep -q '^clients-test:' clients/clients.mk 2>/dev/null; then $(MAKE) --no-print-directory clients-test; fi
+
+.PHONY: clean
+clean:
+	rm -rf $(VENV) $(BUF_DIR)/node_modules .mypy_cache .ruff_cache

@@ -1,0 +1,152 @@
+"""Shared fixtures: the fakes on loopback, a sidecar on real gRPC with an injected clock."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from sidecar_client import AsyncSidecarClient
+
+from sidecar.config import Config
+from sidecar.core.clock import FakeClock
+from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
+from sidecar.server.app import SidecarApp, running
+
+FAST = {"rate_limit": [5, 30], "overload": [15, 90], "transient": [5, 30]}
+
+
+def tool(url: str, kind: str = "fetch", service: str = "svc", method: str = "GET", **extra: Any) -> dict[str, Any]:
+    params = extra.pop(
+        "parameters",
+        {"type": "object", "properties": {"id": {"type": "string", "minLength": 1}}, "required": ["id"]},
+    )
+    return {"description": f"{kind} tool", "kind": kind, "service": service, "method": method, "url": url,
+            "parameters": params, **extra}  # fmt: skip
+
+
+def base_config(provider_url: str, tools_url: str, **sections: Any) -> dict[str, Any]:
+    """A config with both wire formats and a tool per mapping row, against the fakes."""
+    mode = {"type": "object", "properties": {"mode": {"type": "string"}}, "required": ["mode"]}
+    query = {"type": "object", "properties": {"query": {"type": "string", "minLength": 1}}, "required": ["query"]}
+    cfg: dict[str, Any] = {
+        "server": {"listen": "127.0.0.1:0", "grace_period_s": 5},
+        "policy": {"upstream_retries": 3, "tool_retries": 2},
+        "providers": {
+            "oai": {
+                "wire_format": "openai",
+                "base_url": provider_url + "/v1",
+                "api_key": "sk-test-SECRETKEY1234567890",
+            },
+            "ant": {"wire_format": "anthropic", "base_url": provider_url, "api_key": "sk-ant-SECRETKEY1234567890"},
+        },
+        "models": {
+            "gpt": {
+                "provider": "oai",
+                "upstream_model": "fake-gpt",
+                "context_window": 8000,
+                "max_output_tokens": 2048,
+                "default_output_tokens": 256,
+                "input_price_per_mtok": 1.0,
+                "output_price_per_mtok": 2.0,
+            },
+            "claude": {
+                "provider": "ant",
+                "upstream_model": "fake-claude",
+                "context_window": 8000,
+                "max_output_tokens": 2048,
+                "default_output_tokens": 256,
+            },
+        },  # fmt: skip
+        "services": {
+            "flaky": {
+                "quirks": [
+                    {
+                        "status": 403,
+                        "body_contains": "RobotDetected",
+                        "kind": "UPSTREAM_THROTTLE",
+                        "detail": "robot detection",
+                    }
+                ]
+            }
+        },  # fmt: skip
+        "tools": {
+            "search": tool(tools_url + "/search?q={query}", "search", "docs", parameters=query),
+            "fetch": tool(tools_url + "/docs/{id}", "fetch", "docs", resource_type="document"),
+            "fail_fetch": tool(tools_url + "/fail/{mode}", "fetch", "flaky", parameters=mode, timeout_s=0.5),
+            "fail_search": tool(tools_url + "/fail/{mode}", "search", "flaky", parameters=mode, timeout_s=0.5),
+            "note": tool(
+                tools_url + "/notes",
+                "fetch",
+                "notes",
+                "POST",
+                body="arguments",
+                parameters={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+            ),  # fmt: skip
+            "refused": tool("http://127.0.0.1:1/x/{id}", "fetch", "down"),
+        },
+    }
+    for key, value in sections.items():
+        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+            cfg[key] = {**cfg[key], **value}
+        else:
+            cfg[key] = value
+    return cfg
+
+
+@pytest.fixture
+def provider() -> Iterator[ThreadedServer[FakeProvider]]:
+    with ThreadedServer(FakeProvider()) as srv:
+        yield srv
+
+
+@pytest.fixture
+def backend() -> Iterator[ThreadedServer[FakeToolBackend]]:
+    with ThreadedServer(FakeToolBackend()) as srv:
+        yield srv
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@dataclass
+class Running:
+    app: SidecarApp
+    client: AsyncSidecarClient
+    clock: FakeClock
+    provider: FakeProvider
+    backend: FakeToolBackend
+
+
+Start = Callable[..., Awaitable[Running]]
+
+
+@pytest_asyncio.fixture
+async def start_sidecar(
+    provider: ThreadedServer[FakeProvider], backend: ThreadedServer[FakeToolBackend], clock: FakeClock
+) -> AsyncIterator[Start]:
+    """``await start_sidecar(**sections)``: a sidecar on real gRPC, fakes behind it, a fake clock."""
+    stack: list[tuple[Any, AsyncSidecarClient]] = []
+
+    async def start(**sections: Any) -> Running:
+        cfg = Config.model_validate(base_config(provider.url, backend.url, **sections))
+        ctx = running(cfg, listen="127.0.0.1:0", clock=clock, rng=random.Random(7))
+        app = await ctx.__aenter__()
+        client = AsyncSidecarClient(app.address)
+        stack.append((ctx, client))
+        return Running(app, client, clock, provider.server, backend.server)
+
+    yield start
+    for ctx, client in reversed(stack):
+        await client.close()
+        await ctx.__aexit__(None, None, None)
+
+
+@pytest_asyncio.fixture
+async def sidecar(start_sidecar: Start) -> Running:
+    return await start_sidecar()

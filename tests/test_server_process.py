@@ -1,0 +1,140 @@
+"""`sidecar serve` as a real process: health, reflection, lists, unix socket, size limit, SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+from sidecar_client import SidecarClient, pb
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Proc:
+    def __init__(self, *args: str) -> None:
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "sidecar", "serve", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.banner = self.popen.stdout.readline() if self.popen.stdout else ""
+
+    def stop(self) -> tuple[int, str]:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+        _, err = self.popen.communicate(timeout=30)
+        return self.popen.returncode, err
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[Proc, str]]:
+    addr = f"127.0.0.1:{_free_port()}"
+    proc = Proc("--listen", addr)
+    yield proc, addr
+    if proc.popen.poll() is None:
+        proc.popen.kill()
+        proc.popen.wait()
+
+
+def test_banner_says_where_it_listens(served: tuple[Proc, str]) -> None:
+    proc, addr = served
+    assert f"listening on {addr}" in proc.banner
+    assert "embedded default" in proc.banner
+
+
+def test_health_reflection_and_lists(served: tuple[Proc, str]) -> None:
+    _, addr = served
+    with grpc.insecure_channel(addr) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "sidecar.v1.Sidecar"):
+            reply = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+        db = ProtoReflectionDescriptorDatabase(channel)
+        assert "sidecar.v1.Sidecar" in db.get_services()
+        assert "grpc.health.v1.Health" in db.get_services()
+        service = db.FindFileContainingSymbol("sidecar.v1.Sidecar")
+        assert service.name == "sidecar/v1/sidecar.proto"
+    with SidecarClient(addr) as client:
+        tools = {t.definition.name: t for t in client.list_tools()}
+        assert {"search_docs", "fetch_doc", "create_note", "flaky_lookup"} <= set(tools)
+        assert tools["create_note"].idempotent is False
+        assert '"input_schema"' in tools["search_docs"].anthropic_json
+        assert '"type": "function"' in tools["search_docs"].openai_json
+        models = {m.id: m for m in client.list_models()}
+        assert models["local-gpt"].wire_format == "openai"
+        assert models["local-claude"].wire_format == "anthropic"
+
+
+def test_sigterm_lets_the_call_in_flight_finish_then_exits_zero(served: tuple[Proc, str]) -> None:
+    proc, addr = served
+    result: dict[str, pb.ExecuteToolResponse] = {}
+    with SidecarClient(addr) as client:
+        client.list_tools()  # connected
+        call = threading.Thread(
+            target=lambda: result.setdefault("r", client.execute_tool("flaky_lookup", {"mode": "slow"}, timeout=30))
+        )
+        call.start()
+        time.sleep(0.5)  # the call is in flight: the backend holds it for 2 s
+        proc.popen.send_signal(signal.SIGTERM)
+        call.join(timeout=30)
+        code, err = proc.stop()
+    assert result["r"].HasField("result"), result["r"]
+    assert result["r"].result.status_code == 200
+    assert code == 0
+    assert "SIGTERM received" in err
+
+
+def test_unix_socket() -> None:
+    path = Path(tempfile.mkdtemp()) / "sidecar.sock"
+    proc = Proc("--listen", f"unix:{path}")
+    try:
+        with SidecarClient(f"unix:{path}") as client:
+            assert client.list_models()
+    finally:
+        code, _ = proc.stop()
+    assert code == 0
+
+
+def test_message_size_limit_is_a_clear_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "small.yaml"
+    port = _free_port()
+    cfg.write_text(f"server: {{listen: '127.0.0.1:{port}', max_message_bytes: 1024}}\n")
+    proc = Proc("--config", str(cfg))
+    try:
+        with SidecarClient(f"127.0.0.1:{port}") as client, pytest.raises(grpc.RpcError) as caught:
+            client.execute_tool("anything", {"query": "x" * 4096}, timeout=10)
+        assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+        assert "larger than max" in (caught.value.details() or "")  # type: ignore[attr-defined]
+    finally:
+        code, _ = proc.stop()
+    assert code == 0
+
+
+def test_port_in_use_exits_nonzero() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "sidecar", "serve", "--listen", f"127.0.0.1:{port}"],
+            capture_output=True, text=True, timeout=60, check=False, env={**os.environ},
+        )  # fmt: skip
+    assert proc.returncode == 1
+    assert "cannot listen" in proc.stderr
