@@ -22,10 +22,22 @@ FAST = {"rate_limit": [5, 30], "overload": [15, 90], "transient": [5, 30]}
 def tool(url: str, kind: str = "fetch", service: str = "svc", method: str = "GET", **extra: Any) -> dict[str, Any]:
     params = extra.pop(
         "parameters",
-        {"type": "object", "properties": {"id": {"type": "string", "minLength": 1}}, "required": ["id"]},
+        {
+            "type": "object",
+            "properties": {"id": {"type": "string", "minLength": 1}},
+            "required": ["id"],
+            "additionalProperties": False,
+        },
     )
-    return {"description": f"{kind} tool", "kind": kind, "service": service, "method": method, "url": url,
-            "parameters": params, **extra}  # fmt: skip
+    return {
+        "description": f"{kind} tool",
+        "kind": kind,
+        "service": service,
+        "method": method,
+        "url": url,
+        "parameters": params,
+        **extra,
+    }
 
 
 def base_config(provider_url: str, tools_url: str, **sections: Any) -> dict[str, Any]:
@@ -60,7 +72,7 @@ def base_config(provider_url: str, tools_url: str, **sections: Any) -> dict[str,
                 "max_output_tokens": 2048,
                 "default_output_tokens": 256,
             },
-        },  # fmt: skip
+        },
         "services": {
             "flaky": {
                 "quirks": [
@@ -72,7 +84,7 @@ def base_config(provider_url: str, tools_url: str, **sections: Any) -> dict[str,
                     }
                 ]
             }
-        },  # fmt: skip
+        },
         "tools": {
             "search": tool(tools_url + "/search?q={query}", "search", "docs", parameters=query),
             "fetch": tool(tools_url + "/docs/{id}", "fetch", "docs", resource_type="document"),
@@ -85,7 +97,7 @@ def base_config(provider_url: str, tools_url: str, **sections: Any) -> dict[str,
                 "POST",
                 body="arguments",
                 parameters={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
-            ),  # fmt: skip
+            ),
             "refused": tool("http://127.0.0.1:1/x/{id}", "fetch", "down"),
         },
     }

@@ -134,7 +134,11 @@ def test_port_in_use_exits_nonzero() -> None:
         port = s.getsockname()[1]
         proc = subprocess.run(
             [sys.executable, "-m", "sidecar", "serve", "--listen", f"127.0.0.1:{port}"],
-            capture_output=True, text=True, timeout=60, check=False, env={**os.environ},
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**os.environ},
+        )
     assert proc.returncode == 1
     assert "cannot listen" in proc.stderr

@@ -47,7 +47,7 @@ EXAMPLES: dict[str, t.SidecarFailure] = {
     "OUTPUT_TRUNCATED": t.OutputTruncated("gpt", 2048, 2048),
     "JOB_TIMEOUT": t.JobTimeout(
         "model gpt", "the next retry would wait 20 s", signal=pb.RETRY_SIGNAL_OVERLOAD, http=HTTP, retry_after=20.0
-    ),  # fmt: skip
+    ),
     "JOB_CANCELLED": t.JobCancelled("model gpt"),
 }
 CORRECTABLE = {"INVALID_INPUT", "RESOURCE_NOT_FOUND", "GUARDRAIL", "JSON_PARSE", "RESPONSE_VALIDATION"}
@@ -103,7 +103,7 @@ def test_system_boundary_hides_the_details() -> None:
 
 
 class _Aborting(pb_grpc.SidecarServicer):
-    async def CallModel(self, request: pb.CallModelRequest, context: Any) -> pb.CallModelResponse:  # noqa: N802
+    async def CallModel(self, request: pb.CallModelRequest, context: Any) -> pb.CallModelResponse:
         await context.abort_with_status(rpc_status.to_status(to_status(EXAMPLES[request.model])))
         raise AssertionError("unreachable")
 

@@ -113,6 +113,7 @@ class ServiceGuard:
         if self.state is CircuitState.HALF_OPEN and self._probe is not None:
             if now - self._probe.started >= self.circuit.probe_timeout_s:
                 self._event("circuit.probe_lost", reason="no verdict in time")
+                self._probe = None
                 self._reopen(doubled=False)
             else:
                 raise self._refusal(now, half_open=True)

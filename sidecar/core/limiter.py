@@ -19,26 +19,26 @@ __all__ = ["StretchLimiter"]
 class _ClockLoop:
     """The three loop methods AsyncLimiter uses, answered by the injected clock."""
 
-    __slots__ = ("_clock", "_loop")
+    __slots__ = ("_clock",)
 
-    def __init__(self, clock: Clock, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, clock: Clock) -> None:
         self._clock = clock
-        self._loop = loop
 
     def time(self) -> float:
         return self._clock.time()
 
     def create_future(self) -> asyncio.Future[None]:
-        return self._loop.create_future()
+        return asyncio.get_running_loop().create_future()
 
     def call_soon(self, callback: Callable[..., object], *args: object) -> asyncio.Handle:
-        return self._loop.call_soon(callback, *args)
+        return asyncio.get_running_loop().call_soon(callback, *args)
 
     def call_at(self, when: float, callback: Callable[[], object]) -> _Cancel:
-        return _Cancel(self._clock.call_at(when, lambda: self._loop.call_soon(callback)))
+        loop = asyncio.get_running_loop()
+        return _Cancel(self._clock.call_at(when, lambda: loop.call_soon(callback)))
 
     def is_closed(self) -> bool:
-        return self._loop.is_closed()
+        return False
 
 
 class _Cancel:
@@ -75,7 +75,7 @@ class StretchLimiter(AsyncLimiter):
         try:
             return self._event_loop
         except AttributeError:
-            loop = _ClockLoop(self._clock, asyncio.get_running_loop())
+            loop = _ClockLoop(self._clock)
             self._event_loop = loop  # type: ignore[assignment]
             return loop  # type: ignore[return-value]
 

@@ -38,7 +38,7 @@ from sidecar.core.taxonomy import (
 )
 from sidecar.core.text import cap
 
-__all__ = ["FAULT_WORDS", "Observation", "classify", "is_service_failure", "said", "trigger_of"]
+__all__ = ["FAULT_WORDS", "Observation", "classify", "is_service_failure", "is_transient", "said", "trigger_of"]
 
 FAULT_WORDS = {
     pb.TRANSPORT_FAULT_REFUSED: "connection refused",
@@ -172,9 +172,11 @@ def is_service_failure(failure: SidecarFailure) -> bool:
     return failure.kind in (pb.FAILURE_KIND_EXTERNAL_SERVICE, pb.FAILURE_KIND_UPSTREAM_THROTTLE)
 
 
-def is_transient(failure: SidecarFailure) -> bool:
-    """Faults worth re-sending: transport faults, 5xx, 429 and throttles."""
-    return is_service_failure(failure)
+def is_transient(obs: Observation, failure: SidecarFailure) -> bool:
+    """Faults worth re-sending: transport faults, 5xx, and throttles (429 and its look-alikes)."""
+    if failure.kind == pb.FAILURE_KIND_UPSTREAM_THROTTLE:
+        return True
+    return failure.kind == pb.FAILURE_KIND_EXTERNAL_SERVICE and (obs.status is None or obs.status >= 500)
 
 
 def trigger_of(obs: Observation, failure: SidecarFailure) -> Trigger:

@@ -231,7 +231,7 @@ class SidecarServicer(pb_grpc.SidecarServicer):
             kind=_KINDS.get(request.tool_kind, "fetch"),
             parameter=request.parameter,
             value=request.value,
-            resource_type="resource",
+            resource_type=request.resource_type or "resource",
         )
         if observed == "response":
             r = request.response

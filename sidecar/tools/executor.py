@@ -26,7 +26,7 @@ from sidecar.core.circuit import Admission, ServiceGuard, ServiceGuards
 from sidecar.core.clock import Clock
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.core.text import endpoint_of
-from sidecar.core.tool_failures import Observation, classify, is_service_failure, trigger_of
+from sidecar.core.tool_failures import Observation, classify, is_service_failure, is_transient, trigger_of
 from sidecar.core.transport import fault_of
 from sidecar.telemetry import names as n
 from sidecar.tools.arguments import check_arguments, validator_for
@@ -148,7 +148,7 @@ class ToolRunner:
                 guard.lost(admission)
             failure.with_attempts(attempts)
             resend_ok = cfg.is_idempotent or not may_have_reached
-            if not is_service_failure(failure) or not resend_ok or attempts > budget:
+            if not is_transient(obs, failure) or not resend_ok or attempts > budget:
                 return ToolOutcome(None, failure, attempts)
             wait = failure.retry_after
             if wait is None:
@@ -233,7 +233,7 @@ class ToolRunner:
                 fault = fault_of(exc)
                 span.set_attribute(n.ERROR_TYPE, _fault_type(fault.fault))
                 span.set_status(trace.StatusCode.ERROR, fault.detail)
-                obs = Observation(**{**_fields(base), "fault": fault.fault, "fault_detail": fault.detail})
+                obs = Observation(**{**_fields(base), "fault": fault.fault})
                 return obs, fault.may_have_reached
             span.set_attribute(n.HTTP_STATUS, response.status_code)
             if response.status_code >= 400:

@@ -1,0 +1,277 @@
+"""The conformance cases: loading, setting up the fakes, and judging what a client observed.
+
+Every language's runner does the same three things per case (README.md is the spec):
+reset and script the fakes, make the call through its client, and compare the *observation*
+(a language-neutral dict built from the client's own types) with the case's ``expect``.
+This module is the Python side of that, shared by ``test_conformance.py`` (the Python
+client's runner) and ``harness.py record``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DEFAULT_DEADLINE_MS",
+    "RPCS",
+    "Case",
+    "check",
+    "load_cases",
+    "post_json",
+    "prepare_fakes",
+]
+
+RPCS = ("ExecuteTool", "CallModel", "ClassifyFailure")
+DEFAULT_DEADLINE_MS = 15_000
+_HTTP_KEYS = ("status_code", "service", "endpoint", "body", "retry_after_raw")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case file: ``cases/<file>.json``."""
+
+    path: Path
+    data: Mapping[str, Any]
+
+    @property
+    def name(self) -> str:
+        return str(self.data["name"])
+
+    @property
+    def rpc(self) -> str:
+        return str(self.data["rpc"])
+
+    @property
+    def request(self) -> Mapping[str, Any]:
+        return self.data.get("request") or {}
+
+    @property
+    def expect(self) -> Mapping[str, Any]:
+        return self.data["expect"]  # type: ignore[no-any-return]
+
+    @property
+    def before(self) -> list[Mapping[str, Any]]:
+        return list(self.data.get("before") or [])
+
+    @property
+    def deadline_ms(self) -> int:
+        return int(self.data.get("deadline_ms") or DEFAULT_DEADLINE_MS)
+
+
+def load_cases(directory: str | Path) -> list[Case]:
+    """Every case, in file-name order; a malformed file raises ValueError naming it."""
+    out = []
+    for path in sorted(Path(directory).glob("*.json")):
+        data = json.loads(path.read_text())
+        problems = _validate(data)
+        if problems:
+            raise ValueError(f"{path}: " + "; ".join(problems))
+        out.append(Case(path, data))
+    names = [c.name for c in out]
+    duplicates = {n for n in names if names.count(n) > 1}
+    if duplicates:
+        raise ValueError(f"duplicate case names: {sorted(duplicates)}")
+    return out
+
+
+def _validate(data: Any) -> list[str]:
+    if not isinstance(data, dict):
+        return ["a case is a JSON object"]
+    problems = []
+    for key in ("name", "rpc", "request", "expect"):
+        if key not in data:
+            problems.append(f"missing {key!r}")
+    if data.get("rpc") not in RPCS:
+        problems.append(f"rpc must be one of {RPCS}")
+    for entry in data.get("before") or []:
+        if entry.get("rpc") not in RPCS or "request" not in entry:
+            problems.append("each 'before' entry needs an rpc and a request")
+    expect = data.get("expect") or {}
+    if "grpc_code" not in expect:
+        problems.append("expect needs grpc_code")
+    if expect.get("outcome") not in (None, "result", "failure"):
+        problems.append("expect.outcome must be 'result' or 'failure'")
+    unknown = set(data) - {"name", "description", "rpc", "setup", "before", "request", "deadline_ms", "expect"}
+    if unknown:
+        problems.append(f"unknown keys {sorted(unknown)}")
+    return problems
+
+
+def post_json(url: str, body: Any) -> Any:
+    """POST a JSON body and return the parsed JSON answer (an HTTP error raises)."""
+    data = json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method="POST", headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        text = resp.read().decode() or "null"
+    return json.loads(text)
+
+
+def prepare_fakes(case: Case, provider_url: str, tool_backend_url: str) -> None:
+    """Reset both fakes, then script them with the case's setup."""
+    post_json(f"{provider_url}/_fake/reset", {})
+    post_json(f"{tool_backend_url}/_fake/reset", {})
+    setup = case.data.get("setup") or {}
+    for entry in setup.get("tool_backend") or []:
+        post_json(f"{tool_backend_url}/_fake/script", entry)
+    for entry in setup.get("provider") or []:
+        post_json(f"{provider_url}/_fake/script", entry)
+
+
+def check(expect: Mapping[str, Any], observed: Mapping[str, Any]) -> list[str]:
+    """Every way ``observed`` differs from ``expect``; empty when the case passes."""
+    problems: list[str] = []
+
+    def differ(what: str, want: Any, got: Any) -> None:
+        problems.append(f"{what}: want {want!r}, got {got!r}")
+
+    if observed.get("grpc_code") != expect["grpc_code"]:
+        differ("grpc_code", expect["grpc_code"], observed.get("grpc_code"))
+    if "outcome" in expect and observed.get("outcome") != expect["outcome"]:
+        differ("outcome", expect["outcome"], observed.get("outcome"))
+    if "failure" in expect:
+        want = expect["failure"]
+        got = observed.get("failure")
+        if want is None:
+            if got is not None:
+                differ("failure", None, got)
+        elif got is None:
+            differ("failure", want, None)
+        else:
+            problems.extend(_check_failure(want, got))
+    for key, field in (("result_contains", "result_text"), ("model_text_contains", "model_text")):
+        if key in expect and expect[key] not in (observed.get(field) or ""):
+            problems.append(f"{field}: want it to contain {expect[key]!r}, got {observed.get(field)!r}")
+    if "model_text" in expect and observed.get("model_text") != expect["model_text"]:
+        differ("model_text", expect["model_text"], observed.get("model_text"))
+    return problems
+
+
+def _check_failure(want: Mapping[str, Any], got: Mapping[str, Any]) -> Iterator[str]:
+    for key in ("kind", "correctable", "message", "explanation", "attempts", "detail"):
+        if key in want and got.get(key) != want[key]:
+            yield f"failure.{key}: want {want[key]!r}, got {got.get(key)!r}"
+    for key in ("message", "explanation"):
+        part = want.get(f"{key}_contains")
+        if part is not None and part not in (got.get(key) or ""):
+            yield f"failure.{key}: want it to contain {part!r}, got {got.get(key)!r}"
+    if "http" in want:
+        w, g = want["http"], got.get("http")
+        if w is None:
+            if g is not None:
+                yield f"failure.http: want absent, got {g!r}"
+        elif g is None:
+            yield f"failure.http: want {w!r}, got absent"
+        else:
+            for key in _HTTP_KEYS:
+                if key in w and g.get(key) != w[key]:
+                    yield f"failure.http.{key}: want {w[key]!r}, got {g.get(key)!r}"
+    if "retry_after_seconds" in want:
+        w, g = want["retry_after_seconds"], got.get("retry_after_seconds")
+        if w is None:
+            if g is not None:
+                yield f"failure.retry_after_seconds: want absent, got {g!r}"
+        elif g is None or not math.isclose(float(g), float(w), abs_tol=1e-3):
+            yield f"failure.retry_after_seconds: want {w!r}, got {g!r}"
+
+
+# ---------------------------------------------------------------- the Python client's observation
+
+
+def observe_python(target: str, case: Case) -> dict[str, Any]:
+    """Run the case's ``before`` calls, then its call, through ``sidecar_client``; the observation."""
+    import grpc
+    from google.protobuf import json_format
+    from sidecar_client import SidecarClient, SidecarError, from_rpc_error, pb
+
+    def call(client: SidecarClient, rpc: str, request: Mapping[str, Any], timeout: float) -> dict[str, Any]:
+        try:
+            if rpc == "ExecuteTool":
+                req = json_format.ParseDict(request, pb.ExecuteToolRequest())
+                try:
+                    resp = client.execute_tool(
+                        req.tool,
+                        req.arguments_json,
+                        call_id=req.call_id,
+                        job=req.job if req.HasField("job") else None,
+                        timeout=timeout,
+                    )
+                except grpc.RpcError as exc:
+                    raise from_rpc_error(exc) from exc
+                return _tool_observation(resp)
+            if rpc == "CallModel":
+                req = json_format.ParseDict(request, pb.CallModelRequest())
+                kwargs: dict[str, Any] = {"system": req.system, "tools": list(req.tools)}
+                if req.response_schema_json:
+                    kwargs["response_schema"] = json.loads(req.response_schema_json)
+                if req.HasField("max_output_tokens"):
+                    kwargs["max_output_tokens"] = req.max_output_tokens
+                if req.HasField("temperature"):
+                    kwargs["temperature"] = req.temperature
+                if req.HasField("job"):
+                    kwargs["job"] = req.job
+                reply = client.call_model(req.model, list(req.messages), timeout=timeout, **kwargs)
+                return {"grpc_code": "OK", "outcome": "result", "failure": None, "result_text": reply.message.text}
+            req = json_format.ParseDict(request, pb.ClassifyFailureRequest())
+            try:
+                failure = client.classify_failure(req, timeout=timeout)
+            except grpc.RpcError as exc:
+                raise from_rpc_error(exc) from exc
+            kind = failure.kind != pb.FAILURE_KIND_UNSPECIFIED
+            return {"grpc_code": "OK", "outcome": "failure" if kind else "result", "failure": _failure(failure)}
+        except SidecarError as err:
+            code = err.grpc_code.name if err.grpc_code is not None else "UNKNOWN"
+            return {"grpc_code": code, "outcome": "failure", "failure": _failure(err.failure)}
+
+    with SidecarClient(target) as client:
+        for entry in case.before:
+            call(client, entry["rpc"], entry["request"], case.deadline_ms / 1000)
+        return call(client, case.rpc, case.request, case.deadline_ms / 1000)
+
+
+def _tool_observation(resp: Any) -> dict[str, Any]:
+    if resp.HasField("failure"):
+        return {
+            "grpc_code": "OK",
+            "outcome": "failure",
+            "failure": _failure(resp.failure),
+            "result_text": None,
+            "model_text": resp.model_text,
+        }
+    return {
+        "grpc_code": "OK",
+        "outcome": "result",
+        "failure": None,
+        "result_text": resp.result.content,
+        "model_text": resp.model_text,
+    }
+
+
+def _failure(f: Any) -> dict[str, Any]:
+    from sidecar_client import pb
+
+    http = None
+    if f.HasField("http"):
+        http = {
+            "status_code": f.http.status_code,
+            "service": f.http.service,
+            "endpoint": f.http.endpoint,
+            "body": f.http.body,
+            "retry_after_raw": f.http.retry_after_raw if f.http.HasField("retry_after_raw") else None,
+        }
+    retry = f.retry_after.ToTimedelta().total_seconds() if f.HasField("retry_after") else None
+    return {
+        "kind": pb.FailureKind.Name(f.kind).removeprefix("FAILURE_KIND_"),
+        "correctable": f.correctable,
+        "message": f.message,
+        "explanation": f.explanation,
+        "http": http,
+        "retry_after_seconds": retry,
+        "attempts": f.attempts,
+        "detail": f.WhichOneof("detail"),
+    }

@@ -1,0 +1,264 @@
+"""Run the one conformance suite against every client.
+
+    .venv/bin/python tests/conformance/harness.py                 # every language: go typescript java python
+    .venv/bin/python tests/conformance/harness.py --lang go,python
+    .venv/bin/python tests/conformance/harness.py env             # start the fakes and a sidecar, print the
+                                                                  # variables, wait for Ctrl-C (debug a runner)
+    .venv/bin/python tests/conformance/harness.py record          # show what the Python client observes per case
+    .venv/bin/python tests/conformance/harness.py record --write  # ...and write the exact explanations and
+                                                                  # model_text into the case files
+
+The fakes (sidecar.fakes) run in this process on loopback; a real sidecar process
+(``python -m sidecar serve --config tests/conformance/sidecar.yaml``) is started afresh for each
+language, so throttle, circuit and spend state never leak from one client's run into another's.
+Each runner gets SIDECAR_ADDR, FAKE_PROVIDER_URL, TOOL_BACKEND_URL and CONFORMANCE_CASES, and
+reads, scripts and judges the cases itself (README.md says how).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+CASES = HERE / "cases"
+CONFIG = HERE / "sidecar.yaml"
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+
+sys.path.insert(0, str(HERE))
+from conformance_cases import check, load_cases, observe_python, prepare_fakes  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Runner:
+    """One language's conformance runner: a command run in ``cwd`` with the suite's variables."""
+
+    language: str
+    command: list[str]
+    cwd: Path
+    needs: list[Path] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
+
+    def missing(self) -> str | None:
+        for tool in self.tools:
+            if shutil.which(tool) is None:
+                return f"{tool} is not installed"
+        for path in self.needs:
+            if not path.exists():
+                return f"{path.relative_to(ROOT)} is missing (make clients-deps)"
+        return None
+
+
+RUNNERS = {
+    "go": Runner("go", ["go", "test", "-count=1", "-run", "^TestConformance$", "."], ROOT / "clients/go", [], ["go"]),
+    "typescript": Runner(
+        "typescript",
+        ["npm", "run", "--silent", "conformance"],
+        ROOT / "clients/typescript",
+        [ROOT / "clients/typescript/node_modules"],
+        ["node", "npm"],
+    ),
+    "java": Runner(
+        "java",
+        ["mvn", "-q", "-B", "-f", "clients/java/pom.xml", "test", "-Dconformance=true"],
+        ROOT,
+        [ROOT / "clients/java/pom.xml"],
+        ["mvn"],
+    ),
+    "python": Runner(
+        "python",
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/conformance/test_conformance.py"],
+        ROOT,
+    ),
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def fakes() -> Iterator[tuple[str, str]]:
+    """The fake provider and tool backend on loopback: (provider URL, tool backend URL)."""
+    from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
+
+    with ThreadedServer(FakeProvider()) as provider, ThreadedServer(FakeToolBackend()) as tools:
+        yield provider.url, tools.url
+
+
+@contextlib.contextmanager
+def sidecar_process(provider_url: str, tool_url: str, log_path: Path) -> Iterator[str]:
+    """A sidecar serving tests/conformance/sidecar.yaml; yields its address."""
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    env = {**os.environ, "FAKE_PROVIDER_URL": provider_url, "TOOL_BACKEND_URL": tool_url}
+    command = [sys.executable, "-m", "sidecar", "serve", "--config", str(CONFIG), "--listen", address]
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_listening(proc, port, log_path)
+            yield address
+        finally:
+            _stop(proc)
+
+
+def _wait_listening(proc: subprocess.Popen[bytes], port: int, log_path: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the sidecar exited with {proc.returncode}:\n{log_path.read_text()}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"the sidecar did not listen on {port} within {START_TIMEOUT_S:g} s:\n{log_path.read_text()}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def environment(log_dir: Path) -> Iterator[dict[str, str]]:
+    """Fakes and a sidecar: the variables a runner needs."""
+    with fakes() as (provider_url, tool_url), sidecar_process(provider_url, tool_url, log_dir / "sidecar.log") as addr:
+        yield {
+            "SIDECAR_ADDR": addr,
+            "FAKE_PROVIDER_URL": provider_url,
+            "TOOL_BACKEND_URL": tool_url,
+            "CONFORMANCE_CASES": str(CASES),
+        }
+
+
+def run_languages(languages: list[str], keep_going: bool) -> int:
+    results: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="conformance-") as tmp, fakes() as (provider_url, tool_url):
+        for language in languages:
+            runner = RUNNERS[language]
+            why = runner.missing()
+            if why:
+                print(f"== {language}: skipped ({why})", flush=True)
+                results[language] = "skipped"
+                continue
+            log = Path(tmp) / f"sidecar-{language}.log"
+            print(f"== {language}: {' '.join(runner.command)}", flush=True)
+            with sidecar_process(provider_url, tool_url, log) as addr:
+                env = {
+                    **os.environ,
+                    "SIDECAR_ADDR": addr,
+                    "FAKE_PROVIDER_URL": provider_url,
+                    "TOOL_BACKEND_URL": tool_url,
+                    "CONFORMANCE_CASES": str(CASES),
+                    "CONFORMANCE_REQUIRED": "1",
+                }
+                started = time.monotonic()
+                code = subprocess.call(runner.command, cwd=runner.cwd, env=env)
+            took = time.monotonic() - started
+            results[language] = "passed" if code == 0 else "failed"
+            print(f"== {language}: {results[language]} in {took:.1f} s", flush=True)
+            if code != 0:
+                print(f"-- the sidecar's log ({language}):\n{log.read_text()[-4000:]}", flush=True)
+                if not keep_going:
+                    break
+    passed = sum(1 for r in results.values() if r == "passed")
+    failed = sum(1 for r in results.values() if r == "failed")
+    skipped = sum(1 for r in results.values() if r == "skipped")
+    print("conformance: " + ", ".join(f"{lang} {r}" for lang, r in results.items()))
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
+    return 1 if failed else 0
+
+
+def record(write: bool) -> int:
+    """Run every case through the Python client; print what it saw; optionally write the exact strings."""
+    mismatched = 0
+    with tempfile.TemporaryDirectory(prefix="conformance-") as tmp, environment(Path(tmp)) as env:
+        for case in load_cases(CASES):
+            prepare_fakes(case, env["FAKE_PROVIDER_URL"], env["TOOL_BACKEND_URL"])
+            observed = observe_python(env["SIDECAR_ADDR"], case)
+            problems = check(case.expect, observed)
+            print(f"--- {case.path.name} ({case.name}): {'ok' if not problems else 'MISMATCH'}")
+            print(json.dumps(observed, indent=2, sort_keys=True))
+            for problem in problems:
+                print(f"    {problem}")
+            if write:
+                mismatched += _write_strings(case, observed)
+    return 1 if mismatched else 0
+
+
+def _write_strings(case: object, observed: dict[str, object]) -> int:
+    """Fill expect.failure.explanation and expect.model_text from ``observed``, when the authored
+    grpc_code, outcome, kind and correctable agree with it (else refuse: 1)."""
+    from conformance_cases import Case
+
+    assert isinstance(case, Case)
+    data = json.loads(case.path.read_text())
+    expect = data["expect"]
+    failure = observed.get("failure")
+    authored = {k: v for k, v in expect.items() if k in ("grpc_code", "outcome")}
+    if any(observed.get(k) != v for k, v in authored.items()):
+        print(f"    not written: grpc_code/outcome differ from the case ({authored})")
+        return 1
+    want = expect.get("failure")
+    if isinstance(want, dict) and isinstance(failure, dict):
+        for key in ("kind", "correctable"):
+            if key in want and failure.get(key) != want[key]:
+                print(f"    not written: failure.{key} is {failure.get(key)!r}, the case says {want[key]!r}")
+                return 1
+        want["explanation"] = failure["explanation"]
+    if case.rpc == "ExecuteTool" and observed.get("model_text") is not None:
+        expect["model_text"] = observed["model_text"]
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    if text != case.path.read_text():
+        case.path.write_text(text)
+        print(f"    wrote {case.path.relative_to(ROOT)}")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", nargs="?", default="run", choices=["run", "env", "record"])
+    parser.add_argument("--lang", default=",".join(RUNNERS), help="comma-separated: " + ", ".join(RUNNERS))
+    parser.add_argument("--keep-going", action="store_true", help="run every language even after a failure")
+    parser.add_argument("--write", action="store_true", help="record: write the observed strings")
+    args = parser.parse_args()
+    load_cases(CASES)  # a malformed case fails here, before anything starts
+    if args.command == "record":
+        return record(args.write)
+    if args.command == "env":
+        with tempfile.TemporaryDirectory(prefix="conformance-") as tmp, environment(Path(tmp)) as env:
+            for key, value in env.items():
+                print(f"export {key}={value}")
+            print(f"# sidecar log: {tmp}/sidecar.log; Ctrl-C to stop", flush=True)
+            with contextlib.suppress(KeyboardInterrupt):
+                signal.pause()
+        return 0
+    languages = [lang.strip() for lang in args.lang.split(",") if lang.strip()]
+    unknown = [lang for lang in languages if lang not in RUNNERS]
+    if unknown:
+        parser.error(f"unknown language(s) {unknown}; known: {', '.join(RUNNERS)}")
+    return run_languages(languages, args.keep_going)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

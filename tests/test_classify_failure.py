@@ -1,0 +1,86 @@
+"""ClassifyFailure runs the very mapping ExecuteTool runs: equal answers give equal Failures."""
+
+from __future__ import annotations
+
+import pytest
+from sidecar_client import job, pb
+
+from sidecar.core.circuit import CircuitState
+from tests.conftest import Running
+
+# (tool, scripted upstream answer or a fault, the transport fault ClassifyFailure is told)
+CASES = [
+    ("fetch", {"status": 400, "body": {"error": "bad id"}}, None),
+    ("fetch", {"status": 404, "body": {"error": "not found"}}, None),
+    ("fetch", {"status": 401, "body": {"error": "bad key"}}, None),
+    ("fetch", {"status": 403, "body": {"error": "too many requests, slow down"}}, None),
+    ("fetch", {"status": 429, "headers": {"retry-after": "Wed, 21 Oct 2026 07:28:00 GMT"}, "body": "busy"}, None),
+    ("fetch", {"status": 500, "body": {"message": "boom", "account_id": "acct_123"}}, None),
+    ("fetch", {"status": 503, "headers": {"retry-after": "3"}, "body": ""}, None),
+    ("fetch", {"status": 418, "body": "teapot"}, None),
+    ("search", {"status": 404, "body": {"error": "no such index"}}, None),
+    ("search", {"status": 200, "body": {"results": []}}, None),
+    ("fetch", {"fault": "reset"}, pb.TRANSPORT_FAULT_RESET),
+]
+
+
+@pytest.mark.parametrize(("tool", "answer", "fault"), CASES)
+async def test_execute_tool_and_classify_failure_agree(
+    sidecar: Running, tool: str, answer: dict[str, object], fault: int | None
+) -> None:
+    path = "/docs/doc-7" if tool == "fetch" else "/search"
+    sidecar.backend.script(path, [answer])
+    args = {"id": "doc-7"} if tool == "fetch" else {"query": "q"}
+    executed = await sidecar.client.execute_tool(tool, args, job=job(upstream_retries=0))
+    request = pb.ClassifyFailureRequest(
+        service="docs",
+        endpoint=sidecar.backend.url + path + ("?q=q" if tool == "search" else ""),
+        tool_kind=pb.TOOL_KIND_FETCH if tool == "fetch" else pb.TOOL_KIND_SEARCH,
+        parameter="id" if tool == "fetch" else "query",
+        value="doc-7" if tool == "fetch" else "q",
+        resource_type="document" if tool == "fetch" else "",
+        attempts=1,
+    )
+    if fault is not None:
+        request.fault = fault  # type: ignore[assignment]
+    else:
+        request.response.status_code = int(answer["status"])  # type: ignore[call-overload]
+        request.response.headers.update(answer.get("headers", {}))  # type: ignore[arg-type]
+        body = answer.get("body", "")
+        request.response.body = body if isinstance(body, str) else __import__("json").dumps(body)
+    classified = await sidecar.client.classify_failure(request)
+    if executed.HasField("result"):
+        assert classified == pb.Failure()
+    else:
+        assert classified == executed.failure
+
+
+async def test_reports_feed_the_service_circuit_and_a_precheck_sees_it(sidecar: Running) -> None:
+    report = pb.ClassifyFailureRequest(service="their-api", endpoint="https://api.example/x?key=1", attempts=1)
+    report.response.status_code = 503
+    report.response.body = '{"error": "down"}'
+    for _ in range(12):
+        failure = await sidecar.client.classify_failure(report)
+        assert failure.kind == pb.FAILURE_KIND_EXTERNAL_SERVICE
+    assert failure.http.endpoint == "https://api.example/x"
+    precheck = await sidecar.client.classify_failure(pb.ClassifyFailureRequest(service="their-api"))
+    assert precheck.kind == pb.FAILURE_KIND_CIRCUIT_OPEN
+    assert "HTTP 503 (down)" in precheck.message
+    sidecar.clock.advance(30)
+    granted = await sidecar.client.classify_failure(pb.ClassifyFailureRequest(service="their-api"))
+    assert granted.kind == pb.FAILURE_KIND_UNSPECIFIED  # this caller holds the probe
+    others = await sidecar.client.classify_failure(pb.ClassifyFailureRequest(service="their-api"))
+    assert others.kind == pb.FAILURE_KIND_CIRCUIT_OPEN
+    ok = pb.ClassifyFailureRequest(service="their-api")
+    ok.response.status_code = 200
+    assert (await sidecar.client.classify_failure(ok)).kind == pb.FAILURE_KIND_UNSPECIFIED
+    assert sidecar.app.guards.get("their-api").state is CircuitState.CLOSED  # type: ignore[union-attr]
+
+
+async def test_dns_fault_is_external_service_without_http(sidecar: Running) -> None:
+    failure = await sidecar.client.classify_failure(
+        pb.ClassifyFailureRequest(service="x", endpoint="https://nowhere.invalid/a", fault=pb.TRANSPORT_FAULT_DNS)
+    )
+    assert failure.kind == pb.FAILURE_KIND_EXTERNAL_SERVICE
+    assert not failure.HasField("http")
+    assert "did not resolve" in failure.message
