@@ -100,12 +100,14 @@ async def test_search_with_nothing_found_is_a_valid_empty_result(sidecar: Runnin
     assert resp.WhichOneof("outcome") == "result"
     assert resp.result.empty
     empty = await sidecar.client.execute_tool("fail_search", {"mode": "empty200"})
-    assert empty.result.empty and empty.model_text == "The search found no results."
+    assert empty.result.empty
+    assert empty.model_text == "The search found no results."
 
 
 async def test_search_and_fetch_succeed(sidecar: Running) -> None:
     found = await sidecar.client.execute_tool("search", {"query": "retries"})
-    assert found.WhichOneof("outcome") == "result" and not found.result.empty
+    assert found.WhichOneof("outcome") == "result"
+    assert not found.result.empty
     assert json.loads(found.model_text)["results"]
     doc = await sidecar.client.execute_tool("fetch", {"id": "doc-1"})
     assert doc.result.status_code == 200
@@ -169,7 +171,8 @@ async def test_query_string_is_cut_from_endpoint_and_message(sidecar: Running) -
     assert "SECRET" not in long.failure.message
     assert "?" not in long.failure.http.endpoint
     said = long.failure.service.detail
-    assert len(said) == 200 and said.endswith("…")
+    assert len(said) == 200
+    assert said.endswith("…")
     assert "x" * 400 in long.failure.http.body  # the body is redacted, not capped
 
 

@@ -15,7 +15,6 @@ import argparse
 import filecmp
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -49,7 +48,9 @@ def generate(dest: Path) -> None:
         for path in sorted(Path(raw).rglob("*.py*")):
             rel = path.relative_to(raw)
             text = path.read_text()
-            text = re.sub(r"^from (sidecar\.v\d+) import", lambda m: f"from {PACKAGE}.{m.group(1)} import", text, flags=re.M)
+            text = re.sub(
+                r"^from (sidecar\.v\d+) import", lambda m: f"from {PACKAGE}.{m.group(1)} import", text, flags=re.M
+            )
             target = dest / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(HEADER + text)
@@ -81,7 +82,9 @@ def main() -> int:
 def _differences(fresh: Path, committed: Path) -> list[str]:
     names = {p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     if committed.exists():
-        names |= {p.relative_to(committed) for p in committed.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+        names |= {
+            p.relative_to(committed) for p in committed.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+        }
     out = []
     for rel in sorted(names):
         a, b = fresh / rel, committed / rel

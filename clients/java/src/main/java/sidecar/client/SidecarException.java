@@ -20,6 +20,7 @@ import java.util.Objects;
 import java.util.Optional;
 import sidecar.v1.Failure;
 import sidecar.v1.FailureKind;
+import sidecar.v1.HttpDetail;
 
 /**
  * A failure the sidecar reported, or a failure to reach it, as one exception.
@@ -38,8 +39,12 @@ import sidecar.v1.FailureKind;
  * {@code Any} there packs a {@code sidecar.v1.Failure}, takes every field from it. Without one
  * (a status from the gRPC library itself, e.g. the sidecar unreachable or the deadline passed) the
  * kind comes from the {@code ErrorInfo} reason of domain {@code sidecar} when there is one, else
- * from the status code (see {@link #kindForCode}); the wait from {@code RetryInfo}; and the
- * explanation is written the sidecar's way: the message, a newline, the retry line.
+ * from the status code (see {@link #kindForCode}); the wait from {@code RetryInfo} (or the
+ * metadata's {@code retryAfterSeconds}); {@code correctable}, {@code attempts} and the HTTP
+ * status, service, endpoint and raw Retry-After from the ErrorInfo metadata the sidecar writes
+ * ({@code correctable}, {@code attempts}, {@code httpStatus}, {@code service}, {@code endpoint},
+ * {@code retryAfterRaw}; the body is not there); and the explanation is written the sidecar's way:
+ * the message, a newline, the retry line.
  *
  * <p>{@link #getMessage()} is the failure's plain message; {@link #explanation()} is what the
  * model should read.
@@ -139,7 +144,11 @@ public abstract class SidecarException extends RuntimeException {
     if (kind == null) {
       kind = kindForCode(status.getCode());
     }
-    boolean correctable = FailureKinds.isCorrectable(kind);
+    Map<String, String> metadata = info == null ? Map.of() : info.getMetadataMap();
+    boolean correctable =
+        metadata.containsKey("correctable")
+            ? Boolean.parseBoolean(metadata.get("correctable"))
+            : FailureKinds.isCorrectable(kind);
     String message = rpc != null && !rpc.getMessage().isEmpty() ? rpc.getMessage() : status.getDescription();
     if (message == null || message.isBlank()) {
       message = "The sidecar call failed with gRPC status " + status.getCode() + ".";
@@ -152,12 +161,24 @@ public abstract class SidecarException extends RuntimeException {
             .setExplanation(FailureKinds.explanation(message, correctable));
     if (retry != null && retry.hasRetryDelay()) {
       failure.setRetryAfter(retry.getRetryDelay());
+    } else if (metadata.containsKey("retryAfterSeconds")) {
+      seconds(metadata.get("retryAfterSeconds")).ifPresent(failure::setRetryAfter);
     }
-    if (info != null) {
-      String attempts = info.getMetadataMap().get("attempts");
-      if (attempts != null && attempts.matches("\\d{1,9}")) {
-        failure.setAttempts(Integer.parseInt(attempts));
+    Integer attempts = integer(metadata.get("attempts"));
+    if (attempts != null) {
+      failure.setAttempts(attempts);
+    }
+    Integer httpStatus = integer(metadata.get("httpStatus"));
+    if (httpStatus != null) {
+      HttpDetail.Builder http =
+          HttpDetail.newBuilder()
+              .setStatusCode(httpStatus)
+              .setService(metadata.getOrDefault("service", ""))
+              .setEndpoint(metadata.getOrDefault("endpoint", ""));
+      if (metadata.containsKey("retryAfterRaw")) {
+        http.setRetryAfterRaw(metadata.get("retryAfterRaw"));
       }
+      failure.setHttp(http);
     }
     boolean fromSidecar = info != null && FailureKinds.DOMAIN.equals(info.getDomain());
     return create(failure.build(), status.getCode(), rpc, fromSidecar, cause);
@@ -200,6 +221,28 @@ public abstract class SidecarException extends RuntimeException {
         return FailureKind.FAILURE_KIND_EXTERNAL_SERVICE;
       default:
         return FailureKind.FAILURE_KIND_SYSTEM;
+    }
+  }
+
+  private static Integer integer(String text) {
+    return text != null && text.matches("\\d{1,9}") ? Integer.valueOf(text) : null;
+  }
+
+  private static Optional<com.google.protobuf.Duration> seconds(String text) {
+    try {
+      double value = Double.parseDouble(text);
+      if (!(value >= 0) || value > 1e9) {
+        return Optional.empty();
+      }
+      long whole = (long) value;
+      int nanos = (int) Math.round((value - whole) * 1e9);
+      if (nanos >= 1_000_000_000) {
+        whole += 1;
+        nanos -= 1_000_000_000;
+      }
+      return Optional.of(com.google.protobuf.Duration.newBuilder().setSeconds(whole).setNanos(nanos).build());
+    } catch (NumberFormatException notANumber) {
+      return Optional.empty();
     }
   }
 

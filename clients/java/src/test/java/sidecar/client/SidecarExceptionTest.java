@@ -130,6 +130,41 @@ class SidecarExceptionTest {
   }
 
   @Test
+  void withoutAFailureTheHttpDetailComesFromTheErrorInfoMetadata() {
+    com.google.rpc.Status rich =
+        com.google.rpc.Status.newBuilder()
+            .setCode(Status.Code.UNAVAILABLE.value())
+            .setMessage("The search service answered 503.")
+            .addDetails(
+                Any.pack(
+                    ErrorInfo.newBuilder()
+                        .setReason("EXTERNAL_SERVICE")
+                        .setDomain("sidecar")
+                        .putMetadata("kind", "EXTERNAL_SERVICE")
+                        .putMetadata("correctable", "false")
+                        .putMetadata("attempts", "3")
+                        .putMetadata("httpStatus", "503")
+                        .putMetadata("service", "search")
+                        .putMetadata("endpoint", "https://search.example/v1/query")
+                        .putMetadata("retryAfterRaw", "12")
+                        .putMetadata("retryAfterSeconds", "12.5")
+                        .build()))
+            .build();
+
+    SidecarException error = SidecarException.fromThrowable(StatusProto.toStatusRuntimeException(rich));
+
+    HttpInfo http = error.http().orElseThrow();
+    assertEquals(503, http.statusCode());
+    assertEquals("search", http.service());
+    assertEquals("https://search.example/v1/query", http.endpoint());
+    assertEquals("", http.body());
+    assertEquals(Optional.of("12"), http.retryAfterRaw());
+    assertEquals(Duration.ofMillis(12_500), error.retryAfter().orElseThrow());
+    assertEquals(3, error.attempts());
+    assertFalse(error.correctable());
+  }
+
+  @Test
   void aCorrectableReasonWithoutAFailureIsCorrectable() {
     com.google.rpc.Status rich =
         com.google.rpc.Status.newBuilder()
