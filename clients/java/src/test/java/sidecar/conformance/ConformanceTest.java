@@ -2,9 +2,11 @@ package sidecar.conformance;
 
 import static org.junit.jupiter.api.Assertions.fail;
 
+import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
+import com.google.gson.JsonPrimitive;
 import com.google.protobuf.InvalidProtocolBufferException;
 import com.google.protobuf.Message;
 import com.google.protobuf.MessageOrBuilder;
@@ -51,9 +53,10 @@ import sidecar.v1.HttpDetail;
  *
  * <p>Each case is one dynamic test, done as tests/conformance says: reset both fakes, post the
  * case's {@code setup} scripts, make the {@code before} calls, make the call, and compare the
- * observation (grpc_code, outcome, failure, result text, model text) with {@code expect}. A key
- * this runner does not know, in the case or in {@code expect}, fails the case rather than being
- * ignored.
+ * observation (grpc_code, outcome, failure, result text, model text) with {@code expect}, whose
+ * strings have {@code ${FAKE_PROVIDER_URL}} and {@code ${TOOL_BACKEND_URL}} replaced by this run's
+ * URLs. A key this runner does not know, in the case or in {@code expect}, fails the case rather
+ * than being ignored.
  */
 class ConformanceTest {
   /** The deadline of a call whose case names none (tests/conformance: DEFAULT_DEADLINE_MS). */
@@ -138,7 +141,7 @@ class ConformanceTest {
       fail(file + ": rpc must be one of " + RPCS + ", not '" + rpc + "'");
     }
     JsonObject request = required(spec, "request").getAsJsonObject();
-    JsonObject expect = required(spec, "expect").getAsJsonObject();
+    JsonObject expect = expand(required(spec, "expect")).getAsJsonObject();
     unknownKeys("expect", expect, EXPECT_KEYS, problems);
     if (!expect.has("grpc_code")) {
       problems.add("expect: needs grpc_code");
@@ -334,6 +337,29 @@ class ConformanceTest {
   }
 
   // ---------------------------------------------------------------- plumbing
+
+  /**
+   * {@code value} with {@code ${FAKE_PROVIDER_URL}} and {@code ${TOOL_BACKEND_URL}} in its strings
+   * replaced by this run's URLs (the fakes' ports change from run to run).
+   */
+  private static JsonElement expand(JsonElement value) {
+    if (value.isJsonPrimitive() && value.getAsJsonPrimitive().isString()) {
+      String text =
+          value.getAsString().replace("${FAKE_PROVIDER_URL}", provider).replace("${TOOL_BACKEND_URL}", toolBackend);
+      return new JsonPrimitive(text);
+    }
+    if (value.isJsonArray()) {
+      JsonArray out = new JsonArray();
+      value.getAsJsonArray().forEach(item -> out.add(expand(item)));
+      return out;
+    }
+    if (value.isJsonObject()) {
+      JsonObject out = new JsonObject();
+      value.getAsJsonObject().entrySet().forEach(entry -> out.add(entry.getKey(), expand(entry.getValue())));
+      return out;
+    }
+    return value;
+  }
 
   @SuppressWarnings("unchecked")
   private static <M extends Message> M parse(String json, M prototype) throws InvalidProtocolBufferException {
