@@ -22,12 +22,15 @@ __all__ = [
     "RPCS",
     "Case",
     "check",
+    "expand",
     "load_cases",
     "post_json",
     "prepare_fakes",
 ]
 
 RPCS = ("ExecuteTool", "CallModel", "ClassifyFailure")
+PLACEHOLDERS = ("FAKE_PROVIDER_URL", "TOOL_BACKEND_URL")
+"""``${NAME}`` in an expected string stands for the fake's URL of this run (its port changes)."""
 DEFAULT_DEADLINE_MS = 15_000
 _HTTP_KEYS = ("status_code", "service", "endpoint", "body", "retry_after_raw")
 
@@ -123,8 +126,22 @@ def prepare_fakes(case: Case, provider_url: str, tool_backend_url: str) -> None:
         post_json(f"{provider_url}/_fake/script", entry)
 
 
-def check(expect: Mapping[str, Any], observed: Mapping[str, Any]) -> list[str]:
-    """Every way ``observed`` differs from ``expect``; empty when the case passes."""
+def expand(value: Any, urls: Mapping[str, str]) -> Any:
+    """``value`` with every ``${FAKE_PROVIDER_URL}`` / ``${TOOL_BACKEND_URL}`` in its strings replaced."""
+    if isinstance(value, str):
+        for name in PLACEHOLDERS:
+            value = value.replace("${" + name + "}", urls[name])
+        return value
+    if isinstance(value, list):
+        return [expand(v, urls) for v in value]
+    if isinstance(value, dict):
+        return {k: expand(v, urls) for k, v in value.items()}
+    return value
+
+
+def check(expect: Mapping[str, Any], observed: Mapping[str, Any], urls: Mapping[str, str]) -> list[str]:
+    """Every way ``observed`` differs from ``expect`` (placeholders expanded with ``urls``); empty when it passes."""
+    expect = expand(expect, urls)
     problems: list[str] = []
 
     def differ(what: str, want: Any, got: Any) -> None:

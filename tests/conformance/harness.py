@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -40,7 +41,7 @@ START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 
 sys.path.insert(0, str(HERE))
-from conformance_cases import check, load_cases, observe_python, prepare_fakes  # noqa: E402
+from conformance_cases import PLACEHOLDERS, Case, check, load_cases, observe_python, prepare_fakes  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -196,38 +197,44 @@ def record(write: bool) -> int:
         for case in load_cases(CASES):
             prepare_fakes(case, env["FAKE_PROVIDER_URL"], env["TOOL_BACKEND_URL"])
             observed = observe_python(env["SIDECAR_ADDR"], case)
-            problems = check(case.expect, observed)
+            problems = check(case.expect, observed, env)
             print(f"--- {case.path.name} ({case.name}): {'ok' if not problems else 'MISMATCH'}")
             print(json.dumps(observed, indent=2, sort_keys=True))
             for problem in problems:
                 print(f"    {problem}")
             if write:
-                mismatched += _write_strings(case, observed)
+                mismatched += _write_strings(case, observed, env)
     return 1 if mismatched else 0
 
 
-def _write_strings(case: object, observed: dict[str, object]) -> int:
-    """Fill expect.failure.explanation and expect.model_text from ``observed``, when the authored
-    grpc_code, outcome, kind and correctable agree with it (else refuse: 1)."""
-    from conformance_cases import Case
-
-    assert isinstance(case, Case)
+def _write_strings(case: Case, observed: dict[str, Any], env: dict[str, str]) -> int:
+    """Fill expect.failure.explanation, expect.failure.http.endpoint (when http is expected) and
+    expect.model_text from ``observed``, the fakes' URLs turned back into placeholders. Refused
+    (1) unless the authored grpc_code, outcome, kind and correctable agree with ``observed``."""
     data = json.loads(case.path.read_text())
     expect = data["expect"]
-    failure = observed.get("failure")
     authored = {k: v for k, v in expect.items() if k in ("grpc_code", "outcome")}
     if any(observed.get(k) != v for k, v in authored.items()):
         print(f"    not written: grpc_code/outcome differ from the case ({authored})")
         return 1
-    want = expect.get("failure")
+
+    def placeholders(text: str) -> str:
+        for name in PLACEHOLDERS:
+            text = text.replace(env[name], "${" + name + "}")
+        return text
+
+    want, failure = expect.get("failure"), observed.get("failure")
     if isinstance(want, dict) and isinstance(failure, dict):
         for key in ("kind", "correctable"):
             if key in want and failure.get(key) != want[key]:
                 print(f"    not written: failure.{key} is {failure.get(key)!r}, the case says {want[key]!r}")
                 return 1
-        want["explanation"] = failure["explanation"]
+        if failure["explanation"]:
+            want["explanation"] = placeholders(failure["explanation"])
+        if isinstance(want.get("http"), dict) and isinstance(failure.get("http"), dict):
+            want["http"]["endpoint"] = placeholders(failure["http"]["endpoint"])
     if case.rpc == "ExecuteTool" and observed.get("model_text") is not None:
-        expect["model_text"] = observed["model_text"]
+        expect["model_text"] = placeholders(str(observed["model_text"]))
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     if text != case.path.read_text():
         case.path.write_text(text)

@@ -35,5 +35,5 @@ def conformance_env() -> Iterator[dict[str, str]]:
 def test_case(case: Case, conformance_env: dict[str, str]) -> None:
     prepare_fakes(case, conformance_env["FAKE_PROVIDER_URL"], conformance_env["TOOL_BACKEND_URL"])
     observed = observe_python(conformance_env["SIDECAR_ADDR"], case)
-    problems = check(case.expect, observed)
+    problems = check(case.expect, observed, conformance_env)
     assert not problems, f"{case.path.name}:\n  " + "\n  ".join(problems) + f"\nobserved: {observed}"
