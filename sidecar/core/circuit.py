@@ -128,7 +128,7 @@ class ServiceGuard:
 
     async def pace(self) -> None:
         """Wait for the throttle's leaky bucket (the window stretched by the throttle)."""
-        await self._limiter.acquire()
+        await self._limiter.take()
 
     def throttle_wait(self) -> float:
         """How long a call would wait in the throttle right now."""

@@ -78,9 +78,9 @@ class ModelThrottle:
         while (remaining := self.paused_until - self._clock.time()) > 0:
             await self._clock.sleep(remaining)
         if self._paced():
-            await self._requests.acquire()
+            await self._requests.take()
         if self._tokens is not None and tokens:
-            await self._tokens.acquire(min(tokens, self._tokens.max_rate))
+            await self._tokens.take(min(tokens, self._tokens.max_rate))
 
     def signal(self, signal: int, retry_after: float | None) -> None:
         step = INCREMENTS.get(signal, 0.0)

@@ -1,0 +1,475 @@
+"""CallModel through the running sidecar and the local provider, in both wire formats."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+from email.utils import format_datetime
+from typing import Any
+
+import grpc
+import pytest
+import sidecar_client as sc
+from google.rpc import error_details_pb2, status_pb2
+from sidecar_client import job, pb, user
+
+from tests.conftest import Running
+
+MODELS = {"gpt": "fake-gpt", "claude": "fake-claude"}
+both = pytest.mark.parametrize("model", ["gpt", "claude"])
+SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+          "required": ["name", "age"]}  # fmt: skip
+
+
+def script(r: Running, model: str, *steps: dict[str, Any]) -> None:
+    r.provider.script(MODELS[model], list(steps))
+
+
+def sent(r: Running, model: str) -> list[dict[str, Any]]:
+    return r.provider.requests(model=MODELS[model])
+
+
+async def fails(r: Running, model: str, expected: type[sc.SidecarError], **kwargs: Any) -> sc.SidecarError:
+    """The call fails with ``expected``; the raw status details agree with the typed exception."""
+    messages = kwargs.pop("messages", [user("hello")])
+    with pytest.raises(expected) as caught:
+        await r.client.call_model(model, messages, **kwargs)
+    err = caught.value
+    rpc = err.__cause__
+    assert isinstance(rpc, grpc.aio.AioRpcError)
+    raw = dict(rpc.trailing_metadata() or ())["grpc-status-details-bin"]
+    status = status_pb2.Status.FromString(raw)
+    assert status.code == rpc.code().value[0]
+    assert status.message == err.message == rpc.details()
+    failure = pb.Failure()
+    assert status.details[0].Unpack(failure)
+    assert failure == err.failure
+    info = error_details_pb2.ErrorInfo()
+    assert status.details[1].Unpack(info)
+    assert info.reason == err.kind_name
+    assert info.domain == "sidecar"
+    return err
+
+
+@both
+async def test_a_plain_reply(sidecar: Running, model: str) -> None:
+    reply = await sidecar.client.call_model(model, [user("hello there")])
+    assert reply.message.text == "You said: hello there"
+    assert reply.finish_reason == pb.FINISH_REASON_STOP
+    assert reply.usage.input_tokens > 0
+    assert reply.usage.output_tokens > 0
+    assert reply.attempts == 1
+    assert reply.provider == {"gpt": "oai", "claude": "ant"}[model]
+    assert reply.response_model == MODELS[model]
+    assert sidecar.clock.sleeps == []
+
+
+@both
+async def test_tool_calls_and_results_translate_both_ways(sidecar: Running, model: str) -> None:
+    tools = await sidecar.client.list_tools()
+    first = await sidecar.client.call_model(model, [user("find retries")], tools=[tools[0]])
+    assert first.finish_reason == pb.FINISH_REASON_TOOL_CALLS
+    call = first.message.tool_calls[0]
+    assert call.name == tools[0].definition.name
+    outcome = await sidecar.client.execute_tool(call.name, call.arguments_json, call_id=call.id)
+    second = await sidecar.client.call_model(
+        model, [user("find retries"), sc.assistant(first.message), sc.tool_results([(call, outcome)])], tools=[tools[0]]
+    )
+    assert second.message.text.startswith("Based on the tool result")
+    body = sent(sidecar, model)[-1]["body"]
+    if model == "gpt":
+        assert body["messages"][1]["tool_calls"][0]["id"] == call.id
+        assert body["messages"][2] == {"role": "tool", "tool_call_id": call.id, "content": outcome.model_text}
+        assert body["tools"][0]["type"] == "function"
+    else:
+        assert body["messages"][1]["content"][0]["type"] == "tool_use"
+        result = body["messages"][2]["content"][0]
+        assert result == {"type": "tool_result", "tool_use_id": call.id, "content": outcome.model_text,
+                          "is_error": False}  # fmt: skip
+        assert "input_schema" in body["tools"][0]
+
+
+# ---------------------------------------------------------------- signals, windows, Retry-After
+
+
+@pytest.mark.parametrize(
+    ("preset", "low", "high"),
+    [("rate_limit", 5, 30), ("overloaded", 15, 90), ("server_error", 5, 30), ("bad_gateway", 5, 30)],
+)
+@both
+async def test_each_signal_waits_in_its_window_growing_with_the_attempt(
+    sidecar: Running, model: str, preset: str, low: float, high: float
+) -> None:
+    script(sidecar, model, {"preset": preset}, {"preset": preset}, {"preset": preset})
+    reply = await sidecar.client.call_model(model, [user("hi")])
+    assert reply.attempts == 4
+    waits = [w for w in sidecar.clock.sleeps if w >= 1]  # throttle pacing waits are sub-second
+    assert len(waits) == 3
+    for attempt, wait in enumerate(waits, start=1):
+        assert low * attempt <= wait < high * attempt
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"retry_after": "3"}, 3.0),
+        ({"retry_after": "0"}, 0.0),
+        ({"retry_after_ms": "1500"}, 1.5),
+        ({"retry_after": "HTTP-DATE+12"}, 12.0),
+    ],
+)
+@both
+async def test_retry_after_in_all_three_forms_is_honoured(
+    sidecar: Running, model: str, headers: dict[str, str], expected: float
+) -> None:
+    if headers.get("retry_after") == "HTTP-DATE+12":
+        headers = {"retry_after": format_datetime(sidecar.clock.wall() + timedelta(seconds=12), usegmt=True)}
+    script(sidecar, model, {"preset": "server_error", **headers})
+    reply = await sidecar.client.call_model(model, [user("hi")])
+    assert reply.attempts == 2
+    assert sidecar.clock.sleeps[0] == pytest.approx(expected, abs=1.0 if expected == 12 else 1e-9)
+
+
+@pytest.mark.parametrize("raw", ["-1", "1.5", "soon", "99999999999", "Thu, 99 Foo 2026 25:00:00 GMT"])
+async def test_an_invalid_retry_after_falls_back_to_the_window(sidecar: Running, raw: str) -> None:
+    script(sidecar, "gpt", {"preset": "server_error", "retry_after": raw})
+    await sidecar.client.call_model("gpt", [user("hi")])
+    assert 5 <= sidecar.clock.sleeps[0] < 30
+
+
+async def test_retry_after_is_read_afresh_on_every_attempt(sidecar: Running) -> None:
+    script(sidecar, "gpt", {"preset": "rate_limit", "retry_after": "2"}, {"preset": "rate_limit", "retry_after": "9"})
+    reply = await sidecar.client.call_model("gpt", [user("hi")])
+    assert reply.attempts == 3
+    assert [w for w in sidecar.clock.sleeps if w >= 1] == [2.0, 9.0]
+
+
+@both
+async def test_past_the_budget_the_call_fails_naming_it_and_the_last_signal(sidecar: Running, model: str) -> None:
+    script(sidecar, model, *[{"preset": "server_error"}] * 3, {"preset": "overloaded", "retry_after": "4"})
+    err = await fails(sidecar, model, sc.UpstreamRetriesExhaustedError)
+    assert err.grpc_code == grpc.StatusCode.UNAVAILABLE
+    assert err.attempts == 4
+    assert "after 3 upstream retries" in err.message
+    assert "last signal: overload" in err.message
+    assert err.http is not None
+    assert err.http.status_code == 529
+    assert err.http.retry_after_raw == "4"
+    assert err.detail.budget == 3
+    assert err.detail.last_signal == pb.RETRY_SIGNAL_OVERLOAD
+    assert len(sent(sidecar, model)) == 4
+
+
+async def test_the_per_call_override_replaces_the_budget(sidecar: Running) -> None:
+    script(sidecar, "gpt", *[{"preset": "server_error"}] * 5)
+    err = await fails(sidecar, "gpt", sc.UpstreamRetriesExhaustedError, job=job(upstream_retries=1))
+    assert err.attempts == 2
+    script(sidecar, "gpt", {"preset": "server_error"})
+    with pytest.raises(sc.UpstreamRetriesExhaustedError):
+        await sidecar.client.call_model("gpt", [user("hi")], job=job(upstream_retries=0))
+
+
+async def test_a_dropped_connection_is_transient(sidecar: Running) -> None:
+    script(sidecar, "gpt", {"fault": "reset"}, {"fault": "drop_mid_body"})
+    reply = await sidecar.client.call_model("gpt", [user("hi")])
+    assert reply.attempts == 3
+
+
+# ---------------------------------------------------------------- deadline and cancellation
+
+
+async def test_a_wait_past_the_deadline_fails_at_once_with_job_timeout(sidecar: Running) -> None:
+    script(sidecar, "gpt", {"preset": "overloaded"})
+    err = await fails(sidecar, "gpt", sc.JobTimeoutError, timeout=10)
+    assert err.grpc_code == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert err.retry_after is not None
+    assert err.retry_after >= 15
+    assert err.http is not None
+    assert err.http.status_code == 529
+    assert err.detail.last_signal == pb.RETRY_SIGNAL_OVERLOAD
+    assert sidecar.clock.sleeps == []
+    assert len(sent(sidecar, "gpt")) == 1
+    raw = err.__cause__.trailing_metadata()  # type: ignore[union-attr]
+    status = status_pb2.Status.FromString(dict(raw)["grpc-status-details-bin"])
+    assert any(d.Is(error_details_pb2.RetryInfo.DESCRIPTOR) for d in status.details)
+
+
+async def test_cancellation_reaches_the_provider_and_charges_no_throttle(sidecar: Running) -> None:
+    script(sidecar, "gpt", {"fault": "hang"})
+    call = asyncio.ensure_future(sidecar.client.call_model("gpt", [user("hi")]))
+    for _ in range(200):
+        if sent(sidecar, "gpt"):
+            break
+        await asyncio.sleep(0.01)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    for _ in range(300):
+        if sent(sidecar, "gpt")[0]["client_disconnected"]:
+            break
+        await asyncio.sleep(0.01)
+    assert sent(sidecar, "gpt")[0]["client_disconnected"] is True
+    assert sidecar.app.models.throttle("gpt").throttle == 0  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------- the shared model throttle
+
+
+@pytest.mark.parametrize(("preset", "throttle"), [("rate_limit", 0.5), ("overloaded", 1.5), ("server_error", 0.0)])
+async def test_rate_limit_and_overload_slow_the_model_but_a_500_does_not(
+    sidecar: Running, preset: str, throttle: float
+) -> None:
+    script(sidecar, "gpt", {"preset": preset})
+    await sidecar.client.call_model("gpt", [user("hi")])
+    model_throttle = sidecar.app.models.throttle("gpt")  # type: ignore[union-attr]
+    # one success since: 1 of the 3 that take 0.2 off
+    assert model_throttle.throttle == throttle
+    assert sidecar.app.models.throttle("claude").throttle == 0  # type: ignore[union-attr]
+
+
+async def test_a_429_retry_after_pauses_every_caller_of_that_model(sidecar: Running) -> None:
+    script(sidecar, "gpt", {"preset": "rate_limit", "retry_after": "20", "delay_ms": 0})
+    first = asyncio.ensure_future(sidecar.client.call_model("gpt", [user("one")]))
+    for _ in range(200):
+        if sent(sidecar, "gpt"):
+            break
+        await asyncio.sleep(0.01)
+    await first
+    t0 = sidecar.clock.now
+    throttle = sidecar.app.models.throttle("gpt")  # type: ignore[union-attr]
+    throttle.paused_until = t0 + 20  # as the 429 left it, for a caller that arrives now
+    before = list(sidecar.clock.sleeps)
+    await sidecar.client.call_model("gpt", [user("two")])
+    assert sum(sidecar.clock.sleeps[len(before) :]) >= 20 - 1e-6
+
+
+@pytest.mark.parametrize(("preset", "slowed"), [("rate_limit", True), ("overloaded", True), ("server_error", False)])
+async def test_concurrent_calls_are_slowed_on_429_and_529_not_on_500(
+    sidecar: Running, preset: str, slowed: bool
+) -> None:
+    script(sidecar, "gpt", {"preset": preset, "retry_after": "0"})
+    with pytest.raises(sc.UpstreamRetriesExhaustedError):
+        await sidecar.client.call_model("gpt", [user("first")], job=job(upstream_retries=0))
+    before = len(sidecar.clock.sleeps)
+    await asyncio.gather(*[sidecar.client.call_model("gpt", [user(f"c{i}")]) for i in range(3)])
+    waited = sidecar.clock.sleeps[before:]
+    assert (sum(waited) > 0) is slowed
+
+
+# ---------------------------------------------------------------- correction and truncation
+
+
+@both
+async def test_a_reply_that_is_not_json_is_corrected(sidecar: Running, model: str) -> None:
+    script(sidecar, model, {"preset": "bad_json"})
+    reply = await sidecar.client.call_model(model, [user("who?")], response_schema=SCHEMA)
+    assert reply.corrections == 1
+    assert reply.attempts == 2
+    assert reply.json["name"] == "example"
+    correction = sent(sidecar, model)[-1]["body"]["messages"][-1]
+    text = correction["content"] if model == "gpt" else correction["content"][0]["text"]
+    assert text.startswith("Your reply was not the JSON object asked for: ")
+    assert '"name": string, "age": integer' in text
+    assert text.endswith(
+        "[This error may be correctable - you can retry with different parameters or try a different approach]"
+    )
+
+
+@both
+async def test_empty_required_fields_are_corrected_each_on_its_own_line(sidecar: Running, model: str) -> None:
+    script(sidecar, model, {"preset": "missing_fields"}, {"preset": "missing_fields"})
+    reply = await sidecar.client.call_model(model, [user("who?")], response_schema=SCHEMA)
+    assert reply.corrections == 2
+    assert reply.warnings == []
+    correction = sent(sidecar, model)[1]["body"]["messages"][-1]
+    text = correction["content"] if model == "gpt" else correction["content"][0]["text"]
+    assert "\n- name: is required but missing" in text or "\n- name: is required but empty" in text
+    assert "\n- age: " in text
+
+
+async def test_still_unparseable_after_two_corrections_fails_with_json_parse(sidecar: Running) -> None:
+    script(sidecar, "gpt", *[{"preset": "bad_json"}] * 3)
+    err = await fails(sidecar, "gpt", sc.JsonParseError, response_schema=SCHEMA)
+    assert err.grpc_code == grpc.StatusCode.ABORTED
+    assert err.correctable
+    assert err.attempts == 3
+
+
+async def test_still_empty_after_two_corrections_is_returned_with_a_warning(
+    sidecar: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    script(sidecar, "claude", *[{"preset": "missing_fields"}] * 3)
+    with caplog.at_level(logging.WARNING):
+        reply = await sidecar.client.call_model("claude", [user("who?")], response_schema=SCHEMA)
+    assert reply.corrections == 2
+    assert reply.attempts == 3
+    assert len(reply.warnings) == 1
+    assert "required fields still empty after 2 corrections" in reply.warnings[0]
+    assert any("required fields still empty" in r.getMessage() for r in caplog.records)
+
+
+@both
+async def test_a_truncated_reply_is_run_once_more_at_the_models_maximum(sidecar: Running, model: str) -> None:
+    script(sidecar, model, {"preset": "truncated"})
+    reply = await sidecar.client.call_model(model, [user("long story")])
+    assert reply.output_budget_raised
+    assert reply.attempts == 2
+    assert [r["body"]["max_tokens"] for r in sent(sidecar, model)] == [256, 2048]
+
+
+@both
+async def test_truncated_twice_fails_with_output_truncated(sidecar: Running, model: str) -> None:
+    script(sidecar, model, {"preset": "truncated"}, {"preset": "truncated"})
+    err = await fails(sidecar, model, sc.OutputTruncatedError)
+    assert err.grpc_code == grpc.StatusCode.FAILED_PRECONDITION
+    assert err.detail.max_output_tokens == 2048
+
+
+async def test_truncated_already_at_the_maximum_fails_at_once(sidecar: Running) -> None:
+    script(sidecar, "gpt", {"preset": "truncated"})
+    err = await fails(sidecar, "gpt", sc.OutputTruncatedError, max_output_tokens=2048)
+    assert err.attempts == 1
+
+
+# ---------------------------------------------------------------- what no retry fixes
+
+
+@pytest.mark.parametrize(
+    ("model", "step", "said"),
+    [
+        ("gpt", {"preset": "insufficient_quota"}, "quota"),
+        ("claude", {"preset": "insufficient_quota"}, "credit balance is too low"),
+        ("gpt", {"preset": "payment_required"}, ""),
+        ("claude", {"preset": "payment_required"}, ""),
+    ],
+)
+async def test_quota_exhausted_in_each_providers_shape(
+    sidecar: Running, model: str, step: dict[str, Any], said: str
+) -> None:
+    script(sidecar, model, step)
+    err = await fails(sidecar, model, sc.QuotaExhaustedError)
+    assert err.grpc_code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert err.attempts == 1
+    assert err.detail.provider == {"gpt": "oai", "claude": "ant"}[model]
+    assert err.detail.model == model
+    assert said.lower() in err.message.lower()
+    assert "fund the account" in err.message
+
+
+@both
+async def test_identifiers_are_redacted_and_messages_capped(sidecar: Running, model: str) -> None:
+    extra = {"account_id": "acct_987", "user_id": "user-42", "org_id": "org-abcdefgh", "organization": "acme-corp"}
+    long = "the server is on fire " * 20
+    script(sidecar, model, {"preset": "server_error", "extra_error_fields": extra, "message": long,
+                            "retry_after": "Soon-ish"})  # fmt: skip
+    err = await fails(sidecar, model, sc.UpstreamRetriesExhaustedError, job=job(upstream_retries=0))
+    assert err.http is not None
+    for secret in extra.values():
+        assert secret not in err.http.body
+        assert secret not in err.message
+    assert err.http.body.count("«redacted»") >= 4
+    assert long.strip() in err.http.body  # uncapped
+    assert err.http.retry_after_raw == "Soon-ish"
+    quoted = err.message.split("(", 1)[1]
+    assert "…" in quoted
+
+
+@both
+async def test_a_refused_key_is_unauthorized_with_the_body_blanked(sidecar: Running, model: str) -> None:
+    script(sidecar, model, {"preset": "invalid_key"})
+    err = await fails(sidecar, model, sc.UnauthorizedError)
+    assert err.grpc_code == grpc.StatusCode.FAILED_PRECONDITION
+    assert err.http is not None
+    assert err.http.body == ""
+
+
+async def test_the_provider_key_appears_in_no_response_or_log_line(
+    sidecar: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    keys = ["sk-test-SECRETKEY1234567890", "sk-ant-SECRETKEY1234567890", "SECRETKEY1234567890", "cdef"]
+    script(sidecar, "gpt", {"preset": "invalid_key"})
+    script(sidecar, "claude", {"preset": "server_error", "message": "bad key sk-ant-SECRETKEY1234567890"})
+    with caplog.at_level(logging.DEBUG):
+        a = await fails(sidecar, "gpt", sc.UnauthorizedError)
+        b = await fails(sidecar, "claude", sc.UpstreamRetriesExhaustedError, job=job(upstream_retries=0))
+    text = repr(a.failure) + repr(b.failure) + "\n".join(r.getMessage() + str(r.__dict__) for r in caplog.records)
+    for key in keys[:3]:
+        assert key not in text
+    assert sent(sidecar, "gpt")[0]["headers"]["authorization"] == "Bearer sk-test-SECRETKEY1234567890"
+
+
+@both
+async def test_the_token_precheck_fails_before_sending(sidecar: Running, model: str) -> None:
+    err = await fails(sidecar, model, sc.TokenEstimateExceedsLimitError, messages=[user("word " * 10000)])
+    assert err.grpc_code == grpc.StatusCode.FAILED_PRECONDITION
+    d = err.detail
+    assert d.limit == 8000
+    assert d.estimate > d.limit
+    assert d.overflow == d.estimate - d.limit
+    assert d.ratio == pytest.approx(d.estimate / d.limit)
+    assert "estimate" in err.message
+    assert sent(sidecar, model) == []
+
+
+@both
+async def test_the_provider_saying_the_context_is_too_long(sidecar: Running, model: str) -> None:
+    script(sidecar, model, {"preset": "context_too_long"})
+    err = await fails(sidecar, model, sc.ContextOverflowError)
+    assert err.attempts == 1
+
+
+@both
+async def test_a_refusal_is_never_retried(sidecar: Running, model: str) -> None:
+    script(sidecar, model, {"preset": "refusal"})
+    err = await fails(sidecar, model, sc.ProviderRefusalError)
+    assert err.grpc_code == grpc.StatusCode.FAILED_PRECONDITION
+    assert err.detail.model == model
+    assert err.detail.category == "refusal"
+    assert len(sent(sidecar, model)) == 1
+
+
+async def test_a_content_filter_is_a_refusal(sidecar: Running) -> None:
+    script(sidecar, "gpt", {"preset": "reply", "text": "", "finish": "content_filter"})
+    err = await fails(sidecar, "gpt", sc.ProviderRefusalError)
+    assert err.detail.category == "content_filter"
+
+
+async def test_the_spend_cap_refuses_before_sending(start_sidecar: Any) -> None:
+    r = await start_sidecar(policy={"spend_caps": {"wf-1": 0.000001}})
+    await r.client.call_model("gpt", [user("spend")], job=job(workflow_id="wf-1"))
+    err = await fails(r, "gpt", sc.SpendCapExceededError, job=job(workflow_id="wf-1"))
+    assert err.grpc_code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert err.detail.workflow_id == "wf-1"
+    assert len(sent(r, "gpt")) == 1
+    await r.client.call_model("gpt", [user("other workflow")], job=job(workflow_id="wf-2"))
+
+
+async def test_an_unknown_model_lists_the_catalog(sidecar: Running) -> None:
+    err = await fails(sidecar, "gpt-9", sc.ModelNotFoundError)
+    assert err.grpc_code == grpc.StatusCode.NOT_FOUND
+    assert "claude, gpt" in err.message
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"messages": []}, "messages"),
+        ({"messages": [pb.Message(role=pb.ROLE_USER)]}, "messages[0]"),
+        ({"messages": [pb.Message(text="x")]}, "messages[0].role"),
+        ({"response_schema": {"type": 12}}, "response_schema_json"),
+        ({"max_output_tokens": 0}, "max_output_tokens"),
+        ({"max_output_tokens": 999999}, "max_output_tokens"),
+        ({"temperature": 7.0}, "temperature"),
+    ],
+)
+async def test_a_malformed_request_is_invalid_argument_with_bad_request(
+    sidecar: Running, kwargs: dict[str, Any], field: str
+) -> None:
+    err = await fails(sidecar, "gpt", sc.InvalidInputError, **kwargs)
+    assert err.grpc_code == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.detail.parameter == field
+    status = status_pb2.Status.FromString(dict(err.__cause__.trailing_metadata())["grpc-status-details-bin"])  # type: ignore[union-attr]
+    bad = error_details_pb2.BadRequest()
+    assert any(d.Unpack(bad) for d in status.details if d.Is(bad.DESCRIPTOR))
+    assert bad.field_violations[0].field == field
