@@ -13,6 +13,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;
+import java.util.logging.Level;
+import java.util.logging.Logger;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -21,6 +23,13 @@ import sidecar.v1.ModelInfo;
 
 /** {@code unix:/path} targets reach a sidecar listening on a Unix domain socket. */
 class UnixSocketTest {
+  /** Netty warns once per Unix-socket connection that SO_KEEPALIVE does not apply; harmless here. */
+  private static final Logger BOOTSTRAP =
+      Logger.getLogger("io.grpc.netty.shaded.io.netty.bootstrap");
+
+  static {
+    BOOTSTRAP.setLevel(Level.SEVERE);
+  }
 
   @Test
   void aUnixTargetReachesASocketServer(@TempDir Path dir) throws Exception {
