@@ -14,7 +14,7 @@ __all__ = ["main"]
 
 BANNER = """sidecar {version} listening on {address} ({source})
   health:  grpc_health_probe -addr={address}   (service sidecar.v1.Sidecar)
-  tools:   {tools}
+  tools:   {tools}{embedded}
   models:  {models}
   try it:  sidecar demo --target {address}
 Stop with Ctrl-C (SIGINT) or SIGTERM; in-flight calls get {grace:g} s to finish."""
@@ -48,6 +48,7 @@ async def _serve(config: Config, source: str, listen: str | None) -> int:
             tools=", ".join(config.tools) or "none",
             models=", ".join(config.models) or "none",
             grace=config.server.grace_period_s,
+            embedded="".join(f"\n  local {k}: {v}" for k, v in app.embedded.items()),
         ),
         flush=True,
     )
@@ -76,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tb.add_argument("rest", nargs=argparse.REMAINDER)
     demo = sub.add_parser("demo", help="play a short scripted agent session against a running sidecar")
     demo.add_argument("--target", default="127.0.0.1:50051")
+    demo.add_argument("--provider", default="http://127.0.0.1:8787", help="the local provider the sidecar uses")
     args = parser.parse_args(argv)
 
     if args.command == "version":
@@ -100,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from sidecar.demo import run_demo
 
-        return run_demo(args.target)
+        return run_demo(args.target, args.provider)
     try:
         config, source = _load(args.config)
     except ConfigError as exc:

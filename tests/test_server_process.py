@@ -142,3 +142,26 @@ def test_port_in_use_exits_nonzero() -> None:
         )
     assert proc.returncode == 1
     assert "cannot listen" in proc.stderr
+
+
+def test_demo_plays_a_session_against_the_embedded_default() -> None:
+    addr = f"127.0.0.1:{_free_port()}"
+    proc = Proc("--listen", addr)
+    try:
+        lines = [proc.popen.stdout.readline() for _ in range(6)] if proc.popen.stdout else []
+        provider = next(line.split(": ", 1)[1].strip() for line in lines if "local provider:" in line)
+        demo = subprocess.run(
+            [sys.executable, "-m", "sidecar", "demo", "--target", addr, "--provider", provider],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        proc.stop()
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    out = demo.stdout
+    assert "the 429 was waited out beneath the agent" in out
+    assert "ExecuteTool fetch_doc: RESOURCE_NOT_FOUND" in out
+    assert "ExecuteTool search_docs: result" in out
+    assert "1 correction" in out

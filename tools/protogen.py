@@ -40,6 +40,8 @@ def generate(dest: Path) -> None:
             f"--python_out={raw}",
             f"--pyi_out={raw}",
             f"--grpc_python_out={raw}",
+            f"--plugin=protoc-gen-mypy_grpc={Path(sys.executable).parent / 'protoc-gen-mypy_grpc'}",
+            f"--mypy_grpc_out={raw}",
             *protos,
         ]
         if protoc.main(args) != 0:

@@ -38,7 +38,11 @@ class _ClockLoop:
 
     def call_at(self, when: float, callback: Callable[[], object]) -> _Cancel:
         loop = asyncio.get_running_loop()
-        return _Cancel(self._clock.call_at(when, lambda: loop.call_soon(callback)))
+
+        def fire() -> None:
+            loop.call_soon(callback)
+
+        return _Cancel(self._clock.call_at(when, fire))
 
     def is_closed(self) -> bool:
         return False

@@ -22,7 +22,11 @@ from sidecar.core.limiter import StretchLimiter
 __all__ = ["INCREMENTS", "MAX_THROTTLE", "THROTTLE_BASE_RPM", "ModelThrottle"]
 
 MAX_THROTTLE = 9.0
-INCREMENTS = {pb.RETRY_SIGNAL_RATE_LIMIT: 0.5, pb.RETRY_SIGNAL_OVERLOAD: 1.5, pb.RETRY_SIGNAL_TRANSIENT: 0.0}
+INCREMENTS: dict[int, float] = {
+    pb.RETRY_SIGNAL_RATE_LIMIT: 0.5,
+    pb.RETRY_SIGNAL_OVERLOAD: 1.5,
+    pb.RETRY_SIGNAL_TRANSIENT: 0.0,
+}
 THROTTLE_BASE_RPM = 600
 """Requests per minute a throttled model with no configured rate is paced from."""
 PRESSURE_QUIET_S = 300.0

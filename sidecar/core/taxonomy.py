@@ -86,7 +86,7 @@ CORRECTABLE_LINE = (
 )
 UNCORRECTABLE_LINE = "[This error is not correctable - consider an alternative approach]"
 
-Kind = pb.FailureKind.ValueType
+Kind = int
 Detail = (
     pb.InvalidInputDetail
     | pb.ResourceDetail
@@ -189,7 +189,7 @@ class SidecarFailure(Exception):
 
     def to_proto(self) -> pb.Failure:
         msg = pb.Failure(
-            kind=self.kind,
+            kind=self.kind,  # type: ignore[arg-type]
             correctable=self.correctable,
             message=self.message,
             explanation=self.explain_to_llm(),
@@ -342,7 +342,7 @@ class ExternalService(UncorrectableFailure):
             f"The {service} service failed at {endpoint}: it {said}.",
             http=http,
             retry_after=retry_after,
-            detail=pb.ServiceDetail(service=service, endpoint=endpoint, detail=cap(detail), fault=fault),
+            detail=pb.ServiceDetail(service=service, endpoint=endpoint, detail=cap(detail), fault=fault),  # type: ignore[arg-type]
         )
 
 
@@ -464,7 +464,7 @@ class CircuitOpen(UncorrectableFailure):
         )
 
 
-_SIGNAL_WORDS = {
+_SIGNAL_WORDS: dict[int, str] = {
     pb.RETRY_SIGNAL_RATE_LIMIT: "rate limit",
     pb.RETRY_SIGNAL_OVERLOAD: "overload",
     pb.RETRY_SIGNAL_TRANSIENT: "transient fault",
@@ -626,32 +626,30 @@ class JobCancelled(UncorrectableFailure):
         super().__init__(f"The call to {target} was cancelled by the caller.", detail=pb.RetryDetail(target=target))
 
 
-_BY_KIND: dict[int, type[SidecarFailure]] = {
-    cls.kind: cls
-    for cls in [
-        InvalidInput,
-        ResourceNotFound,
-        Guardrail,
-        JsonParse,
-        ResponseValidation,
-        ExternalService,
-        UpstreamThrottle,
-        Unauthorized,
-        PermissionDenied,
-        SystemError,
-        CircuitOpen,
-        UpstreamRetriesExhausted,
-        QuotaExhausted,
-        SpendCapExceeded,
-        ModelNotFound,
-        ProviderRefusal,
-        TokenEstimateExceedsLimit,
-        ContextOverflow,
-        OutputTruncated,
-        JobTimeout,
-        JobCancelled,
-    ]
-}
+_CLASSES: list[type[SidecarFailure]] = [
+    InvalidInput,
+    ResourceNotFound,
+    Guardrail,
+    JsonParse,
+    ResponseValidation,
+    ExternalService,
+    UpstreamThrottle,
+    Unauthorized,
+    PermissionDenied,
+    SystemError,
+    CircuitOpen,
+    UpstreamRetriesExhausted,
+    QuotaExhausted,
+    SpendCapExceeded,
+    ModelNotFound,
+    ProviderRefusal,
+    TokenEstimateExceedsLimit,
+    ContextOverflow,
+    OutputTruncated,
+    JobTimeout,
+    JobCancelled,
+]
+_BY_KIND: dict[int, type[SidecarFailure]] = {cls.kind: cls for cls in _CLASSES}
 
 
 def failure_class(kind: int) -> type[SidecarFailure]:

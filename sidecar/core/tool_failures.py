@@ -40,7 +40,7 @@ from sidecar.core.text import cap
 
 __all__ = ["FAULT_WORDS", "Observation", "classify", "is_service_failure", "is_transient", "said", "trigger_of"]
 
-FAULT_WORDS = {
+FAULT_WORDS: dict[int, str] = {
     pb.TRANSPORT_FAULT_REFUSED: "connection refused",
     pb.TRANSPORT_FAULT_TIMEOUT: "no response in time",
     pb.TRANSPORT_FAULT_RESET: "connection reset",

@@ -26,7 +26,7 @@ from jsonschema.exceptions import SchemaError
 from opentelemetry import trace
 from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
 
-from sidecar.config import Config, ModelConfig, ProviderConfig, Windows
+from sidecar.config import Config, ModelConfig, ProviderConfig, Window, Windows
 from sidecar.core.backoff import window_wait
 from sidecar.core.clock import Clock
 from sidecar.core.model_throttle import ModelThrottle
@@ -60,7 +60,7 @@ CHARS_PER_TOKEN = 4
 TOKENS_PER_MESSAGE = 4
 _tracer = trace.get_tracer(n.TRACER)
 _log = logging.getLogger("sidecar.models")
-_SIGNAL_ATTR = {
+_SIGNAL_ATTR: dict[int, str] = {
     pb.RETRY_SIGNAL_RATE_LIMIT: "rate_limit",
     pb.RETRY_SIGNAL_OVERLOAD: "overload",
     pb.RETRY_SIGNAL_TRANSIENT: "transient",
@@ -155,8 +155,8 @@ class ModelCaller:
             trust_env=False,
         )
         endpoint = endpoint_of(base.rstrip("/") + adapter.path())
-        key = cfg.api_key.get_secret_value() if cfg.api_key else None
-        return _Provider(name, cfg, adapter, client, endpoint, key)
+        api_key = cfg.api_key.get_secret_value() if cfg.api_key else None
+        return _Provider(name, cfg, adapter, client, endpoint, api_key)
 
     def model_config(self, model_id: str) -> ModelConfig | None:
         return self._config.models.get(model_id)
@@ -219,6 +219,7 @@ class ModelCaller:
                     raise OutputTruncated(req.model, budget_tokens, model.max_output_tokens)
                 parsed: dict[str, Any] | None = None
                 if schema is not None:
+                    problem: SidecarFailure | None
                     try:
                         parsed = parse_reply(reply.text, schema, req.model)
                         problem = validate_reply(parsed, schema, req.model)
@@ -315,7 +316,11 @@ class ModelCaller:
             wait = throttle.wait_time(estimate)
             if wait > 0:
                 self._check_deadline(state, wait, None, "the model is throttled")
-                attrs = {n.WAIT_SECONDS: wait, n.THROTTLE: throttle.throttle, n.MODEL_ID: state.model_id}
+                attrs: dict[str, str | float] = {
+                    n.WAIT_SECONDS: wait,
+                    n.THROTTLE: throttle.throttle,
+                    n.MODEL_ID: state.model_id,
+                }
                 with _tracer.start_as_current_span(n.SPAN_THROTTLE_WAIT, attributes=attrs):
                     await throttle.acquire(estimate)
             else:
@@ -339,27 +344,34 @@ class ModelCaller:
                     retry_after=outcome.retry_after,
                 )
             state.retries += 1
-            window = {
+            windows: dict[int, Window] = {
                 pb.RETRY_SIGNAL_RATE_LIMIT: state.windows.rate_limit,
                 pb.RETRY_SIGNAL_OVERLOAD: state.windows.overload,
-            }.get(outcome.signal, state.windows.transient)
-            wait = outcome.retry_after
-            if wait is None:
+            }
+            window = windows.get(outcome.signal, state.windows.transient)
+            asked = outcome.retry_after
+            if asked is None:
                 wait = window_wait(window, state.retries, state.windows, self._rng)
-            elif wait > state.windows.max_wait_s:
+            elif asked > state.windows.max_wait_s:
                 raise UpstreamRetriesExhausted(
                     target,
                     state.retries - 1,
                     outcome.signal,
-                    f"{outcome.detail}; the provider asked to wait {wait:.0f} s, "
+                    f"{outcome.detail}; the provider asked to wait {asked:.0f} s, "
                     f"past the {state.windows.max_wait_s:.0f} s a wait may last",
                     http=outcome.http,
-                    retry_after=wait,
+                    retry_after=asked,
                 )
+            else:
+                wait = asked
             self._check_deadline(state, wait, outcome, "the next retry")
-            attrs = {n.WAIT_SECONDS: wait, n.RETRY_SIGNAL: _SIGNAL_ATTR[outcome.signal], n.ATTEMPT: state.attempts}
+            backoff: dict[str, str | float] = {
+                n.WAIT_SECONDS: wait,
+                n.RETRY_SIGNAL: _SIGNAL_ATTR[outcome.signal],
+                n.ATTEMPT: state.attempts,
+            }
             trace.get_current_span().set_attribute(n.RETRY_WAIT, wait)
-            with _tracer.start_as_current_span(n.SPAN_BACKOFF, attributes=attrs):
+            with _tracer.start_as_current_span(n.SPAN_BACKOFF, attributes=backoff):
                 await self._clock.sleep(wait)
 
     def _check_deadline(self, state: _State, wait: float, signal: Signal | None, what: str) -> None:
@@ -456,7 +468,7 @@ class ModelCaller:
 def _json_schema(field_name: str, text: str) -> dict[str, Any]:
     try:
         schema = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise InvalidInput(field_name, text, f"must be a JSON schema object ({exc.msg})") from None
     if not isinstance(schema, dict):
         raise InvalidInput(field_name, text, "must be a JSON schema object")

@@ -35,6 +35,8 @@ __all__ = ["SERVICE_NAME", "SidecarApp", "running"]
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Sidecar"].full_name
 _log = logging.getLogger("sidecar.server")
+EMBEDDED_PORTS = {"provider": 8787, "tools": 8788}
+"""Where the embedded fakes listen when the port is free (``sidecar demo`` scripts them there)."""
 _CIRCUIT_VALUE = {CircuitState.CLOSED: 0, CircuitState.HALF_OPEN: 1, CircuitState.OPEN: 2}
 
 
@@ -107,16 +109,19 @@ class SidecarApp:
             return
         from sidecar.fakes import FakeProvider, FakeToolBackend
 
-        if "provider" in wanted:
-            provider = FakeProvider()
-            await provider.start()
-            self._fakes.append(provider)
-            self.embedded["provider"] = provider.url
-        if "tools" in wanted:
-            backend = FakeToolBackend()
-            await backend.start()
-            self._fakes.append(backend)
-            self.embedded["tools"] = backend.url
+        for name, cls in (("provider", FakeProvider), ("tools", FakeToolBackend)):
+            if name not in wanted:
+                continue
+            fake: Any = None
+            for port in (EMBEDDED_PORTS[name], 0):  # the well-known port when free, else any
+                fake = cls(port=port)
+                try:
+                    await fake.start()
+                    break
+                except OSError:
+                    continue
+            self._fakes.append(fake)
+            self.embedded[name] = fake.url
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop taking calls; in-flight calls get ``grace`` seconds to finish."""

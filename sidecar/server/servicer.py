@@ -242,13 +242,13 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         failure = classify(obs, quirks, self._secrets, self._clock.wall())
         if service:
             guard = self._guards.get(service)
-            admission = self._probes.pop(service, None)
+            probe = self._probes.pop(service) if service in self._probes else None
             if failure is None:
-                guard.success(admission or Admission(probe=False, waited=0.0, started=self._clock.time()))
+                guard.success(probe or Admission(probe=False, waited=0.0, started=self._clock.time()))
             elif is_service_failure(failure):
-                guard.failure(admission, trigger_of(obs, failure), failure.retry_after)
-            elif admission is not None:
-                guard.lost(admission)
+                guard.failure(probe, trigger_of(obs, failure), failure.retry_after)
+            elif probe is not None:
+                guard.lost(probe)
         if failure is None:
             return pb.Failure()
         failure.with_attempts(request.attempts)

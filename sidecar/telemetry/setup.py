@@ -75,7 +75,7 @@ def setup_telemetry(prometheus_port: int | None = None) -> Telemetry:
         readers.append(PeriodicExportingMetricReader(metric_exporter))
         from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
-        out.interceptors.append(aio_server_interceptor())
+        out.interceptors.append(aio_server_interceptor())  # type: ignore[no-untyped-call]
     if prometheus_port:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from prometheus_client import start_http_server

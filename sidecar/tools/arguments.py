@@ -31,47 +31,46 @@ def _type_words(schema: Any) -> str:
 
 def _rule(err: ValidationError, schema: dict[str, Any]) -> tuple[str, str, str]:
     """(parameter, value, rule) of one schema violation."""
+    instance: Any = err.instance
+    validator_value: Any = err.validator_value
+    sub: Any = err.schema
     path = "/".join(str(p) for p in err.absolute_path)
     v = err.validator
     props = schema.get("properties", {})
     if v == "required":
-        missing = next((name for name in err.validator_value if name not in err.instance), "?")
+        missing = next((name for name in validator_value if name not in instance), "?")
         where = f"{path}/{missing}" if path else missing
         sub = (props.get(missing) if not path else None) or {}
         hint = f": {sub['description']}" if isinstance(sub, dict) and sub.get("description") else ""
         return where, "", f"is required; provide a {_type_words(sub)}{hint}"
     if v == "additionalProperties":
-        extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
-        allowed = ", ".join(err.schema.get("properties", {})) or "none"
+        extra = sorted(set(instance) - set(sub.get("properties", {})))
+        allowed = ", ".join(sub.get("properties", {})) or "none"
         name = extra[0] if extra else "?"
         return (
             name,
-            _show(err.instance.get(name, "")),
+            _show(instance.get(name, "")),
             f"is not a parameter of this tool; its parameters are: {allowed}",
         )
-    value = _show(err.instance)
-    sub = err.schema
+    value = _show(instance)
     rules = {
         "type": lambda: f"must be a {_type_words(sub)}",
         "minLength": lambda: (
-            "must not be blank"
-            if err.validator_value == 1
-            else f"must be at least {err.validator_value} characters long"
+            "must not be blank" if validator_value == 1 else f"must be at least {validator_value} characters long"
         ),
-        "maxLength": lambda: f"must be at most {err.validator_value} characters long",
+        "maxLength": lambda: f"must be at most {validator_value} characters long",
         "pattern": lambda: (
-            f"must match the pattern {err.validator_value}"
-            + (f" ({sub['description']})" if sub.get("description") else "")
+            f"must match the pattern {validator_value}" + (f" ({sub['description']})" if sub.get("description") else "")
         ),
-        "enum": lambda: "must be one of: " + ", ".join(_show(x) for x in err.validator_value),
-        "const": lambda: f"must be {_show(err.validator_value)}",
-        "minimum": lambda: f"must be at least {err.validator_value}",
-        "maximum": lambda: f"must be at most {err.validator_value}",
-        "exclusiveMinimum": lambda: f"must be greater than {err.validator_value}",
-        "exclusiveMaximum": lambda: f"must be less than {err.validator_value}",
-        "format": lambda: f"must be a valid {err.validator_value}",
-        "minItems": lambda: f"must hold at least {err.validator_value} items",
-        "maxItems": lambda: f"must hold at most {err.validator_value} items",
+        "enum": lambda: "must be one of: " + ", ".join(_show(x) for x in validator_value),
+        "const": lambda: f"must be {_show(validator_value)}",
+        "minimum": lambda: f"must be at least {validator_value}",
+        "maximum": lambda: f"must be at most {validator_value}",
+        "exclusiveMinimum": lambda: f"must be greater than {validator_value}",
+        "exclusiveMaximum": lambda: f"must be less than {validator_value}",
+        "format": lambda: f"must be a valid {validator_value}",
+        "minItems": lambda: f"must hold at least {validator_value} items",
+        "maxItems": lambda: f"must hold at most {validator_value} items",
     }
     make = rules.get(str(v))
     rule = make() if make else err.message
@@ -92,7 +91,7 @@ def check_arguments(arguments_json: str, schema: dict[str, Any], validator: Draf
     text = arguments_json.strip() or "{}"
     try:
         arguments = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise InvalidInput(
             "arguments", arguments_json, f"must be a JSON object of the tool's parameters ({exc.msg} at {exc.pos})"
         ) from None

@@ -167,7 +167,7 @@ class ToolRunner:
             return refusal
         wait = guard.throttle_wait()
         if wait > 0:
-            attrs = {n.WAIT_SECONDS: wait, n.SERVICE: guard.name, n.THROTTLE: guard.throttle}
+            attrs: dict[str, float | str] = {n.WAIT_SECONDS: wait, n.SERVICE: guard.name, n.THROTTLE: guard.throttle}
             with _tracer.start_as_current_span(n.SPAN_THROTTLE_WAIT, attributes=attrs):
                 await guard.pace()
         else:
@@ -266,13 +266,16 @@ def _fields(obs: Observation) -> dict[str, Any]:
     return {f: getattr(obs, f) for f in obs.__dataclass_fields__}
 
 
+_FAULT_TYPES: dict[int, str] = {
+    pb.TRANSPORT_FAULT_TIMEOUT: "timeout",
+    pb.TRANSPORT_FAULT_REFUSED: "connection_refused",
+    pb.TRANSPORT_FAULT_RESET: "connection_reset",
+    pb.TRANSPORT_FAULT_DNS: "dns",
+}
+
+
 def _fault_type(fault: int) -> str:
-    return {
-        pb.TRANSPORT_FAULT_TIMEOUT: "timeout",
-        pb.TRANSPORT_FAULT_REFUSED: "connection_refused",
-        pb.TRANSPORT_FAULT_RESET: "connection_reset",
-        pb.TRANSPORT_FAULT_DNS: "dns",
-    }.get(fault, "transport")
+    return _FAULT_TYPES.get(fault, "transport")
 
 
 def _is_empty(body: str) -> bool:

@@ -106,19 +106,19 @@ class AsyncSidecarClient:
         timeout: float | None = None,
     ) -> pb.ExecuteToolResponse:
         req = pb.ExecuteToolRequest(tool=tool, arguments_json=_arguments(arguments), call_id=call_id, job=job)
-        return await self._stub.ExecuteTool(req, timeout=timeout)  # type: ignore[no-any-return]
+        return await self._stub.ExecuteTool(req, timeout=timeout)
 
     async def call_model(
         self, model: str, messages: Sequence[pb.Message], *, timeout: float | None = None, **kwargs: Any
     ) -> pb.CallModelResponse:
         """The reply; a SidecarError subclass (by kind) when no reply can be produced."""
         try:
-            return await self._stub.CallModel(_model_request(model, messages, **kwargs), timeout=timeout)  # type: ignore[no-any-return]
+            return await self._stub.CallModel(_model_request(model, messages, **kwargs), timeout=timeout)
         except grpc.aio.AioRpcError as exc:
             raise from_rpc_error(exc) from exc
 
     async def classify_failure(self, request: pb.ClassifyFailureRequest, *, timeout: float | None = None) -> pb.Failure:
-        return await self._stub.ClassifyFailure(request, timeout=timeout)  # type: ignore[no-any-return]
+        return await self._stub.ClassifyFailure(request, timeout=timeout)
 
     async def list_tools(self) -> list[pb.ToolInfo]:
         return list((await self._stub.ListTools(pb.ListToolsRequest())).tools)
@@ -153,18 +153,18 @@ class SidecarClient:
         timeout: float | None = None,
     ) -> pb.ExecuteToolResponse:
         req = pb.ExecuteToolRequest(tool=tool, arguments_json=_arguments(arguments), call_id=call_id, job=job)
-        return self._stub.ExecuteTool(req, timeout=timeout)  # type: ignore[no-any-return]
+        return self._stub.ExecuteTool(req, timeout=timeout)
 
     def call_model(
         self, model: str, messages: Sequence[pb.Message], *, timeout: float | None = None, **kwargs: Any
     ) -> pb.CallModelResponse:
         try:
-            return self._stub.CallModel(_model_request(model, messages, **kwargs), timeout=timeout)  # type: ignore[no-any-return]
+            return self._stub.CallModel(_model_request(model, messages, **kwargs), timeout=timeout)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from exc
 
     def classify_failure(self, request: pb.ClassifyFailureRequest, *, timeout: float | None = None) -> pb.Failure:
-        return self._stub.ClassifyFailure(request, timeout=timeout)  # type: ignore[no-any-return]
+        return self._stub.ClassifyFailure(request, timeout=timeout)
 
     def list_tools(self) -> list[pb.ToolInfo]:
         return list(self._stub.ListTools(pb.ListToolsRequest()).tools)

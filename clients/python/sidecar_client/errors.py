@@ -220,22 +220,22 @@ def from_status(status: status_pb2.Status, code: grpc.StatusCode) -> SidecarErro
     kind = pb.FailureKind.Value(name) if known else _FALLBACK_KIND.get(code, pb.FAILURE_KIND_SYSTEM)
     correctable = kind in CORRECTABLE_KINDS
     message = status.message or code.name
-    failure = pb.Failure(
-        kind=kind, correctable=correctable, message=message, explanation=_explain(message, correctable)
-    )  # type: ignore[arg-type]
+    failure = pb.Failure(correctable=correctable, message=message, explanation=_explain(message, correctable))
+    failure.kind = kind  # type: ignore[assignment]
     return from_failure(failure, code)
 
 
 def from_rpc_error(error: grpc.RpcError) -> SidecarError:
     """The typed error of a failed call, from ``grpc-status-details-bin`` when present."""
-    code: grpc.StatusCode = error.code()  # type: ignore[attr-defined]
+    code: grpc.StatusCode = error.code()
     details = ""
     raw = None
-    for key, value in error.trailing_metadata() or ():  # type: ignore[attr-defined]
+    metadata: Any = error.trailing_metadata() or ()
+    for key, value in metadata:
         if key == "grpc-status-details-bin":
             raw = value
     if raw is not None:
         status = status_pb2.Status.FromString(raw)
         return from_status(status, code)
-    details = error.details() or code.name  # type: ignore[attr-defined]
+    details = error.details() or code.name
     return from_status(status_pb2.Status(code=code.value[0], message=details), code)

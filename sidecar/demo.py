@@ -1,0 +1,116 @@
+"""``sidecar demo``: a short scripted agent session against a running sidecar, as a timeline.
+
+It scripts the local provider the embedded default uses (``make run``), then plays an agent:
+a model call that meets a 429 the sidecar waits out, a tool call that fails and that the model
+recovers from, and a structured answer that is corrected once.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import grpc
+import httpx
+from sidecar_client import SidecarClient, SidecarError, assistant, pb, tool_results, user
+
+__all__ = ["run_demo"]
+
+MODEL = "local-gpt"
+UPSTREAM = "fake-gpt"
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}, "source": {"type": "string"}},
+    "required": ["answer", "source"],
+}
+
+
+class Timeline:
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+
+    def say(self, what: str) -> None:
+        print(f"[{time.monotonic() - self.start:6.2f}s] {what}", flush=True)
+
+
+def _script(provider: str, steps: list[dict[str, Any]]) -> None:
+    with httpx.Client(timeout=5, trust_env=False) as http:
+        http.post(f"{provider}/_fake/reset").raise_for_status()
+        http.post(f"{provider}/_fake/script", json={"model": UPSTREAM, "steps": steps}).raise_for_status()
+
+
+def _attempts(reply: pb.CallModelResponse) -> str:
+    extra = []
+    if reply.attempts > 1:
+        extra.append(f"{reply.attempts} attempts")
+    if reply.corrections:
+        extra.append(f"{reply.corrections} correction{'s' * (reply.corrections > 1)}")
+    return f" ({', '.join(extra)})" if extra else ""
+
+
+def run_demo(target: str, provider: str) -> int:
+    steps: list[dict[str, Any]] = [
+        {"preset": "rate_limit", "retry_after": "1"},
+        {"preset": "reply", "text": "", "tool_calls": [{"name": "fetch_doc", "arguments": {"doc_id": "doc-99"}}]},
+        {"preset": "reply", "text": "", "tool_calls": [{"name": "search_docs", "arguments": {"query": "retries"}}]},
+        {
+            "preset": "reply",
+            "text": "Retry with exponential backoff and jitter, and honour Retry-After (doc-2, doc-5).",
+        },
+        {"preset": "bad_json"},
+        {
+            "preset": "reply",
+            "text": json.dumps({"answer": "Back off with jitter; honour Retry-After.", "source": "doc-2"}),
+        },
+    ]
+    try:
+        _script(provider, steps)
+    except httpx.HTTPError as exc:
+        print(f"sidecar demo: cannot reach the local provider at {provider} ({exc}); is `make run` running?")
+        return 1
+    t = Timeline()
+    with SidecarClient(target) as client:
+        try:
+            tools = client.list_tools()
+        except grpc.RpcError as exc:
+            print(f"sidecar demo: cannot reach the sidecar at {target}: {exc.code().name}")
+            return 1
+        usable = [x for x in tools if x.definition.name in ("fetch_doc", "search_docs")]
+        conversation = [user("What do the docs say about retries?")]
+        t.say(f"agent → CallModel {MODEL}: {conversation[0].text!r}")
+        try:
+            for _ in range(4):
+                reply = client.call_model(MODEL, conversation, tools=usable, timeout=60)
+                calls = list(reply.message.tool_calls)
+                t.say(
+                    f"model ← {', '.join(f'{c.name}({c.arguments_json})' for c in calls) or 'text'}{_attempts(reply)}"
+                )
+                if reply.attempts > 1:
+                    t.say("        the 429 was waited out beneath the agent (Retry-After: 1)")
+                if not calls:
+                    break
+                conversation.append(assistant(reply.message))
+                outcomes = []
+                for call in calls:
+                    out = client.execute_tool(call.name, call.arguments_json, call_id=call.id)
+                    verdict = "result" if out.HasField("result") else pb.FailureKind.Name(out.failure.kind)[13:]
+                    t.say(f"agent → ExecuteTool {call.name}: {verdict}, {out.attempts} attempt(s)")
+                    t.say("        model reads: " + out.model_text.replace("\n", "\n                     ")[:400])
+                    outcomes.append((call, out))
+                conversation.append(tool_results(outcomes))
+            conversation.append(user("Answer in JSON with the answer and the source document id."))
+            final = client.call_model(MODEL, conversation, response_schema=ANSWER_SCHEMA, timeout=60)
+            t.say(f"model ← JSON{_attempts(final)}: {json.dumps(dict(final.json))}")
+            if final.corrections:
+                t.say("        the first reply was not JSON; the sidecar sent the model its mistake and asked again")
+        except SidecarError as err:
+            t.say(f"call failed: {err.kind_name}: {err.explanation}")
+            return 1
+    t.say("done: every attempt above is also a span in your traces (see README: See it in Jaeger)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_demo(*(sys.argv[1:3] or ["127.0.0.1:50051", "http://127.0.0.1:8787"])))
