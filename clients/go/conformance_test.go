@@ -1,0 +1,349 @@
+package sidecar
+
+// The Go client's runner of the one conformance suite (tests/conformance/README.md
+// is the spec): reads the cases, scripts the fakes, makes each call through this
+// package and compares what it observed. It runs under the harness
+// (tests/conformance/harness.py), which sets SIDECAR_ADDR and the fakes' URLs;
+// without them it is skipped.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	sidecarv1 "github.com/sidecar-dev/sidecar/clients/go/gen/sidecar/v1"
+)
+
+const defaultCaseDeadline = 15 * time.Second
+
+type conformanceCall struct {
+	RPC     string          `json:"rpc"`
+	Request json.RawMessage `json:"request"`
+}
+
+type conformanceCase struct {
+	Name  string `json:"name"`
+	RPC   string `json:"rpc"`
+	Setup struct {
+		ToolBackend []json.RawMessage `json:"tool_backend"`
+		Provider    []json.RawMessage `json:"provider"`
+	} `json:"setup"`
+	Before     []conformanceCall `json:"before"`
+	Request    json.RawMessage   `json:"request"`
+	DeadlineMS int               `json:"deadline_ms"`
+	Expect     map[string]any    `json:"expect"`
+}
+
+type conformanceEnv struct {
+	addr, providerURL, toolURL string
+}
+
+func TestConformance(t *testing.T) {
+	env := conformanceEnv{os.Getenv("SIDECAR_ADDR"), os.Getenv("FAKE_PROVIDER_URL"), os.Getenv("TOOL_BACKEND_URL")}
+	if env.addr == "" || env.providerURL == "" || env.toolURL == "" {
+		if os.Getenv("CONFORMANCE_REQUIRED") != "" {
+			t.Fatal("CONFORMANCE_REQUIRED is set but SIDECAR_ADDR, FAKE_PROVIDER_URL or TOOL_BACKEND_URL is not")
+		}
+		t.Skip("no sidecar: run tests/conformance/harness.py (it sets SIDECAR_ADDR and the fakes' URLs)")
+	}
+	dir := os.Getenv("CONFORMANCE_CASES")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "tests", "conformance", "cases")
+	}
+	cases := loadConformanceCases(t, dir)
+	client, err := Dial(env.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.Close() }()
+
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			prepareFakes(t, env, c)
+			deadline := defaultCaseDeadline
+			if c.DeadlineMS > 0 {
+				deadline = time.Duration(c.DeadlineMS) * time.Millisecond
+			}
+			for _, b := range c.Before {
+				observeCall(t, client, b.RPC, b.Request, deadline)
+			}
+			observed := observeCall(t, client, c.RPC, c.Request, deadline)
+			if problems := checkConformance(expandPlaceholders(c.Expect, env).(map[string]any), observed); len(problems) > 0 {
+				got, _ := json.Marshal(observed)
+				t.Errorf("%s\nobserved: %s", strings.Join(problems, "\n"), got)
+			}
+		})
+	}
+}
+
+func loadConformanceCases(t *testing.T, dir string) []conformanceCase {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no cases in %s (%v)", dir, err)
+	}
+	sort.Strings(paths)
+	cases := make([]conformanceCase, 0, len(paths))
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c conformanceCase
+		if err := json.Unmarshal(raw, &c); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if c.Name == "" || c.Expect == nil {
+			t.Fatalf("%s: a case needs a name and an expect", p)
+		}
+		cases = append(cases, c)
+	}
+	return cases
+}
+
+func prepareFakes(t *testing.T, env conformanceEnv, c conformanceCase) {
+	t.Helper()
+	postJSON(t, env.providerURL+"/_fake/reset", []byte("{}"))
+	postJSON(t, env.toolURL+"/_fake/reset", []byte("{}"))
+	for _, s := range c.Setup.ToolBackend {
+		postJSON(t, env.toolURL+"/_fake/script", s)
+	}
+	for _, s := range c.Setup.Provider {
+		postJSON(t, env.providerURL+"/_fake/script", s)
+	}
+}
+
+func postJSON(t *testing.T, url string, body []byte) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("POST %s: HTTP %d", url, resp.StatusCode)
+	}
+}
+
+// observeCall makes one call through the client and builds the observation.
+func observeCall(t *testing.T, c *Client, rpc string, request json.RawMessage, deadline time.Duration) map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	switch rpc {
+	case "ExecuteTool":
+		req := &sidecarv1.ExecuteToolRequest{}
+		unmarshalRequest(t, request, req)
+		outcome, err := c.ExecuteTool(ctx, req)
+		if err != nil {
+			return failedRPC(t, err)
+		}
+		obs := map[string]any{"grpc_code": "OK", "model_text": outcome.ModelText()}
+		if outcome.IsError() {
+			obs["outcome"] = "failure"
+			obs["failure"] = observeError(outcome.Failure())
+		} else {
+			obs["outcome"] = "result"
+			obs["result_text"] = outcome.Result().GetContent()
+		}
+		return obs
+	case "CallModel":
+		req := &sidecarv1.CallModelRequest{}
+		unmarshalRequest(t, request, req)
+		reply, err := c.CallModel(ctx, req)
+		if err != nil {
+			return failedRPC(t, err)
+		}
+		return map[string]any{"grpc_code": "OK", "outcome": "result", "result_text": reply.GetMessage().GetText()}
+	case "ClassifyFailure":
+		req := &sidecarv1.ClassifyFailureRequest{}
+		unmarshalRequest(t, request, req)
+		f, err := c.ClassifyFailure(ctx, req)
+		if err != nil {
+			return failedRPC(t, err)
+		}
+		outcome := "failure"
+		if f.GetKind() == sidecarv1.FailureKind_FAILURE_KIND_UNSPECIFIED {
+			outcome = "result"
+		}
+		return map[string]any{"grpc_code": "OK", "outcome": outcome, "failure": observeError(FromFailure(f))}
+	}
+	t.Fatalf("unknown rpc %q", rpc)
+	return nil
+}
+
+func unmarshalRequest(t *testing.T, raw json.RawMessage, m proto.Message) {
+	t.Helper()
+	if err := protojson.Unmarshal(raw, m); err != nil {
+		t.Fatalf("request %s: %v", raw, err)
+	}
+}
+
+func failedRPC(t *testing.T, err error) map[string]any {
+	t.Helper()
+	var failure *Error
+	if !errors.As(err, &failure) {
+		t.Fatalf("the client returned %T, not *sidecar.Error: %v", err, err)
+	}
+	return map[string]any{"grpc_code": CodeName(failure.GRPCCode), "outcome": "failure", "failure": observeError(failure)}
+}
+
+func observeError(e *Error) map[string]any {
+	obs := map[string]any{
+		"kind":                KindName(e.Kind),
+		"correctable":         e.Correctable,
+		"message":             e.Message,
+		"explanation":         e.Explanation,
+		"http":                nil,
+		"retry_after_seconds": nil,
+		"attempts":            float64(e.Attempts),
+		"detail":              nil,
+	}
+	if e.HTTP != nil {
+		var raw any
+		if e.HTTP.RetryAfterRaw != nil {
+			raw = e.HTTP.GetRetryAfterRaw()
+		}
+		obs["http"] = map[string]any{
+			"status_code":     float64(e.HTTP.GetStatusCode()),
+			"service":         e.HTTP.GetService(),
+			"endpoint":        e.HTTP.GetEndpoint(),
+			"body":            e.HTTP.GetBody(),
+			"retry_after_raw": raw,
+		}
+	}
+	if e.RetryAfter != 0 {
+		obs["retry_after_seconds"] = e.RetryAfter.Seconds()
+	}
+	if e.Failure != nil {
+		if field := e.Failure.ProtoReflect().WhichOneof(e.Failure.ProtoReflect().Descriptor().Oneofs().ByName("detail")); field != nil {
+			obs["detail"] = string(field.Name())
+		}
+	}
+	return obs
+}
+
+// expandPlaceholders replaces ${FAKE_PROVIDER_URL} and ${TOOL_BACKEND_URL} in every string.
+func expandPlaceholders(v any, env conformanceEnv) any {
+	switch x := v.(type) {
+	case string:
+		x = strings.ReplaceAll(x, "${FAKE_PROVIDER_URL}", env.providerURL)
+		return strings.ReplaceAll(x, "${TOOL_BACKEND_URL}", env.toolURL)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = expandPlaceholders(e, env)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = expandPlaceholders(e, env)
+		}
+		return out
+	}
+	return v
+}
+
+func checkConformance(expect, observed map[string]any) []string {
+	var problems []string
+	differ := func(what string, want, got any) {
+		problems = append(problems, fmt.Sprintf("%s: want %#v, got %#v", what, want, got))
+	}
+	if observed["grpc_code"] != expect["grpc_code"] {
+		differ("grpc_code", expect["grpc_code"], observed["grpc_code"])
+	}
+	if want, ok := expect["outcome"]; ok && observed["outcome"] != want {
+		differ("outcome", want, observed["outcome"])
+	}
+	if want, ok := expect["failure"]; ok {
+		got, _ := observed["failure"].(map[string]any)
+		switch w := want.(type) {
+		case nil:
+			if got != nil {
+				differ("failure", nil, got)
+			}
+		case map[string]any:
+			if got == nil {
+				differ("failure", w, nil)
+			} else {
+				problems = append(problems, checkFailure(w, got)...)
+			}
+		}
+	}
+	for key, field := range map[string]string{"result_contains": "result_text", "model_text_contains": "model_text"} {
+		if want, ok := expect[key].(string); ok {
+			got, _ := observed[field].(string)
+			if !strings.Contains(got, want) {
+				problems = append(problems, fmt.Sprintf("%s: want it to contain %q, got %q", field, want, got))
+			}
+		}
+	}
+	if want, ok := expect["model_text"]; ok && observed["model_text"] != want {
+		differ("model_text", want, observed["model_text"])
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+func checkFailure(want, got map[string]any) []string {
+	var problems []string
+	for _, key := range []string{"kind", "correctable", "message", "explanation", "attempts", "detail"} {
+		if w, ok := want[key]; ok && got[key] != w {
+			problems = append(problems, fmt.Sprintf("failure.%s: want %#v, got %#v", key, w, got[key]))
+		}
+	}
+	for _, key := range []string{"message", "explanation"} {
+		if part, ok := want[key+"_contains"].(string); ok {
+			if s, _ := got[key].(string); !strings.Contains(s, part) {
+				problems = append(problems, fmt.Sprintf("failure.%s: want it to contain %q, got %q", key, part, s))
+			}
+		}
+	}
+	if w, ok := want["http"]; ok {
+		g, _ := got["http"].(map[string]any)
+		switch w := w.(type) {
+		case nil:
+			if g != nil {
+				problems = append(problems, fmt.Sprintf("failure.http: want absent, got %#v", g))
+			}
+		case map[string]any:
+			if g == nil {
+				problems = append(problems, fmt.Sprintf("failure.http: want %#v, got absent", w))
+				break
+			}
+			for key, value := range w {
+				if g[key] != value {
+					problems = append(problems, fmt.Sprintf("failure.http.%s: want %#v, got %#v", key, value, g[key]))
+				}
+			}
+		}
+	}
+	if w, ok := want["retry_after_seconds"]; ok {
+		g := got["retry_after_seconds"]
+		switch w := w.(type) {
+		case nil:
+			if g != nil {
+				problems = append(problems, fmt.Sprintf("failure.retry_after_seconds: want absent, got %v", g))
+			}
+		case float64:
+			if gf, ok := g.(float64); !ok || math.Abs(gf-w) > 1e-3 {
+				problems = append(problems, fmt.Sprintf("failure.retry_after_seconds: want %v, got %v", w, g))
+			}
+		}
+	}
+	return problems
+}
