@@ -60,6 +60,16 @@ async def _serve(config: Config, source: str, listen: str | None) -> int:
     return 0
 
 
+def _run_fake(command: str, rest: list[str]) -> int:
+    if command == "fake-provider":
+        from sidecar.fakes.provider import main as provider_main
+
+        return int(provider_main(rest) or 0)
+    from sidecar.fakes.tool_backend import main as backend_main
+
+    return int(backend_main(rest) or 0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="sidecar", description="One failure policy for an agent's model and tool calls."
@@ -78,7 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="play a short scripted agent session against a running sidecar")
     demo.add_argument("--target", default="127.0.0.1:50051")
     demo.add_argument("--provider", default="http://127.0.0.1:8787", help="the local provider the sidecar uses")
-    args = parser.parse_args(argv)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    if raw and raw[0] in ("fake-provider", "tool-backend"):  # their own flags, passed through whole
+        return _run_fake(raw[0], raw[1:])
+    args = parser.parse_args(raw)
 
     if args.command == "version":
         print(f"sidecar {__version__}")
@@ -91,14 +104,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         print(f"{args.file}: ok ({len(cfg.models)} models, {len(cfg.tools)} tools, {len(cfg.providers)} providers)")
         return 0
-    if args.command == "fake-provider":
-        from sidecar.fakes.provider import main as provider_main
-
-        return int(provider_main(args.rest) or 0)
-    if args.command == "tool-backend":
-        from sidecar.fakes.tool_backend import main as backend_main
-
-        return int(backend_main(args.rest) or 0)
     if args.command == "demo":
         from sidecar.demo import run_demo
 

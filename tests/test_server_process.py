@@ -165,3 +165,19 @@ def test_demo_plays_a_session_against_the_embedded_default() -> None:
     assert "ExecuteTool fetch_doc: RESOURCE_NOT_FOUND" in out
     assert "ExecuteTool search_docs: result" in out
     assert "1 correction" in out
+
+
+@pytest.mark.parametrize("command", ["fake-provider", "tool-backend"])
+def test_the_bundled_fakes_run_from_the_sidecar_command(command: str) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sidecar", command, "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        url = proc.stdout.readline().strip() if proc.stdout else ""
+        assert url.startswith("http://127.0.0.1:")
+        import httpx
+
+        assert httpx.get(url + "/_fake/health", timeout=5).json()["ok"] is True
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
