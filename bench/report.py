@@ -153,7 +153,8 @@ def summary_md(points: list[dict[str, Any]], meta: dict[str, Any], skipped: dict
     lines = [
         "# Benchmark results",
         "",
-        f"Run {meta['started']} – {meta['finished']} ({meta['wall_s']:.0f} s), commit `{m['git_commit']}`, "
+        f"Run {meta['started']} – {meta['finished']} ({meta['wall_s']:.0f} s), commit `{m['git_commit']}`"
+        f"{' (sidecar/ had uncommitted changes)' if m.get('sidecar_dirty') else ''}, "
         f"{m['cpus']} CPUs ({m['cpu_model']}), {m['mem_gib']} GiB, Linux {m['kernel']}, Python {m['python']}, "
         f"{m['go']}, LiteLLM {m['litellm'] or 'n/a'}.",
         f"Each point: {meta['warmup_s']:g} s warm-up, then {meta['duration_s']:g} s measured, closed loop at the "
@@ -268,7 +269,16 @@ def summary_md(points: list[dict[str, Any]], meta: dict[str, Any], skipped: dict
             f"{best['concurrency']}) with the load generator on the same 2 cores, at "
             f"{fmt(best['upstream']['cpu_s_per_1k'], 3)} CPU-s per 1,000 calls. The CPU it spent in each point is in "
             "the JSON files (`upstream.cpu_s`).",
+            "",
         ]
+        for p in (closed(points, "sidecar", "chat", 64), closed(points, "litellm", "chat", 64)):
+            if p and p.get("process"):
+                lines.append(
+                    f"While {label_of(p)} ran at c=64 ({fmt(p['throughput_rps'], 0)} calls/s), the upstream used "
+                    f"{fmt(p['upstream']['cpu_s'], 2)} CPU-s, the load generator {fmt(p['loadgen_cpu_s'], 2)} and "
+                    f"the {p['process']['name']} process {fmt(p['process']['cpu_s'], 2)} "
+                    f"(over {fmt(p['point_wall_s'], 1)} s of wall time)."
+                )
     lines += ["", "![latency against concurrency](latency_vs_concurrency.png)", ""]
     return "\n".join(lines)
 
@@ -309,9 +319,10 @@ def plot(points: list[dict[str, Any]], path: Path) -> None:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
     ax_lat.set_yscale("log")
+    ax_rps.set_yscale("log")
     ax_lat.set_ylabel("latency (ms, log)")
     ax_lat.set_title("Latency against concurrency")
-    ax_rps.set_ylabel("successful calls per second")
+    ax_rps.set_ylabel("successful calls per second (log)")
     ax_rps.set_title("Throughput against concurrency")
     fig.suptitle("Chat call: direct vs sidecar CallModel vs LiteLLM proxy (same upstream, 2 cores)")
     fig.tight_layout()

@@ -656,6 +656,7 @@ def machine_info() -> dict[str, Any]:
             ]
         ),
         "git_commit": version(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]),
+        "sidecar_dirty": bool(version(["git", "-C", str(ROOT), "status", "--porcelain", "--", "sidecar"])),
     }
 
 
