@@ -4,6 +4,7 @@
     .venv/bin/python tests/conformance/harness.py --lang go,python
     .venv/bin/python tests/conformance/harness.py env             # start the fakes and a sidecar, print the
                                                                   # variables, wait for Ctrl-C (debug a runner)
+    .venv/bin/python tests/conformance/harness.py exec -- CMD...  # run CMD with the variables set (the examples)
     .venv/bin/python tests/conformance/harness.py record          # show what the Python client observes per case
     .venv/bin/python tests/conformance/harness.py record --write  # ...and write the exact explanations and
                                                                   # model_text into the case files
@@ -244,7 +245,8 @@ def _write_strings(case: Case, observed: dict[str, Any], env: dict[str, str]) ->
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", nargs="?", default="run", choices=["run", "env", "record"])
+    parser.add_argument("command", nargs="?", default="run", choices=["run", "env", "exec", "record"])
+    parser.add_argument("argv", nargs="*", help="exec: the command to run (after --)")
     parser.add_argument("--lang", default=",".join(RUNNERS), help="comma-separated: " + ", ".join(RUNNERS))
     parser.add_argument("--keep-going", action="store_true", help="run every language even after a failure")
     parser.add_argument("--write", action="store_true", help="record: write the observed strings")
@@ -252,6 +254,14 @@ def main() -> int:
     load_cases(CASES)  # a malformed case fails here, before anything starts
     if args.command == "record":
         return record(args.write)
+    if args.command == "exec":
+        if not args.argv:
+            parser.error("exec needs a command: harness.py exec -- CMD...")
+        with tempfile.TemporaryDirectory(prefix="conformance-") as tmp, environment(Path(tmp)) as env:
+            code = subprocess.call(args.argv, env={**os.environ, **env})
+            if code != 0:
+                print(f"-- the sidecar's log:\n{(Path(tmp) / 'sidecar.log').read_text()[-4000:]}", flush=True)
+            return code
     if args.command == "env":
         with tempfile.TemporaryDirectory(prefix="conformance-") as tmp, environment(Path(tmp)) as env:
             for key, value in env.items():

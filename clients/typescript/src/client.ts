@@ -7,7 +7,7 @@ import {
   type ClassifyFailureRequestSchema,
   type ExecuteToolRequestSchema,
   type Failure,
-  type Job,
+  type JobSchema,
   type ModelInfo,
   type ToolCall,
   type ToolDefinition,
@@ -149,8 +149,8 @@ export class SidecarClient {
     return new ToolOutcome(response, request.callId ?? "", request.tool ?? "");
   }
 
-  /** Runs a tool call the model made. */
-  runToolCall(call: ToolCall, job?: Job, options: CallOptions = {}): Promise<ToolOutcome> {
+  /** Runs a tool call the model made, under job (optional). */
+  runToolCall(call: ToolCall, job?: MessageInitShape<typeof JobSchema>, options: CallOptions = {}): Promise<ToolOutcome> {
     return this.executeTool({ tool: call.name, argumentsJson: call.argumentsJson, callId: call.id, job }, options);
   }
 

@@ -2935,7 +2935,9 @@ type ClassifyFailureRequest struct {
 	// The job the call belongs to.
 	Job *Job `protobuf:"bytes,8,opt,name=job,proto3" json:"job,omitempty"`
 	// Upstream attempts the agent made.
-	Attempts      uint32 `protobuf:"varint,9,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	Attempts uint32 `protobuf:"varint,9,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// What a fetch names, for a 404's message (e.g. "document"); default "resource".
+	ResourceType  string `protobuf:"bytes,10,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3042,6 +3044,13 @@ func (x *ClassifyFailureRequest) GetAttempts() uint32 {
 		return x.Attempts
 	}
 	return 0
+}
+
+func (x *ClassifyFailureRequest) GetResourceType() string {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ""
 }
 
 type isClassifyFailureRequest_Observed interface {
@@ -3656,7 +3665,7 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\x04body\x18\x03 \x01(\tR\x04body\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf0\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x03\n" +
 	"\x16ClassifyFailureRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1a\n" +
 	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x121\n" +
@@ -3666,7 +3675,9 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\bresponse\x18\x06 \x01(\v2\x1c.sidecar.v1.ObservedResponseH\x00R\bresponse\x122\n" +
 	"\x05fault\x18\a \x01(\x0e2\x1a.sidecar.v1.TransportFaultH\x00R\x05fault\x12!\n" +
 	"\x03job\x18\b \x01(\v2\x0f.sidecar.v1.JobR\x03job\x12\x1a\n" +
-	"\battempts\x18\t \x01(\rR\battemptsB\n" +
+	"\battempts\x18\t \x01(\rR\battempts\x12#\n" +
+	"\rresource_type\x18\n" +
+	" \x01(\tR\fresourceTypeB\n" +
 	"\n" +
 	"\bobserved\"\x12\n" +
 	"\x10ListToolsRequest\"\xf2\x01\n" +

@@ -37,6 +37,7 @@ private static final long serialVersionUID = 0L;
     toolKind_ = 0;
     parameter_ = "";
     value_ = "";
+    resourceType_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -453,6 +454,53 @@ private static final long serialVersionUID = 0L;
     return attempts_;
   }
 
+  public static final int RESOURCE_TYPE_FIELD_NUMBER = 10;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object resourceType_ = "";
+  /**
+   * <pre>
+   * What a fetch names, for a 404's message (e.g. "document"); default "resource".
+   * </pre>
+   *
+   * <code>string resource_type = 10 [json_name = "resourceType"];</code>
+   * @return The resourceType.
+   */
+  @java.lang.Override
+  public java.lang.String getResourceType() {
+    java.lang.Object ref = resourceType_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      resourceType_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * What a fetch names, for a 404's message (e.g. "document"); default "resource".
+   * </pre>
+   *
+   * <code>string resource_type = 10 [json_name = "resourceType"];</code>
+   * @return The bytes for resourceType.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getResourceTypeBytes() {
+    java.lang.Object ref = resourceType_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      resourceType_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -494,6 +542,9 @@ private static final long serialVersionUID = 0L;
     if (attempts_ != 0) {
       output.writeUInt32(9, attempts_);
     }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(resourceType_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 10, resourceType_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -529,6 +580,9 @@ private static final long serialVersionUID = 0L;
     if (attempts_ != 0) {
       size += com.google.protobuf.CodedOutputStream
         .computeUInt32Size(9, attempts_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(resourceType_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(10, resourceType_);
     }
     return size;
   }
@@ -570,6 +624,8 @@ private static final long serialVersionUID = 0L;
     }
     if (getAttempts()
         != other.getAttempts()) return false;
+    if (!getResourceType()
+        .equals(other.getResourceType())) return false;
     if (!getObservedCase().equals(other.getObservedCase())) return false;
     switch (observedCase_) {
       case 6:
@@ -610,6 +666,8 @@ private static final long serialVersionUID = 0L;
     }
     hash = (37 * hash) + ATTEMPTS_FIELD_NUMBER;
     hash = (53 * hash) + getAttempts();
+    hash = (37 * hash) + RESOURCE_TYPE_FIELD_NUMBER;
+    hash = (53 * hash) + getResourceType().hashCode();
     switch (observedCase_) {
       case 6:
         hash = (37 * hash) + RESPONSE_FIELD_NUMBER;
@@ -777,6 +835,7 @@ private static final long serialVersionUID = 0L;
         jobBuilder_ = null;
       }
       attempts_ = 0;
+      resourceType_ = "";
       observedCase_ = 0;
       observed_ = null;
       return this;
@@ -838,6 +897,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000100) != 0)) {
         result.attempts_ = attempts_;
       }
+      if (((from_bitField0_ & 0x00000200) != 0)) {
+        result.resourceType_ = resourceType_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -890,6 +952,11 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getAttempts() != 0) {
         setAttempts(other.getAttempts());
+      }
+      if (!other.getResourceType().isEmpty()) {
+        resourceType_ = other.resourceType_;
+        bitField0_ |= 0x00000200;
+        onChanged();
       }
       switch (other.getObservedCase()) {
         case RESPONSE: {
@@ -978,6 +1045,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000100;
               break;
             } // case 72
+            case 82: {
+              resourceType_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000200;
+              break;
+            } // case 82
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1914,6 +1986,98 @@ private static final long serialVersionUID = 0L;
     public Builder clearAttempts() {
       bitField0_ = (bitField0_ & ~0x00000100);
       attempts_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object resourceType_ = "";
+    /**
+     * <pre>
+     * What a fetch names, for a 404's message (e.g. "document"); default "resource".
+     * </pre>
+     *
+     * <code>string resource_type = 10 [json_name = "resourceType"];</code>
+     * @return The resourceType.
+     */
+    public java.lang.String getResourceType() {
+      java.lang.Object ref = resourceType_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        resourceType_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * What a fetch names, for a 404's message (e.g. "document"); default "resource".
+     * </pre>
+     *
+     * <code>string resource_type = 10 [json_name = "resourceType"];</code>
+     * @return The bytes for resourceType.
+     */
+    public com.google.protobuf.ByteString
+        getResourceTypeBytes() {
+      java.lang.Object ref = resourceType_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        resourceType_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * What a fetch names, for a 404's message (e.g. "document"); default "resource".
+     * </pre>
+     *
+     * <code>string resource_type = 10 [json_name = "resourceType"];</code>
+     * @param value The resourceType to set.
+     * @return This builder for chaining.
+     */
+    public Builder setResourceType(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      resourceType_ = value;
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * What a fetch names, for a 404's message (e.g. "document"); default "resource".
+     * </pre>
+     *
+     * <code>string resource_type = 10 [json_name = "resourceType"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearResourceType() {
+      resourceType_ = getDefaultInstance().getResourceType();
+      bitField0_ = (bitField0_ & ~0x00000200);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * What a fetch names, for a 404's message (e.g. "document"); default "resource".
+     * </pre>
+     *
+     * <code>string resource_type = 10 [json_name = "resourceType"];</code>
+     * @param value The bytes for resourceType to set.
+     * @return This builder for chaining.
+     */
+    public Builder setResourceTypeBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      resourceType_ = value;
+      bitField0_ |= 0x00000200;
       onChanged();
       return this;
     }

@@ -201,5 +201,25 @@ public interface ClassifyFailureRequestOrBuilder extends
    */
   int getAttempts();
 
+  /**
+   * <pre>
+   * What a fetch names, for a 404's message (e.g. "document"); default "resource".
+   * </pre>
+   *
+   * <code>string resource_type = 10 [json_name = "resourceType"];</code>
+   * @return The resourceType.
+   */
+  java.lang.String getResourceType();
+  /**
+   * <pre>
+   * What a fetch names, for a 404's message (e.g. "document"); default "resource".
+   * </pre>
+   *
+   * <code>string resource_type = 10 [json_name = "resourceType"];</code>
+   * @return The bytes for resourceType.
+   */
+  com.google.protobuf.ByteString
+      getResourceTypeBytes();
+
   sidecar.v1.ClassifyFailureRequest.ObservedCase getObservedCase();
 }
