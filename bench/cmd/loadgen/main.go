@@ -29,6 +29,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -368,7 +369,7 @@ func newHTTPCaller(cfg *config) (caller, string, func(), error) {
 		headers.Set("content-type", "application/json")
 	} else {
 		method = http.MethodGet
-		target = strings.ReplaceAll(target, "{query}", urlEscape(cfg.query))
+		target = strings.ReplaceAll(target, "{query}", url.QueryEscape(cfg.query))
 	}
 	call := func(ctx context.Context) outcome {
 		var rd io.Reader
@@ -397,11 +398,6 @@ func newHTTPCaller(cfg *config) (caller, string, func(), error) {
 		return outcome{ok: true}
 	}
 	return call, method + " " + target, tr.CloseIdleConnections, nil
-}
-
-func urlEscape(s string) string {
-	r := strings.NewReplacer(" ", "+", "&", "%26", "#", "%23", "?", "%3F", "=", "%3D")
-	return r.Replace(s)
 }
 
 func transportClass(err error) string {
