@@ -80,7 +80,7 @@ clients-test-go: clients-deps-go
 
 clients-test-typescript: $(CLIENTS_TS_BUILT) $(EXAMPLES_TS_STAMP)
 	cd $(CLIENTS_TS_DIR) && $(NPM) run --silent typecheck && $(NPM) test --silent
-	cd $(EXAMPLES_TS_DIR) && ../../$(TSC) -p tsconfig.json --noEmit && $(NPM) test --silent
+	cd $(EXAMPLES_TS_DIR) && node_modules/.bin/tsc -p tsconfig.json --noEmit && $(NPM) test --silent
 
 clients-test-java:
 	$(MVN) -q -B -f clients/java/pom.xml test
