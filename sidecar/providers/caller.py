@@ -12,6 +12,7 @@ loop:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -23,13 +24,14 @@ import httpx
 from google.protobuf import struct_pb2
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
 
 from sidecar.config import Config, ModelConfig, ProviderConfig, Window, Windows
 from sidecar.core.backoff import window_wait
 from sidecar.core.clock import Clock
 from sidecar.core.model_throttle import ModelThrottle
+from sidecar.core.netbackend import fast_transport
 from sidecar.core.spend import SpendLedger, cost_of
 from sidecar.core.taxonomy import (
     InvalidInput,
@@ -52,6 +54,7 @@ from sidecar.providers.openai import OpenAIAdapter
 from sidecar.providers.replies import parse_reply, validate_reply
 from sidecar.providers.wire import Adapter, ChatReply, ChatRequest
 from sidecar.telemetry import names as n
+from sidecar.telemetry.metrics import Metrics
 
 __all__ = ["CallResult", "ModelCaller", "estimate_tokens"]
 
@@ -118,11 +121,13 @@ class ModelCaller:
         ledger: SpendLedger,
         embedded: dict[str, str] | None = None,
         rng: random.Random | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._config = config
         self._clock = clock
         self._ledger = ledger
         self._rng = rng or random.Random()
+        self._metrics = metrics or Metrics()
         self._secrets = config.secrets()
         self._providers = {name: self._provider(name, p, embedded or {}) for name, p in config.providers.items()}
         self._throttles = {
@@ -148,8 +153,10 @@ class ModelCaller:
         client = httpx.AsyncClient(
             base_url=base,
             headers={**cfg.headers, **adapter.headers(cfg.api_key.get_secret_value() if cfg.api_key else None)},
-            limits=httpx.Limits(
-                max_connections=cfg.max_connections, max_keepalive_connections=cfg.max_keepalive_connections
+            transport=fast_transport(
+                httpx.Limits(
+                    max_connections=cfg.max_connections, max_keepalive_connections=cfg.max_keepalive_connections
+                )
             ),
             timeout=httpx.Timeout(cfg.timeout_s, connect=cfg.connect_timeout_s),
             trust_env=False,
@@ -160,6 +167,14 @@ class ModelCaller:
 
     def model_config(self, model_id: str) -> ModelConfig | None:
         return self._config.models.get(model_id)
+
+    def server_of(self, model_id: str) -> tuple[str, int | None] | None:
+        """The provider host and port a model's calls go to (embedded fakes resolved), for spans."""
+        model = self._config.models.get(model_id)
+        if model is None:
+            return None
+        url = self._providers[model.provider].client.base_url
+        return url.host, url.port
 
     # ------------------------------------------------------------------ the call
 
@@ -204,41 +219,45 @@ class ModelCaller:
                     max_tokens=budget_tokens,
                     temperature=req.temperature if req.HasField("temperature") else None,
                 )
-                reply = await self._send(state, chat, estimate)
-                if reply.refusal is not None or reply.finish == pb.FINISH_REASON_CONTENT_FILTER:
-                    category = (
-                        "refusal" if reply.raw_finish in ("refusal", "stop") or reply.refusal else reply.raw_finish
-                    )
-                    raise ProviderRefusal(req.model, category or "content_filter", reply.refusal or "")
-                if reply.finish == pb.FINISH_REASON_LENGTH:
-                    if not raised and budget_tokens < model.max_output_tokens:
-                        raised = True
-                        budget_tokens = model.max_output_tokens
-                        span.add_event("sidecar.output_budget_raised", {n.OUTPUT_BUDGET: budget_tokens})
-                        continue
-                    raise OutputTruncated(req.model, budget_tokens, model.max_output_tokens)
-                parsed: dict[str, Any] | None = None
-                if schema is not None:
-                    problem: SidecarFailure | None
-                    try:
-                        parsed = parse_reply(reply.text, schema, req.model)
-                        problem = validate_reply(parsed, schema, req.model)
-                    except JsonParse as failure:
-                        if corrections >= max_corrections:
-                            raise
-                        problem = failure
-                    if problem is not None:
-                        if corrections < max_corrections:
-                            corrections += 1
-                            self._correct(conversation, reply, problem, corrections)
-                            continue
-                        warning = f"required fields still empty after {corrections} corrections: " + "; ".join(
-                            f"{f.field} {f.problem}"
-                            for f in problem.detail.fields  # type: ignore[union-attr]
+                reply, attempt = await self._send(state, chat, estimate)
+                try:  # the attempt's span stays open until its reply is judged
+                    if reply.refusal is not None or reply.finish == pb.FINISH_REASON_CONTENT_FILTER:
+                        category = (
+                            "refusal" if reply.raw_finish in ("refusal", "stop") or reply.refusal else reply.raw_finish
                         )
-                        state.warnings.append(warning)
-                        _log.warning("%s: %s", req.model, warning, extra={"failure_kind": "RESPONSE_VALIDATION"})
-                return CallResult(self._response(state, reply, parsed, corrections, raised), reply)
+                        raise ProviderRefusal(req.model, category or "content_filter", reply.refusal or "")
+                    if reply.finish == pb.FINISH_REASON_LENGTH:
+                        if not raised and budget_tokens < model.max_output_tokens:
+                            raised = True
+                            budget_tokens = model.max_output_tokens
+                            span.add_event(n.EVENT_OUTPUT_BUDGET_RAISED, {n.OUTPUT_BUDGET: budget_tokens})
+                            continue
+                        raise OutputTruncated(req.model, budget_tokens, model.max_output_tokens)
+                    parsed: dict[str, Any] | None = None
+                    if schema is not None:
+                        problem: SidecarFailure | None
+                        try:
+                            parsed = parse_reply(reply.text, schema, req.model)
+                            problem = validate_reply(parsed, schema, req.model)
+                        except JsonParse as failure:
+                            if corrections >= max_corrections:
+                                raise
+                            problem = failure
+                        if problem is not None:
+                            if corrections < max_corrections:
+                                corrections += 1
+                                attempt.set_attribute(n.CORRECTION_REASON, kind_name(problem.kind))
+                                self._correct(conversation, reply, problem, corrections)
+                                continue
+                            warning = f"required fields still empty after {corrections} corrections: " + "; ".join(
+                                f"{f.field} {f.problem}"
+                                for f in problem.detail.fields  # type: ignore[union-attr]
+                            )
+                            state.warnings.append(warning)
+                            _log.warning("%s: %s", req.model, warning, extra={"failure_kind": "RESPONSE_VALIDATION"})
+                    return CallResult(self._response(state, reply, parsed, corrections, raised), reply)
+                finally:
+                    attempt.end()
         except SidecarFailure as failure:
             failure.with_attempts(state.attempts)
             raise
@@ -253,7 +272,7 @@ class ModelCaller:
         conversation.append(pb.Message(role=pb.ROLE_ASSISTANT, text=reply.text, tool_calls=reply.tool_calls))
         conversation.append(pb.Message(role=pb.ROLE_USER, text=problem.explain_to_llm()))
         trace.get_current_span().add_event(
-            "sidecar.correction", {n.CORRECTION_REASON: kind_name(problem.kind), n.CORRECTIONS: n_}
+            n.EVENT_CORRECTION, {n.CORRECTION_REASON: kind_name(problem.kind), n.CORRECTIONS: n_}
         )
         _log.warning("correction %d: %s", n_, problem.message, extra={"failure_kind": kind_name(problem.kind)})
 
@@ -310,7 +329,8 @@ class ModelCaller:
 
     # ------------------------------------------------------------------ attempts and signals
 
-    async def _send(self, state: _State, chat: ChatRequest, estimate: int) -> ChatReply:
+    async def _send(self, state: _State, chat: ChatRequest, estimate: int) -> tuple[ChatReply, trace.Span]:
+        """Attempts until a reply: returned with its attempt's span, still open, for the caller to end."""
         throttle = self._throttles[state.model_id]
         while True:
             wait = throttle.wait_time(estimate)
@@ -321,58 +341,68 @@ class ModelCaller:
                     n.THROTTLE: throttle.throttle,
                     n.MODEL_ID: state.model_id,
                 }
+                started = self._clock.time()
                 with _tracer.start_as_current_span(n.SPAN_THROTTLE_WAIT, attributes=attrs):
                     await throttle.acquire(estimate)
+                self._metrics.wait("throttle", self._clock.time() - started, model=state.model_id)
             else:
                 await throttle.acquire(estimate)
             state.attempts += 1
-            outcome = await self._attempt(state, chat)
+            outcome, attempt = await self._attempt(state, chat)
             if isinstance(outcome, ChatReply):
                 throttle.success()
-                return outcome
-            if isinstance(outcome, SidecarFailure):
-                raise outcome
-            throttle.signal(outcome.signal, outcome.retry_after)
-            target = f"Model {state.model_id} ({state.provider.name})"
-            if state.retries >= state.budget:
-                raise UpstreamRetriesExhausted(
-                    target,
-                    state.budget,
-                    outcome.signal,
-                    outcome.detail,
-                    http=outcome.http,
-                    retry_after=outcome.retry_after,
-                )
-            state.retries += 1
-            windows: dict[int, Window] = {
-                pb.RETRY_SIGNAL_RATE_LIMIT: state.windows.rate_limit,
-                pb.RETRY_SIGNAL_OVERLOAD: state.windows.overload,
-            }
-            window = windows.get(outcome.signal, state.windows.transient)
-            asked = outcome.retry_after
-            if asked is None:
-                wait = window_wait(window, state.retries, state.windows, self._rng)
-            elif asked > state.windows.max_wait_s:
-                raise UpstreamRetriesExhausted(
-                    target,
-                    state.retries - 1,
-                    outcome.signal,
-                    f"{outcome.detail}; the provider asked to wait {asked:.0f} s, "
-                    f"past the {state.windows.max_wait_s:.0f} s a wait may last",
-                    http=outcome.http,
-                    retry_after=asked,
-                )
-            else:
-                wait = asked
-            self._check_deadline(state, wait, outcome, "the next retry")
+                return outcome, attempt
+            try:
+                if isinstance(outcome, SidecarFailure):
+                    raise outcome
+                throttle.signal(outcome.signal, outcome.retry_after)
+                target = f"Model {state.model_id} ({state.provider.name})"
+                if state.retries >= state.budget:
+                    raise UpstreamRetriesExhausted(
+                        target,
+                        state.budget,
+                        outcome.signal,
+                        outcome.detail,
+                        http=outcome.http,
+                        retry_after=outcome.retry_after,
+                    )
+                state.retries += 1
+                windows: dict[int, Window] = {
+                    pb.RETRY_SIGNAL_RATE_LIMIT: state.windows.rate_limit,
+                    pb.RETRY_SIGNAL_OVERLOAD: state.windows.overload,
+                }
+                window = windows.get(outcome.signal, state.windows.transient)
+                asked = outcome.retry_after
+                if asked is None:
+                    wait = window_wait(window, state.retries, state.windows, self._rng)
+                elif asked > state.windows.max_wait_s:
+                    raise UpstreamRetriesExhausted(
+                        target,
+                        state.retries - 1,
+                        outcome.signal,
+                        f"{outcome.detail}; the provider asked to wait {asked:.0f} s, "
+                        f"past the {state.windows.max_wait_s:.0f} s a wait may last",
+                        http=outcome.http,
+                        retry_after=asked,
+                    )
+                else:
+                    wait = asked
+                self._check_deadline(state, wait, outcome, "the next retry")
+                attempt.set_attribute(n.RETRY_WAIT, wait)
+            finally:
+                attempt.end()
+            signal = _SIGNAL_ATTR[outcome.signal]
+            self._metrics.retry(signal, model=state.model_id)
             backoff: dict[str, str | float] = {
                 n.WAIT_SECONDS: wait,
-                n.RETRY_SIGNAL: _SIGNAL_ATTR[outcome.signal],
+                n.RETRY_SIGNAL: signal,
                 n.ATTEMPT: state.attempts,
+                n.MODEL_ID: state.model_id,
             }
-            trace.get_current_span().set_attribute(n.RETRY_WAIT, wait)
+            started = self._clock.time()
             with _tracer.start_as_current_span(n.SPAN_BACKOFF, attributes=backoff):
                 await self._clock.sleep(wait)
+            self._metrics.wait("backoff", self._clock.time() - started, model=state.model_id)
 
     def _check_deadline(self, state: _State, wait: float, signal: Signal | None, what: str) -> None:
         if state.deadline is None or self._clock.time() + wait <= state.deadline:
@@ -394,7 +424,10 @@ class ModelCaller:
             budget=state.budget,
         )
 
-    async def _attempt(self, state: _State, chat: ChatRequest) -> ChatReply | Signal | SidecarFailure:
+    async def _attempt(
+        self, state: _State, chat: ChatRequest
+    ) -> tuple[ChatReply | Signal | SidecarFailure, trace.Span]:
+        """One HTTP attempt under its own CLIENT span, returned open (the caller ends it)."""
         provider = state.provider
         timeout = provider.config.timeout_s
         if state.deadline is not None:
@@ -412,40 +445,67 @@ class ModelCaller:
         if state.attempts > 1:
             attrs[n.HTTP_RESEND_COUNT] = state.attempts - 1
         body = provider.adapter.body(chat)
-        with _tracer.start_as_current_span("POST", kind=trace.SpanKind.CLIENT, attributes=attrs) as span:
-            try:
-                response = await provider.client.post(
-                    provider.adapter.path().lstrip("/"),
-                    json=body,
-                    timeout=httpx.Timeout(timeout, connect=min(provider.config.connect_timeout_s, timeout)),
-                )
-                text = response.text
-            except httpx.TransportError as exc:
-                fault = fault_of(exc)
-                span.set_attribute(n.ERROR_TYPE, "timeout" if "time" in fault.detail else type(exc).__name__)
-                span.set_attribute(n.RETRY_SIGNAL, "transient")
-                span.set_status(trace.StatusCode.ERROR, fault.detail)
-                return Signal(pb.RETRY_SIGNAL_TRANSIENT, fault.detail, None, None)
-            span.set_attribute(n.HTTP_STATUS, response.status_code)
-            outcome = self._read(state, response.status_code, dict(response.headers), text)
-            if isinstance(outcome, Signal):
-                span.set_attribute(n.RETRY_SIGNAL, _SIGNAL_ATTR[outcome.signal])
-                span.set_attribute(n.ERROR_TYPE, str(response.status_code))
-                span.set_status(trace.StatusCode.ERROR)
-            elif isinstance(outcome, SidecarFailure):
-                span.set_attribute(n.ERROR_TYPE, kind_name(outcome.kind))
-                span.set_status(trace.StatusCode.ERROR)
-            else:
-                state.input_tokens += outcome.input_tokens
-                state.output_tokens += outcome.output_tokens
-                usd = cost_of(state.model, outcome.input_tokens, outcome.output_tokens)
-                state.cost += usd
-                self._ledger.record(state.workflow, usd)
-                span.set_attribute(n.GEN_AI_INPUT_TOKENS, outcome.input_tokens)
-                span.set_attribute(n.GEN_AI_OUTPUT_TOKENS, outcome.output_tokens)
-                if outcome.raw_finish:
-                    span.set_attribute(n.GEN_AI_FINISH_REASONS, [outcome.raw_finish])
-            return outcome
+        span = _tracer.start_span("POST", kind=trace.SpanKind.CLIENT, attributes=attrs)
+        try:
+            with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+                return self._judge(state, span, await self._post(provider, span, body, timeout)), span
+        except BaseException as exc:  # cancelled, or a bug: the span must not stay open
+            span.set_attribute(n.ERROR_TYPE, "cancelled" if isinstance(exc, asyncio.CancelledError) else "internal")
+            span.end()
+            raise
+
+    async def _post(
+        self, provider: _Provider, span: trace.Span, body: dict[str, Any], timeout: float
+    ) -> httpx.Response | Signal:
+        headers: dict[str, str] | None = None
+        if span.is_recording():  # the upstream may continue the trace from this attempt
+            headers = {}
+            propagate.inject(headers)
+        try:
+            response = await provider.client.post(
+                provider.adapter.path().lstrip("/"),
+                json=body,
+                headers=headers,
+                timeout=httpx.Timeout(timeout, connect=min(provider.config.connect_timeout_s, timeout)),
+            )
+            response.read()
+        except httpx.TransportError as exc:
+            fault = fault_of(exc)
+            span.set_attribute(n.ERROR_TYPE, "timeout" if "time" in fault.detail else type(exc).__name__)
+            span.set_attribute(n.RETRY_SIGNAL, "transient")
+            span.set_status(trace.StatusCode.ERROR, fault.detail)
+            return Signal(pb.RETRY_SIGNAL_TRANSIENT, fault.detail, None, None)
+        return response
+
+    def _judge(
+        self, state: _State, span: trace.Span, response: httpx.Response | Signal
+    ) -> ChatReply | Signal | SidecarFailure:
+        if isinstance(response, Signal):
+            return response
+        span.set_attribute(n.HTTP_STATUS, response.status_code)
+        outcome = self._read(state, response.status_code, dict(response.headers), response.text)
+        if isinstance(outcome, Signal):
+            span.set_attribute(n.RETRY_SIGNAL, _SIGNAL_ATTR[outcome.signal])
+            span.set_attribute(n.ERROR_TYPE, str(response.status_code))
+            if outcome.retry_after is not None:
+                span.set_attribute(n.RETRY_AFTER, outcome.retry_after)
+            span.set_status(trace.StatusCode.ERROR)
+        elif isinstance(outcome, SidecarFailure):
+            span.set_attribute(n.ERROR_TYPE, kind_name(outcome.kind))
+            span.set_status(trace.StatusCode.ERROR)
+        else:
+            state.input_tokens += outcome.input_tokens
+            state.output_tokens += outcome.output_tokens
+            usd = cost_of(state.model, outcome.input_tokens, outcome.output_tokens)
+            state.cost += usd
+            self._ledger.record(state.workflow, usd)
+            span.set_attribute(n.GEN_AI_INPUT_TOKENS, outcome.input_tokens)
+            span.set_attribute(n.GEN_AI_OUTPUT_TOKENS, outcome.output_tokens)
+            if outcome.raw_finish:
+                span.set_attribute(n.GEN_AI_FINISH_REASONS, [outcome.raw_finish])
+            if outcome.response_model:
+                span.set_attribute(n.GEN_AI_RESPONSE_MODEL, outcome.response_model)
+        return outcome
 
     def _read(
         self, state: _State, status: int, headers: dict[str, str], text: str

@@ -9,6 +9,7 @@ the request certainly never reached the service (refused, DNS, no connection in 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import urllib.parse
@@ -17,18 +18,20 @@ from typing import Any
 
 import httpx
 from jsonschema import Draft202012Validator
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
 
 from sidecar.config import Config, ToolConfig, Windows
 from sidecar.core.backoff import window_wait
 from sidecar.core.circuit import Admission, ServiceGuard, ServiceGuards
 from sidecar.core.clock import Clock
+from sidecar.core.netbackend import fast_transport
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.core.text import endpoint_of
 from sidecar.core.tool_failures import Observation, classify, is_service_failure, is_transient, trigger_of
 from sidecar.core.transport import fault_of
 from sidecar.telemetry import names as n
+from sidecar.telemetry.metrics import Metrics
 from sidecar.tools.arguments import check_arguments, validator_for
 
 __all__ = ["ToolOutcome", "ToolRunner", "empty_result_text"]
@@ -78,8 +81,10 @@ class ToolRunner:
         guards: ServiceGuards,
         embedded: dict[str, str] | None = None,
         rng: random.Random | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._config = config
+        self._metrics = metrics or Metrics()
         self._clock = clock
         self._guards = guards
         self._embedded = embedded or {}
@@ -88,7 +93,7 @@ class ToolRunner:
         self._windows = Windows(max_wait_s=config.policy.tool_max_wait_s)
         self._tools = {name: _Tool(name, tool, validator_for(tool.parameters)) for name, tool in config.tools.items()}
         self._client = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+            transport=fast_transport(httpx.Limits(max_connections=200, max_keepalive_connections=50)),
             follow_redirects=False,
             trust_env=False,
         )
@@ -134,31 +139,49 @@ class ToolRunner:
                 return ToolOutcome(None, admission.with_attempts(attempts), attempts)
             attempts += 1
             try:
-                obs, may_have_reached = await self._send(tool, request, attempts, deadline, id_param or "", value)
+                obs, may_have_reached, span = await self._send(tool, request, attempts, deadline, id_param or "", value)
             except BaseException:
                 guard.lost(admission)  # cancelled: charged to no one
                 raise
-            failure = classify(obs, self._config.service(cfg.service).quirks, self._secrets, self._clock.wall())
-            if failure is None:
-                guard.success(admission)
-                return ToolOutcome(self._result(obs), None, attempts)
-            if is_service_failure(failure):
-                guard.failure(admission, trigger_of(obs, failure), failure.retry_after)
-            else:
-                guard.lost(admission)
-            failure.with_attempts(attempts)
-            resend_ok = cfg.is_idempotent or not may_have_reached
-            if not is_transient(obs, failure) or not resend_ok or attempts > budget:
-                return ToolOutcome(None, failure, attempts)
-            wait = failure.retry_after
-            if wait is None:
-                wait = window_wait(policy.tool_window, attempts, self._windows, self._rng)
-            if deadline is not None and self._clock.time() + wait > deadline:
-                return ToolOutcome(None, failure, attempts)
-            with _tracer.start_as_current_span(
-                n.SPAN_BACKOFF, attributes={n.WAIT_SECONDS: wait, n.SERVICE: cfg.service}
-            ):
+            try:  # the attempt's span stays open until its outcome is judged
+                failure = classify(obs, self._config.service(cfg.service).quirks, self._secrets, self._clock.wall())
+                if failure is None:
+                    guard.success(admission)
+                    return ToolOutcome(self._result(obs), None, attempts)
+                if is_service_failure(failure):
+                    guard.failure(admission, trigger_of(obs, failure), failure.retry_after)
+                else:
+                    guard.lost(admission)
+                failure.with_attempts(attempts)
+                span.set_attribute(n.FAILURE_KIND, failure.kind_name)
+                transient = is_transient(obs, failure)
+                signal = "rate_limit" if failure.kind == pb.FAILURE_KIND_UPSTREAM_THROTTLE else "transient"
+                if transient:
+                    span.set_attribute(n.RETRY_SIGNAL, signal)
+                if failure.retry_after is not None:
+                    span.set_attribute(n.RETRY_AFTER, failure.retry_after)
+                resend_ok = cfg.is_idempotent or not may_have_reached
+                if not transient or not resend_ok or attempts > budget:
+                    return ToolOutcome(None, failure, attempts)
+                wait = failure.retry_after
+                if wait is None:
+                    wait = window_wait(policy.tool_window, attempts, self._windows, self._rng)
+                if deadline is not None and self._clock.time() + wait > deadline:
+                    return ToolOutcome(None, failure, attempts)
+                span.set_attribute(n.RETRY_WAIT, wait)
+            finally:
+                span.end()
+            self._metrics.retry(signal, service=cfg.service)
+            backoff: dict[str, str | float] = {
+                n.WAIT_SECONDS: wait,
+                n.RETRY_SIGNAL: signal,
+                n.ATTEMPT: attempts,
+                n.SERVICE: cfg.service,
+            }
+            started = self._clock.time()
+            with _tracer.start_as_current_span(n.SPAN_BACKOFF, attributes=backoff):
                 await self._clock.sleep(wait)
+            self._metrics.wait("backoff", self._clock.time() - started, service=cfg.service)
 
     async def _admit(self, guard: ServiceGuard) -> Admission | SidecarFailure:
         try:
@@ -168,8 +191,10 @@ class ToolRunner:
         wait = guard.throttle_wait()
         if wait > 0:
             attrs: dict[str, float | str] = {n.WAIT_SECONDS: wait, n.SERVICE: guard.name, n.THROTTLE: guard.throttle}
+            started = self._clock.time()
             with _tracer.start_as_current_span(n.SPAN_THROTTLE_WAIT, attributes=attrs):
                 await guard.pace()
+            self._metrics.wait("throttle", self._clock.time() - started, service=guard.name)
         else:
             await guard.pace()
         return admission
@@ -197,7 +222,8 @@ class ToolRunner:
 
     async def _send(
         self, tool: _Tool, request: httpx.Request, attempt: int, deadline: float | None, parameter: str, value: str
-    ) -> tuple[Observation, bool]:
+    ) -> tuple[Observation, bool, trace.Span]:
+        """One HTTP attempt under its own CLIENT span, returned open (the caller ends it)."""
         cfg = tool.config
         endpoint = endpoint_of(str(request.url))
         base = Observation(
@@ -225,24 +251,35 @@ class ToolRunner:
             attrs[n.SERVER_PORT] = request.url.port
         if attempt > 1:
             attrs[n.HTTP_RESEND_COUNT] = attempt - 1
-        with _tracer.start_as_current_span(cfg.method, kind=trace.SpanKind.CLIENT, attributes=attrs) as span:
-            try:
-                response = await self._client.send(request)
-                body = response.text
-            except httpx.TransportError as exc:
-                fault = fault_of(exc)
-                span.set_attribute(n.ERROR_TYPE, _fault_type(fault.fault))
-                span.set_status(trace.StatusCode.ERROR, fault.detail)
-                obs = Observation(**{**_fields(base), "fault": fault.fault})
-                return obs, fault.may_have_reached
-            span.set_attribute(n.HTTP_STATUS, response.status_code)
-            if response.status_code >= 400:
-                span.set_attribute(n.ERROR_TYPE, str(response.status_code))
-                span.set_status(trace.StatusCode.ERROR)
-            obs = Observation(
-                **{**_fields(base), "status": response.status_code, "headers": dict(response.headers), "body": body}
-            )
-            return obs, True
+        span = _tracer.start_span(cfg.method, kind=trace.SpanKind.CLIENT, attributes=attrs)
+        try:
+            with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+                if span.is_recording():  # the service may continue the trace from this attempt
+                    propagate.inject(request.headers)
+                obs, may_have_reached = await self._exchange(request, span, base)
+        except BaseException as exc:  # cancelled, or a bug: the span must not stay open
+            span.set_attribute(n.ERROR_TYPE, "cancelled" if isinstance(exc, asyncio.CancelledError) else "internal")
+            span.end()
+            raise
+        return obs, may_have_reached, span
+
+    async def _exchange(self, request: httpx.Request, span: trace.Span, base: Observation) -> tuple[Observation, bool]:
+        try:
+            response = await self._client.send(request)
+            body = response.text
+        except httpx.TransportError as exc:
+            fault = fault_of(exc)
+            span.set_attribute(n.ERROR_TYPE, _fault_type(fault.fault))
+            span.set_status(trace.StatusCode.ERROR, fault.detail)
+            return Observation(**{**_fields(base), "fault": fault.fault}), fault.may_have_reached
+        span.set_attribute(n.HTTP_STATUS, response.status_code)
+        if response.status_code >= 400:
+            span.set_attribute(n.ERROR_TYPE, str(response.status_code))
+            span.set_status(trace.StatusCode.ERROR)
+        obs = Observation(
+            **{**_fields(base), "status": response.status_code, "headers": dict(response.headers), "body": body}
+        )
+        return obs, True
 
     def _result(self, obs: Observation) -> pb.ToolResult:
         assert obs.status is not None
