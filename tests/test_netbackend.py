@@ -42,19 +42,19 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, mod
         writer.close()
 
 
+def _tls_context(tmp_path: Path) -> ssl.SSLContext:
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    command = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost"]
+    subprocess.run([*command, "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    return ctx
+
+
 @pytest_asyncio.fixture
 async def server(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[str, int]]:
     mode, tls = request.param
-    ctx = None
-    if tls:
-        key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-        subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-             "-days", "1", "-subj", "/CN=localhost"],
-            check=True, capture_output=True,
-        )  # fmt: skip
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(cert, key)
+    ctx = _tls_context(tmp_path) if tls else None
     srv = await asyncio.start_server(lambda r, w: _serve(r, w, mode), "127.0.0.1", 0, ssl=ctx)
     port = srv.sockets[0].getsockname()[1]
     yield ("https" if tls else "http"), port
@@ -80,7 +80,7 @@ async def test_plain_http_and_connection_reuse(server: tuple[str, int]) -> None:
 async def test_tls(server: tuple[str, int]) -> None:
     scheme, port = server
     transport = fast_transport(httpx.Limits(max_connections=4))
-    transport._pool._ssl_context = ssl._create_unverified_context()  # type: ignore[attr-defined]  # noqa: SLF001
+    transport._pool._ssl_context = ssl._create_unverified_context()  # type: ignore[attr-defined]
     async with httpx.AsyncClient(transport=transport) as client:
         r = await client.get(f"{scheme}://localhost:{port}/x")
         assert r.json() == {"ok": 1}

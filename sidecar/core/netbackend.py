@@ -22,7 +22,7 @@ __all__ = ["AsyncioBackend", "fast_transport"]
 
 _HOLD_BYTES = 64 * 1024
 """Writes are coalesced up to this size; a larger body is sent as it comes."""
-SockOpt = tuple[int, int, int | bytes] | tuple[int, int, None, int]
+SockOpt = tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]
 
 
 class AsyncioStream(httpcore.AsyncNetworkStream):
@@ -86,7 +86,8 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         if info == "is_readable":
             # The event loop reads every open socket as data arrives, so an idle connection the
             # server closed (or wrote to) shows in the reader without a system call.
-            return self._reader.at_eof() or bool(self._reader._buffer) or self._writer.is_closing()  # noqa: SLF001
+            buffered: bytearray = getattr(self._reader, "_buffer", bytearray())
+            return self._reader.at_eof() or bool(buffered) or self._writer.is_closing()
         if info == "ssl_object":
             return self._writer.get_extra_info("ssl_object")
         if info == "client_addr":
@@ -142,9 +143,9 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
 def fast_transport(limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
     """httpx's own transport, with its connection pool on the plain-asyncio backend."""
     transport = httpx.AsyncHTTPTransport(limits=limits, trust_env=False)
-    pool = transport._pool  # noqa: SLF001 - httpx (pinned < 0.29) builds its pool with the anyio backend
-    transport._pool = httpcore.AsyncConnectionPool(  # noqa: SLF001
-        ssl_context=pool._ssl_context,  # noqa: SLF001
+    pool = transport._pool
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=pool._ssl_context,
         max_connections=limits.max_connections,
         max_keepalive_connections=limits.max_keepalive_connections,
         keepalive_expiry=limits.keepalive_expiry,
