@@ -44,7 +44,7 @@ from typing import ClassVar
 from google.protobuf import duration_pb2, timestamp_pb2
 from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
 
-from sidecar.core.text import cap
+from sidecar.core.text import cap, clause
 
 __all__ = [
     "CORRECTABLE_LINE",
@@ -337,7 +337,7 @@ class ExternalService(UncorrectableFailure):
         fault: int = pb.TRANSPORT_FAULT_UNSPECIFIED,
         retry_after: float | None = None,
     ) -> None:
-        said = f"answered HTTP {http.status_code}: {cap(detail)}" if http else f"could not be reached ({cap(detail)})"
+        said = f"answered HTTP {http.status_code}: {clause(detail)}" if http else f"could not be reached ({cap(detail)})"
         super().__init__(
             f"The {service} service failed at {endpoint}: it {said}.",
             http=http,
@@ -382,7 +382,7 @@ class Unauthorized(UncorrectableFailure):
     ) -> None:
         at = f" at {endpoint}" if endpoint else ""
         super().__init__(
-            f"The {service} service rejected the sidecar's credentials{at}: {cap(reason)}. "
+            f"The {service} service rejected the sidecar's credentials{at}: {clause(reason)}. "
             "An operator must fix the configured key.",
             http=http,
             detail=provider or pb.ServiceDetail(service=service, endpoint=endpoint, detail=cap(reason)),
@@ -500,7 +500,7 @@ class QuotaExhausted(UncorrectableFailure):
     def __init__(self, provider: str, account: str, model: str, said: str, *, http: HttpInfo | None) -> None:
         acct = f" (account {account})" if account else ""
         super().__init__(
-            f"The {provider} account{acct} is out of quota for model {model}: {cap(said)}. "
+            f"The {provider} account{acct} is out of quota for model {model}: {clause(said)}. "
             "Waiting will not help; fund the account or raise its spend budget.",
             http=http,
             detail=pb.ProviderDetail(provider=provider, account=account, model=model, provider_message=cap(said)),
@@ -540,7 +540,7 @@ class ProviderRefusal(UncorrectableFailure):
     kind = pb.FAILURE_KIND_PROVIDER_REFUSAL
 
     def __init__(self, model: str, category: str, explanation: str) -> None:
-        said = f": {cap(explanation)}" if explanation else ""
+        said = f": {clause(explanation)}" if explanation else ""
         super().__init__(
             f"Model {model} refused the request ({category}){said}. Retrying the same model will not help.",
             detail=pb.RefusalDetail(model=model, category=category, explanation=cap(explanation)),
@@ -570,7 +570,7 @@ class ContextOverflow(UncorrectableFailure):
 
     def __init__(self, provider: str, model: str, said: str, *, http: HttpInfo | None) -> None:
         super().__init__(
-            f"The {provider} provider says the conversation is too long for model {model}: {cap(said)}.",
+            f"The {provider} provider says the conversation is too long for model {model}: {clause(said)}.",
             http=http,
             detail=pb.ProviderDetail(provider=provider, model=model, provider_message=cap(said)),
         )

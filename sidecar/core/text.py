@@ -16,6 +16,11 @@ def cap(text: str, limit: int = MESSAGE_CAP) -> str:
     return flat[: limit - 1].rstrip() + ELLIPSIS
 
 
+def clause(text: str, limit: int = MESSAGE_CAP) -> str:
+    """``cap(text)`` without a closing period, for quoting inside a sentence of our own."""
+    return cap(text, limit).rstrip(" .")
+
+
 def endpoint_of(url: str) -> str:
     """The endpoint as it may be shown: the query string (which may carry keys) and fragment cut."""
     return url.split("?", 1)[0].split("#", 1)[0]
