@@ -16,6 +16,7 @@ BANNER = """sidecar {version} listening on {address} ({source})
   health:  grpc_health_probe -addr={address}   (service sidecar.v1.Sidecar)
   tools:   {tools}{embedded}
   models:  {models}
+  telemetry: {telemetry}
   try it:  sidecar demo --target {address}
 Stop with Ctrl-C (SIGINT) or SIGTERM; in-flight calls get {grace:g} s to finish."""
 
@@ -39,6 +40,7 @@ async def _serve(config: Config, source: str, listen: str | None) -> int:
         await app.start()
     except OSError as exc:
         print(f"sidecar: {exc}", file=sys.stderr)
+        telemetry.shutdown()
         return 1
     print(
         BANNER.format(
@@ -49,6 +51,7 @@ async def _serve(config: Config, source: str, listen: str | None) -> int:
             models=", ".join(config.models) or "none",
             grace=config.server.grace_period_s,
             embedded="".join(f"\n  local {k}: {v}" for k, v in app.embedded.items()),
+            telemetry=telemetry.describe(),
         ),
         flush=True,
     )

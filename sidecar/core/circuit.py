@@ -31,6 +31,7 @@ from sidecar.config import CircuitConfig, ServiceConfig
 from sidecar.core.clock import Clock
 from sidecar.core.limiter import StretchLimiter
 from sidecar.core.taxonomy import CircuitOpen, Trigger
+from sidecar.telemetry import names as n
 
 __all__ = ["PRESSURE_QUIET_S", "Admission", "CircuitState", "ServiceGuard", "ServiceGuards"]
 
@@ -112,7 +113,7 @@ class ServiceGuard:
         now = self._clock.time()
         if self.state is CircuitState.HALF_OPEN and self._probe is not None:
             if now - self._probe.started >= self.circuit.probe_timeout_s:
-                self._event("circuit.probe_lost", reason="no verdict in time")
+                self._event(n.EVENT_CIRCUIT_PROBE_LOST, reason="no verdict in time")
                 self._probe = None
                 self._reopen(doubled=False)
             else:
@@ -122,7 +123,7 @@ class ServiceGuard:
                 raise self._refusal(now, half_open=False)
             self.state = CircuitState.HALF_OPEN
             self._probe = Admission(probe=True, waited=0.0, started=now)
-            self._event("circuit.half_open")
+            self._event(n.EVENT_CIRCUIT_HALF_OPEN)
             return self._probe
         return Admission(probe=False, waited=0.0, started=now)
 
@@ -143,7 +144,7 @@ class ServiceGuard:
             self.state = CircuitState.CLOSED
             self._cooldown = self.circuit.cooldown_s
             self._failures_at_max = 0
-            self._event("circuit.closed")
+            self._event(n.EVENT_CIRCUIT_CLOSED)
         now = self._clock.time()
         if self.throttle <= 0:
             return
@@ -183,7 +184,7 @@ class ServiceGuard:
         admission.settled = True
         if admission.probe and self._probe is admission:
             self._probe = None
-            self._event("circuit.probe_lost", reason="cancelled or no verdict")
+            self._event(n.EVENT_CIRCUIT_PROBE_LOST, reason="cancelled or no verdict")
             self._reopen(doubled=False)
 
     # ------------------------------------------------------------------ internals
@@ -197,7 +198,7 @@ class ServiceGuard:
         self._failures_at_max = 0
         trigger = self._trigger
         self._event(
-            "circuit.opened",
+            n.EVENT_CIRCUIT_OPENED,
             reason=reason,
             cooldown_s=length,
             trigger=trigger.describe() if trigger else "",
@@ -208,7 +209,7 @@ class ServiceGuard:
             self._cooldown = min(self._cooldown * 2, self.circuit.max_cooldown_s)
         self.state = CircuitState.OPEN
         self._open_until = self._clock.time() + self._cooldown
-        self._event("circuit.reopened", cooldown_s=self._cooldown)
+        self._event(n.EVENT_CIRCUIT_REOPENED, cooldown_s=self._cooldown)
 
     def _refusal(self, now: float, *, half_open: bool) -> CircuitOpen:
         remaining = max(self._open_until - now, 0.0)
@@ -223,7 +224,7 @@ class ServiceGuard:
             trigger=trigger,
             half_open=half_open,
         )
-        self._event("circuit.refused", state=self.state.value, remaining_s=round(remaining, 3))
+        self._event(n.EVENT_CIRCUIT_REFUSED, state=self.state.value, remaining_s=round(remaining, 3))
         return refusal
 
     def _set_throttle(self, value: float) -> None:
@@ -232,12 +233,12 @@ class ServiceGuard:
             return
         self.throttle = round(value, 6)
         self._limiter.stretch(1.0 + self.throttle)
-        self._event("service.throttle_changed", throttle=self.throttle)
+        self._event(n.EVENT_SERVICE_THROTTLE, throttle=self.throttle)
 
     def _event(self, name: str, **attrs: str | float | int) -> None:
         span = trace.get_current_span()
         if span.is_recording():
-            span.add_event(name, {"sidecar.service": self.name, **{f"sidecar.{k}": v for k, v in attrs.items()}})
+            span.add_event(name, {n.SERVICE: self.name, **{f"sidecar.{k}": v for k, v in attrs.items()}})
 
 
 class ServiceGuards:

@@ -18,6 +18,7 @@ from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
 
 from sidecar.core.clock import Clock
 from sidecar.core.limiter import StretchLimiter
+from sidecar.telemetry import names as n
 
 __all__ = ["INCREMENTS", "MAX_THROTTLE", "THROTTLE_BASE_RPM", "ModelThrottle"]
 
@@ -97,7 +98,7 @@ class ModelThrottle:
             until = self._clock.time() + retry_after
             if until > self.paused_until:
                 self.paused_until = until
-                self._event("model.paused", pause_s=retry_after)
+                self._event(n.EVENT_MODEL_PAUSED, pause_s=retry_after)
 
     def success(self) -> None:
         if self.throttle <= 0:
@@ -126,9 +127,9 @@ class ModelThrottle:
         self._requests.stretch(self.window_factor)
         if self._tokens is not None:
             self._tokens.stretch(self.window_factor)
-        self._event("model.throttle_changed", throttle=value)
+        self._event(n.EVENT_MODEL_THROTTLE, throttle=value)
 
     def _event(self, name: str, **attrs: float) -> None:
         span = trace.get_current_span()
         if span.is_recording():
-            span.add_event(name, {"sidecar.model": self.model, **{f"sidecar.{k}": v for k, v in attrs.items()}})
+            span.add_event(name, {n.MODEL_ID: self.model, **{f"sidecar.{k}": v for k, v in attrs.items()}})

@@ -58,6 +58,7 @@ class SidecarApp:
     guards: ServiceGuards | None = None
     models: ModelCaller | None = None
     tools: ToolRunner | None = None
+    metrics: Metrics | None = None
     embedded: dict[str, str] = field(default_factory=dict)
     _fakes: list[Any] = field(default_factory=list)
     _health: health.aio.HealthServicer | None = None
@@ -66,9 +67,11 @@ class SidecarApp:
         await self._start_fakes()
         cfg = self.config
         self.guards = ServiceGuards(cfg.services, cfg.policy.circuit, self.clock)
-        self.tools = ToolRunner(cfg, self.clock, self.guards, self.embedded, self.rng)
-        self.models = ModelCaller(cfg, self.clock, SpendLedger(dict(cfg.policy.spend_caps)), self.embedded, self.rng)
-        metrics = Metrics()
+        self.metrics = metrics = Metrics()
+        self.tools = ToolRunner(cfg, self.clock, self.guards, self.embedded, self.rng, metrics)
+        self.models = ModelCaller(
+            cfg, self.clock, SpendLedger(dict(cfg.policy.spend_caps)), self.embedded, self.rng, metrics
+        )
         guards, models = self.guards, self.models
         metrics.observe_gauges(
             lambda: [(m, models.throttle(m).throttle) for m in cfg.models],
@@ -129,6 +132,8 @@ class SidecarApp:
             await self._health.enter_graceful_shutdown()
         if self.server is not None:
             await self.server.stop(self.config.server.grace_period_s if grace is None else grace)
+        if self.metrics is not None:
+            self.metrics.close()
         if self.tools is not None:
             await self.tools.aclose()
         if self.models is not None:

@@ -21,6 +21,7 @@ from sidecar_client._proto.sidecar.v1 import sidecar_pb2_grpc as pb_grpc
 from sidecar.config import Config
 from sidecar.core.circuit import Admission, ServiceGuards
 from sidecar.core.clock import Clock
+from sidecar.core.redact import mask_keys
 from sidecar.core.taxonomy import (
     JobCancelled,
     SidecarFailure,
@@ -32,7 +33,7 @@ from sidecar.core.tool_failures import Observation, classify, is_service_failure
 from sidecar.providers.caller import ModelCaller
 from sidecar.server.status import to_status
 from sidecar.telemetry import names as n
-from sidecar.telemetry.metrics import Metrics
+from sidecar.telemetry.metrics import OTHER, Metrics
 from sidecar.tools.executor import ToolRunner
 
 __all__ = ["SidecarServicer"]
@@ -93,27 +94,35 @@ class SidecarServicer(pb_grpc.SidecarServicer):
     ) -> pb.ExecuteToolResponse:
         tool_cfg = self._config.tools.get(request.tool)
         attrs: dict[str, Any] = {
-            n.GEN_AI_OPERATION: "execute_tool",
+            n.GEN_AI_OPERATION: n.OP_EXECUTE_TOOL,
             n.GEN_AI_TOOL_NAME: request.tool,
-            n.GEN_AI_TOOL_CALL_ID: request.call_id,
             n.GEN_AI_TOOL_TYPE: "function",
         }
+        if request.call_id:
+            attrs[n.GEN_AI_TOOL_CALL_ID] = request.call_id
         if tool_cfg is not None:
             attrs[n.GEN_AI_TOOL_DESCRIPTION] = tool_cfg.description
             attrs[n.SERVICE] = tool_cfg.service
         _job_attrs(attrs, request.job)
+        metric_name = request.tool if tool_cfg is not None else OTHER
         start = self._clock.time()
         with _tracer.start_as_current_span(
             n.SPAN_EXECUTE_TOOL.format(tool=request.tool or "unknown"), attributes=attrs
         ) as span:
+            record_content = self._config.telemetry.record_content and span.is_recording()
+            if record_content:
+                span.set_attribute(n.GEN_AI_TOOL_ARGUMENTS, mask_keys(request.arguments_json, self._secrets))
             retries = request.job.upstream_retries if request.job.HasField("upstream_retries") else None
             try:
                 outcome = await self._tools.execute(
                     request.tool, request.arguments_json, retries=retries, deadline=self._deadline(context)
                 )
             except asyncio.CancelledError:
-                log_failure(JobCancelled(f"tool {request.tool}"), tool=request.tool)
-                span.set_attribute(n.ERROR_TYPE, "JOB_CANCELLED")
+                cancelled = JobCancelled(f"tool {request.tool}")
+                log_failure(cancelled, tool=request.tool)
+                _mark_failed(span, cancelled)
+                self._metrics.failure(cancelled.kind_name, n.OP_EXECUTE_TOOL)
+                self._metrics.operation(n.OP_EXECUTE_TOOL, metric_name, self._clock.time() - start, cancelled.kind_name)
                 raise
             except Exception as exc:  # the one boundary: anything else is SYSTEM
                 from sidecar.tools.executor import ToolOutcome
@@ -128,13 +137,15 @@ class SidecarServicer(pb_grpc.SidecarServicer):
                 response.failure.CopyFrom(failure.to_proto())
                 _mark_failed(span, failure)
                 log_failure(failure, tool=request.tool, call_id=request.call_id)
-                self._metrics.failure(failure.kind_name, "execute_tool")
+                self._metrics.failure(failure.kind_name, n.OP_EXECUTE_TOOL)
             else:
                 assert outcome.result is not None
                 response.result.CopyFrom(outcome.result)
+            if record_content:
+                span.set_attribute(n.GEN_AI_TOOL_RESULT, mask_keys(response.model_text, self._secrets))
             self._metrics.operation(
-                "execute_tool",
-                request.tool,
+                n.OP_EXECUTE_TOOL,
+                metric_name,
                 self._clock.time() - start,
                 kind_name(outcome.failure.kind) if outcome.failure else None,
             )
@@ -146,10 +157,10 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         self, request: pb.CallModelRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.CallModelResponse:
         model = self._models.model_config(request.model)
-        provider = self._config.providers[model.provider] if model else None
+        provider = self._config.providers[model.provider].wire_format if model else "unknown"
         attrs: dict[str, Any] = {
-            n.GEN_AI_OPERATION: "chat",
-            n.GEN_AI_PROVIDER: provider.wire_format if provider else "unknown",
+            n.GEN_AI_OPERATION: n.OP_CHAT,
+            n.GEN_AI_PROVIDER: provider,
             n.GEN_AI_REQUEST_MODEL: request.model,
             n.MODEL_ID: request.model,
         }
@@ -160,46 +171,61 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         if request.HasField("temperature"):
             attrs[n.GEN_AI_REQUEST_TEMPERATURE] = request.temperature
         _job_attrs(attrs, request.job)
+        metric_model = request.model if model is not None else OTHER
         start = self._clock.time()
         name = n.SPAN_CHAT.format(model=request.model or "unknown")
+        failure: SidecarFailure | None = None
         with _tracer.start_as_current_span(name, kind=trace.SpanKind.CLIENT, attributes=attrs) as span:
-            if provider is not None:
-                host, port = _host_port(provider.base_url)
-                span.set_attribute(n.SERVER_ADDRESS, host)
-                if port:
-                    span.set_attribute(n.SERVER_PORT, port)
-            if self._config.telemetry.record_content and span.is_recording():
-                span.set_attribute(n.GEN_AI_INPUT_MESSAGES, _messages_json(request))
+            record_content = self._config.telemetry.record_content and span.is_recording()
+            if span.is_recording():
+                server = self._models.server_of(request.model)
+                if server is not None:
+                    span.set_attribute(n.SERVER_ADDRESS, server[0])
+                    if server[1]:
+                        span.set_attribute(n.SERVER_PORT, server[1])
+                if record_content:
+                    span.set_attribute(n.GEN_AI_INPUT_MESSAGES, mask_keys(_messages_json(request), self._secrets))
             try:
                 result = await self._models.call(request, self._deadline(context))
             except asyncio.CancelledError:
-                log_failure(JobCancelled(f"model {request.model}"), model=request.model)
-                span.set_attribute(n.ERROR_TYPE, "JOB_CANCELLED")
-                self._metrics.failure("JOB_CANCELLED", "chat")
+                cancelled = JobCancelled(f"model {request.model}")
+                log_failure(cancelled, model=request.model)
+                _mark_failed(span, cancelled)
+                self._metrics.failure(cancelled.kind_name, n.OP_CHAT)
+                self._metrics.operation(
+                    n.OP_CHAT, metric_model, self._clock.time() - start, cancelled.kind_name, provider
+                )
                 raise
             except Exception as exc:  # the one boundary
                 failure = as_failure(exc, "the model caller")
                 if failure is exc:
                     log_failure(failure, model=request.model)
                 _mark_failed(span, failure)
-                self._metrics.failure(failure.kind_name, "chat")
-                self._metrics.operation("chat", request.model, self._clock.time() - start, failure.kind_name)
-                await context.abort_with_status(rpc_status.to_status(to_status(failure)))
-                raise  # unreachable: abort_with_status raises
-            response = result.response
-            span.set_attribute(n.GEN_AI_RESPONSE_MODEL, response.response_model)
-            if result.reply.raw_finish:
-                span.set_attribute(n.GEN_AI_FINISH_REASONS, [result.reply.raw_finish])
-            if result.reply.response_id:
-                span.set_attribute(n.GEN_AI_RESPONSE_ID, result.reply.response_id)
-            span.set_attribute(n.OUTPUT_BUDGET_RAISED, response.output_budget_raised)
-            if self._config.telemetry.record_content and span.is_recording():
-                span.set_attribute(
-                    n.GEN_AI_OUTPUT_MESSAGES, json.dumps([{"role": "assistant", "content": response.message.text}])
+                self._metrics.failure(failure.kind_name, n.OP_CHAT)
+                self._metrics.operation(
+                    n.OP_CHAT, metric_model, self._clock.time() - start, failure.kind_name, provider
                 )
-            self._metrics.operation("chat", request.model, self._clock.time() - start, None)
-            self._metrics.tokens(request.model, response.total_usage.input_tokens, response.total_usage.output_tokens)
-            return response
+            else:
+                response = result.response
+                if response.response_model:
+                    span.set_attribute(n.GEN_AI_RESPONSE_MODEL, response.response_model)
+                if result.reply.raw_finish:
+                    span.set_attribute(n.GEN_AI_FINISH_REASONS, [result.reply.raw_finish])
+                if result.reply.response_id:
+                    span.set_attribute(n.GEN_AI_RESPONSE_ID, result.reply.response_id)
+                span.set_attribute(n.OUTPUT_BUDGET_RAISED, response.output_budget_raised)
+                if record_content:
+                    output = json.dumps([{"role": "assistant", "content": response.message.text}])
+                    span.set_attribute(n.GEN_AI_OUTPUT_MESSAGES, mask_keys(output, self._secrets))
+                self._metrics.operation(n.OP_CHAT, metric_model, self._clock.time() - start, None, provider)
+                self._metrics.tokens(
+                    metric_model, response.total_usage.input_tokens, response.total_usage.output_tokens, provider
+                )
+                return response
+        # the span has ended: the abort below is the RPC's outcome (the server span records it), not the model's
+        assert failure is not None
+        await context.abort_with_status(rpc_status.to_status(to_status(failure)))
+        raise AssertionError("unreachable: abort_with_status raises")
 
     # ------------------------------------------------------------------ ClassifyFailure
 
@@ -285,15 +311,6 @@ def _job_attrs(attrs: dict[str, Any], job: pb.Job) -> None:
         attrs[n.JOB_ID] = job.job_id
     if job.workflow_id:
         attrs[n.WORKFLOW_ID] = job.workflow_id
-
-
-def _host_port(url: str) -> tuple[str, int | None]:
-    if url.startswith("embedded://"):
-        return "127.0.0.1", None
-    import httpx
-
-    u = httpx.URL(url)
-    return u.host, u.port
 
 
 def _messages_json(request: pb.CallModelRequest) -> str:

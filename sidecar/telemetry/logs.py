@@ -1,6 +1,15 @@
 """Structured JSON log lines with trace_id and span_id; never a secret.
 
-Every line passes through ``mask_keys`` with the configured secrets before it is written.
+One JSON object per line on stderr::
+
+    {"time": "2026-01-01T00:00:00.000+00:00", "level": "WARNING", "logger": "sidecar.failures",
+     "message": "JSON_PARSE: ...", "trace_id": "4bf9...", "span_id": "00f0...",
+     "failure_kind": "JSON_PARSE", "correctable": true, "model": "gpt"}
+
+``trace_id`` / ``span_id`` are the span current when the line was written (the ``chat`` or
+``execute_tool`` span of the call, when there is one), so a line leads to its trace and back.
+Fields passed as ``extra=`` are kept. Every line, stack traces included, passes through
+``mask_keys`` with the configured secrets (and the key patterns) before it is written.
 """
 
 from __future__ import annotations
@@ -10,15 +19,25 @@ import logging
 import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TextIO
 
 from opentelemetry import trace
 
 from sidecar.core.redact import mask_keys
 
-__all__ = ["JsonFormatter", "configure_logging"]
+__all__ = ["JsonFormatter", "TextFormatter", "configure_logging"]
 
-_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+QUIET_LOGGERS = ("httpx", "httpcore", "grpc", "opentelemetry")
+"""Libraries whose INFO lines are noise here: WARNING and above only."""
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, list | tuple) and all(isinstance(v, str | int | float | bool) for v in value):
+        return list(value)
+    return str(value)
 
 
 class JsonFormatter(logging.Formatter):
@@ -38,27 +57,39 @@ class JsonFormatter(logging.Formatter):
             out["trace_id"] = format(ctx.trace_id, "032x")
             out["span_id"] = format(ctx.span_id, "016x")
         for key, value in vars(record).items():
-            if key not in _STANDARD and not key.startswith("_"):
-                out[key] = value if isinstance(value, str | int | float | bool) or value is None else str(value)
+            if key not in _STANDARD and not key.startswith("_") and key not in out:
+                out[key] = _plain(value)
         if record.exc_info:
             out["stack"] = self.formatException(record.exc_info)
+        elif record.stack_info:
+            out["stack"] = self.formatStack(record.stack_info)
         return mask_keys(json.dumps(out, ensure_ascii=False), self._secrets)
 
 
-class _TextFormatter(logging.Formatter):
-    def __init__(self, secrets: Iterable[str]) -> None:
+class TextFormatter(logging.Formatter):
+    """For a person at a terminal (``telemetry.log_format: text``); masked like the JSON lines."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
         self._secrets = [s for s in secrets if s]
 
     def format(self, record: logging.LogRecord) -> str:
-        return mask_keys(super().format(record), self._secrets)
+        line = super().format(record)
+        ctx = trace.get_current_span().get_span_context()
+        if ctx.is_valid:
+            line += f" trace_id={ctx.trace_id:032x} span_id={ctx.span_id:016x}"
+        return mask_keys(line, self._secrets)
 
 
-def configure_logging(level: str = "INFO", fmt: str = "json", secrets: Iterable[str] = ()) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter(secrets) if fmt == "json" else _TextFormatter(secrets))
+def configure_logging(
+    level: str = "INFO", fmt: str = "json", secrets: Iterable[str] = (), stream: TextIO | None = None
+) -> logging.Handler:
+    """Send every log line to stderr (or ``stream``), one JSON object (or text line) each."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonFormatter(secrets) if fmt == "json" else TextFormatter(secrets))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("httpx", "httpcore", "grpc"):
+    for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    return handler

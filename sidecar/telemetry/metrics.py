@@ -1,87 +1,184 @@
 """The sidecar's metrics, on the OpenTelemetry metrics API (no-op until an SDK is configured).
 
-gen_ai.client.operation.duration   s        histogram   gen_ai.operation.name, gen_ai.request.model, error.type
-gen_ai.client.token.usage          {token}  histogram   gen_ai.token.type = input | output
-sidecar.retries                    {retry}  counter     sidecar.retry.signal, sidecar.model
-sidecar.wait.duration              s        histogram   sidecar.wait.reason (backoff | throttle)
-sidecar.failures                   {failure} counter    sidecar.failure.kind, gen_ai.operation.name
-sidecar.model.throttle             1        gauge       sidecar.model
-sidecar.service.throttle           1        gauge       sidecar.service
-sidecar.service.circuit.state      1        gauge       sidecar.service (0 closed, 1 half-open, 2 open)
+    name                               unit       kind       attributes
+    gen_ai.client.operation.duration   s          histogram  gen_ai.operation.name, gen_ai.provider.name,
+                                                             gen_ai.request.model | gen_ai.tool.name, error.type
+    gen_ai.client.token.usage          {token}    histogram  the same (chat) + gen_ai.token.type = input | output
+    sidecar.retries                    {retry}    counter    sidecar.retry.signal, sidecar.model | sidecar.service
+    sidecar.wait.duration              s          histogram  sidecar.wait.reason = backoff | throttle,
+                                                             sidecar.model | sidecar.service
+    sidecar.failures                   {failure}  counter    sidecar.failure.kind, gen_ai.operation.name
+    sidecar.model.throttle             1          gauge      sidecar.model
+    sidecar.service.throttle           1          gauge      sidecar.service
+    sidecar.service.circuit.state      1          gauge      sidecar.service (0 closed, 1 half-open, 2 open)
+
+The two GenAI histograms carry the conventions' advised bucket boundaries. A model or tool name
+the configuration does not know is recorded as ``_OTHER``, so a caller cannot grow the number of
+series without bound.
+
+The instruments are made once per process (a meter refuses a second instrument of the same name);
+every ``Metrics`` records through them, and the gauges read every live ``Metrics``' sources.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from sidecar.telemetry import names as n
 
-__all__ = ["Metrics"]
+__all__ = ["OTHER", "Metrics"]
+
+OTHER = "_OTHER"
+"""What an unknown model or tool name is recorded as."""
+
+ModelThrottles = Callable[[], Iterable[tuple[str, float]]]
+ServiceStates = Callable[[], Iterable[tuple[str, float, int]]]
 
 
-class Metrics:
+class _Instruments:
+    """The process's instruments, created on first use from the global meter provider."""
+
     def __init__(self) -> None:
         meter = metrics.get_meter(n.TRACER)
-        self._duration = meter.create_histogram(
+        self.duration = meter.create_histogram(
             n.METRIC_DURATION,
             unit="s",
             description="GenAI operation duration",
             explicit_bucket_boundaries_advisory=list(n.DURATION_BUCKETS),
         )
-        self._tokens = meter.create_histogram(
+        self.tokens = meter.create_histogram(
             n.METRIC_TOKENS,
             unit="{token}",
-            description="Tokens used",
+            description="Number of input and output tokens used",
             explicit_bucket_boundaries_advisory=[float(b) for b in n.TOKEN_BUCKETS],
         )
-        self._retries = meter.create_counter(n.METRIC_RETRIES, unit="{retry}", description="Upstream retries by signal")
-        self._wait = meter.create_histogram(
+        self.retries = meter.create_counter(
+            n.METRIC_RETRIES, unit="{retry}", description="Upstream attempts re-sent, by the signal that caused them"
+        )
+        self.wait = meter.create_histogram(
             n.METRIC_WAIT,
             unit="s",
-            description="Time spent waiting (backoff, throttle)",
-            explicit_bucket_boundaries_advisory=list(n.DURATION_BUCKETS),
+            description="Time spent waiting before an upstream attempt (backoff after a signal, throttle pacing)",
+            explicit_bucket_boundaries_advisory=list(n.WAIT_BUCKETS),
         )
-        self._failures = meter.create_counter(n.METRIC_FAILURES, unit="{failure}", description="Failures by kind")
-        self._meter = meter
+        self.failures = meter.create_counter(
+            n.METRIC_FAILURES, unit="{failure}", description="Failed calls, by failure kind"
+        )
+        self.sources: weakref.WeakSet[Metrics] = weakref.WeakSet()
+        self.lock = threading.Lock()
+        meter.create_observable_gauge(
+            n.METRIC_MODEL_THROTTLE, [self._models], unit="1", description="A model's shared throttle (0 to 9)"
+        )
+        meter.create_observable_gauge(
+            n.METRIC_SERVICE_THROTTLE, [self._services], unit="1", description="A tool service's throttle (0 to 9)"
+        )
+        meter.create_observable_gauge(
+            n.METRIC_CIRCUIT_STATE,
+            [self._circuits],
+            unit="1",
+            description="A tool service's circuit: 0 closed, 1 half-open, 2 open",
+        )
 
-    def observe_gauges(
-        self,
-        model_throttles: Callable[[], Iterable[tuple[str, float]]],
-        service_states: Callable[[], Iterable[tuple[str, float, int]]],
+    def _live(self) -> list[Metrics]:
+        with self.lock:
+            return list(self.sources)
+
+    def _models(self, _: CallbackOptions) -> Iterable[Observation]:
+        out: dict[str, float] = {}
+        for m in self._live():
+            if m.model_throttles is not None:
+                out.update(m.model_throttles())
+        return [Observation(v, {n.MODEL_ID: k}) for k, v in out.items()]
+
+    def _service_states(self) -> dict[str, tuple[float, int]]:
+        out: dict[str, tuple[float, int]] = {}
+        for m in self._live():
+            if m.service_states is not None:
+                out.update({s: (t, c) for s, t, c in m.service_states()})
+        return out
+
+    def _services(self, _: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(t, {n.SERVICE: s}) for s, (t, _c) in self._service_states().items()]
+
+    def _circuits(self, _: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(c, {n.SERVICE: s}) for s, (_t, c) in self._service_states().items()]
+
+
+_instruments: _Instruments | None = None
+_instruments_lock = threading.Lock()
+
+
+def _get_instruments() -> _Instruments:
+    global _instruments
+    if _instruments is None:
+        with _instruments_lock:
+            if _instruments is None:
+                _instruments = _Instruments()
+    return _instruments
+
+
+class Metrics:
+    """One sidecar's handle on the process's instruments."""
+
+    __slots__ = ("__weakref__", "_i", "model_throttles", "service_states")
+
+    def __init__(self) -> None:
+        self._i = _get_instruments()
+        self.model_throttles: ModelThrottles | None = None
+        self.service_states: ServiceStates | None = None
+
+    def observe_gauges(self, model_throttles: ModelThrottles, service_states: ServiceStates) -> None:
+        """Report these models' throttles and these services' throttles and circuit states."""
+        self.model_throttles = model_throttles
+        self.service_states = service_states
+        with self._i.lock:
+            self._i.sources.add(self)
+
+    def close(self) -> None:
+        """Stop reporting this sidecar's gauges."""
+        with self._i.lock:
+            self._i.sources.discard(self)
+
+    def operation(
+        self, operation: str, target: str, seconds: float, error: str | None, provider: str | None = None
     ) -> None:
-        def models(_: CallbackOptions) -> Iterable[Observation]:
-            return [Observation(v, {n.MODEL_ID: m}) for m, v in model_throttles()]
-
-        def services(_: CallbackOptions) -> Iterable[Observation]:
-            return [Observation(t, {n.SERVICE: s}) for s, t, _ in service_states()]
-
-        def circuits(_: CallbackOptions) -> Iterable[Observation]:
-            return [Observation(c, {n.SERVICE: s}) for s, _, c in service_states()]
-
-        self._meter.create_observable_gauge(n.METRIC_MODEL_THROTTLE, [models], unit="1")
-        self._meter.create_observable_gauge(n.METRIC_SERVICE_THROTTLE, [services], unit="1")
-        self._meter.create_observable_gauge(n.METRIC_CIRCUIT_STATE, [circuits], unit="1")
-
-    def operation(self, operation: str, target: str, seconds: float, error: str | None) -> None:
-        attrs = {n.GEN_AI_OPERATION: operation}
-        attrs[n.GEN_AI_REQUEST_MODEL if operation == "chat" else n.GEN_AI_TOOL_NAME] = target
+        """One CallModel (``chat``, target = model) or ExecuteTool (``execute_tool``, target = tool)."""
+        attrs: dict[str, Any] = {n.GEN_AI_OPERATION: operation}
+        if provider:
+            attrs[n.GEN_AI_PROVIDER] = provider
+        attrs[n.GEN_AI_REQUEST_MODEL if operation == n.OP_CHAT else n.GEN_AI_TOOL_NAME] = target
         if error:
             attrs[n.ERROR_TYPE] = error
-        self._duration.record(seconds, attrs)
+        self._i.duration.record(seconds, attrs)
 
-    def tokens(self, model: str, input_tokens: int, output_tokens: int) -> None:
-        base = {n.GEN_AI_OPERATION: "chat", n.GEN_AI_REQUEST_MODEL: model}
-        self._tokens.record(input_tokens, {**base, n.GEN_AI_TOKEN_TYPE: "input"})
-        self._tokens.record(output_tokens, {**base, n.GEN_AI_TOKEN_TYPE: "output"})
+    def tokens(self, model: str, input_tokens: int, output_tokens: int, provider: str | None = None) -> None:
+        base: dict[str, Any] = {n.GEN_AI_OPERATION: n.OP_CHAT, n.GEN_AI_REQUEST_MODEL: model}
+        if provider:
+            base[n.GEN_AI_PROVIDER] = provider
+        self._i.tokens.record(input_tokens, {**base, n.GEN_AI_TOKEN_TYPE: "input"})
+        self._i.tokens.record(output_tokens, {**base, n.GEN_AI_TOKEN_TYPE: "output"})
 
-    def retry(self, signal: str, target: str) -> None:
-        self._retries.add(1, {n.RETRY_SIGNAL: signal, n.MODEL_ID: target})
+    def retry(self, signal: str, *, model: str | None = None, service: str | None = None) -> None:
+        """An attempt about to be re-sent because of ``signal`` (rate_limit | overload | transient)."""
+        self._i.retries.add(1, _target({n.RETRY_SIGNAL: signal}, model, service))
 
-    def wait(self, reason: str, seconds: float) -> None:
-        self._wait.record(seconds, {n.WAIT_REASON: reason})
+    def wait(self, reason: str, seconds: float, *, model: str | None = None, service: str | None = None) -> None:
+        """A wait before an attempt: ``backoff`` after a signal, ``throttle`` in the pacing."""
+        self._i.wait.record(seconds, _target({n.WAIT_REASON: reason}, model, service))
 
     def failure(self, kind: str, operation: str) -> None:
-        self._failures.add(1, {n.FAILURE_KIND: kind, n.GEN_AI_OPERATION: operation})
+        self._i.failures.add(1, {n.FAILURE_KIND: kind, n.GEN_AI_OPERATION: operation})
+
+
+def _target(attrs: dict[str, Any], model: str | None, service: str | None) -> dict[str, Any]:
+    if model is not None:
+        attrs[n.MODEL_ID] = model
+    if service is not None:
+        attrs[n.SERVICE] = service
+    return attrs

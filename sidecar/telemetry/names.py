@@ -1,20 +1,33 @@
-"""Every span, attribute and metric name the sidecar emits, in one place.
+"""Every span, attribute, event and metric name the sidecar emits, in one place.
 
-GenAI and HTTP names follow the OpenTelemetry semantic conventions; the sidecar's own live
-under the ``sidecar.`` namespace.
+GenAI, HTTP and RPC names follow the OpenTelemetry semantic conventions; the sidecar's own live
+under the ``sidecar.`` namespace. The tree one CallModel leaves in a trace::
+
+    sidecar.v1.Sidecar/CallModel          SERVER    rpc.*; the caller's traceparent is its parent
+    └── chat {model}                      CLIENT    gen_ai.*, error.type; events: throttle, correction
+        ├── POST                          CLIENT    attempt 1: http.response.status_code, sidecar.retry.*
+        ├── sidecar.backoff               INTERNAL  the wait after a retry signal
+        ├── sidecar.throttle_wait         INTERNAL  the wait in the model's shared throttle
+        └── POST                          CLIENT    attempt 2: http.request.resend_count = 1
+
+and one ExecuteTool: ``execute_tool {tool}`` (INTERNAL) with one ``{METHOD}`` CLIENT span per
+attempt, the same wait spans, and the service circuit's events.
 """
 
 from __future__ import annotations
 
 TRACER = "sidecar"
+"""The instrumentation scope of every span and metric."""
 
-# span names
+# ---------------------------------------------------------------- span names
 SPAN_CHAT = "chat {model}"
 SPAN_EXECUTE_TOOL = "execute_tool {tool}"
 SPAN_BACKOFF = "sidecar.backoff"
 SPAN_THROTTLE_WAIT = "sidecar.throttle_wait"
+# an upstream attempt is named for its HTTP method ("POST", "GET"), as the HTTP conventions say;
+# a server span for its full method ("sidecar.v1.Sidecar/CallModel"), as the RPC conventions say.
 
-# GenAI conventions
+# ---------------------------------------------------------------- GenAI conventions
 GEN_AI_OPERATION = "gen_ai.operation.name"
 GEN_AI_PROVIDER = "gen_ai.provider.name"
 GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
@@ -29,6 +42,8 @@ GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
 GEN_AI_TOOL_DESCRIPTION = "gen_ai.tool.description"
 GEN_AI_TOOL_TYPE = "gen_ai.tool.type"
+GEN_AI_TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_RESULT = "gen_ai.tool.call.result"
 GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
 GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
 GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
@@ -36,21 +51,42 @@ ERROR_TYPE = "error.type"
 SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
 
-# HTTP client conventions
+OP_CHAT = "chat"
+OP_EXECUTE_TOOL = "execute_tool"
+
+# ---------------------------------------------------------------- HTTP client conventions
 HTTP_METHOD = "http.request.method"
 HTTP_RESEND_COUNT = "http.request.resend_count"
 HTTP_STATUS = "http.response.status_code"
 URL_FULL = "url.full"
 
-# the sidecar's own
+# ---------------------------------------------------------------- RPC server conventions
+RPC_SYSTEM = "rpc.system"
+RPC_SERVICE = "rpc.service"
+RPC_METHOD = "rpc.method"
+RPC_GRPC_STATUS = "rpc.grpc.status_code"
+NETWORK_PEER_ADDRESS = "network.peer.address"
+NETWORK_PEER_PORT = "network.peer.port"
+
+# ---------------------------------------------------------------- the sidecar's own attributes
 ATTEMPT = "sidecar.attempt"
+"""On an attempt span: its number within the call, 1-based."""
+ATTEMPTS = "sidecar.attempts"
+"""On a chat / execute_tool span: the upstream attempts the call made."""
 RETRY_SIGNAL = "sidecar.retry.signal"
+"""rate_limit | overload | transient: the signal an attempt received (also on its backoff span)."""
 RETRY_WAIT = "sidecar.retry.wait_s"
+"""On an attempt span: the wait that followed it before the next attempt."""
+RETRY_AFTER = "sidecar.retry.retry_after_s"
+"""On an attempt span: the wait the upstream asked for (Retry-After), when it asked."""
 WAIT_SECONDS = "sidecar.wait_s"
+"""On a wait span: the wait it was planned to last (its duration is what it really lasted)."""
 WAIT_REASON = "sidecar.wait.reason"
 CORRECTION_REASON = "sidecar.correction.reason"
+"""On an attempt span whose reply was sent back to the model: the failure kind (JSON_PARSE ...)."""
 CORRECTIONS = "sidecar.corrections"
 OUTPUT_BUDGET = "sidecar.output_budget"
+"""On an attempt span: the output tokens it asked for (max_tokens)."""
 OUTPUT_BUDGET_RAISED = "sidecar.output_budget_raised"
 FAILURE_KIND = "sidecar.failure.kind"
 CORRECTABLE = "sidecar.failure.correctable"
@@ -58,10 +94,23 @@ SERVICE = "sidecar.service"
 MODEL_ID = "sidecar.model"
 JOB_ID = "sidecar.job.id"
 WORKFLOW_ID = "sidecar.workflow.id"
-ATTEMPTS = "sidecar.attempts"
 THROTTLE = "sidecar.throttle"
+CIRCUIT_STATE = "sidecar.circuit.state"
 
-# metrics
+# ---------------------------------------------------------------- span events
+EVENT_CORRECTION = "sidecar.correction"
+EVENT_OUTPUT_BUDGET_RAISED = "sidecar.output_budget_raised"
+EVENT_CIRCUIT_OPENED = "sidecar.circuit.opened"
+EVENT_CIRCUIT_REOPENED = "sidecar.circuit.reopened"
+EVENT_CIRCUIT_HALF_OPEN = "sidecar.circuit.half_open"
+EVENT_CIRCUIT_CLOSED = "sidecar.circuit.closed"
+EVENT_CIRCUIT_PROBE_LOST = "sidecar.circuit.probe_lost"
+EVENT_CIRCUIT_REFUSED = "sidecar.circuit.refused"
+EVENT_SERVICE_THROTTLE = "sidecar.service.throttle_changed"
+EVENT_MODEL_THROTTLE = "sidecar.model.throttle_changed"
+EVENT_MODEL_PAUSED = "sidecar.model.paused"
+
+# ---------------------------------------------------------------- metrics
 METRIC_DURATION = "gen_ai.client.operation.duration"
 METRIC_TOKENS = "gen_ai.client.token.usage"
 METRIC_RETRIES = "sidecar.retries"
@@ -72,6 +121,7 @@ METRIC_CIRCUIT_STATE = "sidecar.service.circuit.state"
 METRIC_FAILURES = "sidecar.failures"
 
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+"""gen_ai.client.operation.duration's boundaries, as the GenAI conventions advise (seconds)."""
 TOKEN_BUCKETS = (
     1,
     4,
@@ -88,3 +138,6 @@ TOKEN_BUCKETS = (
     16777216,
     67108864,
 )
+"""gen_ai.client.token.usage's boundaries, as the GenAI conventions advise (tokens)."""
+WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+"""sidecar.wait.duration's boundaries: pacing waits are milliseconds, backoffs up to the 300 s cap."""

@@ -1,0 +1,151 @@
+"""One SERVER span per unary RPC, continuing the caller's trace (W3C ``traceparent`` in metadata).
+
+Done by hand rather than with ``opentelemetry-instrumentation-grpc``'s ``aio_server_interceptor``:
+with grpcio 1.85 that interceptor reports every RPC failed through ``abort_with_status`` (all of
+CallModel's failures) as ``rpc.grpc.status_code`` 0 with two ``exception`` events, because its
+context wrapper does not see the abort. This one reads the code the RPC really ended with.
+
+The conventions are the same (RPC semantic conventions, gRPC)::
+
+    name        sidecar.v1.Sidecar/CallModel         kind SERVER
+    attributes  rpc.system = grpc, rpc.service, rpc.method, rpc.grpc.status_code,
+                network.peer.address / network.peer.port, error.type = the code's name when not OK
+    status      ERROR for UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS
+                (the server-side rule); left unset otherwise
+
+The health and reflection services are not traced (a probe every few seconds is noise), nor are
+streaming methods (the sidecar has none). The propagators are the global ones (``OTEL_PROPAGATORS``,
+by default ``tracecontext,baggage``); the extracted context, baggage included, is current while the
+servicer runs, so every span it starts is a child of the server span.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import grpc
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+
+from sidecar.telemetry import names as n
+
+__all__ = ["EXCLUDED_SERVICES", "ServerSpanInterceptor"]
+
+EXCLUDED_SERVICES = frozenset(
+    {"grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection", "grpc.reflection.v1.ServerReflection"}
+)
+_SERVER_ERRORS = frozenset(
+    {
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DATA_LOSS,
+    }
+)
+
+Behavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
+
+
+class ServerSpanInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(
+        self, tracer_provider: trace.TracerProvider | None = None, excluded: Iterable[str] = EXCLUDED_SERVICES
+    ) -> None:
+        self._tracer = trace.get_tracer(n.TRACER, tracer_provider=tracer_provider)
+        self._excluded = frozenset(excluded)
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler: Any = await continuation(handler_call_details)
+        method: str = handler_call_details.method or ""
+        full = method.lstrip("/")
+        service, _, name = full.partition("/")
+        if handler is None or handler.unary_unary is None or service in self._excluded:
+            return handler  # type: ignore[no-any-return]
+        traced = self._wrap(
+            handler.unary_unary, full, {n.RPC_SYSTEM: "grpc", n.RPC_SERVICE: service, n.RPC_METHOD: name}
+        )
+        return handler._replace(unary_unary=traced)  # type: ignore[no-any-return]
+
+    def _wrap(self, behavior: Behavior, span_name: str, base: dict[str, str]) -> Behavior:
+        tracer = self._tracer
+
+        async def traced(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            token = otel_context.attach(propagate.extract(_carrier(context.invocation_metadata())))
+            try:
+                with tracer.start_as_current_span(
+                    span_name,
+                    kind=trace.SpanKind.SERVER,
+                    attributes=base,
+                    record_exception=False,
+                    set_status_on_exception=False,
+                ) as span:
+                    if span.is_recording():
+                        _peer(span, context.peer())
+                    try:
+                        response = await behavior(request, context)
+                    except asyncio.CancelledError:
+                        _end(span, grpc.StatusCode.CANCELLED)
+                        raise
+                    except grpc.aio.AbortError:
+                        _end(span, _code(context) or grpc.StatusCode.UNKNOWN)
+                        raise
+                    except Exception as exc:
+                        span.record_exception(exc)
+                        _end(span, grpc.StatusCode.UNKNOWN)
+                        raise
+                    _end(span, _code(context) or grpc.StatusCode.OK)
+                    return response
+            finally:
+                otel_context.detach(token)
+
+        return traced
+
+
+def _carrier(metadata: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in metadata or ():
+        if isinstance(value, str):  # binary (-bin) values carry no trace context
+            out[key] = value
+    return out
+
+
+def _code(context: grpc.aio.ServicerContext[Any, Any]) -> grpc.StatusCode | None:
+    try:
+        code = context.code()
+    except Exception:  # pragma: no cover - older grpcio without code()
+        return None
+    if isinstance(code, grpc.StatusCode):
+        return code
+    if isinstance(code, int):
+        for candidate in grpc.StatusCode:
+            if candidate.value[0] == code:
+                return candidate
+    return None
+
+
+def _end(span: trace.Span, code: grpc.StatusCode) -> None:
+    if not span.is_recording():
+        return
+    span.set_attribute(n.RPC_GRPC_STATUS, code.value[0])
+    if code is not grpc.StatusCode.OK:
+        span.set_attribute(n.ERROR_TYPE, code.name)
+    if code in _SERVER_ERRORS:
+        span.set_status(trace.StatusCode.ERROR, code.name)
+
+
+def _peer(span: trace.Span, peer: str) -> None:
+    """``ipv4:127.0.0.1:5000`` / ``ipv6:[::1]:5000`` -> network.peer.address and .port."""
+    kind, _, rest = peer.partition(":")
+    if kind not in ("ipv4", "ipv6") or not rest:
+        return
+    host, _, port = rest.rpartition(":")
+    span.set_attribute(n.NETWORK_PEER_ADDRESS, host.strip("[]"))
+    if port.isdigit():
+        span.set_attribute(n.NETWORK_PEER_PORT, int(port))

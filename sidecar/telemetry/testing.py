@@ -1,0 +1,104 @@
+"""In-memory telemetry for tests: every span and metric the sidecar emits, kept for assertions.
+
+OpenTelemetry lets a process set its global tracer and meter providers once, and a tracer taken
+before then binds to the first provider set. So ``install_in_memory()`` installs one of each per
+process (a ``SimpleSpanProcessor`` into an ``InMemorySpanExporter``; an ``InMemoryMetricReader``
+with delta temporality) and returns the same handle on every later call; ``clear()`` forgets
+what earlier tests recorded::
+
+    otel = install_in_memory()
+    otel.clear()
+    ...                                   # run a call
+    spans = otel.spans()                  # finished spans, in the order they ended
+    points = otel.metrics()               # {metric name: [data point, ...]} since the last clear
+
+Installing it changes nothing for code that does not look: spans are recorded instead of dropped.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import (
+    Counter,
+    Histogram,
+    MeterProvider,
+    ObservableCounter,
+    ObservableGauge,
+    ObservableUpDownCounter,
+    UpDownCounter,
+)
+from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+__all__ = ["InMemoryTelemetry", "install_in_memory"]
+
+_DELTA: dict[type, AggregationTemporality] = {
+    Counter: AggregationTemporality.DELTA,
+    UpDownCounter: AggregationTemporality.DELTA,
+    Histogram: AggregationTemporality.DELTA,
+    ObservableCounter: AggregationTemporality.DELTA,
+    ObservableUpDownCounter: AggregationTemporality.DELTA,
+    ObservableGauge: AggregationTemporality.DELTA,
+}
+
+
+@dataclass
+class InMemoryTelemetry:
+    exporter: InMemorySpanExporter
+    reader: InMemoryMetricReader
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+
+    def clear(self) -> None:
+        """Forget every span finished and every measurement taken so far."""
+        self.exporter.clear()
+        self.reader.get_metrics_data()  # delta temporality: a collection resets the counts
+
+    def spans(self) -> Sequence[ReadableSpan]:
+        return self.exporter.get_finished_spans()
+
+    def metrics(self) -> dict[str, list[Any]]:
+        """Data points by metric name, collected now (counts since the last collection)."""
+        out: dict[str, list[Any]] = {}
+        data = self.reader.get_metrics_data()
+        if data is None:
+            return out
+        for rm in data.resource_metrics:
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    out.setdefault(metric.name, []).extend(metric.data.data_points)
+        return out
+
+
+_installed: InMemoryTelemetry | None = None
+_lock = threading.Lock()
+
+
+def install_in_memory() -> InMemoryTelemetry:
+    """The process's in-memory tracer and meter providers, installed on the first call."""
+    global _installed
+    with _lock:
+        if _installed is not None:
+            return _installed
+        resource = Resource.create({"service.name": "sidecar-test"})
+        exporter = InMemorySpanExporter()
+        tracer_provider = TracerProvider(resource=resource)
+        tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(tracer_provider)
+        if trace.get_tracer_provider() is not tracer_provider:
+            raise RuntimeError("another tracer provider was installed in this process before the in-memory one")
+        reader = InMemoryMetricReader(preferred_temporality=_DELTA)
+        meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
+        metrics.set_meter_provider(meter_provider)
+        if metrics.get_meter_provider() is not meter_provider:
+            raise RuntimeError("another meter provider was installed in this process before the in-memory one")
+        _installed = InMemoryTelemetry(exporter, reader, tracer_provider, meter_provider)
+        return _installed
