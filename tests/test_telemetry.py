@@ -171,6 +171,19 @@ def tree(otel: InMemoryTelemetry) -> Tree:
     return Tree(otel.spans())
 
 
+async def settled(otel: InMemoryTelemetry, name: str) -> Tree:
+    """The tree once the span ``name`` has ended.
+
+    A failed RPC's status reaches the client as the handler aborts, a moment before the server
+    span around the handler ends: give the server's side of the loop that moment.
+    """
+    for _ in range(400):
+        if any(s.name == name for s in otel.spans()):
+            break
+        await asyncio.sleep(0.005)
+    return tree(otel)
+
+
 # ---------------------------------------------------------------- the server span and the caller's trace
 
 
@@ -334,7 +347,7 @@ async def test_a_failed_call_names_its_kind_on_chat_and_its_code_on_the_server_s
     with traced.agent(), pytest.raises(grpc.aio.AioRpcError) as caught:
         await traced.call_model()
     assert caught.value.code() is grpc.StatusCode.UNAVAILABLE
-    t = tree(traced.otel)
+    t = await settled(traced.otel, CALL_MODEL)
     server, chat = t.one(CALL_MODEL), t.one("chat gpt")
     assert attrs(server)[n.RPC_GRPC_STATUS] == grpc.StatusCode.UNAVAILABLE.value[0]
     assert attrs(server)[n.ERROR_TYPE] == "UNAVAILABLE"
@@ -356,7 +369,7 @@ async def test_a_client_side_failure_is_not_a_server_error(traced: Traced) -> No
     with traced.agent(), pytest.raises(grpc.aio.AioRpcError) as caught:
         await traced.call_model(model="nope")
     assert caught.value.code() is grpc.StatusCode.NOT_FOUND
-    t = tree(traced.otel)
+    t = await settled(traced.otel, CALL_MODEL)
     server, chat = t.one(CALL_MODEL), t.one("chat nope")
     assert attrs(server)[n.RPC_GRPC_STATUS] == grpc.StatusCode.NOT_FOUND.value[0]
     assert attrs(server)[n.ERROR_TYPE] == "NOT_FOUND"
