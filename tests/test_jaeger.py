@@ -39,6 +39,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -62,6 +63,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
 from sidecar_client._proto.sidecar.v1 import sidecar_pb2_grpc as pb_grpc
 
+from sidecar.config import parse_config
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
 
 DEFAULT_BINARY = Path.home() / ".cache" / "sidecar" / "jaeger-v1.76.0"
@@ -71,6 +73,7 @@ EXPECTED_SPANS = 18
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
           "required": ["name", "age"]}  # fmt: skip
 TINY = [0.01, 0.02]
+KEY = "sk-test-SECRETKEY1234567890"
 
 
 def _binary() -> Path:
@@ -222,7 +225,7 @@ def _sidecar_config(provider: str, tools: str, port: int) -> dict[str, Any]:
             "tool_window": TINY,
         },
         "providers": {
-            "oai": {"wire_format": "openai", "base_url": f"{provider}/v1", "api_key": "sk-test-SECRETKEY1234567890"}
+            "oai": {"wire_format": "openai", "base_url": f"{provider}/v1", "api_key": "${SIDECAR_TEST_OPENAI_KEY}"}
         },
         "models": {
             "gpt": {
@@ -265,6 +268,7 @@ def served(
         OTEL_SERVICE_NAME="sidecar",
         OTEL_METRICS_EXPORTER="none",  # Jaeger takes traces only
         OTEL_BSP_SCHEDULE_DELAY="100",
+        SIDECAR_TEST_OPENAI_KEY=KEY,
     )
     stderr = tmp_path / "sidecar.stderr"
     with stderr.open("w") as err:
@@ -403,9 +407,9 @@ def test_every_attempt_is_visible_in_jaeger(
             trace_id = format(turn.get_span_context().trace_id, "032x")
     finally:
         agent_provider.shutdown()
-    assert (reply.attempts, reply.corrections) == (4, 1)
-    assert (pb.FailureKind.Name(failed.failure.kind), failed.attempts) == ("FAILURE_KIND_EXTERNAL_SERVICE", 2)
-    assert (pb.FailureKind.Name(refused.failure.kind), refused.attempts) == ("FAILURE_KIND_CIRCUIT_OPEN", 0)
+    assert (reply.attempts, reply.corrections) == (4, 1), reply
+    assert (pb.FailureKind.Name(failed.failure.kind), failed.attempts) == ("FAILURE_KIND_EXTERNAL_SERVICE", 2), failed
+    assert (pb.FailureKind.Name(refused.failure.kind), refused.attempts) == ("FAILURE_KIND_CIRCUIT_OPEN", 0), refused
 
     t = _wait_for_trace(jaeger, trace_id)
     drawn = t.draw()
@@ -540,3 +544,32 @@ def test_every_attempt_is_visible_in_jaeger(
     assert by_kind["EXTERNAL_SERVICE"]["span_id"] == tool["spanID"]
     assert by_kind["CIRCUIT_OPEN"]["span_id"] == refusal["spanID"]
     assert "stack" in by_kind["CIRCUIT_OPEN"]
+
+
+# ---------------------------------------------------------------- docker-compose.yml (no Docker here: read it)
+
+COMPOSE = Path(__file__).resolve().parent.parent / "docker-compose.yml"
+
+
+def test_the_compose_file_runs_the_sidecar_beside_jaeger_and_the_fakes() -> None:
+    text = COMPOSE.read_text()
+    assert not re.search(r"\$(?!\$)", text.replace("$$", "")), "compose interpolates a lone $: write $$"
+    compose = yaml.safe_load(text)
+    services = compose["services"]
+    assert services["jaeger"]["image"] == "jaegertracing/jaeger:2.13.0"
+    for name in ("sidecar", "fake-provider", "tool-backend"):
+        assert services[name]["build"] == {"context": ".", "dockerfile": "Dockerfile"}
+    assert services["fake-provider"]["command"] == ["fake-provider", "--host", "0.0.0.0", "--port", "8787"]
+    assert services["tool-backend"]["command"] == ["tool-backend", "--host", "0.0.0.0", "--port", "8788"]
+    sidecar = services["sidecar"]
+    (mount,) = sidecar["configs"]
+    assert sidecar["command"] == ["serve", "--config", mount["target"]]
+    env = sidecar["environment"]
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://jaeger:4317"
+    assert env["OTEL_METRICS_EXPORTER"] != "otlp"  # Jaeger refuses OTLP metrics
+    assert set(sidecar["depends_on"]) == {"jaeger", "fake-provider", "tool-backend"}
+    config = parse_config(compose["configs"][mount["source"]]["content"].replace("$$", "$"), "compose")
+    assert config.server.listen == "0.0.0.0:50051"
+    assert {p.base_url.split("/")[2] for p in config.providers.values()} == {"fake-provider:8787"}
+    assert {t.url.split("/")[2] for t in config.tools.values()} == {"tool-backend:8788"}
+    assert config.tools["fetch_doc"].parameters["properties"]["doc_id"]["pattern"] == "^doc-[0-9]+$"
