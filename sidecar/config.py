@@ -18,7 +18,18 @@ from typing import Annotated, Any, Literal
 import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from sidecar.core.redact import mask_keys
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -27,6 +38,7 @@ __all__ = [
     "PRESETS",
     "Config",
     "ConfigError",
+    "GuardrailConfig",
     "ModelConfig",
     "ProviderConfig",
     "ServiceConfig",
@@ -231,6 +243,26 @@ class ServiceConfig(_Strict):
     circuit: CircuitConfig | None = None
 
 
+class GuardrailConfig(_Strict):
+    """A rule the arguments must pass before a tool is called; a match is GUARDRAIL (correctable)."""
+
+    name: str
+    deny_pattern: str
+    reason: str
+    """Written as the way to get it right, e.g. "must not contain an email address"."""
+    parameter: str | None = None
+    """Only this argument; every string argument (nested too) when absent."""
+
+    @field_validator("deny_pattern")
+    @classmethod
+    def _regex(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from None
+        return v
+
+
 class ToolConfig(_Strict):
     description: str
     kind: Literal["search", "fetch"]
@@ -249,6 +281,7 @@ class ToolConfig(_Strict):
     resource_type: str = "resource"
     id_parameter: str | None = None
     """The parameter that names the resource of a fetch (default: the first required one)."""
+    guardrails: list[GuardrailConfig] = []
 
     @field_validator("url")
     @classmethod
@@ -320,14 +353,12 @@ class Config(_Strict):
     def circuit_for(self, service: str) -> CircuitConfig:
         return self.service(service).circuit or self.policy.circuit
 
+    _secrets: list[str] = PrivateAttr(default_factory=list)
+
     def secrets(self) -> list[str]:
-        """Every secret value the config holds: masked wherever text leaves the sidecar."""
-        out = [p.api_key.get_secret_value() for p in self.providers.values() if p.api_key]
-        for tool in self.tools.values():
-            out.extend(v.split(" ", 1)[-1] for v in tool.headers.values())
-        for p in self.providers.values():
-            out.extend(v.split(" ", 1)[-1] for v in p.headers.values())
-        return [s for s in out if len(s) >= 8]
+        """Every value read from the environment (``${NAME}``): masked wherever text leaves the sidecar."""
+        keys = [p.api_key.get_secret_value() for p in self.providers.values() if p.api_key]
+        return sorted({*self._secrets, *(k for k in keys if len(k) >= 4)}, key=len, reverse=True)
 
     @property
     def embedded(self) -> set[str]:
@@ -345,27 +376,42 @@ def _check_url(v: str, embedded: str) -> str:
     return v
 
 
-def _expand(value: Any, path: str) -> Any:
+def _expand(value: Any, path: str, found: list[str]) -> Any:
+    """``value`` with every ``${NAME}`` replaced from the environment; ``found`` collects what came in."""
     if isinstance(value, dict):
-        return {k: _expand(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        return {k: _expand(v, f"{path}.{k}" if path else str(k), found) for k, v in value.items()}
     if isinstance(value, list):
-        return [_expand(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [_expand(v, f"{path}[{i}]", found) for i, v in enumerate(value)]
     if isinstance(value, str):
 
         def sub(m: re.Match[str]) -> str:
             name, default = m.group(1), m.group(2)
-            found = os.environ.get(name)
-            if found is None:
+            got = os.environ.get(name)
+            if got is None:
                 if default is not None:
                     return default
                 raise ConfigError(f"{path}: environment variable {name} is not set (the value is ${{{name}}})")
-            return found
+            found.append(got)
+            return got
 
         return _ENV.sub(sub, value)
     return value
 
 
-def _describe(exc: ValidationError) -> str:
+def _literal_secrets(raw: dict[str, Any]) -> list[str]:
+    """Keys of provider API keys written in the file instead of read from the environment."""
+    providers = raw.get("providers")
+    if not isinstance(providers, dict):
+        return []
+    bad = []
+    for name, provider in providers.items():
+        key = provider.get("api_key") if isinstance(provider, dict) else None
+        if isinstance(key, str) and key and not _ENV.fullmatch(key.strip()):
+            bad.append(f"providers.{name}.api_key")
+    return bad
+
+
+def _describe(exc: ValidationError, secrets: list[str]) -> str:
     lines = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
@@ -375,7 +421,7 @@ def _describe(exc: ValidationError) -> str:
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         lines.append(f"{loc or '(top level)'}: {msg}{shown}")
-    return "\n".join(lines)
+    return mask_keys("\n".join(lines), secrets)
 
 
 def parse_config(text: str, source: str = "<config>") -> Config:
@@ -388,12 +434,21 @@ def parse_config(text: str, source: str = "<config>") -> Config:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of sections, got {type(raw).__name__}")
+    literal = _literal_secrets(raw)
+    if literal:
+        where = ", ".join(literal)
+        raise ConfigError(
+            f"{source}: {where}: secrets come only from the environment; write ${{NAME}} (value not shown)"
+        )
+    found: list[str] = []
     try:
-        return Config.model_validate(_expand(raw, ""))
+        config = Config.model_validate(_expand(raw, "", found))
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     except ValidationError as exc:
-        raise ConfigError(f"{source}: invalid configuration:\n{_describe(exc)}") from None
+        raise ConfigError(f"{source}: invalid configuration:\n{_describe(exc, found)}") from None
+    config._secrets = [s for s in found if len(s) >= 4]
+    return config
 
 
 def load_config(path: str | Path) -> Config:

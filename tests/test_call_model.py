@@ -228,20 +228,16 @@ async def test_rate_limit_and_overload_slow_the_model_but_a_500_does_not(
     assert sidecar.app.models.throttle("claude").throttle == 0  # type: ignore[union-attr]
 
 
-async def test_a_429_retry_after_pauses_every_caller_of_that_model(sidecar: Running) -> None:
-    script(sidecar, "gpt", {"preset": "rate_limit", "retry_after": "20", "delay_ms": 0})
-    first = asyncio.ensure_future(sidecar.client.call_model("gpt", [user("one")]))
-    for _ in range(200):
-        if sent(sidecar, "gpt"):
-            break
-        await asyncio.sleep(0.01)
-    await first
-    t0 = sidecar.clock.now
-    throttle = sidecar.app.models.throttle("gpt")  # type: ignore[union-attr]
-    throttle.paused_until = t0 + 20  # as the 429 left it, for a caller that arrives now
-    before = list(sidecar.clock.sleeps)
-    await sidecar.client.call_model("gpt", [user("two")])
-    assert sum(sidecar.clock.sleeps[len(before) :]) >= 20 - 1e-6
+@both
+async def test_a_429_retry_after_pauses_every_caller_of_that_model(sidecar: Running, model: str) -> None:
+    script(sidecar, model, {"preset": "rate_limit", "retry_after": "20"})
+    with pytest.raises(sc.UpstreamRetriesExhaustedError):  # this caller gives up at once (budget 0) ...
+        await sidecar.client.call_model(model, [user("one")], job=job(upstream_retries=0))
+    assert sidecar.clock.sleeps == []
+    sent_at = sidecar.clock.now
+    await sidecar.client.call_model(model, [user("two")])  # ... and the next caller waits out the pause
+    assert sidecar.clock.sleeps[0] == pytest.approx(20)
+    assert sidecar.clock.now >= sent_at + 20
 
 
 @pytest.mark.parametrize(("preset", "slowed"), [("rate_limit", True), ("overloaded", True), ("server_error", False)])

@@ -218,3 +218,34 @@ def test_admission_is_settled_once() -> None:
     g.failure(a, T503, None)
     g.failure(a, T503, None)
     assert g.throttle == 1
+
+
+def test_failures_at_max_are_counted_again_after_the_throttle_came_down() -> None:
+    clock = FakeClock()
+    g = guard(clock)
+    fail(g, 11)  # two failures at maximum
+    clock.advance(300)
+    g.success(g.check())  # 9.0 -> 8.5: below maximum
+    fail(g, 1)  # back at 9.0 (the failure that reaches the maximum is not "at" it)
+    fail(g, 2)
+    assert g.state is CircuitState.CLOSED
+    fail(g, 1)
+    assert g.state is CircuitState.OPEN
+
+
+def test_an_open_circuit_keeps_quoting_the_response_that_opened_it() -> None:
+    clock = FakeClock()
+    g = guard(clock)
+    fail(g, 12, Trigger(503, "service unavailable"))
+    g.failure(None, Trigger(500, "a later straggler"), None)
+    with pytest.raises(CircuitOpen, match="HTTP 503"):
+        g.check()
+
+
+def test_a_huge_retry_after_is_floored_at_most_to_the_longest_cooldown() -> None:
+    clock = FakeClock()
+    g = guard(clock)
+    fail(g, 11)
+    g.failure(g.check(), T503, 2147483647.0)
+    clock.advance(3600)
+    assert g.check().probe

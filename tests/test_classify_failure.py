@@ -68,13 +68,35 @@ async def test_reports_feed_the_service_circuit_and_a_precheck_sees_it(sidecar: 
     assert "HTTP 503 (down)" in precheck.message
     sidecar.clock.advance(30)
     granted = await sidecar.client.classify_failure(pb.ClassifyFailureRequest(service="their-api"))
-    assert granted.kind == pb.FAILURE_KIND_UNSPECIFIED  # this caller holds the probe
+    assert granted.kind == pb.FAILURE_KIND_UNSPECIFIED
+    assert granted.circuit.state == pb.CIRCUIT_STATE_HALF_OPEN  # this caller holds the probe
     others = await sidecar.client.classify_failure(pb.ClassifyFailureRequest(service="their-api"))
     assert others.kind == pb.FAILURE_KIND_CIRCUIT_OPEN
-    ok = pb.ClassifyFailureRequest(service="their-api")
+    stray = pb.ClassifyFailureRequest(service="their-api")  # another agent's late report settles nothing
+    stray.response.status_code = 200
+    await sidecar.client.classify_failure(stray)
+    assert sidecar.app.guards.get("their-api").state is CircuitState.HALF_OPEN  # type: ignore[union-attr]
+    ok = pb.ClassifyFailureRequest(service="their-api", probe=True)
     ok.response.status_code = 200
     assert (await sidecar.client.classify_failure(ok)).kind == pb.FAILURE_KIND_UNSPECIFIED
     assert sidecar.app.guards.get("their-api").state is CircuitState.CLOSED  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("status", [0, -5, 99, 600, 99999])
+async def test_a_status_that_is_not_http_is_invalid_input(sidecar: Running, status: int) -> None:
+    report = pb.ClassifyFailureRequest(service="their-api")
+    report.response.status_code = status
+    failure = await sidecar.client.classify_failure(report)
+    assert failure.kind == pb.FAILURE_KIND_INVALID_INPUT
+    assert failure.invalid_input.parameter == "response.status_code"
+    assert sidecar.app.guards.get("their-api").throttle == 0  # type: ignore[union-attr]
+
+
+async def test_reports_without_a_service_name_read_well_and_feed_nothing(sidecar: Running) -> None:
+    report = pb.ClassifyFailureRequest(endpoint="https://api.example/x")
+    report.response.status_code = 500
+    failure = await sidecar.client.classify_failure(report)
+    assert failure.message.startswith("The upstream service failed at https://api.example/x")
 
 
 async def test_dns_fault_is_external_service_without_http(sidecar: Running) -> None:

@@ -25,6 +25,7 @@ CONFIGS = Path(__file__).parent / "configs"
         ("bad_placeholder.yaml", ["tools.fetch.url", "placeholder {doc_id} is not a parameter", "parameters: id"]),
         ("bad_wire_format.yaml", ["providers.x.wire_format", "'openai' or 'anthropic'", "'gemini'"]),
         ("bad_yaml.yaml", ["not valid YAML"]),
+        ("bad_literal_secret.yaml", ["providers.oai.api_key", "secrets come only from the environment"]),
     ],
 )
 def test_bad_config_names_key_value_and_problem(file: str, expected: list[str]) -> None:
@@ -34,6 +35,20 @@ def test_bad_config_names_key_value_and_problem(file: str, expected: list[str]) 
     assert text.startswith(str(CONFIGS / file))
     for part in expected:
         assert part in text
+
+
+def test_an_error_never_shows_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SIDECAR_TEST_LEAKY_KEY", "sk-proj-REALSECRET0123456789")
+    with pytest.raises(ConfigError) as caught:
+        load_config(CONFIGS / "bad_key_name_with_secret.yaml")
+    assert "providers.oai.apikey: unknown key" in str(caught.value)
+    assert "REALSECRET" not in str(caught.value)
+
+
+def test_literal_secret_is_refused_without_showing_it() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(CONFIGS / "bad_literal_secret.yaml")
+    assert "sk-literal" not in str(caught.value)
 
 
 def test_missing_file_is_a_clear_error() -> None:

@@ -8,8 +8,9 @@ attempt), else uniform in the signal's window times the attempt factor::
 
 Retry-After forms honoured (RFC 9110 §10.2.3, plus the OpenAI header):
 ``retry-after-ms: <digits>``; ``retry-after: <digits>`` (delay-seconds, 0…2147483647);
-``retry-after: <HTTP-date>``. Anything else (negative, fractional, out of range, garbage)
-falls back to the window; the raw header is still reported verbatim.
+``retry-after: <HTTP-date>`` (IMF-fixdate, RFC 850 or asctime). Anything else (negative,
+fractional, out of range, garbage) falls back to the window; the raw header is still reported
+verbatim.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 from sidecar.config import Window, Windows
@@ -49,9 +50,11 @@ def parse_retry_after(headers: Mapping[str, str], now: datetime) -> float | None
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
-    if when is None or when.tzinfo is None:
+    if when is None:
         return None
-    return max((when - now).total_seconds(), 0.0)
+    if when.tzinfo is None:  # the asctime form carries no zone: it is GMT (RFC 9110 §5.6.7)
+        when = when.replace(tzinfo=UTC)
+    return min(max((when - now).total_seconds(), 0.0), float(MAX_DELAY_SECONDS))
 
 
 def window_wait(window: Window, attempt: int, windows: Windows, rng: random.Random) -> float:

@@ -35,6 +35,8 @@ from sidecar.telemetry import names as n
 
 __all__ = ["PRESSURE_QUIET_S", "Admission", "CircuitState", "ServiceGuard", "ServiceGuards"]
 
+MAX_REPORTED = 1000
+"""Services only named in ClassifyFailure reports get a guard while there are fewer guards than this."""
 PRESSURE_QUIET_S = 300.0
 """After this long without a failure, every success takes FAST_DECAY off the throttle."""
 SLOW_DECAY = 0.2
@@ -53,7 +55,6 @@ class Admission:
     """A call let through. ``probe`` is true for the one call that tests a half-open circuit."""
 
     probe: bool
-    waited: float
     started: float
     settled: bool = False
 
@@ -122,10 +123,10 @@ class ServiceGuard:
             if now < self._open_until:
                 raise self._refusal(now, half_open=False)
             self.state = CircuitState.HALF_OPEN
-            self._probe = Admission(probe=True, waited=0.0, started=now)
+            self._probe = Admission(probe=True, started=now)
             self._event(n.EVENT_CIRCUIT_HALF_OPEN)
             return self._probe
-        return Admission(probe=False, waited=0.0, started=now)
+        return Admission(probe=False, started=now)
 
     async def pace(self) -> None:
         """Wait for the throttle's leaky bucket (the window stretched by the throttle)."""
@@ -162,10 +163,12 @@ class ServiceGuard:
             if admission.settled:
                 return
             admission.settled = True
-        self._trigger = trigger
         self._last_pressure = self._clock.time()
         self._successes = 0
+        if self.state is CircuitState.CLOSED:  # an open circuit keeps quoting what opened it
+            self._trigger = trigger
         if admission is not None and admission.probe and self._probe is admission:
+            self._trigger = trigger
             self._probe = None
             self._cooldown = min(self._cooldown * 2, self.circuit.max_cooldown_s)
             self._open(retry_after, reason="probe failed")
@@ -191,7 +194,7 @@ class ServiceGuard:
 
     def _open(self, retry_after: float | None, reason: str) -> None:
         now = self._clock.time()
-        length = max(self._cooldown, retry_after or 0.0)
+        length = max(self._cooldown, min(retry_after or 0.0, self.circuit.max_cooldown_s))
         self.state = CircuitState.OPEN
         self._open_until = now + length
         self._opened_at = self._clock.wall()
@@ -232,6 +235,8 @@ class ServiceGuard:
         if value == self.throttle:
             return
         self.throttle = round(value, 6)
+        if self.throttle < self.circuit.max_throttle:
+            self._failures_at_max = 0  # "the third failure while at maximum": below it, the count starts again
         self._limiter.stretch(1.0 + self.throttle)
         self._event(n.EVENT_SERVICE_THROTTLE, throttle=self.throttle)
 
@@ -259,6 +264,12 @@ class ServiceGuards:
             guard = ServiceGuard(name, service, service.circuit or self._default, self._clock)
             self._guards[name] = guard
         return guard
+
+    def find(self, name: str) -> ServiceGuard | None:
+        """The guard of a configured service, or of a reported one while fewer than MAX_REPORTED exist."""
+        if name in self._guards or name in self._config or len(self._guards) < MAX_REPORTED:
+            return self.get(name)
+        return None
 
     def all(self) -> list[ServiceGuard]:
         return list(self._guards.values())

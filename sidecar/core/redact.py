@@ -22,11 +22,11 @@ _KEY_PATTERNS = [
     re.compile(r"\b(?:ghp|gho|ghs|github_pat)_[A-Za-z0-9_]{16,}"),  # GitHub tokens
     re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._\-~+/]{8,}=*"),
     re.compile(
-        r"(?i)\b((?:api[_-]?key|apikey|access[_-]?token|secret|token|key)\s*[=:]\s*)[\"']?[A-Za-z0-9._\-~+/]{8,}"
+        r"(?i)\b((?:api[_-]?key|apikey|access[_-]?token|auth[_-]?token|secret|password|x-api-key)\s*[=:]\s*)[\"']?[A-Za-z0-9._\-~+/]{8,}"
     ),
 ]
 _ACCOUNT_TEXT = re.compile(
-    r"(?i)\b(" + "|".join(sorted(ACCOUNT_KEYS, key=len, reverse=True)) + r")(\"?\s*[:=]\s*\"?)([^\s\",}]+)"
+    r"(?i)\b(" + "|".join(sorted(ACCOUNT_KEYS, key=len, reverse=True)) + r")([\"']?\s*[:=]\s*[\"']?)([^\s\"',}]+)"
 )
 _OPENAI_ORG = re.compile(r"\borg-[A-Za-z0-9]{6,}\b")
 
@@ -50,7 +50,7 @@ def redact_body(body: str, status: int | None = None, secrets: Iterable[str] = (
         return ""
     try:
         parsed = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         text = _ACCOUNT_TEXT.sub(lambda m: m.group(1) + m.group(2) + REDACTED, body)
     else:
         text = json.dumps(_redact_json(parsed), ensure_ascii=False)

@@ -337,7 +337,12 @@ class ExternalService(UncorrectableFailure):
         fault: int = pb.TRANSPORT_FAULT_UNSPECIFIED,
         retry_after: float | None = None,
     ) -> None:
-        said = f"answered HTTP {http.status_code}: {clause(detail)}" if http else f"could not be reached ({cap(detail)})"
+        if http is None:
+            said = f"could not be reached ({cap(detail)})"
+        elif clause(detail) in ("", f"HTTP {http.status_code}"):
+            said = f"answered HTTP {http.status_code}"
+        else:
+            said = f"answered HTTP {http.status_code}: {clause(detail)}"
         super().__init__(
             f"The {service} service failed at {endpoint}: it {said}.",
             http=http,
@@ -481,11 +486,25 @@ class UpstreamRetriesExhausted(UncorrectableFailure):
     kind = pb.FAILURE_KIND_UPSTREAM_RETRIES_EXHAUSTED
 
     def __init__(
-        self, target: str, budget: int, signal: int, last: str, *, http: HttpInfo | None, retry_after: float | None
+        self,
+        target: str,
+        budget: int,
+        signal: int,
+        last: str,
+        *,
+        http: HttpInfo | None,
+        retry_after: float | None,
+        asked_too_long: float | None = None,
     ) -> None:
+        if asked_too_long is not None and retry_after is not None:
+            why = (
+                f"{target} was told to wait {retry_after:.0f} s, past the {asked_too_long:.0f} s a wait may last "
+                f"(the call's budget is {budget} upstream retries)"
+            )
+        else:
+            why = f"{target} still failed after {budget} upstream retries (the call's budget)"
         super().__init__(
-            f"{target} still failed after {budget} upstream retries (the call's budget); "
-            f"last signal: {signal_words(signal)} ({cap(last)}).",
+            f"{why}; last signal: {signal_words(signal)} ({cap(last)}).",
             http=http,
             retry_after=retry_after,
             detail=pb.RetryDetail(budget=budget, last_signal=signal, target=target),  # type: ignore[arg-type]

@@ -68,11 +68,19 @@ class Observation:
     fault_detail: str = ""
 
 
+def _fault_words(fault: int) -> str:
+    return FAULT_WORDS.get(fault, FAULT_WORDS[pb.TRANSPORT_FAULT_UNSPECIFIED])
+
+
+def _where(obs: Observation) -> str:
+    return f"the {obs.service} service ({obs.endpoint})"
+
+
 def said(body: str) -> str:
     """What the service said: the error message inside a JSON body, else the text."""
     try:
         parsed = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return body.strip()
     for path in (("error", "message"), ("error",), ("message",), ("detail",), ("error_description",), ("title",)):
         node: object = parsed
@@ -121,7 +129,7 @@ def classify(
 ) -> SidecarFailure | None:
     """The failure ``obs`` means, or None for a success (including a valid empty search result)."""
     if obs.status is None:
-        detail = obs.fault_detail or FAULT_WORDS[obs.fault]
+        detail = obs.fault_detail or _fault_words(obs.fault)
         return ExternalService(obs.service, obs.endpoint, detail, fault=obs.fault)
     status = obs.status
     if 200 <= status < 300:
@@ -133,7 +141,9 @@ def classify(
     if quirk is not None:
         return _quirk_failure(obs, quirk, http, quirk.detail or words, wait)
     if status in (400, 413, 422):
-        rule = f"the {obs.service} service rejected it (HTTP {status}: {words}); send a corrected value"
+        rule = (
+            f"the {obs.service} service rejected it at {obs.endpoint} (HTTP {status}: {words}); send a corrected value"
+        )
         return InvalidInput(obs.parameter or "arguments", obs.value, rule, http=http)
     if status in (401, 403):
         if _says_throttle(obs):
@@ -143,7 +153,9 @@ def classify(
     if status == 404:
         if obs.kind == "search":
             return None
-        return ResourceNotFound(obs.resource_type, obs.value, http=http, where=f"the {obs.service} service")
+        return ResourceNotFound(
+            obs.resource_type, obs.value, http=http, where=f"the {obs.service} service ({obs.endpoint})"
+        )
     if status == 429:
         return UpstreamThrottle(obs.service, obs.endpoint, words, http=http, retry_after=wait)
     return ExternalService(obs.service, obs.endpoint, words, http=http, retry_after=wait)
@@ -152,10 +164,12 @@ def classify(
 def _quirk_failure(obs: Observation, quirk: Quirk, http: HttpInfo, words: str, wait: float | None) -> SidecarFailure:
     kind = quirk.kind
     if kind == "INVALID_INPUT":
-        rule = f"the {obs.service} service rejected it ({words}); send a corrected value"
+        rule = f"the {obs.service} service rejected it at {obs.endpoint} ({words}); send a corrected value"
         return InvalidInput(obs.parameter or "arguments", obs.value, rule, http=http)
     if kind == "RESOURCE_NOT_FOUND":
-        return ResourceNotFound(obs.resource_type, obs.value, http=http, where=f"the {obs.service} service")
+        return ResourceNotFound(
+            obs.resource_type, obs.value, http=http, where=f"the {obs.service} service ({obs.endpoint})"
+        )
     if kind == "UPSTREAM_THROTTLE":
         return UpstreamThrottle(obs.service, obs.endpoint, words, http=http, retry_after=wait)
     if kind == "UNAUTHORIZED":
@@ -182,6 +196,6 @@ def is_transient(obs: Observation, failure: SidecarFailure) -> bool:
 def trigger_of(obs: Observation, failure: SidecarFailure) -> Trigger:
     """What a circuit records of the response that charged it."""
     if obs.status is None:
-        return Trigger(None, obs.fault_detail or FAULT_WORDS[obs.fault])
+        return Trigger(None, obs.fault_detail or _fault_words(obs.fault))
     body = failure.http.body if failure.http else ""
     return Trigger(obs.status, cap(said(body)) if body else f"HTTP {obs.status}", retry_after_raw(obs.headers))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import httpx
 from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
 
-__all__ = ["Fault", "fault_of"]
+__all__ = ["Fault", "fault_of", "read_capped"]
 
 _DNS_WORDS = ("name or service not known", "nodename nor servname", "name resolution", "getaddrinfo", "no address")
 
@@ -28,7 +28,19 @@ class Fault:
     detail: str
 
 
-def fault_of(exc: httpx.TransportError) -> Fault:
+async def read_capped(response: httpx.Response, limit: int) -> bytes:
+    """A streamed response's body, at most ``limit`` bytes (the rest is not read)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size >= limit:
+            break
+    return b"".join(chunks)[:limit]
+
+
+def fault_of(exc: httpx.HTTPError) -> Fault:
     text = str(exc).lower()
     if isinstance(exc, httpx.ConnectError):
         if any(w in text for w in _DNS_WORDS):
@@ -38,4 +50,6 @@ def fault_of(exc: httpx.TransportError) -> Fault:
         return Fault(pb.TRANSPORT_FAULT_TIMEOUT, False, "no connection in time")
     if isinstance(exc, httpx.TimeoutException):
         return Fault(pb.TRANSPORT_FAULT_TIMEOUT, True, "no response in time")
+    if isinstance(exc, httpx.DecodingError):
+        return Fault(pb.TRANSPORT_FAULT_RESET, True, "the response could not be decoded")
     return Fault(pb.TRANSPORT_FAULT_RESET, True, "connection reset before a complete response")

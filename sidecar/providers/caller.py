@@ -25,6 +25,9 @@ from google.protobuf import struct_pb2
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from opentelemetry import propagate, trace
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
 from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
 
 from sidecar.config import Config, ModelConfig, ProviderConfig, Window, Windows
@@ -47,7 +50,7 @@ from sidecar.core.taxonomy import (
     signal_words,
 )
 from sidecar.core.text import endpoint_of
-from sidecar.core.transport import fault_of
+from sidecar.core.transport import fault_of, read_capped
 from sidecar.providers.anthropic import AnthropicAdapter
 from sidecar.providers.errors import Signal, Target, classify_response
 from sidecar.providers.openai import OpenAIAdapter
@@ -58,6 +61,10 @@ from sidecar.telemetry.metrics import Metrics
 
 __all__ = ["CallResult", "ModelCaller", "estimate_tokens"]
 
+MAX_UPSTREAM_RETRIES = 100
+"""A caller's ``job.upstream_retries`` above this is refused (the config allows no more either)."""
+MAX_REPLY_BYTES = 16 * 1024 * 1024
+"""A provider answer is read up to this many bytes; a longer one is cut (and will not parse)."""
 CHARS_PER_TOKEN = 4
 """The estimate: a token per four characters, plus a few per message."""
 TOKENS_PER_MESSAGE = 4
@@ -234,7 +241,7 @@ class ModelCaller:
                             continue
                         raise OutputTruncated(req.model, budget_tokens, model.max_output_tokens)
                     parsed: dict[str, Any] | None = None
-                    if schema is not None:
+                    if schema is not None and not reply.tool_calls:  # a tool call is not the answer yet
                         problem: SidecarFailure | None
                         try:
                             parsed = parse_reply(reply.text, schema, req.model)
@@ -323,6 +330,10 @@ class ModelCaller:
         if max_tokens is not None and (max_tokens == 0 or (model and max_tokens > model.max_output_tokens)):
             top = model.max_output_tokens if model else "the model's maximum"
             raise InvalidInput("max_output_tokens", str(max_tokens), f"must be between 1 and {top}")
+        if req.job.HasField("upstream_retries") and req.job.upstream_retries > MAX_UPSTREAM_RETRIES:
+            raise InvalidInput(
+                "job.upstream_retries", str(req.job.upstream_retries), f"must be at most {MAX_UPSTREAM_RETRIES}"
+            )
         if req.HasField("temperature") and not 0.0 <= req.temperature <= 2.0:
             raise InvalidInput("temperature", str(req.temperature), "must be between 0 and 2")
         return schema, max_tokens
@@ -355,7 +366,8 @@ class ModelCaller:
             try:
                 if isinstance(outcome, SidecarFailure):
                     raise outcome
-                throttle.signal(outcome.signal, outcome.retry_after)
+                pause = None if outcome.retry_after is None else min(outcome.retry_after, state.windows.max_wait_s)
+                throttle.signal(outcome.signal, pause)
                 target = f"Model {state.model_id} ({state.provider.name})"
                 if state.retries >= state.budget:
                     raise UpstreamRetriesExhausted(
@@ -378,12 +390,12 @@ class ModelCaller:
                 elif asked > state.windows.max_wait_s:
                     raise UpstreamRetriesExhausted(
                         target,
-                        state.retries - 1,
+                        state.budget,
                         outcome.signal,
-                        f"{outcome.detail}; the provider asked to wait {asked:.0f} s, "
-                        f"past the {state.windows.max_wait_s:.0f} s a wait may last",
+                        outcome.detail,
                         http=outcome.http,
                         retry_after=asked,
+                        asked_too_long=state.windows.max_wait_s,
                     )
                 else:
                     wait = asked
@@ -461,15 +473,20 @@ class ModelCaller:
         if span.is_recording():  # the upstream may continue the trace from this attempt
             headers = {}
             propagate.inject(headers)
+        request = provider.client.build_request(
+            "POST",
+            provider.adapter.path().lstrip("/"),
+            json=body,
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=min(provider.config.connect_timeout_s, timeout)),
+        )
         try:
-            response = await provider.client.post(
-                provider.adapter.path().lstrip("/"),
-                json=body,
-                headers=headers,
-                timeout=httpx.Timeout(timeout, connect=min(provider.config.connect_timeout_s, timeout)),
-            )
-            response.read()
-        except httpx.TransportError as exc:
+            response = await provider.client.send(request, stream=True)
+            try:
+                response._content = await read_capped(response, MAX_REPLY_BYTES)
+            finally:
+                await response.aclose()
+        except httpx.HTTPError as exc:
             fault = fault_of(exc)
             span.set_attribute(n.ERROR_TYPE, "timeout" if "time" in fault.detail else type(exc).__name__)
             span.set_attribute(n.RETRY_SIGNAL, "transient")
@@ -514,14 +531,19 @@ class ModelCaller:
         target = Target(
             provider.name, provider.config.account, state.model_id, state.model.upstream_model, provider.endpoint
         )
-        if 200 <= status < 300 and "overloaded_error" not in text:
+        if 200 <= status < 300:
             try:
                 parsed = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):
                 return Signal(pb.RETRY_SIGNAL_TRANSIENT, "the provider's reply was not JSON", None, None)
-            if isinstance(parsed, dict) and parsed.get("type") != "error" and "error" not in parsed:
-                return provider.adapter.parse(parsed)
-            status = 500 if status < 300 else status
+            if not isinstance(parsed, dict):
+                return Signal(pb.RETRY_SIGNAL_TRANSIENT, "the provider's reply was not a JSON object", None, None)
+            if parsed.get("type") != "error" and "error" not in parsed:
+                try:
+                    return provider.adapter.parse(parsed)
+                except (TypeError, KeyError, ValueError, AttributeError, IndexError):
+                    return Signal(pb.RETRY_SIGNAL_TRANSIENT, "the provider's reply had an unexpected shape", None, None)
+            status = 500  # an error delivered with a success status (e.g. overloaded_error mid-stream)
         return classify_response(status, headers, text, target, self._secrets, self._clock.wall())
 
 
@@ -530,10 +552,33 @@ def _json_schema(field_name: str, text: str) -> dict[str, Any]:
         schema = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidInput(field_name, text, f"must be a JSON schema object ({exc.msg})") from None
+    except RecursionError:
+        raise InvalidInput(field_name, text[:80], "must be a JSON schema object nested less deeply") from None
     if not isinstance(schema, dict):
         raise InvalidInput(field_name, text, "must be a JSON schema object")
     try:
         Draft202012Validator.check_schema(schema)
+        unresolved = [ref for ref in _refs(schema) if _unresolvable(schema, ref)]
     except SchemaError as exc:
         raise InvalidInput(field_name, text, f"must be a valid JSON schema ({exc.message})") from None
+    if unresolved:
+        raise InvalidInput(field_name, text, f"must resolve every $ref (cannot resolve {unresolved[0]})")
     return schema
+
+
+def _refs(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        own = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
+        return own + [r for v in node.values() for r in _refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []
+
+
+def _unresolvable(schema: dict[str, Any], ref: str) -> bool:
+    resolver = Registry().with_resource("", DRAFT202012.create_resource(schema)).resolver()
+    try:
+        resolver.lookup(ref)
+    except Unresolvable:
+        return True
+    return False

@@ -75,7 +75,7 @@ def _error_fields(body: str) -> tuple[str, str, str]:
     """(message, type, code) of an OpenAI or Anthropic error body."""
     try:
         parsed: Any = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return body.strip(), "", ""
     err = parsed.get("error") if isinstance(parsed, dict) else None
     if isinstance(err, dict):
@@ -104,7 +104,7 @@ def classify_response(
 
     if status == 402 or _QUOTA.search(body):
         return QuotaExhausted(target.provider, target.account, target.model_id, words, http=http)
-    if status == 529 or "overloaded_error" in body:
+    if status == 529 or "overloaded_error" in (etype, code) or (not etype and "overloaded_error" in body):
         return Signal(pb.RETRY_SIGNAL_OVERLOAD, words, http, wait)
     if status == 429:
         return Signal(pb.RETRY_SIGNAL_RATE_LIMIT, words, http, wait)

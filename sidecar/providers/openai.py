@@ -74,8 +74,11 @@ class OpenAIAdapter:
             for c in message.get("tool_calls") or []
         ]
         usage = body.get("usage") or {}
+        content = message.get("content") or ""
+        if not isinstance(content, str):
+            raise ValueError("the reply's content is not text")
         return ChatReply(
-            text=message.get("content") or "",
+            text=content,
             tool_calls=calls,
             finish=_FINISH.get(raw_finish, pb.FINISH_REASON_UNSPECIFIED),
             raw_finish=raw_finish,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from dataclasses import replace
 from typing import Any
 
 import grpc
@@ -23,18 +24,20 @@ from sidecar.core.circuit import Admission, ServiceGuards
 from sidecar.core.clock import Clock
 from sidecar.core.redact import mask_keys
 from sidecar.core.taxonomy import (
+    InvalidInput,
     JobCancelled,
     SidecarFailure,
     as_failure,
     kind_name,
     log_failure,
 )
+from sidecar.core.text import endpoint_of
 from sidecar.core.tool_failures import Observation, classify, is_service_failure, trigger_of
 from sidecar.providers.caller import ModelCaller
 from sidecar.server.status import to_status
 from sidecar.telemetry import names as n
 from sidecar.telemetry.metrics import OTHER, Metrics
-from sidecar.tools.executor import ToolRunner
+from sidecar.tools.executor import ToolOutcome, ToolRunner
 
 __all__ = ["SidecarServicer"]
 
@@ -124,9 +127,7 @@ class SidecarServicer(pb_grpc.SidecarServicer):
                 self._metrics.failure(cancelled.kind_name, n.OP_EXECUTE_TOOL)
                 self._metrics.operation(n.OP_EXECUTE_TOOL, metric_name, self._clock.time() - start, cancelled.kind_name)
                 raise
-            except Exception as exc:  # the one boundary: anything else is SYSTEM
-                from sidecar.tools.executor import ToolOutcome
-
+            except Exception as exc:  # the one boundary: anything else is SYSTEM (as_failure logs it)
                 outcome = ToolOutcome(None, as_failure(exc, "the tool runner"), 0)
             response = pb.ExecuteToolResponse(
                 model_text=outcome.model_text, attempts=outcome.attempts, call_id=request.call_id
@@ -136,7 +137,8 @@ class SidecarServicer(pb_grpc.SidecarServicer):
                 failure = outcome.failure
                 response.failure.CopyFrom(failure.to_proto())
                 _mark_failed(span, failure)
-                log_failure(failure, tool=request.tool, call_id=request.call_id)
+                if failure.kind != pb.FAILURE_KIND_SYSTEM:
+                    log_failure(failure, tool=request.tool, call_id=request.call_id)
                 self._metrics.failure(failure.kind_name, n.OP_EXECUTE_TOOL)
             else:
                 assert outcome.result is not None
@@ -241,19 +243,27 @@ class SidecarServicer(pb_grpc.SidecarServicer):
     def _classify(self, request: pb.ClassifyFailureRequest) -> pb.Failure:
         service = request.service
         observed = request.WhichOneof("observed")
+        guard = self._guards.find(service) if service else None
         if observed is None:  # a pre-check: would the circuit refuse this call?
-            if not service:
+            if guard is None:
                 return pb.Failure()
             try:
-                admission = self._guards.get(service).check()
+                admission = guard.check()
             except SidecarFailure as refusal:
                 return refusal.to_proto()
-            if admission.probe:
-                self._probes[service] = admission
-            return pb.Failure()
+            if not admission.probe:
+                return pb.Failure()
+            self._probes[service] = admission
+            granted = pb.Failure()
+            granted.circuit.service = service
+            granted.circuit.state = pb.CIRCUIT_STATE_HALF_OPEN
+            return granted
+        if observed == "response" and not 100 <= request.response.status_code <= 599:
+            code = str(request.response.status_code)
+            return InvalidInput("response.status_code", code, "must be an HTTP status from 100 to 599").to_proto()
         obs = Observation(
-            service=service or "the service",
-            endpoint=request.endpoint.split("?", 1)[0].split("#", 1)[0],
+            service=service or "upstream",
+            endpoint=endpoint_of(request.endpoint),
             kind=_KINDS.get(request.tool_kind, "fetch"),
             parameter=request.parameter,
             value=request.value,
@@ -261,18 +271,19 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         )
         if observed == "response":
             r = request.response
-            obs = Observation(**{**_fields(obs), "status": r.status_code, "headers": dict(r.headers), "body": r.body})
+            obs = replace(obs, status=r.status_code, headers=dict(r.headers), body=r.body)
         else:
-            obs = Observation(**{**_fields(obs), "fault": request.fault})
+            obs = replace(obs, fault=request.fault)
         quirks = self._config.service(service).quirks if service else []
         failure = classify(obs, quirks, self._secrets, self._clock.wall())
-        if service:
-            guard = self._guards.get(service)
-            probe = self._probes.pop(service) if service in self._probes else None
+        if guard is not None:
+            probe = self._probes.pop(service, None) if request.probe else None
             if failure is None:
-                guard.success(probe or Admission(probe=False, waited=0.0, started=self._clock.time()))
+                guard.success(probe or Admission(probe=False, started=self._clock.time()))
             elif is_service_failure(failure):
                 guard.failure(probe, trigger_of(obs, failure), failure.retry_after)
+            elif probe is not None and obs.status is not None:
+                guard.success(probe)  # the service answered the probe: it is up
             elif probe is not None:
                 guard.lost(probe)
         if failure is None:
@@ -292,10 +303,6 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         self, request: pb.ListModelsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListModelsResponse:
         return self._model_list
-
-
-def _fields(obs: Observation) -> dict[str, Any]:
-    return {f: getattr(obs, f) for f in obs.__dataclass_fields__}
 
 
 def _mark_failed(span: trace.Span, failure: SidecarFailure) -> None:

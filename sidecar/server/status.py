@@ -19,14 +19,16 @@ domain ``sidecar``, metadata with every dynamic value), ``RetryInfo`` when a wai
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
 
-from sidecar.core.taxonomy import SidecarFailure, kind_name
+from sidecar.core.taxonomy import SidecarFailure, SystemError, kind_name
 
-__all__ = ["DOMAIN", "GRPC_CODE", "to_status"]
+__all__ = ["DOMAIN", "GRPC_CODE", "TRAILER_BODY_CHARS", "from_status", "to_status"]
 
 DOMAIN = "sidecar"
 _C = grpc.StatusCode
@@ -61,6 +63,43 @@ def _pack(message: object) -> any_pb2.Any:
     return packed
 
 
+TRAILER_BODY_CHARS = 4096
+"""``http.body`` is cut to this in the status trailer: gRPC refuses trailers over 16 KiB, and a
+status that cannot be sent loses every detail. The message and every other field travel whole."""
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.capitalize() for w in rest)
+
+
+def _value(desc: Any, value: Any) -> str:
+    if desc.enum_type is not None:
+        return (
+            str(desc.enum_type.values_by_number[value].name) if value in desc.enum_type.values_by_number else str(value)
+        )
+    if desc.message_type is not None:
+        if desc.message_type.full_name == "google.protobuf.Timestamp":
+            return str(value.ToJsonString())
+        if desc.message_type.full_name == "google.protobuf.Duration":
+            return f"{value.ToTimedelta().total_seconds():g}"
+    return str(value)
+
+
+def _flatten(msg: Any, prefix: str, out: dict[str, str]) -> None:
+    for desc, value in msg.ListFields():
+        key = _camel(desc.name) if not prefix else prefix + _camel(desc.name)[0].upper() + _camel(desc.name)[1:]
+        if desc.is_repeated:
+            if desc.message_type is None:
+                out.setdefault(key, ",".join(str(v) for v in value))
+            else:
+                out.setdefault(key, "; ".join(", ".join(f"{d.name}={v}" for d, v in m.ListFields()) for m in value))
+        elif desc.message_type is not None and desc.message_type.full_name.startswith("sidecar."):
+            _flatten(value, key, out)
+        else:
+            out.setdefault(key, _value(desc, value))
+
+
 def _metadata(f: pb.Failure) -> dict[str, str]:
     md = {"kind": kind_name(f.kind), "correctable": str(f.correctable).lower(), "attempts": str(f.attempts)}
     if f.HasField("http"):
@@ -73,17 +112,15 @@ def _metadata(f: pb.Failure) -> dict[str, str]:
         md["retryAfterSeconds"] = f"{f.retry_after.ToTimedelta().total_seconds():g}"
     field = f.WhichOneof("detail")
     if field:
-        detail = getattr(f, field)
-        for desc, value in detail.ListFields():
-            if desc.message_type is None and not desc.is_repeated:
-                key = "".join(w.capitalize() if i else w for i, w in enumerate(desc.name.split("_")))
-                md.setdefault(key, str(value))
+        _flatten(getattr(f, field), "", md)
     return md
 
 
 def to_status(failure: SidecarFailure) -> status_pb2.Status:
     """The google.rpc.Status of a failure: code, message (the failure's), and the details."""
     f = failure.to_proto()
+    if f.HasField("http") and len(f.http.body) > TRAILER_BODY_CHARS:
+        f.http.body = f.http.body[: TRAILER_BODY_CHARS - 1] + "…"
     code = GRPC_CODE.get(f.kind, _C.INTERNAL)
     details = [
         _pack(f),
@@ -107,6 +144,16 @@ def to_status(failure: SidecarFailure) -> status_pb2.Status:
         )
         details.append(_pack(info))
     return status_pb2.Status(code=code.value[0], message=f.message, details=details)
+
+
+def from_status(status: status_pb2.Status) -> SidecarFailure:
+    """The failure a status carries (its packed Failure), or SYSTEM when it carries none."""
+    for detail in status.details:
+        if detail.Is(pb.Failure.DESCRIPTOR):
+            failure = pb.Failure()
+            detail.Unpack(failure)
+            return SidecarFailure.from_proto(failure)
+    return SystemError("an upstream gRPC service")
 
 
 assert code_pb2.OK == 0

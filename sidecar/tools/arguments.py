@@ -77,6 +77,16 @@ def _rule(err: ValidationError, schema: dict[str, Any]) -> tuple[str, str, str]:
     return path or "arguments", value, rule
 
 
+def _strings(value: Any, path: str) -> list[tuple[str, str]]:
+    if isinstance(value, str):
+        return [(path or "arguments", value)]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _strings(v, f"{path}/{k}" if path else str(k))]
+    if isinstance(value, list):
+        return [s for i, v in enumerate(value) for s in _strings(v, f"{path}/{i}")]
+    return []
+
+
 def _blank(arguments: dict[str, Any], schema: dict[str, Any]) -> InvalidInput | None:
     """A required string that is only whitespace is blank, whatever the schema forgot to say."""
     for name in schema.get("required", []):
@@ -91,6 +101,8 @@ def check_arguments(arguments_json: str, schema: dict[str, Any], validator: Draf
     text = arguments_json.strip() or "{}"
     try:
         arguments = json.loads(text)
+    except RecursionError:
+        raise InvalidInput("arguments", arguments_json[:80], "must be a JSON object nested less deeply") from None
     except json.JSONDecodeError as exc:
         raise InvalidInput(
             "arguments", arguments_json, f"must be a JSON object of the tool's parameters ({exc.msg} at {exc.pos})"
@@ -101,6 +113,11 @@ def check_arguments(arguments_json: str, schema: dict[str, Any], validator: Draf
             arguments_json,
             "must be a JSON object of the tool's parameters, not a " + type(arguments).__name__,
         )
+    for path, value in _strings(arguments, ""):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput(path, repr(value)[1:-1], "must be valid Unicode text (no lone surrogates)") from None
     blank = _blank(arguments, schema)
     if blank is not None:
         raise blank

@@ -13,7 +13,7 @@ import asyncio
 import json
 import random
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -23,22 +23,28 @@ from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
 
 from sidecar.config import Config, ToolConfig, Windows
 from sidecar.core.backoff import window_wait
-from sidecar.core.circuit import Admission, ServiceGuard, ServiceGuards
+from sidecar.core.circuit import ServiceGuard, ServiceGuards
 from sidecar.core.clock import Clock
 from sidecar.core.netbackend import fast_transport
-from sidecar.core.taxonomy import InvalidInput, SidecarFailure
+from sidecar.core.taxonomy import Guardrail, InvalidInput, JobTimeout, SidecarFailure
 from sidecar.core.text import endpoint_of
 from sidecar.core.tool_failures import Observation, classify, is_service_failure, is_transient, trigger_of
-from sidecar.core.transport import fault_of
+from sidecar.core.transport import fault_of, read_capped
 from sidecar.telemetry import names as n
 from sidecar.telemetry.metrics import Metrics
 from sidecar.tools.arguments import check_arguments, validator_for
+from sidecar.tools.guardrails import Guardrails
 
-__all__ = ["ToolOutcome", "ToolRunner", "empty_result_text"]
+__all__ = ["ToolOutcome", "ToolRunner"]
 
 MAX_RESULT_CHARS = 100_000
 """A result longer than this is cut for the model (the cut is said in the text)."""
 EMPTY_SEARCH_TEXT = "The search found no results."
+EMPTY_RESULT_TEXT = "The tool returned an empty result."
+MAX_BODY_BYTES = 1024 * 1024
+"""A tool's answer is read up to this many bytes."""
+MAX_UPSTREAM_RETRIES = 100
+"""A caller's ``job.upstream_retries`` above this is refused (the config allows no more either)."""
 _tracer = trace.get_tracer(n.TRACER)
 
 
@@ -49,6 +55,8 @@ class ToolOutcome:
     result: pb.ToolResult | None
     failure: SidecarFailure | None
     attempts: int
+    empty_text: str = EMPTY_SEARCH_TEXT
+    """What the model reads for an empty result (a search's, or any other tool's)."""
 
     @property
     def model_text(self) -> str:
@@ -56,12 +64,8 @@ class ToolOutcome:
             return self.failure.explain_to_llm()
         assert self.result is not None
         if self.result.empty and not self.result.content.strip():
-            return EMPTY_SEARCH_TEXT
+            return self.empty_text
         return self.result.content
-
-
-def empty_result_text() -> str:
-    return EMPTY_SEARCH_TEXT
 
 
 @dataclass(slots=True)
@@ -69,6 +73,7 @@ class _Tool:
     name: str
     config: ToolConfig
     validator: Draft202012Validator
+    guardrails: Guardrails
 
 
 class ToolRunner:
@@ -91,7 +96,10 @@ class ToolRunner:
         self._rng = rng or random.Random()
         self._secrets = config.secrets()
         self._windows = Windows(max_wait_s=config.policy.tool_max_wait_s)
-        self._tools = {name: _Tool(name, tool, validator_for(tool.parameters)) for name, tool in config.tools.items()}
+        self._tools = {
+            name: _Tool(name, tool, validator_for(tool.parameters), Guardrails(tool.guardrails))
+            for name, tool in config.tools.items()
+        }
         self._client = httpx.AsyncClient(
             transport=fast_transport(httpx.Limits(max_connections=200, max_keepalive_connections=50)),
             follow_redirects=False,
@@ -116,9 +124,13 @@ class ToolRunner:
             known = ", ".join(sorted(self._tools)) or "none are configured"
             failure = InvalidInput("tool", name, f"must name a tool that exists: {known}")
             return ToolOutcome(None, failure, 0)
+        if retries is not None and retries > MAX_UPSTREAM_RETRIES:
+            failure = InvalidInput("job.upstream_retries", str(retries), f"must be at most {MAX_UPSTREAM_RETRIES}")
+            return ToolOutcome(None, failure, 0)
         try:
             arguments = check_arguments(arguments_json, tool.config.parameters, tool.validator)
-        except InvalidInput as failure:
+            tool.guardrails.check(arguments)
+        except (InvalidInput, Guardrail) as failure:
             return ToolOutcome(None, failure, 0)
         return await self._run(tool, arguments, retries, deadline)
 
@@ -134,43 +146,61 @@ class ToolRunner:
         value = str(arguments.get(id_param, "")) if id_param else ""
         attempts = 0
         while True:
-            admission = await self._admit(guard)
-            if isinstance(admission, SidecarFailure):
-                return ToolOutcome(None, admission.with_attempts(attempts), attempts)
-            attempts += 1
             try:
-                obs, may_have_reached, span = await self._send(tool, request, attempts, deadline, id_param or "", value)
-            except BaseException:
-                guard.lost(admission)  # cancelled: charged to no one
-                raise
-            try:  # the attempt's span stays open until its outcome is judged
-                failure = classify(obs, self._config.service(cfg.service).quirks, self._secrets, self._clock.wall())
-                if failure is None:
-                    guard.success(admission)
-                    return ToolOutcome(self._result(obs), None, attempts)
-                if is_service_failure(failure):
-                    guard.failure(admission, trigger_of(obs, failure), failure.retry_after)
-                else:
+                admission = guard.check()
+            except SidecarFailure as refusal:
+                return self._outcome(tool, None, refusal.with_attempts(attempts), attempts)
+            try:  # from here on the admission is settled exactly once, whatever happens
+                late = await self._pace(tool, guard, deadline)
+                if late is not None:
                     guard.lost(admission)
-                failure.with_attempts(attempts)
-                span.set_attribute(n.FAILURE_KIND, failure.kind_name)
-                transient = is_transient(obs, failure)
-                signal = "rate_limit" if failure.kind == pb.FAILURE_KIND_UPSTREAM_THROTTLE else "transient"
-                if transient:
-                    span.set_attribute(n.RETRY_SIGNAL, signal)
-                if failure.retry_after is not None:
-                    span.set_attribute(n.RETRY_AFTER, failure.retry_after)
-                resend_ok = cfg.is_idempotent or not may_have_reached
-                if not transient or not resend_ok or attempts > budget:
-                    return ToolOutcome(None, failure, attempts)
-                wait = failure.retry_after
-                if wait is None:
-                    wait = window_wait(policy.tool_window, attempts, self._windows, self._rng)
-                if deadline is not None and self._clock.time() + wait > deadline:
-                    return ToolOutcome(None, failure, attempts)
-                span.set_attribute(n.RETRY_WAIT, wait)
-            finally:
-                span.end()
+                    return self._outcome(tool, None, late.with_attempts(attempts), attempts)
+                attempts += 1
+                obs, may_have_reached, clipped, span = await self._send(
+                    tool, request, attempts, deadline, id_param or "", value
+                )
+                try:  # the attempt's span stays open until its outcome is judged
+                    if clipped and obs.fault == pb.TRANSPORT_FAULT_TIMEOUT:  # the caller's budget, not the service
+                        guard.lost(admission)
+                        late = JobTimeout(
+                            f"tool {tool.name}", "the caller's deadline ended before the service answered"
+                        )
+                        return self._outcome(tool, None, late.with_attempts(attempts), attempts)
+                    quirks = self._config.service(cfg.service).quirks
+                    failure = classify(obs, quirks, self._secrets, self._clock.wall())
+                    if failure is None:
+                        guard.success(admission)
+                        return self._outcome(tool, self._result(obs), None, attempts)
+                    if is_service_failure(failure):
+                        guard.failure(admission, trigger_of(obs, failure), failure.retry_after)
+                    elif admission.probe and failure.http is not None:
+                        guard.success(admission)  # the service answered the probe: it is up
+                    else:
+                        guard.lost(admission)  # the caller's mistake: charged to no one
+                    failure.with_attempts(attempts)
+                    span.set_attribute(n.FAILURE_KIND, failure.kind_name)
+                    transient = is_transient(obs, failure)
+                    signal = "rate_limit" if failure.kind == pb.FAILURE_KIND_UPSTREAM_THROTTLE else "transient"
+                    if transient:
+                        span.set_attribute(n.RETRY_SIGNAL, signal)
+                    if failure.retry_after is not None:
+                        span.set_attribute(n.RETRY_AFTER, failure.retry_after)
+                    resend_ok = cfg.is_idempotent or not may_have_reached
+                    if not transient or not resend_ok or attempts > budget:
+                        return self._outcome(tool, None, failure, attempts)
+                    wait = failure.retry_after
+                    if wait is None:
+                        wait = window_wait(policy.tool_window, attempts, self._windows, self._rng)
+                    elif wait > policy.tool_max_wait_s:  # asked for longer than a tool call may wait
+                        return self._outcome(tool, None, failure, attempts)
+                    if deadline is not None and self._clock.time() + wait > deadline:
+                        return self._outcome(tool, None, failure, attempts)
+                    span.set_attribute(n.RETRY_WAIT, wait)
+                finally:
+                    span.end()
+            except BaseException:
+                guard.lost(admission)  # cancelled (or a bug): charged to no one; a held probe is released
+                raise
             self._metrics.retry(signal, service=cfg.service)
             backoff: dict[str, str | float] = {
                 n.WAIT_SECONDS: wait,
@@ -183,28 +213,39 @@ class ToolRunner:
                 await self._clock.sleep(wait)
             self._metrics.wait("backoff", self._clock.time() - started, service=cfg.service)
 
-    async def _admit(self, guard: ServiceGuard) -> Admission | SidecarFailure:
-        try:
-            admission = guard.check()
-        except SidecarFailure as refusal:
-            return refusal
+    @staticmethod
+    def _outcome(
+        tool: _Tool, result: pb.ToolResult | None, failure: SidecarFailure | None, attempts: int
+    ) -> ToolOutcome:
+        empty = EMPTY_SEARCH_TEXT if tool.config.kind == "search" else EMPTY_RESULT_TEXT
+        return ToolOutcome(result, failure, attempts, empty)
+
+    async def _pace(self, tool: _Tool, guard: ServiceGuard, deadline: float | None) -> SidecarFailure | None:
+        """Wait for the service's throttle; a wait that would pass the deadline is not started."""
         wait = guard.throttle_wait()
-        if wait > 0:
-            attrs: dict[str, float | str] = {n.WAIT_SECONDS: wait, n.SERVICE: guard.name, n.THROTTLE: guard.throttle}
-            started = self._clock.time()
-            with _tracer.start_as_current_span(n.SPAN_THROTTLE_WAIT, attributes=attrs):
-                await guard.pace()
-            self._metrics.wait("throttle", self._clock.time() - started, service=guard.name)
-        else:
+        if wait <= 0:
             await guard.pace()
-        return admission
+            return None
+        if deadline is not None and self._clock.time() + wait > deadline:
+            return JobTimeout(
+                f"tool {tool.name}",
+                f"the {guard.name} service is throttled for {wait:.1f} s, past the caller's deadline",
+                retry_after=wait,
+            )
+        attrs: dict[str, float | str] = {n.WAIT_SECONDS: wait, n.SERVICE: guard.name, n.THROTTLE: guard.throttle}
+        started = self._clock.time()
+        with _tracer.start_as_current_span(n.SPAN_THROTTLE_WAIT, attributes=attrs):
+            await guard.pace()
+        self._metrics.wait("throttle", self._clock.time() - started, service=guard.name)
+        return None
 
     def _build(self, tool: _Tool, arguments: dict[str, Any]) -> httpx.Request:
         cfg = tool.config
 
         def fill(template: str) -> str:
             out = template
-            for key, val in arguments.items():
+            for key in cfg.parameters.get("properties", {}):  # an absent optional argument is left empty
+                val = arguments.get(key, "")
                 text = val if isinstance(val, str) else json.dumps(val)
                 out = out.replace("{" + key + "}", urllib.parse.quote(text, safe=""))
             return out
@@ -222,7 +263,7 @@ class ToolRunner:
 
     async def _send(
         self, tool: _Tool, request: httpx.Request, attempt: int, deadline: float | None, parameter: str, value: str
-    ) -> tuple[Observation, bool, trace.Span]:
+    ) -> tuple[Observation, bool, bool, trace.Span]:
         """One HTTP attempt under its own CLIENT span, returned open (the caller ends it)."""
         cfg = tool.config
         endpoint = endpoint_of(str(request.url))
@@ -235,6 +276,7 @@ class ToolRunner:
             resource_type=cfg.resource_type,
         )
         read_timeout = cfg.timeout_s
+        clipped = deadline is not None and deadline - self._clock.time() < read_timeout
         if deadline is not None:
             read_timeout = max(min(read_timeout, deadline - self._clock.time()), 0.001)
         request.extensions["timeout"] = httpx.Timeout(
@@ -261,24 +303,27 @@ class ToolRunner:
             span.set_attribute(n.ERROR_TYPE, "cancelled" if isinstance(exc, asyncio.CancelledError) else "internal")
             span.end()
             raise
-        return obs, may_have_reached, span
+        return obs, may_have_reached, clipped, span
 
     async def _exchange(self, request: httpx.Request, span: trace.Span, base: Observation) -> tuple[Observation, bool]:
         try:
-            response = await self._client.send(request)
-            body = response.text
-        except httpx.TransportError as exc:
+            response = await self._client.send(request, stream=True)
+            try:
+                raw = await read_capped(response, MAX_BODY_BYTES)
+            finally:
+                await response.aclose()
+            body = raw.decode(response.encoding or "utf-8", errors="replace")
+        except httpx.HTTPError as exc:
             fault = fault_of(exc)
             span.set_attribute(n.ERROR_TYPE, _fault_type(fault.fault))
             span.set_status(trace.StatusCode.ERROR, fault.detail)
-            return Observation(**{**_fields(base), "fault": fault.fault}), fault.may_have_reached
+            detail = fault.detail if isinstance(exc, httpx.DecodingError) else ""  # else the mapping's own words
+            return replace(base, fault=fault.fault, fault_detail=detail), fault.may_have_reached
         span.set_attribute(n.HTTP_STATUS, response.status_code)
         if response.status_code >= 400:
             span.set_attribute(n.ERROR_TYPE, str(response.status_code))
             span.set_status(trace.StatusCode.ERROR)
-        obs = Observation(
-            **{**_fields(base), "status": response.status_code, "headers": dict(response.headers), "body": body}
-        )
+        obs = replace(base, status=response.status_code, headers=dict(response.headers), body=body)
         return obs, True
 
     def _result(self, obs: Observation) -> pb.ToolResult:
@@ -294,13 +339,6 @@ class ToolRunner:
             status_code=obs.status,
             empty=empty,
         )
-
-    def tool_configs(self) -> dict[str, ToolConfig]:
-        return {name: t.config for name, t in self._tools.items()}
-
-
-def _fields(obs: Observation) -> dict[str, Any]:
-    return {f: getattr(obs, f) for f in obs.__dataclass_fields__}
 
 
 _FAULT_TYPES: dict[int, str] = {
@@ -320,7 +358,7 @@ def _is_empty(body: str) -> bool:
         return True
     try:
         parsed = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     if parsed in ([], {}, None):
         return True

@@ -519,7 +519,7 @@ class ObservedResponse(_message.Message):
     def __init__(self, status_code: _Optional[int] = ..., headers: _Optional[_Mapping[str, str]] = ..., body: _Optional[str] = ...) -> None: ...
 
 class ClassifyFailureRequest(_message.Message):
-    __slots__ = ("service", "endpoint", "tool_kind", "parameter", "value", "response", "fault", "job", "attempts", "resource_type")
+    __slots__ = ("service", "endpoint", "tool_kind", "parameter", "value", "response", "fault", "job", "attempts", "resource_type", "probe")
     SERVICE_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     TOOL_KIND_FIELD_NUMBER: _ClassVar[int]
@@ -530,6 +530,7 @@ class ClassifyFailureRequest(_message.Message):
     JOB_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROBE_FIELD_NUMBER: _ClassVar[int]
     service: str
     endpoint: str
     tool_kind: ToolKind
@@ -540,7 +541,8 @@ class ClassifyFailureRequest(_message.Message):
     job: Job
     attempts: int
     resource_type: str
-    def __init__(self, service: _Optional[str] = ..., endpoint: _Optional[str] = ..., tool_kind: _Optional[_Union[ToolKind, str]] = ..., parameter: _Optional[str] = ..., value: _Optional[str] = ..., response: _Optional[_Union[ObservedResponse, _Mapping]] = ..., fault: _Optional[_Union[TransportFault, str]] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., attempts: _Optional[int] = ..., resource_type: _Optional[str] = ...) -> None: ...
+    probe: bool
+    def __init__(self, service: _Optional[str] = ..., endpoint: _Optional[str] = ..., tool_kind: _Optional[_Union[ToolKind, str]] = ..., parameter: _Optional[str] = ..., value: _Optional[str] = ..., response: _Optional[_Union[ObservedResponse, _Mapping]] = ..., fault: _Optional[_Union[TransportFault, str]] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., attempts: _Optional[int] = ..., resource_type: _Optional[str] = ..., probe: _Optional[bool] = ...) -> None: ...
 
 class ListToolsRequest(_message.Message):
     __slots__ = ()

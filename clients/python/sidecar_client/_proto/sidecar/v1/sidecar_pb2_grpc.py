@@ -69,8 +69,9 @@ class SidecarServicer:
 
     def ExecuteTool(self, request, context):
         """ExecuteTool runs a configured tool. A tool's failure is a result (OK, with
-        `failure` set), never an RPC error; only a malformed request fails the RPC
-        (INVALID_ARGUMENT).
+        `failure` set), never an RPC error: an unknown tool or arguments that are not
+        a JSON object are INVALID_INPUT results too. Only gRPC's own limits (message
+        size, deadline, cancellation) end the RPC with a status.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -92,8 +93,11 @@ class SidecarServicer:
         * `response` or `fault` set: classify (and record) a failed call;
         * `response` with a 2xx status: record a success, returns kind UNSPECIFIED;
         * neither set (a pre-check): returns CIRCUIT_OPEN when the circuit would
-        refuse the call, else kind UNSPECIFIED. A pre-check that is granted the
-        half-open probe must be followed by a report of its outcome.
+        refuse the call, else kind UNSPECIFIED. When the circuit is half-open and
+        this caller is granted its one probe, the answer is kind UNSPECIFIED with
+        `circuit.state` CIRCUIT_STATE_HALF_OPEN: make the call, then report its
+        outcome with `probe` set (no report within the probe timeout counts as a
+        lost probe, and the circuit reopens).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

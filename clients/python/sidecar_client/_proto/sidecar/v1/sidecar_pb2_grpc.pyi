@@ -47,8 +47,9 @@ class SidecarStub:
     def __new__(cls, channel: _aio.Channel) -> SidecarAsyncStub: ...
     ExecuteTool: _grpc.UnaryUnaryMultiCallable[_sidecar_pb2.ExecuteToolRequest, _sidecar_pb2.ExecuteToolResponse]
     """ExecuteTool runs a configured tool. A tool's failure is a result (OK, with
-    `failure` set), never an RPC error; only a malformed request fails the RPC
-    (INVALID_ARGUMENT).
+    `failure` set), never an RPC error: an unknown tool or arguments that are not
+    a JSON object are INVALID_INPUT results too. Only gRPC's own limits (message
+    size, deadline, cancellation) end the RPC with a status.
     """
     CallModel: _grpc.UnaryUnaryMultiCallable[_sidecar_pb2.CallModelRequest, _sidecar_pb2.CallModelResponse]
     """CallModel sends a conversation to a catalog model. Rate limits, overloads
@@ -62,8 +63,11 @@ class SidecarStub:
       * `response` or `fault` set: classify (and record) a failed call;
       * `response` with a 2xx status: record a success, returns kind UNSPECIFIED;
       * neither set (a pre-check): returns CIRCUIT_OPEN when the circuit would
-        refuse the call, else kind UNSPECIFIED. A pre-check that is granted the
-        half-open probe must be followed by a report of its outcome.
+        refuse the call, else kind UNSPECIFIED. When the circuit is half-open and
+        this caller is granted its one probe, the answer is kind UNSPECIFIED with
+        `circuit.state` CIRCUIT_STATE_HALF_OPEN: make the call, then report its
+        outcome with `probe` set (no report within the probe timeout counts as a
+        lost probe, and the circuit reopens).
     """
     ListTools: _grpc.UnaryUnaryMultiCallable[_sidecar_pb2.ListToolsRequest, _sidecar_pb2.ListToolsResponse]
     """ListTools lists the configured tools, with schemas ready for a model."""
@@ -77,8 +81,9 @@ class SidecarAsyncStub(SidecarStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     ExecuteTool: _aio.UnaryUnaryMultiCallable[_sidecar_pb2.ExecuteToolRequest, _sidecar_pb2.ExecuteToolResponse]  # type: ignore[assignment]
     """ExecuteTool runs a configured tool. A tool's failure is a result (OK, with
-    `failure` set), never an RPC error; only a malformed request fails the RPC
-    (INVALID_ARGUMENT).
+    `failure` set), never an RPC error: an unknown tool or arguments that are not
+    a JSON object are INVALID_INPUT results too. Only gRPC's own limits (message
+    size, deadline, cancellation) end the RPC with a status.
     """
     CallModel: _aio.UnaryUnaryMultiCallable[_sidecar_pb2.CallModelRequest, _sidecar_pb2.CallModelResponse]  # type: ignore[assignment]
     """CallModel sends a conversation to a catalog model. Rate limits, overloads
@@ -92,8 +97,11 @@ class SidecarAsyncStub(SidecarStub):
       * `response` or `fault` set: classify (and record) a failed call;
       * `response` with a 2xx status: record a success, returns kind UNSPECIFIED;
       * neither set (a pre-check): returns CIRCUIT_OPEN when the circuit would
-        refuse the call, else kind UNSPECIFIED. A pre-check that is granted the
-        half-open probe must be followed by a report of its outcome.
+        refuse the call, else kind UNSPECIFIED. When the circuit is half-open and
+        this caller is granted its one probe, the answer is kind UNSPECIFIED with
+        `circuit.state` CIRCUIT_STATE_HALF_OPEN: make the call, then report its
+        outcome with `probe` set (no report within the probe timeout counts as a
+        lost probe, and the circuit reopens).
     """
     ListTools: _aio.UnaryUnaryMultiCallable[_sidecar_pb2.ListToolsRequest, _sidecar_pb2.ListToolsResponse]  # type: ignore[assignment]
     """ListTools lists the configured tools, with schemas ready for a model."""
@@ -110,8 +118,9 @@ class SidecarServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_sidecar_pb2.ExecuteToolResponse, _abc.Awaitable[_sidecar_pb2.ExecuteToolResponse]]:
         """ExecuteTool runs a configured tool. A tool's failure is a result (OK, with
-        `failure` set), never an RPC error; only a malformed request fails the RPC
-        (INVALID_ARGUMENT).
+        `failure` set), never an RPC error: an unknown tool or arguments that are not
+        a JSON object are INVALID_INPUT results too. Only gRPC's own limits (message
+        size, deadline, cancellation) end the RPC with a status.
         """
 
     @_abc_1.abstractmethod
@@ -137,8 +146,11 @@ class SidecarServicer(metaclass=_abc_1.ABCMeta):
           * `response` or `fault` set: classify (and record) a failed call;
           * `response` with a 2xx status: record a success, returns kind UNSPECIFIED;
           * neither set (a pre-check): returns CIRCUIT_OPEN when the circuit would
-            refuse the call, else kind UNSPECIFIED. A pre-check that is granted the
-            half-open probe must be followed by a report of its outcome.
+            refuse the call, else kind UNSPECIFIED. When the circuit is half-open and
+            this caller is granted its one probe, the answer is kind UNSPECIFIED with
+            `circuit.state` CIRCUIT_STATE_HALF_OPEN: make the call, then report its
+            outcome with `probe` set (no report within the probe timeout counts as a
+            lost probe, and the circuit reopens).
         """
 
     @_abc_1.abstractmethod

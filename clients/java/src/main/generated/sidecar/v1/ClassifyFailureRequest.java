@@ -501,6 +501,21 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int PROBE_FIELD_NUMBER = 11;
+  private boolean probe_ = false;
+  /**
+   * <pre>
+   * True when this report is the outcome of the probe a pre-check granted.
+   * </pre>
+   *
+   * <code>bool probe = 11 [json_name = "probe"];</code>
+   * @return The probe.
+   */
+  @java.lang.Override
+  public boolean getProbe() {
+    return probe_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -545,6 +560,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(resourceType_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 10, resourceType_);
     }
+    if (probe_ != false) {
+      output.writeBool(11, probe_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -583,6 +601,10 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(resourceType_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(10, resourceType_);
+    }
+    if (probe_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(11, probe_);
     }
     return size;
   }
@@ -626,6 +648,8 @@ private static final long serialVersionUID = 0L;
         != other.getAttempts()) return false;
     if (!getResourceType()
         .equals(other.getResourceType())) return false;
+    if (getProbe()
+        != other.getProbe()) return false;
     if (!getObservedCase().equals(other.getObservedCase())) return false;
     switch (observedCase_) {
       case 6:
@@ -668,6 +692,9 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getAttempts();
     hash = (37 * hash) + RESOURCE_TYPE_FIELD_NUMBER;
     hash = (53 * hash) + getResourceType().hashCode();
+    hash = (37 * hash) + PROBE_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getProbe());
     switch (observedCase_) {
       case 6:
         hash = (37 * hash) + RESPONSE_FIELD_NUMBER;
@@ -836,6 +863,7 @@ private static final long serialVersionUID = 0L;
       }
       attempts_ = 0;
       resourceType_ = "";
+      probe_ = false;
       observedCase_ = 0;
       observed_ = null;
       return this;
@@ -900,6 +928,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000200) != 0)) {
         result.resourceType_ = resourceType_;
       }
+      if (((from_bitField0_ & 0x00000400) != 0)) {
+        result.probe_ = probe_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -957,6 +988,9 @@ private static final long serialVersionUID = 0L;
         resourceType_ = other.resourceType_;
         bitField0_ |= 0x00000200;
         onChanged();
+      }
+      if (other.getProbe() != false) {
+        setProbe(other.getProbe());
       }
       switch (other.getObservedCase()) {
         case RESPONSE: {
@@ -1050,6 +1084,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000200;
               break;
             } // case 82
+            case 88: {
+              probe_ = input.readBool();
+              bitField0_ |= 0x00000400;
+              break;
+            } // case 88
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2078,6 +2117,50 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       resourceType_ = value;
       bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+
+    private boolean probe_ ;
+    /**
+     * <pre>
+     * True when this report is the outcome of the probe a pre-check granted.
+     * </pre>
+     *
+     * <code>bool probe = 11 [json_name = "probe"];</code>
+     * @return The probe.
+     */
+    @java.lang.Override
+    public boolean getProbe() {
+      return probe_;
+    }
+    /**
+     * <pre>
+     * True when this report is the outcome of the probe a pre-check granted.
+     * </pre>
+     *
+     * <code>bool probe = 11 [json_name = "probe"];</code>
+     * @param value The probe to set.
+     * @return This builder for chaining.
+     */
+    public Builder setProbe(boolean value) {
+
+      probe_ = value;
+      bitField0_ |= 0x00000400;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * True when this report is the outcome of the probe a pre-check granted.
+     * </pre>
+     *
+     * <code>bool probe = 11 [json_name = "probe"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearProbe() {
+      bitField0_ = (bitField0_ & ~0x00000400);
+      probe_ = false;
       onChanged();
       return this;
     }

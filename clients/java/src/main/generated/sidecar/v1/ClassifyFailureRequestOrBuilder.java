@@ -221,5 +221,15 @@ public interface ClassifyFailureRequestOrBuilder extends
   com.google.protobuf.ByteString
       getResourceTypeBytes();
 
+  /**
+   * <pre>
+   * True when this report is the outcome of the probe a pre-check granted.
+   * </pre>
+   *
+   * <code>bool probe = 11 [json_name = "probe"];</code>
+   * @return The probe.
+   */
+  boolean getProbe();
+
   sidecar.v1.ClassifyFailureRequest.ObservedCase getObservedCase();
 }

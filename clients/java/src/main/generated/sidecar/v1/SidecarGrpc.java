@@ -239,8 +239,9 @@ public final class SidecarGrpc {
     /**
      * <pre>
      * ExecuteTool runs a configured tool. A tool's failure is a result (OK, with
-     * `failure` set), never an RPC error; only a malformed request fails the RPC
-     * (INVALID_ARGUMENT).
+     * `failure` set), never an RPC error: an unknown tool or arguments that are not
+     * a JSON object are INVALID_INPUT results too. Only gRPC's own limits (message
+     * size, deadline, cancellation) end the RPC with a status.
      * </pre>
      */
     default void executeTool(sidecar.v1.ExecuteToolRequest request,
@@ -268,8 +269,11 @@ public final class SidecarGrpc {
      *   * `response` or `fault` set: classify (and record) a failed call;
      *   * `response` with a 2xx status: record a success, returns kind UNSPECIFIED;
      *   * neither set (a pre-check): returns CIRCUIT_OPEN when the circuit would
-     *     refuse the call, else kind UNSPECIFIED. A pre-check that is granted the
-     *     half-open probe must be followed by a report of its outcome.
+     *     refuse the call, else kind UNSPECIFIED. When the circuit is half-open and
+     *     this caller is granted its one probe, the answer is kind UNSPECIFIED with
+     *     `circuit.state` CIRCUIT_STATE_HALF_OPEN: make the call, then report its
+     *     outcome with `probe` set (no report within the probe timeout counts as a
+     *     lost probe, and the circuit reopens).
      * </pre>
      */
     default void classifyFailure(sidecar.v1.ClassifyFailureRequest request,
@@ -334,8 +338,9 @@ public final class SidecarGrpc {
     /**
      * <pre>
      * ExecuteTool runs a configured tool. A tool's failure is a result (OK, with
-     * `failure` set), never an RPC error; only a malformed request fails the RPC
-     * (INVALID_ARGUMENT).
+     * `failure` set), never an RPC error: an unknown tool or arguments that are not
+     * a JSON object are INVALID_INPUT results too. Only gRPC's own limits (message
+     * size, deadline, cancellation) end the RPC with a status.
      * </pre>
      */
     public void executeTool(sidecar.v1.ExecuteToolRequest request,
@@ -365,8 +370,11 @@ public final class SidecarGrpc {
      *   * `response` or `fault` set: classify (and record) a failed call;
      *   * `response` with a 2xx status: record a success, returns kind UNSPECIFIED;
      *   * neither set (a pre-check): returns CIRCUIT_OPEN when the circuit would
-     *     refuse the call, else kind UNSPECIFIED. A pre-check that is granted the
-     *     half-open probe must be followed by a report of its outcome.
+     *     refuse the call, else kind UNSPECIFIED. When the circuit is half-open and
+     *     this caller is granted its one probe, the answer is kind UNSPECIFIED with
+     *     `circuit.state` CIRCUIT_STATE_HALF_OPEN: make the call, then report its
+     *     outcome with `probe` set (no report within the probe timeout counts as a
+     *     lost probe, and the circuit reopens).
      * </pre>
      */
     public void classifyFailure(sidecar.v1.ClassifyFailureRequest request,
@@ -420,8 +428,9 @@ public final class SidecarGrpc {
     /**
      * <pre>
      * ExecuteTool runs a configured tool. A tool's failure is a result (OK, with
-     * `failure` set), never an RPC error; only a malformed request fails the RPC
-     * (INVALID_ARGUMENT).
+     * `failure` set), never an RPC error: an unknown tool or arguments that are not
+     * a JSON object are INVALID_INPUT results too. Only gRPC's own limits (message
+     * size, deadline, cancellation) end the RPC with a status.
      * </pre>
      */
     public sidecar.v1.ExecuteToolResponse executeTool(sidecar.v1.ExecuteToolRequest request) throws io.grpc.StatusException {
@@ -449,8 +458,11 @@ public final class SidecarGrpc {
      *   * `response` or `fault` set: classify (and record) a failed call;
      *   * `response` with a 2xx status: record a success, returns kind UNSPECIFIED;
      *   * neither set (a pre-check): returns CIRCUIT_OPEN when the circuit would
-     *     refuse the call, else kind UNSPECIFIED. A pre-check that is granted the
-     *     half-open probe must be followed by a report of its outcome.
+     *     refuse the call, else kind UNSPECIFIED. When the circuit is half-open and
+     *     this caller is granted its one probe, the answer is kind UNSPECIFIED with
+     *     `circuit.state` CIRCUIT_STATE_HALF_OPEN: make the call, then report its
+     *     outcome with `probe` set (no report within the probe timeout counts as a
+     *     lost probe, and the circuit reopens).
      * </pre>
      */
     public sidecar.v1.Failure classifyFailure(sidecar.v1.ClassifyFailureRequest request) throws io.grpc.StatusException {
@@ -501,8 +513,9 @@ public final class SidecarGrpc {
     /**
      * <pre>
      * ExecuteTool runs a configured tool. A tool's failure is a result (OK, with
-     * `failure` set), never an RPC error; only a malformed request fails the RPC
-     * (INVALID_ARGUMENT).
+     * `failure` set), never an RPC error: an unknown tool or arguments that are not
+     * a JSON object are INVALID_INPUT results too. Only gRPC's own limits (message
+     * size, deadline, cancellation) end the RPC with a status.
      * </pre>
      */
     public sidecar.v1.ExecuteToolResponse executeTool(sidecar.v1.ExecuteToolRequest request) {
@@ -530,8 +543,11 @@ public final class SidecarGrpc {
      *   * `response` or `fault` set: classify (and record) a failed call;
      *   * `response` with a 2xx status: record a success, returns kind UNSPECIFIED;
      *   * neither set (a pre-check): returns CIRCUIT_OPEN when the circuit would
-     *     refuse the call, else kind UNSPECIFIED. A pre-check that is granted the
-     *     half-open probe must be followed by a report of its outcome.
+     *     refuse the call, else kind UNSPECIFIED. When the circuit is half-open and
+     *     this caller is granted its one probe, the answer is kind UNSPECIFIED with
+     *     `circuit.state` CIRCUIT_STATE_HALF_OPEN: make the call, then report its
+     *     outcome with `probe` set (no report within the probe timeout counts as a
+     *     lost probe, and the circuit reopens).
      * </pre>
      */
     public sidecar.v1.Failure classifyFailure(sidecar.v1.ClassifyFailureRequest request) {
@@ -582,8 +598,9 @@ public final class SidecarGrpc {
     /**
      * <pre>
      * ExecuteTool runs a configured tool. A tool's failure is a result (OK, with
-     * `failure` set), never an RPC error; only a malformed request fails the RPC
-     * (INVALID_ARGUMENT).
+     * `failure` set), never an RPC error: an unknown tool or arguments that are not
+     * a JSON object are INVALID_INPUT results too. Only gRPC's own limits (message
+     * size, deadline, cancellation) end the RPC with a status.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<sidecar.v1.ExecuteToolResponse> executeTool(
@@ -613,8 +630,11 @@ public final class SidecarGrpc {
      *   * `response` or `fault` set: classify (and record) a failed call;
      *   * `response` with a 2xx status: record a success, returns kind UNSPECIFIED;
      *   * neither set (a pre-check): returns CIRCUIT_OPEN when the circuit would
-     *     refuse the call, else kind UNSPECIFIED. A pre-check that is granted the
-     *     half-open probe must be followed by a report of its outcome.
+     *     refuse the call, else kind UNSPECIFIED. When the circuit is half-open and
+     *     this caller is granted its one probe, the answer is kind UNSPECIFIED with
+     *     `circuit.state` CIRCUIT_STATE_HALF_OPEN: make the call, then report its
+     *     outcome with `probe` set (no report within the probe timeout counts as a
+     *     lost probe, and the circuit reopens).
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<sidecar.v1.Failure> classifyFailure(

@@ -367,7 +367,7 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
       "1.ObservedResponse.HeadersEntryR\007headers" +
       "\022\022\n\004body\030\003 \001(\tR\004body\032:\n\014HeadersEntry\022\020\n\003" +
       "key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(\tR\005value:\0028\001" +
-      "\"\225\003\n\026ClassifyFailureRequest\022\030\n\007service\030\001" +
+      "\"\253\003\n\026ClassifyFailureRequest\022\030\n\007service\030\001" +
       " \001(\tR\007service\022\032\n\010endpoint\030\002 \001(\tR\010endpoin" +
       "t\0221\n\ttool_kind\030\003 \001(\0162\024.sidecar.v1.ToolKi" +
       "ndR\010toolKind\022\034\n\tparameter\030\004 \001(\tR\tparamet" +
@@ -376,81 +376,81 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
       "onse\0222\n\005fault\030\007 \001(\0162\032.sidecar.v1.Transpo" +
       "rtFaultH\000R\005fault\022!\n\003job\030\010 \001(\0132\017.sidecar." +
       "v1.JobR\003job\022\032\n\010attempts\030\t \001(\rR\010attempts\022" +
-      "#\n\rresource_type\030\n \001(\tR\014resourceTypeB\n\n\010" +
-      "observed\"\022\n\020ListToolsRequest\"\362\001\n\010ToolInf" +
-      "o\022:\n\ndefinition\030\001 \001(\0132\032.sidecar.v1.ToolD" +
-      "efinitionR\ndefinition\022(\n\004kind\030\002 \001(\0162\024.si" +
-      "decar.v1.ToolKindR\004kind\022\030\n\007service\030\003 \001(\t" +
-      "R\007service\022\036\n\nidempotent\030\004 \001(\010R\nidempoten" +
-      "t\022\037\n\013openai_json\030\005 \001(\tR\nopenaiJson\022%\n\016an" +
-      "thropic_json\030\006 \001(\tR\ranthropicJson\"?\n\021Lis" +
-      "tToolsResponse\022*\n\005tools\030\001 \003(\0132\024.sidecar." +
-      "v1.ToolInfoR\005tools\"\023\n\021ListModelsRequest\"" +
-      "\275\003\n\tModelInfo\022\016\n\002id\030\001 \001(\tR\002id\022\032\n\010provide" +
-      "r\030\002 \001(\tR\010provider\022\037\n\013wire_format\030\003 \001(\tR\n" +
-      "wireFormat\022%\n\016upstream_model\030\004 \001(\tR\rupst" +
-      "reamModel\022%\n\016context_window\030\005 \001(\rR\rconte" +
-      "xtWindow\022*\n\021max_output_tokens\030\006 \001(\rR\017max" +
-      "OutputTokens\022/\n\024input_price_per_mtok\030\007 \001" +
-      "(\001R\021inputPricePerMtok\0221\n\025output_price_pe" +
-      "r_mtok\030\010 \001(\001R\022outputPricePerMtok\022.\n\023requ" +
-      "ests_per_minute\030\t \001(\rR\021requestsPerMinute" +
-      "\022*\n\021tokens_per_minute\030\n \001(\rR\017tokensPerMi" +
-      "nute\022)\n\020upstream_retries\030\013 \001(\rR\017upstream" +
-      "Retries\"C\n\022ListModelsResponse\022-\n\006models\030" +
-      "\001 \003(\0132\025.sidecar.v1.ModelInfoR\006models*\375\005\n" +
-      "\013FailureKind\022\034\n\030FAILURE_KIND_UNSPECIFIED" +
-      "\020\000\022\036\n\032FAILURE_KIND_INVALID_INPUT\020\001\022#\n\037FA" +
-      "ILURE_KIND_RESOURCE_NOT_FOUND\020\002\022\032\n\026FAILU" +
-      "RE_KIND_GUARDRAIL\020\003\022\033\n\027FAILURE_KIND_JSON" +
-      "_PARSE\020\004\022$\n FAILURE_KIND_RESPONSE_VALIDA" +
-      "TION\020\005\022!\n\035FAILURE_KIND_EXTERNAL_SERVICE\020" +
-      "\006\022\"\n\036FAILURE_KIND_UPSTREAM_THROTTLE\020\007\022\035\n" +
-      "\031FAILURE_KIND_UNAUTHORIZED\020\010\022\"\n\036FAILURE_" +
-      "KIND_PERMISSION_DENIED\020\t\022\027\n\023FAILURE_KIND" +
-      "_SYSTEM\020\n\022\035\n\031FAILURE_KIND_CIRCUIT_OPEN\020\013" +
-      "\022+\n\'FAILURE_KIND_UPSTREAM_RETRIES_EXHAUS" +
-      "TED\020\014\022 \n\034FAILURE_KIND_QUOTA_EXHAUSTED\020\r\022" +
-      "#\n\037FAILURE_KIND_SPEND_CAP_EXCEEDED\020\016\022 \n\034" +
-      "FAILURE_KIND_MODEL_NOT_FOUND\020\017\022!\n\035FAILUR" +
-      "E_KIND_PROVIDER_REFUSAL\020\020\022-\n)FAILURE_KIN" +
-      "D_TOKEN_ESTIMATE_EXCEEDS_LIMIT\020\021\022!\n\035FAIL" +
-      "URE_KIND_CONTEXT_OVERFLOW\020\022\022!\n\035FAILURE_K" +
-      "IND_OUTPUT_TRUNCATED\020\023\022\034\n\030FAILURE_KIND_J" +
-      "OB_TIMEOUT\020\024\022\036\n\032FAILURE_KIND_JOB_CANCELL" +
-      "ED\020\025*|\n\014CircuitState\022\035\n\031CIRCUIT_STATE_UN" +
-      "SPECIFIED\020\000\022\030\n\024CIRCUIT_STATE_CLOSED\020\001\022\026\n" +
-      "\022CIRCUIT_STATE_OPEN\020\002\022\033\n\027CIRCUIT_STATE_H" +
-      "ALF_OPEN\020\003*\177\n\013RetrySignal\022\034\n\030RETRY_SIGNA" +
-      "L_UNSPECIFIED\020\000\022\033\n\027RETRY_SIGNAL_RATE_LIM" +
-      "IT\020\001\022\031\n\025RETRY_SIGNAL_OVERLOAD\020\002\022\032\n\026RETRY" +
-      "_SIGNAL_TRANSIENT\020\003*N\n\004Role\022\024\n\020ROLE_UNSP" +
-      "ECIFIED\020\000\022\r\n\tROLE_USER\020\001\022\022\n\016ROLE_ASSISTA" +
-      "NT\020\002\022\r\n\tROLE_TOOL\020\003*\237\001\n\014FinishReason\022\035\n\031" +
-      "FINISH_REASON_UNSPECIFIED\020\000\022\026\n\022FINISH_RE" +
-      "ASON_STOP\020\001\022\030\n\024FINISH_REASON_LENGTH\020\002\022\034\n" +
-      "\030FINISH_REASON_TOOL_CALLS\020\003\022 \n\034FINISH_RE" +
-      "ASON_CONTENT_FILTER\020\004*P\n\010ToolKind\022\031\n\025TOO" +
-      "L_KIND_UNSPECIFIED\020\000\022\024\n\020TOOL_KIND_SEARCH" +
-      "\020\001\022\023\n\017TOOL_KIND_FETCH\020\002*\237\001\n\016TransportFau" +
-      "lt\022\037\n\033TRANSPORT_FAULT_UNSPECIFIED\020\000\022\033\n\027T" +
-      "RANSPORT_FAULT_REFUSED\020\001\022\033\n\027TRANSPORT_FA" +
-      "ULT_TIMEOUT\020\002\022\031\n\025TRANSPORT_FAULT_RESET\020\003" +
-      "\022\027\n\023TRANSPORT_FAULT_DNS\020\0042\206\003\n\007Sidecar\022N\n" +
-      "\013ExecuteTool\022\036.sidecar.v1.ExecuteToolReq" +
-      "uest\032\037.sidecar.v1.ExecuteToolResponse\022H\n" +
-      "\tCallModel\022\034.sidecar.v1.CallModelRequest" +
-      "\032\035.sidecar.v1.CallModelResponse\022J\n\017Class" +
-      "ifyFailure\022\".sidecar.v1.ClassifyFailureR" +
-      "equest\032\023.sidecar.v1.Failure\022H\n\tListTools" +
-      "\022\034.sidecar.v1.ListToolsRequest\032\035.sidecar" +
-      ".v1.ListToolsResponse\022K\n\nListModels\022\035.si" +
-      "decar.v1.ListModelsRequest\032\036.sidecar.v1." +
-      "ListModelsResponseB\215\001P\001ZBgithub.com/side" +
-      "car-dev/sidecar/clients/go/gen/sidecar/v" +
-      "1;sidecarv1\242\002\003SXX\252\002\nSidecar.V1\312\002\nSidecar" +
-      "\\V1\342\002\026Sidecar\\V1\\GPBMetadata\352\002\013Sidecar::" +
-      "V1b\006proto3"
+      "#\n\rresource_type\030\n \001(\tR\014resourceType\022\024\n\005" +
+      "probe\030\013 \001(\010R\005probeB\n\n\010observed\"\022\n\020ListTo" +
+      "olsRequest\"\362\001\n\010ToolInfo\022:\n\ndefinition\030\001 " +
+      "\001(\0132\032.sidecar.v1.ToolDefinitionR\ndefinit" +
+      "ion\022(\n\004kind\030\002 \001(\0162\024.sidecar.v1.ToolKindR" +
+      "\004kind\022\030\n\007service\030\003 \001(\tR\007service\022\036\n\nidemp" +
+      "otent\030\004 \001(\010R\nidempotent\022\037\n\013openai_json\030\005" +
+      " \001(\tR\nopenaiJson\022%\n\016anthropic_json\030\006 \001(\t" +
+      "R\ranthropicJson\"?\n\021ListToolsResponse\022*\n\005" +
+      "tools\030\001 \003(\0132\024.sidecar.v1.ToolInfoR\005tools" +
+      "\"\023\n\021ListModelsRequest\"\275\003\n\tModelInfo\022\016\n\002i" +
+      "d\030\001 \001(\tR\002id\022\032\n\010provider\030\002 \001(\tR\010provider\022" +
+      "\037\n\013wire_format\030\003 \001(\tR\nwireFormat\022%\n\016upst" +
+      "ream_model\030\004 \001(\tR\rupstreamModel\022%\n\016conte" +
+      "xt_window\030\005 \001(\rR\rcontextWindow\022*\n\021max_ou" +
+      "tput_tokens\030\006 \001(\rR\017maxOutputTokens\022/\n\024in" +
+      "put_price_per_mtok\030\007 \001(\001R\021inputPricePerM" +
+      "tok\0221\n\025output_price_per_mtok\030\010 \001(\001R\022outp" +
+      "utPricePerMtok\022.\n\023requests_per_minute\030\t " +
+      "\001(\rR\021requestsPerMinute\022*\n\021tokens_per_min" +
+      "ute\030\n \001(\rR\017tokensPerMinute\022)\n\020upstream_r" +
+      "etries\030\013 \001(\rR\017upstreamRetries\"C\n\022ListMod" +
+      "elsResponse\022-\n\006models\030\001 \003(\0132\025.sidecar.v1" +
+      ".ModelInfoR\006models*\375\005\n\013FailureKind\022\034\n\030FA" +
+      "ILURE_KIND_UNSPECIFIED\020\000\022\036\n\032FAILURE_KIND" +
+      "_INVALID_INPUT\020\001\022#\n\037FAILURE_KIND_RESOURC" +
+      "E_NOT_FOUND\020\002\022\032\n\026FAILURE_KIND_GUARDRAIL\020" +
+      "\003\022\033\n\027FAILURE_KIND_JSON_PARSE\020\004\022$\n FAILUR" +
+      "E_KIND_RESPONSE_VALIDATION\020\005\022!\n\035FAILURE_" +
+      "KIND_EXTERNAL_SERVICE\020\006\022\"\n\036FAILURE_KIND_" +
+      "UPSTREAM_THROTTLE\020\007\022\035\n\031FAILURE_KIND_UNAU" +
+      "THORIZED\020\010\022\"\n\036FAILURE_KIND_PERMISSION_DE" +
+      "NIED\020\t\022\027\n\023FAILURE_KIND_SYSTEM\020\n\022\035\n\031FAILU" +
+      "RE_KIND_CIRCUIT_OPEN\020\013\022+\n\'FAILURE_KIND_U" +
+      "PSTREAM_RETRIES_EXHAUSTED\020\014\022 \n\034FAILURE_K" +
+      "IND_QUOTA_EXHAUSTED\020\r\022#\n\037FAILURE_KIND_SP" +
+      "END_CAP_EXCEEDED\020\016\022 \n\034FAILURE_KIND_MODEL" +
+      "_NOT_FOUND\020\017\022!\n\035FAILURE_KIND_PROVIDER_RE" +
+      "FUSAL\020\020\022-\n)FAILURE_KIND_TOKEN_ESTIMATE_E" +
+      "XCEEDS_LIMIT\020\021\022!\n\035FAILURE_KIND_CONTEXT_O" +
+      "VERFLOW\020\022\022!\n\035FAILURE_KIND_OUTPUT_TRUNCAT" +
+      "ED\020\023\022\034\n\030FAILURE_KIND_JOB_TIMEOUT\020\024\022\036\n\032FA" +
+      "ILURE_KIND_JOB_CANCELLED\020\025*|\n\014CircuitSta" +
+      "te\022\035\n\031CIRCUIT_STATE_UNSPECIFIED\020\000\022\030\n\024CIR" +
+      "CUIT_STATE_CLOSED\020\001\022\026\n\022CIRCUIT_STATE_OPE" +
+      "N\020\002\022\033\n\027CIRCUIT_STATE_HALF_OPEN\020\003*\177\n\013Retr" +
+      "ySignal\022\034\n\030RETRY_SIGNAL_UNSPECIFIED\020\000\022\033\n" +
+      "\027RETRY_SIGNAL_RATE_LIMIT\020\001\022\031\n\025RETRY_SIGN" +
+      "AL_OVERLOAD\020\002\022\032\n\026RETRY_SIGNAL_TRANSIENT\020" +
+      "\003*N\n\004Role\022\024\n\020ROLE_UNSPECIFIED\020\000\022\r\n\tROLE_" +
+      "USER\020\001\022\022\n\016ROLE_ASSISTANT\020\002\022\r\n\tROLE_TOOL\020" +
+      "\003*\237\001\n\014FinishReason\022\035\n\031FINISH_REASON_UNSP" +
+      "ECIFIED\020\000\022\026\n\022FINISH_REASON_STOP\020\001\022\030\n\024FIN" +
+      "ISH_REASON_LENGTH\020\002\022\034\n\030FINISH_REASON_TOO" +
+      "L_CALLS\020\003\022 \n\034FINISH_REASON_CONTENT_FILTE" +
+      "R\020\004*P\n\010ToolKind\022\031\n\025TOOL_KIND_UNSPECIFIED" +
+      "\020\000\022\024\n\020TOOL_KIND_SEARCH\020\001\022\023\n\017TOOL_KIND_FE" +
+      "TCH\020\002*\237\001\n\016TransportFault\022\037\n\033TRANSPORT_FA" +
+      "ULT_UNSPECIFIED\020\000\022\033\n\027TRANSPORT_FAULT_REF" +
+      "USED\020\001\022\033\n\027TRANSPORT_FAULT_TIMEOUT\020\002\022\031\n\025T" +
+      "RANSPORT_FAULT_RESET\020\003\022\027\n\023TRANSPORT_FAUL" +
+      "T_DNS\020\0042\206\003\n\007Sidecar\022N\n\013ExecuteTool\022\036.sid" +
+      "ecar.v1.ExecuteToolRequest\032\037.sidecar.v1." +
+      "ExecuteToolResponse\022H\n\tCallModel\022\034.sidec" +
+      "ar.v1.CallModelRequest\032\035.sidecar.v1.Call" +
+      "ModelResponse\022J\n\017ClassifyFailure\022\".sidec" +
+      "ar.v1.ClassifyFailureRequest\032\023.sidecar.v" +
+      "1.Failure\022H\n\tListTools\022\034.sidecar.v1.List" +
+      "ToolsRequest\032\035.sidecar.v1.ListToolsRespo" +
+      "nse\022K\n\nListModels\022\035.sidecar.v1.ListModel" +
+      "sRequest\032\036.sidecar.v1.ListModelsResponse" +
+      "B\215\001P\001ZBgithub.com/sidecar-dev/sidecar/cl" +
+      "ients/go/gen/sidecar/v1;sidecarv1\242\002\003SXX\252" +
+      "\002\nSidecar.V1\312\002\nSidecar\\V1\342\002\026Sidecar\\V1\\G" +
+      "PBMetadata\352\002\013Sidecar::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -650,7 +650,7 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_sidecar_v1_ClassifyFailureRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ClassifyFailureRequest_descriptor,
-        new java.lang.String[] { "Service", "Endpoint", "ToolKind", "Parameter", "Value", "Response", "Fault", "Job", "Attempts", "ResourceType", "Observed", });
+        new java.lang.String[] { "Service", "Endpoint", "ToolKind", "Parameter", "Value", "Response", "Fault", "Job", "Attempts", "ResourceType", "Probe", "Observed", });
     internal_static_sidecar_v1_ListToolsRequest_descriptor =
       getDescriptor().getMessageType(30);
     internal_static_sidecar_v1_ListToolsRequest_fieldAccessorTable = new
