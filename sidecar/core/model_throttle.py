@@ -6,9 +6,11 @@
     every third success  throttle -= 0.2;  after 5 minutes without pressure, every success -= 0.5
     cap                  9.0; the refill window stretches to (1 + throttle) x the base window
 
-The base window is the model's configured requests per minute (``requests_per_minute``), or
-``THROTTLE_BASE_RPM`` while a throttle is in force on a model with none configured. Tokens per
-minute, when configured, are a second leaky bucket charged with the estimated tokens of a call.
+The base window is the model's configured requests per minute (``requests_per_minute``). A model
+with none is paced, while a throttle is in force, from the rate it was actually being called at
+when the pressure began (measured over the last seconds; at least ``MIN_BASE_RPS``): the provider
+said "too fast" at that rate, so the throttle takes it down from there. Tokens per minute, when
+configured, are a second leaky bucket charged with the estimated tokens of a call.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from sidecar.core.clock import Clock
 from sidecar.core.limiter import StretchLimiter
 from sidecar.telemetry import names as n
 
-__all__ = ["INCREMENTS", "MAX_THROTTLE", "THROTTLE_BASE_RPM", "ModelThrottle"]
+__all__ = ["INCREMENTS", "MAX_THROTTLE", "MIN_BASE_RPS", "ModelThrottle"]
 
 MAX_THROTTLE = 9.0
 INCREMENTS: dict[int, float] = {
@@ -28,8 +30,10 @@ INCREMENTS: dict[int, float] = {
     pb.RETRY_SIGNAL_OVERLOAD: 1.5,
     pb.RETRY_SIGNAL_TRANSIENT: 0.0,
 }
-THROTTLE_BASE_RPM = 600
-"""Requests per minute a throttled model with no configured rate is paced from."""
+MIN_BASE_RPS = 1.0
+"""The slowest base a throttled model with no configured rate is paced from (requests per second)."""
+RATE_BUCKET_S = 1.0
+"""The request rate is measured in buckets this long, smoothed half-and-half."""
 PRESSURE_QUIET_S = 300.0
 SLOW_DECAY = 0.2
 SUCCESSES_PER_DECAY = 3
@@ -40,9 +44,12 @@ class ModelThrottle:
     """One model's throttle, pause, and request/token buckets."""
 
     __slots__ = (
+        "_bucket_count",
+        "_bucket_start",
         "_clock",
         "_fixed_rate",
         "_last_pressure",
+        "_rate",
         "_requests",
         "_successes",
         "_tokens",
@@ -58,10 +65,10 @@ class ModelThrottle:
         self.paused_until = 0.0
         self._successes = 0
         self._last_pressure: float | None = None
-        if requests_per_minute:
-            self._requests = StretchLimiter(requests_per_minute, 60.0, clock)
-        else:  # no burst: one call per 60/THROTTLE_BASE_RPM seconds, stretched by the throttle
-            self._requests = StretchLimiter(1, 60.0 / THROTTLE_BASE_RPM, clock)
+        self._rate = 0.0
+        self._bucket_start: float | None = None
+        self._bucket_count = 0
+        self._requests = StretchLimiter(requests_per_minute or 60, 60.0, clock)  # re-based when throttled
         self._fixed_rate = bool(requests_per_minute)
         self._tokens = StretchLimiter(tokens_per_minute, 60.0, clock) if tokens_per_minute else None
 
@@ -86,6 +93,31 @@ class ModelThrottle:
             await self._requests.take()
         if self._tokens is not None and tokens:
             await self._tokens.take(min(tokens, self._tokens.max_rate))
+        self._count_request()
+
+    @property
+    def recent_rate(self) -> float:
+        """Requests per second recently sent to this model (smoothed)."""
+        return self._rate
+
+    def _count_request(self) -> None:
+        now = self._clock.time()
+        if self._bucket_start is None:
+            self._bucket_start = now
+        elapsed = now - self._bucket_start
+        if elapsed >= RATE_BUCKET_S:
+            measured = self._bucket_count / elapsed
+            self._rate = measured if self._rate == 0 else (self._rate + measured) / 2
+            self._bucket_start, self._bucket_count = now, 0
+        self._bucket_count += 1
+
+    def _rebase(self) -> None:
+        """Pressure began on a model with no configured rate: pace it from the rate it was called at."""
+        elapsed = self._clock.time() - (self._bucket_start or self._clock.time())
+        current = self._bucket_count / elapsed if elapsed >= 0.1 else 0.0
+        rate = max(self._rate, current, MIN_BASE_RPS)
+        burst = max(1.0, rate / 10)  # a tenth of a second's worth of calls
+        self._requests = StretchLimiter(burst, burst / rate, self._clock)
 
     def signal(self, signal: int, retry_after: float | None) -> None:
         step = INCREMENTS.get(signal, 0.0)
@@ -123,6 +155,8 @@ class ModelThrottle:
         value = round(min(max(value, 0.0), MAX_THROTTLE), 6)
         if value == self.throttle:
             return
+        if self.throttle == 0 and not self._fixed_rate:
+            self._rebase()
         self.throttle = value
         self._requests.stretch(self.window_factor)
         if self._tokens is not None:
