@@ -99,6 +99,7 @@ def base_config(provider_url: str, tools_url: str, **sections: Any) -> dict[str,
                 parameters={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
             ),
             "refused": tool("http://127.0.0.1:1/x/{id}", "fetch", "down"),
+            "dns": tool("http://nonexistent.invalid/x/{id}", "fetch", "nowhere"),
         },
     }
     for key, value in sections.items():

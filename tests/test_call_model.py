@@ -132,15 +132,17 @@ async def test_retry_after_in_all_three_forms_is_honoured(
 
 
 @pytest.mark.parametrize("raw", ["-1", "1.5", "soon", "99999999999", "Thu, 99 Foo 2026 25:00:00 GMT"])
-async def test_an_invalid_retry_after_falls_back_to_the_window(sidecar: Running, raw: str) -> None:
-    script(sidecar, "gpt", {"preset": "server_error", "retry_after": raw})
-    await sidecar.client.call_model("gpt", [user("hi")])
+@both
+async def test_an_invalid_retry_after_falls_back_to_the_window(sidecar: Running, model: str, raw: str) -> None:
+    script(sidecar, model, {"preset": "server_error", "retry_after": raw})
+    await sidecar.client.call_model(model, [user("hi")])
     assert 5 <= sidecar.clock.sleeps[0] < 30
 
 
-async def test_retry_after_is_read_afresh_on_every_attempt(sidecar: Running) -> None:
-    script(sidecar, "gpt", {"preset": "rate_limit", "retry_after": "2"}, {"preset": "rate_limit", "retry_after": "9"})
-    reply = await sidecar.client.call_model("gpt", [user("hi")])
+@both
+async def test_retry_after_is_read_afresh_on_every_attempt(sidecar: Running, model: str) -> None:
+    script(sidecar, model, {"preset": "rate_limit", "retry_after": "2"}, {"preset": "rate_limit", "retry_after": "9"})
+    reply = await sidecar.client.call_model(model, [user("hi")])
     assert reply.attempts == 3
     assert [w for w in sidecar.clock.sleeps if w >= 1] == [2.0, 9.0]
 
@@ -161,27 +163,30 @@ async def test_past_the_budget_the_call_fails_naming_it_and_the_last_signal(side
     assert len(sent(sidecar, model)) == 4
 
 
-async def test_the_per_call_override_replaces_the_budget(sidecar: Running) -> None:
-    script(sidecar, "gpt", *[{"preset": "server_error"}] * 5)
-    err = await fails(sidecar, "gpt", sc.UpstreamRetriesExhaustedError, job=job(upstream_retries=1))
+@both
+async def test_the_per_call_override_replaces_the_budget(sidecar: Running, model: str) -> None:
+    script(sidecar, model, *[{"preset": "server_error"}] * 5)
+    err = await fails(sidecar, model, sc.UpstreamRetriesExhaustedError, job=job(upstream_retries=1))
     assert err.attempts == 2
-    script(sidecar, "gpt", {"preset": "server_error"})
+    script(sidecar, model, {"preset": "server_error"})
     with pytest.raises(sc.UpstreamRetriesExhaustedError):
-        await sidecar.client.call_model("gpt", [user("hi")], job=job(upstream_retries=0))
+        await sidecar.client.call_model(model, [user("hi")], job=job(upstream_retries=0))
 
 
-async def test_a_dropped_connection_is_transient(sidecar: Running) -> None:
-    script(sidecar, "gpt", {"fault": "reset"}, {"fault": "drop_mid_body"})
-    reply = await sidecar.client.call_model("gpt", [user("hi")])
+@both
+async def test_a_dropped_connection_is_transient(sidecar: Running, model: str) -> None:
+    script(sidecar, model, {"fault": "reset"}, {"fault": "drop_mid_body"})
+    reply = await sidecar.client.call_model(model, [user("hi")])
     assert reply.attempts == 3
 
 
 # ---------------------------------------------------------------- deadline and cancellation
 
 
-async def test_a_wait_past_the_deadline_fails_at_once_with_job_timeout(sidecar: Running) -> None:
-    script(sidecar, "gpt", {"preset": "overloaded"})
-    err = await fails(sidecar, "gpt", sc.JobTimeoutError, timeout=10)
+@both
+async def test_a_wait_past_the_deadline_fails_at_once_with_job_timeout(sidecar: Running, model: str) -> None:
+    script(sidecar, model, {"preset": "overloaded"})
+    err = await fails(sidecar, model, sc.JobTimeoutError, timeout=10)
     assert err.grpc_code == grpc.StatusCode.DEADLINE_EXCEEDED
     assert err.retry_after is not None
     assert err.retry_after >= 15
@@ -189,43 +194,45 @@ async def test_a_wait_past_the_deadline_fails_at_once_with_job_timeout(sidecar: 
     assert err.http.status_code == 529
     assert err.detail.last_signal == pb.RETRY_SIGNAL_OVERLOAD
     assert sidecar.clock.sleeps == []
-    assert len(sent(sidecar, "gpt")) == 1
+    assert len(sent(sidecar, model)) == 1
     raw = err.__cause__.trailing_metadata()  # type: ignore[union-attr]
     status = status_pb2.Status.FromString(dict(raw)["grpc-status-details-bin"])
     assert any(d.Is(error_details_pb2.RetryInfo.DESCRIPTOR) for d in status.details)
 
 
-async def test_cancellation_reaches_the_provider_and_charges_no_throttle(sidecar: Running) -> None:
-    script(sidecar, "gpt", {"fault": "hang"})
-    call = asyncio.ensure_future(sidecar.client.call_model("gpt", [user("hi")]))
+@both
+async def test_cancellation_reaches_the_provider_and_charges_no_throttle(sidecar: Running, model: str) -> None:
+    script(sidecar, model, {"fault": "hang"})
+    call = asyncio.ensure_future(sidecar.client.call_model(model, [user("hi")]))
     for _ in range(200):
-        if sent(sidecar, "gpt"):
+        if sent(sidecar, model):
             break
         await asyncio.sleep(0.01)
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call
     for _ in range(300):
-        if sent(sidecar, "gpt")[0]["client_disconnected"]:
+        if sent(sidecar, model)[0]["client_disconnected"]:
             break
         await asyncio.sleep(0.01)
-    assert sent(sidecar, "gpt")[0]["client_disconnected"] is True
-    assert sidecar.app.models.throttle("gpt").throttle == 0  # type: ignore[union-attr]
+    assert sent(sidecar, model)[0]["client_disconnected"] is True
+    assert sidecar.app.models.throttle(model).throttle == 0  # type: ignore[union-attr]
 
 
 # ---------------------------------------------------------------- the shared model throttle
 
 
 @pytest.mark.parametrize(("preset", "throttle"), [("rate_limit", 0.5), ("overloaded", 1.5), ("server_error", 0.0)])
+@both
 async def test_rate_limit_and_overload_slow_the_model_but_a_500_does_not(
-    sidecar: Running, preset: str, throttle: float
+    sidecar: Running, model: str, preset: str, throttle: float
 ) -> None:
-    script(sidecar, "gpt", {"preset": preset})
-    await sidecar.client.call_model("gpt", [user("hi")])
-    model_throttle = sidecar.app.models.throttle("gpt")  # type: ignore[union-attr]
+    script(sidecar, model, {"preset": preset})
+    await sidecar.client.call_model(model, [user("hi")])
+    model_throttle = sidecar.app.models.throttle(model)  # type: ignore[union-attr]
     # one success since: 1 of the 3 that take 0.2 off
     assert model_throttle.throttle == throttle
-    assert sidecar.app.models.throttle("claude").throttle == 0  # type: ignore[union-attr]
+    assert sidecar.app.models.throttle("claude" if model == "gpt" else "gpt").throttle == 0  # type: ignore[union-attr]
 
 
 @both
@@ -241,14 +248,15 @@ async def test_a_429_retry_after_pauses_every_caller_of_that_model(sidecar: Runn
 
 
 @pytest.mark.parametrize(("preset", "slowed"), [("rate_limit", True), ("overloaded", True), ("server_error", False)])
+@both
 async def test_concurrent_calls_are_slowed_on_429_and_529_not_on_500(
-    sidecar: Running, preset: str, slowed: bool
+    sidecar: Running, model: str, preset: str, slowed: bool
 ) -> None:
-    script(sidecar, "gpt", {"preset": preset, "retry_after": "0"})
+    script(sidecar, model, {"preset": preset, "retry_after": "0"})
     with pytest.raises(sc.UpstreamRetriesExhaustedError):
-        await sidecar.client.call_model("gpt", [user("first")], job=job(upstream_retries=0))
+        await sidecar.client.call_model(model, [user("first")], job=job(upstream_retries=0))
     before = len(sidecar.clock.sleeps)
-    await asyncio.gather(*[sidecar.client.call_model("gpt", [user(f"c{i}")]) for i in range(3)])
+    await asyncio.gather(*[sidecar.client.call_model(model, [user(f"c{i}")]) for i in range(3)])
     waited = sidecar.clock.sleeps[before:]
     assert (sum(waited) > 0) is slowed
 
@@ -284,16 +292,18 @@ async def test_empty_required_fields_are_corrected_each_on_its_own_line(sidecar:
     assert "\n- age: " in text
 
 
-async def test_still_unparseable_after_two_corrections_fails_with_json_parse(sidecar: Running) -> None:
-    script(sidecar, "gpt", *[{"preset": "bad_json"}] * 3)
-    err = await fails(sidecar, "gpt", sc.JsonParseError, response_schema=SCHEMA)
+@both
+async def test_still_unparseable_after_two_corrections_fails_with_json_parse(sidecar: Running, model: str) -> None:
+    script(sidecar, model, *[{"preset": "bad_json"}] * 3)
+    err = await fails(sidecar, model, sc.JsonParseError, response_schema=SCHEMA)
     assert err.grpc_code == grpc.StatusCode.ABORTED
     assert err.correctable
     assert err.attempts == 3
 
 
+@both
 async def test_still_empty_after_two_corrections_is_returned_with_a_warning(
-    sidecar: Running, caplog: pytest.LogCaptureFixture
+    sidecar: Running, model: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     script(sidecar, "claude", *[{"preset": "missing_fields"}] * 3)
     with caplog.at_level(logging.WARNING):
@@ -322,9 +332,10 @@ async def test_truncated_twice_fails_with_output_truncated(sidecar: Running, mod
     assert err.detail.max_output_tokens == 2048
 
 
-async def test_truncated_already_at_the_maximum_fails_at_once(sidecar: Running) -> None:
-    script(sidecar, "gpt", {"preset": "truncated"})
-    err = await fails(sidecar, "gpt", sc.OutputTruncatedError, max_output_tokens=2048)
+@both
+async def test_truncated_already_at_the_maximum_fails_at_once(sidecar: Running, model: str) -> None:
+    script(sidecar, model, {"preset": "truncated"})
+    err = await fails(sidecar, model, sc.OutputTruncatedError, max_output_tokens=2048)
     assert err.attempts == 1
 
 

@@ -55,6 +55,32 @@ async def test_execute_tool_and_classify_failure_agree(
         assert classified == executed.failure
 
 
+@pytest.mark.parametrize(
+    ("tool", "args", "service", "endpoint", "observed"),
+    [
+        ("refused", {"id": "x"}, "down", "http://127.0.0.1:1/x/x", pb.TRANSPORT_FAULT_REFUSED),
+        ("dns", {"id": "x"}, "nowhere", "http://nonexistent.invalid/x/x", pb.TRANSPORT_FAULT_DNS),
+        ("fail_fetch", {"mode": "hang"}, "flaky", "/fail/hang", pb.TRANSPORT_FAULT_TIMEOUT),
+        ("fail_fetch", {"mode": "robot403"}, "flaky", "/fail/robot403", 403),
+    ],
+)
+async def test_faults_and_quirks_classify_the_same_way(
+    sidecar: Running, tool: str, args: dict[str, str], service: str, endpoint: str, observed: int
+) -> None:
+    executed = await sidecar.client.execute_tool(tool, args, job=job(upstream_retries=0))
+    url = endpoint if endpoint.startswith("http") else sidecar.backend.url + endpoint
+    param, value = next(iter(args.items()))
+    request = pb.ClassifyFailureRequest(
+        service=service, endpoint=url, tool_kind=pb.TOOL_KIND_FETCH, parameter=param, value=value, attempts=1
+    )
+    if observed < 100:
+        request.fault = observed  # type: ignore[assignment]
+    else:
+        request.response.status_code = observed
+        request.response.body = '{"error":"CLIENT.RobotDetected"}'
+    assert await sidecar.client.classify_failure(request) == executed.failure
+
+
 async def test_reports_feed_the_service_circuit_and_a_precheck_sees_it(sidecar: Running) -> None:
     report = pb.ClassifyFailureRequest(service="their-api", endpoint="https://api.example/x?key=1", attempts=1)
     report.response.status_code = 503

@@ -127,8 +127,23 @@ async def test_refused_connection_has_no_http(sidecar: Running) -> None:
     assert kind(resp) == "EXTERNAL_SERVICE"
     assert not resp.failure.HasField("http")
     assert resp.failure.service.fault == pb.TRANSPORT_FAULT_REFUSED
-    assert "connection refused" in resp.failure.message
+    assert resp.model_text == (
+        "The down service failed at http://127.0.0.1:1/x/x: it could not be reached (connection refused).\n"
+        + UNCORRECTABLE_LINE
+    )
     assert resp.attempts == 3
+
+
+async def test_dns_failure_has_no_http(sidecar: Running) -> None:
+    resp = await sidecar.client.execute_tool("dns", {"id": "x"}, job=job(upstream_retries=0))
+    assert kind(resp) == "EXTERNAL_SERVICE"
+    assert not resp.failure.correctable
+    assert not resp.failure.HasField("http")
+    assert resp.failure.service.fault == pb.TRANSPORT_FAULT_DNS
+    assert resp.model_text == (
+        "The nowhere service failed at http://nonexistent.invalid/x/x: it could not be reached "
+        "(the host name did not resolve).\n" + UNCORRECTABLE_LINE
+    )
 
 
 async def test_timeout_has_no_http(sidecar: Running) -> None:
@@ -136,6 +151,8 @@ async def test_timeout_has_no_http(sidecar: Running) -> None:
     assert kind(resp) == "EXTERNAL_SERVICE"
     assert not resp.failure.HasField("http")
     assert resp.failure.service.fault == pb.TRANSPORT_FAULT_TIMEOUT
+    assert not resp.failure.correctable
+    assert resp.model_text.endswith("it could not be reached (no response in time).\n" + UNCORRECTABLE_LINE)
     assert resp.attempts == 1
 
 

@@ -67,7 +67,11 @@ class _Cancel:
 
 
 class StretchLimiter(AsyncLimiter):
-    """A leaky bucket of ``rate`` per ``period`` seconds whose period stretches under a throttle."""
+    """A leaky bucket of ``rate`` per ``period`` seconds whose period stretches under a throttle.
+
+    It reaches into aiolimiter 1.x (``_leak``, ``_level``, ``_rate_per_sec``, ``_wake_next``,
+    ``_event_loop``); the dependency is pinned below 2 and tests/test_limiter.py pins that surface.
+    """
 
     __slots__ = ("_clock", "base_period", "factor")
 

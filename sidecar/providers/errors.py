@@ -129,7 +129,3 @@ def classify_response(
             "messages", "", f"the {target.provider} provider rejected the request (HTTP {status}: {words})", http=http
         )
     return ExternalService(target.provider, target.endpoint, words, http=http)
-
-
-def transport_signal(detail: str) -> Signal:
-    return Signal(pb.RETRY_SIGNAL_TRANSIENT, detail, None, None)

@@ -96,9 +96,9 @@ class SidecarApp:
         listen = self.listen or cfg.server.listen
         try:
             bound = self.server.add_insecure_port(listen)
-        except RuntimeError:
+        except RuntimeError:  # grpc refuses an address it cannot bind (in use, no such directory)
             bound = 0
-        if not listen.startswith("unix:") and bound == 0:
+        if bound == 0:
             raise OSError(f"cannot listen on {listen}: the address is in use or not available")
         self.port = bound
         self.address = listen if listen.startswith("unix:") else f"{listen.rsplit(':', 1)[0]}:{bound}"
