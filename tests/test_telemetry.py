@@ -305,7 +305,7 @@ async def test_every_attempt_of_a_retried_and_corrected_call_is_a_span(traced: T
         assert (backoff.end_time or 0) - (backoff.start_time or 0) >= 0
     assert attrs(w)[n.THROTTLE] == 2.0
     assert attrs(w)[n.MODEL_ID] == "gpt"
-    assert attrs(w)[n.WAIT_SECONDS] == pytest.approx(0.3)
+    assert attrs(w)[n.WAIT_SECONDS] == pytest.approx(3.0)  # 1 call/s base (barely used) x 3
     assert all(n.RETRY_WAIT not in attrs(a) for a in (a3, a4))
     # the attempts do not overlap, and each ends before the next wait begins
     ordered = t.children(chat)
@@ -508,6 +508,20 @@ async def test_a_failing_tool_retries_opens_the_circuit_and_the_next_call_is_ref
     assert events(second)[0][1][n.SERVICE] == "flaky"
     # a tool's failure is a result: the RPC itself succeeded
     assert [attrs(s)[n.RPC_GRPC_STATUS] for s in t.named(EXECUTE_TOOL)] == [0, 0]
+
+
+async def test_the_circuits_probe_shows_half_open_then_closed(start_traced: StartTraced) -> None:
+    sidecar = await start_traced(services=CIRCUIT_FAST, policy={"upstream_retries": 3, "tool_retries": 1})
+    with sidecar.agent():
+        await sidecar.execute_tool("fail_fetch", {"mode": "500"})
+        sidecar.clock.advance(31)  # past the 30 s cooldown: the next call is the probe
+        probe = await sidecar.execute_tool("fail_fetch", {"mode": "empty200"})
+    assert probe.WhichOneof("outcome") == "result"
+    t = tree(sidecar.otel)
+    _, probing = t.named("execute_tool fail_fetch")
+    assert [name for name, _ in events(probing)] == [n.EVENT_CIRCUIT_HALF_OPEN, n.EVENT_CIRCUIT_CLOSED]
+    assert all(e[n.SERVICE] == "flaky" for _, e in events(probing))
+    assert t.names(probing) == ["GET"]
 
 
 async def test_a_throttled_tool_service_waits_in_a_span_of_its_own(start_traced: StartTraced) -> None:
