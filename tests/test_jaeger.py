@@ -2,7 +2,8 @@
 
 Jaeger v2 (built by ``make jaeger`` into ``$SIDECAR_JAEGER_BIN``) runs all-in-one on loopback with
 memory storage, on free ports from a generated config. The sidecar runs as a real process
-(``python -m sidecar serve``) with ``OTEL_EXPORTER_OTLP_ENDPOINT`` pointing at Jaeger and tiny retry
+(``python -m sidecar serve``) with ``OTEL_EXPORTER_OTLP_ENDPOINT`` pointing at Jaeger (once over OTLP
+gRPC, once over OTLP HTTP: ``OTEL_EXPORTER_OTLP_PROTOCOL``) and tiny retry
 windows (the only real waits in the suite: a fifth of a second in all). "The agent" is this test: its own
 tracer provider exports its span to the same Jaeger, and ``traceparent`` travels in gRPC metadata.
 
@@ -121,9 +122,8 @@ class Jaeger:
     proc: subprocess.Popen[bytes] | None = None
     log: Path | None = None
 
-    @property
-    def otlp_endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.otlp_grpc}"
+    def otlp_endpoint(self, protocol: str) -> str:
+        return f"http://127.0.0.1:{self.otlp_http if protocol.startswith('http') else self.otlp_grpc}"
 
     def api(self, path: str) -> Any:
         return _get(f"http://127.0.0.1:{self.query}/api/{path}")
@@ -257,9 +257,16 @@ def _sidecar_config(provider: str, tools: str, port: int) -> dict[str, Any]:
     }
 
 
+@pytest.fixture(params=["grpc", "http/protobuf"])
+def protocol(request: pytest.FixtureRequest) -> str:
+    """The OTLP protocol the sidecar exports with (OTEL_EXPORTER_OTLP_PROTOCOL)."""
+    return str(request.param)
+
+
 @pytest.fixture
 def served(
     jaeger: Jaeger,
+    protocol: str,
     provider: ThreadedServer[FakeProvider],
     backend: ThreadedServer[FakeToolBackend],
     tmp_path: Path,
@@ -269,8 +276,8 @@ def served(
     config.write_text(yaml.safe_dump(_sidecar_config(provider.url, backend.url, port)))
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env.update(
-        OTEL_EXPORTER_OTLP_ENDPOINT=jaeger.otlp_endpoint,
-        OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
+        OTEL_EXPORTER_OTLP_ENDPOINT=jaeger.otlp_endpoint(protocol),
+        OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
         OTEL_SERVICE_NAME="sidecar",
         OTEL_METRICS_EXPORTER="none",  # Jaeger takes traces only
         OTEL_BSP_SCHEDULE_DELAY="100",
@@ -380,9 +387,10 @@ def test_the_jaeger_binary_is_built() -> None:
 
 
 def test_every_attempt_is_visible_in_jaeger(
-    jaeger: Jaeger, served: Served, provider: ThreadedServer[FakeProvider]
+    jaeger: Jaeger, served: Served, provider: ThreadedServer[FakeProvider], protocol: str
 ) -> None:
-    assert any("traces over OTLP grpc to " + jaeger.otlp_endpoint in line for line in served.banner), served.banner
+    expected = f"traces over OTLP {protocol} to {jaeger.otlp_endpoint(protocol)}"
+    assert any(expected in line for line in served.banner), served.banner
     agent_provider = TracerProvider(resource=Resource.create({"service.name": "agent"}))
     agent_provider.add_span_processor(
         SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"127.0.0.1:{jaeger.otlp_grpc}", insecure=True))
