@@ -698,6 +698,11 @@ _PROBE = textwrap.dedent(
         "tracer_provider": type(tp).__name__, "meter_provider": type(mp).__name__,
         "recording": trace.get_tracer("x").start_span("s").is_recording(),
     }
+    from sidecar.telemetry.tracing import Tracer, sdk_installed
+    with Tracer("x").start_as_current_span("s") as span:
+        out["sidecar_span"] = type(span).__name__
+        out["sidecar_span_valid"] = span.get_span_context().is_valid
+    out["sdk_installed"] = sdk_installed()
     if hasattr(tp, "sampler"):
         out["sampler"] = tp.sampler.get_description()
         out["resource"] = dict(tp.resource.attributes)
@@ -741,6 +746,8 @@ def test_with_nothing_set_no_sdk_is_installed() -> None:
     assert got["tracer_provider"] == "ProxyTracerProvider"
     assert got["meter_provider"] == "_ProxyMeterProvider"
     assert got["recording"] is False
+    assert got["sdk_installed"] is False
+    assert got["sidecar_span_valid"] is False  # the shared no-op: no span object, no context attached
     assert got["describe"].startswith("off")
 
 
@@ -766,6 +773,8 @@ def test_the_standard_variables_configure_the_sdk() -> None:
     assert got["enabled"] is True
     assert got["interceptors"] == ["ServerSpanInterceptor"]
     assert got["tracer_provider"] == "TracerProvider"
+    assert got["sdk_installed"] is True
+    assert got["sidecar_span_valid"] is True  # a real span (recorded or sampled out: the ratio is 0.25)
     assert got["meter_provider"] == "_ProxyMeterProvider"  # OTEL_METRICS_EXPORTER=none: metrics stay no-op
     assert "TraceIdRatioBased{0.25}" in got["sampler"]
     assert got["resource"]["service.name"] == "my-agent-sidecar"

@@ -58,6 +58,7 @@ from sidecar.providers.replies import parse_reply, validate_reply
 from sidecar.providers.wire import Adapter, ChatReply, ChatRequest
 from sidecar.telemetry import names as n
 from sidecar.telemetry.metrics import Metrics
+from sidecar.telemetry.tracing import Tracer, use_span
 
 __all__ = ["CallResult", "ModelCaller", "estimate_tokens"]
 
@@ -68,7 +69,7 @@ MAX_REPLY_BYTES = 16 * 1024 * 1024
 CHARS_PER_TOKEN = 4
 """The estimate: a token per four characters, plus a few per message."""
 TOKENS_PER_MESSAGE = 4
-_tracer = trace.get_tracer(n.TRACER)
+_tracer = Tracer(n.TRACER)
 _log = logging.getLogger("sidecar.models")
 _SIGNAL_ATTR: dict[int, str] = {
     pb.RETRY_SIGNAL_RATE_LIMIT: "rate_limit",
@@ -459,7 +460,7 @@ class ModelCaller:
         body = provider.adapter.body(chat)
         span = _tracer.start_span("POST", kind=trace.SpanKind.CLIENT, attributes=attrs)
         try:
-            with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+            with use_span(span):
                 return self._judge(state, span, await self._post(provider, span, body, timeout)), span
         except BaseException as exc:  # cancelled, or a bug: the span must not stay open
             span.set_attribute(n.ERROR_TYPE, "cancelled" if isinstance(exc, asyncio.CancelledError) else "internal")

@@ -37,12 +37,13 @@ from sidecar.providers.caller import ModelCaller
 from sidecar.server.status import to_status
 from sidecar.telemetry import names as n
 from sidecar.telemetry.metrics import OTHER, Metrics
+from sidecar.telemetry.tracing import Tracer
 from sidecar.tools.executor import ToolOutcome, ToolRunner
 
 __all__ = ["SidecarServicer"]
 
 _log = logging.getLogger("sidecar.server")
-_tracer = trace.get_tracer(n.TRACER)
+_tracer = Tracer(n.TRACER)
 _KINDS = {pb.TOOL_KIND_SEARCH: "search", pb.TOOL_KIND_FETCH: "fetch", pb.TOOL_KIND_UNSPECIFIED: "fetch"}
 
 

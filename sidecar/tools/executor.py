@@ -32,6 +32,7 @@ from sidecar.core.tool_failures import Observation, classify, is_service_failure
 from sidecar.core.transport import fault_of, read_capped
 from sidecar.telemetry import names as n
 from sidecar.telemetry.metrics import Metrics
+from sidecar.telemetry.tracing import Tracer, use_span
 from sidecar.tools.arguments import check_arguments, validator_for
 from sidecar.tools.guardrails import Guardrails
 
@@ -45,7 +46,7 @@ MAX_BODY_BYTES = 1024 * 1024
 """A tool's answer is read up to this many bytes."""
 MAX_UPSTREAM_RETRIES = 100
 """A caller's ``job.upstream_retries`` above this is refused (the config allows no more either)."""
-_tracer = trace.get_tracer(n.TRACER)
+_tracer = Tracer(n.TRACER)
 
 
 @dataclass(slots=True)
@@ -295,7 +296,7 @@ class ToolRunner:
             attrs[n.HTTP_RESEND_COUNT] = attempt - 1
         span = _tracer.start_span(cfg.method, kind=trace.SpanKind.CLIENT, attributes=attrs)
         try:
-            with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+            with use_span(span):
                 if span.is_recording():  # the service may continue the trace from this attempt
                     propagate.inject(request.headers)
                 obs, may_have_reached = await self._exchange(request, span, base)
