@@ -26,6 +26,7 @@ import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.trace import ReadableSpan
+from sidecar_client import AsyncSidecarClient, user
 from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
 from sidecar_client._proto.sidecar.v1 import sidecar_pb2_grpc as pb_grpc
 
@@ -210,6 +211,18 @@ async def test_the_callers_trace_continues_through_one_server_span(traced: Trace
     }
     assert server.status.status_code is trace.StatusCode.UNSET
     assert server.events == ()
+
+
+async def test_the_python_client_sends_the_agents_trace_by_itself(traced: Traced) -> None:
+    async with AsyncSidecarClient(traced.app.address) as client:
+        with traced.agent() as agent:
+            await client.call_model("gpt", [user("hi")])
+            await client.execute_tool("search", {"query": "retries"})
+    t = tree(traced.otel)
+    root = t.one("agent.turn")
+    assert {s.context.trace_id for s in t.spans} == {agent.get_span_context().trace_id}
+    assert t.parent(t.one(CALL_MODEL)) is root
+    assert t.parent(t.named("sidecar.v1.Sidecar/ExecuteTool")[0]) is root
 
 
 async def test_a_call_without_traceparent_starts_its_own_trace(traced: Traced) -> None:

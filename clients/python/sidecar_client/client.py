@@ -23,6 +23,20 @@ __all__ = ["AsyncSidecarClient", "SidecarClient", "assistant", "job", "tool_resu
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 
+try:  # when the agent uses OpenTelemetry, its current trace continues in the sidecar
+    from opentelemetry import propagate as _propagate
+except ImportError:  # pragma: no cover - the client does not require it
+    _propagate = None  # type: ignore[assignment]
+
+
+def _trace_metadata() -> tuple[tuple[str, str], ...] | None:
+    """W3C ``traceparent`` (and baggage) of the caller's current span, as gRPC metadata."""
+    if _propagate is None:
+        return None
+    carrier: dict[str, str] = {}
+    _propagate.inject(carrier)
+    return tuple(carrier.items()) or None
+
 
 def user(text: str) -> pb.Message:
     return pb.Message(role=pb.ROLE_USER, text=text)
@@ -106,25 +120,27 @@ class AsyncSidecarClient:
         timeout: float | None = None,
     ) -> pb.ExecuteToolResponse:
         req = pb.ExecuteToolRequest(tool=tool, arguments_json=_arguments(arguments), call_id=call_id, job=job)
-        return await self._stub.ExecuteTool(req, timeout=timeout)
+        return await self._stub.ExecuteTool(req, timeout=timeout, metadata=_trace_metadata())
 
     async def call_model(
         self, model: str, messages: Sequence[pb.Message], *, timeout: float | None = None, **kwargs: Any
     ) -> pb.CallModelResponse:
         """The reply; a SidecarError subclass (by kind) when no reply can be produced."""
         try:
-            return await self._stub.CallModel(_model_request(model, messages, **kwargs), timeout=timeout)
+            return await self._stub.CallModel(
+                _model_request(model, messages, **kwargs), timeout=timeout, metadata=_trace_metadata()
+            )
         except grpc.aio.AioRpcError as exc:
             raise from_rpc_error(exc) from exc
 
     async def classify_failure(self, request: pb.ClassifyFailureRequest, *, timeout: float | None = None) -> pb.Failure:
-        return await self._stub.ClassifyFailure(request, timeout=timeout)
+        return await self._stub.ClassifyFailure(request, timeout=timeout, metadata=_trace_metadata())
 
     async def list_tools(self) -> list[pb.ToolInfo]:
-        return list((await self._stub.ListTools(pb.ListToolsRequest())).tools)
+        return list((await self._stub.ListTools(pb.ListToolsRequest(), metadata=_trace_metadata())).tools)
 
     async def list_models(self) -> list[pb.ModelInfo]:
-        return list((await self._stub.ListModels(pb.ListModelsRequest())).models)
+        return list((await self._stub.ListModels(pb.ListModelsRequest(), metadata=_trace_metadata())).models)
 
 
 class SidecarClient:
@@ -153,21 +169,23 @@ class SidecarClient:
         timeout: float | None = None,
     ) -> pb.ExecuteToolResponse:
         req = pb.ExecuteToolRequest(tool=tool, arguments_json=_arguments(arguments), call_id=call_id, job=job)
-        return self._stub.ExecuteTool(req, timeout=timeout)
+        return self._stub.ExecuteTool(req, timeout=timeout, metadata=_trace_metadata())
 
     def call_model(
         self, model: str, messages: Sequence[pb.Message], *, timeout: float | None = None, **kwargs: Any
     ) -> pb.CallModelResponse:
         try:
-            return self._stub.CallModel(_model_request(model, messages, **kwargs), timeout=timeout)
+            return self._stub.CallModel(
+                _model_request(model, messages, **kwargs), timeout=timeout, metadata=_trace_metadata()
+            )
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from exc
 
     def classify_failure(self, request: pb.ClassifyFailureRequest, *, timeout: float | None = None) -> pb.Failure:
-        return self._stub.ClassifyFailure(request, timeout=timeout)
+        return self._stub.ClassifyFailure(request, timeout=timeout, metadata=_trace_metadata())
 
     def list_tools(self) -> list[pb.ToolInfo]:
-        return list(self._stub.ListTools(pb.ListToolsRequest()).tools)
+        return list(self._stub.ListTools(pb.ListToolsRequest(), metadata=_trace_metadata()).tools)
 
     def list_models(self) -> list[pb.ModelInfo]:
-        return list(self._stub.ListModels(pb.ListModelsRequest()).models)
+        return list(self._stub.ListModels(pb.ListModelsRequest(), metadata=_trace_metadata()).models)
