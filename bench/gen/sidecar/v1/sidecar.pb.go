@@ -2937,7 +2937,9 @@ type ClassifyFailureRequest struct {
 	// Upstream attempts the agent made.
 	Attempts uint32 `protobuf:"varint,9,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	// What a fetch names, for a 404's message (e.g. "document"); default "resource".
-	ResourceType  string `protobuf:"bytes,10,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	ResourceType string `protobuf:"bytes,10,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	// True when this report is the outcome of the probe a pre-check granted.
+	Probe         bool `protobuf:"varint,11,opt,name=probe,proto3" json:"probe,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3051,6 +3053,13 @@ func (x *ClassifyFailureRequest) GetResourceType() string {
 		return x.ResourceType
 	}
 	return ""
+}
+
+func (x *ClassifyFailureRequest) GetProbe() bool {
+	if x != nil {
+		return x.Probe
+	}
+	return false
 }
 
 type isClassifyFailureRequest_Observed interface {
@@ -3665,7 +3674,7 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\x04body\x18\x03 \x01(\tR\x04body\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xab\x03\n" +
 	"\x16ClassifyFailureRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1a\n" +
 	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x121\n" +
@@ -3677,7 +3686,8 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\x03job\x18\b \x01(\v2\x0f.sidecar.v1.JobR\x03job\x12\x1a\n" +
 	"\battempts\x18\t \x01(\rR\battempts\x12#\n" +
 	"\rresource_type\x18\n" +
-	" \x01(\tR\fresourceTypeB\n" +
+	" \x01(\tR\fresourceType\x12\x14\n" +
+	"\x05probe\x18\v \x01(\bR\x05probeB\n" +
 	"\n" +
 	"\bobserved\"\x12\n" +
 	"\x10ListToolsRequest\"\xf2\x01\n" +

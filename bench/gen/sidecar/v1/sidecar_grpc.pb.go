@@ -45,8 +45,9 @@ const (
 // Sidecar runs model calls and tool calls under one failure policy.
 type SidecarClient interface {
 	// ExecuteTool runs a configured tool. A tool's failure is a result (OK, with
-	// `failure` set), never an RPC error; only a malformed request fails the RPC
-	// (INVALID_ARGUMENT).
+	// `failure` set), never an RPC error: an unknown tool or arguments that are not
+	// a JSON object are INVALID_INPUT results too. Only gRPC's own limits (message
+	// size, deadline, cancellation) end the RPC with a status.
 	ExecuteTool(ctx context.Context, in *ExecuteToolRequest, opts ...grpc.CallOption) (*ExecuteToolResponse, error)
 	// CallModel sends a conversation to a catalog model. Rate limits, overloads
 	// and transient faults are retried beneath the caller; unusable replies are
@@ -58,8 +59,11 @@ type SidecarClient interface {
 	//   - `response` or `fault` set: classify (and record) a failed call;
 	//   - `response` with a 2xx status: record a success, returns kind UNSPECIFIED;
 	//   - neither set (a pre-check): returns CIRCUIT_OPEN when the circuit would
-	//     refuse the call, else kind UNSPECIFIED. A pre-check that is granted the
-	//     half-open probe must be followed by a report of its outcome.
+	//     refuse the call, else kind UNSPECIFIED. When the circuit is half-open and
+	//     this caller is granted its one probe, the answer is kind UNSPECIFIED with
+	//     `circuit.state` CIRCUIT_STATE_HALF_OPEN: make the call, then report its
+	//     outcome with `probe` set (no report within the probe timeout counts as a
+	//     lost probe, and the circuit reopens).
 	ClassifyFailure(ctx context.Context, in *ClassifyFailureRequest, opts ...grpc.CallOption) (*Failure, error)
 	// ListTools lists the configured tools, with schemas ready for a model.
 	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
@@ -132,8 +136,9 @@ func (c *sidecarClient) ListModels(ctx context.Context, in *ListModelsRequest, o
 // Sidecar runs model calls and tool calls under one failure policy.
 type SidecarServer interface {
 	// ExecuteTool runs a configured tool. A tool's failure is a result (OK, with
-	// `failure` set), never an RPC error; only a malformed request fails the RPC
-	// (INVALID_ARGUMENT).
+	// `failure` set), never an RPC error: an unknown tool or arguments that are not
+	// a JSON object are INVALID_INPUT results too. Only gRPC's own limits (message
+	// size, deadline, cancellation) end the RPC with a status.
 	ExecuteTool(context.Context, *ExecuteToolRequest) (*ExecuteToolResponse, error)
 	// CallModel sends a conversation to a catalog model. Rate limits, overloads
 	// and transient faults are retried beneath the caller; unusable replies are
@@ -145,8 +150,11 @@ type SidecarServer interface {
 	//   - `response` or `fault` set: classify (and record) a failed call;
 	//   - `response` with a 2xx status: record a success, returns kind UNSPECIFIED;
 	//   - neither set (a pre-check): returns CIRCUIT_OPEN when the circuit would
-	//     refuse the call, else kind UNSPECIFIED. A pre-check that is granted the
-	//     half-open probe must be followed by a report of its outcome.
+	//     refuse the call, else kind UNSPECIFIED. When the circuit is half-open and
+	//     this caller is granted its one probe, the answer is kind UNSPECIFIED with
+	//     `circuit.state` CIRCUIT_STATE_HALF_OPEN: make the call, then report its
+	//     outcome with `probe` set (no report within the probe timeout counts as a
+	//     lost probe, and the circuit reopens).
 	ClassifyFailure(context.Context, *ClassifyFailureRequest) (*Failure, error)
 	// ListTools lists the configured tools, with schemas ready for a model.
 	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
