@@ -30,18 +30,14 @@ from opentelemetry import trace
 from sidecar.config import CircuitConfig, ServiceConfig
 from sidecar.core.clock import Clock
 from sidecar.core.limiter import StretchLimiter
+from sidecar.core.pressure import Pressure
 from sidecar.core.taxonomy import CircuitOpen, Trigger
 from sidecar.telemetry import names as n
 
-__all__ = ["PRESSURE_QUIET_S", "Admission", "CircuitState", "ServiceGuard", "ServiceGuards"]
+__all__ = ["Admission", "CircuitState", "ServiceGuard", "ServiceGuards"]
 
 MAX_REPORTED = 1000
 """Services only named in ClassifyFailure reports get a guard while there are fewer guards than this."""
-PRESSURE_QUIET_S = 300.0
-"""After this long without a failure, every success takes FAST_DECAY off the throttle."""
-SLOW_DECAY = 0.2
-SUCCESSES_PER_DECAY = 3
-FAST_DECAY = 0.5
 
 
 class CircuitState(enum.Enum):
@@ -66,12 +62,11 @@ class ServiceGuard:
         "_clock",
         "_cooldown",
         "_failures_at_max",
-        "_last_pressure",
         "_limiter",
         "_open_until",
         "_opened_at",
+        "_pressure",
         "_probe",
-        "_successes",
         "_trigger",
         "circuit",
         "name",
@@ -86,9 +81,8 @@ class ServiceGuard:
         self._limiter = StretchLimiter(service.rate, service.per_s, clock)
         self.throttle = 0.0
         self.state = CircuitState.CLOSED
-        self._successes = 0
+        self._pressure = Pressure()
         self._failures_at_max = 0
-        self._last_pressure: float | None = None
         self._cooldown = circuit.cooldown_s
         self._open_until = 0.0
         self._opened_at: datetime | None = None
@@ -146,16 +140,8 @@ class ServiceGuard:
             self._cooldown = self.circuit.cooldown_s
             self._failures_at_max = 0
             self._event(n.EVENT_CIRCUIT_CLOSED)
-        now = self._clock.time()
-        if self.throttle <= 0:
-            return
-        if self._last_pressure is None or now - self._last_pressure >= PRESSURE_QUIET_S:
-            self._set_throttle(self.throttle - FAST_DECAY)
-            return
-        self._successes += 1
-        if self._successes >= SUCCESSES_PER_DECAY:
-            self._successes = 0
-            self._set_throttle(self.throttle - SLOW_DECAY)
+        if self.throttle > 0 and (relief := self._pressure.relief(self._clock.time())):
+            self._set_throttle(self.throttle - relief)
 
     def failure(self, admission: Admission | None, trigger: Trigger, retry_after: float | None) -> None:
         """Charge a service failure (EXTERNAL_SERVICE or UPSTREAM_THROTTLE) to the service."""
@@ -163,8 +149,7 @@ class ServiceGuard:
             if admission.settled:
                 return
             admission.settled = True
-        self._last_pressure = self._clock.time()
-        self._successes = 0
+        self._pressure.pressed(self._clock.time())
         if self.state is CircuitState.CLOSED:  # an open circuit keeps quoting what opened it
             self._trigger = trigger
         if admission is not None and admission.probe and self._probe is admission:

@@ -20,6 +20,7 @@ from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
 
 from sidecar.core.clock import Clock
 from sidecar.core.limiter import StretchLimiter
+from sidecar.core.pressure import Pressure
 from sidecar.telemetry import names as n
 
 __all__ = ["INCREMENTS", "MAX_THROTTLE", "MIN_BASE_RPS", "ModelThrottle"]
@@ -34,10 +35,6 @@ MIN_BASE_RPS = 1.0
 """The slowest base a throttled model with no configured rate is paced from (requests per second)."""
 RATE_BUCKET_S = 1.0
 """The request rate is measured in buckets this long, smoothed half-and-half."""
-PRESSURE_QUIET_S = 300.0
-SLOW_DECAY = 0.2
-SUCCESSES_PER_DECAY = 3
-FAST_DECAY = 0.5
 
 
 class ModelThrottle:
@@ -48,10 +45,9 @@ class ModelThrottle:
         "_bucket_start",
         "_clock",
         "_fixed_rate",
-        "_last_pressure",
+        "_pressure",
         "_rate",
         "_requests",
-        "_successes",
         "_tokens",
         "model",
         "paused_until",
@@ -63,8 +59,7 @@ class ModelThrottle:
         self._clock = clock
         self.throttle = 0.0
         self.paused_until = 0.0
-        self._successes = 0
-        self._last_pressure: float | None = None
+        self._pressure = Pressure()
         self._rate = 0.0
         self._bucket_start: float | None = None
         self._bucket_count = 0
@@ -123,8 +118,7 @@ class ModelThrottle:
         step = INCREMENTS.get(signal, 0.0)
         if step == 0.0:
             return
-        self._last_pressure = self._clock.time()
-        self._successes = 0
+        self._pressure.pressed(self._clock.time())
         self._set(self.throttle + step)
         if signal == pb.RETRY_SIGNAL_RATE_LIMIT and retry_after:
             until = self._clock.time() + retry_after
@@ -133,16 +127,8 @@ class ModelThrottle:
                 self._event(n.EVENT_MODEL_PAUSED, pause_s=retry_after)
 
     def success(self) -> None:
-        if self.throttle <= 0:
-            return
-        now = self._clock.time()
-        if self._last_pressure is None or now - self._last_pressure >= PRESSURE_QUIET_S:
-            self._set(self.throttle - FAST_DECAY)
-            return
-        self._successes += 1
-        if self._successes >= SUCCESSES_PER_DECAY:
-            self._successes = 0
-            self._set(self.throttle - SLOW_DECAY)
+        if self.throttle > 0 and (relief := self._pressure.relief(self._clock.time())):
+            self._set(self.throttle - relief)
 
     @property
     def window_factor(self) -> float:
