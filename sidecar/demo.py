@@ -51,6 +51,24 @@ def _attempts(reply: pb.CallModelResponse) -> str:
 
 
 def run_demo(target: str, provider: str) -> int:
+    """Play the session; with OTEL_EXPORTER_OTLP_ENDPOINT set, it is one trace under "agent.demo"."""
+    import os
+
+    from opentelemetry import trace
+
+    from sidecar.telemetry.setup import setup_telemetry
+
+    os.environ.setdefault("OTEL_SERVICE_NAME", "sidecar-demo-agent")
+    os.environ.setdefault("OTEL_METRICS_EXPORTER", "none")
+    telemetry = setup_telemetry()
+    try:
+        with trace.get_tracer("sidecar.demo").start_as_current_span("agent.demo"):
+            return _play(target, provider)
+    finally:
+        telemetry.shutdown()
+
+
+def _play(target: str, provider: str) -> int:
     steps: list[dict[str, Any]] = [
         {"preset": "rate_limit", "retry_after": "1"},
         {"preset": "reply", "text": "", "tool_calls": [{"name": "fetch_doc", "arguments": {"doc_id": "doc-99"}}]},
