@@ -8,8 +8,11 @@ require (
 )
 
 require (
+	github.com/sidecar-dev/sidecar/clients/go v0.0.0
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
+
+replace github.com/sidecar-dev/sidecar/clients/go => ../clients/go

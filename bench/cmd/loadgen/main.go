@@ -42,7 +42,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	sidecarv1 "sidecarbench/gen/sidecar/v1"
+	sidecarv1 "github.com/sidecar-dev/sidecar/clients/go/gen/sidecar/v1"
 )
 
 type headerFlags []string
