@@ -21,9 +21,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
+from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+
 from sidecar.config import Window, Windows
 
-__all__ = ["MAX_DELAY_SECONDS", "parse_retry_after", "retry_after_raw", "window_wait"]
+__all__ = ["MAX_DELAY_SECONDS", "parse_retry_after", "retry_after_raw", "signal_window", "window_wait"]
 
 MAX_DELAY_SECONDS = 2147483647
 _DIGITS = re.compile(r"^[0-9]+$")
@@ -55,6 +57,15 @@ def parse_retry_after(headers: Mapping[str, str], now: datetime) -> float | None
     if when.tzinfo is None:  # the asctime form carries no zone: it is GMT (RFC 9110 §5.6.7)
         when = when.replace(tzinfo=UTC)
     return min(max((when - now).total_seconds(), 0.0), float(MAX_DELAY_SECONDS))
+
+
+def signal_window(windows: Windows, signal: int) -> Window:
+    """The window of a retry signal: rate limit, overload, or (anything else) transient."""
+    if signal == pb.RETRY_SIGNAL_RATE_LIMIT:
+        return windows.rate_limit
+    if signal == pb.RETRY_SIGNAL_OVERLOAD:
+        return windows.overload
+    return windows.transient
 
 
 def window_wait(window: Window, attempt: int, windows: Windows, rng: random.Random) -> float:

@@ -30,8 +30,8 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
 
-from sidecar.config import Config, ModelConfig, ProviderConfig, Window, Windows
-from sidecar.core.backoff import window_wait
+from sidecar.config import Config, ModelConfig, ProviderConfig, Windows
+from sidecar.core.backoff import signal_window, window_wait
 from sidecar.core.clock import Clock
 from sidecar.core.model_throttle import ModelThrottle
 from sidecar.core.netbackend import fast_transport
@@ -369,35 +369,23 @@ class ModelCaller:
                     raise outcome
                 pause = None if outcome.retry_after is None else min(outcome.retry_after, state.windows.max_wait_s)
                 throttle.signal(outcome.signal, pause)
-                target = f"Model {state.model_id} ({state.provider.name})"
-                if state.retries >= state.budget:
-                    raise UpstreamRetriesExhausted(
-                        target,
-                        state.budget,
-                        outcome.signal,
-                        outcome.detail,
-                        http=outcome.http,
-                        retry_after=outcome.retry_after,
-                    )
-                state.retries += 1
-                windows: dict[int, Window] = {
-                    pb.RETRY_SIGNAL_RATE_LIMIT: state.windows.rate_limit,
-                    pb.RETRY_SIGNAL_OVERLOAD: state.windows.overload,
-                }
-                window = windows.get(outcome.signal, state.windows.transient)
                 asked = outcome.retry_after
-                if asked is None:
-                    wait = window_wait(window, state.retries, state.windows, self._rng)
-                elif asked > state.windows.max_wait_s:
+                exhausted = state.retries >= state.budget
+                too_long = not exhausted and asked is not None and asked > state.windows.max_wait_s
+                if exhausted or too_long:
                     raise UpstreamRetriesExhausted(
-                        target,
+                        f"Model {state.model_id} ({state.provider.name})",
                         state.budget,
                         outcome.signal,
                         outcome.detail,
                         http=outcome.http,
                         retry_after=asked,
-                        asked_too_long=state.windows.max_wait_s,
+                        asked_too_long=state.windows.max_wait_s if too_long else None,
                     )
+                state.retries += 1
+                if asked is None:
+                    window = signal_window(state.windows, outcome.signal)
+                    wait = window_wait(window, state.retries, state.windows, self._rng)
                 else:
                     wait = asked
                 self._check_deadline(state, wait, outcome, "the next retry")
