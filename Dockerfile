@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1.7
 # The sidecar image: multi-stage, non-root, health-checked through the gRPC health service.
-# It installs the way the Makefile does: the client distribution (the contract), then the server.
+# It installs the server the way `pip install .` does: the server names the contract distribution
+# (protos/python) by its path, so both are built in the build stage into one venv, copied whole.
 
 FROM golang:1.25-bookworm AS probe
 # grpc-health-probe speaks grpc.health.v1 for the HEALTHCHECK below.
@@ -8,17 +9,16 @@ RUN GOBIN=/out go install github.com/grpc-ecosystem/grpc-health-probe@v0.4.62
 
 FROM python:3.11-slim-bookworm AS build
 WORKDIR /src
-COPY clients/python/ clients/python/
+COPY protos/python/ protos/python/
 COPY pyproject.toml README.md ./
 COPY sidecar/ sidecar/
-RUN python -m pip wheel --no-cache-dir --wheel-dir /wheels ./clients/python .
+RUN python -m venv /opt/sidecar && /opt/sidecar/bin/pip install --no-cache-dir .
 
 FROM python:3.11-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 RUN groupadd --system sidecar && useradd --system --gid sidecar --home-dir /nonexistent --shell /usr/sbin/nologin sidecar
-COPY --from=build /wheels /wheels
-RUN python -m pip install --no-cache-dir --no-index --find-links /wheels sidecar-client sidecar \
- && rm -rf /wheels
+COPY --from=build /opt/sidecar /opt/sidecar
+ENV PATH=/opt/sidecar/bin:$PATH
 COPY --from=probe /out/grpc-health-probe /usr/local/bin/grpc_health_probe
 USER sidecar:sidecar
 EXPOSE 50051

@@ -25,10 +25,15 @@ help:
 
 # ---------------------------------------------------------------- setup
 
-$(STAMP): pyproject.toml clients/python/pyproject.toml
+CONTRACT_PY := $(wildcard protos/python/sidecar_contract/v1/*.py*)
+
+# The contract (protos/python) is a dependency of both the client and the server, named by its
+# path; it is reinstalled whenever `make proto` regenerates it.
+$(STAMP): pyproject.toml clients/python/pyproject.toml protos/python/pyproject.toml $(CONTRACT_PY)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e clients/python -e ".[dev]"
+	$(PY) -m pip install --quiet --force-reinstall --no-deps ./protos/python
 	touch $@
 
 .PHONY: venv

@@ -66,8 +66,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2_grpc as pb_grpc
+from sidecar_contract.v1 import sidecar_pb2 as pb
+from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar.config import parse_config
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer

@@ -13,7 +13,7 @@ import sidecar_client
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from sidecar_client import AsyncSidecarClient, pb
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2_grpc as pb_grpc
+from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar.core import taxonomy as t
 from sidecar.core.taxonomy import CORRECTABLE_LINE, UNCORRECTABLE_LINE, HttpInfo, Trigger

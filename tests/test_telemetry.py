@@ -27,8 +27,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.trace import ReadableSpan
 from sidecar_client import AsyncSidecarClient, user
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2_grpc as pb_grpc
+from sidecar_contract.v1 import sidecar_pb2 as pb
+from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar.config import Config
 from sidecar.core.clock import FakeClock

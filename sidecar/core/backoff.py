@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+from sidecar_contract.v1 import sidecar_pb2 as pb
 
 from sidecar.config import Window, Windows
 

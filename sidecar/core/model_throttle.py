@@ -16,7 +16,7 @@ configured, are a second leaky bucket charged with the estimated tokens of a cal
 from __future__ import annotations
 
 from opentelemetry import trace
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+from sidecar_contract.v1 import sidecar_pb2 as pb
 
 from sidecar.core.clock import Clock
 from sidecar.core.limiter import StretchLimiter

@@ -42,7 +42,7 @@ from datetime import UTC, datetime
 from typing import ClassVar
 
 from google.protobuf import duration_pb2, timestamp_pb2
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+from sidecar_contract.v1 import sidecar_pb2 as pb
 
 from sidecar.core.text import cap, clause
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import httpx
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+from sidecar_contract.v1 import sidecar_pb2 as pb
 
 __all__ = ["Fault", "fault_of", "read_capped"]
 

@@ -28,7 +28,7 @@ from opentelemetry import propagate, trace
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+from sidecar_contract.v1 import sidecar_pb2 as pb
 
 from sidecar.config import Config, ModelConfig, ProviderConfig, Windows
 from sidecar.core.backoff import signal_window, window_wait

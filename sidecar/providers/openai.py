@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+from sidecar_contract.v1 import sidecar_pb2 as pb
 
 from sidecar.providers.wire import ChatReply, ChatRequest
 

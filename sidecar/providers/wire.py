@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+from sidecar_contract.v1 import sidecar_pb2 as pb
 
 __all__ = ["JSON_INSTRUCTION", "Adapter", "ChatReply", "ChatRequest"]
 

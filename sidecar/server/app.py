@@ -19,8 +19,8 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2_grpc as pb_grpc
+from sidecar_contract.v1 import sidecar_pb2 as pb
+from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar.config import Config
 from sidecar.core.circuit import CircuitState, ServiceGuards

@@ -16,8 +16,8 @@ from typing import Any
 import grpc
 from grpc_status import rpc_status
 from opentelemetry import trace
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2_grpc as pb_grpc
+from sidecar_contract.v1 import sidecar_pb2 as pb
+from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar.config import Config
 from sidecar.core.circuit import Admission, ServiceGuards

@@ -24,7 +24,7 @@ from typing import Any
 import grpc
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+from sidecar_contract.v1 import sidecar_pb2 as pb
 
 from sidecar.core.taxonomy import SidecarFailure, SystemError, kind_name
 

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 from jsonschema import Draft202012Validator
 from opentelemetry import propagate, trace
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+from sidecar_contract.v1 import sidecar_pb2 as pb
 
 from sidecar.config import Config, ToolConfig, Windows
 from sidecar.core.backoff import window_wait

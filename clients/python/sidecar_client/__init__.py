@@ -6,7 +6,8 @@
 The generated messages are re-exported as ``sidecar_client.pb``.
 """
 
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+from sidecar_contract.v1 import sidecar_pb2 as pb
+
 from sidecar_client.client import AsyncSidecarClient, SidecarClient, assistant, job, tool_results, user
 from sidecar_client.errors import (
     CORRECTABLE_KINDS,

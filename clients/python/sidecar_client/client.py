@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import grpc
+from sidecar_contract.v1 import sidecar_pb2 as pb
+from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2_grpc as pb_grpc
 from sidecar_client.errors import from_rpc_error
 
 __all__ = ["AsyncSidecarClient", "SidecarClient", "assistant", "job", "tool_results", "user"]

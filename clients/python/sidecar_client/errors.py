@@ -18,8 +18,7 @@ from typing import Any
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
-
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
+from sidecar_contract.v1 import sidecar_pb2 as pb
 
 __all__ = [
     "CORRECTABLE_KINDS",

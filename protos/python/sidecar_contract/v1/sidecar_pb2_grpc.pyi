@@ -17,7 +17,7 @@ Two carriers, one taxonomy:
 
 from collections import abc as _abc
 from grpc import aio as _aio
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as _sidecar_pb2
+from sidecar_contract.v1 import sidecar_pb2 as _sidecar_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys

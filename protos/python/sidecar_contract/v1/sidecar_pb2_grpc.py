@@ -4,7 +4,7 @@
 import grpc
 import warnings
 
-from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as sidecar_dot_v1_dot_sidecar__pb2
+from sidecar_contract.v1 import sidecar_pb2 as sidecar_dot_v1_dot_sidecar__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
