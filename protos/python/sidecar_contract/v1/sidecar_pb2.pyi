@@ -37,6 +37,7 @@ class FailureKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FAILURE_KIND_OUTPUT_TRUNCATED: _ClassVar[FailureKind]
     FAILURE_KIND_JOB_TIMEOUT: _ClassVar[FailureKind]
     FAILURE_KIND_JOB_CANCELLED: _ClassVar[FailureKind]
+    FAILURE_KIND_STREAM_INTERRUPTED: _ClassVar[FailureKind]
 
 class CircuitState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -59,6 +60,12 @@ class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ROLE_ASSISTANT: _ClassVar[Role]
     ROLE_TOOL: _ClassVar[Role]
 
+class MidStreamPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MID_STREAM_POLICY_UNSPECIFIED: _ClassVar[MidStreamPolicy]
+    MID_STREAM_POLICY_RESTART: _ClassVar[MidStreamPolicy]
+    MID_STREAM_POLICY_FAIL: _ClassVar[MidStreamPolicy]
+
 class FinishReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     FINISH_REASON_UNSPECIFIED: _ClassVar[FinishReason]
@@ -66,6 +73,14 @@ class FinishReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FINISH_REASON_LENGTH: _ClassVar[FinishReason]
     FINISH_REASON_TOOL_CALLS: _ClassVar[FinishReason]
     FINISH_REASON_CONTENT_FILTER: _ClassVar[FinishReason]
+
+class RestartCause(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RESTART_CAUSE_UNSPECIFIED: _ClassVar[RestartCause]
+    RESTART_CAUSE_UPSTREAM_FAULT: _ClassVar[RestartCause]
+    RESTART_CAUSE_TRUNCATED: _ClassVar[RestartCause]
+    RESTART_CAUSE_CORRECTION: _ClassVar[RestartCause]
+    RESTART_CAUSE_FAILOVER: _ClassVar[RestartCause]
 
 class ToolKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -102,6 +117,7 @@ FAILURE_KIND_CONTEXT_OVERFLOW: FailureKind
 FAILURE_KIND_OUTPUT_TRUNCATED: FailureKind
 FAILURE_KIND_JOB_TIMEOUT: FailureKind
 FAILURE_KIND_JOB_CANCELLED: FailureKind
+FAILURE_KIND_STREAM_INTERRUPTED: FailureKind
 CIRCUIT_STATE_UNSPECIFIED: CircuitState
 CIRCUIT_STATE_CLOSED: CircuitState
 CIRCUIT_STATE_OPEN: CircuitState
@@ -114,11 +130,19 @@ ROLE_UNSPECIFIED: Role
 ROLE_USER: Role
 ROLE_ASSISTANT: Role
 ROLE_TOOL: Role
+MID_STREAM_POLICY_UNSPECIFIED: MidStreamPolicy
+MID_STREAM_POLICY_RESTART: MidStreamPolicy
+MID_STREAM_POLICY_FAIL: MidStreamPolicy
 FINISH_REASON_UNSPECIFIED: FinishReason
 FINISH_REASON_STOP: FinishReason
 FINISH_REASON_LENGTH: FinishReason
 FINISH_REASON_TOOL_CALLS: FinishReason
 FINISH_REASON_CONTENT_FILTER: FinishReason
+RESTART_CAUSE_UNSPECIFIED: RestartCause
+RESTART_CAUSE_UPSTREAM_FAULT: RestartCause
+RESTART_CAUSE_TRUNCATED: RestartCause
+RESTART_CAUSE_CORRECTION: RestartCause
+RESTART_CAUSE_FAILOVER: RestartCause
 TOOL_KIND_UNSPECIFIED: ToolKind
 TOOL_KIND_SEARCH: ToolKind
 TOOL_KIND_FETCH: ToolKind
@@ -162,7 +186,7 @@ class HttpDetail(_message.Message):
     def __init__(self, status_code: _Optional[int] = ..., service: _Optional[str] = ..., endpoint: _Optional[str] = ..., body: _Optional[str] = ..., retry_after_raw: _Optional[str] = ...) -> None: ...
 
 class Failure(_message.Message):
-    __slots__ = ("kind", "correctable", "message", "explanation", "http", "retry_after", "attempts", "invalid_input", "resource", "provider", "token_limit", "refusal", "circuit", "service", "retry", "spend", "reply", "system", "truncation", "permission")
+    __slots__ = ("kind", "correctable", "message", "explanation", "http", "retry_after", "attempts", "invalid_input", "resource", "provider", "token_limit", "refusal", "circuit", "service", "retry", "spend", "reply", "system", "truncation", "permission", "stream", "hops")
     KIND_FIELD_NUMBER: _ClassVar[int]
     CORRECTABLE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -183,6 +207,8 @@ class Failure(_message.Message):
     SYSTEM_FIELD_NUMBER: _ClassVar[int]
     TRUNCATION_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    HOPS_FIELD_NUMBER: _ClassVar[int]
     kind: FailureKind
     correctable: bool
     message: str
@@ -203,7 +229,33 @@ class Failure(_message.Message):
     system: SystemDetail
     truncation: TruncationDetail
     permission: PermissionDetail
-    def __init__(self, kind: _Optional[_Union[FailureKind, str]] = ..., correctable: _Optional[bool] = ..., message: _Optional[str] = ..., explanation: _Optional[str] = ..., http: _Optional[_Union[HttpDetail, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., attempts: _Optional[int] = ..., invalid_input: _Optional[_Union[InvalidInputDetail, _Mapping]] = ..., resource: _Optional[_Union[ResourceDetail, _Mapping]] = ..., provider: _Optional[_Union[ProviderDetail, _Mapping]] = ..., token_limit: _Optional[_Union[TokenLimitDetail, _Mapping]] = ..., refusal: _Optional[_Union[RefusalDetail, _Mapping]] = ..., circuit: _Optional[_Union[CircuitDetail, _Mapping]] = ..., service: _Optional[_Union[ServiceDetail, _Mapping]] = ..., retry: _Optional[_Union[RetryDetail, _Mapping]] = ..., spend: _Optional[_Union[SpendDetail, _Mapping]] = ..., reply: _Optional[_Union[ReplyDetail, _Mapping]] = ..., system: _Optional[_Union[SystemDetail, _Mapping]] = ..., truncation: _Optional[_Union[TruncationDetail, _Mapping]] = ..., permission: _Optional[_Union[PermissionDetail, _Mapping]] = ...) -> None: ...
+    stream: StreamDetail
+    hops: _containers.RepeatedCompositeFieldContainer[Hop]
+    def __init__(self, kind: _Optional[_Union[FailureKind, str]] = ..., correctable: _Optional[bool] = ..., message: _Optional[str] = ..., explanation: _Optional[str] = ..., http: _Optional[_Union[HttpDetail, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., attempts: _Optional[int] = ..., invalid_input: _Optional[_Union[InvalidInputDetail, _Mapping]] = ..., resource: _Optional[_Union[ResourceDetail, _Mapping]] = ..., provider: _Optional[_Union[ProviderDetail, _Mapping]] = ..., token_limit: _Optional[_Union[TokenLimitDetail, _Mapping]] = ..., refusal: _Optional[_Union[RefusalDetail, _Mapping]] = ..., circuit: _Optional[_Union[CircuitDetail, _Mapping]] = ..., service: _Optional[_Union[ServiceDetail, _Mapping]] = ..., retry: _Optional[_Union[RetryDetail, _Mapping]] = ..., spend: _Optional[_Union[SpendDetail, _Mapping]] = ..., reply: _Optional[_Union[ReplyDetail, _Mapping]] = ..., system: _Optional[_Union[SystemDetail, _Mapping]] = ..., truncation: _Optional[_Union[TruncationDetail, _Mapping]] = ..., permission: _Optional[_Union[PermissionDetail, _Mapping]] = ..., stream: _Optional[_Union[StreamDetail, _Mapping]] = ..., hops: _Optional[_Iterable[_Union[Hop, _Mapping]]] = ...) -> None: ...
+
+class Hop(_message.Message):
+    __slots__ = ("deployment", "kind", "attempts", "reason", "skipped")
+    DEPLOYMENT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    deployment: str
+    kind: FailureKind
+    attempts: int
+    reason: str
+    skipped: bool
+    def __init__(self, deployment: _Optional[str] = ..., kind: _Optional[_Union[FailureKind, str]] = ..., attempts: _Optional[int] = ..., reason: _Optional[str] = ..., skipped: _Optional[bool] = ...) -> None: ...
+
+class StreamDetail(_message.Message):
+    __slots__ = ("partial_text", "reason", "deltas_sent")
+    PARTIAL_TEXT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DELTAS_SENT_FIELD_NUMBER: _ClassVar[int]
+    partial_text: str
+    reason: str
+    deltas_sent: int
+    def __init__(self, partial_text: _Optional[str] = ..., reason: _Optional[str] = ..., deltas_sent: _Optional[int] = ...) -> None: ...
 
 class InvalidInputDetail(_message.Message):
     __slots__ = ("parameter", "value", "rule")
@@ -446,7 +498,7 @@ class ToolDefinition(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters_json: _Optional[str] = ...) -> None: ...
 
 class CallModelRequest(_message.Message):
-    __slots__ = ("model", "system", "messages", "tools", "response_schema_json", "max_output_tokens", "temperature", "job")
+    __slots__ = ("model", "system", "messages", "tools", "response_schema_json", "max_output_tokens", "temperature", "job", "mid_stream")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
@@ -455,6 +507,7 @@ class CallModelRequest(_message.Message):
     MAX_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
+    MID_STREAM_FIELD_NUMBER: _ClassVar[int]
     model: str
     system: str
     messages: _containers.RepeatedCompositeFieldContainer[Message]
@@ -463,7 +516,8 @@ class CallModelRequest(_message.Message):
     max_output_tokens: int
     temperature: float
     job: Job
-    def __init__(self, model: _Optional[str] = ..., system: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., response_schema_json: _Optional[str] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+    mid_stream: MidStreamPolicy
+    def __init__(self, model: _Optional[str] = ..., system: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., response_schema_json: _Optional[str] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., mid_stream: _Optional[_Union[MidStreamPolicy, str]] = ...) -> None: ...
 
 class Usage(_message.Message):
     __slots__ = ("input_tokens", "output_tokens")
@@ -474,7 +528,7 @@ class Usage(_message.Message):
     def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ...) -> None: ...
 
 class CallModelResponse(_message.Message):
-    __slots__ = ("message", "finish_reason", "usage", "json", "attempts", "corrections", "output_budget_raised", "warnings", "provider", "response_model", "total_usage", "cost_usd")
+    __slots__ = ("message", "finish_reason", "usage", "json", "attempts", "corrections", "output_budget_raised", "warnings", "provider", "response_model", "total_usage", "cost_usd", "served_by", "hops")
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
@@ -487,6 +541,8 @@ class CallModelResponse(_message.Message):
     RESPONSE_MODEL_FIELD_NUMBER: _ClassVar[int]
     TOTAL_USAGE_FIELD_NUMBER: _ClassVar[int]
     COST_USD_FIELD_NUMBER: _ClassVar[int]
+    SERVED_BY_FIELD_NUMBER: _ClassVar[int]
+    HOPS_FIELD_NUMBER: _ClassVar[int]
     message: Message
     finish_reason: FinishReason
     usage: Usage
@@ -499,7 +555,49 @@ class CallModelResponse(_message.Message):
     response_model: str
     total_usage: Usage
     cost_usd: float
-    def __init__(self, message: _Optional[_Union[Message, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., json: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., attempts: _Optional[int] = ..., corrections: _Optional[int] = ..., output_budget_raised: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., response_model: _Optional[str] = ..., total_usage: _Optional[_Union[Usage, _Mapping]] = ..., cost_usd: _Optional[float] = ...) -> None: ...
+    served_by: str
+    hops: _containers.RepeatedCompositeFieldContainer[Hop]
+    def __init__(self, message: _Optional[_Union[Message, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., json: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., attempts: _Optional[int] = ..., corrections: _Optional[int] = ..., output_budget_raised: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., response_model: _Optional[str] = ..., total_usage: _Optional[_Union[Usage, _Mapping]] = ..., cost_usd: _Optional[float] = ..., served_by: _Optional[str] = ..., hops: _Optional[_Iterable[_Union[Hop, _Mapping]]] = ...) -> None: ...
+
+class StreamModelEvent(_message.Message):
+    __slots__ = ("text", "tool_call", "restart", "final")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
+    RESTART_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
+    text: TextDelta
+    tool_call: ToolCallDelta
+    restart: StreamRestart
+    final: CallModelResponse
+    def __init__(self, text: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call: _Optional[_Union[ToolCallDelta, _Mapping]] = ..., restart: _Optional[_Union[StreamRestart, _Mapping]] = ..., final: _Optional[_Union[CallModelResponse, _Mapping]] = ...) -> None: ...
+
+class TextDelta(_message.Message):
+    __slots__ = ("text",)
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    def __init__(self, text: _Optional[str] = ...) -> None: ...
+
+class ToolCallDelta(_message.Message):
+    __slots__ = ("index", "id", "name", "arguments_fragment")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FRAGMENT_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    id: str
+    name: str
+    arguments_fragment: str
+    def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., name: _Optional[str] = ..., arguments_fragment: _Optional[str] = ...) -> None: ...
+
+class StreamRestart(_message.Message):
+    __slots__ = ("cause", "reason", "attempt")
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    cause: RestartCause
+    reason: str
+    attempt: int
+    def __init__(self, cause: _Optional[_Union[RestartCause, str]] = ..., reason: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class ObservedResponse(_message.Message):
     __slots__ = ("status_code", "headers", "body")
@@ -575,7 +673,7 @@ class ListModelsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("id", "provider", "wire_format", "upstream_model", "context_window", "max_output_tokens", "input_price_per_mtok", "output_price_per_mtok", "requests_per_minute", "tokens_per_minute", "upstream_retries")
+    __slots__ = ("id", "provider", "wire_format", "upstream_model", "context_window", "max_output_tokens", "input_price_per_mtok", "output_price_per_mtok", "requests_per_minute", "tokens_per_minute", "upstream_retries", "deployments")
     ID_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     WIRE_FORMAT_FIELD_NUMBER: _ClassVar[int]
@@ -587,6 +685,7 @@ class ModelInfo(_message.Message):
     REQUESTS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
     TOKENS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
     UPSTREAM_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    DEPLOYMENTS_FIELD_NUMBER: _ClassVar[int]
     id: str
     provider: str
     wire_format: str
@@ -598,7 +697,18 @@ class ModelInfo(_message.Message):
     requests_per_minute: int
     tokens_per_minute: int
     upstream_retries: int
-    def __init__(self, id: _Optional[str] = ..., provider: _Optional[str] = ..., wire_format: _Optional[str] = ..., upstream_model: _Optional[str] = ..., context_window: _Optional[int] = ..., max_output_tokens: _Optional[int] = ..., input_price_per_mtok: _Optional[float] = ..., output_price_per_mtok: _Optional[float] = ..., requests_per_minute: _Optional[int] = ..., tokens_per_minute: _Optional[int] = ..., upstream_retries: _Optional[int] = ...) -> None: ...
+    deployments: _containers.RepeatedCompositeFieldContainer[RouteDeployment]
+    def __init__(self, id: _Optional[str] = ..., provider: _Optional[str] = ..., wire_format: _Optional[str] = ..., upstream_model: _Optional[str] = ..., context_window: _Optional[int] = ..., max_output_tokens: _Optional[int] = ..., input_price_per_mtok: _Optional[float] = ..., output_price_per_mtok: _Optional[float] = ..., requests_per_minute: _Optional[int] = ..., tokens_per_minute: _Optional[int] = ..., upstream_retries: _Optional[int] = ..., deployments: _Optional[_Iterable[_Union[RouteDeployment, _Mapping]]] = ...) -> None: ...
+
+class RouteDeployment(_message.Message):
+    __slots__ = ("id", "role", "weight")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    role: str
+    weight: float
+    def __init__(self, id: _Optional[str] = ..., role: _Optional[str] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class ListModelsResponse(_message.Message):
     __slots__ = ("models",)

@@ -61,6 +61,11 @@ class SidecarStub:
                 request_serializer=sidecar_dot_v1_dot_sidecar__pb2.ListModelsRequest.SerializeToString,
                 response_deserializer=sidecar_dot_v1_dot_sidecar__pb2.ListModelsResponse.FromString,
                 _registered_method=True)
+        self.StreamModel = channel.unary_stream(
+                '/sidecar.v1.Sidecar/StreamModel',
+                request_serializer=sidecar_dot_v1_dot_sidecar__pb2.CallModelRequest.SerializeToString,
+                response_deserializer=sidecar_dot_v1_dot_sidecar__pb2.StreamModelEvent.FromString,
+                _registered_method=True)
 
 
 class SidecarServicer:
@@ -111,7 +116,20 @@ class SidecarServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListModels(self, request, context):
-        """ListModels lists the model catalog.
+        """ListModels lists the model catalog, routes with their deployments.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StreamModel(self, request, context):
+        """StreamModel is CallModel, streamed: the same request, the same policy
+        before the first delta, and the reply as events. Deltas come as the model
+        writes them; a `restart` event says that what came before it is void (a
+        mid-stream fault retried, a truncated reply re-run, a correction); the
+        last event is `final`, with the whole reply as CallModel returns it. A
+        failure ends the stream with the same status and details as CallModel.
+        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -144,6 +162,11 @@ def add_SidecarServicer_to_server(servicer, server):
                     servicer.ListModels,
                     request_deserializer=sidecar_dot_v1_dot_sidecar__pb2.ListModelsRequest.FromString,
                     response_serializer=sidecar_dot_v1_dot_sidecar__pb2.ListModelsResponse.SerializeToString,
+            ),
+            'StreamModel': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamModel,
+                    request_deserializer=sidecar_dot_v1_dot_sidecar__pb2.CallModelRequest.FromString,
+                    response_serializer=sidecar_dot_v1_dot_sidecar__pb2.StreamModelEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -282,6 +305,33 @@ class Sidecar:
             '/sidecar.v1.Sidecar/ListModels',
             sidecar_dot_v1_dot_sidecar__pb2.ListModelsRequest.SerializeToString,
             sidecar_dot_v1_dot_sidecar__pb2.ListModelsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/sidecar.v1.Sidecar/StreamModel',
+            sidecar_dot_v1_dot_sidecar__pb2.CallModelRequest.SerializeToString,
+            sidecar_dot_v1_dot_sidecar__pb2.StreamModelEvent.FromString,
             options,
             channel_credentials,
             insecure,

@@ -72,7 +72,16 @@ class SidecarStub:
     ListTools: _grpc.UnaryUnaryMultiCallable[_sidecar_pb2.ListToolsRequest, _sidecar_pb2.ListToolsResponse]
     """ListTools lists the configured tools, with schemas ready for a model."""
     ListModels: _grpc.UnaryUnaryMultiCallable[_sidecar_pb2.ListModelsRequest, _sidecar_pb2.ListModelsResponse]
-    """ListModels lists the model catalog."""
+    """ListModels lists the model catalog, routes with their deployments."""
+    StreamModel: _grpc.UnaryStreamMultiCallable[_sidecar_pb2.CallModelRequest, _sidecar_pb2.StreamModelEvent]
+    """StreamModel is CallModel, streamed: the same request, the same policy
+    before the first delta, and the reply as events. Deltas come as the model
+    writes them; a `restart` event says that what came before it is void (a
+    mid-stream fault retried, a truncated reply re-run, a correction); the
+    last event is `final`, with the whole reply as CallModel returns it. A
+    failure ends the stream with the same status and details as CallModel.
+    buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+    """
 
 @_typing.type_check_only
 class SidecarAsyncStub(SidecarStub):
@@ -106,7 +115,16 @@ class SidecarAsyncStub(SidecarStub):
     ListTools: _aio.UnaryUnaryMultiCallable[_sidecar_pb2.ListToolsRequest, _sidecar_pb2.ListToolsResponse]  # type: ignore[assignment]
     """ListTools lists the configured tools, with schemas ready for a model."""
     ListModels: _aio.UnaryUnaryMultiCallable[_sidecar_pb2.ListModelsRequest, _sidecar_pb2.ListModelsResponse]  # type: ignore[assignment]
-    """ListModels lists the model catalog."""
+    """ListModels lists the model catalog, routes with their deployments."""
+    StreamModel: _aio.UnaryStreamMultiCallable[_sidecar_pb2.CallModelRequest, _sidecar_pb2.StreamModelEvent]  # type: ignore[assignment]
+    """StreamModel is CallModel, streamed: the same request, the same policy
+    before the first delta, and the reply as events. Deltas come as the model
+    writes them; a `restart` event says that what came before it is void (a
+    mid-stream fault retried, a truncated reply re-run, a correction); the
+    last event is `final`, with the whole reply as CallModel returns it. A
+    failure ends the stream with the same status and details as CallModel.
+    buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+    """
 
 class SidecarServicer(metaclass=_abc_1.ABCMeta):
     """Sidecar runs model calls and tool calls under one failure policy."""
@@ -167,6 +185,21 @@ class SidecarServicer(metaclass=_abc_1.ABCMeta):
         request: _sidecar_pb2.ListModelsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_sidecar_pb2.ListModelsResponse, _abc.Awaitable[_sidecar_pb2.ListModelsResponse]]:
-        """ListModels lists the model catalog."""
+        """ListModels lists the model catalog, routes with their deployments."""
+
+    @_abc_1.abstractmethod
+    def StreamModel(
+        self,
+        request: _sidecar_pb2.CallModelRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_sidecar_pb2.StreamModelEvent], _abc.AsyncIterator[_sidecar_pb2.StreamModelEvent]]:
+        """StreamModel is CallModel, streamed: the same request, the same policy
+        before the first delta, and the reply as events. Deltas come as the model
+        writes them; a `restart` event says that what came before it is void (a
+        mid-stream fault retried, a truncated reply re-run, a correction); the
+        last event is `final`, with the whole reply as CallModel returns it. A
+        failure ends the stream with the same status and details as CallModel.
+        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+        """
 
 def add_SidecarServicer_to_server(servicer: SidecarServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
