@@ -30,17 +30,20 @@ from pydantic import (
 )
 
 from sidecar.core.redact import mask_keys
+from sidecar.core.settings import PRESETS, CircuitConfig, Quirk, ServiceConfig, Window, Windows
 
 __all__ = [
     "DEFAULT_CONFIG",
     "EMBEDDED_PROVIDER",
     "EMBEDDED_TOOLS",
     "PRESETS",
+    "CircuitConfig",
     "Config",
     "ConfigError",
     "GuardrailConfig",
     "ModelConfig",
     "ProviderConfig",
+    "Quirk",
     "ServiceConfig",
     "ToolConfig",
     "Window",
@@ -89,64 +92,6 @@ class ServerConfig(_Strict):
         if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
             raise ValueError("must be host:port (port 0-65535) or unix:/path")
         return v
-
-
-class Window(_Strict):
-    """A wait window in seconds; the wait is uniform in [min_s, max_s) times the attempt factor."""
-
-    min_s: Annotated[float, Field(ge=0)]
-    max_s: Annotated[float, Field(ge=0)]
-
-    @model_validator(mode="before")
-    @classmethod
-    def _pair(cls, v: Any) -> Any:
-        if isinstance(v, list | tuple) and len(v) == 2:
-            return {"min_s": v[0], "max_s": v[1]}
-        return v
-
-    @model_validator(mode="after")
-    def _order(self) -> Window:
-        if self.max_s < self.min_s:
-            raise ValueError(f"max_s ({self.max_s}) must not be below min_s ({self.min_s})")
-        return self
-
-
-class Windows(_Strict):
-    """The wait windows of the three upstream signals. See docs/retries.md for choosing them."""
-
-    rate_limit: Window = Window(min_s=5, max_s=30)
-    overload: Window = Window(min_s=15, max_s=90)
-    transient: Window = Window(min_s=5, max_s=30)
-    factor_cap: Annotated[int, Field(ge=1, le=100)] = 10
-    """The window is multiplied by min(attempt, factor_cap)."""
-    max_wait_s: Annotated[float, Field(ge=0)] = 300.0
-    """No single wait is longer than this."""
-
-
-PRESETS: dict[str, Windows] = {
-    # An unattended pipeline: the defaults, waiting minutes rather than failing.
-    "batch": Windows(),
-    # A person is waiting: short windows, a short cap; failing fast beats a minute of silence.
-    "interactive": Windows(
-        rate_limit=Window(min_s=0.5, max_s=3),
-        overload=Window(min_s=1, max_s=6),
-        transient=Window(min_s=0.25, max_s=2),
-        factor_cap=4,
-        max_wait_s=15,
-    ),
-}
-
-
-class CircuitConfig(_Strict):
-    """The per-service throttle and circuit (tools). Defaults are the runtime's numbers."""
-
-    failure_step: Annotated[float, Field(gt=0)] = 1.0
-    max_throttle: Annotated[float, Field(gt=0)] = 9.0
-    failures_to_open: Annotated[int, Field(ge=1)] = 3
-    cooldown_s: Annotated[float, Field(gt=0)] = 30.0
-    max_cooldown_s: Annotated[float, Field(gt=0)] = 3600.0
-    probe_timeout_s: Annotated[float, Field(gt=0)] = 60.0
-    """A probe with no verdict after this long is lost: the circuit reopens, cooldown unchanged."""
 
 
 class PolicyConfig(_Strict):
@@ -210,37 +155,6 @@ class ModelConfig(_Strict):
     @property
     def output_budget(self) -> int:
         return self.default_output_tokens or min(self.max_output_tokens, 1024)
-
-
-QuirkKind = Literal[
-    "INVALID_INPUT", "RESOURCE_NOT_FOUND", "EXTERNAL_SERVICE", "UPSTREAM_THROTTLE", "UNAUTHORIZED", "PERMISSION_DENIED"
-]
-
-
-class Quirk(_Strict):
-    """A service's quirk, mapped onto an existing kind (never a new kind for one service)."""
-
-    status: Annotated[int, Field(ge=100, le=599)] | None = None
-    body_contains: str | None = None
-    header: str | None = None
-    """Matches when this response header is present."""
-    kind: QuirkKind
-    detail: str | None = None
-    """What the message says the service meant, e.g. "robot detection"."""
-
-    @model_validator(mode="after")
-    def _something(self) -> Quirk:
-        if self.status is None and self.body_contains is None and self.header is None:
-            raise ValueError("a quirk must match on at least one of status, body_contains, header")
-        return self
-
-
-class ServiceConfig(_Strict):
-    rate: Annotated[float, Field(gt=0)] = 100.0
-    """Base rate: at most ``rate`` requests per ``per_s`` seconds (aiolimiter's leaky bucket)."""
-    per_s: Annotated[float, Field(gt=0)] = 1.0
-    quirks: list[Quirk] = []
-    circuit: CircuitConfig | None = None
 
 
 class GuardrailConfig(_Strict):
@@ -349,9 +263,6 @@ class Config(_Strict):
 
     def service(self, name: str) -> ServiceConfig:
         return self.services.get(name) or ServiceConfig()
-
-    def circuit_for(self, service: str) -> CircuitConfig:
-        return self.service(service).circuit or self.policy.circuit
 
     _secrets: list[str] = PrivateAttr(default_factory=list)
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from sidecar.core.netbackend import fast_transport
+from sidecar.net.backend import fast_transport
 
 RESPONSE = b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 10\r\n\r\n{"ok": 1 }'
 

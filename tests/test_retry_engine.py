@@ -54,11 +54,20 @@ class Record:
     def transport_fault(self, error_type: str, detail: str) -> None:
         self.notes.append(("fault", error_type))
 
+    def trace_headers(self) -> dict[str, str]:
+        return {}
+
     def failed(self, error_type: str) -> None:
         self.notes.append(("failed", error_type))
 
-    def retry_signal(self, signal: RetrySignal, retry_after: float | None) -> None:
+    def failure_kind(self, kind: str) -> None:
+        self.notes.append(("kind", kind))
+
+    def retry_signal(self, signal: RetrySignal) -> None:
         self.notes.append(("signal", signal))
+
+    def asked_to_wait(self, seconds: float) -> None:
+        self.notes.append(("asked", seconds))
 
     def will_wait(self, seconds: float) -> None:
         self.notes.append(("wait", seconds))

@@ -21,9 +21,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-from sidecar_contract.v1 import sidecar_pb2 as pb
-
-from sidecar.config import Window, Windows
+from sidecar.core.kinds import RetrySignal
+from sidecar.core.settings import Window, Windows
 
 __all__ = ["MAX_DELAY_SECONDS", "parse_retry_after", "retry_after_raw", "signal_window", "window_wait"]
 
@@ -59,11 +58,11 @@ def parse_retry_after(headers: Mapping[str, str], now: datetime) -> float | None
     return min(max((when - now).total_seconds(), 0.0), float(MAX_DELAY_SECONDS))
 
 
-def signal_window(windows: Windows, signal: int) -> Window:
+def signal_window(windows: Windows, signal: RetrySignal) -> Window:
     """The window of a retry signal: rate limit, overload, or (anything else) transient."""
-    if signal == pb.RETRY_SIGNAL_RATE_LIMIT:
+    if signal is RetrySignal.RATE_LIMIT:
         return windows.rate_limit
-    if signal == pb.RETRY_SIGNAL_OVERLOAD:
+    if signal is RetrySignal.OVERLOAD:
         return windows.overload
     return windows.transient
 

@@ -16,34 +16,33 @@ Circuit::
     HALF_OPEN --probe lost------> OPEN, cooldown unchanged (cancelled, or no verdict in probe_timeout_s)
 
 Correctable failures (the caller's bad input) and cancelled calls are never charged.
-Every refusal quotes the response that opened the circuit.
+Every refusal quotes the response that opened the circuit. State changes are reported to the
+observer (``CircuitChanged``, ``ThrottleChanged``).
+
+Agents that run their own tools report through ClassifyFailure: a pre-check that finds the
+circuit half-open grants them the probe (``check(owner=job id)``), and only a report with
+``probe`` set from that same owner settles it (``reported_probe``); a late report of an
+earlier, lost probe settles nothing.
 """
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from datetime import datetime
 
-from opentelemetry import trace
-
-from sidecar.config import CircuitConfig, ServiceConfig
 from sidecar.core.clock import Clock
+from sidecar.core.details import Trigger
+from sidecar.core.kinds import CircuitState
 from sidecar.core.limiter import StretchLimiter
+from sidecar.core.observer import NULL_OBSERVER, CircuitChanged, CircuitEvent, Observer, Target, ThrottleChanged
 from sidecar.core.pressure import Pressure
-from sidecar.core.taxonomy import CircuitOpen, Trigger
-from sidecar.telemetry import names as n
+from sidecar.core.settings import CircuitConfig, ServiceConfig
+from sidecar.core.taxonomy import CircuitOpen
 
 __all__ = ["Admission", "CircuitState", "ServiceGuard", "ServiceGuards"]
 
 MAX_REPORTED = 1000
 """Services only named in ClassifyFailure reports get a guard while there are fewer guards than this."""
-
-
-class CircuitState(enum.Enum):
-    CLOSED = "closed"
-    OPEN = "open"
-    HALF_OPEN = "half_open"
 
 
 @dataclass(slots=True)
@@ -53,6 +52,8 @@ class Admission:
     probe: bool
     started: float
     settled: bool = False
+    owner: str | None = None
+    """Who holds a probe granted to a ClassifyFailure pre-check (its job id); None for ExecuteTool's."""
 
 
 class ServiceGuard:
@@ -63,6 +64,7 @@ class ServiceGuard:
         "_cooldown",
         "_failures_at_max",
         "_limiter",
+        "_observer",
         "_open_until",
         "_opened_at",
         "_pressure",
@@ -74,10 +76,19 @@ class ServiceGuard:
         "throttle",
     )
 
-    def __init__(self, name: str, service: ServiceConfig, circuit: CircuitConfig, clock: Clock) -> None:
+    def __init__(
+        self,
+        name: str,
+        service: ServiceConfig,
+        circuit: CircuitConfig,
+        clock: Clock,
+        *,
+        observer: Observer = NULL_OBSERVER,
+    ) -> None:
         self.name = name
         self.circuit = circuit
         self._clock = clock
+        self._observer = observer
         self._limiter = StretchLimiter(service.rate, service.per_s, clock)
         self.throttle = 0.0
         self.state = CircuitState.CLOSED
@@ -90,7 +101,8 @@ class ServiceGuard:
         self._probe: Admission | None = None
 
     def __repr__(self) -> str:
-        return f"<ServiceGuard {self.name} {self.state.value} throttle={self.throttle:.1f} cooldown={self._cooldown}s>"
+        state = self.state.name.lower()
+        return f"<ServiceGuard {self.name} {state} throttle={self.throttle:.1f} cooldown={self._cooldown}s>"
 
     @property
     def cooldown(self) -> float:
@@ -100,15 +112,16 @@ class ServiceGuard:
     def trigger(self) -> Trigger | None:
         return self._trigger
 
-    def check(self) -> Admission:
+    def check(self, owner: str | None = None) -> Admission:
         """Refuse at once (CircuitOpen) or admit without waiting for the throttle.
 
-        Returns the admission; a half-open circuit's first caller gets the probe.
+        Returns the admission; a half-open circuit's first caller gets the probe (``owner`` names
+        a ClassifyFailure caller that will report the probe's outcome itself).
         """
         now = self._clock.time()
         if self.state is CircuitState.HALF_OPEN and self._probe is not None:
             if now - self._probe.started >= self.circuit.probe_timeout_s:
-                self._event(n.EVENT_CIRCUIT_PROBE_LOST, reason="no verdict in time")
+                self._event(CircuitEvent.PROBE_LOST, reason="no verdict in time")
                 self._probe = None
                 self._reopen(doubled=False)
             else:
@@ -117,10 +130,17 @@ class ServiceGuard:
             if now < self._open_until:
                 raise self._refusal(now, half_open=False)
             self.state = CircuitState.HALF_OPEN
-            self._probe = Admission(probe=True, started=now)
-            self._event(n.EVENT_CIRCUIT_HALF_OPEN)
+            self._probe = Admission(probe=True, started=now, owner=owner)
+            self._event(CircuitEvent.HALF_OPEN)
             return self._probe
         return Admission(probe=False, started=now)
+
+    def reported_probe(self, owner: str) -> Admission | None:
+        """The probe a pre-check granted to ``owner``, while it is still the one in flight."""
+        probe = self._probe
+        if probe is not None and probe.owner is not None and probe.owner == owner and not probe.settled:
+            return probe
+        return None
 
     async def pace(self) -> None:
         """Wait for the throttle's leaky bucket (the window stretched by the throttle)."""
@@ -139,7 +159,7 @@ class ServiceGuard:
             self.state = CircuitState.CLOSED
             self._cooldown = self.circuit.cooldown_s
             self._failures_at_max = 0
-            self._event(n.EVENT_CIRCUIT_CLOSED)
+            self._event(CircuitEvent.CLOSED)
         if self.throttle > 0 and (relief := self._pressure.relief(self._clock.time())):
             self._set_throttle(self.throttle - relief)
 
@@ -172,7 +192,7 @@ class ServiceGuard:
         admission.settled = True
         if admission.probe and self._probe is admission:
             self._probe = None
-            self._event(n.EVENT_CIRCUIT_PROBE_LOST, reason="cancelled or no verdict")
+            self._event(CircuitEvent.PROBE_LOST, reason="cancelled or no verdict")
             self._reopen(doubled=False)
 
     # ------------------------------------------------------------------ internals
@@ -186,10 +206,7 @@ class ServiceGuard:
         self._failures_at_max = 0
         trigger = self._trigger
         self._event(
-            n.EVENT_CIRCUIT_OPENED,
-            reason=reason,
-            cooldown_s=length,
-            trigger=trigger.describe() if trigger else "",
+            CircuitEvent.OPENED, reason=reason, cooldown_s=length, trigger=trigger.describe() if trigger else ""
         )
 
     def _reopen(self, *, doubled: bool) -> None:
@@ -197,7 +214,7 @@ class ServiceGuard:
             self._cooldown = min(self._cooldown * 2, self.circuit.max_cooldown_s)
         self.state = CircuitState.OPEN
         self._open_until = self._clock.time() + self._cooldown
-        self._event(n.EVENT_CIRCUIT_REOPENED, cooldown_s=self._cooldown)
+        self._event(CircuitEvent.REOPENED, cooldown_s=self._cooldown)
 
     def _refusal(self, now: float, *, half_open: bool) -> CircuitOpen:
         remaining = max(self._open_until - now, 0.0)
@@ -212,7 +229,7 @@ class ServiceGuard:
             trigger=trigger,
             half_open=half_open,
         )
-        self._event(n.EVENT_CIRCUIT_REFUSED, state=self.state.value, remaining_s=round(remaining, 3))
+        self._event(CircuitEvent.REFUSED, state=self.state.name.lower(), remaining_s=round(remaining, 3))
         return refusal
 
     def _set_throttle(self, value: float) -> None:
@@ -223,22 +240,37 @@ class ServiceGuard:
         if self.throttle < self.circuit.max_throttle:
             self._failures_at_max = 0  # "the third failure while at maximum": below it, the count starts again
         self._limiter.stretch(1.0 + self.throttle)
-        self._event(n.EVENT_SERVICE_THROTTLE, throttle=self.throttle)
+        self._observer.event(ThrottleChanged(Target.SERVICE, self.name, self.throttle))
 
-    def _event(self, name: str, **attrs: str | float | int) -> None:
-        span = trace.get_current_span()
-        if span.is_recording():
-            span.add_event(name, {n.SERVICE: self.name, **{f"sidecar.{k}": v for k, v in attrs.items()}})
+    def _event(
+        self,
+        what: CircuitEvent,
+        *,
+        reason: str = "",
+        cooldown_s: float | None = None,
+        trigger: str | None = None,
+        state: str = "",
+        remaining_s: float | None = None,
+    ) -> None:
+        self._observer.event(CircuitChanged(self.name, what, reason, cooldown_s, trigger, state, remaining_s))
 
 
 class ServiceGuards:
     """Every service's guard, created on first use: shared by all calls to that service."""
 
-    __slots__ = ("_clock", "_config", "_default", "_guards")
+    __slots__ = ("_clock", "_config", "_default", "_guards", "_observer")
 
-    def __init__(self, services: dict[str, ServiceConfig], default_circuit: CircuitConfig, clock: Clock) -> None:
+    def __init__(
+        self,
+        services: dict[str, ServiceConfig],
+        default_circuit: CircuitConfig,
+        clock: Clock,
+        *,
+        observer: Observer = NULL_OBSERVER,
+    ) -> None:
         self._config = services
         self._clock = clock
+        self._observer = observer
         self._guards: dict[str, ServiceGuard] = {}
         self._default = default_circuit
 
@@ -246,7 +278,7 @@ class ServiceGuards:
         guard = self._guards.get(name)
         if guard is None:
             service = self._config.get(name) or ServiceConfig()
-            guard = ServiceGuard(name, service, service.circuit or self._default, self._clock)
+            guard = ServiceGuard(name, service, service.circuit or self._default, self._clock, observer=self._observer)
             self._guards[name] = guard
         return guard
 

@@ -37,6 +37,7 @@ class FailureKind(enum.IntEnum):
     OUTPUT_TRUNCATED = 19
     JOB_TIMEOUT = 20
     JOB_CANCELLED = 21
+    STREAM_INTERRUPTED = 22
 
 
 CORRECTABLE_KINDS = frozenset(

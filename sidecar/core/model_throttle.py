@@ -15,21 +15,19 @@ configured, are a second leaky bucket charged with the estimated tokens of a cal
 
 from __future__ import annotations
 
-from opentelemetry import trace
-from sidecar_contract.v1 import sidecar_pb2 as pb
-
 from sidecar.core.clock import Clock
+from sidecar.core.kinds import RetrySignal
 from sidecar.core.limiter import StretchLimiter
+from sidecar.core.observer import NULL_OBSERVER, ModelPaused, Observer, Target, ThrottleChanged
 from sidecar.core.pressure import Pressure
-from sidecar.telemetry import names as n
 
 __all__ = ["INCREMENTS", "MAX_THROTTLE", "MIN_BASE_RPS", "ModelThrottle"]
 
 MAX_THROTTLE = 9.0
-INCREMENTS: dict[int, float] = {
-    pb.RETRY_SIGNAL_RATE_LIMIT: 0.5,
-    pb.RETRY_SIGNAL_OVERLOAD: 1.5,
-    pb.RETRY_SIGNAL_TRANSIENT: 0.0,
+INCREMENTS: dict[RetrySignal, float] = {
+    RetrySignal.RATE_LIMIT: 0.5,
+    RetrySignal.OVERLOAD: 1.5,
+    RetrySignal.TRANSIENT: 0.0,
 }
 MIN_BASE_RPS = 1.0
 """The slowest base a throttled model with no configured rate is paced from (requests per second)."""
@@ -45,6 +43,7 @@ class ModelThrottle:
         "_bucket_start",
         "_clock",
         "_fixed_rate",
+        "_observer",
         "_pressure",
         "_rate",
         "_requests",
@@ -54,9 +53,18 @@ class ModelThrottle:
         "throttle",
     )
 
-    def __init__(self, model: str, clock: Clock, requests_per_minute: int = 0, tokens_per_minute: int = 0) -> None:
+    def __init__(
+        self,
+        model: str,
+        clock: Clock,
+        requests_per_minute: int = 0,
+        tokens_per_minute: int = 0,
+        *,
+        observer: Observer = NULL_OBSERVER,
+    ) -> None:
         self.model = model
         self._clock = clock
+        self._observer = observer
         self.throttle = 0.0
         self.paused_until = 0.0
         self._pressure = Pressure()
@@ -114,17 +122,17 @@ class ModelThrottle:
         burst = max(1.0, rate / 10)  # a tenth of a second's worth of calls
         self._requests = StretchLimiter(burst, burst / rate, self._clock)
 
-    def signal(self, signal: int, retry_after: float | None) -> None:
+    def signal(self, signal: RetrySignal, retry_after: float | None) -> None:
         step = INCREMENTS.get(signal, 0.0)
         if step == 0.0:
             return
         self._pressure.pressed(self._clock.time())
         self._set(self.throttle + step)
-        if signal == pb.RETRY_SIGNAL_RATE_LIMIT and retry_after:
+        if signal is RetrySignal.RATE_LIMIT and retry_after:
             until = self._clock.time() + retry_after
             if until > self.paused_until:
                 self.paused_until = until
-                self._event(n.EVENT_MODEL_PAUSED, pause_s=retry_after)
+                self._observer.event(ModelPaused(self.model, retry_after))
 
     def success(self) -> None:
         if self.throttle > 0 and (relief := self._pressure.relief(self._clock.time())):
@@ -147,9 +155,4 @@ class ModelThrottle:
         self._requests.stretch(self.window_factor)
         if self._tokens is not None:
             self._tokens.stretch(self.window_factor)
-        self._event(n.EVENT_MODEL_THROTTLE, throttle=value)
-
-    def _event(self, name: str, **attrs: float) -> None:
-        span = trace.get_current_span()
-        if span.is_recording():
-            span.add_event(name, {n.MODEL_ID: self.model, **{f"sidecar.{k}": v for k, v in attrs.items()}})
+        self._observer.event(ThrottleChanged(Target.MODEL, self.model, value))

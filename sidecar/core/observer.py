@@ -4,6 +4,9 @@ The core imports no OpenTelemetry. It reports, in its own terms, to an ``Observe
 ``sidecar.telemetry`` implements one that turns every report into spans, span events and
 metrics, and ``NULL_OBSERVER`` ignores them all (unit tests, or telemetry off)::
 
+    observer.model_call(ModelCallStart) -> with ... as call  one CallModel / StreamModel (the `chat` span);
+                                                             call.finished(...) / call.failed(...)
+    observer.tool_call(ToolCallStart)   -> with ... as call  one ExecuteTool (the `execute_tool` span)
     observer.attempt(AttemptStart)   -> with ... as record   one upstream attempt (a CLIENT span);
                                                              record.* says what it saw; ends with the block
     observer.wait(WaitStart)         -> with ...             a backoff or a throttle wait (a span + a metric)
@@ -21,18 +24,24 @@ import enum
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sidecar.core.kinds import RetrySignal
+
+if TYPE_CHECKING:
+    from sidecar.core.conversation import Job, ModelRequest, ModelResponse, ToolOutcome
+    from sidecar.core.taxonomy import SidecarFailure
 
 __all__ = [
     "NULL_OBSERVER",
     "AttemptRecord",
     "AttemptStart",
+    "CallRecord",
     "CircuitChanged",
     "CircuitEvent",
     "Correction",
     "Event",
+    "ModelCallStart",
     "ModelPaused",
     "NullObserver",
     "Observer",
@@ -41,6 +50,7 @@ __all__ = [
     "StreamRestarted",
     "Target",
     "ThrottleChanged",
+    "ToolCallStart",
     "WaitKind",
     "WaitStart",
 ]
@@ -59,7 +69,7 @@ class AttemptStart:
 
     target: Target
     name: str
-    """The model id or the tool service."""
+    """The model id, or the tool's service."""
     number: int
     """1-based, across the whole call (corrections and re-runs included)."""
     method: str
@@ -70,8 +80,55 @@ class AttemptStart:
     output_budget: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ModelCallStart:
+    """One model call about to run (CallModel or StreamModel)."""
+
+    request: ModelRequest
+    known: bool
+    """Whether the catalog holds the model id (an unknown one is never a metric label)."""
+    provider: str
+    """The wire format of the model's provider (``openai``, ``anthropic``), or ``unknown``."""
+    max_tokens: int | None
+    host: str = ""
+    port: int | None = None
+    streamed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStart:
+    """One tool call about to run (ExecuteTool)."""
+
+    tool: str
+    known: bool
+    description: str
+    service: str
+    call_id: str
+    job: Job
+    arguments_json: str
+
+
+class CallRecord(Protocol):
+    """How one call ended, told once (``tally`` first, then exactly one of the others)."""
+
+    def tally(self, attempts: int, corrections: int, input_tokens: int, output_tokens: int) -> None:
+        """What the call spent, whatever its end."""
+
+    def succeeded(self, response: ModelResponse) -> None:
+        """A model call's reply."""
+
+    def tool_finished(self, outcome: ToolOutcome) -> None:
+        """A tool call's outcome (a result, or a failure for the model to read)."""
+
+    def failed(self, failure: SidecarFailure) -> None:
+        """The call failed (a cancellation included, as JOB_CANCELLED)."""
+
+
 class AttemptRecord(Protocol):
     """What one attempt saw, told while it runs."""
+
+    def trace_headers(self) -> dict[str, str]:
+        """Headers that carry this attempt's trace to the upstream (empty when nothing records)."""
 
     def answered(self, status: int) -> None:
         """An HTTP response came back with this status."""
@@ -82,8 +139,14 @@ class AttemptRecord(Protocol):
     def failed(self, error_type: str) -> None:
         """The attempt's outcome is a failure of this type (a kind's name or an HTTP status)."""
 
-    def retry_signal(self, signal: RetrySignal, retry_after: float | None) -> None:
-        """The attempt is a retry signal; ``retry_after`` is what the upstream asked for."""
+    def failure_kind(self, kind: str) -> None:
+        """The taxonomy's kind of what the attempt saw (a tool attempt's classification)."""
+
+    def retry_signal(self, signal: RetrySignal) -> None:
+        """The attempt is a retry signal."""
+
+    def asked_to_wait(self, seconds: float) -> None:
+        """The upstream asked for this wait (Retry-After)."""
 
     def will_wait(self, seconds: float) -> None:
         """The next attempt waits this long first."""
@@ -149,7 +212,8 @@ class CircuitChanged:
     what: CircuitEvent
     reason: str = ""
     cooldown_s: float | None = None
-    trigger: str = ""
+    trigger: str | None = None
+    """What opened the circuit (set on OPENED, "" when nothing was recorded)."""
     state: str = ""
     remaining_s: float | None = None
 
@@ -190,6 +254,10 @@ Event = ThrottleChanged | ModelPaused | CircuitChanged | Correction | OutputBudg
 
 
 class Observer(Protocol):
+    def model_call(self, start: ModelCallStart) -> AbstractContextManager[CallRecord]: ...
+
+    def tool_call(self, start: ToolCallStart) -> AbstractContextManager[CallRecord]: ...
+
     def attempt(self, start: AttemptStart) -> AbstractContextManager[AttemptRecord]: ...
 
     def wait(self, start: WaitStart) -> AbstractContextManager[None]: ...
@@ -200,16 +268,34 @@ class Observer(Protocol):
 class _NullRecord:
     __slots__ = ()
 
+    def trace_headers(self) -> dict[str, str]:
+        return {}
+
+    def failure_kind(self, kind: str) -> None:
+        pass
+
+    def asked_to_wait(self, seconds: float) -> None:
+        pass
+
+    def tally(self, attempts: int, corrections: int, input_tokens: int, output_tokens: int) -> None:
+        pass
+
+    def succeeded(self, response: ModelResponse) -> None:
+        pass
+
+    def tool_finished(self, outcome: ToolOutcome) -> None:
+        pass
+
     def answered(self, status: int) -> None:
         pass
 
     def transport_fault(self, error_type: str, detail: str) -> None:
         pass
 
-    def failed(self, error_type: str) -> None:
+    def failed(self, error_type: object) -> None:
         pass
 
-    def retry_signal(self, signal: RetrySignal, retry_after: float | None) -> None:
+    def retry_signal(self, signal: RetrySignal) -> None:
         pass
 
     def will_wait(self, seconds: float) -> None:
@@ -237,6 +323,14 @@ class NullObserver:
 
     keep: bool = False
     events: list[Event] = field(default_factory=list)
+
+    @contextmanager
+    def model_call(self, start: ModelCallStart) -> Iterator[CallRecord]:
+        yield _NULL_RECORD
+
+    @contextmanager
+    def tool_call(self, start: ToolCallStart) -> Iterator[CallRecord]:
+        yield _NULL_RECORD
 
     @contextmanager
     def attempt(self, start: AttemptStart) -> Iterator[AttemptRecord]:

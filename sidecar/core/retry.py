@@ -36,14 +36,15 @@ import random
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from sidecar.config import Windows
 from sidecar.core.backoff import signal_window, window_wait
 from sidecar.core.clock import Clock
 from sidecar.core.kinds import RetrySignal
 from sidecar.core.observer import AttemptRecord, AttemptStart, Observer, Retried, Target, WaitKind, WaitStart
+from sidecar.core.settings import Windows
 from sidecar.core.taxonomy import HttpInfo, SidecarFailure
 
 __all__ = [
+    "MAX_UPSTREAM_RETRIES",
     "Admission",
     "Attempt",
     "Done",
@@ -59,6 +60,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+MAX_UPSTREAM_RETRIES = 100
+"""The most upstream retries a call may ask for (``job.upstream_retries``); the config allows no more."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +228,9 @@ async def run_attempts(
                     return outcome.value
                 if isinstance(outcome, Fail):
                     raise outcome.failure
-                record.retry_signal(outcome.signal, outcome.retry_after)
+                record.retry_signal(outcome.signal)
+                if outcome.retry_after is not None:
+                    record.asked_to_wait(outcome.retry_after)
                 wait_s = _next_wait(outcome, policy, tally, clock, deadline)
                 record.will_wait(wait_s)
         except BaseException:

@@ -1,18 +1,37 @@
-"""Spend per workflow (usage x catalog prices) against its configured cap."""
+"""Spend per workflow (usage x catalog prices) against its configured cap.
+
+cost  = (input_tokens x input_price_per_mtok + output_tokens x output_price_per_mtok) / 1,000,000   (US dollars)
+check = SPEND_CAP_EXCEEDED when the workflow's recorded spend has reached its cap (the workflow's own,
+        else the ``"*"`` cap); the call is then not sent
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Protocol
 
-from sidecar.config import ModelConfig
 from sidecar.core.taxonomy import SpendCapExceeded
 
-__all__ = ["SpendLedger", "cost_of"]
+__all__ = ["Prices", "SpendLedger", "cost_of"]
+
+TOKENS_PER_PRICE_UNIT = 1_000_000
+"""Catalog prices are per million tokens."""
 
 
-def cost_of(model: ModelConfig, input_tokens: int, output_tokens: int) -> float:
-    """US dollars for this usage at the catalog's prices per million tokens."""
-    return (input_tokens * model.input_price_per_mtok + output_tokens * model.output_price_per_mtok) / 1_000_000
+class Prices(Protocol):
+    """A catalog entry's prices (US dollars per million tokens)."""
+
+    @property
+    def input_price_per_mtok(self) -> float: ...
+
+    @property
+    def output_price_per_mtok(self) -> float: ...
+
+
+def cost_of(prices: Prices, input_tokens: int, output_tokens: int) -> float:
+    """US dollars for this usage at the catalog's prices."""
+    spent = input_tokens * prices.input_price_per_mtok + output_tokens * prices.output_price_per_mtok
+    return spent / TOKENS_PER_PRICE_UNIT
 
 
 class SpendLedger:
@@ -23,6 +42,9 @@ class SpendLedger:
     def __init__(self, caps: dict[str, float]) -> None:
         self._caps = caps
         self._spent: defaultdict[str, float] = defaultdict(float)
+
+    def __repr__(self) -> str:
+        return f"<SpendLedger {len(self._spent)} workflows, caps for {sorted(self._caps)}>"
 
     def cap_for(self, workflow_id: str) -> float | None:
         return self._caps.get(workflow_id, self._caps.get("*"))
@@ -39,6 +61,3 @@ class SpendLedger:
     def record(self, workflow_id: str, usd: float) -> None:
         if usd > 0:
             self._spent[workflow_id] += usd
-
-    def spent(self, workflow_id: str) -> float:
-        return self._spent[workflow_id]

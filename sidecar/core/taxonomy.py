@@ -16,7 +16,7 @@ the model reads: the message, a newline, and one of the two retry lines.
         ├── UpstreamThrottle                429, or 401/403 whose body says throttling
         ├── Unauthorized                    401/403: our credentials were refused
         ├── PermissionDenied                the person the work runs for lacks access
-        ├── SystemError                     a bug: "A system error occurred in <component>. ..."
+        ├── SystemFailure                   a bug: "A system error occurred in <component>. ..."
         ├── CircuitOpen                     the service is switched off; quotes what switched it off
         ├── UpstreamRetriesExhausted        429 / 529 / transient outlasted the retry budget
         ├── QuotaExhausted                  the provider account is out of money
@@ -27,28 +27,48 @@ the model reads: the message, a newline, and one of the two retry lines.
         ├── ContextOverflow                 the provider says the context is too long
         ├── OutputTruncated                 cut off at the output limit, even at the maximum
         ├── JobTimeout                      the caller's deadline ends first
-        └── JobCancelled                    the caller cancelled
+        ├── JobCancelled                    the caller cancelled
+        └── StreamInterrupted               a stream failed after deltas reached the caller (partial text kept)
 
-This module knows nothing of gRPC: it converts to and from the ``sidecar.v1.Failure``
-protobuf message, which is data. The gRPC status carrier is ``sidecar.server.status``.
-``as_failure()`` is the one boundary that turns any other exception into ``SystemError``.
+Plain Python throughout: kinds are ``core.kinds.FailureKind``, details are ``core.details``
+records. The gRPC boundary converts them (``sidecar.server.convert``) and carries them in a
+rich status (``sidecar.server.status``). ``as_failure()`` is the one boundary that turns any
+other exception into ``SystemFailure``. A failure's ``str()`` is its message, always.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Sequence
+from datetime import datetime
 from typing import ClassVar
 
-from google.protobuf import duration_pb2, timestamp_pb2
-from sidecar_contract.v1 import sidecar_pb2 as pb
-
+from sidecar.core.details import (
+    CircuitDetail,
+    Detail,
+    FieldProblem,
+    Hop,
+    HttpInfo,
+    InvalidInputDetail,
+    PermissionDetail,
+    ProviderDetail,
+    RefusalDetail,
+    ReplyDetail,
+    ResourceDetail,
+    RetryDetail,
+    ServiceDetail,
+    SpendDetail,
+    StreamDetail,
+    SystemDetail,
+    TokenLimitDetail,
+    Trigger,
+    TruncationDetail,
+)
+from sidecar.core.kinds import CircuitState, FailureKind, RetrySignal, TransportFault
 from sidecar.core.text import cap, clause
 
 __all__ = [
     "CORRECTABLE_LINE",
-    "KIND_NAMES",
     "UNCORRECTABLE_LINE",
     "CircuitOpen",
     "ContextOverflow",
@@ -69,15 +89,16 @@ __all__ = [
     "ResponseValidation",
     "SidecarFailure",
     "SpendCapExceeded",
-    "SystemError",
+    "StreamInterrupted",
+    "SystemFailure",
     "TokenEstimateExceedsLimit",
+    "Trigger",
     "Unauthorized",
     "UncorrectableFailure",
     "UpstreamRetriesExhausted",
     "UpstreamThrottle",
     "as_failure",
     "failure_class",
-    "kind_name",
     "log_failure",
 ]
 
@@ -86,77 +107,11 @@ CORRECTABLE_LINE = (
 )
 UNCORRECTABLE_LINE = "[This error is not correctable - consider an alternative approach]"
 
-Kind = int
-Detail = (
-    pb.InvalidInputDetail
-    | pb.ResourceDetail
-    | pb.ProviderDetail
-    | pb.TokenLimitDetail
-    | pb.RefusalDetail
-    | pb.CircuitDetail
-    | pb.ServiceDetail
-    | pb.RetryDetail
-    | pb.SpendDetail
-    | pb.ReplyDetail
-    | pb.SystemDetail
-    | pb.TruncationDetail
-    | pb.PermissionDetail
-)
-
-# Which oneof field of Failure.detail holds each detail message.
-_DETAIL_FIELD: dict[type[Detail], str] = {
-    pb.InvalidInputDetail: "invalid_input",
-    pb.ResourceDetail: "resource",
-    pb.ProviderDetail: "provider",
-    pb.TokenLimitDetail: "token_limit",
-    pb.RefusalDetail: "refusal",
-    pb.CircuitDetail: "circuit",
-    pb.ServiceDetail: "service",
-    pb.RetryDetail: "retry",
-    pb.SpendDetail: "spend",
-    pb.ReplyDetail: "reply",
-    pb.SystemDetail: "system",
-    pb.TruncationDetail: "truncation",
-    pb.PermissionDetail: "permission",
-}
-
-_PREFIX = "FAILURE_KIND_"
-KIND_NAMES: dict[int, str] = {
-    v.number: v.name.removeprefix(_PREFIX) for v in pb.DESCRIPTOR.enum_types_by_name["FailureKind"].values if v.number
-}
-
-
-def kind_name(kind: int) -> str:
-    """The kind's name without the proto prefix, e.g. ``RESOURCE_NOT_FOUND``."""
-    return KIND_NAMES.get(kind, "UNSPECIFIED")
-
-
-@dataclass(frozen=True, slots=True)
-class HttpInfo:
-    """What an upstream answered. Exists only when a response came back."""
-
-    status_code: int
-    service: str
-    endpoint: str
-    body: str = ""
-    retry_after_raw: str | None = None
-
-    def to_proto(self) -> pb.HttpDetail:
-        msg = pb.HttpDetail(status_code=self.status_code, service=self.service, endpoint=self.endpoint, body=self.body)
-        if self.retry_after_raw is not None:
-            msg.retry_after_raw = self.retry_after_raw
-        return msg
-
-    @classmethod
-    def from_proto(cls, msg: pb.HttpDetail) -> HttpInfo:
-        raw = msg.retry_after_raw if msg.HasField("retry_after_raw") else None
-        return cls(msg.status_code, msg.service, msg.endpoint, msg.body, raw)
-
 
 class SidecarFailure(Exception):
     """A failure of the taxonomy. Subclasses fix ``kind`` and ``correctable``."""
 
-    kind: ClassVar[Kind] = pb.FAILURE_KIND_UNSPECIFIED
+    kind: ClassVar[FailureKind] = FailureKind.UNSPECIFIED
     correctable: ClassVar[bool] = False
 
     def __init__(
@@ -174,10 +129,11 @@ class SidecarFailure(Exception):
         self.retry_after = retry_after
         self.attempts = attempts
         self.detail = detail
+        self.hops: tuple[Hop, ...] = ()
 
     @property
     def kind_name(self) -> str:
-        return kind_name(self.kind)
+        return self.kind.name
 
     def explain_to_llm(self) -> str:
         """The message and the retry line: exactly what the model reads."""
@@ -186,38 +142,6 @@ class SidecarFailure(Exception):
     def with_attempts(self, attempts: int) -> SidecarFailure:
         self.attempts = attempts
         return self
-
-    def to_proto(self) -> pb.Failure:
-        msg = pb.Failure(
-            kind=self.kind,  # type: ignore[arg-type]
-            correctable=self.correctable,
-            message=self.message,
-            explanation=self.explain_to_llm(),
-            attempts=self.attempts,
-        )
-        if self.http is not None:
-            msg.http.CopyFrom(self.http.to_proto())
-        if self.retry_after is not None:
-            msg.retry_after.CopyFrom(_duration(self.retry_after))
-        if self.detail is not None:
-            getattr(msg, _DETAIL_FIELD[type(self.detail)]).CopyFrom(self.detail)
-        return msg
-
-    @staticmethod
-    def from_proto(msg: pb.Failure) -> SidecarFailure:
-        """Rebuild the failure a ``Failure`` message describes (its message kept verbatim)."""
-        cls = failure_class(msg.kind)
-        failure = cls.__new__(cls)
-        field = msg.WhichOneof("detail")
-        SidecarFailure.__init__(
-            failure,
-            msg.message,
-            http=HttpInfo.from_proto(msg.http) if msg.HasField("http") else None,
-            retry_after=msg.retry_after.ToTimedelta().total_seconds() if msg.HasField("retry_after") else None,
-            attempts=msg.attempts,
-            detail=getattr(msg, field) if field else None,
-        )
-        return failure
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, attempts={self.attempts})"
@@ -235,18 +159,6 @@ class UncorrectableFailure(SidecarFailure):
     correctable = False
 
 
-def _duration(seconds: float) -> duration_pb2.Duration:
-    d = duration_pb2.Duration()
-    d.FromNanoseconds(round(seconds * 1e9))
-    return d
-
-
-def _timestamp(when: datetime) -> timestamp_pb2.Timestamp:
-    ts = timestamp_pb2.Timestamp()
-    ts.FromDatetime(when.astimezone(UTC))
-    return ts
-
-
 def _show(value: str) -> str:
     return '""' if value == "" else cap(value, 80)
 
@@ -257,65 +169,65 @@ def _show(value: str) -> str:
 class InvalidInput(CorrectableFailure):
     """The input broke a rule; the rule is written as the way to get it right."""
 
-    kind = pb.FAILURE_KIND_INVALID_INPUT
+    kind = FailureKind.INVALID_INPUT
 
     def __init__(self, parameter: str, value: str, rule: str, *, http: HttpInfo | None = None) -> None:
         super().__init__(
             f"Invalid value for parameter '{parameter}' (got {_show(value)}): {rule}",
             http=http,
-            detail=pb.InvalidInputDetail(parameter=parameter, value=value, rule=rule),
+            detail=InvalidInputDetail(parameter=parameter, value=value, rule=rule),
         )
 
 
 class ResourceNotFound(CorrectableFailure):
     """A well-formed identifier that names nothing."""
 
-    kind = pb.FAILURE_KIND_RESOURCE_NOT_FOUND
+    kind = FailureKind.RESOURCE_NOT_FOUND
 
     def __init__(self, resource_type: str, identifier: str, *, http: HttpInfo | None = None, where: str = "") -> None:
         at = f" at {where}" if where else ""
         super().__init__(
             f"No {resource_type} '{identifier}' exists{at}. Try another identifier or another tool.",
             http=http,
-            detail=pb.ResourceDetail(resource_type=resource_type, identifier=identifier),
+            detail=ResourceDetail(resource_type=resource_type, identifier=identifier),
         )
 
 
 class Guardrail(CorrectableFailure):
     """A guardrail refused the call."""
 
-    kind = pb.FAILURE_KIND_GUARDRAIL
+    kind = FailureKind.GUARDRAIL
 
     def __init__(self, guardrail: str, reason: str, value: str = "") -> None:
         super().__init__(
             f"The {guardrail} guardrail refused the call: {reason}",
-            detail=pb.InvalidInputDetail(parameter=guardrail, value=value, rule=reason),
+            detail=InvalidInputDetail(parameter=guardrail, value=value, rule=reason),
         )
 
 
 class JsonParse(CorrectableFailure):
     """The reply was not the JSON object asked for."""
 
-    kind = pb.FAILURE_KIND_JSON_PARSE
+    kind = FailureKind.JSON_PARSE
 
     def __init__(self, reason: str, expected_shape: str, *, model: str = "") -> None:
         super().__init__(
             f"Your reply was not the JSON object asked for: {reason}. "
             f"Reply with only a JSON object, no prose or code fences, of this shape: {expected_shape}",
-            detail=pb.ReplyDetail(parser_reason=reason, expected_shape=expected_shape, model=model),
+            detail=ReplyDetail(parser_reason=reason, expected_shape=expected_shape, model=model),
         )
 
 
 class ResponseValidation(CorrectableFailure):
     """The reply parsed but left required fields empty: every failed field, one per line."""
 
-    kind = pb.FAILURE_KIND_RESPONSE_VALIDATION
+    kind = FailureKind.RESPONSE_VALIDATION
 
     def __init__(self, problems: list[tuple[str, str]], *, model: str = "") -> None:
         lines = "\n".join(f"- {field}: {problem}" for field, problem in problems)
         super().__init__(
             f"Your reply left required fields empty or invalid; reply again with every field filled:\n{lines}",
-            detail=pb.ReplyDetail(fields=[pb.FieldProblem(field=f, problem=p) for f, p in problems], model=model),
+            detail=ReplyDetail(fields=tuple(FieldProblem(field=f, problem=p) for f, p in problems), model=model),
         )
 
 
@@ -325,7 +237,7 @@ class ResponseValidation(CorrectableFailure):
 class ExternalService(UncorrectableFailure):
     """The service is down, answered with a server error, or could not be reached."""
 
-    kind = pb.FAILURE_KIND_EXTERNAL_SERVICE
+    kind = FailureKind.EXTERNAL_SERVICE
 
     def __init__(
         self,
@@ -334,7 +246,7 @@ class ExternalService(UncorrectableFailure):
         detail: str,
         *,
         http: HttpInfo | None = None,
-        fault: int = pb.TRANSPORT_FAULT_UNSPECIFIED,
+        fault: TransportFault = TransportFault.UNSPECIFIED,
         retry_after: float | None = None,
     ) -> None:
         if http is None:
@@ -347,14 +259,14 @@ class ExternalService(UncorrectableFailure):
             f"The {service} service failed at {endpoint}: it {said}.",
             http=http,
             retry_after=retry_after,
-            detail=pb.ServiceDetail(service=service, endpoint=endpoint, detail=cap(detail), fault=fault),  # type: ignore[arg-type]
+            detail=ServiceDetail(service=service, endpoint=endpoint, detail=cap(detail), fault=fault),
         )
 
 
 class UpstreamThrottle(UncorrectableFailure):
     """The service is throttling us."""
 
-    kind = pb.FAILURE_KIND_UPSTREAM_THROTTLE
+    kind = FailureKind.UPSTREAM_THROTTLE
 
     def __init__(
         self, service: str, endpoint: str, detail: str, *, http: HttpInfo | None, retry_after: float | None = None
@@ -367,14 +279,14 @@ class UpstreamThrottle(UncorrectableFailure):
             f"The {service} service is throttling requests at {endpoint} ({status}: {cap(detail)}).{asked}",
             http=http,
             retry_after=retry_after,
-            detail=pb.ServiceDetail(service=service, endpoint=endpoint, detail=cap(detail)),
+            detail=ServiceDetail(service=service, endpoint=endpoint, detail=cap(detail)),
         )
 
 
 class Unauthorized(UncorrectableFailure):
     """The service or provider rejected the sidecar's own credentials."""
 
-    kind = pb.FAILURE_KIND_UNAUTHORIZED
+    kind = FailureKind.UNAUTHORIZED
 
     def __init__(
         self,
@@ -383,65 +295,42 @@ class Unauthorized(UncorrectableFailure):
         *,
         http: HttpInfo | None = None,
         endpoint: str = "",
-        provider: pb.ProviderDetail | None = None,
+        provider: ProviderDetail | None = None,
     ) -> None:
         at = f" at {endpoint}" if endpoint else ""
         super().__init__(
             f"The {service} service rejected the sidecar's credentials{at}: {clause(reason)}. "
             "An operator must fix the configured key.",
             http=http,
-            detail=provider or pb.ServiceDetail(service=service, endpoint=endpoint, detail=cap(reason)),
+            detail=provider or ServiceDetail(service=service, endpoint=endpoint, detail=cap(reason)),
         )
 
 
 class PermissionDenied(UncorrectableFailure):
     """The person the work runs for lacks access, by the application's own rules."""
 
-    kind = pb.FAILURE_KIND_PERMISSION_DENIED
+    kind = FailureKind.PERMISSION_DENIED
 
-    def __init__(self, message: str, resource: str = "") -> None:
-        super().__init__(message, detail=pb.PermissionDetail(resource=resource))
+    def __init__(self, message: str, resource: str = "", *, http: HttpInfo | None = None) -> None:
+        super().__init__(message, http=http, detail=PermissionDetail(resource=resource))
 
 
-class SystemError(UncorrectableFailure):
+class SystemFailure(UncorrectableFailure):
     """An unexpected internal error: the model learns only that something broke."""
 
-    kind = pb.FAILURE_KIND_SYSTEM
+    kind = FailureKind.SYSTEM
 
     def __init__(self, component: str) -> None:
         super().__init__(
             f"A system error occurred in {component}. The operation could not be completed.",
-            detail=pb.SystemDetail(component=component),
+            detail=SystemDetail(component=component),
         )
-
-
-@dataclass(frozen=True, slots=True)
-class Trigger:
-    """The response that opened a circuit: status (or none), detail, Retry-After asked for."""
-
-    status_code: int | None
-    detail: str
-    retry_after_raw: str | None = None
-
-    @property
-    def status(self) -> str:
-        return f"HTTP {self.status_code}" if self.status_code else "no response"
-
-    def describe(self) -> str:
-        asked = f", Retry-After: {cap(self.retry_after_raw, 40)}" if self.retry_after_raw is not None else ""
-        return f"{self.status} ({cap(self.detail, 120)}{asked})"
-
-    def to_proto(self) -> pb.TriggerResponse:
-        msg = pb.TriggerResponse(status_code=self.status_code or 0, status=self.status, detail=self.detail)
-        if self.retry_after_raw is not None:
-            msg.retry_after_raw = self.retry_after_raw
-        return msg
 
 
 class CircuitOpen(UncorrectableFailure):
     """The service's circuit is open; the refusal quotes the response that opened it."""
 
-    kind = pb.FAILURE_KIND_CIRCUIT_OPEN
+    kind = FailureKind.CIRCUIT_OPEN
 
     def __init__(
         self,
@@ -459,37 +348,26 @@ class CircuitOpen(UncorrectableFailure):
             f"The {service} service {state} after repeated failures (circuit open). Do not retry tools of "
             f"this service for about {wait} s. It was switched off by: {trigger.describe()}.",
             retry_after=max(remaining, 0.0),
-            detail=pb.CircuitDetail(
+            detail=CircuitDetail(
                 service=service,
-                state=pb.CIRCUIT_STATE_HALF_OPEN if half_open else pb.CIRCUIT_STATE_OPEN,
-                since=_timestamp(since),
-                cooldown=_duration(cooldown),
-                opened_by=trigger.to_proto(),
+                state=CircuitState.HALF_OPEN if half_open else CircuitState.OPEN,
+                since=since,
+                cooldown_s=cooldown,
+                opened_by=trigger,
             ),
         )
-
-
-_SIGNAL_WORDS: dict[int, str] = {
-    pb.RETRY_SIGNAL_RATE_LIMIT: "rate limit",
-    pb.RETRY_SIGNAL_OVERLOAD: "overload",
-    pb.RETRY_SIGNAL_TRANSIENT: "transient fault",
-}
-
-
-def signal_words(signal: int) -> str:
-    return _SIGNAL_WORDS.get(signal, "unknown signal")
 
 
 class UpstreamRetriesExhausted(UncorrectableFailure):
     """Rate limits, overloads or transient faults outlasted the retry budget."""
 
-    kind = pb.FAILURE_KIND_UPSTREAM_RETRIES_EXHAUSTED
+    kind = FailureKind.UPSTREAM_RETRIES_EXHAUSTED
 
     def __init__(
         self,
         target: str,
         budget: int,
-        signal: int,
+        signal: RetrySignal,
         last: str,
         *,
         http: HttpInfo | None,
@@ -504,17 +382,17 @@ class UpstreamRetriesExhausted(UncorrectableFailure):
         else:
             why = f"{target} still failed after {budget} upstream retries (the call's budget)"
         super().__init__(
-            f"{why}; last signal: {signal_words(signal)} ({cap(last)}).",
+            f"{why}; last signal: {signal.words} ({cap(last)}).",
             http=http,
             retry_after=retry_after,
-            detail=pb.RetryDetail(budget=budget, last_signal=signal, target=target),  # type: ignore[arg-type]
+            detail=RetryDetail(budget=budget, last_signal=signal, target=target),
         )
 
 
 class QuotaExhausted(UncorrectableFailure):
     """The provider account is out of money: fund it or raise its budget."""
 
-    kind = pb.FAILURE_KIND_QUOTA_EXHAUSTED
+    kind = FailureKind.QUOTA_EXHAUSTED
 
     def __init__(self, provider: str, account: str, model: str, said: str, *, http: HttpInfo | None) -> None:
         acct = f" (account {account})" if account else ""
@@ -522,54 +400,71 @@ class QuotaExhausted(UncorrectableFailure):
             f"The {provider} account{acct} is out of quota for model {model}: {clause(said)}. "
             "Waiting will not help; fund the account or raise its spend budget.",
             http=http,
-            detail=pb.ProviderDetail(provider=provider, account=account, model=model, provider_message=cap(said)),
+            detail=ProviderDetail(provider=provider, account=account, model=model, provider_message=cap(said)),
         )
 
 
 class SpendCapExceeded(UncorrectableFailure):
     """The workflow's recorded spend has reached its configured cap."""
 
-    kind = pb.FAILURE_KIND_SPEND_CAP_EXCEEDED
+    kind = FailureKind.SPEND_CAP_EXCEEDED
 
     def __init__(self, workflow_id: str, spent: float, cap_usd: float) -> None:
         super().__init__(
             f"Workflow '{workflow_id}' has spent ${spent:.4f} of its ${cap_usd:.4f} cap; the call was not sent. "
             "Raise the cap or end the workflow.",
-            detail=pb.SpendDetail(workflow_id=workflow_id, spent_usd=spent, cap_usd=cap_usd),
+            detail=SpendDetail(workflow_id=workflow_id, spent_usd=spent, cap_usd=cap_usd),
         )
 
 
 class ModelNotFound(UncorrectableFailure):
     """A model id the catalog does not hold."""
 
-    kind = pb.FAILURE_KIND_MODEL_NOT_FOUND
+    kind = FailureKind.MODEL_NOT_FOUND
 
-    def __init__(self, model: str, available: list[str], *, http: HttpInfo | None = None) -> None:
+    def __init__(
+        self, model: str, available: Sequence[str], *, http: HttpInfo | None = None, message: str | None = None
+    ) -> None:
         listed = ", ".join(available) if available else "none"
         super().__init__(
-            f"Model '{cap(model, 80)}' is not in the catalog. Models that exist: {listed}.",
+            message or f"Model '{cap(model, 80)}' is not in the catalog. Models that exist: {listed}.",
             http=http,
-            detail=pb.ResourceDetail(resource_type="model", identifier=model, available=available),
+            detail=ResourceDetail(resource_type="model", identifier=model, available=tuple(available)),
+        )
+
+    @classmethod
+    def at_provider(
+        cls, provider: str, upstream_model: str, model_id: str, said: str, *, http: HttpInfo | None
+    ) -> ModelNotFound:
+        """The catalog holds the model, but its provider answered 404: the catalog entry is wrong."""
+        return cls(
+            model_id,
+            (),
+            http=http,
+            message=(
+                f"The {provider} provider does not serve model '{upstream_model}' (catalog id '{model_id}'): "
+                f"{said}. Fix the catalog entry or choose another model."
+            ),
         )
 
 
 class ProviderRefusal(UncorrectableFailure):
     """The provider declined the call; never re-rolled on the same model."""
 
-    kind = pb.FAILURE_KIND_PROVIDER_REFUSAL
+    kind = FailureKind.PROVIDER_REFUSAL
 
     def __init__(self, model: str, category: str, explanation: str) -> None:
         said = f": {clause(explanation)}" if explanation else ""
         super().__init__(
             f"Model {model} refused the request ({category}){said}. Retrying the same model will not help.",
-            detail=pb.RefusalDetail(model=model, category=category, explanation=cap(explanation)),
+            detail=RefusalDetail(model=model, category=category, explanation=cap(explanation)),
         )
 
 
 class TokenEstimateExceedsLimit(UncorrectableFailure):
     """Before sending, the estimated conversation does not fit the context window."""
 
-    kind = pb.FAILURE_KIND_TOKEN_ESTIMATE_EXCEEDS_LIMIT
+    kind = FailureKind.TOKEN_ESTIMATE_EXCEEDS_LIMIT
 
     def __init__(self, model: str, estimate: int, limit: int) -> None:
         overflow = estimate - limit
@@ -578,47 +473,47 @@ class TokenEstimateExceedsLimit(UncorrectableFailure):
             f"The conversation is estimated at {estimate} tokens (input plus output budget), over model {model}'s "
             f"{limit}-token context window by {overflow} ({ratio:.2f}x). This is the sidecar's estimate, not a "
             "provider response; shorten or compact the conversation.",
-            detail=pb.TokenLimitDetail(estimate=estimate, limit=limit, overflow=overflow, ratio=ratio, model=model),
+            detail=TokenLimitDetail(estimate=estimate, limit=limit, overflow=overflow, ratio=ratio, model=model),
         )
 
 
 class ContextOverflow(UncorrectableFailure):
     """The provider itself says the context is too long."""
 
-    kind = pb.FAILURE_KIND_CONTEXT_OVERFLOW
+    kind = FailureKind.CONTEXT_OVERFLOW
 
     def __init__(self, provider: str, model: str, said: str, *, http: HttpInfo | None) -> None:
         super().__init__(
             f"The {provider} provider says the conversation is too long for model {model}: {clause(said)}.",
             http=http,
-            detail=pb.ProviderDetail(provider=provider, model=model, provider_message=cap(said)),
+            detail=ProviderDetail(provider=provider, model=model, provider_message=cap(said)),
         )
 
 
 class OutputTruncated(UncorrectableFailure):
     """The reply was cut off at the output limit, even at the model's maximum."""
 
-    kind = pb.FAILURE_KIND_OUTPUT_TRUNCATED
+    kind = FailureKind.OUTPUT_TRUNCATED
 
     def __init__(self, model: str, budget: int, model_max: int) -> None:
         super().__init__(
             f"Model {model}'s reply was cut off at its output limit of {budget} tokens "
             f"(the model's maximum is {model_max}). Ask for a shorter answer or split the task.",
-            detail=pb.TruncationDetail(model=model, max_output_tokens=budget, model_max_output_tokens=model_max),
+            detail=TruncationDetail(model=model, max_output_tokens=budget, model_max_output_tokens=model_max),
         )
 
 
 class JobTimeout(UncorrectableFailure):
     """The caller's deadline ends before the call could."""
 
-    kind = pb.FAILURE_KIND_JOB_TIMEOUT
+    kind = FailureKind.JOB_TIMEOUT
 
     def __init__(
         self,
         target: str,
         reason: str,
         *,
-        signal: int = pb.RETRY_SIGNAL_UNSPECIFIED,
+        signal: RetrySignal = RetrySignal.UNSPECIFIED,
         http: HttpInfo | None = None,
         retry_after: float | None = None,
         budget: int = 0,
@@ -627,22 +522,31 @@ class JobTimeout(UncorrectableFailure):
             f"The call to {target} would not finish before the caller's deadline: {reason}.",
             http=http,
             retry_after=retry_after,
-            detail=pb.RetryDetail(
-                budget=budget,
-                last_signal=signal,  # type: ignore[arg-type]
-                target=target,
-                next_wait=_duration(retry_after) if retry_after is not None else None,
-            ),
+            detail=RetryDetail(target=target, budget=budget, last_signal=signal, next_wait_s=retry_after),
         )
 
 
 class JobCancelled(UncorrectableFailure):
     """The caller cancelled the call."""
 
-    kind = pb.FAILURE_KIND_JOB_CANCELLED
+    kind = FailureKind.JOB_CANCELLED
 
     def __init__(self, target: str) -> None:
-        super().__init__(f"The call to {target} was cancelled by the caller.", detail=pb.RetryDetail(target=target))
+        super().__init__(f"The call to {target} was cancelled by the caller.", detail=RetryDetail(target=target))
+
+
+class StreamInterrupted(UncorrectableFailure):
+    """A stream failed after deltas had reached the caller, and no restart was allowed or left."""
+
+    kind = FailureKind.STREAM_INTERRUPTED
+
+    def __init__(self, model: str, reason: str, partial_text: str, deltas_sent: int, *, http: HttpInfo | None = None):
+        super().__init__(
+            f"The stream from model {model} broke off after {deltas_sent} deltas had been sent: {clause(reason)}. "
+            "The partial reply is in the failure; what was sent before is incomplete.",
+            http=http,
+            detail=StreamDetail(partial_text=partial_text, reason=reason, deltas_sent=deltas_sent),
+        )
 
 
 _CLASSES: list[type[SidecarFailure]] = [
@@ -655,7 +559,7 @@ _CLASSES: list[type[SidecarFailure]] = [
     UpstreamThrottle,
     Unauthorized,
     PermissionDenied,
-    SystemError,
+    SystemFailure,
     CircuitOpen,
     UpstreamRetriesExhausted,
     QuotaExhausted,
@@ -667,13 +571,14 @@ _CLASSES: list[type[SidecarFailure]] = [
     OutputTruncated,
     JobTimeout,
     JobCancelled,
+    StreamInterrupted,
 ]
-_BY_KIND: dict[int, type[SidecarFailure]] = {cls.kind: cls for cls in _CLASSES}
+_BY_KIND: dict[FailureKind, type[SidecarFailure]] = {cls.kind: cls for cls in _CLASSES}
 
 
-def failure_class(kind: int) -> type[SidecarFailure]:
-    """The class of a kind; unknown kinds read as SystemError."""
-    return _BY_KIND.get(kind, SystemError)
+def failure_class(kind: FailureKind) -> type[SidecarFailure]:
+    """The class of a kind (``UNSPECIFIED`` reads as SystemFailure)."""
+    return _BY_KIND.get(kind, SystemFailure)
 
 
 _log = logging.getLogger("sidecar.failures")
@@ -692,16 +597,12 @@ def log_failure(failure: SidecarFailure, *, cause: BaseException | None = None, 
 
 
 def as_failure(exc: BaseException, component: str) -> SidecarFailure:
-    """The one boundary: a failure of the taxonomy stays itself; anything else becomes SystemError.
+    """The one boundary: a failure of the taxonomy stays itself; anything else becomes SystemFailure.
 
     The model reads only that something broke in ``component``; the details go to the log.
     """
     if isinstance(exc, SidecarFailure):
         return exc
-    failure = SystemError(component)
+    failure = SystemFailure(component)
     _log.error("unexpected error in %s: %r", component, exc, exc_info=(type(exc), exc, exc.__traceback__))
     return failure
-
-
-def now_utc() -> datetime:
-    return datetime.now(UTC)

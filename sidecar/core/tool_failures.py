@@ -20,19 +20,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sidecar_contract.v1 import sidecar_pb2 as pb
-
-from sidecar.config import Quirk
 from sidecar.core.backoff import parse_retry_after, retry_after_raw
+from sidecar.core.details import HttpInfo, Trigger
+from sidecar.core.kinds import FailureKind, TransportFault
 from sidecar.core.redact import redact_body
+from sidecar.core.settings import Quirk
 from sidecar.core.taxonomy import (
     ExternalService,
-    HttpInfo,
     InvalidInput,
     PermissionDenied,
     ResourceNotFound,
     SidecarFailure,
-    Trigger,
     Unauthorized,
     UpstreamThrottle,
 )
@@ -40,12 +38,12 @@ from sidecar.core.text import cap
 
 __all__ = ["FAULT_WORDS", "Observation", "classify", "is_service_failure", "is_transient", "said", "trigger_of"]
 
-FAULT_WORDS: dict[int, str] = {
-    pb.TRANSPORT_FAULT_REFUSED: "connection refused",
-    pb.TRANSPORT_FAULT_TIMEOUT: "no response in time",
-    pb.TRANSPORT_FAULT_RESET: "connection reset",
-    pb.TRANSPORT_FAULT_DNS: "the host name did not resolve",
-    pb.TRANSPORT_FAULT_UNSPECIFIED: "transport failure",
+FAULT_WORDS: dict[TransportFault, str] = {
+    TransportFault.REFUSED: "connection refused",
+    TransportFault.TIMEOUT: "no response in time",
+    TransportFault.RESET: "connection reset",
+    TransportFault.DNS: "the host name did not resolve",
+    TransportFault.UNSPECIFIED: "transport failure",
 }
 _THROTTLE_WORDS = re.compile(r"(?i)rate.?limit|too many requests|throttl|slow down|quota exceeded|request limit")
 _THROTTLE_HEADERS = ("retry-after", "x-ratelimit-remaining", "ratelimit-remaining", "x-rate-limit-remaining")
@@ -64,16 +62,12 @@ class Observation:
     status: int | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     body: str = ""
-    fault: int = pb.TRANSPORT_FAULT_UNSPECIFIED
+    fault: TransportFault = TransportFault.UNSPECIFIED
     fault_detail: str = ""
 
 
-def _fault_words(fault: int) -> str:
-    return FAULT_WORDS.get(fault, FAULT_WORDS[pb.TRANSPORT_FAULT_UNSPECIFIED])
-
-
-def _where(obs: Observation) -> str:
-    return f"the {obs.service} service ({obs.endpoint})"
+def _fault_words(fault: TransportFault) -> str:
+    return FAULT_WORDS.get(fault, FAULT_WORDS[TransportFault.UNSPECIFIED])
 
 
 def said(body: str) -> str:
@@ -175,22 +169,22 @@ def _quirk_failure(obs: Observation, quirk: Quirk, http: HttpInfo, words: str, w
     if kind == "UNAUTHORIZED":
         return Unauthorized(obs.service, words, http=http, endpoint=obs.endpoint)
     if kind == "PERMISSION_DENIED":
-        failure = PermissionDenied(f"The {obs.service} service denied access at {obs.endpoint}: {words}.", obs.endpoint)
-        failure.http = http
-        return failure
+        return PermissionDenied(
+            f"The {obs.service} service denied access at {obs.endpoint}: {words}.", obs.endpoint, http=http
+        )
     return ExternalService(obs.service, obs.endpoint, words, http=http, retry_after=wait)
 
 
 def is_service_failure(failure: SidecarFailure) -> bool:
     """Failures charged to the service's throttle and circuit."""
-    return failure.kind in (pb.FAILURE_KIND_EXTERNAL_SERVICE, pb.FAILURE_KIND_UPSTREAM_THROTTLE)
+    return failure.kind in (FailureKind.EXTERNAL_SERVICE, FailureKind.UPSTREAM_THROTTLE)
 
 
 def is_transient(obs: Observation, failure: SidecarFailure) -> bool:
     """Faults worth re-sending: transport faults, 5xx, and throttles (429 and its look-alikes)."""
-    if failure.kind == pb.FAILURE_KIND_UPSTREAM_THROTTLE:
+    if failure.kind == FailureKind.UPSTREAM_THROTTLE:
         return True
-    return failure.kind == pb.FAILURE_KIND_EXTERNAL_SERVICE and (obs.status is None or obs.status >= 500)
+    return failure.kind == FailureKind.EXTERNAL_SERVICE and (obs.status is None or obs.status >= 500)
 
 
 def trigger_of(obs: Observation, failure: SidecarFailure) -> Trigger:

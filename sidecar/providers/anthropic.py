@@ -5,20 +5,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sidecar_contract.v1 import sidecar_pb2 as pb
-
+from sidecar.core.conversation import Message, ToolCall
+from sidecar.core.kinds import FinishReason, Role
 from sidecar.providers.wire import JSON_INSTRUCTION, ChatReply, ChatRequest
 
 __all__ = ["AnthropicAdapter"]
 
 _FINISH = {
-    "end_turn": pb.FINISH_REASON_STOP,
-    "stop_sequence": pb.FINISH_REASON_STOP,
-    "pause_turn": pb.FINISH_REASON_STOP,
-    "max_tokens": pb.FINISH_REASON_LENGTH,
-    "model_context_window_exceeded": pb.FINISH_REASON_LENGTH,
-    "tool_use": pb.FINISH_REASON_TOOL_CALLS,
-    "refusal": pb.FINISH_REASON_CONTENT_FILTER,
+    "end_turn": FinishReason.STOP,
+    "stop_sequence": FinishReason.STOP,
+    "pause_turn": FinishReason.STOP,
+    "max_tokens": FinishReason.LENGTH,
+    "model_context_window_exceeded": FinishReason.LENGTH,
+    "tool_use": FinishReason.TOOL_CALLS,
+    "refusal": FinishReason.CONTENT_FILTER,
 }
 
 
@@ -71,13 +71,13 @@ class AnthropicAdapter:
 
     def parse(self, body: dict[str, Any]) -> ChatReply:
         texts: list[str] = []
-        calls: list[pb.ToolCall] = []
+        calls: list[ToolCall] = []
         for block in body.get("content") or []:
             if block.get("type") == "text":
                 texts.append(str(block.get("text", "")))
             elif block.get("type") == "tool_use":
                 calls.append(
-                    pb.ToolCall(
+                    ToolCall(
                         id=str(block.get("id", "")),
                         name=str(block.get("name", "")),
                         arguments_json=json.dumps(block.get("input") or {}),
@@ -88,7 +88,7 @@ class AnthropicAdapter:
         return ChatReply(
             text="".join(texts),
             tool_calls=calls,
-            finish=_FINISH.get(raw_finish, pb.FINISH_REASON_UNSPECIFIED),
+            finish=_FINISH.get(raw_finish, FinishReason.UNSPECIFIED),
             raw_finish=raw_finish,
             refusal=("".join(texts) or "the model declined to answer") if raw_finish == "refusal" else None,
             input_tokens=int(usage.get("input_tokens") or 0),
@@ -98,8 +98,8 @@ class AnthropicAdapter:
         )
 
 
-def _message(m: pb.Message) -> tuple[str, list[dict[str, Any]]]:
-    if m.role == pb.ROLE_ASSISTANT:
+def _message(m: Message) -> tuple[str, list[dict[str, Any]]]:
+    if m.role == Role.ASSISTANT:
         blocks: list[dict[str, Any]] = []
         if m.text:
             blocks.append({"type": "text", "text": m.text})

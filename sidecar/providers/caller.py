@@ -34,7 +34,6 @@ from sidecar.config import Config, ModelConfig, ProviderConfig, Windows
 from sidecar.core.backoff import signal_window, window_wait
 from sidecar.core.clock import Clock
 from sidecar.core.model_throttle import ModelThrottle
-from sidecar.core.netbackend import fast_transport
 from sidecar.core.spend import SpendLedger, cost_of
 from sidecar.core.taxonomy import (
     InvalidInput,
@@ -50,7 +49,8 @@ from sidecar.core.taxonomy import (
     signal_words,
 )
 from sidecar.core.text import endpoint_of
-from sidecar.core.transport import fault_of, read_capped
+from sidecar.net.backend import fast_transport
+from sidecar.net.transport import fault_of, read_capped
 from sidecar.providers.anthropic import AnthropicAdapter
 from sidecar.providers.errors import Signal, Target, classify_response
 from sidecar.providers.openai import OpenAIAdapter

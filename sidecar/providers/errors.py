@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sidecar_contract.v1 import sidecar_pb2 as pb
-
 from sidecar.core.backoff import parse_retry_after, retry_after_raw
+from sidecar.core.details import HttpInfo, ProviderDetail
+from sidecar.core.kinds import RetrySignal
 from sidecar.core.redact import redact_body
+from sidecar.core.retry import Retry
 from sidecar.core.taxonomy import (
     ContextOverflow,
     ExternalService,
-    HttpInfo,
     InvalidInput,
     ModelNotFound,
     QuotaExhausted,
@@ -40,7 +40,7 @@ from sidecar.core.taxonomy import (
 )
 from sidecar.core.text import cap
 
-__all__ = ["Signal", "classify_response"]
+__all__ = ["Target", "classify_response"]
 
 _QUOTA = re.compile(
     r"insufficient_quota|credit balance is too low|billing_hard_limit|exceeded your current quota", re.I
@@ -50,16 +50,6 @@ _CONTEXT = re.compile(
     r"input is too long|request_too_large",
     re.I,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Signal:
-    """Nobody's mistake: wait and send again. ``retry_after`` is what the provider asked for, if usable."""
-
-    signal: int  # pb.RetrySignal
-    detail: str
-    http: HttpInfo | None
-    retry_after: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +84,7 @@ def classify_response(
     target: Target,
     secrets: Iterable[str],
     now: datetime,
-) -> Signal | SidecarFailure:
+) -> Retry | SidecarFailure:
     safe = redact_body(body, status, secrets)
     http = HttpInfo(status, target.provider, target.endpoint, safe, retry_after_raw(headers))
     message, etype, code = _error_fields(redact_body(body, None, secrets))
@@ -105,25 +95,20 @@ def classify_response(
     if status == 402 or _QUOTA.search(body):
         return QuotaExhausted(target.provider, target.account, target.model_id, words, http=http)
     if status == 529 or "overloaded_error" in (etype, code) or (not etype and "overloaded_error" in body):
-        return Signal(pb.RETRY_SIGNAL_OVERLOAD, words, http, wait)
+        return Retry(RetrySignal.OVERLOAD, words, wait, http)
     if status == 429:
-        return Signal(pb.RETRY_SIGNAL_RATE_LIMIT, words, http, wait)
+        return Retry(RetrySignal.RATE_LIMIT, words, wait, http)
     should_retry = lowered.get("x-should-retry")
     if should_retry == "true" or ((status == 408 or status >= 500) and should_retry != "false"):
-        return Signal(pb.RETRY_SIGNAL_TRANSIENT, words, http, wait)
+        return Retry(RetrySignal.TRANSIENT, words, wait, http)
     if status in (401, 403):
         reason = f"HTTP {status} {etype or code}".strip()
-        detail = pb.ProviderDetail(provider=target.provider, account=target.account, model=target.model_id)
+        detail = ProviderDetail(provider=target.provider, account=target.account, model=target.model_id)
         return Unauthorized(target.provider, reason, http=http, endpoint=target.endpoint, provider=detail)
     if status == 413 or _CONTEXT.search(code) or _CONTEXT.search(message):
         return ContextOverflow(target.provider, target.model_id, words, http=http)
     if status == 404:
-        failure = ModelNotFound(target.model_id, [], http=http)
-        failure.message = (
-            f"The {target.provider} provider does not serve model '{target.upstream_model}' "
-            f"(catalog id '{target.model_id}'): {words}. Fix the catalog entry or choose another model."
-        )
-        return failure
+        return ModelNotFound.at_provider(target.provider, target.upstream_model, target.model_id, words, http=http)
     if 400 <= status < 500:
         return InvalidInput(
             "messages", "", f"the {target.provider} provider rejected the request (HTTP {status}: {words})", http=http

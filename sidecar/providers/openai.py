@@ -5,18 +5,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sidecar_contract.v1 import sidecar_pb2 as pb
-
+from sidecar.core.conversation import Message, ToolCall
+from sidecar.core.kinds import FinishReason, Role
 from sidecar.providers.wire import ChatReply, ChatRequest
 
 __all__ = ["OpenAIAdapter"]
 
 _FINISH = {
-    "stop": pb.FINISH_REASON_STOP,
-    "length": pb.FINISH_REASON_LENGTH,
-    "tool_calls": pb.FINISH_REASON_TOOL_CALLS,
-    "function_call": pb.FINISH_REASON_TOOL_CALLS,
-    "content_filter": pb.FINISH_REASON_CONTENT_FILTER,
+    "stop": FinishReason.STOP,
+    "length": FinishReason.LENGTH,
+    "tool_calls": FinishReason.TOOL_CALLS,
+    "function_call": FinishReason.TOOL_CALLS,
+    "content_filter": FinishReason.CONTENT_FILTER,
 }
 
 
@@ -66,7 +66,7 @@ class OpenAIAdapter:
         message = choice.get("message") or {}
         raw_finish = str(choice.get("finish_reason") or "")
         calls = [
-            pb.ToolCall(
+            ToolCall(
                 id=str(c.get("id", "")),
                 name=str((c.get("function") or {}).get("name", "")),
                 arguments_json=str((c.get("function") or {}).get("arguments") or "{}"),
@@ -80,7 +80,7 @@ class OpenAIAdapter:
         return ChatReply(
             text=content,
             tool_calls=calls,
-            finish=_FINISH.get(raw_finish, pb.FINISH_REASON_UNSPECIFIED),
+            finish=_FINISH.get(raw_finish, FinishReason.UNSPECIFIED),
             raw_finish=raw_finish,
             refusal=message.get("refusal") or None,
             input_tokens=int(usage.get("prompt_tokens") or 0),
@@ -90,9 +90,9 @@ class OpenAIAdapter:
         )
 
 
-def _message(m: pb.Message) -> list[dict[str, Any]]:
+def _message(m: Message) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    if m.role == pb.ROLE_ASSISTANT:
+    if m.role == Role.ASSISTANT:
         msg: dict[str, Any] = {"role": "assistant", "content": m.text or None}
         if m.tool_calls:
             msg["tool_calls"] = [

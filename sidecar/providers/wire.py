@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sidecar_contract.v1 import sidecar_pb2 as pb
+from sidecar.core.conversation import Message, ToolCall, ToolDefinition
+from sidecar.core.kinds import FinishReason
 
 __all__ = ["JSON_INSTRUCTION", "Adapter", "ChatReply", "ChatRequest"]
 
@@ -16,8 +17,8 @@ JSON_INSTRUCTION = "Respond with a single JSON object matching this JSON schema:
 class ChatRequest:
     upstream_model: str
     system: str
-    messages: list[pb.Message]
-    tools: list[pb.ToolDefinition]
+    messages: list[Message]
+    tools: list[ToolDefinition]
     response_schema: dict[str, Any] | None
     max_tokens: int
     temperature: float | None
@@ -26,8 +27,8 @@ class ChatRequest:
 @dataclass(slots=True)
 class ChatReply:
     text: str
-    tool_calls: list[pb.ToolCall] = field(default_factory=list)
-    finish: int = pb.FINISH_REASON_UNSPECIFIED
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish: FinishReason = FinishReason.UNSPECIFIED
     raw_finish: str = ""
     refusal: str | None = None
     input_tokens: int = 0

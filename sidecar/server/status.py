@@ -13,7 +13,7 @@ domain ``sidecar``, metadata with every dynamic value), ``RetryInfo`` when a wai
     CANCELLED            JOB_CANCELLED
   FAILED_PRECONDITION  TOKEN_ESTIMATE_EXCEEDS_LIMIT, CONTEXT_OVERFLOW, PROVIDER_REFUSAL, OUTPUT_TRUNCATED, UNAUTHORIZED
     PERMISSION_DENIED    PERMISSION_DENIED
-    ABORTED              JSON_PARSE (after the corrections)
+    ABORTED              JSON_PARSE (after the corrections), STREAM_INTERRUPTED
     INTERNAL             SYSTEM
 """
 
@@ -26,34 +26,36 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from sidecar_contract.v1 import sidecar_pb2 as pb
 
-from sidecar.core.taxonomy import SidecarFailure, SystemError, kind_name
+from sidecar.core.kinds import FailureKind
+from sidecar.core.taxonomy import SidecarFailure
+from sidecar.server import convert
 
-__all__ = ["DOMAIN", "GRPC_CODE", "TRAILER_BODY_CHARS", "from_status", "to_status"]
+__all__ = ["DOMAIN", "GRPC_CODE", "TRAILER_BODY_CHARS", "to_status"]
 
 DOMAIN = "sidecar"
 _C = grpc.StatusCode
-GRPC_CODE: dict[int, grpc.StatusCode] = {
-    pb.FAILURE_KIND_INVALID_INPUT: _C.INVALID_ARGUMENT,
-    pb.FAILURE_KIND_GUARDRAIL: _C.INVALID_ARGUMENT,
-    pb.FAILURE_KIND_RESPONSE_VALIDATION: _C.INVALID_ARGUMENT,
-    pb.FAILURE_KIND_RESOURCE_NOT_FOUND: _C.NOT_FOUND,
-    pb.FAILURE_KIND_MODEL_NOT_FOUND: _C.NOT_FOUND,
-    pb.FAILURE_KIND_QUOTA_EXHAUSTED: _C.RESOURCE_EXHAUSTED,
-    pb.FAILURE_KIND_SPEND_CAP_EXCEEDED: _C.RESOURCE_EXHAUSTED,
-    pb.FAILURE_KIND_UPSTREAM_RETRIES_EXHAUSTED: _C.UNAVAILABLE,
-    pb.FAILURE_KIND_EXTERNAL_SERVICE: _C.UNAVAILABLE,
-    pb.FAILURE_KIND_CIRCUIT_OPEN: _C.UNAVAILABLE,
-    pb.FAILURE_KIND_UPSTREAM_THROTTLE: _C.UNAVAILABLE,
-    pb.FAILURE_KIND_JOB_TIMEOUT: _C.DEADLINE_EXCEEDED,
-    pb.FAILURE_KIND_JOB_CANCELLED: _C.CANCELLED,
-    pb.FAILURE_KIND_TOKEN_ESTIMATE_EXCEEDS_LIMIT: _C.FAILED_PRECONDITION,
-    pb.FAILURE_KIND_CONTEXT_OVERFLOW: _C.FAILED_PRECONDITION,
-    pb.FAILURE_KIND_PROVIDER_REFUSAL: _C.FAILED_PRECONDITION,
-    pb.FAILURE_KIND_OUTPUT_TRUNCATED: _C.FAILED_PRECONDITION,
-    pb.FAILURE_KIND_UNAUTHORIZED: _C.FAILED_PRECONDITION,
-    pb.FAILURE_KIND_PERMISSION_DENIED: _C.PERMISSION_DENIED,
-    pb.FAILURE_KIND_JSON_PARSE: _C.ABORTED,
-    pb.FAILURE_KIND_SYSTEM: _C.INTERNAL,
+GRPC_CODE: dict[FailureKind, grpc.StatusCode] = {
+    FailureKind.INVALID_INPUT: _C.INVALID_ARGUMENT,
+    FailureKind.GUARDRAIL: _C.INVALID_ARGUMENT,
+    FailureKind.RESPONSE_VALIDATION: _C.INVALID_ARGUMENT,
+    FailureKind.RESOURCE_NOT_FOUND: _C.NOT_FOUND,
+    FailureKind.MODEL_NOT_FOUND: _C.NOT_FOUND,
+    FailureKind.QUOTA_EXHAUSTED: _C.RESOURCE_EXHAUSTED,
+    FailureKind.SPEND_CAP_EXCEEDED: _C.RESOURCE_EXHAUSTED,
+    FailureKind.UPSTREAM_RETRIES_EXHAUSTED: _C.UNAVAILABLE,
+    FailureKind.EXTERNAL_SERVICE: _C.UNAVAILABLE,
+    FailureKind.CIRCUIT_OPEN: _C.UNAVAILABLE,
+    FailureKind.UPSTREAM_THROTTLE: _C.UNAVAILABLE,
+    FailureKind.JOB_TIMEOUT: _C.DEADLINE_EXCEEDED,
+    FailureKind.JOB_CANCELLED: _C.CANCELLED,
+    FailureKind.TOKEN_ESTIMATE_EXCEEDS_LIMIT: _C.FAILED_PRECONDITION,
+    FailureKind.CONTEXT_OVERFLOW: _C.FAILED_PRECONDITION,
+    FailureKind.PROVIDER_REFUSAL: _C.FAILED_PRECONDITION,
+    FailureKind.OUTPUT_TRUNCATED: _C.FAILED_PRECONDITION,
+    FailureKind.UNAUTHORIZED: _C.FAILED_PRECONDITION,
+    FailureKind.PERMISSION_DENIED: _C.PERMISSION_DENIED,
+    FailureKind.JSON_PARSE: _C.ABORTED,
+    FailureKind.SYSTEM: _C.INTERNAL,
 }
 
 
@@ -101,7 +103,7 @@ def _flatten(msg: Any, prefix: str, out: dict[str, str]) -> None:
 
 
 def _metadata(f: pb.Failure) -> dict[str, str]:
-    md = {"kind": kind_name(f.kind), "correctable": str(f.correctable).lower(), "attempts": str(f.attempts)}
+    md = {"kind": FailureKind(f.kind).name, "correctable": str(f.correctable).lower(), "attempts": str(f.attempts)}
     if f.HasField("http"):
         md["httpStatus"] = str(f.http.status_code)
         md["service"] = f.http.service
@@ -118,20 +120,20 @@ def _metadata(f: pb.Failure) -> dict[str, str]:
 
 def to_status(failure: SidecarFailure) -> status_pb2.Status:
     """The google.rpc.Status of a failure: code, message (the failure's), and the details."""
-    f = failure.to_proto()
+    f = convert.failure(failure)
     if f.HasField("http") and len(f.http.body) > TRAILER_BODY_CHARS:
         f.http.body = f.http.body[: TRAILER_BODY_CHARS - 1] + "…"
-    code = GRPC_CODE.get(f.kind, _C.INTERNAL)
+    code = GRPC_CODE.get(failure.kind, _C.INTERNAL)
     details = [
         _pack(f),
-        _pack(error_details_pb2.ErrorInfo(reason=kind_name(f.kind), domain=DOMAIN, metadata=_metadata(f))),
+        _pack(error_details_pb2.ErrorInfo(reason=FailureKind(f.kind).name, domain=DOMAIN, metadata=_metadata(f))),
     ]
     if f.HasField("retry_after"):
         details.append(_pack(error_details_pb2.RetryInfo(retry_delay=f.retry_after)))
     detail = f.WhichOneof("detail")
     if f.kind == pb.FAILURE_KIND_INVALID_INPUT and detail == "invalid_input":
         violation = error_details_pb2.BadRequest.FieldViolation(
-            field=f.invalid_input.parameter, description=f.invalid_input.rule, reason=kind_name(f.kind)
+            field=f.invalid_input.parameter, description=f.invalid_input.rule, reason=FailureKind(f.kind).name
         )
         details.append(_pack(error_details_pb2.BadRequest(field_violations=[violation])))
     elif f.kind in (pb.FAILURE_KIND_QUOTA_EXHAUSTED, pb.FAILURE_KIND_SPEND_CAP_EXCEEDED):
@@ -144,16 +146,6 @@ def to_status(failure: SidecarFailure) -> status_pb2.Status:
         )
         details.append(_pack(info))
     return status_pb2.Status(code=code.value[0], message=f.message, details=details)
-
-
-def from_status(status: status_pb2.Status) -> SidecarFailure:
-    """The failure a status carries (its packed Failure), or SYSTEM when it carries none."""
-    for detail in status.details:
-        if detail.Is(pb.Failure.DESCRIPTOR):
-            failure = pb.Failure()
-            detail.Unpack(failure)
-            return SidecarFailure.from_proto(failure)
-    return SystemError("an upstream gRPC service")
 
 
 assert code_pb2.OK == 0

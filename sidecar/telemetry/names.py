@@ -96,6 +96,10 @@ JOB_ID = "sidecar.job.id"
 WORKFLOW_ID = "sidecar.workflow.id"
 THROTTLE = "sidecar.throttle"
 CIRCUIT_STATE = "sidecar.circuit.state"
+STREAMED = "sidecar.streamed"
+"""On a chat span: the reply was streamed (StreamModel)."""
+RESTART_REASON = "sidecar.restart.reason"
+"""On a stream restart event: why the deltas start again."""
 
 # ---------------------------------------------------------------- span events
 EVENT_CORRECTION = "sidecar.correction"
@@ -109,6 +113,9 @@ EVENT_CIRCUIT_REFUSED = "sidecar.circuit.refused"
 EVENT_SERVICE_THROTTLE = "sidecar.service.throttle_changed"
 EVENT_MODEL_THROTTLE = "sidecar.model.throttle_changed"
 EVENT_MODEL_PAUSED = "sidecar.model.paused"
+EVENT_FIRST_TOKEN = "sidecar.first_token"
+"""On a streamed attempt's span: the first delta reached the caller."""
+EVENT_STREAM_RESTART = "sidecar.stream.restart"
 
 # ---------------------------------------------------------------- metrics
 METRIC_DURATION = "gen_ai.client.operation.duration"

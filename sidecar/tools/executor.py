@@ -25,11 +25,11 @@ from sidecar.config import Config, ToolConfig, Windows
 from sidecar.core.backoff import window_wait
 from sidecar.core.circuit import ServiceGuard, ServiceGuards
 from sidecar.core.clock import Clock
-from sidecar.core.netbackend import fast_transport
 from sidecar.core.taxonomy import Guardrail, InvalidInput, JobTimeout, SidecarFailure
 from sidecar.core.text import endpoint_of
 from sidecar.core.tool_failures import Observation, classify, is_service_failure, is_transient, trigger_of
-from sidecar.core.transport import fault_of, read_capped
+from sidecar.net.backend import fast_transport
+from sidecar.net.transport import fault_of, read_capped
 from sidecar.telemetry import names as n
 from sidecar.telemetry.metrics import Metrics
 from sidecar.telemetry.tracing import Tracer, use_span

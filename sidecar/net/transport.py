@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import httpx
-from sidecar_contract.v1 import sidecar_pb2 as pb
+
+from sidecar.core.kinds import TransportFault
 
 __all__ = ["Fault", "fault_of", "read_capped"]
 
@@ -23,7 +24,7 @@ _DNS_WORDS = ("name or service not known", "nodename nor servname", "name resolu
 class Fault:
     """A transport failure: which fault, whether the request may have reached the service, and a detail."""
 
-    fault: int
+    fault: TransportFault
     may_have_reached: bool
     detail: str
 
@@ -44,12 +45,12 @@ def fault_of(exc: httpx.HTTPError) -> Fault:
     text = str(exc).lower()
     if isinstance(exc, httpx.ConnectError):
         if any(w in text for w in _DNS_WORDS):
-            return Fault(pb.TRANSPORT_FAULT_DNS, False, "the host name did not resolve")
-        return Fault(pb.TRANSPORT_FAULT_REFUSED, False, "connection refused")
+            return Fault(TransportFault.DNS, False, "the host name did not resolve")
+        return Fault(TransportFault.REFUSED, False, "connection refused")
     if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
-        return Fault(pb.TRANSPORT_FAULT_TIMEOUT, False, "no connection in time")
+        return Fault(TransportFault.TIMEOUT, False, "no connection in time")
     if isinstance(exc, httpx.TimeoutException):
-        return Fault(pb.TRANSPORT_FAULT_TIMEOUT, True, "no response in time")
+        return Fault(TransportFault.TIMEOUT, True, "no response in time")
     if isinstance(exc, httpx.DecodingError):
-        return Fault(pb.TRANSPORT_FAULT_RESET, True, "the response could not be decoded")
-    return Fault(pb.TRANSPORT_FAULT_RESET, True, "connection reset before a complete response")
+        return Fault(TransportFault.RESET, True, "the response could not be decoded")
+    return Fault(TransportFault.RESET, True, "connection reset before a complete response")

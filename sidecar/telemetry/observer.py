@@ -1,0 +1,373 @@
+"""The observer the core reports to, as OpenTelemetry spans, span events and metrics.
+
+    report                         becomes
+    model_call(ModelCallStart)     span ``chat {model}`` (CLIENT), gen_ai.* attributes; operation and token metrics
+    tool_call(ToolCallStart)       span ``execute_tool {tool}`` (INTERNAL); operation metric
+    attempt(AttemptStart)          span ``{METHOD}`` (CLIENT), current while it runs (traceparent goes upstream)
+    wait(WaitStart)                span ``sidecar.backoff`` / ``sidecar.throttle_wait``; sidecar.wait.duration
+    event(ThrottleChanged ...)     a span event on the span current at that moment; Retried: sidecar.retries
+
+Every name comes from ``telemetry.names``; with no SDK installed the tracer hands out one shared
+no-op (``telemetry.tracing``), so a call pays a type check per span and nothing more.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import propagate, trace
+from opentelemetry.trace import Span, SpanKind, StatusCode
+
+from sidecar.core.clock import Clock
+from sidecar.core.conversation import Job, ModelRequest, ModelResponse, ToolOutcome
+from sidecar.core.observer import (
+    AttemptStart,
+    CircuitChanged,
+    CircuitEvent,
+    Correction,
+    Event,
+    ModelCallStart,
+    ModelPaused,
+    OutputBudgetRaised,
+    Retried,
+    StreamRestarted,
+    Target,
+    ThrottleChanged,
+    ToolCallStart,
+    WaitKind,
+    WaitStart,
+)
+from sidecar.core.redact import mask_keys
+from sidecar.core.taxonomy import SidecarFailure
+from sidecar.telemetry import names as n
+from sidecar.telemetry.metrics import OTHER, Metrics
+from sidecar.telemetry.tracing import Tracer, use_span
+
+__all__ = ["TelemetryObserver"]
+
+_tracer = Tracer(n.TRACER)
+_CIRCUIT_EVENTS = {
+    CircuitEvent.OPENED: n.EVENT_CIRCUIT_OPENED,
+    CircuitEvent.REOPENED: n.EVENT_CIRCUIT_REOPENED,
+    CircuitEvent.HALF_OPEN: n.EVENT_CIRCUIT_HALF_OPEN,
+    CircuitEvent.CLOSED: n.EVENT_CIRCUIT_CLOSED,
+    CircuitEvent.PROBE_LOST: n.EVENT_CIRCUIT_PROBE_LOST,
+    CircuitEvent.REFUSED: n.EVENT_CIRCUIT_REFUSED,
+}
+_WAIT_SPANS = {WaitKind.BACKOFF: n.SPAN_BACKOFF, WaitKind.THROTTLE: n.SPAN_THROTTLE_WAIT}
+
+
+def _target_attr(target: Target) -> str:
+    return n.MODEL_ID if target is Target.MODEL else n.SERVICE
+
+
+def _job_attrs(attrs: dict[str, Any], job: Job) -> None:
+    if job.job_id:
+        attrs[n.JOB_ID] = job.job_id
+    if job.workflow_id:
+        attrs[n.WORKFLOW_ID] = job.workflow_id
+
+
+def _mark_failed(span: Span, failure: SidecarFailure) -> None:
+    span.set_attribute(n.ERROR_TYPE, failure.kind_name)
+    span.set_attribute(n.FAILURE_KIND, failure.kind_name)
+    span.set_attribute(n.CORRECTABLE, failure.correctable)
+    span.set_attribute(n.ATTEMPTS, failure.attempts)
+    span.set_status(StatusCode.ERROR, failure.kind_name)
+
+
+def _messages_json(request: ModelRequest) -> str:
+    out: list[dict[str, Any]] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    for m in request.messages:
+        out.append({"role": m.role.name.lower(), "content": m.text})
+    return json.dumps(out)
+
+
+class _Attempt:
+    """An attempt span, told what the attempt saw."""
+
+    __slots__ = ("_span",)
+
+    def __init__(self, span: Span) -> None:
+        self._span = span
+
+    def trace_headers(self) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        if self._span.is_recording():  # the upstream may continue the trace from this attempt
+            propagate.inject(headers)
+        return headers
+
+    def answered(self, status: int) -> None:
+        self._span.set_attribute(n.HTTP_STATUS, status)
+
+    def transport_fault(self, error_type: str, detail: str) -> None:
+        self._span.set_attribute(n.ERROR_TYPE, error_type)
+        self._span.set_status(StatusCode.ERROR, detail)
+
+    def failed(self, error_type: str) -> None:
+        self._span.set_attribute(n.ERROR_TYPE, error_type)
+        self._span.set_status(StatusCode.ERROR)
+
+    def failure_kind(self, kind: str) -> None:
+        self._span.set_attribute(n.FAILURE_KIND, kind)
+
+    def retry_signal(self, signal: Any) -> None:
+        self._span.set_attribute(n.RETRY_SIGNAL, signal.label)
+
+    def asked_to_wait(self, seconds: float) -> None:
+        self._span.set_attribute(n.RETRY_AFTER, seconds)
+
+    def will_wait(self, seconds: float) -> None:
+        self._span.set_attribute(n.RETRY_WAIT, seconds)
+
+    def usage(self, input_tokens: int, output_tokens: int, finish: str, response_model: str) -> None:
+        self._span.set_attribute(n.GEN_AI_INPUT_TOKENS, input_tokens)
+        self._span.set_attribute(n.GEN_AI_OUTPUT_TOKENS, output_tokens)
+        if finish:
+            self._span.set_attribute(n.GEN_AI_FINISH_REASONS, [finish])
+        if response_model:
+            self._span.set_attribute(n.GEN_AI_RESPONSE_MODEL, response_model)
+
+    def correction(self, reason: str) -> None:
+        self._span.set_attribute(n.CORRECTION_REASON, reason)
+
+    def first_token(self) -> None:
+        self._span.add_event(n.EVENT_FIRST_TOKEN)
+
+    def ended(self, reason: str) -> None:
+        self._span.set_attribute(n.ERROR_TYPE, reason)
+
+
+class _ModelCall:
+    """The ``chat {model}`` span and the operation's metrics."""
+
+    __slots__ = ("_clock", "_label", "_metrics", "_observer", "_provider", "_span", "_start", "_started")
+
+    def __init__(self, observer: TelemetryObserver, span: Span, start: ModelCallStart) -> None:
+        self._observer = observer
+        self._span = span
+        self._start = start
+        self._metrics = observer.metrics
+        self._clock = observer.clock
+        self._started = observer.clock.time()
+        self._label = start.request.model if start.known else OTHER
+        self._provider = start.provider
+
+    def tally(self, attempts: int, corrections: int, input_tokens: int, output_tokens: int) -> None:
+        self._span.set_attribute(n.ATTEMPTS, attempts)
+        self._span.set_attribute(n.CORRECTIONS, corrections)
+        if input_tokens or output_tokens:
+            self._span.set_attribute(n.GEN_AI_INPUT_TOKENS, input_tokens)
+            self._span.set_attribute(n.GEN_AI_OUTPUT_TOKENS, output_tokens)
+
+    def succeeded(self, response: ModelResponse) -> None:
+        span = self._span
+        if response.response_model:
+            span.set_attribute(n.GEN_AI_RESPONSE_MODEL, response.response_model)
+        if response.raw_finish:
+            span.set_attribute(n.GEN_AI_FINISH_REASONS, [response.raw_finish])
+        if response.response_id:
+            span.set_attribute(n.GEN_AI_RESPONSE_ID, response.response_id)
+        span.set_attribute(n.OUTPUT_BUDGET_RAISED, response.output_budget_raised)
+        if self._observer.records_content(span):
+            output = json.dumps([{"role": "assistant", "content": response.message.text}])
+            span.set_attribute(n.GEN_AI_OUTPUT_MESSAGES, self._observer.mask(output))
+        elapsed = self._clock.time() - self._started
+        self._metrics.operation(n.OP_CHAT, self._label, elapsed, None, self._provider)
+        self._metrics.tokens(
+            self._label, response.total_usage.input_tokens, response.total_usage.output_tokens, self._provider
+        )
+
+    def tool_finished(self, outcome: ToolOutcome) -> None:  # pragma: no cover - not a tool call
+        raise TypeError("a model call has no tool outcome")
+
+    def failed(self, failure: SidecarFailure) -> None:
+        _mark_failed(self._span, failure)
+        self._metrics.failure(failure.kind_name, n.OP_CHAT)
+        elapsed = self._clock.time() - self._started
+        self._metrics.operation(n.OP_CHAT, self._label, elapsed, failure.kind_name, self._provider)
+
+
+class _ToolCall:
+    """The ``execute_tool {tool}`` span and the operation's metric."""
+
+    __slots__ = ("_clock", "_label", "_metrics", "_observer", "_span", "_started")
+
+    def __init__(self, observer: TelemetryObserver, span: Span, start: ToolCallStart) -> None:
+        self._observer = observer
+        self._span = span
+        self._metrics = observer.metrics
+        self._clock = observer.clock
+        self._started = observer.clock.time()
+        self._label = start.tool if start.known else OTHER
+
+    def tally(self, attempts: int, corrections: int, input_tokens: int, output_tokens: int) -> None:
+        self._span.set_attribute(n.ATTEMPTS, attempts)
+
+    def succeeded(self, response: ModelResponse) -> None:  # pragma: no cover - not a model call
+        raise TypeError("a tool call has no model reply")
+
+    def tool_finished(self, outcome: ToolOutcome) -> None:
+        if outcome.failure is not None:
+            _mark_failed(self._span, outcome.failure)
+            self._metrics.failure(outcome.failure.kind_name, n.OP_EXECUTE_TOOL)
+        if self._observer.records_content(self._span):
+            self._span.set_attribute(n.GEN_AI_TOOL_RESULT, self._observer.mask(outcome.model_text))
+        error = outcome.failure.kind_name if outcome.failure is not None else None
+        self._metrics.operation(n.OP_EXECUTE_TOOL, self._label, self._clock.time() - self._started, error)
+
+    def failed(self, failure: SidecarFailure) -> None:
+        _mark_failed(self._span, failure)
+        self._metrics.failure(failure.kind_name, n.OP_EXECUTE_TOOL)
+        elapsed = self._clock.time() - self._started
+        self._metrics.operation(n.OP_EXECUTE_TOOL, self._label, elapsed, failure.kind_name)
+
+
+class TelemetryObserver:
+    """Spans, events and metrics for everything the core reports."""
+
+    __slots__ = ("_record_content", "_secrets", "clock", "metrics")
+
+    def __init__(self, clock: Clock, metrics: Metrics, *, record_content: bool, secrets: list[str]) -> None:
+        self.clock = clock
+        self.metrics = metrics
+        self._record_content = record_content
+        self._secrets = secrets
+
+    def mask(self, text: str) -> str:
+        return mask_keys(text, self._secrets)
+
+    def records_content(self, span: Span) -> bool:
+        return self._record_content and span.is_recording()
+
+    @contextmanager
+    def model_call(self, start: ModelCallStart) -> Iterator[_ModelCall]:
+        request = start.request
+        attrs: dict[str, Any] = {
+            n.GEN_AI_OPERATION: n.OP_CHAT,
+            n.GEN_AI_PROVIDER: start.provider,
+            n.GEN_AI_REQUEST_MODEL: request.model,
+            n.MODEL_ID: request.model,
+        }
+        if start.max_tokens is not None:
+            attrs[n.GEN_AI_REQUEST_MAX_TOKENS] = start.max_tokens
+        if request.temperature is not None:
+            attrs[n.GEN_AI_REQUEST_TEMPERATURE] = request.temperature
+        if start.streamed:
+            attrs[n.STREAMED] = True
+        _job_attrs(attrs, request.job)
+        name = n.SPAN_CHAT.format(model=request.model or "unknown")
+        with _tracer.start_as_current_span(name, kind=SpanKind.CLIENT, attributes=attrs) as span:
+            if span.is_recording():
+                if start.host:
+                    span.set_attribute(n.SERVER_ADDRESS, start.host)
+                    if start.port:
+                        span.set_attribute(n.SERVER_PORT, start.port)
+                if self._record_content:
+                    span.set_attribute(n.GEN_AI_INPUT_MESSAGES, self.mask(_messages_json(request)))
+            yield _ModelCall(self, span, start)
+
+    @contextmanager
+    def tool_call(self, start: ToolCallStart) -> Iterator[_ToolCall]:
+        attrs: dict[str, Any] = {
+            n.GEN_AI_OPERATION: n.OP_EXECUTE_TOOL,
+            n.GEN_AI_TOOL_NAME: start.tool,
+            n.GEN_AI_TOOL_TYPE: "function",
+        }
+        if start.call_id:
+            attrs[n.GEN_AI_TOOL_CALL_ID] = start.call_id
+        if start.known:
+            attrs[n.GEN_AI_TOOL_DESCRIPTION] = start.description
+            attrs[n.SERVICE] = start.service
+        _job_attrs(attrs, start.job)
+        name = n.SPAN_EXECUTE_TOOL.format(tool=start.tool or "unknown")
+        with _tracer.start_as_current_span(name, attributes=attrs) as span:
+            if self.records_content(span):
+                span.set_attribute(n.GEN_AI_TOOL_ARGUMENTS, self.mask(start.arguments_json))
+            yield _ToolCall(self, span, start)
+
+    @contextmanager
+    def attempt(self, start: AttemptStart) -> Iterator[_Attempt]:
+        attrs: dict[str, Any] = {
+            n.HTTP_METHOD: start.method,
+            n.URL_FULL: start.url,
+            n.ATTEMPT: start.number,
+        }
+        if start.output_budget is not None:
+            attrs[n.OUTPUT_BUDGET] = start.output_budget
+        if start.host:
+            attrs[n.SERVER_ADDRESS] = start.host
+        if start.port:
+            attrs[n.SERVER_PORT] = start.port
+        if start.target is Target.SERVICE:
+            attrs[n.SERVICE] = start.name
+        if start.number > 1:
+            attrs[n.HTTP_RESEND_COUNT] = start.number - 1
+        span = _tracer.start_span(start.method, kind=SpanKind.CLIENT, attributes=attrs)
+        try:
+            with use_span(span):
+                yield _Attempt(span)
+        finally:
+            span.end()
+
+    @contextmanager
+    def wait(self, start: WaitStart) -> Iterator[None]:
+        attrs: dict[str, Any] = {n.WAIT_SECONDS: start.seconds, _target_attr(start.target): start.name}
+        if start.kind is WaitKind.BACKOFF:
+            attrs[n.RETRY_SIGNAL] = start.signal.label
+            attrs[n.ATTEMPT] = start.attempt
+        else:
+            attrs[n.THROTTLE] = start.throttle
+        began = self.clock.time()
+        try:
+            with _tracer.start_as_current_span(_WAIT_SPANS[start.kind], attributes=attrs):
+                yield
+        finally:
+            target = {"model": start.name} if start.target is Target.MODEL else {"service": start.name}
+            self.metrics.wait(start.kind.value, self.clock.time() - began, **target)
+
+    def event(self, event: Event) -> None:
+        if isinstance(event, Retried):
+            target = {"model": event.name} if event.target is Target.MODEL else {"service": event.name}
+            self.metrics.retry(event.signal.label, **target)
+            return
+        span = trace.get_current_span()
+        if not span.is_recording():
+            return
+        name, attrs = _event(event)
+        span.add_event(name, attrs)
+
+
+def _event(event: Event) -> tuple[str, dict[str, Any]]:
+    """The span event of a core event: its name and attributes."""
+    match event:
+        case ThrottleChanged():
+            name = n.EVENT_MODEL_THROTTLE if event.target is Target.MODEL else n.EVENT_SERVICE_THROTTLE
+            return name, {_target_attr(event.target): event.name, n.THROTTLE: event.throttle}
+        case ModelPaused():
+            return n.EVENT_MODEL_PAUSED, {n.MODEL_ID: event.model, "sidecar.pause_s": event.seconds}
+        case CircuitChanged():
+            attrs: dict[str, Any] = {n.SERVICE: event.service}
+            if event.reason:
+                attrs["sidecar.reason"] = event.reason
+            if event.cooldown_s is not None:
+                attrs["sidecar.cooldown_s"] = event.cooldown_s
+            if event.trigger is not None:
+                attrs["sidecar.trigger"] = event.trigger
+            if event.state:
+                attrs["sidecar.state"] = event.state
+            if event.remaining_s is not None:
+                attrs["sidecar.remaining_s"] = event.remaining_s
+            return _CIRCUIT_EVENTS[event.what], attrs
+        case Correction():
+            return n.EVENT_CORRECTION, {n.CORRECTION_REASON: event.reason, n.CORRECTIONS: event.number}
+        case OutputBudgetRaised():
+            return n.EVENT_OUTPUT_BUDGET_RAISED, {n.OUTPUT_BUDGET: event.budget}
+        case StreamRestarted():
+            return n.EVENT_STREAM_RESTART, {n.RESTART_REASON: event.reason, n.ATTEMPT: event.attempt}
+    raise TypeError(f"no span event for {type(event).__name__}")  # pragma: no cover - exhaustive above
