@@ -14,6 +14,7 @@ import re
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from jsonschema import Draft202012Validator
@@ -64,6 +65,8 @@ DEFAULT_TOOL_RETRIES = 2
 DEFAULT_MAX_CORRECTIONS = 2
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_CREDENTIAL_HEADER = re.compile(r"(?i)auth|token|secret|key|cookie|password")
+"""A header whose name matches carries a credential: its value is one of ``Config.secrets()``."""
 
 
 class ConfigError(Exception):
@@ -267,14 +270,33 @@ class Config(_Strict):
     _secrets: list[str] = PrivateAttr(default_factory=list)
 
     def secrets(self) -> list[str]:
-        """Every value read from the environment (``${NAME}``): masked wherever text leaves the sidecar."""
-        keys = [p.api_key.get_secret_value() for p in self.providers.values() if p.api_key]
-        return sorted({*self._secrets, *(k for k in keys if len(k) >= 4)}, key=len, reverse=True)
+        """What is masked wherever text leaves the sidecar, longest first.
+
+        Every value read from the environment (``${NAME}``); each provider's API key; the value of
+        every provider or tool header named like a credential (``_CREDENTIAL_HEADER``), and the part
+        after its scheme word (``Bearer <token>``); a password written in a URL (``user:pass@``).
+        """
+        found = [p.api_key.get_secret_value() for p in self.providers.values() if p.api_key]
+        headers = [p.headers for p in self.providers.values()] + [t.headers for t in self.tools.values()]
+        for name, value in ((k, v.strip()) for h in headers for k, v in h.items()):
+            if _CREDENTIAL_HEADER.search(name):
+                found += [value, value.partition(" ")[2].strip()]
+        for url in [p.base_url for p in self.providers.values()] + [t.url for t in self.tools.values()]:
+            found.append(_password(url))
+        return sorted({*self._secrets, *(k for k in found if len(k) >= 4)}, key=len, reverse=True)
 
     @property
     def embedded(self) -> set[str]:
         urls = [p.base_url for p in self.providers.values()] + [t.url for t in self.tools.values()]
         return {u.split("://", 1)[1].split("/", 1)[0] for u in urls if u.startswith("embedded://")}
+
+
+def _password(url: str) -> str:
+    """The password in ``scheme://user:password@host``, or ""."""
+    try:
+        return urlsplit(url).password or ""
+    except ValueError:  # not a URL urlsplit can read (a bracket left open): no password to find
+        return ""
 
 
 def _check_url(v: str, embedded: str) -> str:

@@ -139,6 +139,40 @@ def test_a_secret_is_masked_in_the_message_the_fields_and_the_stack(lines: Lines
     assert "«redacted»" in line["stack"]
 
 
+ODD_KEY = 'Zq9Odd"k\\ey/%41 x'
+"""A key JSON escapes (``"`` and ``\\``) and URLs encode: it must be masked in every form."""
+
+
+def test_a_secret_json_would_escape_is_masked_before_and_after_escaping() -> None:
+    from urllib.parse import quote
+
+    log = logging.getLogger("sidecar.test")
+    captured = Lines(JsonFormatter([ODD_KEY]))
+    log.addHandler(captured.handler)
+    try:
+        try:
+            raise RuntimeError(f"echoed {ODD_KEY!r} and {quote(ODD_KEY)}")
+        except RuntimeError:
+            log.error("said %s / %s", ODD_KEY, json.dumps({"key": ODD_KEY}), exc_info=True, extra={"k": [ODD_KEY]})
+    finally:
+        log.removeHandler(captured.handler)
+    (text,) = captured.text
+    assert "Zq9" not in text
+    line = json.loads(text)
+    assert line["message"] == 'said «redacted» / {"key": "«redacted»"}'
+    assert line["k"] == ["«redacted»"]
+    assert "echoed '«redacted»' and «redacted»" in line["stack"]
+
+
+def test_a_secret_the_process_registered_is_masked_without_being_passed() -> None:
+    from sidecar.telemetry import masking
+
+    masking.register(["Zq9Registered-secret"])
+    record = logging.makeLogRecord({"msg": "using Zq9Registered-secret", "levelname": "INFO"})
+    assert json.loads(JsonFormatter().format(record))["message"] == "using «redacted»"
+    assert "Zq9" not in TextFormatter().format(record)
+
+
 def test_an_unconfigured_secret_is_still_masked_by_its_shape() -> None:
     record = logging.makeLogRecord({"msg": "key sk-proj-abcdefghijklmnop1234 leaked", "levelname": "INFO"})
     assert "abcdefghijklmnop1234" not in JsonFormatter().format(record)

@@ -721,7 +721,8 @@ _PROBE = textwrap.dedent(
         out["resource"] = dict(tp.resource.attributes)
         procs = tp._active_span_processor._span_processors
         out["processors"] = [type(p).__name__ for p in procs]
-        out["exporters"] = [type(p.span_exporter).__module__ for p in procs]
+        out["masked"] = [type(p.span_exporter).__name__ == "MaskingSpanExporter" for p in procs]
+        out["exporters"] = [type(p.span_exporter.inner).__module__ for p in procs]
         out["schedule_delay"] = [getattr(p, "_batch_processor", p)._schedule_delay for p in procs]
     if hasattr(mp, "_metric_readers"):
         out["readers"] = [type(r).__name__ for r in mp._metric_readers]
@@ -793,6 +794,7 @@ def test_the_standard_variables_configure_the_sdk() -> None:
     assert got["resource"]["service.name"] == "my-agent-sidecar"
     assert got["resource"]["deployment.environment.name"] == "test"
     assert got["processors"] == ["BatchSpanProcessor"]
+    assert got["masked"] == [True]  # every span leaves through the masking exporter
     assert got["exporters"] == ["opentelemetry.exporter.otlp.proto.http.trace_exporter"]
     assert got["schedule_delay"] == [0.123] or got["schedule_delay"] == [123]
     assert "traces over OTLP http/protobuf to http://127.0.0.1:9" in got["describe"]

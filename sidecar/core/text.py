@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
+from sidecar.core.redact import REDACTED, mask_keys
+
 MESSAGE_CAP = 200
 """What a service or provider said is quoted in a message up to this many characters."""
 
@@ -21,6 +26,16 @@ def clause(text: str, limit: int = MESSAGE_CAP) -> str:
     return cap(text, limit).rstrip(" .")
 
 
-def endpoint_of(url: str) -> str:
-    """The endpoint as it may be shown: the query string (which may carry keys) and fragment cut."""
-    return url.split("?", 1)[0].split("#", 1)[0]
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*+://)[^/?#]*@")
+
+
+def endpoint_of(url: str, secrets: Iterable[str] = ()) -> str:
+    """The endpoint as it may be shown: secrets masked, credentials, query string and fragment cut.
+
+    Every configured secret (in any form, ``redact.secret_forms``) and anything key-shaped is
+    masked in the whole URL first, so a secret in the path (``https://host/<key>/v1``) or one
+    holding a ``?`` leaves nothing of itself; ``user:password@`` becomes ``«redacted»@``; then
+    the query string (which may carry keys) and the fragment are cut.
+    """
+    masked = _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", mask_keys(url, secrets))
+    return masked.split("?", 1)[0].split("#", 1)[0]

@@ -23,7 +23,7 @@ from datetime import datetime
 from sidecar.core.backoff import parse_retry_after, retry_after_raw
 from sidecar.core.details import HttpInfo, Trigger
 from sidecar.core.kinds import FailureKind, TransportFault
-from sidecar.core.redact import redact_body
+from sidecar.core.redact import mask_keys, redact_body
 from sidecar.core.settings import Quirk
 from sidecar.core.taxonomy import (
     ExternalService,
@@ -92,8 +92,14 @@ def _http(obs: Observation, secrets: Iterable[str]) -> HttpInfo:
         service=obs.service,
         endpoint=obs.endpoint,
         body=redact_body(obs.body, obs.status, secrets),
-        retry_after_raw=retry_after_raw(obs.headers),
+        retry_after_raw=_raw_retry_after(obs.headers, secrets),
     )
+
+
+def _raw_retry_after(headers: Mapping[str, str], secrets: Iterable[str]) -> str | None:
+    """Retry-After as sent, for the host to read, but with any secret or key-shaped token in it masked."""
+    raw = retry_after_raw(headers)
+    return None if raw is None else mask_keys(raw, secrets)
 
 
 def _says_throttle(obs: Observation) -> bool:
@@ -192,4 +198,5 @@ def trigger_of(obs: Observation, failure: SidecarFailure) -> Trigger:
     if obs.status is None:
         return Trigger(None, obs.fault_detail or _fault_words(obs.fault))
     body = failure.http.body if failure.http else ""
-    return Trigger(obs.status, cap(said(body)) if body else f"HTTP {obs.status}", retry_after_raw(obs.headers))
+    raw = failure.http.retry_after_raw if failure.http else None  # masked like the rest of the failure
+    return Trigger(obs.status, cap(said(body)) if body else f"HTTP {obs.status}", raw)

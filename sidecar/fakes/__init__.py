@@ -32,7 +32,9 @@ Control routes (both fakes; never recorded)
     query, headers (lower-case), body (parsed JSON, else text, else null), received_at,
     status_sent (null if no response was started), client_disconnected, fault, source
     ("script" | "default" | "chaos" | ...)}``; the provider adds ``wire`` ("openai" |
-    "anthropic"), ``model`` and ``preset``.
+    "anthropic"), ``model`` and ``preset``, and for a ``"stream": true`` request ``stream``
+    (true) and ``stream_fault``; a response that went out as a stream adds ``chunks_sent``
+    (SSE events written; one event per chunk).
 ``POST /_fake/reset``  clears scripts, records, chaos and notes.  ``GET /_fake/health``.
 ``POST /_fake/chaos`` (provider) ``{"rate_limit": 0.2, "overload": 0, "server_error": 0.05,
     "reset": 0, "retry_after": "0", "seed": 1}``: fractions of unscripted requests, decided
@@ -58,6 +60,22 @@ Provider only: ``preset`` rendered on the wire of the endpoint hit, plus its par
 ``context_too_long`` 400, ``invalid_key`` 401, ``model_not_found`` 404, ``reply``,
 ``truncated``, ``bad_json``, ``missing_fields``, ``refusal``.  ``status`` overrides a
 preset's status.
+
+Streaming (provider only): a request with ``"stream": true`` gets the same reply as SSE, flushed
+event by event over chunked transfer-encoding -- OpenAI ``chat.completion.chunk`` data lines
+(role chunk, ``content`` / ``refusal`` / ``tool_calls`` deltas, finish chunk, a usage chunk with
+``stream_options.include_usage``, ``[DONE]``); Anthropic ``message_start``, ``content_block_*``
+(``text_delta``, ``input_json_delta``), ``ping``, ``message_delta``, ``message_stop``.  Text goes
+a word per delta, tool arguments 12 chars per fragment.  Error presets and raw bodies answer JSON
+as before the stream would begin.  Stream step fields (ignored without ``stream: true``):
+``stream_fault`` (``overloaded`` | ``server_error``: an error event, then the end; ``drop``: FIN
+mid-body; ``reset``: RST mid-body; ``stall``: no bytes for ``stall_ms`` then the rest, or until
+the client leaves; ``end_early``: a clean end without finish or end marker; ``garbled``: the next
+event's data cut in half; ``unknown_event``: an event clients must skip; ``truncated``: the reply
+stops and finishes ``length`` / ``max_tokens``), ``after_deltas`` (deltas before the fault; default
+half of them), ``stall_ms``, ``delta_delay_ms`` (a wait before every delta), ``delta_chars``
+(fixed-size deltas).  ``{"stream_fault": "overloaded", "after_deltas": 3}`` then ``{}`` queues a
+failed stream and its clean restart.  Details: :mod:`sidecar.fakes._stream`.
 
 Provider routes: ``POST /v1/chat/completions`` (or ``/chat/completions``) and
 ``POST /v1/messages``.  Unscripted, a deterministic brain answers: one tool call to the first

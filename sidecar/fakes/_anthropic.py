@@ -1,4 +1,22 @@
-"""The Anthropic Messages wire format."""
+"""The Anthropic Messages wire format, whole (``message``) and streamed.
+
+A stream (``"stream": true``) is named events, each with its ``type`` in the data too::
+
+    open   message_start        {"message": {..., "content": [], "stop_reason": null,
+                                 "usage": {"input_tokens": N, "output_tokens": 1}}}
+    body   content_block_start  {"index": 0, "content_block": {"type": "text", "text": ""}}
+    body   ping                 (once, after the first content_block_start)
+    delta  content_block_delta  {"index": 0, "delta": {"type": "text_delta", "text": "..."}}
+    body   content_block_stop   {"index": 0}
+    body   content_block_start  {"index": 1, "content_block": {"type": "tool_use", "id", "name", "input": {}}}
+    delta  content_block_delta  {"index": 1, "delta": {"type": "input_json_delta", "partial_json": "..."}}
+    body   content_block_stop   {"index": 1}
+    close  message_delta        {"delta": {"stop_reason", "stop_sequence": null}, "usage": {"output_tokens"}}
+    close  message_stop
+
+The blocks are those of the non-streamed body (a refusal streams as text).  An error after the
+stream began is ``event: error`` with ``{"type": "error", "error": {"type", "message"}}``.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +26,7 @@ from typing import Any
 
 from ._brain import Reply, ToolCall, tokens_for
 from ._conversation import Conversation, parse_anthropic
+from ._sse import Part, Plan, SseEvent
 from ._wire import ErrorSpec, Exchange, Wire
 
 __all__ = ["ANTHROPIC", "CREDIT_MESSAGE"]
@@ -48,12 +67,25 @@ def _tool_input(call: ToolCall) -> Any:
         return call.arguments  # broken on purpose: sent as a string
 
 
+def _text_block(reply: Reply) -> str | None:
+    """The text block's text (a refusal counts as text); ``None`` when the reply has no text block."""
+    text = reply.refusal if reply.refusal is not None else reply.text
+    if text or (text is not None and not reply.tool_calls):
+        return text
+    return None
+
+
+def _event(kind: str, part: Part, **fields: Any) -> SseEvent:
+    return SseEvent.of({"type": kind, **fields}, kind, part)
+
+
 def _rfc3339(offset_s: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + offset_s))
 
 
 class _Anthropic(Wire):
     name = "anthropic"
+    stream_error_event = "error"
 
     def parse(self, body: dict[str, Any]) -> Conversation:
         return parse_anthropic(body)
@@ -63,8 +95,8 @@ class _Anthropic(Wire):
 
     def reply_body(self, reply: Reply, ex: Exchange) -> dict[str, Any]:
         content: list[dict[str, Any]] = []
-        text = reply.refusal if reply.refusal is not None else reply.text
-        if text or (text is not None and not reply.tool_calls):
+        text = _text_block(reply)
+        if text is not None:
             content.append({"type": "text", "text": text})
         for i, call in enumerate(reply.tool_calls):
             content.append(
@@ -132,6 +164,45 @@ class _Anthropic(Wire):
             "anthropic-ratelimit-tokens-remaining": "399000",
             "anthropic-ratelimit-tokens-reset": _rfc3339(0),
         }
+
+    # ---- streaming --------------------------------------------------------------------------
+
+    def stream_events(self, plan: Plan, ex: Exchange) -> list[SseEvent]:
+        reply = plan.reply
+        message = self.reply_body(reply, ex)
+        message.update(content=[], stop_reason=None, stop_sequence=None)
+        message["usage"] = {"input_tokens": plan.input_tokens, "output_tokens": 1}
+        events = [_event("message_start", "open", message=message)]
+        has_text = _text_block(reply) is not None
+        blocks: list[tuple[dict[str, Any], list[str]]] = []
+        if has_text:
+            kind = "refusal" if reply.refusal is not None else "text"
+            texts = [p.text for p in plan.pieces if p.kind == kind]
+            blocks.append(({"type": "text", "text": ""}, texts))
+        for i, call in enumerate(reply.tool_calls):
+            start = {"type": "tool_use", "id": f"toolu_fake{ex.n:08d}_{i}", "name": call.name, "input": {}}
+            blocks.append((start, [p.text for p in plan.pieces if p.kind == "args" and p.index == i]))
+        for index, (start, fragments) in enumerate(blocks):
+            events.append(_event("content_block_start", "body", index=index, content_block=start))
+            if index == 0:
+                events.append(_event("ping", "body"))
+            kind, key = ("text_delta", "text") if start["type"] == "text" else ("input_json_delta", "partial_json")
+            events += [
+                _event("content_block_delta", "delta", index=index, delta={"type": kind, key: f}) for f in fragments
+            ]
+            events.append(_event("content_block_stop", "body", index=index))
+        if not blocks:
+            events.append(_event("ping", "body"))
+        stop = {"stop_reason": _STOP[reply.finish], "stop_sequence": None}
+        events.append(_event("message_delta", "close", delta=stop, usage={"output_tokens": plan.output_tokens}))
+        events.append(_event("message_stop", "close"))
+        return events
+
+    def stream_error_body(self, spec: ErrorSpec, ex: Exchange) -> dict[str, Any]:
+        return {"type": "error", "error": {"type": spec.type, "message": spec.message}}
+
+    def unknown_events(self, ex: Exchange) -> list[SseEvent]:
+        return [_event("fake_future_event", "body", note="an event type this client does not know yet")]
 
 
 ANTHROPIC = _Anthropic()

@@ -39,6 +39,8 @@ class Record:
             "client_disconnected": req.client_disconnected,
             "fault": req.fault,
         }
+        if req.chunks_sent is not None:  # a streamed response: how many of its chunks went out
+            out["chunks_sent"] = req.chunks_sent
         out.update(self.extra)
         return out
 

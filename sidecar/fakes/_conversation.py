@@ -29,6 +29,8 @@ class Conversation:
     json_schema: dict[str, Any] | None = None
     max_tokens: int | None = None
     input_chars: int = 0
+    stream: bool = False  # "stream": true -- answer with server-sent events
+    include_usage: bool = False  # OpenAI "stream_options": {"include_usage": true}
 
 
 def _text_of(content: Any) -> str:
@@ -111,6 +113,9 @@ def parse_openai(body: dict[str, Any]) -> Conversation:
         _apply_marker(conv, system_texts + other_texts)
     conv.max_tokens = _positive_int(body.get("max_completion_tokens")) or _positive_int(body.get("max_tokens"))
     conv.input_chars = chars
+    conv.stream = body.get("stream") is True
+    options = body.get("stream_options")
+    conv.include_usage = isinstance(options, dict) and options.get("include_usage") is True
     return conv
 
 
@@ -164,4 +169,5 @@ def parse_anthropic(body: dict[str, Any]) -> Conversation:
         _apply_marker(conv, texts)
     conv.max_tokens = _positive_int(body.get("max_tokens"))
     conv.input_chars = chars
+    conv.stream = body.get("stream") is True
     return conv

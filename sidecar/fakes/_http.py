@@ -6,6 +6,19 @@ ask the server to wait (``delay_ms``) or to misbehave (``fault``).  While the
 server is waiting or hanging it watches the socket, and when the client goes
 away it sets ``request.client_disconnected`` -- the proof, for tests, that a
 cancellation reached the server.
+
+A response with ``stream`` (a sequence of :class:`Chunk`) is sent piece by piece:
+no content-length, so h11 frames it with chunked transfer-encoding for an HTTP/1.1
+client (close-delimited for HTTP/1.0), and every chunk is written and drained on its
+own, after its own ``delay_ms``, so the client sees each as it comes.  How the body
+ends is ``stream_end``:
+
+    COMPLETE  the terminating zero-length chunk: a whole body
+    DROP      close the connection (FIN) with the body unfinished
+    RESET     abort the connection (RST) with the body unfinished
+    HANG      send nothing more, keep the connection open until the client leaves
+
+``request.chunks_sent`` counts the chunks that went out.
 """
 
 from __future__ import annotations
@@ -24,10 +37,27 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import h11
 
-__all__ = ["Fault", "HttpServer", "Request", "Response"]
+__all__ = ["Chunk", "Fault", "HttpServer", "Request", "Response", "StreamEnd"]
 
 _READ_SIZE = 65536
 _REASONS = {529: b"Site Overloaded"}
+
+
+class StreamEnd(enum.Enum):
+    """How a streamed body ends (see the module docstring)."""
+
+    COMPLETE = "complete"
+    DROP = "drop"
+    RESET = "reset"
+    HANG = "hang"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One piece of a streamed body, written and flushed on its own after ``delay_ms``."""
+
+    data: bytes
+    delay_ms: float = 0.0
 
 
 class Fault(enum.Enum):
@@ -61,6 +91,7 @@ class Request:
     status_sent: int | None = None
     client_disconnected: bool = False
     fault: str | None = None
+    chunks_sent: int | None = None  # streamed responses only
 
     _parsed: Any = field(default=None, init=False, repr=False, compare=False)
     _parse_error: ValueError | None = field(default=None, init=False, repr=False, compare=False)
@@ -99,6 +130,8 @@ class Response:
     body: bytes = b""
     delay_ms: float = 0.0
     fault: Fault | None = None
+    stream: tuple[Chunk, ...] | None = None  # set: the body is sent chunk by chunk, ``body`` unused
+    stream_end: StreamEnd = StreamEnd.COMPLETE
 
     @classmethod
     def json(cls, obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -213,6 +246,23 @@ class _Conn:
         self.writer.write(out)
         await self.writer.drain()
 
+    async def send_head(self, resp: Response) -> None:
+        """Status line and headers of a streamed response (no content-length: h11 picks the framing)."""
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in resp.headers.items()]
+        headers = [h for h in headers if h[0].lower() not in (b"content-length", b"transfer-encoding")]
+        out = self.h11.send(h11.Response(status_code=resp.status, headers=headers, reason=_reason(resp.status)))
+        assert out is not None
+        self.writer.write(out)
+        await self.writer.drain()
+
+    async def send_chunk(self, data: bytes) -> None:
+        self.writer.write(self.h11.send(h11.Data(data=data)) or b"")
+        await self.writer.drain()
+
+    async def send_end(self) -> None:
+        self.writer.write(self.h11.send(h11.EndOfMessage()) or b"")
+        await self.writer.drain()
+
     def reset(self) -> None:
         """Abort with an RST rather than a polite FIN."""
         sock = self.writer.get_extra_info("socket")
@@ -322,6 +372,8 @@ class HttpServer:
             conn.reset()
             return False
         request.status_sent = resp.status
+        if resp.stream is not None:
+            return await self._stream(conn, request, resp)
         if fault is Fault.DROP_MID_BODY:
             if len(resp.body) < 2:
                 resp.body = b'{"partial": "this body is cut short on purpose"}'
@@ -329,3 +381,33 @@ class HttpServer:
             return False
         await conn.send(resp)
         return True
+
+    async def _stream(self, conn: _Conn, request: Request, resp: Response) -> bool:
+        """Send a streamed body chunk by chunk; ``False`` to close the connection.
+
+        ``fault=drop_mid_body`` on a stream sends the first half of the chunks, then closes.
+        """
+        assert resp.stream is not None
+        chunks, end = resp.stream, resp.stream_end
+        if resp.fault is Fault.DROP_MID_BODY:
+            chunks, end = chunks[: len(chunks) // 2], StreamEnd.DROP
+        request.chunks_sent = 0
+        try:
+            await conn.send_head(resp)
+            for chunk in chunks:
+                if chunk.delay_ms > 0 and await conn.wait_or_disconnect(chunk.delay_ms / 1000.0):
+                    request.client_disconnected = True
+                    return False
+                await conn.send_chunk(chunk.data)
+                request.chunks_sent += 1
+            if end is StreamEnd.COMPLETE:
+                await conn.send_end()
+                return True
+        except (ConnectionError, OSError):
+            request.client_disconnected = True
+            return False
+        if end is StreamEnd.RESET:
+            conn.reset()
+        elif end is StreamEnd.HANG:
+            request.client_disconnected = await conn.wait_or_disconnect(None)
+        return False

@@ -1,4 +1,18 @@
-"""The OpenAI Chat Completions wire format."""
+"""The OpenAI Chat Completions wire format, whole (``chat.completion``) and streamed.
+
+A stream (``"stream": true``) is ``data: {chat.completion.chunk}`` events::
+
+    open   {"delta": {"role": "assistant", "content": "" | null, "refusal": null}}
+    delta  {"delta": {"content": "..."}} | {"delta": {"refusal": "..."}}
+    body   {"delta": {"tool_calls": [{"index", "id", "type": "function", "function": {"name", "arguments": ""}}]}}
+    delta  {"delta": {"tool_calls": [{"index", "function": {"arguments": "..."}}]}}
+    close  {"delta": {}, "finish_reason": ...}
+    close  {"choices": [], "usage": {...}}      only with stream_options.include_usage (then every
+                                                 chunk before it has "usage": null)
+    close  [DONE]
+
+An error after the stream began is ``data: {"error": {...}}`` and nothing after it.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +21,7 @@ from typing import Any
 
 from ._brain import Reply, tokens_for
 from ._conversation import Conversation, parse_openai
+from ._sse import Part, Piece, Plan, SseEvent
 from ._wire import ErrorSpec, Exchange, Wire, mask_key
 
 __all__ = ["OPENAI"]
@@ -34,6 +49,7 @@ _BY_STATUS = {
 
 class _OpenAI(Wire):
     name = "openai"
+    stream_error_event = None
 
     def parse(self, body: dict[str, Any]) -> Conversation:
         return parse_openai(body)
@@ -146,6 +162,78 @@ class _OpenAI(Wire):
             "x-ratelimit-remaining-tokens": "1999000",
             "x-ratelimit-reset-tokens": "30ms",
         }
+
+    # ---- streaming --------------------------------------------------------------------------
+
+    def stream_events(self, plan: Plan, ex: Exchange) -> list[SseEvent]:
+        reply, created = plan.reply, int(time.time())
+        usage = ex.conversation.include_usage
+
+        def chunk(choices: list[dict[str, Any]], part: Part, **extra: Any) -> SseEvent:
+            body: dict[str, Any] = {
+                "id": f"chatcmpl-fake{ex.n:08d}",
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": ex.model,
+                "system_fingerprint": "fp_fake",
+                "choices": choices,
+            }
+            if usage:
+                body["usage"] = None
+            body.update(extra)
+            return SseEvent.of(body, part=part)
+
+        def delta(fields: dict[str, Any], part: Part, finish: str | None = None) -> SseEvent:
+            return chunk([{"index": 0, "delta": fields, "logprobs": None, "finish_reason": finish}], part)
+
+        opening = {"role": "assistant", "content": None if reply.text is None else "", "refusal": None}
+        events = [delta(opening, "open")]
+        events += [delta(_piece_delta(p, ex), "delta" if p.is_delta else "body") for p in plan.pieces]
+        events.append(delta({}, "close", _FINISH[reply.finish]))
+        if usage:
+            total = plan.input_tokens + plan.output_tokens
+            counts = {
+                "prompt_tokens": plan.input_tokens,
+                "completion_tokens": plan.output_tokens,
+                "total_tokens": total,
+            }
+            events.append(chunk([], "close", usage=counts))
+        events.append(SseEvent("[DONE]", part="close"))
+        return events
+
+    def stream_error_body(self, spec: ErrorSpec, ex: Exchange) -> dict[str, Any]:
+        return self.error_body(spec, ex)
+
+    def unknown_events(self, ex: Exchange) -> list[SseEvent]:
+        # An SSE comment (proxies send keep-alives so), then a chunk with no choices and a field
+        # this fake made up (Azure sends such chunks with ``prompt_filter_results``).
+        extra: dict[str, Any] = {"usage": None} if ex.conversation.include_usage else {}
+        body = {
+            "id": f"chatcmpl-fake{ex.n:08d}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": ex.model,
+            "choices": [],
+            "fake_future_field": {"note": "a field this client does not know yet"},
+            **extra,
+        }
+        return [SseEvent("keep-alive", comment=True), SseEvent.of(body)]
+
+
+def _piece_delta(piece: Piece, ex: Exchange) -> dict[str, Any]:
+    if piece.kind == "text":
+        return {"content": piece.text}
+    if piece.kind == "refusal":
+        return {"refusal": piece.text}
+    if piece.kind == "tool":
+        call = {
+            "index": piece.index,
+            "id": f"call_fake{ex.n:08d}_{piece.index}",
+            "type": "function",
+            "function": {"name": piece.text, "arguments": ""},
+        }
+        return {"tool_calls": [call]}
+    return {"tool_calls": [{"index": piece.index, "function": {"arguments": piece.text}}]}
 
 
 OPENAI = _OpenAI()

@@ -1,4 +1,9 @@
-"""Turn a scripted step (or the default brain) into a provider response on one wire."""
+"""Turn a scripted step (or the default brain) into a provider response on one wire.
+
+A reply (the brain's or a reply preset's) goes out as one JSON body, or, when the request asked
+for ``"stream": true``, as server-sent events with the step's stream fields (:mod:`._stream`).
+Errors are JSON either way.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from ._brain import Reply, ToolCall, apply_budget, default_reply
 from ._http import Response
 from ._schema import missing_fields_for
 from ._script import Step
+from ._stream import STREAM_PARAMS, StreamOptions, render_stream
 from ._wire import BAD_GATEWAY_HTML, ErrorSpec, Exchange, Wire
 
 __all__ = ["PRESETS", "PRESET_PARAMS", "render_default", "render_step", "validate_step"]
@@ -36,6 +42,7 @@ PRESET_PARAMS = (
     "extra_error_fields",
     "extra_body",
     "message",
+    *STREAM_PARAMS,
 )
 FINISHES = ("stop", "length", "tool_calls", "content_filter", "refusal")
 REFUSAL_TEXT = "I can't help with that."
@@ -55,6 +62,17 @@ def validate_step(step: Step) -> None:
             raise ValueError(f"{key!r} must be an object")
     if "message" in p and not isinstance(p["message"], str):
         raise ValueError("'message' must be a string")
+    opts = StreamOptions.from_params(p)
+    if opts.fault is not None and _is_error_step(step):
+        raise ValueError("'stream_fault' needs a step that answers with a reply (no error preset, body or status)")
+    if opts.fault is not None and step.fault is not None:
+        raise ValueError("'stream_fault' and 'fault' cannot go together")
+
+
+def _is_error_step(step: Step) -> bool:
+    if step.has_body or step.preset in ERROR_PRESETS:
+        return True
+    return step.status is not None and step.status >= 400
 
 
 def _text_param(params: Mapping[str, Any]) -> str | None:
@@ -108,9 +126,17 @@ def _preset_reply(preset: str, params: Mapping[str, Any], ex: Exchange) -> Reply
     return Reply(text=text, tool_calls=calls, finish=finish)
 
 
-def render_default(wire: Wire, ex: Exchange) -> Response:
-    """The brain's answer, cut to the request's ``max_tokens``."""
+def _reply_response(reply: Reply, wire: Wire, ex: Exchange, params: Mapping[str, Any]) -> Response:
+    if ex.conversation.stream:
+        return render_stream(reply, wire, ex, params)
+    return _json_response(wire.reply_body(reply, ex), 200, wire, ex, params)
+
+
+def render_default(wire: Wire, ex: Exchange, stream_params: Mapping[str, Any] | None = None) -> Response:
+    """The brain's answer, cut to the request's ``max_tokens``; streamed (with ``stream_params``) if asked."""
     reply = apply_budget(default_reply(ex.conversation), ex.conversation.max_tokens)
+    if ex.conversation.stream:
+        return render_stream(reply, wire, ex, stream_params or {})
     return _json_response(wire.reply_body(reply, ex), 200, wire, ex, {})
 
 
@@ -131,14 +157,13 @@ def _body_for(step: Step, wire: Wire, ex: Exchange) -> Response:
         headers["content-type"] = "text/html"
         return Response(status=502, headers=headers, body=BAD_GATEWAY_HTML.encode("utf-8"))
     if step.preset in REPLY_PRESETS:
-        reply = _preset_reply(step.preset, step.params, ex)
-        return _json_response(wire.reply_body(reply, ex), 200, wire, ex, step.params)
+        return _reply_response(_preset_reply(step.preset, step.params, ex), wire, ex, step.params)
     spec = wire.preset_error(step.preset, ex) if step.preset else None
     if spec is None and step.status and step.status >= 400:
         spec = wire.status_error(step.status)
     if spec is not None:
         return _error(spec, wire, ex, step.params)
-    return render_default(wire, ex)
+    return render_default(wire, ex, step.params)
 
 
 def render_step(step: Step, wire: Wire, ex: Exchange) -> Response:

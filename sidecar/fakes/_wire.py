@@ -8,6 +8,7 @@ from typing import Any
 
 from ._brain import Reply
 from ._conversation import Conversation
+from ._sse import Plan, SseEvent
 
 __all__ = ["BAD_GATEWAY_HTML", "ErrorSpec", "Exchange", "Wire", "mask_key"]
 
@@ -46,6 +47,7 @@ def mask_key(key: str) -> str:
 
 class Wire(ABC):
     name: str
+    stream_error_event: str | None  # the SSE event name of an error in a stream (None: a bare data line)
 
     @abstractmethod
     def parse(self, body: dict[str, Any]) -> Conversation: ...
@@ -74,3 +76,15 @@ class Wire(ABC):
     @abstractmethod
     def error_fields(self, body: dict[str, Any]) -> dict[str, Any]:
         """The object inside ``body`` where extra error fields are merged."""
+
+    @abstractmethod
+    def stream_events(self, plan: Plan, ex: Exchange) -> list[SseEvent]:
+        """The whole reply as server-sent events, tagged with their part (see :mod:`._sse`)."""
+
+    @abstractmethod
+    def stream_error_body(self, spec: ErrorSpec, ex: Exchange) -> dict[str, Any]:
+        """The data of an error event sent after the stream began (with HTTP 200)."""
+
+    @abstractmethod
+    def unknown_events(self, ex: Exchange) -> list[SseEvent]:
+        """Events of a kind a client must skip: what a newer API version might add."""

@@ -113,7 +113,10 @@ class FakeProvider(FakeServer):
                 picked = self._chaos.pick()
                 if picked is not None:
                     source, (preset, step) = "chaos", picked
-        record = self._record(request, wire=wire.name, model=model, source=source, preset=preset)
+        extra: dict[str, Any] = {}
+        if body.get("stream") is True:  # only streamed requests carry these (older records keep their shape)
+            extra = {"stream": True, "stream_fault": step.params.get("stream_fault") if step else None}
+        record = self._record(request, wire=wire.name, model=model, source=source, preset=preset, **extra)
         ex = Exchange(record.seq, model, wire.api_key(request.headers), wire.parse(body))
         if step is None:
             return render_default(wire, ex)

@@ -137,7 +137,9 @@ class ModelCaller:
         self._rng = rng or random.Random()
         self._metrics = metrics or Metrics()
         self._secrets = config.secrets()
-        self._providers = {name: self._provider(name, p, embedded or {}) for name, p in config.providers.items()}
+        self._providers = {
+            name: self._provider(name, p, embedded or {}, self._secrets) for name, p in config.providers.items()
+        }
         self._throttles = {
             mid: ModelThrottle(mid, clock, m.requests_per_minute, m.tokens_per_minute)
             for mid, m in config.models.items()
@@ -151,7 +153,7 @@ class ModelCaller:
             await p.client.aclose()
 
     @staticmethod
-    def _provider(name: str, cfg: ProviderConfig, embedded: dict[str, str]) -> _Provider:
+    def _provider(name: str, cfg: ProviderConfig, embedded: dict[str, str], secrets: list[str]) -> _Provider:
         base = cfg.base_url
         if base.startswith("embedded://"):
             rest = base[len("embedded://") :]
@@ -169,7 +171,7 @@ class ModelCaller:
             timeout=httpx.Timeout(cfg.timeout_s, connect=cfg.connect_timeout_s),
             trust_env=False,
         )
-        endpoint = endpoint_of(base.rstrip("/") + adapter.path())
+        endpoint = endpoint_of(base.rstrip("/") + adapter.path(), secrets)  # a key in base_url's path is masked
         api_key = cfg.api_key.get_secret_value() if cfg.api_key else None
         return _Provider(name, cfg, adapter, client, endpoint, api_key)
 

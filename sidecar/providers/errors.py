@@ -27,7 +27,7 @@ from typing import Any
 from sidecar.core.backoff import parse_retry_after, retry_after_raw
 from sidecar.core.details import HttpInfo, ProviderDetail
 from sidecar.core.kinds import RetrySignal
-from sidecar.core.redact import redact_body
+from sidecar.core.redact import mask_keys, redact_body
 from sidecar.core.retry import Retry
 from sidecar.core.taxonomy import (
     ContextOverflow,
@@ -86,7 +86,8 @@ def classify_response(
     now: datetime,
 ) -> Retry | SidecarFailure:
     safe = redact_body(body, status, secrets)
-    http = HttpInfo(status, target.provider, target.endpoint, safe, retry_after_raw(headers))
+    raw = retry_after_raw(headers)  # reported as sent, for the host, but never with a secret in it
+    http = HttpInfo(status, target.provider, target.endpoint, safe, None if raw is None else mask_keys(raw, secrets))
     message, etype, code = _error_fields(redact_body(body, None, secrets))
     words = cap(message) or f"HTTP {status}"
     wait = parse_retry_after(headers, now)

@@ -27,7 +27,9 @@ from sidecar.core.circuit import CircuitState, ServiceGuards
 from sidecar.core.clock import Clock, RealClock
 from sidecar.core.spend import SpendLedger
 from sidecar.providers.caller import ModelCaller
+from sidecar.server.masking import SecretMaskingInterceptor
 from sidecar.server.servicer import SidecarServicer
+from sidecar.telemetry import masking
 from sidecar.telemetry.metrics import Metrics
 from sidecar.tools.executor import ToolRunner
 
@@ -66,6 +68,7 @@ class SidecarApp:
     async def start(self) -> None:
         await self._start_fakes()
         cfg = self.config
+        masking.register(cfg.secrets())  # spans, metric labels and log lines of this process mask them
         self.guards = ServiceGuards(cfg.services, cfg.policy.circuit, self.clock)
         self.metrics = metrics = Metrics()
         self.tools = ToolRunner(cfg, self.clock, self.guards, self.embedded, self.rng, metrics)
@@ -80,7 +83,7 @@ class SidecarApp:
         self.servicer = SidecarServicer(cfg, self.clock, self.tools, self.models, self.guards, metrics)
         limit = cfg.server.max_message_bytes
         self.server = grpc.aio.server(
-            interceptors=self.interceptors,
+            interceptors=[*self.interceptors, SecretMaskingInterceptor(cfg.secrets())],  # innermost: every answer
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),

@@ -264,7 +264,7 @@ class SidecarServicer(pb_grpc.SidecarServicer):
             return InvalidInput("response.status_code", code, "must be an HTTP status from 100 to 599").to_proto()
         obs = Observation(
             service=service or "upstream",
-            endpoint=endpoint_of(request.endpoint),
+            endpoint=endpoint_of(request.endpoint, self._secrets),
             kind=_KINDS.get(request.tool_kind, "fetch"),
             parameter=request.parameter,
             value=request.value,

@@ -6,5 +6,6 @@ server_spans  one SERVER span per RPC, continuing the caller's traceparent
 tracing       the tracer the sidecar starts its spans with: free when no SDK is installed
 metrics       the instruments, made once per process
 logs          JSON lines with trace_id and span_id, secrets masked
+masking       the process's secrets; the span exporter and metric labels that mask them
 testing       in-memory providers for tests
 """

@@ -8,8 +8,12 @@ One JSON object per line on stderr::
 
 ``trace_id`` / ``span_id`` are the span current when the line was written (the ``chat`` or
 ``execute_tool`` span of the call, when there is one), so a line leads to its trace and back.
-Fields passed as ``extra=`` are kept. Every line, stack traces included, passes through
-``mask_keys`` with the configured secrets (and the key patterns) before it is written.
+Fields passed as ``extra=`` are kept.
+
+Masking: the secrets given here and every secret the process knows (``masking.known``), in any
+form (``redact.secret_forms``), and anything key-shaped. Each value (message, extra fields, the
+stack) is masked before it is written as JSON, then the whole line once more: a secret holding
+``"`` or ``\\`` is caught before JSON escapes it, and an escaped one after.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any, TextIO
 
 from opentelemetry import trace
 
-from sidecar.core.redact import mask_keys
+from sidecar.telemetry.masking import mask
 
 __all__ = ["JsonFormatter", "TextFormatter", "configure_logging"]
 
@@ -32,12 +36,14 @@ QUIET_LOGGERS = ("httpx", "httpcore", "grpc", "opentelemetry")
 """Libraries whose INFO lines are noise here: WARNING and above only."""
 
 
-def _plain(value: Any) -> Any:
-    if value is None or isinstance(value, str | int | float | bool):
+def _plain(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        return mask(value, secrets)
+    if value is None or isinstance(value, int | float | bool):
         return value
     if isinstance(value, list | tuple) and all(isinstance(v, str | int | float | bool) for v in value):
-        return list(value)
-    return str(value)
+        return [mask(v, secrets) if isinstance(v, str) else v for v in value]
+    return mask(str(value), secrets)
 
 
 class JsonFormatter(logging.Formatter):
@@ -50,7 +56,7 @@ class JsonFormatter(logging.Formatter):
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": mask(record.getMessage(), self._secrets),
         }
         ctx = trace.get_current_span().get_span_context()
         if ctx.is_valid:
@@ -58,12 +64,12 @@ class JsonFormatter(logging.Formatter):
             out["span_id"] = format(ctx.span_id, "016x")
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_") and key not in out:
-                out[key] = _plain(value)
+                out[key] = _plain(value, self._secrets)
         if record.exc_info:
-            out["stack"] = self.formatException(record.exc_info)
+            out["stack"] = mask(self.formatException(record.exc_info), self._secrets)
         elif record.stack_info:
-            out["stack"] = self.formatStack(record.stack_info)
-        return mask_keys(json.dumps(out, ensure_ascii=False), self._secrets)
+            out["stack"] = mask(self.formatStack(record.stack_info), self._secrets)
+        return mask(json.dumps(out, ensure_ascii=False), self._secrets)
 
 
 class TextFormatter(logging.Formatter):
@@ -78,7 +84,7 @@ class TextFormatter(logging.Formatter):
         ctx = trace.get_current_span().get_span_context()
         if ctx.is_valid:
             line += f" trace_id={ctx.trace_id:032x} span_id={ctx.span_id:016x}"
-        return mask_keys(line, self._secrets)
+        return mask(line, self._secrets)
 
 
 def configure_logging(

@@ -14,7 +14,9 @@
 
 The two GenAI histograms carry the conventions' advised bucket boundaries. A model or tool name
 the configuration does not know is recorded as ``_OTHER``, so a caller cannot grow the number of
-series without bound.
+series without bound. Every label value is otherwise a constant of ours or a name from the
+configuration (a provider's wire format, a model, tool or service name), and every one passes
+``masking.mask_label`` on its way in: a name read from the environment shows as «redacted».
 
 The instruments are made once per process (a meter refuses a second instrument of the same name);
 every ``Metrics`` records through them, and the gauges read every live ``Metrics``' sources.
@@ -31,6 +33,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from sidecar.telemetry import names as n
+from sidecar.telemetry.masking import mask_label
 
 __all__ = ["OTHER", "Metrics"]
 
@@ -94,7 +97,7 @@ class _Instruments:
         for m in self._live():
             if m.model_throttles is not None:
                 out.update(m.model_throttles())
-        return [Observation(v, {n.MODEL_ID: k}) for k, v in out.items()]
+        return [Observation(v, _labels({n.MODEL_ID: k})) for k, v in out.items()]
 
     def _service_states(self) -> dict[str, tuple[float, int]]:
         out: dict[str, tuple[float, int]] = {}
@@ -104,10 +107,10 @@ class _Instruments:
         return out
 
     def _services(self, _: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(t, {n.SERVICE: s}) for s, (t, _c) in self._service_states().items()]
+        return [Observation(t, _labels({n.SERVICE: s})) for s, (t, _c) in self._service_states().items()]
 
     def _circuits(self, _: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(c, {n.SERVICE: s}) for s, (_t, c) in self._service_states().items()]
+        return [Observation(c, _labels({n.SERVICE: s})) for s, (_t, c) in self._service_states().items()]
 
 
 _instruments: _Instruments | None = None
@@ -155,12 +158,13 @@ class Metrics:
         attrs[n.GEN_AI_REQUEST_MODEL if operation == n.OP_CHAT else n.GEN_AI_TOOL_NAME] = target
         if error:
             attrs[n.ERROR_TYPE] = error
-        self._i.duration.record(seconds, attrs)
+        self._i.duration.record(seconds, _labels(attrs))
 
     def tokens(self, model: str, input_tokens: int, output_tokens: int, provider: str | None = None) -> None:
         base: dict[str, Any] = {n.GEN_AI_OPERATION: n.OP_CHAT, n.GEN_AI_REQUEST_MODEL: model}
         if provider:
             base[n.GEN_AI_PROVIDER] = provider
+        base = _labels(base)
         self._i.tokens.record(input_tokens, {**base, n.GEN_AI_TOKEN_TYPE: "input"})
         self._i.tokens.record(output_tokens, {**base, n.GEN_AI_TOKEN_TYPE: "output"})
 
@@ -173,7 +177,7 @@ class Metrics:
         self._i.wait.record(seconds, _target({n.WAIT_REASON: reason}, model, service))
 
     def failure(self, kind: str, operation: str) -> None:
-        self._i.failures.add(1, {n.FAILURE_KIND: kind, n.GEN_AI_OPERATION: operation})
+        self._i.failures.add(1, _labels({n.FAILURE_KIND: kind, n.GEN_AI_OPERATION: operation}))
 
 
 def _target(attrs: dict[str, Any], model: str | None, service: str | None) -> dict[str, Any]:
@@ -181,4 +185,9 @@ def _target(attrs: dict[str, Any], model: str | None, service: str | None) -> di
         attrs[n.MODEL_ID] = model
     if service is not None:
         attrs[n.SERVICE] = service
-    return attrs
+    return _labels(attrs)
+
+
+def _labels(attrs: dict[str, Any]) -> dict[str, Any]:
+    """The label set with every string value masked (``masking.mask_label``, cached per value)."""
+    return {k: mask_label(v) if isinstance(v, str) else v for k, v in attrs.items()}

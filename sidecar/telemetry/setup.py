@@ -19,6 +19,9 @@ and meter answer every span and metric, and the gRPC server runs without the spa
 ``telemetry.prometheus_port`` in the config (or OTEL_METRICS_EXPORTER=prometheus with
 OTEL_EXPORTER_PROMETHEUS_PORT, default 9464) serves a Prometheus scrape endpoint on
 OTEL_EXPORTER_PROMETHEUS_HOST (default 127.0.0.1).
+
+Every span exporter is wrapped in ``masking.MaskingSpanExporter``: spans leave the process with
+every configured secret masked.
 """
 
 from __future__ import annotations
@@ -116,6 +119,7 @@ def _install_tracing(out: Telemetry, resource: Any, *, otlp: bool, console: bool
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
+    from sidecar.telemetry.masking import MaskingSpanExporter
     from sidecar.telemetry.server_spans import ServerSpanInterceptor
 
     provider = TracerProvider(resource=resource)  # the sampler comes from OTEL_TRACES_SAMPLER / _ARG
@@ -123,15 +127,15 @@ def _install_tracing(out: Telemetry, resource: Any, *, otlp: bool, console: bool
         if _protocol("TRACES").startswith("http"):
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpans
 
-            provider.add_span_processor(BatchSpanProcessor(HttpSpans()))
+            provider.add_span_processor(BatchSpanProcessor(MaskingSpanExporter(HttpSpans())))
             out.exporting.append(f"traces over OTLP http/protobuf to {_endpoint('TRACES')}")
         else:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpans
 
-            provider.add_span_processor(BatchSpanProcessor(GrpcSpans()))
+            provider.add_span_processor(BatchSpanProcessor(MaskingSpanExporter(GrpcSpans())))
             out.exporting.append(f"traces over OTLP grpc to {_endpoint('TRACES')}")
     if console:
-        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+        provider.add_span_processor(BatchSpanProcessor(MaskingSpanExporter(ConsoleSpanExporter())))
         out.exporting.append("traces to stdout")
     trace.set_tracer_provider(provider)
     out._closers.append(provider.shutdown)

@@ -2,7 +2,8 @@
 
 OpenTelemetry lets a process set its global tracer and meter providers once, and a tracer taken
 before then binds to the first provider set. So ``install_in_memory()`` installs one of each per
-process (a ``SimpleSpanProcessor`` into an ``InMemorySpanExporter``; an ``InMemoryMetricReader``
+process (a ``SimpleSpanProcessor`` into an ``InMemorySpanExporter`` behind the same
+``MaskingSpanExporter`` as in production, so tests see what would be exported; an ``InMemoryMetricReader``
 with delta temporality) and returns the same handle on every later call; ``clear()`` forgets
 what earlier tests recorded::
 
@@ -37,6 +38,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from sidecar.telemetry.masking import MaskingSpanExporter
 
 __all__ = ["InMemoryTelemetry", "install_in_memory"]
 
@@ -91,7 +94,7 @@ def install_in_memory() -> InMemoryTelemetry:
         resource = Resource.create({"service.name": "sidecar-test"})
         exporter = InMemorySpanExporter()
         tracer_provider = TracerProvider(resource=resource)
-        tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+        tracer_provider.add_span_processor(SimpleSpanProcessor(MaskingSpanExporter(exporter)))
         trace.set_tracer_provider(tracer_provider)
         if trace.get_tracer_provider() is not tracer_provider:
             raise RuntimeError("another tracer provider was installed in this process before the in-memory one")

@@ -267,7 +267,7 @@ class ToolRunner:
     ) -> tuple[Observation, bool, bool, trace.Span]:
         """One HTTP attempt under its own CLIENT span, returned open (the caller ends it)."""
         cfg = tool.config
-        endpoint = endpoint_of(str(request.url))
+        endpoint = endpoint_of(str(request.url), self._secrets)  # a token in the URL's path is masked
         base = Observation(
             service=cfg.service,
             endpoint=endpoint,

@@ -11,11 +11,11 @@ import httpx
 import pytest
 
 from sidecar.fakes import ThreadedServer
-from sidecar.fakes._http import Fault, HttpServer, Request, Response
+from sidecar.fakes._http import Chunk, Fault, HttpServer, Request, Response, StreamEnd
 
 
 class _Echo(HttpServer):
-    """Answers per path: /delay/<ms>, /reset, /hang, /drop, /boom, anything else echoes."""
+    """Answers per path: /delay/<ms>, /reset, /hang, /drop, /boom, /stream/<end>, anything else echoes."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -31,6 +31,9 @@ class _Echo(HttpServer):
             return Response(status=200, body=b"y" * 400, fault=faults[path])
         if path == "/boom":
             raise RuntimeError("handler bug")
+        if path.startswith("/stream/"):
+            chunks = (Chunk(b"one\n"), Chunk(b"two\n", delay_ms=20), Chunk(b"three\n"))
+            return Response(status=200, stream=chunks, stream_end=StreamEnd(path.rsplit("/", 1)[1]))
         return Response.json(
             {
                 "method": request.method,
@@ -118,6 +121,33 @@ def test_drop_mid_body(echo: ThreadedServer[_Echo], client: httpx.Client) -> Non
     with pytest.raises(httpx.RemoteProtocolError):
         client.get(echo.url + "/drop")
     assert echo.server.seen[-1].status_sent == 200
+
+
+def test_stream_is_chunked_and_keeps_the_connection(echo: ThreadedServer[_Echo], client: httpx.Client) -> None:
+    with client.stream("GET", echo.url + "/stream/complete") as resp:
+        assert resp.headers["transfer-encoding"] == "chunked"
+        assert list(resp.iter_lines()) == ["one", "two", "three"]
+    assert echo.server.seen[-1].chunks_sent == 3
+    assert client.get(echo.url + "/").status_code == 200
+    assert echo.server.connections_accepted == 1
+
+
+@pytest.mark.parametrize(
+    ("end", "error"), [("drop", httpx.RemoteProtocolError), ("reset", (httpx.ReadError, httpx.RemoteProtocolError))]
+)
+def test_stream_cut_short(echo: ThreadedServer[_Echo], client: httpx.Client, end: str, error: type[Exception]) -> None:
+    with pytest.raises(error), client.stream("GET", echo.url + "/stream/" + end) as resp:
+        resp.read()
+    assert echo.server.seen[-1].chunks_sent == 3
+    assert client.get(echo.url + "/").status_code == 200
+
+
+def test_stream_hang_after_the_chunks(echo: ThreadedServer[_Echo], client: httpx.Client) -> None:
+    lines: list[str] = []
+    with pytest.raises(httpx.ReadTimeout), client.stream("GET", echo.url + "/stream/hang", timeout=0.3) as resp:
+        lines.extend(resp.iter_lines())
+    assert lines == ["one", "two", "three"]  # each chunk was flushed, though the body never ended
+    _wait(lambda: echo.server.seen[-1].client_disconnected)
 
 
 def test_handler_exception_becomes_500(echo: ThreadedServer[_Echo], client: httpx.Client) -> None:

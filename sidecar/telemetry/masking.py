@@ -1,0 +1,123 @@
+"""The process's secrets, and the masking every span and metric label passes on its way out.
+
+    register(secrets)       a sidecar's ``Config.secrets()``, added when it starts (``SidecarApp``)
+    known()                 every secret registered in this process, longest first
+    mask(text)              ``redact.mask_keys`` with ``known()``: secrets in any form, key shapes
+    mask_label(value)       ``mask`` for a metric label value, cached (labels are a bounded set)
+    MaskingSpanExporter     wraps an exporter: every span is exported as a masked copy
+
+The tracer and meter providers are the process's, so the secrets they must not carry are the
+process's too: every config a sidecar here was started from adds its secrets, and none is
+removed (spans of a stopped sidecar may still wait in a batch to be exported).
+
+Spans are masked in the exporter, not where attributes are set: an ended span's attributes
+cannot be changed through the SDK's public API, and the exporter is the one door every span goes
+out by, whoever set its attributes (our code, the server interceptor, ``record_exception``).
+The copy carries the name, every attribute, every event's name and attributes, every link's
+attributes and the status description masked; ids, times, kind and resource are unchanged.
+With a batch processor the masking runs in the exporter's thread, off the call's path.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.trace import Link, Status
+from opentelemetry.util.types import Attributes, AttributeValue
+
+from sidecar.core.redact import MIN_SECRET_CHARS, mask_keys
+
+__all__ = ["MaskingSpanExporter", "known", "mask", "mask_attributes", "mask_label", "register"]
+
+LABEL_CACHE_SIZE = 4096
+"""Masked metric label values remembered (model, tool and service names: a bounded set)."""
+
+_lock = threading.Lock()
+_known: tuple[str, ...] = ()
+_generation = 0
+
+
+def register(secrets: Iterable[str]) -> None:
+    """Mask these secrets in every span, metric label and log line of this process from now on."""
+    global _known, _generation
+    wanted = {s for s in secrets if len(s) >= MIN_SECRET_CHARS}
+    with _lock:
+        if wanted <= set(_known):
+            return
+        _known = tuple(sorted(wanted | set(_known), key=lambda s: (-len(s), s)))
+        _generation += 1
+
+
+def known() -> tuple[str, ...]:
+    """Every secret registered in this process, longest first."""
+    return _known
+
+
+def mask(text: str, extra: Iterable[str] = ()) -> str:
+    """``text`` with every known secret (and ``extra``) masked in any form, and key shapes masked."""
+    return mask_keys(text, (*extra, *_known) if extra else _known)
+
+
+def mask_label(value: str) -> str:
+    """A metric label value with every known secret masked (the answer cached per value)."""
+    return _mask_label(value, _generation)
+
+
+@lru_cache(maxsize=LABEL_CACHE_SIZE)
+def _mask_label(value: str, generation: int) -> str:
+    return mask(value)
+
+
+def _value(value: AttributeValue) -> AttributeValue:
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, tuple | list) and value and isinstance(value[0], str):
+        return tuple(mask(v) for v in value if isinstance(v, str))
+    return value
+
+
+def mask_attributes(attributes: Attributes) -> Attributes:
+    """Attributes with every string value (and string in a sequence value) masked; keys are ours."""
+    if not attributes:
+        return attributes
+    return {key: _value(value) for key, value in attributes.items()}
+
+
+def _masked(span: ReadableSpan) -> ReadableSpan:
+    status = span.status
+    if status.description:
+        status = Status(status.status_code, mask(status.description))
+    return ReadableSpan(
+        name=mask(span.name),
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=mask_attributes(span.attributes),
+        events=[Event(e.name and mask(e.name), mask_attributes(e.attributes), e.timestamp) for e in span.events],
+        links=[Link(link.context, mask_attributes(link.attributes)) for link in span.links],
+        kind=span.kind,
+        status=status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
+
+
+class MaskingSpanExporter(SpanExporter):
+    """Exports a masked copy of every span through ``inner``."""
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return self.inner.export([_masked(s) for s in spans])
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
