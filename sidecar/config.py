@@ -267,6 +267,19 @@ class Config(_Strict):
     def service(self, name: str) -> ServiceConfig:
         return self.services.get(name) or ServiceConfig()
 
+    def model_retries(self, model_id: str, override: int | None = None) -> int:
+        """A model call's upstream retry budget: the caller's override, the model's own, the policy's."""
+        if override is not None:
+            return override
+        model = self.models.get(model_id)
+        if model is not None and model.upstream_retries is not None:
+            return model.upstream_retries
+        return self.policy.upstream_retries
+
+    def tool_retries(self, override: int | None = None) -> int:
+        """A tool call's retry budget: the caller's override, else the policy's."""
+        return self.policy.tool_retries if override is None else override
+
     _secrets: list[str] = PrivateAttr(default_factory=list)
 
     def secrets(self) -> list[str]:

@@ -38,10 +38,11 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from sidecar.core.backoff import signal_window, window_wait
 from sidecar.core.clock import Clock
+from sidecar.core.details import HttpInfo, Trigger
 from sidecar.core.kinds import RetrySignal
 from sidecar.core.observer import AttemptRecord, AttemptStart, Observer, Retried, Target, WaitKind, WaitStart
 from sidecar.core.settings import Windows
-from sidecar.core.taxonomy import HttpInfo, SidecarFailure
+from sidecar.core.taxonomy import SidecarFailure
 
 __all__ = [
     "MAX_UPSTREAM_RETRIES",
@@ -77,6 +78,10 @@ class Fail:
     """The attempt failed in a way no wait fixes."""
 
     failure: SidecarFailure
+    trigger: Trigger | None = None
+    """The response to charge a service's circuit with, when the failure is the service's."""
+    answered: bool = False
+    """Whether the upstream answered at all (a probe it answered proves it is up)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +95,8 @@ class Retry:
     http: HttpInfo | None = None
     failure: SidecarFailure | None = None
     """What this attempt means if it turns out to be the last (a tool reports it as it is)."""
+    trigger: Trigger | None = None
+    """The response to charge a service's circuit with."""
 
 
 Outcome = Done[T] | Fail | Retry

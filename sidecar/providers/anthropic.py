@@ -7,6 +7,7 @@ from typing import Any
 
 from sidecar.core.conversation import Message, ToolCall
 from sidecar.core.kinds import FinishReason, Role
+from sidecar.providers.tool_shapes import render_tool
 from sidecar.providers.wire import JSON_INSTRUCTION, ChatReply, ChatRequest
 
 __all__ = ["AnthropicAdapter"]
@@ -60,11 +61,9 @@ class AnthropicAdapter:
             body["temperature"] = request.temperature
         if request.tools:
             body["tools"] = [
-                {
-                    "name": t.name,
-                    "description": t.description,
-                    "input_schema": json.loads(t.parameters_json or '{"type":"object","properties":{}}'),
-                }
+                render_tool(
+                    "anthropic", t.name, t.description, json.loads(t.parameters_json) if t.parameters_json else None
+                )
                 for t in request.tools
             ]
         return body

@@ -100,7 +100,18 @@ Judge = Callable[[ChatReply, Attempt], Any]
 class ModelSender:
     """One attempt of a chat request to one model of one provider."""
 
-    __slots__ = ("_chat", "_judge", "_ledger", "_model", "_model_id", "_now", "_provider", "_secrets", "_spent", "_workflow")
+    __slots__ = (
+        "_chat",
+        "_judge",
+        "_ledger",
+        "_model",
+        "_model_id",
+        "_now",
+        "_provider",
+        "_secrets",
+        "_spent",
+        "_workflow",
+    )
 
     def __init__(
         self,

@@ -7,6 +7,7 @@ from typing import Any
 
 from sidecar.core.conversation import Message, ToolCall
 from sidecar.core.kinds import FinishReason, Role
+from sidecar.providers.tool_shapes import render_tool
 from sidecar.providers.wire import ChatReply, ChatRequest
 
 __all__ = ["OpenAIAdapter"]
@@ -44,14 +45,9 @@ class OpenAIAdapter:
             body["temperature"] = request.temperature
         if request.tools:
             body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": json.loads(t.parameters_json or '{"type":"object","properties":{}}'),
-                    },
-                }
+                render_tool(
+                    "openai", t.name, t.description, json.loads(t.parameters_json) if t.parameters_json else None
+                )
                 for t in request.tools
             ]
         if request.response_schema is not None:

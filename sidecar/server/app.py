@@ -26,12 +26,14 @@ from sidecar.config import Config
 from sidecar.core.circuit import CircuitState, ServiceGuards
 from sidecar.core.clock import Clock, RealClock
 from sidecar.core.spend import SpendLedger
-from sidecar.providers.caller import ModelCaller
+from sidecar.providers.service import ModelService
 from sidecar.server.masking import SecretMaskingInterceptor
 from sidecar.server.servicer import SidecarServicer
 from sidecar.telemetry import masking
 from sidecar.telemetry.metrics import Metrics
-from sidecar.tools.executor import ToolRunner
+from sidecar.telemetry.observer import TelemetryObserver
+from sidecar.tools.reports import Reports
+from sidecar.tools.service import ToolService
 
 __all__ = ["SERVICE_NAME", "SidecarApp", "running"]
 
@@ -58,8 +60,8 @@ class SidecarApp:
     port: int = 0
     servicer: SidecarServicer | None = None
     guards: ServiceGuards | None = None
-    models: ModelCaller | None = None
-    tools: ToolRunner | None = None
+    models: ModelService | None = None
+    tools: ToolService | None = None
     metrics: Metrics | None = None
     embedded: dict[str, str] = field(default_factory=dict)
     _fakes: list[Any] = field(default_factory=list)
@@ -69,18 +71,21 @@ class SidecarApp:
         await self._start_fakes()
         cfg = self.config
         masking.register(cfg.secrets())  # spans, metric labels and log lines of this process mask them
-        self.guards = ServiceGuards(cfg.services, cfg.policy.circuit, self.clock)
         self.metrics = metrics = Metrics()
-        self.tools = ToolRunner(cfg, self.clock, self.guards, self.embedded, self.rng, metrics)
-        self.models = ModelCaller(
-            cfg, self.clock, SpendLedger(dict(cfg.policy.spend_caps)), self.embedded, self.rng, metrics
+        observer = TelemetryObserver(
+            self.clock, metrics, record_content=cfg.telemetry.record_content, secrets=cfg.secrets()
         )
+        self.guards = ServiceGuards(cfg.services, cfg.policy.circuit, self.clock, observer=observer)
+        self.tools = ToolService(cfg, self.clock, self.guards, observer, embedded=self.embedded, rng=self.rng)
+        ledger = SpendLedger(dict(cfg.policy.spend_caps))
+        self.models = ModelService(cfg, self.clock, ledger, observer, embedded=self.embedded, rng=self.rng)
         guards, models = self.guards, self.models
         metrics.observe_gauges(
             lambda: [(m, models.throttle(m).throttle) for m in cfg.models],
             lambda: [(g.name, g.throttle, _CIRCUIT_VALUE[g.state]) for g in guards.all()],
         )
-        self.servicer = SidecarServicer(cfg, self.clock, self.tools, self.models, self.guards, metrics)
+        reports = Reports(cfg, self.clock, self.guards)
+        self.servicer = SidecarServicer(cfg, self.clock, self.tools, self.models, reports)
         limit = cfg.server.max_message_bytes
         self.server = grpc.aio.server(
             interceptors=[*self.interceptors, SecretMaskingInterceptor(cfg.secrets())],  # innermost: every answer

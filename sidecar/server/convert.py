@@ -10,6 +10,7 @@ tests/test_convert.py proves the two lists equal. Nothing else in the server bui
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from enum import IntEnum
 from typing import Any, TypeVar
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 from sidecar_contract.v1 import sidecar_pb2 as pb
 
+from sidecar.config import Config, ToolConfig
 from sidecar.core import details as d
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import (
@@ -38,6 +40,7 @@ from sidecar.core.conversation import (
 )
 from sidecar.core.kinds import Role, TransportFault
 from sidecar.core.taxonomy import SidecarFailure
+from sidecar.providers.tool_shapes import render_tool
 
 __all__ = [
     "call_options",
@@ -45,10 +48,12 @@ __all__ = [
     "hop",
     "job",
     "message",
+    "model_list",
     "model_request",
     "model_response",
     "report",
     "report_failure",
+    "tool_list",
     "tool_request",
     "tool_response",
 ]
@@ -200,6 +205,45 @@ def tool_response(outcome: ToolOutcome, call_id: str) -> pb.ExecuteToolResponse:
             pb.ToolResult(content=r.content, content_type=r.content_type, status_code=r.status_code, empty=r.empty)
         )
     return response
+
+
+def tool_list(config: Config) -> pb.ListToolsResponse:
+    """ListTools' answer: every configured tool, its definition also in each wire's shape."""
+    return pb.ListToolsResponse(tools=[_tool_info(name, t) for name, t in config.tools.items()])
+
+
+def _tool_info(name: str, t: ToolConfig) -> pb.ToolInfo:
+    params = json.dumps(t.parameters, separators=(",", ":"))
+    return pb.ToolInfo(
+        definition=pb.ToolDefinition(name=name, description=t.description, parameters_json=params),
+        kind=pb.TOOL_KIND_SEARCH if t.kind == "search" else pb.TOOL_KIND_FETCH,
+        service=t.service,
+        idempotent=t.is_idempotent,
+        openai_json=json.dumps(render_tool("openai", name, t.description, t.parameters)),
+        anthropic_json=json.dumps(render_tool("anthropic", name, t.description, t.parameters)),
+    )
+
+
+def model_list(config: Config) -> pb.ListModelsResponse:
+    """ListModels' answer: the catalog, each model's retry budget resolved as a call resolves it."""
+    return pb.ListModelsResponse(
+        models=[
+            pb.ModelInfo(
+                id=mid,
+                provider=m.provider,
+                wire_format=config.providers[m.provider].wire_format,
+                upstream_model=m.upstream_model,
+                context_window=m.context_window,
+                max_output_tokens=m.max_output_tokens,
+                input_price_per_mtok=m.input_price_per_mtok,
+                output_price_per_mtok=m.output_price_per_mtok,
+                requests_per_minute=m.requests_per_minute,
+                tokens_per_minute=m.tokens_per_minute,
+                upstream_retries=config.model_retries(mid),
+            )
+            for mid, m in config.models.items()
+        ]
+    )
 
 
 def report_failure(answer: ReportAnswer) -> pb.Failure:

@@ -1,0 +1,83 @@
+"""A tool service's throttle and circuit as the retry engine's Pacer.
+
+admit(deadline)   the circuit first: refused at once while open (CIRCUIT_OPEN, quoting what opened
+                  it), or this call is the half-open circuit's one probe; then the throttle's wait,
+                  JOB_TIMEOUT at once when it cannot fit before the deadline
+settle(outcome)   Done -> a success (a probe closes the circuit); a service failure (EXTERNAL_SERVICE,
+                  UPSTREAM_THROTTLE, with the outcome's ``trigger``) -> charged, quoting what the service
+                  said; a probe the service answered in any other way -> it is up (success); anything
+                  else -> charged to no one
+release()         cancelled or a bug: charged to no one, a held probe released (lost)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sidecar.core.circuit import Admission, ServiceGuard
+from sidecar.core.clock import Clock
+from sidecar.core.observer import Target
+from sidecar.core.retry import Done, Fail, Retry
+from sidecar.core.taxonomy import JobTimeout
+from sidecar.core.tool_failures import is_service_failure
+
+__all__ = ["ServicePacer"]
+
+
+@dataclass(slots=True)
+class _ServiceAdmission:
+    guard: ServiceGuard
+    admission: Admission
+    wait_s: float
+
+    @property
+    def throttle(self) -> float:
+        return self.guard.throttle
+
+    async def ready(self) -> None:
+        await self.guard.pace()
+
+    def settle(self, outcome: Done[Any] | Fail | Retry) -> None:
+        if isinstance(outcome, Done):
+            self.guard.success(self.admission)
+            return
+        failure = outcome.failure
+        if failure is not None and outcome.trigger is not None and is_service_failure(failure):
+            self.guard.failure(self.admission, outcome.trigger, failure.retry_after)
+        elif self.admission.probe and isinstance(outcome, Fail) and outcome.answered:
+            self.guard.success(self.admission)  # the service answered the probe: it is up
+        else:
+            self.guard.lost(self.admission)  # the caller's mistake, or the caller's own deadline
+
+    def release(self) -> None:
+        self.guard.lost(self.admission)  # a no-op once settled
+
+
+@dataclass(slots=True)
+class ServicePacer:
+    """The pacing of one tool call to one service."""
+
+    guard: ServiceGuard
+    tool: str
+    clock: Clock
+
+    @property
+    def target(self) -> Target:
+        return Target.SERVICE
+
+    @property
+    def name(self) -> str:
+        return self.guard.name
+
+    def admit(self, deadline: float | None) -> _ServiceAdmission:
+        admission = self.guard.check()
+        wait = self.guard.throttle_wait()
+        if wait > 0 and deadline is not None and self.clock.time() + wait > deadline:
+            self.guard.lost(admission)
+            raise JobTimeout(
+                f"tool {self.tool}",
+                f"the {self.guard.name} service is throttled for {wait:.1f} s, past the caller's deadline",
+                retry_after=wait,
+            )
+        return _ServiceAdmission(self.guard, admission, wait)

@@ -1,0 +1,187 @@
+"""A tool call, whole: the tool, its arguments, its guardrails, then attempts behind its service's circuit.
+
+    unknown tool / budget override too large / arguments that break the schema   -> INVALID_INPUT
+    a guardrail's rule broken                                                    -> GUARDRAIL
+    run_attempts (the one retry engine: the service's circuit and throttle, the tool window
+                  uniform(tool_window) x min(attempt, 10) capped at tool_max_wait_s, or the service's
+                  Retry-After; never past the caller's deadline)
+    giving up                                                                    -> the last failure, as it is
+
+A tool's failure is a result for the model: ``execute`` never raises for one, it returns a
+ToolOutcome whose ``model_text`` is what the model reads. A non-idempotent tool is re-sent only
+when the request certainly never reached the service (refused, DNS, no connection in time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+
+import httpx
+
+from sidecar.config import Config
+from sidecar.core.circuit import ServiceGuards
+from sidecar.core.clock import Clock
+from sidecar.core.conversation import (
+    EMPTY_RESULT_TEXT,
+    EMPTY_SEARCH_TEXT,
+    CallOptions,
+    ToolOutcome,
+    ToolRequest,
+    ToolResult,
+)
+from sidecar.core.observer import Observer, ToolCallStart
+from sidecar.core.retry import MAX_UPSTREAM_RETRIES, Retry, RetryPolicy, Tally, run_attempts
+from sidecar.core.settings import Windows
+from sidecar.core.taxonomy import (
+    Guardrail,
+    InvalidInput,
+    JobCancelled,
+    SidecarFailure,
+    SystemFailure,
+    as_failure,
+    log_failure,
+)
+from sidecar.net.backend import fast_transport
+from sidecar.tools.arguments import check_arguments, validator_for
+from sidecar.tools.guardrails import Guardrails
+from sidecar.tools.http import Tool, ToolSender, build_request
+from sidecar.tools.pacing import ServicePacer
+
+__all__ = ["TOOL_CLIENT_LIMITS", "ToolService"]
+
+TOOL_CLIENT_LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+"""The one HTTP client every tool shares."""
+
+
+@dataclass(frozen=True, slots=True)
+class _GiveUp:
+    """A tool that stops retrying reports its last failure as it is."""
+
+    def exhausted(self, retry: Retry, tally: Tally) -> SidecarFailure:
+        return _last(retry)
+
+    def too_long(self, retry: Retry, max_wait_s: float) -> SidecarFailure:
+        return _last(retry)  # asked for longer than a tool call may wait
+
+    def past_deadline(self, retry: Retry, wait_s: float, left_s: float) -> SidecarFailure:
+        return _last(retry)
+
+
+def _last(retry: Retry) -> SidecarFailure:
+    assert retry.failure is not None, "a tool's retry signal always carries its failure"
+    return retry.failure
+
+
+class ToolService:
+    """Every configured tool, sharing one HTTP client and the service guards."""
+
+    def __init__(
+        self,
+        config: Config,
+        clock: Clock,
+        guards: ServiceGuards,
+        observer: Observer,
+        *,
+        embedded: dict[str, str] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._config = config
+        self._clock = clock
+        self._guards = guards
+        self._observer = observer
+        self._embedded = embedded or {}
+        self._rng = rng or random.Random()
+        self._secrets = config.secrets()
+        policy = config.policy
+        window = policy.tool_window
+        windows = Windows(rate_limit=window, overload=window, transient=window, max_wait_s=policy.tool_max_wait_s)
+        self._policy = RetryPolicy(windows, _GiveUp(), self._rng)
+        self._tools = {
+            name: Tool(name, tool, validator_for(tool.parameters), Guardrails(tool.guardrails))
+            for name, tool in config.tools.items()
+        }
+        self._client = httpx.AsyncClient(
+            transport=fast_transport(TOOL_CLIENT_LIMITS), follow_redirects=False, trust_env=False
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    def resolve(self, url: str) -> str:
+        """A tool URL with the embedded fakes' addresses filled in."""
+        for name, base in self._embedded.items():
+            prefix = f"embedded://{name}"
+            if url.startswith(prefix):
+                return base.rstrip("/") + url[len(prefix) :]
+        return url
+
+    async def execute(self, request: ToolRequest, options: CallOptions) -> ToolOutcome:
+        """The tool call's outcome: a result, or a failure for the model to read (never raised)."""
+        tool = self._tools.get(request.tool)
+        start = ToolCallStart(
+            request.tool,
+            known=tool is not None,
+            description=tool.config.description if tool else "",
+            service=tool.config.service if tool else "",
+            call_id=request.call_id,
+            job=request.job,
+            arguments_json=request.arguments_json,
+        )
+        with self._observer.tool_call(start) as record:
+            try:
+                outcome = await self._execute(tool, request, options)
+            except asyncio.CancelledError:
+                cancelled = JobCancelled(f"tool {request.tool}")
+                log_failure(cancelled, tool=request.tool)
+                record.failed(cancelled)
+                raise
+            except Exception as exc:  # the one boundary: anything not of the taxonomy is SYSTEM (logged there)
+                outcome = ToolOutcome(None, as_failure(exc, "the tool runner"), 0)
+            record.tally(outcome.attempts, 0, 0, 0)
+            if outcome.failure is not None and not isinstance(outcome.failure, SystemFailure):
+                log_failure(outcome.failure, tool=request.tool, call_id=request.call_id)
+            record.tool_finished(outcome)
+            return outcome
+
+    async def _execute(self, tool: Tool | None, request: ToolRequest, options: CallOptions) -> ToolOutcome:
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none are configured"
+            return ToolOutcome(None, InvalidInput("tool", request.tool, f"must name a tool that exists: {known}"), 0)
+        retries = options.upstream_retries
+        if retries is not None and retries > MAX_UPSTREAM_RETRIES:
+            failure = InvalidInput("job.upstream_retries", str(retries), f"must be at most {MAX_UPSTREAM_RETRIES}")
+            return ToolOutcome(None, failure, 0)
+        empty = EMPTY_SEARCH_TEXT if tool.config.kind == "search" else EMPTY_RESULT_TEXT
+        try:
+            arguments = check_arguments(request.arguments_json, tool.config.parameters, tool.validator)
+            tool.guardrails.check(arguments)
+        except (InvalidInput, Guardrail) as failure:
+            return ToolOutcome(None, failure, 0, empty)
+        cfg = tool.config
+        id_param = cfg.identifier_parameter
+        sender = ToolSender(
+            tool,
+            self._client,
+            build_request(self._client, tool, arguments, self.resolve(cfg.url)),
+            value=str(arguments.get(id_param, "")) if id_param else "",
+            quirks=self._config.service(cfg.service).quirks,
+            secrets=self._secrets,
+            now=self._clock.wall,
+        )
+        tally = Tally(self._config.tool_retries(retries))
+        pacer = ServicePacer(self._guards.get(cfg.service), tool.name, self._clock)
+        try:
+            result: ToolResult = await run_attempts(
+                sender,
+                policy=self._policy,
+                clock=self._clock,
+                deadline=options.deadline,
+                pacer=pacer,
+                observer=self._observer,
+                tally=tally,
+            )
+        except SidecarFailure as failure:
+            return ToolOutcome(None, failure.with_attempts(tally.attempts), tally.attempts, empty)
+        return ToolOutcome(result, None, tally.attempts, empty)
