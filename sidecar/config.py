@@ -240,7 +240,7 @@ class Quirk(_Strict):
 
 class ServiceConfig(_Strict):
     rate: Annotated[float, Field(gt=0)] = 100.0
-    """Base rate: at most ``rate`` requests per ``per_s`` seconds (aiolimiter's leaky bucket)."""
+    """Base rate: at most ``rate`` requests per ``per_s`` seconds (a leaky bucket, sidecar/core/pacer.py)."""
     per_s: Annotated[float, Field(gt=0)] = 1.0
     quirks: list[Quirk] = []
     circuit: CircuitConfig | None = None

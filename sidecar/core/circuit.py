@@ -1,6 +1,6 @@
 """The per-service throttle and circuit, shared by every call to a tool service.
 
-Throttle (on aiolimiter's leaky bucket, ``StretchLimiter``)::
+Throttle (a ``Pacer``: slots booked in order, a slot past the caller's deadline refused at once)::
 
     each EXTERNAL_SERVICE / UPSTREAM_THROTTLE failure   throttle += failure_step (1.0), capped at max_throttle (9.0)
     window                                              (1 + throttle) x the base window
@@ -29,7 +29,7 @@ from opentelemetry import trace
 
 from sidecar.config import CircuitConfig, ServiceConfig
 from sidecar.core.clock import Clock
-from sidecar.core.limiter import StretchLimiter
+from sidecar.core.pacer import Pacer, Reservation
 from sidecar.core.pressure import Pressure
 from sidecar.core.taxonomy import CircuitOpen, Trigger
 from sidecar.telemetry import names as n
@@ -78,7 +78,7 @@ class ServiceGuard:
         self.name = name
         self.circuit = circuit
         self._clock = clock
-        self._limiter = StretchLimiter(service.rate, service.per_s, clock)
+        self._limiter = Pacer(service.rate, service.per_s, clock)
         self.throttle = 0.0
         self.state = CircuitState.CLOSED
         self._pressure = Pressure()
@@ -122,12 +122,16 @@ class ServiceGuard:
             return self._probe
         return Admission(probe=False, started=now)
 
-    async def pace(self) -> None:
-        """Wait for the throttle's leaky bucket (the window stretched by the throttle)."""
-        await self._limiter.take()
+    def reserve(self, deadline: float | None = None) -> Reservation:
+        """Book the call's slot in the throttle; ``Overdue`` at once (nothing booked) past ``deadline``."""
+        return self._limiter.reserve(deadline=deadline)
+
+    async def pace(self, booking: Reservation | None = None) -> None:
+        """Wait until the booked slot (booking one now when none is given); cancelled: the slot is given back."""
+        await self._limiter.wait(booking if booking is not None else self._limiter.reserve())
 
     def throttle_wait(self) -> float:
-        """How long a call would wait in the throttle right now."""
+        """How long a call would wait in the throttle right now (after everyone already booked)."""
         return self._limiter.wait_time()
 
     def success(self, admission: Admission) -> None:

@@ -33,7 +33,7 @@ from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
 from sidecar.config import Config, ModelConfig, ProviderConfig, Windows
 from sidecar.core.backoff import signal_window, window_wait
 from sidecar.core.clock import Clock
-from sidecar.core.model_throttle import ModelThrottle
+from sidecar.core.model_throttle import ModelThrottle, Overdue
 from sidecar.core.netbackend import fast_transport
 from sidecar.core.spend import SpendLedger, cost_of
 from sidecar.core.taxonomy import (
@@ -347,30 +347,39 @@ class ModelCaller:
         """Attempts until a reply: returned with its attempt's span, still open, for the caller to end."""
         throttle = self._throttles[state.model_id]
         while True:
-            wait = throttle.wait_time(estimate)
-            if wait > 0:
-                self._check_deadline(state, wait, None, "the model is throttled")
-                attrs: dict[str, str | float] = {
-                    n.WAIT_SECONDS: wait,
-                    n.THROTTLE: throttle.throttle,
-                    n.MODEL_ID: state.model_id,
-                }
-                started = self._clock.time()
-                with _tracer.start_as_current_span(n.SPAN_THROTTLE_WAIT, attributes=attrs):
-                    await throttle.acquire(estimate)
-                self._metrics.wait("throttle", self._clock.time() - started, model=state.model_id)
-            else:
-                await throttle.acquire(estimate)
+            try:  # the slot after everyone queued (and any pause); one that cannot fit the deadline fails now
+                ticket = throttle.reserve(estimate, state.deadline)
+                wait = ticket.at - self._clock.time()
+                if wait > 0:
+                    attrs: dict[str, str | float] = {
+                        n.WAIT_SECONDS: wait,
+                        n.THROTTLE: throttle.throttle,
+                        n.MODEL_ID: state.model_id,
+                    }
+                    started = self._clock.time()
+                    with _tracer.start_as_current_span(n.SPAN_THROTTLE_WAIT, attributes=attrs):
+                        await throttle.wait(ticket)
+                    self._metrics.wait("throttle", self._clock.time() - started, model=state.model_id)
+                else:
+                    await throttle.wait(ticket)
+            except Overdue as late:
+                self._check_deadline(state, late.wait, None, late.reason)
+                raise
             state.attempts += 1
-            outcome, attempt = await self._attempt(state, chat)
+            try:
+                outcome, attempt = await self._attempt(state, chat)
+            except BaseException:
+                throttle.settle(ticket)  # cancelled: charged to no one
+                raise
             if isinstance(outcome, ChatReply):
-                throttle.success()
+                throttle.success(ticket)
                 return outcome, attempt
             try:
                 if isinstance(outcome, SidecarFailure):
+                    throttle.settle(ticket)
                     raise outcome
                 pause = None if outcome.retry_after is None else min(outcome.retry_after, state.windows.max_wait_s)
-                throttle.signal(outcome.signal, pause)
+                throttle.signal(ticket, outcome.signal, pause)
                 asked = outcome.retry_after
                 exhausted = state.retries >= state.budget
                 too_long = not exhausted and asked is not None and asked > state.windows.max_wait_s

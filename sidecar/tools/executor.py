@@ -26,6 +26,7 @@ from sidecar.core.backoff import window_wait
 from sidecar.core.circuit import ServiceGuard, ServiceGuards
 from sidecar.core.clock import Clock
 from sidecar.core.netbackend import fast_transport
+from sidecar.core.pacer import Overdue
 from sidecar.core.taxonomy import Guardrail, InvalidInput, JobTimeout, SidecarFailure
 from sidecar.core.text import endpoint_of
 from sidecar.core.tool_failures import Observation, classify, is_service_failure, is_transient, trigger_of
@@ -222,21 +223,23 @@ class ToolRunner:
         return ToolOutcome(result, failure, attempts, empty)
 
     async def _pace(self, tool: _Tool, guard: ServiceGuard, deadline: float | None) -> SidecarFailure | None:
-        """Wait for the service's throttle; a wait that would pass the deadline is not started."""
-        wait = guard.throttle_wait()
-        if wait <= 0:
-            await guard.pace()
-            return None
-        if deadline is not None and self._clock.time() + wait > deadline:
+        """Wait for the service's throttle; a slot past the deadline is refused at once, nothing waited."""
+        try:
+            booking = guard.reserve(deadline)
+        except Overdue as late:
+            left = max((deadline or 0.0) - self._clock.time(), 0.0)
             return JobTimeout(
                 f"tool {tool.name}",
-                f"the {guard.name} service is throttled for {wait:.1f} s, past the caller's deadline",
-                retry_after=wait,
+                f"the {guard.name} service is throttled for {late.wait:.1f} s, but only {left:.1f} s remain",
+                retry_after=late.wait,
             )
+        wait = booking.at - self._clock.time()
+        if wait <= 0:
+            return None
         attrs: dict[str, float | str] = {n.WAIT_SECONDS: wait, n.SERVICE: guard.name, n.THROTTLE: guard.throttle}
         started = self._clock.time()
         with _tracer.start_as_current_span(n.SPAN_THROTTLE_WAIT, attributes=attrs):
-            await guard.pace()
+            await guard.pace(booking)
         self._metrics.wait("throttle", self._clock.time() - started, service=guard.name)
         return None
 
