@@ -8,7 +8,8 @@ import pytest
 from sidecar_client import job, pb
 
 from sidecar.core.taxonomy import CORRECTABLE_LINE, UNCORRECTABLE_LINE
-from tests.conftest import Running
+from sidecar.fakes import FakeToolBackend, ThreadedServer
+from tests.conftest import Running, Start, tool
 
 C, U = True, False
 
@@ -223,3 +224,61 @@ async def test_unknown_tool_lists_the_tools_that_exist(sidecar: Running) -> None
     assert resp.failure.correctable
     for name in ("search", "fetch", "note"):
         assert name in resp.failure.message
+
+
+def _item_tools(url: str) -> dict[str, object]:
+    return {
+        "item": tool(url + "/items/{id}", "fetch", "items", resource_type="item"),
+        "pair": tool(
+            url + "/items/{a}{b}",
+            "fetch",
+            "items",
+            parameters={"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}},
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    ("tool_name", "arguments", "parameter"),
+    [("item", {"id": ".."}, "id"), ("item", {"id": "."}, "id"), ("pair", {"a": ".", "b": "."}, "arguments")],
+)
+async def test_a_path_argument_that_is_a_dot_segment_is_refused_before_sending(
+    start_sidecar: Start,
+    backend: ThreadedServer[FakeToolBackend],
+    tool_name: str,
+    arguments: dict[str, str],
+    parameter: str,
+) -> None:
+    running = await start_sidecar(tools=_item_tools(backend.url))
+    resp = await running.client.execute_tool(tool_name, arguments)
+    assert kind(resp) == "INVALID_INPUT"
+    assert resp.failure.correctable
+    assert resp.failure.invalid_input.parameter == parameter
+    assert "must not be '.' or '..'" in resp.failure.invalid_input.rule
+    assert resp.attempts == 0
+    assert running.backend.requests() == []  # not /items/.., and never /
+
+
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [
+        ("%2E%2E", "/items/%2E%2E"),  # sent as %252E%252E: the value itself, not a dot segment
+        ("../docs/doc-1", "/items/../docs/doc-1"),  # sent as ..%2Fdocs%2Fdoc-1: one segment
+        ("...", "/items/..."),
+        ("a..b", "/items/a..b"),
+    ],
+)
+async def test_a_path_argument_stays_inside_its_segment(
+    start_sidecar: Start, backend: ThreadedServer[FakeToolBackend], value: str, path: str
+) -> None:
+    running = await start_sidecar(tools=_item_tools(backend.url))
+    resp = await running.client.execute_tool("item", {"id": value})
+    assert kind(resp) == "RESOURCE_NOT_FOUND"  # the fake has no /items route: it answered 404 at that path
+    (sent,) = running.backend.requests()
+    assert sent["path"] == path
+
+
+async def test_dots_in_the_query_string_are_sent_as_they_are(sidecar: Running) -> None:
+    await sidecar.client.execute_tool("search", {"query": ".."})
+    (sent,) = sidecar.backend.requests(path="/search")
+    assert sent["query"]["q"] == ".."
