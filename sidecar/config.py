@@ -310,7 +310,7 @@ class ToolConfig(_Strict):
     service: str
     method: Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"] = "GET"
     url: str
-    """A template: ``{param}`` is replaced by the argument, URL-quoted (a path segment of ``.``/``..`` is refused)."""
+    """A template: ``{param}`` is replaced by the argument, URL-quoted."""
     parameters: dict[str, Any] = {"type": "object", "properties": {}}
     headers: dict[str, str] = {}
     body: Literal["none", "arguments"] | dict[str, Any] = "none"

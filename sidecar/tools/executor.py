@@ -146,8 +146,8 @@ class ToolRunner:
         guard = self._guards.get(cfg.service)
         try:
             request = self._build(tool, arguments)
-        except InvalidInput as failure:
-            return ToolOutcome(None, failure, 0)
+        except InvalidInput as refused:
+            return ToolOutcome(None, refused, 0)
         id_param = cfg.identifier_parameter
         value = str(arguments.get(id_param, "")) if id_param else ""
         attempts = 0
