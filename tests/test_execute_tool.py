@@ -153,7 +153,7 @@ async def test_timeout_has_no_http(sidecar: Running) -> None:
     assert not resp.failure.HasField("http")
     assert resp.failure.service.fault == pb.TRANSPORT_FAULT_TIMEOUT
     assert not resp.failure.correctable
-    assert resp.model_text.endswith("it could not be reached (no response in time).\n" + UNCORRECTABLE_LINE)
+    assert resp.model_text.endswith("it did not answer (no response in time).\n" + UNCORRECTABLE_LINE)
     assert resp.attempts == 1
 
 
@@ -179,6 +179,41 @@ async def test_non_idempotent_tool_is_never_sent_twice(sidecar: Running) -> None
     unavailable = await sidecar.client.execute_tool("note", {"text": "remember"})
     assert unavailable.attempts == 1
     assert len(sidecar.backend.requests(path="/notes")) == 2
+
+
+async def test_a_reset_after_a_post_arrived_says_it_may_have_been_delivered(sidecar: Running) -> None:
+    sidecar.backend.script("/notes", [{"fault": "reset"}])  # the backend read the whole POST, then reset
+    resp = await sidecar.client.execute_tool("note", {"text": "remember"})
+    assert sidecar.backend.notes_received == 1
+    f = resp.failure
+    assert kind(resp) == "EXTERNAL_SERVICE"
+    assert f.service.fault == pb.TRANSPORT_FAULT_RESET
+    assert not f.HasField("http")
+    assert f.message == (
+        f"The notes service failed at {sidecar.backend.url}/notes: the connection was reset after the request "
+        "was sent, so it may have been delivered; the outcome is unknown — check before repeating this call "
+        "(it is not idempotent)."
+    )
+    assert "could not be reached" not in resp.model_text
+    assert resp.attempts == 1
+
+
+async def test_a_reset_of_an_idempotent_call_reads_as_transient(sidecar: Running) -> None:
+    sidecar.backend.script("/docs/doc-1", [{"fault": "reset", "repeat": 3}])
+    resp = await sidecar.client.execute_tool("fetch", {"id": "doc-1"})
+    assert resp.attempts == 3  # re-sent: repeating it is safe
+    assert (
+        resp.failure.message
+        == f"The docs service failed at {sidecar.backend.url}/docs/doc-1: it did not answer (connection reset)."
+    )
+
+
+async def test_a_non_idempotent_call_that_never_connected_is_re_sent_and_says_so(start_sidecar: Start) -> None:
+    post = tool("http://127.0.0.1:1/x", "fetch", "down", "POST", body="arguments", parameters={"type": "object"})
+    running = await start_sidecar(tools={"post_down": post})
+    resp = await running.client.execute_tool("post_down", {})
+    assert resp.attempts == 3  # refused: it certainly never arrived, so re-sending is safe
+    assert resp.failure.message.endswith("it could not be reached (connection refused).")
 
 
 async def test_query_string_is_cut_from_endpoint_and_message(sidecar: Running) -> None:

@@ -281,6 +281,7 @@ class ToolRunner:
             parameter=parameter,
             value=value,
             resource_type=cfg.resource_type,
+            idempotent=cfg.is_idempotent,
         )
         read_timeout = cfg.timeout_s
         clipped = deadline is not None and deadline - self._clock.time() < read_timeout
@@ -324,8 +325,11 @@ class ToolRunner:
             fault = fault_of(exc)
             span.set_attribute(n.ERROR_TYPE, _fault_type(fault.fault))
             span.set_status(trace.StatusCode.ERROR, fault.detail)
-            detail = fault.detail if isinstance(exc, httpx.DecodingError) else ""  # else the mapping's own words
-            return replace(base, fault=fault.fault, fault_detail=detail), fault.may_have_reached
+            # the mapping's own words (a report knows only the fault), but for what a report cannot tell
+            own = isinstance(exc, httpx.DecodingError) or not fault.may_have_reached
+            detail = fault.detail if own else ""
+            obs = replace(base, fault=fault.fault, fault_detail=detail, may_have_reached=fault.may_have_reached)
+            return obs, fault.may_have_reached
         span.set_attribute(n.HTTP_STATUS, response.status_code)
         if response.status_code >= 400:
             span.set_attribute(n.ERROR_TYPE, str(response.status_code))
