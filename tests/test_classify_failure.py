@@ -115,11 +115,11 @@ async def test_reports_feed_the_service_circuit_and_a_precheck_sees_it(sidecar: 
     stray = pb.ClassifyFailureRequest(service="their-api")  # another agent's late report settles nothing
     stray.response.status_code = 200
     await sidecar.client.classify_failure(stray)
-    assert sidecar.app.guards.get("their-api").state is CircuitState.HALF_OPEN  # type: ignore[union-attr]
+    assert sidecar.app.guards.peek("their-api").state is CircuitState.HALF_OPEN  # type: ignore[union-attr]
     ok = pb.ClassifyFailureRequest(service="their-api", probe=True)
     ok.response.status_code = 200
     assert (await sidecar.client.classify_failure(ok)).kind == pb.FAILURE_KIND_UNSPECIFIED
-    assert sidecar.app.guards.get("their-api").state is CircuitState.CLOSED  # type: ignore[union-attr]
+    assert sidecar.app.guards.peek("their-api").state is CircuitState.CLOSED  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("status", [0, -5, 99, 600, 99999])
@@ -129,7 +129,7 @@ async def test_a_status_that_is_not_http_is_invalid_input(sidecar: Running, stat
     failure = await sidecar.client.classify_failure(report)
     assert failure.kind == pb.FAILURE_KIND_INVALID_INPUT
     assert failure.invalid_input.parameter == "response.status_code"
-    assert sidecar.app.guards.get("their-api").throttle == 0  # type: ignore[union-attr]
+    assert sidecar.app.guards.peek("their-api") is None  # type: ignore[union-attr]
 
 
 async def test_reports_without_a_service_name_read_well_and_feed_nothing(sidecar: Running) -> None:

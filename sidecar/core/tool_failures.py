@@ -60,6 +60,8 @@ FAULT_WORDS: dict[int, str] = {
     pb.TRANSPORT_FAULT_DNS: "the host name did not resolve",
     pb.TRANSPORT_FAULT_UNSPECIFIED: "transport failure",
 }
+TRIGGER_RETRY_AFTER_CHARS = 100
+"""A circuit keeps this much of the Retry-After that opened it (a real one is under 30 characters)."""
 NEVER_REACHED = frozenset({pb.TRANSPORT_FAULT_REFUSED, pb.TRANSPORT_FAULT_DNS})
 """Reported faults that certainly came before the request went out (a reported timeout may be a read's)."""
 _THROTTLE_WORDS = re.compile(r"(?i)rate.?limit|too many requests|throttl|slow down|quota exceeded|request limit")
@@ -218,4 +220,6 @@ def trigger_of(obs: Observation, failure: SidecarFailure) -> Trigger:
     if obs.status is None:
         return Trigger(None, obs.fault_detail or _fault_words(obs.fault))
     body = failure.http.body if failure.http else ""
-    return Trigger(obs.status, cap(said(body)) if body else f"HTTP {obs.status}", retry_after_raw(obs.headers))
+    raw = retry_after_raw(obs.headers)
+    asked = None if raw is None else cap(raw, TRIGGER_RETRY_AFTER_CHARS)
+    return Trigger(obs.status, cap(said(body)) if body else f"HTTP {obs.status}", asked)

@@ -66,7 +66,9 @@ class SidecarApp:
     async def start(self) -> None:
         await self._start_fakes()
         cfg = self.config
-        self.guards = ServiceGuards(cfg.services, cfg.policy.circuit, self.clock)
+        self.guards = ServiceGuards(
+            cfg.services, cfg.policy.circuit, self.clock, {t.service for t in cfg.tools.values()}
+        )
         self.metrics = metrics = Metrics()
         self.tools = ToolRunner(cfg, self.clock, self.guards, self.embedded, self.rng, metrics)
         self.models = ModelCaller(
