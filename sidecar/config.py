@@ -558,15 +558,16 @@ def parse_config(text: str, source: str = "<config>") -> Config:
     """Parse and validate YAML text; raise ConfigError with every problem found."""
     if len(text) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{source}: the text is longer than {MAX_CONFIG_BYTES} characters (a config is a few KiB)")
-    loader = _BoundedLoader(text)
     try:
-        raw = loader.get_single_data()
+        loader = _BoundedLoader(text)  # the reader checks every character here
+        try:
+            raw = loader.get_single_data()
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML: {exc}") from None
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
-    finally:
-        loader.dispose()
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):

@@ -139,6 +139,8 @@ def test_a_file_past_the_size_cap_is_refused_unparsed(tmp_path: Path) -> None:
         ("server: {grace_period_s: 2001-13-45}\n", ["cannot read this value", "month must be in 1..12", "line 1"]),
         ("server:\n  max_message_bytes: " + "9" * 5000 + "\n", ["cannot read this value", "line 2, column 22"]),
         ("policy: {spend_caps: *nowhere}\n", ["not valid YAML", "undefined alias"]),
+        ("server: {listen: 'a\x00b'}\n", ["not valid YAML", "unacceptable character #x0000"]),
+        ("? [a, b]\n: c\n", ["not valid YAML", "found unhashable key"]),
         ("policy: {tool_max_wait_s: 1e400}\n", ["policy.tool_max_wait_s", "finite number"]),
         ("policy: {tool_window: [0, 1e9]}\n", ["policy.tool_window.max_s", "less than or equal to 3600"]),
         ("services: {s: {rate: 0.5}}\n", ["services.s.rate", "greater than or equal to 1"]),
