@@ -3,6 +3,18 @@
 Sections: ``server``, ``policy``, ``providers``, ``models``, ``services``, ``tools``, ``telemetry``.
 A string may hold ``${NAME}`` (or ``${NAME:-default}``), read from the environment; nothing else
 reads secrets. An invalid file raises ``ConfigError`` naming the key, the value and what is wrong.
+
+What the loader refuses before any validation (each a ConfigError, never a traceback)::
+
+    a file larger than MAX_CONFIG_BYTES (1 MiB)           read no further
+    bytes that are not UTF-8                              line, column and the key whose value holds them
+    mappings or lists nested deeper than MAX_CONFIG_DEPTH the key where it goes too deep (PyYAML recurses)
+    more than MAX_CONFIG_NODES nodes, aliases expanded    the key where it went past (a "billion laughs")
+    an alias inside the node it names                     the key of the alias (it would never end)
+    a value YAML cannot construct (2001-13-45, 5000 digits) its line and column
+
+Every float is finite (no ``.inf``/``.nan``), and the numbers that pace and time calls have
+bounds that keep the arithmetic sane (see docs/configuration.md).
 URLs of the form ``embedded://provider`` and ``embedded://tools`` name the bundled local provider
 and tool backend, which ``sidecar serve`` then starts in-process.
 """
@@ -60,6 +72,22 @@ DEFAULT_GRACE_PERIOD_S = 10.0
 DEFAULT_UPSTREAM_RETRIES = 3
 DEFAULT_TOOL_RETRIES = 2
 DEFAULT_MAX_CORRECTIONS = 2
+MAX_CONFIG_BYTES = 1024 * 1024
+"""A config file larger than this is refused unread (a real one is a few KiB)."""
+MAX_CONFIG_DEPTH = 64
+"""Mappings and lists nested deeper than this are refused: PyYAML and the JSON-schema check recurse."""
+MAX_CONFIG_NODES = 100_000
+"""Scalars, mappings and lists of the document with every alias expanded: the rest is refused."""
+MAX_WAIT_S = 3600.0
+"""No configured wait, window or timeout may be longer than an hour."""
+MAX_COOLDOWN_S = 86_400.0
+"""A circuit's cooldown (and its probe timeout) is at most a day."""
+MIN_PERIOD_S = 0.001
+"""The shortest configured period or cooldown: a millisecond."""
+MAX_SERVICE_RATE = 1_000_000.0
+"""A service's ``rate`` (requests per ``per_s``) is at most this."""
+MAX_THROTTLE_STEP = 100.0
+"""A circuit's ``failure_step`` and ``max_throttle`` are at most this (the window stretches to 1 + throttle)."""
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _CREDENTIAL_HEADER = re.compile(r"(?i)auth|token|secret|key|cookie|password")
@@ -71,7 +99,7 @@ class ConfigError(Exception):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ServerConfig(_Strict):
@@ -97,8 +125,8 @@ class ServerConfig(_Strict):
 class Window(_Strict):
     """A wait window in seconds; the wait is uniform in [min_s, max_s) times the attempt factor."""
 
-    min_s: Annotated[float, Field(ge=0)]
-    max_s: Annotated[float, Field(ge=0)]
+    min_s: Annotated[float, Field(ge=0, le=MAX_WAIT_S)]
+    max_s: Annotated[float, Field(ge=0, le=MAX_WAIT_S)]
 
     @model_validator(mode="before")
     @classmethod
@@ -122,7 +150,7 @@ class Windows(_Strict):
     transient: Window = Window(min_s=5, max_s=30)
     factor_cap: Annotated[int, Field(ge=1, le=100)] = 10
     """The window is multiplied by min(attempt, factor_cap)."""
-    max_wait_s: Annotated[float, Field(ge=0)] = 300.0
+    max_wait_s: Annotated[float, Field(ge=0, le=MAX_WAIT_S)] = 300.0
     """No single wait is longer than this."""
 
 
@@ -143,13 +171,19 @@ PRESETS: dict[str, Windows] = {
 class CircuitConfig(_Strict):
     """The per-service throttle and circuit (tools). Defaults are the runtime's numbers."""
 
-    failure_step: Annotated[float, Field(gt=0)] = 1.0
-    max_throttle: Annotated[float, Field(gt=0)] = 9.0
+    failure_step: Annotated[float, Field(gt=0, le=MAX_THROTTLE_STEP)] = 1.0
+    max_throttle: Annotated[float, Field(gt=0, le=MAX_THROTTLE_STEP)] = 9.0
     failures_to_open: Annotated[int, Field(ge=1)] = 3
-    cooldown_s: Annotated[float, Field(gt=0)] = 30.0
-    max_cooldown_s: Annotated[float, Field(gt=0)] = 3600.0
-    probe_timeout_s: Annotated[float, Field(gt=0)] = 60.0
+    cooldown_s: Annotated[float, Field(ge=MIN_PERIOD_S, le=MAX_COOLDOWN_S)] = 30.0
+    max_cooldown_s: Annotated[float, Field(ge=MIN_PERIOD_S, le=MAX_COOLDOWN_S)] = 3600.0
+    probe_timeout_s: Annotated[float, Field(ge=MIN_PERIOD_S, le=MAX_COOLDOWN_S)] = 60.0
     """A probe with no verdict after this long is lost: the circuit reopens, cooldown unchanged."""
+
+    @model_validator(mode="after")
+    def _cooldowns(self) -> CircuitConfig:
+        if self.max_cooldown_s < self.cooldown_s:
+            raise ValueError(f"max_cooldown_s ({self.max_cooldown_s}) must not be below cooldown_s ({self.cooldown_s})")
+        return self
 
 
 class PolicyConfig(_Strict):
@@ -161,7 +195,7 @@ class PolicyConfig(_Strict):
     tool_retries: Annotated[int, Field(ge=0, le=100)] = DEFAULT_TOOL_RETRIES
     tool_window: Window = Window(min_s=0.2, max_s=1.0)
     """Tools retry transient faults in this window times min(attempt, 10), capped at tool_max_wait_s."""
-    tool_max_wait_s: Annotated[float, Field(ge=0)] = 30.0
+    tool_max_wait_s: Annotated[float, Field(ge=0, le=MAX_WAIT_S)] = 30.0
     circuit: CircuitConfig = CircuitConfig()
     spend_caps: dict[str, Annotated[float, Field(ge=0)]] = {}
     """Workflow id -> cap in US dollars; ``"*"`` applies to every workflow without its own."""
@@ -239,11 +273,18 @@ class Quirk(_Strict):
 
 
 class ServiceConfig(_Strict):
-    rate: Annotated[float, Field(gt=0)] = 100.0
-    """Base rate: at most ``rate`` requests per ``per_s`` seconds (a leaky bucket, sidecar/core/pacer.py)."""
-    per_s: Annotated[float, Field(gt=0)] = 1.0
+    rate: Annotated[float, Field(ge=1, le=MAX_SERVICE_RATE)] = 100.0
+    """Base rate: at most ``rate`` requests per ``per_s`` seconds (a leaky bucket, sidecar/core/pacer.py).
+
+    The bucket holds ``rate`` requests, so it is at least 1: a slower pace is a longer ``per_s``
+    (``rate: 1, per_s: 60`` is one a minute)."""
+    per_s: Annotated[float, Field(ge=MIN_PERIOD_S, le=MAX_COOLDOWN_S)] = 1.0
     quirks: list[Quirk] = []
     circuit: CircuitConfig | None = None
+    accept_reports: bool = False
+    """Whether ClassifyFailure reports about this service feed its throttle and circuit (and its
+    pre-checks may take the half-open probe). Off: a report is classified and answered, and
+    charges nothing. See docs/trust.md."""
 
 
 class GuardrailConfig(_Strict):
@@ -446,12 +487,109 @@ def _describe(exc: ValidationError, secrets: list[str]) -> str:
     return mask_keys("\n".join(lines), secrets)
 
 
+def _label(index: object) -> str:
+    """A node's place in its parent: the key of a mapping value, ``[i]`` of a list item."""
+    if isinstance(index, yaml.ScalarNode):
+        return str(index.value)
+    if isinstance(index, int):
+        return f"[{index}]"
+    return ""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader, refusing what would exhaust the stack or the memory (see the module docstring).
+
+    It counts on PyYAML's composer: ``compose_node`` is called once per node (an alias included),
+    with the key node (or list index) it is the value of, and ``anchors`` holds every anchored node
+    from the moment its composition starts.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._path: list[str] = []
+        self._nodes = 0
+        self._sizes: dict[str, int] = {}
+        """Anchor -> the nodes its node stands for, aliases inside it expanded."""
+
+    def _where(self) -> str:
+        parts = [p for p in self._path if p]
+        shown = parts[:8]
+        text = "".join(p if p.startswith("[") else f".{p}" for p in shown).lstrip(".")
+        return (text + (".…" if len(parts) > len(shown) else "")) or "(top level)"
+
+    def _count(self, nodes: int) -> None:
+        self._nodes += nodes
+        if self._nodes > MAX_CONFIG_NODES:
+            raise ConfigError(
+                f"{self._where()}: the document has more than {MAX_CONFIG_NODES} values with its aliases "
+                "expanded (a config needs a few hundred); use fewer aliases"
+            )
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        self._path.append(_label(index))
+        try:
+            event: yaml.NodeEvent = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in the stubs
+            if isinstance(event, yaml.AliasEvent):
+                size = self._sizes.get(str(event.anchor))
+                if size is None and event.anchor in self.anchors:
+                    raise ConfigError(f"{self._where()}: the alias *{event.anchor} is inside the node it names")
+                node = super().compose_node(parent, index)  # an undefined alias is PyYAML's ComposerError
+                self._count(size or 0)
+                return node
+            if isinstance(event, yaml.CollectionStartEvent) and len(self._path) > MAX_CONFIG_DEPTH:
+                raise ConfigError(
+                    f"{self._where()}: nested more than {MAX_CONFIG_DEPTH} levels deep (a config needs about 10)"
+                )
+            before = self._nodes
+            self._count(1)
+            node = super().compose_node(parent, index)
+            if event.anchor is not None:
+                self._sizes[str(event.anchor)] = self._nodes - before
+            return node
+        finally:
+            self._path.pop()
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, OverflowError) as exc:  # e.g. the date 2001-13-45, an int of 5000 digits
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read this value: {exc}", node.start_mark
+            ) from None
+
+
+def _decode(data: bytes, source: str) -> str:
+    """The file's bytes as text: UTF-8 (a BOM allowed), at most MAX_CONFIG_BYTES."""
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{source}: the file is larger than {MAX_CONFIG_BYTES} bytes (a config is a few KiB)")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        start = data.rfind(b"\n", 0, exc.start) + 1
+        line = data.count(b"\n", 0, exc.start) + 1
+        before = data[start : exc.start].decode("utf-8", errors="replace")
+        key, colon, _ = before.partition(":")
+        where = f"in the value of {key.strip().lstrip('- ')!r}" if colon and key.strip() else "in a key"
+        raise ConfigError(
+            f"{source}: line {line}, column {len(before) + 1} ({where}): byte 0x{data[exc.start]:02x} "
+            f"at offset {exc.start} is not UTF-8; the config must be UTF-8 text"
+        ) from None
+
+
 def parse_config(text: str, source: str = "<config>") -> Config:
     """Parse and validate YAML text; raise ConfigError with every problem found."""
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{source}: the text is longer than {MAX_CONFIG_BYTES} characters (a config is a few KiB)")
     try:
-        raw = yaml.safe_load(text)
+        loader = _BoundedLoader(text)  # the reader checks every character here
+        try:
+            raw = loader.get_single_data()
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -469,6 +607,8 @@ def parse_config(text: str, source: str = "<config>") -> Config:
         raise ConfigError(f"{source}: {exc}") from None
     except ValidationError as exc:
         raise ConfigError(f"{source}: invalid configuration:\n{_describe(exc, found)}") from None
+    except RecursionError:  # the depth bound keeps this from happening; never a traceback if it does
+        raise ConfigError(f"{source}: a value is nested too deeply to validate (e.g. a tool's JSON schema)") from None
     config._secrets = [s for s in found if len(s) >= 4]
     return config
 
@@ -476,10 +616,11 @@ def parse_config(text: str, source: str = "<config>") -> Config:
 def load_config(path: str | Path) -> Config:
     p = Path(path)
     try:
-        text = p.read_text()
+        with p.open("rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read the config file: {exc.strerror}") from None
-    return parse_config(text, str(p))
+    return parse_config(_decode(data, str(p)), str(p))
 
 
 def load_default_config() -> Config:

@@ -323,7 +323,17 @@ class ResponseValidation(CorrectableFailure):
 
 
 class ExternalService(UncorrectableFailure):
-    """The service is down, answered with a server error, or could not be reached."""
+    """The service is down, answered with a server error, or could not be reached.
+
+    Without a response, what the message says depends on whether the request may have been
+    delivered (``sent``: a reset or a read timeout after it went out) and may simply be repeated::
+
+        never sent                      it could not be reached (connection refused)
+        sent, idempotent                it did not answer (connection reset)    -- re-sent, transient
+        sent, not idempotent            ... may have been delivered; the outcome is unknown -- check
+                                        before repeating this call (it is not idempotent)
+        sent, idempotency not known     ... check before repeating this call unless it is idempotent
+    """
 
     kind = pb.FAILURE_KIND_EXTERNAL_SERVICE
 
@@ -336,19 +346,37 @@ class ExternalService(UncorrectableFailure):
         http: HttpInfo | None = None,
         fault: int = pb.TRANSPORT_FAULT_UNSPECIFIED,
         retry_after: float | None = None,
+        sent: bool = False,
+        idempotent: bool | None = None,
     ) -> None:
-        if http is None:
-            said = f"could not be reached ({cap(detail)})"
+        if http is None and not sent:
+            said = f"it could not be reached ({cap(detail)})"
+        elif http is None and idempotent:
+            said = f"it did not answer ({cap(detail)})"
+        elif http is None:
+            what = _AFTER_SENT.get(clause(detail), f"the call failed ({clause(detail)})")
+            repeat = "(it is not idempotent)" if idempotent is False else "unless it is idempotent"
+            said = (
+                f"{what} after the request was sent, so it may have been delivered; the outcome is unknown "
+                f"— check before repeating this call {repeat}"
+            )
         elif clause(detail) in ("", f"HTTP {http.status_code}"):
-            said = f"answered HTTP {http.status_code}"
+            said = f"it answered HTTP {http.status_code}"
         else:
-            said = f"answered HTTP {http.status_code}: {clause(detail)}"
+            said = f"it answered HTTP {http.status_code}: {clause(detail)}"
         super().__init__(
-            f"The {service} service failed at {endpoint}: it {said}.",
+            f"The {service} service failed at {endpoint}: {said}.",
             http=http,
             retry_after=retry_after,
             detail=pb.ServiceDetail(service=service, endpoint=endpoint, detail=cap(detail), fault=fault),  # type: ignore[arg-type]
         )
+
+
+_AFTER_SENT: dict[str, str] = {
+    "connection reset": "the connection was reset",
+    "no response in time": "no response came in time",
+}
+"""How a fault's usual words read once the request went out; other details are quoted."""
 
 
 class UpstreamThrottle(UncorrectableFailure):

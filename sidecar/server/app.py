@@ -69,7 +69,9 @@ class SidecarApp:
         await self._start_fakes()
         cfg = self.config
         masking.register(cfg.secrets())  # spans, metric labels and log lines of this process mask them
-        self.guards = ServiceGuards(cfg.services, cfg.policy.circuit, self.clock)
+        self.guards = ServiceGuards(
+            cfg.services, cfg.policy.circuit, self.clock, {t.service for t in cfg.tools.values()}
+        )
         self.metrics = metrics = Metrics()
         self.tools = ToolRunner(cfg, self.clock, self.guards, self.embedded, self.rng, metrics)
         self.models = ModelCaller(

@@ -20,7 +20,7 @@ from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
 from sidecar_client._proto.sidecar.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar.config import Config
-from sidecar.core.circuit import Admission, ServiceGuards
+from sidecar.core.circuit import MAX_SERVICE_NAME_CHARS, Admission, ServiceGuards
 from sidecar.core.clock import Clock
 from sidecar.core.redact import mask_keys
 from sidecar.core.taxonomy import (
@@ -31,7 +31,7 @@ from sidecar.core.taxonomy import (
     kind_name,
     log_failure,
 )
-from sidecar.core.text import endpoint_of
+from sidecar.core.text import ELLIPSIS, cap, endpoint_of
 from sidecar.core.tool_failures import Observation, classify, is_service_failure, trigger_of
 from sidecar.providers.caller import ModelCaller
 from sidecar.server.status import to_status
@@ -44,6 +44,12 @@ __all__ = ["SidecarServicer"]
 
 _log = logging.getLogger("sidecar.server")
 _tracer = Tracer(n.TRACER)
+MAX_REPORT_ENDPOINT_CHARS = 2048
+"""A ClassifyFailure endpoint (its query string cut) longer than this is INVALID_INPUT."""
+MAX_REPORT_NAME_CHARS = 128
+"""The longest ``parameter`` and ``resource_type`` of a ClassifyFailure request."""
+MAX_REPORT_VALUE_CHARS = 1024
+"""A reported ``value`` is quoted up to this many characters."""
 _KINDS = {pb.TOOL_KIND_SEARCH: "search", pb.TOOL_KIND_FETCH: "fetch", pb.TOOL_KIND_UNSPECIFIED: "fetch"}
 
 
@@ -243,31 +249,37 @@ class SidecarServicer(pb_grpc.SidecarServicer):
 
     def _classify(self, request: pb.ClassifyFailureRequest) -> pb.Failure:
         service = request.service
+        endpoint = endpoint_of(request.endpoint, self._secrets)
+        for field, text, limit in (
+            ("service", service, MAX_SERVICE_NAME_CHARS),
+            ("endpoint", endpoint, MAX_REPORT_ENDPOINT_CHARS),
+            ("parameter", request.parameter, MAX_REPORT_NAME_CHARS),
+            ("resource_type", request.resource_type, MAX_REPORT_NAME_CHARS),
+        ):
+            if len(text) > limit:  # each is quoted in the answer (the endpoint four times): never echoed whole
+                rule = f"must be at most {limit} characters"
+                return InvalidInput(field, cap(text, MAX_REPORT_NAME_CHARS), rule).to_proto()
+        value = request.value
+        if len(value) > MAX_REPORT_VALUE_CHARS:  # only quoted in messages: cut, not refused
+            value = value[: MAX_REPORT_VALUE_CHARS - 1] + ELLIPSIS
         observed = request.WhichOneof("observed")
-        guard = self._guards.find(service) if service else None
+        # a report feeds an own service's circuit only when its config says so (docs/trust.md)
+        accepted = bool(service) and (not self._guards.is_own(service) or self._config.service(service).accept_reports)
+        if service:
+            span = trace.get_current_span()
+            if span.is_recording():
+                span.set_attribute(n.REPORT_ACCEPTED, accepted)
         if observed is None:  # a pre-check: would the circuit refuse this call?
-            if guard is None:
-                return pb.Failure()
-            try:
-                admission = guard.check()
-            except SidecarFailure as refusal:
-                return refusal.to_proto()
-            if not admission.probe:
-                return pb.Failure()
-            self._probes[service] = admission
-            granted = pb.Failure()
-            granted.circuit.service = service
-            granted.circuit.state = pb.CIRCUIT_STATE_HALF_OPEN
-            return granted
+            return self._precheck(service, accepted)
         if observed == "response" and not 100 <= request.response.status_code <= 599:
             code = str(request.response.status_code)
             return InvalidInput("response.status_code", code, "must be an HTTP status from 100 to 599").to_proto()
         obs = Observation(
             service=service or "upstream",
-            endpoint=endpoint_of(request.endpoint, self._secrets),
+            endpoint=endpoint,
             kind=_KINDS.get(request.tool_kind, "fetch"),
             parameter=request.parameter,
-            value=request.value,
+            value=value,
             resource_type=request.resource_type or "resource",
         )
         if observed == "response":
@@ -277,11 +289,13 @@ class SidecarServicer(pb_grpc.SidecarServicer):
             obs = replace(obs, fault=request.fault)
         quirks = self._config.service(service).quirks if service else []
         failure = classify(obs, quirks, self._secrets, self._clock.wall())
+        charged = failure is not None and is_service_failure(failure)
+        guard = self._guards.find(service, create=charged) if accepted else None  # only a charge makes a guard
         if guard is not None:
             probe = self._probes.pop(service, None) if request.probe else None
             if failure is None:
                 guard.success(probe or Admission(probe=False, started=self._clock.time()))
-            elif is_service_failure(failure):
+            elif charged:
                 guard.failure(probe, trigger_of(obs, failure), failure.retry_after)
             elif probe is not None and obs.status is not None:
                 guard.success(probe)  # the service answered the probe: it is up
@@ -290,8 +304,34 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         if failure is None:
             return pb.Failure()
         failure.with_attempts(request.attempts)
-        log_failure(failure, service=service, classified=True)
+        log_failure(failure, service=service, classified=True, report_accepted=accepted)
         return failure.to_proto()
+
+    def _precheck(self, service: str, accepted: bool) -> pb.Failure:
+        """CIRCUIT_OPEN when the circuit would refuse the call; the half-open probe only when ``accepted``."""
+        guard = self._guards.find(service, create=False) if service else None  # a pre-check makes no guard
+        if guard is None:
+            return pb.Failure()
+        if not accepted:  # look, never take the probe: the sidecar's own calls take it
+            refusal = guard.refusal()
+            return pb.Failure() if refusal is None else refusal.to_proto()
+        try:
+            admission = guard.check()
+        except SidecarFailure as refusal:
+            return refusal.to_proto()
+        if not admission.probe:
+            return pb.Failure()
+        now = self._clock.time()
+        self._probes = {  # a probe never reported is lost after its timeout: forget it then
+            name: held
+            for name, held in self._probes.items()
+            if not held.settled and now - held.started < self._config.circuit_for(name).probe_timeout_s
+        }
+        self._probes[service] = admission
+        granted = pb.Failure()
+        granted.circuit.service = service
+        granted.circuit.state = pb.CIRCUIT_STATE_HALF_OPEN
+        return granted
 
     # ------------------------------------------------------------------ lists
 

@@ -96,6 +96,8 @@ JOB_ID = "sidecar.job.id"
 WORKFLOW_ID = "sidecar.workflow.id"
 THROTTLE = "sidecar.throttle"
 CIRCUIT_STATE = "sidecar.circuit.state"
+REPORT_ACCEPTED = "sidecar.report.accepted"
+"""On a ClassifyFailure server span naming a service: whether the report may feed its circuit."""
 
 # ---------------------------------------------------------------- span events
 EVENT_CORRECTION = "sidecar.correction"

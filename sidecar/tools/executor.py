@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -143,7 +145,10 @@ class ToolRunner:
         policy = self._config.policy
         budget = policy.tool_retries if retries is None else retries
         guard = self._guards.get(cfg.service)
-        request = self._build(tool, arguments)
+        try:
+            request = self._build(tool, arguments)
+        except InvalidInput as refused:
+            return ToolOutcome(None, refused, 0)
         id_param = cfg.identifier_parameter
         value = str(arguments.get(id_param, "")) if id_param else ""
         attempts = 0
@@ -244,6 +249,7 @@ class ToolRunner:
         return None
 
     def _build(self, tool: _Tool, arguments: dict[str, Any]) -> httpx.Request:
+        """The request of a call; InvalidInput when an argument would make a dot segment of the path."""
         cfg = tool.config
 
         def fill(template: str) -> str:
@@ -254,7 +260,7 @@ class ToolRunner:
                 out = out.replace("{" + key + "}", urllib.parse.quote(text, safe=""))
             return out
 
-        url = self.resolve(fill(cfg.url))
+        url = self.resolve(_fill_url(cfg.url, fill))
         content: bytes | None = None
         headers = dict(cfg.headers)
         if cfg.body == "arguments":
@@ -278,6 +284,7 @@ class ToolRunner:
             parameter=parameter,
             value=value,
             resource_type=cfg.resource_type,
+            idempotent=cfg.is_idempotent,
         )
         read_timeout = cfg.timeout_s
         clipped = deadline is not None and deadline - self._clock.time() < read_timeout
@@ -321,8 +328,11 @@ class ToolRunner:
             fault = fault_of(exc)
             span.set_attribute(n.ERROR_TYPE, _fault_type(fault.fault))
             span.set_status(trace.StatusCode.ERROR, fault.detail)
-            detail = fault.detail if isinstance(exc, httpx.DecodingError) else ""  # else the mapping's own words
-            return replace(base, fault=fault.fault, fault_detail=detail), fault.may_have_reached
+            # the mapping's own words (a report knows only the fault), but for what a report cannot tell
+            own = isinstance(exc, httpx.DecodingError) or not fault.may_have_reached
+            detail = fault.detail if own else ""
+            obs = replace(base, fault=fault.fault, fault_detail=detail, may_have_reached=fault.may_have_reached)
+            return obs, fault.may_have_reached
         span.set_attribute(n.HTTP_STATUS, response.status_code)
         if response.status_code >= 400:
             span.set_attribute(n.ERROR_TYPE, str(response.status_code))
@@ -370,6 +380,38 @@ def _is_empty(body: str) -> bool:
         lists = [v for v in parsed.values() if isinstance(v, list)]
         return len(lists) == 1 and not lists[0] and all(not isinstance(v, dict) for v in parsed.values())
     return False
+
+
+_URL_PARTS = re.compile(r"^([^:/?#]+://[^/?#]*)([^?#]*)(.*)$", re.DOTALL)
+_DOT_SEGMENTS = (".", "..")
+
+
+def _fill_url(template: str, fill: Callable[[str], str]) -> str:
+    """``template`` with its placeholders filled, each path segment kept a segment.
+
+    ``fill`` quotes every value (``/`` becomes ``%2F``), but a segment that comes out as exactly
+    ``.`` or ``..`` would still be resolved away (``/items/..`` is sent as ``/``); sending it as
+    ``%2E%2E`` would not be safe either, since RFC 3986 makes that the same segment and a
+    normalizing proxy or server resolves it. No identifier is a dot segment: it is refused.
+    The query string and fragment are not path segments (dots are fine there).
+    """
+    parts = _URL_PARTS.match(template)
+    if parts is None:  # the config allows no such URL; fill it whole
+        return fill(template)
+    origin, path, rest = parts.groups()
+    segments = []
+    for segment in path.split("/"):
+        filled = fill(segment)
+        if filled in _DOT_SEGMENTS and filled != segment:
+            names = re.findall(r"\{([^}]+)\}", segment)
+            raise InvalidInput(
+                names[0] if len(names) == 1 else "arguments",
+                filled,
+                "must not be '.' or '..': it fills a segment of the URL's path, where a dot segment would "
+                "send the request to another path; send the identifier itself",
+            )
+        segments.append(filled)
+    return fill(origin) + "/".join(segments) + fill(rest)
 
 
 def _map_body(template: Any, arguments: dict[str, Any]) -> Any:
