@@ -90,6 +90,8 @@ MAX_THROTTLE_STEP = 100.0
 """A circuit's ``failure_step`` and ``max_throttle`` are at most this (the window stretches to 1 + throttle)."""
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_URL = re.compile(r"^https?://[^\s]+$")
+"""A value read from the environment that is a whole URL: an address to show, save for its password."""
 _CREDENTIAL_HEADER = re.compile(r"(?i)auth|token|secret|key|cookie|password")
 """A header whose name matches carries a credential: its value is one of ``Config.secrets()``."""
 
@@ -402,7 +404,8 @@ class Config(_Strict):
     def secrets(self) -> list[str]:
         """What is masked wherever text leaves the sidecar, longest first.
 
-        Every value read from the environment (``${NAME}``); each provider's API key; the value of
+        Every value read from the environment (``${NAME}``) but a whole ``http(s)://`` URL, which
+        is an address (only its ``user:password@`` password is a secret); each provider's API key; the value of
         every provider or tool header named like a credential (``_CREDENTIAL_HEADER``), and the part
         after its scheme word (``Bearer <token>``); a password written in a URL (``user:pass@``).
         """
@@ -454,7 +457,7 @@ def _expand(value: Any, path: str, found: list[str]) -> Any:
                 if default is not None:
                     return default
                 raise ConfigError(f"{path}: environment variable {name} is not set (the value is ${{{name}}})")
-            found.append(got)
+            found.append(_password(got) if _URL.match(got) else got)  # a URL is an address, not a secret
             return got
 
         return _ENV.sub(sub, value)
