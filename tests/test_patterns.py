@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sidecar.config import GuardrailConfig, ToolConfig
+from sidecar.config import ConfigError, GuardrailConfig, parse_config
 from sidecar.core.cpu_budget import TooCostly, checks
 from sidecar.core.json_input import depth_over, load_json, nested_over
 from sidecar.core.json_schemas import check_schema, errors, validator_for
@@ -95,10 +95,12 @@ def _nested_schema(levels: int) -> dict[str, Any]:
     return schema
 
 
-def test_a_deep_tool_schema_in_the_config_names_the_key() -> None:
-    tool = {"description": "d", "kind": "fetch", "service": "s", "url": "http://x/", "parameters": _nested_schema(150)}
-    with pytest.raises(ValueError, match=r"parameters[\s\S]*nested at most 64 levels deep"):
-        ToolConfig.model_validate(tool)
+def test_a_deep_tool_schema_in_the_config_is_a_config_error_naming_the_key() -> None:
+    tool = {"description": "d", "kind": "fetch", "service": "s", "url": "http://x/", "parameters": _nested_schema(110)}
+    with pytest.raises(ConfigError) as caught:
+        parse_config(json.dumps({"tools": {"deep": tool}}))  # JSON is YAML
+    said = "tools.deep.parameters: not a valid JSON schema: it must be nested at most 64 levels deep"
+    assert said in str(caught.value)
 
 
 def test_depth_is_read_from_the_text_as_from_the_value() -> None:
@@ -109,17 +111,17 @@ def test_depth_is_read_from_the_text_as_from_the_value() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "rule"),
+    ("text", "max_bytes", "rule"),
     [
-        ("[" * 500 + "]" * 500, "nested at most 64 levels deep"),
-        ("[" * 100_000, "nested at most 64 levels deep"),
-        ("1" * 5000, "more than 4300 digits"),
-        ('"' + "x" * 2000 + '"', "at most 1024 bytes"),
+        ("[" * 500 + "]" * 500, 1 << 20, "nested at most 64 levels deep"),
+        ("[" * 100_000, 1 << 20, "nested at most 64 levels deep"),
+        ("1" * 5000, 1 << 20, "more than 4300 digits"),
+        ('"' + "x" * 2000 + '"', 1024, "must be at most 1024 bytes of JSON (got 2002)"),
     ],
 )
-def test_bounded_parsing_names_the_bound(text: str, rule: str) -> None:
+def test_bounded_parsing_names_the_bound(text: str, max_bytes: int, rule: str) -> None:
     with pytest.raises(InvalidInput) as caught:
-        load_json(text, "f", max_bytes=1024 if len(text) == 2002 else 1 << 20, expected="JSON")
+        load_json(text, "f", max_bytes=max_bytes, expected="JSON")
     assert caught.value.detail.parameter == "f"  # type: ignore[union-attr]
     assert rule in caught.value.detail.rule  # type: ignore[union-attr]
 
