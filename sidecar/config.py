@@ -29,8 +29,6 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -42,6 +40,8 @@ from pydantic import (
     model_validator,
 )
 
+from sidecar.core.json_schemas import check_schema
+from sidecar.core.patterns import PatternError, compile_pattern
 from sidecar.core.redact import mask_keys
 
 __all__ = [
@@ -88,6 +88,10 @@ MAX_SERVICE_RATE = 1_000_000.0
 """A service's ``rate`` (requests per ``per_s``) is at most this."""
 MAX_THROTTLE_STEP = 100.0
 """A circuit's ``failure_step`` and ``max_throttle`` are at most this (the window stretches to 1 + throttle)."""
+DEFAULT_MAX_ARGUMENT_BYTES = 1024 * 1024
+"""A caller's JSON text (tool arguments, a schema, a history tool call) is refused past this size."""
+DEFAULT_CHECK_TIME_LIMIT_S = 2.0
+"""Checking one call's input (arguments, guardrails, schemas, the reply against the schema) stops here."""
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _URL = re.compile(r"^https?://[^\s]+$")
@@ -201,6 +205,12 @@ class PolicyConfig(_Strict):
     circuit: CircuitConfig = CircuitConfig()
     spend_caps: dict[str, Annotated[float, Field(ge=0)]] = {}
     """Workflow id -> cap in US dollars; ``"*"`` applies to every workflow without its own."""
+    max_argument_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = DEFAULT_MAX_ARGUMENT_BYTES
+    """ExecuteTool's arguments_json, and CallModel's response_schema_json, tools[].parameters_json and
+    messages[].tool_calls[].arguments_json: each is refused (INVALID_INPUT) past this many bytes."""
+    check_time_limit_s: Annotated[float, Field(gt=0, le=60)] = DEFAULT_CHECK_TIME_LIMIT_S
+    """The time one call's input may take to check (schema, arguments, guardrails, the reply
+    against the caller's schema) before it is refused as INVALID_INPUT; large checks run off the event loop."""
 
     def windows_for(self, preset: str | None, windows: Windows | None) -> Windows:
         return windows or (PRESETS[preset] if preset else (self.windows or PRESETS[self.preset]))
@@ -303,9 +313,9 @@ class GuardrailConfig(_Strict):
     @classmethod
     def _regex(cls, v: str) -> str:
         try:
-            re.compile(v)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from None
+            compile_pattern(v)  # RE2: linear-time matching, so no argument can stall the server
+        except PatternError as exc:
+            raise ValueError(f"not a regular expression RE2 can run: {exc}") from None
         return v
 
 
@@ -337,10 +347,9 @@ class ToolConfig(_Strict):
     @field_validator("parameters")
     @classmethod
     def _schema(cls, v: dict[str, Any]) -> dict[str, Any]:
-        try:
-            Draft202012Validator.check_schema(v)
-        except SchemaError as exc:
-            raise ValueError(f"not a valid JSON schema: {exc.message}") from None
+        problem = check_schema(v)  # depth first, then the metaschema, patterns on RE2, every $ref
+        if problem is not None:
+            raise ValueError(f"not a valid JSON schema: it must {problem}")
         if v.get("type") != "object":
             raise ValueError('tool parameters must be a JSON schema with "type": "object"')
         return v

@@ -251,6 +251,22 @@ def _show(value: str) -> str:
     return '""' if value == "" else cap(value, 80)
 
 
+ECHO_CHARS = 200
+"""A value a caller sent (a parameter's value, a model id, an identifier) is echoed up to this many
+characters, then "…" and its full length: a failure must fit gRPC's trailers whatever was sent."""
+RULE_CHARS = 500
+"""A rule or reason is kept up to this many characters (it may quote a caller's schema)."""
+MAX_PROBLEMS = 20
+"""A reply's problems listed one per line, at most this many (then how many more there were)."""
+
+
+def _echo(value: str, limit: int = ECHO_CHARS) -> str:
+    """``value`` as sent when short; else its first ``limit`` characters, "…" and its length."""
+    if len(value) <= limit:
+        return value
+    return f"{value[:limit]}… ({len(value)} characters)"
+
+
 # ---------------------------------------------------------------------------- correctable
 
 
@@ -260,6 +276,7 @@ class InvalidInput(CorrectableFailure):
     kind = pb.FAILURE_KIND_INVALID_INPUT
 
     def __init__(self, parameter: str, value: str, rule: str, *, http: HttpInfo | None = None) -> None:
+        parameter, value, rule = _echo(parameter), _echo(value), _echo(rule, RULE_CHARS)
         super().__init__(
             f"Invalid value for parameter '{parameter}' (got {_show(value)}): {rule}",
             http=http,
@@ -273,7 +290,8 @@ class ResourceNotFound(CorrectableFailure):
     kind = pb.FAILURE_KIND_RESOURCE_NOT_FOUND
 
     def __init__(self, resource_type: str, identifier: str, *, http: HttpInfo | None = None, where: str = "") -> None:
-        at = f" at {where}" if where else ""
+        identifier = _echo(identifier)
+        at = f" at {_echo(where)}" if where else ""
         super().__init__(
             f"No {resource_type} '{identifier}' exists{at}. Try another identifier or another tool.",
             http=http,
@@ -287,6 +305,7 @@ class Guardrail(CorrectableFailure):
     kind = pb.FAILURE_KIND_GUARDRAIL
 
     def __init__(self, guardrail: str, reason: str, value: str = "") -> None:
+        reason, value = _echo(reason, RULE_CHARS), _echo(value)
         super().__init__(
             f"The {guardrail} guardrail refused the call: {reason}",
             detail=pb.InvalidInputDetail(parameter=guardrail, value=value, rule=reason),
@@ -299,6 +318,7 @@ class JsonParse(CorrectableFailure):
     kind = pb.FAILURE_KIND_JSON_PARSE
 
     def __init__(self, reason: str, expected_shape: str, *, model: str = "") -> None:
+        reason, expected_shape = _echo(reason, RULE_CHARS), _echo(expected_shape, RULE_CHARS)
         super().__init__(
             f"Your reply was not the JSON object asked for: {reason}. "
             f"Reply with only a JSON object, no prose or code fences, of this shape: {expected_shape}",
@@ -312,6 +332,10 @@ class ResponseValidation(CorrectableFailure):
     kind = pb.FAILURE_KIND_RESPONSE_VALIDATION
 
     def __init__(self, problems: list[tuple[str, str]], *, model: str = "") -> None:
+        more = len(problems) - MAX_PROBLEMS
+        problems = [(_echo(f), _echo(p)) for f, p in problems[:MAX_PROBLEMS]]
+        if more > 0:
+            problems.append(("(more)", f"{more} more problems not listed"))
         lines = "\n".join(f"- {field}: {problem}" for field, problem in problems)
         super().__init__(
             f"Your reply left required fields empty or invalid; reply again with every field filled:\n{lines}",
@@ -560,6 +584,7 @@ class SpendCapExceeded(UncorrectableFailure):
     kind = pb.FAILURE_KIND_SPEND_CAP_EXCEEDED
 
     def __init__(self, workflow_id: str, spent: float, cap_usd: float) -> None:
+        workflow_id = _echo(workflow_id)
         super().__init__(
             f"Workflow '{workflow_id}' has spent ${spent:.4f} of its ${cap_usd:.4f} cap; the call was not sent. "
             "Raise the cap or end the workflow.",
@@ -573,6 +598,7 @@ class ModelNotFound(UncorrectableFailure):
     kind = pb.FAILURE_KIND_MODEL_NOT_FOUND
 
     def __init__(self, model: str, available: list[str], *, http: HttpInfo | None = None) -> None:
+        model = _echo(model)
         listed = ", ".join(available) if available else "none"
         super().__init__(
             f"Model '{cap(model, 80)}' is not in the catalog. Models that exist: {listed}.",
@@ -587,6 +613,7 @@ class ProviderRefusal(UncorrectableFailure):
     kind = pb.FAILURE_KIND_PROVIDER_REFUSAL
 
     def __init__(self, model: str, category: str, explanation: str) -> None:
+        model, category = _echo(model), _echo(category)
         said = f": {clause(explanation)}" if explanation else ""
         super().__init__(
             f"Model {model} refused the request ({category}){said}. Retrying the same model will not help.",
@@ -651,6 +678,7 @@ class JobTimeout(UncorrectableFailure):
         retry_after: float | None = None,
         budget: int = 0,
     ) -> None:
+        target = _echo(target)
         super().__init__(
             f"The call to {target} would not finish before the caller's deadline: {reason}.",
             http=http,
@@ -670,6 +698,7 @@ class JobCancelled(UncorrectableFailure):
     kind = pb.FAILURE_KIND_JOB_CANCELLED
 
     def __init__(self, target: str) -> None:
+        target = _echo(target)
         super().__init__(f"The call to {target} was cancelled by the caller.", detail=pb.RetryDetail(target=target))
 
 

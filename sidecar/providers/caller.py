@@ -22,12 +22,7 @@ from typing import Any
 
 import httpx
 from google.protobuf import struct_pb2
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from opentelemetry import propagate, trace
-from referencing import Registry
-from referencing.exceptions import Unresolvable
-from referencing.jsonschema import DRAFT202012
 from sidecar_client._proto.sidecar.v1 import sidecar_pb2 as pb
 
 from sidecar.config import Config, ModelConfig, ProviderConfig, Windows
@@ -54,7 +49,7 @@ from sidecar.core.transport import fault_of, read_capped
 from sidecar.providers.anthropic import AnthropicAdapter
 from sidecar.providers.errors import Signal, Target, classify_response
 from sidecar.providers.openai import OpenAIAdapter
-from sidecar.providers.replies import parse_reply, validate_reply
+from sidecar.providers.schemas import CallChecks
 from sidecar.providers.wire import Adapter, ChatReply, ChatRequest
 from sidecar.telemetry import names as n
 from sidecar.telemetry.metrics import Metrics
@@ -137,6 +132,7 @@ class ModelCaller:
         self._rng = rng or random.Random()
         self._metrics = metrics or Metrics()
         self._secrets = config.secrets()
+        self._checks = CallChecks(config.policy.max_argument_bytes, config.policy.check_time_limit_s)
         self._providers = {
             name: self._provider(name, p, embedded or {}, self._secrets) for name, p in config.providers.items()
         }
@@ -189,7 +185,8 @@ class ModelCaller:
     # ------------------------------------------------------------------ the call
 
     async def call(self, req: pb.CallModelRequest, deadline: float | None) -> CallResult:
-        schema, max_tokens = self._check_request(req)
+        max_tokens = self._check_request(req)
+        schema = await self._checks.request(req)  # schemas and history JSON: bounded, large ones off the loop
         model = self._config.models.get(req.model)
         if model is None:
             raise ModelNotFound(req.model, sorted(self._config.models))
@@ -247,8 +244,8 @@ class ModelCaller:
                     if schema is not None and not reply.tool_calls:  # a tool call is not the answer yet
                         problem: SidecarFailure | None
                         try:
-                            parsed = parse_reply(reply.text, schema, req.model)
-                            problem = validate_reply(parsed, schema, req.model)
+                            asked = req.response_schema_json
+                            parsed, problem = await self._checks.reply(reply.text, schema, req.model, asked)
                         except JsonParse as failure:
                             if corrections >= max_corrections:
                                 raise
@@ -308,7 +305,8 @@ class ModelCaller:
             resp.json.CopyFrom(struct)
         return resp
 
-    def _check_request(self, req: pb.CallModelRequest) -> tuple[dict[str, Any] | None, int | None]:
+    def _check_request(self, req: pb.CallModelRequest) -> int | None:
+        """The output budget asked for; InvalidInput for what is wrong (the JSON fields: ``CallChecks``)."""
         if not req.model.strip():
             raise InvalidInput(
                 "model", req.model, "must name a catalog model: " + ", ".join(sorted(self._config.models))
@@ -325,9 +323,6 @@ class ModelCaller:
         for i, t in enumerate(req.tools):
             if not t.name:
                 raise InvalidInput(f"tools[{i}].name", "", "must name the tool")
-            if t.parameters_json:
-                _json_schema(f"tools[{i}].parameters_json", t.parameters_json)
-        schema = _json_schema("response_schema_json", req.response_schema_json) if req.response_schema_json else None
         max_tokens = req.max_output_tokens if req.HasField("max_output_tokens") else None
         model = self._config.models.get(req.model)
         if max_tokens is not None and (max_tokens == 0 or (model and max_tokens > model.max_output_tokens)):
@@ -339,7 +334,7 @@ class ModelCaller:
             )
         if req.HasField("temperature") and not 0.0 <= req.temperature <= 2.0:
             raise InvalidInput("temperature", str(req.temperature), "must be between 0 and 2")
-        return schema, max_tokens
+        return max_tokens
 
     # ------------------------------------------------------------------ attempts and signals
 
@@ -545,40 +540,3 @@ class ModelCaller:
                     return Signal(pb.RETRY_SIGNAL_TRANSIENT, "the provider's reply had an unexpected shape", None, None)
             status = 500  # an error delivered with a success status (e.g. overloaded_error mid-stream)
         return classify_response(status, headers, text, target, self._secrets, self._clock.wall())
-
-
-def _json_schema(field_name: str, text: str) -> dict[str, Any]:
-    try:
-        schema = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(field_name, text, f"must be a JSON schema object ({exc.msg})") from None
-    except RecursionError:
-        raise InvalidInput(field_name, text[:80], "must be a JSON schema object nested less deeply") from None
-    if not isinstance(schema, dict):
-        raise InvalidInput(field_name, text, "must be a JSON schema object")
-    try:
-        Draft202012Validator.check_schema(schema)
-        unresolved = [ref for ref in _refs(schema) if _unresolvable(schema, ref)]
-    except SchemaError as exc:
-        raise InvalidInput(field_name, text, f"must be a valid JSON schema ({exc.message})") from None
-    if unresolved:
-        raise InvalidInput(field_name, text, f"must resolve every $ref (cannot resolve {unresolved[0]})")
-    return schema
-
-
-def _refs(node: Any) -> list[str]:
-    if isinstance(node, dict):
-        own = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
-        return own + [r for v in node.values() for r in _refs(v)]
-    if isinstance(node, list):
-        return [r for v in node for r in _refs(v)]
-    return []
-
-
-def _unresolvable(schema: dict[str, Any], ref: str) -> bool:
-    resolver = Registry().with_resource("", DRAFT202012.create_resource(schema)).resolver()
-    try:
-        resolver.lookup(ref)
-    except Unresolvable:
-        return True
-    return False

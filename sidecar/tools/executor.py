@@ -36,7 +36,7 @@ from sidecar.core.transport import fault_of, read_capped
 from sidecar.telemetry import names as n
 from sidecar.telemetry.metrics import Metrics
 from sidecar.telemetry.tracing import Tracer, use_span
-from sidecar.tools.arguments import check_arguments, validator_for
+from sidecar.tools.arguments import check_call, validator_for
 from sidecar.tools.guardrails import Guardrails
 
 __all__ = ["ToolOutcome", "ToolRunner"]
@@ -132,8 +132,15 @@ class ToolRunner:
             failure = InvalidInput("job.upstream_retries", str(retries), f"must be at most {MAX_UPSTREAM_RETRIES}")
             return ToolOutcome(None, failure, 0)
         try:
-            arguments = check_arguments(arguments_json, tool.config.parameters, tool.validator)
-            tool.guardrails.check(arguments)
+            arguments = await check_call(  # bounded: size, depth, time; large ones off the event loop
+                arguments_json,
+                tool.config.parameters,
+                tool.validator,
+                tool.guardrails,
+                url=tool.config.url,
+                max_bytes=self._config.policy.max_argument_bytes,
+                limit_s=self._config.policy.check_time_limit_s,
+            )
         except (InvalidInput, Guardrail) as failure:
             return ToolOutcome(None, failure, 0)
         return await self._run(tool, arguments, retries, deadline)
