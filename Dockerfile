@@ -3,7 +3,8 @@
 # It installs the way the Makefile does: the client distribution (the contract), then the server.
 
 FROM golang:1.25-bookworm AS probe
-# grpc-health-probe speaks grpc.health.v1 for the HEALTHCHECK below.
+# grpc-health-probe speaks grpc.health.v1 for the HEALTHCHECK below (go install names it grpc-health-probe;
+# the same name in the image and in the sidecar's start-up line).
 RUN GOBIN=/out go install github.com/grpc-ecosystem/grpc-health-probe@v0.4.62
 
 FROM python:3.11-slim-bookworm AS build
@@ -19,11 +20,11 @@ RUN groupadd --system sidecar && useradd --system --gid sidecar --home-dir /none
 COPY --from=build /wheels /wheels
 RUN python -m pip install --no-cache-dir --no-index --find-links /wheels sidecar-client sidecar \
  && rm -rf /wheels
-COPY --from=probe /out/grpc-health-probe /usr/local/bin/grpc_health_probe
+COPY --from=probe /out/grpc-health-probe /usr/local/bin/grpc-health-probe
 USER sidecar:sidecar
 EXPOSE 50051
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
-  CMD ["grpc_health_probe", "-addr=127.0.0.1:50051", "-service=sidecar.v1.Sidecar"]
+  CMD ["grpc-health-probe", "-addr=127.0.0.1:50051", "-service=sidecar.v1.Sidecar"]
 # Mount a config at /etc/sidecar/config.yaml and pass `--config /etc/sidecar/config.yaml`;
 # with none, the embedded default (local provider and tool backend, no keys) is served.
 ENTRYPOINT ["sidecar"]

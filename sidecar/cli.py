@@ -13,7 +13,7 @@ from sidecar.config import Config, ConfigError, load_config, load_default_config
 __all__ = ["main"]
 
 BANNER = """sidecar {version} listening on {address} ({source})
-  health:  grpc_health_probe -addr={address}   (service sidecar.v1.Sidecar)
+  health:  grpc-health-probe -addr={address} -service=sidecar.v1.Sidecar
   tools:   {tools}{embedded}
   models:  {models}
   telemetry: {telemetry}
