@@ -63,11 +63,12 @@ class Admission:
         if method not in LIMITED_METHODS:
             return behavior
         full = f"{service}/{method}"
+        refusal = rpc_status.to_status(overloaded(full, self.limit, SHED_RETRY_AFTER_S))  # built once, sent to each
 
         async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             if self.in_flight >= self.limit:
                 self._record_shed(full)
-                await context.abort_with_status(rpc_status.to_status(overloaded(full, self.limit, SHED_RETRY_AFTER_S)))
+                await context.abort_with_status(refusal)
                 raise AssertionError("unreachable: abort_with_status raises")
             self.in_flight += 1
             try:
