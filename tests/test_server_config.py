@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from sidecar.config import (
     DEFAULT_MAX_IN_FLIGHT,
@@ -112,3 +115,15 @@ def test_beyond_loopback_needs_tls_or_tokens_or_an_explicit_allow(monkeypatch: p
     assert exposure_refusal("127.0.0.1:50051", bare) is None
     for section in ("allow_insecure: true", "auth: {tokens: ['${T}']}", "tls: {cert: c.pem, key: k.pem}"):
         assert exposure_refusal("0.0.0.0:50051", parse_config(f"server: {{{section}}}\n").server) is None
+
+
+def test_the_compose_file_opts_out_of_transport_security_only_behind_the_hosts_loopback() -> None:
+    compose = yaml.safe_load((Path(__file__).resolve().parent.parent / "docker-compose.yml").read_text())
+    sidecar = compose["services"]["sidecar"]
+    (mount,) = sidecar["configs"]
+    server = parse_config(compose["configs"][mount["source"]]["content"].replace("$$", "$"), "compose").server
+    assert server.allow_insecure is True
+    assert exposure_refusal(server.listen, server) is None
+    published = [p for p in sidecar["ports"] if str(p).endswith(":50051")]
+    assert published == ["127.0.0.1:50051:50051"]
+    assert exposure_refusal(server.listen, server.model_copy(update={"allow_insecure": False})) is not None
