@@ -1,4 +1,4 @@
-"""`sidecar serve` as a real process: health, reflection, lists, unix socket, size limit, SIGTERM."""
+"""`sidecar serve` as a real process: health, reflection, lists, unix socket, size limit, SIGTERM, exposure."""
 
 from __future__ import annotations
 

@@ -196,3 +196,15 @@ def test_bearer_token_parsing_and_constant_time_match() -> None:
     assert not check.authorized(None)
     assert not check.authorized("")
     assert not check.authorized(TOKEN_A + "x")
+
+
+async def test_reflection_can_be_turned_off(start_sidecar: Start) -> None:
+    r = await start_sidecar(server={"reflection": False})
+    async with grpc.aio.insecure_channel(r.app.address) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            async for _ in stub.ServerReflectionInfo(
+                iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10
+            ):
+                pass
+    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
