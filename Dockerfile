@@ -23,9 +23,24 @@ RUN python -m pip install --no-cache-dir --no-index --find-links /wheels sidecar
 COPY --from=probe /out/grpc-health-probe /usr/local/bin/grpc-health-probe
 USER sidecar:sidecar
 EXPOSE 50051
+# The probe asks the health service, which needs no token (server.auth exempts it). With server.tls,
+# override it to speak TLS, e.g. (add -tls-client-cert/-tls-client-key under mTLS):
+#   --health-cmd 'grpc-health-probe -addr=127.0.0.1:50051 -service=sidecar.v1.Sidecar -tls
+#                 -tls-ca-cert=/run/secrets/ca.crt -tls-server-name=sidecar.internal'
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
   CMD ["grpc-health-probe", "-addr=127.0.0.1:50051", "-service=sidecar.v1.Sidecar"]
-# Mount a config at /etc/sidecar/config.yaml and pass `--config /etc/sidecar/config.yaml`;
-# with none, the embedded default (local provider and tool backend, no keys) is served.
+# The container listens beyond loopback (0.0.0.0), so `sidecar serve` requires transport security
+# and refuses to start without it (docs/security.md). Mount a config at /etc/sidecar/config.yaml
+# whose server section reads, e.g.:
+#
+#   server:
+#     listen: 0.0.0.0:50051
+#     auth: {tokens: ["${AGENT_A_TOKEN}", "${AGENT_B_TOKEN}"]}     # one per agent, from the environment
+#     tls: {cert: /run/secrets/sidecar.crt, key: /run/secrets/sidecar.key}   # mounted secrets
+#
+#   docker run -v $PWD/sidecar.yaml:/etc/sidecar/config.yaml:ro -v $PWD/secrets:/run/secrets:ro \
+#     -e AGENT_A_TOKEN -e AGENT_B_TOKEN -e OPENAI_API_KEY -p 50051:50051 sidecar:local
+#
+# Tokens without TLS cross the network in the clear: alone they fit a private network only.
 ENTRYPOINT ["sidecar"]
-CMD ["serve", "--listen", "0.0.0.0:50051"]
+CMD ["serve", "--config", "/etc/sidecar/config.yaml"]

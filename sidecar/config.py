@@ -54,7 +54,10 @@ __all__ = [
     "GuardrailConfig",
     "ModelConfig",
     "ProviderConfig",
+    "ServerAuthConfig",
+    "ServerConfig",
     "ServiceConfig",
+    "TlsConfig",
     "ToolConfig",
     "Window",
     "Windows",
@@ -69,6 +72,16 @@ DEFAULT_CONFIG = "default_config.yaml"
 DEFAULT_LISTEN = "127.0.0.1:50051"
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 DEFAULT_GRACE_PERIOD_S = 10.0
+DEFAULT_MAX_IN_FLIGHT = 256
+"""CallModel + ExecuteTool calls at once; past it a call is shed (RESOURCE_EXHAUSTED). Measured with
+bench/overload.py (docs/configuration.md): above the default provider pool (200) by little, and low
+enough that one event loop still picks every call of a 5,000-call burst up and answers it."""
+MAX_IN_FLIGHT_LIMIT = 8192
+"""The highest ``server.max_in_flight`` accepted: one event loop cannot serve more at once usefully."""
+MIN_TOKEN_CHARS = 16
+"""A bearer token shorter than this is refused (``openssl rand -hex 32`` gives 64)."""
+MAX_PROVIDER_CONNECTIONS = 1024
+"""The highest ``providers.*.max_connections``: httpcore scans its whole pool for every queued request."""
 DEFAULT_UPSTREAM_RETRIES = 3
 DEFAULT_TOOL_RETRIES = 2
 DEFAULT_MAX_CORRECTIONS = 2
@@ -108,12 +121,46 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+class TlsConfig(_Strict):
+    """TLS on the gRPC port. PEM files, read when the server starts; ``client_ca`` set means mTLS."""
+
+    cert: str
+    """The server's certificate chain (PEM)."""
+    key: str
+    """The server's private key (PEM)."""
+    client_ca: str | None = None
+    """CA certificates (PEM): clients must present a certificate signed by one of them."""
+
+
+class ServerAuthConfig(_Strict):
+    """Per-agent bearer tokens: a call must carry ``authorization: Bearer <one of them>``."""
+
+    tokens: Annotated[list[SecretStr], Field(min_length=1)]
+    """Each from the environment (``${AGENT_A_TOKEN}``), never written in the file."""
+
+    @model_validator(mode="after")
+    def _strong(self) -> ServerAuthConfig:
+        values = [t.get_secret_value() for t in self.tokens]
+        for i, value in enumerate(values):  # the messages never show a token
+            if len(value) < MIN_TOKEN_CHARS:
+                raise ValueError(f"tokens[{i}]: must be at least {MIN_TOKEN_CHARS} characters (value not shown)")
+            if value in values[:i]:
+                raise ValueError(f"tokens[{i}]: the same token as tokens[{values.index(value)}] (value not shown)")
+        return self
+
+
 class ServerConfig(_Strict):
     listen: str = DEFAULT_LISTEN
     """``host:port`` or ``unix:/path/to.sock``."""
     max_message_bytes: Annotated[int, Field(gt=0, le=256 * 1024 * 1024)] = DEFAULT_MAX_MESSAGE_BYTES
     grace_period_s: Annotated[float, Field(ge=0, le=3600)] = DEFAULT_GRACE_PERIOD_S
     reflection: bool = True
+    max_in_flight: Annotated[int, Field(ge=1, le=MAX_IN_FLIGHT_LIMIT)] = DEFAULT_MAX_IN_FLIGHT
+    """CallModel and ExecuteTool calls served at once; a call past it gets RESOURCE_EXHAUSTED at once."""
+    tls: TlsConfig | None = None
+    auth: ServerAuthConfig | None = None
+    allow_insecure: bool = False
+    """Serve a non-loopback address with neither ``tls`` nor ``auth`` (only on a private network)."""
 
     @field_validator("listen")
     @classmethod
@@ -224,7 +271,7 @@ class ProviderConfig(_Strict):
     """A name for the account, shown in quota messages (never an identifier the provider sent)."""
     timeout_s: Annotated[float, Field(gt=0)] = 120.0
     connect_timeout_s: Annotated[float, Field(gt=0)] = 5.0
-    max_connections: Annotated[int, Field(ge=1)] = 200
+    max_connections: Annotated[int, Field(ge=1, le=MAX_PROVIDER_CONNECTIONS)] = 200
     max_keepalive_connections: Annotated[int, Field(ge=0)] = 50
     headers: dict[str, str] = {}
     anthropic_version: str = "2023-06-01"
@@ -425,6 +472,8 @@ class Config(_Strict):
                 found += [value, value.partition(" ")[2].strip()]
         for url in [p.base_url for p in self.providers.values()] + [t.url for t in self.tools.values()]:
             found.append(_password(url))
+        if self.server.auth is not None:
+            found += [t.get_secret_value() for t in self.server.auth.tokens]
         return sorted({*self._secrets, *(k for k in found if len(k) >= 4)}, key=len, reverse=True)
 
     @property
@@ -474,16 +523,29 @@ def _expand(value: Any, path: str, found: list[str]) -> Any:
 
 
 def _literal_secrets(raw: dict[str, Any]) -> list[str]:
-    """Keys of provider API keys written in the file instead of read from the environment."""
+    """Keys of provider API keys and server tokens written in the file instead of read from the environment."""
+    bad = _literal_tokens(raw)
     providers = raw.get("providers")
     if not isinstance(providers, dict):
-        return []
-    bad = []
+        return bad
     for name, provider in providers.items():
         key = provider.get("api_key") if isinstance(provider, dict) else None
         if isinstance(key, str) and key and not _ENV.fullmatch(key.strip()):
             bad.append(f"providers.{name}.api_key")
     return bad
+
+
+def _literal_tokens(raw: dict[str, Any]) -> list[str]:
+    server = raw.get("server")
+    auth = server.get("auth") if isinstance(server, dict) else None
+    tokens = auth.get("tokens") if isinstance(auth, dict) else None
+    if not isinstance(tokens, list):
+        return []
+    return [
+        f"server.auth.tokens[{i}]"
+        for i, token in enumerate(tokens)
+        if isinstance(token, str) and token and not _ENV.fullmatch(token.strip())
+    ]
 
 
 def _describe(exc: ValidationError, secrets: list[str]) -> str:
