@@ -134,6 +134,8 @@ def fuzz_config(provider_url: str, tools_url: str) -> dict[str, Any]:
     for tool in cfg["tools"].values():
         tool["url"] = tool["url"].replace("embedded://tools", tools_url)
         tool["timeout_s"] = 0.3
+    for service in cfg["services"].values():
+        service["rate"] = 1000  # a throttled service paces at rate / 10: no example waits long for it
     cfg["tools"]["guarded_fetch"] = {
         "description": "Fetch a document by id; the id must not carry personal data.",
         "kind": "fetch",
@@ -364,11 +366,20 @@ ODD_JSON = st.one_of(
 PARAMETER = {"search_docs": "query", "fetch_doc": "doc_id", "create_note": "text", "flaky_lookup": "mode"}
 """Each tool's one required parameter (``id`` for guarded_fetch and any unknown name)."""
 VALUES = st.one_of(SOME_TEXT, st.sampled_from((*FAIL_MODES, "doc-1")), JSON)
+PLAUSIBLE: dict[str, st.SearchStrategy[Any]] = {
+    "search_docs": SOME_TEXT,
+    "fetch_doc": st.one_of(st.builds("doc-{}".format, st.integers(0, 10**6)), TEXT),
+    "create_note": st.one_of(st.text(st.characters(codec="utf-8"), min_size=1, max_size=2000), LONG),
+    "flaky_lookup": st.sampled_from(FAIL_MODES),
+    "guarded_fetch": st.one_of(SOME_TEXT, st.builds("{}@example.com".format, TEXT)),
+}
+"""Values each tool's schema mostly takes, so that most calls reach the guardrail and the backend."""
 
 
 def well_formed(tool: str) -> st.SearchStrategy[str]:
-    """Arguments in the shape ``tool`` wants, so the call gets past the schema to the guardrail and the backend."""
-    return st.builds(lambda value: json.dumps({PARAMETER.get(tool, "id"): value}), VALUES)
+    """Arguments in the shape ``tool`` wants: its parameter, with a value it mostly takes (or any)."""
+    values = st.one_of(PLAUSIBLE[tool], PLAUSIBLE[tool], VALUES) if tool in PLAUSIBLE else VALUES
+    return st.builds(lambda value: json.dumps({PARAMETER.get(tool, "id"): value}), values)
 
 
 ARGUMENTS = st.one_of(JSON_TEXT, ODD_JSON, SOME_TEXT)
@@ -385,7 +396,7 @@ JOB = st.builds(
 @st.composite
 def jobs(draw: st.DrawFn) -> pb.Job:
     job: pb.Job = draw(JOB)
-    retries = draw(st.none() | UINT32)
+    retries = draw(st.one_of(st.none(), st.none(), st.integers(0, 3), UINT32))  # mostly within the limit of 100
     if retries is not None:
         job.upstream_retries = retries
     return job
@@ -393,8 +404,9 @@ def jobs(draw: st.DrawFn) -> pb.Job:
 
 @st.composite
 def execute_tool_requests(draw: st.DrawFn) -> pb.ExecuteToolRequest:
-    tool = draw(st.one_of(st.sampled_from(TOOLS), NAMES))
-    arguments = draw(st.one_of(well_formed(tool), ARGUMENTS))
+    # Mostly (three in four) a tool that exists, with arguments of its shape, so the calls go past the checks.
+    tool = draw(st.sampled_from(TOOLS) if draw(st.integers(0, 3)) else NAMES)
+    arguments = draw(well_formed(tool) if draw(st.integers(0, 3)) else ARGUMENTS)
     return pb.ExecuteToolRequest(tool=tool, arguments_json=arguments, call_id=draw(TEXT), job=draw(jobs()))
 
 
@@ -453,7 +465,42 @@ TOOL_DEFINITION = st.builds(pb.ToolDefinition, name=NAMES, description=TEXT, par
 
 
 @st.composite
-def call_model_requests(draw: st.DrawFn) -> pb.CallModelRequest:
+def plausible_call_model_requests(draw: st.DrawFn) -> pb.CallModelRequest:
+    """Requests that pass the sidecar's own checks, so they reach the provider, the reply parser, the corrections."""
+    user = st.builds(pb.Message, role=st.just(pb.ROLE_USER), text=SOME_TEXT.filter(bool))
+    turns = st.one_of(
+        user,
+        st.builds(pb.Message, role=st.just(pb.ROLE_ASSISTANT), tool_calls=st.lists(TOOL_CALL, min_size=1, max_size=2)),
+        st.builds(pb.Message, role=st.just(pb.ROLE_TOOL), tool_results=st.lists(TOOL_RESULT, min_size=1, max_size=2)),
+    )
+    names = st.one_of(st.sampled_from(TOOLS), st.text(st.characters(codec="utf-8"), min_size=1, max_size=64))
+    tool = st.builds(
+        pb.ToolDefinition,
+        name=names,
+        description=TEXT,
+        parameters_json=st.one_of(st.just(""), st.builds(json.dumps, SCHEMA)),
+    )
+    req = pb.CallModelRequest(
+        model=draw(st.sampled_from(MODELS)),
+        system=draw(TEXT),
+        messages=[draw(user), *draw(st.lists(turns, max_size=3))],
+        tools=draw(st.lists(tool, max_size=3)),
+        response_schema_json=draw(st.one_of(st.just(""), st.builds(json.dumps, SCHEMA))),
+    )
+    tokens = draw(st.none() | st.integers(1, 1024))
+    if tokens is not None:
+        req.max_output_tokens = tokens
+    temperature = draw(st.none() | st.floats(0, 2))
+    if temperature is not None:
+        req.temperature = temperature
+    retries = draw(st.none() | st.integers(0, 3))
+    if retries is not None:
+        req.job.upstream_retries = retries
+    return req
+
+
+@st.composite
+def hostile_call_model_requests(draw: st.DrawFn) -> pb.CallModelRequest:
     req = pb.CallModelRequest(
         model=draw(st.one_of(st.sampled_from(MODELS), TEXT)),
         system=draw(SOME_TEXT),
@@ -567,6 +614,15 @@ def test_execute_tool_answers_every_input_precisely(served: Served, request: pb.
 
 
 @fuzz(0.5)
+@given(tool=st.sampled_from(TOOLS), arguments=st.one_of(ODD_JSON, JSON_TEXT))
+def test_odd_json_arguments_to_every_tool_are_answered(served: Served, tool: str, arguments: str) -> None:
+    """Deep, unbalanced, huge-numbered or NaN-bearing JSON as the arguments of a tool that exists."""
+    response = answer(served, "ExecuteTool", pb.ExecuteToolRequest(tool=tool, arguments_json=arguments))
+    if response is not None:
+        assert response.HasField("result") or response.HasField("failure"), response
+
+
+@fuzz(0.5)
 @given(tool=st.sampled_from(TOOLS), value=LONG)
 def test_long_arguments_to_every_tool_are_answered(served: Served, tool: str, value: str) -> None:
     """A long argument reaches the schema check, the guardrails, the URL and the backend of each tool."""
@@ -577,7 +633,7 @@ def test_long_arguments_to_every_tool_are_answered(served: Served, tool: str, va
 
 
 @fuzz(1.5)
-@given(request=call_model_requests())
+@given(request=st.one_of(plausible_call_model_requests(), hostile_call_model_requests()))
 def test_call_model_answers_every_input_precisely(served: Served, request: pb.CallModelRequest) -> None:
     answer(served, "CallModel", request)
 
