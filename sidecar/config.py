@@ -554,11 +554,28 @@ def _describe(exc: ValidationError, secrets: list[str]) -> str:
         loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
         msg = err["msg"].removeprefix("Value error, ")
         given = err.get("input")
-        shown = "" if isinstance(given, dict) else f" (got {given!r})"
+        shown = "" if isinstance(given, dict) else f" (got {_shown(given)})"
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         lines.append(f"{loc or '(top level)'}: {msg}{shown}")
     return mask_keys("\n".join(lines), secrets)
+
+
+LOG10_2 = 0.30103
+"""Decimal digits per bit."""
+SHOWN_VALUE_CHARS = 200
+"""A wrong value is quoted in a ConfigError up to this many characters."""
+
+
+def _shown(value: object) -> str:
+    """``repr(value)`` cut to SHOWN_VALUE_CHARS; an integer too long to print is described instead."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4,300-digit printing limit
+        if isinstance(value, int):
+            return f"an integer of about {round(value.bit_length() * LOG10_2)} digits"
+        return "a value that cannot be shown"
+    return text if len(text) <= SHOWN_VALUE_CHARS else text[: SHOWN_VALUE_CHARS - 1] + "…"
 
 
 def _label(index: object) -> str:
@@ -664,6 +681,10 @@ def parse_config(text: str, source: str = "<config>") -> Config:
         raise ConfigError(f"{source}: not valid YAML: {exc}") from None
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+    except Exception as exc:  # only reading and building YAML values runs in this block
+        # PyYAML's own constructors raise plain Python errors on a tagged value they cannot build
+        # (``!!float ''``, ``!!bool ''``, an empty ``!!timestamp``): the file is at fault.
+        raise ConfigError(f"{source}: not valid YAML: a value cannot be built as its tag says ({exc!r})") from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):

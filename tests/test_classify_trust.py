@@ -186,8 +186,8 @@ async def test_long_fields_of_a_report_never_make_an_answer_past_the_message_lim
     long_value = report("their-api", 404, value="v" * (3 * 1024 * 1024))
     found = await sidecar.client.classify_failure(long_value)
     assert found.kind == pb.FAILURE_KIND_RESOURCE_NOT_FOUND
-    assert len(found.resource.identifier) == 1024
-    assert found.resource.identifier.endswith("…")
+    assert len(found.resource.identifier) <= 1024  # an echoed value is bounded (cut, its length said)
+    assert "…" in found.resource.identifier
     long_body = report("their-api", 500)
     long_body.response.body = "b" * (3 * 1024 * 1024)
     assert (await sidecar.client.classify_failure(long_body)).kind == pb.FAILURE_KIND_EXTERNAL_SERVICE
