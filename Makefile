@@ -6,6 +6,8 @@ PYTHON     ?= python3
 VENV       := .venv
 PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
+CONSTRAINTS := constraints.txt
+LOCK_VENV  := .venv-lock
 BUF_DIR    := tools/buf
 BUF        := $(BUF_DIR)/node_modules/.bin/buf
 CACHE      ?= $(HOME)/.cache/sidecar
@@ -22,22 +24,43 @@ help:
 	@echo "make test    set up and run the whole test suite (lint, generated-code checks, all clients)"
 	@echo "make proto   regenerate the stubs of every language from protos/"
 	@echo "make bench   run the benchmarks (not part of make test)"
+	@echo "make constraints  re-resolve the Python dependencies and rewrite the pins of constraints.txt"
 
 # ---------------------------------------------------------------- setup
 
 CONTRACT_PY := $(wildcard protos/python/sidecar_contract/v1/*.py*)
 
+# Every package at the version constraints.txt pins, the build backend too (a fresh machine
+# builds the same venv); a package the install pulls in that constraints.txt does not pin fails it.
 # The contract (protos/python) is a dependency of both the client and the server, named by its
 # path; it is reinstalled whenever `make proto` regenerates it.
-$(STAMP): pyproject.toml clients/python/pyproject.toml protos/python/pyproject.toml $(CONTRACT_PY)
+$(STAMP): pyproject.toml clients/python/pyproject.toml protos/python/pyproject.toml $(CONSTRAINTS) $(CONTRACT_PY)
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e clients/python -e ".[dev]"
-	$(PY) -m pip install --quiet --force-reinstall --no-deps ./protos/python
+	$(PY) -m pip install --quiet --upgrade pip -c $(CONSTRAINTS)
+	$(PY) -m pip install --quiet -c $(CONSTRAINTS) --build-constraint $(CONSTRAINTS) -e clients/python -e ".[dev]"
+	$(PY) -m pip install --quiet --build-constraint $(CONSTRAINTS) --force-reinstall --no-deps ./protos/python
+	@unpinned=$$($(PY) -m pip freeze --exclude-editable | grep -v '^sidecar-contract @' | grep -vixF -f <(grep -v '^#' $(CONSTRAINTS) | grep .)); \
+	if [ -n "$$unpinned" ]; then \
+		echo "installed but not pinned in $(CONSTRAINTS) (run make constraints, review the diff):"; \
+		echo "$$unpinned"; exit 1; \
+	fi
 	touch $@
 
 .PHONY: venv
 venv: $(STAMP)
+
+# Re-resolve pyproject.toml's ranges in a scratch venv and rewrite constraints.txt from it
+# (setuptools: the newest the build-system's range allows, as a build without a pin would take).
+.PHONY: constraints
+constraints:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip "setuptools>=68"
+	$(LOCK_VENV)/bin/python -m pip install --quiet -e clients/python -e ".[dev]"
+	{ grep '^#' $(CONSTRAINTS); $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable | grep -v '^sidecar-contract @'; } > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS)
+	rm -rf $(LOCK_VENV)
+	@git diff --stat -- $(CONSTRAINTS)
 
 $(BUF): $(BUF_DIR)/package.json $(BUF_DIR)/package-lock.json
 	cd $(BUF_DIR) && npm ci --no-audit --no-fund --loglevel=error
@@ -86,4 +109,4 @@ clients-test-if-any:
 
 .PHONY: clean
 clean:
-	rm -rf $(VENV) $(BUF_DIR)/node_modules .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOCK_VENV) $(BUF_DIR)/node_modules .mypy_cache .ruff_cache

@@ -8,6 +8,8 @@
 #   make bench-litellm    LiteLLM proxy in its own virtualenv
 #   make bench-clean      remove the tools, virtualenvs and raw output (keeps results/)
 #   BENCH_ARGS="--only direct,litellm" make bench     pass arguments to bench/run.py
+#   make soak             faults, SIGTERM drain, kill -9 (bench/soak.py, docs/reliability.md; a few minutes)
+#   SOAK_ARGS="--calls 1000" make soak                pass arguments to bench/soak.py
 
 BENCH_DIR        := bench
 BENCH_BIN        := $(BENCH_DIR)/.bin
@@ -18,19 +20,25 @@ BENCH_LL_VENV    := $(BENCH_DIR)/.venv-litellm
 BENCH_LL_STAMP   := $(BENCH_LL_VENV)/.installed
 BENCH_PYTHON     ?= python3
 BENCH_ARGS       ?=
+SOAK_ARGS        ?=
 # The sidecar's own virtualenv: the main Makefile's `venv` target makes it.
 BENCH_SIDECAR_ENV ?= venv
 
 BENCH_GO_SOURCES := $(wildcard $(BENCH_DIR)/cmd/*/*.go) $(BENCH_DIR)/go.mod $(BENCH_DIR)/go.sum
 BENCH_TOOLS      := $(BENCH_BIN)/upstream $(BENCH_BIN)/loadgen $(BENCH_BIN)/otlpsink
 
-.PHONY: bench bench-quick bench-build bench-litellm bench-venv bench-clean
+.PHONY: bench bench-quick bench-build bench-litellm bench-venv bench-clean soak
 
 bench: bench-build bench-venv bench-litellm $(BENCH_SIDECAR_ENV)
 	$(BENCH_PY) $(BENCH_DIR)/run.py $(BENCH_ARGS)
 
 bench-quick: bench-build bench-venv bench-litellm $(BENCH_SIDECAR_ENV)
 	$(BENCH_PY) $(BENCH_DIR)/run.py --quick $(BENCH_ARGS)
+
+# The soak drives the sidecar over gRPC with the project's own client, so it runs in the
+# sidecar's virtualenv; it needs none of the Go tools.
+soak: $(BENCH_SIDECAR_ENV)
+	$(VENV)/bin/python $(BENCH_DIR)/soak.py $(SOAK_ARGS)
 
 bench-build: $(BENCH_TOOLS)
 

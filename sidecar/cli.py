@@ -13,7 +13,7 @@ from sidecar.config import Config, ConfigError, load_config, load_default_config
 __all__ = ["main"]
 
 BANNER = """sidecar {version} listening on {address} ({source})
-  health:  grpc_health_probe -addr={address}   (service sidecar.v1.Sidecar)
+  health:  grpc-health-probe -addr={address} -service=sidecar.v1.Sidecar
   tools:   {tools}{embedded}
   models:  {models}
   telemetry: {telemetry}
@@ -29,15 +29,24 @@ def _load(path: str | None) -> tuple[Config, str]:
 
 async def _serve(config: Config, source: str, listen: str | None) -> int:
     from sidecar.server.app import SidecarApp
+    from sidecar.server.security import exposure_refusal
     from sidecar.telemetry.logs import configure_logging
     from sidecar.telemetry.setup import setup_telemetry
 
+    refusal = exposure_refusal(listen or config.server.listen, config.server)
+    if refusal is not None:  # before anything starts: a config problem, exit 2
+        print(f"sidecar: {refusal}", file=sys.stderr)
+        return 2
     configure_logging(config.telemetry.log_level, config.telemetry.log_format, config.secrets())
     telemetry = setup_telemetry(config.telemetry.prometheus_port)
     app = SidecarApp(config, listen=listen, interceptors=telemetry.interceptors)
     stop = app.stop_on_signals()
     try:
         await app.start()
+    except ConfigError as exc:  # the TLS files
+        print(f"sidecar: {exc}", file=sys.stderr)
+        telemetry.shutdown()
+        return 2
     except OSError as exc:
         print(f"sidecar: {exc}", file=sys.stderr)
         telemetry.shutdown()

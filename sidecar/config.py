@@ -3,6 +3,18 @@
 Sections: ``server``, ``policy``, ``providers``, ``models``, ``services``, ``tools``, ``telemetry``.
 A string may hold ``${NAME}`` (or ``${NAME:-default}``), read from the environment; nothing else
 reads secrets. An invalid file raises ``ConfigError`` naming the key, the value and what is wrong.
+
+What the loader refuses before any validation (each a ConfigError, never a traceback)::
+
+    a file larger than MAX_CONFIG_BYTES (1 MiB)           read no further
+    bytes that are not UTF-8                              line, column and the key whose value holds them
+    mappings or lists nested deeper than MAX_CONFIG_DEPTH the key where it goes too deep (PyYAML recurses)
+    more than MAX_CONFIG_NODES nodes, aliases expanded    the key where it went past (a "billion laughs")
+    an alias inside the node it names                     the key of the alias (it would never end)
+    a value YAML cannot construct (2001-13-45, 5000 digits) its line and column
+
+Every float is finite (no ``.inf``/``.nan``), and the numbers that pace and time calls have
+bounds that keep the arithmetic sane (see docs/configuration.md).
 URLs of the form ``embedded://provider`` and ``embedded://tools`` name the bundled local provider
 and tool backend, which ``sidecar serve`` then starts in-process.
 """
@@ -17,8 +29,6 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -30,8 +40,18 @@ from pydantic import (
     model_validator,
 )
 
+from sidecar.core.json_schemas import check_schema
+from sidecar.core.patterns import PatternError, compile_pattern
 from sidecar.core.redact import mask_keys
-from sidecar.core.settings import PRESETS, CircuitConfig, Quirk, ServiceConfig, Window, Windows
+from sidecar.core.settings import (
+    MAX_WAIT_S,
+    PRESETS,
+    CircuitConfig,
+    Quirk,
+    ServiceConfig,
+    Window,
+    Windows,
+)
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -45,7 +65,10 @@ __all__ = [
     "ModelConfig",
     "ProviderConfig",
     "Quirk",
+    "ServerAuthConfig",
+    "ServerConfig",
     "ServiceConfig",
+    "TlsConfig",
     "ToolConfig",
     "Window",
     "Windows",
@@ -60,11 +83,33 @@ DEFAULT_CONFIG = "default_config.yaml"
 DEFAULT_LISTEN = "127.0.0.1:50051"
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 DEFAULT_GRACE_PERIOD_S = 10.0
+DEFAULT_MAX_IN_FLIGHT = 256
+"""CallModel + ExecuteTool calls at once; past it a call is shed (RESOURCE_EXHAUSTED). Measured with
+bench/overload.py (docs/configuration.md): above the default provider pool (200) by little, and low
+enough that one event loop still picks every call of a 5,000-call burst up and answers it."""
+MAX_IN_FLIGHT_LIMIT = 8192
+"""The highest ``server.max_in_flight`` accepted: one event loop cannot serve more at once usefully."""
+MIN_TOKEN_CHARS = 16
+"""A bearer token shorter than this is refused (``openssl rand -hex 32`` gives 64)."""
+MAX_PROVIDER_CONNECTIONS = 1024
+"""The highest ``providers.*.max_connections``: httpcore scans its whole pool for every queued request."""
 DEFAULT_UPSTREAM_RETRIES = 3
 DEFAULT_TOOL_RETRIES = 2
 DEFAULT_MAX_CORRECTIONS = 2
+MAX_CONFIG_BYTES = 1024 * 1024
+"""A config file larger than this is refused unread (a real one is a few KiB)."""
+MAX_CONFIG_DEPTH = 64
+"""Mappings and lists nested deeper than this are refused: PyYAML and the JSON-schema check recurse."""
+MAX_CONFIG_NODES = 100_000
+"""Scalars, mappings and lists of the document with every alias expanded: the rest is refused."""
+DEFAULT_MAX_ARGUMENT_BYTES = 1024 * 1024
+"""A caller's JSON text (tool arguments, a schema, a history tool call) is refused past this size."""
+DEFAULT_CHECK_TIME_LIMIT_S = 2.0
+"""Checking one call's input (arguments, guardrails, schemas, the reply against the schema) stops here."""
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_URL = re.compile(r"^https?://[^\s]+$")
+"""A value read from the environment that is a whole URL: an address to show, save for its password."""
 _CREDENTIAL_HEADER = re.compile(r"(?i)auth|token|secret|key|cookie|password")
 """A header whose name matches carries a credential: its value is one of ``Config.secrets()``."""
 
@@ -74,7 +119,35 @@ class ConfigError(Exception):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class TlsConfig(_Strict):
+    """TLS on the gRPC port. PEM files, read when the server starts; ``client_ca`` set means mTLS."""
+
+    cert: str
+    """The server's certificate chain (PEM)."""
+    key: str
+    """The server's private key (PEM)."""
+    client_ca: str | None = None
+    """CA certificates (PEM): clients must present a certificate signed by one of them."""
+
+
+class ServerAuthConfig(_Strict):
+    """Per-agent bearer tokens: a call must carry ``authorization: Bearer <one of them>``."""
+
+    tokens: Annotated[list[SecretStr], Field(min_length=1)]
+    """Each from the environment (``${AGENT_A_TOKEN}``), never written in the file."""
+
+    @model_validator(mode="after")
+    def _strong(self) -> ServerAuthConfig:
+        values = [t.get_secret_value() for t in self.tokens]
+        for i, value in enumerate(values):  # the messages never show a token
+            if len(value) < MIN_TOKEN_CHARS:
+                raise ValueError(f"tokens[{i}]: must be at least {MIN_TOKEN_CHARS} characters (value not shown)")
+            if value in values[:i]:
+                raise ValueError(f"tokens[{i}]: the same token as tokens[{values.index(value)}] (value not shown)")
+        return self
 
 
 class ServerConfig(_Strict):
@@ -83,6 +156,12 @@ class ServerConfig(_Strict):
     max_message_bytes: Annotated[int, Field(gt=0, le=256 * 1024 * 1024)] = DEFAULT_MAX_MESSAGE_BYTES
     grace_period_s: Annotated[float, Field(ge=0, le=3600)] = DEFAULT_GRACE_PERIOD_S
     reflection: bool = True
+    max_in_flight: Annotated[int, Field(ge=1, le=MAX_IN_FLIGHT_LIMIT)] = DEFAULT_MAX_IN_FLIGHT
+    """CallModel and ExecuteTool calls served at once; a call past it gets RESOURCE_EXHAUSTED at once."""
+    tls: TlsConfig | None = None
+    auth: ServerAuthConfig | None = None
+    allow_insecure: bool = False
+    """Serve a non-loopback address with neither ``tls`` nor ``auth`` (only on a private network)."""
 
     @field_validator("listen")
     @classmethod
@@ -106,10 +185,16 @@ class PolicyConfig(_Strict):
     tool_retries: Annotated[int, Field(ge=0, le=100)] = DEFAULT_TOOL_RETRIES
     tool_window: Window = Window(min_s=0.2, max_s=1.0)
     """Tools retry transient faults in this window times min(attempt, 10), capped at tool_max_wait_s."""
-    tool_max_wait_s: Annotated[float, Field(ge=0)] = 30.0
+    tool_max_wait_s: Annotated[float, Field(ge=0, le=MAX_WAIT_S)] = 30.0
     circuit: CircuitConfig = CircuitConfig()
     spend_caps: dict[str, Annotated[float, Field(ge=0)]] = {}
     """Workflow id -> cap in US dollars; ``"*"`` applies to every workflow without its own."""
+    max_argument_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = DEFAULT_MAX_ARGUMENT_BYTES
+    """ExecuteTool's arguments_json, and CallModel's response_schema_json, tools[].parameters_json and
+    messages[].tool_calls[].arguments_json: each is refused (INVALID_INPUT) past this many bytes."""
+    check_time_limit_s: Annotated[float, Field(gt=0, le=60)] = DEFAULT_CHECK_TIME_LIMIT_S
+    """The time one call's input may take to check (schema, arguments, guardrails, the reply
+    against the caller's schema) before it is refused as INVALID_INPUT; large checks run off the event loop."""
 
     def windows_for(self, preset: str | None, windows: Windows | None) -> Windows:
         return windows or (PRESETS[preset] if preset else (self.windows or PRESETS[self.preset]))
@@ -123,7 +208,7 @@ class ProviderConfig(_Strict):
     """A name for the account, shown in quota messages (never an identifier the provider sent)."""
     timeout_s: Annotated[float, Field(gt=0)] = 120.0
     connect_timeout_s: Annotated[float, Field(gt=0)] = 5.0
-    max_connections: Annotated[int, Field(ge=1)] = 200
+    max_connections: Annotated[int, Field(ge=1, le=MAX_PROVIDER_CONNECTIONS)] = 200
     max_keepalive_connections: Annotated[int, Field(ge=0)] = 50
     headers: dict[str, str] = {}
     anthropic_version: str = "2023-06-01"
@@ -174,9 +259,9 @@ class GuardrailConfig(_Strict):
     @classmethod
     def _regex(cls, v: str) -> str:
         try:
-            re.compile(v)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from None
+            compile_pattern(v)  # RE2: linear-time matching, so no argument can stall the server
+        except PatternError as exc:
+            raise ValueError(f"not a regular expression RE2 can run: {exc}") from None
         return v
 
 
@@ -208,10 +293,9 @@ class ToolConfig(_Strict):
     @field_validator("parameters")
     @classmethod
     def _schema(cls, v: dict[str, Any]) -> dict[str, Any]:
-        try:
-            Draft202012Validator.check_schema(v)
-        except SchemaError as exc:
-            raise ValueError(f"not a valid JSON schema: {exc.message}") from None
+        problem = check_schema(v)  # depth first, then the metaschema, patterns on RE2, every $ref
+        if problem is not None:
+            raise ValueError(f"not a valid JSON schema: it must {problem}")
         if v.get("type") != "object":
             raise ValueError('tool parameters must be a JSON schema with "type": "object"')
         return v
@@ -285,7 +369,8 @@ class Config(_Strict):
     def secrets(self) -> list[str]:
         """What is masked wherever text leaves the sidecar, longest first.
 
-        Every value read from the environment (``${NAME}``); each provider's API key; the value of
+        Every value read from the environment (``${NAME}``) but a whole ``http(s)://`` URL, which
+        is an address (only its ``user:password@`` password is a secret); each provider's API key; the value of
         every provider or tool header named like a credential (``_CREDENTIAL_HEADER``), and the part
         after its scheme word (``Bearer <token>``); a password written in a URL (``user:pass@``).
         """
@@ -296,6 +381,8 @@ class Config(_Strict):
                 found += [value, value.partition(" ")[2].strip()]
         for url in [p.base_url for p in self.providers.values()] + [t.url for t in self.tools.values()]:
             found.append(_password(url))
+        if self.server.auth is not None:
+            found += [t.get_secret_value() for t in self.server.auth.tokens]
         return sorted({*self._secrets, *(k for k in found if len(k) >= 4)}, key=len, reverse=True)
 
     @property
@@ -337,7 +424,7 @@ def _expand(value: Any, path: str, found: list[str]) -> Any:
                 if default is not None:
                     return default
                 raise ConfigError(f"{path}: environment variable {name} is not set (the value is ${{{name}}})")
-            found.append(got)
+            found.append(_password(got) if _URL.match(got) else got)  # a URL is an address, not a secret
             return got
 
         return _ENV.sub(sub, value)
@@ -345,16 +432,29 @@ def _expand(value: Any, path: str, found: list[str]) -> Any:
 
 
 def _literal_secrets(raw: dict[str, Any]) -> list[str]:
-    """Keys of provider API keys written in the file instead of read from the environment."""
+    """Keys of provider API keys and server tokens written in the file instead of read from the environment."""
+    bad = _literal_tokens(raw)
     providers = raw.get("providers")
     if not isinstance(providers, dict):
-        return []
-    bad = []
+        return bad
     for name, provider in providers.items():
         key = provider.get("api_key") if isinstance(provider, dict) else None
         if isinstance(key, str) and key and not _ENV.fullmatch(key.strip()):
             bad.append(f"providers.{name}.api_key")
     return bad
+
+
+def _literal_tokens(raw: dict[str, Any]) -> list[str]:
+    server = raw.get("server")
+    auth = server.get("auth") if isinstance(server, dict) else None
+    tokens = auth.get("tokens") if isinstance(auth, dict) else None
+    if not isinstance(tokens, list):
+        return []
+    return [
+        f"server.auth.tokens[{i}]"
+        for i, token in enumerate(tokens)
+        if isinstance(token, str) and token and not _ENV.fullmatch(token.strip())
+    ]
 
 
 def _describe(exc: ValidationError, secrets: list[str]) -> str:
@@ -363,19 +463,137 @@ def _describe(exc: ValidationError, secrets: list[str]) -> str:
         loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
         msg = err["msg"].removeprefix("Value error, ")
         given = err.get("input")
-        shown = "" if isinstance(given, dict) else f" (got {given!r})"
+        shown = "" if isinstance(given, dict) else f" (got {_shown(given)})"
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         lines.append(f"{loc or '(top level)'}: {msg}{shown}")
     return mask_keys("\n".join(lines), secrets)
 
 
+LOG10_2 = 0.30103
+"""Decimal digits per bit."""
+SHOWN_VALUE_CHARS = 200
+"""A wrong value is quoted in a ConfigError up to this many characters."""
+
+
+def _shown(value: object) -> str:
+    """``repr(value)`` cut to SHOWN_VALUE_CHARS; an integer too long to print is described instead."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4,300-digit printing limit
+        if isinstance(value, int):
+            return f"an integer of about {round(value.bit_length() * LOG10_2)} digits"
+        return "a value that cannot be shown"
+    return text if len(text) <= SHOWN_VALUE_CHARS else text[: SHOWN_VALUE_CHARS - 1] + "…"
+
+
+def _label(index: object) -> str:
+    """A node's place in its parent: the key of a mapping value, ``[i]`` of a list item."""
+    if isinstance(index, yaml.ScalarNode):
+        return str(index.value)
+    if isinstance(index, int):
+        return f"[{index}]"
+    return ""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader, refusing what would exhaust the stack or the memory (see the module docstring).
+
+    It counts on PyYAML's composer: ``compose_node`` is called once per node (an alias included),
+    with the key node (or list index) it is the value of, and ``anchors`` holds every anchored node
+    from the moment its composition starts.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._path: list[str] = []
+        self._nodes = 0
+        self._sizes: dict[str, int] = {}
+        """Anchor -> the nodes its node stands for, aliases inside it expanded."""
+
+    def _where(self) -> str:
+        parts = [p for p in self._path if p]
+        shown = parts[:8]
+        text = "".join(p if p.startswith("[") else f".{p}" for p in shown).lstrip(".")
+        return (text + (".…" if len(parts) > len(shown) else "")) or "(top level)"
+
+    def _count(self, nodes: int) -> None:
+        self._nodes += nodes
+        if self._nodes > MAX_CONFIG_NODES:
+            raise ConfigError(
+                f"{self._where()}: the document has more than {MAX_CONFIG_NODES} values with its aliases "
+                "expanded (a config needs a few hundred); use fewer aliases"
+            )
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        self._path.append(_label(index))
+        try:
+            event: yaml.NodeEvent = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in the stubs
+            if isinstance(event, yaml.AliasEvent):
+                size = self._sizes.get(str(event.anchor))
+                if size is None and event.anchor in self.anchors:
+                    raise ConfigError(f"{self._where()}: the alias *{event.anchor} is inside the node it names")
+                node = super().compose_node(parent, index)  # an undefined alias is PyYAML's ComposerError
+                self._count(size or 0)
+                return node
+            if isinstance(event, yaml.CollectionStartEvent) and len(self._path) > MAX_CONFIG_DEPTH:
+                raise ConfigError(
+                    f"{self._where()}: nested more than {MAX_CONFIG_DEPTH} levels deep (a config needs about 10)"
+                )
+            before = self._nodes
+            self._count(1)
+            node = super().compose_node(parent, index)
+            if event.anchor is not None:
+                self._sizes[str(event.anchor)] = self._nodes - before
+            return node
+        finally:
+            self._path.pop()
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, OverflowError) as exc:  # e.g. the date 2001-13-45, an int of 5000 digits
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read this value: {exc}", node.start_mark
+            ) from None
+
+
+def _decode(data: bytes, source: str) -> str:
+    """The file's bytes as text: UTF-8 (a BOM allowed), at most MAX_CONFIG_BYTES."""
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{source}: the file is larger than {MAX_CONFIG_BYTES} bytes (a config is a few KiB)")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        start = data.rfind(b"\n", 0, exc.start) + 1
+        line = data.count(b"\n", 0, exc.start) + 1
+        before = data[start : exc.start].decode("utf-8", errors="replace")
+        key, colon, _ = before.partition(":")
+        where = f"in the value of {key.strip().lstrip('- ')!r}" if colon and key.strip() else "in a key"
+        raise ConfigError(
+            f"{source}: line {line}, column {len(before) + 1} ({where}): byte 0x{data[exc.start]:02x} "
+            f"at offset {exc.start} is not UTF-8; the config must be UTF-8 text"
+        ) from None
+
+
 def parse_config(text: str, source: str = "<config>") -> Config:
     """Parse and validate YAML text; raise ConfigError with every problem found."""
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{source}: the text is longer than {MAX_CONFIG_BYTES} characters (a config is a few KiB)")
     try:
-        raw = yaml.safe_load(text)
+        loader = _BoundedLoader(text)  # the reader checks every character here
+        try:
+            raw = loader.get_single_data()
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    except Exception as exc:  # only reading and building YAML values runs in this block
+        # PyYAML's own constructors raise plain Python errors on a tagged value they cannot build
+        # (``!!float ''``, ``!!bool ''``, an empty ``!!timestamp``): the file is at fault.
+        raise ConfigError(f"{source}: not valid YAML: a value cannot be built as its tag says ({exc!r})") from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -393,6 +611,8 @@ def parse_config(text: str, source: str = "<config>") -> Config:
         raise ConfigError(f"{source}: {exc}") from None
     except ValidationError as exc:
         raise ConfigError(f"{source}: invalid configuration:\n{_describe(exc, found)}") from None
+    except RecursionError:  # the depth bound keeps this from happening; never a traceback if it does
+        raise ConfigError(f"{source}: a value is nested too deeply to validate (e.g. a tool's JSON schema)") from None
     config._secrets = [s for s in found if len(s) >= 4]
     return config
 
@@ -400,10 +620,11 @@ def parse_config(text: str, source: str = "<config>") -> Config:
 def load_config(path: str | Path) -> Config:
     p = Path(path)
     try:
-        text = p.read_text()
+        with p.open("rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read the config file: {exc.strerror}") from None
-    return parse_config(text, str(p))
+    return parse_config(_decode(data, str(p)), str(p))
 
 
 def load_default_config() -> Config:

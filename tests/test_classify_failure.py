@@ -52,7 +52,7 @@ async def test_execute_tool_and_classify_failure_agree(
     if executed.HasField("result"):
         assert classified == pb.Failure()
     else:
-        assert classified == executed.failure
+        assert _agree(classified, executed.failure)
 
 
 @pytest.mark.parametrize(
@@ -78,7 +78,21 @@ async def test_faults_and_quirks_classify_the_same_way(
     else:
         request.response.status_code = observed
         request.response.body = '{"error":"CLIENT.RobotDetected"}'
-    assert await sidecar.client.classify_failure(request) == executed.failure
+    assert _agree(await sidecar.client.classify_failure(request), executed.failure)
+
+
+def _agree(reported: pb.Failure, executed: pb.Failure) -> bool:
+    """Equal Failures, but for a fault after the request went out: a report does not know whether the
+    call is idempotent (ExecuteTool's GET is, and says it plainly), so its words are the careful ones."""
+    if executed.service.fault not in (pb.TRANSPORT_FAULT_RESET, pb.TRANSPORT_FAULT_TIMEOUT):
+        return reported == executed
+    assert "it did not answer" in executed.message
+    assert "may have been delivered; the outcome is unknown" in reported.message
+    assert reported.message.endswith("check before repeating this call unless it is idempotent.")
+    same = pb.Failure()
+    same.CopyFrom(reported)
+    same.message, same.explanation = executed.message, executed.explanation
+    return same == executed
 
 
 async def test_reports_feed_the_service_circuit_and_a_precheck_sees_it(sidecar: Running) -> None:
@@ -101,11 +115,11 @@ async def test_reports_feed_the_service_circuit_and_a_precheck_sees_it(sidecar: 
     stray = pb.ClassifyFailureRequest(service="their-api")  # another agent's late report settles nothing
     stray.response.status_code = 200
     await sidecar.client.classify_failure(stray)
-    assert sidecar.app.guards.get("their-api").state is CircuitState.HALF_OPEN  # type: ignore[union-attr]
+    assert sidecar.app.guards.peek("their-api").state is CircuitState.HALF_OPEN  # type: ignore[union-attr]
     ok = pb.ClassifyFailureRequest(service="their-api", probe=True)
     ok.response.status_code = 200
     assert (await sidecar.client.classify_failure(ok)).kind == pb.FAILURE_KIND_UNSPECIFIED
-    assert sidecar.app.guards.get("their-api").state is CircuitState.CLOSED  # type: ignore[union-attr]
+    assert sidecar.app.guards.peek("their-api").state is CircuitState.CLOSED  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("status", [0, -5, 99, 600, 99999])
@@ -115,7 +129,7 @@ async def test_a_status_that_is_not_http_is_invalid_input(sidecar: Running, stat
     failure = await sidecar.client.classify_failure(report)
     assert failure.kind == pb.FAILURE_KIND_INVALID_INPUT
     assert failure.invalid_input.parameter == "response.status_code"
-    assert sidecar.app.guards.get("their-api").throttle == 0  # type: ignore[union-attr]
+    assert sidecar.app.guards.peek("their-api") is None  # type: ignore[union-attr]
 
 
 async def test_reports_without_a_service_name_read_well_and_feed_nothing(sidecar: Running) -> None:
@@ -123,6 +137,26 @@ async def test_reports_without_a_service_name_read_well_and_feed_nothing(sidecar
     report.response.status_code = 500
     failure = await sidecar.client.classify_failure(report)
     assert failure.message.startswith("The upstream service failed at https://api.example/x")
+
+
+async def test_a_reported_reset_says_the_request_may_have_been_delivered(sidecar: Running) -> None:
+    report = pb.ClassifyFailureRequest(
+        service="their-notes", endpoint="https://notes.example/notes?token=x", fault=pb.TRANSPORT_FAULT_RESET
+    )
+    failure = await sidecar.client.classify_failure(report)
+    assert failure.kind == pb.FAILURE_KIND_EXTERNAL_SERVICE
+    assert failure.service.fault == pb.TRANSPORT_FAULT_RESET
+    assert failure.message == (
+        "The their-notes service failed at https://notes.example/notes: the connection was reset after the "
+        "request was sent, so it may have been delivered; the outcome is unknown — check before repeating this "
+        "call unless it is idempotent."
+    )
+    refused = await sidecar.client.classify_failure(
+        pb.ClassifyFailureRequest(
+            service="their-notes", endpoint="https://notes.example/notes", fault=pb.TRANSPORT_FAULT_REFUSED
+        )
+    )
+    assert refused.message.endswith("it could not be reached (connection refused).")
 
 
 async def test_dns_fault_is_external_service_without_http(sidecar: Running) -> None:

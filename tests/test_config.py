@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.config import ConfigError, load_config, load_default_config
+from sidecar.config import MAX_CONFIG_BYTES, ConfigError, load_config, load_default_config, parse_config
 
 CONFIGS = Path(__file__).parent / "configs"
 
@@ -26,6 +26,14 @@ CONFIGS = Path(__file__).parent / "configs"
         ("bad_wire_format.yaml", ["providers.x.wire_format", "'openai' or 'anthropic'", "'gemini'"]),
         ("bad_yaml.yaml", ["not valid YAML"]),
         ("bad_literal_secret.yaml", ["providers.oai.api_key", "secrets come only from the environment"]),
+        ("bad_not_utf8.yaml", ["line 6, column 30", "in the value of 'description'", "byte 0xe9", "not UTF-8"]),
+        ("bad_deep_yaml.yaml", ["policy.spend_caps[0][0]", "nested more than 64 levels deep"]),
+        ("bad_deep_schema.yaml", ["tools.deep.parameters.properties.inner", "nested more than 64 levels deep"]),
+        ("bad_billion_laughs.yaml", ["more than 100000 values with its aliases expanded"]),
+        ("bad_recursive_alias.yaml", ["policy.more", "the alias *p is inside the node it names"]),
+        ("bad_tiny_rate.yaml", ["services.docs.rate", "greater than or equal to 1", "1e-300"]),
+        ("bad_infinite_period.yaml", ["services.docs.per_s", "finite number", "inf"]),
+        ("bad_nan_cooldown.yaml", ["policy.circuit.cooldown_s", "finite number", "nan"]),
     ],
 )
 def test_bad_config_names_key_value_and_problem(file: str, expected: list[str]) -> None:
@@ -89,6 +97,79 @@ def test_serve_refuses_a_bad_config_before_listening() -> None:
     bad = _cli("serve", "--config", str(CONFIGS / "bad_port.yaml"))
     assert bad.returncode == 2
     assert "server.listen" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("file", "key"),
+    [
+        ("bad_not_utf8.yaml", "'description'"),
+        ("bad_deep_yaml.yaml", "policy.spend_caps"),
+        ("bad_deep_schema.yaml", "tools.deep.parameters"),
+        ("bad_billion_laughs.yaml", "aliases expanded"),
+        ("bad_tiny_rate.yaml", "services.docs.rate"),
+        ("bad_infinite_period.yaml", "services.docs.per_s"),
+    ],
+)
+@pytest.mark.parametrize("command", ["check-config", "serve"])
+def test_hostile_files_exit_2_with_the_key_and_no_traceback(command: str, file: str, key: str) -> None:
+    args = (
+        ["check-config", str(CONFIGS / file)]
+        if command == "check-config"
+        else ["serve", "--config", str(CONFIGS / file)]
+    )
+    done = _cli(*args)
+    assert done.returncode == 2, done.stderr
+    assert key in done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+def test_a_file_past_the_size_cap_is_refused_unparsed(tmp_path: Path) -> None:
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"# " + b"x" * MAX_CONFIG_BYTES + b"\n")
+    with pytest.raises(ConfigError, match="larger than 1048576 bytes"):
+        load_config(big)
+    with pytest.raises(ConfigError, match="longer than 1048576 characters"):
+        parse_config("#" * (MAX_CONFIG_BYTES + 1))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("server: {grace_period_s: 2001-13-45}\n", ["cannot read this value", "month must be in 1..12", "line 1"]),
+        ("server:\n  max_message_bytes: " + "9" * 5000 + "\n", ["cannot read this value", "line 2, column 22"]),
+        ("policy: {spend_caps: *nowhere}\n", ["not valid YAML", "undefined alias"]),
+        ("server: {listen: 'a\x00b'}\n", ["not valid YAML", "unacceptable character #x0000"]),
+        ("? [a, b]\n: c\n", ["not valid YAML", "found unhashable key"]),
+        ("policy: {tool_max_wait_s: 1e400}\n", ["policy.tool_max_wait_s", "finite number"]),
+        ("policy: {tool_window: [0, 1e9]}\n", ["policy.tool_window.max_s", "less than or equal to 3600"]),
+        ("services: {s: {rate: 0.5}}\n", ["services.s.rate", "greater than or equal to 1"]),
+        ("services: {s: {per_s: 0}}\n", ["services.s.per_s", "greater than or equal to 0.001"]),
+        ("services: {s: {circuit: {cooldown_s: 60, max_cooldown_s: 30}}}\n", ["must not be below cooldown_s"]),
+        ("policy: {circuit: {probe_timeout_s: 1e-300}}\n", ["policy.circuit.probe_timeout_s", "0.001"]),
+        ("policy: {spend_caps: {'*': .inf}}\n", ["policy.spend_caps.*", "finite number"]),
+    ],
+)
+def test_values_yaml_cannot_read_or_that_break_the_arithmetic_are_refused(text: str, expected: list[str]) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, "t.yaml")
+    for part in expected:
+        assert part in str(caught.value)
+
+
+def test_aliases_within_the_bound_and_a_utf8_bom_are_fine(tmp_path: Path) -> None:
+    text = """\ufeffservices: {docs: {rate: 1, per_s: 60, accept_reports: true}}
+tools:
+  a: {description: A., kind: search, service: docs, url: "http://127.0.0.1:1/a?q={query}",
+      parameters: &query {type: object, properties: {query: {type: string}}, required: [query]}}
+  b: {description: B., kind: search, service: docs, url: "http://127.0.0.1:1/b?q={query}", parameters: *query}
+"""
+    path = tmp_path / "bom.yaml"
+    path.write_bytes(text.encode("utf-8"))
+    cfg = load_config(path)
+    assert cfg.tools["a"].parameters == cfg.tools["b"].parameters
+    assert cfg.services["docs"].accept_reports is True
+    assert cfg.service("other").accept_reports is False
 
 
 def test_version() -> None:

@@ -8,7 +8,8 @@ import pytest
 from sidecar_client import job, pb
 
 from sidecar.core.taxonomy import CORRECTABLE_LINE, UNCORRECTABLE_LINE
-from tests.conftest import Running
+from sidecar.fakes import FakeToolBackend, ThreadedServer
+from tests.conftest import Running, Start, tool
 
 C, U = True, False
 
@@ -152,7 +153,7 @@ async def test_timeout_has_no_http(sidecar: Running) -> None:
     assert not resp.failure.HasField("http")
     assert resp.failure.service.fault == pb.TRANSPORT_FAULT_TIMEOUT
     assert not resp.failure.correctable
-    assert resp.model_text.endswith("it could not be reached (no response in time).\n" + UNCORRECTABLE_LINE)
+    assert resp.model_text.endswith("it did not answer (no response in time).\n" + UNCORRECTABLE_LINE)
     assert resp.attempts == 1
 
 
@@ -178,6 +179,41 @@ async def test_non_idempotent_tool_is_never_sent_twice(sidecar: Running) -> None
     unavailable = await sidecar.client.execute_tool("note", {"text": "remember"})
     assert unavailable.attempts == 1
     assert len(sidecar.backend.requests(path="/notes")) == 2
+
+
+async def test_a_reset_after_a_post_arrived_says_it_may_have_been_delivered(sidecar: Running) -> None:
+    sidecar.backend.script("/notes", [{"fault": "reset"}])  # the backend read the whole POST, then reset
+    resp = await sidecar.client.execute_tool("note", {"text": "remember"})
+    assert sidecar.backend.notes_received == 1
+    f = resp.failure
+    assert kind(resp) == "EXTERNAL_SERVICE"
+    assert f.service.fault == pb.TRANSPORT_FAULT_RESET
+    assert not f.HasField("http")
+    assert f.message == (
+        f"The notes service failed at {sidecar.backend.url}/notes: the connection was reset after the request "
+        "was sent, so it may have been delivered; the outcome is unknown — check before repeating this call "
+        "(it is not idempotent)."
+    )
+    assert "could not be reached" not in resp.model_text
+    assert resp.attempts == 1
+
+
+async def test_a_reset_of_an_idempotent_call_reads_as_transient(sidecar: Running) -> None:
+    sidecar.backend.script("/docs/doc-1", [{"fault": "reset", "repeat": 3}])
+    resp = await sidecar.client.execute_tool("fetch", {"id": "doc-1"})
+    assert resp.attempts == 3  # re-sent: repeating it is safe
+    assert (
+        resp.failure.message
+        == f"The docs service failed at {sidecar.backend.url}/docs/doc-1: it did not answer (connection reset)."
+    )
+
+
+async def test_a_non_idempotent_call_that_never_connected_is_re_sent_and_says_so(start_sidecar: Start) -> None:
+    post = tool("http://127.0.0.1:1/x", "fetch", "down", "POST", body="arguments", parameters={"type": "object"})
+    running = await start_sidecar(tools={"post_down": post})
+    resp = await running.client.execute_tool("post_down", {})
+    assert resp.attempts == 3  # refused: it certainly never arrived, so re-sending is safe
+    assert resp.failure.message.endswith("it could not be reached (connection refused).")
 
 
 async def test_query_string_is_cut_from_endpoint_and_message(sidecar: Running) -> None:
@@ -223,3 +259,61 @@ async def test_unknown_tool_lists_the_tools_that_exist(sidecar: Running) -> None
     assert resp.failure.correctable
     for name in ("search", "fetch", "note"):
         assert name in resp.failure.message
+
+
+def _item_tools(url: str) -> dict[str, object]:
+    return {
+        "item": tool(url + "/items/{id}", "fetch", "items", resource_type="item"),
+        "pair": tool(
+            url + "/items/{a}{b}",
+            "fetch",
+            "items",
+            parameters={"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}},
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    ("tool_name", "arguments", "parameter"),
+    [("item", {"id": ".."}, "id"), ("item", {"id": "."}, "id"), ("pair", {"a": ".", "b": "."}, "arguments")],
+)
+async def test_a_path_argument_that_is_a_dot_segment_is_refused_before_sending(
+    start_sidecar: Start,
+    backend: ThreadedServer[FakeToolBackend],
+    tool_name: str,
+    arguments: dict[str, str],
+    parameter: str,
+) -> None:
+    running = await start_sidecar(tools=_item_tools(backend.url))
+    resp = await running.client.execute_tool(tool_name, arguments)
+    assert kind(resp) == "INVALID_INPUT"
+    assert resp.failure.correctable
+    assert resp.failure.invalid_input.parameter == parameter
+    assert "must not be '.' or '..'" in resp.failure.invalid_input.rule
+    assert resp.attempts == 0
+    assert running.backend.requests() == []  # not /items/.., and never /
+
+
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [
+        ("%2E%2E", "/items/%2E%2E"),  # sent as %252E%252E: the value itself, not a dot segment
+        ("../docs/doc-1", "/items/../docs/doc-1"),  # sent as ..%2Fdocs%2Fdoc-1: one segment
+        ("...", "/items/..."),
+        ("a..b", "/items/a..b"),
+    ],
+)
+async def test_a_path_argument_stays_inside_its_segment(
+    start_sidecar: Start, backend: ThreadedServer[FakeToolBackend], value: str, path: str
+) -> None:
+    running = await start_sidecar(tools=_item_tools(backend.url))
+    resp = await running.client.execute_tool("item", {"id": value})
+    assert kind(resp) == "RESOURCE_NOT_FOUND"  # the fake has no /items route: it answered 404 at that path
+    (sent,) = running.backend.requests()
+    assert sent["path"] == path
+
+
+async def test_dots_in_the_query_string_are_sent_as_they_are(sidecar: Running) -> None:
+    await sidecar.client.execute_tool("search", {"query": ".."})
+    (sent,) = sidecar.backend.requests(path="/search")
+    assert sent["query"]["q"] == ".."

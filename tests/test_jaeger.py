@@ -12,7 +12,8 @@ The trace read back from ``/api/traces/{traceID}`` must be exactly this tree, ch
     agent.turn                                   (service "agent")
     ├── sidecar.v1.Sidecar/CallModel             server, rpc.grpc.status_code 0
     │   └── chat gpt                             client; gen_ai.*; attempts 4, corrections 1
-    │       │                                    events: model throttle 0.5, 2.0; correction JSON_PARSE
+    │       │                                    events: model throttle 0.5, 2.0, 0.71 (a success);
+    │       │                                    correction JSON_PARSE; model throttle 0.2 (a success)
     │       ├── POST   attempt 1                 429  error.type 429, signal rate_limit, wait_s
     │       ├── sidecar.backoff                  rate_limit
     │       ├── POST   attempt 2, resend 1       529  error.type 529, signal overload, wait_s
@@ -29,10 +30,10 @@ The trace read back from ``/api/traces/{traceID}`` must be exactly this tree, ch
     └── sidecar.v1.Sidecar/ExecuteTool
         └── execute_tool fail_fetch              error.type CIRCUIT_OPEN, no attempt; event: circuit refused
 
-The model has a configured rate far above what the test sends, so its throttle (0.5, then 2.0)
-shows as events but never makes a call wait (an unconfigured model is paced from at least one call
-a second: seconds of waiting); the tool service is paced at one call per 0.1 s, so its throttle
-makes the resend wait about 0.17 s, in a ``sidecar.throttle_wait`` span. The in-memory tests pin
+The model has a configured rate far above what the test sends, so its throttle (0.5, then 2.0,
+then down again with each success) shows as events but never makes a call wait; the tool service
+is paced at one call per 0.1 s, so its throttle makes the resend wait about 0.17 s, in a
+``sidecar.throttle_wait`` span. The in-memory tests pin
 the model's pacing waits on a fake clock.
 
 Nothing is orphaned: every span but the agent's has its parent in the trace. The provider received
@@ -471,12 +472,15 @@ def test_every_attempt_is_visible_in_jaeger(
     assert (ct["sidecar.attempts"], ct["sidecar.corrections"]) == (4, 1)
     assert "error.type" not in ct
     assert [e["event"] for e in logs(chat)] == [
-        "sidecar.model.throttle_changed",
-        "sidecar.model.throttle_changed",
+        "sidecar.model.throttle_changed",  # the 429: 0.5
+        "sidecar.model.throttle_changed",  # the 529: 2.0
+        "sidecar.model.throttle_changed",  # the third attempt's success, alone in flight
         "sidecar.correction",
+        "sidecar.model.throttle_changed",  # the fourth's
     ]
-    assert [e.get("sidecar.throttle") for e in logs(chat)[:2]] == [0.5, 2.0]
-    assert logs(chat)[2]["sidecar.correction.reason"] == "JSON_PARSE"
+    relieved = round(1 / (1 / 3 + 0.25) - 1, 6)
+    assert [e.get("sidecar.throttle") for e in logs(chat) if "sidecar.throttle" in e] == [0.5, 2.0, relieved, 0.2]
+    assert logs(chat)[3]["sidecar.correction.reason"] == "JSON_PARSE"
 
     assert t.names(chat) == [
         "POST",

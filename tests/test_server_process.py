@@ -1,4 +1,4 @@
-"""`sidecar serve` as a real process: health, reflection, lists, unix socket, size limit, SIGTERM."""
+"""`sidecar serve` as a real process: health, reflection, lists, unix socket, size limit, SIGTERM, exposure."""
 
 from __future__ import annotations
 
@@ -181,3 +181,73 @@ def test_the_bundled_fakes_run_from_the_sidecar_command(command: str) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
+
+
+def _serve_briefly(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sidecar", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_beyond_loopback_without_tls_or_tokens_is_refused_with_exit_2() -> None:
+    proc = _serve_briefly("--listen", f"0.0.0.0:{_free_port()}")
+    assert proc.returncode == 2
+    assert "refusing to listen on 0.0.0.0:" in proc.stderr
+    for key in ("server.tls", "server.auth", "server.allow_insecure"):
+        assert key in proc.stderr
+    assert "listening on" not in proc.stdout
+
+
+def test_beyond_loopback_with_tokens_from_the_environment_serves(tmp_path: Path) -> None:
+    port = _free_port()
+    cfg = tmp_path / "tokens.yaml"
+    cfg.write_text(f"server: {{listen: '0.0.0.0:{port}', auth: {{tokens: ['${{AGENT_A_TOKEN}}']}}}}\n")
+    token = "agent-a-" + "0" * 24
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sidecar", "serve", "--config", str(cfg)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "AGENT_A_TOKEN": token},
+    )
+    try:
+        banner = proc.stdout.readline() if proc.stdout else ""
+        assert f"listening on 0.0.0.0:{port}" in banner
+        with SidecarClient(f"127.0.0.1:{port}", token=token) as client:
+            assert client.list_models() == []
+        with SidecarClient(f"127.0.0.1:{port}") as client, pytest.raises(grpc.RpcError) as caught:
+            client.list_models()
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert token not in err
+
+
+def test_allow_insecure_serves_beyond_loopback(tmp_path: Path) -> None:
+    port = _free_port()
+    cfg = tmp_path / "open.yaml"
+    cfg.write_text(f"server: {{listen: '0.0.0.0:{port}', allow_insecure: true}}\n")
+    proc = Proc("--config", str(cfg))
+    try:
+        assert f"listening on 0.0.0.0:{port}" in proc.banner
+        with SidecarClient(f"127.0.0.1:{port}") as client:
+            assert client.list_models() == []
+    finally:
+        code, _ = proc.stop()
+    assert code == 0
+
+
+def test_an_unreadable_tls_file_exits_2_naming_the_key(tmp_path: Path) -> None:
+    cfg = tmp_path / "tls.yaml"
+    missing = tmp_path / "missing.pem"
+    cfg.write_text(f"server: {{listen: '127.0.0.1:{_free_port()}', tls: {{cert: '{missing}', key: '{missing}'}}}}\n")
+    proc = _serve_briefly("--config", str(cfg))
+    assert proc.returncode == 2
+    assert f"server.tls.cert: cannot read {missing}" in proc.stderr

@@ -316,9 +316,12 @@ async def test_every_attempt_of_a_retried_and_corrected_call_is_a_span(traced: T
             n.MODEL_ID: "gpt",
         }
         assert (backoff.end_time or 0) - (backoff.start_time or 0) >= 0
-    assert attrs(w)[n.THROTTLE] == 2.0
+    # 2.0 after the 529; the third attempt's success (alone in flight) gave back a quarter of the base
+    relieved = 1 / (1 / 3 + 0.25) - 1
+    assert attrs(w)[n.THROTTLE] == pytest.approx(relieved, abs=1e-6)
     assert attrs(w)[n.MODEL_ID] == "gpt"
-    assert attrs(w)[n.WAIT_SECONDS] == pytest.approx(3.0)  # 1 call/s base (barely used) x 3
+    # the base on the fake clock: one call in flight over the shortest round trip (1 ms), stretched
+    assert attrs(w)[n.WAIT_SECONDS] == pytest.approx((1 + relieved) * 0.001)
     assert all(n.RETRY_WAIT not in attrs(a) for a in (a3, a4))
     # the attempts do not overlap, and each ends before the next wait begins
     ordered = t.children(chat)
@@ -327,7 +330,9 @@ async def test_every_attempt_of_a_retried_and_corrected_call_is_a_span(traced: T
     assert events(chat) == [
         (n.EVENT_MODEL_THROTTLE, {n.MODEL_ID: "gpt", n.THROTTLE: 0.5}),
         (n.EVENT_MODEL_THROTTLE, {n.MODEL_ID: "gpt", n.THROTTLE: 2.0}),
+        (n.EVENT_MODEL_THROTTLE, {n.MODEL_ID: "gpt", n.THROTTLE: round(relieved, 6)}),
         (n.EVENT_CORRECTION, {n.CORRECTION_REASON: "JSON_PARSE", n.CORRECTIONS: 1}),
+        (n.EVENT_MODEL_THROTTLE, {n.MODEL_ID: "gpt", n.THROTTLE: 0.2}),  # the last success: 1 / (7/12 + 1/4) - 1
     ]
     assert attrs(chat)[n.ATTEMPTS] == 4
     assert attrs(chat)[n.CORRECTIONS] == 1
@@ -679,7 +684,7 @@ async def test_metrics_names_attributes_and_buckets(start_traced: StartTraced) -
                 for p in points[n.METRIC_FAILURES]}  # fmt: skip
     assert failures == {("EXTERNAL_SERVICE", "execute_tool"): 1, ("MODEL_NOT_FOUND", "chat"): 1}
     model_throttle = {dict(p.attributes)[n.MODEL_ID]: p.value for p in points[n.METRIC_MODEL_THROTTLE]}
-    assert model_throttle["gpt"] == 0.5
+    assert model_throttle["gpt"] == pytest.approx(1 / (1 / 1.5 + 0.25) - 1, abs=1e-6)  # 0.5, then a success
     assert model_throttle["claude"] == 0.0
     service_throttle = {dict(p.attributes)[n.SERVICE]: p.value for p in points[n.METRIC_SERVICE_THROTTLE]}
     assert service_throttle["flaky"] == 1.0

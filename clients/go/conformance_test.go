@@ -4,7 +4,8 @@ package sidecar
 // is the spec): reads the cases, scripts the fakes, makes each call through this
 // package and compares what it observed. It runs under the harness
 // (tests/conformance/harness.py), which sets SIDECAR_ADDR and the fakes' URLs;
-// without them it is skipped.
+// without them it is skipped. With CONFORMANCE_REPORT set it appends each case's
+// result to that file, one JSON line (tests/conformance/conformance_report.py).
 
 import (
 	"bytes"
@@ -51,6 +52,37 @@ type conformanceEnv struct {
 	addr, providerURL, toolURL string
 }
 
+// caseReport is one line of CONFORMANCE_REPORT.
+type caseReport struct {
+	Name     string   `json:"name"`
+	Passed   bool     `json:"passed"`
+	Problems []string `json:"problems"`
+	StartMS  int64    `json:"start_ms"`
+	EndMS    int64    `json:"end_ms"`
+}
+
+// reportCase appends one case's result to CONFORMANCE_REPORT, when the harness set it.
+func reportCase(t *testing.T, r caseReport) {
+	path := os.Getenv("CONFORMANCE_REPORT")
+	if path == "" {
+		return
+	}
+	line, err := json.Marshal(r)
+	if err != nil {
+		t.Errorf("report: %v", err)
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Errorf("report: %v", err)
+		return
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		t.Errorf("report: %v", err)
+	}
+}
+
 func TestConformance(t *testing.T) {
 	env := conformanceEnv{os.Getenv("SIDECAR_ADDR"), os.Getenv("FAKE_PROVIDER_URL"), os.Getenv("TOOL_BACKEND_URL")}
 	if env.addr == "" || env.providerURL == "" || env.toolURL == "" {
@@ -72,6 +104,15 @@ func TestConformance(t *testing.T) {
 
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
+			report := caseReport{Name: c.Name, StartMS: time.Now().UnixMilli(), Problems: []string{}}
+			defer func() {
+				report.EndMS = time.Now().UnixMilli()
+				report.Passed = !t.Failed()
+				if t.Failed() && len(report.Problems) == 0 {
+					report.Problems = []string{"the case stopped before its comparison (see the runner's output)"}
+				}
+				reportCase(t, report)
+			}()
 			prepareFakes(t, env, c)
 			deadline := defaultCaseDeadline
 			if c.DeadlineMS > 0 {
@@ -82,6 +123,7 @@ func TestConformance(t *testing.T) {
 			}
 			observed := observeCall(t, client, c.RPC, c.Request, deadline)
 			if problems := checkConformance(expandPlaceholders(c.Expect, env).(map[string]any), observed); len(problems) > 0 {
+				report.Problems = problems
 				got, _ := json.Marshal(observed)
 				t.Errorf("%s\nobserved: %s", strings.Join(problems, "\n"), got)
 			}

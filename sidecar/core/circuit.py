@@ -1,6 +1,6 @@
 """The per-service throttle and circuit, shared by every call to a tool service.
 
-Throttle (on aiolimiter's leaky bucket, ``StretchLimiter``)::
+Throttle (a ``Pacer``: slots booked in order, a slot past the caller's deadline refused at once)::
 
     each EXTERNAL_SERVICE / UPSTREAM_THROTTLE failure   throttle += failure_step (1.0), capped at max_throttle (9.0)
     window                                              (1 + throttle) x the base window
@@ -23,26 +23,38 @@ Agents that run their own tools report through ClassifyFailure: a pre-check that
 circuit half-open grants them the probe (``check(owner=job id)``), and only a report with
 ``probe`` set from that same owner settles it (``reported_probe``); a late report of an
 earlier, lost probe settles nothing.
+
+Guards (``ServiceGuards``)::
+
+    own services (in ``services:``, or a tool's)   one guard each, created on first use, kept
+    reported (named only in ClassifyFailure)        at most MAX_REPORTED guards; a new one takes the place of
+                                                    the least recently used that holds no circuit decision
+                                                    (closed, or past its cooldown / probe timeout); when
+                                                    none can go, a report about a new name feeds no guard
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 from sidecar.core.clock import Clock
 from sidecar.core.details import Trigger
 from sidecar.core.kinds import CircuitState
-from sidecar.core.limiter import StretchLimiter
 from sidecar.core.observer import NULL_OBSERVER, CircuitChanged, CircuitEvent, Observer, Target, ThrottleChanged
+from sidecar.core.pacer import Pacer, Reservation
 from sidecar.core.pressure import Pressure
 from sidecar.core.settings import CircuitConfig, ServiceConfig
 from sidecar.core.taxonomy import CircuitOpen
 
-__all__ = ["Admission", "CircuitState", "ServiceGuard", "ServiceGuards"]
+__all__ = ["MAX_REPORTED", "MAX_SERVICE_NAME_CHARS", "Admission", "CircuitState", "ServiceGuard", "ServiceGuards"]
 
 MAX_REPORTED = 1000
-"""Services only named in ClassifyFailure reports get a guard while there are fewer guards than this."""
+"""At most this many guards of services named only in ClassifyFailure reports (about 1.6 KiB each)."""
+MAX_SERVICE_NAME_CHARS = 128
+"""A longer service name in a ClassifyFailure request is INVALID_INPUT (and never kept)."""
 
 
 @dataclass(slots=True)
@@ -89,7 +101,7 @@ class ServiceGuard:
         self.circuit = circuit
         self._clock = clock
         self._observer = observer
-        self._limiter = StretchLimiter(service.rate, service.per_s, clock)
+        self._limiter = Pacer(service.rate, service.per_s, clock)
         self.throttle = 0.0
         self.state = CircuitState.CLOSED
         self._pressure = Pressure()
@@ -142,12 +154,36 @@ class ServiceGuard:
             return probe
         return None
 
-    async def pace(self) -> None:
-        """Wait for the throttle's leaky bucket (the window stretched by the throttle)."""
-        await self._limiter.take()
+    def reserve(self, deadline: float | None = None) -> Reservation:
+        """Book the call's slot in the throttle; ``Overdue`` at once (nothing booked) past ``deadline``."""
+        return self._limiter.reserve(deadline=deadline)
+
+    async def pace(self, booking: Reservation | None = None) -> None:
+        """Wait until the booked slot (booking one now when none is given); cancelled: the slot is given back."""
+        await self._limiter.wait(booking if booking is not None else self._limiter.reserve())
+
+    def refusal(self) -> CircuitOpen | None:
+        """The refusal ``check`` would raise now, without taking the probe or changing the state."""
+        now = self._clock.time()
+        if self.state is CircuitState.OPEN and now < self._open_until:
+            return self._refusal(now, half_open=False)
+        if self.state is CircuitState.HALF_OPEN and self._probe_pending(now):
+            return self._refusal(now, half_open=True)
+        return None
+
+    def holds_decision(self) -> bool:
+        """Whether forgetting this guard would lose a circuit decision: open within its cooldown, or
+        half-open with its probe out and not yet timed out. A closed guard's throttle is not one."""
+        now = self._clock.time()
+        if self.state is CircuitState.OPEN:
+            return now < self._open_until
+        return self.state is CircuitState.HALF_OPEN and self._probe_pending(now)
+
+    def _probe_pending(self, now: float) -> bool:
+        return self._probe is not None and now - self._probe.started < self.circuit.probe_timeout_s
 
     def throttle_wait(self) -> float:
-        """How long a call would wait in the throttle right now."""
+        """How long a call would wait in the throttle right now (after everyone already booked)."""
         return self._limiter.wait_time()
 
     def success(self, admission: Admission) -> None:
@@ -256,25 +292,33 @@ class ServiceGuard:
 
 
 class ServiceGuards:
-    """Every service's guard, created on first use: shared by all calls to that service."""
+    """Every service's guard, shared by all calls to that service (see the module docstring)."""
 
-    __slots__ = ("_clock", "_config", "_default", "_guards", "_observer")
+    __slots__ = ("_clock", "_config", "_default", "_guards", "_observer", "_own", "_reported")
 
     def __init__(
         self,
         services: dict[str, ServiceConfig],
         default_circuit: CircuitConfig,
         clock: Clock,
+        tool_services: Iterable[str] = (),
         *,
         observer: Observer = NULL_OBSERVER,
     ) -> None:
         self._config = services
         self._clock = clock
         self._observer = observer
+        self._own = frozenset(services) | frozenset(tool_services)
         self._guards: dict[str, ServiceGuard] = {}
+        self._reported: OrderedDict[str, ServiceGuard] = OrderedDict()
         self._default = default_circuit
 
+    def is_own(self, name: str) -> bool:
+        """A service the sidecar configures or calls itself (not one only named in reports)."""
+        return name in self._own or name in self._guards
+
     def get(self, name: str) -> ServiceGuard:
+        """The guard of a service the sidecar calls itself: created on first use, never forgotten."""
         guard = self._guards.get(name)
         if guard is None:
             service = self._config.get(name) or ServiceConfig()
@@ -282,11 +326,39 @@ class ServiceGuards:
             self._guards[name] = guard
         return guard
 
-    def find(self, name: str) -> ServiceGuard | None:
-        """The guard of a configured service, or of a reported one while fewer than MAX_REPORTED exist."""
-        if name in self._guards or name in self._config or len(self._guards) < MAX_REPORTED:
+    def find(self, name: str, *, create: bool = True) -> ServiceGuard | None:
+        """The guard a ClassifyFailure request about ``name`` reads or feeds.
+
+        An own service's guard; else the reported one, created (when ``create``) in the place of
+        the least recently used guard that holds no circuit decision; None when there is none.
+        """
+        if self.is_own(name):
             return self.get(name)
-        return None
+        guard = self._reported.get(name)
+        if guard is not None:
+            self._reported.move_to_end(name)
+            return guard
+        if not create or (len(self._reported) >= MAX_REPORTED and not self._forget_one()):
+            return None
+        guard = ServiceGuard(name, ServiceConfig(), self._default, self._clock, observer=self._observer)
+        self._reported[name] = guard
+        return guard
+
+    def peek(self, name: str) -> ServiceGuard | None:
+        """The guard of ``name`` if there is one, created for nothing and used for nothing."""
+        return self._guards.get(name) or self._reported.get(name)
+
+    def _forget_one(self) -> bool:
+        for name, guard in self._reported.items():  # least recently used first
+            if not guard.holds_decision():
+                del self._reported[name]
+                return True
+        return False
+
+    @property
+    def reported(self) -> int:
+        """How many guards of reported services are kept."""
+        return len(self._reported)
 
     def all(self) -> list[ServiceGuard]:
-        return list(self._guards.values())
+        return [*self._guards.values(), *self._reported.values()]

@@ -46,6 +46,7 @@ __all__ = [
     "NullObserver",
     "Observer",
     "OutputBudgetRaised",
+    "ReportAccepted",
     "Retried",
     "StreamRestarted",
     "Target",
@@ -243,6 +244,14 @@ class Retried:
 
 
 @dataclass(frozen=True, slots=True)
+class ReportAccepted:
+    """Whether a ClassifyFailure report about ``service`` may feed its circuit (docs/trust.md)."""
+
+    service: str
+    accepted: bool
+
+
+@dataclass(frozen=True, slots=True)
 class StreamRestarted:
     """A stream that had already sent deltas to the caller starts again, for ``reason``."""
 
@@ -250,7 +259,16 @@ class StreamRestarted:
     attempt: int
 
 
-Event = ThrottleChanged | ModelPaused | CircuitChanged | Correction | OutputBudgetRaised | Retried | StreamRestarted
+Event = (
+    ThrottleChanged
+    | ModelPaused
+    | CircuitChanged
+    | Correction
+    | OutputBudgetRaised
+    | Retried
+    | StreamRestarted
+    | ReportAccepted
+)
 
 
 class Observer(Protocol):

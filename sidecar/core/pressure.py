@@ -1,7 +1,10 @@
-"""How a throttle comes down again, shared by the service throttle and the model throttle.
+"""How a throttle comes down again: the service throttle's rule, and the quiet both throttles share.
 
-every third success                       takes SLOW_DECAY (0.2) off
-every success after PRESSURE_QUIET_S (5 min) without pressure   takes FAST_DECAY (0.5) off
+every third success                       takes SLOW_DECAY (0.2) off             (service throttle)
+every success after PRESSURE_QUIET_S (5 min) without pressure   takes FAST_DECAY (0.5) off   (both)
+
+The model throttle recovers by its own rule (a share of the rate per round trip, see
+sidecar/core/model_throttle.py) and uses only ``quiet`` from here.
 """
 
 from __future__ import annotations
@@ -27,9 +30,13 @@ class Pressure:
         self.last = now
         self.successes = 0
 
+    def quiet(self, now: float) -> bool:
+        """No pressure for PRESSURE_QUIET_S (or ever)."""
+        return self.last is None or now - self.last >= PRESSURE_QUIET_S
+
     def relief(self, now: float) -> float:
         """How much one success at ``now`` takes off the throttle."""
-        if self.last is None or now - self.last >= PRESSURE_QUIET_S:
+        if self.quiet(now):
             return FAST_DECAY
         self.successes += 1
         if self.successes >= SUCCESSES_PER_DECAY:

@@ -1,7 +1,8 @@
 """The policy settings the core reads: wait windows, the per-service throttle and circuit, quirks.
 
-They are pydantic models (validated, frozen) so that ``sidecar.config`` composes them into the
-configuration file's schema; the core reads them and never imports the configuration itself.
+They are pydantic models (validated, frozen, finite numbers only) so that ``sidecar.config``
+composes them into the configuration file's schema; the core reads them and never imports the
+configuration itself.
 """
 
 from __future__ import annotations
@@ -10,20 +11,45 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["PRESETS", "CircuitConfig", "Quirk", "QuirkKind", "ServiceConfig", "Strict", "Window", "Windows"]
+__all__ = [
+    "MAX_COOLDOWN_S",
+    "MAX_SERVICE_RATE",
+    "MAX_THROTTLE_STEP",
+    "MAX_WAIT_S",
+    "MIN_PERIOD_S",
+    "PRESETS",
+    "CircuitConfig",
+    "Quirk",
+    "QuirkKind",
+    "ServiceConfig",
+    "Strict",
+    "Window",
+    "Windows",
+]
+
+MAX_WAIT_S = 3600.0
+"""No configured wait, window or timeout may be longer than an hour."""
+MAX_COOLDOWN_S = 86_400.0
+"""A circuit's cooldown (and its probe timeout) is at most a day."""
+MIN_PERIOD_S = 0.001
+"""The shortest configured period or cooldown: a millisecond."""
+MAX_SERVICE_RATE = 1_000_000.0
+"""A service's ``rate`` (requests per ``per_s``) is at most this."""
+MAX_THROTTLE_STEP = 100.0
+"""A circuit's ``failure_step`` and ``max_throttle`` are at most this (the window stretches to 1 + throttle)."""
 
 
 class Strict(BaseModel):
-    """Unknown keys are refused; values are frozen once validated."""
+    """Unknown keys are refused; numbers must be finite; values are frozen once validated."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Window(Strict):
     """A wait window in seconds; the wait is uniform in [min_s, max_s) times the attempt factor."""
 
-    min_s: Annotated[float, Field(ge=0)]
-    max_s: Annotated[float, Field(ge=0)]
+    min_s: Annotated[float, Field(ge=0, le=MAX_WAIT_S)]
+    max_s: Annotated[float, Field(ge=0, le=MAX_WAIT_S)]
 
     @model_validator(mode="before")
     @classmethod
@@ -47,7 +73,7 @@ class Windows(Strict):
     transient: Window = Window(min_s=5, max_s=30)
     factor_cap: Annotated[int, Field(ge=1, le=100)] = 10
     """The window is multiplied by min(attempt, factor_cap)."""
-    max_wait_s: Annotated[float, Field(ge=0)] = 300.0
+    max_wait_s: Annotated[float, Field(ge=0, le=MAX_WAIT_S)] = 300.0
     """No single wait is longer than this."""
 
 
@@ -68,13 +94,19 @@ PRESETS: dict[str, Windows] = {
 class CircuitConfig(Strict):
     """The per-service throttle and circuit (tools). Defaults are the runtime's numbers."""
 
-    failure_step: Annotated[float, Field(gt=0)] = 1.0
-    max_throttle: Annotated[float, Field(gt=0)] = 9.0
+    failure_step: Annotated[float, Field(gt=0, le=MAX_THROTTLE_STEP)] = 1.0
+    max_throttle: Annotated[float, Field(gt=0, le=MAX_THROTTLE_STEP)] = 9.0
     failures_to_open: Annotated[int, Field(ge=1)] = 3
-    cooldown_s: Annotated[float, Field(gt=0)] = 30.0
-    max_cooldown_s: Annotated[float, Field(gt=0)] = 3600.0
-    probe_timeout_s: Annotated[float, Field(gt=0)] = 60.0
+    cooldown_s: Annotated[float, Field(ge=MIN_PERIOD_S, le=MAX_COOLDOWN_S)] = 30.0
+    max_cooldown_s: Annotated[float, Field(ge=MIN_PERIOD_S, le=MAX_COOLDOWN_S)] = 3600.0
+    probe_timeout_s: Annotated[float, Field(ge=MIN_PERIOD_S, le=MAX_COOLDOWN_S)] = 60.0
     """A probe with no verdict after this long is lost: the circuit reopens, cooldown unchanged."""
+
+    @model_validator(mode="after")
+    def _cooldowns(self) -> CircuitConfig:
+        if self.max_cooldown_s < self.cooldown_s:
+            raise ValueError(f"max_cooldown_s ({self.max_cooldown_s}) must not be below cooldown_s ({self.cooldown_s})")
+        return self
 
 
 QuirkKind = Literal[
@@ -101,8 +133,15 @@ class Quirk(Strict):
 
 
 class ServiceConfig(Strict):
-    rate: Annotated[float, Field(gt=0)] = 100.0
-    """Base rate: at most ``rate`` requests per ``per_s`` seconds (aiolimiter's leaky bucket)."""
-    per_s: Annotated[float, Field(gt=0)] = 1.0
+    rate: Annotated[float, Field(ge=1, le=MAX_SERVICE_RATE)] = 100.0
+    """Base rate: at most ``rate`` requests per ``per_s`` seconds (a leaky bucket, sidecar/core/pacer.py).
+
+    The bucket holds ``rate`` requests, so it is at least 1: a slower pace is a longer ``per_s``
+    (``rate: 1, per_s: 60`` is one a minute)."""
+    per_s: Annotated[float, Field(ge=MIN_PERIOD_S, le=MAX_COOLDOWN_S)] = 1.0
     quirks: list[Quirk] = []
     circuit: CircuitConfig | None = None
+    accept_reports: bool = False
+    """Whether ClassifyFailure reports about this service feed its throttle and circuit (and its
+    pre-checks may take the half-open probe). Off: a report is classified and answered, and
+    charges nothing. See docs/trust.md."""

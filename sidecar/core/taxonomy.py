@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime
-from typing import ClassVar
+from typing import ClassVar, Self
 
 from sidecar.core.details import (
     CircuitDetail,
@@ -143,6 +143,20 @@ class SidecarFailure(Exception):
         self.attempts = attempts
         return self
 
+    @classmethod
+    def worded(
+        cls,
+        message: str,
+        *,
+        detail: Detail | None = None,
+        http: HttpInfo | None = None,
+        retry_after: float | None = None,
+    ) -> Self:
+        """A failure of this kind in words of its own, not the kind's template (the sidecar's refusals)."""
+        failure = cls.__new__(cls)
+        SidecarFailure.__init__(failure, message, http=http, retry_after=retry_after, detail=detail)
+        return failure
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, attempts={self.attempts})"
 
@@ -163,6 +177,22 @@ def _show(value: str) -> str:
     return '""' if value == "" else cap(value, 80)
 
 
+ECHO_CHARS = 200
+"""A value a caller sent (a parameter's value, a model id, an identifier) is echoed up to this many
+characters, then "…" and its full length: a failure must fit gRPC's trailers whatever was sent."""
+RULE_CHARS = 500
+"""A rule or reason is kept up to this many characters (it may quote a caller's schema)."""
+MAX_PROBLEMS = 20
+"""A reply's problems listed one per line, at most this many (then how many more there were)."""
+
+
+def _echo(value: str, limit: int = ECHO_CHARS) -> str:
+    """``value`` as sent when short; else its first ``limit`` characters, "…" and its length."""
+    if len(value) <= limit:
+        return value
+    return f"{value[:limit]}… ({len(value)} characters)"
+
+
 # ---------------------------------------------------------------------------- correctable
 
 
@@ -172,6 +202,7 @@ class InvalidInput(CorrectableFailure):
     kind = FailureKind.INVALID_INPUT
 
     def __init__(self, parameter: str, value: str, rule: str, *, http: HttpInfo | None = None) -> None:
+        parameter, value, rule = _echo(parameter), _echo(value), _echo(rule, RULE_CHARS)
         super().__init__(
             f"Invalid value for parameter '{parameter}' (got {_show(value)}): {rule}",
             http=http,
@@ -185,7 +216,8 @@ class ResourceNotFound(CorrectableFailure):
     kind = FailureKind.RESOURCE_NOT_FOUND
 
     def __init__(self, resource_type: str, identifier: str, *, http: HttpInfo | None = None, where: str = "") -> None:
-        at = f" at {where}" if where else ""
+        identifier = _echo(identifier)
+        at = f" at {_echo(where)}" if where else ""
         super().__init__(
             f"No {resource_type} '{identifier}' exists{at}. Try another identifier or another tool.",
             http=http,
@@ -199,6 +231,7 @@ class Guardrail(CorrectableFailure):
     kind = FailureKind.GUARDRAIL
 
     def __init__(self, guardrail: str, reason: str, value: str = "") -> None:
+        reason, value = _echo(reason, RULE_CHARS), _echo(value)
         super().__init__(
             f"The {guardrail} guardrail refused the call: {reason}",
             detail=InvalidInputDetail(parameter=guardrail, value=value, rule=reason),
@@ -211,6 +244,7 @@ class JsonParse(CorrectableFailure):
     kind = FailureKind.JSON_PARSE
 
     def __init__(self, reason: str, expected_shape: str, *, model: str = "") -> None:
+        reason, expected_shape = _echo(reason, RULE_CHARS), _echo(expected_shape, RULE_CHARS)
         super().__init__(
             f"Your reply was not the JSON object asked for: {reason}. "
             f"Reply with only a JSON object, no prose or code fences, of this shape: {expected_shape}",
@@ -224,6 +258,10 @@ class ResponseValidation(CorrectableFailure):
     kind = FailureKind.RESPONSE_VALIDATION
 
     def __init__(self, problems: list[tuple[str, str]], *, model: str = "") -> None:
+        more = len(problems) - MAX_PROBLEMS
+        problems = [(_echo(f), _echo(p)) for f, p in problems[:MAX_PROBLEMS]]
+        if more > 0:
+            problems.append(("(more)", f"{more} more problems not listed"))
         lines = "\n".join(f"- {field}: {problem}" for field, problem in problems)
         super().__init__(
             f"Your reply left required fields empty or invalid; reply again with every field filled:\n{lines}",
@@ -235,7 +273,17 @@ class ResponseValidation(CorrectableFailure):
 
 
 class ExternalService(UncorrectableFailure):
-    """The service is down, answered with a server error, or could not be reached."""
+    """The service is down, answered with a server error, or could not be reached.
+
+    Without a response, what the message says depends on whether the request may have been
+    delivered (``sent``: a reset or a read timeout after it went out) and may simply be repeated::
+
+        never sent                      it could not be reached (connection refused)
+        sent, idempotent                it did not answer (connection reset)    -- re-sent, transient
+        sent, not idempotent            ... may have been delivered; the outcome is unknown -- check
+                                        before repeating this call (it is not idempotent)
+        sent, idempotency not known     ... check before repeating this call unless it is idempotent
+    """
 
     kind = FailureKind.EXTERNAL_SERVICE
 
@@ -248,19 +296,37 @@ class ExternalService(UncorrectableFailure):
         http: HttpInfo | None = None,
         fault: TransportFault = TransportFault.UNSPECIFIED,
         retry_after: float | None = None,
+        sent: bool = False,
+        idempotent: bool | None = None,
     ) -> None:
-        if http is None:
-            said = f"could not be reached ({cap(detail)})"
+        if http is None and not sent:
+            said = f"it could not be reached ({cap(detail)})"
+        elif http is None and idempotent:
+            said = f"it did not answer ({cap(detail)})"
+        elif http is None:
+            what = _AFTER_SENT.get(clause(detail), f"the call failed ({clause(detail)})")
+            repeat = "(it is not idempotent)" if idempotent is False else "unless it is idempotent"
+            said = (
+                f"{what} after the request was sent, so it may have been delivered; the outcome is unknown "
+                f"— check before repeating this call {repeat}"
+            )
         elif clause(detail) in ("", f"HTTP {http.status_code}"):
-            said = f"answered HTTP {http.status_code}"
+            said = f"it answered HTTP {http.status_code}"
         else:
-            said = f"answered HTTP {http.status_code}: {clause(detail)}"
+            said = f"it answered HTTP {http.status_code}: {clause(detail)}"
         super().__init__(
-            f"The {service} service failed at {endpoint}: it {said}.",
+            f"The {service} service failed at {endpoint}: {said}.",
             http=http,
             retry_after=retry_after,
             detail=ServiceDetail(service=service, endpoint=endpoint, detail=cap(detail), fault=fault),
         )
+
+
+_AFTER_SENT: dict[str, str] = {
+    "connection reset": "the connection was reset",
+    "no response in time": "no response came in time",
+}
+"""How a fault's usual words read once the request went out; other details are quoted."""
 
 
 class UpstreamThrottle(UncorrectableFailure):
@@ -410,6 +476,7 @@ class SpendCapExceeded(UncorrectableFailure):
     kind = FailureKind.SPEND_CAP_EXCEEDED
 
     def __init__(self, workflow_id: str, spent: float, cap_usd: float) -> None:
+        workflow_id = _echo(workflow_id)
         super().__init__(
             f"Workflow '{workflow_id}' has spent ${spent:.4f} of its ${cap_usd:.4f} cap; the call was not sent. "
             "Raise the cap or end the workflow.",
@@ -425,6 +492,7 @@ class ModelNotFound(UncorrectableFailure):
     def __init__(
         self, model: str, available: Sequence[str], *, http: HttpInfo | None = None, message: str | None = None
     ) -> None:
+        model = _echo(model)
         listed = ", ".join(available) if available else "none"
         super().__init__(
             message or f"Model '{cap(model, 80)}' is not in the catalog. Models that exist: {listed}.",
@@ -454,6 +522,7 @@ class ProviderRefusal(UncorrectableFailure):
     kind = FailureKind.PROVIDER_REFUSAL
 
     def __init__(self, model: str, category: str, explanation: str) -> None:
+        model, category = _echo(model), _echo(category)
         said = f": {clause(explanation)}" if explanation else ""
         super().__init__(
             f"Model {model} refused the request ({category}){said}. Retrying the same model will not help.",
@@ -518,6 +587,7 @@ class JobTimeout(UncorrectableFailure):
         retry_after: float | None = None,
         budget: int = 0,
     ) -> None:
+        target = _echo(target)
         super().__init__(
             f"The call to {target} would not finish before the caller's deadline: {reason}.",
             http=http,
@@ -532,6 +602,7 @@ class JobCancelled(UncorrectableFailure):
     kind = FailureKind.JOB_CANCELLED
 
     def __init__(self, target: str) -> None:
+        target = _echo(target)
         super().__init__(f"The call to {target} was cancelled by the caller.", detail=RetryDetail(target=target))
 
 

@@ -1,6 +1,8 @@
 """The one mapping from what a tool call saw to the taxonomy, by what the model should do.
 
-    transport fault (refused, dns, reset, timeout)  -> EXTERNAL_SERVICE, no http
+    transport fault (refused, dns, reset, timeout)  -> EXTERNAL_SERVICE, no http; after the request went out
+                                                       (reset, read timeout) it may have been delivered, and the
+                                                       message says so unless the call is idempotent
     2xx                                              -> success (a search with nothing is a valid empty result)
     a configured quirk of the service                -> the kind it names (an existing kind, never a new one)
     400 / 413 / 422                                  -> INVALID_INPUT (correctable)
@@ -9,7 +11,9 @@
     429                                              -> UPSTREAM_THROTTLE, Retry-After kept raw
     500 and above, and any status not listed         -> EXTERNAL_SERVICE
 
-ExecuteTool and ClassifyFailure both call ``classify``: identical answers give identical Failures.
+ExecuteTool and ClassifyFailure both call ``classify``: identical answers give identical Failures,
+but for a transport fault after the request went out: ExecuteTool knows whether the tool is
+idempotent, a report does not (its message says to check "unless it is idempotent").
 """
 
 from __future__ import annotations
@@ -36,7 +40,16 @@ from sidecar.core.taxonomy import (
 )
 from sidecar.core.text import cap
 
-__all__ = ["FAULT_WORDS", "Observation", "classify", "is_service_failure", "is_transient", "said", "trigger_of"]
+__all__ = [
+    "FAULT_WORDS",
+    "NEVER_REACHED",
+    "Observation",
+    "classify",
+    "is_service_failure",
+    "is_transient",
+    "said",
+    "trigger_of",
+]
 
 FAULT_WORDS: dict[TransportFault, str] = {
     TransportFault.REFUSED: "connection refused",
@@ -45,6 +58,10 @@ FAULT_WORDS: dict[TransportFault, str] = {
     TransportFault.DNS: "the host name did not resolve",
     TransportFault.UNSPECIFIED: "transport failure",
 }
+TRIGGER_RETRY_AFTER_CHARS = 100
+"""A circuit keeps this much of the Retry-After that opened it (a real one is under 30 characters)."""
+NEVER_REACHED = frozenset({TransportFault.REFUSED, TransportFault.DNS})
+"""Reported faults that certainly came before the request went out (a reported timeout may be a read's)."""
 _THROTTLE_WORDS = re.compile(r"(?i)rate.?limit|too many requests|throttl|slow down|quota exceeded|request limit")
 _THROTTLE_HEADERS = ("retry-after", "x-ratelimit-remaining", "ratelimit-remaining", "x-rate-limit-remaining")
 
@@ -64,6 +81,10 @@ class Observation:
     body: str = ""
     fault: TransportFault = TransportFault.UNSPECIFIED
     fault_detail: str = ""
+    may_have_reached: bool | None = None
+    """Whether a transport fault came after the request went out; None (a report): judged by the fault."""
+    idempotent: bool | None = None
+    """Whether the call may simply be repeated; None (a report): not known."""
 
 
 def _fault_words(fault: TransportFault) -> str:
@@ -130,7 +151,8 @@ def classify(
     """The failure ``obs`` means, or None for a success (including a valid empty search result)."""
     if obs.status is None:
         detail = obs.fault_detail or _fault_words(obs.fault)
-        return ExternalService(obs.service, obs.endpoint, detail, fault=obs.fault)
+        sent = obs.may_have_reached if obs.may_have_reached is not None else obs.fault not in NEVER_REACHED
+        return ExternalService(obs.service, obs.endpoint, detail, fault=obs.fault, sent=sent, idempotent=obs.idempotent)
     status = obs.status
     if 200 <= status < 300:
         return None
@@ -199,4 +221,5 @@ def trigger_of(obs: Observation, failure: SidecarFailure) -> Trigger:
         return Trigger(None, obs.fault_detail or _fault_words(obs.fault))
     body = failure.http.body if failure.http else ""
     raw = failure.http.retry_after_raw if failure.http else None  # masked like the rest of the failure
-    return Trigger(obs.status, cap(said(body)) if body else f"HTTP {obs.status}", raw)
+    asked = None if raw is None else cap(raw, TRIGGER_RETRY_AFTER_CHARS)
+    return Trigger(obs.status, cap(said(body)) if body else f"HTTP {obs.status}", asked)

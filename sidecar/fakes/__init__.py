@@ -19,7 +19,8 @@ Constructors: ``FakeProvider(host="127.0.0.1", port=0, *, chaos=None, max_record
 ``.port``, ``.server`` and ``with`` support.  Python control methods (thread-safe):
 ``script(key, steps, append=False)``, ``requests(**field_equals)``, ``reset()``,
 ``wait_for(predicate, timeout=5.0)`` (polls ``requests()``; not from the server's own loop);
-``FakeProvider.set_chaos(mapping or **fields)``; ``FakeToolBackend.notes_received``.
+``FakeProvider.set_chaos(mapping or **fields)``; ``FakeToolBackend.notes_received``,
+``FakeToolBackend.notes_repeated()``.
 
 Control routes (both fakes; never recorded)
 -------------------------------------------
@@ -40,6 +41,10 @@ Control routes (both fakes; never recorded)
     "reset": 0, "retry_after": "0", "seed": 1}``: fractions of unscripted requests, decided
     by one seeded draw per request (deterministic for a given seed and order).
     ``GET /_fake/chaos`` shows it.
+``GET /_fake/notes`` (tool backend) ``{"received", "created", "texts", "repeated": {TEXT: N}}``: every
+    ``POST /notes`` counted by its body's ``text`` (whatever was answered), ``repeated`` holding
+    each text that arrived more than once: a caller that puts a unique id in the text sees a
+    request sent twice.
 
 STEP fields
 -----------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import http
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -86,6 +87,7 @@ class FakeToolBackend(FakeServer):
         super().__init__(host, port, max_records=max_records)
         self._notes: list[dict[str, str]] = []
         self._notes_received = 0
+        self._note_texts: Counter[str] = Counter()
 
     def script(self, key: str, steps: list[dict[str, Any]], append: bool = False) -> int:
         if key != "*" and not key.startswith("/"):
@@ -98,17 +100,34 @@ class FakeToolBackend(FakeServer):
         with self._lock:
             return self._notes_received
 
+    def notes_repeated(self) -> dict[str, int]:
+        """Each ``text`` that arrived in more than one ``POST /notes``, with how many times."""
+        with self._lock:
+            return {text: count for text, count in self._note_texts.items() if count > 1}
+
     def _reset_locked(self) -> None:
         self._notes.clear()
         self._notes_received = 0
+        self._note_texts.clear()
 
     def _health_locked(self) -> dict[str, Any]:
         return {"notes_received": self._notes_received, "notes_created": len(self._notes)}
+
+    def _control_extra(self, request: Request, name: str) -> Response | None:
+        if name != "notes" or request.method != "GET":
+            return None
+        repeated = self.notes_repeated()
+        with self._lock:
+            counts = {"received": self._notes_received, "created": len(self._notes), "texts": len(self._note_texts)}
+        return Response.json({**counts, "repeated": repeated})
 
     async def handle_app(self, request: Request) -> Response:
         with self._lock:
             if request.path == "/notes" and request.method == "POST":
                 self._notes_received += 1
+                body = request.json_or_none()
+                if isinstance(body, dict) and isinstance(body.get("text"), str):
+                    self._note_texts[body["text"]] += 1
             step = self._scripts.pop(request.path)
         self._record(request, source="script" if step else "default")
         if step is None:

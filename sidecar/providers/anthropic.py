@@ -103,9 +103,9 @@ def _message(m: Message) -> tuple[str, list[dict[str, Any]]]:
         if m.text:
             blocks.append({"type": "text", "text": m.text})
         for c in m.tool_calls:
-            try:
+            try:  # bounded before: CallChecks refused arguments past the size cap or nested past 64 deep
                 args = json.loads(c.arguments_json or "{}")
-            except ValueError:
+            except (ValueError, RecursionError):
                 args = {"_raw": c.arguments_json}
             blocks.append({"type": "tool_use", "id": c.id, "name": c.name, "input": args})
         return "assistant", blocks

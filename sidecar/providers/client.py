@@ -14,7 +14,7 @@ decides about the next.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -93,7 +93,7 @@ class Spent:
     cost_usd: float = 0.0
 
 
-Judge = Callable[[ChatReply, Attempt], Any]
+Judge = Callable[[ChatReply, Attempt], Awaitable[Any]]
 """What a reply means to the call (run while its attempt's span is open): the value of Done."""
 
 
@@ -181,7 +181,7 @@ class ModelSender:
             attempt.record.failed(outcome.kind_name)
             return Fail(outcome)
         self._account(outcome, attempt)
-        return Done(self._judge(outcome, attempt))
+        return Done(await self._judge(outcome, attempt))
 
     def _account(self, reply: ChatReply, attempt: Attempt) -> None:
         spent = self._spent

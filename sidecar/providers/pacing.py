@@ -1,10 +1,13 @@
 """A model's shared throttle as the retry engine's Pacer: who may send to the model, and when.
 
-admit(deadline)   the wait the throttle asks for now (a Retry-After pause, the request and token
-                  buckets); a wait that cannot fit before the deadline is JOB_TIMEOUT at once
-ready()           waits it out on the injected clock
-settle(outcome)   Done -> a success (the throttle comes down); Retry -> the signal (429 +0.5,
-                  529 +1.5, a Retry-After pauses every caller, at most max_wait_s); Fail -> nothing
+admit(deadline)   books the call's slot after everyone queued (a Retry-After pause, the request
+                  and token pacers: core.model_throttle); a slot that cannot fit before the
+                  deadline is JOB_TIMEOUT at once, nothing booked
+ready()           waits for the slot on the injected clock (a pause that arrives meanwhile moves
+                  it; past the deadline then: JOB_TIMEOUT)
+settle(outcome)   Done -> a success (the throttle recovers); Retry -> the signal (429 +0.5, 529 +1.5,
+                  a Retry-After pauses every caller, at most max_wait_s); Fail -> neither
+release()         cancelled or a bug: the slot, if unused, is given back
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.core.clock import Clock
-from sidecar.core.model_throttle import ModelThrottle
+from sidecar.core.model_throttle import ModelThrottle, Overdue, Ticket
 from sidecar.core.observer import Target
 from sidecar.core.retry import Done, Fail, Retry, Tally
 from sidecar.core.taxonomy import JobTimeout
@@ -21,29 +24,46 @@ from sidecar.core.taxonomy import JobTimeout
 __all__ = ["ModelPacer"]
 
 
+def _late(model: str, late: Overdue, clock: Clock, deadline: float | None, tally: Tally) -> JobTimeout:
+    left = max((deadline or 0.0) - clock.time(), 0.0)
+    return JobTimeout(
+        f"model {model}",
+        f"{late.reason} for {late.wait:.1f} s, but only {left:.1f} s remain",
+        retry_after=late.wait,
+        budget=tally.budget,
+    )
+
+
 @dataclass(slots=True)
 class _Admission:
-    throttle_: ModelThrottle
-    tokens: int
+    pacer: ModelPacer
+    ticket: Ticket
+    deadline: float | None
     wait_s: float
-    max_pause_s: float
 
     @property
     def throttle(self) -> float:
-        return self.throttle_.throttle
+        return self.pacer.throttle_.throttle
 
     async def ready(self) -> None:
-        await self.throttle_.acquire(self.tokens)
+        p = self.pacer
+        try:
+            await p.throttle_.wait(self.ticket)
+        except Overdue as late:
+            raise _late(p.name, late, p.clock, self.deadline, p.tally) from None
 
     def settle(self, outcome: Done[Any] | Fail | Retry) -> None:
+        throttle = self.pacer.throttle_
         if isinstance(outcome, Done):
-            self.throttle_.success()
+            throttle.success(self.ticket)
         elif isinstance(outcome, Retry):
-            pause = None if outcome.retry_after is None else min(outcome.retry_after, self.max_pause_s)
-            self.throttle_.signal(outcome.signal, pause)
+            pause = None if outcome.retry_after is None else min(outcome.retry_after, self.pacer.max_pause_s)
+            throttle.signal(self.ticket, outcome.signal, pause)
+        else:
+            throttle.settle(self.ticket)
 
     def release(self) -> None:
-        """Nothing to give back: the buckets were charged when the attempt went."""
+        self.pacer.throttle_.settle(self.ticket)  # idempotent: a no-op once settled
 
 
 @dataclass(slots=True)
@@ -65,13 +85,8 @@ class ModelPacer:
         return self.throttle_.model
 
     def admit(self, deadline: float | None) -> _Admission:
-        wait = self.throttle_.wait_time(self.tokens)
-        if wait > 0 and deadline is not None and self.clock.time() + wait > deadline:
-            left = max(deadline - self.clock.time(), 0.0)
-            raise JobTimeout(
-                f"model {self.name}",
-                f"the model is throttled for {wait:.1f} s, but only {left:.1f} s remain",
-                retry_after=wait,
-                budget=self.tally.budget,
-            )
-        return _Admission(self.throttle_, self.tokens, wait, self.max_pause_s)
+        try:
+            ticket = self.throttle_.reserve(self.tokens, deadline)
+        except Overdue as late:
+            raise _late(self.name, late, self.clock, deadline, self.tally) from None
+        return _Admission(self, ticket, deadline, max(ticket.at - self.clock.time(), 0.0))

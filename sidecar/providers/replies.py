@@ -1,17 +1,28 @@
-"""Checks of a model's reply against the JSON asked for: JSON_PARSE and RESPONSE_VALIDATION."""
+"""Checks of a model's reply against the JSON asked for: JSON_PARSE and RESPONSE_VALIDATION.
+
+The schema is the caller's, so it runs as every caller's schema does (``sidecar.core.json_schemas``:
+patterns on RE2, a checkpoint of the call's time limit at every keyword); the reply is the model's,
+so what it gets wrong is told to the model (JSON_PARSE): nesting past ``MAX_JSON_DEPTH``, an integer
+past Python's digit limit, not an object. ``sidecar.providers.schemas`` runs both off the event loop.
+"""
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from sidecar.core.cpu_budget import checkpoint
+from sidecar.core.json_input import MAX_JSON_DEPTH, nested_over
+from sidecar.core.json_schemas import errors, validator_for
 from sidecar.core.taxonomy import JsonParse, ResponseValidation
 
 __all__ = ["parse_reply", "shape_of", "validate_reply"]
 
+_TOO_DEEP = f"the reply nested arrays and objects deeper than {MAX_JSON_DEPTH} levels"
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*)\n\s*```\s*$", re.S)
 
 
@@ -41,6 +52,13 @@ def parse_reply(text: str, schema: dict[str, Any], model: str) -> dict[str, Any]
         parsed = json.loads(body)
     except json.JSONDecodeError as exc:
         raise JsonParse(f"{exc.msg} at line {exc.lineno} column {exc.colno}", shape_of(schema), model=model) from None
+    except RecursionError:
+        raise JsonParse(_TOO_DEEP, shape_of(schema), model=model) from None
+    except ValueError:  # json.loads' only other refusal: an integer past Python's digit limit
+        reason = f"the reply held an integer of more than {sys.get_int_max_str_digits()} digits"
+        raise JsonParse(reason, shape_of(schema), model=model) from None
+    if nested_over(body, MAX_JSON_DEPTH):
+        raise JsonParse(_TOO_DEEP, shape_of(schema), model=model)
     if not isinstance(parsed, dict):
         raise JsonParse(f"the reply was a JSON {type(parsed).__name__}, not an object", shape_of(schema), model=model)
     return parsed
@@ -50,11 +68,17 @@ def _empty(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip()) or value in ([], {})
 
 
-def validate_reply(obj: dict[str, Any], schema: dict[str, Any], model: str) -> ResponseValidation | None:
-    """Every required field left empty, and every schema violation, one per line; None when all is well."""
+def validate_reply(
+    obj: dict[str, Any], schema: dict[str, Any], model: str, validator: Draft202012Validator | None = None
+) -> ResponseValidation | None:
+    """Every required field left empty, and every schema violation, one per line; None when all is well.
+
+    Raises ``json_schemas.SchemaProblem`` when the schema itself cannot be followed on this reply.
+    """
     problems: list[tuple[str, str]] = []
 
     def walk(node: Any, sub: dict[str, Any], path: str) -> None:
+        checkpoint()
         if not isinstance(node, dict) or not isinstance(sub, dict):
             return
         for name in sub.get("required") or []:
@@ -69,7 +93,7 @@ def validate_reply(obj: dict[str, Any], schema: dict[str, Any], model: str) -> R
 
     walk(obj, schema, "")
     seen = {p for p, _ in problems}
-    for err in Draft202012Validator(schema).iter_errors(obj):
+    for err in errors(validator or validator_for(schema), obj):
         if err.validator == "required":
             continue
         where = ".".join(str(p) for p in err.absolute_path) or "(the object)"

@@ -47,8 +47,7 @@ from sidecar.core.taxonomy import (
 )
 from sidecar.providers.client import ModelSender, ProviderClient, Spent
 from sidecar.providers.pacing import ModelPacer
-from sidecar.providers.replies import parse_reply, validate_reply
-from sidecar.providers.schemas import check_request
+from sidecar.providers.schemas import CallChecks, check_request
 from sidecar.providers.wire import ChatReply, ChatRequest
 
 __all__ = ["CHARS_PER_TOKEN", "TOKENS_PER_MESSAGE", "ModelService", "estimate_tokens"]
@@ -129,6 +128,7 @@ class _Call:
 
     request: ModelRequest
     model: ModelConfig
+    checks: CallChecks
     schema: dict[str, Any] | None
     budget_tokens: int
     max_corrections: int
@@ -139,7 +139,7 @@ class _Call:
     raised: bool = False
     warnings: list[str] = field(default_factory=list)
 
-    def judge(self, reply: ChatReply, attempt: Attempt) -> _Verdict:
+    async def judge(self, reply: ChatReply, attempt: Attempt) -> _Verdict:
         """Refusal, truncation, then the schema; a correction is marked on the attempt's span."""
         model_id = self.request.model
         if reply.refusal is not None or reply.finish is FinishReason.CONTENT_FILTER:
@@ -152,14 +152,15 @@ class _Call:
             return _Verdict(reply, failure=OutputTruncated(model_id, self.budget_tokens, self.model.max_output_tokens))
         if self.schema is None or reply.tool_calls:  # a tool call is not the answer yet
             return _Verdict(reply)
-        try:
-            parsed = parse_reply(reply.text, self.schema, model_id)
+        try:  # the caller's schema runs off the event loop, within the time limit (CallChecks)
+            parsed, problem = await self.checks.reply(
+                reply.text, self.schema, model_id, self.request.response_schema_json
+            )
         except JsonParse as failure:
             if self.corrections >= self.max_corrections:
                 return _Verdict(reply, failure=failure)
             attempt.record.correction(failure.kind_name)
             return _Verdict(reply, correction=failure)
-        problem = validate_reply(parsed, self.schema, model_id)
         if problem is None:
             return _Verdict(reply, parsed=parsed)
         if self.corrections < self.max_corrections:
@@ -190,6 +191,7 @@ class ModelService:
         self._observer = observer
         self._rng = rng or random.Random()
         self._secrets = config.secrets()
+        self._checks = CallChecks(config.policy.max_argument_bytes, config.policy.check_time_limit_s)
         self._providers = {
             name: ProviderClient.build(name, p, embedded or {}, self._secrets) for name, p in config.providers.items()
         }
@@ -247,7 +249,8 @@ class ModelService:
         raise failure
 
     async def _run(self, request: ModelRequest, options: CallOptions, record: Any) -> ModelResponse:
-        schema, max_tokens = check_request(request, options, self._config)
+        max_tokens = check_request(request, options, self._config)
+        schema = await self._checks.request(request)  # schemas and history JSON: bounded, large ones off the loop
         model = self._config.models.get(request.model)
         if model is None:
             raise ModelNotFound(request.model, sorted(self._config.models))
@@ -262,7 +265,9 @@ class ModelService:
         tally = Tally(self._config.model_retries(request.model, options.upstream_retries))
         windows = policy.windows_for(model.preset, model.windows)
         max_corrections = model.max_corrections if model.max_corrections is not None else policy.max_corrections
-        call = _Call(request, model, schema, budget_tokens, max_corrections, tally, list(request.messages))
+        call = _Call(
+            request, model, self._checks, schema, budget_tokens, max_corrections, tally, list(request.messages)
+        )
         retry = RetryPolicy(windows, _GiveUp(request.model, provider.name, tally), self._rng)
         pacer = ModelPacer(self._throttles[request.model], estimate, self._clock, tally, windows.max_wait_s)
         try:

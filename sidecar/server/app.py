@@ -2,7 +2,14 @@
 
 ``SidecarApp`` wires the core to the servicer from one ``Config``; ``serve`` runs it until
 SIGTERM or SIGINT, then stops taking calls, lets in-flight ones finish within the grace period,
-and returns (the process exits 0).
+and returns (the process exits 0). What a call passes through, outermost first::
+
+    TLS / mTLS handshake          server.tls (security.server_credentials)
+    bearer token                  server.auth (auth.BearerTokenInterceptor); health exempt
+    the given interceptors        the server span (telemetry)
+    decoding                      undecodable bytes -> INVALID_ARGUMENT (handlers.register_sidecar)
+    the in-flight limit           CallModel, ExecuteTool: server.max_in_flight (admission.Admission)
+    the servicer
 """
 
 from __future__ import annotations
@@ -20,14 +27,17 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from sidecar_contract.v1 import sidecar_pb2 as pb
-from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar.config import Config
 from sidecar.core.circuit import CircuitState, ServiceGuards
 from sidecar.core.clock import Clock, RealClock
 from sidecar.core.spend import SpendLedger
 from sidecar.providers.service import ModelService
+from sidecar.server.admission import Admission
+from sidecar.server.auth import BearerTokenInterceptor
+from sidecar.server.handlers import register_sidecar
 from sidecar.server.masking import SecretMaskingInterceptor
+from sidecar.server.security import server_credentials
 from sidecar.server.servicer import SidecarServicer
 from sidecar.telemetry import masking
 from sidecar.telemetry.metrics import Metrics
@@ -42,6 +52,11 @@ _log = logging.getLogger("sidecar.server")
 EMBEDDED_PORTS = {"provider": 8787, "tools": 8788}
 """Where the embedded fakes listen when the port is free (``sidecar demo`` scripts them there)."""
 _CIRCUIT_VALUE = {CircuitState.CLOSED: 0, CircuitState.HALF_OPEN: 1, CircuitState.OPEN: 2}
+PENDING_CALLS_LIMIT = 16384
+"""Calls per method gRPC core may hold before the server picks them up (``grpc.server.max_pending_requests``,
+soft and hard). Its defaults (1,000 / 3,000, with random drops between) answer a burst's calls
+CANCELLED, unlogged, before our code sees them; above a burst, each call reaches the in-flight limit
+and gets an answer. Past it core still drops (memory stays bounded: a pending call holds its request)."""
 
 
 @dataclass
@@ -63,19 +78,23 @@ class SidecarApp:
     models: ModelService | None = None
     tools: ToolService | None = None
     metrics: Metrics | None = None
+    admission: Admission | None = None
     embedded: dict[str, str] = field(default_factory=dict)
     _fakes: list[Any] = field(default_factory=list)
     _health: health.aio.HealthServicer | None = None
 
     async def start(self) -> None:
-        await self._start_fakes()
+        """Start serving; ``ConfigError`` when the TLS files are unusable, ``OSError`` when it cannot listen."""
         cfg = self.config
+        credentials = server_credentials(cfg.server.tls) if cfg.server.tls is not None else None
+        await self._start_fakes()
         masking.register(cfg.secrets())  # spans, metric labels and log lines of this process mask them
         self.metrics = metrics = Metrics()
         observer = TelemetryObserver(
             self.clock, metrics, record_content=cfg.telemetry.record_content, secrets=cfg.secrets()
         )
-        self.guards = ServiceGuards(cfg.services, cfg.policy.circuit, self.clock, observer=observer)
+        tool_services = {t.service for t in cfg.tools.values()}
+        self.guards = ServiceGuards(cfg.services, cfg.policy.circuit, self.clock, tool_services, observer=observer)
         self.tools = ToolService(cfg, self.clock, self.guards, observer, embedded=self.embedded, rng=self.rng)
         ledger = SpendLedger(dict(cfg.policy.spend_caps))
         self.models = ModelService(cfg, self.clock, ledger, observer, embedded=self.embedded, rng=self.rng)
@@ -84,18 +103,25 @@ class SidecarApp:
             lambda: [(m, models.throttle(m).throttle) for m in cfg.models],
             lambda: [(g.name, g.throttle, _CIRCUIT_VALUE[g.state]) for g in guards.all()],
         )
-        reports = Reports(cfg, self.clock, self.guards)
+        reports = Reports(cfg, self.clock, self.guards, observer)
         self.servicer = SidecarServicer(cfg, self.clock, self.tools, self.models, reports)
+        interceptors: list[Any] = []
+        if cfg.server.auth is not None:
+            interceptors.append(BearerTokenInterceptor(t.get_secret_value() for t in cfg.server.auth.tokens))
         limit = cfg.server.max_message_bytes
         self.server = grpc.aio.server(
-            interceptors=[*self.interceptors, SecretMaskingInterceptor(cfg.secrets())],  # innermost: every answer
+            # the bearer check first (no span, no slot for a refused caller); masking innermost: every answer
+            interceptors=[*interceptors, *self.interceptors, SecretMaskingInterceptor(cfg.secrets())],
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
                 ("grpc.so_reuseport", 0),
+                ("grpc.server.max_pending_requests", PENDING_CALLS_LIMIT),
+                ("grpc.server.max_pending_requests_hard_limit", PENDING_CALLS_LIMIT),
             ],
         )
-        pb_grpc.add_SidecarServicer_to_server(self.servicer, self.server)
+        self.admission = Admission(cfg.server.max_in_flight, self.clock)
+        register_sidecar(self.server, self.servicer, self.admission.wrap)
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self.server)
         if cfg.server.reflection:
@@ -103,7 +129,10 @@ class SidecarApp:
             reflection.enable_server_reflection(names, self.server)
         listen = self.listen or cfg.server.listen
         try:
-            bound = self.server.add_insecure_port(listen)
+            if credentials is None:
+                bound = self.server.add_insecure_port(listen)
+            else:
+                bound = self.server.add_secure_port(listen, credentials)
         except RuntimeError:  # grpc refuses an address it cannot bind (in use, no such directory)
             bound = 0
         if bound == 0:
@@ -140,6 +169,8 @@ class SidecarApp:
             await self._health.enter_graceful_shutdown()
         if self.server is not None:
             await self.server.stop(self.config.server.grace_period_s if grace is None else grace)
+        if self.admission is not None:
+            self.admission.close()
         if self.metrics is not None:
             self.metrics.close()
         if self.tools is not None:

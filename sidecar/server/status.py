@@ -67,7 +67,15 @@ def _pack(message: object) -> any_pb2.Any:
 
 TRAILER_BODY_CHARS = 4096
 """``http.body`` is cut to this in the status trailer: gRPC refuses trailers over 16 KiB, and a
-status that cannot be sent loses every detail. The message and every other field travel whole."""
+status that cannot be sent loses every detail."""
+TRAILER_BUDGET_BYTES = 12 * 1024
+"""What one status may take in the trailers: ``grpc-message`` (percent-encoded) plus
+``grpc-status-details-bin`` (base64). The failures bound what they echo of a caller (a few hundred
+characters), but characters of several bytes each can still outgrow that; then every string of
+the status is cut, tighter and tighter (``_CUTS``), until it fits: the kind, the code and every
+field arrive, some of them shortened."""
+_CUTS = (1024, 256, 64)
+"""The successive limits (characters per string) tried when a status is over budget."""
 
 
 def _camel(name: str) -> str:
@@ -102,7 +110,7 @@ def _flatten(msg: Any, prefix: str, out: dict[str, str]) -> None:
             out.setdefault(key, _value(desc, value))
 
 
-def _metadata(f: pb.Failure) -> dict[str, str]:
+def _metadata(f: pb.Failure, limit: int | None) -> dict[str, str]:
     md = {"kind": FailureKind(f.kind).name, "correctable": str(f.correctable).lower(), "attempts": str(f.attempts)}
     if f.HasField("http"):
         md["httpStatus"] = str(f.http.status_code)
@@ -115,18 +123,56 @@ def _metadata(f: pb.Failure) -> dict[str, str]:
     field = f.WhichOneof("detail")
     if field:
         _flatten(getattr(f, field), "", md)
-    return md
+    return md if limit is None else {k: _cut(v, limit) for k, v in md.items()}
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _cut_strings(msg: Any, limit: int) -> None:
+    """Every string field of ``msg`` and its sidecar sub-messages cut to ``limit`` characters."""
+    for desc, value in msg.ListFields():
+        if desc.type == desc.TYPE_STRING:
+            if desc.is_repeated:
+                value[:] = [_cut(v, limit) for v in value]
+            else:
+                setattr(msg, desc.name, _cut(value, limit))
+        elif desc.message_type is not None and desc.message_type.full_name.startswith("sidecar."):
+            for item in value if desc.is_repeated else [value]:
+                _cut_strings(item, limit)
+
+
+def _trailer_bytes(status: status_pb2.Status) -> int:
+    """What the status takes on the wire: its message percent-encoded, its details base64-encoded."""
+    message = sum(1 if 0x20 <= b <= 0x7E and b != 0x25 else 3 for b in status.message.encode("utf-8"))
+    return message + (len(status.SerializeToString()) + 2) // 3 * 4
 
 
 def to_status(failure: SidecarFailure) -> status_pb2.Status:
-    """The google.rpc.Status of a failure: code, message (the failure's), and the details."""
-    f = convert.failure(failure)
+    """The google.rpc.Status of a failure: code, message (the failure's), and the details, within
+    ``TRAILER_BUDGET_BYTES``."""
+    status = _status(convert.failure(failure), None)
+    for limit in _CUTS:
+        if _trailer_bytes(status) <= TRAILER_BUDGET_BYTES:
+            break
+        status = _status(convert.failure(failure), limit)
+    return status
+
+
+def _status(f: pb.Failure, limit: int | None) -> status_pb2.Status:
     if f.HasField("http") and len(f.http.body) > TRAILER_BODY_CHARS:
         f.http.body = f.http.body[: TRAILER_BODY_CHARS - 1] + "…"
-    code = GRPC_CODE.get(failure.kind, _C.INTERNAL)
+    if limit is not None:
+        line = f.explanation.rsplit("\n", 1)[-1]
+        _cut_strings(f, limit)
+        f.explanation = f"{f.message}\n{line}"
+    code = GRPC_CODE.get(FailureKind(f.kind), _C.INTERNAL)
     details = [
         _pack(f),
-        _pack(error_details_pb2.ErrorInfo(reason=FailureKind(f.kind).name, domain=DOMAIN, metadata=_metadata(f))),
+        _pack(
+            error_details_pb2.ErrorInfo(reason=FailureKind(f.kind).name, domain=DOMAIN, metadata=_metadata(f, limit))
+        ),
     ]
     if f.HasField("retry_after"):
         details.append(_pack(error_details_pb2.RetryInfo(retry_delay=f.retry_after)))

@@ -100,6 +100,8 @@ STREAMED = "sidecar.streamed"
 """On a chat span: the reply was streamed (StreamModel)."""
 RESTART_REASON = "sidecar.restart.reason"
 """On a stream restart event: why the deltas start again."""
+REPORT_ACCEPTED = "sidecar.report.accepted"
+"""On a ClassifyFailure server span naming a service: whether the report may feed its circuit."""
 
 # ---------------------------------------------------------------- span events
 EVENT_CORRECTION = "sidecar.correction"

@@ -32,6 +32,7 @@ from sidecar.core.observer import (
     ModelCallStart,
     ModelPaused,
     OutputBudgetRaised,
+    ReportAccepted,
     Retried,
     StreamRestarted,
     Target,
@@ -339,6 +340,9 @@ class TelemetryObserver:
         span = trace.get_current_span()
         if not span.is_recording():
             return
+        if isinstance(event, ReportAccepted):  # a fact about the RPC: an attribute of its span, not an event
+            span.set_attribute(n.REPORT_ACCEPTED, event.accepted)
+            return
         name, attrs = _event(event)
         span.add_event(name, attrs)
 
@@ -370,4 +374,6 @@ def _event(event: Event) -> tuple[str, dict[str, Any]]:
             return n.EVENT_OUTPUT_BUDGET_RAISED, {n.OUTPUT_BUDGET: event.budget}
         case StreamRestarted():
             return n.EVENT_STREAM_RESTART, {n.RESTART_REASON: event.reason, n.ATTEMPT: event.attempt}
+        case ReportAccepted():  # pragma: no cover - an attribute, set by event()
+            pass
     raise TypeError(f"no span event for {type(event).__name__}")  # pragma: no cover - exhaustive above

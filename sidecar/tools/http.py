@@ -1,8 +1,9 @@
 """One attempt of an HTTP tool: the Sender the retry engine runs for ExecuteTool.
 
-the request     the tool's URL template filled with the URL-quoted arguments, its method, headers
-                and body (none, the arguments as JSON, or a mapping of them); a read timeout
-                clipped to the caller's deadline
+the request     the tool's URL template filled with the URL-quoted arguments, each path segment kept
+                a segment (an argument that would make it ``.`` or ``..`` is INVALID_INPUT), its
+                method, headers and body (none, the arguments as JSON, or a mapping of them); a
+                read timeout clipped to the caller's deadline
 what it saw     classified by core.tool_failures (the one HTTP -> kind mapping):
     success (2xx, an empty search)                         -> Done(the result)
     a timeout cut short by the caller's own deadline       -> Fail(JOB_TIMEOUT), charged to no one
@@ -14,6 +15,7 @@ what it saw     classified by core.tool_failures (the one HTTP -> kind mapping):
 from __future__ import annotations
 
 import json
+import re
 import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -29,7 +31,7 @@ from sidecar.core.kinds import FailureKind, RetrySignal, TransportFault
 from sidecar.core.observer import AttemptStart, Target
 from sidecar.core.retry import Attempt, Done, Fail, Retry
 from sidecar.core.settings import Quirk
-from sidecar.core.taxonomy import JobTimeout
+from sidecar.core.taxonomy import InvalidInput, JobTimeout
 from sidecar.core.text import endpoint_of
 from sidecar.core.tool_failures import Observation, classify, is_transient, trigger_of
 from sidecar.net.transport import fault_of, read_capped
@@ -60,7 +62,10 @@ class Tool:
 
 
 def build_request(client: httpx.AsyncClient, tool: Tool, arguments: dict[str, Any], url: str) -> httpx.Request:
-    """The tool's request for these arguments (``url``: its template, embedded fakes resolved)."""
+    """The tool's request for these arguments (``url``: its template, embedded fakes resolved).
+
+    InvalidInput when an argument would make a dot segment of the path.
+    """
     cfg = tool.config
 
     def fill(template: str) -> str:
@@ -79,7 +84,7 @@ def build_request(client: httpx.AsyncClient, tool: Tool, arguments: dict[str, An
         content = json.dumps(_map_body(cfg.body, arguments)).encode()
     if content is not None:
         headers.setdefault("content-type", "application/json")
-    return client.build_request(cfg.method, fill(url), headers=headers, content=content)
+    return client.build_request(cfg.method, _fill_url(url, fill), headers=headers, content=content)
 
 
 class ToolSender:
@@ -112,6 +117,7 @@ class ToolSender:
             parameter=cfg.identifier_parameter or "",
             value=value,
             resource_type=cfg.resource_type,
+            idempotent=cfg.is_idempotent,
         )
 
     def describe(self, number: int) -> AttemptStart:
@@ -166,12 +172,47 @@ class ToolSender:
         except httpx.HTTPError as exc:
             fault = fault_of(exc)
             attempt.record.transport_fault(_FAULT_TYPES.get(fault.fault, "transport"), fault.detail)
-            detail = fault.detail if isinstance(exc, httpx.DecodingError) else ""  # else the mapping's own words
-            return replace(self._base, fault=fault.fault, fault_detail=detail), fault.may_have_reached
+            # the mapping's own words (a report knows only the fault), but for what a report cannot tell
+            own = isinstance(exc, httpx.DecodingError) or not fault.may_have_reached
+            detail = fault.detail if own else ""
+            obs = replace(self._base, fault=fault.fault, fault_detail=detail, may_have_reached=fault.may_have_reached)
+            return obs, fault.may_have_reached
         attempt.record.answered(response.status_code)
         if response.status_code >= 400:
             attempt.record.failed(str(response.status_code))
         return replace(self._base, status=response.status_code, headers=dict(response.headers), body=body), True
+
+
+_URL_PARTS = re.compile(r"^([^:/?#]+://[^/?#]*)([^?#]*)(.*)$", re.DOTALL)
+_DOT_SEGMENTS = (".", "..")
+
+
+def _fill_url(template: str, fill: Callable[[str], str]) -> str:
+    """``template`` with its placeholders filled, each path segment kept a segment.
+
+    ``fill`` quotes every value (``/`` becomes ``%2F``), but a segment that comes out as exactly
+    ``.`` or ``..`` would still be resolved away (``/items/..`` is sent as ``/``); sending it as
+    ``%2E%2E`` would not be safe either, since RFC 3986 makes that the same segment and a
+    normalizing proxy or server resolves it. No identifier is a dot segment: it is refused.
+    The query string and fragment are not path segments (dots are fine there).
+    """
+    parts = _URL_PARTS.match(template)
+    if parts is None:  # the config allows no such URL; fill it whole
+        return fill(template)
+    origin, path, rest = parts.groups()
+    segments = []
+    for segment in path.split("/"):
+        filled = fill(segment)
+        if filled in _DOT_SEGMENTS and filled != segment:
+            names = re.findall(r"\{([^}]+)\}", segment)
+            raise InvalidInput(
+                names[0] if len(names) == 1 else "arguments",
+                filled,
+                "must not be '.' or '..': it fills a segment of the URL's path, where a dot segment would "
+                "send the request to another path; send the identifier itself",
+            )
+        segments.append(filled)
+    return fill(origin) + "/".join(segments) + fill(rest)
 
 
 def _result(obs: Observation) -> ToolResult:

@@ -1,8 +1,9 @@
 """A tool service's throttle and circuit as the retry engine's Pacer.
 
 admit(deadline)   the circuit first: refused at once while open (CIRCUIT_OPEN, quoting what opened
-                  it), or this call is the half-open circuit's one probe; then the throttle's wait,
-                  JOB_TIMEOUT at once when it cannot fit before the deadline
+                  it), or this call is the half-open circuit's one probe; then the call's slot in the
+                  throttle, after everyone queued: JOB_TIMEOUT at once (nothing booked) when it
+                  cannot fit before the deadline
 settle(outcome)   Done -> a success (a probe closes the circuit); a service failure (EXTERNAL_SERVICE,
                   UPSTREAM_THROTTLE, with the outcome's ``trigger``) -> charged, quoting what the service
                   said; a probe the service answered in any other way -> it is up (success); anything
@@ -18,6 +19,7 @@ from typing import Any
 from sidecar.core.circuit import Admission, ServiceGuard
 from sidecar.core.clock import Clock
 from sidecar.core.observer import Target
+from sidecar.core.pacer import Overdue, Reservation
 from sidecar.core.retry import Done, Fail, Retry
 from sidecar.core.taxonomy import JobTimeout
 from sidecar.core.tool_failures import is_service_failure
@@ -29,6 +31,7 @@ __all__ = ["ServicePacer"]
 class _ServiceAdmission:
     guard: ServiceGuard
     admission: Admission
+    booking: Reservation
     wait_s: float
 
     @property
@@ -36,7 +39,7 @@ class _ServiceAdmission:
         return self.guard.throttle
 
     async def ready(self) -> None:
-        await self.guard.pace()
+        await self.guard.pace(self.booking)  # cancelled: the slot is given back
 
     def settle(self, outcome: Done[Any] | Fail | Retry) -> None:
         if isinstance(outcome, Done):
@@ -72,12 +75,14 @@ class ServicePacer:
 
     def admit(self, deadline: float | None) -> _ServiceAdmission:
         admission = self.guard.check()
-        wait = self.guard.throttle_wait()
-        if wait > 0 and deadline is not None and self.clock.time() + wait > deadline:
+        try:
+            booking = self.guard.reserve(deadline)
+        except Overdue as late:
             self.guard.lost(admission)
+            left = max((deadline or 0.0) - self.clock.time(), 0.0)
             raise JobTimeout(
                 f"tool {self.tool}",
-                f"the {self.guard.name} service is throttled for {wait:.1f} s, past the caller's deadline",
-                retry_after=wait,
-            )
-        return _ServiceAdmission(self.guard, admission, wait)
+                f"the {self.guard.name} service is throttled for {late.wait:.1f} s, but only {left:.1f} s remain",
+                retry_after=late.wait,
+            ) from None
+        return _ServiceAdmission(self.guard, admission, booking, max(booking.at - self.clock.time(), 0.0))

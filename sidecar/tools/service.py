@@ -44,7 +44,7 @@ from sidecar.core.taxonomy import (
     log_failure,
 )
 from sidecar.net.backend import fast_transport
-from sidecar.tools.arguments import check_arguments, validator_for
+from sidecar.tools.arguments import check_call, validator_for
 from sidecar.tools.guardrails import Guardrails
 from sidecar.tools.http import Tool, ToolSender, build_request
 from sidecar.tools.pacing import ServicePacer
@@ -154,17 +154,26 @@ class ToolService:
             failure = InvalidInput("job.upstream_retries", str(retries), f"must be at most {MAX_UPSTREAM_RETRIES}")
             return ToolOutcome(None, failure, 0)
         empty = EMPTY_SEARCH_TEXT if tool.config.kind == "search" else EMPTY_RESULT_TEXT
+        cfg = tool.config
+        policy = self._config.policy
         try:
-            arguments = check_arguments(request.arguments_json, tool.config.parameters, tool.validator)
-            tool.guardrails.check(arguments)
+            arguments = await check_call(  # bounded: size, depth, time; large ones off the event loop
+                request.arguments_json,
+                cfg.parameters,
+                tool.validator,
+                tool.guardrails,
+                url=cfg.url,
+                max_bytes=policy.max_argument_bytes,
+                limit_s=policy.check_time_limit_s,
+            )
+            built = build_request(self._client, tool, arguments, self.resolve(cfg.url))
         except (InvalidInput, Guardrail) as failure:
             return ToolOutcome(None, failure, 0, empty)
-        cfg = tool.config
         id_param = cfg.identifier_parameter
         sender = ToolSender(
             tool,
             self._client,
-            build_request(self._client, tool, arguments, self.resolve(cfg.url)),
+            built,
             value=str(arguments.get(id_param, "")) if id_param else "",
             quirks=self._config.service(cfg.service).quirks,
             secrets=self._secrets,

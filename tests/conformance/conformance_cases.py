@@ -5,6 +5,11 @@ reset and script the fakes, make the call through its client, and compare the *o
 (a language-neutral dict built from the client's own types) with the case's ``expect``.
 This module is the Python side of that, shared by ``test_conformance.py`` (the Python
 client's runner) and ``harness.py record``.
+
+Loading also checks that the cases cannot lean on each other's state::
+
+    a case whose provider script answers with an error    its models are called and scripted
+    (429, 529, 5xx, 4xx, a fault) presses those models    by no other case
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ __all__ = [
     "Case",
     "check",
     "expand",
+    "isolation_problems",
     "load_cases",
     "post_json",
     "prepare_fakes",
@@ -33,6 +39,9 @@ PLACEHOLDERS = ("FAKE_PROVIDER_URL", "TOOL_BACKEND_URL")
 """``${NAME}`` in an expected string stands for the fake's URL of this run (its port changes)."""
 DEFAULT_DEADLINE_MS = 15_000
 _HTTP_KEYS = ("status_code", "service", "endpoint", "body", "retry_after_raw")
+REPLY_PRESETS = ("reply", "truncated", "bad_json", "missing_fields", "refusal")
+"""The fake provider's presets that answer 200 (sidecar/fakes): a step of these, with no error
+``status`` and no ``fault``, presses no model."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +89,46 @@ def load_cases(directory: str | Path) -> list[Case]:
     duplicates = {n for n in names if names.count(n) > 1}
     if duplicates:
         raise ValueError(f"duplicate case names: {sorted(duplicates)}")
+    shared = isolation_problems(out)
+    if shared:
+        raise ValueError("cases that share a model they press: " + "; ".join(shared))
     return out
+
+
+def isolation_problems(cases: list[Case]) -> list[str]:
+    """Every model a case presses (its provider script answers with an error) that another case also uses.
+
+    A model's throttle, pause and pacing are shared by every call to it and outlive the case, so
+    a case that presses a model must be the only one calling or scripting it (sidecar.yaml gives
+    each such case its own catalog model): then no case's waits depend on the cases before it.
+    """
+    problems = []
+    for case in cases:
+        if not _presses(case):
+            continue
+        for other in cases:
+            if other is not case and (common := _called(case) & (_called(other) | _scripted(other))):
+                problems.append(f"{case.path.name} presses {sorted(common)}, which {other.path.name} also uses")
+    return problems
+
+
+def _called(case: Case) -> set[str]:
+    calls = [{"rpc": case.rpc, "request": case.request}, *case.before]
+    return {str(c["request"]["model"]) for c in calls if c["rpc"] == "CallModel" and c["request"].get("model")}
+
+
+def _scripted(case: Case) -> set[str]:
+    return {str(s["model"]) for s in (case.data.get("setup") or {}).get("provider") or [] if "model" in s}
+
+
+def _presses(case: Case) -> bool:
+    for script in (case.data.get("setup") or {}).get("provider") or []:
+        for step in script.get("steps") or []:
+            preset = step.get("preset")
+            error_preset = preset is not None and preset not in REPLY_PRESETS
+            if error_preset or "fault" in step or step.get("status", 200) >= 400:
+                return True
+    return False
 
 
 def _validate(data: Any) -> list[str]:

@@ -12,8 +12,11 @@
 The fakes (sidecar.fakes) run in this process on loopback; a real sidecar process
 (``python -m sidecar serve --config tests/conformance/sidecar.yaml``) is started afresh for each
 language, so throttle, circuit and spend state never leak from one client's run into another's.
-Each runner gets SIDECAR_ADDR, FAKE_PROVIDER_URL, TOOL_BACKEND_URL and CONFORMANCE_CASES, and
-reads, scripts and judges the cases itself (README.md says how).
+Each runner gets SIDECAR_ADDR, FAKE_PROVIDER_URL, TOOL_BACKEND_URL, CONFORMANCE_CASES and
+CONFORMANCE_REPORT, reads, scripts and judges the cases itself and reports each one
+(README.md says how). Every language runs, whatever the others did; each failing case is shown
+with the sidecar's log lines written while it ran (conformance_report.py), and a table ends the
+run; the exit code is 1 when any case or runner failed.
 """
 
 from __future__ import annotations
@@ -40,9 +43,20 @@ CASES = HERE / "cases"
 CONFIG = HERE / "sidecar.yaml"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
+MAX_CASE_LOG_LINES = 60
+"""A failing case shows at most its last this many log lines (whole)."""
+LOG_TAIL_LINES = 30
+"""A runner that stopped without reporting every case shows this many last lines of the log."""
 
 sys.path.insert(0, str(HERE))
 from conformance_cases import PLACEHOLDERS, Case, check, load_cases, observe_python, prepare_fakes  # noqa: E402
+from conformance_report import (  # noqa: E402
+    LanguageResult,
+    case_log_lines,
+    read_report,
+    render_log_line,
+    summary,
+)
 
 
 @dataclass(frozen=True)
@@ -153,17 +167,20 @@ def environment(log_dir: Path) -> Iterator[dict[str, str]]:
         }
 
 
-def run_languages(languages: list[str], keep_going: bool) -> int:
-    results: dict[str, str] = {}
-    with tempfile.TemporaryDirectory(prefix="conformance-") as tmp, fakes() as (provider_url, tool_url):
+def run_languages(languages: list[str]) -> int:
+    """Run every language (a failure stops none), show each failing case with its sidecar lines, then the table."""
+    expected = [case.name for case in load_cases(CASES)]
+    outcomes: list[LanguageResult] = []
+    tmp = Path(tempfile.mkdtemp(prefix="conformance-"))
+    with fakes() as (provider_url, tool_url):
         for language in languages:
             runner = RUNNERS[language]
             why = runner.missing()
             if why:
                 print(f"== {language}: skipped ({why})", flush=True)
-                results[language] = "skipped"
+                outcomes.append(LanguageResult(language, skipped=why))
                 continue
-            log = Path(tmp) / f"sidecar-{language}.log"
+            log, report = tmp / f"sidecar-{language}.log", tmp / f"report-{language}.jsonl"
             print(f"== {language}: {' '.join(runner.command)}", flush=True)
             with sidecar_process(provider_url, tool_url, log) as addr:
                 env = {
@@ -173,22 +190,58 @@ def run_languages(languages: list[str], keep_going: bool) -> int:
                     "TOOL_BACKEND_URL": tool_url,
                     "CONFORMANCE_CASES": str(CASES),
                     "CONFORMANCE_REQUIRED": "1",
+                    "CONFORMANCE_REPORT": str(report),
                 }
                 started = time.monotonic()
                 code = subprocess.call(runner.command, cwd=runner.cwd, env=env)
+            results, missing = read_report(report, expected)
             took = time.monotonic() - started
-            results[language] = "passed" if code == 0 else "failed"
-            print(f"== {language}: {results[language]} in {took:.1f} s", flush=True)
-            if code != 0:
-                print(f"-- the sidecar's log ({language}):\n{log.read_text()[-4000:]}", flush=True)
-                if not keep_going:
-                    break
-    passed = sum(1 for r in results.values() if r == "passed")
-    failed = sum(1 for r in results.values() if r == "failed")
-    skipped = sum(1 for r in results.values() if r == "skipped")
-    print("conformance: " + ", ".join(f"{lang} {r}" for lang, r in results.items()))
-    print(f"{passed} passed, {failed} failed, {skipped} skipped")
-    return 1 if failed else 0
+            outcome = LanguageResult(language, exit_code=code, seconds=took, results=results, missing=missing)
+            outcomes.append(outcome)
+            verdict = "passed" if outcome.ok else "FAILED"
+            passed = len(outcome.passed)
+            print(f"== {language}: {verdict}: {passed} of {len(expected)} cases in {outcome.seconds:.1f} s")
+            if not outcome.ok:
+                _show_failures(outcome, log)
+            print(flush=True)
+    print("== conformance summary")
+    for row in summary(outcomes):
+        print(row)
+    ran = [o for o in outcomes if o.skipped is None]
+    failed = sum(len(o.failed) + len(o.missing) for o in ran)
+    print(f"conformance: {sum(len(o.passed) for o in ran)} passed, {failed} failed", flush=True)
+    if all(o.ok for o in outcomes):
+        shutil.rmtree(tmp, ignore_errors=True)
+        return 0
+    print(f"the sidecars' logs and the runners' reports are kept in {tmp}")
+    return 1
+
+
+def _show_failures(outcome: LanguageResult, log: Path) -> None:
+    """Each failing case: its problems and the sidecar's log lines written while it ran (whole lines)."""
+    text = log.read_text(errors="replace")
+    by_case = case_log_lines(text, outcome.results)  # every case bounds its neighbours
+    for result in outcome.failed:
+        print(f"-- {outcome.language} FAILED: {result.name}")
+        for problem in result.problems:
+            print(f"     {problem}")
+        lines = by_case.get(result.name, [])
+        print(f"   the sidecar's log while it ran ({len(lines)} line{'s' * (len(lines) != 1)}):")
+        _print_lines(lines)
+    if outcome.missing:
+        print(f"-- {outcome.language}: no result for {len(outcome.missing)} case(s): {', '.join(outcome.missing)}")
+    if outcome.missing or (outcome.exit_code != 0 and not outcome.failed):
+        print(f"   the runner exited {outcome.exit_code}; the end of the sidecar's log:")
+        _print_lines(text.splitlines()[-LOG_TAIL_LINES:])
+
+
+def _print_lines(lines: list[str]) -> None:
+    if len(lines) > MAX_CASE_LOG_LINES:
+        print(f"     ({len(lines) - MAX_CASE_LOG_LINES} earlier lines left out)")
+        lines = lines[-MAX_CASE_LOG_LINES:]
+    for line in lines:
+        for shown in render_log_line(line):
+            print(f"     {shown}")
 
 
 def record(write: bool) -> int:
@@ -248,7 +301,6 @@ def main() -> int:
     parser.add_argument("command", nargs="?", default="run", choices=["run", "env", "exec", "record"])
     parser.add_argument("argv", nargs="*", help="exec: the command to run (after --)")
     parser.add_argument("--lang", default=",".join(RUNNERS), help="comma-separated: " + ", ".join(RUNNERS))
-    parser.add_argument("--keep-going", action="store_true", help="run every language even after a failure")
     parser.add_argument("--write", action="store_true", help="record: write the observed strings")
     args = parser.parse_args()
     load_cases(CASES)  # a malformed case fails here, before anything starts
@@ -260,7 +312,8 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="conformance-") as tmp, environment(Path(tmp)) as env:
             code = subprocess.call(args.argv, env={**os.environ, **env})
             if code != 0:
-                print(f"-- the sidecar's log:\n{(Path(tmp) / 'sidecar.log').read_text()[-4000:]}", flush=True)
+                print(f"-- {args.argv[0]} exited {code}; the end of the sidecar's log:")
+                _print_lines((Path(tmp) / "sidecar.log").read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
             return code
     if args.command == "env":
         with tempfile.TemporaryDirectory(prefix="conformance-") as tmp, environment(Path(tmp)) as env:
@@ -274,7 +327,7 @@ def main() -> int:
     unknown = [lang for lang in languages if lang not in RUNNERS]
     if unknown:
         parser.error(f"unknown language(s) {unknown}; known: {', '.join(RUNNERS)}")
-    return run_languages(languages, args.keep_going)
+    return run_languages(languages)
 
 
 if __name__ == "__main__":

@@ -70,6 +70,21 @@ def test_notes_count_every_request(tools: Srv, client: httpx.Client) -> None:
     assert client.get(tools.url + "/notes").json()["received"] == 4
 
 
+def test_notes_sent_twice_are_counted_by_text(tools: Srv, client: httpx.Client) -> None:
+    client.post(tools.url + "/notes", json={"text": "id-1"})
+    client.post(tools.url + "/notes", json={"text": "id-2"})
+    script(client, tools.url, [{"status": 500}, {"fault": "reset"}], path="/notes")
+    client.post(tools.url + "/notes", json={"text": "id-1"})  # answered 500: it arrived all the same
+    with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
+        client.post(tools.url + "/notes", json={"text": "id-1"})
+    client.post(tools.url + "/notes", json={"nope": 1})  # no text: received, not counted by text
+    seen = client.get(tools.url + "/_fake/notes").json()
+    assert seen == {"received": 5, "created": 3, "texts": 2, "repeated": {"id-1": 3}}
+    assert tools.server.notes_repeated() == {"id-1": 3}
+    client.post(tools.url + "/_fake/reset")
+    assert client.get(tools.url + "/_fake/notes").json() == {"received": 0, "created": 0, "texts": 0, "repeated": {}}
+
+
 @pytest.mark.parametrize("mode", sorted(STATUS_MODES))
 @pytest.mark.parametrize("method", ["GET", "POST"])
 def test_status_fail_modes(tools: Srv, client: httpx.Client, mode: str, method: str) -> None:

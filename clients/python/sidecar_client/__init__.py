@@ -8,7 +8,7 @@ The generated messages are re-exported as ``sidecar_client.pb``.
 
 from sidecar_contract.v1 import sidecar_pb2 as pb
 
-from sidecar_client.client import AsyncSidecarClient, SidecarClient, assistant, job, tool_results, user
+from sidecar_client.client import AsyncSidecarClient, SidecarClient, Tls, assistant, job, tool_results, user
 from sidecar_client.errors import (
     CORRECTABLE_KINDS,
     CircuitOpenError,
@@ -64,6 +64,7 @@ __all__ = [
     "SidecarError",
     "SpendCapExceededError",
     "SystemFailureError",
+    "Tls",
     "TokenEstimateExceedsLimitError",
     "UnauthorizedError",
     "UncorrectableError",

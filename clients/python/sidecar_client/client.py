@@ -4,13 +4,21 @@
         outcome = await sc.execute_tool("search_docs", {"query": "retries"}, call_id="call_1")
         reply = await sc.call_model("local-gpt", [user("hello")])
 
+    # a sidecar with server.tls (client_ca: mTLS) and server.auth
+    tls = Tls.from_files(ca="ca.pem", cert="agent.pem", key="agent-key.pem")
+    SidecarClient("sidecar.internal:50051", tls=tls, token=os.environ["SIDECAR_TOKEN"])
+
 CallModel failures raise a ``SidecarError`` subclass per kind; ExecuteTool failures are results.
+``token`` goes with every call as ``authorization: Bearer <token>``; without TLS it crosses the
+network in the clear, so use it alone only on a private network.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -19,7 +27,7 @@ from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar_client.errors import from_rpc_error
 
-__all__ = ["AsyncSidecarClient", "SidecarClient", "assistant", "job", "tool_results", "user"]
+__all__ = ["AsyncSidecarClient", "SidecarClient", "Tls", "assistant", "job", "tool_results", "user"]
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 
@@ -29,13 +37,69 @@ except ImportError:  # pragma: no cover - the client does not require it
     _propagate = None  # type: ignore[assignment]
 
 
-def _trace_metadata() -> tuple[tuple[str, str], ...] | None:
-    """W3C ``traceparent`` (and baggage) of the caller's current span, as gRPC metadata."""
+def _call_metadata(auth: tuple[tuple[str, str], ...] = ()) -> tuple[tuple[str, str], ...] | None:
+    """W3C ``traceparent`` (and baggage) of the caller's current span, as gRPC metadata, after ``auth``."""
     if _propagate is None:
-        return None
+        return auth or None
     carrier: dict[str, str] = {}
     _propagate.inject(carrier)
-    return tuple(carrier.items()) or None
+    return (*auth, *carrier.items()) or None
+
+
+@dataclass(frozen=True)
+class Tls:
+    """TLS to the sidecar, in PEM bytes.
+
+    ``ca``: the CA that signed the sidecar's certificate (None: the system's trusted roots);
+    ``cert`` and ``key``: this client's certificate and key, for a sidecar with ``server.tls.client_ca``
+    (mTLS); ``server_name``: the name to verify in the sidecar's certificate when the target's differs.
+    """
+
+    ca: bytes | None = None
+    cert: bytes | None = None
+    key: bytes | None = None
+    server_name: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("Tls: a client certificate needs its key, and a key its certificate")
+
+    @classmethod
+    def from_files(
+        cls,
+        ca: str | Path | None = None,
+        cert: str | Path | None = None,
+        key: str | Path | None = None,
+        server_name: str | None = None,
+    ) -> Tls:
+        def read(path: str | Path | None) -> bytes | None:
+            return None if path is None else Path(path).read_bytes()
+
+        return cls(read(ca), read(cert), read(key), server_name)
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(
+            root_certificates=self.ca, private_key=self.key, certificate_chain=self.cert
+        )
+
+    def options(self) -> list[tuple[str, Any]]:
+        return [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
+
+
+def _tls(tls: Tls | bool, channel: object) -> Tls | None:
+    if tls and channel is not None:
+        raise ValueError("tls applies to the channel the client opens: pass tls or channel, not both")
+    if tls is True:
+        return Tls()
+    return tls or None
+
+
+def _auth(token: str | None) -> tuple[tuple[str, str], ...]:
+    if token is None:
+        return ()
+    if not token or token != token.strip() or "\n" in token:
+        raise ValueError("token must be a non-empty string without surrounding spaces or newlines")
+    return (("authorization", f"Bearer {token}"),)
 
 
 def user(text: str) -> pb.Message:
@@ -97,8 +161,25 @@ def _model_request(
 
 
 class AsyncSidecarClient:
-    def __init__(self, target: str = DEFAULT_TARGET, *, channel: grpc.aio.Channel | None = None) -> None:
-        self._channel = channel or grpc.aio.insecure_channel(target)
+    """The asyncio client. ``tls``: ``True`` (the system's roots) or a ``Tls``; ``token``: a bearer token."""
+
+    def __init__(
+        self,
+        target: str = DEFAULT_TARGET,
+        *,
+        channel: grpc.aio.Channel | None = None,
+        tls: Tls | bool = False,
+        token: str | None = None,
+    ) -> None:
+        secure = _tls(tls, channel)
+        if channel is None:
+            channel = (
+                grpc.aio.secure_channel(target, secure.credentials(), options=secure.options())
+                if secure is not None
+                else grpc.aio.insecure_channel(target)
+            )
+        self._channel = channel
+        self._auth = _auth(token)
         self._stub = pb_grpc.SidecarStub(self._channel)
 
     async def __aenter__(self) -> AsyncSidecarClient:
@@ -120,7 +201,7 @@ class AsyncSidecarClient:
         timeout: float | None = None,
     ) -> pb.ExecuteToolResponse:
         req = pb.ExecuteToolRequest(tool=tool, arguments_json=_arguments(arguments), call_id=call_id, job=job)
-        return await self._stub.ExecuteTool(req, timeout=timeout, metadata=_trace_metadata())
+        return await self._stub.ExecuteTool(req, timeout=timeout, metadata=_call_metadata(self._auth))
 
     async def call_model(
         self, model: str, messages: Sequence[pb.Message], *, timeout: float | None = None, **kwargs: Any
@@ -128,26 +209,41 @@ class AsyncSidecarClient:
         """The reply; a SidecarError subclass (by kind) when no reply can be produced."""
         try:
             return await self._stub.CallModel(
-                _model_request(model, messages, **kwargs), timeout=timeout, metadata=_trace_metadata()
+                _model_request(model, messages, **kwargs), timeout=timeout, metadata=_call_metadata(self._auth)
             )
         except grpc.aio.AioRpcError as exc:
             raise from_rpc_error(exc) from exc
 
     async def classify_failure(self, request: pb.ClassifyFailureRequest, *, timeout: float | None = None) -> pb.Failure:
-        return await self._stub.ClassifyFailure(request, timeout=timeout, metadata=_trace_metadata())
+        return await self._stub.ClassifyFailure(request, timeout=timeout, metadata=_call_metadata(self._auth))
 
     async def list_tools(self) -> list[pb.ToolInfo]:
-        return list((await self._stub.ListTools(pb.ListToolsRequest(), metadata=_trace_metadata())).tools)
+        return list((await self._stub.ListTools(pb.ListToolsRequest(), metadata=_call_metadata(self._auth))).tools)
 
     async def list_models(self) -> list[pb.ModelInfo]:
-        return list((await self._stub.ListModels(pb.ListModelsRequest(), metadata=_trace_metadata())).models)
+        return list((await self._stub.ListModels(pb.ListModelsRequest(), metadata=_call_metadata(self._auth))).models)
 
 
 class SidecarClient:
-    """The blocking client: the same calls, without asyncio."""
+    """The blocking client: the same calls, without asyncio (and the same ``tls`` and ``token``)."""
 
-    def __init__(self, target: str = DEFAULT_TARGET, *, channel: grpc.Channel | None = None) -> None:
-        self._channel = channel or grpc.insecure_channel(target)
+    def __init__(
+        self,
+        target: str = DEFAULT_TARGET,
+        *,
+        channel: grpc.Channel | None = None,
+        tls: Tls | bool = False,
+        token: str | None = None,
+    ) -> None:
+        secure = _tls(tls, channel)
+        if channel is None:
+            channel = (
+                grpc.secure_channel(target, secure.credentials(), options=secure.options())
+                if secure is not None
+                else grpc.insecure_channel(target)
+            )
+        self._channel = channel
+        self._auth = _auth(token)
         self._stub = pb_grpc.SidecarStub(self._channel)
 
     def __enter__(self) -> SidecarClient:
@@ -169,23 +265,23 @@ class SidecarClient:
         timeout: float | None = None,
     ) -> pb.ExecuteToolResponse:
         req = pb.ExecuteToolRequest(tool=tool, arguments_json=_arguments(arguments), call_id=call_id, job=job)
-        return self._stub.ExecuteTool(req, timeout=timeout, metadata=_trace_metadata())
+        return self._stub.ExecuteTool(req, timeout=timeout, metadata=_call_metadata(self._auth))
 
     def call_model(
         self, model: str, messages: Sequence[pb.Message], *, timeout: float | None = None, **kwargs: Any
     ) -> pb.CallModelResponse:
         try:
             return self._stub.CallModel(
-                _model_request(model, messages, **kwargs), timeout=timeout, metadata=_trace_metadata()
+                _model_request(model, messages, **kwargs), timeout=timeout, metadata=_call_metadata(self._auth)
             )
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from exc
 
     def classify_failure(self, request: pb.ClassifyFailureRequest, *, timeout: float | None = None) -> pb.Failure:
-        return self._stub.ClassifyFailure(request, timeout=timeout, metadata=_trace_metadata())
+        return self._stub.ClassifyFailure(request, timeout=timeout, metadata=_call_metadata(self._auth))
 
     def list_tools(self) -> list[pb.ToolInfo]:
-        return list(self._stub.ListTools(pb.ListToolsRequest(), metadata=_trace_metadata()).tools)
+        return list(self._stub.ListTools(pb.ListToolsRequest(), metadata=_call_metadata(self._auth)).tools)
 
     def list_models(self) -> list[pb.ModelInfo]:
-        return list(self._stub.ListModels(pb.ListModelsRequest(), metadata=_trace_metadata()).models)
+        return list(self._stub.ListModels(pb.ListModelsRequest(), metadata=_call_metadata(self._auth)).models)

@@ -2,10 +2,11 @@
  * The TypeScript client's runner of the one conformance suite
  * (tests/conformance/README.md is the spec). It runs under the harness
  * (tests/conformance/harness.py), which sets SIDECAR_ADDR and the fakes' URLs;
- * without them it is skipped.
+ * without them it is skipped. With CONFORMANCE_REPORT set it appends each case's
+ * result to that file, one JSON line (tests/conformance/conformance_report.py).
  */
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync } from "node:fs";
+import { appendFileSync, readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { after, describe, it } from "node:test";
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
@@ -187,6 +188,14 @@ function checkFailure(want: Json, got: Json): string[] {
   return problems;
 }
 
+/** Appends one line to CONFORMANCE_REPORT, when the harness set it. */
+function report(name: string, problems: string[], startMs: number): void {
+  const path = process.env.CONFORMANCE_REPORT;
+  if (!path) return;
+  const line = { name, passed: problems.length === 0, problems, start_ms: startMs, end_ms: Date.now() };
+  appendFileSync(path, `${JSON.stringify(line)}\n`);
+}
+
 describe("conformance", { skip: ready ? false : "no sidecar: run tests/conformance/harness.py" }, () => {
   if (!ready) {
     if (process.env.CONFORMANCE_REQUIRED) throw new Error("CONFORMANCE_REQUIRED is set but SIDECAR_ADDR or the fakes' URLs are not");
@@ -196,12 +205,21 @@ describe("conformance", { skip: ready ? false : "no sidecar: run tests/conforman
   after(() => client.close());
   for (const c of loadCases()) {
     it(c.name, async () => {
-      await prepareFakes(c);
-      const timeoutMs = c.deadline_ms ?? DEFAULT_DEADLINE_MS;
-      for (const b of c.before ?? []) await observe(client, b, timeoutMs);
-      const observed = await observe(client, c, timeoutMs);
-      const problems = check(expand(c.expect) as Json, observed);
-      assert.deepEqual(problems, [], `${problems.join("\n")}\nobserved: ${JSON.stringify(observed)}`);
+      const startMs = Date.now();
+      let problems = ["the case stopped before its comparison (see the runner's output)"];
+      try {
+        await prepareFakes(c);
+        const timeoutMs = c.deadline_ms ?? DEFAULT_DEADLINE_MS;
+        for (const b of c.before ?? []) await observe(client, b, timeoutMs);
+        const observed = await observe(client, c, timeoutMs);
+        problems = check(expand(c.expect) as Json, observed);
+        assert.deepEqual(problems, [], `${problems.join("\n")}\nobserved: ${JSON.stringify(observed)}`);
+      } catch (err) {
+        if (!(err instanceof assert.AssertionError)) problems = [String(err)];
+        throw err;
+      } finally {
+        report(c.name, problems, startMs);
+      }
     });
   }
 });

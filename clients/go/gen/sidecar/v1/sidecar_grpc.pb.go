@@ -64,6 +64,18 @@ type SidecarClient interface {
 	//     `circuit.state` CIRCUIT_STATE_HALF_OPEN: make the call, then report its
 	//     outcome with `probe` set (no report within the probe timeout counts as a
 	//     lost probe, and the circuit reopens).
+	//
+	// Trust (docs/trust.md): any caller that reaches the sidecar may report. For a
+	// service the sidecar calls itself (in `services:`, or a tool's service) a
+	// report feeds its throttle and circuit, and a pre-check may take its probe,
+	// only when `services.NAME.accept_reports` is true. Otherwise the report is
+	// classified and answered with the same Failure but charges nothing, and a
+	// pre-check only looks (CIRCUIT_OPEN or kind UNSPECIFIED, never the probe);
+	// the server span's `sidecar.report.accepted` says which. A service named only
+	// in reports gets a small guard of its own (at most 1000 are kept: the least
+	// recently used without an open circuit or a probe out makes room). A
+	// `service`, `parameter` or `resource_type` longer than 128 characters, or an
+	// `endpoint` longer than 2048, is INVALID_INPUT naming the field.
 	ClassifyFailure(ctx context.Context, in *ClassifyFailureRequest, opts ...grpc.CallOption) (*Failure, error)
 	// ListTools lists the configured tools, with schemas ready for a model.
 	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
@@ -155,6 +167,18 @@ type SidecarServer interface {
 	//     `circuit.state` CIRCUIT_STATE_HALF_OPEN: make the call, then report its
 	//     outcome with `probe` set (no report within the probe timeout counts as a
 	//     lost probe, and the circuit reopens).
+	//
+	// Trust (docs/trust.md): any caller that reaches the sidecar may report. For a
+	// service the sidecar calls itself (in `services:`, or a tool's service) a
+	// report feeds its throttle and circuit, and a pre-check may take its probe,
+	// only when `services.NAME.accept_reports` is true. Otherwise the report is
+	// classified and answered with the same Failure but charges nothing, and a
+	// pre-check only looks (CIRCUIT_OPEN or kind UNSPECIFIED, never the probe);
+	// the server span's `sidecar.report.accepted` says which. A service named only
+	// in reports gets a small guard of its own (at most 1000 are kept: the least
+	// recently used without an open circuit or a probe out makes room). A
+	// `service`, `parameter` or `resource_type` longer than 128 characters, or an
+	// `endpoint` longer than 2048, is INVALID_INPUT naming the field.
 	ClassifyFailure(context.Context, *ClassifyFailureRequest) (*Failure, error)
 	// ListTools lists the configured tools, with schemas ready for a model.
 	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)

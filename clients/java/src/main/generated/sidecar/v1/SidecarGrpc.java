@@ -274,6 +274,17 @@ public final class SidecarGrpc {
      *     `circuit.state` CIRCUIT_STATE_HALF_OPEN: make the call, then report its
      *     outcome with `probe` set (no report within the probe timeout counts as a
      *     lost probe, and the circuit reopens).
+     * Trust (docs/trust.md): any caller that reaches the sidecar may report. For a
+     * service the sidecar calls itself (in `services:`, or a tool's service) a
+     * report feeds its throttle and circuit, and a pre-check may take its probe,
+     * only when `services.NAME.accept_reports` is true. Otherwise the report is
+     * classified and answered with the same Failure but charges nothing, and a
+     * pre-check only looks (CIRCUIT_OPEN or kind UNSPECIFIED, never the probe);
+     * the server span's `sidecar.report.accepted` says which. A service named only
+     * in reports gets a small guard of its own (at most 1000 are kept: the least
+     * recently used without an open circuit or a probe out makes room). A
+     * `service`, `parameter` or `resource_type` longer than 128 characters, or an
+     * `endpoint` longer than 2048, is INVALID_INPUT naming the field.
      * </pre>
      */
     default void classifyFailure(sidecar.v1.ClassifyFailureRequest request,
@@ -375,6 +386,17 @@ public final class SidecarGrpc {
      *     `circuit.state` CIRCUIT_STATE_HALF_OPEN: make the call, then report its
      *     outcome with `probe` set (no report within the probe timeout counts as a
      *     lost probe, and the circuit reopens).
+     * Trust (docs/trust.md): any caller that reaches the sidecar may report. For a
+     * service the sidecar calls itself (in `services:`, or a tool's service) a
+     * report feeds its throttle and circuit, and a pre-check may take its probe,
+     * only when `services.NAME.accept_reports` is true. Otherwise the report is
+     * classified and answered with the same Failure but charges nothing, and a
+     * pre-check only looks (CIRCUIT_OPEN or kind UNSPECIFIED, never the probe);
+     * the server span's `sidecar.report.accepted` says which. A service named only
+     * in reports gets a small guard of its own (at most 1000 are kept: the least
+     * recently used without an open circuit or a probe out makes room). A
+     * `service`, `parameter` or `resource_type` longer than 128 characters, or an
+     * `endpoint` longer than 2048, is INVALID_INPUT naming the field.
      * </pre>
      */
     public void classifyFailure(sidecar.v1.ClassifyFailureRequest request,
@@ -463,6 +485,17 @@ public final class SidecarGrpc {
      *     `circuit.state` CIRCUIT_STATE_HALF_OPEN: make the call, then report its
      *     outcome with `probe` set (no report within the probe timeout counts as a
      *     lost probe, and the circuit reopens).
+     * Trust (docs/trust.md): any caller that reaches the sidecar may report. For a
+     * service the sidecar calls itself (in `services:`, or a tool's service) a
+     * report feeds its throttle and circuit, and a pre-check may take its probe,
+     * only when `services.NAME.accept_reports` is true. Otherwise the report is
+     * classified and answered with the same Failure but charges nothing, and a
+     * pre-check only looks (CIRCUIT_OPEN or kind UNSPECIFIED, never the probe);
+     * the server span's `sidecar.report.accepted` says which. A service named only
+     * in reports gets a small guard of its own (at most 1000 are kept: the least
+     * recently used without an open circuit or a probe out makes room). A
+     * `service`, `parameter` or `resource_type` longer than 128 characters, or an
+     * `endpoint` longer than 2048, is INVALID_INPUT naming the field.
      * </pre>
      */
     public sidecar.v1.Failure classifyFailure(sidecar.v1.ClassifyFailureRequest request) throws io.grpc.StatusException {
@@ -548,6 +581,17 @@ public final class SidecarGrpc {
      *     `circuit.state` CIRCUIT_STATE_HALF_OPEN: make the call, then report its
      *     outcome with `probe` set (no report within the probe timeout counts as a
      *     lost probe, and the circuit reopens).
+     * Trust (docs/trust.md): any caller that reaches the sidecar may report. For a
+     * service the sidecar calls itself (in `services:`, or a tool's service) a
+     * report feeds its throttle and circuit, and a pre-check may take its probe,
+     * only when `services.NAME.accept_reports` is true. Otherwise the report is
+     * classified and answered with the same Failure but charges nothing, and a
+     * pre-check only looks (CIRCUIT_OPEN or kind UNSPECIFIED, never the probe);
+     * the server span's `sidecar.report.accepted` says which. A service named only
+     * in reports gets a small guard of its own (at most 1000 are kept: the least
+     * recently used without an open circuit or a probe out makes room). A
+     * `service`, `parameter` or `resource_type` longer than 128 characters, or an
+     * `endpoint` longer than 2048, is INVALID_INPUT naming the field.
      * </pre>
      */
     public sidecar.v1.Failure classifyFailure(sidecar.v1.ClassifyFailureRequest request) {
@@ -635,6 +679,17 @@ public final class SidecarGrpc {
      *     `circuit.state` CIRCUIT_STATE_HALF_OPEN: make the call, then report its
      *     outcome with `probe` set (no report within the probe timeout counts as a
      *     lost probe, and the circuit reopens).
+     * Trust (docs/trust.md): any caller that reaches the sidecar may report. For a
+     * service the sidecar calls itself (in `services:`, or a tool's service) a
+     * report feeds its throttle and circuit, and a pre-check may take its probe,
+     * only when `services.NAME.accept_reports` is true. Otherwise the report is
+     * classified and answered with the same Failure but charges nothing, and a
+     * pre-check only looks (CIRCUIT_OPEN or kind UNSPECIFIED, never the probe);
+     * the server span's `sidecar.report.accepted` says which. A service named only
+     * in reports gets a small guard of its own (at most 1000 are kept: the least
+     * recently used without an open circuit or a probe out makes room). A
+     * `service`, `parameter` or `resource_type` longer than 128 characters, or an
+     * `endpoint` longer than 2048, is INVALID_INPUT naming the field.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<sidecar.v1.Failure> classifyFailure(

@@ -19,6 +19,7 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -56,7 +57,8 @@ import sidecar.v1.HttpDetail;
  * observation (grpc_code, outcome, failure, result text, model text) with {@code expect}, whose
  * strings have {@code ${FAKE_PROVIDER_URL}} and {@code ${TOOL_BACKEND_URL}} replaced by this run's
  * URLs. A key this runner does not know, in the case or in {@code expect}, fails the case rather
- * than being ignored.
+ * than being ignored. With {@code CONFORMANCE_REPORT} set, each case's result is appended to that
+ * file as one JSON line (tests/conformance/conformance_report.py).
  */
 class ConformanceTest {
   /** The deadline of a call whose case names none (tests/conformance: DEFAULT_DEADLINE_MS). */
@@ -126,15 +128,61 @@ class ConformanceTest {
       if (!names.add(name)) {
         fail("duplicate case name '" + name + "' (" + file.getFileName() + ")");
       }
-      tests.add(DynamicTest.dynamicTest(name, file.toUri(), () -> run(file.getFileName().toString(), spec)));
+      String fileName = file.getFileName().toString();
+      tests.add(
+          DynamicTest.dynamicTest(name, file.toUri(), () -> reported(name, problems -> run(fileName, spec, problems))));
     }
     return tests.stream();
   }
 
   // ---------------------------------------------------------------- one case
 
-  private static void run(String file, JsonObject spec) throws Exception {
+  /** One case's body: it adds what differs to {@code problems} before it fails. */
+  private interface CaseBody {
+    void run(List<String> problems) throws Exception;
+  }
+
+  /** Runs a case and appends its result to {@code CONFORMANCE_REPORT}, when the harness set it. */
+  private static void reported(String name, CaseBody body) throws Exception {
+    long startMs = System.currentTimeMillis();
     List<String> problems = new ArrayList<>();
+    boolean passed = false;
+    try {
+      body.run(problems);
+      passed = true;
+    } catch (Throwable e) {
+      if (problems.isEmpty()) {
+        problems.add(e.getClass().getSimpleName() + ": " + e.getMessage());
+      }
+      throw e;
+    } finally {
+      report(name, passed, problems, startMs);
+    }
+  }
+
+  /** One line of CONFORMANCE_REPORT (tests/conformance/conformance_report.py). */
+  private static void report(String name, boolean passed, List<String> problems, long startMs) throws IOException {
+    String path = System.getenv("CONFORMANCE_REPORT");
+    if (path == null || path.isEmpty()) {
+      return;
+    }
+    JsonObject line = new JsonObject();
+    line.addProperty("name", name);
+    line.addProperty("passed", passed);
+    JsonArray list = new JsonArray();
+    problems.forEach(list::add);
+    line.add("problems", list);
+    line.addProperty("start_ms", startMs);
+    line.addProperty("end_ms", System.currentTimeMillis());
+    Files.writeString(
+        Path.of(path),
+        line + "\n",
+        StandardCharsets.UTF_8,
+        StandardOpenOption.CREATE,
+        StandardOpenOption.APPEND);
+  }
+
+  private static void run(String file, JsonObject spec, List<String> problems) throws Exception {
     unknownKeys("case", spec, CASE_KEYS, problems);
     String rpc = required(spec, "rpc").getAsString();
     if (!RPCS.contains(rpc)) {

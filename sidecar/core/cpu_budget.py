@@ -1,0 +1,80 @@
+"""A time limit on CPU-heavy checks of what a caller sent, run off the event loop.
+
+    checks(fn, limit_s)         runs fn with a deadline ``limit_s`` of CPU-bound work from now
+    await off_loop(fn, limit_s) the same in a worker thread: the event loop (health, ListModels,
+                                every other call) keeps answering while fn runs
+    running()                   how many checks are running off the loop now
+    checkpoint()                called between steps of the work (every JSON-schema keyword, every
+                                pattern): raises TooCostly once the deadline has passed
+
+A worker thread cannot be stopped from outside, so the limit is kept from inside: the work
+itself stops at its next checkpoint, and a cancelled call's check ends within ``limit_s`` too.
+The deadline is read from ``time.monotonic``, not the injected Clock: it bounds real CPU work,
+not a wait of the policy (a fake clock never moves while the CPU works).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import TypeVar
+
+__all__ = ["TooCostly", "checkpoint", "checks", "off_loop", "running"]
+
+_T = TypeVar("_T")
+_DEADLINE: ContextVar[float | None] = ContextVar("sidecar_check_deadline", default=None)
+_LIMIT: ContextVar[float] = ContextVar("sidecar_check_limit", default=0.0)
+_running = 0
+_running_lock = threading.Lock()
+
+
+class TooCostly(Exception):
+    """The check ran past its time limit."""
+
+    def __init__(self, limit_s: float) -> None:
+        super().__init__(f"the check took longer than {limit_s:g} s")
+        self.limit_s = limit_s
+
+
+def checkpoint() -> None:
+    """Raise TooCostly when the running check is past its deadline (a no-op outside ``checks``)."""
+    deadline = _DEADLINE.get()
+    if deadline is not None and time.monotonic() > deadline:
+        raise TooCostly(_LIMIT.get())
+
+
+def checks(fn: Callable[[], _T], limit_s: float) -> _T:
+    """``fn()`` under a deadline ``limit_s`` from now (0 or less: no limit)."""
+    if limit_s <= 0:
+        return fn()
+    deadline = _DEADLINE.set(time.monotonic() + limit_s)
+    limit = _LIMIT.set(limit_s)
+    try:
+        return fn()
+    finally:
+        _LIMIT.reset(limit)
+        _DEADLINE.reset(deadline)
+
+
+async def off_loop(fn: Callable[[], _T], limit_s: float) -> _T:
+    """``checks(fn, limit_s)`` in a worker thread."""
+
+    def run() -> _T:
+        global _running
+        with _running_lock:
+            _running += 1
+        try:
+            return checks(fn, limit_s)
+        finally:
+            with _running_lock:
+                _running -= 1
+
+    return await asyncio.to_thread(run)
+
+
+def running() -> int:
+    """How many checks are running in worker threads now."""
+    return _running

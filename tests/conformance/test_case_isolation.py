@@ -1,0 +1,39 @@
+"""The cases cannot lean on each other's throttle state: a model a case presses is that case's alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conformance_cases import load_cases
+
+
+def _case(directory: Path, stem: str, model: str, steps: list[dict[str, object]] | None) -> None:
+    data: dict[str, object] = {
+        "name": stem,
+        "rpc": "CallModel",
+        "request": {"model": model, "messages": [{"role": "ROLE_USER", "text": "hi"}]},
+        "expect": {"grpc_code": "OK"},
+    }
+    if steps is not None:
+        data["setup"] = {"provider": [{"model": model, "steps": steps}]}
+    (directory / f"{stem}.json").write_text(json.dumps(data))
+
+
+def test_a_case_that_presses_a_model_another_case_calls_is_refused(tmp_path: Path) -> None:
+    _case(tmp_path, "a_rate_limited", "gpt-shared", [{"preset": "rate_limit", "repeat": 4}])
+    _case(tmp_path, "b_reply", "gpt-shared", None)
+    with pytest.raises(ValueError, match=r"a_rate_limited\.json presses \['gpt-shared'\], which b_reply\.json"):
+        load_cases(tmp_path)
+
+
+def test_cases_that_only_get_replies_may_share_a_model(tmp_path: Path) -> None:
+    _case(tmp_path, "a_reply", "gpt-shared", [{"preset": "bad_json", "repeat": 3}])
+    _case(tmp_path, "b_reply", "gpt-shared", None)
+    _case(tmp_path, "c_own", "gpt-own", [{"status": 503}])
+    assert [c.name for c in load_cases(tmp_path)] == ["a_reply", "b_reply", "c_own"]
+
+
+def test_every_shipped_case_presses_only_a_model_of_its_own() -> None:
+    assert len(load_cases(Path(__file__).parent / "cases")) > 0  # load_cases raises when two share one

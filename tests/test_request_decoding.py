@@ -1,0 +1,45 @@
+"""Request bytes that are not the method's message get INVALID_ARGUMENT naming the type, never UNKNOWN."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+import sidecar_client as sc
+from google.rpc import error_details_pb2, status_pb2
+from sidecar_client import pb
+
+from sidecar.server.handlers import SIDECAR_SERVICE_NAME
+from tests.conftest import Running
+
+GARBAGE = b"\xff\xff\xff\xff"  # a field tag whose varint never ends: "Wire format was corrupt"
+METHODS = [m.name for m in pb.DESCRIPTOR.services_by_name["Sidecar"].methods]
+
+
+@pytest.mark.parametrize("method", METHODS)
+async def test_undecodable_bytes_are_invalid_argument_naming_the_request_type(sidecar: Running, method: str) -> None:
+    request_type = pb.DESCRIPTOR.services_by_name["Sidecar"].methods_by_name[method].input_type.full_name
+    async with grpc.aio.insecure_channel(sidecar.app.address) as channel:
+        call = channel.unary_unary(f"/{SIDECAR_SERVICE_NAME}/{method}", request_serializer=None)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await call(GARBAGE, timeout=30)
+    rpc = caught.value
+    assert rpc.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"could not be decoded as {request_type}" in (rpc.details() or "")
+    status = status_pb2.Status.FromString(dict(rpc.trailing_metadata() or ())["grpc-status-details-bin"])
+    assert status.message == rpc.details()
+    err = sc.from_rpc_error(rpc)
+    assert isinstance(err, sc.InvalidInputError)
+    assert err.detail.parameter == "request"
+    assert err.detail.value == f"{len(GARBAGE)} bytes"
+    bad = error_details_pb2.BadRequest()
+    assert next(d for d in status.details if d.Is(error_details_pb2.BadRequest.DESCRIPTOR)).Unpack(bad)
+    assert bad.field_violations[0].field == "request"
+
+
+async def test_a_valid_request_sent_as_raw_bytes_still_works(sidecar: Running) -> None:
+    async with grpc.aio.insecure_channel(sidecar.app.address) as channel:
+        call = channel.unary_unary(
+            f"/{SIDECAR_SERVICE_NAME}/ListModels", request_serializer=None, response_deserializer=None
+        )
+        raw = await call(pb.ListModelsRequest().SerializeToString(), timeout=30)
+    assert {m.id for m in pb.ListModelsResponse.FromString(raw).models} == {"gpt", "claude"}
