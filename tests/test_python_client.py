@@ -332,6 +332,17 @@ async def test_leaving_the_async_with_block_cancels_the_rpc(scripted: ScriptedSe
     assert not stream.cancel()  # already ended
 
 
+async def test_cancel_ends_a_pending_read_with_job_cancelled(scripted: ScriptedServer) -> None:
+    stream = scripted.client.stream_model("slow", [user("hi")])
+    reading = asyncio.create_task(stream.collect())
+    await asyncio.wait_for(scripted.servicer.started.wait(), WAIT_FOR_CANCEL_S)
+    assert stream.cancel()
+    with pytest.raises(sc.JobCancelledError) as caught:
+        await reading
+    assert caught.value.grpc_code == grpc.StatusCode.CANCELLED
+    await asyncio.wait_for(scripted.servicer.cancelled.wait(), WAIT_FOR_CANCEL_S)
+
+
 async def test_cancelling_the_task_cancels_the_rpc(scripted: ScriptedServer) -> None:
     task = asyncio.create_task(scripted.client.stream_model("slow", [user("hi")]).collect())
     await asyncio.wait_for(scripted.servicer.started.wait(), WAIT_FOR_CANCEL_S)

@@ -17,21 +17,24 @@ A failure ends the iteration with the ``SidecarError`` subclass CallModel raises
 after every event sent before it; ``STREAM_INTERRUPTED`` (``StreamInterruptedError``) carries the
 partial text. Cancelling the stream (``cancel()``, leaving its ``with`` block, dropping it after a
 ``break`` — at once in CPython, whose reference counting frees it there —, or cancelling the task
-that awaits it) cancels the RPC.
+that awaits it) cancels the RPC; a read after ``cancel()`` raises ``JobCancelledError``.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol
 
 import grpc
+from google.rpc import status_pb2
 from sidecar_contract.v1 import sidecar_pb2 as pb
 
-from sidecar_client.errors import _explain, from_failure, from_rpc_error
+from sidecar_client.errors import _explain, from_failure, from_rpc_error, from_status
 
 __all__ = ["AsyncModelStream", "ModelStream", "StreamAccumulator"]
 
 NO_FINAL_MESSAGE = "The StreamModel stream ended without its final event."
+CANCELLED_MESSAGE = "Cancelled on client"
 
 AsyncStreamCall = grpc.aio.UnaryStreamCall[pb.CallModelRequest, pb.StreamModelEvent]
 
@@ -138,6 +141,7 @@ class AsyncModelStream(StreamAccumulator):
     def __init__(self, call: AsyncStreamCall) -> None:
         super().__init__()
         self._call = call
+        self._cancelled = False
 
     def __aiter__(self) -> AsyncModelStream:
         return self
@@ -147,6 +151,13 @@ class AsyncModelStream(StreamAccumulator):
             event = await self._call.read()
         except grpc.aio.AioRpcError as exc:
             raise from_rpc_error(exc) from exc
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self._cancelled and (task is None or not task.cancelling()):
+                # Our cancel(), not the task's: a read ends as the other clients' do, JOB_CANCELLED.
+                status = status_pb2.Status(code=grpc.StatusCode.CANCELLED.value[0], message=CANCELLED_MESSAGE)
+                raise from_status(status, grpc.StatusCode.CANCELLED) from None
+            raise
         if not isinstance(event, pb.StreamModelEvent):  # grpc.aio.EOF: the stream ended OK
             raise StopAsyncIteration
         self.absorb(event)
@@ -165,7 +176,8 @@ class AsyncModelStream(StreamAccumulator):
             self._call.cancel()
 
     def cancel(self) -> bool:
-        """Cancels the RPC; False when it had already ended."""
+        """Cancels the RPC (a read still pending raises JobCancelledError); False when it had ended."""
+        self._cancelled = True
         return bool(self._call.cancel())
 
     async def collect(self) -> pb.CallModelResponse:

@@ -82,6 +82,7 @@ export class ModelStream implements AsyncIterable<StreamModelEvent> {
   async collect(): Promise<CallModelResponse> {
     const events = this[Symbol.asyncIterator]();
     while (!(await events.next()).done);
+    if (this.finalReply === undefined && this.cancelled) throw cancelledError();
     if (this.finalReply === undefined) {
       throw SidecarError.fromFailure(
         create(FailureSchema, { kind: FailureKind.SYSTEM, message: NO_FINAL_MESSAGE, explanation: explain(NO_FINAL_MESSAGE, false) }),
@@ -90,7 +91,10 @@ export class ModelStream implements AsyncIterable<StreamModelEvent> {
     return this.finalReply;
   }
 
-  /** Cancels the RPC (a read still pending rejects with JOB_CANCELLED); nothing once it has ended. */
+  /**
+   * Cancels the RPC: a read still pending, and collect() after it (or after a loop left early),
+   * reject with JOB_CANCELLED. Nothing once the call has ended.
+   */
   cancel(): void {
     this.cancelled = true;
     this.call?.cancel();
@@ -99,7 +103,7 @@ export class ModelStream implements AsyncIterable<StreamModelEvent> {
   private async *events(): AsyncGenerator<StreamModelEvent, void, undefined> {
     const signal = this.signal;
     if (signal?.aborted) throw signal.reason;
-    if (this.cancelled) throw fromStatus(grpc.status.CANCELLED, "Cancelled on client");
+    if (this.cancelled) throw cancelledError();
     const call = this.open();
     this.call = call;
     // The loop below reads the call's error; this listener keeps one that comes after the loop
@@ -107,17 +111,21 @@ export class ModelStream implements AsyncIterable<StreamModelEvent> {
     call.on("error", () => {});
     const onAbort = () => call.cancel();
     signal?.addEventListener("abort", onAbort, { once: true });
+    let ended = false;
     try {
       for await (const event of call as AsyncIterable<StreamModelEvent>) {
         this.absorb(event);
         yield event;
       }
+      ended = true;
     } catch (err) {
+      ended = true;
       if (signal?.aborted && (err as Partial<grpc.ServiceError>).code === grpc.status.CANCELLED) throw signal.reason;
       throw fromServiceError(err);
     } finally {
       signal?.removeEventListener("abort", onAbort);
-      call.cancel(); // nothing once the call has ended; cancels it when the loop was left early
+      if (!ended) this.cancel(); // the loop was left early: cancel the call (and say so to collect())
+      call.cancel(); // nothing once the call has ended
     }
   }
 
@@ -149,4 +157,9 @@ export class ModelStream implements AsyncIterable<StreamModelEvent> {
         break;
     }
   }
+}
+
+/** The JOB_CANCELLED error of a stream cancelled on this side. */
+function cancelledError(): SidecarError {
+  return fromStatus(grpc.status.CANCELLED, "Cancelled on client");
 }

@@ -260,11 +260,15 @@ describe("SidecarClient.streamModel", () => {
 
   it("cancels the RPC when the loop is left", async () => {
     const { cancelled } = watchSlow();
-    for await (const e of client.streamModel({ model: "slow" })) {
+    const stream = client.streamModel({ model: "slow" });
+    for await (const e of stream) {
       assert.equal(e.event.case, "text");
       break;
     }
     await cancelled;
+    const err = await stream.collect().catch((e: unknown) => e);
+    assert.ok(err instanceof SidecarError);
+    assert.equal(err.kind, FailureKind.JOB_CANCELLED);
   });
 
   it("cancels the RPC on cancel(), rejecting a pending read with JOB_CANCELLED", async () => {
