@@ -1,12 +1,22 @@
-"""The Python client: sync and async calls, typed failures, tool-result messages."""
+"""The Python client: sync and async calls, streams, typed failures, tool-result messages.
+
+The streaming tests run the client against a scripted in-process gRPC server (``Scripted``): it
+answers StreamModel by the request's model id, so each test reads one exact wire sequence.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
+import grpc
 import pytest
+import pytest_asyncio
 import sidecar_client as sc
+from google.protobuf import duration_pb2
+from google.rpc import error_details_pb2, status_pb2
 from sidecar_client import SidecarClient, anthropic_tool_result, openai_tool_message, pb, user
+from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from tests.conftest import Running
 
@@ -15,7 +25,7 @@ def test_public_surface_is_complete() -> None:
     exported = set(sc.__all__)
     errors = {name for name in dir(sc) if name.endswith("Error") and not name.startswith("_")}
     assert errors <= exported
-    assert len([e for e in errors if e not in ("SidecarError", "CorrectableError", "UncorrectableError")]) == 21
+    assert len([e for e in errors if e not in ("SidecarError", "CorrectableError", "UncorrectableError")]) == 22
 
 
 async def test_sync_client_against_the_running_sidecar(sidecar: Running) -> None:
@@ -65,3 +75,322 @@ def test_every_kind_has_its_own_exception_class(kind: int) -> None:
     cls = sc.error_class(kind)
     assert cls.kind == kind
     assert issubclass(cls, sc.CorrectableError) is (kind in sc.CORRECTABLE_KINDS)
+
+
+# ---------------------------------------------------------------- StreamModel, scripted
+
+UNCORRECTABLE_LINE = "[This error is not correctable - consider an alternative approach]"
+WAIT_FOR_CANCEL_S = 5.0  # how long a test waits for the server to see a cancellation
+
+
+def _failure(kind: int, message: str, **fields: object) -> pb.Failure:
+    failure = pb.Failure(message=message, explanation=f"{message}\n{UNCORRECTABLE_LINE}", **fields)
+    failure.kind = kind
+    return failure
+
+
+def _interrupted() -> pb.Failure:
+    return _failure(
+        pb.FAILURE_KIND_STREAM_INTERRUPTED,
+        "The stream of fast was cut after 2 deltas: connection dropped.",
+        attempts=1,
+        stream=pb.StreamDetail(partial_text="Hello, wo", reason="connection dropped", deltas_sent=2),
+        hops=[
+            pb.Hop(deployment="fast-a", kind=pb.FAILURE_KIND_CIRCUIT_OPEN, reason="circuit open", skipped=True),
+            pb.Hop(deployment="fast-b", kind=pb.FAILURE_KIND_STREAM_INTERRUPTED, attempts=1, reason="cut"),
+        ],
+    )
+
+
+def _quota() -> pb.Failure:
+    return _failure(
+        pb.FAILURE_KIND_QUOTA_EXHAUSTED,
+        "The provider account of openai is out of credit.",
+        attempts=1,
+        http=pb.HttpDetail(status_code=429, service="openai", endpoint="/v1/chat/completions"),
+        retry_after=duration_pb2.Duration(seconds=7),
+        provider=pb.ProviderDetail(provider="openai", account="default", model="fast"),
+    )
+
+
+# The status code the sidecar sends each scripted failure with (docs/failures.md).
+_CODES = {
+    pb.FAILURE_KIND_STREAM_INTERRUPTED: grpc.StatusCode.ABORTED,
+    pb.FAILURE_KIND_QUOTA_EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
+}
+_FAILURES = {"interrupted": _interrupted, "quota": _quota}
+
+
+async def _abort(context: grpc.aio.ServicerContext[object, object], failure: pb.Failure) -> None:
+    """Ends the call as the sidecar does: code, message, and the rich status in the trailer."""
+    code = _CODES[failure.kind]
+    status = status_pb2.Status(code=code.value[0], message=failure.message)
+    status.details.add().Pack(failure)
+    reason = pb.FailureKind.Name(failure.kind).removeprefix("FAILURE_KIND_")
+    status.details.add().Pack(error_details_pb2.ErrorInfo(reason=reason, domain="sidecar"))
+    if failure.HasField("retry_after"):
+        status.details.add().Pack(error_details_pb2.RetryInfo(retry_delay=failure.retry_after))
+    await context.abort(
+        code, failure.message, trailing_metadata=(("grpc-status-details-bin", status.SerializeToString()),)
+    )
+
+
+def _text(text: str) -> pb.StreamModelEvent:
+    return pb.StreamModelEvent(text=pb.TextDelta(text=text))
+
+
+def _final(text: str, **fields: object) -> pb.StreamModelEvent:
+    reply = pb.CallModelResponse(message=pb.Message(role=pb.ROLE_ASSISTANT, text=text), **fields)
+    return pb.StreamModelEvent(final=reply)
+
+
+class Scripted(pb_grpc.SidecarServicer):
+    """A sidecar whose StreamModel answers are scripted by model id."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.cancelled = asyncio.Event()
+        self.requests: list[pb.CallModelRequest] = []
+
+    async def CallModel(
+        self, request: pb.CallModelRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> pb.CallModelResponse:
+        await _abort(context, _FAILURES[request.model]())
+        raise AssertionError("unreachable")
+
+    async def StreamModel(
+        self, request: pb.CallModelRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> AsyncIterator[pb.StreamModelEvent]:
+        self.requests.append(request)
+        if request.model == "deltas":
+            yield _text("Hel")
+            yield _text("lo")
+            yield pb.StreamModelEvent(
+                tool_call=pb.ToolCallDelta(index=0, id="call_1", name="search", arguments_fragment='{"q":')
+            )
+            yield pb.StreamModelEvent(tool_call=pb.ToolCallDelta(index=0, arguments_fragment='"x"}'))
+            yield _final(
+                "Hello",
+                served_by="fast-b",
+                hops=[
+                    pb.Hop(deployment="fast-a", kind=pb.FAILURE_KIND_CIRCUIT_OPEN, skipped=True),
+                    pb.Hop(deployment="fast-b", attempts=1, reason="served"),
+                ],
+            )
+        elif request.model == "restart":
+            yield _text("Hel")
+            yield pb.StreamModelEvent(
+                tool_call=pb.ToolCallDelta(index=0, id="call_0", name="old", arguments_fragment="{")
+            )
+            yield pb.StreamModelEvent(
+                restart=pb.StreamRestart(cause=pb.RESTART_CAUSE_UPSTREAM_FAULT, reason="connection dropped", attempt=2)
+            )
+            yield _text("Good")
+            yield _text("bye")
+            yield _final("Goodbye")
+        elif request.model in _FAILURES:
+            yield _text("Hello, ")
+            yield _text("wo")
+            await _abort(context, _FAILURES[request.model]())
+        elif request.model == "no-final":
+            yield _text("Hel")
+        elif request.model == "policy":
+            yield _text(pb.MidStreamPolicy.Name(request.mid_stream))
+            yield _final("")
+        elif request.model == "slow":
+            yield _text("Hel")
+            self.started.set()
+            try:
+                await asyncio.Event().wait()  # until the client cancels
+            except asyncio.CancelledError:
+                self.cancelled.set()
+                raise
+
+
+class ScriptedServer:
+    def __init__(self, servicer: Scripted, address: str) -> None:
+        self.servicer = servicer
+        self.address = address
+        self.client = sc.AsyncSidecarClient(address)
+
+
+@pytest_asyncio.fixture
+async def scripted() -> AsyncIterator[ScriptedServer]:
+    servicer = Scripted()
+    server = grpc.aio.server()
+    pb_grpc.add_SidecarServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    running = ScriptedServer(servicer, f"127.0.0.1:{port}")
+    try:
+        yield running
+    finally:
+        await running.client.close()
+        await server.stop(None)
+
+
+async def _read_texts(stream: sc.AsyncModelStream, texts: list[str]) -> None:
+    async for event in stream:
+        texts.append(event.text.text)
+
+
+async def test_a_stream_delivers_its_deltas_then_the_final_reply(scripted: ScriptedServer) -> None:
+    stream = scripted.client.stream_model("deltas", [user("hi")])
+    kinds = [event.WhichOneof("event") async for event in stream]
+    assert kinds == ["text", "text", "tool_call", "tool_call", "final"]
+    assert stream.text == "Hello"
+    assert [(c.id, c.name, c.arguments_json) for c in stream.tool_calls] == [("call_1", "search", '{"q":"x"}')]
+    assert stream.final is not None
+    assert stream.final.served_by == "fast-b"
+    assert [h.deployment for h in stream.final.hops] == ["fast-a", "fast-b"]
+    assert stream.restarts == 0
+
+
+async def test_collect_returns_the_final_reply(scripted: ScriptedServer) -> None:
+    stream = scripted.client.stream_model("deltas", [user("hi")])
+    reply = await stream.collect()
+    assert reply.message.text == "Hello"
+    assert reply.served_by == "fast-b"
+    assert stream.text == "Hello"
+
+
+async def test_a_restart_voids_what_came_before_it(scripted: ScriptedServer) -> None:
+    stream = scripted.client.stream_model("restart", [user("hi")])
+    seen: list[str] = []
+    async for event in stream:
+        if event.HasField("restart"):
+            assert event.restart.cause == pb.RESTART_CAUSE_UPSTREAM_FAULT
+            assert event.restart.attempt == 2
+            assert stream.text == ""
+            assert stream.tool_calls == []
+        seen.append(event.WhichOneof("event") or "")
+    assert seen == ["text", "tool_call", "restart", "text", "text", "final"]
+    assert stream.text == "Goodbye"
+    assert stream.tool_calls == []
+    assert stream.restarts == 1
+
+
+async def test_a_failure_after_deltas_raises_stream_interrupted_with_its_detail(scripted: ScriptedServer) -> None:
+    stream = scripted.client.stream_model("interrupted", [user("hi")])
+    texts: list[str] = []
+    with pytest.raises(sc.StreamInterruptedError) as caught:
+        await _read_texts(stream, texts)
+    assert texts == ["Hello, ", "wo"]
+    err = caught.value
+    assert isinstance(err, sc.UncorrectableError)
+    assert not err.correctable
+    assert err.kind_name == "STREAM_INTERRUPTED"
+    assert err.grpc_code == grpc.StatusCode.ABORTED
+    assert err.partial_text == "Hello, wo"
+    assert err.stream.reason == "connection dropped"
+    assert err.stream.deltas_sent == 2
+    assert err.detail == err.stream
+    assert [(h.deployment, h.kind, h.skipped) for h in err.hops] == [
+        ("fast-a", pb.FAILURE_KIND_CIRCUIT_OPEN, True),
+        ("fast-b", pb.FAILURE_KIND_STREAM_INTERRUPTED, False),
+    ]
+    assert stream.text == "Hello, wo"
+
+
+async def test_a_stream_failure_is_the_error_call_model_raises(scripted: ScriptedServer) -> None:
+    with pytest.raises(sc.SidecarError) as unary:
+        await scripted.client.call_model("quota", [user("hi")])
+    stream = scripted.client.stream_model("quota", [user("hi")])
+    with pytest.raises(sc.SidecarError) as streamed:
+        await stream.collect()
+    assert type(streamed.value) is type(unary.value) is sc.QuotaExhaustedError
+    assert streamed.value.failure == unary.value.failure == _quota()
+    assert streamed.value.retry_after == 7.0
+    assert streamed.value.http is not None
+    assert streamed.value.http.status_code == 429
+    assert streamed.value.grpc_code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert stream.text == "Hello, wo"
+
+
+async def test_collect_without_a_final_event_is_a_system_failure(scripted: ScriptedServer) -> None:
+    with pytest.raises(sc.SystemFailureError, match="without its final event"):
+        await scripted.client.stream_model("no-final", [user("hi")]).collect()
+
+
+async def test_the_mid_stream_policy_reaches_the_sidecar(scripted: ScriptedServer) -> None:
+    stream = scripted.client.stream_model("policy", [user("hi")], mid_stream=pb.MID_STREAM_POLICY_FAIL)
+    await stream.collect()
+    assert stream.text == "MID_STREAM_POLICY_FAIL"
+
+
+async def test_breaking_out_of_the_iteration_cancels_the_rpc(scripted: ScriptedServer) -> None:
+    async for event in scripted.client.stream_model("slow", [user("hi")]):
+        assert event.text.text == "Hel"
+        break
+    await asyncio.wait_for(scripted.servicer.cancelled.wait(), WAIT_FOR_CANCEL_S)
+
+
+async def test_leaving_the_async_with_block_cancels_the_rpc(scripted: ScriptedServer) -> None:
+    async with scripted.client.stream_model("slow", [user("hi")]) as stream:
+        await stream.__anext__()
+    await asyncio.wait_for(scripted.servicer.cancelled.wait(), WAIT_FOR_CANCEL_S)
+    assert not stream.cancel()  # already ended
+
+
+async def test_cancel_ends_a_pending_read_with_job_cancelled(scripted: ScriptedServer) -> None:
+    stream = scripted.client.stream_model("slow", [user("hi")])
+    reading = asyncio.create_task(stream.collect())
+    await asyncio.wait_for(scripted.servicer.started.wait(), WAIT_FOR_CANCEL_S)
+    assert stream.cancel()
+    with pytest.raises(sc.JobCancelledError) as caught:
+        await reading
+    assert caught.value.grpc_code == grpc.StatusCode.CANCELLED
+    await asyncio.wait_for(scripted.servicer.cancelled.wait(), WAIT_FOR_CANCEL_S)
+
+
+async def test_cancelling_the_task_cancels_the_rpc(scripted: ScriptedServer) -> None:
+    task = asyncio.create_task(scripted.client.stream_model("slow", [user("hi")]).collect())
+    await asyncio.wait_for(scripted.servicer.started.wait(), WAIT_FOR_CANCEL_S)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.wait_for(scripted.servicer.cancelled.wait(), WAIT_FOR_CANCEL_S)
+
+
+async def test_the_blocking_stream_reads_restarts_failures_and_cancels(scripted: ScriptedServer) -> None:
+    def work() -> tuple[pb.CallModelResponse, str, list[str], sc.SidecarError]:
+        with SidecarClient(scripted.address) as client:
+            restarted = client.stream_model("restart", [user("hi")])
+            reply = restarted.collect()
+            interrupted = client.stream_model("interrupted", [user("hi")])
+            texts: list[str] = []
+            try:
+                for event in interrupted:
+                    texts.append(event.text.text)
+            except sc.SidecarError as err:
+                failure = err
+            else:
+                raise AssertionError("no error")
+            with client.stream_model("slow", [user("hi")]) as slow:
+                next(slow)
+            return reply, restarted.text, texts, failure
+
+    reply, text, texts, failure = await asyncio.to_thread(work)
+    assert reply.message.text == text == "Goodbye"
+    assert texts == ["Hello, ", "wo"]
+    assert isinstance(failure, sc.StreamInterruptedError)
+    assert failure.partial_text == "Hello, wo"
+    assert [h.deployment for h in failure.hops] == ["fast-a", "fast-b"]
+    await asyncio.wait_for(scripted.servicer.cancelled.wait(), WAIT_FOR_CANCEL_S)
+
+
+async def test_breaking_out_of_a_blocking_stream_cancels_the_rpc(scripted: ScriptedServer) -> None:
+    def work() -> None:
+        with SidecarClient(scripted.address) as client:
+            for _ in client.stream_model("slow", [user("hi")]):
+                break
+
+    await asyncio.to_thread(work)
+    await asyncio.wait_for(scripted.servicer.cancelled.wait(), WAIT_FOR_CANCEL_S)
+
+
+def test_a_failure_carries_its_route_hops() -> None:
+    err = sc.from_failure(_interrupted())
+    assert type(err) is sc.StreamInterruptedError
+    assert [h.reason for h in err.hops] == ["circuit open", "cut"]
+    assert sc.from_failure(_quota()).hops == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -16,7 +18,9 @@ from sidecar_client import AsyncSidecarClient, pb
 from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar.core import taxonomy as t
+from sidecar.core.kinds import CORRECTABLE_KINDS, FailureKind, RetrySignal
 from sidecar.core.taxonomy import CORRECTABLE_LINE, UNCORRECTABLE_LINE, HttpInfo, Trigger
+from sidecar.server import convert
 from sidecar.server.status import GRPC_CODE, to_status
 
 HTTP = HttpInfo(503, "docs", "http://h/x", '{"error":"down"}', "7")
@@ -31,12 +35,12 @@ EXAMPLES: dict[str, t.SidecarFailure] = {
     "UPSTREAM_THROTTLE": t.UpstreamThrottle("docs", "http://h/x", "slow down", http=HTTP, retry_after=7.0),
     "UNAUTHORIZED": t.Unauthorized("docs", "HTTP 401"),
     "PERMISSION_DENIED": t.PermissionDenied("The user may not read this folder.", "folder:1"),
-    "SYSTEM": t.SystemError("the tool runner"),
+    "SYSTEM": t.SystemFailure("the tool runner"),
     "CIRCUIT_OPEN": t.CircuitOpen(
         "docs", remaining=29.6, since=datetime(2026, 1, 1, tzinfo=UTC), cooldown=30, trigger=Trigger(503, "down", "7")
     ),
     "UPSTREAM_RETRIES_EXHAUSTED": t.UpstreamRetriesExhausted(
-        "Model gpt (oai)", 3, pb.RETRY_SIGNAL_RATE_LIMIT, "slow down", http=HTTP, retry_after=None
+        "Model gpt (oai)", 3, RetrySignal.RATE_LIMIT, "slow down", http=HTTP, retry_after=None
     ),
     "QUOTA_EXHAUSTED": t.QuotaExhausted("oai", "team-a", "gpt", "insufficient_quota", http=HTTP),
     "SPEND_CAP_EXCEEDED": t.SpendCapExceeded("wf-1", 1.5, 1.0),
@@ -46,9 +50,10 @@ EXAMPLES: dict[str, t.SidecarFailure] = {
     "CONTEXT_OVERFLOW": t.ContextOverflow("oai", "gpt", "maximum context length is 8000", http=HTTP),
     "OUTPUT_TRUNCATED": t.OutputTruncated("gpt", 2048, 2048),
     "JOB_TIMEOUT": t.JobTimeout(
-        "model gpt", "the next retry would wait 20 s", signal=pb.RETRY_SIGNAL_OVERLOAD, http=HTTP, retry_after=20.0
+        "model gpt", "the next retry would wait 20 s", signal=RetrySignal.OVERLOAD, http=HTTP, retry_after=20.0
     ),
     "JOB_CANCELLED": t.JobCancelled("model gpt"),
+    "STREAM_INTERRUPTED": t.StreamInterrupted("gpt", "overloaded_error mid-stream", "Once upon", 3),
 }
 CORRECTABLE = {"INVALID_INPUT", "RESOURCE_NOT_FOUND", "GUARDRAIL", "JSON_PARSE", "RESPONSE_VALIDATION"}
 
@@ -56,15 +61,16 @@ CORRECTABLE = {"INVALID_INPUT", "RESOURCE_NOT_FOUND", "GUARDRAIL", "JSON_PARSE",
 def test_every_kind_of_the_contract_has_an_example_a_class_and_a_code() -> None:
     kinds = {v.name.removeprefix("FAILURE_KIND_") for v in pb.FailureKind.DESCRIPTOR.values if v.number}
     assert set(EXAMPLES) == kinds
-    assert set(t.KIND_NAMES.values()) == kinds
-    assert {t.kind_name(k) for k in GRPC_CODE} == kinds
+    assert {k.name for k in FailureKind if k is not FailureKind.UNSPECIFIED} == kinds
+    assert {k.name for k in GRPC_CODE} == kinds
     for name, failure in EXAMPLES.items():
         assert failure.kind_name == name
         assert failure.correctable is (name in CORRECTABLE)
 
 
 def test_client_and_server_agree_on_correctable_kinds() -> None:
-    assert {t.kind_name(k) for k in sidecar_client.CORRECTABLE_KINDS} == CORRECTABLE
+    assert {FailureKind(k).name for k in sidecar_client.CORRECTABLE_KINDS} == CORRECTABLE
+    assert {k.name for k in CORRECTABLE_KINDS} == CORRECTABLE
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
@@ -83,14 +89,25 @@ def test_explanation_is_the_message_and_the_exact_retry_line(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_proto_round_trip_keeps_every_field(name: str) -> None:
+def test_the_proto_keeps_every_field(name: str) -> None:
     failure = EXAMPLES[name].with_attempts(4)
-    msg = failure.to_proto()
-    again = t.SidecarFailure.from_proto(msg)
-    assert type(again) is type(failure)
-    assert again.to_proto() == msg
-    assert msg.explanation == failure.explain_to_llm()
+    msg = convert.failure(failure)
+    assert msg.kind == failure.kind
+    assert FailureKind(msg.kind).name == name
+    assert t.failure_class(FailureKind(msg.kind)) is type(failure)
+    assert (msg.message, msg.explanation, msg.attempts) == (failure.message, failure.explain_to_llm(), 4)
+    assert msg.correctable is failure.correctable
     assert msg.HasField("http") is (failure.http is not None)
+    assert msg.HasField("retry_after") is (failure.retry_after is not None)
+    assert (msg.WhichOneof("detail") is not None) is (failure.detail is not None)
+    if failure.detail is not None:  # every field of the detail lands in the message's oneof
+        sent = getattr(msg, str(msg.WhichOneof("detail")))
+        for field in dataclasses.fields(failure.detail):
+            assert _PB_FIELD.get(field.name, field.name) in sent.DESCRIPTOR.fields_by_name
+
+
+_PB_FIELD = {"cooldown_s": "cooldown", "next_wait_s": "next_wait"}
+"""Detail fields whose proto counterparts carry a Duration under another name."""
 
 
 def test_system_boundary_hides_the_details() -> None:
@@ -138,7 +155,7 @@ async def test_status_details_round_trip_into_the_clients_exception(name: str, a
     if failure.http is not None:
         assert err.http.retry_after_raw == "7"
     assert err.retry_after == failure.retry_after
-    assert err.failure == failure.to_proto()
+    assert err.failure == convert.failure(failure)
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))

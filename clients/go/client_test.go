@@ -21,6 +21,10 @@ type fakeSidecar struct {
 	sidecarv1.UnimplementedSidecarServer
 	t        *testing.T
 	deadline chan time.Time
+	// streamStarted and streamCancelled say that the "slow" StreamModel sent
+	// its first delta, and that it saw the client's cancellation.
+	streamStarted   chan struct{}
+	streamCancelled chan struct{}
 }
 
 func (f *fakeSidecar) ExecuteTool(ctx context.Context, req *sidecarv1.ExecuteToolRequest) (*sidecarv1.ExecuteToolResponse, error) {
@@ -77,7 +81,7 @@ func serve(t *testing.T, network, address string) (*Client, *fakeSidecar) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := &fakeSidecar{t: t, deadline: make(chan time.Time, 1)}
+	fake := &fakeSidecar{t: t, deadline: make(chan time.Time, 1), streamStarted: make(chan struct{}, 1), streamCancelled: make(chan struct{}, 1)}
 	srv := grpc.NewServer()
 	sidecarv1.RegisterSidecarServer(srv, fake)
 	go func() { _ = srv.Serve(lis) }()

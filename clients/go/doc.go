@@ -19,6 +19,12 @@
 //     grpc-status-details-bin trailer (or, for a failure that did not come from
 //     the sidecar, from the gRPC status alone).
 //
+// StreamModel is CallModel streamed: a [ModelStream] read with Recv or ranged
+// over with Events, keeping the text and tool calls since the last restart
+// (a restart event voids what came before it) and the final reply; Collect
+// returns that reply. Its failure is the *Error CallModel returns for it;
+// STREAM_INTERRUPTED carries what had been sent ([Error.StreamDetail]).
+//
 // Every method takes a context: its deadline travels to the sidecar as the gRPC
 // deadline (the sidecar answers JOB_TIMEOUT when its work cannot finish in
 // time), and cancelling it cancels the call.

@@ -58,6 +58,9 @@ type Error struct {
 	Detail proto.Message
 	// Attempts is the number of upstream attempts made before the failure.
 	Attempts uint32
+	// Hops is, when the model id is a route, every deployment tried, in order
+	// (the last one ended with this failure); nil otherwise.
+	Hops []*sidecarv1.Hop
 	// GRPCCode is the status code of the failed RPC; codes.OK for the failure
 	// of an ExecuteTool outcome (that RPC succeeded).
 	GRPCCode codes.Code
@@ -82,6 +85,14 @@ func (e *Error) Error() string {
 // KindName is the kind without its FAILURE_KIND_ prefix, e.g. "QUOTA_EXHAUSTED":
 // the ErrorInfo reason of the failure.
 func (e *Error) KindName() string { return KindName(e.Kind) }
+
+// StreamDetail is the Detail of a STREAM_INTERRUPTED failure: what the stream
+// had sent when it was cut (PartialText, Reason, DeltasSent). Nil for any
+// other failure.
+func (e *Error) StreamDetail() *sidecarv1.StreamDetail {
+	d, _ := e.Detail.(*sidecarv1.StreamDetail)
+	return d
+}
 
 // GRPCStatus lets status.FromError and status.Code see the original status.
 func (e *Error) GRPCStatus() *status.Status {
@@ -163,6 +174,7 @@ func (e *Error) fill(f *sidecarv1.Failure) {
 		e.RetryAfter = d.AsDuration()
 	}
 	e.Attempts = f.GetAttempts()
+	e.Hops = f.GetHops()
 	e.Detail = failureDetail(f)
 	if e.Explanation == "" && e.Message != "" {
 		e.Explanation = Explain(e.Message, e.Correctable)

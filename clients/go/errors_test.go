@@ -34,6 +34,7 @@ var codeForKind = map[sidecarv1.FailureKind]codes.Code{
 	sidecarv1.FailureKind_FAILURE_KIND_OUTPUT_TRUNCATED:             codes.FailedPrecondition,
 	sidecarv1.FailureKind_FAILURE_KIND_UNAUTHORIZED:                 codes.FailedPrecondition,
 	sidecarv1.FailureKind_FAILURE_KIND_JSON_PARSE:                   codes.Aborted,
+	sidecarv1.FailureKind_FAILURE_KIND_STREAM_INTERRUPTED:           codes.Aborted,
 	sidecarv1.FailureKind_FAILURE_KIND_SYSTEM:                       codes.Internal,
 }
 
@@ -258,5 +259,18 @@ func TestCorrectableKindsAreExactlyTheFive(t *testing.T) {
 		if IsCorrectableKind(kind) != want[KindName(kind)] {
 			t.Errorf("%s: correctable = %v", KindName(kind), IsCorrectableKind(kind))
 		}
+	}
+}
+
+func TestHopsComeFromTheFailure(t *testing.T) {
+	err := FromError(failureStatus(t, interruptedFailure()).Err())
+	if len(err.Hops) != 2 || err.Hops[0].GetReason() != "circuit open" || err.Hops[1].GetAttempts() != 1 {
+		t.Errorf("hops = %v", err.Hops)
+	}
+	if FromError(failureStatus(t, quotaFailure()).Err()).Hops != nil {
+		t.Error("a failure without hops has none")
+	}
+	if FromFailure(quotaFailure()).StreamDetail() != nil {
+		t.Error("StreamDetail of another kind must be nil")
 	}
 }

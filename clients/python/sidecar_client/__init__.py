@@ -1,8 +1,10 @@
 """Python client of the sidecar.v1 contract.
 
-``AsyncSidecarClient`` / ``SidecarClient`` call the sidecar; CallModel failures raise one
-``SidecarError`` subclass per kind (``correctable``, ``explanation``, ``http``, ``retry_after``,
-``detail``); ``openai_tool_message`` / ``anthropic_tool_result`` hand a tool outcome back to a model.
+``AsyncSidecarClient`` / ``SidecarClient`` call the sidecar; ``stream_model`` gives the reply as
+an (async) iterator of events (``AsyncModelStream`` / ``ModelStream``, with ``collect()``);
+CallModel and StreamModel failures raise one ``SidecarError`` subclass per kind (``correctable``,
+``explanation``, ``http``, ``retry_after``, ``detail``, ``hops``); ``openai_tool_message`` /
+``anthropic_tool_result`` hand a tool outcome back to a model.
 The generated messages are re-exported as ``sidecar_client.pb``.
 """
 
@@ -29,6 +31,7 @@ from sidecar_client.errors import (
     ResponseValidationError,
     SidecarError,
     SpendCapExceededError,
+    StreamInterruptedError,
     SystemFailureError,
     TokenEstimateExceedsLimitError,
     UnauthorizedError,
@@ -39,10 +42,12 @@ from sidecar_client.errors import (
     from_failure,
     from_rpc_error,
 )
+from sidecar_client.streaming import AsyncModelStream, ModelStream, StreamAccumulator
 from sidecar_client.tool_messages import anthropic_tool_result, openai_tool_message
 
 __all__ = [
     "CORRECTABLE_KINDS",
+    "AsyncModelStream",
     "AsyncSidecarClient",
     "CircuitOpenError",
     "ContextOverflowError",
@@ -54,6 +59,7 @@ __all__ = [
     "JobTimeoutError",
     "JsonParseError",
     "ModelNotFoundError",
+    "ModelStream",
     "OutputTruncatedError",
     "PermissionDeniedError",
     "ProviderRefusalError",
@@ -63,6 +69,8 @@ __all__ = [
     "SidecarClient",
     "SidecarError",
     "SpendCapExceededError",
+    "StreamAccumulator",
+    "StreamInterruptedError",
     "SystemFailureError",
     "Tls",
     "TokenEstimateExceedsLimitError",

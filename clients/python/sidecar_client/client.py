@@ -3,12 +3,15 @@
     async with AsyncSidecarClient("127.0.0.1:50051") as sc:
         outcome = await sc.execute_tool("search_docs", {"query": "retries"}, call_id="call_1")
         reply = await sc.call_model("local-gpt", [user("hello")])
+        async for event in sc.stream_model("local-gpt", [user("hello")]):   # see streaming.py
+            ...
 
     # a sidecar with server.tls (client_ca: mTLS) and server.auth
     tls = Tls.from_files(ca="ca.pem", cert="agent.pem", key="agent-key.pem")
     SidecarClient("sidecar.internal:50051", tls=tls, token=os.environ["SIDECAR_TOKEN"])
 
-CallModel failures raise a ``SidecarError`` subclass per kind; ExecuteTool failures are results.
+CallModel and StreamModel failures raise a ``SidecarError`` subclass per kind; ExecuteTool
+failures are results.
 ``token`` goes with every call as ``authorization: Bearer <token>``; without TLS it crosses the
 network in the clear, so use it alone only on a private network.
 """
@@ -26,6 +29,7 @@ from sidecar_contract.v1 import sidecar_pb2 as pb
 from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar_client.errors import from_rpc_error
+from sidecar_client.streaming import AsyncModelStream, ModelStream
 
 __all__ = ["AsyncSidecarClient", "SidecarClient", "Tls", "assistant", "job", "tool_results", "user"]
 
@@ -147,8 +151,11 @@ def _model_request(
     max_output_tokens: int | None = None,
     temperature: float | None = None,
     job: pb.Job | None = None,
+    mid_stream: pb.MidStreamPolicy | None = None,
 ) -> pb.CallModelRequest:
     req = pb.CallModelRequest(model=model, system=system, messages=messages, tools=_tools(tools))
+    if mid_stream is not None:
+        req.mid_stream = mid_stream
     if response_schema is not None:
         req.response_schema_json = json.dumps(response_schema)
     if max_output_tokens is not None:
@@ -214,6 +221,18 @@ class AsyncSidecarClient:
         except grpc.aio.AioRpcError as exc:
             raise from_rpc_error(exc) from exc
 
+    def stream_model(
+        self, model: str, messages: Sequence[pb.Message], *, timeout: float | None = None, **kwargs: Any
+    ) -> AsyncModelStream:
+        """The reply as it is written: ``async for event in ...``, or ``await ....collect()``.
+
+        Takes what ``call_model`` takes, and ``mid_stream`` (``pb.MID_STREAM_POLICY_RESTART`` /
+        ``_FAIL``). A ``restart`` event voids what came before it; a failure raises what
+        ``call_model`` would, after the events sent before it.
+        """
+        request = _model_request(model, messages, **kwargs)
+        return AsyncModelStream(self._stub.StreamModel(request, timeout=timeout, metadata=_trace_metadata()))
+
     async def classify_failure(self, request: pb.ClassifyFailureRequest, *, timeout: float | None = None) -> pb.Failure:
         return await self._stub.ClassifyFailure(request, timeout=timeout, metadata=_call_metadata(self._auth))
 
@@ -276,6 +295,13 @@ class SidecarClient:
             )
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from exc
+
+    def stream_model(
+        self, model: str, messages: Sequence[pb.Message], *, timeout: float | None = None, **kwargs: Any
+    ) -> ModelStream:
+        """The reply as it is written: ``for event in ...``, or ``....collect()`` (see AsyncSidecarClient)."""
+        request = _model_request(model, messages, **kwargs)
+        return ModelStream(self._stub.StreamModel(request, timeout=timeout, metadata=_trace_metadata()))
 
     def classify_failure(self, request: pb.ClassifyFailureRequest, *, timeout: float | None = None) -> pb.Failure:
         return self._stub.ClassifyFailure(request, timeout=timeout, metadata=_call_metadata(self._auth))

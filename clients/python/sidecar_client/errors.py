@@ -1,7 +1,7 @@
 """CallModel failures rebuilt from the gRPC status details: one exception class per kind.
 
 SidecarError                       kind, correctable, message, explanation, http, retry_after,
-├── CorrectableError               attempts, detail, grpc_code, failure (the sidecar.v1.Failure)
+├── CorrectableError               attempts, detail, hops, grpc_code, failure (the sidecar.v1.Failure)
 │   └── InvalidInputError, ResourceNotFoundError, GuardrailError, JsonParseError,
 │       ResponseValidationError
 └── UncorrectableError
@@ -9,7 +9,7 @@ SidecarError                       kind, correctable, message, explanation, http
         SystemFailureError, CircuitOpenError, UpstreamRetriesExhaustedError, QuotaExhaustedError,
         SpendCapExceededError, ModelNotFoundError, ProviderRefusalError,
         TokenEstimateExceedsLimitError, ContextOverflowError, OutputTruncatedError,
-        JobTimeoutError, JobCancelledError
+        JobTimeoutError, JobCancelledError, StreamInterruptedError (+ stream, partial_text)
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ __all__ = [
     "ResponseValidationError",
     "SidecarError",
     "SpendCapExceededError",
+    "StreamInterruptedError",
     "SystemFailureError",
     "TokenEstimateExceedsLimitError",
     "UnauthorizedError",
@@ -110,6 +111,11 @@ class SidecarError(Exception):
         field = self.failure.WhichOneof("detail")
         return getattr(self.failure, field) if field else None
 
+    @property
+    def hops(self) -> list[pb.Hop]:
+        """When the model id is a route: every deployment tried, in order (the last one failed so)."""
+        return list(self.failure.hops)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r})"
 
@@ -149,6 +155,26 @@ OutputTruncatedError = _make("OutputTruncatedError", pb.FAILURE_KIND_OUTPUT_TRUN
 JobTimeoutError = _make("JobTimeoutError", pb.FAILURE_KIND_JOB_TIMEOUT)
 JobCancelledError = _make("JobCancelledError", pb.FAILURE_KIND_JOB_CANCELLED)
 
+
+class StreamInterruptedError(UncorrectableError):
+    """FAILURE_KIND_STREAM_INTERRUPTED: a stream was cut after deltas had reached the caller.
+
+    Not restarted (the call's ``mid_stream`` policy, or no retry left): ``partial_text`` is what
+    had been sent. Retry at a higher level, or keep the partial output.
+    """
+
+    kind = pb.FAILURE_KIND_STREAM_INTERRUPTED
+
+    @property
+    def stream(self) -> pb.StreamDetail:
+        """What the stream had sent: partial_text, reason, deltas_sent."""
+        return self.failure.stream
+
+    @property
+    def partial_text(self) -> str:
+        return self.failure.stream.partial_text
+
+
 _BY_KIND: dict[int, type[SidecarError]] = {
     c.kind: c
     for c in (
@@ -173,6 +199,7 @@ _BY_KIND: dict[int, type[SidecarError]] = {
         OutputTruncatedError,
         JobTimeoutError,
         JobCancelledError,
+        StreamInterruptedError,
     )
 }
 

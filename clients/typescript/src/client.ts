@@ -1,4 +1,13 @@
-import { create, fromBinary, toBinary, type DescMessage, type DescMethodUnary, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
+import {
+  create,
+  fromBinary,
+  toBinary,
+  type DescMessage,
+  type DescMethodServerStreaming,
+  type DescMethodUnary,
+  type MessageInitShape,
+  type MessageShape,
+} from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import {
   Sidecar,
@@ -14,6 +23,7 @@ import {
   type ToolInfo,
 } from "./gen/sidecar/v1/sidecar_pb.js";
 import { fromServiceError } from "./errors.js";
+import { ModelStream } from "./stream.js";
 import { ToolOutcome } from "./tool.js";
 
 /** The environment variable read when no address is given. */
@@ -59,11 +69,8 @@ export function callUnary<I extends DescMessage, O extends DescMessage>(
       reject(signal.reason);
       return;
     }
-    const metadata = new grpc.Metadata();
-    for (const [key, value] of Object.entries(options.metadata ?? {})) metadata.set(key, value);
-    const callOptions: grpc.CallOptions = {};
-    const deadline = earliest(options.deadline, options.timeoutMs);
-    if (deadline !== undefined) callOptions.deadline = deadline;
+    const metadata = metadataOf(options);
+    const callOptions = grpcCallOptions(options);
 
     const onAbort = () => call.cancel();
     const call = client.makeUnaryRequest<MessageShape<I>, MessageShape<O>>(
@@ -83,6 +90,43 @@ export function callUnary<I extends DescMessage, O extends DescMessage>(
     );
     signal?.addEventListener("abort", onAbort, { once: true });
   });
+}
+
+/**
+ * The opener of one server-streaming call over a protoc-gen-es method descriptor, with the binary
+ * codec taken from the method's own schemas; the deadline is reckoned when the call opens.
+ * Cancellation and errors are the reader's (see ModelStream).
+ */
+export function serverStreamOpener<I extends DescMessage, O extends DescMessage>(
+  client: grpc.Client,
+  method: DescMethodServerStreaming<I, O>,
+  input: MessageInitShape<I>,
+  options: CallOptions = {},
+): () => grpc.ClientReadableStream<MessageShape<O>> {
+  const request = create(method.input, input);
+  const path = `/${method.parent.typeName}/${method.name}`;
+  return () =>
+    client.makeServerStreamRequest<MessageShape<I>, MessageShape<O>>(
+      path,
+      (m) => Buffer.from(toBinary(method.input, m)),
+      (b) => fromBinary(method.output, b),
+      request,
+      metadataOf(options),
+      grpcCallOptions(options),
+    );
+}
+
+function metadataOf(options: CallOptions): grpc.Metadata {
+  const metadata = new grpc.Metadata();
+  for (const [key, value] of Object.entries(options.metadata ?? {})) metadata.set(key, value);
+  return metadata;
+}
+
+function grpcCallOptions(options: CallOptions): grpc.CallOptions {
+  const callOptions: grpc.CallOptions = {};
+  const deadline = earliest(options.deadline, options.timeoutMs);
+  if (deadline !== undefined) callOptions.deadline = deadline;
+  return callOptions;
 }
 
 function earliest(deadline: Date | number | undefined, timeoutMs: number | undefined): Date | undefined {
@@ -131,11 +175,13 @@ export class SidecarClient {
     input: MessageInitShape<I>,
     options: CallOptions,
   ): Promise<MessageShape<O>> {
-    const withDefault =
-      options.deadline === undefined && options.timeoutMs === undefined && this.defaultTimeoutMs !== undefined
-        ? { ...options, timeoutMs: this.defaultTimeoutMs }
-        : options;
-    return callUnary(this.grpcClient, method, input, withDefault);
+    return callUnary(this.grpcClient, method, input, this.withDefault(options));
+  }
+
+  private withDefault(options: CallOptions): CallOptions {
+    return options.deadline === undefined && options.timeoutMs === undefined && this.defaultTimeoutMs !== undefined
+      ? { ...options, timeoutMs: this.defaultTimeoutMs }
+      : options;
   }
 
   /**
@@ -157,6 +203,18 @@ export class SidecarClient {
   /** Sends a conversation to a catalog model; rejects with a SidecarError when no reply can be produced. */
   callModel(request: CallModelInput, options: CallOptions = {}): Promise<CallModelResponse> {
     return this.call(Sidecar.method.callModel, request, options);
+  }
+
+  /**
+   * CallModel, streamed: the reply as events, read with `for await` (breaking out cancels the
+   * RPC) or `collect()` for the final reply. The call starts when the stream is first read; the
+   * deadline (timeoutMs, or the client's default) counts from then and bounds the whole stream.
+   * A restart event voids what came before it; a failure rejects the iteration with the
+   * SidecarError callModel would reject with, after the events before it.
+   */
+  streamModel(request: CallModelInput, options: CallOptions = {}): ModelStream {
+    const withDefault = this.withDefault(options);
+    return new ModelStream(serverStreamOpener(this.grpcClient, Sidecar.method.streamModel, request, withDefault), options.signal);
   }
 
   /**
@@ -193,8 +251,8 @@ export function sidecarServiceDefinition(): grpc.ServiceDefinition {
   for (const method of Sidecar.methods) {
     definition[method.name] = {
       path: `/${Sidecar.typeName}/${method.name}`,
-      requestStream: false,
-      responseStream: false,
+      requestStream: method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming",
+      responseStream: method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming",
       requestSerialize: (m: unknown) => Buffer.from(toBinary(method.input, create(method.input, m as MessageInitShape<DescMessage>))),
       requestDeserialize: (b: Buffer) => fromBinary(method.input, b),
       responseSerialize: (m: unknown) => Buffer.from(toBinary(method.output, create(method.output, m as MessageInitShape<DescMessage>))),

@@ -7,11 +7,12 @@
  * when a wait is known. fromServiceError rebuilds the error from the packed
  * Failure, falling back to ErrorInfo + the status message, and then to the
  * bare gRPC status for a failure that is not the sidecar's (its kind by the
- * status code: see fallbackKind).
+ * status code: see fallbackKind). STREAM_INTERRUPTED is a StreamInterruptedError, a SidecarError
+ * with its StreamDetail at hand.
  */
 import { anyIs, anyUnpack, type Any } from "@bufbuild/protobuf/wkt";
 import { Metadata, status as GrpcStatus, type ServiceError } from "@grpc/grpc-js";
-import { FailureKind, FailureSchema, type Failure, type HttpDetail } from "./gen/sidecar/v1/sidecar_pb.js";
+import { FailureKind, FailureSchema, type Failure, type Hop, type HttpDetail, type StreamDetail } from "./gen/sidecar/v1/sidecar_pb.js";
 import {
   ERROR_INFO_TYPE,
   RETRY_INFO_TYPE,
@@ -98,7 +99,7 @@ export interface SidecarErrorInit {
  * status code when the status carries no sidecar failure: see fallbackKind).
  */
 export class SidecarError extends Error {
-  override readonly name = "SidecarError";
+  override readonly name: string = "SidecarError";
   /** What went wrong; for an RPC failure that is not a sidecar failure, fallbackKind(grpcCode). */
   readonly kind: FailureKind;
   /** Whether a corrected call can help (true) or only another approach (false). */
@@ -113,6 +114,8 @@ export class SidecarError extends Error {
   readonly detail: FailureDetail;
   /** Upstream attempts made before the failure. */
   readonly attempts: number;
+  /** When the model id is a route: every deployment tried, in order (the last ended so); else []. */
+  readonly hops: Hop[];
   /** The gRPC status code of the failed RPC (grpc.status); OK for a tool outcome's failure. */
   readonly grpcCode: number;
   /** The google.rpc.ErrorInfo reason; "" when there was none. */
@@ -133,6 +136,7 @@ export class SidecarError extends Error {
     this.retryAfterMs = init.retryAfterMs;
     this.detail = init.detail ?? { case: undefined };
     this.attempts = init.attempts ?? 0;
+    this.hops = init.failure?.hops ?? [];
     this.grpcCode = init.grpcCode;
     this.reason = init.reason ?? "";
     this.failure = init.failure;
@@ -153,7 +157,7 @@ export class SidecarError extends Error {
   /** Turns a sidecar.v1.Failure (a tool outcome's, a ClassifyFailure answer) into an error with grpcCode OK. */
   static fromFailure(failure: Failure, rest: Partial<SidecarErrorInit> = {}): SidecarError {
     const message = failure.message || rest.message || "";
-    return new SidecarError({
+    return errorOf({
       grpcCode: GrpcStatus.OK,
       ...rest,
       kind: failure.kind,
@@ -167,6 +171,30 @@ export class SidecarError extends Error {
       failure,
     });
   }
+}
+
+/**
+ * STREAM_INTERRUPTED: a stream was cut after deltas had reached the caller and was not restarted
+ * (the call's midStream policy, or no retry left). Uncorrectable; `partialText` is what had been
+ * sent. Retry at a higher level, or keep the partial output.
+ */
+export class StreamInterruptedError extends SidecarError {
+  override readonly name: string = "StreamInterruptedError";
+
+  /** What the stream had sent: partialText, reason, deltasSent. */
+  get streamDetail(): StreamDetail | undefined {
+    return this.detail.case === "stream" ? this.detail.value : undefined;
+  }
+
+  /** The text deltas already sent, joined. */
+  get partialText(): string {
+    return this.streamDetail?.partialText ?? "";
+  }
+}
+
+/** The error of a failure's kind: StreamInterruptedError for STREAM_INTERRUPTED, else SidecarError. */
+function errorOf(init: SidecarErrorInit): SidecarError {
+  return init.kind === FailureKind.STREAM_INTERRUPTED ? new StreamInterruptedError(init) : new SidecarError(init);
 }
 
 /** Whether err is a SidecarError. */
@@ -224,7 +252,7 @@ export function fromStatus(
   if (info && info.domain === ERROR_DOMAIN) kind = kindFromName(info.reason) ?? kind;
   const correctable = isCorrectableKind(kind);
   const text = message || grpcCodeName(code);
-  return new SidecarError({
+  return errorOf({
     ...rest,
     kind,
     correctable,

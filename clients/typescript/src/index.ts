@@ -6,13 +6,16 @@
  *   const outcome = await sidecar.runToolCall(reply.message!.toolCalls[0]);
  *   messages.push(toolMessage([outcome]));   // or outcome.toOpenAI() / outcome.toAnthropic()
  *
- * CallModel failures reject with a SidecarError rebuilt from the Failure in the
+ *   for await (const event of sidecar.streamModel({ model: "fast", messages })) { ... }
+ *
+ * CallModel and StreamModel failures reject with a SidecarError rebuilt from the Failure in the
  * `grpc-status-details-bin` trailer; a tool's failure is an outcome, not a rejection.
  */
 export {
   ADDRESS_ENV,
   SidecarClient,
   callUnary,
+  serverStreamOpener,
   sidecarServiceDefinition,
   toolDefinitions,
   type CallModelInput,
@@ -25,6 +28,7 @@ export {
   CORRECTABLE_LINE,
   ERROR_DOMAIN,
   SidecarError,
+  StreamInterruptedError,
   UNCORRECTABLE_LINE,
   explain,
   fallbackKind,
@@ -38,5 +42,6 @@ export {
   type FailureDetail,
   type SidecarErrorInit,
 } from "./errors.js";
+export { ModelStream, NO_FINAL_MESSAGE } from "./stream.js";
 export { ToolOutcome, toolMessage, type AnthropicToolResult, type OpenAIToolMessage } from "./tool.js";
 export * from "./gen/sidecar/v1/sidecar_pb.js";

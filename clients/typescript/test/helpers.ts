@@ -31,6 +31,7 @@ export const CODE_FOR_KIND: Partial<Record<FailureKind, grpc.status>> = {
   [FailureKind.OUTPUT_TRUNCATED]: grpc.status.FAILED_PRECONDITION,
   [FailureKind.UNAUTHORIZED]: grpc.status.FAILED_PRECONDITION,
   [FailureKind.JSON_PARSE]: grpc.status.ABORTED,
+  [FailureKind.STREAM_INTERRUPTED]: grpc.status.ABORTED,
   [FailureKind.SYSTEM]: grpc.status.INTERNAL,
 };
 

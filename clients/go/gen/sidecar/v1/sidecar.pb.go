@@ -87,6 +87,10 @@ const (
 	FailureKind_FAILURE_KIND_JOB_TIMEOUT FailureKind = 20
 	// The caller cancelled the call.
 	FailureKind_FAILURE_KIND_JOB_CANCELLED FailureKind = 21
+	// A stream failed after deltas had reached the caller, and the policy was
+	// not to restart it (or no restart was left): the partial output is in
+	// `stream`.
+	FailureKind_FAILURE_KIND_STREAM_INTERRUPTED FailureKind = 22
 )
 
 // Enum value maps for FailureKind.
@@ -114,6 +118,7 @@ var (
 		19: "FAILURE_KIND_OUTPUT_TRUNCATED",
 		20: "FAILURE_KIND_JOB_TIMEOUT",
 		21: "FAILURE_KIND_JOB_CANCELLED",
+		22: "FAILURE_KIND_STREAM_INTERRUPTED",
 	}
 	FailureKind_value = map[string]int32{
 		"FAILURE_KIND_UNSPECIFIED":                  0,
@@ -138,6 +143,7 @@ var (
 		"FAILURE_KIND_OUTPUT_TRUNCATED":             19,
 		"FAILURE_KIND_JOB_TIMEOUT":                  20,
 		"FAILURE_KIND_JOB_CANCELLED":                21,
+		"FAILURE_KIND_STREAM_INTERRUPTED":           22,
 	}
 )
 
@@ -339,6 +345,60 @@ func (Role) EnumDescriptor() ([]byte, []int) {
 	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{3}
 }
 
+// MidStreamPolicy is what a StreamModel does when the upstream faults after
+// deltas have reached the caller.
+type MidStreamPolicy int32
+
+const (
+	// The configured policy.
+	MidStreamPolicy_MID_STREAM_POLICY_UNSPECIFIED MidStreamPolicy = 0
+	// Send a `restart` event and the next attempt's deltas (the same retry budget).
+	MidStreamPolicy_MID_STREAM_POLICY_RESTART MidStreamPolicy = 1
+	// End the call with STREAM_INTERRUPTED, carrying the partial text.
+	MidStreamPolicy_MID_STREAM_POLICY_FAIL MidStreamPolicy = 2
+)
+
+// Enum value maps for MidStreamPolicy.
+var (
+	MidStreamPolicy_name = map[int32]string{
+		0: "MID_STREAM_POLICY_UNSPECIFIED",
+		1: "MID_STREAM_POLICY_RESTART",
+		2: "MID_STREAM_POLICY_FAIL",
+	}
+	MidStreamPolicy_value = map[string]int32{
+		"MID_STREAM_POLICY_UNSPECIFIED": 0,
+		"MID_STREAM_POLICY_RESTART":     1,
+		"MID_STREAM_POLICY_FAIL":        2,
+	}
+)
+
+func (x MidStreamPolicy) Enum() *MidStreamPolicy {
+	p := new(MidStreamPolicy)
+	*p = x
+	return p
+}
+
+func (x MidStreamPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MidStreamPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_sidecar_v1_sidecar_proto_enumTypes[4].Descriptor()
+}
+
+func (MidStreamPolicy) Type() protoreflect.EnumType {
+	return &file_sidecar_v1_sidecar_proto_enumTypes[4]
+}
+
+func (x MidStreamPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MidStreamPolicy.Descriptor instead.
+func (MidStreamPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{4}
+}
+
 // FinishReason is why the model stopped.
 type FinishReason int32
 
@@ -384,11 +444,11 @@ func (x FinishReason) String() string {
 }
 
 func (FinishReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_sidecar_v1_sidecar_proto_enumTypes[4].Descriptor()
+	return file_sidecar_v1_sidecar_proto_enumTypes[5].Descriptor()
 }
 
 func (FinishReason) Type() protoreflect.EnumType {
-	return &file_sidecar_v1_sidecar_proto_enumTypes[4]
+	return &file_sidecar_v1_sidecar_proto_enumTypes[5]
 }
 
 func (x FinishReason) Number() protoreflect.EnumNumber {
@@ -397,7 +457,68 @@ func (x FinishReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FinishReason.Descriptor instead.
 func (FinishReason) EnumDescriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{4}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{5}
+}
+
+// RestartCause is why a stream starts again.
+type RestartCause int32
+
+const (
+	// Unknown.
+	RestartCause_RESTART_CAUSE_UNSPECIFIED RestartCause = 0
+	// The upstream faulted mid-stream (overload, dropped connection, stall).
+	RestartCause_RESTART_CAUSE_UPSTREAM_FAULT RestartCause = 1
+	// The reply was cut off at its output limit: re-run with a larger budget.
+	RestartCause_RESTART_CAUSE_TRUNCATED RestartCause = 2
+	// The reply was not the JSON asked for: sent back with the fix asked for.
+	RestartCause_RESTART_CAUSE_CORRECTION RestartCause = 3
+	// Another deployment of the route takes over.
+	RestartCause_RESTART_CAUSE_FAILOVER RestartCause = 4
+)
+
+// Enum value maps for RestartCause.
+var (
+	RestartCause_name = map[int32]string{
+		0: "RESTART_CAUSE_UNSPECIFIED",
+		1: "RESTART_CAUSE_UPSTREAM_FAULT",
+		2: "RESTART_CAUSE_TRUNCATED",
+		3: "RESTART_CAUSE_CORRECTION",
+		4: "RESTART_CAUSE_FAILOVER",
+	}
+	RestartCause_value = map[string]int32{
+		"RESTART_CAUSE_UNSPECIFIED":    0,
+		"RESTART_CAUSE_UPSTREAM_FAULT": 1,
+		"RESTART_CAUSE_TRUNCATED":      2,
+		"RESTART_CAUSE_CORRECTION":     3,
+		"RESTART_CAUSE_FAILOVER":       4,
+	}
+)
+
+func (x RestartCause) Enum() *RestartCause {
+	p := new(RestartCause)
+	*p = x
+	return p
+}
+
+func (x RestartCause) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RestartCause) Descriptor() protoreflect.EnumDescriptor {
+	return file_sidecar_v1_sidecar_proto_enumTypes[6].Descriptor()
+}
+
+func (RestartCause) Type() protoreflect.EnumType {
+	return &file_sidecar_v1_sidecar_proto_enumTypes[6]
+}
+
+func (x RestartCause) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RestartCause.Descriptor instead.
+func (RestartCause) EnumDescriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{6}
 }
 
 // ToolKind says whether nothing found is a failure.
@@ -437,11 +558,11 @@ func (x ToolKind) String() string {
 }
 
 func (ToolKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_sidecar_v1_sidecar_proto_enumTypes[5].Descriptor()
+	return file_sidecar_v1_sidecar_proto_enumTypes[7].Descriptor()
 }
 
 func (ToolKind) Type() protoreflect.EnumType {
-	return &file_sidecar_v1_sidecar_proto_enumTypes[5]
+	return &file_sidecar_v1_sidecar_proto_enumTypes[7]
 }
 
 func (x ToolKind) Number() protoreflect.EnumNumber {
@@ -450,7 +571,7 @@ func (x ToolKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolKind.Descriptor instead.
 func (ToolKind) EnumDescriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{5}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{7}
 }
 
 // TransportFault is a failure to get any response.
@@ -498,11 +619,11 @@ func (x TransportFault) String() string {
 }
 
 func (TransportFault) Descriptor() protoreflect.EnumDescriptor {
-	return file_sidecar_v1_sidecar_proto_enumTypes[6].Descriptor()
+	return file_sidecar_v1_sidecar_proto_enumTypes[8].Descriptor()
 }
 
 func (TransportFault) Type() protoreflect.EnumType {
-	return &file_sidecar_v1_sidecar_proto_enumTypes[6]
+	return &file_sidecar_v1_sidecar_proto_enumTypes[8]
 }
 
 func (x TransportFault) Number() protoreflect.EnumNumber {
@@ -511,7 +632,7 @@ func (x TransportFault) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TransportFault.Descriptor instead.
 func (TransportFault) EnumDescriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{6}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{8}
 }
 
 // Job says whose work a call is, and may override the retry budget.
@@ -705,7 +826,11 @@ type Failure struct {
 	//	*Failure_System
 	//	*Failure_Truncation
 	//	*Failure_Permission
-	Detail        isFailure_Detail `protobuf_oneof:"detail"`
+	//	*Failure_Stream
+	Detail isFailure_Detail `protobuf_oneof:"detail"`
+	// When the model id is a route: every deployment tried, in order, and how
+	// each ended. The last hop's own failure is this Failure's kind and detail.
+	Hops          []*Hop `protobuf:"bytes,8,rep,name=hops,proto3" json:"hops,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -913,6 +1038,22 @@ func (x *Failure) GetPermission() *PermissionDetail {
 	return nil
 }
 
+func (x *Failure) GetStream() *StreamDetail {
+	if x != nil {
+		if x, ok := x.Detail.(*Failure_Stream); ok {
+			return x.Stream
+		}
+	}
+	return nil
+}
+
+func (x *Failure) GetHops() []*Hop {
+	if x != nil {
+		return x.Hops
+	}
+	return nil
+}
+
 type isFailure_Detail interface {
 	isFailure_Detail()
 }
@@ -982,6 +1123,11 @@ type Failure_Permission struct {
 	Permission *PermissionDetail `protobuf:"bytes,22,opt,name=permission,proto3,oneof"`
 }
 
+type Failure_Stream struct {
+	// STREAM_INTERRUPTED.
+	Stream *StreamDetail `protobuf:"bytes,23,opt,name=stream,proto3,oneof"`
+}
+
 func (*Failure_InvalidInput) isFailure_Detail() {}
 
 func (*Failure_Resource) isFailure_Detail() {}
@@ -1008,6 +1154,154 @@ func (*Failure_Truncation) isFailure_Detail() {}
 
 func (*Failure_Permission) isFailure_Detail() {}
 
+func (*Failure_Stream) isFailure_Detail() {}
+
+// Hop is one deployment a route tried.
+type Hop struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The deployment (a catalog model id).
+	Deployment string `protobuf:"bytes,1,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	// How it ended: FAILURE_KIND_UNSPECIFIED for the one that served.
+	Kind FailureKind `protobuf:"varint,2,opt,name=kind,proto3,enum=sidecar.v1.FailureKind" json:"kind,omitempty"`
+	// Upstream attempts made on this deployment.
+	Attempts uint32 `protobuf:"varint,3,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// Why it ended, in plain words (its failure's message, or "served").
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// True when the deployment was skipped without an attempt (circuit open).
+	Skipped       bool `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Hop) Reset() {
+	*x = Hop{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Hop) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Hop) ProtoMessage() {}
+
+func (x *Hop) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Hop.ProtoReflect.Descriptor instead.
+func (*Hop) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Hop) GetDeployment() string {
+	if x != nil {
+		return x.Deployment
+	}
+	return ""
+}
+
+func (x *Hop) GetKind() FailureKind {
+	if x != nil {
+		return x.Kind
+	}
+	return FailureKind_FAILURE_KIND_UNSPECIFIED
+}
+
+func (x *Hop) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *Hop) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Hop) GetSkipped() bool {
+	if x != nil {
+		return x.Skipped
+	}
+	return false
+}
+
+// StreamDetail is what a stream had sent when it failed.
+type StreamDetail struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The text deltas already sent, joined.
+	PartialText string `protobuf:"bytes,1,opt,name=partial_text,json=partialText,proto3" json:"partial_text,omitempty"`
+	// Why the stream ended: "overloaded", "connection dropped", "no bytes for 30 s".
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Deltas that had reached the caller.
+	DeltasSent    uint32 `protobuf:"varint,3,opt,name=deltas_sent,json=deltasSent,proto3" json:"deltas_sent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamDetail) Reset() {
+	*x = StreamDetail{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamDetail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamDetail) ProtoMessage() {}
+
+func (x *StreamDetail) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamDetail.ProtoReflect.Descriptor instead.
+func (*StreamDetail) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *StreamDetail) GetPartialText() string {
+	if x != nil {
+		return x.PartialText
+	}
+	return ""
+}
+
+func (x *StreamDetail) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *StreamDetail) GetDeltasSent() uint32 {
+	if x != nil {
+		return x.DeltasSent
+	}
+	return 0
+}
+
 // InvalidInputDetail names the parameter, the value sent, and the rule.
 type InvalidInputDetail struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1023,7 +1317,7 @@ type InvalidInputDetail struct {
 
 func (x *InvalidInputDetail) Reset() {
 	*x = InvalidInputDetail{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[3]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1329,7 @@ func (x *InvalidInputDetail) String() string {
 func (*InvalidInputDetail) ProtoMessage() {}
 
 func (x *InvalidInputDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[3]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1342,7 @@ func (x *InvalidInputDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidInputDetail.ProtoReflect.Descriptor instead.
 func (*InvalidInputDetail) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{3}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *InvalidInputDetail) GetParameter() string {
@@ -1087,7 +1381,7 @@ type ResourceDetail struct {
 
 func (x *ResourceDetail) Reset() {
 	*x = ResourceDetail{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[4]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1393,7 @@ func (x *ResourceDetail) String() string {
 func (*ResourceDetail) ProtoMessage() {}
 
 func (x *ResourceDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[4]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1406,7 @@ func (x *ResourceDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceDetail.ProtoReflect.Descriptor instead.
 func (*ResourceDetail) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{4}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ResourceDetail) GetResourceType() string {
@@ -1153,7 +1447,7 @@ type ProviderDetail struct {
 
 func (x *ProviderDetail) Reset() {
 	*x = ProviderDetail{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[5]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1459,7 @@ func (x *ProviderDetail) String() string {
 func (*ProviderDetail) ProtoMessage() {}
 
 func (x *ProviderDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[5]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1472,7 @@ func (x *ProviderDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderDetail.ProtoReflect.Descriptor instead.
 func (*ProviderDetail) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{5}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProviderDetail) GetProvider() string {
@@ -1228,7 +1522,7 @@ type TokenLimitDetail struct {
 
 func (x *TokenLimitDetail) Reset() {
 	*x = TokenLimitDetail{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[6]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1534,7 @@ func (x *TokenLimitDetail) String() string {
 func (*TokenLimitDetail) ProtoMessage() {}
 
 func (x *TokenLimitDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[6]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1547,7 @@ func (x *TokenLimitDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenLimitDetail.ProtoReflect.Descriptor instead.
 func (*TokenLimitDetail) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{6}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TokenLimitDetail) GetEstimate() int64 {
@@ -1306,7 +1600,7 @@ type RefusalDetail struct {
 
 func (x *RefusalDetail) Reset() {
 	*x = RefusalDetail{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[7]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1612,7 @@ func (x *RefusalDetail) String() string {
 func (*RefusalDetail) ProtoMessage() {}
 
 func (x *RefusalDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[7]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1625,7 @@ func (x *RefusalDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefusalDetail.ProtoReflect.Descriptor instead.
 func (*RefusalDetail) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{7}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RefusalDetail) GetModel() string {
@@ -1372,7 +1666,7 @@ type TriggerResponse struct {
 
 func (x *TriggerResponse) Reset() {
 	*x = TriggerResponse{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[8]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1384,7 +1678,7 @@ func (x *TriggerResponse) String() string {
 func (*TriggerResponse) ProtoMessage() {}
 
 func (x *TriggerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[8]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1397,7 +1691,7 @@ func (x *TriggerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerResponse.ProtoReflect.Descriptor instead.
 func (*TriggerResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{8}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TriggerResponse) GetStatusCode() int32 {
@@ -1447,7 +1741,7 @@ type CircuitDetail struct {
 
 func (x *CircuitDetail) Reset() {
 	*x = CircuitDetail{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[9]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1753,7 @@ func (x *CircuitDetail) String() string {
 func (*CircuitDetail) ProtoMessage() {}
 
 func (x *CircuitDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[9]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1766,7 @@ func (x *CircuitDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitDetail.ProtoReflect.Descriptor instead.
 func (*CircuitDetail) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{9}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CircuitDetail) GetService() string {
@@ -1527,7 +1821,7 @@ type ServiceDetail struct {
 
 func (x *ServiceDetail) Reset() {
 	*x = ServiceDetail{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[10]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1833,7 @@ func (x *ServiceDetail) String() string {
 func (*ServiceDetail) ProtoMessage() {}
 
 func (x *ServiceDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[10]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1846,7 @@ func (x *ServiceDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceDetail.ProtoReflect.Descriptor instead.
 func (*ServiceDetail) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{10}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ServiceDetail) GetService() string {
@@ -1600,7 +1894,7 @@ type RetryDetail struct {
 
 func (x *RetryDetail) Reset() {
 	*x = RetryDetail{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[11]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1612,7 +1906,7 @@ func (x *RetryDetail) String() string {
 func (*RetryDetail) ProtoMessage() {}
 
 func (x *RetryDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[11]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1625,7 +1919,7 @@ func (x *RetryDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDetail.ProtoReflect.Descriptor instead.
 func (*RetryDetail) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{11}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RetryDetail) GetBudget() uint32 {
@@ -1671,7 +1965,7 @@ type SpendDetail struct {
 
 func (x *SpendDetail) Reset() {
 	*x = SpendDetail{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[12]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1977,7 @@ func (x *SpendDetail) String() string {
 func (*SpendDetail) ProtoMessage() {}
 
 func (x *SpendDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[12]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +1990,7 @@ func (x *SpendDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendDetail.ProtoReflect.Descriptor instead.
 func (*SpendDetail) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{12}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SpendDetail) GetWorkflowId() string {
@@ -1733,7 +2027,7 @@ type FieldProblem struct {
 
 func (x *FieldProblem) Reset() {
 	*x = FieldProblem{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[13]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +2039,7 @@ func (x *FieldProblem) String() string {
 func (*FieldProblem) ProtoMessage() {}
 
 func (x *FieldProblem) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[13]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +2052,7 @@ func (x *FieldProblem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldProblem.ProtoReflect.Descriptor instead.
 func (*FieldProblem) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{13}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FieldProblem) GetField() string {
@@ -1792,7 +2086,7 @@ type ReplyDetail struct {
 
 func (x *ReplyDetail) Reset() {
 	*x = ReplyDetail{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[14]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1804,7 +2098,7 @@ func (x *ReplyDetail) String() string {
 func (*ReplyDetail) ProtoMessage() {}
 
 func (x *ReplyDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[14]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1817,7 +2111,7 @@ func (x *ReplyDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyDetail.ProtoReflect.Descriptor instead.
 func (*ReplyDetail) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{14}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReplyDetail) GetParserReason() string {
@@ -1859,7 +2153,7 @@ type SystemDetail struct {
 
 func (x *SystemDetail) Reset() {
 	*x = SystemDetail{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[15]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +2165,7 @@ func (x *SystemDetail) String() string {
 func (*SystemDetail) ProtoMessage() {}
 
 func (x *SystemDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[15]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +2178,7 @@ func (x *SystemDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SystemDetail.ProtoReflect.Descriptor instead.
 func (*SystemDetail) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{15}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SystemDetail) GetComponent() string {
@@ -1909,7 +2203,7 @@ type TruncationDetail struct {
 
 func (x *TruncationDetail) Reset() {
 	*x = TruncationDetail{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[16]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +2215,7 @@ func (x *TruncationDetail) String() string {
 func (*TruncationDetail) ProtoMessage() {}
 
 func (x *TruncationDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[16]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +2228,7 @@ func (x *TruncationDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncationDetail.ProtoReflect.Descriptor instead.
 func (*TruncationDetail) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{16}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TruncationDetail) GetModel() string {
@@ -1969,7 +2263,7 @@ type PermissionDetail struct {
 
 func (x *PermissionDetail) Reset() {
 	*x = PermissionDetail{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[17]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2275,7 @@ func (x *PermissionDetail) String() string {
 func (*PermissionDetail) ProtoMessage() {}
 
 func (x *PermissionDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[17]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2288,7 @@ func (x *PermissionDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionDetail.ProtoReflect.Descriptor instead.
 func (*PermissionDetail) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{17}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PermissionDetail) GetResource() string {
@@ -2021,7 +2315,7 @@ type ExecuteToolRequest struct {
 
 func (x *ExecuteToolRequest) Reset() {
 	*x = ExecuteToolRequest{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[18]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2327,7 @@ func (x *ExecuteToolRequest) String() string {
 func (*ExecuteToolRequest) ProtoMessage() {}
 
 func (x *ExecuteToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[18]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2340,7 @@ func (x *ExecuteToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteToolRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteToolRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{18}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExecuteToolRequest) GetTool() string {
@@ -2094,7 +2388,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[19]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2106,7 +2400,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[19]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2119,7 +2413,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{19}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ToolResult) GetContent() string {
@@ -2173,7 +2467,7 @@ type ExecuteToolResponse struct {
 
 func (x *ExecuteToolResponse) Reset() {
 	*x = ExecuteToolResponse{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[20]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2185,7 +2479,7 @@ func (x *ExecuteToolResponse) String() string {
 func (*ExecuteToolResponse) ProtoMessage() {}
 
 func (x *ExecuteToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[20]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2198,7 +2492,7 @@ func (x *ExecuteToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteToolResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteToolResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{20}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExecuteToolResponse) GetOutcome() isExecuteToolResponse_Outcome {
@@ -2280,7 +2574,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[21]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2586,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[21]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2599,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{21}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ToolCall) GetId() string {
@@ -2346,7 +2640,7 @@ type ToolCallResult struct {
 
 func (x *ToolCallResult) Reset() {
 	*x = ToolCallResult{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[22]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2358,7 +2652,7 @@ func (x *ToolCallResult) String() string {
 func (*ToolCallResult) ProtoMessage() {}
 
 func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[22]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2371,7 +2665,7 @@ func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallResult.ProtoReflect.Descriptor instead.
 func (*ToolCallResult) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{22}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ToolCallResult) GetCallId() string {
@@ -2419,7 +2713,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[23]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2431,7 +2725,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[23]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +2738,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{23}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Message) GetRole() Role {
@@ -2490,7 +2784,7 @@ type ToolDefinition struct {
 
 func (x *ToolDefinition) Reset() {
 	*x = ToolDefinition{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[24]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2502,7 +2796,7 @@ func (x *ToolDefinition) String() string {
 func (*ToolDefinition) ProtoMessage() {}
 
 func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[24]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2515,7 +2809,7 @@ func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDefinition.ProtoReflect.Descriptor instead.
 func (*ToolDefinition) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{24}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ToolDefinition) GetName() string {
@@ -2557,14 +2851,17 @@ type CallModelRequest struct {
 	// Sampling temperature.
 	Temperature *float64 `protobuf:"fixed64,7,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
 	// The job the call belongs to.
-	Job           *Job `protobuf:"bytes,8,opt,name=job,proto3" json:"job,omitempty"`
+	Job *Job `protobuf:"bytes,8,opt,name=job,proto3" json:"job,omitempty"`
+	// StreamModel only: what a fault after the first delta does. Unset: the
+	// configured policy (restart by default).
+	MidStream     MidStreamPolicy `protobuf:"varint,9,opt,name=mid_stream,json=midStream,proto3,enum=sidecar.v1.MidStreamPolicy" json:"mid_stream,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CallModelRequest) Reset() {
 	*x = CallModelRequest{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[25]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2576,7 +2873,7 @@ func (x *CallModelRequest) String() string {
 func (*CallModelRequest) ProtoMessage() {}
 
 func (x *CallModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[25]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2589,7 +2886,7 @@ func (x *CallModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallModelRequest.ProtoReflect.Descriptor instead.
 func (*CallModelRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{25}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CallModelRequest) GetModel() string {
@@ -2648,6 +2945,13 @@ func (x *CallModelRequest) GetJob() *Job {
 	return nil
 }
 
+func (x *CallModelRequest) GetMidStream() MidStreamPolicy {
+	if x != nil {
+		return x.MidStream
+	}
+	return MidStreamPolicy_MID_STREAM_POLICY_UNSPECIFIED
+}
+
 // Usage counts tokens.
 type Usage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2661,7 +2965,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[26]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2673,7 +2977,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[26]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2686,7 +2990,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{26}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Usage) GetInputTokens() uint64 {
@@ -2729,14 +3033,18 @@ type CallModelResponse struct {
 	// Tokens of every attempt together.
 	TotalUsage *Usage `protobuf:"bytes,11,opt,name=total_usage,json=totalUsage,proto3" json:"total_usage,omitempty"`
 	// Estimated cost of every attempt together, in US dollars.
-	CostUsd       float64 `protobuf:"fixed64,12,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	CostUsd float64 `protobuf:"fixed64,12,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	// The deployment that served the call (the model id itself unless it is a route).
+	ServedBy string `protobuf:"bytes,13,opt,name=served_by,json=servedBy,proto3" json:"served_by,omitempty"`
+	// When the model id is a route: every deployment tried, in order.
+	Hops          []*Hop `protobuf:"bytes,14,rep,name=hops,proto3" json:"hops,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CallModelResponse) Reset() {
 	*x = CallModelResponse{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[27]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2748,7 +3056,7 @@ func (x *CallModelResponse) String() string {
 func (*CallModelResponse) ProtoMessage() {}
 
 func (x *CallModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[27]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2761,7 +3069,7 @@ func (x *CallModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallModelResponse.ProtoReflect.Descriptor instead.
 func (*CallModelResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{27}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CallModelResponse) GetMessage() *Message {
@@ -2848,6 +3156,324 @@ func (x *CallModelResponse) GetCostUsd() float64 {
 	return 0
 }
 
+func (x *CallModelResponse) GetServedBy() string {
+	if x != nil {
+		return x.ServedBy
+	}
+	return ""
+}
+
+func (x *CallModelResponse) GetHops() []*Hop {
+	if x != nil {
+		return x.Hops
+	}
+	return nil
+}
+
+// StreamModelEvent is one event of a StreamModel reply.
+type StreamModelEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exactly one of them.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*StreamModelEvent_Text
+	//	*StreamModelEvent_ToolCall
+	//	*StreamModelEvent_Restart
+	//	*StreamModelEvent_Final
+	Event         isStreamModelEvent_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamModelEvent) Reset() {
+	*x = StreamModelEvent{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamModelEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamModelEvent) ProtoMessage() {}
+
+func (x *StreamModelEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamModelEvent.ProtoReflect.Descriptor instead.
+func (*StreamModelEvent) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *StreamModelEvent) GetEvent() isStreamModelEvent_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *StreamModelEvent) GetText() *TextDelta {
+	if x != nil {
+		if x, ok := x.Event.(*StreamModelEvent_Text); ok {
+			return x.Text
+		}
+	}
+	return nil
+}
+
+func (x *StreamModelEvent) GetToolCall() *ToolCallDelta {
+	if x != nil {
+		if x, ok := x.Event.(*StreamModelEvent_ToolCall); ok {
+			return x.ToolCall
+		}
+	}
+	return nil
+}
+
+func (x *StreamModelEvent) GetRestart() *StreamRestart {
+	if x != nil {
+		if x, ok := x.Event.(*StreamModelEvent_Restart); ok {
+			return x.Restart
+		}
+	}
+	return nil
+}
+
+func (x *StreamModelEvent) GetFinal() *CallModelResponse {
+	if x != nil {
+		if x, ok := x.Event.(*StreamModelEvent_Final); ok {
+			return x.Final
+		}
+	}
+	return nil
+}
+
+type isStreamModelEvent_Event interface {
+	isStreamModelEvent_Event()
+}
+
+type StreamModelEvent_Text struct {
+	// Text the model wrote.
+	Text *TextDelta `protobuf:"bytes,1,opt,name=text,proto3,oneof"`
+}
+
+type StreamModelEvent_ToolCall struct {
+	// A fragment of a tool call.
+	ToolCall *ToolCallDelta `protobuf:"bytes,2,opt,name=tool_call,json=toolCall,proto3,oneof"`
+}
+
+type StreamModelEvent_Restart struct {
+	// What came before is void; the deltas start again.
+	Restart *StreamRestart `protobuf:"bytes,3,opt,name=restart,proto3,oneof"`
+}
+
+type StreamModelEvent_Final struct {
+	// The whole reply, as CallModel returns it; always the last event.
+	Final *CallModelResponse `protobuf:"bytes,4,opt,name=final,proto3,oneof"`
+}
+
+func (*StreamModelEvent_Text) isStreamModelEvent_Event() {}
+
+func (*StreamModelEvent_ToolCall) isStreamModelEvent_Event() {}
+
+func (*StreamModelEvent_Restart) isStreamModelEvent_Event() {}
+
+func (*StreamModelEvent_Final) isStreamModelEvent_Event() {}
+
+// TextDelta is a piece of the reply's text.
+type TextDelta struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The text, to append.
+	Text          string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TextDelta) Reset() {
+	*x = TextDelta{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TextDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TextDelta) ProtoMessage() {}
+
+func (x *TextDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
+func (*TextDelta) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *TextDelta) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// ToolCallDelta is a piece of one tool call.
+type ToolCallDelta struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Which tool call of the reply (0-based); fragments of one call share it.
+	Index uint32 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// The call id, on the call's first fragment.
+	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// The tool name, on the call's first fragment.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// A fragment of the arguments JSON, to append.
+	ArgumentsFragment string `protobuf:"bytes,4,opt,name=arguments_fragment,json=argumentsFragment,proto3" json:"arguments_fragment,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ToolCallDelta) Reset() {
+	*x = ToolCallDelta{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCallDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCallDelta) ProtoMessage() {}
+
+func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
+func (*ToolCallDelta) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ToolCallDelta) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ToolCallDelta) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCallDelta) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolCallDelta) GetArgumentsFragment() string {
+	if x != nil {
+		return x.ArgumentsFragment
+	}
+	return ""
+}
+
+// StreamRestart voids the deltas sent so far.
+type StreamRestart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Why, as a cause.
+	Cause RestartCause `protobuf:"varint,1,opt,name=cause,proto3,enum=sidecar.v1.RestartCause" json:"cause,omitempty"`
+	// Why, in plain words.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The upstream attempt that starts now (1-based, across the call).
+	Attempt       uint32 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamRestart) Reset() {
+	*x = StreamRestart{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamRestart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamRestart) ProtoMessage() {}
+
+func (x *StreamRestart) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamRestart.ProtoReflect.Descriptor instead.
+func (*StreamRestart) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *StreamRestart) GetCause() RestartCause {
+	if x != nil {
+		return x.Cause
+	}
+	return RestartCause_RESTART_CAUSE_UNSPECIFIED
+}
+
+func (x *StreamRestart) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *StreamRestart) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
 // ObservedResponse is an HTTP response an agent's own tool received.
 type ObservedResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2863,7 +3489,7 @@ type ObservedResponse struct {
 
 func (x *ObservedResponse) Reset() {
 	*x = ObservedResponse{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[28]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +3501,7 @@ func (x *ObservedResponse) String() string {
 func (*ObservedResponse) ProtoMessage() {}
 
 func (x *ObservedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[28]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +3514,7 @@ func (x *ObservedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObservedResponse.ProtoReflect.Descriptor instead.
 func (*ObservedResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{28}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ObservedResponse) GetStatusCode() int32 {
@@ -2946,7 +3572,7 @@ type ClassifyFailureRequest struct {
 
 func (x *ClassifyFailureRequest) Reset() {
 	*x = ClassifyFailureRequest{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[29]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2958,7 +3584,7 @@ func (x *ClassifyFailureRequest) String() string {
 func (*ClassifyFailureRequest) ProtoMessage() {}
 
 func (x *ClassifyFailureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[29]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2971,7 +3597,7 @@ func (x *ClassifyFailureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassifyFailureRequest.ProtoReflect.Descriptor instead.
 func (*ClassifyFailureRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{29}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ClassifyFailureRequest) GetService() string {
@@ -3089,7 +3715,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[30]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3101,7 +3727,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[30]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3114,7 +3740,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{30}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{36}
 }
 
 // ToolInfo is one configured tool.
@@ -3138,7 +3764,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[31]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3150,7 +3776,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[31]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3163,7 +3789,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{31}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ToolInfo) GetDefinition() *ToolDefinition {
@@ -3219,7 +3845,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[32]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3231,7 +3857,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[32]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3244,7 +3870,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{32}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolInfo {
@@ -3263,7 +3889,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[33]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3275,7 +3901,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[33]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3288,7 +3914,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{33}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{39}
 }
 
 // ModelInfo is one catalog entry.
@@ -3316,13 +3942,15 @@ type ModelInfo struct {
 	TokensPerMinute uint32 `protobuf:"varint,10,opt,name=tokens_per_minute,json=tokensPerMinute,proto3" json:"tokens_per_minute,omitempty"`
 	// The default upstream retry budget.
 	UpstreamRetries uint32 `protobuf:"varint,11,opt,name=upstream_retries,json=upstreamRetries,proto3" json:"upstream_retries,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// For a route: its deployments (catalog model ids), in the order tried.
+	Deployments   []*RouteDeployment `protobuf:"bytes,12,rep,name=deployments,proto3" json:"deployments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ModelInfo) Reset() {
 	*x = ModelInfo{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[34]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3334,7 +3962,7 @@ func (x *ModelInfo) String() string {
 func (*ModelInfo) ProtoMessage() {}
 
 func (x *ModelInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[34]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3347,7 +3975,7 @@ func (x *ModelInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelInfo.ProtoReflect.Descriptor instead.
 func (*ModelInfo) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{34}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ModelInfo) GetId() string {
@@ -3427,6 +4055,77 @@ func (x *ModelInfo) GetUpstreamRetries() uint32 {
 	return 0
 }
 
+func (x *ModelInfo) GetDeployments() []*RouteDeployment {
+	if x != nil {
+		return x.Deployments
+	}
+	return nil
+}
+
+// RouteDeployment is one deployment of a route.
+type RouteDeployment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The catalog model id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// "fallback", "balance" or "context".
+	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// The balance weight (0 unless balanced).
+	Weight        float64 `protobuf:"fixed64,3,opt,name=weight,proto3" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteDeployment) Reset() {
+	*x = RouteDeployment{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteDeployment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteDeployment) ProtoMessage() {}
+
+func (x *RouteDeployment) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteDeployment.ProtoReflect.Descriptor instead.
+func (*RouteDeployment) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *RouteDeployment) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RouteDeployment) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *RouteDeployment) GetWeight() float64 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
 // ListModelsResponse is the catalog.
 type ListModelsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3438,7 +4137,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[35]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3450,7 +4149,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[35]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3463,7 +4162,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{35}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListModelsResponse) GetModels() []*ModelInfo {
@@ -3499,7 +4198,7 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\bendpoint\x18\x03 \x01(\tR\bendpoint\x12\x12\n" +
 	"\x04body\x18\x04 \x01(\tR\x04body\x12+\n" +
 	"\x0fretry_after_raw\x18\x05 \x01(\tH\x00R\rretryAfterRaw\x88\x01\x01B\x12\n" +
-	"\x10_retry_after_raw\"\x8a\b\n" +
+	"\x10_retry_after_raw\"\xe3\b\n" +
 	"\aFailure\x12+\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x17.sidecar.v1.FailureKindR\x04kind\x12 \n" +
 	"\vcorrectable\x18\x02 \x01(\bR\vcorrectable\x12\x18\n" +
@@ -3527,8 +4226,23 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"truncation\x12>\n" +
 	"\n" +
 	"permission\x18\x16 \x01(\v2\x1c.sidecar.v1.PermissionDetailH\x00R\n" +
-	"permissionB\b\n" +
-	"\x06detail\"\\\n" +
+	"permission\x122\n" +
+	"\x06stream\x18\x17 \x01(\v2\x18.sidecar.v1.StreamDetailH\x00R\x06stream\x12#\n" +
+	"\x04hops\x18\b \x03(\v2\x0f.sidecar.v1.HopR\x04hopsB\b\n" +
+	"\x06detail\"\xa0\x01\n" +
+	"\x03Hop\x12\x1e\n" +
+	"\n" +
+	"deployment\x18\x01 \x01(\tR\n" +
+	"deployment\x12+\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x17.sidecar.v1.FailureKindR\x04kind\x12\x1a\n" +
+	"\battempts\x18\x03 \x01(\rR\battempts\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
+	"\askipped\x18\x05 \x01(\bR\askipped\"j\n" +
+	"\fStreamDetail\x12!\n" +
+	"\fpartial_text\x18\x01 \x01(\tR\vpartialText\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vdeltas_sent\x18\x03 \x01(\rR\n" +
+	"deltasSent\"\\\n" +
 	"\x12InvalidInputDetail\x12\x1c\n" +
 	"\tparameter\x18\x01 \x01(\tR\tparameter\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x12\n" +
@@ -3637,7 +4351,7 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\x0eToolDefinition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
-	"\x0fparameters_json\x18\x03 \x01(\tR\x0eparametersJson\"\xf6\x02\n" +
+	"\x0fparameters_json\x18\x03 \x01(\tR\x0eparametersJson\"\xb2\x03\n" +
 	"\x10CallModelRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x16\n" +
 	"\x06system\x18\x02 \x01(\tR\x06system\x12/\n" +
@@ -3646,12 +4360,14 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\x14response_schema_json\x18\x05 \x01(\tR\x12responseSchemaJson\x12/\n" +
 	"\x11max_output_tokens\x18\x06 \x01(\rH\x00R\x0fmaxOutputTokens\x88\x01\x01\x12%\n" +
 	"\vtemperature\x18\a \x01(\x01H\x01R\vtemperature\x88\x01\x01\x12!\n" +
-	"\x03job\x18\b \x01(\v2\x0f.sidecar.v1.JobR\x03jobB\x14\n" +
+	"\x03job\x18\b \x01(\v2\x0f.sidecar.v1.JobR\x03job\x12:\n" +
+	"\n" +
+	"mid_stream\x18\t \x01(\x0e2\x1b.sidecar.v1.MidStreamPolicyR\tmidStreamB\x14\n" +
 	"\x12_max_output_tokensB\x0e\n" +
 	"\f_temperature\"O\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x04R\vinputTokens\x12#\n" +
-	"\routput_tokens\x18\x02 \x01(\x04R\foutputTokens\"\xf5\x03\n" +
+	"\routput_tokens\x18\x02 \x01(\x04R\foutputTokens\"\xb7\x04\n" +
 	"\x11CallModelResponse\x12-\n" +
 	"\amessage\x18\x01 \x01(\v2\x13.sidecar.v1.MessageR\amessage\x12=\n" +
 	"\rfinish_reason\x18\x02 \x01(\x0e2\x18.sidecar.v1.FinishReasonR\ffinishReason\x12'\n" +
@@ -3666,7 +4382,26 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	" \x01(\tR\rresponseModel\x122\n" +
 	"\vtotal_usage\x18\v \x01(\v2\x11.sidecar.v1.UsageR\n" +
 	"totalUsage\x12\x19\n" +
-	"\bcost_usd\x18\f \x01(\x01R\acostUsd\"\xc8\x01\n" +
+	"\bcost_usd\x18\f \x01(\x01R\acostUsd\x12\x1b\n" +
+	"\tserved_by\x18\r \x01(\tR\bservedBy\x12#\n" +
+	"\x04hops\x18\x0e \x03(\v2\x0f.sidecar.v1.HopR\x04hops\"\xf0\x01\n" +
+	"\x10StreamModelEvent\x12+\n" +
+	"\x04text\x18\x01 \x01(\v2\x15.sidecar.v1.TextDeltaH\x00R\x04text\x128\n" +
+	"\ttool_call\x18\x02 \x01(\v2\x19.sidecar.v1.ToolCallDeltaH\x00R\btoolCall\x125\n" +
+	"\arestart\x18\x03 \x01(\v2\x19.sidecar.v1.StreamRestartH\x00R\arestart\x125\n" +
+	"\x05final\x18\x04 \x01(\v2\x1d.sidecar.v1.CallModelResponseH\x00R\x05finalB\a\n" +
+	"\x05event\"\x1f\n" +
+	"\tTextDelta\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\"x\n" +
+	"\rToolCallDelta\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12-\n" +
+	"\x12arguments_fragment\x18\x04 \x01(\tR\x11argumentsFragment\"q\n" +
+	"\rStreamRestart\x12.\n" +
+	"\x05cause\x18\x01 \x01(\x0e2\x18.sidecar.v1.RestartCauseR\x05cause\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\rR\aattempt\"\xc8\x01\n" +
 	"\x10ObservedResponse\x12\x1f\n" +
 	"\vstatus_code\x18\x01 \x01(\x05R\n" +
 	"statusCode\x12C\n" +
@@ -3705,7 +4440,7 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\x0eanthropic_json\x18\x06 \x01(\tR\ranthropicJson\"?\n" +
 	"\x11ListToolsResponse\x12*\n" +
 	"\x05tools\x18\x01 \x03(\v2\x14.sidecar.v1.ToolInfoR\x05tools\"\x13\n" +
-	"\x11ListModelsRequest\"\xbd\x03\n" +
+	"\x11ListModelsRequest\"\xfc\x03\n" +
 	"\tModelInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1f\n" +
@@ -3719,9 +4454,14 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\x13requests_per_minute\x18\t \x01(\rR\x11requestsPerMinute\x12*\n" +
 	"\x11tokens_per_minute\x18\n" +
 	" \x01(\rR\x0ftokensPerMinute\x12)\n" +
-	"\x10upstream_retries\x18\v \x01(\rR\x0fupstreamRetries\"C\n" +
+	"\x10upstream_retries\x18\v \x01(\rR\x0fupstreamRetries\x12=\n" +
+	"\vdeployments\x18\f \x03(\v2\x1b.sidecar.v1.RouteDeploymentR\vdeployments\"M\n" +
+	"\x0fRouteDeployment\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x16\n" +
+	"\x06weight\x18\x03 \x01(\x01R\x06weight\"C\n" +
 	"\x12ListModelsResponse\x12-\n" +
-	"\x06models\x18\x01 \x03(\v2\x15.sidecar.v1.ModelInfoR\x06models*\xfd\x05\n" +
+	"\x06models\x18\x01 \x03(\v2\x15.sidecar.v1.ModelInfoR\x06models*\xa2\x06\n" +
 	"\vFailureKind\x12\x1c\n" +
 	"\x18FAILURE_KIND_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aFAILURE_KIND_INVALID_INPUT\x10\x01\x12#\n" +
@@ -3745,7 +4485,8 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\x1dFAILURE_KIND_CONTEXT_OVERFLOW\x10\x12\x12!\n" +
 	"\x1dFAILURE_KIND_OUTPUT_TRUNCATED\x10\x13\x12\x1c\n" +
 	"\x18FAILURE_KIND_JOB_TIMEOUT\x10\x14\x12\x1e\n" +
-	"\x1aFAILURE_KIND_JOB_CANCELLED\x10\x15*|\n" +
+	"\x1aFAILURE_KIND_JOB_CANCELLED\x10\x15\x12#\n" +
+	"\x1fFAILURE_KIND_STREAM_INTERRUPTED\x10\x16*|\n" +
 	"\fCircuitState\x12\x1d\n" +
 	"\x19CIRCUIT_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14CIRCUIT_STATE_CLOSED\x10\x01\x12\x16\n" +
@@ -3760,13 +4501,23 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tROLE_USER\x10\x01\x12\x12\n" +
 	"\x0eROLE_ASSISTANT\x10\x02\x12\r\n" +
-	"\tROLE_TOOL\x10\x03*\x9f\x01\n" +
+	"\tROLE_TOOL\x10\x03*o\n" +
+	"\x0fMidStreamPolicy\x12!\n" +
+	"\x1dMID_STREAM_POLICY_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19MID_STREAM_POLICY_RESTART\x10\x01\x12\x1a\n" +
+	"\x16MID_STREAM_POLICY_FAIL\x10\x02*\x9f\x01\n" +
 	"\fFinishReason\x12\x1d\n" +
 	"\x19FINISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
 	"\x14FINISH_REASON_LENGTH\x10\x02\x12\x1c\n" +
 	"\x18FINISH_REASON_TOOL_CALLS\x10\x03\x12 \n" +
-	"\x1cFINISH_REASON_CONTENT_FILTER\x10\x04*P\n" +
+	"\x1cFINISH_REASON_CONTENT_FILTER\x10\x04*\xa6\x01\n" +
+	"\fRestartCause\x12\x1d\n" +
+	"\x19RESTART_CAUSE_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cRESTART_CAUSE_UPSTREAM_FAULT\x10\x01\x12\x1b\n" +
+	"\x17RESTART_CAUSE_TRUNCATED\x10\x02\x12\x1c\n" +
+	"\x18RESTART_CAUSE_CORRECTION\x10\x03\x12\x1a\n" +
+	"\x16RESTART_CAUSE_FAILOVER\x10\x04*P\n" +
 	"\bToolKind\x12\x19\n" +
 	"\x15TOOL_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10TOOL_KIND_SEARCH\x10\x01\x12\x13\n" +
@@ -3776,14 +4527,15 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\x17TRANSPORT_FAULT_REFUSED\x10\x01\x12\x1b\n" +
 	"\x17TRANSPORT_FAULT_TIMEOUT\x10\x02\x12\x19\n" +
 	"\x15TRANSPORT_FAULT_RESET\x10\x03\x12\x17\n" +
-	"\x13TRANSPORT_FAULT_DNS\x10\x042\x86\x03\n" +
+	"\x13TRANSPORT_FAULT_DNS\x10\x042\xd3\x03\n" +
 	"\aSidecar\x12N\n" +
 	"\vExecuteTool\x12\x1e.sidecar.v1.ExecuteToolRequest\x1a\x1f.sidecar.v1.ExecuteToolResponse\x12H\n" +
 	"\tCallModel\x12\x1c.sidecar.v1.CallModelRequest\x1a\x1d.sidecar.v1.CallModelResponse\x12J\n" +
 	"\x0fClassifyFailure\x12\".sidecar.v1.ClassifyFailureRequest\x1a\x13.sidecar.v1.Failure\x12H\n" +
 	"\tListTools\x12\x1c.sidecar.v1.ListToolsRequest\x1a\x1d.sidecar.v1.ListToolsResponse\x12K\n" +
 	"\n" +
-	"ListModels\x12\x1d.sidecar.v1.ListModelsRequest\x1a\x1e.sidecar.v1.ListModelsResponseB\x8d\x01P\x01ZBgithub.com/sidecar-dev/sidecar/clients/go/gen/sidecar/v1;sidecarv1\xa2\x02\x03SXX\xaa\x02\n" +
+	"ListModels\x12\x1d.sidecar.v1.ListModelsRequest\x1a\x1e.sidecar.v1.ListModelsResponse\x12K\n" +
+	"\vStreamModel\x12\x1c.sidecar.v1.CallModelRequest\x1a\x1c.sidecar.v1.StreamModelEvent0\x01B\x8d\x01P\x01ZBgithub.com/sidecar-dev/sidecar/clients/go/gen/sidecar/v1;sidecarv1\xa2\x02\x03SXX\xaa\x02\n" +
 	"Sidecar.V1\xca\x02\n" +
 	"Sidecar\\V1\xe2\x02\x16Sidecar\\V1\\GPBMetadata\xea\x02\vSidecar::V1b\x06proto3"
 
@@ -3799,122 +4551,144 @@ func file_sidecar_v1_sidecar_proto_rawDescGZIP() []byte {
 	return file_sidecar_v1_sidecar_proto_rawDescData
 }
 
-var file_sidecar_v1_sidecar_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_sidecar_v1_sidecar_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_sidecar_v1_sidecar_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_sidecar_v1_sidecar_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_sidecar_v1_sidecar_proto_goTypes = []any{
 	(FailureKind)(0),               // 0: sidecar.v1.FailureKind
 	(CircuitState)(0),              // 1: sidecar.v1.CircuitState
 	(RetrySignal)(0),               // 2: sidecar.v1.RetrySignal
 	(Role)(0),                      // 3: sidecar.v1.Role
-	(FinishReason)(0),              // 4: sidecar.v1.FinishReason
-	(ToolKind)(0),                  // 5: sidecar.v1.ToolKind
-	(TransportFault)(0),            // 6: sidecar.v1.TransportFault
-	(*Job)(nil),                    // 7: sidecar.v1.Job
-	(*HttpDetail)(nil),             // 8: sidecar.v1.HttpDetail
-	(*Failure)(nil),                // 9: sidecar.v1.Failure
-	(*InvalidInputDetail)(nil),     // 10: sidecar.v1.InvalidInputDetail
-	(*ResourceDetail)(nil),         // 11: sidecar.v1.ResourceDetail
-	(*ProviderDetail)(nil),         // 12: sidecar.v1.ProviderDetail
-	(*TokenLimitDetail)(nil),       // 13: sidecar.v1.TokenLimitDetail
-	(*RefusalDetail)(nil),          // 14: sidecar.v1.RefusalDetail
-	(*TriggerResponse)(nil),        // 15: sidecar.v1.TriggerResponse
-	(*CircuitDetail)(nil),          // 16: sidecar.v1.CircuitDetail
-	(*ServiceDetail)(nil),          // 17: sidecar.v1.ServiceDetail
-	(*RetryDetail)(nil),            // 18: sidecar.v1.RetryDetail
-	(*SpendDetail)(nil),            // 19: sidecar.v1.SpendDetail
-	(*FieldProblem)(nil),           // 20: sidecar.v1.FieldProblem
-	(*ReplyDetail)(nil),            // 21: sidecar.v1.ReplyDetail
-	(*SystemDetail)(nil),           // 22: sidecar.v1.SystemDetail
-	(*TruncationDetail)(nil),       // 23: sidecar.v1.TruncationDetail
-	(*PermissionDetail)(nil),       // 24: sidecar.v1.PermissionDetail
-	(*ExecuteToolRequest)(nil),     // 25: sidecar.v1.ExecuteToolRequest
-	(*ToolResult)(nil),             // 26: sidecar.v1.ToolResult
-	(*ExecuteToolResponse)(nil),    // 27: sidecar.v1.ExecuteToolResponse
-	(*ToolCall)(nil),               // 28: sidecar.v1.ToolCall
-	(*ToolCallResult)(nil),         // 29: sidecar.v1.ToolCallResult
-	(*Message)(nil),                // 30: sidecar.v1.Message
-	(*ToolDefinition)(nil),         // 31: sidecar.v1.ToolDefinition
-	(*CallModelRequest)(nil),       // 32: sidecar.v1.CallModelRequest
-	(*Usage)(nil),                  // 33: sidecar.v1.Usage
-	(*CallModelResponse)(nil),      // 34: sidecar.v1.CallModelResponse
-	(*ObservedResponse)(nil),       // 35: sidecar.v1.ObservedResponse
-	(*ClassifyFailureRequest)(nil), // 36: sidecar.v1.ClassifyFailureRequest
-	(*ListToolsRequest)(nil),       // 37: sidecar.v1.ListToolsRequest
-	(*ToolInfo)(nil),               // 38: sidecar.v1.ToolInfo
-	(*ListToolsResponse)(nil),      // 39: sidecar.v1.ListToolsResponse
-	(*ListModelsRequest)(nil),      // 40: sidecar.v1.ListModelsRequest
-	(*ModelInfo)(nil),              // 41: sidecar.v1.ModelInfo
-	(*ListModelsResponse)(nil),     // 42: sidecar.v1.ListModelsResponse
-	nil,                            // 43: sidecar.v1.Job.AttributesEntry
-	nil,                            // 44: sidecar.v1.ObservedResponse.HeadersEntry
-	(*durationpb.Duration)(nil),    // 45: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 46: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),        // 47: google.protobuf.Struct
+	(MidStreamPolicy)(0),           // 4: sidecar.v1.MidStreamPolicy
+	(FinishReason)(0),              // 5: sidecar.v1.FinishReason
+	(RestartCause)(0),              // 6: sidecar.v1.RestartCause
+	(ToolKind)(0),                  // 7: sidecar.v1.ToolKind
+	(TransportFault)(0),            // 8: sidecar.v1.TransportFault
+	(*Job)(nil),                    // 9: sidecar.v1.Job
+	(*HttpDetail)(nil),             // 10: sidecar.v1.HttpDetail
+	(*Failure)(nil),                // 11: sidecar.v1.Failure
+	(*Hop)(nil),                    // 12: sidecar.v1.Hop
+	(*StreamDetail)(nil),           // 13: sidecar.v1.StreamDetail
+	(*InvalidInputDetail)(nil),     // 14: sidecar.v1.InvalidInputDetail
+	(*ResourceDetail)(nil),         // 15: sidecar.v1.ResourceDetail
+	(*ProviderDetail)(nil),         // 16: sidecar.v1.ProviderDetail
+	(*TokenLimitDetail)(nil),       // 17: sidecar.v1.TokenLimitDetail
+	(*RefusalDetail)(nil),          // 18: sidecar.v1.RefusalDetail
+	(*TriggerResponse)(nil),        // 19: sidecar.v1.TriggerResponse
+	(*CircuitDetail)(nil),          // 20: sidecar.v1.CircuitDetail
+	(*ServiceDetail)(nil),          // 21: sidecar.v1.ServiceDetail
+	(*RetryDetail)(nil),            // 22: sidecar.v1.RetryDetail
+	(*SpendDetail)(nil),            // 23: sidecar.v1.SpendDetail
+	(*FieldProblem)(nil),           // 24: sidecar.v1.FieldProblem
+	(*ReplyDetail)(nil),            // 25: sidecar.v1.ReplyDetail
+	(*SystemDetail)(nil),           // 26: sidecar.v1.SystemDetail
+	(*TruncationDetail)(nil),       // 27: sidecar.v1.TruncationDetail
+	(*PermissionDetail)(nil),       // 28: sidecar.v1.PermissionDetail
+	(*ExecuteToolRequest)(nil),     // 29: sidecar.v1.ExecuteToolRequest
+	(*ToolResult)(nil),             // 30: sidecar.v1.ToolResult
+	(*ExecuteToolResponse)(nil),    // 31: sidecar.v1.ExecuteToolResponse
+	(*ToolCall)(nil),               // 32: sidecar.v1.ToolCall
+	(*ToolCallResult)(nil),         // 33: sidecar.v1.ToolCallResult
+	(*Message)(nil),                // 34: sidecar.v1.Message
+	(*ToolDefinition)(nil),         // 35: sidecar.v1.ToolDefinition
+	(*CallModelRequest)(nil),       // 36: sidecar.v1.CallModelRequest
+	(*Usage)(nil),                  // 37: sidecar.v1.Usage
+	(*CallModelResponse)(nil),      // 38: sidecar.v1.CallModelResponse
+	(*StreamModelEvent)(nil),       // 39: sidecar.v1.StreamModelEvent
+	(*TextDelta)(nil),              // 40: sidecar.v1.TextDelta
+	(*ToolCallDelta)(nil),          // 41: sidecar.v1.ToolCallDelta
+	(*StreamRestart)(nil),          // 42: sidecar.v1.StreamRestart
+	(*ObservedResponse)(nil),       // 43: sidecar.v1.ObservedResponse
+	(*ClassifyFailureRequest)(nil), // 44: sidecar.v1.ClassifyFailureRequest
+	(*ListToolsRequest)(nil),       // 45: sidecar.v1.ListToolsRequest
+	(*ToolInfo)(nil),               // 46: sidecar.v1.ToolInfo
+	(*ListToolsResponse)(nil),      // 47: sidecar.v1.ListToolsResponse
+	(*ListModelsRequest)(nil),      // 48: sidecar.v1.ListModelsRequest
+	(*ModelInfo)(nil),              // 49: sidecar.v1.ModelInfo
+	(*RouteDeployment)(nil),        // 50: sidecar.v1.RouteDeployment
+	(*ListModelsResponse)(nil),     // 51: sidecar.v1.ListModelsResponse
+	nil,                            // 52: sidecar.v1.Job.AttributesEntry
+	nil,                            // 53: sidecar.v1.ObservedResponse.HeadersEntry
+	(*durationpb.Duration)(nil),    // 54: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 55: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),        // 56: google.protobuf.Struct
 }
 var file_sidecar_v1_sidecar_proto_depIdxs = []int32{
-	43, // 0: sidecar.v1.Job.attributes:type_name -> sidecar.v1.Job.AttributesEntry
+	52, // 0: sidecar.v1.Job.attributes:type_name -> sidecar.v1.Job.AttributesEntry
 	0,  // 1: sidecar.v1.Failure.kind:type_name -> sidecar.v1.FailureKind
-	8,  // 2: sidecar.v1.Failure.http:type_name -> sidecar.v1.HttpDetail
-	45, // 3: sidecar.v1.Failure.retry_after:type_name -> google.protobuf.Duration
-	10, // 4: sidecar.v1.Failure.invalid_input:type_name -> sidecar.v1.InvalidInputDetail
-	11, // 5: sidecar.v1.Failure.resource:type_name -> sidecar.v1.ResourceDetail
-	12, // 6: sidecar.v1.Failure.provider:type_name -> sidecar.v1.ProviderDetail
-	13, // 7: sidecar.v1.Failure.token_limit:type_name -> sidecar.v1.TokenLimitDetail
-	14, // 8: sidecar.v1.Failure.refusal:type_name -> sidecar.v1.RefusalDetail
-	16, // 9: sidecar.v1.Failure.circuit:type_name -> sidecar.v1.CircuitDetail
-	17, // 10: sidecar.v1.Failure.service:type_name -> sidecar.v1.ServiceDetail
-	18, // 11: sidecar.v1.Failure.retry:type_name -> sidecar.v1.RetryDetail
-	19, // 12: sidecar.v1.Failure.spend:type_name -> sidecar.v1.SpendDetail
-	21, // 13: sidecar.v1.Failure.reply:type_name -> sidecar.v1.ReplyDetail
-	22, // 14: sidecar.v1.Failure.system:type_name -> sidecar.v1.SystemDetail
-	23, // 15: sidecar.v1.Failure.truncation:type_name -> sidecar.v1.TruncationDetail
-	24, // 16: sidecar.v1.Failure.permission:type_name -> sidecar.v1.PermissionDetail
-	1,  // 17: sidecar.v1.CircuitDetail.state:type_name -> sidecar.v1.CircuitState
-	46, // 18: sidecar.v1.CircuitDetail.since:type_name -> google.protobuf.Timestamp
-	45, // 19: sidecar.v1.CircuitDetail.cooldown:type_name -> google.protobuf.Duration
-	15, // 20: sidecar.v1.CircuitDetail.opened_by:type_name -> sidecar.v1.TriggerResponse
-	6,  // 21: sidecar.v1.ServiceDetail.fault:type_name -> sidecar.v1.TransportFault
-	2,  // 22: sidecar.v1.RetryDetail.last_signal:type_name -> sidecar.v1.RetrySignal
-	45, // 23: sidecar.v1.RetryDetail.next_wait:type_name -> google.protobuf.Duration
-	20, // 24: sidecar.v1.ReplyDetail.fields:type_name -> sidecar.v1.FieldProblem
-	7,  // 25: sidecar.v1.ExecuteToolRequest.job:type_name -> sidecar.v1.Job
-	26, // 26: sidecar.v1.ExecuteToolResponse.result:type_name -> sidecar.v1.ToolResult
-	9,  // 27: sidecar.v1.ExecuteToolResponse.failure:type_name -> sidecar.v1.Failure
-	3,  // 28: sidecar.v1.Message.role:type_name -> sidecar.v1.Role
-	28, // 29: sidecar.v1.Message.tool_calls:type_name -> sidecar.v1.ToolCall
-	29, // 30: sidecar.v1.Message.tool_results:type_name -> sidecar.v1.ToolCallResult
-	30, // 31: sidecar.v1.CallModelRequest.messages:type_name -> sidecar.v1.Message
-	31, // 32: sidecar.v1.CallModelRequest.tools:type_name -> sidecar.v1.ToolDefinition
-	7,  // 33: sidecar.v1.CallModelRequest.job:type_name -> sidecar.v1.Job
-	30, // 34: sidecar.v1.CallModelResponse.message:type_name -> sidecar.v1.Message
-	4,  // 35: sidecar.v1.CallModelResponse.finish_reason:type_name -> sidecar.v1.FinishReason
-	33, // 36: sidecar.v1.CallModelResponse.usage:type_name -> sidecar.v1.Usage
-	47, // 37: sidecar.v1.CallModelResponse.json:type_name -> google.protobuf.Struct
-	33, // 38: sidecar.v1.CallModelResponse.total_usage:type_name -> sidecar.v1.Usage
-	44, // 39: sidecar.v1.ObservedResponse.headers:type_name -> sidecar.v1.ObservedResponse.HeadersEntry
-	5,  // 40: sidecar.v1.ClassifyFailureRequest.tool_kind:type_name -> sidecar.v1.ToolKind
-	35, // 41: sidecar.v1.ClassifyFailureRequest.response:type_name -> sidecar.v1.ObservedResponse
-	6,  // 42: sidecar.v1.ClassifyFailureRequest.fault:type_name -> sidecar.v1.TransportFault
-	7,  // 43: sidecar.v1.ClassifyFailureRequest.job:type_name -> sidecar.v1.Job
-	31, // 44: sidecar.v1.ToolInfo.definition:type_name -> sidecar.v1.ToolDefinition
-	5,  // 45: sidecar.v1.ToolInfo.kind:type_name -> sidecar.v1.ToolKind
-	38, // 46: sidecar.v1.ListToolsResponse.tools:type_name -> sidecar.v1.ToolInfo
-	41, // 47: sidecar.v1.ListModelsResponse.models:type_name -> sidecar.v1.ModelInfo
-	25, // 48: sidecar.v1.Sidecar.ExecuteTool:input_type -> sidecar.v1.ExecuteToolRequest
-	32, // 49: sidecar.v1.Sidecar.CallModel:input_type -> sidecar.v1.CallModelRequest
-	36, // 50: sidecar.v1.Sidecar.ClassifyFailure:input_type -> sidecar.v1.ClassifyFailureRequest
-	37, // 51: sidecar.v1.Sidecar.ListTools:input_type -> sidecar.v1.ListToolsRequest
-	40, // 52: sidecar.v1.Sidecar.ListModels:input_type -> sidecar.v1.ListModelsRequest
-	27, // 53: sidecar.v1.Sidecar.ExecuteTool:output_type -> sidecar.v1.ExecuteToolResponse
-	34, // 54: sidecar.v1.Sidecar.CallModel:output_type -> sidecar.v1.CallModelResponse
-	9,  // 55: sidecar.v1.Sidecar.ClassifyFailure:output_type -> sidecar.v1.Failure
-	39, // 56: sidecar.v1.Sidecar.ListTools:output_type -> sidecar.v1.ListToolsResponse
-	42, // 57: sidecar.v1.Sidecar.ListModels:output_type -> sidecar.v1.ListModelsResponse
-	53, // [53:58] is the sub-list for method output_type
-	48, // [48:53] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	10, // 2: sidecar.v1.Failure.http:type_name -> sidecar.v1.HttpDetail
+	54, // 3: sidecar.v1.Failure.retry_after:type_name -> google.protobuf.Duration
+	14, // 4: sidecar.v1.Failure.invalid_input:type_name -> sidecar.v1.InvalidInputDetail
+	15, // 5: sidecar.v1.Failure.resource:type_name -> sidecar.v1.ResourceDetail
+	16, // 6: sidecar.v1.Failure.provider:type_name -> sidecar.v1.ProviderDetail
+	17, // 7: sidecar.v1.Failure.token_limit:type_name -> sidecar.v1.TokenLimitDetail
+	18, // 8: sidecar.v1.Failure.refusal:type_name -> sidecar.v1.RefusalDetail
+	20, // 9: sidecar.v1.Failure.circuit:type_name -> sidecar.v1.CircuitDetail
+	21, // 10: sidecar.v1.Failure.service:type_name -> sidecar.v1.ServiceDetail
+	22, // 11: sidecar.v1.Failure.retry:type_name -> sidecar.v1.RetryDetail
+	23, // 12: sidecar.v1.Failure.spend:type_name -> sidecar.v1.SpendDetail
+	25, // 13: sidecar.v1.Failure.reply:type_name -> sidecar.v1.ReplyDetail
+	26, // 14: sidecar.v1.Failure.system:type_name -> sidecar.v1.SystemDetail
+	27, // 15: sidecar.v1.Failure.truncation:type_name -> sidecar.v1.TruncationDetail
+	28, // 16: sidecar.v1.Failure.permission:type_name -> sidecar.v1.PermissionDetail
+	13, // 17: sidecar.v1.Failure.stream:type_name -> sidecar.v1.StreamDetail
+	12, // 18: sidecar.v1.Failure.hops:type_name -> sidecar.v1.Hop
+	0,  // 19: sidecar.v1.Hop.kind:type_name -> sidecar.v1.FailureKind
+	1,  // 20: sidecar.v1.CircuitDetail.state:type_name -> sidecar.v1.CircuitState
+	55, // 21: sidecar.v1.CircuitDetail.since:type_name -> google.protobuf.Timestamp
+	54, // 22: sidecar.v1.CircuitDetail.cooldown:type_name -> google.protobuf.Duration
+	19, // 23: sidecar.v1.CircuitDetail.opened_by:type_name -> sidecar.v1.TriggerResponse
+	8,  // 24: sidecar.v1.ServiceDetail.fault:type_name -> sidecar.v1.TransportFault
+	2,  // 25: sidecar.v1.RetryDetail.last_signal:type_name -> sidecar.v1.RetrySignal
+	54, // 26: sidecar.v1.RetryDetail.next_wait:type_name -> google.protobuf.Duration
+	24, // 27: sidecar.v1.ReplyDetail.fields:type_name -> sidecar.v1.FieldProblem
+	9,  // 28: sidecar.v1.ExecuteToolRequest.job:type_name -> sidecar.v1.Job
+	30, // 29: sidecar.v1.ExecuteToolResponse.result:type_name -> sidecar.v1.ToolResult
+	11, // 30: sidecar.v1.ExecuteToolResponse.failure:type_name -> sidecar.v1.Failure
+	3,  // 31: sidecar.v1.Message.role:type_name -> sidecar.v1.Role
+	32, // 32: sidecar.v1.Message.tool_calls:type_name -> sidecar.v1.ToolCall
+	33, // 33: sidecar.v1.Message.tool_results:type_name -> sidecar.v1.ToolCallResult
+	34, // 34: sidecar.v1.CallModelRequest.messages:type_name -> sidecar.v1.Message
+	35, // 35: sidecar.v1.CallModelRequest.tools:type_name -> sidecar.v1.ToolDefinition
+	9,  // 36: sidecar.v1.CallModelRequest.job:type_name -> sidecar.v1.Job
+	4,  // 37: sidecar.v1.CallModelRequest.mid_stream:type_name -> sidecar.v1.MidStreamPolicy
+	34, // 38: sidecar.v1.CallModelResponse.message:type_name -> sidecar.v1.Message
+	5,  // 39: sidecar.v1.CallModelResponse.finish_reason:type_name -> sidecar.v1.FinishReason
+	37, // 40: sidecar.v1.CallModelResponse.usage:type_name -> sidecar.v1.Usage
+	56, // 41: sidecar.v1.CallModelResponse.json:type_name -> google.protobuf.Struct
+	37, // 42: sidecar.v1.CallModelResponse.total_usage:type_name -> sidecar.v1.Usage
+	12, // 43: sidecar.v1.CallModelResponse.hops:type_name -> sidecar.v1.Hop
+	40, // 44: sidecar.v1.StreamModelEvent.text:type_name -> sidecar.v1.TextDelta
+	41, // 45: sidecar.v1.StreamModelEvent.tool_call:type_name -> sidecar.v1.ToolCallDelta
+	42, // 46: sidecar.v1.StreamModelEvent.restart:type_name -> sidecar.v1.StreamRestart
+	38, // 47: sidecar.v1.StreamModelEvent.final:type_name -> sidecar.v1.CallModelResponse
+	6,  // 48: sidecar.v1.StreamRestart.cause:type_name -> sidecar.v1.RestartCause
+	53, // 49: sidecar.v1.ObservedResponse.headers:type_name -> sidecar.v1.ObservedResponse.HeadersEntry
+	7,  // 50: sidecar.v1.ClassifyFailureRequest.tool_kind:type_name -> sidecar.v1.ToolKind
+	43, // 51: sidecar.v1.ClassifyFailureRequest.response:type_name -> sidecar.v1.ObservedResponse
+	8,  // 52: sidecar.v1.ClassifyFailureRequest.fault:type_name -> sidecar.v1.TransportFault
+	9,  // 53: sidecar.v1.ClassifyFailureRequest.job:type_name -> sidecar.v1.Job
+	35, // 54: sidecar.v1.ToolInfo.definition:type_name -> sidecar.v1.ToolDefinition
+	7,  // 55: sidecar.v1.ToolInfo.kind:type_name -> sidecar.v1.ToolKind
+	46, // 56: sidecar.v1.ListToolsResponse.tools:type_name -> sidecar.v1.ToolInfo
+	50, // 57: sidecar.v1.ModelInfo.deployments:type_name -> sidecar.v1.RouteDeployment
+	49, // 58: sidecar.v1.ListModelsResponse.models:type_name -> sidecar.v1.ModelInfo
+	29, // 59: sidecar.v1.Sidecar.ExecuteTool:input_type -> sidecar.v1.ExecuteToolRequest
+	36, // 60: sidecar.v1.Sidecar.CallModel:input_type -> sidecar.v1.CallModelRequest
+	44, // 61: sidecar.v1.Sidecar.ClassifyFailure:input_type -> sidecar.v1.ClassifyFailureRequest
+	45, // 62: sidecar.v1.Sidecar.ListTools:input_type -> sidecar.v1.ListToolsRequest
+	48, // 63: sidecar.v1.Sidecar.ListModels:input_type -> sidecar.v1.ListModelsRequest
+	36, // 64: sidecar.v1.Sidecar.StreamModel:input_type -> sidecar.v1.CallModelRequest
+	31, // 65: sidecar.v1.Sidecar.ExecuteTool:output_type -> sidecar.v1.ExecuteToolResponse
+	38, // 66: sidecar.v1.Sidecar.CallModel:output_type -> sidecar.v1.CallModelResponse
+	11, // 67: sidecar.v1.Sidecar.ClassifyFailure:output_type -> sidecar.v1.Failure
+	47, // 68: sidecar.v1.Sidecar.ListTools:output_type -> sidecar.v1.ListToolsResponse
+	51, // 69: sidecar.v1.Sidecar.ListModels:output_type -> sidecar.v1.ListModelsResponse
+	39, // 70: sidecar.v1.Sidecar.StreamModel:output_type -> sidecar.v1.StreamModelEvent
+	65, // [65:71] is the sub-list for method output_type
+	59, // [59:65] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_sidecar_v1_sidecar_proto_init() }
@@ -3938,14 +4712,21 @@ func file_sidecar_v1_sidecar_proto_init() {
 		(*Failure_System)(nil),
 		(*Failure_Truncation)(nil),
 		(*Failure_Permission)(nil),
+		(*Failure_Stream)(nil),
 	}
-	file_sidecar_v1_sidecar_proto_msgTypes[8].OneofWrappers = []any{}
-	file_sidecar_v1_sidecar_proto_msgTypes[20].OneofWrappers = []any{
+	file_sidecar_v1_sidecar_proto_msgTypes[10].OneofWrappers = []any{}
+	file_sidecar_v1_sidecar_proto_msgTypes[22].OneofWrappers = []any{
 		(*ExecuteToolResponse_Result)(nil),
 		(*ExecuteToolResponse_Failure)(nil),
 	}
-	file_sidecar_v1_sidecar_proto_msgTypes[25].OneofWrappers = []any{}
-	file_sidecar_v1_sidecar_proto_msgTypes[29].OneofWrappers = []any{
+	file_sidecar_v1_sidecar_proto_msgTypes[27].OneofWrappers = []any{}
+	file_sidecar_v1_sidecar_proto_msgTypes[30].OneofWrappers = []any{
+		(*StreamModelEvent_Text)(nil),
+		(*StreamModelEvent_ToolCall)(nil),
+		(*StreamModelEvent_Restart)(nil),
+		(*StreamModelEvent_Final)(nil),
+	}
+	file_sidecar_v1_sidecar_proto_msgTypes[35].OneofWrappers = []any{
 		(*ClassifyFailureRequest_Response)(nil),
 		(*ClassifyFailureRequest_Fault)(nil),
 	}
@@ -3954,8 +4735,8 @@ func file_sidecar_v1_sidecar_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sidecar_v1_sidecar_proto_rawDesc), len(file_sidecar_v1_sidecar_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   38,
+			NumEnums:      9,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

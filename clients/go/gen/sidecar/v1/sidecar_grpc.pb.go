@@ -36,6 +36,7 @@ const (
 	Sidecar_ClassifyFailure_FullMethodName = "/sidecar.v1.Sidecar/ClassifyFailure"
 	Sidecar_ListTools_FullMethodName       = "/sidecar.v1.Sidecar/ListTools"
 	Sidecar_ListModels_FullMethodName      = "/sidecar.v1.Sidecar/ListModels"
+	Sidecar_StreamModel_FullMethodName     = "/sidecar.v1.Sidecar/StreamModel"
 )
 
 // SidecarClient is the client API for Sidecar service.
@@ -79,8 +80,16 @@ type SidecarClient interface {
 	ClassifyFailure(ctx context.Context, in *ClassifyFailureRequest, opts ...grpc.CallOption) (*Failure, error)
 	// ListTools lists the configured tools, with schemas ready for a model.
 	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
-	// ListModels lists the model catalog.
+	// ListModels lists the model catalog, routes with their deployments.
 	ListModels(ctx context.Context, in *ListModelsRequest, opts ...grpc.CallOption) (*ListModelsResponse, error)
+	// StreamModel is CallModel, streamed: the same request, the same policy
+	// before the first delta, and the reply as events. Deltas come as the model
+	// writes them; a `restart` event says that what came before it is void (a
+	// mid-stream fault retried, a truncated reply re-run, a correction); the
+	// last event is `final`, with the whole reply as CallModel returns it. A
+	// failure ends the stream with the same status and details as CallModel.
+	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+	StreamModel(ctx context.Context, in *CallModelRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamModelEvent], error)
 }
 
 type sidecarClient struct {
@@ -141,6 +150,25 @@ func (c *sidecarClient) ListModels(ctx context.Context, in *ListModelsRequest, o
 	return out, nil
 }
 
+func (c *sidecarClient) StreamModel(ctx context.Context, in *CallModelRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamModelEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Sidecar_ServiceDesc.Streams[0], Sidecar_StreamModel_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CallModelRequest, StreamModelEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Sidecar_StreamModelClient = grpc.ServerStreamingClient[StreamModelEvent]
+
 // SidecarServer is the server API for Sidecar service.
 // All implementations must embed UnimplementedSidecarServer
 // for forward compatibility.
@@ -182,8 +210,16 @@ type SidecarServer interface {
 	ClassifyFailure(context.Context, *ClassifyFailureRequest) (*Failure, error)
 	// ListTools lists the configured tools, with schemas ready for a model.
 	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
-	// ListModels lists the model catalog.
+	// ListModels lists the model catalog, routes with their deployments.
 	ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error)
+	// StreamModel is CallModel, streamed: the same request, the same policy
+	// before the first delta, and the reply as events. Deltas come as the model
+	// writes them; a `restart` event says that what came before it is void (a
+	// mid-stream fault retried, a truncated reply re-run, a correction); the
+	// last event is `final`, with the whole reply as CallModel returns it. A
+	// failure ends the stream with the same status and details as CallModel.
+	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+	StreamModel(*CallModelRequest, grpc.ServerStreamingServer[StreamModelEvent]) error
 	mustEmbedUnimplementedSidecarServer()
 }
 
@@ -208,6 +244,9 @@ func (UnimplementedSidecarServer) ListTools(context.Context, *ListToolsRequest) 
 }
 func (UnimplementedSidecarServer) ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListModels not implemented")
+}
+func (UnimplementedSidecarServer) StreamModel(*CallModelRequest, grpc.ServerStreamingServer[StreamModelEvent]) error {
+	return status.Error(codes.Unimplemented, "method StreamModel not implemented")
 }
 func (UnimplementedSidecarServer) mustEmbedUnimplementedSidecarServer() {}
 func (UnimplementedSidecarServer) testEmbeddedByValue()                 {}
@@ -320,6 +359,17 @@ func _Sidecar_ListModels_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Sidecar_StreamModel_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(CallModelRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SidecarServer).StreamModel(m, &grpc.GenericServerStream[CallModelRequest, StreamModelEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Sidecar_StreamModelServer = grpc.ServerStreamingServer[StreamModelEvent]
+
 // Sidecar_ServiceDesc is the grpc.ServiceDesc for Sidecar service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -348,6 +398,12 @@ var Sidecar_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Sidecar_ListModels_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "StreamModel",
+			Handler:       _Sidecar_StreamModel_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "sidecar/v1/sidecar.proto",
 }

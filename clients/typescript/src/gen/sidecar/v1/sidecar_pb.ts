@@ -24,7 +24,7 @@ import type { JsonObject, Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file sidecar/v1/sidecar.proto.
  */
 export const file_sidecar_v1_sidecar: GenFile = /*@__PURE__*/
-  fileDesc("ChhzaWRlY2FyL3YxL3NpZGVjYXIucHJvdG8SCnNpZGVjYXIudjEixgEKA0pvYhIOCgZqb2JfaWQYASABKAkSEwoLd29ya2Zsb3dfaWQYAiABKAkSHQoQdXBzdHJlYW1fcmV0cmllcxgDIAEoDUgAiAEBEjMKCmF0dHJpYnV0ZXMYBCADKAsyHy5zaWRlY2FyLnYxLkpvYi5BdHRyaWJ1dGVzRW50cnkaMQoPQXR0cmlidXRlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCEwoRX3Vwc3RyZWFtX3JldHJpZXMihAEKCkh0dHBEZXRhaWwSEwoLc3RhdHVzX2NvZGUYASABKAUSDwoHc2VydmljZRgCIAEoCRIQCghlbmRwb2ludBgDIAEoCRIMCgRib2R5GAQgASgJEhwKD3JldHJ5X2FmdGVyX3JhdxgFIAEoCUgAiAEBQhIKEF9yZXRyeV9hZnRlcl9yYXcixwYKB0ZhaWx1cmUSJQoEa2luZBgBIAEoDjIXLnNpZGVjYXIudjEuRmFpbHVyZUtpbmQSEwoLY29ycmVjdGFibGUYAiABKAgSDwoHbWVzc2FnZRgDIAEoCRITCgtleHBsYW5hdGlvbhgEIAEoCRIkCgRodHRwGAUgASgLMhYuc2lkZWNhci52MS5IdHRwRGV0YWlsEi4KC3JldHJ5X2FmdGVyGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCGF0dGVtcHRzGAcgASgNEjcKDWludmFsaWRfaW5wdXQYCiABKAsyHi5zaWRlY2FyLnYxLkludmFsaWRJbnB1dERldGFpbEgAEi4KCHJlc291cmNlGAsgASgLMhouc2lkZWNhci52MS5SZXNvdXJjZURldGFpbEgAEi4KCHByb3ZpZGVyGAwgASgLMhouc2lkZWNhci52MS5Qcm92aWRlckRldGFpbEgAEjMKC3Rva2VuX2xpbWl0GA0gASgLMhwuc2lkZWNhci52MS5Ub2tlbkxpbWl0RGV0YWlsSAASLAoHcmVmdXNhbBgOIAEoCzIZLnNpZGVjYXIudjEuUmVmdXNhbERldGFpbEgAEiwKB2NpcmN1aXQYDyABKAsyGS5zaWRlY2FyLnYxLkNpcmN1aXREZXRhaWxIABIsCgdzZXJ2aWNlGBAgASgLMhkuc2lkZWNhci52MS5TZXJ2aWNlRGV0YWlsSAASKAoFcmV0cnkYESABKAsyFy5zaWRlY2FyLnYxLlJldHJ5RGV0YWlsSAASKAoFc3BlbmQYEiABKAsyFy5zaWRlY2FyLnYxLlNwZW5kRGV0YWlsSAASKAoFcmVwbHkYEyABKAsyFy5zaWRlY2FyLnYxLlJlcGx5RGV0YWlsSAASKgoGc3lzdGVtGBQgASgLMhguc2lkZWNhci52MS5TeXN0ZW1EZXRhaWxIABIyCgp0cnVuY2F0aW9uGBUgASgLMhwuc2lkZWNhci52MS5UcnVuY2F0aW9uRGV0YWlsSAASMgoKcGVybWlzc2lvbhgWIAEoCzIcLnNpZGVjYXIudjEuUGVybWlzc2lvbkRldGFpbEgAQggKBmRldGFpbCJEChJJbnZhbGlkSW5wdXREZXRhaWwSEQoJcGFyYW1ldGVyGAEgASgJEg0KBXZhbHVlGAIgASgJEgwKBHJ1bGUYAyABKAkiTgoOUmVzb3VyY2VEZXRhaWwSFQoNcmVzb3VyY2VfdHlwZRgBIAEoCRISCgppZGVudGlmaWVyGAIgASgJEhEKCWF2YWlsYWJsZRgDIAMoCSJcCg5Qcm92aWRlckRldGFpbBIQCghwcm92aWRlchgBIAEoCRIPCgdhY2NvdW50GAIgASgJEg0KBW1vZGVsGAMgASgJEhgKEHByb3ZpZGVyX21lc3NhZ2UYBCABKAkiYwoQVG9rZW5MaW1pdERldGFpbBIQCghlc3RpbWF0ZRgBIAEoAxINCgVsaW1pdBgCIAEoAxIQCghvdmVyZmxvdxgDIAEoAxINCgVyYXRpbxgEIAEoARINCgVtb2RlbBgFIAEoCSJFCg1SZWZ1c2FsRGV0YWlsEg0KBW1vZGVsGAEgASgJEhAKCGNhdGVnb3J5GAIgASgJEhMKC2V4cGxhbmF0aW9uGAMgASgJIngKD1RyaWdnZXJSZXNwb25zZRITCgtzdGF0dXNfY29kZRgBIAEoBRIOCgZzdGF0dXMYAiABKAkSDgoGZGV0YWlsGAMgASgJEhwKD3JldHJ5X2FmdGVyX3JhdxgEIAEoCUgAiAEBQhIKEF9yZXRyeV9hZnRlcl9yYXci0QEKDUNpcmN1aXREZXRhaWwSDwoHc2VydmljZRgBIAEoCRInCgVzdGF0ZRgCIAEoDjIYLnNpZGVjYXIudjEuQ2lyY3VpdFN0YXRlEikKBXNpbmNlGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCghjb29sZG93bhgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCglvcGVuZWRfYnkYBSABKAsyGy5zaWRlY2FyLnYxLlRyaWdnZXJSZXNwb25zZSJtCg1TZXJ2aWNlRGV0YWlsEg8KB3NlcnZpY2UYASABKAkSEAoIZW5kcG9pbnQYAiABKAkSDgoGZGV0YWlsGAMgASgJEikKBWZhdWx0GAQgASgOMhouc2lkZWNhci52MS5UcmFuc3BvcnRGYXVsdCKJAQoLUmV0cnlEZXRhaWwSDgoGYnVkZ2V0GAEgASgNEiwKC2xhc3Rfc2lnbmFsGAIgASgOMhcuc2lkZWNhci52MS5SZXRyeVNpZ25hbBIOCgZ0YXJnZXQYAyABKAkSLAoJbmV4dF93YWl0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIkYKC1NwZW5kRGV0YWlsEhMKC3dvcmtmbG93X2lkGAEgASgJEhEKCXNwZW50X3VzZBgCIAEoARIPCgdjYXBfdXNkGAMgASgBIi4KDEZpZWxkUHJvYmxlbRINCgVmaWVsZBgBIAEoCRIPCgdwcm9ibGVtGAIgASgJInUKC1JlcGx5RGV0YWlsEhUKDXBhcnNlcl9yZWFzb24YASABKAkSFgoOZXhwZWN0ZWRfc2hhcGUYAiABKAkSKAoGZmllbGRzGAMgAygLMhguc2lkZWNhci52MS5GaWVsZFByb2JsZW0SDQoFbW9kZWwYBCABKAkiIQoMU3lzdGVtRGV0YWlsEhEKCWNvbXBvbmVudBgBIAEoCSJdChBUcnVuY2F0aW9uRGV0YWlsEg0KBW1vZGVsGAEgASgJEhkKEW1heF9vdXRwdXRfdG9rZW5zGAIgASgNEh8KF21vZGVsX21heF9vdXRwdXRfdG9rZW5zGAMgASgNIiQKEFBlcm1pc3Npb25EZXRhaWwSEAoIcmVzb3VyY2UYASABKAkiaQoSRXhlY3V0ZVRvb2xSZXF1ZXN0EgwKBHRvb2wYASABKAkSFgoOYXJndW1lbnRzX2pzb24YAiABKAkSDwoHY2FsbF9pZBgDIAEoCRIcCgNqb2IYBCABKAsyDy5zaWRlY2FyLnYxLkpvYiJXCgpUb29sUmVzdWx0Eg8KB2NvbnRlbnQYASABKAkSFAoMY29udGVudF90eXBlGAIgASgJEhMKC3N0YXR1c19jb2RlGAMgASgFEg0KBWVtcHR5GAQgASgIIqkBChNFeGVjdXRlVG9vbFJlc3BvbnNlEigKBnJlc3VsdBgBIAEoCzIWLnNpZGVjYXIudjEuVG9vbFJlc3VsdEgAEiYKB2ZhaWx1cmUYAiABKAsyEy5zaWRlY2FyLnYxLkZhaWx1cmVIABISCgptb2RlbF90ZXh0GAMgASgJEhAKCGF0dGVtcHRzGAQgASgNEg8KB2NhbGxfaWQYBSABKAlCCQoHb3V0Y29tZSI8CghUb29sQ2FsbBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhYKDmFyZ3VtZW50c19qc29uGAMgASgJIlIKDlRvb2xDYWxsUmVzdWx0Eg8KB2NhbGxfaWQYASABKAkSDwoHY29udGVudBgCIAEoCRIQCghpc19lcnJvchgDIAEoCBIMCgRuYW1lGAQgASgJIpMBCgdNZXNzYWdlEh4KBHJvbGUYASABKA4yEC5zaWRlY2FyLnYxLlJvbGUSDAoEdGV4dBgCIAEoCRIoCgp0b29sX2NhbGxzGAMgAygLMhQuc2lkZWNhci52MS5Ub29sQ2FsbBIwCgx0b29sX3Jlc3VsdHMYBCADKAsyGi5zaWRlY2FyLnYxLlRvb2xDYWxsUmVzdWx0IkwKDlRvb2xEZWZpbml0aW9uEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSFwoPcGFyYW1ldGVyc19qc29uGAMgASgJIp8CChBDYWxsTW9kZWxSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg4KBnN5c3RlbRgCIAEoCRIlCghtZXNzYWdlcxgDIAMoCzITLnNpZGVjYXIudjEuTWVzc2FnZRIpCgV0b29scxgEIAMoCzIaLnNpZGVjYXIudjEuVG9vbERlZmluaXRpb24SHAoUcmVzcG9uc2Vfc2NoZW1hX2pzb24YBSABKAkSHgoRbWF4X291dHB1dF90b2tlbnMYBiABKA1IAIgBARIYCgt0ZW1wZXJhdHVyZRgHIAEoAUgBiAEBEhwKA2pvYhgIIAEoCzIPLnNpZGVjYXIudjEuSm9iQhQKEl9tYXhfb3V0cHV0X3Rva2Vuc0IOCgxfdGVtcGVyYXR1cmUiNAoFVXNhZ2USFAoMaW5wdXRfdG9rZW5zGAEgASgEEhUKDW91dHB1dF90b2tlbnMYAiABKAQi7gIKEUNhbGxNb2RlbFJlc3BvbnNlEiQKB21lc3NhZ2UYASABKAsyEy5zaWRlY2FyLnYxLk1lc3NhZ2USLwoNZmluaXNoX3JlYXNvbhgCIAEoDjIYLnNpZGVjYXIudjEuRmluaXNoUmVhc29uEiAKBXVzYWdlGAMgASgLMhEuc2lkZWNhci52MS5Vc2FnZRIlCgRqc29uGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIQCghhdHRlbXB0cxgFIAEoDRITCgtjb3JyZWN0aW9ucxgGIAEoDRIcChRvdXRwdXRfYnVkZ2V0X3JhaXNlZBgHIAEoCBIQCgh3YXJuaW5ncxgIIAMoCRIQCghwcm92aWRlchgJIAEoCRIWCg5yZXNwb25zZV9tb2RlbBgKIAEoCRImCgt0b3RhbF91c2FnZRgLIAEoCzIRLnNpZGVjYXIudjEuVXNhZ2USEAoIY29zdF91c2QYDCABKAEioQEKEE9ic2VydmVkUmVzcG9uc2USEwoLc3RhdHVzX2NvZGUYASABKAUSOgoHaGVhZGVycxgCIAMoCzIpLnNpZGVjYXIudjEuT2JzZXJ2ZWRSZXNwb25zZS5IZWFkZXJzRW50cnkSDAoEYm9keRgDIAEoCRouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLHAgoWQ2xhc3NpZnlGYWlsdXJlUmVxdWVzdBIPCgdzZXJ2aWNlGAEgASgJEhAKCGVuZHBvaW50GAIgASgJEicKCXRvb2xfa2luZBgDIAEoDjIULnNpZGVjYXIudjEuVG9vbEtpbmQSEQoJcGFyYW1ldGVyGAQgASgJEg0KBXZhbHVlGAUgASgJEjAKCHJlc3BvbnNlGAYgASgLMhwuc2lkZWNhci52MS5PYnNlcnZlZFJlc3BvbnNlSAASKwoFZmF1bHQYByABKA4yGi5zaWRlY2FyLnYxLlRyYW5zcG9ydEZhdWx0SAASHAoDam9iGAggASgLMg8uc2lkZWNhci52MS5Kb2ISEAoIYXR0ZW1wdHMYCSABKA0SFQoNcmVzb3VyY2VfdHlwZRgKIAEoCRINCgVwcm9iZRgLIAEoCEIKCghvYnNlcnZlZCISChBMaXN0VG9vbHNSZXF1ZXN0IrABCghUb29sSW5mbxIuCgpkZWZpbml0aW9uGAEgASgLMhouc2lkZWNhci52MS5Ub29sRGVmaW5pdGlvbhIiCgRraW5kGAIgASgOMhQuc2lkZWNhci52MS5Ub29sS2luZBIPCgdzZXJ2aWNlGAMgASgJEhIKCmlkZW1wb3RlbnQYBCABKAgSEwoLb3BlbmFpX2pzb24YBSABKAkSFgoOYW50aHJvcGljX2pzb24YBiABKAkiOAoRTGlzdFRvb2xzUmVzcG9uc2USIwoFdG9vbHMYASADKAsyFC5zaWRlY2FyLnYxLlRvb2xJbmZvIhMKEUxpc3RNb2RlbHNSZXF1ZXN0IpgCCglNb2RlbEluZm8SCgoCaWQYASABKAkSEAoIcHJvdmlkZXIYAiABKAkSEwoLd2lyZV9mb3JtYXQYAyABKAkSFgoOdXBzdHJlYW1fbW9kZWwYBCABKAkSFgoOY29udGV4dF93aW5kb3cYBSABKA0SGQoRbWF4X291dHB1dF90b2tlbnMYBiABKA0SHAoUaW5wdXRfcHJpY2VfcGVyX210b2sYByABKAESHQoVb3V0cHV0X3ByaWNlX3Blcl9tdG9rGAggASgBEhsKE3JlcXVlc3RzX3Blcl9taW51dGUYCSABKA0SGQoRdG9rZW5zX3Blcl9taW51dGUYCiABKA0SGAoQdXBzdHJlYW1fcmV0cmllcxgLIAEoDSI7ChJMaXN0TW9kZWxzUmVzcG9uc2USJQoGbW9kZWxzGAEgAygLMhUuc2lkZWNhci52MS5Nb2RlbEluZm8q/QUKC0ZhaWx1cmVLaW5kEhwKGEZBSUxVUkVfS0lORF9VTlNQRUNJRklFRBAAEh4KGkZBSUxVUkVfS0lORF9JTlZBTElEX0lOUFVUEAESIwofRkFJTFVSRV9LSU5EX1JFU09VUkNFX05PVF9GT1VORBACEhoKFkZBSUxVUkVfS0lORF9HVUFSRFJBSUwQAxIbChdGQUlMVVJFX0tJTkRfSlNPTl9QQVJTRRAEEiQKIEZBSUxVUkVfS0lORF9SRVNQT05TRV9WQUxJREFUSU9OEAUSIQodRkFJTFVSRV9LSU5EX0VYVEVSTkFMX1NFUlZJQ0UQBhIiCh5GQUlMVVJFX0tJTkRfVVBTVFJFQU1fVEhST1RUTEUQBxIdChlGQUlMVVJFX0tJTkRfVU5BVVRIT1JJWkVEEAgSIgoeRkFJTFVSRV9LSU5EX1BFUk1JU1NJT05fREVOSUVEEAkSFwoTRkFJTFVSRV9LSU5EX1NZU1RFTRAKEh0KGUZBSUxVUkVfS0lORF9DSVJDVUlUX09QRU4QCxIrCidGQUlMVVJFX0tJTkRfVVBTVFJFQU1fUkVUUklFU19FWEhBVVNURUQQDBIgChxGQUlMVVJFX0tJTkRfUVVPVEFfRVhIQVVTVEVEEA0SIwofRkFJTFVSRV9LSU5EX1NQRU5EX0NBUF9FWENFRURFRBAOEiAKHEZBSUxVUkVfS0lORF9NT0RFTF9OT1RfRk9VTkQQDxIhCh1GQUlMVVJFX0tJTkRfUFJPVklERVJfUkVGVVNBTBAQEi0KKUZBSUxVUkVfS0lORF9UT0tFTl9FU1RJTUFURV9FWENFRURTX0xJTUlUEBESIQodRkFJTFVSRV9LSU5EX0NPTlRFWFRfT1ZFUkZMT1cQEhIhCh1GQUlMVVJFX0tJTkRfT1VUUFVUX1RSVU5DQVRFRBATEhwKGEZBSUxVUkVfS0lORF9KT0JfVElNRU9VVBAUEh4KGkZBSUxVUkVfS0lORF9KT0JfQ0FOQ0VMTEVEEBUqfAoMQ2lyY3VpdFN0YXRlEh0KGUNJUkNVSVRfU1RBVEVfVU5TUEVDSUZJRUQQABIYChRDSVJDVUlUX1NUQVRFX0NMT1NFRBABEhYKEkNJUkNVSVRfU1RBVEVfT1BFThACEhsKF0NJUkNVSVRfU1RBVEVfSEFMRl9PUEVOEAMqfwoLUmV0cnlTaWduYWwSHAoYUkVUUllfU0lHTkFMX1VOU1BFQ0lGSUVEEAASGwoXUkVUUllfU0lHTkFMX1JBVEVfTElNSVQQARIZChVSRVRSWV9TSUdOQUxfT1ZFUkxPQUQQAhIaChZSRVRSWV9TSUdOQUxfVFJBTlNJRU5UEAMqTgoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESEgoOUk9MRV9BU1NJU1RBTlQQAhINCglST0xFX1RPT0wQAyqfAQoMRmluaXNoUmVhc29uEh0KGUZJTklTSF9SRUFTT05fVU5TUEVDSUZJRUQQABIWChJGSU5JU0hfUkVBU09OX1NUT1AQARIYChRGSU5JU0hfUkVBU09OX0xFTkdUSBACEhwKGEZJTklTSF9SRUFTT05fVE9PTF9DQUxMUxADEiAKHEZJTklTSF9SRUFTT05fQ09OVEVOVF9GSUxURVIQBCpQCghUb29sS2luZBIZChVUT09MX0tJTkRfVU5TUEVDSUZJRUQQABIUChBUT09MX0tJTkRfU0VBUkNIEAESEwoPVE9PTF9LSU5EX0ZFVENIEAIqnwEKDlRyYW5zcG9ydEZhdWx0Eh8KG1RSQU5TUE9SVF9GQVVMVF9VTlNQRUNJRklFRBAAEhsKF1RSQU5TUE9SVF9GQVVMVF9SRUZVU0VEEAESGwoXVFJBTlNQT1JUX0ZBVUxUX1RJTUVPVVQQAhIZChVUUkFOU1BPUlRfRkFVTFRfUkVTRVQQAxIXChNUUkFOU1BPUlRfRkFVTFRfRE5TEAQyhgMKB1NpZGVjYXISTgoLRXhlY3V0ZVRvb2wSHi5zaWRlY2FyLnYxLkV4ZWN1dGVUb29sUmVxdWVzdBofLnNpZGVjYXIudjEuRXhlY3V0ZVRvb2xSZXNwb25zZRJICglDYWxsTW9kZWwSHC5zaWRlY2FyLnYxLkNhbGxNb2RlbFJlcXVlc3QaHS5zaWRlY2FyLnYxLkNhbGxNb2RlbFJlc3BvbnNlEkoKD0NsYXNzaWZ5RmFpbHVyZRIiLnNpZGVjYXIudjEuQ2xhc3NpZnlGYWlsdXJlUmVxdWVzdBoTLnNpZGVjYXIudjEuRmFpbHVyZRJICglMaXN0VG9vbHMSHC5zaWRlY2FyLnYxLkxpc3RUb29sc1JlcXVlc3QaHS5zaWRlY2FyLnYxLkxpc3RUb29sc1Jlc3BvbnNlEksKCkxpc3RNb2RlbHMSHS5zaWRlY2FyLnYxLkxpc3RNb2RlbHNSZXF1ZXN0Gh4uc2lkZWNhci52MS5MaXN0TW9kZWxzUmVzcG9uc2VCjQFQAVpCZ2l0aHViLmNvbS9zaWRlY2FyLWRldi9zaWRlY2FyL2NsaWVudHMvZ28vZ2VuL3NpZGVjYXIvdjE7c2lkZWNhcnYxogIDU1hYqgIKU2lkZWNhci5WMcoCClNpZGVjYXJcVjHiAhZTaWRlY2FyXFYxXEdQQk1ldGFkYXRh6gILU2lkZWNhcjo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChhzaWRlY2FyL3YxL3NpZGVjYXIucHJvdG8SCnNpZGVjYXIudjEixgEKA0pvYhIOCgZqb2JfaWQYASABKAkSEwoLd29ya2Zsb3dfaWQYAiABKAkSHQoQdXBzdHJlYW1fcmV0cmllcxgDIAEoDUgAiAEBEjMKCmF0dHJpYnV0ZXMYBCADKAsyHy5zaWRlY2FyLnYxLkpvYi5BdHRyaWJ1dGVzRW50cnkaMQoPQXR0cmlidXRlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCEwoRX3Vwc3RyZWFtX3JldHJpZXMihAEKCkh0dHBEZXRhaWwSEwoLc3RhdHVzX2NvZGUYASABKAUSDwoHc2VydmljZRgCIAEoCRIQCghlbmRwb2ludBgDIAEoCRIMCgRib2R5GAQgASgJEhwKD3JldHJ5X2FmdGVyX3JhdxgFIAEoCUgAiAEBQhIKEF9yZXRyeV9hZnRlcl9yYXcikgcKB0ZhaWx1cmUSJQoEa2luZBgBIAEoDjIXLnNpZGVjYXIudjEuRmFpbHVyZUtpbmQSEwoLY29ycmVjdGFibGUYAiABKAgSDwoHbWVzc2FnZRgDIAEoCRITCgtleHBsYW5hdGlvbhgEIAEoCRIkCgRodHRwGAUgASgLMhYuc2lkZWNhci52MS5IdHRwRGV0YWlsEi4KC3JldHJ5X2FmdGVyGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCGF0dGVtcHRzGAcgASgNEjcKDWludmFsaWRfaW5wdXQYCiABKAsyHi5zaWRlY2FyLnYxLkludmFsaWRJbnB1dERldGFpbEgAEi4KCHJlc291cmNlGAsgASgLMhouc2lkZWNhci52MS5SZXNvdXJjZURldGFpbEgAEi4KCHByb3ZpZGVyGAwgASgLMhouc2lkZWNhci52MS5Qcm92aWRlckRldGFpbEgAEjMKC3Rva2VuX2xpbWl0GA0gASgLMhwuc2lkZWNhci52MS5Ub2tlbkxpbWl0RGV0YWlsSAASLAoHcmVmdXNhbBgOIAEoCzIZLnNpZGVjYXIudjEuUmVmdXNhbERldGFpbEgAEiwKB2NpcmN1aXQYDyABKAsyGS5zaWRlY2FyLnYxLkNpcmN1aXREZXRhaWxIABIsCgdzZXJ2aWNlGBAgASgLMhkuc2lkZWNhci52MS5TZXJ2aWNlRGV0YWlsSAASKAoFcmV0cnkYESABKAsyFy5zaWRlY2FyLnYxLlJldHJ5RGV0YWlsSAASKAoFc3BlbmQYEiABKAsyFy5zaWRlY2FyLnYxLlNwZW5kRGV0YWlsSAASKAoFcmVwbHkYEyABKAsyFy5zaWRlY2FyLnYxLlJlcGx5RGV0YWlsSAASKgoGc3lzdGVtGBQgASgLMhguc2lkZWNhci52MS5TeXN0ZW1EZXRhaWxIABIyCgp0cnVuY2F0aW9uGBUgASgLMhwuc2lkZWNhci52MS5UcnVuY2F0aW9uRGV0YWlsSAASMgoKcGVybWlzc2lvbhgWIAEoCzIcLnNpZGVjYXIudjEuUGVybWlzc2lvbkRldGFpbEgAEioKBnN0cmVhbRgXIAEoCzIYLnNpZGVjYXIudjEuU3RyZWFtRGV0YWlsSAASHQoEaG9wcxgIIAMoCzIPLnNpZGVjYXIudjEuSG9wQggKBmRldGFpbCJzCgNIb3ASEgoKZGVwbG95bWVudBgBIAEoCRIlCgRraW5kGAIgASgOMhcuc2lkZWNhci52MS5GYWlsdXJlS2luZBIQCghhdHRlbXB0cxgDIAEoDRIOCgZyZWFzb24YBCABKAkSDwoHc2tpcHBlZBgFIAEoCCJJCgxTdHJlYW1EZXRhaWwSFAoMcGFydGlhbF90ZXh0GAEgASgJEg4KBnJlYXNvbhgCIAEoCRITCgtkZWx0YXNfc2VudBgDIAEoDSJEChJJbnZhbGlkSW5wdXREZXRhaWwSEQoJcGFyYW1ldGVyGAEgASgJEg0KBXZhbHVlGAIgASgJEgwKBHJ1bGUYAyABKAkiTgoOUmVzb3VyY2VEZXRhaWwSFQoNcmVzb3VyY2VfdHlwZRgBIAEoCRISCgppZGVudGlmaWVyGAIgASgJEhEKCWF2YWlsYWJsZRgDIAMoCSJcCg5Qcm92aWRlckRldGFpbBIQCghwcm92aWRlchgBIAEoCRIPCgdhY2NvdW50GAIgASgJEg0KBW1vZGVsGAMgASgJEhgKEHByb3ZpZGVyX21lc3NhZ2UYBCABKAkiYwoQVG9rZW5MaW1pdERldGFpbBIQCghlc3RpbWF0ZRgBIAEoAxINCgVsaW1pdBgCIAEoAxIQCghvdmVyZmxvdxgDIAEoAxINCgVyYXRpbxgEIAEoARINCgVtb2RlbBgFIAEoCSJFCg1SZWZ1c2FsRGV0YWlsEg0KBW1vZGVsGAEgASgJEhAKCGNhdGVnb3J5GAIgASgJEhMKC2V4cGxhbmF0aW9uGAMgASgJIngKD1RyaWdnZXJSZXNwb25zZRITCgtzdGF0dXNfY29kZRgBIAEoBRIOCgZzdGF0dXMYAiABKAkSDgoGZGV0YWlsGAMgASgJEhwKD3JldHJ5X2FmdGVyX3JhdxgEIAEoCUgAiAEBQhIKEF9yZXRyeV9hZnRlcl9yYXci0QEKDUNpcmN1aXREZXRhaWwSDwoHc2VydmljZRgBIAEoCRInCgVzdGF0ZRgCIAEoDjIYLnNpZGVjYXIudjEuQ2lyY3VpdFN0YXRlEikKBXNpbmNlGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCghjb29sZG93bhgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCglvcGVuZWRfYnkYBSABKAsyGy5zaWRlY2FyLnYxLlRyaWdnZXJSZXNwb25zZSJtCg1TZXJ2aWNlRGV0YWlsEg8KB3NlcnZpY2UYASABKAkSEAoIZW5kcG9pbnQYAiABKAkSDgoGZGV0YWlsGAMgASgJEikKBWZhdWx0GAQgASgOMhouc2lkZWNhci52MS5UcmFuc3BvcnRGYXVsdCKJAQoLUmV0cnlEZXRhaWwSDgoGYnVkZ2V0GAEgASgNEiwKC2xhc3Rfc2lnbmFsGAIgASgOMhcuc2lkZWNhci52MS5SZXRyeVNpZ25hbBIOCgZ0YXJnZXQYAyABKAkSLAoJbmV4dF93YWl0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIkYKC1NwZW5kRGV0YWlsEhMKC3dvcmtmbG93X2lkGAEgASgJEhEKCXNwZW50X3VzZBgCIAEoARIPCgdjYXBfdXNkGAMgASgBIi4KDEZpZWxkUHJvYmxlbRINCgVmaWVsZBgBIAEoCRIPCgdwcm9ibGVtGAIgASgJInUKC1JlcGx5RGV0YWlsEhUKDXBhcnNlcl9yZWFzb24YASABKAkSFgoOZXhwZWN0ZWRfc2hhcGUYAiABKAkSKAoGZmllbGRzGAMgAygLMhguc2lkZWNhci52MS5GaWVsZFByb2JsZW0SDQoFbW9kZWwYBCABKAkiIQoMU3lzdGVtRGV0YWlsEhEKCWNvbXBvbmVudBgBIAEoCSJdChBUcnVuY2F0aW9uRGV0YWlsEg0KBW1vZGVsGAEgASgJEhkKEW1heF9vdXRwdXRfdG9rZW5zGAIgASgNEh8KF21vZGVsX21heF9vdXRwdXRfdG9rZW5zGAMgASgNIiQKEFBlcm1pc3Npb25EZXRhaWwSEAoIcmVzb3VyY2UYASABKAkiaQoSRXhlY3V0ZVRvb2xSZXF1ZXN0EgwKBHRvb2wYASABKAkSFgoOYXJndW1lbnRzX2pzb24YAiABKAkSDwoHY2FsbF9pZBgDIAEoCRIcCgNqb2IYBCABKAsyDy5zaWRlY2FyLnYxLkpvYiJXCgpUb29sUmVzdWx0Eg8KB2NvbnRlbnQYASABKAkSFAoMY29udGVudF90eXBlGAIgASgJEhMKC3N0YXR1c19jb2RlGAMgASgFEg0KBWVtcHR5GAQgASgIIqkBChNFeGVjdXRlVG9vbFJlc3BvbnNlEigKBnJlc3VsdBgBIAEoCzIWLnNpZGVjYXIudjEuVG9vbFJlc3VsdEgAEiYKB2ZhaWx1cmUYAiABKAsyEy5zaWRlY2FyLnYxLkZhaWx1cmVIABISCgptb2RlbF90ZXh0GAMgASgJEhAKCGF0dGVtcHRzGAQgASgNEg8KB2NhbGxfaWQYBSABKAlCCQoHb3V0Y29tZSI8CghUb29sQ2FsbBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhYKDmFyZ3VtZW50c19qc29uGAMgASgJIlIKDlRvb2xDYWxsUmVzdWx0Eg8KB2NhbGxfaWQYASABKAkSDwoHY29udGVudBgCIAEoCRIQCghpc19lcnJvchgDIAEoCBIMCgRuYW1lGAQgASgJIpMBCgdNZXNzYWdlEh4KBHJvbGUYASABKA4yEC5zaWRlY2FyLnYxLlJvbGUSDAoEdGV4dBgCIAEoCRIoCgp0b29sX2NhbGxzGAMgAygLMhQuc2lkZWNhci52MS5Ub29sQ2FsbBIwCgx0b29sX3Jlc3VsdHMYBCADKAsyGi5zaWRlY2FyLnYxLlRvb2xDYWxsUmVzdWx0IkwKDlRvb2xEZWZpbml0aW9uEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSFwoPcGFyYW1ldGVyc19qc29uGAMgASgJItACChBDYWxsTW9kZWxSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg4KBnN5c3RlbRgCIAEoCRIlCghtZXNzYWdlcxgDIAMoCzITLnNpZGVjYXIudjEuTWVzc2FnZRIpCgV0b29scxgEIAMoCzIaLnNpZGVjYXIudjEuVG9vbERlZmluaXRpb24SHAoUcmVzcG9uc2Vfc2NoZW1hX2pzb24YBSABKAkSHgoRbWF4X291dHB1dF90b2tlbnMYBiABKA1IAIgBARIYCgt0ZW1wZXJhdHVyZRgHIAEoAUgBiAEBEhwKA2pvYhgIIAEoCzIPLnNpZGVjYXIudjEuSm9iEi8KCm1pZF9zdHJlYW0YCSABKA4yGy5zaWRlY2FyLnYxLk1pZFN0cmVhbVBvbGljeUIUChJfbWF4X291dHB1dF90b2tlbnNCDgoMX3RlbXBlcmF0dXJlIjQKBVVzYWdlEhQKDGlucHV0X3Rva2VucxgBIAEoBBIVCg1vdXRwdXRfdG9rZW5zGAIgASgEIqADChFDYWxsTW9kZWxSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhMuc2lkZWNhci52MS5NZXNzYWdlEi8KDWZpbmlzaF9yZWFzb24YAiABKA4yGC5zaWRlY2FyLnYxLkZpbmlzaFJlYXNvbhIgCgV1c2FnZRgDIAEoCzIRLnNpZGVjYXIudjEuVXNhZ2USJQoEanNvbhgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEAoIYXR0ZW1wdHMYBSABKA0SEwoLY29ycmVjdGlvbnMYBiABKA0SHAoUb3V0cHV0X2J1ZGdldF9yYWlzZWQYByABKAgSEAoId2FybmluZ3MYCCADKAkSEAoIcHJvdmlkZXIYCSABKAkSFgoOcmVzcG9uc2VfbW9kZWwYCiABKAkSJgoLdG90YWxfdXNhZ2UYCyABKAsyES5zaWRlY2FyLnYxLlVzYWdlEhAKCGNvc3RfdXNkGAwgASgBEhEKCXNlcnZlZF9ieRgNIAEoCRIdCgRob3BzGA4gAygLMg8uc2lkZWNhci52MS5Ib3Ai0AEKEFN0cmVhbU1vZGVsRXZlbnQSJQoEdGV4dBgBIAEoCzIVLnNpZGVjYXIudjEuVGV4dERlbHRhSAASLgoJdG9vbF9jYWxsGAIgASgLMhkuc2lkZWNhci52MS5Ub29sQ2FsbERlbHRhSAASLAoHcmVzdGFydBgDIAEoCzIZLnNpZGVjYXIudjEuU3RyZWFtUmVzdGFydEgAEi4KBWZpbmFsGAQgASgLMh0uc2lkZWNhci52MS5DYWxsTW9kZWxSZXNwb25zZUgAQgcKBWV2ZW50IhkKCVRleHREZWx0YRIMCgR0ZXh0GAEgASgJIlQKDVRvb2xDYWxsRGVsdGESDQoFaW5kZXgYASABKA0SCgoCaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIaChJhcmd1bWVudHNfZnJhZ21lbnQYBCABKAkiWQoNU3RyZWFtUmVzdGFydBInCgVjYXVzZRgBIAEoDjIYLnNpZGVjYXIudjEuUmVzdGFydENhdXNlEg4KBnJlYXNvbhgCIAEoCRIPCgdhdHRlbXB0GAMgASgNIqEBChBPYnNlcnZlZFJlc3BvbnNlEhMKC3N0YXR1c19jb2RlGAEgASgFEjoKB2hlYWRlcnMYAiADKAsyKS5zaWRlY2FyLnYxLk9ic2VydmVkUmVzcG9uc2UuSGVhZGVyc0VudHJ5EgwKBGJvZHkYAyABKAkaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEixwIKFkNsYXNzaWZ5RmFpbHVyZVJlcXVlc3QSDwoHc2VydmljZRgBIAEoCRIQCghlbmRwb2ludBgCIAEoCRInCgl0b29sX2tpbmQYAyABKA4yFC5zaWRlY2FyLnYxLlRvb2xLaW5kEhEKCXBhcmFtZXRlchgEIAEoCRINCgV2YWx1ZRgFIAEoCRIwCghyZXNwb25zZRgGIAEoCzIcLnNpZGVjYXIudjEuT2JzZXJ2ZWRSZXNwb25zZUgAEisKBWZhdWx0GAcgASgOMhouc2lkZWNhci52MS5UcmFuc3BvcnRGYXVsdEgAEhwKA2pvYhgIIAEoCzIPLnNpZGVjYXIudjEuSm9iEhAKCGF0dGVtcHRzGAkgASgNEhUKDXJlc291cmNlX3R5cGUYCiABKAkSDQoFcHJvYmUYCyABKAhCCgoIb2JzZXJ2ZWQiEgoQTGlzdFRvb2xzUmVxdWVzdCKwAQoIVG9vbEluZm8SLgoKZGVmaW5pdGlvbhgBIAEoCzIaLnNpZGVjYXIudjEuVG9vbERlZmluaXRpb24SIgoEa2luZBgCIAEoDjIULnNpZGVjYXIudjEuVG9vbEtpbmQSDwoHc2VydmljZRgDIAEoCRISCgppZGVtcG90ZW50GAQgASgIEhMKC29wZW5haV9qc29uGAUgASgJEhYKDmFudGhyb3BpY19qc29uGAYgASgJIjgKEUxpc3RUb29sc1Jlc3BvbnNlEiMKBXRvb2xzGAEgAygLMhQuc2lkZWNhci52MS5Ub29sSW5mbyITChFMaXN0TW9kZWxzUmVxdWVzdCLKAgoJTW9kZWxJbmZvEgoKAmlkGAEgASgJEhAKCHByb3ZpZGVyGAIgASgJEhMKC3dpcmVfZm9ybWF0GAMgASgJEhYKDnVwc3RyZWFtX21vZGVsGAQgASgJEhYKDmNvbnRleHRfd2luZG93GAUgASgNEhkKEW1heF9vdXRwdXRfdG9rZW5zGAYgASgNEhwKFGlucHV0X3ByaWNlX3Blcl9tdG9rGAcgASgBEh0KFW91dHB1dF9wcmljZV9wZXJfbXRvaxgIIAEoARIbChNyZXF1ZXN0c19wZXJfbWludXRlGAkgASgNEhkKEXRva2Vuc19wZXJfbWludXRlGAogASgNEhgKEHVwc3RyZWFtX3JldHJpZXMYCyABKA0SMAoLZGVwbG95bWVudHMYDCADKAsyGy5zaWRlY2FyLnYxLlJvdXRlRGVwbG95bWVudCI7Cg9Sb3V0ZURlcGxveW1lbnQSCgoCaWQYASABKAkSDAoEcm9sZRgCIAEoCRIOCgZ3ZWlnaHQYAyABKAEiOwoSTGlzdE1vZGVsc1Jlc3BvbnNlEiUKBm1vZGVscxgBIAMoCzIVLnNpZGVjYXIudjEuTW9kZWxJbmZvKqIGCgtGYWlsdXJlS2luZBIcChhGQUlMVVJFX0tJTkRfVU5TUEVDSUZJRUQQABIeChpGQUlMVVJFX0tJTkRfSU5WQUxJRF9JTlBVVBABEiMKH0ZBSUxVUkVfS0lORF9SRVNPVVJDRV9OT1RfRk9VTkQQAhIaChZGQUlMVVJFX0tJTkRfR1VBUkRSQUlMEAMSGwoXRkFJTFVSRV9LSU5EX0pTT05fUEFSU0UQBBIkCiBGQUlMVVJFX0tJTkRfUkVTUE9OU0VfVkFMSURBVElPThAFEiEKHUZBSUxVUkVfS0lORF9FWFRFUk5BTF9TRVJWSUNFEAYSIgoeRkFJTFVSRV9LSU5EX1VQU1RSRUFNX1RIUk9UVExFEAcSHQoZRkFJTFVSRV9LSU5EX1VOQVVUSE9SSVpFRBAIEiIKHkZBSUxVUkVfS0lORF9QRVJNSVNTSU9OX0RFTklFRBAJEhcKE0ZBSUxVUkVfS0lORF9TWVNURU0QChIdChlGQUlMVVJFX0tJTkRfQ0lSQ1VJVF9PUEVOEAsSKwonRkFJTFVSRV9LSU5EX1VQU1RSRUFNX1JFVFJJRVNfRVhIQVVTVEVEEAwSIAocRkFJTFVSRV9LSU5EX1FVT1RBX0VYSEFVU1RFRBANEiMKH0ZBSUxVUkVfS0lORF9TUEVORF9DQVBfRVhDRUVERUQQDhIgChxGQUlMVVJFX0tJTkRfTU9ERUxfTk9UX0ZPVU5EEA8SIQodRkFJTFVSRV9LSU5EX1BST1ZJREVSX1JFRlVTQUwQEBItCilGQUlMVVJFX0tJTkRfVE9LRU5fRVNUSU1BVEVfRVhDRUVEU19MSU1JVBAREiEKHUZBSUxVUkVfS0lORF9DT05URVhUX09WRVJGTE9XEBISIQodRkFJTFVSRV9LSU5EX09VVFBVVF9UUlVOQ0FURUQQExIcChhGQUlMVVJFX0tJTkRfSk9CX1RJTUVPVVQQFBIeChpGQUlMVVJFX0tJTkRfSk9CX0NBTkNFTExFRBAVEiMKH0ZBSUxVUkVfS0lORF9TVFJFQU1fSU5URVJSVVBURUQQFip8CgxDaXJjdWl0U3RhdGUSHQoZQ0lSQ1VJVF9TVEFURV9VTlNQRUNJRklFRBAAEhgKFENJUkNVSVRfU1RBVEVfQ0xPU0VEEAESFgoSQ0lSQ1VJVF9TVEFURV9PUEVOEAISGwoXQ0lSQ1VJVF9TVEFURV9IQUxGX09QRU4QAyp/CgtSZXRyeVNpZ25hbBIcChhSRVRSWV9TSUdOQUxfVU5TUEVDSUZJRUQQABIbChdSRVRSWV9TSUdOQUxfUkFURV9MSU1JVBABEhkKFVJFVFJZX1NJR05BTF9PVkVSTE9BRBACEhoKFlJFVFJZX1NJR05BTF9UUkFOU0lFTlQQAypOCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABINCglST0xFX1VTRVIQARISCg5ST0xFX0FTU0lTVEFOVBACEg0KCVJPTEVfVE9PTBADKm8KD01pZFN0cmVhbVBvbGljeRIhCh1NSURfU1RSRUFNX1BPTElDWV9VTlNQRUNJRklFRBAAEh0KGU1JRF9TVFJFQU1fUE9MSUNZX1JFU1RBUlQQARIaChZNSURfU1RSRUFNX1BPTElDWV9GQUlMEAIqnwEKDEZpbmlzaFJlYXNvbhIdChlGSU5JU0hfUkVBU09OX1VOU1BFQ0lGSUVEEAASFgoSRklOSVNIX1JFQVNPTl9TVE9QEAESGAoURklOSVNIX1JFQVNPTl9MRU5HVEgQAhIcChhGSU5JU0hfUkVBU09OX1RPT0xfQ0FMTFMQAxIgChxGSU5JU0hfUkVBU09OX0NPTlRFTlRfRklMVEVSEAQqpgEKDFJlc3RhcnRDYXVzZRIdChlSRVNUQVJUX0NBVVNFX1VOU1BFQ0lGSUVEEAASIAocUkVTVEFSVF9DQVVTRV9VUFNUUkVBTV9GQVVMVBABEhsKF1JFU1RBUlRfQ0FVU0VfVFJVTkNBVEVEEAISHAoYUkVTVEFSVF9DQVVTRV9DT1JSRUNUSU9OEAMSGgoWUkVTVEFSVF9DQVVTRV9GQUlMT1ZFUhAEKlAKCFRvb2xLaW5kEhkKFVRPT0xfS0lORF9VTlNQRUNJRklFRBAAEhQKEFRPT0xfS0lORF9TRUFSQ0gQARITCg9UT09MX0tJTkRfRkVUQ0gQAiqfAQoOVHJhbnNwb3J0RmF1bHQSHwobVFJBTlNQT1JUX0ZBVUxUX1VOU1BFQ0lGSUVEEAASGwoXVFJBTlNQT1JUX0ZBVUxUX1JFRlVTRUQQARIbChdUUkFOU1BPUlRfRkFVTFRfVElNRU9VVBACEhkKFVRSQU5TUE9SVF9GQVVMVF9SRVNFVBADEhcKE1RSQU5TUE9SVF9GQVVMVF9ETlMQBDLTAwoHU2lkZWNhchJOCgtFeGVjdXRlVG9vbBIeLnNpZGVjYXIudjEuRXhlY3V0ZVRvb2xSZXF1ZXN0Gh8uc2lkZWNhci52MS5FeGVjdXRlVG9vbFJlc3BvbnNlEkgKCUNhbGxNb2RlbBIcLnNpZGVjYXIudjEuQ2FsbE1vZGVsUmVxdWVzdBodLnNpZGVjYXIudjEuQ2FsbE1vZGVsUmVzcG9uc2USSgoPQ2xhc3NpZnlGYWlsdXJlEiIuc2lkZWNhci52MS5DbGFzc2lmeUZhaWx1cmVSZXF1ZXN0GhMuc2lkZWNhci52MS5GYWlsdXJlEkgKCUxpc3RUb29scxIcLnNpZGVjYXIudjEuTGlzdFRvb2xzUmVxdWVzdBodLnNpZGVjYXIudjEuTGlzdFRvb2xzUmVzcG9uc2USSwoKTGlzdE1vZGVscxIdLnNpZGVjYXIudjEuTGlzdE1vZGVsc1JlcXVlc3QaHi5zaWRlY2FyLnYxLkxpc3RNb2RlbHNSZXNwb25zZRJLCgtTdHJlYW1Nb2RlbBIcLnNpZGVjYXIudjEuQ2FsbE1vZGVsUmVxdWVzdBocLnNpZGVjYXIudjEuU3RyZWFtTW9kZWxFdmVudDABQo0BUAFaQmdpdGh1Yi5jb20vc2lkZWNhci1kZXYvc2lkZWNhci9jbGllbnRzL2dvL2dlbi9zaWRlY2FyL3YxO3NpZGVjYXJ2MaICA1NYWKoCClNpZGVjYXIuVjHKAgpTaWRlY2FyXFYx4gIWU2lkZWNhclxWMVxHUEJNZXRhZGF0YeoCC1NpZGVjYXI6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Job says whose work a call is, and may override the retry budget.
@@ -283,7 +283,23 @@ export type Failure = Message$1<"sidecar.v1.Failure"> & {
      */
     value: PermissionDetail;
     case: "permission";
+  } | {
+    /**
+     * STREAM_INTERRUPTED.
+     *
+     * @generated from field: sidecar.v1.StreamDetail stream = 23;
+     */
+    value: StreamDetail;
+    case: "stream";
   } | { case: undefined; value?: undefined };
+
+  /**
+   * When the model id is a route: every deployment tried, in order, and how
+   * each ended. The last hop's own failure is this Failure's kind and detail.
+   *
+   * @generated from field: repeated sidecar.v1.Hop hops = 8;
+   */
+  hops: Hop[];
 };
 
 /**
@@ -292,6 +308,90 @@ export type Failure = Message$1<"sidecar.v1.Failure"> & {
  */
 export const FailureSchema: GenMessage<Failure> = /*@__PURE__*/
   messageDesc(file_sidecar_v1_sidecar, 2);
+
+/**
+ * Hop is one deployment a route tried.
+ *
+ * @generated from message sidecar.v1.Hop
+ */
+export type Hop = Message$1<"sidecar.v1.Hop"> & {
+  /**
+   * The deployment (a catalog model id).
+   *
+   * @generated from field: string deployment = 1;
+   */
+  deployment: string;
+
+  /**
+   * How it ended: FAILURE_KIND_UNSPECIFIED for the one that served.
+   *
+   * @generated from field: sidecar.v1.FailureKind kind = 2;
+   */
+  kind: FailureKind;
+
+  /**
+   * Upstream attempts made on this deployment.
+   *
+   * @generated from field: uint32 attempts = 3;
+   */
+  attempts: number;
+
+  /**
+   * Why it ended, in plain words (its failure's message, or "served").
+   *
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
+
+  /**
+   * True when the deployment was skipped without an attempt (circuit open).
+   *
+   * @generated from field: bool skipped = 5;
+   */
+  skipped: boolean;
+};
+
+/**
+ * Describes the message sidecar.v1.Hop.
+ * Use `create(HopSchema)` to create a new message.
+ */
+export const HopSchema: GenMessage<Hop> = /*@__PURE__*/
+  messageDesc(file_sidecar_v1_sidecar, 3);
+
+/**
+ * StreamDetail is what a stream had sent when it failed.
+ *
+ * @generated from message sidecar.v1.StreamDetail
+ */
+export type StreamDetail = Message$1<"sidecar.v1.StreamDetail"> & {
+  /**
+   * The text deltas already sent, joined.
+   *
+   * @generated from field: string partial_text = 1;
+   */
+  partialText: string;
+
+  /**
+   * Why the stream ended: "overloaded", "connection dropped", "no bytes for 30 s".
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * Deltas that had reached the caller.
+   *
+   * @generated from field: uint32 deltas_sent = 3;
+   */
+  deltasSent: number;
+};
+
+/**
+ * Describes the message sidecar.v1.StreamDetail.
+ * Use `create(StreamDetailSchema)` to create a new message.
+ */
+export const StreamDetailSchema: GenMessage<StreamDetail> = /*@__PURE__*/
+  messageDesc(file_sidecar_v1_sidecar, 4);
 
 /**
  * InvalidInputDetail names the parameter, the value sent, and the rule.
@@ -326,7 +426,7 @@ export type InvalidInputDetail = Message$1<"sidecar.v1.InvalidInputDetail"> & {
  * Use `create(InvalidInputDetailSchema)` to create a new message.
  */
 export const InvalidInputDetailSchema: GenMessage<InvalidInputDetail> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 3);
+  messageDesc(file_sidecar_v1_sidecar, 5);
 
 /**
  * ResourceDetail names what was not found.
@@ -361,7 +461,7 @@ export type ResourceDetail = Message$1<"sidecar.v1.ResourceDetail"> & {
  * Use `create(ResourceDetailSchema)` to create a new message.
  */
 export const ResourceDetailSchema: GenMessage<ResourceDetail> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 4);
+  messageDesc(file_sidecar_v1_sidecar, 6);
 
 /**
  * ProviderDetail is what a model provider said.
@@ -403,7 +503,7 @@ export type ProviderDetail = Message$1<"sidecar.v1.ProviderDetail"> & {
  * Use `create(ProviderDetailSchema)` to create a new message.
  */
 export const ProviderDetailSchema: GenMessage<ProviderDetail> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 5);
+  messageDesc(file_sidecar_v1_sidecar, 7);
 
 /**
  * TokenLimitDetail is the pre-send estimate against the context window.
@@ -452,7 +552,7 @@ export type TokenLimitDetail = Message$1<"sidecar.v1.TokenLimitDetail"> & {
  * Use `create(TokenLimitDetailSchema)` to create a new message.
  */
 export const TokenLimitDetailSchema: GenMessage<TokenLimitDetail> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 6);
+  messageDesc(file_sidecar_v1_sidecar, 8);
 
 /**
  * RefusalDetail is a provider's refusal.
@@ -487,7 +587,7 @@ export type RefusalDetail = Message$1<"sidecar.v1.RefusalDetail"> & {
  * Use `create(RefusalDetailSchema)` to create a new message.
  */
 export const RefusalDetailSchema: GenMessage<RefusalDetail> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 7);
+  messageDesc(file_sidecar_v1_sidecar, 9);
 
 /**
  * TriggerResponse is the response that opened a circuit.
@@ -529,7 +629,7 @@ export type TriggerResponse = Message$1<"sidecar.v1.TriggerResponse"> & {
  * Use `create(TriggerResponseSchema)` to create a new message.
  */
 export const TriggerResponseSchema: GenMessage<TriggerResponse> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 8);
+  messageDesc(file_sidecar_v1_sidecar, 10);
 
 /**
  * CircuitDetail says why a call was refused.
@@ -578,7 +678,7 @@ export type CircuitDetail = Message$1<"sidecar.v1.CircuitDetail"> & {
  * Use `create(CircuitDetailSchema)` to create a new message.
  */
 export const CircuitDetailSchema: GenMessage<CircuitDetail> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 9);
+  messageDesc(file_sidecar_v1_sidecar, 11);
 
 /**
  * ServiceDetail is a tool service's failure.
@@ -620,7 +720,7 @@ export type ServiceDetail = Message$1<"sidecar.v1.ServiceDetail"> & {
  * Use `create(ServiceDetailSchema)` to create a new message.
  */
 export const ServiceDetailSchema: GenMessage<ServiceDetail> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 10);
+  messageDesc(file_sidecar_v1_sidecar, 12);
 
 /**
  * RetryDetail says how the retry budget was spent.
@@ -662,7 +762,7 @@ export type RetryDetail = Message$1<"sidecar.v1.RetryDetail"> & {
  * Use `create(RetryDetailSchema)` to create a new message.
  */
 export const RetryDetailSchema: GenMessage<RetryDetail> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 11);
+  messageDesc(file_sidecar_v1_sidecar, 13);
 
 /**
  * SpendDetail is a workflow's spend against its cap.
@@ -697,7 +797,7 @@ export type SpendDetail = Message$1<"sidecar.v1.SpendDetail"> & {
  * Use `create(SpendDetailSchema)` to create a new message.
  */
 export const SpendDetailSchema: GenMessage<SpendDetail> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 12);
+  messageDesc(file_sidecar_v1_sidecar, 14);
 
 /**
  * FieldProblem is one failed field of a reply.
@@ -725,7 +825,7 @@ export type FieldProblem = Message$1<"sidecar.v1.FieldProblem"> & {
  * Use `create(FieldProblemSchema)` to create a new message.
  */
 export const FieldProblemSchema: GenMessage<FieldProblem> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 13);
+  messageDesc(file_sidecar_v1_sidecar, 15);
 
 /**
  * ReplyDetail says what was wrong with a model's reply.
@@ -767,7 +867,7 @@ export type ReplyDetail = Message$1<"sidecar.v1.ReplyDetail"> & {
  * Use `create(ReplyDetailSchema)` to create a new message.
  */
 export const ReplyDetailSchema: GenMessage<ReplyDetail> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 14);
+  messageDesc(file_sidecar_v1_sidecar, 16);
 
 /**
  * SystemDetail names the component that broke; the details are in the log.
@@ -788,7 +888,7 @@ export type SystemDetail = Message$1<"sidecar.v1.SystemDetail"> & {
  * Use `create(SystemDetailSchema)` to create a new message.
  */
 export const SystemDetailSchema: GenMessage<SystemDetail> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 15);
+  messageDesc(file_sidecar_v1_sidecar, 17);
 
 /**
  * TruncationDetail says where the output budget ran out.
@@ -823,7 +923,7 @@ export type TruncationDetail = Message$1<"sidecar.v1.TruncationDetail"> & {
  * Use `create(TruncationDetailSchema)` to create a new message.
  */
 export const TruncationDetailSchema: GenMessage<TruncationDetail> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 16);
+  messageDesc(file_sidecar_v1_sidecar, 18);
 
 /**
  * PermissionDetail says what was denied.
@@ -844,7 +944,7 @@ export type PermissionDetail = Message$1<"sidecar.v1.PermissionDetail"> & {
  * Use `create(PermissionDetailSchema)` to create a new message.
  */
 export const PermissionDetailSchema: GenMessage<PermissionDetail> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 17);
+  messageDesc(file_sidecar_v1_sidecar, 19);
 
 /**
  * ExecuteToolRequest asks the sidecar to run one tool call.
@@ -886,7 +986,7 @@ export type ExecuteToolRequest = Message$1<"sidecar.v1.ExecuteToolRequest"> & {
  * Use `create(ExecuteToolRequestSchema)` to create a new message.
  */
 export const ExecuteToolRequestSchema: GenMessage<ExecuteToolRequest> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 18);
+  messageDesc(file_sidecar_v1_sidecar, 20);
 
 /**
  * ToolResult is a tool's successful answer.
@@ -928,7 +1028,7 @@ export type ToolResult = Message$1<"sidecar.v1.ToolResult"> & {
  * Use `create(ToolResultSchema)` to create a new message.
  */
 export const ToolResultSchema: GenMessage<ToolResult> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 19);
+  messageDesc(file_sidecar_v1_sidecar, 21);
 
 /**
  * ExecuteToolResponse is a tool call's outcome: a result or a failure.
@@ -987,7 +1087,7 @@ export type ExecuteToolResponse = Message$1<"sidecar.v1.ExecuteToolResponse"> & 
  * Use `create(ExecuteToolResponseSchema)` to create a new message.
  */
 export const ExecuteToolResponseSchema: GenMessage<ExecuteToolResponse> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 20);
+  messageDesc(file_sidecar_v1_sidecar, 22);
 
 /**
  * ToolCall is a model's request to call a tool.
@@ -1022,7 +1122,7 @@ export type ToolCall = Message$1<"sidecar.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 21);
+  messageDesc(file_sidecar_v1_sidecar, 23);
 
 /**
  * ToolCallResult hands a tool's outcome back to the model.
@@ -1064,7 +1164,7 @@ export type ToolCallResult = Message$1<"sidecar.v1.ToolCallResult"> & {
  * Use `create(ToolCallResultSchema)` to create a new message.
  */
 export const ToolCallResultSchema: GenMessage<ToolCallResult> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 22);
+  messageDesc(file_sidecar_v1_sidecar, 24);
 
 /**
  * Message is one turn of a conversation.
@@ -1106,7 +1206,7 @@ export type Message = Message$1<"sidecar.v1.Message"> & {
  * Use `create(MessageSchema)` to create a new message.
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 23);
+  messageDesc(file_sidecar_v1_sidecar, 25);
 
 /**
  * ToolDefinition is a tool offered to a model.
@@ -1141,7 +1241,7 @@ export type ToolDefinition = Message$1<"sidecar.v1.ToolDefinition"> & {
  * Use `create(ToolDefinitionSchema)` to create a new message.
  */
 export const ToolDefinitionSchema: GenMessage<ToolDefinition> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 24);
+  messageDesc(file_sidecar_v1_sidecar, 26);
 
 /**
  * CallModelRequest is one model call.
@@ -1204,6 +1304,14 @@ export type CallModelRequest = Message$1<"sidecar.v1.CallModelRequest"> & {
    * @generated from field: sidecar.v1.Job job = 8;
    */
   job?: Job | undefined;
+
+  /**
+   * StreamModel only: what a fault after the first delta does. Unset: the
+   * configured policy (restart by default).
+   *
+   * @generated from field: sidecar.v1.MidStreamPolicy mid_stream = 9;
+   */
+  midStream: MidStreamPolicy;
 };
 
 /**
@@ -1211,7 +1319,7 @@ export type CallModelRequest = Message$1<"sidecar.v1.CallModelRequest"> & {
  * Use `create(CallModelRequestSchema)` to create a new message.
  */
 export const CallModelRequestSchema: GenMessage<CallModelRequest> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 25);
+  messageDesc(file_sidecar_v1_sidecar, 27);
 
 /**
  * Usage counts tokens.
@@ -1239,7 +1347,7 @@ export type Usage = Message$1<"sidecar.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 26);
+  messageDesc(file_sidecar_v1_sidecar, 28);
 
 /**
  * CallModelResponse is the model's reply.
@@ -1330,6 +1438,20 @@ export type CallModelResponse = Message$1<"sidecar.v1.CallModelResponse"> & {
    * @generated from field: double cost_usd = 12;
    */
   costUsd: number;
+
+  /**
+   * The deployment that served the call (the model id itself unless it is a route).
+   *
+   * @generated from field: string served_by = 13;
+   */
+  servedBy: string;
+
+  /**
+   * When the model id is a route: every deployment tried, in order.
+   *
+   * @generated from field: repeated sidecar.v1.Hop hops = 14;
+   */
+  hops: Hop[];
 };
 
 /**
@@ -1337,7 +1459,158 @@ export type CallModelResponse = Message$1<"sidecar.v1.CallModelResponse"> & {
  * Use `create(CallModelResponseSchema)` to create a new message.
  */
 export const CallModelResponseSchema: GenMessage<CallModelResponse> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 27);
+  messageDesc(file_sidecar_v1_sidecar, 29);
+
+/**
+ * StreamModelEvent is one event of a StreamModel reply.
+ *
+ * @generated from message sidecar.v1.StreamModelEvent
+ */
+export type StreamModelEvent = Message$1<"sidecar.v1.StreamModelEvent"> & {
+  /**
+   * Exactly one of them.
+   *
+   * @generated from oneof sidecar.v1.StreamModelEvent.event
+   */
+  event: {
+    /**
+     * Text the model wrote.
+     *
+     * @generated from field: sidecar.v1.TextDelta text = 1;
+     */
+    value: TextDelta;
+    case: "text";
+  } | {
+    /**
+     * A fragment of a tool call.
+     *
+     * @generated from field: sidecar.v1.ToolCallDelta tool_call = 2;
+     */
+    value: ToolCallDelta;
+    case: "toolCall";
+  } | {
+    /**
+     * What came before is void; the deltas start again.
+     *
+     * @generated from field: sidecar.v1.StreamRestart restart = 3;
+     */
+    value: StreamRestart;
+    case: "restart";
+  } | {
+    /**
+     * The whole reply, as CallModel returns it; always the last event.
+     *
+     * @generated from field: sidecar.v1.CallModelResponse final = 4;
+     */
+    value: CallModelResponse;
+    case: "final";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message sidecar.v1.StreamModelEvent.
+ * Use `create(StreamModelEventSchema)` to create a new message.
+ */
+export const StreamModelEventSchema: GenMessage<StreamModelEvent> = /*@__PURE__*/
+  messageDesc(file_sidecar_v1_sidecar, 30);
+
+/**
+ * TextDelta is a piece of the reply's text.
+ *
+ * @generated from message sidecar.v1.TextDelta
+ */
+export type TextDelta = Message$1<"sidecar.v1.TextDelta"> & {
+  /**
+   * The text, to append.
+   *
+   * @generated from field: string text = 1;
+   */
+  text: string;
+};
+
+/**
+ * Describes the message sidecar.v1.TextDelta.
+ * Use `create(TextDeltaSchema)` to create a new message.
+ */
+export const TextDeltaSchema: GenMessage<TextDelta> = /*@__PURE__*/
+  messageDesc(file_sidecar_v1_sidecar, 31);
+
+/**
+ * ToolCallDelta is a piece of one tool call.
+ *
+ * @generated from message sidecar.v1.ToolCallDelta
+ */
+export type ToolCallDelta = Message$1<"sidecar.v1.ToolCallDelta"> & {
+  /**
+   * Which tool call of the reply (0-based); fragments of one call share it.
+   *
+   * @generated from field: uint32 index = 1;
+   */
+  index: number;
+
+  /**
+   * The call id, on the call's first fragment.
+   *
+   * @generated from field: string id = 2;
+   */
+  id: string;
+
+  /**
+   * The tool name, on the call's first fragment.
+   *
+   * @generated from field: string name = 3;
+   */
+  name: string;
+
+  /**
+   * A fragment of the arguments JSON, to append.
+   *
+   * @generated from field: string arguments_fragment = 4;
+   */
+  argumentsFragment: string;
+};
+
+/**
+ * Describes the message sidecar.v1.ToolCallDelta.
+ * Use `create(ToolCallDeltaSchema)` to create a new message.
+ */
+export const ToolCallDeltaSchema: GenMessage<ToolCallDelta> = /*@__PURE__*/
+  messageDesc(file_sidecar_v1_sidecar, 32);
+
+/**
+ * StreamRestart voids the deltas sent so far.
+ *
+ * @generated from message sidecar.v1.StreamRestart
+ */
+export type StreamRestart = Message$1<"sidecar.v1.StreamRestart"> & {
+  /**
+   * Why, as a cause.
+   *
+   * @generated from field: sidecar.v1.RestartCause cause = 1;
+   */
+  cause: RestartCause;
+
+  /**
+   * Why, in plain words.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * The upstream attempt that starts now (1-based, across the call).
+   *
+   * @generated from field: uint32 attempt = 3;
+   */
+  attempt: number;
+};
+
+/**
+ * Describes the message sidecar.v1.StreamRestart.
+ * Use `create(StreamRestartSchema)` to create a new message.
+ */
+export const StreamRestartSchema: GenMessage<StreamRestart> = /*@__PURE__*/
+  messageDesc(file_sidecar_v1_sidecar, 33);
 
 /**
  * ObservedResponse is an HTTP response an agent's own tool received.
@@ -1372,7 +1645,7 @@ export type ObservedResponse = Message$1<"sidecar.v1.ObservedResponse"> & {
  * Use `create(ObservedResponseSchema)` to create a new message.
  */
 export const ObservedResponseSchema: GenMessage<ObservedResponse> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 28);
+  messageDesc(file_sidecar_v1_sidecar, 34);
 
 /**
  * ClassifyFailureRequest reports what an agent's own tool saw.
@@ -1472,7 +1745,7 @@ export type ClassifyFailureRequest = Message$1<"sidecar.v1.ClassifyFailureReques
  * Use `create(ClassifyFailureRequestSchema)` to create a new message.
  */
 export const ClassifyFailureRequestSchema: GenMessage<ClassifyFailureRequest> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 29);
+  messageDesc(file_sidecar_v1_sidecar, 35);
 
 /**
  * ListToolsRequest lists the configured tools.
@@ -1487,7 +1760,7 @@ export type ListToolsRequest = Message$1<"sidecar.v1.ListToolsRequest"> & {
  * Use `create(ListToolsRequestSchema)` to create a new message.
  */
 export const ListToolsRequestSchema: GenMessage<ListToolsRequest> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 30);
+  messageDesc(file_sidecar_v1_sidecar, 36);
 
 /**
  * ToolInfo is one configured tool.
@@ -1543,7 +1816,7 @@ export type ToolInfo = Message$1<"sidecar.v1.ToolInfo"> & {
  * Use `create(ToolInfoSchema)` to create a new message.
  */
 export const ToolInfoSchema: GenMessage<ToolInfo> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 31);
+  messageDesc(file_sidecar_v1_sidecar, 37);
 
 /**
  * ListToolsResponse is every configured tool.
@@ -1564,7 +1837,7 @@ export type ListToolsResponse = Message$1<"sidecar.v1.ListToolsResponse"> & {
  * Use `create(ListToolsResponseSchema)` to create a new message.
  */
 export const ListToolsResponseSchema: GenMessage<ListToolsResponse> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 32);
+  messageDesc(file_sidecar_v1_sidecar, 38);
 
 /**
  * ListModelsRequest lists the model catalog.
@@ -1579,7 +1852,7 @@ export type ListModelsRequest = Message$1<"sidecar.v1.ListModelsRequest"> & {
  * Use `create(ListModelsRequestSchema)` to create a new message.
  */
 export const ListModelsRequestSchema: GenMessage<ListModelsRequest> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 33);
+  messageDesc(file_sidecar_v1_sidecar, 39);
 
 /**
  * ModelInfo is one catalog entry.
@@ -1663,6 +1936,13 @@ export type ModelInfo = Message$1<"sidecar.v1.ModelInfo"> & {
    * @generated from field: uint32 upstream_retries = 11;
    */
   upstreamRetries: number;
+
+  /**
+   * For a route: its deployments (catalog model ids), in the order tried.
+   *
+   * @generated from field: repeated sidecar.v1.RouteDeployment deployments = 12;
+   */
+  deployments: RouteDeployment[];
 };
 
 /**
@@ -1670,7 +1950,42 @@ export type ModelInfo = Message$1<"sidecar.v1.ModelInfo"> & {
  * Use `create(ModelInfoSchema)` to create a new message.
  */
 export const ModelInfoSchema: GenMessage<ModelInfo> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 34);
+  messageDesc(file_sidecar_v1_sidecar, 40);
+
+/**
+ * RouteDeployment is one deployment of a route.
+ *
+ * @generated from message sidecar.v1.RouteDeployment
+ */
+export type RouteDeployment = Message$1<"sidecar.v1.RouteDeployment"> & {
+  /**
+   * The catalog model id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * "fallback", "balance" or "context".
+   *
+   * @generated from field: string role = 2;
+   */
+  role: string;
+
+  /**
+   * The balance weight (0 unless balanced).
+   *
+   * @generated from field: double weight = 3;
+   */
+  weight: number;
+};
+
+/**
+ * Describes the message sidecar.v1.RouteDeployment.
+ * Use `create(RouteDeploymentSchema)` to create a new message.
+ */
+export const RouteDeploymentSchema: GenMessage<RouteDeployment> = /*@__PURE__*/
+  messageDesc(file_sidecar_v1_sidecar, 41);
 
 /**
  * ListModelsResponse is the catalog.
@@ -1691,7 +2006,7 @@ export type ListModelsResponse = Message$1<"sidecar.v1.ListModelsResponse"> & {
  * Use `create(ListModelsResponseSchema)` to create a new message.
  */
 export const ListModelsResponseSchema: GenMessage<ListModelsResponse> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 35);
+  messageDesc(file_sidecar_v1_sidecar, 42);
 
 /**
  * FailureKind is the one taxonomy. Correctable kinds (the caller's input was
@@ -1855,6 +2170,15 @@ export enum FailureKind {
    * @generated from enum value: FAILURE_KIND_JOB_CANCELLED = 21;
    */
   JOB_CANCELLED = 21,
+
+  /**
+   * A stream failed after deltas had reached the caller, and the policy was
+   * not to restart it (or no restart was left): the partial output is in
+   * `stream`.
+   *
+   * @generated from enum value: FAILURE_KIND_STREAM_INTERRUPTED = 22;
+   */
+  STREAM_INTERRUPTED = 22,
 }
 
 /**
@@ -1987,6 +2311,41 @@ export const RoleSchema: GenEnum<Role> = /*@__PURE__*/
   enumDesc(file_sidecar_v1_sidecar, 3);
 
 /**
+ * MidStreamPolicy is what a StreamModel does when the upstream faults after
+ * deltas have reached the caller.
+ *
+ * @generated from enum sidecar.v1.MidStreamPolicy
+ */
+export enum MidStreamPolicy {
+  /**
+   * The configured policy.
+   *
+   * @generated from enum value: MID_STREAM_POLICY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Send a `restart` event and the next attempt's deltas (the same retry budget).
+   *
+   * @generated from enum value: MID_STREAM_POLICY_RESTART = 1;
+   */
+  RESTART = 1,
+
+  /**
+   * End the call with STREAM_INTERRUPTED, carrying the partial text.
+   *
+   * @generated from enum value: MID_STREAM_POLICY_FAIL = 2;
+   */
+  FAIL = 2,
+}
+
+/**
+ * Describes the enum sidecar.v1.MidStreamPolicy.
+ */
+export const MidStreamPolicySchema: GenEnum<MidStreamPolicy> = /*@__PURE__*/
+  enumDesc(file_sidecar_v1_sidecar, 4);
+
+/**
  * FinishReason is why the model stopped.
  *
  * @generated from enum sidecar.v1.FinishReason
@@ -2032,7 +2391,55 @@ export enum FinishReason {
  * Describes the enum sidecar.v1.FinishReason.
  */
 export const FinishReasonSchema: GenEnum<FinishReason> = /*@__PURE__*/
-  enumDesc(file_sidecar_v1_sidecar, 4);
+  enumDesc(file_sidecar_v1_sidecar, 5);
+
+/**
+ * RestartCause is why a stream starts again.
+ *
+ * @generated from enum sidecar.v1.RestartCause
+ */
+export enum RestartCause {
+  /**
+   * Unknown.
+   *
+   * @generated from enum value: RESTART_CAUSE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The upstream faulted mid-stream (overload, dropped connection, stall).
+   *
+   * @generated from enum value: RESTART_CAUSE_UPSTREAM_FAULT = 1;
+   */
+  UPSTREAM_FAULT = 1,
+
+  /**
+   * The reply was cut off at its output limit: re-run with a larger budget.
+   *
+   * @generated from enum value: RESTART_CAUSE_TRUNCATED = 2;
+   */
+  TRUNCATED = 2,
+
+  /**
+   * The reply was not the JSON asked for: sent back with the fix asked for.
+   *
+   * @generated from enum value: RESTART_CAUSE_CORRECTION = 3;
+   */
+  CORRECTION = 3,
+
+  /**
+   * Another deployment of the route takes over.
+   *
+   * @generated from enum value: RESTART_CAUSE_FAILOVER = 4;
+   */
+  FAILOVER = 4,
+}
+
+/**
+ * Describes the enum sidecar.v1.RestartCause.
+ */
+export const RestartCauseSchema: GenEnum<RestartCause> = /*@__PURE__*/
+  enumDesc(file_sidecar_v1_sidecar, 6);
 
 /**
  * ToolKind says whether nothing found is a failure.
@@ -2066,7 +2473,7 @@ export enum ToolKind {
  * Describes the enum sidecar.v1.ToolKind.
  */
 export const ToolKindSchema: GenEnum<ToolKind> = /*@__PURE__*/
-  enumDesc(file_sidecar_v1_sidecar, 5);
+  enumDesc(file_sidecar_v1_sidecar, 7);
 
 /**
  * TransportFault is a failure to get any response.
@@ -2114,7 +2521,7 @@ export enum TransportFault {
  * Describes the enum sidecar.v1.TransportFault.
  */
 export const TransportFaultSchema: GenEnum<TransportFault> = /*@__PURE__*/
-  enumDesc(file_sidecar_v1_sidecar, 6);
+  enumDesc(file_sidecar_v1_sidecar, 8);
 
 /**
  * Sidecar runs model calls and tool calls under one failure policy.
@@ -2189,7 +2596,7 @@ export const Sidecar: GenService<{
     output: typeof ListToolsResponseSchema;
   },
   /**
-   * ListModels lists the model catalog.
+   * ListModels lists the model catalog, routes with their deployments.
    *
    * @generated from rpc sidecar.v1.Sidecar.ListModels
    */
@@ -2197,6 +2604,22 @@ export const Sidecar: GenService<{
     methodKind: "unary";
     input: typeof ListModelsRequestSchema;
     output: typeof ListModelsResponseSchema;
+  },
+  /**
+   * StreamModel is CallModel, streamed: the same request, the same policy
+   * before the first delta, and the reply as events. Deltas come as the model
+   * writes them; a `restart` event says that what came before it is void (a
+   * mid-stream fault retried, a truncated reply re-run, a correction); the
+   * last event is `final`, with the whole reply as CallModel returns it. A
+   * failure ends the stream with the same status and details as CallModel.
+   * buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+   *
+   * @generated from rpc sidecar.v1.Sidecar.StreamModel
+   */
+  streamModel: {
+    methodKind: "server_streaming";
+    input: typeof CallModelRequestSchema;
+    output: typeof StreamModelEventSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_sidecar_v1_sidecar, 0);

@@ -37,6 +37,7 @@ private static final long serialVersionUID = 0L;
     messages_ = java.util.Collections.emptyList();
     tools_ = java.util.Collections.emptyList();
     responseSchemaJson_ = "";
+    midStream_ = 0;
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -413,6 +414,34 @@ private static final long serialVersionUID = 0L;
     return job_ == null ? sidecar.v1.Job.getDefaultInstance() : job_;
   }
 
+  public static final int MID_STREAM_FIELD_NUMBER = 9;
+  private int midStream_ = 0;
+  /**
+   * <pre>
+   * StreamModel only: what a fault after the first delta does. Unset: the
+   * configured policy (restart by default).
+   * </pre>
+   *
+   * <code>.sidecar.v1.MidStreamPolicy mid_stream = 9 [json_name = "midStream"];</code>
+   * @return The enum numeric value on the wire for midStream.
+   */
+  @java.lang.Override public int getMidStreamValue() {
+    return midStream_;
+  }
+  /**
+   * <pre>
+   * StreamModel only: what a fault after the first delta does. Unset: the
+   * configured policy (restart by default).
+   * </pre>
+   *
+   * <code>.sidecar.v1.MidStreamPolicy mid_stream = 9 [json_name = "midStream"];</code>
+   * @return The midStream.
+   */
+  @java.lang.Override public sidecar.v1.MidStreamPolicy getMidStream() {
+    sidecar.v1.MidStreamPolicy result = sidecar.v1.MidStreamPolicy.forNumber(midStream_);
+    return result == null ? sidecar.v1.MidStreamPolicy.UNRECOGNIZED : result;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -450,6 +479,9 @@ private static final long serialVersionUID = 0L;
     }
     if (((bitField0_ & 0x00000004) != 0)) {
       output.writeMessage(8, getJob());
+    }
+    if (midStream_ != sidecar.v1.MidStreamPolicy.MID_STREAM_POLICY_UNSPECIFIED.getNumber()) {
+      output.writeEnum(9, midStream_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -493,6 +525,10 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000004) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(8, getJob());
+    }
+    if (midStream_ != sidecar.v1.MidStreamPolicy.MID_STREAM_POLICY_UNSPECIFIED.getNumber()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeEnumSize(9, midStream_);
     }
     return size;
   }
@@ -544,6 +580,7 @@ private static final long serialVersionUID = 0L;
       if (!getJob()
           .equals(other.getJob())) return false;
     }
+    if (midStream_ != other.midStream_) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -582,6 +619,8 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + JOB_FIELD_NUMBER;
       hash = (53 * hash) + getJob().hashCode();
     }
+    hash = (37 * hash) + MID_STREAM_FIELD_NUMBER;
+    hash = (53 * hash) + midStream_;
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -749,6 +788,7 @@ private static final long serialVersionUID = 0L;
         jobBuilder_.dispose();
         jobBuilder_ = null;
       }
+      midStream_ = 0;
       return this;
     }
 
@@ -827,6 +867,9 @@ private static final long serialVersionUID = 0L;
             ? job_
             : jobBuilder_.build();
         to_bitField0_ |= 0x00000004;
+      }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.midStream_ = midStream_;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -919,6 +962,9 @@ private static final long serialVersionUID = 0L;
       if (other.hasJob()) {
         mergeJob(other.getJob());
       }
+      if (other.midStream_ != 0) {
+        setMidStreamValue(other.getMidStreamValue());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1001,6 +1047,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000080;
               break;
             } // case 66
+            case 72: {
+              midStream_ = input.readEnum();
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 72
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2171,6 +2222,83 @@ private static final long serialVersionUID = 0L;
         job_ = null;
       }
       return jobBuilder_;
+    }
+
+    private int midStream_ = 0;
+    /**
+     * <pre>
+     * StreamModel only: what a fault after the first delta does. Unset: the
+     * configured policy (restart by default).
+     * </pre>
+     *
+     * <code>.sidecar.v1.MidStreamPolicy mid_stream = 9 [json_name = "midStream"];</code>
+     * @return The enum numeric value on the wire for midStream.
+     */
+    @java.lang.Override public int getMidStreamValue() {
+      return midStream_;
+    }
+    /**
+     * <pre>
+     * StreamModel only: what a fault after the first delta does. Unset: the
+     * configured policy (restart by default).
+     * </pre>
+     *
+     * <code>.sidecar.v1.MidStreamPolicy mid_stream = 9 [json_name = "midStream"];</code>
+     * @param value The enum numeric value on the wire for midStream to set.
+     * @return This builder for chaining.
+     */
+    public Builder setMidStreamValue(int value) {
+      midStream_ = value;
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * StreamModel only: what a fault after the first delta does. Unset: the
+     * configured policy (restart by default).
+     * </pre>
+     *
+     * <code>.sidecar.v1.MidStreamPolicy mid_stream = 9 [json_name = "midStream"];</code>
+     * @return The midStream.
+     */
+    @java.lang.Override
+    public sidecar.v1.MidStreamPolicy getMidStream() {
+      sidecar.v1.MidStreamPolicy result = sidecar.v1.MidStreamPolicy.forNumber(midStream_);
+      return result == null ? sidecar.v1.MidStreamPolicy.UNRECOGNIZED : result;
+    }
+    /**
+     * <pre>
+     * StreamModel only: what a fault after the first delta does. Unset: the
+     * configured policy (restart by default).
+     * </pre>
+     *
+     * <code>.sidecar.v1.MidStreamPolicy mid_stream = 9 [json_name = "midStream"];</code>
+     * @param value The midStream to set.
+     * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+     * @return This builder for chaining.
+     */
+    public Builder setMidStream(sidecar.v1.MidStreamPolicy value) {
+      java.util.Objects.requireNonNull(value);
+      bitField0_ |= 0x00000100;
+      midStream_ = value.getNumber();
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * StreamModel only: what a fault after the first delta does. Unset: the
+     * configured policy (restart by default).
+     * </pre>
+     *
+     * <code>.sidecar.v1.MidStreamPolicy mid_stream = 9 [json_name = "midStream"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearMidStream() {
+      bitField0_ = (bitField0_ & ~0x00000100);
+      midStream_ = 0;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:sidecar.v1.CallModelRequest)

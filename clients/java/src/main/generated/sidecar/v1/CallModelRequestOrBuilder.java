@@ -222,4 +222,25 @@ public interface CallModelRequestOrBuilder extends
    * <code>.sidecar.v1.Job job = 8 [json_name = "job"];</code>
    */
   sidecar.v1.JobOrBuilder getJobOrBuilder();
+
+  /**
+   * <pre>
+   * StreamModel only: what a fault after the first delta does. Unset: the
+   * configured policy (restart by default).
+   * </pre>
+   *
+   * <code>.sidecar.v1.MidStreamPolicy mid_stream = 9 [json_name = "midStream"];</code>
+   * @return The enum numeric value on the wire for midStream.
+   */
+  int getMidStreamValue();
+  /**
+   * <pre>
+   * StreamModel only: what a fault after the first delta does. Unset: the
+   * configured policy (restart by default).
+   * </pre>
+   *
+   * <code>.sidecar.v1.MidStreamPolicy mid_stream = 9 [json_name = "midStream"];</code>
+   * @return The midStream.
+   */
+  sidecar.v1.MidStreamPolicy getMidStream();
 }

@@ -37,6 +37,8 @@ private static final long serialVersionUID = 0L;
         com.google.protobuf.LazyStringArrayList.emptyList();
     provider_ = "";
     responseModel_ = "";
+    servedBy_ = "";
+    hops_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -443,6 +445,114 @@ private static final long serialVersionUID = 0L;
     return costUsd_;
   }
 
+  public static final int SERVED_BY_FIELD_NUMBER = 13;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object servedBy_ = "";
+  /**
+   * <pre>
+   * The deployment that served the call (the model id itself unless it is a route).
+   * </pre>
+   *
+   * <code>string served_by = 13 [json_name = "servedBy"];</code>
+   * @return The servedBy.
+   */
+  @java.lang.Override
+  public java.lang.String getServedBy() {
+    java.lang.Object ref = servedBy_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      servedBy_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * The deployment that served the call (the model id itself unless it is a route).
+   * </pre>
+   *
+   * <code>string served_by = 13 [json_name = "servedBy"];</code>
+   * @return The bytes for servedBy.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getServedByBytes() {
+    java.lang.Object ref = servedBy_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      servedBy_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int HOPS_FIELD_NUMBER = 14;
+  @SuppressWarnings("serial")
+  private java.util.List<sidecar.v1.Hop> hops_;
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<sidecar.v1.Hop> getHopsList() {
+    return hops_;
+  }
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends sidecar.v1.HopOrBuilder> 
+      getHopsOrBuilderList() {
+    return hops_;
+  }
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+   */
+  @java.lang.Override
+  public int getHopsCount() {
+    return hops_.size();
+  }
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+   */
+  @java.lang.Override
+  public sidecar.v1.Hop getHops(int index) {
+    return hops_.get(index);
+  }
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+   */
+  @java.lang.Override
+  public sidecar.v1.HopOrBuilder getHopsOrBuilder(
+      int index) {
+    return hops_.get(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -492,6 +602,12 @@ private static final long serialVersionUID = 0L;
     }
     if (java.lang.Double.doubleToRawLongBits(costUsd_) != 0) {
       output.writeDouble(12, costUsd_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(servedBy_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 13, servedBy_);
+    }
+    for (int i = 0; i < hops_.size(); i++) {
+      output.writeMessage(14, hops_.get(i));
     }
     getUnknownFields().writeTo(output);
   }
@@ -547,6 +663,18 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeDoubleSize(12, costUsd_);
     }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(servedBy_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(13, servedBy_);
+    }
+
+        {
+          final int count = hops_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(hops_.get(i));
+          }
+          size += 1 * count;
+        }
     return size;
   }
   @java.lang.Override
@@ -607,6 +735,10 @@ private static final long serialVersionUID = 0L;
     if (java.lang.Double.doubleToLongBits(getCostUsd())
         != java.lang.Double.doubleToLongBits(
             other.getCostUsd())) return false;
+    if (!getServedBy()
+        .equals(other.getServedBy())) return false;
+    if (!getHopsList()
+        .equals(other.getHopsList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -654,6 +786,12 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + COST_USD_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
         java.lang.Double.doubleToLongBits(getCostUsd()));
+    hash = (37 * hash) + SERVED_BY_FIELD_NUMBER;
+    hash = (53 * hash) + getServedBy().hashCode();
+    if (getHopsCount() > 0) {
+      hash = (37 * hash) + HOPS_FIELD_NUMBER;
+      hash = (53 * hash) + getHopsList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -792,6 +930,7 @@ private static final long serialVersionUID = 0L;
         internalGetUsageFieldBuilder();
         internalGetJsonFieldBuilder();
         internalGetTotalUsageFieldBuilder();
+        internalGetHopsFieldBuilder();
       }
     }
     @java.lang.Override
@@ -827,6 +966,14 @@ private static final long serialVersionUID = 0L;
         totalUsageBuilder_ = null;
       }
       costUsd_ = 0D;
+      servedBy_ = "";
+      if (hopsBuilder_ == null) {
+        hops_ = java.util.Collections.emptyList();
+      } else {
+        hops_ = null;
+        hopsBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00002000);
       return this;
     }
 
@@ -853,9 +1000,22 @@ private static final long serialVersionUID = 0L;
     @java.lang.Override
     public sidecar.v1.CallModelResponse buildPartial() {
       sidecar.v1.CallModelResponse result = new sidecar.v1.CallModelResponse(this);
+      buildPartialRepeatedFields(result);
       if (bitField0_ != 0) { buildPartial0(result); }
       onBuilt();
       return result;
+    }
+
+    private void buildPartialRepeatedFields(sidecar.v1.CallModelResponse result) {
+      if (hopsBuilder_ == null) {
+        if (((bitField0_ & 0x00002000) != 0)) {
+          hops_ = java.util.Collections.unmodifiableList(hops_);
+          bitField0_ = (bitField0_ & ~0x00002000);
+        }
+        result.hops_ = hops_;
+      } else {
+        result.hops_ = hopsBuilder_.build();
+      }
     }
 
     private void buildPartial0(sidecar.v1.CallModelResponse result) {
@@ -909,6 +1069,9 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00000800) != 0)) {
         result.costUsd_ = costUsd_;
+      }
+      if (((from_bitField0_ & 0x00001000) != 0)) {
+        result.servedBy_ = servedBy_;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -971,6 +1134,37 @@ private static final long serialVersionUID = 0L;
       }
       if (java.lang.Double.doubleToRawLongBits(other.getCostUsd()) != 0) {
         setCostUsd(other.getCostUsd());
+      }
+      if (!other.getServedBy().isEmpty()) {
+        servedBy_ = other.servedBy_;
+        bitField0_ |= 0x00001000;
+        onChanged();
+      }
+      if (hopsBuilder_ == null) {
+        if (!other.hops_.isEmpty()) {
+          if (hops_.isEmpty()) {
+            hops_ = other.hops_;
+            bitField0_ = (bitField0_ & ~0x00002000);
+          } else {
+            ensureHopsIsMutable();
+            hops_.addAll(other.hops_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.hops_.isEmpty()) {
+          if (hopsBuilder_.isEmpty()) {
+            hopsBuilder_.dispose();
+            hopsBuilder_ = null;
+            hops_ = other.hops_;
+            bitField0_ = (bitField0_ & ~0x00002000);
+            hopsBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetHopsFieldBuilder() : null;
+          } else {
+            hopsBuilder_.addAllMessages(other.hops_);
+          }
+        }
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -1064,6 +1258,24 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000800;
               break;
             } // case 97
+            case 106: {
+              servedBy_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00001000;
+              break;
+            } // case 106
+            case 114: {
+              sidecar.v1.Hop m =
+                  input.readMessage(
+                      sidecar.v1.Hop.parser(),
+                      extensionRegistry);
+              if (hopsBuilder_ == null) {
+                ensureHopsIsMutable();
+                hops_.add(m);
+              } else {
+                hopsBuilder_.addMessage(m);
+              }
+              break;
+            } // case 114
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2278,6 +2490,404 @@ private static final long serialVersionUID = 0L;
       costUsd_ = 0D;
       onChanged();
       return this;
+    }
+
+    private java.lang.Object servedBy_ = "";
+    /**
+     * <pre>
+     * The deployment that served the call (the model id itself unless it is a route).
+     * </pre>
+     *
+     * <code>string served_by = 13 [json_name = "servedBy"];</code>
+     * @return The servedBy.
+     */
+    public java.lang.String getServedBy() {
+      java.lang.Object ref = servedBy_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        servedBy_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The deployment that served the call (the model id itself unless it is a route).
+     * </pre>
+     *
+     * <code>string served_by = 13 [json_name = "servedBy"];</code>
+     * @return The bytes for servedBy.
+     */
+    public com.google.protobuf.ByteString
+        getServedByBytes() {
+      java.lang.Object ref = servedBy_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        servedBy_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The deployment that served the call (the model id itself unless it is a route).
+     * </pre>
+     *
+     * <code>string served_by = 13 [json_name = "servedBy"];</code>
+     * @param value The servedBy to set.
+     * @return This builder for chaining.
+     */
+    public Builder setServedBy(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      servedBy_ = value;
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The deployment that served the call (the model id itself unless it is a route).
+     * </pre>
+     *
+     * <code>string served_by = 13 [json_name = "servedBy"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearServedBy() {
+      servedBy_ = getDefaultInstance().getServedBy();
+      bitField0_ = (bitField0_ & ~0x00001000);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The deployment that served the call (the model id itself unless it is a route).
+     * </pre>
+     *
+     * <code>string served_by = 13 [json_name = "servedBy"];</code>
+     * @param value The bytes for servedBy to set.
+     * @return This builder for chaining.
+     */
+    public Builder setServedByBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      servedBy_ = value;
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return this;
+    }
+
+    private java.util.List<sidecar.v1.Hop> hops_ =
+      java.util.Collections.emptyList();
+    private void ensureHopsIsMutable() {
+      if (!((bitField0_ & 0x00002000) != 0)) {
+        hops_ = new java.util.ArrayList<sidecar.v1.Hop>(hops_);
+        bitField0_ |= 0x00002000;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        sidecar.v1.Hop, sidecar.v1.Hop.Builder, sidecar.v1.HopOrBuilder> hopsBuilder_;
+
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+     */
+    public java.util.List<sidecar.v1.Hop> getHopsList() {
+      if (hopsBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(hops_);
+      } else {
+        return hopsBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+     */
+    public int getHopsCount() {
+      if (hopsBuilder_ == null) {
+        return hops_.size();
+      } else {
+        return hopsBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+     */
+    public sidecar.v1.Hop getHops(int index) {
+      if (hopsBuilder_ == null) {
+        return hops_.get(index);
+      } else {
+        return hopsBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+     */
+    public Builder setHops(
+        int index, sidecar.v1.Hop value) {
+      if (hopsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureHopsIsMutable();
+        hops_.set(index, value);
+        onChanged();
+      } else {
+        hopsBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+     */
+    public Builder setHops(
+        int index, sidecar.v1.Hop.Builder builderForValue) {
+      if (hopsBuilder_ == null) {
+        ensureHopsIsMutable();
+        hops_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        hopsBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+     */
+    public Builder addHops(sidecar.v1.Hop value) {
+      if (hopsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureHopsIsMutable();
+        hops_.add(value);
+        onChanged();
+      } else {
+        hopsBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+     */
+    public Builder addHops(
+        int index, sidecar.v1.Hop value) {
+      if (hopsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureHopsIsMutable();
+        hops_.add(index, value);
+        onChanged();
+      } else {
+        hopsBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+     */
+    public Builder addHops(
+        sidecar.v1.Hop.Builder builderForValue) {
+      if (hopsBuilder_ == null) {
+        ensureHopsIsMutable();
+        hops_.add(builderForValue.build());
+        onChanged();
+      } else {
+        hopsBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+     */
+    public Builder addHops(
+        int index, sidecar.v1.Hop.Builder builderForValue) {
+      if (hopsBuilder_ == null) {
+        ensureHopsIsMutable();
+        hops_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        hopsBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+     */
+    public Builder addAllHops(
+        java.lang.Iterable<? extends sidecar.v1.Hop> values) {
+      if (hopsBuilder_ == null) {
+        ensureHopsIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, hops_);
+        onChanged();
+      } else {
+        hopsBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+     */
+    public Builder clearHops() {
+      if (hopsBuilder_ == null) {
+        hops_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00002000);
+        onChanged();
+      } else {
+        hopsBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+     */
+    public Builder removeHops(int index) {
+      if (hopsBuilder_ == null) {
+        ensureHopsIsMutable();
+        hops_.remove(index);
+        onChanged();
+      } else {
+        hopsBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+     */
+    public sidecar.v1.Hop.Builder getHopsBuilder(
+        int index) {
+      return internalGetHopsFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+     */
+    public sidecar.v1.HopOrBuilder getHopsOrBuilder(
+        int index) {
+      if (hopsBuilder_ == null) {
+        return hops_.get(index);  } else {
+        return hopsBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+     */
+    public java.util.List<? extends sidecar.v1.HopOrBuilder> 
+         getHopsOrBuilderList() {
+      if (hopsBuilder_ != null) {
+        return hopsBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(hops_);
+      }
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+     */
+    public sidecar.v1.Hop.Builder addHopsBuilder() {
+      return internalGetHopsFieldBuilder().addBuilder(
+          sidecar.v1.Hop.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+     */
+    public sidecar.v1.Hop.Builder addHopsBuilder(
+        int index) {
+      return internalGetHopsFieldBuilder().addBuilder(
+          index, sidecar.v1.Hop.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+     */
+    public java.util.List<sidecar.v1.Hop.Builder> 
+         getHopsBuilderList() {
+      return internalGetHopsFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        sidecar.v1.Hop, sidecar.v1.Hop.Builder, sidecar.v1.HopOrBuilder> 
+        internalGetHopsFieldBuilder() {
+      if (hopsBuilder_ == null) {
+        hopsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            sidecar.v1.Hop, sidecar.v1.Hop.Builder, sidecar.v1.HopOrBuilder>(
+                hops_,
+                ((bitField0_ & 0x00002000) != 0),
+                getParentForChildren(),
+                isClean());
+        hops_ = null;
+      }
+      return hopsBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:sidecar.v1.CallModelResponse)

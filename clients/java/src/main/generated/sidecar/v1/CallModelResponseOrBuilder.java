@@ -257,4 +257,68 @@ public interface CallModelResponseOrBuilder extends
    * @return The costUsd.
    */
   double getCostUsd();
+
+  /**
+   * <pre>
+   * The deployment that served the call (the model id itself unless it is a route).
+   * </pre>
+   *
+   * <code>string served_by = 13 [json_name = "servedBy"];</code>
+   * @return The servedBy.
+   */
+  java.lang.String getServedBy();
+  /**
+   * <pre>
+   * The deployment that served the call (the model id itself unless it is a route).
+   * </pre>
+   *
+   * <code>string served_by = 13 [json_name = "servedBy"];</code>
+   * @return The bytes for servedBy.
+   */
+  com.google.protobuf.ByteString
+      getServedByBytes();
+
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+   */
+  java.util.List<sidecar.v1.Hop> 
+      getHopsList();
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+   */
+  sidecar.v1.Hop getHops(int index);
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+   */
+  int getHopsCount();
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+   */
+  java.util.List<? extends sidecar.v1.HopOrBuilder> 
+      getHopsOrBuilderList();
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 14 [json_name = "hops"];</code>
+   */
+  sidecar.v1.HopOrBuilder getHopsOrBuilder(
+      int index);
 }

@@ -35,6 +35,7 @@ private static final long serialVersionUID = 0L;
     kind_ = 0;
     message_ = "";
     explanation_ = "";
+    hops_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -75,6 +76,7 @@ private static final long serialVersionUID = 0L;
     SYSTEM(20),
     TRUNCATION(21),
     PERMISSION(22),
+    STREAM(23),
     DETAIL_NOT_SET(0);
     private final int value;
     private DetailCase(int value) {
@@ -105,6 +107,7 @@ private static final long serialVersionUID = 0L;
         case 20: return SYSTEM;
         case 21: return TRUNCATION;
         case 22: return PERMISSION;
+        case 23: return STREAM;
         case 0: return DETAIL_NOT_SET;
         default: return null;
       }
@@ -905,6 +908,115 @@ private static final long serialVersionUID = 0L;
     return sidecar.v1.PermissionDetail.getDefaultInstance();
   }
 
+  public static final int STREAM_FIELD_NUMBER = 23;
+  /**
+   * <pre>
+   * STREAM_INTERRUPTED.
+   * </pre>
+   *
+   * <code>.sidecar.v1.StreamDetail stream = 23 [json_name = "stream"];</code>
+   * @return Whether the stream field is set.
+   */
+  @java.lang.Override
+  public boolean hasStream() {
+    return detailCase_ == 23;
+  }
+  /**
+   * <pre>
+   * STREAM_INTERRUPTED.
+   * </pre>
+   *
+   * <code>.sidecar.v1.StreamDetail stream = 23 [json_name = "stream"];</code>
+   * @return The stream.
+   */
+  @java.lang.Override
+  public sidecar.v1.StreamDetail getStream() {
+    if (detailCase_ == 23) {
+       return (sidecar.v1.StreamDetail) detail_;
+    }
+    return sidecar.v1.StreamDetail.getDefaultInstance();
+  }
+  /**
+   * <pre>
+   * STREAM_INTERRUPTED.
+   * </pre>
+   *
+   * <code>.sidecar.v1.StreamDetail stream = 23 [json_name = "stream"];</code>
+   */
+  @java.lang.Override
+  public sidecar.v1.StreamDetailOrBuilder getStreamOrBuilder() {
+    if (detailCase_ == 23) {
+       return (sidecar.v1.StreamDetail) detail_;
+    }
+    return sidecar.v1.StreamDetail.getDefaultInstance();
+  }
+
+  public static final int HOPS_FIELD_NUMBER = 8;
+  @SuppressWarnings("serial")
+  private java.util.List<sidecar.v1.Hop> hops_;
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order, and how
+   * each ended. The last hop's own failure is this Failure's kind and detail.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<sidecar.v1.Hop> getHopsList() {
+    return hops_;
+  }
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order, and how
+   * each ended. The last hop's own failure is this Failure's kind and detail.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends sidecar.v1.HopOrBuilder> 
+      getHopsOrBuilderList() {
+    return hops_;
+  }
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order, and how
+   * each ended. The last hop's own failure is this Failure's kind and detail.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+   */
+  @java.lang.Override
+  public int getHopsCount() {
+    return hops_.size();
+  }
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order, and how
+   * each ended. The last hop's own failure is this Failure's kind and detail.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+   */
+  @java.lang.Override
+  public sidecar.v1.Hop getHops(int index) {
+    return hops_.get(index);
+  }
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order, and how
+   * each ended. The last hop's own failure is this Failure's kind and detail.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+   */
+  @java.lang.Override
+  public sidecar.v1.HopOrBuilder getHopsOrBuilder(
+      int index) {
+    return hops_.get(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -939,6 +1051,9 @@ private static final long serialVersionUID = 0L;
     }
     if (attempts_ != 0) {
       output.writeUInt32(7, attempts_);
+    }
+    for (int i = 0; i < hops_.size(); i++) {
+      output.writeMessage(8, hops_.get(i));
     }
     if (detailCase_ == 10) {
       output.writeMessage(10, (sidecar.v1.InvalidInputDetail) detail_);
@@ -979,6 +1094,9 @@ private static final long serialVersionUID = 0L;
     if (detailCase_ == 22) {
       output.writeMessage(22, (sidecar.v1.PermissionDetail) detail_);
     }
+    if (detailCase_ == 23) {
+      output.writeMessage(23, (sidecar.v1.StreamDetail) detail_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -1009,6 +1127,15 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeUInt32Size(7, attempts_);
     }
+
+        {
+          final int count = hops_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(hops_.get(i));
+          }
+          size += 1 * count;
+        }
     if (detailCase_ == 10) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(10, (sidecar.v1.InvalidInputDetail) detail_);
@@ -1061,6 +1188,10 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(22, (sidecar.v1.PermissionDetail) detail_);
     }
+    if (detailCase_ == 23) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(23, (sidecar.v1.StreamDetail) detail_);
+    }
     return size;
   }
   @java.lang.Override
@@ -1104,6 +1235,8 @@ private static final long serialVersionUID = 0L;
     }
     if (getAttempts()
         != other.getAttempts()) return false;
+    if (!getHopsList()
+        .equals(other.getHopsList())) return false;
     if (!getDetailCase().equals(other.getDetailCase())) return false;
     switch (detailCase_) {
       case 10:
@@ -1158,6 +1291,10 @@ private static final long serialVersionUID = 0L;
         if (!getPermission()
             .equals(other.getPermission())) return false;
         break;
+      case 23:
+        if (!getStream()
+            .equals(other.getStream())) return false;
+        break;
       case 0:
       default:
     }
@@ -1191,6 +1328,10 @@ private static final long serialVersionUID = 0L;
     }
     hash = (37 * hash) + ATTEMPTS_FIELD_NUMBER;
     hash = (53 * hash) + getAttempts();
+    if (getHopsCount() > 0) {
+      hash = (37 * hash) + HOPS_FIELD_NUMBER;
+      hash = (53 * hash) + getHopsList().hashCode();
+    }
     switch (detailCase_) {
       case 10:
         hash = (37 * hash) + INVALID_INPUT_FIELD_NUMBER;
@@ -1243,6 +1384,10 @@ private static final long serialVersionUID = 0L;
       case 22:
         hash = (37 * hash) + PERMISSION_FIELD_NUMBER;
         hash = (53 * hash) + getPermission().hashCode();
+        break;
+      case 23:
+        hash = (37 * hash) + STREAM_FIELD_NUMBER;
+        hash = (53 * hash) + getStream().hashCode();
         break;
       case 0:
       default:
@@ -1383,6 +1528,7 @@ private static final long serialVersionUID = 0L;
               .alwaysUseFieldBuilders) {
         internalGetHttpFieldBuilder();
         internalGetRetryAfterFieldBuilder();
+        internalGetHopsFieldBuilder();
       }
     }
     @java.lang.Override
@@ -1443,6 +1589,16 @@ private static final long serialVersionUID = 0L;
       if (permissionBuilder_ != null) {
         permissionBuilder_.clear();
       }
+      if (streamBuilder_ != null) {
+        streamBuilder_.clear();
+      }
+      if (hopsBuilder_ == null) {
+        hops_ = java.util.Collections.emptyList();
+      } else {
+        hops_ = null;
+        hopsBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00200000);
       detailCase_ = 0;
       detail_ = null;
       return this;
@@ -1471,10 +1627,23 @@ private static final long serialVersionUID = 0L;
     @java.lang.Override
     public sidecar.v1.Failure buildPartial() {
       sidecar.v1.Failure result = new sidecar.v1.Failure(this);
+      buildPartialRepeatedFields(result);
       if (bitField0_ != 0) { buildPartial0(result); }
       buildPartialOneofs(result);
       onBuilt();
       return result;
+    }
+
+    private void buildPartialRepeatedFields(sidecar.v1.Failure result) {
+      if (hopsBuilder_ == null) {
+        if (((bitField0_ & 0x00200000) != 0)) {
+          hops_ = java.util.Collections.unmodifiableList(hops_);
+          bitField0_ = (bitField0_ & ~0x00200000);
+        }
+        result.hops_ = hops_;
+      } else {
+        result.hops_ = hopsBuilder_.build();
+      }
     }
 
     private void buildPartial0(sidecar.v1.Failure result) {
@@ -1565,6 +1734,10 @@ private static final long serialVersionUID = 0L;
           permissionBuilder_ != null) {
         result.detail_ = permissionBuilder_.build();
       }
+      if (detailCase_ == 23 &&
+          streamBuilder_ != null) {
+        result.detail_ = streamBuilder_.build();
+      }
     }
 
     @java.lang.Override
@@ -1603,6 +1776,32 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getAttempts() != 0) {
         setAttempts(other.getAttempts());
+      }
+      if (hopsBuilder_ == null) {
+        if (!other.hops_.isEmpty()) {
+          if (hops_.isEmpty()) {
+            hops_ = other.hops_;
+            bitField0_ = (bitField0_ & ~0x00200000);
+          } else {
+            ensureHopsIsMutable();
+            hops_.addAll(other.hops_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.hops_.isEmpty()) {
+          if (hopsBuilder_.isEmpty()) {
+            hopsBuilder_.dispose();
+            hopsBuilder_ = null;
+            hops_ = other.hops_;
+            bitField0_ = (bitField0_ & ~0x00200000);
+            hopsBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetHopsFieldBuilder() : null;
+          } else {
+            hopsBuilder_.addAllMessages(other.hops_);
+          }
+        }
       }
       switch (other.getDetailCase()) {
         case INVALID_INPUT: {
@@ -1655,6 +1854,10 @@ private static final long serialVersionUID = 0L;
         }
         case PERMISSION: {
           mergePermission(other.getPermission());
+          break;
+        }
+        case STREAM: {
+          mergeStream(other.getStream());
           break;
         }
         case DETAIL_NOT_SET: {
@@ -1724,6 +1927,19 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000040;
               break;
             } // case 56
+            case 66: {
+              sidecar.v1.Hop m =
+                  input.readMessage(
+                      sidecar.v1.Hop.parser(),
+                      extensionRegistry);
+              if (hopsBuilder_ == null) {
+                ensureHopsIsMutable();
+                hops_.add(m);
+              } else {
+                hopsBuilder_.addMessage(m);
+              }
+              break;
+            } // case 66
             case 82: {
               input.readMessage(
                   internalGetInvalidInputFieldBuilder().getBuilder(),
@@ -1815,6 +2031,13 @@ private static final long serialVersionUID = 0L;
               detailCase_ = 22;
               break;
             } // case 178
+            case 186: {
+              input.readMessage(
+                  internalGetStreamFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              detailCase_ = 23;
+              break;
+            } // case 186
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -4787,6 +5010,506 @@ private static final long serialVersionUID = 0L;
       detailCase_ = 22;
       onChanged();
       return permissionBuilder_;
+    }
+
+    private com.google.protobuf.SingleFieldBuilder<
+        sidecar.v1.StreamDetail, sidecar.v1.StreamDetail.Builder, sidecar.v1.StreamDetailOrBuilder> streamBuilder_;
+    /**
+     * <pre>
+     * STREAM_INTERRUPTED.
+     * </pre>
+     *
+     * <code>.sidecar.v1.StreamDetail stream = 23 [json_name = "stream"];</code>
+     * @return Whether the stream field is set.
+     */
+    @java.lang.Override
+    public boolean hasStream() {
+      return detailCase_ == 23;
+    }
+    /**
+     * <pre>
+     * STREAM_INTERRUPTED.
+     * </pre>
+     *
+     * <code>.sidecar.v1.StreamDetail stream = 23 [json_name = "stream"];</code>
+     * @return The stream.
+     */
+    @java.lang.Override
+    public sidecar.v1.StreamDetail getStream() {
+      if (streamBuilder_ == null) {
+        if (detailCase_ == 23) {
+          return (sidecar.v1.StreamDetail) detail_;
+        }
+        return sidecar.v1.StreamDetail.getDefaultInstance();
+      } else {
+        if (detailCase_ == 23) {
+          return streamBuilder_.getMessage();
+        }
+        return sidecar.v1.StreamDetail.getDefaultInstance();
+      }
+    }
+    /**
+     * <pre>
+     * STREAM_INTERRUPTED.
+     * </pre>
+     *
+     * <code>.sidecar.v1.StreamDetail stream = 23 [json_name = "stream"];</code>
+     */
+    public Builder setStream(sidecar.v1.StreamDetail value) {
+      if (streamBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        detail_ = value;
+        onChanged();
+      } else {
+        streamBuilder_.setMessage(value);
+      }
+      detailCase_ = 23;
+      return this;
+    }
+    /**
+     * <pre>
+     * STREAM_INTERRUPTED.
+     * </pre>
+     *
+     * <code>.sidecar.v1.StreamDetail stream = 23 [json_name = "stream"];</code>
+     */
+    public Builder setStream(
+        sidecar.v1.StreamDetail.Builder builderForValue) {
+      if (streamBuilder_ == null) {
+        detail_ = builderForValue.build();
+        onChanged();
+      } else {
+        streamBuilder_.setMessage(builderForValue.build());
+      }
+      detailCase_ = 23;
+      return this;
+    }
+    /**
+     * <pre>
+     * STREAM_INTERRUPTED.
+     * </pre>
+     *
+     * <code>.sidecar.v1.StreamDetail stream = 23 [json_name = "stream"];</code>
+     */
+    public Builder mergeStream(sidecar.v1.StreamDetail value) {
+      if (streamBuilder_ == null) {
+        if (detailCase_ == 23 &&
+            detail_ != sidecar.v1.StreamDetail.getDefaultInstance()) {
+          detail_ = sidecar.v1.StreamDetail.newBuilder((sidecar.v1.StreamDetail) detail_)
+              .mergeFrom(value).buildPartial();
+        } else {
+          detail_ = value;
+        }
+        onChanged();
+      } else {
+        if (detailCase_ == 23) {
+          streamBuilder_.mergeFrom(value);
+        } else {
+          streamBuilder_.setMessage(value);
+        }
+      }
+      detailCase_ = 23;
+      return this;
+    }
+    /**
+     * <pre>
+     * STREAM_INTERRUPTED.
+     * </pre>
+     *
+     * <code>.sidecar.v1.StreamDetail stream = 23 [json_name = "stream"];</code>
+     */
+    public Builder clearStream() {
+      if (streamBuilder_ == null) {
+        if (detailCase_ == 23) {
+          detailCase_ = 0;
+          detail_ = null;
+          onChanged();
+        }
+      } else {
+        if (detailCase_ == 23) {
+          detailCase_ = 0;
+          detail_ = null;
+        }
+        streamBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * STREAM_INTERRUPTED.
+     * </pre>
+     *
+     * <code>.sidecar.v1.StreamDetail stream = 23 [json_name = "stream"];</code>
+     */
+    public sidecar.v1.StreamDetail.Builder getStreamBuilder() {
+      return internalGetStreamFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * STREAM_INTERRUPTED.
+     * </pre>
+     *
+     * <code>.sidecar.v1.StreamDetail stream = 23 [json_name = "stream"];</code>
+     */
+    @java.lang.Override
+    public sidecar.v1.StreamDetailOrBuilder getStreamOrBuilder() {
+      if ((detailCase_ == 23) && (streamBuilder_ != null)) {
+        return streamBuilder_.getMessageOrBuilder();
+      } else {
+        if (detailCase_ == 23) {
+          return (sidecar.v1.StreamDetail) detail_;
+        }
+        return sidecar.v1.StreamDetail.getDefaultInstance();
+      }
+    }
+    /**
+     * <pre>
+     * STREAM_INTERRUPTED.
+     * </pre>
+     *
+     * <code>.sidecar.v1.StreamDetail stream = 23 [json_name = "stream"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        sidecar.v1.StreamDetail, sidecar.v1.StreamDetail.Builder, sidecar.v1.StreamDetailOrBuilder> 
+        internalGetStreamFieldBuilder() {
+      if (streamBuilder_ == null) {
+        if (!(detailCase_ == 23)) {
+          detail_ = sidecar.v1.StreamDetail.getDefaultInstance();
+        }
+        streamBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            sidecar.v1.StreamDetail, sidecar.v1.StreamDetail.Builder, sidecar.v1.StreamDetailOrBuilder>(
+                (sidecar.v1.StreamDetail) detail_,
+                getParentForChildren(),
+                isClean());
+        detail_ = null;
+      }
+      detailCase_ = 23;
+      onChanged();
+      return streamBuilder_;
+    }
+
+    private java.util.List<sidecar.v1.Hop> hops_ =
+      java.util.Collections.emptyList();
+    private void ensureHopsIsMutable() {
+      if (!((bitField0_ & 0x00200000) != 0)) {
+        hops_ = new java.util.ArrayList<sidecar.v1.Hop>(hops_);
+        bitField0_ |= 0x00200000;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        sidecar.v1.Hop, sidecar.v1.Hop.Builder, sidecar.v1.HopOrBuilder> hopsBuilder_;
+
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order, and how
+     * each ended. The last hop's own failure is this Failure's kind and detail.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+     */
+    public java.util.List<sidecar.v1.Hop> getHopsList() {
+      if (hopsBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(hops_);
+      } else {
+        return hopsBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order, and how
+     * each ended. The last hop's own failure is this Failure's kind and detail.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+     */
+    public int getHopsCount() {
+      if (hopsBuilder_ == null) {
+        return hops_.size();
+      } else {
+        return hopsBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order, and how
+     * each ended. The last hop's own failure is this Failure's kind and detail.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+     */
+    public sidecar.v1.Hop getHops(int index) {
+      if (hopsBuilder_ == null) {
+        return hops_.get(index);
+      } else {
+        return hopsBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order, and how
+     * each ended. The last hop's own failure is this Failure's kind and detail.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+     */
+    public Builder setHops(
+        int index, sidecar.v1.Hop value) {
+      if (hopsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureHopsIsMutable();
+        hops_.set(index, value);
+        onChanged();
+      } else {
+        hopsBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order, and how
+     * each ended. The last hop's own failure is this Failure's kind and detail.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+     */
+    public Builder setHops(
+        int index, sidecar.v1.Hop.Builder builderForValue) {
+      if (hopsBuilder_ == null) {
+        ensureHopsIsMutable();
+        hops_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        hopsBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order, and how
+     * each ended. The last hop's own failure is this Failure's kind and detail.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+     */
+    public Builder addHops(sidecar.v1.Hop value) {
+      if (hopsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureHopsIsMutable();
+        hops_.add(value);
+        onChanged();
+      } else {
+        hopsBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order, and how
+     * each ended. The last hop's own failure is this Failure's kind and detail.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+     */
+    public Builder addHops(
+        int index, sidecar.v1.Hop value) {
+      if (hopsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureHopsIsMutable();
+        hops_.add(index, value);
+        onChanged();
+      } else {
+        hopsBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order, and how
+     * each ended. The last hop's own failure is this Failure's kind and detail.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+     */
+    public Builder addHops(
+        sidecar.v1.Hop.Builder builderForValue) {
+      if (hopsBuilder_ == null) {
+        ensureHopsIsMutable();
+        hops_.add(builderForValue.build());
+        onChanged();
+      } else {
+        hopsBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order, and how
+     * each ended. The last hop's own failure is this Failure's kind and detail.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+     */
+    public Builder addHops(
+        int index, sidecar.v1.Hop.Builder builderForValue) {
+      if (hopsBuilder_ == null) {
+        ensureHopsIsMutable();
+        hops_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        hopsBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order, and how
+     * each ended. The last hop's own failure is this Failure's kind and detail.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+     */
+    public Builder addAllHops(
+        java.lang.Iterable<? extends sidecar.v1.Hop> values) {
+      if (hopsBuilder_ == null) {
+        ensureHopsIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, hops_);
+        onChanged();
+      } else {
+        hopsBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order, and how
+     * each ended. The last hop's own failure is this Failure's kind and detail.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+     */
+    public Builder clearHops() {
+      if (hopsBuilder_ == null) {
+        hops_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00200000);
+        onChanged();
+      } else {
+        hopsBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order, and how
+     * each ended. The last hop's own failure is this Failure's kind and detail.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+     */
+    public Builder removeHops(int index) {
+      if (hopsBuilder_ == null) {
+        ensureHopsIsMutable();
+        hops_.remove(index);
+        onChanged();
+      } else {
+        hopsBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order, and how
+     * each ended. The last hop's own failure is this Failure's kind and detail.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+     */
+    public sidecar.v1.Hop.Builder getHopsBuilder(
+        int index) {
+      return internalGetHopsFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order, and how
+     * each ended. The last hop's own failure is this Failure's kind and detail.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+     */
+    public sidecar.v1.HopOrBuilder getHopsOrBuilder(
+        int index) {
+      if (hopsBuilder_ == null) {
+        return hops_.get(index);  } else {
+        return hopsBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order, and how
+     * each ended. The last hop's own failure is this Failure's kind and detail.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+     */
+    public java.util.List<? extends sidecar.v1.HopOrBuilder> 
+         getHopsOrBuilderList() {
+      if (hopsBuilder_ != null) {
+        return hopsBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(hops_);
+      }
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order, and how
+     * each ended. The last hop's own failure is this Failure's kind and detail.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+     */
+    public sidecar.v1.Hop.Builder addHopsBuilder() {
+      return internalGetHopsFieldBuilder().addBuilder(
+          sidecar.v1.Hop.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order, and how
+     * each ended. The last hop's own failure is this Failure's kind and detail.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+     */
+    public sidecar.v1.Hop.Builder addHopsBuilder(
+        int index) {
+      return internalGetHopsFieldBuilder().addBuilder(
+          index, sidecar.v1.Hop.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * When the model id is a route: every deployment tried, in order, and how
+     * each ended. The last hop's own failure is this Failure's kind and detail.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+     */
+    public java.util.List<sidecar.v1.Hop.Builder> 
+         getHopsBuilderList() {
+      return internalGetHopsFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        sidecar.v1.Hop, sidecar.v1.Hop.Builder, sidecar.v1.HopOrBuilder> 
+        internalGetHopsFieldBuilder() {
+      if (hopsBuilder_ == null) {
+        hopsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            sidecar.v1.Hop, sidecar.v1.Hop.Builder, sidecar.v1.HopOrBuilder>(
+                hops_,
+                ((bitField0_ & 0x00200000) != 0),
+                getParentForChildren(),
+                isClean());
+        hops_ = null;
+      }
+      return hopsBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:sidecar.v1.Failure)

@@ -194,6 +194,16 @@ public enum FailureKind
    * <code>FAILURE_KIND_JOB_CANCELLED = 21;</code>
    */
   FAILURE_KIND_JOB_CANCELLED(21),
+  /**
+   * <pre>
+   * A stream failed after deltas had reached the caller, and the policy was
+   * not to restart it (or no restart was left): the partial output is in
+   * `stream`.
+   * </pre>
+   *
+   * <code>FAILURE_KIND_STREAM_INTERRUPTED = 22;</code>
+   */
+  FAILURE_KIND_STREAM_INTERRUPTED(22),
   UNRECOGNIZED(-1),
   ;
 
@@ -382,6 +392,16 @@ public enum FailureKind
    * <code>FAILURE_KIND_JOB_CANCELLED = 21;</code>
    */
   public static final int FAILURE_KIND_JOB_CANCELLED_VALUE = 21;
+  /**
+   * <pre>
+   * A stream failed after deltas had reached the caller, and the policy was
+   * not to restart it (or no restart was left): the partial output is in
+   * `stream`.
+   * </pre>
+   *
+   * <code>FAILURE_KIND_STREAM_INTERRUPTED = 22;</code>
+   */
+  public static final int FAILURE_KIND_STREAM_INTERRUPTED_VALUE = 22;
 
 
   public final int getNumber() {
@@ -430,6 +450,7 @@ public enum FailureKind
       case 19: return FAILURE_KIND_OUTPUT_TRUNCATED;
       case 20: return FAILURE_KIND_JOB_TIMEOUT;
       case 21: return FAILURE_KIND_JOB_CANCELLED;
+      case 22: return FAILURE_KIND_STREAM_INTERRUPTED;
       default: return null;
     }
   }

@@ -494,5 +494,81 @@ public interface FailureOrBuilder extends
    */
   sidecar.v1.PermissionDetailOrBuilder getPermissionOrBuilder();
 
+  /**
+   * <pre>
+   * STREAM_INTERRUPTED.
+   * </pre>
+   *
+   * <code>.sidecar.v1.StreamDetail stream = 23 [json_name = "stream"];</code>
+   * @return Whether the stream field is set.
+   */
+  boolean hasStream();
+  /**
+   * <pre>
+   * STREAM_INTERRUPTED.
+   * </pre>
+   *
+   * <code>.sidecar.v1.StreamDetail stream = 23 [json_name = "stream"];</code>
+   * @return The stream.
+   */
+  sidecar.v1.StreamDetail getStream();
+  /**
+   * <pre>
+   * STREAM_INTERRUPTED.
+   * </pre>
+   *
+   * <code>.sidecar.v1.StreamDetail stream = 23 [json_name = "stream"];</code>
+   */
+  sidecar.v1.StreamDetailOrBuilder getStreamOrBuilder();
+
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order, and how
+   * each ended. The last hop's own failure is this Failure's kind and detail.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+   */
+  java.util.List<sidecar.v1.Hop> 
+      getHopsList();
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order, and how
+   * each ended. The last hop's own failure is this Failure's kind and detail.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+   */
+  sidecar.v1.Hop getHops(int index);
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order, and how
+   * each ended. The last hop's own failure is this Failure's kind and detail.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+   */
+  int getHopsCount();
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order, and how
+   * each ended. The last hop's own failure is this Failure's kind and detail.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+   */
+  java.util.List<? extends sidecar.v1.HopOrBuilder> 
+      getHopsOrBuilderList();
+  /**
+   * <pre>
+   * When the model id is a route: every deployment tried, in order, and how
+   * each ended. The last hop's own failure is this Failure's kind and detail.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Hop hops = 8 [json_name = "hops"];</code>
+   */
+  sidecar.v1.HopOrBuilder getHopsOrBuilder(
+      int index);
+
   sidecar.v1.Failure.DetailCase getDetailCase();
 }

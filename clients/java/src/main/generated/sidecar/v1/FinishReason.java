@@ -168,7 +168,7 @@ public enum FinishReason
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(4);
+    return sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(5);
   }
 
   private static final FinishReason[] VALUES = values();

@@ -36,6 +36,7 @@ private static final long serialVersionUID = 0L;
     provider_ = "";
     wireFormat_ = "";
     upstreamModel_ = "";
+    deployments_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -349,6 +350,67 @@ private static final long serialVersionUID = 0L;
     return upstreamRetries_;
   }
 
+  public static final int DEPLOYMENTS_FIELD_NUMBER = 12;
+  @SuppressWarnings("serial")
+  private java.util.List<sidecar.v1.RouteDeployment> deployments_;
+  /**
+   * <pre>
+   * For a route: its deployments (catalog model ids), in the order tried.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<sidecar.v1.RouteDeployment> getDeploymentsList() {
+    return deployments_;
+  }
+  /**
+   * <pre>
+   * For a route: its deployments (catalog model ids), in the order tried.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends sidecar.v1.RouteDeploymentOrBuilder> 
+      getDeploymentsOrBuilderList() {
+    return deployments_;
+  }
+  /**
+   * <pre>
+   * For a route: its deployments (catalog model ids), in the order tried.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+   */
+  @java.lang.Override
+  public int getDeploymentsCount() {
+    return deployments_.size();
+  }
+  /**
+   * <pre>
+   * For a route: its deployments (catalog model ids), in the order tried.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+   */
+  @java.lang.Override
+  public sidecar.v1.RouteDeployment getDeployments(int index) {
+    return deployments_.get(index);
+  }
+  /**
+   * <pre>
+   * For a route: its deployments (catalog model ids), in the order tried.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+   */
+  @java.lang.Override
+  public sidecar.v1.RouteDeploymentOrBuilder getDeploymentsOrBuilder(
+      int index) {
+    return deployments_.get(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -396,6 +458,9 @@ private static final long serialVersionUID = 0L;
     if (upstreamRetries_ != 0) {
       output.writeUInt32(11, upstreamRetries_);
     }
+    for (int i = 0; i < deployments_.size(); i++) {
+      output.writeMessage(12, deployments_.get(i));
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -440,6 +505,15 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeUInt32Size(11, upstreamRetries_);
     }
+
+        {
+          final int count = deployments_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(deployments_.get(i));
+          }
+          size += 1 * count;
+        }
     return size;
   }
   @java.lang.Override
@@ -488,6 +562,8 @@ private static final long serialVersionUID = 0L;
         != other.getTokensPerMinute()) return false;
     if (getUpstreamRetries()
         != other.getUpstreamRetries()) return false;
+    if (!getDeploymentsList()
+        .equals(other.getDeploymentsList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -523,6 +599,10 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getTokensPerMinute();
     hash = (37 * hash) + UPSTREAM_RETRIES_FIELD_NUMBER;
     hash = (53 * hash) + getUpstreamRetries();
+    if (getDeploymentsCount() > 0) {
+      hash = (37 * hash) + DEPLOYMENTS_FIELD_NUMBER;
+      hash = (53 * hash) + getDeploymentsList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -669,6 +749,13 @@ private static final long serialVersionUID = 0L;
       requestsPerMinute_ = 0;
       tokensPerMinute_ = 0;
       upstreamRetries_ = 0;
+      if (deploymentsBuilder_ == null) {
+        deployments_ = java.util.Collections.emptyList();
+      } else {
+        deployments_ = null;
+        deploymentsBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000800);
       return this;
     }
 
@@ -695,9 +782,22 @@ private static final long serialVersionUID = 0L;
     @java.lang.Override
     public sidecar.v1.ModelInfo buildPartial() {
       sidecar.v1.ModelInfo result = new sidecar.v1.ModelInfo(this);
+      buildPartialRepeatedFields(result);
       if (bitField0_ != 0) { buildPartial0(result); }
       onBuilt();
       return result;
+    }
+
+    private void buildPartialRepeatedFields(sidecar.v1.ModelInfo result) {
+      if (deploymentsBuilder_ == null) {
+        if (((bitField0_ & 0x00000800) != 0)) {
+          deployments_ = java.util.Collections.unmodifiableList(deployments_);
+          bitField0_ = (bitField0_ & ~0x00000800);
+        }
+        result.deployments_ = deployments_;
+      } else {
+        result.deployments_ = deploymentsBuilder_.build();
+      }
     }
 
     private void buildPartial0(sidecar.v1.ModelInfo result) {
@@ -790,6 +890,32 @@ private static final long serialVersionUID = 0L;
       if (other.getUpstreamRetries() != 0) {
         setUpstreamRetries(other.getUpstreamRetries());
       }
+      if (deploymentsBuilder_ == null) {
+        if (!other.deployments_.isEmpty()) {
+          if (deployments_.isEmpty()) {
+            deployments_ = other.deployments_;
+            bitField0_ = (bitField0_ & ~0x00000800);
+          } else {
+            ensureDeploymentsIsMutable();
+            deployments_.addAll(other.deployments_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.deployments_.isEmpty()) {
+          if (deploymentsBuilder_.isEmpty()) {
+            deploymentsBuilder_.dispose();
+            deploymentsBuilder_ = null;
+            deployments_ = other.deployments_;
+            bitField0_ = (bitField0_ & ~0x00000800);
+            deploymentsBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetDeploymentsFieldBuilder() : null;
+          } else {
+            deploymentsBuilder_.addAllMessages(other.deployments_);
+          }
+        }
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -869,6 +995,19 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000400;
               break;
             } // case 88
+            case 98: {
+              sidecar.v1.RouteDeployment m =
+                  input.readMessage(
+                      sidecar.v1.RouteDeployment.parser(),
+                      extensionRegistry);
+              if (deploymentsBuilder_ == null) {
+                ensureDeploymentsIsMutable();
+                deployments_.add(m);
+              } else {
+                deploymentsBuilder_.addMessage(m);
+              }
+              break;
+            } // case 98
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1560,6 +1699,312 @@ private static final long serialVersionUID = 0L;
       upstreamRetries_ = 0;
       onChanged();
       return this;
+    }
+
+    private java.util.List<sidecar.v1.RouteDeployment> deployments_ =
+      java.util.Collections.emptyList();
+    private void ensureDeploymentsIsMutable() {
+      if (!((bitField0_ & 0x00000800) != 0)) {
+        deployments_ = new java.util.ArrayList<sidecar.v1.RouteDeployment>(deployments_);
+        bitField0_ |= 0x00000800;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        sidecar.v1.RouteDeployment, sidecar.v1.RouteDeployment.Builder, sidecar.v1.RouteDeploymentOrBuilder> deploymentsBuilder_;
+
+    /**
+     * <pre>
+     * For a route: its deployments (catalog model ids), in the order tried.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+     */
+    public java.util.List<sidecar.v1.RouteDeployment> getDeploymentsList() {
+      if (deploymentsBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(deployments_);
+      } else {
+        return deploymentsBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * For a route: its deployments (catalog model ids), in the order tried.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+     */
+    public int getDeploymentsCount() {
+      if (deploymentsBuilder_ == null) {
+        return deployments_.size();
+      } else {
+        return deploymentsBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * For a route: its deployments (catalog model ids), in the order tried.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+     */
+    public sidecar.v1.RouteDeployment getDeployments(int index) {
+      if (deploymentsBuilder_ == null) {
+        return deployments_.get(index);
+      } else {
+        return deploymentsBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * For a route: its deployments (catalog model ids), in the order tried.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+     */
+    public Builder setDeployments(
+        int index, sidecar.v1.RouteDeployment value) {
+      if (deploymentsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureDeploymentsIsMutable();
+        deployments_.set(index, value);
+        onChanged();
+      } else {
+        deploymentsBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * For a route: its deployments (catalog model ids), in the order tried.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+     */
+    public Builder setDeployments(
+        int index, sidecar.v1.RouteDeployment.Builder builderForValue) {
+      if (deploymentsBuilder_ == null) {
+        ensureDeploymentsIsMutable();
+        deployments_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        deploymentsBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * For a route: its deployments (catalog model ids), in the order tried.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+     */
+    public Builder addDeployments(sidecar.v1.RouteDeployment value) {
+      if (deploymentsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureDeploymentsIsMutable();
+        deployments_.add(value);
+        onChanged();
+      } else {
+        deploymentsBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * For a route: its deployments (catalog model ids), in the order tried.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+     */
+    public Builder addDeployments(
+        int index, sidecar.v1.RouteDeployment value) {
+      if (deploymentsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureDeploymentsIsMutable();
+        deployments_.add(index, value);
+        onChanged();
+      } else {
+        deploymentsBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * For a route: its deployments (catalog model ids), in the order tried.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+     */
+    public Builder addDeployments(
+        sidecar.v1.RouteDeployment.Builder builderForValue) {
+      if (deploymentsBuilder_ == null) {
+        ensureDeploymentsIsMutable();
+        deployments_.add(builderForValue.build());
+        onChanged();
+      } else {
+        deploymentsBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * For a route: its deployments (catalog model ids), in the order tried.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+     */
+    public Builder addDeployments(
+        int index, sidecar.v1.RouteDeployment.Builder builderForValue) {
+      if (deploymentsBuilder_ == null) {
+        ensureDeploymentsIsMutable();
+        deployments_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        deploymentsBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * For a route: its deployments (catalog model ids), in the order tried.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+     */
+    public Builder addAllDeployments(
+        java.lang.Iterable<? extends sidecar.v1.RouteDeployment> values) {
+      if (deploymentsBuilder_ == null) {
+        ensureDeploymentsIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, deployments_);
+        onChanged();
+      } else {
+        deploymentsBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * For a route: its deployments (catalog model ids), in the order tried.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+     */
+    public Builder clearDeployments() {
+      if (deploymentsBuilder_ == null) {
+        deployments_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000800);
+        onChanged();
+      } else {
+        deploymentsBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * For a route: its deployments (catalog model ids), in the order tried.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+     */
+    public Builder removeDeployments(int index) {
+      if (deploymentsBuilder_ == null) {
+        ensureDeploymentsIsMutable();
+        deployments_.remove(index);
+        onChanged();
+      } else {
+        deploymentsBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * For a route: its deployments (catalog model ids), in the order tried.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+     */
+    public sidecar.v1.RouteDeployment.Builder getDeploymentsBuilder(
+        int index) {
+      return internalGetDeploymentsFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * For a route: its deployments (catalog model ids), in the order tried.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+     */
+    public sidecar.v1.RouteDeploymentOrBuilder getDeploymentsOrBuilder(
+        int index) {
+      if (deploymentsBuilder_ == null) {
+        return deployments_.get(index);  } else {
+        return deploymentsBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * For a route: its deployments (catalog model ids), in the order tried.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+     */
+    public java.util.List<? extends sidecar.v1.RouteDeploymentOrBuilder> 
+         getDeploymentsOrBuilderList() {
+      if (deploymentsBuilder_ != null) {
+        return deploymentsBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(deployments_);
+      }
+    }
+    /**
+     * <pre>
+     * For a route: its deployments (catalog model ids), in the order tried.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+     */
+    public sidecar.v1.RouteDeployment.Builder addDeploymentsBuilder() {
+      return internalGetDeploymentsFieldBuilder().addBuilder(
+          sidecar.v1.RouteDeployment.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * For a route: its deployments (catalog model ids), in the order tried.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+     */
+    public sidecar.v1.RouteDeployment.Builder addDeploymentsBuilder(
+        int index) {
+      return internalGetDeploymentsFieldBuilder().addBuilder(
+          index, sidecar.v1.RouteDeployment.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * For a route: its deployments (catalog model ids), in the order tried.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+     */
+    public java.util.List<sidecar.v1.RouteDeployment.Builder> 
+         getDeploymentsBuilderList() {
+      return internalGetDeploymentsFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        sidecar.v1.RouteDeployment, sidecar.v1.RouteDeployment.Builder, sidecar.v1.RouteDeploymentOrBuilder> 
+        internalGetDeploymentsFieldBuilder() {
+      if (deploymentsBuilder_ == null) {
+        deploymentsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            sidecar.v1.RouteDeployment, sidecar.v1.RouteDeployment.Builder, sidecar.v1.RouteDeploymentOrBuilder>(
+                deployments_,
+                ((bitField0_ & 0x00000800) != 0),
+                getParentForChildren(),
+                isClean());
+        deployments_ = null;
+      }
+      return deploymentsBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:sidecar.v1.ModelInfo)

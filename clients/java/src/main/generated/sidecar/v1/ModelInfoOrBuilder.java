@@ -159,4 +159,48 @@ public interface ModelInfoOrBuilder extends
    * @return The upstreamRetries.
    */
   int getUpstreamRetries();
+
+  /**
+   * <pre>
+   * For a route: its deployments (catalog model ids), in the order tried.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+   */
+  java.util.List<sidecar.v1.RouteDeployment> 
+      getDeploymentsList();
+  /**
+   * <pre>
+   * For a route: its deployments (catalog model ids), in the order tried.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+   */
+  sidecar.v1.RouteDeployment getDeployments(int index);
+  /**
+   * <pre>
+   * For a route: its deployments (catalog model ids), in the order tried.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+   */
+  int getDeploymentsCount();
+  /**
+   * <pre>
+   * For a route: its deployments (catalog model ids), in the order tried.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+   */
+  java.util.List<? extends sidecar.v1.RouteDeploymentOrBuilder> 
+      getDeploymentsOrBuilderList();
+  /**
+   * <pre>
+   * For a route: its deployments (catalog model ids), in the order tried.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.RouteDeployment deployments = 12 [json_name = "deployments"];</code>
+   */
+  sidecar.v1.RouteDeploymentOrBuilder getDeploymentsOrBuilder(
+      int index);
 }

@@ -170,6 +170,37 @@ public final class SidecarGrpc {
     return getListModelsMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<sidecar.v1.CallModelRequest,
+      sidecar.v1.StreamModelEvent> getStreamModelMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "StreamModel",
+      requestType = sidecar.v1.CallModelRequest.class,
+      responseType = sidecar.v1.StreamModelEvent.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.SERVER_STREAMING)
+  public static io.grpc.MethodDescriptor<sidecar.v1.CallModelRequest,
+      sidecar.v1.StreamModelEvent> getStreamModelMethod() {
+    io.grpc.MethodDescriptor<sidecar.v1.CallModelRequest, sidecar.v1.StreamModelEvent> getStreamModelMethod;
+    if ((getStreamModelMethod = SidecarGrpc.getStreamModelMethod) == null) {
+      synchronized (SidecarGrpc.class) {
+        if ((getStreamModelMethod = SidecarGrpc.getStreamModelMethod) == null) {
+          SidecarGrpc.getStreamModelMethod = getStreamModelMethod =
+              io.grpc.MethodDescriptor.<sidecar.v1.CallModelRequest, sidecar.v1.StreamModelEvent>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.SERVER_STREAMING)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "StreamModel"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  sidecar.v1.CallModelRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  sidecar.v1.StreamModelEvent.getDefaultInstance()))
+              .setSchemaDescriptor(new SidecarMethodDescriptorSupplier("StreamModel"))
+              .build();
+        }
+      }
+    }
+    return getStreamModelMethod;
+  }
+
   /**
    * Creates a new async stub that supports all call types for the service
    */
@@ -304,12 +335,28 @@ public final class SidecarGrpc {
 
     /**
      * <pre>
-     * ListModels lists the model catalog.
+     * ListModels lists the model catalog, routes with their deployments.
      * </pre>
      */
     default void listModels(sidecar.v1.ListModelsRequest request,
         io.grpc.stub.StreamObserver<sidecar.v1.ListModelsResponse> responseObserver) {
       io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getListModelsMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * StreamModel is CallModel, streamed: the same request, the same policy
+     * before the first delta, and the reply as events. Deltas come as the model
+     * writes them; a `restart` event says that what came before it is void (a
+     * mid-stream fault retried, a truncated reply re-run, a correction); the
+     * last event is `final`, with the whole reply as CallModel returns it. A
+     * failure ends the stream with the same status and details as CallModel.
+     * buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+     * </pre>
+     */
+    default void streamModel(sidecar.v1.CallModelRequest request,
+        io.grpc.stub.StreamObserver<sidecar.v1.StreamModelEvent> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getStreamModelMethod(), responseObserver);
     }
   }
 
@@ -418,13 +465,30 @@ public final class SidecarGrpc {
 
     /**
      * <pre>
-     * ListModels lists the model catalog.
+     * ListModels lists the model catalog, routes with their deployments.
      * </pre>
      */
     public void listModels(sidecar.v1.ListModelsRequest request,
         io.grpc.stub.StreamObserver<sidecar.v1.ListModelsResponse> responseObserver) {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getListModelsMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * StreamModel is CallModel, streamed: the same request, the same policy
+     * before the first delta, and the reply as events. Deltas come as the model
+     * writes them; a `restart` event says that what came before it is void (a
+     * mid-stream fault retried, a truncated reply re-run, a correction); the
+     * last event is `final`, with the whole reply as CallModel returns it. A
+     * failure ends the stream with the same status and details as CallModel.
+     * buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+     * </pre>
+     */
+    public void streamModel(sidecar.v1.CallModelRequest request,
+        io.grpc.stub.StreamObserver<sidecar.v1.StreamModelEvent> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncServerStreamingCall(
+          getChannel().newCall(getStreamModelMethod(), getCallOptions()), request, responseObserver);
     }
   }
 
@@ -515,12 +579,30 @@ public final class SidecarGrpc {
 
     /**
      * <pre>
-     * ListModels lists the model catalog.
+     * ListModels lists the model catalog, routes with their deployments.
      * </pre>
      */
     public sidecar.v1.ListModelsResponse listModels(sidecar.v1.ListModelsRequest request) throws io.grpc.StatusException {
       return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
           getChannel(), getListModelsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * StreamModel is CallModel, streamed: the same request, the same policy
+     * before the first delta, and the reply as events. Deltas come as the model
+     * writes them; a `restart` event says that what came before it is void (a
+     * mid-stream fault retried, a truncated reply re-run, a correction); the
+     * last event is `final`, with the whole reply as CallModel returns it. A
+     * failure ends the stream with the same status and details as CallModel.
+     * buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+     * </pre>
+     */
+    @io.grpc.ExperimentalApi("https://github.com/grpc/grpc-java/issues/10918")
+    public io.grpc.stub.BlockingClientCall<?, sidecar.v1.StreamModelEvent>
+        streamModel(sidecar.v1.CallModelRequest request) {
+      return io.grpc.stub.ClientCalls.blockingV2ServerStreamingCall(
+          getChannel(), getStreamModelMethod(), getCallOptions(), request);
     }
   }
 
@@ -611,12 +693,29 @@ public final class SidecarGrpc {
 
     /**
      * <pre>
-     * ListModels lists the model catalog.
+     * ListModels lists the model catalog, routes with their deployments.
      * </pre>
      */
     public sidecar.v1.ListModelsResponse listModels(sidecar.v1.ListModelsRequest request) {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getListModelsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * StreamModel is CallModel, streamed: the same request, the same policy
+     * before the first delta, and the reply as events. Deltas come as the model
+     * writes them; a `restart` event says that what came before it is void (a
+     * mid-stream fault retried, a truncated reply re-run, a correction); the
+     * last event is `final`, with the whole reply as CallModel returns it. A
+     * failure ends the stream with the same status and details as CallModel.
+     * buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+     * </pre>
+     */
+    public java.util.Iterator<sidecar.v1.StreamModelEvent> streamModel(
+        sidecar.v1.CallModelRequest request) {
+      return io.grpc.stub.ClientCalls.blockingServerStreamingCall(
+          getChannel(), getStreamModelMethod(), getCallOptions(), request);
     }
   }
 
@@ -711,7 +810,7 @@ public final class SidecarGrpc {
 
     /**
      * <pre>
-     * ListModels lists the model catalog.
+     * ListModels lists the model catalog, routes with their deployments.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<sidecar.v1.ListModelsResponse> listModels(
@@ -726,6 +825,7 @@ public final class SidecarGrpc {
   private static final int METHODID_CLASSIFY_FAILURE = 2;
   private static final int METHODID_LIST_TOOLS = 3;
   private static final int METHODID_LIST_MODELS = 4;
+  private static final int METHODID_STREAM_MODEL = 5;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -763,6 +863,10 @@ public final class SidecarGrpc {
         case METHODID_LIST_MODELS:
           serviceImpl.listModels((sidecar.v1.ListModelsRequest) request,
               (io.grpc.stub.StreamObserver<sidecar.v1.ListModelsResponse>) responseObserver);
+          break;
+        case METHODID_STREAM_MODEL:
+          serviceImpl.streamModel((sidecar.v1.CallModelRequest) request,
+              (io.grpc.stub.StreamObserver<sidecar.v1.StreamModelEvent>) responseObserver);
           break;
         default:
           throw new AssertionError();
@@ -817,6 +921,13 @@ public final class SidecarGrpc {
               sidecar.v1.ListModelsRequest,
               sidecar.v1.ListModelsResponse>(
                 service, METHODID_LIST_MODELS)))
+        .addMethod(
+          getStreamModelMethod(),
+          io.grpc.stub.ServerCalls.asyncServerStreamingCall(
+            new MethodHandlers<
+              sidecar.v1.CallModelRequest,
+              sidecar.v1.StreamModelEvent>(
+                service, METHODID_STREAM_MODEL)))
         .build();
   }
 
@@ -870,6 +981,7 @@ public final class SidecarGrpc {
               .addMethod(getClassifyFailureMethod())
               .addMethod(getListToolsMethod())
               .addMethod(getListModelsMethod())
+              .addMethod(getStreamModelMethod())
               .build();
         }
       }

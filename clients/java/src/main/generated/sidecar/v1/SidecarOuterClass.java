@@ -47,6 +47,16 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_sidecar_v1_Failure_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_Hop_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_Hop_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_StreamDetail_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_StreamDetail_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_sidecar_v1_InvalidInputDetail_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -172,6 +182,26 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_sidecar_v1_CallModelResponse_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_StreamModelEvent_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_StreamModelEvent_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_TextDelta_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_TextDelta_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_ToolCallDelta_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_ToolCallDelta_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_StreamRestart_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_StreamRestart_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_sidecar_v1_ObservedResponse_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -212,6 +242,11 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_sidecar_v1_ModelInfo_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_RouteDeployment_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_RouteDeployment_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_sidecar_v1_ListModelsResponse_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -239,7 +274,7 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
       "de\022\030\n\007service\030\002 \001(\tR\007service\022\032\n\010endpoint" +
       "\030\003 \001(\tR\010endpoint\022\022\n\004body\030\004 \001(\tR\004body\022+\n\017" +
       "retry_after_raw\030\005 \001(\tH\000R\rretryAfterRaw\210\001" +
-      "\001B\022\n\020_retry_after_raw\"\212\010\n\007Failure\022+\n\004kin" +
+      "\001B\022\n\020_retry_after_raw\"\343\010\n\007Failure\022+\n\004kin" +
       "d\030\001 \001(\0162\027.sidecar.v1.FailureKindR\004kind\022 " +
       "\n\013correctable\030\002 \001(\010R\013correctable\022\030\n\007mess" +
       "age\030\003 \001(\tR\007message\022 \n\013explanation\030\004 \001(\tR" +
@@ -265,7 +300,16 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
       "\022>\n\ntruncation\030\025 \001(\0132\034.sidecar.v1.Trunca" +
       "tionDetailH\000R\ntruncation\022>\n\npermission\030\026" +
       " \001(\0132\034.sidecar.v1.PermissionDetailH\000R\npe" +
-      "rmissionB\010\n\006detail\"\\\n\022InvalidInputDetail" +
+      "rmission\0222\n\006stream\030\027 \001(\0132\030.sidecar.v1.St" +
+      "reamDetailH\000R\006stream\022#\n\004hops\030\010 \003(\0132\017.sid" +
+      "ecar.v1.HopR\004hopsB\010\n\006detail\"\240\001\n\003Hop\022\036\n\nd" +
+      "eployment\030\001 \001(\tR\ndeployment\022+\n\004kind\030\002 \001(" +
+      "\0162\027.sidecar.v1.FailureKindR\004kind\022\032\n\010atte" +
+      "mpts\030\003 \001(\rR\010attempts\022\026\n\006reason\030\004 \001(\tR\006re" +
+      "ason\022\030\n\007skipped\030\005 \001(\010R\007skipped\"j\n\014Stream" +
+      "Detail\022!\n\014partial_text\030\001 \001(\tR\013partialTex" +
+      "t\022\026\n\006reason\030\002 \001(\tR\006reason\022\037\n\013deltas_sent" +
+      "\030\003 \001(\rR\ndeltasSent\"\\\n\022InvalidInputDetail" +
       "\022\034\n\tparameter\030\001 \001(\tR\tparameter\022\024\n\005value\030" +
       "\002 \001(\tR\005value\022\022\n\004rule\030\003 \001(\tR\004rule\"s\n\016Reso" +
       "urceDetail\022#\n\rresource_type\030\001 \001(\tR\014resou" +
@@ -337,7 +381,7 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
       "\0132\032.sidecar.v1.ToolCallResultR\013toolResul" +
       "ts\"o\n\016ToolDefinition\022\022\n\004name\030\001 \001(\tR\004name" +
       "\022 \n\013description\030\002 \001(\tR\013description\022\'\n\017pa" +
-      "rameters_json\030\003 \001(\tR\016parametersJson\"\366\002\n\020" +
+      "rameters_json\030\003 \001(\tR\016parametersJson\"\262\003\n\020" +
       "CallModelRequest\022\024\n\005model\030\001 \001(\tR\005model\022\026" +
       "\n\006system\030\002 \001(\tR\006system\022/\n\010messages\030\003 \003(\013" +
       "2\023.sidecar.v1.MessageR\010messages\0220\n\005tools" +
@@ -346,111 +390,141 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
       "eSchemaJson\022/\n\021max_output_tokens\030\006 \001(\rH\000" +
       "R\017maxOutputTokens\210\001\001\022%\n\013temperature\030\007 \001(" +
       "\001H\001R\013temperature\210\001\001\022!\n\003job\030\010 \001(\0132\017.sidec" +
-      "ar.v1.JobR\003jobB\024\n\022_max_output_tokensB\016\n\014" +
-      "_temperature\"O\n\005Usage\022!\n\014input_tokens\030\001 " +
-      "\001(\004R\013inputTokens\022#\n\routput_tokens\030\002 \001(\004R" +
-      "\014outputTokens\"\365\003\n\021CallModelResponse\022-\n\007m" +
-      "essage\030\001 \001(\0132\023.sidecar.v1.MessageR\007messa" +
-      "ge\022=\n\rfinish_reason\030\002 \001(\0162\030.sidecar.v1.F" +
-      "inishReasonR\014finishReason\022\'\n\005usage\030\003 \001(\013" +
-      "2\021.sidecar.v1.UsageR\005usage\022+\n\004json\030\004 \001(\013" +
-      "2\027.google.protobuf.StructR\004json\022\032\n\010attem" +
-      "pts\030\005 \001(\rR\010attempts\022 \n\013corrections\030\006 \001(\r" +
-      "R\013corrections\0220\n\024output_budget_raised\030\007 " +
-      "\001(\010R\022outputBudgetRaised\022\032\n\010warnings\030\010 \003(" +
-      "\tR\010warnings\022\032\n\010provider\030\t \001(\tR\010provider\022" +
-      "%\n\016response_model\030\n \001(\tR\rresponseModel\0222" +
-      "\n\013total_usage\030\013 \001(\0132\021.sidecar.v1.UsageR\n" +
-      "totalUsage\022\031\n\010cost_usd\030\014 \001(\001R\007costUsd\"\310\001" +
-      "\n\020ObservedResponse\022\037\n\013status_code\030\001 \001(\005R" +
-      "\nstatusCode\022C\n\007headers\030\002 \003(\0132).sidecar.v" +
-      "1.ObservedResponse.HeadersEntryR\007headers" +
-      "\022\022\n\004body\030\003 \001(\tR\004body\032:\n\014HeadersEntry\022\020\n\003" +
-      "key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(\tR\005value:\0028\001" +
-      "\"\253\003\n\026ClassifyFailureRequest\022\030\n\007service\030\001" +
-      " \001(\tR\007service\022\032\n\010endpoint\030\002 \001(\tR\010endpoin" +
-      "t\0221\n\ttool_kind\030\003 \001(\0162\024.sidecar.v1.ToolKi" +
-      "ndR\010toolKind\022\034\n\tparameter\030\004 \001(\tR\tparamet" +
-      "er\022\024\n\005value\030\005 \001(\tR\005value\022:\n\010response\030\006 \001" +
-      "(\0132\034.sidecar.v1.ObservedResponseH\000R\010resp" +
-      "onse\0222\n\005fault\030\007 \001(\0162\032.sidecar.v1.Transpo" +
-      "rtFaultH\000R\005fault\022!\n\003job\030\010 \001(\0132\017.sidecar." +
-      "v1.JobR\003job\022\032\n\010attempts\030\t \001(\rR\010attempts\022" +
-      "#\n\rresource_type\030\n \001(\tR\014resourceType\022\024\n\005" +
-      "probe\030\013 \001(\010R\005probeB\n\n\010observed\"\022\n\020ListTo" +
-      "olsRequest\"\362\001\n\010ToolInfo\022:\n\ndefinition\030\001 " +
-      "\001(\0132\032.sidecar.v1.ToolDefinitionR\ndefinit" +
-      "ion\022(\n\004kind\030\002 \001(\0162\024.sidecar.v1.ToolKindR" +
-      "\004kind\022\030\n\007service\030\003 \001(\tR\007service\022\036\n\nidemp" +
-      "otent\030\004 \001(\010R\nidempotent\022\037\n\013openai_json\030\005" +
-      " \001(\tR\nopenaiJson\022%\n\016anthropic_json\030\006 \001(\t" +
-      "R\ranthropicJson\"?\n\021ListToolsResponse\022*\n\005" +
-      "tools\030\001 \003(\0132\024.sidecar.v1.ToolInfoR\005tools" +
-      "\"\023\n\021ListModelsRequest\"\275\003\n\tModelInfo\022\016\n\002i" +
-      "d\030\001 \001(\tR\002id\022\032\n\010provider\030\002 \001(\tR\010provider\022" +
-      "\037\n\013wire_format\030\003 \001(\tR\nwireFormat\022%\n\016upst" +
-      "ream_model\030\004 \001(\tR\rupstreamModel\022%\n\016conte" +
-      "xt_window\030\005 \001(\rR\rcontextWindow\022*\n\021max_ou" +
-      "tput_tokens\030\006 \001(\rR\017maxOutputTokens\022/\n\024in" +
-      "put_price_per_mtok\030\007 \001(\001R\021inputPricePerM" +
-      "tok\0221\n\025output_price_per_mtok\030\010 \001(\001R\022outp" +
-      "utPricePerMtok\022.\n\023requests_per_minute\030\t " +
-      "\001(\rR\021requestsPerMinute\022*\n\021tokens_per_min" +
-      "ute\030\n \001(\rR\017tokensPerMinute\022)\n\020upstream_r" +
-      "etries\030\013 \001(\rR\017upstreamRetries\"C\n\022ListMod" +
-      "elsResponse\022-\n\006models\030\001 \003(\0132\025.sidecar.v1" +
-      ".ModelInfoR\006models*\375\005\n\013FailureKind\022\034\n\030FA" +
-      "ILURE_KIND_UNSPECIFIED\020\000\022\036\n\032FAILURE_KIND" +
-      "_INVALID_INPUT\020\001\022#\n\037FAILURE_KIND_RESOURC" +
-      "E_NOT_FOUND\020\002\022\032\n\026FAILURE_KIND_GUARDRAIL\020" +
-      "\003\022\033\n\027FAILURE_KIND_JSON_PARSE\020\004\022$\n FAILUR" +
-      "E_KIND_RESPONSE_VALIDATION\020\005\022!\n\035FAILURE_" +
-      "KIND_EXTERNAL_SERVICE\020\006\022\"\n\036FAILURE_KIND_" +
-      "UPSTREAM_THROTTLE\020\007\022\035\n\031FAILURE_KIND_UNAU" +
-      "THORIZED\020\010\022\"\n\036FAILURE_KIND_PERMISSION_DE" +
-      "NIED\020\t\022\027\n\023FAILURE_KIND_SYSTEM\020\n\022\035\n\031FAILU" +
-      "RE_KIND_CIRCUIT_OPEN\020\013\022+\n\'FAILURE_KIND_U" +
-      "PSTREAM_RETRIES_EXHAUSTED\020\014\022 \n\034FAILURE_K" +
-      "IND_QUOTA_EXHAUSTED\020\r\022#\n\037FAILURE_KIND_SP" +
-      "END_CAP_EXCEEDED\020\016\022 \n\034FAILURE_KIND_MODEL" +
-      "_NOT_FOUND\020\017\022!\n\035FAILURE_KIND_PROVIDER_RE" +
-      "FUSAL\020\020\022-\n)FAILURE_KIND_TOKEN_ESTIMATE_E" +
-      "XCEEDS_LIMIT\020\021\022!\n\035FAILURE_KIND_CONTEXT_O" +
-      "VERFLOW\020\022\022!\n\035FAILURE_KIND_OUTPUT_TRUNCAT" +
-      "ED\020\023\022\034\n\030FAILURE_KIND_JOB_TIMEOUT\020\024\022\036\n\032FA" +
-      "ILURE_KIND_JOB_CANCELLED\020\025*|\n\014CircuitSta" +
-      "te\022\035\n\031CIRCUIT_STATE_UNSPECIFIED\020\000\022\030\n\024CIR" +
-      "CUIT_STATE_CLOSED\020\001\022\026\n\022CIRCUIT_STATE_OPE" +
-      "N\020\002\022\033\n\027CIRCUIT_STATE_HALF_OPEN\020\003*\177\n\013Retr" +
-      "ySignal\022\034\n\030RETRY_SIGNAL_UNSPECIFIED\020\000\022\033\n" +
-      "\027RETRY_SIGNAL_RATE_LIMIT\020\001\022\031\n\025RETRY_SIGN" +
-      "AL_OVERLOAD\020\002\022\032\n\026RETRY_SIGNAL_TRANSIENT\020" +
-      "\003*N\n\004Role\022\024\n\020ROLE_UNSPECIFIED\020\000\022\r\n\tROLE_" +
-      "USER\020\001\022\022\n\016ROLE_ASSISTANT\020\002\022\r\n\tROLE_TOOL\020" +
-      "\003*\237\001\n\014FinishReason\022\035\n\031FINISH_REASON_UNSP" +
-      "ECIFIED\020\000\022\026\n\022FINISH_REASON_STOP\020\001\022\030\n\024FIN" +
-      "ISH_REASON_LENGTH\020\002\022\034\n\030FINISH_REASON_TOO" +
-      "L_CALLS\020\003\022 \n\034FINISH_REASON_CONTENT_FILTE" +
-      "R\020\004*P\n\010ToolKind\022\031\n\025TOOL_KIND_UNSPECIFIED" +
-      "\020\000\022\024\n\020TOOL_KIND_SEARCH\020\001\022\023\n\017TOOL_KIND_FE" +
-      "TCH\020\002*\237\001\n\016TransportFault\022\037\n\033TRANSPORT_FA" +
-      "ULT_UNSPECIFIED\020\000\022\033\n\027TRANSPORT_FAULT_REF" +
-      "USED\020\001\022\033\n\027TRANSPORT_FAULT_TIMEOUT\020\002\022\031\n\025T" +
-      "RANSPORT_FAULT_RESET\020\003\022\027\n\023TRANSPORT_FAUL" +
-      "T_DNS\020\0042\206\003\n\007Sidecar\022N\n\013ExecuteTool\022\036.sid" +
-      "ecar.v1.ExecuteToolRequest\032\037.sidecar.v1." +
-      "ExecuteToolResponse\022H\n\tCallModel\022\034.sidec" +
-      "ar.v1.CallModelRequest\032\035.sidecar.v1.Call" +
-      "ModelResponse\022J\n\017ClassifyFailure\022\".sidec" +
-      "ar.v1.ClassifyFailureRequest\032\023.sidecar.v" +
-      "1.Failure\022H\n\tListTools\022\034.sidecar.v1.List" +
-      "ToolsRequest\032\035.sidecar.v1.ListToolsRespo" +
-      "nse\022K\n\nListModels\022\035.sidecar.v1.ListModel" +
-      "sRequest\032\036.sidecar.v1.ListModelsResponse" +
-      "B\215\001P\001ZBgithub.com/sidecar-dev/sidecar/cl" +
-      "ients/go/gen/sidecar/v1;sidecarv1\242\002\003SXX\252" +
-      "\002\nSidecar.V1\312\002\nSidecar\\V1\342\002\026Sidecar\\V1\\G" +
-      "PBMetadata\352\002\013Sidecar::V1b\006proto3"
+      "ar.v1.JobR\003job\022:\n\nmid_stream\030\t \001(\0162\033.sid" +
+      "ecar.v1.MidStreamPolicyR\tmidStreamB\024\n\022_m" +
+      "ax_output_tokensB\016\n\014_temperature\"O\n\005Usag" +
+      "e\022!\n\014input_tokens\030\001 \001(\004R\013inputTokens\022#\n\r" +
+      "output_tokens\030\002 \001(\004R\014outputTokens\"\267\004\n\021Ca" +
+      "llModelResponse\022-\n\007message\030\001 \001(\0132\023.sidec" +
+      "ar.v1.MessageR\007message\022=\n\rfinish_reason\030" +
+      "\002 \001(\0162\030.sidecar.v1.FinishReasonR\014finishR" +
+      "eason\022\'\n\005usage\030\003 \001(\0132\021.sidecar.v1.UsageR" +
+      "\005usage\022+\n\004json\030\004 \001(\0132\027.google.protobuf.S" +
+      "tructR\004json\022\032\n\010attempts\030\005 \001(\rR\010attempts\022" +
+      " \n\013corrections\030\006 \001(\rR\013corrections\0220\n\024out" +
+      "put_budget_raised\030\007 \001(\010R\022outputBudgetRai" +
+      "sed\022\032\n\010warnings\030\010 \003(\tR\010warnings\022\032\n\010provi" +
+      "der\030\t \001(\tR\010provider\022%\n\016response_model\030\n " +
+      "\001(\tR\rresponseModel\0222\n\013total_usage\030\013 \001(\0132" +
+      "\021.sidecar.v1.UsageR\ntotalUsage\022\031\n\010cost_u" +
+      "sd\030\014 \001(\001R\007costUsd\022\033\n\tserved_by\030\r \001(\tR\010se" +
+      "rvedBy\022#\n\004hops\030\016 \003(\0132\017.sidecar.v1.HopR\004h" +
+      "ops\"\360\001\n\020StreamModelEvent\022+\n\004text\030\001 \001(\0132\025" +
+      ".sidecar.v1.TextDeltaH\000R\004text\0228\n\ttool_ca" +
+      "ll\030\002 \001(\0132\031.sidecar.v1.ToolCallDeltaH\000R\010t" +
+      "oolCall\0225\n\007restart\030\003 \001(\0132\031.sidecar.v1.St" +
+      "reamRestartH\000R\007restart\0225\n\005final\030\004 \001(\0132\035." +
+      "sidecar.v1.CallModelResponseH\000R\005finalB\007\n" +
+      "\005event\"\037\n\tTextDelta\022\022\n\004text\030\001 \001(\tR\004text\"" +
+      "x\n\rToolCallDelta\022\024\n\005index\030\001 \001(\rR\005index\022\016" +
+      "\n\002id\030\002 \001(\tR\002id\022\022\n\004name\030\003 \001(\tR\004name\022-\n\022ar" +
+      "guments_fragment\030\004 \001(\tR\021argumentsFragmen" +
+      "t\"q\n\rStreamRestart\022.\n\005cause\030\001 \001(\0162\030.side" +
+      "car.v1.RestartCauseR\005cause\022\026\n\006reason\030\002 \001" +
+      "(\tR\006reason\022\030\n\007attempt\030\003 \001(\rR\007attempt\"\310\001\n" +
+      "\020ObservedResponse\022\037\n\013status_code\030\001 \001(\005R\n" +
+      "statusCode\022C\n\007headers\030\002 \003(\0132).sidecar.v1" +
+      ".ObservedResponse.HeadersEntryR\007headers\022" +
+      "\022\n\004body\030\003 \001(\tR\004body\032:\n\014HeadersEntry\022\020\n\003k" +
+      "ey\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"" +
+      "\253\003\n\026ClassifyFailureRequest\022\030\n\007service\030\001 " +
+      "\001(\tR\007service\022\032\n\010endpoint\030\002 \001(\tR\010endpoint" +
+      "\0221\n\ttool_kind\030\003 \001(\0162\024.sidecar.v1.ToolKin" +
+      "dR\010toolKind\022\034\n\tparameter\030\004 \001(\tR\tparamete" +
+      "r\022\024\n\005value\030\005 \001(\tR\005value\022:\n\010response\030\006 \001(" +
+      "\0132\034.sidecar.v1.ObservedResponseH\000R\010respo" +
+      "nse\0222\n\005fault\030\007 \001(\0162\032.sidecar.v1.Transpor" +
+      "tFaultH\000R\005fault\022!\n\003job\030\010 \001(\0132\017.sidecar.v" +
+      "1.JobR\003job\022\032\n\010attempts\030\t \001(\rR\010attempts\022#" +
+      "\n\rresource_type\030\n \001(\tR\014resourceType\022\024\n\005p" +
+      "robe\030\013 \001(\010R\005probeB\n\n\010observed\"\022\n\020ListToo" +
+      "lsRequest\"\362\001\n\010ToolInfo\022:\n\ndefinition\030\001 \001" +
+      "(\0132\032.sidecar.v1.ToolDefinitionR\ndefiniti" +
+      "on\022(\n\004kind\030\002 \001(\0162\024.sidecar.v1.ToolKindR\004" +
+      "kind\022\030\n\007service\030\003 \001(\tR\007service\022\036\n\nidempo" +
+      "tent\030\004 \001(\010R\nidempotent\022\037\n\013openai_json\030\005 " +
+      "\001(\tR\nopenaiJson\022%\n\016anthropic_json\030\006 \001(\tR" +
+      "\ranthropicJson\"?\n\021ListToolsResponse\022*\n\005t" +
+      "ools\030\001 \003(\0132\024.sidecar.v1.ToolInfoR\005tools\"" +
+      "\023\n\021ListModelsRequest\"\374\003\n\tModelInfo\022\016\n\002id" +
+      "\030\001 \001(\tR\002id\022\032\n\010provider\030\002 \001(\tR\010provider\022\037" +
+      "\n\013wire_format\030\003 \001(\tR\nwireFormat\022%\n\016upstr" +
+      "eam_model\030\004 \001(\tR\rupstreamModel\022%\n\016contex" +
+      "t_window\030\005 \001(\rR\rcontextWindow\022*\n\021max_out" +
+      "put_tokens\030\006 \001(\rR\017maxOutputTokens\022/\n\024inp" +
+      "ut_price_per_mtok\030\007 \001(\001R\021inputPricePerMt" +
+      "ok\0221\n\025output_price_per_mtok\030\010 \001(\001R\022outpu" +
+      "tPricePerMtok\022.\n\023requests_per_minute\030\t \001" +
+      "(\rR\021requestsPerMinute\022*\n\021tokens_per_minu" +
+      "te\030\n \001(\rR\017tokensPerMinute\022)\n\020upstream_re" +
+      "tries\030\013 \001(\rR\017upstreamRetries\022=\n\013deployme" +
+      "nts\030\014 \003(\0132\033.sidecar.v1.RouteDeploymentR\013" +
+      "deployments\"M\n\017RouteDeployment\022\016\n\002id\030\001 \001" +
+      "(\tR\002id\022\022\n\004role\030\002 \001(\tR\004role\022\026\n\006weight\030\003 \001" +
+      "(\001R\006weight\"C\n\022ListModelsResponse\022-\n\006mode" +
+      "ls\030\001 \003(\0132\025.sidecar.v1.ModelInfoR\006models*" +
+      "\242\006\n\013FailureKind\022\034\n\030FAILURE_KIND_UNSPECIF" +
+      "IED\020\000\022\036\n\032FAILURE_KIND_INVALID_INPUT\020\001\022#\n" +
+      "\037FAILURE_KIND_RESOURCE_NOT_FOUND\020\002\022\032\n\026FA" +
+      "ILURE_KIND_GUARDRAIL\020\003\022\033\n\027FAILURE_KIND_J" +
+      "SON_PARSE\020\004\022$\n FAILURE_KIND_RESPONSE_VAL" +
+      "IDATION\020\005\022!\n\035FAILURE_KIND_EXTERNAL_SERVI" +
+      "CE\020\006\022\"\n\036FAILURE_KIND_UPSTREAM_THROTTLE\020\007" +
+      "\022\035\n\031FAILURE_KIND_UNAUTHORIZED\020\010\022\"\n\036FAILU" +
+      "RE_KIND_PERMISSION_DENIED\020\t\022\027\n\023FAILURE_K" +
+      "IND_SYSTEM\020\n\022\035\n\031FAILURE_KIND_CIRCUIT_OPE" +
+      "N\020\013\022+\n\'FAILURE_KIND_UPSTREAM_RETRIES_EXH" +
+      "AUSTED\020\014\022 \n\034FAILURE_KIND_QUOTA_EXHAUSTED" +
+      "\020\r\022#\n\037FAILURE_KIND_SPEND_CAP_EXCEEDED\020\016\022" +
+      " \n\034FAILURE_KIND_MODEL_NOT_FOUND\020\017\022!\n\035FAI" +
+      "LURE_KIND_PROVIDER_REFUSAL\020\020\022-\n)FAILURE_" +
+      "KIND_TOKEN_ESTIMATE_EXCEEDS_LIMIT\020\021\022!\n\035F" +
+      "AILURE_KIND_CONTEXT_OVERFLOW\020\022\022!\n\035FAILUR" +
+      "E_KIND_OUTPUT_TRUNCATED\020\023\022\034\n\030FAILURE_KIN" +
+      "D_JOB_TIMEOUT\020\024\022\036\n\032FAILURE_KIND_JOB_CANC" +
+      "ELLED\020\025\022#\n\037FAILURE_KIND_STREAM_INTERRUPT" +
+      "ED\020\026*|\n\014CircuitState\022\035\n\031CIRCUIT_STATE_UN" +
+      "SPECIFIED\020\000\022\030\n\024CIRCUIT_STATE_CLOSED\020\001\022\026\n" +
+      "\022CIRCUIT_STATE_OPEN\020\002\022\033\n\027CIRCUIT_STATE_H" +
+      "ALF_OPEN\020\003*\177\n\013RetrySignal\022\034\n\030RETRY_SIGNA" +
+      "L_UNSPECIFIED\020\000\022\033\n\027RETRY_SIGNAL_RATE_LIM" +
+      "IT\020\001\022\031\n\025RETRY_SIGNAL_OVERLOAD\020\002\022\032\n\026RETRY" +
+      "_SIGNAL_TRANSIENT\020\003*N\n\004Role\022\024\n\020ROLE_UNSP" +
+      "ECIFIED\020\000\022\r\n\tROLE_USER\020\001\022\022\n\016ROLE_ASSISTA" +
+      "NT\020\002\022\r\n\tROLE_TOOL\020\003*o\n\017MidStreamPolicy\022!" +
+      "\n\035MID_STREAM_POLICY_UNSPECIFIED\020\000\022\035\n\031MID" +
+      "_STREAM_POLICY_RESTART\020\001\022\032\n\026MID_STREAM_P" +
+      "OLICY_FAIL\020\002*\237\001\n\014FinishReason\022\035\n\031FINISH_" +
+      "REASON_UNSPECIFIED\020\000\022\026\n\022FINISH_REASON_ST" +
+      "OP\020\001\022\030\n\024FINISH_REASON_LENGTH\020\002\022\034\n\030FINISH" +
+      "_REASON_TOOL_CALLS\020\003\022 \n\034FINISH_REASON_CO" +
+      "NTENT_FILTER\020\004*\246\001\n\014RestartCause\022\035\n\031RESTA" +
+      "RT_CAUSE_UNSPECIFIED\020\000\022 \n\034RESTART_CAUSE_" +
+      "UPSTREAM_FAULT\020\001\022\033\n\027RESTART_CAUSE_TRUNCA" +
+      "TED\020\002\022\034\n\030RESTART_CAUSE_CORRECTION\020\003\022\032\n\026R" +
+      "ESTART_CAUSE_FAILOVER\020\004*P\n\010ToolKind\022\031\n\025T" +
+      "OOL_KIND_UNSPECIFIED\020\000\022\024\n\020TOOL_KIND_SEAR" +
+      "CH\020\001\022\023\n\017TOOL_KIND_FETCH\020\002*\237\001\n\016TransportF" +
+      "ault\022\037\n\033TRANSPORT_FAULT_UNSPECIFIED\020\000\022\033\n" +
+      "\027TRANSPORT_FAULT_REFUSED\020\001\022\033\n\027TRANSPORT_" +
+      "FAULT_TIMEOUT\020\002\022\031\n\025TRANSPORT_FAULT_RESET" +
+      "\020\003\022\027\n\023TRANSPORT_FAULT_DNS\020\0042\323\003\n\007Sidecar\022" +
+      "N\n\013ExecuteTool\022\036.sidecar.v1.ExecuteToolR" +
+      "equest\032\037.sidecar.v1.ExecuteToolResponse\022" +
+      "H\n\tCallModel\022\034.sidecar.v1.CallModelReque" +
+      "st\032\035.sidecar.v1.CallModelResponse\022J\n\017Cla" +
+      "ssifyFailure\022\".sidecar.v1.ClassifyFailur" +
+      "eRequest\032\023.sidecar.v1.Failure\022H\n\tListToo" +
+      "ls\022\034.sidecar.v1.ListToolsRequest\032\035.sidec" +
+      "ar.v1.ListToolsResponse\022K\n\nListModels\022\035." +
+      "sidecar.v1.ListModelsRequest\032\036.sidecar.v" +
+      "1.ListModelsResponse\022K\n\013StreamModel\022\034.si" +
+      "decar.v1.CallModelRequest\032\034.sidecar.v1.S" +
+      "treamModelEvent0\001B\215\001P\001ZBgithub.com/sidec" +
+      "ar-dev/sidecar/clients/go/gen/sidecar/v1" +
+      ";sidecarv1\242\002\003SXX\252\002\nSidecar.V1\312\002\nSidecar\\" +
+      "V1\342\002\026Sidecar\\V1\\GPBMetadata\352\002\013Sidecar::V" +
+      "1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -482,159 +556,195 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_sidecar_v1_Failure_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_Failure_descriptor,
-        new java.lang.String[] { "Kind", "Correctable", "Message", "Explanation", "Http", "RetryAfter", "Attempts", "InvalidInput", "Resource", "Provider", "TokenLimit", "Refusal", "Circuit", "Service", "Retry", "Spend", "Reply", "System", "Truncation", "Permission", "Detail", });
-    internal_static_sidecar_v1_InvalidInputDetail_descriptor =
+        new java.lang.String[] { "Kind", "Correctable", "Message", "Explanation", "Http", "RetryAfter", "Attempts", "InvalidInput", "Resource", "Provider", "TokenLimit", "Refusal", "Circuit", "Service", "Retry", "Spend", "Reply", "System", "Truncation", "Permission", "Stream", "Hops", "Detail", });
+    internal_static_sidecar_v1_Hop_descriptor =
       getDescriptor().getMessageType(3);
+    internal_static_sidecar_v1_Hop_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_Hop_descriptor,
+        new java.lang.String[] { "Deployment", "Kind", "Attempts", "Reason", "Skipped", });
+    internal_static_sidecar_v1_StreamDetail_descriptor =
+      getDescriptor().getMessageType(4);
+    internal_static_sidecar_v1_StreamDetail_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_StreamDetail_descriptor,
+        new java.lang.String[] { "PartialText", "Reason", "DeltasSent", });
+    internal_static_sidecar_v1_InvalidInputDetail_descriptor =
+      getDescriptor().getMessageType(5);
     internal_static_sidecar_v1_InvalidInputDetail_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_InvalidInputDetail_descriptor,
         new java.lang.String[] { "Parameter", "Value", "Rule", });
     internal_static_sidecar_v1_ResourceDetail_descriptor =
-      getDescriptor().getMessageType(4);
+      getDescriptor().getMessageType(6);
     internal_static_sidecar_v1_ResourceDetail_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ResourceDetail_descriptor,
         new java.lang.String[] { "ResourceType", "Identifier", "Available", });
     internal_static_sidecar_v1_ProviderDetail_descriptor =
-      getDescriptor().getMessageType(5);
+      getDescriptor().getMessageType(7);
     internal_static_sidecar_v1_ProviderDetail_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ProviderDetail_descriptor,
         new java.lang.String[] { "Provider", "Account", "Model", "ProviderMessage", });
     internal_static_sidecar_v1_TokenLimitDetail_descriptor =
-      getDescriptor().getMessageType(6);
+      getDescriptor().getMessageType(8);
     internal_static_sidecar_v1_TokenLimitDetail_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_TokenLimitDetail_descriptor,
         new java.lang.String[] { "Estimate", "Limit", "Overflow", "Ratio", "Model", });
     internal_static_sidecar_v1_RefusalDetail_descriptor =
-      getDescriptor().getMessageType(7);
+      getDescriptor().getMessageType(9);
     internal_static_sidecar_v1_RefusalDetail_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_RefusalDetail_descriptor,
         new java.lang.String[] { "Model", "Category", "Explanation", });
     internal_static_sidecar_v1_TriggerResponse_descriptor =
-      getDescriptor().getMessageType(8);
+      getDescriptor().getMessageType(10);
     internal_static_sidecar_v1_TriggerResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_TriggerResponse_descriptor,
         new java.lang.String[] { "StatusCode", "Status", "Detail", "RetryAfterRaw", });
     internal_static_sidecar_v1_CircuitDetail_descriptor =
-      getDescriptor().getMessageType(9);
+      getDescriptor().getMessageType(11);
     internal_static_sidecar_v1_CircuitDetail_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_CircuitDetail_descriptor,
         new java.lang.String[] { "Service", "State", "Since", "Cooldown", "OpenedBy", });
     internal_static_sidecar_v1_ServiceDetail_descriptor =
-      getDescriptor().getMessageType(10);
+      getDescriptor().getMessageType(12);
     internal_static_sidecar_v1_ServiceDetail_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ServiceDetail_descriptor,
         new java.lang.String[] { "Service", "Endpoint", "Detail", "Fault", });
     internal_static_sidecar_v1_RetryDetail_descriptor =
-      getDescriptor().getMessageType(11);
+      getDescriptor().getMessageType(13);
     internal_static_sidecar_v1_RetryDetail_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_RetryDetail_descriptor,
         new java.lang.String[] { "Budget", "LastSignal", "Target", "NextWait", });
     internal_static_sidecar_v1_SpendDetail_descriptor =
-      getDescriptor().getMessageType(12);
+      getDescriptor().getMessageType(14);
     internal_static_sidecar_v1_SpendDetail_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_SpendDetail_descriptor,
         new java.lang.String[] { "WorkflowId", "SpentUsd", "CapUsd", });
     internal_static_sidecar_v1_FieldProblem_descriptor =
-      getDescriptor().getMessageType(13);
+      getDescriptor().getMessageType(15);
     internal_static_sidecar_v1_FieldProblem_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_FieldProblem_descriptor,
         new java.lang.String[] { "Field", "Problem", });
     internal_static_sidecar_v1_ReplyDetail_descriptor =
-      getDescriptor().getMessageType(14);
+      getDescriptor().getMessageType(16);
     internal_static_sidecar_v1_ReplyDetail_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ReplyDetail_descriptor,
         new java.lang.String[] { "ParserReason", "ExpectedShape", "Fields", "Model", });
     internal_static_sidecar_v1_SystemDetail_descriptor =
-      getDescriptor().getMessageType(15);
+      getDescriptor().getMessageType(17);
     internal_static_sidecar_v1_SystemDetail_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_SystemDetail_descriptor,
         new java.lang.String[] { "Component", });
     internal_static_sidecar_v1_TruncationDetail_descriptor =
-      getDescriptor().getMessageType(16);
+      getDescriptor().getMessageType(18);
     internal_static_sidecar_v1_TruncationDetail_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_TruncationDetail_descriptor,
         new java.lang.String[] { "Model", "MaxOutputTokens", "ModelMaxOutputTokens", });
     internal_static_sidecar_v1_PermissionDetail_descriptor =
-      getDescriptor().getMessageType(17);
+      getDescriptor().getMessageType(19);
     internal_static_sidecar_v1_PermissionDetail_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_PermissionDetail_descriptor,
         new java.lang.String[] { "Resource", });
     internal_static_sidecar_v1_ExecuteToolRequest_descriptor =
-      getDescriptor().getMessageType(18);
+      getDescriptor().getMessageType(20);
     internal_static_sidecar_v1_ExecuteToolRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ExecuteToolRequest_descriptor,
         new java.lang.String[] { "Tool", "ArgumentsJson", "CallId", "Job", });
     internal_static_sidecar_v1_ToolResult_descriptor =
-      getDescriptor().getMessageType(19);
+      getDescriptor().getMessageType(21);
     internal_static_sidecar_v1_ToolResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ToolResult_descriptor,
         new java.lang.String[] { "Content", "ContentType", "StatusCode", "Empty", });
     internal_static_sidecar_v1_ExecuteToolResponse_descriptor =
-      getDescriptor().getMessageType(20);
+      getDescriptor().getMessageType(22);
     internal_static_sidecar_v1_ExecuteToolResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ExecuteToolResponse_descriptor,
         new java.lang.String[] { "Result", "Failure", "ModelText", "Attempts", "CallId", "Outcome", });
     internal_static_sidecar_v1_ToolCall_descriptor =
-      getDescriptor().getMessageType(21);
+      getDescriptor().getMessageType(23);
     internal_static_sidecar_v1_ToolCall_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ToolCall_descriptor,
         new java.lang.String[] { "Id", "Name", "ArgumentsJson", });
     internal_static_sidecar_v1_ToolCallResult_descriptor =
-      getDescriptor().getMessageType(22);
+      getDescriptor().getMessageType(24);
     internal_static_sidecar_v1_ToolCallResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ToolCallResult_descriptor,
         new java.lang.String[] { "CallId", "Content", "IsError", "Name", });
     internal_static_sidecar_v1_Message_descriptor =
-      getDescriptor().getMessageType(23);
+      getDescriptor().getMessageType(25);
     internal_static_sidecar_v1_Message_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_Message_descriptor,
         new java.lang.String[] { "Role", "Text", "ToolCalls", "ToolResults", });
     internal_static_sidecar_v1_ToolDefinition_descriptor =
-      getDescriptor().getMessageType(24);
+      getDescriptor().getMessageType(26);
     internal_static_sidecar_v1_ToolDefinition_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ToolDefinition_descriptor,
         new java.lang.String[] { "Name", "Description", "ParametersJson", });
     internal_static_sidecar_v1_CallModelRequest_descriptor =
-      getDescriptor().getMessageType(25);
+      getDescriptor().getMessageType(27);
     internal_static_sidecar_v1_CallModelRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_CallModelRequest_descriptor,
-        new java.lang.String[] { "Model", "System", "Messages", "Tools", "ResponseSchemaJson", "MaxOutputTokens", "Temperature", "Job", });
+        new java.lang.String[] { "Model", "System", "Messages", "Tools", "ResponseSchemaJson", "MaxOutputTokens", "Temperature", "Job", "MidStream", });
     internal_static_sidecar_v1_Usage_descriptor =
-      getDescriptor().getMessageType(26);
+      getDescriptor().getMessageType(28);
     internal_static_sidecar_v1_Usage_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_Usage_descriptor,
         new java.lang.String[] { "InputTokens", "OutputTokens", });
     internal_static_sidecar_v1_CallModelResponse_descriptor =
-      getDescriptor().getMessageType(27);
+      getDescriptor().getMessageType(29);
     internal_static_sidecar_v1_CallModelResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_CallModelResponse_descriptor,
-        new java.lang.String[] { "Message", "FinishReason", "Usage", "Json", "Attempts", "Corrections", "OutputBudgetRaised", "Warnings", "Provider", "ResponseModel", "TotalUsage", "CostUsd", });
+        new java.lang.String[] { "Message", "FinishReason", "Usage", "Json", "Attempts", "Corrections", "OutputBudgetRaised", "Warnings", "Provider", "ResponseModel", "TotalUsage", "CostUsd", "ServedBy", "Hops", });
+    internal_static_sidecar_v1_StreamModelEvent_descriptor =
+      getDescriptor().getMessageType(30);
+    internal_static_sidecar_v1_StreamModelEvent_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_StreamModelEvent_descriptor,
+        new java.lang.String[] { "Text", "ToolCall", "Restart", "Final", "Event", });
+    internal_static_sidecar_v1_TextDelta_descriptor =
+      getDescriptor().getMessageType(31);
+    internal_static_sidecar_v1_TextDelta_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_TextDelta_descriptor,
+        new java.lang.String[] { "Text", });
+    internal_static_sidecar_v1_ToolCallDelta_descriptor =
+      getDescriptor().getMessageType(32);
+    internal_static_sidecar_v1_ToolCallDelta_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_ToolCallDelta_descriptor,
+        new java.lang.String[] { "Index", "Id", "Name", "ArgumentsFragment", });
+    internal_static_sidecar_v1_StreamRestart_descriptor =
+      getDescriptor().getMessageType(33);
+    internal_static_sidecar_v1_StreamRestart_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_StreamRestart_descriptor,
+        new java.lang.String[] { "Cause", "Reason", "Attempt", });
     internal_static_sidecar_v1_ObservedResponse_descriptor =
-      getDescriptor().getMessageType(28);
+      getDescriptor().getMessageType(34);
     internal_static_sidecar_v1_ObservedResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ObservedResponse_descriptor,
@@ -646,43 +756,49 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
         internal_static_sidecar_v1_ObservedResponse_HeadersEntry_descriptor,
         new java.lang.String[] { "Key", "Value", });
     internal_static_sidecar_v1_ClassifyFailureRequest_descriptor =
-      getDescriptor().getMessageType(29);
+      getDescriptor().getMessageType(35);
     internal_static_sidecar_v1_ClassifyFailureRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ClassifyFailureRequest_descriptor,
         new java.lang.String[] { "Service", "Endpoint", "ToolKind", "Parameter", "Value", "Response", "Fault", "Job", "Attempts", "ResourceType", "Probe", "Observed", });
     internal_static_sidecar_v1_ListToolsRequest_descriptor =
-      getDescriptor().getMessageType(30);
+      getDescriptor().getMessageType(36);
     internal_static_sidecar_v1_ListToolsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ListToolsRequest_descriptor,
         new java.lang.String[] { });
     internal_static_sidecar_v1_ToolInfo_descriptor =
-      getDescriptor().getMessageType(31);
+      getDescriptor().getMessageType(37);
     internal_static_sidecar_v1_ToolInfo_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ToolInfo_descriptor,
         new java.lang.String[] { "Definition", "Kind", "Service", "Idempotent", "OpenaiJson", "AnthropicJson", });
     internal_static_sidecar_v1_ListToolsResponse_descriptor =
-      getDescriptor().getMessageType(32);
+      getDescriptor().getMessageType(38);
     internal_static_sidecar_v1_ListToolsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ListToolsResponse_descriptor,
         new java.lang.String[] { "Tools", });
     internal_static_sidecar_v1_ListModelsRequest_descriptor =
-      getDescriptor().getMessageType(33);
+      getDescriptor().getMessageType(39);
     internal_static_sidecar_v1_ListModelsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ListModelsRequest_descriptor,
         new java.lang.String[] { });
     internal_static_sidecar_v1_ModelInfo_descriptor =
-      getDescriptor().getMessageType(34);
+      getDescriptor().getMessageType(40);
     internal_static_sidecar_v1_ModelInfo_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ModelInfo_descriptor,
-        new java.lang.String[] { "Id", "Provider", "WireFormat", "UpstreamModel", "ContextWindow", "MaxOutputTokens", "InputPricePerMtok", "OutputPricePerMtok", "RequestsPerMinute", "TokensPerMinute", "UpstreamRetries", });
+        new java.lang.String[] { "Id", "Provider", "WireFormat", "UpstreamModel", "ContextWindow", "MaxOutputTokens", "InputPricePerMtok", "OutputPricePerMtok", "RequestsPerMinute", "TokensPerMinute", "UpstreamRetries", "Deployments", });
+    internal_static_sidecar_v1_RouteDeployment_descriptor =
+      getDescriptor().getMessageType(41);
+    internal_static_sidecar_v1_RouteDeployment_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_RouteDeployment_descriptor,
+        new java.lang.String[] { "Id", "Role", "Weight", });
     internal_static_sidecar_v1_ListModelsResponse_descriptor =
-      getDescriptor().getMessageType(35);
+      getDescriptor().getMessageType(42);
     internal_static_sidecar_v1_ListModelsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ListModelsResponse_descriptor,

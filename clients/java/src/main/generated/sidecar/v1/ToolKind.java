@@ -134,7 +134,7 @@ public enum ToolKind
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(5);
+    return sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(7);
   }
 
   private static final ToolKind[] VALUES = values();

@@ -168,7 +168,7 @@ public enum TransportFault
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(6);
+    return sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(8);
   }
 
   private static final TransportFault[] VALUES = values();

@@ -46,6 +46,9 @@ import sidecar.v1.SidecarGrpc.SidecarFutureStub;
  * tool's failure: the response's {@code failure} is set and {@code model_text} is what goes back
  * to the model (see {@link ToolResults}).
  *
+ * <p><b>Streams.</b> {@link #streamModel} gives CallModel's reply as a {@link ModelStream} of
+ * events; its failures are the same exceptions, thrown while it is read.
+ *
  * <p><b>Deadlines.</b> Every method takes an optional per-call {@link Duration}; without one the
  * client's default timeout applies ({@link #withDefaultTimeout}), and without that, none. The
  * deadline goes to the sidecar as {@code grpc-timeout}, which bounds its retries beneath.
@@ -170,6 +173,25 @@ public final class SidecarClient implements AutoCloseable {
   /** Asynchronous {@link #callModel(CallModelRequest, Duration)}. */
   public CompletableFuture<CallModelResponse> callModelAsync(CallModelRequest request, Duration timeout) {
     return async(stub -> stub.callModel(need(request)), timeout);
+  }
+
+  // ---------------------------------------------------------------- StreamModel
+
+  /**
+   * CallModel, streamed: the reply as events, read with a for-each over the returned {@link
+   * ModelStream} (in try-with-resources: closing it cancels the RPC), or {@link
+   * ModelStream#collect()} for the final reply. A restart event voids what came before it; a
+   * failure is thrown while reading, as {@link #callModel} throws it, after the events before it.
+   */
+  public ModelStream streamModel(CallModelRequest request) {
+    return streamModel(request, null);
+  }
+
+  /** {@link #streamModel(CallModelRequest)} with a deadline {@code timeout} from now for the whole stream. */
+  public ModelStream streamModel(CallModelRequest request, Duration timeout) {
+    SidecarBlockingStub stub = withDeadline(blockingStub, timeout);
+    CallModelRequest checked = need(request);
+    return new ModelStream(() -> stub.streamModel(checked));
   }
 
   // ---------------------------------------------------------------- ClassifyFailure

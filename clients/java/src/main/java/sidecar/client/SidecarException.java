@@ -20,6 +20,7 @@ import java.util.Objects;
 import java.util.Optional;
 import sidecar.v1.Failure;
 import sidecar.v1.FailureKind;
+import sidecar.v1.Hop;
 import sidecar.v1.HttpDetail;
 
 /**
@@ -32,6 +33,7 @@ import sidecar.v1.HttpDetail;
  * │                                     INVALID_INPUT, RESOURCE_NOT_FOUND, GUARDRAIL,
  * │                                     JSON_PARSE, RESPONSE_VALIDATION
  * └── UncorrectableSidecarException     only another approach can help: every other kind
+ *     └── StreamInterruptedException    STREAM_INTERRUPTED: streamDetail(), partialText()
  * </pre>
  *
  * <p>{@link #fromThrowable} is the one boundary where a gRPC failure becomes one of these. It
@@ -186,9 +188,13 @@ public abstract class SidecarException extends RuntimeException {
 
   private static SidecarException create(
       Failure failure, Status.Code code, com.google.rpc.Status rpc, boolean fromSidecar, Throwable cause) {
-    return failure.getCorrectable()
-        ? new CorrectableSidecarException(failure, code, rpc, fromSidecar, cause)
-        : new UncorrectableSidecarException(failure, code, rpc, fromSidecar, cause);
+    if (failure.getCorrectable()) {
+      return new CorrectableSidecarException(failure, code, rpc, fromSidecar, cause);
+    }
+    if (failure.getKind() == FailureKind.FAILURE_KIND_STREAM_INTERRUPTED) {
+      return new StreamInterruptedException(failure, code, rpc, fromSidecar, cause);
+    }
+    return new UncorrectableSidecarException(failure, code, rpc, fromSidecar, cause);
   }
 
   /**
@@ -298,6 +304,14 @@ public abstract class SidecarException extends RuntimeException {
   /** Upstream attempts made before this failure. */
   public int attempts() {
     return failure.getAttempts();
+  }
+
+  /**
+   * When the model id is a route: every deployment tried, in order (the last one ended with this
+   * failure); empty otherwise.
+   */
+  public List<Hop> hops() {
+    return failure.getHopsList();
   }
 
   /** Which structured detail the failure carries. */

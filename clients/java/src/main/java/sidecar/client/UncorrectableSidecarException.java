@@ -3,8 +3,11 @@ package sidecar.client;
 import io.grpc.Status;
 import sidecar.v1.Failure;
 
-/** The tool or model cannot do this now: only another approach can help. */
-public final class UncorrectableSidecarException extends SidecarException {
+/**
+ * The tool or model cannot do this now: only another approach can help. STREAM_INTERRUPTED is
+ * the subclass {@link StreamInterruptedException}; it is not open to other subclasses.
+ */
+public class UncorrectableSidecarException extends SidecarException {
   private static final long serialVersionUID = 1L;
 
   UncorrectableSidecarException(

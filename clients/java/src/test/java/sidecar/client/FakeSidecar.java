@@ -19,6 +19,7 @@ import sidecar.v1.ListModelsResponse;
 import sidecar.v1.ListToolsRequest;
 import sidecar.v1.ListToolsResponse;
 import sidecar.v1.SidecarGrpc;
+import sidecar.v1.StreamModelEvent;
 
 /**
  * A sidecar whose every method is a handler the test sets; {@link #onLoopback()} serves it on a
@@ -30,6 +31,9 @@ public final class FakeSidecar implements AutoCloseable {
   public volatile ServerCalls.UnaryMethod<ClassifyFailureRequest, Failure> classifyFailure = unimplemented();
   public volatile ServerCalls.UnaryMethod<ListToolsRequest, ListToolsResponse> listTools = unimplemented();
   public volatile ServerCalls.UnaryMethod<ListModelsRequest, ListModelsResponse> listModels = unimplemented();
+  public volatile ServerCalls.ServerStreamingMethod<CallModelRequest, StreamModelEvent> streamModel =
+      (request, response) ->
+          response.onError(io.grpc.Status.UNIMPLEMENTED.withDescription("not scripted").asRuntimeException());
 
   private Server server;
 
@@ -75,6 +79,11 @@ public final class FakeSidecar implements AutoCloseable {
           @Override
           public void listModels(ListModelsRequest request, StreamObserver<ListModelsResponse> response) {
             listModels.invoke(request, response);
+          }
+
+          @Override
+          public void streamModel(CallModelRequest request, StreamObserver<StreamModelEvent> response) {
+            streamModel.invoke(request, response);
           }
         });
   }

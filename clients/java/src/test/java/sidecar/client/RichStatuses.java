@@ -8,11 +8,13 @@ import com.google.rpc.RetryInfo;
 import io.grpc.Status;
 import sidecar.v1.Failure;
 import sidecar.v1.FailureKind;
+import sidecar.v1.Hop;
 import sidecar.v1.HttpDetail;
 import sidecar.v1.InvalidInputDetail;
 import sidecar.v1.ResourceDetail;
 import sidecar.v1.RetryDetail;
 import sidecar.v1.RetrySignal;
+import sidecar.v1.StreamDetail;
 
 /** Failures and rich statuses built the way the sidecar's contract says it sends them. */
 public final class RichStatuses {
@@ -69,6 +71,31 @@ public final class RichStatuses {
         .setExplanation(FailureKinds.explanation(message, true))
         .setInvalidInput(
             InvalidInputDetail.newBuilder().setParameter("limit").setValue("500").setRule("between 1 and 100"))
+        .build();
+  }
+
+  public static Failure streamInterrupted() {
+    String message = "The stream of fast was cut after 2 deltas: connection dropped.";
+    return Failure.newBuilder()
+        .setKind(FailureKind.FAILURE_KIND_STREAM_INTERRUPTED)
+        .setCorrectable(false)
+        .setMessage(message)
+        .setExplanation(FailureKinds.explanation(message, false))
+        .setAttempts(1)
+        .setStream(
+            StreamDetail.newBuilder().setPartialText("Hello, wo").setReason("connection dropped").setDeltasSent(2))
+        .addHops(
+            Hop.newBuilder()
+                .setDeployment("fast-a")
+                .setKind(FailureKind.FAILURE_KIND_CIRCUIT_OPEN)
+                .setReason("circuit open")
+                .setSkipped(true))
+        .addHops(
+            Hop.newBuilder()
+                .setDeployment("fast-b")
+                .setKind(FailureKind.FAILURE_KIND_STREAM_INTERRUPTED)
+                .setAttempts(1)
+                .setReason("cut"))
         .build();
   }
 

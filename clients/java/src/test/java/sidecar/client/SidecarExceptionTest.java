@@ -277,6 +277,7 @@ class SidecarExceptionTest {
     assertEquals(correctable, error.correctable());
     assertEquals(correctable, error instanceof CorrectableSidecarException);
     assertEquals(!correctable, error instanceof UncorrectableSidecarException);
+    assertEquals(kind == FailureKind.FAILURE_KIND_STREAM_INTERRUPTED, error instanceof StreamInterruptedException);
   }
 
   @Test
