@@ -231,7 +231,7 @@ class AsyncSidecarClient:
         ``call_model`` would, after the events sent before it.
         """
         request = _model_request(model, messages, **kwargs)
-        return AsyncModelStream(self._stub.StreamModel(request, timeout=timeout, metadata=_trace_metadata()))
+        return AsyncModelStream(self._stub.StreamModel(request, timeout=timeout, metadata=_call_metadata(self._auth)))
 
     async def classify_failure(self, request: pb.ClassifyFailureRequest, *, timeout: float | None = None) -> pb.Failure:
         return await self._stub.ClassifyFailure(request, timeout=timeout, metadata=_call_metadata(self._auth))
@@ -301,7 +301,7 @@ class SidecarClient:
     ) -> ModelStream:
         """The reply as it is written: ``for event in ...``, or ``....collect()`` (see AsyncSidecarClient)."""
         request = _model_request(model, messages, **kwargs)
-        return ModelStream(self._stub.StreamModel(request, timeout=timeout, metadata=_trace_metadata()))
+        return ModelStream(self._stub.StreamModel(request, timeout=timeout, metadata=_call_metadata(self._auth)))
 
     def classify_failure(self, request: pb.ClassifyFailureRequest, *, timeout: float | None = None) -> pb.Failure:
         return self._stub.ClassifyFailure(request, timeout=timeout, metadata=_call_metadata(self._auth))
