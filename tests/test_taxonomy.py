@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any

@@ -1,6 +1,7 @@
 """The in-flight limit: at most ``server.max_in_flight`` calls that wait on an upstream, at once.
 
-    limited   CallModel, ExecuteTool                 a slot from the handler's start to its answer
+    limited   CallModel, StreamModel, ExecuteTool    a slot from the handler's start to its answer
+                                                     (a stream's: to its last event)
     exempt    ListTools, ListModels, ClassifyFailure answer from memory, never wait on an upstream
               grpc.health.v1, reflection             not Sidecar methods: never wrapped
 
@@ -20,7 +21,7 @@ that backlog above any burst (``PENDING_CALLS_LIMIT``) so that the refusal is th
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -29,15 +30,16 @@ from grpc_status import rpc_status
 from sidecar.core.clock import Clock
 from sidecar.server.refusals import overloaded
 
-__all__ = ["LIMITED_METHODS", "SHED_LOG_WINDOW_S", "SHED_RETRY_AFTER_S", "Admission", "Behavior"]
+__all__ = ["LIMITED_METHODS", "SHED_LOG_WINDOW_S", "SHED_RETRY_AFTER_S", "Admission", "Behavior", "StreamBehavior"]
 
-LIMITED_METHODS = frozenset({"CallModel", "ExecuteTool"})
+LIMITED_METHODS = frozenset({"CallModel", "StreamModel", "ExecuteTool"})
 SHED_RETRY_AFTER_S = 1.0
 """The RetryInfo of a shed call: long enough for the calls in flight to move on, short for an agent."""
 SHED_LOG_WINDOW_S = 5.0
 """After the first shed call is logged, one line per this many seconds counts the rest."""
 
 Behavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
+StreamBehavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[Any]]
 _log = logging.getLogger("sidecar.server")
 
 
@@ -73,6 +75,27 @@ class Admission:
             self.in_flight += 1
             try:
                 return await behavior(request, context)
+            finally:
+                self.in_flight -= 1
+
+        return admitted
+
+    def wrap_stream(self, service: str, method: str, behavior: StreamBehavior) -> StreamBehavior:
+        """A server-streaming ``behavior`` under the limit: the slot is held until its last event."""
+        if method not in LIMITED_METHODS:
+            return behavior
+        full = f"{service}/{method}"
+        refusal = rpc_status.to_status(overloaded(full, self.limit, SHED_RETRY_AFTER_S))
+
+        async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+            if self.in_flight >= self.limit:
+                self._record_shed(full)
+                await context.abort_with_status(refusal)
+                raise AssertionError("unreachable: abort_with_status raises")
+            self.in_flight += 1
+            try:
+                async for event in behavior(request, context):
+                    yield event
             finally:
                 self.in_flight -= 1
 

@@ -121,7 +121,7 @@ class SidecarApp:
             ],
         )
         self.admission = Admission(cfg.server.max_in_flight, self.clock)
-        register_sidecar(self.server, self.servicer, self.admission.wrap)
+        register_sidecar(self.server, self.servicer, self.admission.wrap, self.admission.wrap_stream)
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self.server)
         if cfg.server.reflection:

@@ -8,14 +8,16 @@ method needs no edit here) is registered with:
     deserializer   XRequest.FromString, or an ``Undecodable`` holding what failed (never raises)
     handler        Undecodable -> INVALID_ARGUMENT "could not be decoded as sidecar.v1.XRequest"
                    (refusals.undecodable), before any other work; else ``wrap``'s behaviour
+                   (unary methods), or ``wrap_stream``'s (server-streaming methods: StreamModel)
     serializer     XResponse.SerializeToString
 
 ``wrap(service, method, behaviour)`` puts a policy around one method (the in-flight limit).
+A client-streaming method would need a third shape: the contract has none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +27,7 @@ from google.protobuf.message import DecodeError, Message
 from grpc_status import rpc_status
 from sidecar_contract.v1 import sidecar_pb2 as pb
 
-from sidecar.server.admission import Behavior
+from sidecar.server.admission import Behavior, StreamBehavior
 from sidecar.server.refusals import undecodable
 
 __all__ = ["SIDECAR_SERVICE_NAME", "Undecodable", "register_sidecar"]
@@ -33,6 +35,7 @@ __all__ = ["SIDECAR_SERVICE_NAME", "Undecodable", "register_sidecar"]
 _SERVICE = pb.DESCRIPTOR.services_by_name["Sidecar"]
 SIDECAR_SERVICE_NAME: str = _SERVICE.full_name
 Wrap = Callable[[str, str, Behavior], Behavior]
+WrapStream = Callable[[str, str, StreamBehavior], StreamBehavior]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,21 +72,48 @@ def _decoded(full: str, behavior: Behavior) -> Behavior:
     return handler
 
 
+def _decoded_stream(full: str, behavior: StreamBehavior) -> StreamBehavior:
+    async def handler(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+        if isinstance(request, Undecodable):
+            status = undecodable(full, request.message_type, request.size)
+            await context.abort_with_status(rpc_status.to_status(status))
+            raise AssertionError("unreachable: abort_with_status raises")
+        async for event in behavior(request, context):
+            yield event
+
+    return handler
+
+
 def _unwrapped(service: str, method: str, behavior: Behavior) -> Behavior:
     return behavior
 
 
-def register_sidecar(server: grpc.aio.Server, servicer: Any, wrap: Wrap = _unwrapped) -> None:
+def _unwrapped_stream(service: str, method: str, behavior: StreamBehavior) -> StreamBehavior:
+    return behavior
+
+
+def register_sidecar(
+    server: grpc.aio.Server, servicer: Any, wrap: Wrap = _unwrapped, wrap_stream: WrapStream = _unwrapped_stream
+) -> None:
     """Register every method of ``sidecar.v1.Sidecar`` on ``server``, served by ``servicer``."""
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
     for method in _SERVICE.methods:
-        if method.client_streaming or method.server_streaming:
-            raise TypeError(f"{method.full_name} streams: register_sidecar serves unary methods only")
+        if method.client_streaming:
+            raise TypeError(f"{method.full_name} takes a stream: register_sidecar serves no such method")
         request_cls = message_factory.GetMessageClass(method.input_type)
         response_cls = message_factory.GetMessageClass(method.output_type)
+        full = f"{SIDECAR_SERVICE_NAME}/{method.name}"
+        if method.server_streaming:
+            streaming = wrap_stream(SIDECAR_SERVICE_NAME, method.name, getattr(servicer, method.name))
+            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
+                _decoded_stream(full, streaming),
+                request_deserializer=_lenient(request_cls),
+                response_serializer=response_cls.SerializeToString,
+            )
+            continue
         behavior = wrap(SIDECAR_SERVICE_NAME, method.name, getattr(servicer, method.name))
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-            _decoded(f"{SIDECAR_SERVICE_NAME}/{method.name}", behavior),
+            _decoded(full, behavior),
             request_deserializer=_lenient(request_cls),
             response_serializer=response_cls.SerializeToString,
         )
