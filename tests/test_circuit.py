@@ -11,6 +11,7 @@ from sidecar.config import CircuitConfig, ServiceConfig
 from sidecar.core.circuit import Admission, CircuitState, ServiceGuard
 from sidecar.core.clock import FakeClock
 from sidecar.core.taxonomy import CircuitOpen, Trigger
+from sidecar.server import convert
 from tests.conftest import Running
 
 T503 = Trigger(503, "service unavailable")
@@ -55,7 +56,7 @@ def test_open_circuit_refuses_and_quotes_the_response_that_opened_it() -> None:
         "The docs service is switched off after repeated failures (circuit open). Do not retry tools of this "
         "service for about 20 s. It was switched off by: HTTP 503 (service unavailable, Retry-After: 7)."
     )
-    detail = refusal.to_proto().circuit
+    detail = convert.failure(refusal).circuit
     assert detail.state == pb.CIRCUIT_STATE_OPEN
     assert detail.opened_by.status_code == 503
     assert detail.opened_by.retry_after_raw == "7"

@@ -6,13 +6,13 @@ import asyncio
 import math
 
 import pytest
-from sidecar_client import pb
 
 from sidecar.core.clock import FakeClock
+from sidecar.core.kinds import RetrySignal
 from sidecar.core.model_throttle import ModelThrottle, Overdue, Ticket
 
-RATE_LIMIT = pb.RETRY_SIGNAL_RATE_LIMIT
-OVERLOAD = pb.RETRY_SIGNAL_OVERLOAD
+RATE_LIMIT = RetrySignal.RATE_LIMIT
+OVERLOAD = RetrySignal.OVERLOAD
 
 
 async def send(throttle: ModelThrottle, tokens: int = 0) -> Ticket:
@@ -83,7 +83,7 @@ async def test_signals_add_their_step_up_to_nine(signal: int, step: float) -> No
 
 async def test_a_transient_fault_slows_no_one() -> None:
     throttle = ModelThrottle("m", FakeClock())
-    throttle.signal(await send(throttle), pb.RETRY_SIGNAL_TRANSIENT, 30.0)
+    throttle.signal(await send(throttle), RetrySignal.TRANSIENT, 30.0)
     assert throttle.throttle == 0
     assert throttle.paused_until == 0
     assert throttle.reserve().at == throttle.reserve().at

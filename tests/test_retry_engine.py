@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -56,6 +56,9 @@ class Record:
 
     def trace_headers(self) -> dict[str, str]:
         return {}
+
+    def active(self) -> AbstractContextManager[None]:
+        return nullcontext()
 
     def failed(self, error_type: str) -> None:
         self.notes.append(("failed", error_type))

@@ -27,9 +27,9 @@ import random
 from dataclasses import dataclass, field
 
 import pytest
-from sidecar_client import pb
 
 from sidecar.core.clock import FakeClock
+from sidecar.core.kinds import RetrySignal
 from sidecar.core.model_throttle import ModelThrottle, Ticket
 
 LATENCY_S = 1.0
@@ -112,7 +112,7 @@ async def _simulate(callers: int, throttled: bool, limit: int, seed: int) -> Run
             heapq.heappush(events, (clock.now + latency, next(order), "429" if fault else "200", ticket))
             continue
         if kind == "429" and throttled:
-            throttle.signal(ticket, pb.RETRY_SIGNAL_RATE_LIMIT, None)
+            throttle.signal(ticket, RetrySignal.RATE_LIMIT, None)
         else:
             throttle.success(ticket)
         (run.successes if kind == "200" else run.limited).append(clock.now)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -127,6 +127,10 @@ class CallRecord(Protocol):
 
 class AttemptRecord(Protocol):
     """What one attempt saw, told while it runs."""
+
+    def active(self) -> AbstractContextManager[None]:
+        """Within it the attempt is what runs now (its trace goes upstream); outside it, events the
+        attempt's outcome causes (a throttle raised, a circuit closed) belong to the call."""
 
     def trace_headers(self) -> dict[str, str]:
         """Headers that carry this attempt's trace to the upstream (empty when nothing records)."""
@@ -285,6 +289,9 @@ class Observer(Protocol):
 
 class _NullRecord:
     __slots__ = ()
+
+    def active(self) -> AbstractContextManager[None]:
+        return nullcontext()
 
     def trace_headers(self) -> dict[str, str]:
         return {}

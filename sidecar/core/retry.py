@@ -8,8 +8,10 @@ rest: the budget, the windows, Retry-After, the deadline, the waits and the atte
         admission = pacer.admit(deadline)       refuses at once what cannot fit (JOB_TIMEOUT, CIRCUIT_OPEN)
         await admission.ready()                 a throttle wait (its own wait span) when there is one
         with observer.attempt(...) as record:   one attempt, one span, ended in this block
-            outcome = await sender.send(attempt)
-            admission.settle(outcome)           the throttle / circuit learns what the attempt saw
+            with record.active():               the attempt is current while it is sent
+                outcome = await sender.send(attempt)
+            admission.settle(outcome)           the throttle / circuit learns what the attempt saw (its
+                                                events belong to the call, not to the attempt)
             Done(value)  -> return value
             Fail(failure) -> raise failure
             Retry(signal, retry_after)          -> the next wait, below, or give up
@@ -226,7 +228,8 @@ async def run_attempts(
             number = tally.attempts
             with observer.attempt(sender.describe(number)) as record:
                 try:
-                    outcome = await sender.send(Attempt(number, record, deadline, clock))
+                    with record.active():
+                        outcome = await sender.send(Attempt(number, record, deadline, clock))
                 except BaseException as exc:
                     record.ended("cancelled" if isinstance(exc, asyncio.CancelledError) else "internal")
                     raise

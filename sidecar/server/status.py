@@ -56,6 +56,7 @@ GRPC_CODE: dict[FailureKind, grpc.StatusCode] = {
     FailureKind.PERMISSION_DENIED: _C.PERMISSION_DENIED,
     FailureKind.JSON_PARSE: _C.ABORTED,
     FailureKind.SYSTEM: _C.INTERNAL,
+    FailureKind.STREAM_INTERRUPTED: _C.ABORTED,
 }
 
 

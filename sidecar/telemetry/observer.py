@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from opentelemetry import propagate, trace
@@ -61,6 +61,12 @@ _CIRCUIT_EVENTS = {
 _WAIT_SPANS = {WaitKind.BACKOFF: n.SPAN_BACKOFF, WaitKind.THROTTLE: n.SPAN_THROTTLE_WAIT}
 
 
+@contextmanager
+def _current(span: Span) -> Iterator[None]:
+    with use_span(span):
+        yield
+
+
 def _target_attr(target: Target) -> str:
     return n.MODEL_ID if target is Target.MODEL else n.SERVICE
 
@@ -96,6 +102,9 @@ class _Attempt:
 
     def __init__(self, span: Span) -> None:
         self._span = span
+
+    def active(self) -> AbstractContextManager[None]:
+        return _current(self._span)
 
     def trace_headers(self) -> dict[str, str]:
         headers: dict[str, str] = {}
@@ -311,8 +320,7 @@ class TelemetryObserver:
             attrs[n.HTTP_RESEND_COUNT] = start.number - 1
         span = _tracer.start_span(start.method, kind=SpanKind.CLIENT, attributes=attrs)
         try:
-            with use_span(span):
-                yield _Attempt(span)
+            yield _Attempt(span)
         finally:
             span.end()
 
