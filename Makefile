@@ -12,6 +12,8 @@ BUF_DIR    := tools/buf
 BUF        := $(BUF_DIR)/node_modules/.bin/buf
 CACHE      ?= $(HOME)/.cache/sidecar
 JAEGER_VERSION := v1.76.0
+# The contract as first released: every change since is an addition (buf breaking checks it).
+CONTRACT_BASE  := 90fcf78
 JAEGER     := $(CACHE)/jaeger-$(JAEGER_VERSION)
 export SIDECAR_JAEGER_BIN := $(abspath $(JAEGER))
 
@@ -93,6 +95,7 @@ lint: $(STAMP) $(BUF)
 	$(VENV)/bin/ruff format --check sidecar clients/python/sidecar_client tests tools/protogen.py
 	$(VENV)/bin/mypy
 	cd protos && ../$(BUF) lint
+	cd protos && ../$(BUF) breaking --against '../.git#ref=$(CONTRACT_BASE),subdir=protos'
 
 .PHONY: proto
 proto: $(STAMP) $(BUF)

@@ -166,3 +166,47 @@ async def test_dns_fault_is_external_service_without_http(sidecar: Running) -> N
     assert failure.kind == pb.FAILURE_KIND_EXTERNAL_SERVICE
     assert not failure.HasField("http")
     assert "did not resolve" in failure.message
+
+
+def _probe_report(service: str, job_id: str, status: int) -> pb.ClassifyFailureRequest:
+    report = pb.ClassifyFailureRequest(service=service, probe=True, job=pb.Job(job_id=job_id))
+    report.response.status_code = status
+    return report
+
+
+async def test_two_agents_probes_are_each_settled_by_their_own_report(sidecar: Running) -> None:
+    """The guard holds the probe and who it was granted to: a report settles only its own agent's probe."""
+    down = pb.ClassifyFailureRequest(service="their-api", attempts=1)
+    down.response.status_code = 503
+    for _ in range(12):
+        await sidecar.client.classify_failure(down)
+    sidecar.clock.advance(30)
+    agent_a = pb.ClassifyFailureRequest(service="their-api", job=pb.Job(job_id="agent-a"))
+    agent_b = pb.ClassifyFailureRequest(service="their-api", job=pb.Job(job_id="agent-b"))
+    assert (await sidecar.client.classify_failure(agent_a)).circuit.state == pb.CIRCUIT_STATE_HALF_OPEN
+    assert (await sidecar.client.classify_failure(agent_b)).kind == pb.FAILURE_KIND_CIRCUIT_OPEN
+    sidecar.clock.advance(60)  # agent A's probe times out unreported: lost, the circuit reopens
+    assert (await sidecar.client.classify_failure(agent_b)).kind == pb.FAILURE_KIND_CIRCUIT_OPEN
+    sidecar.clock.advance(30)
+    assert (await sidecar.client.classify_failure(agent_b)).circuit.state == pb.CIRCUIT_STATE_HALF_OPEN
+    guard = sidecar.app.guards.peek("their-api")
+    assert guard is not None
+    await sidecar.client.classify_failure(_probe_report("their-api", "agent-a", 200))  # A's, far too late
+    assert guard.state is CircuitState.HALF_OPEN  # B's probe is still out: A's report settled nothing of it
+    await sidecar.client.classify_failure(_probe_report("their-api", "agent-b", 200))
+    assert guard.state is CircuitState.CLOSED
+
+
+async def test_a_failed_probe_report_reopens_with_the_cooldown_doubled(sidecar: Running) -> None:
+    down = pb.ClassifyFailureRequest(service="their-api", attempts=1)
+    down.response.status_code = 503
+    for _ in range(12):
+        await sidecar.client.classify_failure(down)
+    sidecar.clock.advance(30)
+    agent = pb.ClassifyFailureRequest(service="their-api", job=pb.Job(job_id="agent-a"))
+    assert (await sidecar.client.classify_failure(agent)).circuit.state == pb.CIRCUIT_STATE_HALF_OPEN
+    await sidecar.client.classify_failure(_probe_report("their-api", "agent-a", 503))
+    guard = sidecar.app.guards.peek("their-api")
+    assert guard is not None
+    assert guard.state is CircuitState.OPEN
+    assert guard.cooldown == 60
