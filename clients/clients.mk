@@ -92,6 +92,7 @@ clients-conformance: clients-deps
 clients-examples: clients-deps
 	@test -x $(CLIENTS_PY) || { echo "clients-examples: $(CLIENTS_PY) is missing (make venv)"; exit 1; }
 	$(CLIENTS_PY) tests/conformance/harness.py exec -- sh -c \
-		'cd examples/go && $(GO) test -count=1 -run Real -v ./... && cd ../typescript && $(NPM) test --silent'
+		'(cd examples/go && $(GO) test -count=1 -run Real -v ./...) && (cd examples/typescript && $(NPM) test --silent) && \
+		$(CLIENTS_PY) -m pytest -q -p no:cacheprovider "tests/test_example_python.py::test_the_loop_against_a_real_sidecar"'
 
 clients-test: clients-gen-check clients-test-go clients-test-typescript clients-test-java clients-conformance clients-examples
