@@ -48,11 +48,11 @@ class Server:
         self.handler = handler
         self.accepted = 0
         self.url = ""
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks: set[asyncio.Task[object]] = set()
 
     async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.accepted += 1
-        task: asyncio.Task[None] | None = asyncio.current_task()  # type: ignore[assignment]
+        task = asyncio.current_task()
         if task is not None:
             self.tasks.add(task)
         try:
