@@ -1,106 +1,444 @@
-"""The plain-asyncio network backend under httpx: plain HTTP, TLS, timeouts, resets, reuse."""
+"""The plain-asyncio transport under httpx, against real servers on loopback.
+
+HTTP and TLS and a unix socket; one connection reused; an idle connection the server closed (or
+wrote to) is dropped and the request goes on a new one; a request goes out in one send; resets,
+refusals, DNS and timeouts raise the httpx errors the sidecar maps to transport faults; large
+bodies both ways; flow control against a slow reader on either side; and every httpcore
+exception has its httpx counterpart.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
+import socket
 import ssl
+import struct
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import httpcore
 import httpx
 import pytest
-import pytest_asyncio
+from sidecar_contract.v1 import sidecar_pb2 as pb
 
-from sidecar.net.backend import fast_transport
+from sidecar.net.backend import (
+    HTTPCORE_TO_HTTPX,
+    AsyncioBackend,
+    AsyncioTransport,
+    fast_transport,
+    httpx_error,
+)
+from sidecar.net.transport import fault_of
 
-RESPONSE = b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 10\r\n\r\n{"ok": 1 }'
+LIMITS = httpx.Limits(max_connections=4)
+OK_BODY = b'{"ok": 1 }'
+MiB = 1024 * 1024
+CHUNK = 64 * 1024
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
-async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, mode: str) -> None:
+class Server:
+    """A loopback server running ``handler`` per connection; counts the connections it accepted."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.accepted = 0
+        self.url = ""
+        self.tasks: set[asyncio.Task[object]] = set()
+
+    async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        task = asyncio.current_task()
+        if task is not None:
+            self.tasks.add(task)
+        try:
+            await self.handler(reader, writer)
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass  # the client left, or the test ended
+        finally:
+            writer.close()
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    handler: Handler, *, tls: ssl.SSLContext | None = None, unix: Path | None = None
+) -> AsyncIterator[Server]:
+    server = Server(handler)
+    if unix is not None:
+        srv = await asyncio.start_unix_server(server, str(unix))
+        server.url = "http://localhost"
+    else:
+        srv = await asyncio.start_server(server, "127.0.0.1", 0, ssl=tls)
+        port = srv.sockets[0].getsockname()[1]
+        server.url = f"https://localhost:{port}" if tls else f"http://127.0.0.1:{port}"
     try:
-        while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = next(
-                (
-                    int(line.split(b":")[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length")
-                ),
-                0,
-            )
-            if length:
-                await reader.readexactly(length)
-            if mode == "reset":
-                writer.transport.abort()
-                return
-            if mode == "hang":
-                await asyncio.sleep(10)
-            writer.write(RESPONSE)
-            await writer.drain()
-    except (asyncio.IncompleteReadError, ConnectionError):
-        writer.close()
+        yield server
+    finally:
+        srv.close()
+        for task in server.tasks:
+            task.cancel()
+        await asyncio.gather(*server.tasks, return_exceptions=True)
 
 
-def _tls_context(tmp_path: Path) -> ssl.SSLContext:
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    command = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost"]
-    subprocess.run([*command, "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.load_cert_chain(cert, key)
-    return ctx
+async def read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    return head, await reader.readexactly(length) if length else b""
 
 
-@pytest_asyncio.fixture
-async def server(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[str, int]]:
-    mode, tls = request.param
-    ctx = _tls_context(tmp_path) if tls else None
-    srv = await asyncio.start_server(lambda r, w: _serve(r, w, mode), "127.0.0.1", 0, ssl=ctx)
-    port = srv.sockets[0].getsockname()[1]
-    yield ("https" if tls else "http"), port
-    srv.close()
+async def respond(writer: asyncio.StreamWriter, body: bytes = OK_BODY) -> None:
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body))
+    writer.write(body)
+    await writer.drain()
 
 
-def _client(**kw: object) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=fast_transport(httpx.Limits(max_connections=4)), **kw)  # type: ignore[arg-type]
+async def answer_all(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    while True:
+        await read_request(reader)
+        await respond(writer)
 
 
-@pytest.mark.parametrize("server", [("ok", False)], indirect=True)
-async def test_plain_http_and_connection_reuse(server: tuple[str, int]) -> None:
-    scheme, port = server
-    async with _client() as client:
+def client(transport: httpx.AsyncBaseTransport | None = None, **kw: object) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=transport or fast_transport(LIMITS), trust_env=False, **kw)  # type: ignore[arg-type]
+
+
+async def until(condition: Callable[[], bool], turns: int = 1000) -> bool:
+    """Let the event loop run until ``condition`` holds (at most ``turns`` turns, no real sleep)."""
+    for _ in range(turns):
+        if condition():
+            return True
+        await asyncio.sleep(0)
+    return condition()
+
+
+# Plain HTTP, reuse, one send, TCP_NODELAY.
+
+
+async def test_plain_http_reuses_one_connection() -> None:
+    transport = fast_transport(LIMITS)
+    async with serving(answer_all) as server, client(transport) as c:
         for _ in range(5):
-            r = await client.post(f"{scheme}://127.0.0.1:{port}/x", json={"a": 1})
+            r = await c.post(f"{server.url}/x", json={"a": 1})
             assert r.json() == {"ok": 1}
-        pool = client._transport._pool  # type: ignore[attr-defined]
-        assert len(pool.connections) == 1
+        assert server.accepted == 1
+        assert len(transport.pool.connections) == 1
 
 
-@pytest.mark.parametrize("server", [("ok", True)], indirect=True)
-async def test_tls(server: tuple[str, int]) -> None:
-    scheme, port = server
-    transport = fast_transport(httpx.Limits(max_connections=4))
-    transport._pool._ssl_context = ssl._create_unverified_context()  # type: ignore[attr-defined]
-    async with httpx.AsyncClient(transport=transport) as client:
-        r = await client.get(f"{scheme}://localhost:{port}/x")
-        assert r.json() == {"ok": 1}
+async def test_the_connection_has_tcp_nodelay() -> None:
+    async with serving(answer_all) as server, client() as c, c.stream("GET", f"{server.url}/x") as r:
+        sock = r.extensions["network_stream"].get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
 
 
-@pytest.mark.parametrize("server", [("reset", False)], indirect=True)
-async def test_a_reset_is_a_transport_error(server: tuple[str, int]) -> None:
-    async with _client() as client:
-        with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
-            await client.get(f"http://127.0.0.1:{server[1]}/x")
+async def test_a_request_is_held_until_the_read_and_goes_out_in_one_send() -> None:
+    received: list[bytes] = []
+
+    class Recorder(asyncio.Protocol):
+        def data_received(self, data: bytes) -> None:
+            received.append(data)
+
+    loop = asyncio.get_running_loop()
+    srv = await loop.create_server(Recorder, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    stream = await AsyncioBackend().connect_tcp("127.0.0.1", port)
+    try:
+        head, body = b"POST /x HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\n\r\n", b"hello"
+        await stream.write(head)
+        await stream.write(body)
+        assert not await until(lambda: bool(received), turns=20)  # nothing on the wire yet
+        with pytest.raises(httpcore.ReadTimeout):
+            await stream.read(CHUNK, timeout=0.05)  # the read sends it; the recorder never answers
+        assert await until(lambda: bool(received))
+        assert received == [head + body]
+    finally:
+        await stream.aclose()
+        srv.close()
 
 
-@pytest.mark.parametrize("server", [("hang", False)], indirect=True)
-async def test_read_timeout(server: tuple[str, int]) -> None:
-    async with _client(timeout=0.2) as client:
-        with pytest.raises(httpx.ReadTimeout):
-            await client.get(f"http://127.0.0.1:{server[1]}/x")
+# A pooled connection the server closed, or wrote to, while idle.
+
+
+@pytest.mark.parametrize("what", ["closes", "writes"])
+async def test_an_idle_connection_the_server_spoiled_is_dropped_and_the_request_goes_on_a_new_one(
+    what: str,
+) -> None:
+    spoil = asyncio.Event()
+    connections = 0
+
+    async def answer_then_spoil(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        if connections > 1:
+            return await answer_all(reader, writer)
+        await read_request(reader)
+        await respond(writer)
+        await spoil.wait()  # the client has the whole response: its connection is idle in the pool
+        if what == "writes":
+            writer.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\n\r\n")
+            await writer.drain()
+            await reader.read()  # keep it open; the client is the one to close it
+        # else: return, and Server closes it
+
+    transport = fast_transport(LIMITS)
+    async with serving(answer_then_spoil) as server, client(transport) as c:
+        assert (await c.get(f"{server.url}/1")).json() == {"ok": 1}
+        (idle,) = transport.pool.connections
+        assert not idle.has_expired()
+        spoil.set()
+        assert await until(idle.has_expired)  # what the stream's is_readable says
+        assert (await c.get(f"{server.url}/2")).json() == {"ok": 1}
+        assert server.accepted == 2
+        assert len(transport.pool.connections) == 1
+        assert transport.pool.connections[0] is not idle
+
+
+# Errors, as httpx raises them and the sidecar classifies them.
+
+
+async def test_a_reset_is_a_transport_error() -> None:
+    async def reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        linger_zero = struct.pack("ii", 1, 0)  # close with an RST, not a FIN
+        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger_zero)
+        writer.transport.abort()
+
+    async with serving(reset) as server, client() as c:
+        with pytest.raises(httpx.ReadError, match="reset") as info:
+            await c.get(f"{server.url}/x")
+    assert fault_of(info.value).fault == pb.TRANSPORT_FAULT_RESET
+
+
+async def test_a_connection_closed_without_a_response_is_a_remote_protocol_error() -> None:
+    async def close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+
+    async with serving(close) as server, client() as c:
+        with pytest.raises(httpx.RemoteProtocolError, match="disconnected without sending a response"):
+            await c.get(f"{server.url}/x")
 
 
 async def test_refused_is_a_connect_error() -> None:
-    async with _client() as client:
-        with pytest.raises(httpx.ConnectError):
-            await client.get("http://127.0.0.1:1/x")
+    async with client() as c:
+        with pytest.raises(httpx.ConnectError) as info:
+            await c.get("http://127.0.0.1:1/x")
+    assert fault_of(info.value).fault == pb.TRANSPORT_FAULT_REFUSED
+
+
+async def test_a_name_that_does_not_resolve_is_a_dns_fault() -> None:
+    async with client() as c:
+        with pytest.raises(httpx.ConnectError) as info:
+            await c.get("http://nonexistent.invalid/x")
+    assert fault_of(info.value).fault == pb.TRANSPORT_FAULT_DNS
+
+
+async def hang(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await reader.read()  # read nothing back to the client; wait until it leaves
+
+
+async def test_read_timeout() -> None:
+    async with serving(hang) as server, client(timeout=0.2) as c:
+        with pytest.raises(httpx.ReadTimeout) as info:
+            await c.get(f"{server.url}/x")
+    assert fault_of(info.value).fault == pb.TRANSPORT_FAULT_TIMEOUT
+    assert fault_of(info.value).may_have_reached
+
+
+async def test_write_timeout_when_the_server_does_not_read() -> None:
+    async def never_read(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.Event().wait()  # until the test ends and serving() cancels it
+
+    async with serving(never_read) as server, client(timeout=httpx.Timeout(5, write=0.2)) as c:
+        with pytest.raises(httpx.WriteTimeout):
+            await c.post(f"{server.url}/x", content=b"x" * (16 * MiB))
+
+
+async def test_a_tls_handshake_that_never_comes_is_a_connect_timeout() -> None:
+    async with serving(hang) as server, client(timeout=httpx.Timeout(5, connect=0.2)) as c:
+        port = server.url.rsplit(":", 1)[1]
+        with pytest.raises(httpx.ConnectTimeout) as info:
+            await c.get(f"https://127.0.0.1:{port}/x")
+    assert fault_of(info.value).fault == pb.TRANSPORT_FAULT_TIMEOUT
+    assert not fault_of(info.value).may_have_reached
+
+
+async def test_a_cancelled_request_leaves_the_pool_usable() -> None:
+    calls = 0
+
+    async def first_hangs(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await hang(reader, writer)
+        else:
+            await answer_all(reader, writer)
+
+    async with serving(first_hangs) as server, client() as c:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(c.get(f"{server.url}/1"), 0.2)
+        assert (await c.get(f"{server.url}/2")).json() == {"ok": 1}
+
+
+# TLS and unix sockets.
+
+
+def _certificate(tmp_path: Path) -> tuple[Path, Path]:
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost"),
+            *("-addext", "subjectAltName=DNS:localhost", "-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return key, cert
+
+
+async def test_tls_verified_against_its_certificate_and_reused(tmp_path: Path) -> None:
+    key, cert = _certificate(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    transport = AsyncioTransport(LIMITS, ssl_context=ssl.create_default_context(cafile=str(cert)))
+    async with serving(answer_all, tls=server_ctx) as server, client(transport) as c:
+        for _ in range(3):
+            async with c.stream("POST", f"{server.url}/x", content=b"x" * 100_000) as r:
+                assert r.extensions["network_stream"].get_extra_info("ssl_object") is not None
+                assert await r.aread() == OK_BODY
+        assert server.accepted == 1
+
+
+async def test_tls_with_an_untrusted_certificate_is_a_connect_error(tmp_path: Path) -> None:
+    key, cert = _certificate(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    async with serving(answer_all, tls=server_ctx) as server, client() as c:
+        with pytest.raises(httpx.ConnectError, match="certificate verify failed"):
+            await c.get(f"{server.url}/x")
+
+
+async def test_a_unix_socket(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    transport = AsyncioTransport(LIMITS, uds=str(path))
+    async with serving(answer_all, unix=path) as server, client(transport) as c:
+        for _ in range(3):
+            assert (await c.post(f"{server.url}/x", json={"a": 1})).json() == {"ok": 1}
+        assert server.accepted == 1
+
+
+# Large bodies, and flow control.
+
+
+async def test_large_bodies_both_ways() -> None:
+    upload = bytes(range(256)) * (12 * MiB // 256 + 7)
+    download = hashlib.sha256(upload).digest() * (10 * MiB // 32 + 3)
+
+    async def digest_then_big(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            _, body = await read_request(reader)
+            await respond(writer, hashlib.sha256(body).hexdigest().encode())
+            await read_request(reader)
+            await respond(writer, download)
+
+    async with serving(digest_then_big) as server, client() as c:
+        r = await c.post(f"{server.url}/up", content=upload)
+        assert r.text == hashlib.sha256(upload).hexdigest()
+        r = await c.get(f"{server.url}/down")
+        assert r.content == download
+        assert server.accepted == 1
+
+
+async def test_an_upload_to_a_slow_reader_waits_for_it() -> None:
+    """Without flow control the client would buffer the whole body before the server read any."""
+    total = 32 * MiB
+    received = 0
+    lag = 0
+
+    async def slow_reader(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal received
+        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, CHUNK)
+        await reader.readuntil(b"\r\n\r\n")
+        while received < total:
+            received += len(await reader.read(CHUNK))
+            if received % MiB < CHUNK:
+                await asyncio.sleep(0.001)
+        await respond(writer)
+
+    async def body() -> AsyncIterator[bytes]:
+        nonlocal lag
+        chunk = b"u" * CHUNK
+        for sent in range(CHUNK, total + 1, CHUNK):
+            yield chunk
+            lag = max(lag, sent - received)
+
+    async with serving(slow_reader) as server, client() as c:
+        r = await c.post(f"{server.url}/x", content=body(), headers={"content-length": str(total)})
+        assert r.json() == {"ok": 1}
+    assert received == total
+    assert lag <= 8 * MiB
+
+
+async def test_a_download_to_a_slow_reader_stops_the_server() -> None:
+    """Without flow control the client would take the whole body in while reading a little."""
+    total = 24 * MiB
+    sent = 0
+    lag = 0
+
+    async def fast_writer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal sent
+        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, CHUNK)
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % total)
+        chunk = b"d" * CHUNK
+        while sent < total:
+            writer.write(chunk)
+            await writer.drain()
+            sent += CHUNK
+        await reader.read()
+
+    received = 0
+    transport = AsyncioTransport(LIMITS, socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, CHUNK)])
+    async with serving(fast_writer) as server, client(transport) as c, c.stream("GET", f"{server.url}/x") as r:
+        async for part in r.aiter_raw():
+            received += len(part)
+            lag = max(lag, sent - received)
+            await asyncio.sleep(0.001)
+    assert received == total
+    assert lag <= 8 * MiB
+
+
+# httpcore's exceptions, as httpx's.
+
+
+def test_every_httpcore_exception_is_mapped_onto_the_httpx_one_of_its_name() -> None:
+    exported = {
+        value
+        for value in vars(httpcore).values()
+        if isinstance(value, type) and issubclass(value, Exception) and value is not httpcore.ConnectionNotAvailable
+    }
+    assert exported - HTTPCORE_TO_HTTPX.keys() == set()
+    for source, target in HTTPCORE_TO_HTTPX.items():
+        assert target is getattr(httpx, source.__name__)
+
+
+@pytest.mark.parametrize("source", list(HTTPCORE_TO_HTTPX), ids=lambda c: c.__name__)
+def test_each_httpcore_exception_becomes_its_httpx_class_with_its_message(source: type[Exception]) -> None:
+    mapped = httpx_error(source("the words"))
+    assert type(mapped) is HTTPCORE_TO_HTTPX[source]
+    assert str(mapped) == "the words"
+
+
+def test_a_subclass_maps_to_its_most_specific_httpx_class_and_others_are_not_mapped() -> None:
+    class Slow(httpcore.ReadTimeout):
+        pass
+
+    assert type(httpx_error(Slow("x"))) is httpx.ReadTimeout
+    assert httpx_error(ValueError("x")) is None
+    assert httpx_error(httpcore.ConnectionNotAvailable()) is None
