@@ -1,0 +1,1 @@
+"""Unit tests of pure policy and of single modules (no server, no network)."""
