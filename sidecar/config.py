@@ -1,6 +1,9 @@
 """The configuration: one YAML file, validated at start, secrets only from the environment.
 
 Sections: ``server``, ``policy``, ``providers``, ``models``, ``services``, ``tools``, ``telemetry``.
+A ``models`` entry is a deployment (``provider``, ``upstream_model`` ...) or a route over
+deployments (``{route: {balance, fallbacks, context_fallback, move_on, circuit}}``, docs/routing.md);
+``Config.models`` holds the deployments and ``Config.routes`` the routes.
 A string may hold ``${NAME}`` (or ``${NAME:-default}``), read from the environment; nothing else
 reads secrets. An invalid file raises ``ConfigError`` naming the key, the value and what is wrong.
 
@@ -41,8 +44,17 @@ from pydantic import (
 )
 
 from sidecar.core.json_schemas import check_schema
+from sidecar.core.kinds import FailureKind
 from sidecar.core.patterns import PatternError, compile_pattern
 from sidecar.core.redact import mask_keys
+from sidecar.core.routing import (
+    DEFAULT_MOVE_ON,
+    DEPLOYMENT_CIRCUIT,
+    MAX_ROUTE_DEPLOYMENTS,
+    MAX_ROUTE_WEIGHT,
+    MOVABLE_KINDS,
+    never_reason,
+)
 from sidecar.core.settings import (
     MAX_WAIT_S,
     PRESETS,
@@ -65,6 +77,8 @@ __all__ = [
     "ModelConfig",
     "ProviderConfig",
     "Quirk",
+    "RouteConfig",
+    "RouteEntry",
     "ServerAuthConfig",
     "ServerConfig",
     "ServiceConfig",
@@ -245,6 +259,74 @@ class ModelConfig(_Strict):
         return self.default_output_tokens or min(self.max_output_tokens, 1024)
 
 
+class RouteConfig(_Strict):
+    """A route: a model id whose calls go to its deployments (catalog models), docs/routing.md.
+
+    Hops: ``balance`` (a weighted draw), then ``fallbacks`` in order; ``context_fallback`` takes a
+    conversation that does not fit. ``move_on`` lists the failure kinds that go on to the next hop
+    (default ``core.routing.DEFAULT_MOVE_ON``); ``circuit`` is the circuit of each of its
+    deployments (default ``core.routing.DEPLOYMENT_CIRCUIT``).
+    """
+
+    balance: dict[str, Annotated[float, Field(gt=0, le=MAX_ROUTE_WEIGHT)]] = {}
+    fallbacks: list[str] = []
+    context_fallback: str | None = None
+    move_on: list[str] | None = None
+    circuit: CircuitConfig | None = None
+
+    @field_validator("move_on")
+    @classmethod
+    def _kinds(cls, v: list[str] | None) -> list[str] | None:
+        for i, name in enumerate(v or []):
+            kind = FailureKind.__members__.get(name)
+            if kind is None:
+                movable = ", ".join(sorted(k.name for k in MOVABLE_KINDS))
+                raise ValueError(f"[{i}]: {name!r} is not a failure kind (a route may move on from: {movable})")
+            why = never_reason(kind)
+            if why is not None:
+                raise ValueError(f"[{i}]: {name} never moves on to another deployment: {why}")
+            if kind not in MOVABLE_KINDS:
+                raise ValueError(f"[{i}]: {name} is not a kind a model call ends with")
+        return v
+
+    @model_validator(mode="after")
+    def _deployments(self) -> RouteConfig:
+        if not self.balance and not self.fallbacks:
+            raise ValueError("a route needs at least one deployment in balance or fallbacks")
+        named = [*self.balance, *self.fallbacks]
+        twice = sorted({d for d in named if named.count(d) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)}: a deployment is named once, in balance or in fallbacks")
+        count = len(set(named) | ({self.context_fallback} if self.context_fallback else set()))
+        if count > MAX_ROUTE_DEPLOYMENTS:
+            raise ValueError(f"a route names at most {MAX_ROUTE_DEPLOYMENTS} deployments (got {count})")
+        return self
+
+    @property
+    def move_on_kinds(self) -> frozenset[FailureKind]:
+        if self.move_on is None:
+            return DEFAULT_MOVE_ON
+        return frozenset(FailureKind[name] for name in self.move_on)
+
+    @property
+    def deployment_circuit(self) -> CircuitConfig:
+        return self.circuit or DEPLOYMENT_CIRCUIT
+
+    def named(self) -> list[tuple[str, str]]:
+        """Each deployment with the key that names it, as the file spells it."""
+        out = [(d, f"balance.{d}") for d in self.balance]
+        out += [(d, f"fallbacks[{i}]") for i, d in enumerate(self.fallbacks)]
+        if self.context_fallback is not None:
+            out.append((self.context_fallback, "context_fallback"))
+        return out
+
+
+class RouteEntry(_Strict):
+    """A ``models:`` entry that is a route: ``{route: {...}}`` and nothing else."""
+
+    route: RouteConfig
+
+
 class GuardrailConfig(_Strict):
     """A rule the arguments must pass before a tool is called; a match is GUARDRAIL (correctable)."""
 
@@ -324,9 +406,53 @@ class Config(_Strict):
     policy: PolicyConfig = PolicyConfig()
     providers: dict[str, ProviderConfig] = {}
     models: dict[str, ModelConfig] = {}
+    """The deployments: every catalog model that is not a route."""
+    routes: dict[str, RouteEntry] = {}
+    """The routes, written as ``models:`` entries (``{id: {route: ...}}``) and moved here on loading."""
     services: dict[str, ServiceConfig] = {}
     tools: dict[str, ToolConfig] = {}
     telemetry: TelemetryConfig = TelemetryConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_routes(cls, data: Any) -> Any:
+        """A ``models:`` entry holding ``route`` is a route: it moves to ``routes``."""
+        if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+            return data
+        models = data["models"]
+        moved = {k: v for k, v in models.items() if isinstance(v, dict) and "route" in v}
+        if not moved:
+            return data
+        routes = data.get("routes")
+        routes = {**routes, **moved} if isinstance(routes, dict) else moved
+        return {**data, "models": {k: v for k, v in models.items() if k not in moved}, "routes": routes}
+
+    @model_validator(mode="after")
+    def _route_references(self) -> Config:
+        circuits: dict[str, tuple[str, CircuitConfig]] = {}
+        for route_id, entry in self.routes.items():
+            if route_id in self.models:
+                raise ValueError(f"models.{route_id}: both a deployment and a route")
+            for deployment, key in entry.route.named():
+                where = f"models.{route_id}.route.{key}"
+                if deployment in self.routes:
+                    raise ValueError(f"{where}: {deployment!r} is a route; a route's deployments are catalog models")
+                if deployment not in self.models:
+                    known = ", ".join(self.models) or "none"
+                    raise ValueError(f"{where}: {deployment!r} is not a catalog model (deployments: {known})")
+                circuit = entry.route.deployment_circuit
+                first = circuits.setdefault(deployment, (route_id, circuit))
+                if first[1] != circuit:
+                    raise ValueError(
+                        f"models.{route_id}.route.circuit: {deployment} has one circuit, but route {first[0]} "
+                        "gives it another; give both routes the same circuit"
+                    )
+        return self
+
+    @property
+    def catalog(self) -> list[str]:
+        """Every model id a call may name: the deployments and the routes, sorted."""
+        return sorted([*self.models, *self.routes])
 
     @model_validator(mode="after")
     def _references(self) -> Config:
@@ -460,7 +586,10 @@ def _literal_tokens(raw: dict[str, Any]) -> list[str]:
 def _describe(exc: ValidationError, secrets: list[str]) -> str:
     lines = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
+        parts = [str(p) for p in err["loc"] if not str(p).startswith("function-")]
+        if parts[:1] == ["routes"]:  # a route is written as a models: entry (a file has no routes: section)
+            parts[0] = "models"
+        loc = ".".join(parts)
         msg = err["msg"].removeprefix("Value error, ")
         given = err.get("input")
         shown = "" if isinstance(given, dict) else f" (got {_shown(given)})"
@@ -598,6 +727,11 @@ def parse_config(text: str, source: str = "<config>") -> Config:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of sections, got {type(raw).__name__}")
+    if "routes" in raw:
+        raise ConfigError(
+            f"{source}: routes: unknown key; a route is an entry of models: "
+            "({ID: {route: {...}}}, docs/routing.md)"
+        )
     literal = _literal_secrets(raw)
     if literal:
         where = ", ".join(literal)
