@@ -3,6 +3,7 @@
     report                         becomes
     model_call(ModelCallStart)     span ``chat {model}`` (CLIENT), gen_ai.* attributes; operation and token metrics
     tool_call(ToolCallStart)       span ``execute_tool {tool}`` (INTERNAL); operation metric
+    hop(HopStart)                  span ``route.hop {deployment}`` (INTERNAL), current while the hop runs
     attempt(AttemptStart)          span ``{METHOD}`` (CLIENT), current while it runs (traceparent goes upstream)
     wait(WaitStart)                span ``sidecar.backoff`` / ``sidecar.throttle_wait``; sidecar.wait.duration
     event(ThrottleChanged ...)     a span event on the span current at that moment; Retried: sidecar.retries
@@ -23,12 +24,15 @@ from opentelemetry.trace import Span, SpanKind, StatusCode
 
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import Job, ModelRequest, ModelResponse, ToolOutcome
+from sidecar.core.details import Hop
+from sidecar.core.kinds import FailureKind
 from sidecar.core.observer import (
     AttemptStart,
     CircuitChanged,
     CircuitEvent,
     Correction,
     Event,
+    HopStart,
     ModelCallStart,
     ModelPaused,
     OutputBudgetRaised,
@@ -43,6 +47,7 @@ from sidecar.core.observer import (
 )
 from sidecar.core.redact import mask_keys
 from sidecar.core.taxonomy import SidecarFailure
+from sidecar.core.text import cap
 from sidecar.telemetry import names as n
 from sidecar.telemetry.metrics import OTHER, Metrics
 from sidecar.telemetry.tracing import Tracer, use_span
@@ -184,6 +189,9 @@ class _ModelCall:
         if response.response_id:
             span.set_attribute(n.GEN_AI_RESPONSE_ID, response.response_id)
         span.set_attribute(n.OUTPUT_BUDGET_RAISED, response.output_budget_raised)
+        if response.hops:
+            span.set_attribute(n.SERVED_BY, response.served_by)
+            span.set_attribute(n.HOPS, len(response.hops))
         if self._observer.records_content(span):
             output = json.dumps([{"role": "assistant", "content": response.message.text}])
             span.set_attribute(n.GEN_AI_OUTPUT_MESSAGES, self._observer.mask(output))
@@ -198,9 +206,44 @@ class _ModelCall:
 
     def failed(self, failure: SidecarFailure) -> None:
         _mark_failed(self._span, failure)
+        if failure.hops:
+            self._span.set_attribute(n.HOPS, len(failure.hops))
         self._metrics.failure(failure.kind_name, n.OP_CHAT)
         elapsed = self._clock.time() - self._started
         self._metrics.operation(n.OP_CHAT, self._label, elapsed, failure.kind_name, self._provider)
+
+
+HOP_REASON_CHARS = 300
+"""A failed hop's reason is recorded on its span up to this many characters."""
+
+
+class _Hop:
+    """A ``route.hop {deployment}`` span, told what the hop spent and how it ended."""
+
+    __slots__ = ("_observer", "_span")
+
+    def __init__(self, observer: TelemetryObserver, span: Span) -> None:
+        self._observer = observer
+        self._span = span
+
+    def tally(self, attempts: int, corrections: int, input_tokens: int, output_tokens: int) -> None:
+        self._span.set_attribute(n.ATTEMPTS, attempts)
+        self._span.set_attribute(n.CORRECTIONS, corrections)
+        if input_tokens or output_tokens:
+            self._span.set_attribute(n.GEN_AI_INPUT_TOKENS, input_tokens)
+            self._span.set_attribute(n.GEN_AI_OUTPUT_TOKENS, output_tokens)
+
+    def ended(self, hop: Hop) -> None:
+        span = self._span
+        if hop.skipped:
+            span.set_attribute(n.HOP_SKIPPED, True)
+            span.set_attribute(n.ATTEMPTS, 0)
+        if hop.kind is FailureKind.UNSPECIFIED:
+            return
+        span.set_attribute(n.ERROR_TYPE, hop.kind.name)
+        span.set_attribute(n.FAILURE_KIND, hop.kind.name)
+        span.set_attribute(n.HOP_REASON, self._observer.mask(cap(hop.reason, HOP_REASON_CHARS)))
+        span.set_status(StatusCode.ERROR, hop.kind.name)
 
 
 class _ToolCall:
@@ -300,6 +343,23 @@ class TelemetryObserver:
             if self.records_content(span):
                 span.set_attribute(n.GEN_AI_TOOL_ARGUMENTS, self.mask(start.arguments_json))
             yield _ToolCall(self, span, start)
+
+    @contextmanager
+    def hop(self, start: HopStart) -> Iterator[_Hop]:
+        attrs: dict[str, Any] = {
+            n.ROUTE: start.route,
+            n.MODEL_ID: start.deployment,
+            n.HOP: start.number,
+            n.HOP_ROLE: start.role,
+            n.GEN_AI_PROVIDER: start.provider,
+        }
+        if start.host:
+            attrs[n.SERVER_ADDRESS] = start.host
+        if start.port:
+            attrs[n.SERVER_PORT] = start.port
+        name = n.SPAN_ROUTE_HOP.format(deployment=start.deployment)
+        with _tracer.start_as_current_span(name, attributes=attrs) as span:
+            yield _Hop(self, span)
 
     @contextmanager
     def attempt(self, start: AttemptStart) -> Iterator[_Attempt]:
