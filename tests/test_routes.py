@@ -289,10 +289,10 @@ async def test_a_chain_that_fails_everywhere_tells_every_hop(routed: Any) -> Non
                               ("claude-a", "UPSTREAM_RETRIES_EXHAUSTED", 4, False)]  # fmt: skip
     assert err.attempts == 8
     assert err.message.startswith(
-        "Route gpt-then-claude found no deployment to serve the call; each one it tried failed: "
-        "gpt-a UPSTREAM_RETRIES_EXHAUSTED after 4 attempts (Model gpt-a (oai) still failed after 3 upstream retries"
+        "Route gpt-then-claude found no deployment to serve the call; each one it tried failed. "
+        "1) gpt-a, UPSTREAM_RETRIES_EXHAUSTED after 4 attempts: Model gpt-a (oai) still failed after 3 upstream retries"
     )
-    assert "; claude-a UPSTREAM_RETRIES_EXHAUSTED after 4 attempts (Model claude-a (ant)" in err.message
+    assert ". 2) claude-a, UPSTREAM_RETRIES_EXHAUSTED after 4 attempts: Model claude-a (ant)" in err.message
     assert "last signal: rate limit" in err.message
     assert err.failure.explanation == f"{err.message}\n{UNCORRECTABLE}"
     assert err.http is not None

@@ -135,33 +135,27 @@ class _Chain:
     def failure(self, stopped: bool, untried: list[str]) -> SidecarFailure:
         """The last hop's failure, worded for the whole chain (``untried``: the deadline cut it short)."""
         last = self.last
-        listed = "; ".join(_describe(h) for h in self.hops) or "none"
+        listed = " ".join(_describe(i, h) for i, h in enumerate(self.hops, start=1))
         name = self.route.name
         if untried or last is None:
             not_tried = ", ".join(untried) or "every deployment"
-            message = (
-                f"Route {name} ran out of time: the caller's deadline passed before {not_tried} could be tried. "
-                f"Tried: {listed}."
-            )
+            head = f"Route {name} ran out of time: the caller's deadline passed before {not_tried} could be tried."
             cls: type[SidecarFailure] = JobTimeout
             detail = last.detail if isinstance(last, JobTimeout) else RetryDetail(target=f"route {name}")
         else:
             cls, detail = type(last), last.detail
-            kind = last.kind_name
-            at = self.hops[-1].deployment
+            kind, at = last.kind_name, self.hops[-1].deployment
             if not stopped:
-                message = f"Route {name} found no deployment to serve the call; each one it tried failed: {listed}."
+                head = f"Route {name} found no deployment to serve the call; each one it tried failed."
             elif last.kind in CONTEXT_KINDS and self.route.context_fallback is None:
-                message = (
+                head = (
                     f"Route {name} stopped at {at}: the conversation does not fit ({kind}) and the route has no "
-                    f"context_fallback. Tried: {listed}."
+                    "context_fallback."
                 )
             else:
-                message = (
-                    f"Route {name} stopped at {at}: {kind} does not move on to another deployment. Tried: {listed}."
-                )
+                head = f"Route {name} stopped at {at}: {kind} does not move on to another deployment."
         chained = cls.worded(
-            message,
+            f"{head} {listed}".strip(),
             detail=detail,
             http=last.http if last is not None else None,
             retry_after=last.retry_after if last is not None else None,
@@ -171,12 +165,13 @@ class _Chain:
         return chained
 
 
-def _describe(hop: Hop) -> str:
+def _describe(number: int, hop: Hop) -> str:
+    """``N) deployment, KIND after n attempts: reason.`` (a skipped one: ``skipped (CIRCUIT_OPEN)``)."""
     reason = clause(hop.reason, HOP_MESSAGE_CHARS)
     if hop.skipped:
-        return f"{hop.deployment} skipped, {hop.kind.name} ({reason})"
+        return f"{number}) {hop.deployment}, skipped ({hop.kind.name}): {reason}."
     n = hop.attempts
-    return f"{hop.deployment} {hop.kind.name} after {n} attempt{'' if n == 1 else 's'} ({reason})"
+    return f"{number}) {hop.deployment}, {hop.kind.name} after {n} attempt{'' if n == 1 else 's'}: {reason}."
 
 
 def _skipped(deployment: str, refusal: CircuitOpen) -> str:
