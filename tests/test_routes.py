@@ -7,9 +7,11 @@ which deployment served it and lists every hop, a failure of the whole chain car
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -331,6 +333,50 @@ async def test_a_dead_deployment_is_skipped_then_probed_once(routed: Any) -> Non
     assert len(rt.sent("up-dead")) == 5
 
 
+async def _open(rt: Routed, upstream: str, route: str) -> None:
+    """Three failed hops on ``upstream`` open its circuit (DEPLOYMENT_CIRCUIT)."""
+    rt.script(upstream, {"preset": "invalid_key", "repeat": 3})
+    for _ in range(3):
+        await rt.client.call_model(route, [user("hi")])
+
+
+async def test_a_cancelled_probe_is_lost_and_the_circuit_reopens_with_its_cooldown(routed: Any) -> None:
+    rt: Routed = await routed()
+    await _open(rt, "up-dead", "guarded")
+    guard = rt.r.app.models.routes.guard("dead")  # type: ignore[union-attr]
+    rt.r.clock.advance(30)
+    rt.script("up-dead", {"fault": "hang"})
+    probe = asyncio.ensure_future(rt.client.call_model("guarded", [user("hi")]))
+    await asyncio.to_thread(rt.oai.wait_for, lambda rs: sum(r["model"] == "up-dead" for r in rs) == 4)
+    assert guard.state is CircuitState.HALF_OPEN
+    probe.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await probe
+    for _ in range(200):  # the server sees the cancellation a moment after the client
+        if guard.state is CircuitState.OPEN:
+            break
+        await asyncio.sleep(0.01)
+    assert guard.state is CircuitState.OPEN
+    assert guard.cooldown == 30  # lost, not failed: the cooldown is not doubled
+
+
+async def test_a_route_whose_every_circuit_is_open_fails_circuit_open_without_an_attempt(routed: Any) -> None:
+    rt: Routed = await routed(both={"route": {"fallbacks": ["gpt-a", "gpt-b"]}})
+    rt.script("up-gpt-a", {"preset": "invalid_key", "repeat": 3})
+    rt.script("up-gpt-b", {"preset": "invalid_key", "repeat": 3})
+    for _ in range(3):
+        with pytest.raises(sc.UnauthorizedError):
+            await rt.client.call_model("both", [user("hi")])
+    err = await _fails(rt, "both", sc.CircuitOpenError)
+    assert hops(err.hops) == [("gpt-a", "CIRCUIT_OPEN", 0, True), ("gpt-b", "CIRCUIT_OPEN", 0, True)]
+    assert err.attempts == 0
+    assert err.grpc_code == grpc.StatusCode.UNAVAILABLE
+    assert "1) gpt-a, skipped (CIRCUIT_OPEN): the circuit of gpt-a is open for about 30 s" in err.message
+    assert err.retry_after is not None
+    assert err.retry_after == pytest.approx(30, abs=1)
+    assert len(rt.sent("up-gpt-a")) == 3
+
+
 async def test_a_429_still_paces_the_deployment_within_its_hop(routed: Any) -> None:
     rt: Routed = await routed()
     rt.script("up-gpt-a", {"preset": "rate_limit", "retry_after": "2", "repeat": 4})
@@ -446,6 +492,25 @@ def test_a_valid_route_is_kept_apart_from_the_deployments() -> None:
     assert config.routes["r"].route.balance == {"a": 2.0, "b": 1.0}
     assert config.catalog == ["a", "b", "r"]
     assert {k.name for k in config.routes["r"].route.move_on_kinds} == {"QUOTA_EXHAUSTED", "OUTPUT_TRUNCATED"}
+
+
+DOC_PROVIDERS = """providers:
+  openai-a: {wire_format: openai, base_url: "https://a.example/v1"}
+  openai-b: {wire_format: openai, base_url: "https://b.example/v1"}
+  anthropic: {wire_format: anthropic, base_url: "https://c.example"}
+"""
+
+
+@pytest.mark.parametrize(("doc", "providers"), [("routing.md", DOC_PROVIDERS), ("configuration.md", "")])
+def test_the_documented_routes_load(doc: str, providers: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (Path(__file__).parent.parent / "docs" / doc).read_text()
+    found = re.search(r"```yaml\n(.*?)```", text, re.S)
+    assert found is not None
+    block = found.group(1)
+    for name in set(re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", block)):
+        monkeypatch.setenv(name, f"sk-doc-{name}-0123456789abcdef")
+    config = parse_config(providers + block, doc)
+    assert "assistant" in config.routes
 
 
 # ---------------------------------------------------------------- helpers
