@@ -1,1 +1,1 @@
-"""Unit tests of pure policy and of single modules (no server, no network)."""
+"""Unit tests of the pure policy: one module per unit, no gRPC, no HTTP server, time on ``FakeClock``."""
