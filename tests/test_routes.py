@@ -325,6 +325,7 @@ async def test_a_dead_deployment_is_skipped_then_probed_once(routed: Any) -> Non
     await asyncio.to_thread(rt.oai.wait_for, lambda rs: sum(r["model"] == "up-dead" for r in rs) == 4)
     meanwhile = await rt.client.call_model("guarded", [user("hi")])  # the probe is out: this call skips dead
     assert hops(meanwhile.hops) == [("dead", "CIRCUIT_OPEN", 0, True), ("gpt-b", "UNSPECIFIED", 1, False)]
+    assert meanwhile.hops[0].reason.startswith("the circuit of dead is being probed by another call")
     probed = await probe
     assert probed.served_by == "dead"
     assert guard.state is CircuitState.CLOSED

@@ -33,7 +33,7 @@ from sidecar.core.circuit import Admission, ServiceGuard, ServiceGuards
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import CallOptions, ModelRequest, ModelResponse, Usage
 from sidecar.core.details import CircuitDetail, Hop, RetryDetail, Trigger
-from sidecar.core.kinds import FailureKind
+from sidecar.core.kinds import CircuitState, FailureKind
 from sidecar.core.observer import HopRecord, HopStart, ModelCallStart, Observer
 from sidecar.core.routing import (
     CONTEXT_KINDS,
@@ -178,7 +178,11 @@ def _skipped(deployment: str, refusal: CircuitOpen) -> str:
     detail = refusal.detail
     opened_by = detail.opened_by.describe() if isinstance(detail, CircuitDetail) else "unknown"
     wait = max(1, round(refusal.retry_after or 0.0))
-    return f"the circuit of {deployment} is open for about {wait} s after repeated failures; opened by {opened_by}"
+    if isinstance(detail, CircuitDetail) and detail.state is CircuitState.HALF_OPEN:
+        state = f"is being probed by another call (for up to about {wait} s)"
+    else:
+        state = f"is open for about {wait} s"
+    return f"the circuit of {deployment} {state} after repeated failures; opened by {opened_by}"
 
 
 def _trigger(failure: SidecarFailure) -> Trigger:
