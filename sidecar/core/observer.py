@@ -48,6 +48,7 @@ __all__ = [
     "OutputBudgetRaised",
     "ReportAccepted",
     "Retried",
+    "StateBackendChanged",
     "StreamRestarted",
     "Target",
     "ThrottleChanged",
@@ -263,6 +264,15 @@ class StreamRestarted:
     attempt: int
 
 
+@dataclass(frozen=True, slots=True)
+class StateBackendChanged:
+    """The shared state backend became unavailable (decisions go on under local state) or available again."""
+
+    backend: str
+    available: bool
+    reason: str = ""
+
+
 Event = (
     ThrottleChanged
     | ModelPaused
@@ -272,6 +282,7 @@ Event = (
     | Retried
     | StreamRestarted
     | ReportAccepted
+    | StateBackendChanged
 )
 
 
