@@ -112,7 +112,10 @@ class SidecarApp:
         ledger = SpendLedger(dict(cfg.policy.spend_caps), state=state)
         self.models = ModelService(cfg, self.clock, ledger, observer, embedded=self.embedded, rng=self.rng)
         guards, models = self.guards, self.models
-        view = FleetView({m: models.throttle(m) for m in cfg.models}, guards, ledger)
+        throttles = {m: models.throttle(m) for m in cfg.models}
+        for throttle in throttles.values():
+            throttle.share(state)
+        view = FleetView(throttles, guards, ledger)
         self._closers.extend(await _share(state, view, observer))
         metrics.observe_gauges(
             lambda: [(m, models.throttle(m).throttle) for m in cfg.models],
