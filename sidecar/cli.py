@@ -187,14 +187,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"sidecar: {exc}", file=sys.stderr)
         return 2
     workers = args.workers if args.workers is not None else config.server.workers
+    refusal = workers_refusal(workers, args.listen or config.server.listen, config.state.backend)
+    if refusal is not None:  # --workers or --listen against the config: a config problem, exit 2
+        print(f"sidecar: {refusal}", file=sys.stderr)
+        return 2
     try:
-        if worker_count(workers) > 1 or (workers == "auto" and config.state.backend != "memory"):
+        if worker_count(workers) > 1:
             return asyncio.run(_supervise(config, args.config, args.listen, workers))
-        if workers != 1 and (
-            refusal := workers_refusal(workers, args.listen or config.server.listen, config.state.backend)
-        ):
-            print(f"sidecar: {refusal}", file=sys.stderr)
-            return 2
         return asyncio.run(_serve(config, source, args.listen))
     except KeyboardInterrupt:
         return 0
