@@ -287,14 +287,14 @@ class ModelThrottle:
             elif step > self._epoch_step:  # the same epoch, a stronger signal: only the difference
                 self._set(self.throttle + step - self._epoch_step)
                 self._epoch_step = step
-            if self.throttle > before:
-                self._state.publish(ModelRaised(self.model, self.throttle, self._epoch_step))
             if signal is RetrySignal.RATE_LIMIT and retry_after:
                 until = now + retry_after
                 if until > self.paused_until:
                     self.paused_until = until
                     self._observer.event(ModelPaused(self.model, retry_after))
                     self._state.publish(ModelPause(self.model, retry_after))
+            if self.throttle > before:  # after the pause: a replica that sees the raise has the pause too
+                self._state.publish(ModelRaised(self.model, self.throttle, self._epoch_step))
         self.settle(ticket)
 
     def settle(self, ticket: Ticket) -> None:
