@@ -77,6 +77,16 @@ $(JAEGER): tools/jaeger/go.mod tools/jaeger/go.sum
 .PHONY: jaeger
 jaeger: $(JAEGER)
 
+# A real Redis for the fleet tests (tests/test_fleet*.py start and kill it on a free loopback port):
+# Debian's redis-server, installed when missing (CI is a fresh machine; apt-get needs root or sudo).
+.PHONY: redis-server
+redis-server:
+	@command -v redis-server >/dev/null || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server >/dev/null; \
+		systemctl disable --now redis-server >/dev/null 2>&1 || true; \
+		command -v redis-server; }
+
 # ---------------------------------------------------------------- the two commands
 
 .PHONY: run
@@ -84,10 +94,10 @@ run: $(STAMP)
 	$(VENV)/bin/sidecar serve $(if $(CONFIG),--config $(CONFIG),)
 
 .PHONY: test
-test: $(STAMP) $(BUF) $(JAEGER) lint proto-check python-test clients-test-if-any
+test: $(STAMP) $(BUF) $(JAEGER) redis-server lint proto-check python-test clients-test-if-any
 
 .PHONY: python-test
-python-test: $(STAMP) $(JAEGER)
+python-test: $(STAMP) $(JAEGER) redis-server
 	$(PY) -m pytest -q -p no:cacheprovider
 
 .PHONY: lint

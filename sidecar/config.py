@@ -1,6 +1,8 @@
 """The configuration: one YAML file, validated at start, secrets only from the environment.
 
-Sections: ``server``, ``policy``, ``providers``, ``models``, ``services``, ``tools``, ``telemetry``.
+Sections: ``server``, ``policy``, ``providers``, ``models``, ``services``, ``tools``, ``telemetry``,
+``state`` (where throttles, pauses, circuits and spend are kept: this process, or a Redis shared
+by the fleet; docs/fleet.md).
 A ``models`` entry is a deployment (``provider``, ``upstream_model`` ...) or a route over
 deployments (``{route: {balance, fallbacks, context_fallback, move_on, circuit}}``, docs/routing.md);
 ``Config.models`` holds the deployments and ``Config.routes`` the routes.
@@ -82,6 +84,7 @@ __all__ = [
     "ServerAuthConfig",
     "ServerConfig",
     "ServiceConfig",
+    "StateConfig",
     "TlsConfig",
     "ToolConfig",
     "Window",
@@ -89,6 +92,8 @@ __all__ = [
     "load_config",
     "load_default_config",
     "parse_config",
+    "worker_count",
+    "workers_refusal",
 ]
 
 EMBEDDED_PROVIDER = "embedded://provider"
@@ -107,6 +112,12 @@ MIN_TOKEN_CHARS = 16
 """A bearer token shorter than this is refused (``openssl rand -hex 32`` gives 64)."""
 MAX_PROVIDER_CONNECTIONS = 1024
 """The highest ``providers.*.max_connections``: httpcore scans its whole pool for every queued request."""
+DEFAULT_STATE_PREFIX = "sidecar"
+DEFAULT_STATE_TIMEOUT_MS = 50
+"""A state backend operation (Redis) slower than this is given up: the call decides on local state."""
+MAX_STATE_TIMEOUT_MS = 10_000
+MAX_WORKERS = 256
+"""The most worker processes ``server.workers`` may ask for."""
 DEFAULT_UPSTREAM_RETRIES = 3
 DEFAULT_TOOL_RETRIES = 2
 DEFAULT_MAX_CORRECTIONS = 2
@@ -178,6 +189,9 @@ class ServerConfig(_Strict):
     auth: ServerAuthConfig | None = None
     allow_insecure: bool = False
     """Serve a non-loopback address with neither ``tls`` nor ``auth`` (only on a private network)."""
+    workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = 1
+    """Processes serving ``listen`` together (SO_REUSEPORT); ``auto``: one per core. More than one
+    needs ``state.backend: redis`` (they share policy through it) and a host:port address."""
 
     @field_validator("listen")
     @classmethod
@@ -403,6 +417,52 @@ class TelemetryConfig(_Strict):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 
+class StateConfig(_Strict):
+    """Where throttles, pauses, circuits and spend live: this process (``memory``), or a Redis every
+    replica naming the same ``url`` and ``prefix`` shares (docs/fleet.md)."""
+
+    backend: Literal["memory", "redis"] = "memory"
+    url: str | None = None
+    """``redis://[user:password@]host:port/db``, ``rediss://`` (TLS) or ``unix:///path``; from the
+    environment (``${REDIS_URL}``): its password is a secret, masked wherever text leaves."""
+    prefix: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] = DEFAULT_STATE_PREFIX
+    """Every key and the change channel start with it: replicas with the same prefix share state."""
+    timeout_ms: Annotated[int, Field(ge=1, le=MAX_STATE_TIMEOUT_MS)] = DEFAULT_STATE_TIMEOUT_MS
+    """A Redis operation slower than this is given up; the call goes on under local state."""
+
+    @model_validator(mode="after")
+    def _url(self) -> StateConfig:
+        if self.backend == "redis":
+            if not self.url:
+                raise ValueError("the redis backend needs state.url, e.g. url: ${REDIS_URL}")
+            if urlsplit(self.url).scheme not in ("redis", "rediss", "unix"):
+                raise ValueError("state.url must be a redis://, rediss:// or unix:// URL (value not shown)")
+        return self
+
+
+def worker_count(workers: int | Literal["auto"]) -> int:
+    """``server.workers`` as a number: ``auto`` is one per core."""
+    return (os.cpu_count() or 1) if workers == "auto" else workers
+
+
+def workers_refusal(workers: int | Literal["auto"], listen: str, backend: str) -> str | None:
+    """Why these workers cannot serve this address with this state backend, or None."""
+    if workers == 1:
+        return None
+    count = "auto (one per core)" if workers == "auto" else str(workers)
+    if backend == "memory":
+        return (
+            f"server.workers: {count} processes would each keep their own throttles, circuits and spend; "
+            "set state.backend: redis (with state.url) so that they share them, or server.workers: 1"
+        )
+    if listen.startswith("unix:"):
+        return (
+            f"server.workers: {count} processes cannot share the unix socket {listen} (SO_REUSEPORT "
+            "is for TCP ports; a second bind would replace the socket file): listen on host:port, or server.workers: 1"
+        )
+    return None
+
+
 class Config(_Strict):
     server: ServerConfig = ServerConfig()
     policy: PolicyConfig = PolicyConfig()
@@ -414,6 +474,7 @@ class Config(_Strict):
     services: dict[str, ServiceConfig] = {}
     tools: dict[str, ToolConfig] = {}
     telemetry: TelemetryConfig = TelemetryConfig()
+    state: StateConfig = StateConfig()
 
     @model_validator(mode="before")
     @classmethod
@@ -458,6 +519,9 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _references(self) -> Config:
+        refusal = workers_refusal(self.server.workers, self.server.listen, self.state.backend)
+        if refusal is not None:
+            raise ValueError(refusal)
         for model_id, model in self.models.items():
             if model.provider not in self.providers:
                 known = ", ".join(self.providers) or "none"
@@ -517,6 +581,8 @@ class Config(_Strict):
             found.append(_password(url))
         if self.server.auth is not None:
             found += [t.get_secret_value() for t in self.server.auth.tokens]
+        if self.state.url:
+            found.append(_password(self.state.url))
         return sorted({*self._secrets, *(k for k in found if len(k) >= 4)}, key=len, reverse=True)
 
     @property

@@ -53,6 +53,7 @@ __all__ = [
     "OutputBudgetRaised",
     "ReportAccepted",
     "Retried",
+    "StateBackendChanged",
     "StreamRestarted",
     "Target",
     "ThrottleChanged",
@@ -294,6 +295,15 @@ class StreamRestarted:
     attempt: int
 
 
+@dataclass(frozen=True, slots=True)
+class StateBackendChanged:
+    """The shared state backend became unavailable (decisions go on under local state) or available again."""
+
+    backend: str
+    available: bool
+    reason: str = ""
+
+
 Event = (
     ThrottleChanged
     | ModelPaused
@@ -303,6 +313,7 @@ Event = (
     | Retried
     | StreamRestarted
     | ReportAccepted
+    | StateBackendChanged
 )
 
 

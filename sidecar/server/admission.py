@@ -5,6 +5,10 @@
     exempt    ListTools, ListModels, ClassifyFailure answer from memory, never wait on an upstream
               grpc.health.v1, reflection             not Sidecar methods: never wrapped
 
+While the process drains (SIGTERM: ``drain()``), a limited call is answered UNAVAILABLE at once
+(``refusals.draining``, RetryInfo ``SHED_RETRY_AFTER_S``) and the calls in flight finish; health
+answers NOT_SERVING meanwhile (``app.SidecarApp.stop``).
+
 A call past the limit is answered at once, before any work: RESOURCE_EXHAUSTED with a packed
 Failure (UPSTREAM_THROTTLE, service ``sidecar``), ErrorInfo and RetryInfo of
 ``SHED_RETRY_AFTER_S`` (``refusals.overloaded``). Logging is one WARNING for the first call shed,
@@ -20,6 +24,7 @@ that backlog above any burst (``PENDING_CALLS_LIMIT``) so that the refusal is th
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -28,7 +33,7 @@ import grpc
 from grpc_status import rpc_status
 
 from sidecar.core.clock import Clock
-from sidecar.server.refusals import overloaded
+from sidecar.server.refusals import draining, overloaded
 
 __all__ = ["LIMITED_METHODS", "SHED_LOG_WINDOW_S", "SHED_RETRY_AFTER_S", "Admission", "Behavior", "StreamBehavior"]
 
@@ -46,13 +51,16 @@ _log = logging.getLogger("sidecar.server")
 class Admission:
     """Counts the limited calls in flight and sheds those past ``limit``."""
 
-    __slots__ = ("_cancel_flush", "_clock", "_window_shed", "in_flight", "limit", "shed")
+    __slots__ = ("_cancel_flush", "_clock", "_idle", "_window_shed", "draining", "in_flight", "limit", "shed")
 
     def __init__(self, limit: int, clock: Clock) -> None:
         self.limit = limit
         self.in_flight = 0
         self.shed = 0
         """Calls shed since the start."""
+        self.draining = False
+        """Set by ``drain``: new limited calls are refused, those in flight finish."""
+        self._idle: asyncio.Event | None = None
         self._clock = clock
         self._window_shed = 0
         self._cancel_flush: Callable[[], None] | None = None
@@ -66,8 +74,12 @@ class Admission:
             return behavior
         full = f"{service}/{method}"
         refusal = rpc_status.to_status(overloaded(full, self.limit, SHED_RETRY_AFTER_S))  # built once, sent to each
+        leaving = rpc_status.to_status(draining(full, SHED_RETRY_AFTER_S))
 
         async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            if self.draining:
+                await context.abort_with_status(leaving)
+                raise AssertionError("unreachable: abort_with_status raises")
             if self.in_flight >= self.limit:
                 self._record_shed(full)
                 await context.abort_with_status(refusal)
@@ -76,7 +88,7 @@ class Admission:
             try:
                 return await behavior(request, context)
             finally:
-                self.in_flight -= 1
+                self._done()
 
         return admitted
 
@@ -86,8 +98,12 @@ class Admission:
             return behavior
         full = f"{service}/{method}"
         refusal = rpc_status.to_status(overloaded(full, self.limit, SHED_RETRY_AFTER_S))
+        leaving = rpc_status.to_status(draining(full, SHED_RETRY_AFTER_S))
 
         async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+            if self.draining:
+                await context.abort_with_status(leaving)
+                raise AssertionError("unreachable: abort_with_status raises")
             if self.in_flight >= self.limit:
                 self._record_shed(full)
                 await context.abort_with_status(refusal)
@@ -97,7 +113,7 @@ class Admission:
                 async for event in behavior(request, context):
                     yield event
             finally:
-                self.in_flight -= 1
+                self._done()
 
         return admitted
 
@@ -132,6 +148,18 @@ class Admission:
             extra={"shed": self._window_shed, "max_in_flight": self.limit},
         )
         self._open_window()
+
+    def _done(self) -> None:
+        self.in_flight -= 1
+        if self._idle is not None and self.in_flight <= 0:
+            self._idle.set()
+
+    async def drain(self) -> None:
+        """Refuse new limited calls from now on (UNAVAILABLE); return once none is in flight."""
+        self.draining = True
+        self._idle = asyncio.Event()
+        if self.in_flight > 0:
+            await self._idle.wait()
 
     def close(self) -> None:
         """Stop the log window's timer (the server is stopping); a count not yet logged is logged now."""

@@ -141,6 +141,10 @@ EVENT_MODEL_PAUSED = "sidecar.model.paused"
 EVENT_FIRST_TOKEN = "sidecar.first_token"
 """On a streamed attempt's span: the first delta reached the caller."""
 EVENT_STREAM_RESTART = "sidecar.stream.restart"
+EVENT_STATE_UNAVAILABLE = "sidecar.state.unavailable"
+"""The shared state backend cannot be reached: decisions are local until it is back."""
+EVENT_STATE_AVAILABLE = "sidecar.state.available"
+STATE_BACKEND = "sidecar.state.backend"
 
 # ---------------------------------------------------------------- metrics
 METRIC_DURATION = "gen_ai.client.operation.duration"
@@ -151,6 +155,7 @@ METRIC_MODEL_THROTTLE = "sidecar.model.throttle"
 METRIC_SERVICE_THROTTLE = "sidecar.service.throttle"
 METRIC_CIRCUIT_STATE = "sidecar.service.circuit.state"
 METRIC_FAILURES = "sidecar.failures"
+METRIC_STATE_AVAILABLE = "sidecar.state.available"
 
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
 """gen_ai.client.operation.duration's boundaries, as the GenAI conventions advise (seconds)."""

@@ -38,6 +38,7 @@ from sidecar.core.observer import (
     OutputBudgetRaised,
     ReportAccepted,
     Retried,
+    StateBackendChanged,
     StreamRestarted,
     Target,
     ThrottleChanged,
@@ -414,6 +415,8 @@ class TelemetryObserver:
             target = {"model": event.name} if event.target is Target.MODEL else {"service": event.name}
             self.metrics.retry(event.signal.label, **target)
             return
+        if isinstance(event, StateBackendChanged):
+            self.metrics.state_available(event.backend, event.available)
         span = trace.get_current_span()
         if not span.is_recording():
             return
@@ -451,6 +454,9 @@ def _event(event: Event) -> tuple[str, dict[str, Any]]:
             return n.EVENT_OUTPUT_BUDGET_RAISED, {n.OUTPUT_BUDGET: event.budget}
         case StreamRestarted():
             return n.EVENT_STREAM_RESTART, {n.RESTART_REASON: event.reason, n.ATTEMPT: event.attempt}
+        case StateBackendChanged():
+            name = n.EVENT_STATE_AVAILABLE if event.available else n.EVENT_STATE_UNAVAILABLE
+            return name, {n.STATE_BACKEND: event.backend, "sidecar.reason": event.reason}
         case ReportAccepted():  # pragma: no cover - an attribute, set by event()
             pass
     raise TypeError(f"no span event for {type(event).__name__}")  # pragma: no cover - exhaustive above
