@@ -46,7 +46,9 @@ def _sidecar(b: Bench, name: str, cmd: str, config: Path | None) -> tuple[Proc, 
     port = free_port()
     cfg = write_sidecar_config(b, port, name)
     if config is not None:  # the operator's own config: only the listen address and upstream are filled in
-        text = config.read_text().replace("{{SIDECAR_PORT}}", str(port)).replace("{{UPSTREAM_PORT}}", str(b.upstream_port))
+        text = (
+            config.read_text().replace("{{SIDECAR_PORT}}", str(port)).replace("{{UPSTREAM_PORT}}", str(b.upstream_port))
+        )
         cfg.write_text(text)
     proc = start(name, [*cmd.split(), "--config", str(cfg)], env={"BENCH_KEY": b.key, "PYTHONUNBUFFERED": "1"})
     target = f"127.0.0.1:{port}"
