@@ -94,7 +94,7 @@ run: $(STAMP)
 	$(VENV)/bin/sidecar serve $(if $(CONFIG),--config $(CONFIG),)
 
 .PHONY: test
-test: $(STAMP) $(BUF) $(JAEGER) redis-server lint proto-check python-test clients-test-if-any
+test: $(STAMP) $(BUF) $(JAEGER) redis-server lint proto-check python-test clients-test-if-any deploy-check
 
 .PHONY: python-test
 python-test: $(STAMP) $(JAEGER) redis-server
@@ -120,6 +120,19 @@ proto-check: $(STAMP)
 .PHONY: clients-test-if-any
 clients-test-if-any:
 	@if grep -q '^clients-test:' clients/clients.mk 2>/dev/null; then $(MAKE) --no-print-directory clients-test; fi
+
+# The Kubernetes manifests (deploy/kubernetes), decoded strictly into the official API types and
+# checked for what the deployment rests on: deploy/kubernetes/validate. Modules are fetched by
+# `go mod download` alone; vet and test run with GOPROXY=off and -mod=readonly, so nothing is
+# fetched (nor go.mod rewritten) while testing.
+DEPLOY_CHECK := deploy/kubernetes/validate
+GO           ?= go
+
+.PHONY: deploy-check
+deploy-check:
+	cd $(DEPLOY_CHECK) && $(GO) mod download
+	cd $(DEPLOY_CHECK) && GOPROXY=off $(GO) vet -mod=readonly ./...
+	cd $(DEPLOY_CHECK) && GOPROXY=off $(GO) test -mod=readonly -count=1 ./...
 
 .PHONY: clean
 clean:
