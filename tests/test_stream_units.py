@@ -66,6 +66,11 @@ def test_openai_ignores_what_it_does_not_know_and_refuses_what_is_broken() -> No
     assert s.feed("", json.dumps({"choices": [], "prompt_filter_results": [{"x": 1}]})) == []
     assert s.feed("", json.dumps({"choices": "odd"})) == []
     assert s.feed("", json.dumps({"choices": [{"index": 1, "delta": {"content": "other choice"}}]})) == []
+    assert s.feed("ping", "not json at all") == []  # a named event the wire does not define
+    assert s.feed("", "") == []
+    with pytest.raises(StreamFault) as named:
+        s.feed("error", '{"message": "overloaded_error"}')
+    assert named.value.error_body == '{"message": "overloaded_error"}'
     with pytest.raises(StreamFault) as garbled:
         s.feed("", '{"choices": [{"delta": {"cont')
     assert garbled.value.error_body is None

@@ -16,7 +16,7 @@ A stream (``"stream": true``) is named events, read by ``AnthropicStream``::
     ping                  -                                           -
     error                 {"type": "error", "error": {...}}           StreamFault with the error body
     not JSON, not an object                                           StreamFault (garbled)
-    any other event                                                   ignored, as the API asks of clients
+    any other event, an event with no data                            ignored, as the API asks of clients
 
 A tool call's arguments are the fragments joined, as JSON re-serialized like a whole reply's
 ``input`` (so a streamed reply and a whole one are the same reply).
@@ -144,6 +144,8 @@ class AnthropicStream:
         self.complete = False
 
     def feed(self, event: str, data: str) -> list[Delta]:
+        if not data.strip():
+            return []  # an event with no data: nothing this reader needs
         try:
             body = json.loads(data)
         except (ValueError, RecursionError):

@@ -13,7 +13,8 @@ read by ``OpenAIStream``::
     {"error": {...}}                               StreamFault with the error body (classified as an error)
     [DONE]                                         the end marker
     not JSON, not an object                        StreamFault (garbled)
-    anything else (new fields, empty choices)      ignored, as the API asks of clients
+    anything else (new fields, empty choices,      ignored, as the API asks of clients
+      no data, a named event other than error)     (``event: error`` is an error event, as some servers send)
 """
 
 from __future__ import annotations
@@ -136,9 +137,13 @@ class OpenAIStream:
         self.complete = False
 
     def feed(self, event: str, data: str) -> list[Delta]:
+        if event not in ("", "message", "error") or not data.strip():
+            return []  # a named event this wire does not define, or one with no data
         if data.strip() == END_MARKER:
             self.complete = True
             return []
+        if event == "error":
+            raise StreamFault("the stream sent an error event", error_body=data)
         try:
             chunk = json.loads(data)
         except (ValueError, RecursionError):
