@@ -25,7 +25,8 @@ help:
 	@echo "make run     set up and start the sidecar on the embedded default (no keys, no network)"
 	@echo "make test    set up and run the whole test suite (lint, generated-code checks, all clients)"
 	@echo "make proto   regenerate the stubs of every language from protos/"
-	@echo "make bench   run the benchmarks (not part of make test)"
+	@echo "make bench   run the benchmarks (not part of make test; BENCHMARKS.md)"
+	@echo "make soak    faults, SIGTERM drain, kill -9 and restart (not part of make test; docs/reliability.md)"
 	@echo "make constraints  re-resolve the Python dependencies and rewrite the pins of constraints.txt"
 
 # ---------------------------------------------------------------- setup

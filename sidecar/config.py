@@ -113,6 +113,8 @@ a stall: a mid-stream fault after the first delta, a transient fault before it. 
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _URL = re.compile(r"^https?://[^\s]+$")
+_ORIGIN = re.compile(r"^[^:/?#]*://[^/?#]*")
+"""A URL's scheme and authority (host, port, credentials): what a tool's arguments may never fill."""
 """A value read from the environment that is a whole URL: an address to show, save for its password."""
 _CREDENTIAL_HEADER = re.compile(r"(?i)auth|token|secret|key|cookie|password")
 """A header whose name matches carries a credential: its value is one of ``Config.secrets()``."""
@@ -356,6 +358,12 @@ class Config(_Strict):
                         f"tools.{name}.url: placeholder {{{placeholder}}} is not a parameter "
                         f"(parameters: {', '.join(props) or 'none'})"
                     )
+            origin = _ORIGIN.match(tool.url)
+            if origin is not None and "{" in origin.group(0):
+                raise ValueError(
+                    f"tools.{name}.url: a placeholder in the scheme, host or port would let the model's "
+                    "arguments choose where the request goes; placeholders belong in the path or the query"
+                )
         return self
 
     def service(self, name: str) -> ServiceConfig:

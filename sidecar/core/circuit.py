@@ -13,7 +13,8 @@ Circuit::
     OPEN   --(cooldown passed; the next call is the one probe)---> HALF_OPEN (the others are refused)
     HALF_OPEN --probe succeeds--> CLOSED (cooldown back to 30 s)
     HALF_OPEN --probe fails-----> OPEN, cooldown doubled (up to 1 h)
-    HALF_OPEN --probe lost------> OPEN, cooldown unchanged (cancelled, or no verdict in probe_timeout_s)
+    HALF_OPEN --probe lost------> OPEN, cooldown unchanged (cancelled, or no verdict in probe_timeout_s),
+                                  counted from the loss: a probe that timed out long ago refuses no one
 
 Correctable failures (the caller's bad input) and cancelled calls are never charged.
 Every refusal quotes the response that opened the circuit. State changes are reported to the
@@ -132,10 +133,11 @@ class ServiceGuard:
         """
         now = self._clock.time()
         if self.state is CircuitState.HALF_OPEN and self._probe is not None:
-            if now - self._probe.started >= self.circuit.probe_timeout_s:
+            lost_at = self._probe.started + self.circuit.probe_timeout_s
+            if now >= lost_at:
                 self._event(CircuitEvent.PROBE_LOST, reason="no verdict in time")
                 self._probe = None
-                self._reopen(doubled=False)
+                self._reopen(doubled=False, at=lost_at)  # its cooldown counts from the loss, not from this call
             else:
                 raise self._refusal(now, half_open=True)
         if self.state is CircuitState.OPEN:
@@ -167,8 +169,12 @@ class ServiceGuard:
         now = self._clock.time()
         if self.state is CircuitState.OPEN and now < self._open_until:
             return self._refusal(now, half_open=False)
-        if self.state is CircuitState.HALF_OPEN and self._probe_pending(now):
-            return self._refusal(now, half_open=True)
+        if self.state is CircuitState.HALF_OPEN and self._probe is not None:
+            if self._probe_pending(now):
+                return self._refusal(now, half_open=True)
+            reopened_until = self._probe.started + self.circuit.probe_timeout_s + self._cooldown  # as check() reopens
+            if now < reopened_until:
+                return self._refusal(now, half_open=False, until=reopened_until)
         return None
 
     def holds_decision(self) -> bool:
@@ -180,7 +186,7 @@ class ServiceGuard:
         return self.state is CircuitState.HALF_OPEN and self._probe_pending(now)
 
     def _probe_pending(self, now: float) -> bool:
-        return self._probe is not None and now - self._probe.started < self.circuit.probe_timeout_s
+        return self._probe is not None and now < self._probe.started + self.circuit.probe_timeout_s
 
     def throttle_wait(self) -> float:
         """How long a call would wait in the throttle right now (after everyone already booked)."""
@@ -245,15 +251,15 @@ class ServiceGuard:
             CircuitEvent.OPENED, reason=reason, cooldown_s=length, trigger=trigger.describe() if trigger else ""
         )
 
-    def _reopen(self, *, doubled: bool) -> None:
+    def _reopen(self, *, doubled: bool, at: float | None = None) -> None:
         if doubled:
             self._cooldown = min(self._cooldown * 2, self.circuit.max_cooldown_s)
         self.state = CircuitState.OPEN
-        self._open_until = self._clock.time() + self._cooldown
+        self._open_until = (self._clock.time() if at is None else at) + self._cooldown
         self._event(CircuitEvent.REOPENED, cooldown_s=self._cooldown)
 
-    def _refusal(self, now: float, *, half_open: bool) -> CircuitOpen:
-        remaining = max(self._open_until - now, 0.0)
+    def _refusal(self, now: float, *, half_open: bool, until: float | None = None) -> CircuitOpen:
+        remaining = max((self._open_until if until is None else until) - now, 0.0)
         if half_open:
             remaining = max(self._cooldown, 1.0) if remaining <= 0 else remaining
         trigger = self._trigger or Trigger(None, "unknown")

@@ -47,6 +47,7 @@ from sidecar.core.observer import (
 )
 from sidecar.core.redact import mask_keys
 from sidecar.core.taxonomy import SidecarFailure
+from sidecar.core.text import cap
 from sidecar.telemetry import names as n
 from sidecar.telemetry.metrics import OTHER, Metrics
 from sidecar.telemetry.tracing import Tracer, use_span
@@ -54,6 +55,8 @@ from sidecar.telemetry.tracing import Tracer, use_span
 __all__ = ["TelemetryObserver"]
 
 _tracer = Tracer(n.TRACER)
+NAME_CHARS = 128
+"""A caller's model or tool name is cut to this many characters in span names and attributes."""
 _CIRCUIT_EVENTS = {
     CircuitEvent.OPENED: n.EVENT_CIRCUIT_OPENED,
     CircuitEvent.REOPENED: n.EVENT_CIRCUIT_REOPENED,
@@ -72,6 +75,12 @@ an attempt (its CLIENT span current) is sending."""
 def _current(span: Span) -> Iterator[None]:
     with use_span(span):
         yield
+
+
+def _bounded(name: str) -> str:
+    """A caller's model or tool name as a span name or attribute: at most NAME_CHARS (a caller
+    can send a name of any length; an unknown one is answered with a failure, its span still named)."""
+    return cap(name, NAME_CHARS) if len(name) > NAME_CHARS else name
 
 
 def _target_attr(target: Target) -> str:
@@ -282,11 +291,12 @@ class TelemetryObserver:
     @contextmanager
     def model_call(self, start: ModelCallStart) -> Iterator[_ModelCall]:
         request = start.request
+        model = _bounded(request.model)
         attrs: dict[str, Any] = {
             n.GEN_AI_OPERATION: n.OP_CHAT,
             n.GEN_AI_PROVIDER: start.provider,
-            n.GEN_AI_REQUEST_MODEL: request.model,
-            n.MODEL_ID: request.model,
+            n.GEN_AI_REQUEST_MODEL: model,
+            n.MODEL_ID: model,
         }
         if start.max_tokens is not None:
             attrs[n.GEN_AI_REQUEST_MAX_TOKENS] = start.max_tokens
@@ -295,7 +305,7 @@ class TelemetryObserver:
         if start.streamed:
             attrs[n.STREAMED] = True
         _job_attrs(attrs, request.job)
-        name = n.SPAN_CHAT.format(model=request.model or "unknown")
+        name = n.SPAN_CHAT.format(model=model or "unknown")
         with _tracer.start_as_current_span(name, kind=SpanKind.CLIENT, attributes=attrs) as span:
             if span.is_recording():
                 if start.host:
@@ -317,7 +327,7 @@ class TelemetryObserver:
     def tool_call(self, start: ToolCallStart) -> Iterator[_ToolCall]:
         attrs: dict[str, Any] = {
             n.GEN_AI_OPERATION: n.OP_EXECUTE_TOOL,
-            n.GEN_AI_TOOL_NAME: start.tool,
+            n.GEN_AI_TOOL_NAME: _bounded(start.tool),
             n.GEN_AI_TOOL_TYPE: "function",
         }
         if start.call_id:
@@ -326,7 +336,7 @@ class TelemetryObserver:
             attrs[n.GEN_AI_TOOL_DESCRIPTION] = start.description
             attrs[n.SERVICE] = start.service
         _job_attrs(attrs, start.job)
-        name = n.SPAN_EXECUTE_TOOL.format(tool=start.tool or "unknown")
+        name = n.SPAN_EXECUTE_TOOL.format(tool=_bounded(start.tool) or "unknown")
         with _tracer.start_as_current_span(name, attributes=attrs) as span:
             if self.records_content(span):
                 span.set_attribute(n.GEN_AI_TOOL_ARGUMENTS, self.mask(start.arguments_json))
