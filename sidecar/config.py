@@ -131,6 +131,10 @@ DEFAULT_MAX_ARGUMENT_BYTES = 1024 * 1024
 """A caller's JSON text (tool arguments, a schema, a history tool call) is refused past this size."""
 DEFAULT_CHECK_TIME_LIMIT_S = 2.0
 """Checking one call's input (arguments, guardrails, schemas, the reply against the schema) stops here."""
+DEFAULT_STREAM_IDLE_TIMEOUT_S = 30.0
+"""A StreamModel attempt that receives no byte for this many seconds (the response head included) is
+a stall: a mid-stream fault after the first delta, a transient fault before it. Per provider
+(``providers.*.stream_idle_timeout_s``): raise it for a server that thinks long before its first byte."""
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _URL = re.compile(r"^https?://[^\s]+$")
@@ -225,6 +229,10 @@ class PolicyConfig(_Strict):
     check_time_limit_s: Annotated[float, Field(gt=0, le=60)] = DEFAULT_CHECK_TIME_LIMIT_S
     """The time one call's input may take to check (schema, arguments, guardrails, the reply
     against the caller's schema) before it is refused as INVALID_INPUT; large checks run off the event loop."""
+    mid_stream: Literal["restart", "fail"] = "restart"
+    """StreamModel, a fault after deltas reached the caller: ``restart`` (a restart event, then the next
+    attempt's deltas, within the call's retry budget) or ``fail`` (STREAM_INTERRUPTED with the partial
+    text). A request's ``mid_stream`` overrides it."""
 
     def windows_for(self, preset: str | None, windows: Windows | None) -> Windows:
         return windows or (PRESETS[preset] if preset else (self.windows or PRESETS[self.preset]))
@@ -242,6 +250,8 @@ class ProviderConfig(_Strict):
     max_keepalive_connections: Annotated[int, Field(ge=0)] = 50
     headers: dict[str, str] = {}
     anthropic_version: str = "2023-06-01"
+    stream_idle_timeout_s: Annotated[float, Field(gt=0, le=MAX_WAIT_S)] = DEFAULT_STREAM_IDLE_TIMEOUT_S
+    """StreamModel: no byte from this provider for this long is a stall (a mid-stream fault)."""
 
     @field_validator("base_url")
     @classmethod

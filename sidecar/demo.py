@@ -2,7 +2,8 @@
 
 It scripts the local provider the embedded default uses (``make run``), then plays an agent:
 a model call that meets a 429 the sidecar waits out, a tool call that fails and that the model
-recovers from, and a structured answer that is corrected once.
+recovers from, a structured answer that is corrected once, and a streamed reply that the
+provider breaks off with an overload: the sidecar restarts it, and the agent sees a ``restart``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ ANSWER_SCHEMA = {
     "properties": {"answer": {"type": "string"}, "source": {"type": "string"}},
     "required": ["answer", "source"],
 }
+ONE_LINE = "Back off with jitter, honour Retry-After, and stop once the budget is spent."
+BROKEN_AFTER = 5
+"""The streamed reply's first attempt is cut by an overload after this many deltas."""
 
 
 class Timeline:
@@ -82,6 +86,8 @@ def _play(target: str, provider: str) -> int:
             "preset": "reply",
             "text": json.dumps({"answer": "Back off with jitter; honour Retry-After.", "source": "doc-2"}),
         },
+        {"preset": "reply", "text": ONE_LINE, "stream_fault": "overloaded", "after_deltas": BROKEN_AFTER},
+        {"preset": "reply", "text": ONE_LINE},
     ]
     try:
         _script(provider, steps)
@@ -123,11 +129,32 @@ def _play(target: str, provider: str) -> int:
             t.say(f"model ← JSON{_attempts(final)}: {json.dumps(dict(final.json))}")
             if final.corrections:
                 t.say("        the first reply was not JSON; the sidecar sent the model its mistake and asked again")
+            conversation.append(assistant(final.message))
+            conversation.append(user("Now say it in one line."))
+            _stream_turn(client, conversation, t)
         except SidecarError as err:
             t.say(f"call failed: {err.kind_name}: {err.explanation}")
             return 1
     t.say("done: every attempt above is also a span in your traces (see README: See it in Jaeger)")
     return 0
+
+
+def _stream_turn(client: SidecarClient, conversation: list[pb.Message], t: Timeline) -> None:
+    """One StreamModel turn, shown as the agent sees it: deltas, the restart, the final reply."""
+    t.say(f"agent → StreamModel {MODEL}: {conversation[-1].text!r}")
+    shown: list[str] = []
+    with client.stream_model(MODEL, conversation, timeout=60) as stream:
+        for event in stream:
+            which = event.WhichOneof("event")
+            if which == "text":
+                shown.append(event.text.text)
+            elif which == "restart":
+                t.say(f"model ⇢ {''.join(shown)!r} ({len(shown)} deltas, then the provider broke off)")
+                t.say(f"        restart, attempt {event.restart.attempt}: {event.restart.reason}")
+                t.say("        the agent drops what it showed; the sidecar waited and streams the reply again")
+                shown.clear()
+            elif which == "final":
+                t.say(f"model ⇢ {''.join(shown)!r}{_attempts(event.final)}")
 
 
 if __name__ == "__main__":

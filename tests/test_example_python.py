@@ -276,8 +276,7 @@ def real_sidecar(request: pytest.FixtureRequest) -> str:
     return running.app.address
 
 
-# StreamModel is not served yet (UNIMPLEMENTED): add True here once it is.
-@pytest.mark.parametrize("stream", [False])
+@pytest.mark.parametrize("stream", [False, True])
 async def test_the_loop_against_a_real_sidecar(real_sidecar: str, stream: bool) -> None:
     screen = Screen()
     trace: list[str] = []

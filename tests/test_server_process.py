@@ -165,6 +165,8 @@ def test_demo_plays_a_session_against_the_embedded_default() -> None:
     assert "ExecuteTool fetch_doc: RESOURCE_NOT_FOUND" in out
     assert "ExecuteTool search_docs: result" in out
     assert "1 correction" in out
+    assert "restart, attempt 2: overload after 5 deltas" in out
+    assert "(2 attempts)" in out.splitlines()[-2]
 
 
 @pytest.mark.parametrize("command", ["fake-provider", "tool-backend"])

@@ -13,7 +13,8 @@ metrics, and ``NULL_OBSERVER`` ignores them all (unit tests, or telemetry off)::
                                                              record.* says what it saw; ends with the block
     observer.wait(WaitStart)         -> with ...             a backoff or a throttle wait (a span + a metric)
     observer.event(Event)                                    a state change: a throttle, a pause, a circuit,
-                                                             a correction, a raised output budget, a retry
+                                                             a correction, a raised output budget, a retry,
+                                                             a stream's restart (StreamRestarted: on the call)
 
 Every report is a frozen dataclass or a method with typed arguments: nothing here knows an
 attribute name. Events are reported where they happen; the telemetry observer attaches them
@@ -85,6 +86,10 @@ class AttemptStart:
     host: str = ""
     port: int | None = None
     output_budget: int | None = None
+    provider: str = ""
+    """A model attempt's wire format (``openai``, ``anthropic``), for its stream metrics."""
+    streamed: bool = False
+    """A StreamModel attempt: its deltas are timed (first_token, chunk)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +200,10 @@ class AttemptRecord(Protocol):
         """This reply is sent back to the model with the fix asked for (``reason`` is the kind)."""
 
     def first_token(self) -> None:
-        """A stream's first delta reached the caller."""
+        """A stream's first delta arrived and goes to the caller (time to first chunk)."""
+
+    def chunk(self) -> None:
+        """Each later delta of the stream (time per output chunk: since the delta before)."""
 
     def ended(self, reason: str) -> None:
         """The attempt ended early (cancelled, the caller's deadline, a restart) for ``reason``."""
@@ -293,6 +301,9 @@ class StreamRestarted:
 
     reason: str
     attempt: int
+    """The attempt whose deltas follow."""
+    cause: str = ""
+    """``upstream_fault``, ``truncated``, ``correction`` (``core.stream.RestartCause``, lower case)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,6 +388,9 @@ class _NullRecord:
         pass
 
     def first_token(self) -> None:
+        pass
+
+    def chunk(self) -> None:
         pass
 
     def ended(self, reason: object) -> None:

@@ -1,4 +1,25 @@
-"""The Anthropic Messages wire format.
+"""The Anthropic Messages wire format, whole and streamed.
+
+A stream (``"stream": true``) is named events, read by ``AnthropicStream``::
+
+    event                 data                                       becomes
+    message_start         message: id, model, usage.input_tokens      the reply's id, model, tokens
+    content_block_start   text block (its text, if any)               TextDelta
+                          tool_use block: id, name                    ToolCallDelta (the call numbered among
+                                                                      the reply's tool calls, from 0)
+                          any other block (thinking ...)              ignored, and its deltas too
+    content_block_delta   text_delta                                  TextDelta
+                          input_json_delta (partial_json)             ToolCallDelta: an arguments fragment
+    content_block_stop    -                                           -
+    message_delta         delta.stop_reason, usage.output_tokens      the reply's finish and tokens
+    message_stop          -                                           the end marker
+    ping                  -                                           -
+    error                 {"type": "error", "error": {...}}           StreamFault with the error body
+    not JSON, not an object                                           StreamFault (garbled)
+    any other event, an event with no data                            ignored, as the API asks of clients
+
+A tool call's arguments are the fragments joined, as JSON re-serialized like a whole reply's
+``input`` (so a streamed reply and a whole one are the same reply).
 
 ``AnthropicAdapter.body`` renders a request, ``parse_request`` reads one back (its inverse)::
 
@@ -28,12 +49,14 @@ from typing import Any
 
 from sidecar.core.conversation import Message, ModelRequest, ToolCall, ToolCallResult, ToolDefinition
 from sidecar.core.kinds import FinishReason, Role
+from sidecar.core.stream import Delta, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.tool_shapes import render_tool
 from sidecar.providers.wire import (
     JSON_INSTRUCTION,
     ChatReply,
     ChatRequest,
+    StreamFault,
     compact_json,
     number_field,
     object_list,
@@ -41,11 +64,13 @@ from sidecar.providers.wire import (
     shown,
 )
 
-__all__ = ["RAW_ARGUMENTS", "AnthropicAdapter", "parse_request"]
+__all__ = ["RAW_ARGUMENTS", "AnthropicAdapter", "AnthropicStream", "parse_request"]
 
 RAW_ARGUMENTS = "_raw"
 """The one key of a tool_use input that carries arguments that were not JSON, as written."""
 _SCHEMA_MARK = f"{JSON_INSTRUCTION}\n"
+REFUSAL_TEXT = "the model declined to answer"
+"""A refusal's explanation when the model wrote none."""
 
 _FINISH = {
     "end_turn": FinishReason.STOP,
@@ -73,7 +98,7 @@ class AnthropicAdapter:
             headers["x-api-key"] = api_key
         return headers
 
-    def body(self, request: ChatRequest) -> dict[str, Any]:
+    def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
         system = request.system
         if request.response_schema is not None:
             schema = json.dumps(request.response_schema, separators=(",", ":"))
@@ -101,7 +126,12 @@ class AnthropicAdapter:
                 )
                 for t in request.tools
             ]
+        if stream:
+            body["stream"] = True
         return body
+
+    def stream_decoder(self) -> AnthropicStream:
+        return AnthropicStream()
 
     def parse(self, body: dict[str, Any]) -> ChatReply:
         texts: list[str] = []
@@ -124,12 +154,137 @@ class AnthropicAdapter:
             tool_calls=calls,
             finish=_FINISH.get(raw_finish, FinishReason.UNSPECIFIED),
             raw_finish=raw_finish,
-            refusal=("".join(texts) or "the model declined to answer") if raw_finish == "refusal" else None,
+            refusal=("".join(texts) or REFUSAL_TEXT) if raw_finish == "refusal" else None,
             input_tokens=int(usage.get("input_tokens") or 0),
             output_tokens=int(usage.get("output_tokens") or 0),
             response_model=str(body.get("model") or ""),
             response_id=str(body.get("id") or ""),
         )
+
+
+class AnthropicStream:
+    """One streamed Messages reply, event by event (the table of the module)."""
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._blocks: dict[int, int | None] = {}
+        """Content block index -> the tool call it is (None: a text block); other blocks are absent."""
+        self._calls: list[tuple[str, str, list[str]]] = []
+        self._finish: str | None = None
+        self._input_tokens = 0
+        self._output_tokens = 0
+        self._model = ""
+        self._id = ""
+        self.complete = False
+
+    def feed(self, event: str, data: str) -> list[Delta]:
+        if not data.strip():
+            return []  # an event with no data: nothing this reader needs
+        try:
+            body = json.loads(data)
+        except (ValueError, RecursionError):
+            raise StreamFault("the stream sent an event that is not JSON") from None
+        if not isinstance(body, dict):
+            raise StreamFault("the stream sent an event that is not a JSON object")
+        kind = event or str(body.get("type") or "")
+        if kind == "error" or body.get("type") == "error":
+            raise StreamFault("the stream sent an error event", error_body=data)
+        if kind == "message_start":
+            self._start(body.get("message"))
+        elif kind == "content_block_start":
+            return self._block_start(body)
+        elif kind == "content_block_delta":
+            return self._block_delta(body)
+        elif kind == "message_delta":
+            self._message_delta(body)
+        elif kind == "message_stop":
+            self.complete = True
+        return []  # ping, content_block_stop, and every event type this reader does not know
+
+    def _start(self, message: Any) -> None:
+        if not isinstance(message, dict):
+            return
+        self._id = _text_of(message.get("id"))
+        self._model = _text_of(message.get("model"))
+        self._usage(message.get("usage"))
+
+    def _usage(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            self._input_tokens = _count(usage.get("input_tokens")) or self._input_tokens
+            self._output_tokens = _count(usage.get("output_tokens")) or self._output_tokens
+
+    def _block_start(self, body: dict[str, Any]) -> list[Delta]:
+        index, block = body.get("index"), body.get("content_block")
+        if not isinstance(index, int) or not isinstance(block, dict):
+            return []
+        if block.get("type") == "text":
+            self._blocks[index] = None
+            return self._text_delta(block.get("text"))
+        if block.get("type") == "tool_use":
+            call = len(self._calls)
+            self._blocks[index] = call
+            call_id, name = _text_of(block.get("id")), _text_of(block.get("name"))
+            self._calls.append((call_id, name, []))
+            return [ToolCallDelta(call, call_id, name, "")]
+        return []
+
+    def _block_delta(self, body: dict[str, Any]) -> list[Delta]:
+        index, delta = body.get("index"), body.get("delta")
+        if not isinstance(index, int) or index not in self._blocks or not isinstance(delta, dict):
+            return []
+        call = self._blocks[index]
+        if call is None and delta.get("type") == "text_delta":
+            return self._text_delta(delta.get("text"))
+        if call is not None and delta.get("type") == "input_json_delta":
+            fragment = _text_of(delta.get("partial_json"))
+            self._calls[call][2].append(fragment)
+            return [ToolCallDelta(call, "", "", fragment)]
+        return []
+
+    def _text_delta(self, text: Any) -> list[Delta]:
+        if not isinstance(text, str) or not text:
+            return []
+        self._text.append(text)
+        return [TextDelta(text)]
+
+    def _message_delta(self, body: dict[str, Any]) -> None:
+        delta = body.get("delta")
+        if isinstance(delta, dict) and delta.get("stop_reason"):
+            self._finish = str(delta["stop_reason"])
+        self._usage(body.get("usage"))
+
+    def reply(self) -> ChatReply | None:
+        if self._finish is None:
+            return None
+        text = "".join(self._text)
+        raw_finish = self._finish
+        return ChatReply(
+            text=text,
+            tool_calls=[ToolCall(i, n, _streamed_arguments("".join(parts))) for i, n, parts in self._calls],
+            finish=_FINISH.get(raw_finish, FinishReason.UNSPECIFIED),
+            raw_finish=raw_finish,
+            refusal=(text or REFUSAL_TEXT) if raw_finish == "refusal" else None,
+            input_tokens=self._input_tokens,
+            output_tokens=self._output_tokens,
+            response_model=self._model,
+            response_id=self._id,
+        )
+
+
+def _streamed_arguments(joined: str) -> str:
+    """A streamed tool call's fragments as a whole reply's ``input`` renders them; as sent when not JSON."""
+    try:
+        return json.dumps(json.loads(joined or "{}"))
+    except (ValueError, RecursionError):
+        return joined
+
+
+def _text_of(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _message(m: Message) -> tuple[str, list[dict[str, Any]]]:
@@ -237,6 +392,7 @@ def _assistant(blocks: list[dict[str, Any]], where: str, names: dict[str, str]) 
 
 
 def _arguments(value: Any) -> str:
+    """A request's tool_use ``input`` as arguments JSON (the RAW_ARGUMENTS form: the text as written)."""
     if isinstance(value, dict) and list(value) == [RAW_ARGUMENTS] and isinstance(value[RAW_ARGUMENTS], str):
         return str(value[RAW_ARGUMENTS])
     return compact_json(value if value is not None else {})

@@ -1,4 +1,20 @@
-"""The OpenAI Chat Completions wire format (also vLLM, Ollama and the compatible servers).
+"""The OpenAI Chat Completions wire format (also vLLM, Ollama and the compatible servers), whole and streamed.
+
+A stream (``"stream": true``, ``"stream_options": {"include_usage": true}``) is ``data:`` events,
+read by ``OpenAIStream``::
+
+    data                                         becomes
+    {"choices": [{"delta": {"content": "..."}}]}   TextDelta (an empty string: nothing)
+    {"delta": {"refusal": "..."}}                  kept for the reply's refusal (never sent as text)
+    {"delta": {"tool_calls": [{"index", "id",      ToolCallDelta: the call numbered in the order its
+       "function": {"name", "arguments"}}]}}         first fragment came; id and name on that fragment
+    {"choices": [{"finish_reason": ...}]}          the reply's finish
+    {"choices": [], "usage": {...}}                the reply's tokens (any chunk's usage counts)
+    {"error": {...}}                               StreamFault with the error body (classified as an error)
+    [DONE]                                         the end marker
+    not JSON, not an object                        StreamFault (garbled)
+    anything else (new fields, empty choices,      ignored, as the API asks of clients
+      no data, a named event other than error)     (``event: error`` is an error event, as some servers send)
 
 ``OpenAIAdapter.body`` renders a request, ``parse_request`` reads one back (its inverse)::
 
@@ -26,11 +42,13 @@ from typing import Any
 
 from sidecar.core.conversation import Message, ModelRequest, ToolCall, ToolCallResult, ToolDefinition
 from sidecar.core.kinds import FinishReason, Role
+from sidecar.core.stream import Delta, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.tool_shapes import render_tool
 from sidecar.providers.wire import (
     ChatReply,
     ChatRequest,
+    StreamFault,
     compact_json,
     number_field,
     object_list,
@@ -38,10 +56,11 @@ from sidecar.providers.wire import (
     shown,
 )
 
-__all__ = ["TOOL_ERROR_PREFIX", "OpenAIAdapter", "parse_request"]
+__all__ = ["TOOL_ERROR_PREFIX", "OpenAIAdapter", "OpenAIStream", "parse_request"]
 
 TOOL_ERROR_PREFIX = "[tool error] "
 """Before the content of a tool result that is an error: the OpenAI wire has no is_error flag."""
+END_MARKER = "[DONE]"
 
 _FINISH = {
     "stop": FinishReason.STOP,
@@ -61,7 +80,7 @@ class OpenAIAdapter:
     def headers(self, api_key: str | None) -> dict[str, str]:
         return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
-    def body(self, request: ChatRequest) -> dict[str, Any]:
+    def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
         messages: list[dict[str, Any]] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
@@ -86,7 +105,13 @@ class OpenAIAdapter:
                 "type": "json_schema",
                 "json_schema": {"name": "response", "schema": request.response_schema, "strict": False},
             }
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
         return body
+
+    def stream_decoder(self) -> OpenAIStream:
+        return OpenAIStream()
 
     def parse(self, body: dict[str, Any]) -> ChatReply:
         choice = (body.get("choices") or [{}])[0]
@@ -115,6 +140,119 @@ class OpenAIAdapter:
             response_model=str(body.get("model") or ""),
             response_id=str(body.get("id") or ""),
         )
+
+
+class _Call:
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.arguments: list[str] = []
+
+
+class OpenAIStream:
+    """One streamed Chat Completions reply, chunk by chunk (the table of the module)."""
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._refusal: list[str] = []
+        self._calls: dict[int, _Call] = {}
+        """Tool calls by the wire's index, in the order their first fragment came."""
+        self._finish: str | None = None
+        self._input_tokens = 0
+        self._output_tokens = 0
+        self._model = ""
+        self._id = ""
+        self.complete = False
+
+    def feed(self, event: str, data: str) -> list[Delta]:
+        if event not in ("", "message", "error") or not data.strip():
+            return []  # a named event this wire does not define, or one with no data
+        if data.strip() == END_MARKER:
+            self.complete = True
+            return []
+        if event == "error":
+            raise StreamFault("the stream sent an error event", error_body=data)
+        try:
+            chunk = json.loads(data)
+        except (ValueError, RecursionError):
+            raise StreamFault("the stream sent an event that is not JSON") from None
+        if not isinstance(chunk, dict):
+            raise StreamFault("the stream sent an event that is not a JSON object")
+        if "error" in chunk:
+            raise StreamFault("the stream sent an error event", error_body=data)
+        self._model = _text_of(chunk.get("model")) or self._model
+        self._id = _text_of(chunk.get("id")) or self._id
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self._input_tokens = _count(usage.get("prompt_tokens")) or self._input_tokens
+            self._output_tokens = _count(usage.get("completion_tokens")) or self._output_tokens
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            return []
+        out: list[Delta] = []
+        for choice in choices:
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                out.extend(self._choice(choice))
+        return out
+
+    def _choice(self, choice: dict[str, Any]) -> list[Delta]:
+        if choice.get("finish_reason"):
+            self._finish = str(choice["finish_reason"])
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            return []
+        out: list[Delta] = []
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self._text.append(content)
+            out.append(TextDelta(content))
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str):
+            self._refusal.append(refusal)
+        for piece in delta.get("tool_calls") or []:
+            if isinstance(piece, dict):
+                out.append(self._tool_piece(piece))
+        return out
+
+    def _tool_piece(self, piece: dict[str, Any]) -> ToolCallDelta:
+        wire_index = piece.get("index", 0)
+        key = wire_index if isinstance(wire_index, int) else 0
+        call = self._calls.setdefault(key, _Call())
+        function = piece.get("function")
+        function = function if isinstance(function, dict) else {}
+        new_id = "" if call.id else _text_of(piece.get("id"))  # each is sent once, when first known
+        new_name = "" if call.name else _text_of(function.get("name"))
+        call.id = call.id or new_id
+        call.name = call.name or new_name
+        fragment = _text_of(function.get("arguments"))
+        call.arguments.append(fragment)
+        return ToolCallDelta(list(self._calls).index(key), new_id, new_name, fragment)
+
+    def reply(self) -> ChatReply | None:
+        if self._finish is None:
+            return None
+        calls = [ToolCall(c.id, c.name, "".join(c.arguments) or "{}") for c in self._calls.values()]
+        return ChatReply(
+            text="".join(self._text),
+            tool_calls=calls,
+            finish=_FINISH.get(self._finish, FinishReason.UNSPECIFIED),
+            raw_finish=self._finish,
+            refusal="".join(self._refusal) or None,
+            input_tokens=self._input_tokens,
+            output_tokens=self._output_tokens,
+            response_model=self._model,
+            response_id=self._id,
+        )
+
+
+def _text_of(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _message(m: Message) -> list[dict[str, Any]]:

@@ -31,7 +31,7 @@ from typing import Any
 from sidecar.config import Config
 from sidecar.core.circuit import Admission, ServiceGuard, ServiceGuards
 from sidecar.core.clock import Clock
-from sidecar.core.conversation import CallOptions, ModelRequest, ModelResponse, Usage
+from sidecar.core.conversation import CallOptions, MidStream, ModelRequest, ModelResponse, Usage
 from sidecar.core.details import CircuitDetail, Hop, RetryDetail, Trigger
 from sidecar.core.kinds import CircuitState, FailureKind
 from sidecar.core.observer import HopRecord, HopStart, ModelCallStart, Observer
@@ -47,9 +47,11 @@ from sidecar.core.routing import (
 )
 from sidecar.core.settings import ServiceConfig
 from sidecar.core.spend import cost_of
+from sidecar.core.stream import RestartCause
 from sidecar.core.taxonomy import CircuitOpen, InvalidInput, JobTimeout, SidecarFailure, as_failure
 from sidecar.core.text import cap, clause
 from sidecar.providers.schemas import CallChecks, check_request
+from sidecar.providers.streaming import Outlet
 
 __all__ = ["HOP_MESSAGE_CHARS", "HOP_REASON_CHARS", "MIXED_PROVIDERS", "SERVED", "RouteCaller", "route_of"]
 
@@ -62,7 +64,7 @@ SERVED = "served"
 MIXED_PROVIDERS = "multiple"
 """The provider of a route's chat span when its deployments speak different wire formats."""
 
-Run = Callable[[ModelRequest, CallOptions, Any], Awaitable[ModelResponse]]
+Run = Callable[[ModelRequest, CallOptions, Any, "Outlet | None"], Awaitable[ModelResponse]]
 """ModelService's one model call for a deployment (the request's model is the deployment)."""
 ServerOf = Callable[[str], tuple[str, int | None] | None]
 _log = logging.getLogger("sidecar.routes")
@@ -230,16 +232,24 @@ class RouteCaller:
         """The circuit of a deployment (created on first use, shared by every route using it)."""
         return self._guards.get(deployment)
 
-    def call_start(self, request: ModelRequest) -> ModelCallStart:
+    def call_start(self, request: ModelRequest, *, streamed: bool = False) -> ModelCallStart:
         """The route's ``chat`` span: its provider is the deployments' wire format when they share one."""
         route = self._routes[request.model]
         models, providers = self._config.models, self._config.providers
         formats = {providers[models[d].provider].wire_format for d, _, _ in route.deployments}
         provider = formats.pop() if len(formats) == 1 else MIXED_PROVIDERS
-        return ModelCallStart(request, known=True, provider=provider, max_tokens=request.max_output_tokens)
+        return ModelCallStart(
+            request, known=True, provider=provider, max_tokens=request.max_output_tokens, streamed=streamed
+        )
 
-    async def call(self, request: ModelRequest, options: CallOptions, record: Any) -> ModelResponse:
-        """The reply of the first deployment that serves it, or the chain's failure raised."""
+    async def call(
+        self, request: ModelRequest, options: CallOptions, record: Any, outlet: Outlet | None = None
+    ) -> ModelResponse:
+        """The reply of the first deployment that serves it, or the chain's failure raised.
+
+        A stream (``outlet``) fails over as a call does until deltas have reached the caller; after
+        that, only under the restart policy (``mid_stream``), with a FAILOVER restart voiding them.
+        """
         route = self._routes[request.model]
         await self._check(route, request, options)
         chain = _Chain(route, self._config)
@@ -251,7 +261,9 @@ class RouteCaller:
                 if options.deadline is not None and self._clock.time() >= options.deadline:
                     raise chain.failure(True, [deployment, *(d for d, _ in queue)])
                 number = len(chain.hops) + 1
-                hop, tally, response, failure = await self._hop(route, deployment, role, number, request, options)
+                hop, tally, response, failure = await self._hop(
+                    route, deployment, role, number, request, options, outlet
+                )
                 chain.hops.append(hop)
                 if tally is not None:
                     chain.tallies.append((deployment, tally))
@@ -260,6 +272,8 @@ class RouteCaller:
                 assert failure is not None
                 chain.last = failure
                 step = next_step(route, failure.kind, chain.tried)
+                if outlet is not None and outlet.deltas:
+                    step = self._after_deltas(step, request, failure, deployment, queue, outlet)
                 if step is Next.STOP:
                     stopped = True
                     break
@@ -279,6 +293,33 @@ class RouteCaller:
         finally:
             record.tally(*chain.totals())
 
+    def _after_deltas(
+        self,
+        step: Next,
+        request: ModelRequest,
+        failure: SidecarFailure,
+        deployment: str,
+        queue: list[tuple[str, HopRole]],
+        outlet: Outlet,
+    ) -> Next:
+        """A hop failed after deltas reached the caller: the stream's restart policy decides.
+
+        restart  a deployment that broke off mid-stream (STREAM_INTERRUPTED: no restart was left on
+                 it) or failed in a way that moves on: the next hop, its deltas after a FAILOVER
+                 restart that voids what the caller holds
+        fail     the chain stops with this hop's failure
+        """
+        restarts = (request.mid_stream or self._config.policy.mid_stream) == MidStream.RESTART
+        if failure.kind is FailureKind.STREAM_INTERRUPTED and queue:
+            step = Next.MOVE_ON
+        if step is Next.STOP or not restarts:
+            return Next.STOP
+        if step is Next.MOVE_ON and not queue:
+            return step  # nothing follows: the chain fails with this hop's failure
+        going_to = queue[0][0] if step is Next.MOVE_ON else "the context fallback"
+        outlet.void(RestartCause.FAILOVER, f"{deployment} failed ({failure.kind_name}); failover to {going_to}")
+        return step
+
     async def _check(self, route: Route, request: ModelRequest, options: CallOptions) -> None:
         """The request's own checks, before any hop: the same on every deployment."""
         check_request(request, options, self._config)
@@ -295,7 +336,14 @@ class RouteCaller:
                 )
 
     async def _hop(
-        self, route: Route, deployment: str, role: HopRole, number: int, request: ModelRequest, options: CallOptions
+        self,
+        route: Route,
+        deployment: str,
+        role: HopRole,
+        number: int,
+        request: ModelRequest,
+        options: CallOptions,
+        outlet: Outlet | None,
     ) -> tuple[Hop, _HopTally | None, ModelResponse | None, SidecarFailure | None]:
         """One deployment tried: the hop as listed, what it spent, and its reply or its failure."""
         model = self._config.models[deployment]
@@ -312,7 +360,7 @@ class RouteCaller:
                 return hop, None, None, refusal
             tally = _HopTally(record)
             try:
-                response = await self._run(replace(request, model=deployment), options, tally)
+                response = await self._run(replace(request, model=deployment), options, tally, outlet)
             except asyncio.CancelledError:
                 record.ended(Hop(deployment, FailureKind.JOB_CANCELLED, tally.attempts, "cancelled by the caller"))
                 raise

@@ -11,8 +11,29 @@
 
 Corrections and re-runs are further runs of the engine within the same call: they share its
 attempt count, its retry budget and its deadline. Every door (gRPC, the HTTP fronts) runs this.
+
+CallModel and StreamModel are one path (``_observed`` -> ``_run``); a stream differs only in
+what it hands the engine and what it tells its caller on the way::
+
+                          call(request, options)         stream(request, options)
+    the call's span       chat {model}                   the same, sidecar.streamed = true
+    one attempt           client.ModelSender (whole)     streaming.StreamSender (SSE, deltas to the Outlet)
+    giving up             UPSTREAM_RETRIES_EXHAUSTED,    the same, but STREAM_INTERRUPTED (the partial text)
+                          JOB_TIMEOUT at the deadline    when a mid-stream fault left no restart
+    a truncation re-run   the engine again               the same; what the caller holds is voided
+    a correction          the engine again               (Restart TRUNCATED / CORRECTION before the next deltas)
+    the reply             returned                       the Final event (the same ModelResponse), last
+    a failure             raised                         raised by the iterator after the events before it
+    cancelled             JOB_CANCELLED                  the same; JOB_TIMEOUT when the deadline had passed
+
+``stream`` runs the call in a task of its own that fills the Outlet (``STREAM_BUFFER_EVENTS``)
+while the iterator drains it; closing the iterator (the caller cancelled, the deadline) cancels
+that task, which closes the upstream response and ends the attempt span "cancelled".
+
 A model id that is a route runs ``providers.routes.RouteCaller``: one hop per deployment, each
-hop this same call (``_run``) for that deployment, with its own budget and the call's deadline.
+hop this same call (``_run``) for that deployment, with its own budget and the call's deadline;
+a stream's hops share its Outlet (a hop after deltas reached the caller goes on only under the
+restart policy, announced by a FAILOVER restart).
 """
 
 from __future__ import annotations
@@ -21,6 +42,7 @@ import asyncio
 import logging
 import math
 import random
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,10 +52,11 @@ from sidecar.core.conversation import CallOptions, Message, ModelRequest, ModelR
 from sidecar.core.details import ReplyDetail
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.model_throttle import ModelThrottle
+from sidecar.core.observer import CallRecord, ModelCallStart, Observer, OutputBudgetRaised
 from sidecar.core.observer import Correction as CorrectionEvent
-from sidecar.core.observer import ModelCallStart, Observer, OutputBudgetRaised
-from sidecar.core.retry import Attempt, Retry, RetryPolicy, Tally, run_attempts
+from sidecar.core.retry import Attempt, Retry, RetryPolicy, Sender, Tally, run_attempts
 from sidecar.core.spend import SpendLedger
+from sidecar.core.stream import RestartCause, StreamEvent
 from sidecar.core.taxonomy import (
     JobCancelled,
     JobTimeout,
@@ -42,15 +65,18 @@ from sidecar.core.taxonomy import (
     OutputTruncated,
     ProviderRefusal,
     SidecarFailure,
+    StreamInterrupted,
     TokenEstimateExceedsLimit,
     UpstreamRetriesExhausted,
     as_failure,
     log_failure,
 )
+from sidecar.core.text import clause
 from sidecar.providers.client import ModelSender, ProviderClient, Spent
 from sidecar.providers.pacing import ModelPacer
 from sidecar.providers.routes import RouteCaller
 from sidecar.providers.schemas import CallChecks, check_request
+from sidecar.providers.streaming import Outlet, StreamSender
 from sidecar.providers.wire import ChatReply, ChatRequest
 
 __all__ = ["CHARS_PER_TOKEN", "TOKENS_PER_MESSAGE", "ModelService", "estimate_tokens"]
@@ -111,6 +137,34 @@ class _GiveUp:
             retry_after=wait_s,
             budget=self.tally.budget,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _StreamGiveUp:
+    """A stream's give-up: a model call's, but STREAM_INTERRUPTED when a mid-stream fault voided what
+    the caller holds and no restart is left (the deadline stays JOB_TIMEOUT)."""
+
+    call: _GiveUp
+    outlet: Outlet
+
+    def _interrupted(self, retry: Retry, why: str) -> SidecarFailure | None:
+        fault = self.outlet.interrupted()
+        if fault is None:
+            return None
+        outlet = self.outlet
+        reason = f"{fault.reason}; {why}"
+        return StreamInterrupted(self.call.model_id, reason, outlet.partial_text, outlet.deltas, http=retry.http)
+
+    def exhausted(self, retry: Retry, tally: Tally) -> SidecarFailure:
+        why = f"no restart is left (the retry budget of {tally.budget} is spent)"
+        return self._interrupted(retry, why) or self.call.exhausted(retry, tally)
+
+    def too_long(self, retry: Retry, max_wait_s: float) -> SidecarFailure:
+        why = f"no restart: the provider asked for a wait longer than {max_wait_s:g} s"
+        return self._interrupted(retry, why) or self.call.too_long(retry, max_wait_s)
+
+    def past_deadline(self, retry: Retry, wait_s: float, left_s: float) -> SidecarFailure:
+        return self.call.past_deadline(retry, wait_s, left_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +279,32 @@ class ModelService:
 
     async def call(self, request: ModelRequest, options: CallOptions) -> ModelResponse:
         """The reply, or the call's failure raised (a SidecarFailure; anything else became SYSTEM)."""
+        return await self._observed(request, options, None)
+
+    async def stream(self, request: ModelRequest, options: CallOptions) -> AsyncGenerator[StreamEvent, None]:
+        """The reply as events (``core.stream``), ``Final`` last; the call's failure raised after the
+        events sent before it. Closing the iterator early cancels the call (JOB_CANCELLED)."""
+        outlet = Outlet(self._observer)
+        producer = asyncio.get_running_loop().create_task(self._produce(request, options, outlet))
+        try:
+            async for event in outlet.drain():
+                yield event
+        finally:
+            if not producer.done():
+                producer.cancel()
+            await asyncio.wait([producer])  # the upstream closed, the spans ended, before the door answers
+
+    async def _produce(self, request: ModelRequest, options: CallOptions, outlet: Outlet) -> None:
+        try:
+            response = await self._observed(request, options, outlet)
+        except SidecarFailure as failure:
+            await outlet.end(failure)
+            return
+        await outlet.final(response)
+        await outlet.end(None)
+
+    async def _observed(self, request: ModelRequest, options: CallOptions, outlet: Outlet | None) -> ModelResponse:
+        """The call inside its span (``chat {model}``): the one boundary of its failures."""
         model = self._config.models.get(request.model)
         server = self.server_of(request.model)
         start = ModelCallStart(
@@ -234,19 +314,20 @@ class ModelService:
             max_tokens=request.max_output_tokens or (model.output_budget if model else None),
             host=server[0] if server else "",
             port=server[1] if server else None,
+            streamed=outlet is not None,
         )
         routed = self.routes.is_route(request.model)
         if routed:
-            start = self.routes.call_start(request)
+            start = self.routes.call_start(request, streamed=outlet is not None)
         failure: SidecarFailure | None = None
         with self._observer.model_call(start) as record:
             try:
                 if routed:
-                    call = await self.routes.call(request, options, record)
+                    call = await self.routes.call(request, options, record, outlet)
                 else:
-                    call = await self._run(request, options, record)
+                    call = await self._run(request, options, record, outlet)
             except asyncio.CancelledError:
-                cancelled = JobCancelled(f"model {request.model}")
+                cancelled = self._cancelled(request, options, outlet)
                 log_failure(cancelled, model=request.model)
                 record.failed(cancelled)
                 raise
@@ -260,7 +341,17 @@ class ModelService:
                 return call
         raise failure
 
-    async def _run(self, request: ModelRequest, options: CallOptions, record: Any) -> ModelResponse:
+    def _cancelled(self, request: ModelRequest, options: CallOptions, outlet: Outlet | None) -> SidecarFailure:
+        """What a cancelled call is: JOB_CANCELLED; a stream the door closed at its deadline: JOB_TIMEOUT."""
+        target = f"model {request.model}"
+        deadline = options.deadline
+        if outlet is not None and deadline is not None and self._clock.time() >= deadline:
+            return JobTimeout(target, "the deadline passed while the reply was streaming")
+        return JobCancelled(target)
+
+    async def _run(
+        self, request: ModelRequest, options: CallOptions, record: CallRecord, outlet: Outlet | None = None
+    ) -> ModelResponse:
         max_tokens = check_request(request, options, self._config)
         schema = await self._checks.request(request)  # schemas and history JSON: bounded, large ones off the loop
         model = self._config.models.get(request.model)
@@ -280,7 +371,9 @@ class ModelService:
         call = _Call(
             request, model, self._checks, schema, budget_tokens, max_corrections, tally, list(request.messages)
         )
-        retry = RetryPolicy(windows, _GiveUp(request.model, provider.name, tally), self._rng)
+        give_up = _GiveUp(request.model, provider.name, tally)
+        retry = RetryPolicy(windows, give_up if outlet is None else _StreamGiveUp(give_up, outlet), self._rng)
+        mid_stream = request.mid_stream or policy.mid_stream
         pacer = ModelPacer(self._throttles[request.model], estimate, self._clock, tally, windows.max_wait_s)
         try:
             while True:
@@ -293,18 +386,7 @@ class ModelService:
                     max_tokens=call.budget_tokens,
                     temperature=request.temperature,
                 )
-                sender = ModelSender(
-                    provider,
-                    request.model,
-                    model,
-                    chat,
-                    judge=call.judge,
-                    spent=call.spent,
-                    ledger=self._ledger,
-                    workflow=workflow,
-                    secrets=self._secrets,
-                    now=self._clock.wall,
-                )
+                sender = self._sender(provider, model, chat, call, outlet, mid_stream)
                 verdict: _Verdict = await run_attempts(
                     sender,
                     policy=retry,
@@ -317,11 +399,18 @@ class ModelService:
                 if verdict.failure is not None:
                     raise verdict.failure
                 if verdict.raise_budget:
+                    if outlet is not None:
+                        cut = f"the reply was cut off at {call.budget_tokens} output tokens"
+                        outlet.void(RestartCause.TRUNCATED, f"{cut}: run again with {model.max_output_tokens}")
                     call.raised = True
                     call.budget_tokens = model.max_output_tokens
                     self._observer.event(OutputBudgetRaised(call.budget_tokens))
                     continue
                 if verdict.correction is not None:
+                    if outlet is not None:
+                        problem = verdict.correction
+                        reason = f"the reply was not the JSON asked for ({clause(problem.message)}): sent back"
+                        outlet.void(RestartCause.CORRECTION, reason)
                     self._correct(call, verdict.reply, verdict.correction)
                     continue
                 if verdict.warning:
@@ -329,12 +418,36 @@ class ModelService:
                     _log.warning(
                         "%s: %s", request.model, verdict.warning, extra={"failure_kind": "RESPONSE_VALIDATION"}
                     )
+                if outlet is not None:  # a re-run that wrote nothing still voids what the caller holds
+                    await outlet.flush(tally.attempts)
                 return self._response(call, provider.name, verdict)
         except SidecarFailure as failure:
             failure.with_attempts(tally.attempts)
             raise
         finally:
             record.tally(tally.attempts, call.corrections, call.spent.input_tokens, call.spent.output_tokens)
+
+    def _sender(
+        self,
+        provider: ProviderClient,
+        model: ModelConfig,
+        chat: ChatRequest,
+        call: _Call,
+        outlet: Outlet | None,
+        mid_stream: str,
+    ) -> Sender[_Verdict]:
+        """One attempt: a whole POST (CallModel), or a streamed one whose deltas go to ``outlet``."""
+        model_id, workflow = call.request.model, call.request.job.workflow_id
+        if outlet is None:
+            return ModelSender(
+                provider, model_id, model, chat, judge=call.judge, spent=call.spent, ledger=self._ledger,
+                workflow=workflow, secrets=self._secrets, now=self._clock.wall,
+            )  # fmt: skip
+        return StreamSender(
+            provider, model_id, model, chat, judge=call.judge, spent=call.spent, ledger=self._ledger,
+            workflow=workflow, secrets=self._secrets, now=self._clock.wall,
+            outlet=outlet, mid_stream=mid_stream, clock=self._clock,
+        )  # fmt: skip
 
     def _correct(self, call: _Call, reply: ChatReply, problem: SidecarFailure) -> None:
         call.corrections += 1

@@ -4,6 +4,15 @@ Each wire format's module (``openai``, ``anthropic``) holds its adapter (``body`
 that format's request; ``parse``: its reply) and ``parse_request``, the inverse of ``body`` (that
 format's request as the core's ModelRequest, for the HTTP fronts and the round-trip tests). JSON
 text a parser writes (a schema, tool arguments) is ``compact_json``: what ``body`` renders it from.
+
+An adapter also reads its wire's stream: ``stream_decoder()`` gives one ``StreamDecoder`` per
+attempt, fed every server-sent event (``event`` name, ``data`` text) in order::
+
+    feed(event, data) -> [Delta, ...]   the deltas the event carries (none: a ping, an unknown event)
+                      raises StreamFault  an error event (``error_body``: classify it as an error answer)
+                                          or data that is not what the wire sends (garbled)
+    complete                            the wire's end marker arrived ([DONE], message_stop)
+    reply()                             the reply the events made, or None when no finish was seen
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from typing import Any, Protocol
 
 from sidecar.core.conversation import Message, ToolCall, ToolDefinition
 from sidecar.core.kinds import FinishReason
+from sidecar.core.stream import Delta
 from sidecar.core.taxonomy import InvalidInput
 
 __all__ = [
@@ -22,6 +32,8 @@ __all__ = [
     "Adapter",
     "ChatReply",
     "ChatRequest",
+    "StreamDecoder",
+    "StreamFault",
     "compact_json",
     "number_field",
     "object_list",
@@ -61,8 +73,29 @@ class ChatReply:
     response_id: str = ""
 
 
+class StreamFault(Exception):
+    """A stream event that is not part of a reply: an error event, or data the wire never sends."""
+
+    def __init__(self, detail: str, error_body: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.error_body = error_body
+        """The error event's data (an error object), to classify as an error answer; None: garbled."""
+
+
+class StreamDecoder(Protocol):
+    """One attempt's stream, event by event, turned into deltas and a reply."""
+
+    def feed(self, event: str, data: str) -> list[Delta]: ...
+
+    @property
+    def complete(self) -> bool: ...
+
+    def reply(self) -> ChatReply | None: ...
+
+
 class Adapter(Protocol):
-    """One wire format: where to send, what to send, how to read the answer."""
+    """One wire format: where to send, what to send, how to read the answer (whole or streamed)."""
 
     wire: str
 
@@ -70,9 +103,11 @@ class Adapter(Protocol):
 
     def headers(self, api_key: str | None) -> dict[str, str]: ...
 
-    def body(self, request: ChatRequest) -> dict[str, Any]: ...
+    def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]: ...
 
     def parse(self, body: dict[str, Any]) -> ChatReply: ...
+
+    def stream_decoder(self) -> StreamDecoder: ...
 
 
 def shown(value: Any) -> str:

@@ -2,7 +2,8 @@
 
 Requests come in (``model_request``, ``tool_request``, ``report``) with what the door resolves
 once (``call_options``: the deadline on the injected clock, the caller's retry-budget override);
-answers go out (``model_response``, ``tool_response``, ``report_failure``, ``failure``). Enums
+answers go out (``model_response``, ``stream_event``, ``tool_response``, ``report_failure``,
+``failure``). Enums
 convert by number: ``core.kinds`` gives each value its proto counterpart's number, and
 tests/test_convert.py proves the two lists equal. Nothing else in the server builds a
 ``sidecar.v1`` message from a core type, or the other way round.
@@ -39,6 +40,7 @@ from sidecar.core.conversation import (
     Usage,
 )
 from sidecar.core.kinds import Role, TransportFault
+from sidecar.core.stream import Final, Restart, StreamEvent, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import SidecarFailure
 from sidecar.providers.tool_shapes import render_tool
 
@@ -54,6 +56,7 @@ __all__ = [
     "report",
     "report_failure",
     "route_info",
+    "stream_event",
     "tool_list",
     "tool_request",
     "tool_response",
@@ -193,6 +196,28 @@ def model_response(r: ModelResponse) -> pb.CallModelResponse:
         struct.update(r.parsed)
         resp.json.CopyFrom(struct)
     return resp
+
+
+def stream_event(event: StreamEvent) -> pb.StreamModelEvent:
+    """One StreamModel event; ``Final`` carries the reply exactly as CallModel returns it."""
+    match event:
+        case TextDelta():
+            return pb.StreamModelEvent(text=pb.TextDelta(text=event.text))
+        case ToolCallDelta():
+            delta = pb.ToolCallDelta(
+                index=event.index, id=event.id, name=event.name, arguments_fragment=event.arguments_fragment
+            )
+            return pb.StreamModelEvent(tool_call=delta)
+        case Restart():
+            restart = pb.StreamRestart(
+                cause=int(event.cause),  # type: ignore[arg-type]
+                reason=event.reason,
+                attempt=event.attempt,
+            )
+            return pb.StreamModelEvent(restart=restart)
+        case Final():
+            return pb.StreamModelEvent(final=model_response(event.response))
+    raise TypeError(f"no sidecar.v1 event for {type(event).__name__}")  # pragma: no cover - exhaustive above
 
 
 def tool_response(outcome: ToolOutcome, call_id: str) -> pb.ExecuteToolResponse:

@@ -1,6 +1,7 @@
 """The last step of every RPC answer: configured secrets masked in every string that leaves.
 
-    a response message          every string field, at any depth (maps, repeated, Struct, Any)
+    a response message          every string field, at any depth (maps, repeated, Struct, Any); a
+                                stream's (StreamModel) each event, as it goes
     abort / abort_with_status   the status message, and the google.rpc.Status in
                                 ``grpc-status-details-bin`` (its packed Failure, ErrorInfo, ...)
     set_details / trailers      the details string; every text trailer, and the -bin status
@@ -19,7 +20,7 @@ The health and reflection services carry no configured text and are left alone.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, cast
 
@@ -39,6 +40,7 @@ _log = logging.getLogger("sidecar.server")
 
 Mask = Callable[[str], str]
 Behavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
+StreamBehavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[Any]]
 
 
 def mask_message(msg: Message, mask: Mask) -> bool:
@@ -148,7 +150,8 @@ class _MaskingContext:
 
 
 class SecretMaskingInterceptor(grpc.aio.ServerInterceptor):
-    """Masks ``secrets`` (every form) in each unary answer: response, status, details, trailers."""
+    """Masks ``secrets`` (every form) in each answer: response (each event of a stream), status, details,
+    trailers."""
 
     def __init__(self, secrets: Iterable[str], excluded: Iterable[str] = EXCLUDED_SERVICES) -> None:
         self._secrets = tuple(secrets)
@@ -164,13 +167,21 @@ class SecretMaskingInterceptor(grpc.aio.ServerInterceptor):
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler: Any = await continuation(handler_call_details)
         service = (handler_call_details.method or "").lstrip("/").partition("/")[0]
-        if handler is None or handler.unary_unary is None or service in self._excluded or not self._secrets:
+        if handler is None or service in self._excluded or not self._secrets:
             return handler  # type: ignore[no-any-return]
-        return grpc.unary_unary_rpc_method_handler(
-            self._wrap(handler.unary_unary),
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._wrap(handler.unary_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._wrap_stream(handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler  # type: ignore[no-any-return]
 
     def _wrap(self, behavior: Behavior) -> Behavior:
         mask = self.mask
@@ -188,5 +199,24 @@ class SecretMaskingInterceptor(grpc.aio.ServerInterceptor):
             if isinstance(response, Message):
                 mask_message(response, mask)
             return response
+
+        return masked
+
+    def _wrap_stream(self, behavior: StreamBehavior) -> StreamBehavior:
+        mask = self.mask
+
+        async def masked(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+            proxy = cast(grpc.aio.ServicerContext[Any, Any], _MaskingContext(context, mask))
+            try:
+                async for response in behavior(request, proxy):
+                    if isinstance(response, Message):
+                        mask_message(response, mask)
+                    yield response
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:  # nothing caught it: answer as gRPC would, without the secret
+                _log.exception("unexpected %s answering an RPC", type(exc).__name__)
+                await context.abort(grpc.StatusCode.UNKNOWN, mask(f"Unexpected {type(exc)}: {exc}"))
+                raise AssertionError("unreachable: abort raises") from None
 
         return masked

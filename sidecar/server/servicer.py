@@ -2,6 +2,8 @@
 
     ExecuteTool      tools.ToolService.execute    -> OK, a result or a failure for the model
     CallModel        providers.ModelService.call  -> OK with the reply, or the failure as a rich status
+    StreamModel      providers.ModelService.stream -> its events, then OK after ``final``; a failure ends
+                                                     the stream with CallModel's status (after the events)
     ClassifyFailure  tools.Reports.classify       -> the Failure (kind UNSPECIFIED: none)
     ListTools, ListModels                         -> built once from the configuration
 
@@ -71,5 +73,12 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         return self._model_list
 
     async def StreamModel(self, request: pb.CallModelRequest, context: Context) -> AsyncIterator[pb.StreamModelEvent]:
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "StreamModel is not served by this sidecar yet")
-        yield pb.StreamModelEvent()  # pragma: no cover - abort raises
+        events = self._models.stream(convert.model_request(request), self._options(request.job, context))
+        try:
+            async for event in events:
+                yield convert.stream_event(event)
+        except SidecarFailure as failure:  # the call's span has ended: the abort is the RPC's outcome
+            await context.abort_with_status(rpc_status.to_status(to_status(failure)))
+            raise AssertionError("unreachable: abort_with_status raises") from None
+        finally:
+            await events.aclose()  # cancelled or abandoned: the call is cancelled, its upstream closed

@@ -4,6 +4,8 @@
     gen_ai.client.operation.duration   s          histogram  gen_ai.operation.name, gen_ai.provider.name,
                                                              gen_ai.request.model | gen_ai.tool.name, error.type
     gen_ai.client.token.usage          {token}    histogram  the same (chat) + gen_ai.token.type = input | output
+    gen_ai.client.operation.time_to_first_chunk    s  histogram  gen_ai.operation.name (chat), gen_ai.provider.name,
+    gen_ai.client.operation.time_per_output_chunk  s  histogram    gen_ai.request.model; StreamModel attempts only
     sidecar.retries                    {retry}    counter    sidecar.retry.signal, sidecar.model | sidecar.service
     sidecar.wait.duration              s          histogram  sidecar.wait.reason = backoff | throttle,
                                                              sidecar.model | sidecar.service
@@ -61,6 +63,18 @@ class _Instruments:
             unit="{token}",
             description="Number of input and output tokens used",
             explicit_bucket_boundaries_advisory=[float(b) for b in n.TOKEN_BUCKETS],
+        )
+        self.first_chunk = meter.create_histogram(
+            n.METRIC_TIME_TO_FIRST_CHUNK,
+            unit="s",
+            description="Time to receive the first chunk of a streamed reply, from the attempt's request",
+            explicit_bucket_boundaries_advisory=list(n.DURATION_BUCKETS),
+        )
+        self.per_chunk = meter.create_histogram(
+            n.METRIC_TIME_PER_OUTPUT_CHUNK,
+            unit="s",
+            description="Time from one chunk of a streamed reply to the next, for each chunk after the first",
+            explicit_bucket_boundaries_advisory=list(n.DURATION_BUCKETS),
         )
         self.retries = meter.create_counter(
             n.METRIC_RETRIES, unit="{retry}", description="Upstream attempts re-sent, by the signal that caused them"
@@ -173,6 +187,21 @@ class Metrics:
         base = _labels(base)
         self._i.tokens.record(input_tokens, {**base, n.GEN_AI_TOKEN_TYPE: "input"})
         self._i.tokens.record(output_tokens, {**base, n.GEN_AI_TOKEN_TYPE: "output"})
+
+    def chunk_labels(self, model: str, provider: str) -> dict[str, Any]:
+        """The label set of a model's stream timings, built once per attempt."""
+        attrs: dict[str, Any] = {n.GEN_AI_OPERATION: n.OP_CHAT, n.GEN_AI_REQUEST_MODEL: model}
+        if provider:
+            attrs[n.GEN_AI_PROVIDER] = provider
+        return _labels(attrs)
+
+    def first_chunk(self, seconds: float, labels: dict[str, Any]) -> None:
+        """A streamed attempt's first delta, ``seconds`` after its request."""
+        self._i.first_chunk.record(seconds, labels)
+
+    def next_chunk(self, seconds: float, labels: dict[str, Any]) -> None:
+        """A later delta of a streamed attempt, ``seconds`` after the one before."""
+        self._i.per_chunk.record(seconds, labels)
 
     def retry(self, signal: str, *, model: str | None = None, service: str | None = None) -> None:
         """An attempt about to be re-sent because of ``signal`` (rate_limit | overload | transient)."""

@@ -20,6 +20,10 @@ attempt, the same wait spans, and the service circuit's events. A CallModel to a
     │   └── sidecar.backoff
     └── route.hop {fallback}              INTERNAL  (sidecar.hop.skipped when its circuit was open)
         └── POST
+
+A StreamModel leaves the CallModel tree with ``sidecar.streamed`` on the chat span,
+``sidecar.stream.restart`` events on it, and a ``sidecar.first_token`` event on each attempt that
+sent a delta.
 """
 
 from __future__ import annotations
@@ -109,6 +113,8 @@ STREAMED = "sidecar.streamed"
 """On a chat span: the reply was streamed (StreamModel)."""
 RESTART_REASON = "sidecar.restart.reason"
 """On a stream restart event: why the deltas start again."""
+RESTART_CAUSE = "sidecar.restart.cause"
+"""On a stream restart event: upstream_fault | truncated | correction."""
 REPORT_ACCEPTED = "sidecar.report.accepted"
 """On a ClassifyFailure server span naming a service: whether the report may feed its circuit."""
 ROUTE = "sidecar.route"
@@ -139,8 +145,9 @@ EVENT_SERVICE_THROTTLE = "sidecar.service.throttle_changed"
 EVENT_MODEL_THROTTLE = "sidecar.model.throttle_changed"
 EVENT_MODEL_PAUSED = "sidecar.model.paused"
 EVENT_FIRST_TOKEN = "sidecar.first_token"
-"""On a streamed attempt's span: the first delta reached the caller."""
+"""On a streamed attempt's span: its first delta arrived and went to the caller."""
 EVENT_STREAM_RESTART = "sidecar.stream.restart"
+"""On a streamed chat span: the caller was told to drop what it holds (reason, cause, the attempt that follows)."""
 EVENT_STATE_UNAVAILABLE = "sidecar.state.unavailable"
 """The shared state backend cannot be reached: decisions are local until it is back."""
 EVENT_STATE_AVAILABLE = "sidecar.state.available"
@@ -149,6 +156,10 @@ STATE_BACKEND = "sidecar.state.backend"
 # ---------------------------------------------------------------- metrics
 METRIC_DURATION = "gen_ai.client.operation.duration"
 METRIC_TOKENS = "gen_ai.client.token.usage"
+METRIC_TIME_TO_FIRST_CHUNK = "gen_ai.client.operation.time_to_first_chunk"
+"""StreamModel only: from an attempt's request to its first delta (GenAI client conventions)."""
+METRIC_TIME_PER_OUTPUT_CHUNK = "gen_ai.client.operation.time_per_output_chunk"
+"""StreamModel only: from one delta to the next, for every delta after an attempt's first."""
 METRIC_RETRIES = "sidecar.retries"
 METRIC_WAIT = "sidecar.wait.duration"
 METRIC_MODEL_THROTTLE = "sidecar.model.throttle"
@@ -158,7 +169,8 @@ METRIC_FAILURES = "sidecar.failures"
 METRIC_STATE_AVAILABLE = "sidecar.state.available"
 
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
-"""gen_ai.client.operation.duration's boundaries, as the GenAI conventions advise (seconds)."""
+"""gen_ai.client.operation.duration's boundaries, as the GenAI conventions advise (seconds); the two
+streaming histograms (time_to_first_chunk, time_per_output_chunk) are advised the same ones."""
 TOKEN_BUCKETS = (
     1,
     4,

@@ -6,7 +6,10 @@
     hop(HopStart)                  span ``route.hop {deployment}`` (INTERNAL), current while the hop runs
     attempt(AttemptStart)          span ``{METHOD}`` (CLIENT), current while it runs (traceparent goes upstream)
     wait(WaitStart)                span ``sidecar.backoff`` / ``sidecar.throttle_wait``; sidecar.wait.duration
-    event(ThrottleChanged ...)     a span event on the span current at that moment; Retried: sidecar.retries
+    event(ThrottleChanged ...)     a span event on the span current at that moment; Retried: sidecar.retries;
+                                   StreamRestarted: sidecar.stream.restart on the call's chat span
+    record.first_token() / chunk() a streamed attempt's deltas: the sidecar.first_token event, and the
+                                   time_to_first_chunk / time_per_output_chunk histograms
 
 Every name comes from ``telemetry.names``; with no SDK installed the tracer hands out one shared
 no-op (``telemetry.tracing``), so a call pays a type check per span and nothing more.
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from opentelemetry import propagate, trace
@@ -67,6 +71,9 @@ _CIRCUIT_EVENTS = {
     CircuitEvent.REFUSED: n.EVENT_CIRCUIT_REFUSED,
 }
 _WAIT_SPANS = {WaitKind.BACKOFF: n.SPAN_BACKOFF, WaitKind.THROTTLE: n.SPAN_THROTTLE_WAIT}
+_CHAT_SPAN: ContextVar[Span | None] = ContextVar("sidecar_chat_span", default=None)
+"""The model call running in this context: a stream's restart is an event of the call, reported while
+an attempt (its CLIENT span current) is sending."""
 
 
 @contextmanager
@@ -110,12 +117,22 @@ def _messages_json(request: ModelRequest) -> str:
 
 
 class _Attempt:
-    """An attempt span, told what the attempt saw."""
+    """An attempt span, told what the attempt saw (a streamed one: its deltas, timed)."""
 
-    __slots__ = ("_span",)
+    __slots__ = ("_began", "_clock", "_labels", "_last", "_metrics", "_span", "_start")
 
-    def __init__(self, span: Span) -> None:
+    def __init__(self, span: Span, observer: TelemetryObserver, start: AttemptStart) -> None:
         self._span = span
+        self._start = start
+        self._metrics = observer.metrics
+        self._clock = observer.clock
+        self._began = self._last = observer.clock.time() if start.streamed else 0.0
+        self._labels: dict[str, Any] | None = None
+
+    def _chunk_labels(self) -> dict[str, Any]:
+        if self._labels is None:
+            self._labels = self._metrics.chunk_labels(self._start.name, self._start.provider)
+        return self._labels
 
     def active(self) -> AbstractContextManager[None]:
         return _current(self._span)
@@ -162,6 +179,13 @@ class _Attempt:
 
     def first_token(self) -> None:
         self._span.add_event(n.EVENT_FIRST_TOKEN)
+        self._last = now = self._clock.time()
+        self._metrics.first_chunk(now - self._began, self._chunk_labels())
+
+    def chunk(self) -> None:
+        now = self._clock.time()
+        self._metrics.next_chunk(now - self._last, self._chunk_labels())
+        self._last = now
 
     def ended(self, reason: str) -> None:
         self._span.set_attribute(n.ERROR_TYPE, reason)
@@ -333,7 +357,14 @@ class TelemetryObserver:
                         span.set_attribute(n.SERVER_PORT, start.port)
                 if self._record_content:
                     span.set_attribute(n.GEN_AI_INPUT_MESSAGES, self.mask(_messages_json(request)))
-            yield _ModelCall(self, span, start)
+            if not start.streamed:
+                yield _ModelCall(self, span, start)
+                return
+            token = _CHAT_SPAN.set(span)
+            try:
+                yield _ModelCall(self, span, start)
+            finally:
+                _CHAT_SPAN.reset(token)
 
     @contextmanager
     def tool_call(self, start: ToolCallStart) -> Iterator[_ToolCall]:
@@ -390,7 +421,7 @@ class TelemetryObserver:
             attrs[n.HTTP_RESEND_COUNT] = start.number - 1
         span = _tracer.start_span(start.method, kind=SpanKind.CLIENT, attributes=attrs)
         try:
-            yield _Attempt(span)
+            yield _Attempt(span, self, start)
         finally:
             span.end()
 
@@ -418,6 +449,8 @@ class TelemetryObserver:
         if isinstance(event, StateBackendChanged):
             self.metrics.state_available(event.backend, event.available)
         span = trace.get_current_span()
+        if isinstance(event, StreamRestarted):
+            span = _CHAT_SPAN.get() or span
         if not span.is_recording():
             return
         if isinstance(event, ReportAccepted):  # a fact about the RPC: an attribute of its span, not an event
@@ -453,7 +486,10 @@ def _event(event: Event) -> tuple[str, dict[str, Any]]:
         case OutputBudgetRaised():
             return n.EVENT_OUTPUT_BUDGET_RAISED, {n.OUTPUT_BUDGET: event.budget}
         case StreamRestarted():
-            return n.EVENT_STREAM_RESTART, {n.RESTART_REASON: event.reason, n.ATTEMPT: event.attempt}
+            attrs = {n.RESTART_REASON: event.reason, n.ATTEMPT: event.attempt}
+            if event.cause:
+                attrs[n.RESTART_CAUSE] = event.cause
+            return n.EVENT_STREAM_RESTART, attrs
         case StateBackendChanged():
             name = n.EVENT_STATE_AVAILABLE if event.available else n.EVENT_STATE_UNAVAILABLE
             return name, {n.STATE_BACKEND: event.backend, "sidecar.reason": event.reason}

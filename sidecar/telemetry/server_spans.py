@@ -1,4 +1,4 @@
-"""One SERVER span per unary RPC, continuing the caller's trace (W3C ``traceparent`` in metadata).
+"""One SERVER span per RPC, continuing the caller's trace (W3C ``traceparent`` in metadata).
 
 Done by hand rather than with ``opentelemetry-instrumentation-grpc``'s ``aio_server_interceptor``:
 with grpcio 1.85 that interceptor reports every RPC failed through ``abort_with_status`` (all of
@@ -13,8 +13,9 @@ The conventions are the same (RPC semantic conventions, gRPC)::
     status      ERROR for UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS
                 (the server-side rule); left unset otherwise
 
-The health and reflection services are not traced (a probe every few seconds is noise), nor are
-streaming methods (the sidecar has none). The propagators are the global ones (``OTEL_PROPAGATORS``,
+The health and reflection services are not traced (a probe every few seconds is noise). A
+server-streaming method (StreamModel) has its span from the call to its last event or its status.
+The propagators are the global ones (``OTEL_PROPAGATORS``,
 by default ``tracecontext,baggage``); the extracted context, baggage included, is current while the
 servicer runs, so every span it starts is a child of the server span.
 """
@@ -22,7 +23,7 @@ servicer runs, so every span it starts is a child of the server span.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 import grpc
@@ -48,6 +49,7 @@ _SERVER_ERRORS = frozenset(
 )
 
 Behavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
+StreamBehavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[Any]]
 
 
 class ServerSpanInterceptor(grpc.aio.ServerInterceptor):
@@ -66,12 +68,15 @@ class ServerSpanInterceptor(grpc.aio.ServerInterceptor):
         method: str = handler_call_details.method or ""
         full = method.lstrip("/")
         service, _, name = full.partition("/")
-        if handler is None or handler.unary_unary is None or service in self._excluded:
+        if handler is None or service in self._excluded:
             return handler  # type: ignore[no-any-return]
-        traced = self._wrap(
-            handler.unary_unary, full, {n.RPC_SYSTEM: "grpc", n.RPC_SERVICE: service, n.RPC_METHOD: name}
-        )
-        return handler._replace(unary_unary=traced)  # type: ignore[no-any-return]
+        base = {n.RPC_SYSTEM: "grpc", n.RPC_SERVICE: service, n.RPC_METHOD: name}
+        if handler.unary_unary is not None:
+            return handler._replace(unary_unary=self._wrap(handler.unary_unary, full, base))  # type: ignore[no-any-return]
+        if handler.unary_stream is not None:
+            traced = self._wrap_stream(handler.unary_stream, full, base)
+            return handler._replace(unary_stream=traced)  # type: ignore[no-any-return]
+        return handler  # type: ignore[no-any-return]
 
     def _wrap(self, behavior: Behavior, span_name: str, base: dict[str, str]) -> Behavior:
         tracer = self._tracer
@@ -102,6 +107,40 @@ class ServerSpanInterceptor(grpc.aio.ServerInterceptor):
                         raise
                     _end(span, _code(context) or grpc.StatusCode.OK)
                     return response
+            finally:
+                otel_context.detach(token)
+
+        return traced
+
+    def _wrap_stream(self, behavior: StreamBehavior, span_name: str, base: dict[str, str]) -> StreamBehavior:
+        tracer = self._tracer
+
+        async def traced(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+            token = otel_context.attach(propagate.extract(_carrier(context.invocation_metadata())))
+            try:
+                with tracer.start_as_current_span(
+                    span_name,
+                    kind=trace.SpanKind.SERVER,
+                    attributes=base,
+                    record_exception=False,
+                    set_status_on_exception=False,
+                ) as span:
+                    if span.is_recording():
+                        _peer(span, context.peer())
+                    try:
+                        async for response in behavior(request, context):
+                            yield response
+                    except (asyncio.CancelledError, GeneratorExit):
+                        _end(span, grpc.StatusCode.CANCELLED)
+                        raise
+                    except grpc.aio.AbortError:
+                        _end(span, _code(context) or grpc.StatusCode.UNKNOWN)
+                        raise
+                    except Exception as exc:
+                        span.record_exception(exc)
+                        _end(span, grpc.StatusCode.UNKNOWN)
+                        raise
+                    _end(span, _code(context) or grpc.StatusCode.OK)
             finally:
                 otel_context.detach(token)
 

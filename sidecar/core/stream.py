@@ -1,0 +1,75 @@
+"""What a streamed model call (StreamModel) sends its caller, in plain Python.
+
+``ModelService.stream`` yields these; ``server.convert.stream_event`` turns each into a
+``sidecar.v1.StreamModelEvent``. The order a caller sees::
+
+    (TextDelta | ToolCallDelta)*  (Restart (TextDelta | ToolCallDelta)*)*  Final      a reply
+    ... then the stream ends with the call's failure (the same status and details as CallModel)
+
+    event           carries                                   the caller
+    TextDelta       text to append                            appends it
+    ToolCallDelta   tool call ``index`` (0-based): its id and  appends the fragment to that call
+                    name on its first fragment, an arguments
+                    JSON fragment
+    Restart         why (a ``RestartCause`` and words), the   drops every delta before it: what
+                    attempt whose deltas follow                follows is a new reply from the start
+    Final           the whole reply, as CallModel returns it  uses it (it is the reply, whatever came before)
+
+A ``Restart`` is sent only right before the deltas it announces (or before ``Final`` when the
+new attempt wrote none), never for an attempt that sent nothing: a delta is never duplicated
+and never interleaved with another attempt's.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from sidecar.core.conversation import ModelResponse
+
+__all__ = ["Final", "Restart", "RestartCause", "StreamEvent", "TextDelta", "ToolCallDelta"]
+
+
+class RestartCause(enum.IntEnum):
+    """Why a stream starts again (numbered as ``sidecar.v1.RestartCause``)."""
+
+    UNSPECIFIED = 0
+    UPSTREAM_FAULT = 1
+    """The upstream faulted mid-stream (an overload or error event, a dropped connection, a stall)."""
+    TRUNCATED = 2
+    """The reply was cut off at its output limit: re-run with a larger budget."""
+    CORRECTION = 3
+    """The reply was not the JSON asked for: sent back with the fix asked for."""
+    FAILOVER = 4
+    """Another deployment of a route takes over."""
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    index: int
+    """Which tool call of the reply (0-based); fragments of one call share it."""
+    id: str = ""
+    name: str = ""
+    arguments_fragment: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Restart:
+    cause: RestartCause
+    reason: str
+    attempt: int
+    """The upstream attempt whose deltas follow (1-based, across the call)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Final:
+    response: ModelResponse
+
+
+Delta = TextDelta | ToolCallDelta
+StreamEvent = TextDelta | ToolCallDelta | Restart | Final
