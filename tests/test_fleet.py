@@ -73,6 +73,9 @@ def _config(provider: str, backend: str, redis_url: str, prefix: str, port: int,
             "m529": _model("up-529"),
             "mspend": _model("up-spend", input_price_per_mtok=200.0, output_price_per_mtok=200.0),
             "mout": _model("up-out", input_price_per_mtok=10.0, output_price_per_mtok=10.0),
+            "dep-dead": _model("up-dead"),
+            "dep-ok": _model("up-ok"),
+            "fleet-route": {"route": {"fallbacks": ["dep-dead", "dep-ok"], "circuit": CIRCUIT}},
         },
         services={"fleetsvc": {"rate": 1000, "circuit": CIRCUIT}},
         tools={"fleet_doc": tool(backend + "/docs/{id}", "fetch", "fleetsvc")},
@@ -326,3 +329,23 @@ def _stored(fleet: Fleet, key: str) -> float:
     except Exception:
         return 0.0
     return float(value) if value is not None else 0.0
+
+
+async def test_a_route_deployments_circuit_opened_through_one_skips_it_on_the_others(fleet: Fleet) -> None:
+    a, b, _ = fleet.replicas
+    fleet.provider.server.script("up-dead", [{"preset": "insufficient_quota", "repeat": 20}])
+    reply = await _call(a, "fleet-route")  # dep-dead's quota fails the hop; dep-ok serves
+    assert reply.served_by == "dep-ok"
+    reply = await _call(a, "fleet-route")  # the second failed hop opens dep-dead's circuit (CIRCUIT)
+    assert reply.served_by == "dep-ok"
+
+    await poll(  # B learns it from the shared state alone: it has never called dep-dead
+        lambda: b.gauge("sidecar_service_circuit_state", sidecar_service="deployment:dep-dead") == 2,
+        "replica B's view of dep-dead's circuit is open",
+    )
+    sent_to_dead = len(fleet.provider.server.requests(model="up-dead"))
+    got = await _call(b, "fleet-route")
+    assert got.hops[0].skipped
+    assert got.hops[0].kind == pb.FAILURE_KIND_CIRCUIT_OPEN
+    assert got.served_by == "dep-ok"
+    assert len(fleet.provider.server.requests(model="up-dead")) == sent_to_dead  # B sent nothing to dep-dead

@@ -522,3 +522,51 @@ async def _fails(rt: Routed, model: str, expected: type[sc.SidecarError], **kwar
     with pytest.raises(expected) as caught:
         await rt.client.call_model(model, messages, **kwargs)
     return caught.value
+
+
+# ---------------------------------------------------------------- streams (issue 14, item 5)
+
+
+def _events_of(events: list[pb.StreamModelEvent], kind: str) -> list[pb.StreamModelEvent]:
+    return [e for e in events if e.WhichOneof("event") == kind]
+
+
+async def test_a_stream_fails_over_before_its_first_delta_with_no_restart(routed: Any) -> None:
+    rt: Routed = await routed()
+    rt.script("up-claude-a", {"preset": "overloaded", "repeat": 4})
+    call = rt.client.stream_model("claude-then-gpt", [user("Hello there")])
+    events = [event async for event in call]
+    assert _events_of(events, "restart") == []  # nothing had reached the caller: nothing to void
+    final = events[-1].final
+    assert final.served_by == "gpt-a"
+    assert hops(final.hops) == [
+        ("claude-a", "UPSTREAM_RETRIES_EXHAUSTED", 4, False),
+        ("gpt-a", "UNSPECIFIED", 1, False),
+    ]
+    assert call.text == final.message.text
+
+
+async def test_a_stream_cut_after_deltas_fails_over_under_the_restart_policy(routed: Any) -> None:
+    rt: Routed = await routed()
+    rt.script("up-claude-a", *[{"stream_fault": "drop", "after_deltas": 2}] * 4)  # no restart left on claude-a
+    call = rt.client.stream_model("claude-then-gpt", [user("Hello there")], mid_stream=pb.MID_STREAM_POLICY_RESTART)
+    events = [event async for event in call]
+    causes = [e.restart.cause for e in _events_of(events, "restart")]
+    assert causes[-1] == pb.RESTART_CAUSE_FAILOVER  # the caller drops claude-a's text, then gpt-a's comes
+    assert "failover to gpt-a" in _events_of(events, "restart")[-1].restart.reason
+    final = events[-1].final
+    assert final.served_by == "gpt-a"
+    assert [h.deployment for h in final.hops] == ["claude-a", "gpt-a"]
+    assert final.hops[0].kind == pb.FAILURE_KIND_STREAM_INTERRUPTED
+    assert call.text == final.message.text  # what the caller holds is gpt-a's reply alone
+
+
+async def test_a_stream_cut_after_deltas_under_the_fail_policy_does_not_fail_over(routed: Any) -> None:
+    rt: Routed = await routed()
+    rt.script("up-claude-a", {"stream_fault": "drop", "after_deltas": 2})
+    call = rt.client.stream_model("claude-then-gpt", [user("Hello there")], mid_stream=pb.MID_STREAM_POLICY_FAIL)
+    with pytest.raises(sc.StreamInterruptedError) as caught:
+        async for _ in call:
+            pass
+    assert [h.deployment for h in caught.value.hops] == ["claude-a"]
+    assert rt.sent("up-gpt-a") == []  # the fallback was never called

@@ -3,7 +3,8 @@
     change           goes to
     ModelRaised      the model's throttle (raised_elsewhere); a model this replica does not serve: nothing
     ModelPause       the model's throttle (paused_elsewhere)
-    ServiceRaised    the service's guard (an own service's, or a reported one's, made within MAX_REPORTED)
+    ServiceRaised    the service's guard (an own service's, or a reported one's, made within MAX_REPORTED);
+                     a name in DEPLOYMENT_NAMESPACE: that route deployment's guard (the same for the next three)
     CircuitOpened    the service's guard (opened_elsewhere)
     ProbeTaken       the service's guard, if it has one (probe_elsewhere)
     CircuitClosed    the service's guard, if it has one (closed_elsewhere)
@@ -19,11 +20,13 @@ the other side, so pushing twice is harmless.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
-from sidecar.core.circuit import ServiceGuards
+from sidecar.core.circuit import ServiceGuard, ServiceGuards
 from sidecar.core.model_throttle import ModelThrottle
 from sidecar.core.spend import SpendLedger
 from sidecar.core.state import (
+    DEPLOYMENT_NAMESPACE,
     Change,
     CircuitClosed,
     CircuitOpened,
@@ -42,13 +45,29 @@ __all__ = ["FleetView"]
 class FleetView:
     """The throttles, guards and ledger of one replica, fed by its state backend."""
 
-    __slots__ = ("_guards", "_ledger", "_models", "replicas")
+    __slots__ = ("_deployments", "_guards", "_ledger", "_models", "replicas")
 
-    def __init__(self, models: Mapping[str, ModelThrottle], guards: ServiceGuards, ledger: SpendLedger) -> None:
+    def __init__(
+        self,
+        models: Mapping[str, ModelThrottle],
+        guards: ServiceGuards,
+        ledger: SpendLedger,
+        deployments: ServiceGuards | None = None,
+    ) -> None:
         self._models = models
         self._guards = guards
         self._ledger = ledger
+        self._deployments = deployments
         self.replicas = 1
+
+    def _guard(self, service: str, *, create: bool) -> ServiceGuard | None:
+        """The guard a change about ``service`` is for: a route deployment's (namespaced), or a service's."""
+        if service.startswith(DEPLOYMENT_NAMESPACE):
+            if self._deployments is None:
+                return None
+            name = service[len(DEPLOYMENT_NAMESPACE) :]
+            return self._deployments.find(name) if create else self._deployments.peek(name)
+        return self._guards.find(service) if create else self._guards.peek(service)
 
     def apply(self, change: Change) -> None:
         match change:
@@ -59,16 +78,16 @@ class FleetView:
                 if (t := self._models.get(model)) is not None:
                     t.paused_elsewhere(seconds)
             case ServiceRaised(service, throttle):
-                if (g := self._guards.find(service)) is not None:
+                if (g := self._guard(service, create=True)) is not None:
                     g.raised_elsewhere(throttle)
             case CircuitOpened():
-                if (g := self._guards.find(change.service)) is not None:
+                if (g := self._guard(change.service, create=True)) is not None:
                     g.opened_elsewhere(change)
             case ProbeTaken(service, seconds):
-                if (g := self._guards.peek(service)) is not None:
+                if (g := self._guard(service, create=False)) is not None:
                     g.probe_elsewhere(seconds)
             case CircuitClosed(service):
-                if (g := self._guards.peek(service)) is not None:
+                if (g := self._guard(service, create=False)) is not None:
                     g.closed_elsewhere()
             case SpendTotal(workflow, usd):
                 self._ledger.total_elsewhere(workflow, usd)
@@ -89,5 +108,13 @@ class FleetView:
                 out.append(ModelPause(model, left))
         for guard in self._guards.all():
             out.extend(guard.shared_state())
+        for guard in self._deployments.all() if self._deployments is not None else []:
+            out.extend(_namespaced(change) for change in guard.shared_state())
         out.extend(self._ledger.shared_state())
         return out
+
+
+def _namespaced(change: Change) -> Change:
+    if isinstance(change, ServiceRaised | CircuitOpened | ProbeTaken | CircuitClosed):
+        return replace(change, service=DEPLOYMENT_NAMESPACE + change.service)
+    return change

@@ -37,13 +37,14 @@ by the local circuit alone, one replica.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
 from sidecar.core.details import Trigger
 
 __all__ = [
+    "DEPLOYMENT_NAMESPACE",
     "MEMORY",
     "Change",
     "CircuitClosed",
@@ -52,6 +53,7 @@ __all__ = [
     "MemoryState",
     "ModelPause",
     "ModelRaised",
+    "Namespaced",
     "ProbeTaken",
     "Replicas",
     "ServiceRaised",
@@ -195,3 +197,34 @@ class MemoryState:
 
 
 MEMORY = MemoryState()
+
+
+DEPLOYMENT_NAMESPACE = "deployment:"
+"""The names of route deployments' circuits in the shared state (a tool service may share a name)."""
+
+
+class Namespaced:
+    """A backend seen through a namespace: the circuits of one kind of target (route deployments).
+
+    Their changes travel with ``namespace`` before the name, and ``FleetView`` hands those back
+    to the guards of that kind, with the name as it was; a tool service named like a deployment
+    never meets its circuit.
+    """
+
+    __slots__ = ("_inner", "namespace")
+
+    def __init__(self, inner: StateBackend, namespace: str) -> None:
+        self._inner = inner
+        self.namespace = namespace
+
+    @property
+    def shared(self) -> bool:
+        return self._inner.shared
+
+    def publish(self, change: Change) -> None:
+        if isinstance(change, ServiceRaised | CircuitOpened | ProbeTaken | CircuitClosed):
+            change = replace(change, service=self.namespace + change.service)
+        self._inner.publish(change)
+
+    async def claim_probe(self, service: str, seconds: float) -> bool:
+        return await self._inner.claim_probe(self.namespace + service, seconds)

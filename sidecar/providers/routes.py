@@ -47,6 +47,7 @@ from sidecar.core.routing import (
 )
 from sidecar.core.settings import ServiceConfig
 from sidecar.core.spend import cost_of
+from sidecar.core.state import DEPLOYMENT_NAMESPACE, MEMORY, Namespaced, StateBackend
 from sidecar.core.stream import RestartCause
 from sidecar.core.taxonomy import CircuitOpen, InvalidInput, JobTimeout, SidecarFailure, as_failure
 from sidecar.core.text import cap, clause
@@ -209,6 +210,7 @@ class RouteCaller:
         run: Run,
         checks: CallChecks,
         server_of: ServerOf,
+        state: StateBackend = MEMORY,
     ) -> None:
         self._config = config
         self._clock = clock
@@ -223,10 +225,16 @@ class RouteCaller:
             for entry in config.routes.values()
             for d, _ in entry.route.named()
         }
-        self._guards = ServiceGuards(circuits, DEPLOYMENT_CIRCUIT, clock, observer=observer)
+        shared = Namespaced(state, DEPLOYMENT_NAMESPACE)  # fleet-wide with a shared backend, like tool services'
+        self._guards = ServiceGuards(circuits, DEPLOYMENT_CIRCUIT, clock, observer=observer, state=shared)
 
     def is_route(self, model_id: str) -> bool:
         return model_id in self._routes
+
+    @property
+    def guards(self) -> ServiceGuards:
+        """Every deployment's circuit (for the fleet view and the circuit gauge)."""
+        return self._guards
 
     def guard(self, deployment: str) -> ServiceGuard:
         """The circuit of a deployment (created on first use, shared by every route using it)."""

@@ -56,6 +56,7 @@ from sidecar.core.observer import CallRecord, ModelCallStart, Observer, OutputBu
 from sidecar.core.observer import Correction as CorrectionEvent
 from sidecar.core.retry import Attempt, Retry, RetryPolicy, Sender, Tally, run_attempts
 from sidecar.core.spend import SpendLedger
+from sidecar.core.state import MEMORY, StateBackend
 from sidecar.core.stream import RestartCause, StreamEvent
 from sidecar.core.taxonomy import (
     JobCancelled,
@@ -241,6 +242,7 @@ class ModelService:
         *,
         embedded: dict[str, str] | None = None,
         rng: random.Random | None = None,
+        state: StateBackend = MEMORY,
     ) -> None:
         self._config = config
         self._clock = clock
@@ -257,7 +259,14 @@ class ModelService:
             for mid, m in config.models.items()
         }
         self.routes = RouteCaller(
-            config, clock, observer, self._rng, run=self._run, checks=self._checks, server_of=self.server_of
+            config,
+            clock,
+            observer,
+            self._rng,
+            run=self._run,
+            checks=self._checks,
+            server_of=self.server_of,
+            state=state,
         )
 
     def throttle(self, model_id: str) -> ModelThrottle:

@@ -36,7 +36,7 @@ from sidecar.core.clock import Clock, RealClock
 from sidecar.core.fleet_view import FleetView
 from sidecar.core.observer import Observer, StateBackendChanged
 from sidecar.core.spend import SpendLedger
-from sidecar.core.state import MEMORY, StateBackend
+from sidecar.core.state import DEPLOYMENT_NAMESPACE, MEMORY, StateBackend
 from sidecar.providers.service import ModelService
 from sidecar.server.admission import Admission
 from sidecar.server.auth import BearerTokenInterceptor
@@ -110,16 +110,22 @@ class SidecarApp:
         )
         self.tools = ToolService(cfg, self.clock, self.guards, observer, embedded=self.embedded, rng=self.rng)
         ledger = SpendLedger(dict(cfg.policy.spend_caps), state=state)
-        self.models = ModelService(cfg, self.clock, ledger, observer, embedded=self.embedded, rng=self.rng)
+        self.models = ModelService(cfg, self.clock, ledger, observer, embedded=self.embedded, rng=self.rng, state=state)
         guards, models = self.guards, self.models
         throttles = {m: models.throttle(m) for m in cfg.models}
         for throttle in throttles.values():
             throttle.share(state)
-        view = FleetView(throttles, guards, ledger)
+        view = FleetView(throttles, guards, ledger, deployments=models.routes.guards)
         self._closers.extend(await _share(state, view, observer))
         metrics.observe_gauges(
             lambda: [(m, models.throttle(m).throttle) for m in cfg.models],
-            lambda: [(g.name, g.throttle, _CIRCUIT_VALUE[g.state]) for g in guards.all()],
+            lambda: [
+                *((g.name, g.throttle, _CIRCUIT_VALUE[g.state]) for g in guards.all()),
+                *(  # a route deployment's circuit, named as in the shared state
+                    (DEPLOYMENT_NAMESPACE + g.name, g.throttle, _CIRCUIT_VALUE[g.state])
+                    for g in models.routes.guards.all()
+                ),
+            ],
         )
         reports = Reports(cfg, self.clock, self.guards, observer)
         self.servicer = SidecarServicer(cfg, self.clock, self.tools, self.models, reports)
