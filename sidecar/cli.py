@@ -6,14 +6,18 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sidecar import __version__
 from sidecar.config import Config, ConfigError, load_config, load_default_config
 
+if TYPE_CHECKING:
+    from sidecar.server.app import SidecarApp
+
 __all__ = ["main"]
 
 BANNER = """sidecar {version} listening on {address} ({source})
-  health:  grpc-health-probe -addr={address} -service=sidecar.v1.Sidecar
+  health:  grpc-health-probe -addr={address} -service=sidecar.v1.Sidecar{http}
   tools:   {tools}{embedded}
   models:  {models}
   telemetry: {telemetry}
@@ -33,8 +37,10 @@ async def _serve(config: Config, source: str, listen: str | None) -> int:
     from sidecar.telemetry.logs import configure_logging
     from sidecar.telemetry.setup import setup_telemetry
 
-    refusal = exposure_refusal(listen or config.server.listen, config.server)
-    if refusal is not None:  # before anything starts: a config problem, exit 2
+    refusals = [exposure_refusal(listen or config.server.listen, config.server)]
+    if config.http is not None:
+        refusals.append(exposure_refusal(config.http.listen, config.server))
+    for refusal in filter(None, refusals):  # before anything starts: a config problem, exit 2
         print(f"sidecar: {refusal}", file=sys.stderr)
         return 2
     configure_logging(config.telemetry.log_level, config.telemetry.log_format, config.secrets())
@@ -61,6 +67,7 @@ async def _serve(config: Config, source: str, listen: str | None) -> int:
             grace=config.server.grace_period_s,
             embedded="".join(f"\n  local {k}: {v}" for k, v in app.embedded.items()),
             telemetry=telemetry.describe(),
+            http=_http_banner(app),
         ),
         flush=True,
     )
@@ -70,6 +77,15 @@ async def _serve(config: Config, source: str, listen: str | None) -> int:
     telemetry.shutdown()
     print("sidecar: stopped", file=sys.stderr, flush=True)
     return 0
+
+
+def _http_banner(app: SidecarApp) -> str:
+    http = app.http
+    if http is None:
+        return ""
+    base = f"{http.scheme}://{http.address}"
+    mcp = f"\n  mcp:     {base}/mcp (streamable HTTP)" if app.config.http and app.config.http.mcp else ""
+    return f"\n  http:    {base} (health: {base}/healthz){mcp}"
 
 
 def _run_fake(command: str, rest: list[str]) -> int:

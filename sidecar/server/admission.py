@@ -2,6 +2,7 @@
 
     limited   CallModel, StreamModel, ExecuteTool    a slot from the handler's start to its answer
                                                      (a stream's: to its last event)
+              the HTTP doors' calls (MCP tools/call)  ``enter`` / ``leave``: the same slots
     exempt    ListTools, ListModels, ClassifyFailure answer from memory, never wait on an upstream
               grpc.health.v1, reflection             not Sidecar methods: never wrapped
 
@@ -100,6 +101,19 @@ class Admission:
                 self.in_flight -= 1
 
         return admitted
+
+    def enter(self, method: str) -> bool:
+        """A slot for a call of another door (HTTP, MCP): True when taken (``leave`` gives it back),
+        False when ``limit`` calls are in flight (the call is shed, and counted and logged as one)."""
+        if self.in_flight >= self.limit:
+            self._record_shed(method)
+            return False
+        self.in_flight += 1
+        return True
+
+    def leave(self) -> None:
+        """Give back a slot ``enter`` took."""
+        self.in_flight -= 1
 
     def _record_shed(self, method: str) -> None:
         self.shed += 1

@@ -10,6 +10,10 @@ and returns (the process exits 0). What a call passes through, outermost first::
     decoding                      undecodable bytes -> INVALID_ARGUMENT (handlers.register_sidecar)
     the in-flight limit           CallModel, ExecuteTool: server.max_in_flight (admission.Admission)
     the servicer
+
+With ``http`` set, the HTTP port (``server.http``: the MCP front) serves the same core on the same
+event loop: started after the gRPC server, stopped with it (both get the grace period at once).
+The MCP servers of ``kind: mcp`` tools are opened and listed before either port serves.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from sidecar.providers.service import ModelService
 from sidecar.server.admission import Admission
 from sidecar.server.auth import BearerTokenInterceptor
 from sidecar.server.handlers import register_sidecar
+from sidecar.server.http.doors import DoorParts, build_doors
+from sidecar.server.http.hosting import HttpHosting
 from sidecar.server.masking import SecretMaskingInterceptor
 from sidecar.server.security import server_credentials
 from sidecar.server.servicer import SidecarServicer
@@ -80,6 +86,8 @@ class SidecarApp:
     metrics: Metrics | None = None
     admission: Admission | None = None
     embedded: dict[str, str] = field(default_factory=dict)
+    http: HttpHosting | None = None
+    """The HTTP port, when ``config.http`` is set (its ``address`` and ``port`` once started)."""
     _fakes: list[Any] = field(default_factory=list)
     _health: health.aio.HealthServicer | None = None
 
@@ -96,6 +104,7 @@ class SidecarApp:
         tool_services = {t.service for t in cfg.tools.values()}
         self.guards = ServiceGuards(cfg.services, cfg.policy.circuit, self.clock, tool_services, observer=observer)
         self.tools = ToolService(cfg, self.clock, self.guards, observer, embedded=self.embedded, rng=self.rng)
+        await self.tools.start()  # MCP servers opened and listed: ListTools and the MCP front list their tools
         ledger = SpendLedger(dict(cfg.policy.spend_caps))
         self.models = ModelService(cfg, self.clock, ledger, observer, embedded=self.embedded, rng=self.rng)
         guards, models = self.guards, self.models
@@ -140,8 +149,21 @@ class SidecarApp:
         self.port = bound
         self.address = listen if listen.startswith("unix:") else f"{listen.rsplit(':', 1)[0]}:{bound}"
         await self.server.start()
+        await self._start_http()
         for name in ("", SERVICE_NAME):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def _start_http(self) -> None:
+        """The HTTP port and its doors, when ``config.http`` asks for it."""
+        cfg = self.config
+        if cfg.http is None:
+            return
+        assert self.tools is not None
+        assert self.models is not None
+        assert self.admission is not None
+        doors = build_doors(DoorParts(cfg, self.clock, self.tools, self.models, self.admission))
+        self.http = HttpHosting(cfg.http.listen, cfg.server, doors)
+        await self.http.start()
 
     async def _start_fakes(self) -> None:
         wanted = self.config.embedded
@@ -167,8 +189,11 @@ class SidecarApp:
         """Stop taking calls; in-flight calls get ``grace`` seconds to finish."""
         if self._health is not None:
             await self._health.enter_graceful_shutdown()
-        if self.server is not None:
-            await self.server.stop(self.config.server.grace_period_s if grace is None else grace)
+        grace_s = self.config.server.grace_period_s if grace is None else grace
+        stopping = [self.server.stop(grace_s)] if self.server is not None else []
+        if self.http is not None:
+            stopping.append(self.http.stop(grace_s))
+        await asyncio.gather(*stopping)  # both ports at once: in-flight calls of each get the grace period
         if self.admission is not None:
             self.admission.close()
         if self.metrics is not None:
@@ -199,7 +224,11 @@ class SidecarApp:
 async def running(config: Config, **kwargs: Any) -> AsyncIterator[SidecarApp]:
     """A started app for tests: ``async with running(cfg, listen="127.0.0.1:0", clock=...) as app``."""
     app = SidecarApp(config, **kwargs)
-    await app.start()
+    try:
+        await app.start()
+    except BaseException:  # what did start (the fakes, MCP sessions, a port) is stopped again
+        await app.stop(grace=0)
+        raise
     try:
         yield app
     finally:
