@@ -9,12 +9,14 @@
     strict                        JSON-RPC error -32602 (invalid params)
     crash     idempotentHint      JSON-RPC error -32603 (internal error)
     slow      readOnlyHint        never answers
+    badout    readOnlyHint        structuredContent that breaks its own outputSchema
     exit      (stdio only)        the process exits at once
 
 ``McpHttpServer`` serves it on 127.0.0.1 on the test's own event loop (uvicorn, as the sidecar
 serves its HTTP port): ``await start()``, ``await stop()`` (the port closes: a transport fault for
 its clients), ``await start()`` again on the same port; ``fail_posts = n`` answers the next n POSTs
-HTTP 503. ``calls`` records every tools/call (name, arguments, ``_meta``). As a script,
+HTTP 503; with ``token`` set, a request without ``Authorization: Bearer <token>`` is answered 401.
+``calls`` records every tools/call (name, arguments, ``_meta``). As a script,
 ``python tests/mcp_server.py`` serves the same tools on stdio.
 """
 
@@ -34,6 +36,7 @@ from mcp import McpError, types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -67,6 +70,13 @@ TOOLS = [
         annotations=types.ToolAnnotations(idempotentHint=True),
     ),
     types.Tool(name="slow", description="Never answers.", inputSchema={"type": "object"}, annotations=READ_ONLY),
+    types.Tool(
+        name="badout",
+        description="Answers what its outputSchema forbids.",
+        inputSchema={"type": "object"},
+        outputSchema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        annotations=READ_ONLY,
+    ),
     types.Tool(name="exit", description="Exits the process.", inputSchema={"type": "object"}),
 ]
 REFUSAL = "No document '{id}' exists; search first and use an id the search returns."
@@ -119,6 +129,8 @@ class Tools:
             raise McpError(types.ErrorData(code=types.INTERNAL_ERROR, message="the index is corrupt"))
         if name == "slow":
             await asyncio.Event().wait()
+        if name == "badout":
+            return types.ServerResult(types.CallToolResult(content=[], structuredContent={"n": "three"}))
         if name == "exit":
             os._exit(3)
         raise McpError(types.ErrorData(code=types.INVALID_PARAMS, message=f"no tool {name}"))
@@ -149,6 +161,7 @@ class McpHttpServer:
         self.tools = Tools()
         self.port = 0
         self.fail_posts = 0
+        self.token: str | None = None
         self._server: _OnTheLoop | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -164,6 +177,9 @@ class McpHttpServer:
         manager = StreamableHTTPSessionManager(self.tools.server())
 
         async def endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+            if self.token is not None and Headers(scope=scope).get("authorization") != f"Bearer {self.token}":
+                await Response("who are you?", status_code=401)(scope, receive, send)
+                return
             if scope["method"] == "POST" and self.fail_posts > 0:
                 self.fail_posts -= 1
                 await Response("unavailable", status_code=503)(scope, receive, send)
@@ -177,7 +193,10 @@ class McpHttpServer:
 
         route = Route("/mcp", endpoint=_Asgi(endpoint), methods=["GET", "POST", "DELETE"])
         app = Starlette(routes=[route], lifespan=lifespan)
-        sock = socket.create_server(("127.0.0.1", self.port))
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP: asyncio sets NODELAY
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", self.port))
+        sock.listen()
         sock.setblocking(False)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(app, log_config=None, log_level="critical", lifespan="on", http="h11", ws="none")

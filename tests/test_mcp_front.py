@@ -101,6 +101,22 @@ async def test_a_call_that_fails_is_is_error_with_the_model_text(start_sidecar: 
     assert text(unknown).startswith("Invalid value for parameter 'tool' (got nope): must name a tool that exists")
 
 
+async def test_the_front_keeps_no_session_a_restart_would_lose(start_sidecar: Start) -> None:
+    sc = await start_sidecar(http=HTTP)
+    params = {"name": "fetch", "arguments": {"id": "doc-1"}}
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+    accept = {"accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient() as http:
+        answered = await http.post(url(sc), json=call, headers=accept)  # no initialize, no Mcp-Session-Id
+        stream = await http.get(url(sc), headers=accept)
+    assert answered.status_code == 200
+    assert "mcp-session-id" not in answered.headers
+    reply = answered.json()
+    assert reply["id"] == 7
+    assert reply["result"]["isError"] is False
+    assert stream.status_code == 405  # no event stream: the front never speaks first
+
+
 async def test_a_service_failure_through_the_front_feeds_the_same_circuit(start_sidecar: Start) -> None:
     circuit = {"flaky": {"circuit": {"failures_to_open": 1, "max_throttle": 1.0}}}
     sc = await start_sidecar(http=HTTP, services=circuit, policy={"tool_retries": 0})

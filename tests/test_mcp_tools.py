@@ -28,7 +28,7 @@ from tests.conftest import Running, Start, base_config
 from tests.mcp_server import REFUSAL, STDIO_COMMAND, STRICT, McpHttpServer
 from tests.test_telemetry import attrs, tree
 
-DOCS = ("search", "lookup", "note", "refuse", "strict", "crash", "slow")
+DOCS = ("search", "lookup", "note", "refuse", "strict", "crash", "slow", "badout")
 """The test server's tools served by the sidecar under their own names (service docs-mcp)."""
 
 
@@ -167,6 +167,37 @@ async def test_a_guardrail_of_an_mcp_tool_refuses_before_any_call(
     resp = await sc.client.execute_tool("search", {"query": "mail ann@example.com"})
     assert kind(resp) == "GUARDRAIL"
     assert mcp_http.calls == []
+
+
+async def test_a_result_that_breaks_the_tools_output_schema_is_external_service(
+    mcp_http: McpHttpServer, start_sidecar: Start
+) -> None:
+    sc = await started(start_sidecar, mcp_http)
+    resp = await sc.client.execute_tool("badout", {})
+    assert kind(resp) == "EXTERNAL_SERVICE"
+    assert resp.failure.message.startswith(
+        f"The docs-mcp service failed at {mcp_http.url}: it answered a result that could not be used (Invalid "
+        "structured content returned by tool badout"
+    )
+    assert resp.attempts == 1
+
+
+async def test_the_servers_headers_are_sent_and_their_token_never_shown(
+    mcp_http: McpHttpServer, start_sidecar: Start, otel: InMemoryTelemetry
+) -> None:
+    mcp_http.token = "mcp-token-0123456789abcdef"
+    sc = await started(start_sidecar, mcp_http, headers={"Authorization": f"Bearer {mcp_http.token}"})
+    assert (await sc.client.execute_tool("search", {"query": "q"})).model_text.startswith("results for q")
+    assert mcp_http.token in sc.app.config.secrets()  # a credential header: masked wherever text leaves
+    assert all(mcp_http.token not in str(s.to_json()) for s in otel.spans())
+
+
+async def test_a_server_that_refuses_the_sidecar_fails_the_start_with_its_status(mcp_http: McpHttpServer) -> None:
+    mcp_http.token = "mcp-token-0123456789abcdef"
+    cfg = Config.model_validate(base_config("http://127.0.0.1:1", "http://127.0.0.1:1", **mcp_sections(mcp_http.url)))
+    with pytest.raises(McpUnavailable, match=r"^the MCP server docs-mcp \(.*\) cannot be used: HTTP 401$"):
+        async with running(cfg, listen="127.0.0.1:0", clock=FakeClock()):
+            pass
 
 
 async def test_an_internal_error_of_an_idempotent_tool_is_retried_then_external_service(
@@ -371,5 +402,5 @@ async def test_a_tool_the_server_does_not_list_fails_the_start_naming_what_it_li
             pass
     assert str(caught.value) == (
         "tools.find.tool: the MCP server docs-mcp lists no tool 'grep' "
-        "(it lists: crash, exit, lookup, note, refuse, search, slow, strict)"
+        "(it lists: badout, crash, exit, lookup, note, refuse, search, slow, strict)"
     )

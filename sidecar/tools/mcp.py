@@ -243,7 +243,7 @@ class McpSender:
             return self._service_failure(detail, attempt, transient=seen.code == types.INTERNAL_ERROR)
         if isinstance(seen, Unusable):
             record.failed("unusable_result")
-            return self._service_failure(f"its answer could not be used ({seen.detail})", attempt, transient=False)
+            return self._service_failure(f"a result that could not be used ({seen.detail})", attempt, transient=False)
         return self._broken(seen, attempt)
 
     def _fail(self, failure: SidecarFailure, record: Any, *, answered: bool) -> Fail:

@@ -181,14 +181,28 @@ def _fixed(context: ssl.SSLContext) -> Callable[[uvicorn.Config, Callable[[], ss
 
 
 def _bind(listen: str) -> socket.socket:
-    """A listening socket on ``listen`` (``host:port``), or OSError naming it."""
+    """A listening socket on ``listen`` (``host:port``), or OSError naming it.
+
+    Made with getaddrinfo's protocol (TCP), as asyncio makes its own: asyncio turns Nagle off
+    (TCP_NODELAY) only on connections of a socket that says it is TCP; without, every answer
+    written in two parts (headers, body) waited for the client's delayed ACK, 40 ms each.
+    """
     host, _, port = listen.rpartition(":")
     host = host.strip("[]")
     try:
         infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family, _type, _proto, _name, address = infos[0]
-        sock = socket.create_server(address, family=family, backlog=LISTEN_BACKLOG)
+        family, kind, proto, _name, address = infos[0]
+        sock = socket.socket(family, kind, proto)
     except OSError as exc:
         raise OSError(f"cannot listen on {listen} (http.listen): {exc.strerror or exc}") from None
-    sock.setblocking(False)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(LISTEN_BACKLOG)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"cannot listen on {listen} (http.listen): {exc.strerror or exc}") from None
     return sock
