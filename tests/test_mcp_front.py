@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import socket
 import ssl
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -26,6 +30,7 @@ from sidecar.server.http.access import FORBIDDEN_ORIGIN, MISDIRECTED, UNAUTHENTI
 from sidecar.telemetry import names as n
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 from tests.conftest import Running, Start
+from tests.mcp_server import STDIO_COMMAND
 from tests.test_telemetry import attrs, tree
 from tests.test_transport_security import Pki, pki  # noqa: F401  (the module's throwaway CA)
 
@@ -289,3 +294,42 @@ async def test_stopping_lets_a_call_in_flight_finish_then_closes_the_port(start_
     async with httpx.AsyncClient() as http:
         with pytest.raises(httpx.ConnectError):
             await http.get(address.replace("/mcp", "/healthz"))
+
+
+async def test_sidecar_serve_with_an_mcp_server_behind_and_in_front_then_sigterm(tmp_path: Path) -> None:
+    """The real process: a stdio MCP server behind it, the official client in front, SIGTERM, exit 0."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "sidecar.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "server": {"listen": "127.0.0.1:0"},
+                "http": {"listen": f"127.0.0.1:{port}"},
+                "mcp_servers": {"local": {"command": STDIO_COMMAND, "connect_timeout_s": 60}},
+                "tools": {"lsearch": {"kind": "mcp", "server": "local", "tool": "search"}},
+            }
+        )
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "sidecar", "serve", "--config", str(config),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        banner = (await asyncio.wait_for(proc.stdout.readline(), 90)).decode()
+        assert "listening on 127.0.0.1:" in banner
+        async with mcp_client(f"http://127.0.0.1:{port}/mcp") as mcp:
+            result = await mcp.call_tool("lsearch", {"query": "retries"})
+        assert text(result) == "results for retries: doc-1, doc-2"
+        proc.send_signal(signal.SIGTERM)
+        _out, err = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0
+    lines = err.decode().splitlines()
+    assert lines[-2:] == ["sidecar: SIGTERM received; finishing in-flight calls", "sidecar: stopped"]
+    assert not [line for line in lines if "Traceback" in line or "uvicorn" in line.lower()]
