@@ -25,7 +25,8 @@ help:
 	@echo "make run     set up and start the sidecar on the embedded default (no keys, no network)"
 	@echo "make test    set up and run the whole test suite (lint, generated-code checks, all clients)"
 	@echo "make proto   regenerate the stubs of every language from protos/"
-	@echo "make bench   run the benchmarks (not part of make test)"
+	@echo "make bench   run the benchmarks (not part of make test; BENCHMARKS.md)"
+	@echo "make soak    faults, SIGTERM drain, kill -9 and restart (not part of make test; docs/reliability.md)"
 	@echo "make constraints  re-resolve the Python dependencies and rewrite the pins of constraints.txt"
 
 # ---------------------------------------------------------------- setup
@@ -76,6 +77,16 @@ $(JAEGER): tools/jaeger/go.mod tools/jaeger/go.sum
 .PHONY: jaeger
 jaeger: $(JAEGER)
 
+# A real Redis for the fleet tests (tests/test_fleet*.py start and kill it on a free loopback port):
+# Debian's redis-server, installed when missing (CI is a fresh machine; apt-get needs root or sudo).
+.PHONY: redis-server
+redis-server:
+	@command -v redis-server >/dev/null || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server >/dev/null; \
+		systemctl disable --now redis-server >/dev/null 2>&1 || true; \
+		command -v redis-server; }
+
 # ---------------------------------------------------------------- the two commands
 
 .PHONY: run
@@ -83,10 +94,10 @@ run: $(STAMP)
 	$(VENV)/bin/sidecar serve $(if $(CONFIG),--config $(CONFIG),)
 
 .PHONY: test
-test: $(STAMP) $(BUF) $(JAEGER) lint proto-check python-test clients-test-if-any
+test: $(STAMP) $(BUF) $(JAEGER) redis-server lint proto-check python-test clients-test-if-any deploy-check
 
 .PHONY: python-test
-python-test: $(STAMP) $(JAEGER)
+python-test: $(STAMP) $(JAEGER) redis-server
 	$(PY) -m pytest -q -p no:cacheprovider
 
 .PHONY: lint
@@ -109,6 +120,19 @@ proto-check: $(STAMP)
 .PHONY: clients-test-if-any
 clients-test-if-any:
 	@if grep -q '^clients-test:' clients/clients.mk 2>/dev/null; then $(MAKE) --no-print-directory clients-test; fi
+
+# The Kubernetes manifests (deploy/kubernetes), decoded strictly into the official API types and
+# checked for what the deployment rests on: deploy/kubernetes/validate. Modules are fetched by
+# `go mod download` alone; vet and test run with GOPROXY=off and -mod=readonly, so nothing is
+# fetched (nor go.mod rewritten) while testing.
+DEPLOY_CHECK := deploy/kubernetes/validate
+GO           ?= go
+
+.PHONY: deploy-check
+deploy-check:
+	cd $(DEPLOY_CHECK) && $(GO) mod download
+	cd $(DEPLOY_CHECK) && GOPROXY=off $(GO) vet -mod=readonly ./...
+	cd $(DEPLOY_CHECK) && GOPROXY=off $(GO) test -mod=readonly -count=1 ./...
 
 .PHONY: clean
 clean:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from sidecar import __version__
-from sidecar.config import Config, ConfigError, load_config, load_default_config
+from sidecar.config import Config, ConfigError, load_config, load_default_config, worker_count, workers_refusal
 
 if TYPE_CHECKING:
     from sidecar.server.app import SidecarApp
@@ -31,22 +32,62 @@ def _load(path: str | None) -> tuple[Config, str]:
     return load_config(path), path
 
 
-async def _serve(config: Config, source: str, listen: str | None) -> int:
-    from sidecar.server.app import SidecarApp
-    from sidecar.server.security import exposure_refusal
-    from sidecar.telemetry.logs import configure_logging
-    from sidecar.telemetry.setup import setup_telemetry
+WORKER_BANNER = "sidecar {version} worker {index}/{count} (pid {pid}) listening on {address}"
 
-    refusals = [exposure_refusal(listen or config.server.listen, config.server)]
-    if config.http is not None:
-        refusals.append(exposure_refusal(config.http.listen, config.server))
-    for refusal in filter(None, refusals):  # before anything starts: a config problem, exit 2
+
+def _workers(value: str) -> int | Literal["auto"]:
+    if value == "auto":
+        return "auto"
+    try:
+        count = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of processes or auto, not {value!r}") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return count
+
+
+async def _supervise(config: Config, path: str | None, listen: str | None, workers: int | Literal["auto"]) -> int:
+    from sidecar.server.security import exposure_refusal
+    from sidecar.server.workers import supervise
+    from sidecar.telemetry.logs import configure_logging
+
+    address = listen or config.server.listen
+    refusals = [exposure_refusal(address, config.server), *_http_refusals(config, workers=True)]
+    for refusal in filter(None, refusals):
         print(f"sidecar: {refusal}", file=sys.stderr)
         return 2
     configure_logging(config.telemetry.log_level, config.telemetry.log_format, config.secrets())
-    telemetry = setup_telemetry(config.telemetry.prometheus_port)
-    app = SidecarApp(config, listen=listen, interceptors=telemetry.interceptors)
+    return await supervise(config, path, address, workers)
+
+
+async def _serve(config: Config, source: str, listen: str | None) -> int:
+    from sidecar.server.app import SidecarApp
+    from sidecar.server.security import exposure_refusal
+    from sidecar.server.workers import watch_parent, worker_role
+    from sidecar.telemetry.logs import configure_logging
+    from sidecar.telemetry.setup import setup_telemetry
+
+    refusals = [exposure_refusal(listen or config.server.listen, config.server), *_http_refusals(config)]
+    for refusal in filter(None, refusals):  # before anything starts: a config problem, exit 2
+        print(f"sidecar: {refusal}", file=sys.stderr)
+        return 2
+    role = worker_role()
+    configure_logging(config.telemetry.log_level, config.telemetry.log_format, config.secrets())
+    prometheus = config.telemetry.prometheus_port
+    if role is not None and prometheus:
+        prometheus += role.index  # each worker serves its own scrape endpoint
+    telemetry = setup_telemetry(prometheus)
+    app = SidecarApp(
+        config,
+        listen=listen,
+        interceptors=telemetry.interceptors,
+        reuse_port=role is not None,
+        embedded=dict(role.embedded) if role is not None else {},
+    )
     stop = app.stop_on_signals()
+    if role is not None:
+        watcher = asyncio.create_task(watch_parent(role, stop))
     try:
         await app.start()
     except ConfigError as exc:  # the TLS files
@@ -57,26 +98,37 @@ async def _serve(config: Config, source: str, listen: str | None) -> int:
         print(f"sidecar: {exc}", file=sys.stderr)
         telemetry.shutdown()
         return 1
-    print(
-        BANNER.format(
-            version=__version__,
-            address=app.address,
-            source=source,
-            tools=", ".join(config.tools) or "none",
-            models=", ".join(config.models) or "none",
-            grace=config.server.grace_period_s,
-            embedded="".join(f"\n  local {k}: {v}" for k, v in app.embedded.items()),
-            telemetry=telemetry.describe(),
-            http=_http_banner(app),
-        ),
-        flush=True,
-    )
+    if role is not None:
+        banner = WORKER_BANNER.format(
+            version=__version__, index=role.index, count=role.count, pid=os.getpid(), address=app.address
+        )
+        print(banner, flush=True)
+    else:
+        _banner(config, source, app.address, app.embedded, telemetry.describe(), _http_banner(app))
     received = await stop
+    if role is not None:
+        watcher.cancel()
     print(f"sidecar: {received} received; finishing in-flight calls", file=sys.stderr, flush=True)
     await app.stop()
     telemetry.shutdown()
     print("sidecar: stopped", file=sys.stderr, flush=True)
     return 0
+
+
+def _http_refusals(config: Config, *, workers: bool = False) -> list[str | None]:
+    """Why the HTTP port may not listen where ``http.listen`` says (the gRPC port's rules), or nothing."""
+    from sidecar.server.security import exposure_refusal
+
+    if config.http is None:
+        return []
+    listen = config.http.listen
+    refusals = [exposure_refusal(listen, config.server)]
+    if workers and listen.rpartition(":")[2] == "0":
+        refusals.append(
+            f"http.listen: {listen} would give each worker a port of its own; give the port "
+            "(the workers share it, as they share server.listen)"
+        )
+    return refusals
 
 
 def _http_banner(app: SidecarApp) -> str:
@@ -86,6 +138,25 @@ def _http_banner(app: SidecarApp) -> str:
     base = f"{http.scheme}://{http.address}"
     mcp = f"\n  mcp:     {base}/mcp (streamable HTTP)" if app.config.http and app.config.http.mcp else ""
     return f"\n  http:    {base} (health: {base}/healthz){mcp}"
+
+
+def _banner(
+    config: Config, source: str, address: str, embedded: dict[str, str], telemetry: str, http: str = ""
+) -> None:
+    print(
+        BANNER.format(
+            version=__version__,
+            address=address,
+            source=source,
+            tools=", ".join(config.tools) or "none",
+            models=", ".join(config.models) or "none",
+            grace=config.server.grace_period_s,
+            embedded="".join(f"\n  local {k}: {v}" for k, v in embedded.items()),
+            telemetry=telemetry,
+            http=http,
+        ),
+        flush=True,
+    )
 
 
 def _run_fake(command: str, rest: list[str]) -> int:
@@ -106,6 +177,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve = sub.add_parser("serve", help="serve the sidecar (the embedded default when no --config)")
     serve.add_argument("--config", help="a YAML config file")
     serve.add_argument("--listen", help="override server.listen (host:port or unix:/path)")
+    serve.add_argument(
+        "--workers",
+        type=_workers,
+        help="override server.workers: processes serving the address together (a number, or auto: one per core)",
+    )
     check = sub.add_parser("check-config", help="validate a config file without serving")
     check.add_argument("file")
     sub.add_parser("version", help="print the version")
@@ -141,7 +217,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"sidecar: {exc}", file=sys.stderr)
         return 2
+    workers = args.workers if args.workers is not None else config.server.workers
+    refusal = workers_refusal(workers, args.listen or config.server.listen, config.state.backend)
+    if refusal is not None:  # --workers or --listen against the config: a config problem, exit 2
+        print(f"sidecar: {refusal}", file=sys.stderr)
+        return 2
     try:
+        if worker_count(workers) > 1:
+            return asyncio.run(_supervise(config, args.config, args.listen, workers))
         return asyncio.run(_serve(config, source, args.listen))
     except KeyboardInterrupt:
         return 0

@@ -1,7 +1,12 @@
 """The configuration: one YAML file, validated at start, secrets only from the environment.
 
 Sections: ``server``, ``http``, ``policy``, ``providers``, ``models``, ``services``, ``mcp_servers``,
-``tools``, ``telemetry``.
+``tools``, ``telemetry``, ``state`` (where throttles, pauses, circuits and spend are kept: this
+process, or a Redis shared by the fleet; docs/fleet.md).
+A ``models`` entry is a deployment (``provider``, ``upstream_model`` ...) or a route over
+deployments (``{route: {balance, fallbacks, context_fallback, move_on, circuit}}``, docs/routing.md);
+``Config.models`` holds the deployments and ``Config.routes`` the routes. A ``tools`` entry is an
+HTTP tool (``kind: search | fetch``) or a tool of an MCP server (``kind: mcp``, docs/mcp.md).
 A string may hold ``${NAME}`` (or ``${NAME:-default}``), read from the environment; nothing else
 reads secrets. An invalid file raises ``ConfigError`` naming the key, the value and what is wrong.
 
@@ -42,8 +47,17 @@ from pydantic import (
 )
 
 from sidecar.core.json_schemas import check_schema
+from sidecar.core.kinds import FailureKind
 from sidecar.core.patterns import PatternError, compile_pattern
 from sidecar.core.redact import mask_keys
+from sidecar.core.routing import (
+    DEFAULT_MOVE_ON,
+    DEPLOYMENT_CIRCUIT,
+    MAX_ROUTE_DEPLOYMENTS,
+    MAX_ROUTE_WEIGHT,
+    MOVABLE_KINDS,
+    never_reason,
+)
 from sidecar.core.settings import (
     MAX_WAIT_S,
     PRESETS,
@@ -69,9 +83,12 @@ __all__ = [
     "ModelConfig",
     "ProviderConfig",
     "Quirk",
+    "RouteConfig",
+    "RouteEntry",
     "ServerAuthConfig",
     "ServerConfig",
     "ServiceConfig",
+    "StateConfig",
     "TlsConfig",
     "ToolConfig",
     "Window",
@@ -79,6 +96,8 @@ __all__ = [
     "load_config",
     "load_default_config",
     "parse_config",
+    "worker_count",
+    "workers_refusal",
 ]
 
 EMBEDDED_PROVIDER = "embedded://provider"
@@ -97,6 +116,12 @@ MIN_TOKEN_CHARS = 16
 """A bearer token shorter than this is refused (``openssl rand -hex 32`` gives 64)."""
 MAX_PROVIDER_CONNECTIONS = 1024
 """The highest ``providers.*.max_connections``: httpcore scans its whole pool for every queued request."""
+DEFAULT_STATE_PREFIX = "sidecar"
+DEFAULT_STATE_TIMEOUT_MS = 50
+"""A state backend operation (Redis) slower than this is given up: the call decides on local state."""
+MAX_STATE_TIMEOUT_MS = 10_000
+MAX_WORKERS = 256
+"""The most worker processes ``server.workers`` may ask for."""
 DEFAULT_UPSTREAM_RETRIES = 3
 DEFAULT_TOOL_RETRIES = 2
 DEFAULT_MAX_CORRECTIONS = 2
@@ -117,6 +142,8 @@ DEFAULT_MCP_CONNECT_TIMEOUT_S = 10.0
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _URL = re.compile(r"^https?://[^\s]+$")
+_ORIGIN = re.compile(r"^[^:/?#]*://[^/?#]*")
+"""A URL's scheme and authority (host, port, credentials): what a tool's arguments may never fill."""
 """A value read from the environment that is a whole URL: an address to show, save for its password."""
 _CREDENTIAL_HEADER = re.compile(r"(?i)auth|token|secret|key|cookie|password")
 """A header whose name matches carries a credential: its value is one of ``Config.secrets()``."""
@@ -170,6 +197,9 @@ class ServerConfig(_Strict):
     auth: ServerAuthConfig | None = None
     allow_insecure: bool = False
     """Serve a non-loopback address with neither ``tls`` nor ``auth`` (only on a private network)."""
+    workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = 1
+    """Processes serving ``listen`` together (SO_REUSEPORT); ``auto``: one per core. More than one
+    needs ``state.backend: redis`` (they share policy through it) and a host:port address."""
 
     @field_validator("listen")
     @classmethod
@@ -272,6 +302,74 @@ class ModelConfig(_Strict):
     @property
     def output_budget(self) -> int:
         return self.default_output_tokens or min(self.max_output_tokens, 1024)
+
+
+class RouteConfig(_Strict):
+    """A route: a model id whose calls go to its deployments (catalog models), docs/routing.md.
+
+    Hops: ``balance`` (a weighted draw), then ``fallbacks`` in order; ``context_fallback`` takes a
+    conversation that does not fit. ``move_on`` lists the failure kinds that go on to the next hop
+    (default ``core.routing.DEFAULT_MOVE_ON``); ``circuit`` is the circuit of each of its
+    deployments (default ``core.routing.DEPLOYMENT_CIRCUIT``).
+    """
+
+    balance: dict[str, Annotated[float, Field(gt=0, le=MAX_ROUTE_WEIGHT)]] = {}
+    fallbacks: list[str] = []
+    context_fallback: str | None = None
+    move_on: list[str] | None = None
+    circuit: CircuitConfig | None = None
+
+    @field_validator("move_on")
+    @classmethod
+    def _kinds(cls, v: list[str] | None) -> list[str] | None:
+        for i, name in enumerate(v or []):
+            kind = FailureKind.__members__.get(name)
+            if kind is None:
+                movable = ", ".join(sorted(k.name for k in MOVABLE_KINDS))
+                raise ValueError(f"[{i}]: {name!r} is not a failure kind (a route may move on from: {movable})")
+            why = never_reason(kind)
+            if why is not None:
+                raise ValueError(f"[{i}]: {name} never moves on to another deployment: {why}")
+            if kind not in MOVABLE_KINDS:
+                raise ValueError(f"[{i}]: {name} is not a kind a model call ends with")
+        return v
+
+    @model_validator(mode="after")
+    def _deployments(self) -> RouteConfig:
+        if not self.balance and not self.fallbacks:
+            raise ValueError("a route needs at least one deployment in balance or fallbacks")
+        named = [*self.balance, *self.fallbacks]
+        twice = sorted({d for d in named if named.count(d) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)}: a deployment is named once, in balance or in fallbacks")
+        count = len(set(named) | ({self.context_fallback} if self.context_fallback else set()))
+        if count > MAX_ROUTE_DEPLOYMENTS:
+            raise ValueError(f"a route names at most {MAX_ROUTE_DEPLOYMENTS} deployments (got {count})")
+        return self
+
+    @property
+    def move_on_kinds(self) -> frozenset[FailureKind]:
+        if self.move_on is None:
+            return DEFAULT_MOVE_ON
+        return frozenset(FailureKind[name] for name in self.move_on)
+
+    @property
+    def deployment_circuit(self) -> CircuitConfig:
+        return self.circuit or DEPLOYMENT_CIRCUIT
+
+    def named(self) -> list[tuple[str, str]]:
+        """Each deployment with the key that names it, as the file spells it."""
+        out = [(d, f"balance.{d}") for d in self.balance]
+        out += [(d, f"fallbacks[{i}]") for i, d in enumerate(self.fallbacks)]
+        if self.context_fallback is not None:
+            out.append((self.context_fallback, "context_fallback"))
+        return out
+
+
+class RouteEntry(_Strict):
+    """A ``models:`` entry that is a route: ``{route: {...}}`` and nothing else."""
+
+    route: RouteConfig
 
 
 class GuardrailConfig(_Strict):
@@ -413,19 +511,113 @@ class TelemetryConfig(_Strict):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 
+class StateConfig(_Strict):
+    """Where throttles, pauses, circuits and spend live: this process (``memory``), or a Redis every
+    replica naming the same ``url`` and ``prefix`` shares (docs/fleet.md)."""
+
+    backend: Literal["memory", "redis"] = "memory"
+    url: str | None = None
+    """``redis://[user:password@]host:port/db``, ``rediss://`` (TLS) or ``unix:///path``; from the
+    environment (``${REDIS_URL}``): its password is a secret, masked wherever text leaves."""
+    prefix: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] = DEFAULT_STATE_PREFIX
+    """Every key and the change channel start with it: replicas with the same prefix share state."""
+    timeout_ms: Annotated[int, Field(ge=1, le=MAX_STATE_TIMEOUT_MS)] = DEFAULT_STATE_TIMEOUT_MS
+    """A Redis operation slower than this is given up; the call goes on under local state."""
+
+    @model_validator(mode="after")
+    def _url(self) -> StateConfig:
+        if self.backend == "redis":
+            if not self.url:
+                raise ValueError("the redis backend needs state.url, e.g. url: ${REDIS_URL}")
+            if urlsplit(self.url).scheme not in ("redis", "rediss", "unix"):
+                raise ValueError("state.url must be a redis://, rediss:// or unix:// URL (value not shown)")
+        return self
+
+
+def worker_count(workers: int | Literal["auto"]) -> int:
+    """``server.workers`` as a number: ``auto`` is one per core."""
+    return (os.cpu_count() or 1) if workers == "auto" else workers
+
+
+def workers_refusal(workers: int | Literal["auto"], listen: str, backend: str) -> str | None:
+    """Why these workers cannot serve this address with this state backend, or None."""
+    if workers == 1:
+        return None
+    count = "auto (one per core)" if workers == "auto" else str(workers)
+    if backend == "memory":
+        return (
+            f"server.workers: {count} processes would each keep their own throttles, circuits and spend; "
+            "set state.backend: redis (with state.url) so that they share them, or server.workers: 1"
+        )
+    if listen.startswith("unix:"):
+        return (
+            f"server.workers: {count} processes cannot share the unix socket {listen} (SO_REUSEPORT "
+            "is for TCP ports; a second bind would replace the socket file): listen on host:port, or server.workers: 1"
+        )
+    return None
+
+
 class Config(_Strict):
     server: ServerConfig = ServerConfig()
     http: HttpConfig | None = None
     policy: PolicyConfig = PolicyConfig()
     providers: dict[str, ProviderConfig] = {}
     models: dict[str, ModelConfig] = {}
+    """The deployments: every catalog model that is not a route."""
+    routes: dict[str, RouteEntry] = {}
+    """The routes, written as ``models:`` entries (``{id: {route: ...}}``) and moved here on loading."""
     services: dict[str, ServiceConfig] = {}
     mcp_servers: dict[str, McpServerConfig] = {}
     tools: dict[str, AnyToolConfig] = {}
     telemetry: TelemetryConfig = TelemetryConfig()
+    state: StateConfig = StateConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_routes(cls, data: Any) -> Any:
+        """A ``models:`` entry holding ``route`` is a route: it moves to ``routes``."""
+        if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+            return data
+        models = data["models"]
+        moved = {k: v for k, v in models.items() if isinstance(v, dict) and "route" in v}
+        if not moved:
+            return data
+        routes = data.get("routes")
+        routes = {**routes, **moved} if isinstance(routes, dict) else moved
+        return {**data, "models": {k: v for k, v in models.items() if k not in moved}, "routes": routes}
+
+    @model_validator(mode="after")
+    def _route_references(self) -> Config:
+        circuits: dict[str, tuple[str, CircuitConfig]] = {}
+        for route_id, entry in self.routes.items():
+            if route_id in self.models:
+                raise ValueError(f"models.{route_id}: both a deployment and a route")
+            for deployment, key in entry.route.named():
+                where = f"models.{route_id}.route.{key}"
+                if deployment in self.routes:
+                    raise ValueError(f"{where}: {deployment!r} is a route; a route's deployments are catalog models")
+                if deployment not in self.models:
+                    known = ", ".join(self.models) or "none"
+                    raise ValueError(f"{where}: {deployment!r} is not a catalog model (deployments: {known})")
+                circuit = entry.route.deployment_circuit
+                first = circuits.setdefault(deployment, (route_id, circuit))
+                if first[1] != circuit:
+                    raise ValueError(
+                        f"models.{route_id}.route.circuit: {deployment} has one circuit, but route {first[0]} "
+                        "gives it another; give both routes the same circuit"
+                    )
+        return self
+
+    @property
+    def catalog(self) -> list[str]:
+        """Every model id a call may name: the deployments and the routes, sorted."""
+        return sorted([*self.models, *self.routes])
 
     @model_validator(mode="after")
     def _references(self) -> Config:
+        refusal = workers_refusal(self.server.workers, self.server.listen, self.state.backend)
+        if refusal is not None:
+            raise ValueError(refusal)
         for model_id, model in self.models.items():
             if model.provider not in self.providers:
                 known = ", ".join(self.providers) or "none"
@@ -445,6 +637,12 @@ class Config(_Strict):
                         f"tools.{name}.url: placeholder {{{placeholder}}} is not a parameter "
                         f"(parameters: {', '.join(props) or 'none'})"
                     )
+            origin = _ORIGIN.match(tool.url)
+            if origin is not None and "{" in origin.group(0):
+                raise ValueError(
+                    f"tools.{name}.url: a placeholder in the scheme, host or port would let the model's "
+                    "arguments choose where the request goes; placeholders belong in the path or the query"
+                )
         return self
 
     def _mcp_tool(self, name: str, tool: McpToolConfig) -> McpToolConfig:
@@ -502,6 +700,8 @@ class Config(_Strict):
             found.append(_password(url))
         if self.server.auth is not None:
             found += [t.get_secret_value() for t in self.server.auth.tokens]
+        if self.state.url:
+            found.append(_password(self.state.url))
         return sorted({*self._secrets, *(k for k in found if len(k) >= 4)}, key=len, reverse=True)
 
     @property
@@ -579,12 +779,15 @@ def _literal_tokens(raw: dict[str, Any]) -> list[str]:
 def _describe(exc: ValidationError, secrets: list[str]) -> str:
     lines = []
     for err in exc.errors():
-        parts = list(err["loc"])
-        if len(parts) > 2 and parts[0] == "tools" and parts[2] in _TOOL_TAGS:
+        parts = [str(p) for p in err["loc"] if not str(p).startswith("function-")]
+        if parts[:1] == ["routes"]:  # a route is written as a models: entry (a file has no routes: section)
+            parts[0] = "models"
+        tool = parts[:1] == ["tools"]
+        if tool and len(parts) > 2 and parts[2] in _TOOL_TAGS:
             del parts[2]  # the kind pydantic chose to validate the tool as: the file has no such key
-        loc = ".".join(str(p) for p in parts if not str(p).startswith("function-"))
+        loc = ".".join(parts)
         msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        if tool and err["type"] in ("union_tag_invalid", "union_tag_not_found"):
             msg = "kind must be search, fetch or mcp"
         given = err.get("input")
         shown = "" if isinstance(given, dict) else f" (got {_shown(given)})"
@@ -722,6 +925,11 @@ def parse_config(text: str, source: str = "<config>") -> Config:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of sections, got {type(raw).__name__}")
+    if "routes" in raw:
+        raise ConfigError(
+            f"{source}: routes: unknown key; a route is an entry of models: "
+            "({ID: {route: {...}}}, docs/routing.md)"
+        )
     literal = _literal_secrets(raw)
     if literal:
         where = ", ".join(literal)

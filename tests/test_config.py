@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -174,3 +175,14 @@ tools:
 
 def test_version() -> None:
     assert _cli("version").stdout.startswith("sidecar 0.")
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://{host}/items/{id}", "https://api.example:{port}/items/{id}", "https://{scheme}x.example/{id}"],
+)
+def test_a_tool_url_may_not_let_arguments_choose_its_host(url: str) -> None:
+    params = {"type": "object", "properties": {"host": {}, "port": {}, "scheme": {}, "id": {}}}
+    tool = {"description": "d", "kind": "fetch", "service": "s", "url": url, "parameters": params}
+    with pytest.raises(ConfigError, match=r"tools\.t\.url: a placeholder in the scheme, host or port"):
+        parse_config(json.dumps({"tools": {"t": tool}}))

@@ -567,23 +567,27 @@ def test_every_attempt_is_visible_in_jaeger(
 COMPOSE = Path(__file__).resolve().parent.parent / "docker-compose.yml"
 
 
-def test_the_compose_file_runs_the_sidecar_beside_jaeger_and_the_fakes() -> None:
+@pytest.mark.parametrize("replica", ["sidecar-a", "sidecar-b"])
+def test_the_compose_file_runs_the_sidecar_beside_jaeger_and_the_fakes(
+    replica: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     text = COMPOSE.read_text()
     assert not re.search(r"\$(?!\$)", text.replace("$$", "")), "compose interpolates a lone $: write $$"
     compose = yaml.safe_load(text)
     services = compose["services"]
     assert services["jaeger"]["image"] == "jaegertracing/jaeger:2.13.0"
-    for name in ("sidecar", "fake-provider", "tool-backend"):
+    for name in (replica, "fake-provider", "tool-backend"):
         assert services[name]["build"] == {"context": ".", "dockerfile": "Dockerfile"}
     assert services["fake-provider"]["command"] == ["fake-provider", "--host", "0.0.0.0", "--port", "8787"]
     assert services["tool-backend"]["command"] == ["tool-backend", "--host", "0.0.0.0", "--port", "8788"]
-    sidecar = services["sidecar"]
+    sidecar = services[replica]
     (mount,) = sidecar["configs"]
     assert sidecar["command"] == ["serve", "--config", mount["target"]]
     env = sidecar["environment"]
     assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://jaeger:4317"
     assert env["OTEL_METRICS_EXPORTER"] != "otlp"  # Jaeger refuses OTLP metrics
-    assert set(sidecar["depends_on"]) == {"jaeger", "fake-provider", "tool-backend"}
+    assert set(sidecar["depends_on"]) == {"jaeger", "fake-provider", "tool-backend", "redis"}
+    monkeypatch.setenv("REDIS_URL", env["REDIS_URL"])  # state.url reads it
     config = parse_config(compose["configs"][mount["source"]]["content"].replace("$$", "$"), "compose")
     assert config.server.listen == "0.0.0.0:50051"
     assert {p.base_url.split("/")[2] for p in config.providers.values()} == {"fake-provider:8787"}

@@ -5,6 +5,7 @@
     providers/  adapters to models   httpx through net, core, config; no gRPC, no generated code, no OpenTelemetry
     tools/      adapters to tools    the same, and the MCP SDK as a client (MCP tool backends)
     telemetry/  the observer         OpenTelemetry, core; never the adapters or the server
+    state/      shared state         redis, core; no gRPC, no OpenTelemetry, no other adapter
     server/     the gRPC boundary    everything; the only layer that touches the generated contract (with telemetry's
                                      server spans), and the only one that serves HTTP (starlette, uvicorn)
 
@@ -35,6 +36,8 @@ RULES: dict[str, tuple[str, ...]] = {
     "tools": ("grpc", "grpc_status", "sidecar_contract", "opentelemetry", "sidecar.server", "sidecar.telemetry",
               "sidecar.providers", *HTTP_SERVING),
     "telemetry": ("sidecar.providers", "sidecar.tools", "sidecar.server", "httpx", "mcp", *HTTP_SERVING),
+    "state": (*FOREIGN, "httpcore", "sidecar.config", "sidecar.net", "sidecar.providers", "sidecar.tools",
+              "sidecar.server", "sidecar.telemetry", "sidecar.fakes", "sidecar.cli"),
 }  # fmt: skip
 
 
@@ -88,7 +91,7 @@ def test_the_fakes_are_not_part_of_the_sidecar() -> None:
     """The bundled fakes are started by the app for the embedded default, never imported by the policy."""
     found = {
         f"{path.relative_to(ROOT)} imports {name}"
-        for layer in ("core", "net", "providers", "tools", "telemetry")
+        for layer in ("core", "net", "providers", "tools", "telemetry", "state")
         for path in (PACKAGE / layer).rglob("*.py")
         for name in _imports(path)
         if _forbidden(name, ("sidecar.fakes",))

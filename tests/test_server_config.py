@@ -117,13 +117,17 @@ def test_beyond_loopback_needs_tls_or_tokens_or_an_explicit_allow(monkeypatch: p
         assert exposure_refusal("0.0.0.0:50051", parse_config(f"server: {{{section}}}\n").server) is None
 
 
-def test_the_compose_file_opts_out_of_transport_security_only_behind_the_hosts_loopback() -> None:
+@pytest.mark.parametrize(("replica", "host_port"), [("sidecar-a", 50051), ("sidecar-b", 50052)])
+def test_the_compose_file_opts_out_of_transport_security_only_behind_the_hosts_loopback(
+    replica: str, host_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     compose = yaml.safe_load((Path(__file__).resolve().parent.parent / "docker-compose.yml").read_text())
-    sidecar = compose["services"]["sidecar"]
+    sidecar = compose["services"][replica]
     (mount,) = sidecar["configs"]
+    monkeypatch.setenv("REDIS_URL", sidecar["environment"]["REDIS_URL"])  # state.url reads it
     server = parse_config(compose["configs"][mount["source"]]["content"].replace("$$", "$"), "compose").server
     assert server.allow_insecure is True
     assert exposure_refusal(server.listen, server) is None
     published = [p for p in sidecar["ports"] if str(p).endswith(":50051")]
-    assert published == ["127.0.0.1:50051:50051"]
+    assert published == [f"127.0.0.1:{host_port}:50051"]
     assert exposure_refusal(server.listen, server.model_copy(update={"allow_insecure": False})) is not None

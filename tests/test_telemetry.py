@@ -823,3 +823,17 @@ def test_the_prometheus_endpoint_serves_the_metrics(unused_tcp_port: int) -> Non
     assert "gen_ai_client_operation_duration_seconds_bucket" in scrape
     assert 'le="0.04"' in scrape
     assert 'gen_ai_request_model="gpt"' in scrape
+
+
+async def test_a_callers_long_model_and_tool_names_are_bounded_in_spans(traced: Traced) -> None:
+    long = "m" * 5000
+    with traced.agent(), pytest.raises(grpc.aio.AioRpcError):
+        await traced.call_model(model=long)
+    await traced.execute_tool("t" * 5000, {})
+    spans = traced.otel.spans()
+    chat = next(s for s in spans if s.name.startswith("chat "))
+    tool = next(s for s in spans if s.name.startswith("execute_tool "))
+    assert len(chat.name) <= len("chat ") + 128
+    assert len(attrs(chat)[n.GEN_AI_REQUEST_MODEL]) <= 128
+    assert len(tool.name) <= len("execute_tool ") + 128
+    assert len(attrs(tool)[n.GEN_AI_TOOL_NAME]) <= 128

@@ -207,9 +207,10 @@ func observeCall(t *testing.T, c *Client, rpc string, request json.RawMessage, d
 		unmarshalRequest(t, request, req)
 		reply, err := c.CallModel(ctx, req)
 		if err != nil {
-			return failedRPC(t, err)
+			return withRoute(failedRPC(t, err), "", errorHops(err))
 		}
-		return map[string]any{"grpc_code": "OK", "outcome": "result", "result_text": reply.GetMessage().GetText()}
+		obs := map[string]any{"grpc_code": "OK", "outcome": "result", "result_text": reply.GetMessage().GetText()}
+		return withRoute(obs, reply.GetServedBy(), reply.GetHops())
 	case "ClassifyFailure":
 		req := &sidecarv1.ClassifyFailureRequest{}
 		unmarshalRequest(t, request, req)
@@ -337,7 +338,64 @@ func checkConformance(expect, observed map[string]any) []string {
 	if want, ok := expect["model_text"]; ok && observed["model_text"] != want {
 		differ("model_text", want, observed["model_text"])
 	}
+	problems = append(problems, checkRoute(expect, observed)...)
 	sort.Strings(problems)
+	return problems
+}
+
+// withRoute adds a CallModel's served_by and hops to its observation (a route's story).
+func withRoute(obs map[string]any, servedBy string, hops []*sidecarv1.Hop) map[string]any {
+	listed := make([]any, 0, len(hops))
+	for _, h := range hops {
+		listed = append(listed, map[string]any{
+			"deployment": h.GetDeployment(),
+			"kind":       KindName(h.GetKind()),
+			"attempts":   float64(h.GetAttempts()),
+			"skipped":    h.GetSkipped(),
+			"reason":     h.GetReason(),
+		})
+	}
+	obs["served_by"] = servedBy
+	obs["hops"] = listed
+	return obs
+}
+
+func errorHops(err error) []*sidecarv1.Hop {
+	var failure *Error
+	if errors.As(err, &failure) {
+		return failure.Hops
+	}
+	return nil
+}
+
+// checkRoute compares served_by, and hops: as many as listed, each given key equal (reason_contains: a substring).
+func checkRoute(expect, observed map[string]any) []string {
+	var problems []string
+	if want, ok := expect["served_by"]; ok && observed["served_by"] != want {
+		problems = append(problems, fmt.Sprintf("served_by: want %#v, got %#v", want, observed["served_by"]))
+	}
+	want, ok := expect["hops"].([]any)
+	if !ok {
+		return problems
+	}
+	got, _ := observed["hops"].([]any)
+	if len(want) != len(got) {
+		return append(problems, fmt.Sprintf("hops: want %d hops, got %d: %#v", len(want), len(got), got))
+	}
+	for i := range want {
+		w, _ := want[i].(map[string]any)
+		g, _ := got[i].(map[string]any)
+		for _, key := range []string{"deployment", "kind", "attempts", "skipped", "reason"} {
+			if value, ok := w[key]; ok && g[key] != value {
+				problems = append(problems, fmt.Sprintf("hops[%d].%s: want %#v, got %#v", i, key, value, g[key]))
+			}
+		}
+		if part, ok := w["reason_contains"].(string); ok {
+			if reason, _ := g["reason"].(string); !strings.Contains(reason, part) {
+				problems = append(problems, fmt.Sprintf("hops[%d].reason: want it to contain %q, got %q", i, part, reason))
+			}
+		}
+	}
 	return problems
 }
 

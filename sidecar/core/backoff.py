@@ -38,18 +38,18 @@ def retry_after_raw(headers: Mapping[str, str]) -> str | None:
 def parse_retry_after(headers: Mapping[str, str], now: datetime) -> float | None:
     """Seconds the server asked us to wait, or None when it asked nothing usable."""
     ms = _get(headers, "retry-after-ms")
-    if ms is not None and _DIGITS.match(ms.strip()) and int(ms.strip()) <= MAX_DELAY_SECONDS:
-        return int(ms.strip()) / 1000.0
+    if ms is not None and (millis := _delay(ms.strip())) is not None:
+        return millis / 1000.0
     raw = _get(headers, "retry-after")
     if raw is None:
         return None
     value = raw.strip()
     if _DIGITS.match(value):
-        seconds = int(value)
-        return float(seconds) if seconds <= MAX_DELAY_SECONDS else None
+        seconds = _delay(value)
+        return None if seconds is None else float(seconds)
     try:
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):  # OverflowError: a year no C long holds
         return None
     if when is None:
         return None
@@ -72,6 +72,18 @@ def window_wait(window: Window, attempt: int, windows: Windows, rng: random.Rand
     factor = min(max(attempt, 1), windows.factor_cap)
     wait = rng.uniform(window.min_s, window.max_s) * factor
     return min(wait, windows.max_wait_s)
+
+
+def _delay(value: str) -> int | None:
+    """``value`` as a delay in 0…MAX_DELAY_SECONDS, or None: not digits, or out of range (read without
+    converting a long run of digits, which int() refuses past 4300 of them)."""
+    if not _DIGITS.match(value):
+        return None
+    digits = value.lstrip("0") or "0"
+    if len(digits) > len(str(MAX_DELAY_SECONDS)):
+        return None
+    number = int(digits)
+    return number if number <= MAX_DELAY_SECONDS else None
 
 
 def _get(headers: Mapping[str, str], name: str) -> str | None:

@@ -13,7 +13,8 @@ Circuit::
     OPEN   --(cooldown passed; the next call is the one probe)---> HALF_OPEN (the others are refused)
     HALF_OPEN --probe succeeds--> CLOSED (cooldown back to 30 s)
     HALF_OPEN --probe fails-----> OPEN, cooldown doubled (up to 1 h)
-    HALF_OPEN --probe lost------> OPEN, cooldown unchanged (cancelled, or no verdict in probe_timeout_s)
+    HALF_OPEN --probe lost------> OPEN, cooldown unchanged (cancelled, or no verdict in probe_timeout_s),
+                                  counted from the loss: a probe that timed out long ago refuses no one
 
 Correctable failures (the caller's bad input) and cancelled calls are never charged.
 Every refusal quotes the response that opened the circuit. State changes are reported to the
@@ -23,6 +24,18 @@ Agents that run their own tools report through ClassifyFailure: a pre-check that
 circuit half-open grants them the probe (``check(owner=job id)``), and only a report with
 ``probe`` set from that same owner settles it (``reported_probe``); a late report of an
 earlier, lost probe settles nothing.
+
+Shared by a fleet (``state``, a ``core.state`` backend; the memory default shares nothing)::
+
+    a failure raising the throttle   published (ServiceRaised); receivers take max(own, theirs)
+    OPEN / re-OPEN                   published (CircuitOpened: seconds left, cooldown, trigger, since);
+                                     every replica refuses, quoting the same response
+    OPEN -> HALF_OPEN                the call given the probe claims it fleet-wide before it is sent
+                                     (``claim``: one atomic claim, held probe_timeout_s); the others
+                                     learn ProbeTaken and refuse as half-open; a replica that loses
+                                     the claim refuses its call the same way
+    HALF_OPEN -> CLOSED              published (CircuitClosed): every replica closes
+    a probe held elsewhere           timed out after probe_timeout_s like a local one (reopens)
 
 Guards (``ServiceGuards``)::
 
@@ -47,6 +60,7 @@ from sidecar.core.observer import NULL_OBSERVER, CircuitChanged, CircuitEvent, O
 from sidecar.core.pacer import Pacer, Reservation
 from sidecar.core.pressure import Pressure
 from sidecar.core.settings import CircuitConfig, ServiceConfig
+from sidecar.core.state import MEMORY, CircuitClosed, CircuitOpened, ServiceRaised, StateBackend
 from sidecar.core.taxonomy import CircuitOpen
 
 __all__ = ["MAX_REPORTED", "MAX_SERVICE_NAME_CHARS", "Admission", "CircuitState", "ServiceGuard", "ServiceGuards"]
@@ -66,6 +80,8 @@ class Admission:
     settled: bool = False
     owner: str | None = None
     """Who holds a probe granted to a ClassifyFailure pre-check (its job id); None for ExecuteTool's."""
+    remote: bool = False
+    """A probe another replica of the fleet holds (this replica only waits for its verdict)."""
 
 
 class ServiceGuard:
@@ -81,6 +97,7 @@ class ServiceGuard:
         "_opened_at",
         "_pressure",
         "_probe",
+        "_state",
         "_trigger",
         "circuit",
         "name",
@@ -96,11 +113,13 @@ class ServiceGuard:
         clock: Clock,
         *,
         observer: Observer = NULL_OBSERVER,
+        state: StateBackend = MEMORY,
     ) -> None:
         self.name = name
         self.circuit = circuit
         self._clock = clock
         self._observer = observer
+        self._state = state
         self._limiter = Pacer(service.rate, service.per_s, clock)
         self.throttle = 0.0
         self.state = CircuitState.CLOSED
@@ -132,10 +151,11 @@ class ServiceGuard:
         """
         now = self._clock.time()
         if self.state is CircuitState.HALF_OPEN and self._probe is not None:
-            if now - self._probe.started >= self.circuit.probe_timeout_s:
+            lost_at = self._probe.started + self.circuit.probe_timeout_s
+            if now >= lost_at:
                 self._event(CircuitEvent.PROBE_LOST, reason="no verdict in time")
                 self._probe = None
-                self._reopen(doubled=False)
+                self._reopen(doubled=False, at=lost_at)  # its cooldown counts from the loss, not from this call
             else:
                 raise self._refusal(now, half_open=True)
         if self.state is CircuitState.OPEN:
@@ -158,6 +178,10 @@ class ServiceGuard:
         """Book the call's slot in the throttle; ``Overdue`` at once (nothing booked) past ``deadline``."""
         return self._limiter.reserve(deadline=deadline)
 
+    def release(self, booking: Reservation) -> None:
+        """Give a booked slot that will not be used back to the throttle."""
+        self._limiter.release(booking)
+
     async def pace(self, booking: Reservation | None = None) -> None:
         """Wait until the booked slot (booking one now when none is given); cancelled: the slot is given back."""
         await self._limiter.wait(booking if booking is not None else self._limiter.reserve())
@@ -167,8 +191,12 @@ class ServiceGuard:
         now = self._clock.time()
         if self.state is CircuitState.OPEN and now < self._open_until:
             return self._refusal(now, half_open=False)
-        if self.state is CircuitState.HALF_OPEN and self._probe_pending(now):
-            return self._refusal(now, half_open=True)
+        if self.state is CircuitState.HALF_OPEN and self._probe is not None:
+            if self._probe_pending(now):
+                return self._refusal(now, half_open=True)
+            reopened_until = self._probe.started + self.circuit.probe_timeout_s + self._cooldown  # as check() reopens
+            if now < reopened_until:
+                return self._refusal(now, half_open=False, until=reopened_until)
         return None
 
     def holds_decision(self) -> bool:
@@ -180,7 +208,7 @@ class ServiceGuard:
         return self.state is CircuitState.HALF_OPEN and self._probe_pending(now)
 
     def _probe_pending(self, now: float) -> bool:
-        return self._probe is not None and now - self._probe.started < self.circuit.probe_timeout_s
+        return self._probe is not None and now < self._probe.started + self.circuit.probe_timeout_s
 
     def throttle_wait(self) -> float:
         """How long a call would wait in the throttle right now (after everyone already booked)."""
@@ -196,6 +224,7 @@ class ServiceGuard:
             self._cooldown = self.circuit.cooldown_s
             self._failures_at_max = 0
             self._event(CircuitEvent.CLOSED)
+            self._state.publish(CircuitClosed(self.name))
         if self.throttle > 0 and (relief := self._pressure.relief(self._clock.time())):
             self._set_throttle(self.throttle - relief)
 
@@ -215,7 +244,10 @@ class ServiceGuard:
             self._open(retry_after, reason="probe failed")
             return
         at_max = self.throttle >= self.circuit.max_throttle
+        before = self.throttle
         self._set_throttle(self.throttle + self.circuit.failure_step)
+        if self.throttle > before:
+            self._state.publish(ServiceRaised(self.name, self.throttle))
         if at_max and self.state is CircuitState.CLOSED:
             self._failures_at_max += 1
             if self._failures_at_max >= self.circuit.failures_to_open:
@@ -231,6 +263,90 @@ class ServiceGuard:
             self._event(CircuitEvent.PROBE_LOST, reason="cancelled or no verdict")
             self._reopen(doubled=False)
 
+    # ------------------------------------------------------------------ the fleet
+
+    async def claim(self, admission: Admission) -> None:
+        """Make a probe ``check`` granted the fleet's one probe before it is sent.
+
+        Nothing to do for a call that is no probe, or when nothing is shared. When another
+        replica holds the probe, the admission is settled and the half-open refusal raised
+        (or, if the circuit closed meanwhile, the call goes on as an ordinary one).
+        """
+        if not admission.probe or admission.settled or not self._state.shared:
+            return
+        if await self._state.claim_probe(self.name, self.circuit.probe_timeout_s):
+            return
+        admission.settled = True
+        if self._probe is admission:
+            self._probe = Admission(probe=True, started=self._clock.time(), remote=True)
+        refusal = self.refusal()
+        if refusal is not None:
+            raise refusal
+
+    def raised_elsewhere(self, throttle: float) -> None:
+        """Another replica raised this service's throttle: take it if higher."""
+        if throttle > self.throttle:
+            self._pressure.pressed(self._clock.time())
+            self._set_throttle(throttle)
+
+    def opened_elsewhere(self, opened: CircuitOpened) -> None:
+        """Another replica opened the circuit: refuse for the seconds left, quoting its trigger."""
+        until = self._clock.time() + opened.seconds
+        if self.state is CircuitState.OPEN and self._open_until >= until:
+            return
+        self.state = CircuitState.OPEN
+        self._open_until = until
+        self._cooldown = min(max(opened.cooldown_s, self.circuit.cooldown_s), self.circuit.max_cooldown_s)
+        self._trigger = opened.trigger or self._trigger
+        self._opened_at = opened.since
+        self._failures_at_max = 0
+        self._probe = None
+        trigger = self._trigger
+        self._event(
+            CircuitEvent.OPENED,
+            reason=f"opened by another replica: {opened.reason}" if opened.reason else "opened by another replica",
+            cooldown_s=opened.seconds,
+            trigger=trigger.describe() if trigger else "",
+        )
+
+    def probe_elsewhere(self, seconds: float) -> None:
+        """Another replica holds the probe for at most ``seconds``: half-open, refusing, until its verdict."""
+        if self._probe is not None and not self._probe.remote:
+            return  # this replica's own probe is out (its claim settles who holds it)
+        if self.state is CircuitState.CLOSED:
+            return  # a probe of an opening this replica never saw: its outcome will say
+        started = self._clock.time() - max(self.circuit.probe_timeout_s - seconds, 0.0)
+        self.state = CircuitState.HALF_OPEN
+        self._probe = Admission(probe=True, started=started, remote=True)
+        self._event(CircuitEvent.HALF_OPEN, reason="the probe is out on another replica")
+
+    def closed_elsewhere(self) -> None:
+        """Another replica's probe succeeded: closed."""
+        if self.state is CircuitState.CLOSED:
+            return
+        if self._probe is not None and not self._probe.remote:
+            self._probe.settled = True  # this replica's own probe, if still out, decides nothing now
+        self._probe = None
+        self.state = CircuitState.CLOSED
+        self._cooldown = self.circuit.cooldown_s
+        self._failures_at_max = 0
+        self._event(CircuitEvent.CLOSED, reason="closed by another replica's probe")
+
+    def shared_state(self) -> list[CircuitOpened | ServiceRaised]:
+        """What this guard holds that the fleet should know (pushed again after a backend outage)."""
+        out: list[CircuitOpened | ServiceRaised] = []
+        if self.throttle > 0:
+            out.append(ServiceRaised(self.name, self.throttle))
+        if self.state is not CircuitState.CLOSED:
+            out.append(self._opened(max(self._open_until - self._clock.time(), 0.0), "re-synced"))
+        return out
+
+    def _opened(self, seconds: float, reason: str) -> CircuitOpened:
+        since = self._opened_at or self._clock.wall()
+        return CircuitOpened(
+            self.name, seconds, self._cooldown, self._trigger, since, reason, self.circuit.probe_timeout_s
+        )
+
     # ------------------------------------------------------------------ internals
 
     def _open(self, retry_after: float | None, reason: str) -> None:
@@ -244,16 +360,18 @@ class ServiceGuard:
         self._event(
             CircuitEvent.OPENED, reason=reason, cooldown_s=length, trigger=trigger.describe() if trigger else ""
         )
+        self._state.publish(self._opened(length, reason))
 
-    def _reopen(self, *, doubled: bool) -> None:
+    def _reopen(self, *, doubled: bool, at: float | None = None) -> None:
         if doubled:
             self._cooldown = min(self._cooldown * 2, self.circuit.max_cooldown_s)
         self.state = CircuitState.OPEN
-        self._open_until = self._clock.time() + self._cooldown
+        self._open_until = (self._clock.time() if at is None else at) + self._cooldown
         self._event(CircuitEvent.REOPENED, cooldown_s=self._cooldown)
+        self._state.publish(self._opened(self._cooldown, "the probe was lost"))
 
-    def _refusal(self, now: float, *, half_open: bool) -> CircuitOpen:
-        remaining = max(self._open_until - now, 0.0)
+    def _refusal(self, now: float, *, half_open: bool, until: float | None = None) -> CircuitOpen:
+        remaining = max((self._open_until if until is None else until) - now, 0.0)
         if half_open:
             remaining = max(self._cooldown, 1.0) if remaining <= 0 else remaining
         trigger = self._trigger or Trigger(None, "unknown")
@@ -294,7 +412,7 @@ class ServiceGuard:
 class ServiceGuards:
     """Every service's guard, shared by all calls to that service (see the module docstring)."""
 
-    __slots__ = ("_clock", "_config", "_default", "_guards", "_observer", "_own", "_reported")
+    __slots__ = ("_clock", "_config", "_default", "_guards", "_observer", "_own", "_reported", "_state")
 
     def __init__(
         self,
@@ -304,10 +422,12 @@ class ServiceGuards:
         tool_services: Iterable[str] = (),
         *,
         observer: Observer = NULL_OBSERVER,
+        state: StateBackend = MEMORY,
     ) -> None:
         self._config = services
         self._clock = clock
         self._observer = observer
+        self._state = state
         self._own = frozenset(services) | frozenset(tool_services)
         self._guards: dict[str, ServiceGuard] = {}
         self._reported: OrderedDict[str, ServiceGuard] = OrderedDict()
@@ -322,7 +442,8 @@ class ServiceGuards:
         guard = self._guards.get(name)
         if guard is None:
             service = self._config.get(name) or ServiceConfig()
-            guard = ServiceGuard(name, service, service.circuit or self._default, self._clock, observer=self._observer)
+            circuit = service.circuit or self._default
+            guard = ServiceGuard(name, service, circuit, self._clock, observer=self._observer, state=self._state)
             self._guards[name] = guard
         return guard
 
@@ -340,7 +461,9 @@ class ServiceGuards:
             return guard
         if not create or (len(self._reported) >= MAX_REPORTED and not self._forget_one()):
             return None
-        guard = ServiceGuard(name, ServiceConfig(), self._default, self._clock, observer=self._observer)
+        guard = ServiceGuard(
+            name, ServiceConfig(), self._default, self._clock, observer=self._observer, state=self._state
+        )
         self._reported[name] = guard
         return guard
 

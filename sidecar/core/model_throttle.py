@@ -38,6 +38,16 @@ The base rate:
 ``tokens_per_minute``, when configured, is a second pacer charged with the estimated tokens of a
 call, stretched by the same ``1 + θ``.
 
+Shared by a fleet (``share(state)``, a ``core.state`` backend; the memory default shares nothing)::
+
+    a raise of θ here         published (ModelRaised: the new θ and its step); a replica that
+                              receives it takes max(own θ, θ) and opens a pacing epoch, so its own
+                              calls already in flight add nothing more for the same pressure
+    a Retry-After pause       published (ModelPause: the seconds left); every replica pauses
+    recovery                  local: each replica's successes bring its own θ down (never published)
+    configured rates          split: requests_per_minute and tokens_per_minute are the account's,
+                              each of N live replicas paces at rate / N (burst / N too)
+
 A call's life (the public surface)::
 
     ticket = throttle.reserve(tokens, deadline)   the slot after everyone queued and any pause;
@@ -59,6 +69,7 @@ from sidecar.core.kinds import RetrySignal
 from sidecar.core.observer import NULL_OBSERVER, ModelPaused, Observer, Target, ThrottleChanged
 from sidecar.core.pacer import EPSILON, Overdue, Pacer, Reservation
 from sidecar.core.pressure import FAST_DECAY, Pressure
+from sidecar.core.state import MEMORY, ModelPause, ModelRaised, StateBackend
 
 __all__ = [
     "INCREMENTS",
@@ -129,9 +140,12 @@ class ModelThrottle:
         "_pressure",
         "_queued",
         "_requests",
+        "_rpm",
         "_send_count",
         "_sends",
+        "_state",
         "_tokens",
+        "_tpm",
         "model",
         "paused_until",
         "throttle",
@@ -152,6 +166,8 @@ class ModelThrottle:
         self.throttle = 0.0
         self.paused_until = 0.0
         self._pressure = Pressure()
+        self._state: StateBackend = MEMORY
+        self._rpm, self._tpm = requests_per_minute, tokens_per_minute
         self._fixed_rate = bool(requests_per_minute)
         if requests_per_minute:
             self._requests = Pacer(requests_per_minute, 60.0, clock)
@@ -177,6 +193,39 @@ class ModelThrottle:
     def paced_rate(self) -> float:
         """Calls per second the pacer lets through now (``math.inf``: not paced)."""
         return self._requests.rate
+
+    # ------------------------------------------------------------------ the fleet
+
+    def share(self, state: StateBackend) -> None:
+        """Publish this model's raises and pauses to ``state`` from now on."""
+        self._state = state
+
+    def raised_elsewhere(self, throttle: float, step: float) -> None:
+        """Another replica raised the throttle to ``throttle``: take it if higher, as a new epoch."""
+        if throttle <= self.throttle:
+            return
+        self._pressure.pressed(self._clock.time())
+        self._epoch, self._epoch_step = self._sends, step
+        self._set(throttle)
+
+    def paused_elsewhere(self, seconds: float) -> None:
+        """Another replica was told Retry-After: pause for the ``seconds`` left, from now."""
+        until = self._clock.time() + seconds
+        if until > self.paused_until + EPSILON:
+            self.paused_until = until
+            self._observer.event(ModelPaused(self.model, seconds))
+
+    def split(self, replicas: int) -> None:
+        """The configured rates are the fleet's: pace at ``1 / replicas`` of each (burst too)."""
+        n = max(replicas, 1)
+        if self._rpm:
+            self._requests.rebase(self._rpm / n, 60.0, burst=self._rpm / n)
+        if self._tokens is not None:
+            self._tokens.rebase(self._tpm / n, 60.0, burst=self._tpm / n)
+
+    def pause_left(self) -> float:
+        """Seconds the Retry-After pause still holds (0: none)."""
+        return max(self.paused_until - self._clock.time(), 0.0)
 
     # ------------------------------------------------------------------ a call's life
 
@@ -231,6 +280,7 @@ class ModelThrottle:
         if step > 0:
             now = self._clock.time()
             self._pressure.pressed(now)
+            before = self.throttle
             if ticket.seq >= self._epoch:  # sent at the current rate: a new epoch
                 self._epoch, self._epoch_step = self._sends, step
                 self._set(self.throttle + step)
@@ -242,6 +292,9 @@ class ModelThrottle:
                 if until > self.paused_until:
                     self.paused_until = until
                     self._observer.event(ModelPaused(self.model, retry_after))
+                    self._state.publish(ModelPause(self.model, retry_after))
+            if self.throttle > before:  # after the pause: a replica that sees the raise has the pause too
+                self._state.publish(ModelRaised(self.model, self.throttle, self._epoch_step))
         self.settle(ticket)
 
     def settle(self, ticket: Ticket) -> None:

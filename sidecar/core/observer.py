@@ -7,6 +7,8 @@ metrics, and ``NULL_OBSERVER`` ignores them all (unit tests, or telemetry off)::
     observer.model_call(ModelCallStart) -> with ... as call  one CallModel / StreamModel (the `chat` span);
                                                              call.finished(...) / call.failed(...)
     observer.tool_call(ToolCallStart)   -> with ... as call  one ExecuteTool (the `execute_tool` span)
+    observer.hop(HopStart)           -> with ... as hop      one deployment a route tries, within a model call
+                                                             (its attempts run inside); hop.tally(...), hop.ended(Hop)
     observer.attempt(AttemptStart)   -> with ... as record   one upstream attempt (a CLIENT span);
                                                              record.* says what it saw; ends with the block
     observer.wait(WaitStart)         -> with ...             a backoff or a throttle wait (a span + a metric)
@@ -30,6 +32,7 @@ from sidecar.core.kinds import RetrySignal
 
 if TYPE_CHECKING:
     from sidecar.core.conversation import Job, ModelRequest, ModelResponse, ToolOutcome
+    from sidecar.core.details import Hop
     from sidecar.core.taxonomy import SidecarFailure
 
 __all__ = [
@@ -41,6 +44,8 @@ __all__ = [
     "CircuitEvent",
     "Correction",
     "Event",
+    "HopRecord",
+    "HopStart",
     "ModelCallStart",
     "ModelPaused",
     "NullObserver",
@@ -48,6 +53,7 @@ __all__ = [
     "OutputBudgetRaised",
     "ReportAccepted",
     "Retried",
+    "StateBackendChanged",
     "StreamRestarted",
     "Target",
     "ThrottleChanged",
@@ -107,6 +113,32 @@ class ToolCallStart:
     call_id: str
     job: Job
     arguments_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class HopStart:
+    """One deployment a route is about to try (``core.routing``), within the route's model call."""
+
+    route: str
+    deployment: str
+    number: int
+    """1-based, within the call's chain (a skipped deployment counts)."""
+    role: str
+    """``balance``, ``fallback`` or ``context`` (``core.routing.HopRole``)."""
+    provider: str
+    """The deployment's wire format (``openai``, ``anthropic``)."""
+    host: str = ""
+    port: int | None = None
+
+
+class HopRecord(Protocol):
+    """How one hop ended, told once (``tally`` first when the hop ran, then ``ended``)."""
+
+    def tally(self, attempts: int, corrections: int, input_tokens: int, output_tokens: int) -> None:
+        """What the hop spent on its deployment."""
+
+    def ended(self, hop: Hop) -> None:
+        """The hop as the response or the failure lists it (kind UNSPECIFIED: it served)."""
 
 
 class CallRecord(Protocol):
@@ -263,6 +295,15 @@ class StreamRestarted:
     attempt: int
 
 
+@dataclass(frozen=True, slots=True)
+class StateBackendChanged:
+    """The shared state backend became unavailable (decisions go on under local state) or available again."""
+
+    backend: str
+    available: bool
+    reason: str = ""
+
+
 Event = (
     ThrottleChanged
     | ModelPaused
@@ -272,6 +313,7 @@ Event = (
     | Retried
     | StreamRestarted
     | ReportAccepted
+    | StateBackendChanged
 )
 
 
@@ -279,6 +321,8 @@ class Observer(Protocol):
     def model_call(self, start: ModelCallStart) -> AbstractContextManager[CallRecord]: ...
 
     def tool_call(self, start: ToolCallStart) -> AbstractContextManager[CallRecord]: ...
+
+    def hop(self, start: HopStart) -> AbstractContextManager[HopRecord]: ...
 
     def attempt(self, start: AttemptStart) -> AbstractContextManager[AttemptRecord]: ...
 
@@ -335,7 +379,7 @@ class _NullRecord:
     def first_token(self) -> None:
         pass
 
-    def ended(self, reason: str) -> None:
+    def ended(self, reason: object) -> None:
         pass
 
 
@@ -355,6 +399,10 @@ class NullObserver:
 
     @contextmanager
     def tool_call(self, start: ToolCallStart) -> Iterator[CallRecord]:
+        yield _NULL_RECORD
+
+    @contextmanager
+    def hop(self, start: HopStart) -> Iterator[HopRecord]:
         yield _NULL_RECORD
 
     @contextmanager

@@ -151,10 +151,13 @@ class Pacer:
             self._factor = factor
             self._retime(self._base_interval * factor)
 
-    def rebase(self, rate: float, per_s: float = 1.0) -> None:
-        """A new base rate (``math.inf``: unpaced), still stretched by the current factor."""
+    def rebase(self, rate: float, per_s: float = 1.0, *, burst: float | None = None) -> None:
+        """A new base rate (``math.inf``: unpaced), still stretched by the current factor; a new
+        capacity when ``burst`` is given (at least 1)."""
         if not rate > 0:
             raise ValueError(f"a pacer needs a positive rate, not {rate}")
+        if burst is not None:
+            self.burst = max(float(burst), 1.0)
         base = per_s / rate
         if base != self._base_interval:
             self._base_interval = base

@@ -52,6 +52,8 @@ _HTTPX_PATH_SAFE = "!$%&'()*+,/:;=@[\\]^|"
 _PLAIN = re.compile(r"[A-Za-z0-9._~-]++")
 """Characters no encoding here changes: a run of them is in every form of a secret."""
 _HEX = re.compile(r"%[0-9A-F]{2}")
+_LONE_SURROGATES = "surrogatepass"
+"""How a lone surrogate is percent-encoded (an environment variable's undecodable byte): never an error."""
 
 _KEY_PATTERNS = [
     re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{8,}+"),  # OpenAI / Anthropic style keys
@@ -95,7 +97,13 @@ def _groups(secret: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     bases = {secret, unquote(secret), unquote_plus(secret)}
     out = []
     for base in sorted(b for b in bases if len(b) >= MIN_SECRET_CHARS):
-        urls = {base, quote(base, safe=""), quote(base), quote_plus(base), quote(base, safe=_HTTPX_PATH_SAFE)}
+        urls = {
+            base,
+            quote(base, safe="", errors=_LONE_SURROGATES),
+            quote(base, errors=_LONE_SURROGATES),
+            quote_plus(base, errors=_LONE_SURROGATES),
+            quote(base, safe=_HTTPX_PATH_SAFE, errors=_LONE_SURROGATES),
+        }
         urls |= {_HEX.sub(lambda m: m.group(0).lower(), u) for u in urls}
         forms = {twice for u in urls for once in _escapes(u) for twice in _escapes(once)}
         ordered = tuple(sorted((f for f in forms if len(f) >= MIN_SECRET_CHARS), key=lambda f: (-len(f), f)))
@@ -112,7 +120,7 @@ def secret_forms(secret: str) -> tuple[str, ...]:
 
 def mask_secrets(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with every configured secret, in every form (``secret_forms``), replaced by «redacted»."""
-    for secret in secrets:
+    for secret in sorted(secrets, key=len, reverse=True):  # longest first: no shorter secret splits a longer one
         if len(secret) < MIN_SECRET_CHARS:
             continue
         for core, forms in _groups(secret):

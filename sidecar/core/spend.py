@@ -3,6 +3,15 @@
 cost  = (input_tokens x input_price_per_mtok + output_tokens x output_price_per_mtok) / 1,000,000   (US dollars)
 check = SPEND_CAP_EXCEEDED when the workflow's recorded spend has reached its cap (the workflow's own,
         else the ``"*"`` cap); the call is then not sent
+
+Shared by a fleet (``state``, a ``core.state`` backend; the memory default shares nothing)::
+
+    record    adds to the local view at once, then publishes SpendAdded (only for a workflow that
+              has a cap: nothing else is ever checked); the backend adds it to the fleet's total
+    a total   SpendTotal from the backend (the sum every replica added): spent = max(view, total)
+    check     the local view alone (no await): the fleet's total as last pushed, plus this
+              replica's own spend since; stale by at most the backend's propagation delay, and
+              during an outage by the other replicas' spend since it began
 """
 
 from __future__ import annotations
@@ -10,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Protocol
 
+from sidecar.core.state import MEMORY, SpendAdded, SpendTotal, StateBackend
 from sidecar.core.taxonomy import SpendCapExceeded
 
 __all__ = ["Prices", "SpendLedger", "cost_of"]
@@ -37,10 +47,11 @@ def cost_of(prices: Prices, input_tokens: int, output_tokens: int) -> float:
 class SpendLedger:
     """Recorded spend per workflow id, in this process."""
 
-    __slots__ = ("_caps", "_spent")
+    __slots__ = ("_caps", "_spent", "_state")
 
-    def __init__(self, caps: dict[str, float]) -> None:
+    def __init__(self, caps: dict[str, float], *, state: StateBackend = MEMORY) -> None:
         self._caps = caps
+        self._state = state
         self._spent: defaultdict[str, float] = defaultdict(float)
 
     def __repr__(self) -> str:
@@ -61,3 +72,18 @@ class SpendLedger:
     def record(self, workflow_id: str, usd: float) -> None:
         if usd > 0:
             self._spent[workflow_id] += usd
+            if self.cap_for(workflow_id) is not None:
+                self._state.publish(SpendAdded(workflow_id, usd))
+
+    def spent(self, workflow_id: str) -> float:
+        """The workflow's recorded spend as this replica knows it."""
+        return self._spent.get(workflow_id, 0.0)
+
+    def total_elsewhere(self, workflow_id: str, usd: float) -> None:
+        """The fleet's total for a workflow (a capped one only: nothing else is checked)."""
+        if self.cap_for(workflow_id) is not None and usd > self._spent.get(workflow_id, 0.0):
+            self._spent[workflow_id] = usd
+
+    def shared_state(self) -> list[SpendTotal]:
+        """Every capped workflow's spend as this replica knows it (pushed again after an outage)."""
+        return [SpendTotal(w, usd) for w, usd in self._spent.items() if usd > 0 and self.cap_for(w) is not None]

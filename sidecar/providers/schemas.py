@@ -2,7 +2,7 @@
 
 ``check_request``, each problem an INVALID_INPUT naming its field::
 
-    model                  must name a catalog model (the catalog is listed)
+    model                  must name a catalog model or route (the catalog is listed)
     messages               at least one; each with a role and text, tool calls or tool results
     tools[i].name          set
     max_output_tokens      1 .. the model's maximum output
@@ -58,7 +58,7 @@ _Checked = tuple[dict[str, Any], Draft202012Validator]
 def check_request(req: ModelRequest, options: CallOptions, config: Config) -> int | None:
     """The output budget asked for; InvalidInput for what is wrong (the JSON fields: ``CallChecks``)."""
     if not req.model.strip():
-        raise InvalidInput("model", req.model, "must name a catalog model: " + ", ".join(sorted(config.models)))
+        raise InvalidInput("model", req.model, "must name a catalog model: " + ", ".join(config.catalog))
     if not req.messages:
         raise InvalidInput("messages", "", "must hold at least one message")
     for i, m in enumerate(req.messages):

@@ -11,6 +11,8 @@
 
 Corrections and re-runs are further runs of the engine within the same call: they share its
 attempt count, its retry budget and its deadline. Every door (gRPC, the HTTP fronts) runs this.
+A model id that is a route runs ``providers.routes.RouteCaller``: one hop per deployment, each
+hop this same call (``_run``) for that deployment, with its own budget and the call's deadline.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from sidecar.core.taxonomy import (
 )
 from sidecar.providers.client import ModelSender, ProviderClient, Spent
 from sidecar.providers.pacing import ModelPacer
+from sidecar.providers.routes import RouteCaller
 from sidecar.providers.schemas import CallChecks, check_request
 from sidecar.providers.wire import ChatReply, ChatRequest
 
@@ -199,6 +202,9 @@ class ModelService:
             mid: ModelThrottle(mid, clock, m.requests_per_minute, m.tokens_per_minute, observer=observer)
             for mid, m in config.models.items()
         }
+        self.routes = RouteCaller(
+            config, clock, observer, self._rng, run=self._run, checks=self._checks, server_of=self.server_of
+        )
 
     def throttle(self, model_id: str) -> ModelThrottle:
         return self._throttles[model_id]
@@ -229,10 +235,16 @@ class ModelService:
             host=server[0] if server else "",
             port=server[1] if server else None,
         )
+        routed = self.routes.is_route(request.model)
+        if routed:
+            start = self.routes.call_start(request)
         failure: SidecarFailure | None = None
         with self._observer.model_call(start) as record:
             try:
-                call = await self._run(request, options, record)
+                if routed:
+                    call = await self.routes.call(request, options, record)
+                else:
+                    call = await self._run(request, options, record)
             except asyncio.CancelledError:
                 cancelled = JobCancelled(f"model {request.model}")
                 log_failure(cancelled, model=request.model)
@@ -253,7 +265,7 @@ class ModelService:
         schema = await self._checks.request(request)  # schemas and history JSON: bounded, large ones off the loop
         model = self._config.models.get(request.model)
         if model is None:
-            raise ModelNotFound(request.model, sorted(self._config.models))
+            raise ModelNotFound(request.model, self._config.catalog)
         provider = self._providers[model.provider]
         workflow = request.job.workflow_id
         self._ledger.check(workflow)

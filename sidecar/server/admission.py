@@ -6,6 +6,10 @@
     exempt    ListTools, ListModels, ClassifyFailure answer from memory, never wait on an upstream
               grpc.health.v1, reflection             not Sidecar methods: never wrapped
 
+While the process drains (SIGTERM: ``drain()``), a limited call is answered UNAVAILABLE at once
+(``refusals.draining``, RetryInfo ``SHED_RETRY_AFTER_S``) and the calls in flight finish; health
+answers NOT_SERVING meanwhile (``app.SidecarApp.stop``).
+
 A call past the limit is answered at once, before any work: RESOURCE_EXHAUSTED with a packed
 Failure (UPSTREAM_THROTTLE, service ``sidecar``), ErrorInfo and RetryInfo of
 ``SHED_RETRY_AFTER_S`` (``refusals.overloaded``). Logging is one WARNING for the first call shed,
@@ -21,6 +25,7 @@ that backlog above any burst (``PENDING_CALLS_LIMIT``) so that the refusal is th
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -29,7 +34,8 @@ import grpc
 from grpc_status import rpc_status
 
 from sidecar.core.clock import Clock
-from sidecar.server.refusals import overloaded
+from sidecar.core.taxonomy import SidecarFailure
+from sidecar.server.refusals import draining, draining_failure, overloaded, overloaded_failure
 
 __all__ = ["LIMITED_METHODS", "SHED_LOG_WINDOW_S", "SHED_RETRY_AFTER_S", "Admission", "Behavior", "StreamBehavior"]
 
@@ -47,13 +53,16 @@ _log = logging.getLogger("sidecar.server")
 class Admission:
     """Counts the limited calls in flight and sheds those past ``limit``."""
 
-    __slots__ = ("_cancel_flush", "_clock", "_window_shed", "in_flight", "limit", "shed")
+    __slots__ = ("_cancel_flush", "_clock", "_idle", "_window_shed", "draining", "in_flight", "limit", "shed")
 
     def __init__(self, limit: int, clock: Clock) -> None:
         self.limit = limit
         self.in_flight = 0
         self.shed = 0
         """Calls shed since the start."""
+        self.draining = False
+        """Set by ``drain``: new limited calls are refused, those in flight finish."""
+        self._idle: asyncio.Event | None = None
         self._clock = clock
         self._window_shed = 0
         self._cancel_flush: Callable[[], None] | None = None
@@ -67,8 +76,12 @@ class Admission:
             return behavior
         full = f"{service}/{method}"
         refusal = rpc_status.to_status(overloaded(full, self.limit, SHED_RETRY_AFTER_S))  # built once, sent to each
+        leaving = rpc_status.to_status(draining(full, SHED_RETRY_AFTER_S))
 
         async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            if self.draining:
+                await context.abort_with_status(leaving)
+                raise AssertionError("unreachable: abort_with_status raises")
             if self.in_flight >= self.limit:
                 self._record_shed(full)
                 await context.abort_with_status(refusal)
@@ -77,7 +90,7 @@ class Admission:
             try:
                 return await behavior(request, context)
             finally:
-                self.in_flight -= 1
+                self._done()
 
         return admitted
 
@@ -87,8 +100,12 @@ class Admission:
             return behavior
         full = f"{service}/{method}"
         refusal = rpc_status.to_status(overloaded(full, self.limit, SHED_RETRY_AFTER_S))
+        leaving = rpc_status.to_status(draining(full, SHED_RETRY_AFTER_S))
 
         async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+            if self.draining:
+                await context.abort_with_status(leaving)
+                raise AssertionError("unreachable: abort_with_status raises")
             if self.in_flight >= self.limit:
                 self._record_shed(full)
                 await context.abort_with_status(refusal)
@@ -98,22 +115,25 @@ class Admission:
                 async for event in behavior(request, context):
                     yield event
             finally:
-                self.in_flight -= 1
+                self._done()
 
         return admitted
 
-    def enter(self, method: str) -> bool:
-        """A slot for a call of another door (HTTP, MCP): True when taken (``leave`` gives it back),
-        False when ``limit`` calls are in flight (the call is shed, and counted and logged as one)."""
+    def enter(self, method: str) -> SidecarFailure | None:
+        """A slot for a call of another door (HTTP, MCP): None when taken (``leave`` gives it back), else
+        the refusal to answer in the door's own shape: draining, or ``limit`` calls in flight (shed,
+        counted and logged as one)."""
+        if self.draining:
+            return draining_failure(method, SHED_RETRY_AFTER_S)
         if self.in_flight >= self.limit:
             self._record_shed(method)
-            return False
+            return overloaded_failure(method, self.limit, SHED_RETRY_AFTER_S)
         self.in_flight += 1
-        return True
+        return None
 
     def leave(self) -> None:
         """Give back a slot ``enter`` took."""
-        self.in_flight -= 1
+        self._done()
 
     def _record_shed(self, method: str) -> None:
         self.shed += 1
@@ -146,6 +166,18 @@ class Admission:
             extra={"shed": self._window_shed, "max_in_flight": self.limit},
         )
         self._open_window()
+
+    def _done(self) -> None:
+        self.in_flight -= 1
+        if self._idle is not None and self.in_flight <= 0:
+            self._idle.set()
+
+    async def drain(self) -> None:
+        """Refuse new limited calls from now on (UNAVAILABLE); return once none is in flight."""
+        self.draining = True
+        self._idle = asyncio.Event()
+        if self.in_flight > 0:
+            await self._idle.wait()
 
     def close(self) -> None:
         """Stop the log window's timer (the server is stopping); a count not yet logged is logged now."""

@@ -2,7 +2,9 @@
 
 ``SidecarApp`` wires the core to the servicer from one ``Config``; ``serve`` runs it until
 SIGTERM or SIGINT, then stops taking calls, lets in-flight ones finish within the grace period,
-and returns (the process exits 0). What a call passes through, outermost first::
+and returns (the process exits 0). The policy state (throttles, pauses, circuits, spend) is the
+process's own, or shared through ``state.backend: redis`` (``sidecar.state.redis``, connected
+before the port opens, closed after the last call). What a call passes through, outermost first::
 
     TLS / mTLS handshake          server.tls (security.server_credentials)
     bearer token                  server.auth (auth.BearerTokenInterceptor); health exempt
@@ -12,7 +14,8 @@ and returns (the process exits 0). What a call passes through, outermost first::
     the servicer
 
 With ``http`` set, the HTTP port (``server.http``: the MCP front) serves the same core on the same
-event loop: started after the gRPC server, stopped with it (both get the grace period at once).
+event loop: started after the gRPC server, drained and stopped with it (one in-flight limit, one
+grace period for both).
 The MCP servers of ``kind: mcp`` tools are opened and listed before either port serves.
 """
 
@@ -23,7 +26,7 @@ import contextlib
 import logging
 import random
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +38,10 @@ from sidecar_contract.v1 import sidecar_pb2 as pb
 from sidecar.config import Config
 from sidecar.core.circuit import CircuitState, ServiceGuards
 from sidecar.core.clock import Clock, RealClock
+from sidecar.core.fleet_view import FleetView
+from sidecar.core.observer import Observer, StateBackendChanged
 from sidecar.core.spend import SpendLedger
+from sidecar.core.state import MEMORY, StateBackend
 from sidecar.providers.service import ModelService
 from sidecar.server.admission import Admission
 from sidecar.server.auth import BearerTokenInterceptor
@@ -51,7 +57,7 @@ from sidecar.telemetry.observer import TelemetryObserver
 from sidecar.tools.reports import Reports
 from sidecar.tools.service import ToolService
 
-__all__ = ["SERVICE_NAME", "SidecarApp", "running"]
+__all__ = ["SERVICE_NAME", "SidecarApp", "running", "start_embedded"]
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Sidecar"].full_name
 _log = logging.getLogger("sidecar.server")
@@ -75,6 +81,8 @@ class SidecarApp:
     listen: str | None = None
     """Overrides ``config.server.listen`` (``127.0.0.1:0`` picks a free port)."""
     interceptors: list[Any] = field(default_factory=list)
+    reuse_port: bool = False
+    """Bind with SO_REUSEPORT: one of several worker processes serving the same host:port."""
 
     server: grpc.aio.Server | None = None
     address: str = ""
@@ -86,9 +94,12 @@ class SidecarApp:
     metrics: Metrics | None = None
     admission: Admission | None = None
     embedded: dict[str, str] = field(default_factory=dict)
+    """The embedded fakes' URLs; a name given here is not started (a worker uses its supervisor's)."""
+    state: StateBackend = MEMORY
     http: HttpHosting | None = None
     """The HTTP port, when ``config.http`` is set (its ``address`` and ``port`` once started)."""
     _fakes: list[Any] = field(default_factory=list)
+    _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _health: health.aio.HealthServicer | None = None
 
     async def start(self) -> None:
@@ -101,13 +112,21 @@ class SidecarApp:
         observer = TelemetryObserver(
             self.clock, metrics, record_content=cfg.telemetry.record_content, secrets=cfg.secrets()
         )
+        self.state = state = _state_backend(cfg, observer)
         tool_services = {t.service for t in cfg.tools.values()}
-        self.guards = ServiceGuards(cfg.services, cfg.policy.circuit, self.clock, tool_services, observer=observer)
+        self.guards = ServiceGuards(
+            cfg.services, cfg.policy.circuit, self.clock, tool_services, observer=observer, state=state
+        )
         self.tools = ToolService(cfg, self.clock, self.guards, observer, embedded=self.embedded, rng=self.rng)
         await self.tools.start()  # MCP servers opened and listed: ListTools and the MCP front list their tools
-        ledger = SpendLedger(dict(cfg.policy.spend_caps))
+        ledger = SpendLedger(dict(cfg.policy.spend_caps), state=state)
         self.models = ModelService(cfg, self.clock, ledger, observer, embedded=self.embedded, rng=self.rng)
         guards, models = self.guards, self.models
+        throttles = {m: models.throttle(m) for m in cfg.models}
+        for throttle in throttles.values():
+            throttle.share(state)
+        view = FleetView(throttles, guards, ledger)
+        self._closers.extend(await _share(state, view, observer))
         metrics.observe_gauges(
             lambda: [(m, models.throttle(m).throttle) for m in cfg.models],
             lambda: [(g.name, g.throttle, _CIRCUIT_VALUE[g.state]) for g in guards.all()],
@@ -124,7 +143,7 @@ class SidecarApp:
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
-                ("grpc.so_reuseport", 0),
+                ("grpc.so_reuseport", 1 if self.reuse_port else 0),
                 ("grpc.server.max_pending_requests", PENDING_CALLS_LIMIT),
                 ("grpc.server.max_pending_requests_hard_limit", PENDING_CALLS_LIMIT),
             ],
@@ -162,38 +181,33 @@ class SidecarApp:
         assert self.models is not None
         assert self.admission is not None
         doors = build_doors(DoorParts(cfg, self.clock, self.tools, self.models, self.admission))
-        self.http = HttpHosting(cfg.http.listen, cfg.server, doors)
+        self.http = HttpHosting(cfg.http.listen, cfg.server, doors, reuse_port=self.reuse_port)
         await self.http.start()
 
     async def _start_fakes(self) -> None:
-        wanted = self.config.embedded
-        if not wanted:
-            return
-        from sidecar.fakes import FakeProvider, FakeToolBackend
-
-        for name, cls in (("provider", FakeProvider), ("tools", FakeToolBackend)):
-            if name not in wanted:
-                continue
-            fake: Any = None
-            for port in (EMBEDDED_PORTS[name], 0):  # the well-known port when free, else any
-                fake = cls(port=port)
-                try:
-                    await fake.start()
-                    break
-                except OSError:
-                    continue
-            self._fakes.append(fake)
-            self.embedded[name] = fake.url
+        wanted = self.config.embedded - set(self.embedded)
+        if wanted:
+            fakes, urls = await start_embedded(wanted)
+            self._fakes.extend(fakes)
+            self.embedded.update(urls)
 
     async def stop(self, grace: float | None = None) -> None:
-        """Stop taking calls; in-flight calls get ``grace`` seconds to finish."""
+        """Stop taking calls; in-flight calls get ``grace`` seconds to finish.
+
+        Draining, health answers NOT_SERVING and new calls are refused (UNAVAILABLE) while the
+        calls in flight finish; then the server stops with what is left of the grace period.
+        """
+        grace = self.config.server.grace_period_s if grace is None else grace
         if self._health is not None:
             await self._health.enter_graceful_shutdown()
-        grace_s = self.config.server.grace_period_s if grace is None else grace
-        stopping = [self.server.stop(grace_s)] if self.server is not None else []
         if self.http is not None:
-            stopping.append(self.http.stop(grace_s))
-        await asyncio.gather(*stopping)  # both ports at once: in-flight calls of each get the grace period
+            self.http.draining = True  # GET /healthz: 503 NOT_SERVING, as the gRPC health says
+        if self.admission is not None and grace > 0:
+            grace = await self._drain(self.admission, grace)  # the calls of both ports: one admission
+        stopping = [self.server.stop(grace)] if self.server is not None else []
+        if self.http is not None:
+            stopping.append(self.http.stop(grace))
+        await asyncio.gather(*stopping)  # both ports at once, with what is left of the grace period
         if self.admission is not None:
             self.admission.close()
         if self.metrics is not None:
@@ -202,9 +216,21 @@ class SidecarApp:
             await self.tools.aclose()
         if self.models is not None:
             await self.models.aclose()
+        for close in self._closers:  # the redis backend: what is queued is sent, then it disconnects
+            await close()
+        self._closers.clear()
         for fake in reversed(self._fakes):
             await fake.stop()
         self._fakes.clear()
+
+    @staticmethod
+    async def _drain(admission: Admission, grace: float) -> float:
+        """Refuse new calls and wait (real time: the process is leaving) until none is in flight; the grace left."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + grace
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(admission.drain(), grace)
+        return max(end - loop.time(), 0.0)
 
     def stop_on_signals(self) -> asyncio.Future[str]:
         """A future set by the first SIGTERM or SIGINT; later ones are ignored while shutting down."""
@@ -218,6 +244,52 @@ class SidecarApp:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, received, sig.name)
         return stop
+
+
+async def start_embedded(wanted: set[str]) -> tuple[list[Any], dict[str, str]]:
+    """Start the bundled fakes named in ``wanted`` (``provider``, ``tools``): each on its well-known
+    port when free, else on any; the started fakes and their URLs."""
+    from sidecar.fakes import FakeProvider, FakeToolBackend
+
+    fakes: list[Any] = []
+    urls: dict[str, str] = {}
+    for name, cls in (("provider", FakeProvider), ("tools", FakeToolBackend)):
+        if name not in wanted:
+            continue
+        fake: Any = None
+        for port in (EMBEDDED_PORTS[name], 0):  # the well-known port when free, else any
+            fake = cls(port=port)
+            try:
+                await fake.start()
+                break
+            except OSError:
+                continue
+        fakes.append(fake)
+        urls[name] = fake.url
+    return fakes, urls
+
+
+def _state_backend(cfg: Config, observer: Observer) -> StateBackend:
+    """The configured state backend (``state.backend``): this process's own, or a Redis shared by the fleet."""
+    if cfg.state.backend == "memory" or cfg.state.url is None:
+        return MEMORY
+    from sidecar.state.redis import RedisState
+
+    return RedisState(cfg.state.url, cfg.state.prefix, cfg.state.timeout_ms, observer=observer)
+
+
+async def _share(state: StateBackend, view: FleetView, observer: Observer) -> list[Callable[[], Awaitable[None]]]:
+    """Connect a shared backend to this replica's view (an unreachable Redis starts an outage, not a
+    failure); what closes it."""
+    if not state.shared:
+        return []
+    from sidecar.state.redis import BACKEND, RedisState
+
+    assert isinstance(state, RedisState)
+    await state.start(view)
+    if state.available:
+        observer.event(StateBackendChanged(BACKEND, True, "connected"))
+    return [state.close]
 
 
 @contextlib.asynccontextmanager

@@ -55,6 +55,7 @@ __all__ = [
     "model_response",
     "report",
     "report_failure",
+    "route_info",
     "tool_list",
     "tool_request",
     "tool_response",
@@ -232,8 +233,9 @@ def _tool_info(t: ToolEntry) -> pb.ToolInfo:
 
 
 def model_list(config: Config) -> pb.ListModelsResponse:
-    """ListModels' answer: the catalog, each model's retry budget resolved as a call resolves it."""
-    return pb.ListModelsResponse(
+    """ListModels' answer: the catalog, each model's retry budget resolved as a call resolves it; then
+    the routes (``route_info``)."""
+    listed = pb.ListModelsResponse(
         models=[
             pb.ModelInfo(
                 id=mid,
@@ -250,6 +252,35 @@ def model_list(config: Config) -> pb.ListModelsResponse:
             )
             for mid, m in config.models.items()
         ]
+    )
+    listed.models.extend(route_info(config, rid) for rid in config.routes)
+    return listed
+
+
+def route_info(config: Config, route_id: str) -> pb.ModelInfo:
+    """A route as ListModels shows it: its deployments (balance, fallback, context; balance weighted),
+    the wire format they share (else none), the longest conversation it is sure to take (the context
+    fallback's window, or the smallest of the others'), and the most output a call may ask for (the
+    smallest maximum). No provider, upstream model or prices: those are each deployment's own."""
+    route = config.routes[route_id].route
+    models = config.models
+    deployments = [pb.RouteDeployment(id=d, role="balance", weight=w) for d, w in route.balance.items()]
+    deployments += [pb.RouteDeployment(id=d, role="fallback") for d in route.fallbacks]
+    if route.context_fallback is not None:
+        deployments.append(pb.RouteDeployment(id=route.context_fallback, role="context"))
+    ordinary = [models[d] for d in [*route.balance, *route.fallbacks]]
+    window = min(m.context_window for m in ordinary)
+    if route.context_fallback is not None:
+        window = max(window, models[route.context_fallback].context_window)
+    everyone = [models[d.id] for d in deployments]
+    formats = {config.providers[m.provider].wire_format for m in everyone}
+    return pb.ModelInfo(
+        id=route_id,
+        wire_format=formats.pop() if len(formats) == 1 else "",
+        context_window=window,
+        max_output_tokens=min(m.max_output_tokens for m in everyone),
+        upstream_retries=config.model_retries(route_id),
+        deployments=deployments,
     )
 
 

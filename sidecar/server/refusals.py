@@ -7,6 +7,7 @@ known), so the clients of every language raise the kind below, never SYSTEM:
 
     refusal        gRPC code            Failure kind        RetryInfo   why
     overloaded     RESOURCE_EXHAUSTED   UPSTREAM_THROTTLE   yes         server.max_in_flight calls already in flight
+    draining       UNAVAILABLE          UPSTREAM_THROTTLE   yes         the process is shutting down (SIGTERM)
     unauthenticated UNAUTHENTICATED     UNAUTHORIZED        no          no valid bearer token (server.auth)
     undecodable    INVALID_ARGUMENT     INVALID_INPUT       no          the request bytes are not the method's message
 
@@ -22,7 +23,15 @@ from sidecar.core.details import InvalidInputDetail, ServiceDetail
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure, Unauthorized, UpstreamThrottle
 from sidecar.server.status import to_status
 
-__all__ = ["SIDECAR_SERVICE", "overloaded", "overloaded_failure", "unauthenticated", "undecodable"]
+__all__ = [
+    "SIDECAR_SERVICE",
+    "draining",
+    "draining_failure",
+    "overloaded",
+    "overloaded_failure",
+    "unauthenticated",
+    "undecodable",
+]
 
 SIDECAR_SERVICE = "sidecar"
 """The service named in a refusal's detail: the sidecar itself, not anything behind it."""
@@ -46,6 +55,21 @@ def overloaded_failure(method: str, limit: int, retry_after_s: float) -> Sidecar
         f"The sidecar is serving its limit of {limit} calls at once (server.max_in_flight) "
         f"and refused this one; retry after {retry_after_s:g} s.",
         detail=ServiceDetail(service=SIDECAR_SERVICE, endpoint=method, detail=f"max_in_flight {limit}"),
+        retry_after=retry_after_s,
+    )
+
+
+def draining(method: str, retry_after_s: float) -> status_pb2.Status:
+    """UNAVAILABLE: the process is shutting down, finishing the calls it has; another replica takes this one."""
+    return _status(draining_failure(method, retry_after_s), grpc.StatusCode.UNAVAILABLE)
+
+
+def draining_failure(method: str, retry_after_s: float) -> SidecarFailure:
+    """The failure of a call refused while the process drains (the HTTP doors answer it in their own shape)."""
+    return UpstreamThrottle.worded(
+        "The sidecar is shutting down: it finishes the calls in flight and takes no new ones; "
+        f"send this one to another replica, or retry after {retry_after_s:g} s.",
+        detail=ServiceDetail(service=SIDECAR_SERVICE, endpoint=method, detail="draining"),
         retry_after=retry_after_s,
     )
 

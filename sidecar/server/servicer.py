@@ -60,7 +60,7 @@ class SidecarServicer(pb_grpc.SidecarServicer):
 
     async def ClassifyFailure(self, request: pb.ClassifyFailureRequest, context: Context) -> pb.Failure:
         try:
-            return convert.report_failure(self._reports.classify(convert.report(request)))
+            return convert.report_failure(await self._reports.classify(convert.report(request)))
         except Exception as exc:  # the one boundary: anything else is SYSTEM (as_failure logs it)
             return convert.failure(as_failure(exc, "failure classification"))
 

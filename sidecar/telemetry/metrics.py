@@ -11,6 +11,7 @@
     sidecar.model.throttle             1          gauge      sidecar.model
     sidecar.service.throttle           1          gauge      sidecar.service
     sidecar.service.circuit.state      1          gauge      sidecar.service (0 closed, 1 half-open, 2 open)
+    sidecar.state.available            1          gauge      sidecar.state.backend (1 reachable, 0 an outage)
 
 The two GenAI histograms carry the conventions' advised bucket boundaries. A model or tool name
 the configuration does not know is recorded as ``_OTHER``, so a caller cannot grow the number of
@@ -72,6 +73,11 @@ class _Instruments:
         )
         self.failures = meter.create_counter(
             n.METRIC_FAILURES, unit="{failure}", description="Failed calls, by failure kind"
+        )
+        self.state = meter.create_gauge(
+            n.METRIC_STATE_AVAILABLE,
+            unit="1",
+            description="Whether the shared state backend is reachable (0: decisions are local)",
         )
         self.sources: weakref.WeakSet[Metrics] = weakref.WeakSet()
         self.lock = threading.Lock()
@@ -175,6 +181,10 @@ class Metrics:
     def wait(self, reason: str, seconds: float, *, model: str | None = None, service: str | None = None) -> None:
         """A wait before an attempt: ``backoff`` after a signal, ``throttle`` in the pacing."""
         self._i.wait.record(seconds, _target({n.WAIT_REASON: reason}, model, service))
+
+    def state_available(self, backend: str, available: bool) -> None:
+        """The shared state backend is reachable (1) or not (0)."""
+        self._i.state.set(1 if available else 0, {n.STATE_BACKEND: backend})
 
     def failure(self, kind: str, operation: str) -> None:
         self._i.failures.add(1, _labels({n.FAILURE_KIND: kind, n.GEN_AI_OPERATION: operation}))

@@ -11,7 +11,15 @@ under the ``sidecar.`` namespace. The tree one CallModel leaves in a trace::
         └── POST                          CLIENT    attempt 2: http.request.resend_count = 1
 
 and one ExecuteTool: ``execute_tool {tool}`` (INTERNAL) with one ``{METHOD}`` CLIENT span per
-attempt, the same wait spans, and the service circuit's events.
+attempt, the same wait spans, and the service circuit's events. A CallModel to a route has one
+``route.hop {deployment}`` span per deployment tried, the attempts of each under it::
+
+    chat {route}                          CLIENT    sidecar.served_by, sidecar.hops
+    ├── route.hop {deployment}            INTERNAL  sidecar.route, sidecar.hop, sidecar.hop.role, error.type
+    │   ├── POST                          CLIENT    that deployment's attempts, waits and circuit events
+    │   └── sidecar.backoff
+    └── route.hop {fallback}              INTERNAL  (sidecar.hop.skipped when its circuit was open)
+        └── POST
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ SPAN_CHAT = "chat {model}"
 SPAN_EXECUTE_TOOL = "execute_tool {tool}"
 SPAN_BACKOFF = "sidecar.backoff"
 SPAN_THROTTLE_WAIT = "sidecar.throttle_wait"
+SPAN_ROUTE_HOP = "route.hop {deployment}"
 # an upstream attempt is named for its HTTP method ("POST", "GET"), as the HTTP conventions say
 # (an MCP server's for its MCP method, "tools/call"); a server span for its full method
 # ("sidecar.v1.Sidecar/CallModel"), as the RPC conventions say.
@@ -111,6 +120,20 @@ RESTART_REASON = "sidecar.restart.reason"
 """On a stream restart event: why the deltas start again."""
 REPORT_ACCEPTED = "sidecar.report.accepted"
 """On a ClassifyFailure server span naming a service: whether the report may feed its circuit."""
+ROUTE = "sidecar.route"
+"""On a route.hop span: the route (the model id the caller named)."""
+HOP = "sidecar.hop"
+"""On a route.hop span: its number within the call's chain, 1-based."""
+HOP_ROLE = "sidecar.hop.role"
+"""balance | fallback | context: why the deployment is in the chain."""
+HOP_SKIPPED = "sidecar.hop.skipped"
+"""On a route.hop span: the deployment's circuit was open, no attempt was made."""
+HOP_REASON = "sidecar.hop.reason"
+"""On a failed route.hop span: why it ended (its failure's message, capped)."""
+SERVED_BY = "sidecar.served_by"
+"""On a chat span of a route: the deployment that served the call."""
+HOPS = "sidecar.hops"
+"""On a chat span of a route: the deployments tried (skipped ones included)."""
 
 # ---------------------------------------------------------------- span events
 EVENT_CORRECTION = "sidecar.correction"
@@ -127,6 +150,10 @@ EVENT_MODEL_PAUSED = "sidecar.model.paused"
 EVENT_FIRST_TOKEN = "sidecar.first_token"
 """On a streamed attempt's span: the first delta reached the caller."""
 EVENT_STREAM_RESTART = "sidecar.stream.restart"
+EVENT_STATE_UNAVAILABLE = "sidecar.state.unavailable"
+"""The shared state backend cannot be reached: decisions are local until it is back."""
+EVENT_STATE_AVAILABLE = "sidecar.state.available"
+STATE_BACKEND = "sidecar.state.backend"
 
 # ---------------------------------------------------------------- metrics
 METRIC_DURATION = "gen_ai.client.operation.duration"
@@ -137,6 +164,7 @@ METRIC_MODEL_THROTTLE = "sidecar.model.throttle"
 METRIC_SERVICE_THROTTLE = "sidecar.service.throttle"
 METRIC_CIRCUIT_STATE = "sidecar.service.circuit.state"
 METRIC_FAILURES = "sidecar.failures"
+METRIC_STATE_AVAILABLE = "sidecar.state.available"
 
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
 """gen_ai.client.operation.duration's boundaries, as the GenAI conventions advise (seconds)."""

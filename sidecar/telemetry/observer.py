@@ -3,6 +3,7 @@
     report                         becomes
     model_call(ModelCallStart)     span ``chat {model}`` (CLIENT), gen_ai.* attributes; operation and token metrics
     tool_call(ToolCallStart)       span ``execute_tool {tool}`` (INTERNAL); operation metric
+    hop(HopStart)                  span ``route.hop {deployment}`` (INTERNAL), current while the hop runs
     attempt(AttemptStart)          span ``{METHOD}`` (CLIENT), current while it runs (traceparent goes upstream)
     wait(WaitStart)                span ``sidecar.backoff`` / ``sidecar.throttle_wait``; sidecar.wait.duration
     event(ThrottleChanged ...)     a span event on the span current at that moment; Retried: sidecar.retries
@@ -23,17 +24,21 @@ from opentelemetry.trace import Span, SpanKind, StatusCode
 
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import Job, ModelRequest, ModelResponse, ToolOutcome
+from sidecar.core.details import Hop
+from sidecar.core.kinds import FailureKind
 from sidecar.core.observer import (
     AttemptStart,
     CircuitChanged,
     CircuitEvent,
     Correction,
     Event,
+    HopStart,
     ModelCallStart,
     ModelPaused,
     OutputBudgetRaised,
     ReportAccepted,
     Retried,
+    StateBackendChanged,
     StreamRestarted,
     Target,
     ThrottleChanged,
@@ -43,6 +48,7 @@ from sidecar.core.observer import (
 )
 from sidecar.core.redact import mask_keys
 from sidecar.core.taxonomy import SidecarFailure
+from sidecar.core.text import cap
 from sidecar.telemetry import names as n
 from sidecar.telemetry.metrics import OTHER, Metrics
 from sidecar.telemetry.tracing import Tracer, use_span
@@ -50,6 +56,8 @@ from sidecar.telemetry.tracing import Tracer, use_span
 __all__ = ["TelemetryObserver"]
 
 _tracer = Tracer(n.TRACER)
+NAME_CHARS = 128
+"""A caller's model or tool name is cut to this many characters in span names and attributes."""
 _CIRCUIT_EVENTS = {
     CircuitEvent.OPENED: n.EVENT_CIRCUIT_OPENED,
     CircuitEvent.REOPENED: n.EVENT_CIRCUIT_REOPENED,
@@ -65,6 +73,12 @@ _WAIT_SPANS = {WaitKind.BACKOFF: n.SPAN_BACKOFF, WaitKind.THROTTLE: n.SPAN_THROT
 def _current(span: Span) -> Iterator[None]:
     with use_span(span):
         yield
+
+
+def _bounded(name: str) -> str:
+    """A caller's model or tool name as a span name or attribute: at most NAME_CHARS (a caller
+    can send a name of any length; an unknown one is answered with a failure, its span still named)."""
+    return cap(name, NAME_CHARS) if len(name) > NAME_CHARS else name
 
 
 def _target_attr(target: Target) -> str:
@@ -184,6 +198,9 @@ class _ModelCall:
         if response.response_id:
             span.set_attribute(n.GEN_AI_RESPONSE_ID, response.response_id)
         span.set_attribute(n.OUTPUT_BUDGET_RAISED, response.output_budget_raised)
+        if response.hops:
+            span.set_attribute(n.SERVED_BY, response.served_by)
+            span.set_attribute(n.HOPS, len(response.hops))
         if self._observer.records_content(span):
             output = json.dumps([{"role": "assistant", "content": response.message.text}])
             span.set_attribute(n.GEN_AI_OUTPUT_MESSAGES, self._observer.mask(output))
@@ -198,9 +215,44 @@ class _ModelCall:
 
     def failed(self, failure: SidecarFailure) -> None:
         _mark_failed(self._span, failure)
+        if failure.hops:
+            self._span.set_attribute(n.HOPS, len(failure.hops))
         self._metrics.failure(failure.kind_name, n.OP_CHAT)
         elapsed = self._clock.time() - self._started
         self._metrics.operation(n.OP_CHAT, self._label, elapsed, failure.kind_name, self._provider)
+
+
+HOP_REASON_CHARS = 300
+"""A failed hop's reason is recorded on its span up to this many characters."""
+
+
+class _Hop:
+    """A ``route.hop {deployment}`` span, told what the hop spent and how it ended."""
+
+    __slots__ = ("_observer", "_span")
+
+    def __init__(self, observer: TelemetryObserver, span: Span) -> None:
+        self._observer = observer
+        self._span = span
+
+    def tally(self, attempts: int, corrections: int, input_tokens: int, output_tokens: int) -> None:
+        self._span.set_attribute(n.ATTEMPTS, attempts)
+        self._span.set_attribute(n.CORRECTIONS, corrections)
+        if input_tokens or output_tokens:
+            self._span.set_attribute(n.GEN_AI_INPUT_TOKENS, input_tokens)
+            self._span.set_attribute(n.GEN_AI_OUTPUT_TOKENS, output_tokens)
+
+    def ended(self, hop: Hop) -> None:
+        span = self._span
+        if hop.skipped:
+            span.set_attribute(n.HOP_SKIPPED, True)
+            span.set_attribute(n.ATTEMPTS, 0)
+        if hop.kind is FailureKind.UNSPECIFIED:
+            return
+        span.set_attribute(n.ERROR_TYPE, hop.kind.name)
+        span.set_attribute(n.FAILURE_KIND, hop.kind.name)
+        span.set_attribute(n.HOP_REASON, self._observer.mask(cap(hop.reason, HOP_REASON_CHARS)))
+        span.set_status(StatusCode.ERROR, hop.kind.name)
 
 
 class _ToolCall:
@@ -258,11 +310,12 @@ class TelemetryObserver:
     @contextmanager
     def model_call(self, start: ModelCallStart) -> Iterator[_ModelCall]:
         request = start.request
+        model = _bounded(request.model)
         attrs: dict[str, Any] = {
             n.GEN_AI_OPERATION: n.OP_CHAT,
             n.GEN_AI_PROVIDER: start.provider,
-            n.GEN_AI_REQUEST_MODEL: request.model,
-            n.MODEL_ID: request.model,
+            n.GEN_AI_REQUEST_MODEL: model,
+            n.MODEL_ID: model,
         }
         if start.max_tokens is not None:
             attrs[n.GEN_AI_REQUEST_MAX_TOKENS] = start.max_tokens
@@ -271,7 +324,7 @@ class TelemetryObserver:
         if start.streamed:
             attrs[n.STREAMED] = True
         _job_attrs(attrs, request.job)
-        name = n.SPAN_CHAT.format(model=request.model or "unknown")
+        name = n.SPAN_CHAT.format(model=model or "unknown")
         with _tracer.start_as_current_span(name, kind=SpanKind.CLIENT, attributes=attrs) as span:
             if span.is_recording():
                 if start.host:
@@ -286,7 +339,7 @@ class TelemetryObserver:
     def tool_call(self, start: ToolCallStart) -> Iterator[_ToolCall]:
         attrs: dict[str, Any] = {
             n.GEN_AI_OPERATION: n.OP_EXECUTE_TOOL,
-            n.GEN_AI_TOOL_NAME: start.tool,
+            n.GEN_AI_TOOL_NAME: _bounded(start.tool),
             n.GEN_AI_TOOL_TYPE: "function",
         }
         if start.call_id:
@@ -295,11 +348,28 @@ class TelemetryObserver:
             attrs[n.GEN_AI_TOOL_DESCRIPTION] = start.description
             attrs[n.SERVICE] = start.service
         _job_attrs(attrs, start.job)
-        name = n.SPAN_EXECUTE_TOOL.format(tool=start.tool or "unknown")
+        name = n.SPAN_EXECUTE_TOOL.format(tool=_bounded(start.tool) or "unknown")
         with _tracer.start_as_current_span(name, attributes=attrs) as span:
             if self.records_content(span):
                 span.set_attribute(n.GEN_AI_TOOL_ARGUMENTS, self.mask(start.arguments_json))
             yield _ToolCall(self, span, start)
+
+    @contextmanager
+    def hop(self, start: HopStart) -> Iterator[_Hop]:
+        attrs: dict[str, Any] = {
+            n.ROUTE: start.route,
+            n.MODEL_ID: start.deployment,
+            n.HOP: start.number,
+            n.HOP_ROLE: start.role,
+            n.GEN_AI_PROVIDER: start.provider,
+        }
+        if start.host:
+            attrs[n.SERVER_ADDRESS] = start.host
+        if start.port:
+            attrs[n.SERVER_PORT] = start.port
+        name = n.SPAN_ROUTE_HOP.format(deployment=start.deployment)
+        with _tracer.start_as_current_span(name, attributes=attrs) as span:
+            yield _Hop(self, span)
 
     @contextmanager
     def attempt(self, start: AttemptStart) -> Iterator[_Attempt]:
@@ -345,6 +415,8 @@ class TelemetryObserver:
             target = {"model": event.name} if event.target is Target.MODEL else {"service": event.name}
             self.metrics.retry(event.signal.label, **target)
             return
+        if isinstance(event, StateBackendChanged):
+            self.metrics.state_available(event.backend, event.available)
         span = trace.get_current_span()
         if not span.is_recording():
             return
@@ -382,6 +454,9 @@ def _event(event: Event) -> tuple[str, dict[str, Any]]:
             return n.EVENT_OUTPUT_BUDGET_RAISED, {n.OUTPUT_BUDGET: event.budget}
         case StreamRestarted():
             return n.EVENT_STREAM_RESTART, {n.RESTART_REASON: event.reason, n.ATTEMPT: event.attempt}
+        case StateBackendChanged():
+            name = n.EVENT_STATE_AVAILABLE if event.available else n.EVENT_STATE_UNAVAILABLE
+            return name, {n.STATE_BACKEND: event.backend, "sidecar.reason": event.reason}
         case ReportAccepted():  # pragma: no cover - an attribute, set by event()
             pass
     raise TypeError(f"no span event for {type(event).__name__}")  # pragma: no cover - exhaustive above

@@ -4,6 +4,8 @@ admit(deadline)   the circuit first: refused at once while open (CIRCUIT_OPEN, q
                   it), or this call is the half-open circuit's one probe; then the call's slot in the
                   throttle, after everyone queued: JOB_TIMEOUT at once (nothing booked) when it
                   cannot fit before the deadline
+ready()           a probe is claimed fleet-wide first (shared state only: CIRCUIT_OPEN, half-open,
+                  when another replica holds it; its slot given back), then the throttle's wait
 settle(outcome)   Done -> a success (a probe closes the circuit); a service failure (EXTERNAL_SERVICE,
                   UPSTREAM_THROTTLE, with the outcome's ``trigger``) -> charged, quoting what the service
                   said; a probe the service answered in any other way -> it is up (success); anything
@@ -39,6 +41,11 @@ class _ServiceAdmission:
         return self.guard.throttle
 
     async def ready(self) -> None:
+        try:
+            await self.guard.claim(self.admission)  # the fleet's one probe (a no-op for any other call)
+        except BaseException:
+            self.guard.release(self.booking)
+            raise
         await self.guard.pace(self.booking)  # cancelled: the slot is given back
 
     def settle(self, outcome: Done[Any] | Fail | Retry) -> None:

@@ -3,7 +3,8 @@
     bounds                            service <= 128, endpoint <= 2,048, parameter / resource_type <= 128
                                       characters, else INVALID_INPUT naming the field; a value is cut at 1,024
     a pre-check (nothing observed)    the circuit would refuse: CIRCUIT_OPEN; half-open and the report may
-                                      feed the circuit: this caller (its job id) holds the one probe
+                                      feed the circuit: this caller (its job id) holds the one probe (with
+                                      shared state, claimed fleet-wide first: ``ServiceGuard.claim``)
     a response or a transport fault   core.tool_failures.classify, exactly as ExecuteTool; when the report
                                       may feed the service's circuit, its outcome does:
         success                       a success (a probe report from the probe's holder closes it)
@@ -53,7 +54,7 @@ class Reports:
         self._observer = observer
         self._secrets = config.secrets()
 
-    def classify(self, report: Report) -> ReportAnswer:
+    async def classify(self, report: Report) -> ReportAnswer:
         service = report.service
         endpoint = endpoint_of(report.endpoint, self._secrets)
         for field, text, limit in (
@@ -72,7 +73,7 @@ class Reports:
         if service:
             self._observer.event(ReportAccepted(service, accepted))
         if report.response is None and report.fault is None:  # a pre-check: would the circuit refuse?
-            return self._precheck(report, accepted)
+            return await self._precheck(report, accepted)
         if report.response is not None and not MIN_STATUS <= report.response.status_code <= MAX_STATUS:
             code = str(report.response.status_code)
             return ReportAnswer(InvalidInput("response.status_code", code, "must be an HTTP status from 100 to 599"))
@@ -112,7 +113,7 @@ class Reports:
         elif probe is not None:
             guard.lost(probe)
 
-    def _precheck(self, report: Report, accepted: bool) -> ReportAnswer:
+    async def _precheck(self, report: Report, accepted: bool) -> ReportAnswer:
         """CIRCUIT_OPEN when the circuit would refuse the call; the half-open probe only when ``accepted``."""
         service = report.service
         guard = self._guards.find(service, create=False) if service else None  # a pre-check makes no guard
@@ -122,6 +123,7 @@ class Reports:
             return ReportAnswer(guard.refusal())
         try:
             admission = guard.check(owner=report.job.job_id)
+            await guard.claim(admission)  # a probe: the fleet's one (shared state), else the refusal
         except SidecarFailure as refusal:
             return ReportAnswer(refusal)
         return ReportAnswer(None, probe_granted=admission.probe, service=service)

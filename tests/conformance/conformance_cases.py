@@ -8,8 +8,9 @@ client's runner) and ``harness.py record``.
 
 Loading also checks that the cases cannot lean on each other's state::
 
-    a case whose provider script answers with an error    its models are called and scripted
-    (429, 529, 5xx, 4xx, a fault) presses those models    by no other case
+    a case whose provider script answers with an error    its models (those it calls and those it
+    (429, 529, 5xx, 4xx, a fault) presses those models    scripts: a route's deployments) are called
+                                                          and scripted by no other case
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ PLACEHOLDERS = ("FAKE_PROVIDER_URL", "TOOL_BACKEND_URL")
 """``${NAME}`` in an expected string stands for the fake's URL of this run (its port changes)."""
 DEFAULT_DEADLINE_MS = 15_000
 _HTTP_KEYS = ("status_code", "service", "endpoint", "body", "retry_after_raw")
+_HOP_KEYS = ("deployment", "kind", "attempts", "skipped", "reason")
 REPLY_PRESETS = ("reply", "truncated", "bad_json", "missing_fields", "refusal")
 """The fake provider's presets that answer 200 (sidecar/fakes): a step of these, with no error
 ``status`` and no ``fault``, presses no model."""
@@ -106,8 +108,9 @@ def isolation_problems(cases: list[Case]) -> list[str]:
     for case in cases:
         if not _presses(case):
             continue
+        pressed = _called(case) | _scripted(case)  # a route's deployments are pressed through it
         for other in cases:
-            if other is not case and (common := _called(case) & (_called(other) | _scripted(other))):
+            if other is not case and (common := pressed & (_called(other) | _scripted(other))):
                 problems.append(f"{case.path.name} presses {sorted(common)}, which {other.path.name} also uses")
     return problems
 
@@ -214,7 +217,26 @@ def check(expect: Mapping[str, Any], observed: Mapping[str, Any], urls: Mapping[
             problems.append(f"{field}: want it to contain {expect[key]!r}, got {observed.get(field)!r}")
     if "model_text" in expect and observed.get("model_text") != expect["model_text"]:
         differ("model_text", expect["model_text"], observed.get("model_text"))
+    problems.extend(_check_route(expect, observed))
     return problems
+
+
+def _check_route(expect: Mapping[str, Any], observed: Mapping[str, Any]) -> Iterator[str]:
+    """``served_by`` equal; ``hops`` as many as listed, each given key equal (``reason_contains``: a substring)."""
+    if "served_by" in expect and observed.get("served_by") != expect["served_by"]:
+        yield f"served_by: want {expect['served_by']!r}, got {observed.get('served_by')!r}"
+    if "hops" not in expect:
+        return
+    want, got = expect["hops"], observed.get("hops") or []
+    if len(want) != len(got):
+        yield f"hops: want {len(want)} hops, got {len(got)}: {got!r}"
+        return
+    for i, (w, g) in enumerate(zip(want, got, strict=True)):
+        for key in _HOP_KEYS:
+            if key in w and g.get(key) != w[key]:
+                yield f"hops[{i}].{key}: want {w[key]!r}, got {g.get(key)!r}"
+        if "reason_contains" in w and w["reason_contains"] not in (g.get("reason") or ""):
+            yield f"hops[{i}].reason: want it to contain {w['reason_contains']!r}, got {g.get('reason')!r}"
 
 
 def _check_failure(want: Mapping[str, Any], got: Mapping[str, Any]) -> Iterator[str]:
@@ -281,7 +303,8 @@ def observe_python(target: str, case: Case) -> dict[str, Any]:
                 if req.HasField("job"):
                     kwargs["job"] = req.job
                 reply = client.call_model(req.model, list(req.messages), timeout=timeout, **kwargs)
-                return {"grpc_code": "OK", "outcome": "result", "failure": None, "result_text": reply.message.text}
+                observed = {"grpc_code": "OK", "outcome": "result", "failure": None, "result_text": reply.message.text}
+                return {**observed, **_route_observation(reply.served_by, reply.hops)}
             req = json_format.ParseDict(request, pb.ClassifyFailureRequest())
             try:
                 failure = client.classify_failure(req, timeout=timeout)
@@ -291,12 +314,30 @@ def observe_python(target: str, case: Case) -> dict[str, Any]:
             return {"grpc_code": "OK", "outcome": "failure" if kind else "result", "failure": _failure(failure)}
         except SidecarError as err:
             code = err.grpc_code.name if err.grpc_code is not None else "UNKNOWN"
-            return {"grpc_code": code, "outcome": "failure", "failure": _failure(err.failure)}
+            observed = {"grpc_code": code, "outcome": "failure", "failure": _failure(err.failure)}
+            return {**observed, **_route_observation("", err.hops)}
 
     with SidecarClient(target) as client:
         for entry in case.before:
             call(client, entry["rpc"], entry["request"], case.deadline_ms / 1000)
         return call(client, case.rpc, case.request, case.deadline_ms / 1000)
+
+
+def _route_observation(served_by: str, hops: Any) -> dict[str, Any]:
+    """``served_by`` and ``hops`` of a CallModel reply or failure (README: a route's story)."""
+    from sidecar_client import pb
+
+    listed = [
+        {
+            "deployment": h.deployment,
+            "kind": pb.FailureKind.Name(h.kind).removeprefix("FAILURE_KIND_"),
+            "attempts": h.attempts,
+            "skipped": h.skipped,
+            "reason": h.reason,
+        }
+        for h in hops
+    ]
+    return {"served_by": served_by, "hops": listed}
 
 
 def _tool_observation(resp: Any) -> dict[str, Any]:

@@ -37,3 +37,17 @@ def test_cases_that_only_get_replies_may_share_a_model(tmp_path: Path) -> None:
 
 def test_every_shipped_case_presses_only_a_model_of_its_own() -> None:
     assert len(load_cases(Path(__file__).parent / "cases")) > 0  # load_cases raises when two share one
+
+
+def test_a_route_case_presses_the_deployments_it_scripts(tmp_path: Path) -> None:
+    data = {
+        "name": "a_route",
+        "rpc": "CallModel",
+        "setup": {"provider": [{"model": "gpt-deployment", "steps": [{"preset": "overloaded", "repeat": 4}]}]},
+        "request": {"model": "some-route", "messages": [{"role": "ROLE_USER", "text": "hi"}]},
+        "expect": {"grpc_code": "OK"},
+    }
+    (tmp_path / "a_route.json").write_text(json.dumps(data))
+    _case(tmp_path, "b_reply", "gpt-deployment", None)
+    with pytest.raises(ValueError, match=r"a_route\.json presses \['gpt-deployment'\], which b_reply\.json"):
+        load_cases(tmp_path)

@@ -16,6 +16,7 @@ import {
   ExecuteToolRequestSchema,
   FailureKind,
   FailureSchema,
+  type Hop,
   SidecarClient,
   SidecarError,
   grpcCodeName,
@@ -98,8 +99,13 @@ async function observe(client: SidecarClient, call: Call, timeoutMs: number): Pr
         : { grpc_code: "OK", outcome: "result", result_text: outcome.result?.content ?? "", model_text: outcome.modelText };
     }
     if (call.rpc === "CallModel") {
-      const reply = await client.callModel(fromJson(CallModelRequestSchema, call.request), { timeoutMs });
-      return { grpc_code: "OK", outcome: "result", result_text: reply.message?.text ?? "" };
+      try {
+        const reply = await client.callModel(fromJson(CallModelRequestSchema, call.request), { timeoutMs });
+        return withRoute({ grpc_code: "OK", outcome: "result", result_text: reply.message?.text ?? "" }, reply.servedBy, reply.hops);
+      } catch (err) {
+        if (!(err instanceof SidecarError)) throw err;
+        return withRoute({ grpc_code: grpcCodeName(err.grpcCode), outcome: "failure", failure: observeError(err) }, "", err.hops);
+      }
     }
     if (call.rpc === "ClassifyFailure") {
       const f = await client.classifyFailure(fromJson(ClassifyFailureRequestSchema, call.request), { timeoutMs });
@@ -114,6 +120,44 @@ async function observe(client: SidecarClient, call: Call, timeoutMs: number): Pr
     return { grpc_code: grpcCodeName(err.grpcCode), outcome: "failure", failure: observeError(err) };
   }
   throw new Error(`unknown rpc ${call.rpc}`);
+}
+
+/** A CallModel's served_by and hops, added to its observation (a route's story). */
+function withRoute(observed: Json, servedBy: string, hops: Hop[]): Json {
+  const listed = hops.map((h) => ({
+    deployment: h.deployment,
+    kind: kindName(h.kind),
+    attempts: h.attempts,
+    skipped: h.skipped,
+    reason: h.reason,
+  }));
+  return { ...observed, served_by: servedBy, hops: listed };
+}
+
+/** served_by equal; hops as many as listed, each given key equal (reason_contains: a substring). */
+function checkRoute(expect: Json, observed: Json): string[] {
+  const problems: string[] = [];
+  if ("served_by" in expect && observed.served_by !== expect.served_by) {
+    problems.push(`served_by: want ${JSON.stringify(expect.served_by)}, got ${JSON.stringify(observed.served_by)}`);
+  }
+  if (!Array.isArray(expect.hops)) return problems;
+  const want = expect.hops as Json[];
+  const got = (observed.hops ?? []) as Json[];
+  if (want.length !== got.length) {
+    problems.push(`hops: want ${want.length} hops, got ${got.length}: ${JSON.stringify(got)}`);
+    return problems;
+  }
+  want.forEach((w, i) => {
+    for (const key of ["deployment", "kind", "attempts", "skipped", "reason"]) {
+      if (key in w && got[i][key] !== w[key]) {
+        problems.push(`hops[${i}].${key}: want ${JSON.stringify(w[key])}, got ${JSON.stringify(got[i][key])}`);
+      }
+    }
+    if (typeof w.reason_contains === "string" && !String(got[i].reason ?? "").includes(w.reason_contains)) {
+      problems.push(`hops[${i}].reason: want it to contain ${JSON.stringify(w.reason_contains)}, got ${JSON.stringify(got[i].reason)}`);
+    }
+  });
+  return problems;
 }
 
 function expand(value: unknown): unknown {
@@ -150,6 +194,7 @@ function check(expect: Json, observed: Json): string[] {
     }
   }
   if ("model_text" in expect && observed.model_text !== expect.model_text) differ("model_text", expect.model_text, observed.model_text);
+  problems.push(...checkRoute(expect, observed));
   return problems;
 }
 

@@ -5,10 +5,12 @@
                     second process. No signal handlers of its own (``SidecarApp.stop`` ends it), no
                     logging config of its own (its lines go through the sidecar's JSON logging), no
                     access log, no ``Server`` header, no proxy headers trusted; h11
-    the socket      bound here before serving: an address in use is an OSError at once, port 0 a free port
+    the socket      bound here before serving: an address in use is an OSError at once, port 0 a free port;
+                    SO_REUSEPORT for one of several workers serving the same host:port (``serve --workers``)
     TLS             ``server.tls`` (``security.server_ssl_context``: mTLS when ``client_ca`` is set)
     who may call    ``access.Access``: Origin / Host, then ``server.auth``'s bearer tokens
-    routes          ``GET /healthz`` (open: probes send no token), then every door's
+    routes          ``GET /healthz`` (open: probes send no token): 200 SERVING, 503 NOT_SERVING once the
+                    process drains (SIGTERM); then every door's
     lifespans       each door's (the MCP front's session manager), entered at start and left at stop
     stop            no new connections; requests in flight get the grace period, then are cancelled;
                     the doors' lifespans end
@@ -82,6 +84,9 @@ class HttpHosting:
     listen: str
     server: ServerConfig
     doors: Sequence[Door]
+    reuse_port: bool = False
+    draining: bool = False
+    """Set when the process drains: ``GET /healthz`` answers 503 NOT_SERVING."""
     address: str = ""
     port: int = 0
     _uvicorn: _OnTheLoop | None = field(default=None, init=False)
@@ -94,7 +99,7 @@ class HttpHosting:
     async def start(self) -> None:
         """Serve; ``ConfigError`` when the TLS files are unusable, ``OSError`` when it cannot listen or start."""
         context = server_ssl_context(self.server.tls) if self.server.tls is not None else None
-        sock = _bind(self.listen)
+        sock = _bind(self.listen, reuse_port=self.reuse_port)
         try:
             self.port = sock.getsockname()[1]
             host = self.listen.rpartition(":")[0]
@@ -158,17 +163,18 @@ class HttpHosting:
                         await stack.enter_async_context(door.lifespan())
                 yield
 
-        routes: list[BaseRoute] = [Route(HEALTH_PATH, _health, methods=["GET"])]
+        async def health(_request: Request) -> JSONResponse:
+            if self.draining:
+                return JSONResponse({"status": "NOT_SERVING"}, status_code=503)
+            return JSONResponse({"status": "SERVING"})
+
+        routes: list[BaseRoute] = [Route(HEALTH_PATH, health, methods=["GET"])]
         for door in doors:
             routes.extend(door.routes)
         app = Starlette(routes=routes, lifespan=lifespan)
         auth = self.server.auth
         tokens = Tokens(t.get_secret_value() for t in auth.tokens) if auth is not None else None
         return Access(app, tokens=tokens, loopback=is_local(self.listen), open_paths=frozenset({HEALTH_PATH}))
-
-
-async def _health(_request: Request) -> JSONResponse:
-    return JSONResponse({"status": "SERVING"})
 
 
 def _fixed(context: ssl.SSLContext) -> Callable[[uvicorn.Config, Callable[[], ssl.SSLContext]], ssl.SSLContext]:
@@ -180,7 +186,7 @@ def _fixed(context: ssl.SSLContext) -> Callable[[uvicorn.Config, Callable[[], ss
     return factory
 
 
-def _bind(listen: str) -> socket.socket:
+def _bind(listen: str, *, reuse_port: bool) -> socket.socket:
     """A listening socket on ``listen`` (``host:port``), or OSError naming it.
 
     Made with getaddrinfo's protocol (TCP), as asyncio makes its own: asyncio turns Nagle off
@@ -197,6 +203,8 @@ def _bind(listen: str) -> socket.socket:
         raise OSError(f"cannot listen on {listen} (http.listen): {exc.strerror or exc}") from None
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         sock.bind(address)

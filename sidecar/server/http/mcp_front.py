@@ -10,7 +10,8 @@
       a result                -> ``content: [text: model_text]``, ``isError: false``
       a failure               -> ``content: [text: model_text]``, ``isError: true`` (what the model reads)
       either                     ``_meta``: sidecar/kind, sidecar/correctable, sidecar/attempts
-      server.max_in_flight       calls in flight on every door together: shed as ``isError`` (UPSTREAM_THROTTLE)
+      server.max_in_flight       calls in flight on every door together: shed as ``isError`` (UPSTREAM_THROTTLE);
+                                 while the process drains (SIGTERM), refused the same way
     request headers              ``x-sidecar-job-id``, ``x-sidecar-workflow-id``: the call's Job;
                                  ``traceparent`` / ``tracestate``: the parent of its spans (``tracing.py``)
     the JSON-RPC request id      the call's ``call_id``
@@ -36,10 +37,9 @@ from starlette.types import Receive, Scope, Send
 from sidecar import __version__
 from sidecar.core.conversation import CallOptions, Job, ToolOutcome, ToolRequest
 from sidecar.core.redact import mask_secrets
-from sidecar.server.admission import SHED_RETRY_AFTER_S, Admission
+from sidecar.server.admission import Admission
 from sidecar.server.http.hosting import Door
 from sidecar.server.http.tracing import server_span
-from sidecar.server.refusals import overloaded_failure
 from sidecar.telemetry import names as n
 from sidecar.tools.service import ToolService
 
@@ -98,8 +98,9 @@ class _Front:
         return self._result(outcome)
 
     async def _execute(self, request: ToolRequest) -> ToolOutcome:
-        if not self.admission.enter(SHED_METHOD):
-            return ToolOutcome(None, overloaded_failure(SHED_METHOD, self.admission.limit, SHED_RETRY_AFTER_S), 0)
+        refused = self.admission.enter(SHED_METHOD)
+        if refused is not None:
+            return ToolOutcome(None, refused, 0)
         try:
             return await self.tools.execute(request, CallOptions())
         finally:

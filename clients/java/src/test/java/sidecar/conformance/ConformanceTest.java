@@ -42,6 +42,7 @@ import sidecar.v1.ExecuteToolRequest;
 import sidecar.v1.ExecuteToolResponse;
 import sidecar.v1.Failure;
 import sidecar.v1.FailureKind;
+import sidecar.v1.Hop;
 import sidecar.v1.HttpDetail;
 
 /**
@@ -70,7 +71,11 @@ class ConformanceTest {
   private static final Set<String> SETUP_KEYS = Set.of("tool_backend", "provider");
   private static final Set<String> BEFORE_KEYS = Set.of("rpc", "request");
   private static final Set<String> EXPECT_KEYS =
-      Set.of("grpc_code", "outcome", "failure", "result_contains", "model_text_contains", "model_text");
+      Set.of(
+          "grpc_code", "outcome", "failure", "result_contains", "model_text_contains", "model_text", "served_by",
+          "hops");
+  private static final Set<String> HOP_KEYS =
+      Set.of("deployment", "kind", "attempts", "skipped", "reason", "reason_contains");
   private static final Set<String> FAILURE_KEYS =
       Set.of(
           "kind",
@@ -233,6 +238,8 @@ class ConformanceTest {
     Failure failure;
     String resultText;
     String modelText;
+    String servedBy = "";
+    List<Hop> hops = List.of();
     String raw = "";
 
     @Override
@@ -262,6 +269,8 @@ class ConformanceTest {
             out.raw = print(response);
             out.outcome = "result";
             out.resultText = response.getMessage().getText();
+            out.servedBy = response.getServedBy();
+            out.hops = response.getHopsList();
             break;
           }
         case "ClassifyFailure":
@@ -279,6 +288,7 @@ class ConformanceTest {
       out.grpcCode = error.grpcCode().name();
       out.outcome = "failure";
       out.failure = error.failure();
+      out.hops = error.hops();
       out.raw = error + "\n  " + print(error.failure());
     }
     return out;
@@ -309,6 +319,44 @@ class ConformanceTest {
     contains("model_text", expect, "model_text_contains", got.modelText, problems);
     if (expect.has("model_text")) {
       same("model_text", text(expect.get("model_text")), got.modelText, problems);
+    }
+    checkRoute(expect, got, problems);
+  }
+
+  /** served_by equal; hops as many as listed, each given key equal (reason_contains: a substring). */
+  private static void checkRoute(JsonObject expect, Observation got, List<String> problems) {
+    if (expect.has("served_by")) {
+      same("served_by", text(expect.get("served_by")), got.servedBy, problems);
+    }
+    if (!expect.has("hops")) {
+      return;
+    }
+    JsonArray want = expect.getAsJsonArray("hops");
+    if (want.size() != got.hops.size()) {
+      problems.add("hops: want " + want.size() + " hops, got " + got.hops.size() + ": " + got.hops);
+      return;
+    }
+    for (int i = 0; i < want.size(); i++) {
+      JsonObject w = want.get(i).getAsJsonObject();
+      Hop g = got.hops.get(i);
+      String at = "hops[" + i + "]";
+      unknownKeys("expect." + at, w, HOP_KEYS, problems);
+      if (w.has("deployment")) {
+        same(at + ".deployment", text(w.get("deployment")), g.getDeployment(), problems);
+      }
+      if (w.has("kind")) {
+        same(at + ".kind", text(w.get("kind")), FailureKinds.name(g.getKind()), problems);
+      }
+      if (w.has("attempts")) {
+        same(at + ".attempts", w.get("attempts").getAsInt(), g.getAttempts(), problems);
+      }
+      if (w.has("skipped")) {
+        same(at + ".skipped", w.get("skipped").getAsBoolean(), g.getSkipped(), problems);
+      }
+      if (w.has("reason")) {
+        same(at + ".reason", text(w.get("reason")), g.getReason(), problems);
+      }
+      contains(at + ".reason", w, "reason_contains", g.getReason(), problems);
     }
   }
 

@@ -1,0 +1,105 @@
+"""CPU per 1,000 calls of two sidecar builds, measured side by side in one run (a paired A/B).
+
+    bench/.venv/bin/python bench/ab.py --a "OLD_PYTHON -P -m sidecar serve" --b ".venv/bin/python -P -m sidecar serve"
+    bench/.venv/bin/python bench/ab.py --b-config bench/ab-redis.yaml ...        # the same build, another config
+
+Both sidecars run at once against one upstream (bench/cmd/upstream); the load generator sends
+short bursts (``--burst`` seconds at ``--concurrency``) to A and B in turn, the order flipped
+every round, and each burst's CPU seconds (utime + stime of the process and its children, from
+/proc) are divided by the calls it completed. Whatever else runs on the machine meets both
+builds alike, so the paired ratio B/A (median over the rounds) is the figure to read; the
+per-build medians and minimums are printed too. On a 2-core machine shared with other work the
+spread of one build's rounds is easily ±15 %; the ratio's spread is what the report states.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from run import BIN, RAW, ROOT, Bench, Proc, cpu_seconds, free_port, start, wait_http, wait_idle, write_sidecar_config
+
+DEFAULT_ROUNDS = 10
+DEFAULT_BURST_S = 3.0
+DEFAULT_CONCURRENCY = 64
+
+
+def _burst(target: str, mode: str, concurrency: int, seconds: float, out: Path) -> int:
+    argv = [str(BIN / "loadgen"), "-mode", mode, "-c", str(concurrency), "-d", f"{seconds}s", "-warmup", "0.3s"]
+    argv += ["-timeout", "30s", "-target", target, "-label", out.stem, "-o", str(out)]
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    return int(json.loads(out.read_text())["completed_total"])
+
+
+def _per_1k(proc: Proc, target: str, args: argparse.Namespace, label: str) -> float:
+    wait_idle(proc)
+    before = cpu_seconds(proc.pid)
+    calls = _burst(target, args.mode, args.concurrency, args.burst, RAW / f"ab-{label}.json")
+    return (cpu_seconds(proc.pid) - before) / max(calls, 1) * 1000
+
+
+def _sidecar(b: Bench, name: str, cmd: str, config: Path | None) -> tuple[Proc, str]:
+    port = free_port()
+    cfg = write_sidecar_config(b, port, name)
+    if config is not None:  # the operator's own config: only the listen address and upstream are filled in
+        text = (
+            config.read_text().replace("{{SIDECAR_PORT}}", str(port)).replace("{{UPSTREAM_PORT}}", str(b.upstream_port))
+        )
+        cfg.write_text(text)
+    proc = start(name, [*cmd.split(), "--config", str(cfg)], env={"BENCH_KEY": b.key, "PYTHONUNBUFFERED": "1"})
+    target = f"127.0.0.1:{port}"
+    _burst(target, "grpc-model", 1, 1.0, RAW / f"{name}-warm.json")  # up and answering
+    return proc, target
+
+
+def main(argv: list[str] | None = None) -> int:
+    default_cmd = f"{ROOT / '.venv/bin/python'} -P -m sidecar serve"
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--a", default=default_cmd, help="how to start build A (--config FILE is appended)")
+    ap.add_argument("--b", default=default_cmd, help="how to start build B")
+    ap.add_argument("--a-config", type=Path, help="a config template for A (default bench/sidecar.yaml.tmpl)")
+    ap.add_argument("--b-config", type=Path, help="a config template for B")
+    ap.add_argument("--mode", default="grpc-model", help="loadgen mode: grpc-model or grpc-tool")
+    ap.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS)
+    ap.add_argument("--burst", type=float, default=DEFAULT_BURST_S, help="seconds of load per burst")
+    ap.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
+    args = ap.parse_args(argv)
+    RAW.mkdir(parents=True, exist_ok=True)
+    args.sidecar_log_level, args.upstream_pid = "WARNING", 0
+    key = "sk-bench-ab"
+    port = free_port()
+    upstream = start("upstream", [str(BIN / "upstream"), "-listen", f"127.0.0.1:{port}", "-key", key])
+    procs: list[Proc] = []
+    try:
+        if not wait_http(f"http://127.0.0.1:{port}/healthz", 10):
+            print(f"the upstream did not start:\n{upstream.tail()}", file=sys.stderr)
+            return 1
+        b = Bench(args=args, upstream_port=port, key=key)
+        a, a_target = _sidecar(b, "ab-a", args.a, args.a_config)
+        bb, b_target = _sidecar(b, "ab-b", args.b, args.b_config)
+        procs = [a, bb]
+        cpu_a: list[float] = []
+        cpu_b: list[float] = []
+        for r in range(args.rounds):
+            order = [("a", a, a_target, cpu_a), ("b", bb, b_target, cpu_b)]
+            for label, proc, target, sink in order if r % 2 == 0 else reversed(order):
+                sink.append(_per_1k(proc, target, args, f"{label}{r}"))
+            print(f"round {r + 1}: A {cpu_a[-1]:.3f}  B {cpu_b[-1]:.3f} CPU-s per 1,000", flush=True)
+        ratios = [y / x for x, y in zip(cpu_a, cpu_b, strict=True)]
+        med_a, med_b = statistics.median(cpu_a), statistics.median(cpu_b)
+        print(f"A: median {med_a:.3f}, min {min(cpu_a):.3f} CPU-s per 1,000 ({args.mode}, c={args.concurrency})")
+        print(f"B: median {med_b:.3f}, min {min(cpu_b):.3f} CPU-s per 1,000")
+        quartiles = statistics.quantiles(ratios, n=4)
+        print(f"B/A: median {statistics.median(ratios):.3f} (quartiles {quartiles[0]:.3f}-{quartiles[2]:.3f})")
+    finally:
+        for p in [*procs, upstream]:
+            p.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""One replica's local view of the fleet's policy state: where a backend's changes land.
+
+    change           goes to
+    ModelRaised      the model's throttle (raised_elsewhere); a model this replica does not serve: nothing
+    ModelPause       the model's throttle (paused_elsewhere)
+    ServiceRaised    the service's guard (an own service's, or a reported one's, made within MAX_REPORTED)
+    CircuitOpened    the service's guard (opened_elsewhere)
+    ProbeTaken       the service's guard, if it has one (probe_elsewhere)
+    CircuitClosed    the service's guard, if it has one (closed_elsewhere)
+    SpendTotal       the ledger (total_elsewhere)
+    Replicas         every model throttle (split: the configured rates are the fleet's)
+    SpendAdded       nothing: only a backend adds it up
+
+``snapshot`` is the reverse: what this replica holds, as changes a reconnecting backend pushes
+again (raises, pauses with the seconds left, open circuits, spend totals), all merged by max on
+the other side, so pushing twice is harmless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sidecar.core.circuit import ServiceGuards
+from sidecar.core.model_throttle import ModelThrottle
+from sidecar.core.spend import SpendLedger
+from sidecar.core.state import (
+    Change,
+    CircuitClosed,
+    CircuitOpened,
+    ModelPause,
+    ModelRaised,
+    ProbeTaken,
+    Replicas,
+    ServiceRaised,
+    SpendAdded,
+    SpendTotal,
+)
+
+__all__ = ["FleetView"]
+
+
+class FleetView:
+    """The throttles, guards and ledger of one replica, fed by its state backend."""
+
+    __slots__ = ("_guards", "_ledger", "_models", "replicas")
+
+    def __init__(self, models: Mapping[str, ModelThrottle], guards: ServiceGuards, ledger: SpendLedger) -> None:
+        self._models = models
+        self._guards = guards
+        self._ledger = ledger
+        self.replicas = 1
+
+    def apply(self, change: Change) -> None:
+        match change:
+            case ModelRaised(model, throttle, step):
+                if (t := self._models.get(model)) is not None:
+                    t.raised_elsewhere(throttle, step)
+            case ModelPause(model, seconds):
+                if (t := self._models.get(model)) is not None:
+                    t.paused_elsewhere(seconds)
+            case ServiceRaised(service, throttle):
+                if (g := self._guards.find(service)) is not None:
+                    g.raised_elsewhere(throttle)
+            case CircuitOpened():
+                if (g := self._guards.find(change.service)) is not None:
+                    g.opened_elsewhere(change)
+            case ProbeTaken(service, seconds):
+                if (g := self._guards.peek(service)) is not None:
+                    g.probe_elsewhere(seconds)
+            case CircuitClosed(service):
+                if (g := self._guards.peek(service)) is not None:
+                    g.closed_elsewhere()
+            case SpendTotal(workflow, usd):
+                self._ledger.total_elsewhere(workflow, usd)
+            case Replicas(count):
+                if count != self.replicas:
+                    self.replicas = count
+                    for t in self._models.values():
+                        t.split(count)
+            case SpendAdded():
+                pass
+
+    def snapshot(self) -> list[Change]:
+        out: list[Change] = []
+        for model, t in self._models.items():
+            if t.throttle > 0:
+                out.append(ModelRaised(model, t.throttle, 0.0))
+            if (left := t.pause_left()) > 0:
+                out.append(ModelPause(model, left))
+        for guard in self._guards.all():
+            out.extend(guard.shared_state())
+        out.extend(self._ledger.shared_state())
+        return out

@@ -1,0 +1,341 @@
+"""A call to a route: one hop per deployment, each the one model call it is, under the call's one deadline.
+
+    the request's checks, once       INVALID_INPUT before any hop (no hops); max_output_tokens at most the
+                                     smallest maximum output among the route's deployments
+    for each hop of the order        core.routing: a weighted draw among ``balance``, then ``fallbacks``
+        deadline passed              -> the chain fails: JOB_TIMEOUT naming the deployments not tried
+        observer.hop(...)            the ``route.hop {deployment}`` span; the hop's attempts run under it
+        the deployment's circuit     open -> skipped (CIRCUIT_OPEN, no attempt); half-open -> this hop probes
+        run(request, options, hop)   ModelService's one model call for that deployment: its own Tally and
+                                     retry budget, its throttle, the call's deadline (no second retry loop)
+        served                       -> the reply: served_by, hops, attempts, tokens and cost of every hop
+        failed                       -> core.routing.next_step: the next hop, the context fallback, or stop
+    the chain fails                  -> the last hop's failure (its kind, detail, http, Retry-After and retry
+                                        line) in words naming the route and every hop with its reason
+
+A hop's reason is its failure's message (at most HOP_REASON_CHARS), ``served``, or for a skipped
+deployment what opened its circuit; a chain failure quotes each at most HOP_MESSAGE_CHARS.
+Each deployment's circuit is a ``core.circuit.ServiceGuard`` (the tool services' code), kept in a
+``ServiceGuards`` of the deployments, one per deployment whatever the route.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sidecar.config import Config
+from sidecar.core.circuit import Admission, ServiceGuard, ServiceGuards
+from sidecar.core.clock import Clock
+from sidecar.core.conversation import CallOptions, ModelRequest, ModelResponse, Usage
+from sidecar.core.details import CircuitDetail, Hop, RetryDetail, Trigger
+from sidecar.core.kinds import CircuitState, FailureKind
+from sidecar.core.observer import HopRecord, HopStart, ModelCallStart, Observer
+from sidecar.core.routing import (
+    CONTEXT_KINDS,
+    DEPLOYMENT_CIRCUIT,
+    HopRole,
+    Next,
+    Route,
+    Settle,
+    next_step,
+    settle,
+)
+from sidecar.core.settings import ServiceConfig
+from sidecar.core.spend import cost_of
+from sidecar.core.taxonomy import CircuitOpen, InvalidInput, JobTimeout, SidecarFailure, as_failure
+from sidecar.core.text import cap, clause
+from sidecar.providers.schemas import CallChecks, check_request
+
+__all__ = ["HOP_MESSAGE_CHARS", "HOP_REASON_CHARS", "MIXED_PROVIDERS", "SERVED", "RouteCaller", "route_of"]
+
+HOP_REASON_CHARS = 500
+"""A hop's reason (``Hop.reason``) keeps its failure's message up to this many characters."""
+HOP_MESSAGE_CHARS = 240
+"""A chain failure's message quotes each hop's reason up to this many characters."""
+SERVED = "served"
+"""The reason of the hop that served the call."""
+MIXED_PROVIDERS = "multiple"
+"""The provider of a route's chat span when its deployments speak different wire formats."""
+
+Run = Callable[[ModelRequest, CallOptions, Any], Awaitable[ModelResponse]]
+"""ModelService's one model call for a deployment (the request's model is the deployment)."""
+ServerOf = Callable[[str], tuple[str, int | None] | None]
+_log = logging.getLogger("sidecar.routes")
+
+
+def route_of(route_id: str, config: Config) -> Route:
+    """The policy's view of a configured route."""
+    r = config.routes[route_id].route
+    return Route(
+        name=route_id,
+        balance=tuple(r.balance.items()),
+        fallbacks=tuple(r.fallbacks),
+        context_fallback=r.context_fallback,
+        move_on=r.move_on_kinds,
+    )
+
+
+@dataclass(slots=True)
+class _HopTally:
+    """The observer's hop record, remembering what the hop spent (ModelService tells it once)."""
+
+    record: HopRecord
+    attempts: int = 0
+    corrections: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def tally(self, attempts: int, corrections: int, input_tokens: int, output_tokens: int) -> None:
+        self.attempts, self.corrections = attempts, corrections
+        self.input_tokens, self.output_tokens = input_tokens, output_tokens
+        self.record.tally(attempts, corrections, input_tokens, output_tokens)
+
+
+@dataclass(slots=True)
+class _Chain:
+    """One call's hops so far."""
+
+    route: Route
+    config: Config
+    hops: list[Hop] = field(default_factory=list)
+    tallies: list[tuple[str, _HopTally]] = field(default_factory=list)
+    last: SidecarFailure | None = None
+
+    @property
+    def tried(self) -> list[str]:
+        return [h.deployment for h in self.hops]
+
+    def totals(self) -> tuple[int, int, int, int]:
+        ts = [t for _, t in self.tallies]
+        return (
+            sum(t.attempts for t in ts),
+            sum(t.corrections for t in ts),
+            sum(t.input_tokens for t in ts),
+            sum(t.output_tokens for t in ts),
+        )
+
+    def served(self, response: ModelResponse, deployment: str) -> ModelResponse:
+        attempts, corrections, input_tokens, output_tokens = self.totals()
+        cost = sum(cost_of(self.config.models[d], t.input_tokens, t.output_tokens) for d, t in self.tallies)
+        return replace(
+            response,
+            served_by=deployment,
+            hops=tuple(self.hops),
+            attempts=attempts,
+            corrections=corrections,
+            total_usage=Usage(input_tokens, output_tokens),
+            cost_usd=cost,
+        )
+
+    def failure(self, stopped: bool, untried: list[str]) -> SidecarFailure:
+        """The last hop's failure, worded for the whole chain (``untried``: the deadline cut it short)."""
+        last = self.last
+        listed = " ".join(_describe(i, h) for i, h in enumerate(self.hops, start=1))
+        name = self.route.name
+        if untried or last is None:
+            not_tried = ", ".join(untried) or "every deployment"
+            head = f"Route {name} ran out of time: the caller's deadline passed before {not_tried} could be tried."
+            cls: type[SidecarFailure] = JobTimeout
+            detail = last.detail if isinstance(last, JobTimeout) else RetryDetail(target=f"route {name}")
+        else:
+            cls, detail = type(last), last.detail
+            kind, at = last.kind_name, self.hops[-1].deployment
+            if not stopped:
+                head = f"Route {name} found no deployment to serve the call; each one it tried failed."
+            elif last.kind in CONTEXT_KINDS and self.route.context_fallback is None:
+                head = (
+                    f"Route {name} stopped at {at}: the conversation does not fit ({kind}) and the route has no "
+                    "context_fallback."
+                )
+            else:
+                head = f"Route {name} stopped at {at}: {kind} does not move on to another deployment."
+        chained = cls.worded(
+            f"{head} {listed}".strip(),
+            detail=detail,
+            http=last.http if last is not None else None,
+            retry_after=last.retry_after if last is not None else None,
+        )
+        chained.hops = tuple(self.hops)
+        chained.attempts = self.totals()[0]
+        return chained
+
+
+def _describe(number: int, hop: Hop) -> str:
+    """``N) deployment, KIND after n attempts: reason.`` (a skipped one: ``skipped (CIRCUIT_OPEN)``)."""
+    reason = clause(hop.reason, HOP_MESSAGE_CHARS)
+    if hop.skipped:
+        return f"{number}) {hop.deployment}, skipped ({hop.kind.name}): {reason}."
+    n = hop.attempts
+    return f"{number}) {hop.deployment}, {hop.kind.name} after {n} attempt{'' if n == 1 else 's'}: {reason}."
+
+
+def _skipped(deployment: str, refusal: CircuitOpen) -> str:
+    detail = refusal.detail
+    opened_by = detail.opened_by.describe() if isinstance(detail, CircuitDetail) else "unknown"
+    wait = max(1, round(refusal.retry_after or 0.0))
+    if isinstance(detail, CircuitDetail) and detail.state is CircuitState.HALF_OPEN:
+        state = f"is being probed by another call (for up to about {wait} s)"
+    else:
+        state = f"is open for about {wait} s"
+    return f"the circuit of {deployment} {state} after repeated failures; opened by {opened_by}"
+
+
+def _trigger(failure: SidecarFailure) -> Trigger:
+    http = failure.http
+    return Trigger(
+        http.status_code if http else None,
+        f"{failure.kind_name}: {clause(failure.message, 120)}",
+        http.retry_after_raw if http else None,
+    )
+
+
+class RouteCaller:
+    """Every configured route, its deployments' circuits, and the chain of one call."""
+
+    def __init__(
+        self,
+        config: Config,
+        clock: Clock,
+        observer: Observer,
+        rng: random.Random,
+        *,
+        run: Run,
+        checks: CallChecks,
+        server_of: ServerOf,
+    ) -> None:
+        self._config = config
+        self._clock = clock
+        self._observer = observer
+        self._rng = rng
+        self._run = run
+        self._checks = checks
+        self._server_of = server_of
+        self._routes = {rid: route_of(rid, config) for rid in config.routes}
+        circuits = {
+            d: ServiceConfig(circuit=entry.route.deployment_circuit)
+            for entry in config.routes.values()
+            for d, _ in entry.route.named()
+        }
+        self._guards = ServiceGuards(circuits, DEPLOYMENT_CIRCUIT, clock, observer=observer)
+
+    def is_route(self, model_id: str) -> bool:
+        return model_id in self._routes
+
+    def guard(self, deployment: str) -> ServiceGuard:
+        """The circuit of a deployment (created on first use, shared by every route using it)."""
+        return self._guards.get(deployment)
+
+    def call_start(self, request: ModelRequest) -> ModelCallStart:
+        """The route's ``chat`` span: its provider is the deployments' wire format when they share one."""
+        route = self._routes[request.model]
+        models, providers = self._config.models, self._config.providers
+        formats = {providers[models[d].provider].wire_format for d, _, _ in route.deployments}
+        provider = formats.pop() if len(formats) == 1 else MIXED_PROVIDERS
+        return ModelCallStart(request, known=True, provider=provider, max_tokens=request.max_output_tokens)
+
+    async def call(self, request: ModelRequest, options: CallOptions, record: Any) -> ModelResponse:
+        """The reply of the first deployment that serves it, or the chain's failure raised."""
+        route = self._routes[request.model]
+        await self._check(route, request, options)
+        chain = _Chain(route, self._config)
+        queue = route.order(self._rng)
+        stopped = False
+        try:
+            while queue:
+                deployment, role = queue.pop(0)
+                if options.deadline is not None and self._clock.time() >= options.deadline:
+                    raise chain.failure(True, [deployment, *(d for d, _ in queue)])
+                number = len(chain.hops) + 1
+                hop, tally, response, failure = await self._hop(route, deployment, role, number, request, options)
+                chain.hops.append(hop)
+                if tally is not None:
+                    chain.tallies.append((deployment, tally))
+                if response is not None:
+                    return chain.served(response, deployment)
+                assert failure is not None
+                chain.last = failure
+                step = next_step(route, failure.kind, chain.tried)
+                if step is Next.STOP:
+                    stopped = True
+                    break
+                if step is Next.CONTEXT:
+                    assert route.context_fallback is not None
+                    queue = [(route.context_fallback, HopRole.CONTEXT)]
+                following = queue[0][0] if queue else "nothing: the chain fails"
+                _log.warning(
+                    "route %s: %s ended with %s; next: %s",
+                    route.name,
+                    deployment,
+                    failure.kind_name,
+                    following,
+                    extra={"failure_kind": failure.kind_name, "model": route.name, "deployment": deployment},
+                )
+            raise chain.failure(stopped, [])
+        finally:
+            record.tally(*chain.totals())
+
+    async def _check(self, route: Route, request: ModelRequest, options: CallOptions) -> None:
+        """The request's own checks, before any hop: the same on every deployment."""
+        check_request(request, options, self._config)
+        await self._checks.request(request)
+        asked = request.max_output_tokens
+        if asked is not None:
+            smallest = min(self._config.models[d].max_output_tokens for d, _, _ in route.deployments)
+            if asked > smallest:
+                raise InvalidInput(
+                    "max_output_tokens",
+                    str(asked),
+                    f"must be between 1 and {smallest} (the smallest maximum output among route {route.name}'s "
+                    "deployments)",
+                )
+
+    async def _hop(
+        self, route: Route, deployment: str, role: HopRole, number: int, request: ModelRequest, options: CallOptions
+    ) -> tuple[Hop, _HopTally | None, ModelResponse | None, SidecarFailure | None]:
+        """One deployment tried: the hop as listed, what it spent, and its reply or its failure."""
+        model = self._config.models[deployment]
+        server = self._server_of(deployment) or ("", None)
+        wire = self._config.providers[model.provider].wire_format
+        start = HopStart(route.name, deployment, number, role.value, wire, server[0], server[1])
+        guard = self._guards.get(deployment)
+        with self._observer.hop(start) as record:
+            try:
+                admission = guard.check()
+            except CircuitOpen as refusal:
+                hop = Hop(deployment, FailureKind.CIRCUIT_OPEN, 0, _skipped(deployment, refusal), skipped=True)
+                record.ended(hop)
+                return hop, None, None, refusal
+            tally = _HopTally(record)
+            try:
+                response = await self._run(replace(request, model=deployment), options, tally)
+            except asyncio.CancelledError:
+                record.ended(Hop(deployment, FailureKind.JOB_CANCELLED, tally.attempts, "cancelled by the caller"))
+                raise
+            except Exception as exc:  # a failure of the taxonomy, or a bug (SYSTEM, logged by as_failure)
+                failure = as_failure(exc, "the model caller")
+                self._settle(route, guard, admission, failure)
+                hop = Hop(deployment, failure.kind, failure.attempts, cap(failure.message, HOP_REASON_CHARS))
+                record.ended(hop)
+                return hop, tally, None, failure
+            else:
+                self._settle(route, guard, admission, None)
+            finally:
+                guard.lost(admission)  # a no-op once settled: only a cancellation is left to release
+            hop = Hop(deployment, FailureKind.UNSPECIFIED, response.attempts, SERVED)
+            record.ended(hop)
+            return hop, tally, response, None
+
+    @staticmethod
+    def _settle(route: Route, guard: ServiceGuard, admission: Admission, failure: SidecarFailure | None) -> None:
+        verdict = settle(route, None if failure is None else failure.kind, 0 if failure is None else failure.attempts)
+        if verdict is Settle.SUCCESS:
+            guard.success(admission)
+        elif verdict is Settle.CHARGE and failure is not None:
+            guard.failure(admission, _trigger(failure), failure.retry_after)
+        else:
+            guard.lost(admission)

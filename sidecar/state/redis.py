@@ -1,0 +1,640 @@
+"""The fleet's policy state in Redis (``state: {backend: redis, url, prefix, timeout_ms}``).
+
+Every replica that names the same Redis and prefix shares the changes of ``core.state``. Each
+change is one Lua script (redis-py ``register_script``: atomic, no read-modify-write race) that
+updates its key *and* publishes the change on the prefix's channel; every other replica's
+subscriber applies it to its local view (``core.fleet_view``). A healthy call awaits none of
+this: ``publish`` queues, one writer task sends. Keys (every one with a TTL)::
+
+    {prefix}:events              the pub/sub channel of every change (JSON, with the origin replica)
+    {prefix}:mthrottle:{model}   the last raise of a model's throttle      TTL THROTTLE_TTL_S (60 s)
+    {prefix}:mpause:{model}      a Retry-After pause                       TTL = the pause (raised, never shortened)
+    {prefix}:sthrottle:{svc}     the last raise of a service's throttle    TTL THROTTLE_TTL_S
+    {prefix}:open:{svc}          an open circuit: cooldown, trigger, since TTL = seconds open + probe_timeout_s
+    {prefix}:probe:{svc}         the one half-open probe (SET NX)          TTL = probe_timeout_s
+    {prefix}:closed:{svc}        when it last closed (a stale re-push loses) TTL CLOSED_TTL_S (1 h)
+    {prefix}:spend:{workflow}    the workflow's spend, INCRBYFLOAT         TTL SPEND_TTL_S (7 days), renewed per add
+    {prefix}:replicas            live replicas (a sorted set of expiries)  TTL HEARTBEAT_TTL_S (3 s), beat every 1 s
+
+Staleness: a change reaches the other replicas in one publish (measured in docs/fleet.md: a
+few milliseconds). The replica count lags by at most HEARTBEAT_TTL_S.
+
+When Redis is not there (slower than ``timeout_ms``, down, restarted)::
+
+    every operation         bounded by timeout_ms (socket timeouts and an asyncio timeout; no retries inside
+                            redis-py): a call never waits longer, and never fails because of Redis
+    the first failure       WARNING once for the outage, StateBackendChanged(available=False) to the observer
+                            (the ``sidecar.state.available`` gauge, a span event), and again on the first
+                            call that decides on local state during it (its span event)
+    meanwhile               every decision local; throttle and circuit changes stay in the local view;
+                            spend added is kept and sent later (nothing lost); probes are granted locally
+    reconnect               with exponential backoff and jitter (redis-py's), RECONNECT_MIN_S to RECONNECT_MAX_S
+    re-sync                 subscribe first, then read every key of the prefix into the local view, then push
+                            the local view back (raises and pauses merged by max, an opening only where no
+                            later close is recorded, spend as a floor), then the spend kept meanwhile
+    back                    INFO once, StateBackendChanged(available=True)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import uuid
+from collections import deque
+from collections.abc import Awaitable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
+from redis.exceptions import RedisError
+
+from sidecar.core.details import Trigger
+from sidecar.core.observer import NULL_OBSERVER, Observer, StateBackendChanged
+from sidecar.core.state import (
+    Change,
+    CircuitClosed,
+    CircuitOpened,
+    LocalView,
+    ModelPause,
+    ModelRaised,
+    ProbeTaken,
+    Replicas,
+    ServiceRaised,
+    SpendAdded,
+    SpendTotal,
+)
+
+__all__ = ["HEARTBEAT_S", "RedisState", "redacted"]
+
+T = TypeVar("T")
+BACKEND = "redis"
+THROTTLE_TTL_S = 60.0
+"""A raised throttle is kept this long for replicas that (re)join; live ones learn it at once."""
+CLOSED_TTL_S = 3600.0
+"""How long a close is remembered, so that a replica back from an outage does not re-open it."""
+SPEND_TTL_S = 7 * 24 * 3600.0
+"""A workflow's fleet spend is forgotten after this long without a new cost (renewed by each add)."""
+HEARTBEAT_S = 1.0
+"""Each replica says it is alive this often (and so checks Redis while no call does)."""
+HEARTBEAT_TTL_S = 3.0
+"""A replica not heard of for this long is no longer counted (its share of the rates goes to the rest)."""
+RECONNECT_MIN_S = 0.05
+RECONNECT_MAX_S = 2.0
+MAX_QUEUED = 10_000
+"""Changes waiting for the writer; past it the oldest are dropped (the local view still holds them)."""
+SCAN_COUNT = 500
+
+_KINDS = frozenset({"mthrottle", "mpause", "sthrottle", "open", "probe", "spend"})
+"""The kinds of key read back on re-sync (``closed`` only guards a push; ``replicas`` is counted by beats)."""
+_log = logging.getLogger("sidecar.state")
+
+_SET_AND_PUBLISH = """
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return 1
+"""
+_PAUSE = """
+local left = redis.call('PTTL', KEYS[1])
+if left >= tonumber(ARGV[1]) then return 0 end
+redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
+redis.call('PUBLISH', ARGV[2], ARGV[3])
+return 1
+"""
+_OPEN = """
+if ARGV[6] == '0' then
+  local closed = tonumber(redis.call('GET', KEYS[2]) or '-1')
+  if closed >= tonumber(ARGV[3]) then return 0 end
+  if redis.call('PTTL', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+else
+  redis.call('DEL', KEYS[3])
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('PUBLISH', ARGV[4], ARGV[5])
+return 1
+"""
+_CLOSE = """
+redis.call('DEL', KEYS[1], KEYS[3])
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return 1
+"""
+_CLAIM = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  redis.call('PUBLISH', ARGV[3], ARGV[4])
+  return 1
+end
+return 0
+"""
+_SPEND = """
+local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PUBLISH', ARGV[3], cjson.encode({o = ARGV[4], k = 'spend', n = ARGV[5], usd = tonumber(total)}))
+return total
+"""
+_SPEND_FLOOR = """
+local total = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tonumber(ARGV[1]) > total then
+  total = tonumber(ARGV[1])
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('PUBLISH', ARGV[3], cjson.encode({o = ARGV[4], k = 'spend', n = ARGV[5], usd = total}))
+end
+return tostring(total)
+"""
+_HEARTBEAT = """
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return redis.call('ZCARD', KEYS[1])
+"""
+
+
+def redacted(url: str) -> str:
+    """The URL as an address to show: scheme, host, port and database, never a user or password."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "redis (an unreadable URL)"
+    if parts.scheme == "unix":
+        return f"unix:{parts.path}"
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+def _ms(seconds: float) -> int:
+    return max(int(seconds * 1000), 1)
+
+
+def _trigger(data: Any) -> Trigger | None:
+    if not isinstance(data, dict):
+        return None
+    status = data.get("status")
+    raw = data.get("retry_after")
+    return Trigger(
+        status if isinstance(status, int) else None, str(data.get("detail", "")), raw if isinstance(raw, str) else None
+    )
+
+
+def _since(value: Any) -> datetime:
+    try:
+        return datetime.fromtimestamp(float(value), UTC)
+    except (TypeError, ValueError, OverflowError, OSError):
+        return datetime.now(UTC)
+
+
+def encode(change: Change, origin: str) -> dict[str, Any]:
+    """A change as the JSON object published on the channel."""
+    out: dict[str, Any] = {"o": origin}
+    match change:
+        case ModelRaised(model, throttle, step):
+            out.update(k="mraise", n=model, v=throttle, step=step)
+        case ModelPause(model, seconds):
+            out.update(k="mpause", n=model, s=seconds)
+        case ServiceRaised(service, throttle):
+            out.update(k="sraise", n=service, v=throttle)
+        case CircuitOpened():
+            t = change.trigger
+            out.update(
+                k="open",
+                n=change.service,
+                s=change.seconds,
+                cooldown=change.cooldown_s,
+                since=change.since.timestamp(),
+                reason=change.reason,
+                probe=change.probe_timeout_s,
+                trigger=None
+                if t is None
+                else {"status": t.status_code, "detail": t.detail, "retry_after": t.retry_after_raw},
+            )
+        case ProbeTaken(service, seconds):
+            out.update(k="probe", n=service, s=seconds)
+        case CircuitClosed(service):
+            out.update(k="closed", n=service)
+        case SpendAdded(workflow, usd) | SpendTotal(workflow, usd):
+            out.update(k="spend", n=workflow, usd=usd)
+        case Replicas(count):
+            out.update(k="replicas", v=count)
+    return out
+
+
+def decode(data: Any) -> Change | None:
+    """The change a published JSON object describes (None: not one this version knows)."""
+    if not isinstance(data, dict) or not isinstance(data.get("n"), str):
+        return None
+    name: str = data["n"]
+    try:
+        match data.get("k"):
+            case "mraise":
+                return ModelRaised(name, float(data["v"]), float(data.get("step", 0.0)))
+            case "mpause":
+                return ModelPause(name, float(data["s"]))
+            case "sraise":
+                return ServiceRaised(name, float(data["v"]))
+            case "open":
+                return CircuitOpened(
+                    name,
+                    float(data["s"]),
+                    float(data["cooldown"]),
+                    _trigger(data.get("trigger")),
+                    _since(data.get("since")),
+                    str(data.get("reason", "")),
+                    float(data.get("probe", 60.0)),
+                )
+            case "probe":
+                return ProbeTaken(name, float(data["s"]))
+            case "closed":
+                return CircuitClosed(name)
+            case "spend":
+                return SpendTotal(name, float(data["usd"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return None
+
+
+class RedisState:
+    """A ``core.state.StateBackend`` on one Redis (see the module docstring)."""
+
+    def __init__(
+        self,
+        url: str,
+        prefix: str,
+        timeout_ms: int,
+        *,
+        observer: Observer = NULL_OBSERVER,
+        replica: str | None = None,
+    ) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.timeout_s = timeout_ms / 1000
+        self.replica = replica or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.channel = f"{prefix}:events"
+        self._observer = observer
+        self._client = Redis.from_url(
+            url,
+            socket_timeout=self.timeout_s,
+            socket_connect_timeout=self.timeout_s,
+            retry=Retry(NoBackoff(), 0),
+            health_check_interval=0,
+        )
+        scripts = (_SET_AND_PUBLISH, _PAUSE, _OPEN, _CLOSE, _CLAIM, _SPEND, _SPEND_FLOOR, _HEARTBEAT)
+        self._set, self._pause, self._open, self._close, self._claim, self._spend, self._floor, self._beat = (
+            self._client.register_script(s) for s in scripts
+        )
+        self._backoff = ExponentialWithJitterBackoff(cap=RECONNECT_MAX_S, base=RECONNECT_MIN_S)
+        self._view: LocalView | None = None
+        self._queue: deque[Change] = deque(maxlen=MAX_QUEUED)
+        self._unsent: dict[str, float] = {}
+        """Spend added here that Redis has not counted yet (sent on the next wake, or after an outage)."""
+        self._wake = asyncio.Event()
+        self._available = False
+        self._noted_in_call = False
+        self._outage_since = 0.0
+        self._outages = 0
+        self._pubsub: PubSub | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+
+    def __repr__(self) -> str:
+        state = "available" if self._available else "unavailable"
+        return f"<RedisState {redacted(self.url)} prefix={self.prefix!r} {state} replica={self.replica}>"
+
+    # ------------------------------------------------------------------ the StateBackend protocol
+
+    @property
+    def shared(self) -> bool:
+        return True
+
+    @property
+    def available(self) -> bool:
+        return self._available
+
+    @property
+    def outages(self) -> int:
+        """Outages seen since start (the first connection failing counts as one)."""
+        return self._outages
+
+    def publish(self, change: Change) -> None:
+        if isinstance(change, SpendAdded):
+            self._unsent[change.workflow] = self._unsent.get(change.workflow, 0.0) + change.usd
+        elif self._available:
+            self._queue.append(change)
+        if self._available:
+            self._wake.set()
+        else:
+            self._note_in_call()
+
+    async def claim_probe(self, service: str, seconds: float) -> bool:
+        if not self._available:
+            self._note_in_call()
+            return True  # the local circuit alone decides: at worst one probe per replica
+        payload = json.dumps(encode(ProbeTaken(service, seconds), self.replica))
+        key = self._key("probe", service)
+        won = await self._run(self._claim(keys=[key], args=[self.replica, _ms(seconds), self.channel, payload]))
+        return True if won is None else bool(won)
+
+    # ------------------------------------------------------------------ life
+
+    async def start(self, view: LocalView) -> None:
+        """Connect (within the timeout: a Redis that is not there starts the outage, not a failure) and run."""
+        self._view = view
+        if not await self._connect():
+            self._down("not reachable at start")
+        self._tasks = [
+            asyncio.create_task(self._keep(), name="state-keeper"),
+            asyncio.create_task(self._write(), name="state-writer"),
+        ]
+
+    async def close(self) -> None:
+        """Send what is queued (within the timeout), leave the replica count, disconnect."""
+        self._closing = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._available:
+            await self._flush()
+            await self._run(self._client.zrem(self._key("replicas"), self.replica))
+        await self._drop_pubsub()
+        with contextlib.suppress(RedisError, OSError):
+            await self._client.aclose()
+
+    # ------------------------------------------------------------------ internals
+
+    def _key(self, kind: str, name: str = "") -> str:
+        return f"{self.prefix}:{kind}:{name}" if name else f"{self.prefix}:{kind}"
+
+    async def _run(self, op: Awaitable[T], *, quiet: bool = False) -> T | None:
+        """One Redis operation within the timeout; None when it fails (the outage begun, unless ``quiet``)."""
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await op
+        except (RedisError, OSError, TimeoutError) as exc:
+            if not quiet:
+                self._down(type(exc).__name__)
+            return None
+
+    def _down(self, reason: str) -> None:
+        if not self._available and self._outages:
+            return  # the same outage
+        self._available = False
+        self._noted_in_call = False
+        self._outages += 1
+        self._outage_since = asyncio.get_running_loop().time()
+        _log.warning(
+            "state backend %s unavailable (%s): calls go on under local state; reconnecting with backoff",
+            redacted(self.url),
+            reason,
+            extra={"state_backend": BACKEND},
+        )
+        self._observer.event(StateBackendChanged(BACKEND, False, reason))
+        self._wake.set()  # the keeper notices at once
+
+    def _note_in_call(self) -> None:
+        """Once per outage, on the span of the first call that decides on local state."""
+        if not self._noted_in_call and self._outages:
+            self._noted_in_call = True
+            self._observer.event(StateBackendChanged(BACKEND, False, "this call decided on local state"))
+
+    async def _connect(self) -> bool:
+        """Subscribe, read the fleet's state, push ours, send the spend kept: True when all of it went."""
+        await self._drop_pubsub()
+        pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+        try:
+            async with asyncio.timeout(self.timeout_s * 4):  # connect, subscribe: a few round trips
+                await pubsub.subscribe(self.channel)
+        except (RedisError, OSError, TimeoutError):
+            with contextlib.suppress(RedisError, OSError):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
+            return False
+        self._pubsub = pubsub
+        self._queue.clear()  # what was queued is in the local view: the push sends it
+        synced = await self._pull() and await self._push() and await self._heartbeat(quiet=True)
+        if not synced or not await self._flush_spend(quiet=True):
+            await self._drop_pubsub()
+            return False
+        self._available = True
+        return True
+
+    async def _drop_pubsub(self) -> None:
+        pubsub, self._pubsub = self._pubsub, None
+        if pubsub is not None:
+            with contextlib.suppress(RedisError, OSError):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
+
+    async def _pull(self) -> bool:
+        """Every key of the prefix into the local view (opened before probes, so a probe lands half-open)."""
+        assert self._view is not None
+        keys: list[bytes] = []
+        try:
+            async with asyncio.timeout(max(self.timeout_s * 10, 1.0)):  # a scan is many round trips
+                async for key in self._client.scan_iter(match=f"{self.prefix}:*", count=SCAN_COUNT):
+                    kind = key.decode("utf-8", "replace")[len(self.prefix) + 1 :].partition(":")[0]
+                    if kind in _KINDS:  # the replicas' sorted set is not state to read back
+                        keys.append(key)
+                pipe = self._client.pipeline(transaction=False)
+                for key in keys:
+                    pipe.get(key)
+                    pipe.pttl(key)
+                values = await pipe.execute()
+        except (RedisError, OSError, TimeoutError):
+            return False
+        changes: list[tuple[int, Change]] = []
+        head = f"{self.prefix}:"
+        for i, raw in enumerate(keys):
+            key = raw.decode("utf-8", "replace")
+            kind, _, name = key[len(head) :].partition(":")
+            value, ttl = values[2 * i], values[2 * i + 1]
+            if value is None or not name or ttl == -2:
+                continue
+            change = self._read(kind, name, value, ttl / 1000 if ttl > 0 else 0.0)
+            if change is not None:
+                changes.append((1 if isinstance(change, ProbeTaken) else 0, change))
+        for _, change in sorted(changes, key=lambda c: c[0]):
+            self._view.apply(change)
+        return True
+
+    @staticmethod
+    def _read(kind: str, name: str, value: bytes, left: float) -> Change | None:
+        try:
+            match kind:
+                case "mthrottle":
+                    return ModelRaised(name, float(value), 0.0)
+                case "mpause":
+                    return ModelPause(name, left) if left > 0 else None
+                case "sthrottle":
+                    return ServiceRaised(name, float(value))
+                case "open":
+                    data = json.loads(value)
+                    probe = float(data.get("probe", 60.0))
+                    opened = decode({**data, "n": name, "k": "open", "s": max(left - probe, 0.0)})
+                    return opened
+                case "probe":
+                    return ProbeTaken(name, left) if left > 0 else None
+                case "spend":
+                    return SpendTotal(name, float(value))
+        except (TypeError, ValueError):
+            return None
+        return None
+
+    async def _push(self) -> bool:
+        """The local view back to Redis and the fleet, each change merged by max on the other side."""
+        assert self._view is not None
+        for change in self._view.snapshot():
+            if not await self._send(change, resync=True):
+                return False
+        return True
+
+    async def _heartbeat(self, *, quiet: bool = False) -> bool:
+        assert self._view is not None
+        beat = self._beat(keys=[self._key("replicas")], args=[self.replica, _ms(HEARTBEAT_TTL_S)])
+        count = await self._run(beat, quiet=quiet)
+        if count is None:
+            return False
+        self._view.apply(Replicas(int(count)))
+        return True
+
+    async def _send(self, change: Change, *, resync: bool = False) -> bool:
+        """One change's script; False when Redis did not take it."""
+        payload = json.dumps(encode(change, self.replica))
+        op: Awaitable[Any]
+        match change:
+            case ModelRaised(model, throttle, _):
+                op = self._set(
+                    keys=[self._key("mthrottle", model)], args=[throttle, _ms(THROTTLE_TTL_S), self.channel, payload]
+                )
+            case ModelPause(model, seconds):
+                op = self._pause(keys=[self._key("mpause", model)], args=[_ms(seconds), self.channel, payload])
+            case ServiceRaised(service, throttle):
+                op = self._set(
+                    keys=[self._key("sthrottle", service)], args=[throttle, _ms(THROTTLE_TTL_S), self.channel, payload]
+                )
+            case CircuitOpened():
+                stored = json.dumps(
+                    {k: v for k, v in encode(change, self.replica).items() if k not in ("o", "n", "k", "s")}
+                )
+                keys = [
+                    self._key("open", change.service),
+                    self._key("closed", change.service),
+                    self._key("probe", change.service),
+                ]
+                ttl = _ms(change.seconds + change.probe_timeout_s)
+                since = change.since.timestamp()
+                op = self._open(keys=keys, args=[stored, ttl, since, self.channel, payload, "0" if resync else "1"])
+            case CircuitClosed(service):
+                keys = [self._key("open", service), self._key("closed", service), self._key("probe", service)]
+                op = self._close(
+                    keys=keys, args=[datetime.now(UTC).timestamp(), _ms(CLOSED_TTL_S), self.channel, payload]
+                )
+            case SpendTotal(workflow, usd):  # a re-sync: the total known here, less what Redis has not counted yet
+                floor = usd - self._unsent.get(workflow, 0.0)
+                if floor <= 0:
+                    return True
+                key = self._key("spend", workflow)
+                op = self._floor(keys=[key], args=[repr(floor), _ms(SPEND_TTL_S), self.channel, self.replica, workflow])
+            case _:
+                return True
+        return await self._run(op, quiet=resync) is not None
+
+    async def _flush(self) -> bool:
+        """Everything queued, then the spend kept, in order; False at the first failure."""
+        while self._queue and self._available:
+            change = self._queue.popleft()
+            if not await self._send(change):
+                return False
+        return await self._flush_spend()
+
+    async def _flush_spend(self, *, quiet: bool = False) -> bool:
+        """The spend added here and not yet counted, one INCRBYFLOAT per workflow; kept again on failure."""
+        for workflow in list(self._unsent):
+            usd = self._unsent.pop(workflow, 0.0)
+            if usd <= 0:
+                continue
+            key = self._key("spend", workflow)
+            add = self._spend(keys=[key], args=[repr(usd), _ms(SPEND_TTL_S), self.channel, self.replica, workflow])
+            total = await self._run(add, quiet=quiet)
+            if total is None:
+                self._unsent[workflow] = self._unsent.get(workflow, 0.0) + usd
+                return False
+            if self._view is not None:
+                self._view.apply(SpendTotal(workflow, float(total)))
+        return True
+
+    async def _write(self) -> None:
+        """The writer: sends what ``publish`` queued, while Redis is there."""
+        while not self._closing:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._available:
+                await self._flush()
+
+    async def _keep(self) -> None:
+        """Listens while connected (beating every HEARTBEAT_S); reconnects with backoff while not."""
+        failures = 0
+        while not self._closing:
+            if self._available:
+                failures = 0
+                try:
+                    await self._listen()
+                except Exception as exc:  # never let the keeper die: a bug here is an outage, logged
+                    _log.exception("state backend listener failed")
+                    self._down(type(exc).__name__)
+                continue
+            await asyncio.sleep(max(self._backoff.compute(failures), RECONNECT_MIN_S))
+            failures += 1
+            try:
+                connected = await self._connect()
+            except Exception:  # never let the keeper die: a bug here leaves the outage on, logged
+                _log.exception("state backend re-sync failed")
+                connected = False
+            if connected:
+                outage = asyncio.get_running_loop().time() - self._outage_since
+                _log.info(
+                    "state backend %s available again after %.1f s; re-synced",
+                    redacted(self.url),
+                    outage,
+                    extra={"state_backend": BACKEND},
+                )
+                self._observer.event(StateBackendChanged(BACKEND, True, f"back after {outage:.1f} s"))
+                self._wake.set()  # what calls published while it came back
+
+    async def _listen(self) -> None:
+        """Apply what the others publish until the connection fails; beat on the way."""
+        assert self._view is not None
+        pubsub = self._pubsub
+        loop = asyncio.get_running_loop()
+        next_beat = loop.time() + HEARTBEAT_S
+        while self._available and pubsub is not None and not self._closing:
+            try:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=HEARTBEAT_S / 4)
+            except (RedisError, OSError) as exc:
+                self._down(type(exc).__name__)
+                return
+            if message is not None and message.get("type") == "message":
+                self._receive(message.get("data"))
+            if loop.time() >= next_beat:
+                next_beat = loop.time() + HEARTBEAT_S
+                if not await self._heartbeat():
+                    return
+
+    def _receive(self, data: Any) -> None:
+        assert self._view is not None
+        try:
+            body = json.loads(data)
+        except (TypeError, ValueError):
+            return
+        if not isinstance(body, dict) or body.get("o") == self.replica:
+            return
+        change = decode(body)
+        if change is not None:
+            self._view.apply(change)

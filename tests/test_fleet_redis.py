@@ -1,0 +1,113 @@
+"""The Redis backend against a real redis-server: atomic claims, TTLs on every key, outages.
+
+ten replicas claim one probe at once      exactly one wins
+every key written                         has a TTL (none outlives its cooldown, pause or window)
+Redis gone                                publish and claim answer at once (a claim: granted
+                                          locally), one WARNING, the gauge event; spend kept
+Redis back                                INFO once; the spend kept reaches Redis
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from sidecar.core.details import Trigger
+from sidecar.core.observer import NullObserver, StateBackendChanged
+from sidecar.core.state import Change, CircuitOpened, ModelPause, ModelRaised, ServiceRaised, SpendAdded
+from sidecar.state.redis import RedisState
+from tests.redis_server import RedisServer, redis_server  # noqa: F401  (the fixture)
+
+POLL_S = 20.0
+
+
+class View:
+    def __init__(self) -> None:
+        self.applied: list[Change] = []
+
+    def apply(self, change: Change) -> None:
+        self.applied.append(change)
+
+    def snapshot(self) -> list[Change]:
+        return []
+
+
+async def _until(check: Any, what: str) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + POLL_S
+    while not check():
+        if loop.time() > end:
+            pytest.fail(f"not within {POLL_S:g} s: {what}")
+        await asyncio.sleep(0.02)
+
+
+async def test_one_probe_is_granted_among_ten_replicas(redis_server: RedisServer) -> None:  # noqa: F811
+    states = [RedisState(redis_server.url, "claims", 200) for _ in range(10)]
+    for state in states:
+        await state.start(View())
+    try:
+        won = await asyncio.gather(*(s.claim_probe("svc", 30.0) for s in states))
+        assert sum(won) == 1
+    finally:
+        for state in states:
+            await state.close()
+
+
+async def test_every_key_has_a_ttl(redis_server: RedisServer) -> None:  # noqa: F811
+    state = RedisState(redis_server.url, "ttl", 200)
+    await state.start(View())
+    try:
+        since = datetime.now(UTC)
+        for change in (
+            ModelRaised("m", 0.5, 0.5),
+            ModelPause("m", 5.0),
+            ServiceRaised("s", 1.0),
+            CircuitOpened("s", 30.0, 30.0, Trigger(500, "down"), since, "test", 60.0),
+            SpendAdded("wf", 0.25),
+        ):
+            state.publish(change)
+        await state.claim_probe("s2", 10.0)
+        client = redis_server.client()
+        await _until(lambda: client.exists("ttl:spend:wf"), "the spend written")
+        keys = [k.decode() for k in client.scan_iter(match="ttl:*")]
+        assert len(keys) >= 7
+        assert all(client.pttl(k) > 0 for k in keys), {k: client.pttl(k) for k in keys}
+        assert client.pttl("ttl:open:s") <= 90_000  # open 30 s + the probe timeout 60 s
+        assert client.pttl("ttl:mpause:m") <= 5_000
+    finally:
+        await state.close()
+
+
+async def test_an_outage_is_local_state_one_warning_and_nothing_lost(
+    redis_server: RedisServer,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    observer = NullObserver(keep=True)
+    state = RedisState(redis_server.url, "outage", 50, observer=observer)
+    await state.start(View())
+    try:
+        redis_server.kill()
+        with caplog.at_level(logging.INFO, logger="sidecar.state"):
+            await _until(lambda: not state.available, "the outage noticed")
+            for _ in range(20):
+                state.publish(SpendAdded("wf", 0.5))  # never raises, never blocks
+                state.publish(ModelPause("m", 1.0))
+                assert await asyncio.wait_for(state.claim_probe("svc", 5.0), 1.0) is True  # granted locally
+            redis_server.start()
+            await _until(lambda: state.available, "back")
+            client = redis_server.client()
+            await _until(lambda: client.get("outage:spend:wf") is not None, "the spend kept sent")
+            assert float(client.get("outage:spend:wf") or 0) == pytest.approx(10.0)
+        warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+        infos = [r for r in caplog.records if "available again" in r.getMessage()]
+        assert len(warnings) == 1
+        assert len(infos) == 1
+        changes = [e for e in observer.events if isinstance(e, StateBackendChanged)]
+        assert [e.available for e in changes][:2] == [False, False]  # noticed; then the first call's span
+        assert changes[-1].available is True
+    finally:
+        await state.close()

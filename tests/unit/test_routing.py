@@ -1,0 +1,131 @@
+"""The routing policy alone: the order of hops, what moves on, what a deployment's circuit learns."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from sidecar.core.kinds import FailureKind as K
+from sidecar.core.routing import (
+    CONTEXT_KINDS,
+    DEFAULT_MOVE_ON,
+    DEPLOYMENT_CIRCUIT,
+    MOVABLE_KINDS,
+    NEVER_MOVE_ON,
+    HopRole,
+    Next,
+    Route,
+    Settle,
+    never_reason,
+    next_step,
+    settle,
+    weighted_order,
+)
+
+ROUTE = Route("any", balance=(("a1", 3.0), ("a2", 1.0)), fallbacks=("b", "a1"), context_fallback="long")
+
+
+def test_the_order_is_the_balanced_deployments_then_the_fallbacks_each_once() -> None:
+    orders = {tuple(ROUTE.order(random.Random(seed))) for seed in range(50)}
+    assert orders == {
+        (("a1", HopRole.BALANCE), ("a2", HopRole.BALANCE), ("b", HopRole.FALLBACK)),
+        (("a2", HopRole.BALANCE), ("a1", HopRole.BALANCE), ("b", HopRole.FALLBACK)),
+    }
+
+
+def test_the_first_hop_is_drawn_by_weight() -> None:
+    rng = random.Random(11)
+    firsts = Counter(weighted_order([("a", 3.0), ("b", 1.0), ("c", 4.0)], rng)[0] for _ in range(40_000))
+    for name, weight in (("a", 3), ("b", 1), ("c", 4)):
+        assert abs(firsts[name] / 40_000 - weight / 8) < 0.01
+
+
+def test_after_the_first_the_rest_is_drawn_by_weight_among_the_rest() -> None:
+    rng = random.Random(5)
+    seconds = Counter(tuple(weighted_order([("a", 2.0), ("b", 1.0), ("c", 1.0)], rng)[:2]) for _ in range(40_000))
+    # a first (1/2), then b or c evenly: 1/4 each; b first (1/4), then a (2/3) or c (1/3)
+    assert abs(seconds[("a", "b")] / 40_000 - 0.25) < 0.01
+    assert abs(seconds[("b", "a")] / 40_000 - 1 / 6) < 0.01
+    assert abs(seconds[("b", "c")] / 40_000 - 1 / 12) < 0.01
+
+
+def test_fallbacks_only_keep_their_written_order() -> None:
+    route = Route("r", fallbacks=("x", "y", "z"))
+    assert [d for d, _ in route.order(random.Random(1))] == ["x", "y", "z"]
+
+
+def test_deployments_lists_each_once_with_its_role() -> None:
+    assert ROUTE.deployments == (
+        ("a1", HopRole.BALANCE, 3.0),
+        ("a2", HopRole.BALANCE, 1.0),
+        ("b", HopRole.FALLBACK, 0.0),
+        ("long", HopRole.CONTEXT, 0.0),
+    )
+
+
+@pytest.mark.parametrize("kind", sorted(DEFAULT_MOVE_ON - CONTEXT_KINDS))
+def test_the_default_kinds_move_on(kind: K) -> None:
+    assert next_step(ROUTE, kind, ["a1"]) is Next.MOVE_ON
+
+
+@pytest.mark.parametrize("kind", sorted(NEVER_MOVE_ON))
+def test_the_never_kinds_stop_the_chain_whatever_a_route_lists(kind: K) -> None:
+    route = Route("r", fallbacks=("a", "b"), move_on=frozenset(K))
+    assert next_step(route, kind, ["a"]) is Next.STOP
+    assert never_reason(kind)
+
+
+@pytest.mark.parametrize("kind", sorted(MOVABLE_KINDS - DEFAULT_MOVE_ON - CONTEXT_KINDS))
+def test_the_other_kinds_move_on_only_when_listed(kind: K) -> None:
+    assert next_step(ROUTE, kind, ["a1"]) is Next.STOP
+    assert next_step(Route("r", fallbacks=("a", "b"), move_on=frozenset({kind})), kind, ["a"]) is Next.MOVE_ON
+
+
+@pytest.mark.parametrize("kind", sorted(CONTEXT_KINDS))
+def test_a_conversation_that_does_not_fit_goes_to_the_context_fallback_once(kind: K) -> None:
+    assert next_step(ROUTE, kind, ["a1"]) is Next.CONTEXT
+    assert next_step(ROUTE, kind, ["a1", "long"]) is Next.STOP
+    assert next_step(Route("r", fallbacks=("a", "b")), kind, ["a"]) is Next.STOP
+
+
+def test_a_move_on_list_replaces_the_default() -> None:
+    route = Route("r", fallbacks=("a", "b"), move_on=frozenset({K.QUOTA_EXHAUSTED}))
+    assert next_step(route, K.QUOTA_EXHAUSTED, ["a"]) is Next.MOVE_ON
+    assert next_step(route, K.UPSTREAM_RETRIES_EXHAUSTED, ["a"]) is Next.STOP
+
+
+@pytest.mark.parametrize(
+    ("kind", "attempts", "verdict"),
+    [
+        (None, 1, Settle.SUCCESS),
+        (K.UPSTREAM_RETRIES_EXHAUSTED, 4, Settle.CHARGE),
+        (K.QUOTA_EXHAUSTED, 1, Settle.CHARGE),
+        (K.UNAUTHORIZED, 1, Settle.CHARGE),
+        (K.MODEL_NOT_FOUND, 1, Settle.CHARGE),
+        (K.PROVIDER_REFUSAL, 1, Settle.SUCCESS),  # it answered: a probe proves it is up
+        (K.INVALID_INPUT, 1, Settle.SUCCESS),
+        (K.CONTEXT_OVERFLOW, 1, Settle.SUCCESS),
+        (K.TOKEN_ESTIMATE_EXCEEDS_LIMIT, 0, Settle.LOST),  # never sent
+        (K.JOB_TIMEOUT, 2, Settle.LOST),  # the caller's deadline, not the deployment's fault
+        (K.EXTERNAL_SERVICE, 1, Settle.SUCCESS),  # a deployment fault, but this route does not move on from it
+    ],
+)
+def test_what_the_deployments_circuit_learns(kind: K | None, attempts: int, verdict: Settle) -> None:
+    assert settle(ROUTE, kind, attempts) is verdict
+
+
+def test_the_deployment_circuit_opens_at_the_third_failed_hop() -> None:
+    from sidecar.core.circuit import CircuitState, ServiceGuard
+    from sidecar.core.clock import FakeClock
+    from sidecar.core.details import Trigger
+    from sidecar.core.settings import ServiceConfig
+
+    guard = ServiceGuard("d", ServiceConfig(), DEPLOYMENT_CIRCUIT, FakeClock())
+    for _ in range(2):
+        guard.failure(guard.check(), Trigger(429, "QUOTA_EXHAUSTED"), None)
+        assert guard.state is CircuitState.CLOSED
+    guard.failure(guard.check(), Trigger(429, "QUOTA_EXHAUSTED"), None)
+    assert guard.state is CircuitState.OPEN
+    assert guard.cooldown == DEPLOYMENT_CIRCUIT.cooldown_s
