@@ -31,8 +31,10 @@ from sidecar.telemetry import names as n
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 from tests.conftest import Running, Start
 from tests.mcp_server import STDIO_COMMAND
+from tests.redis_server import RedisServer, free_port, redis_server  # noqa: F401  (the fixture)
 from tests.test_telemetry import attrs, tree
 from tests.test_transport_security import Pki, pki  # noqa: F401  (the module's throwaway CA)
+from tests.test_workers import Supervisor
 
 TOKEN = "agent-token-0123456789abcdef"
 HTTP = {"listen": "127.0.0.1:0"}
@@ -264,6 +266,45 @@ def test_serve_refuses_an_http_port_beyond_loopback_without_security(
 # ---------------------------------------------------------------- start and stop
 
 
+async def test_while_draining_health_is_503_and_a_new_call_is_refused_as_is_error(start_sidecar: Start) -> None:
+    sc = await start_sidecar(http=HTTP)
+    admission = sc.app.admission
+    assert admission is not None
+    async with mcp_client(url(sc)) as mcp, httpx.AsyncClient() as http:
+        slow = asyncio.ensure_future(mcp.call_tool("fail_fetch", {"mode": "slow"}))  # in flight: the drain waits
+        for _ in range(1000):
+            if admission.in_flight:
+                break
+            await asyncio.sleep(0.005)
+        stopping = asyncio.ensure_future(sc.app.stop(grace=10))
+        for _ in range(1000):
+            if admission.draining:
+                break
+            await asyncio.sleep(0.005)
+        health = await http.get(url(sc, "/healthz"))
+        refused = await mcp.call_tool("fetch", {"id": "doc-1"})
+        await slow
+        await stopping
+    assert health.status_code == 503
+    assert health.json() == {"status": "NOT_SERVING"}
+    assert refused.isError
+    assert text(refused).startswith("The sidecar is shutting down: it finishes the calls in flight")
+    assert refused.meta is not None
+    assert refused.meta["sidecar/kind"] == "UPSTREAM_THROTTLE"
+
+
+def test_serve_with_workers_refuses_an_http_port_each_would_pick_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "sidecar.yaml"
+    config.write_text(
+        "server: {listen: '127.0.0.1:0', workers: 2}\nstate: {backend: redis, url: 'redis://127.0.0.1:1/0'}\n"
+        "http: {listen: '127.0.0.1:0'}\n"
+    )
+    assert main(["serve", "--config", str(config)]) == 2
+    assert "sidecar: http.listen: 127.0.0.1:0 would give each worker a port of its own" in capsys.readouterr().err
+
+
 async def test_the_http_port_is_off_unless_configured(start_sidecar: Start) -> None:
     sc = await start_sidecar()
     assert sc.app.http is None
@@ -333,3 +374,26 @@ async def test_sidecar_serve_with_an_mcp_server_behind_and_in_front_then_sigterm
     lines = err.decode().splitlines()
     assert lines[-2:] == ["sidecar: SIGTERM received; finishing in-flight calls", "sidecar: stopped"]
     assert not [line for line in lines if "Traceback" in line or "uvicorn" in line.lower()]
+
+
+def test_two_workers_share_one_http_port(tmp_path: Path, redis_server: RedisServer) -> None:  # noqa: F811
+    """``serve --workers 2``: each worker binds http.listen with SO_REUSEPORT; both come up and serve it."""
+    port = free_port()
+    path = tmp_path / "workers.yaml"
+    path.write_text(
+        json.dumps(
+            {
+                "server": {"listen": f"127.0.0.1:{free_port()}"},
+                "state": {"backend": "redis", "url": redis_server.url, "prefix": "mcp-workers"},
+                "http": {"listen": f"127.0.0.1:{port}"},
+            }
+        )
+    )
+    supervisor = Supervisor(path)
+    try:
+        assert sorted(i for i, _ in supervisor.banners(2)) == [0, 1]  # the second bind did not fail
+        for _ in range(4):  # new connections land on either worker
+            with httpx.Client() as http:
+                assert http.get(f"http://127.0.0.1:{port}/healthz").json() == {"status": "SERVING"}
+    finally:
+        supervisor.stop()
