@@ -7,15 +7,18 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from sidecar import __version__
 from sidecar.config import Config, ConfigError, load_config, load_default_config, worker_count, workers_refusal
 
+if TYPE_CHECKING:
+    from sidecar.server.app import SidecarApp
+
 __all__ = ["main"]
 
 BANNER = """sidecar {version} listening on {address} ({source})
-  health:  grpc-health-probe -addr={address} -service=sidecar.v1.Sidecar
+  health:  grpc-health-probe -addr={address} -service=sidecar.v1.Sidecar{http}
   tools:   {tools}{embedded}
   models:  {models}
   telemetry: {telemetry}
@@ -50,8 +53,8 @@ async def _supervise(config: Config, path: str | None, listen: str | None, worke
     from sidecar.telemetry.logs import configure_logging
 
     address = listen or config.server.listen
-    refusal = exposure_refusal(address, config.server)
-    if refusal is not None:
+    refusals = [exposure_refusal(address, config.server), *_http_refusals(config, workers=True)]
+    for refusal in filter(None, refusals):
         print(f"sidecar: {refusal}", file=sys.stderr)
         return 2
     configure_logging(config.telemetry.log_level, config.telemetry.log_format, config.secrets())
@@ -65,8 +68,8 @@ async def _serve(config: Config, source: str, listen: str | None) -> int:
     from sidecar.telemetry.logs import configure_logging
     from sidecar.telemetry.setup import setup_telemetry
 
-    refusal = exposure_refusal(listen or config.server.listen, config.server)
-    if refusal is not None:  # before anything starts: a config problem, exit 2
+    refusals = [exposure_refusal(listen or config.server.listen, config.server), *_http_refusals(config)]
+    for refusal in filter(None, refusals):  # before anything starts: a config problem, exit 2
         print(f"sidecar: {refusal}", file=sys.stderr)
         return 2
     role = worker_role()
@@ -101,7 +104,7 @@ async def _serve(config: Config, source: str, listen: str | None) -> int:
         )
         print(banner, flush=True)
     else:
-        _banner(config, source, app.address, app.embedded, telemetry.describe())
+        _banner(config, source, app.address, app.embedded, telemetry.describe(), _http_banner(app))
     received = await stop
     if role is not None:
         watcher.cancel()
@@ -112,7 +115,34 @@ async def _serve(config: Config, source: str, listen: str | None) -> int:
     return 0
 
 
-def _banner(config: Config, source: str, address: str, embedded: dict[str, str], telemetry: str) -> None:
+def _http_refusals(config: Config, *, workers: bool = False) -> list[str | None]:
+    """Why the HTTP port may not listen where ``http.listen`` says (the gRPC port's rules), or nothing."""
+    from sidecar.server.security import exposure_refusal
+
+    if config.http is None:
+        return []
+    listen = config.http.listen
+    refusals = [exposure_refusal(listen, config.server)]
+    if workers and listen.rpartition(":")[2] == "0":
+        refusals.append(
+            f"http.listen: {listen} would give each worker a port of its own; give the port "
+            "(the workers share it, as they share server.listen)"
+        )
+    return refusals
+
+
+def _http_banner(app: SidecarApp) -> str:
+    http = app.http
+    if http is None:
+        return ""
+    base = f"{http.scheme}://{http.address}"
+    mcp = f"\n  mcp:     {base}/mcp (streamable HTTP)" if app.config.http and app.config.http.mcp else ""
+    return f"\n  http:    {base} (health: {base}/healthz){mcp}"
+
+
+def _banner(
+    config: Config, source: str, address: str, embedded: dict[str, str], telemetry: str, http: str = ""
+) -> None:
     print(
         BANNER.format(
             version=__version__,
@@ -123,6 +153,7 @@ def _banner(config: Config, source: str, address: str, embedded: dict[str, str],
             grace=config.server.grace_period_s,
             embedded="".join(f"\n  local {k}: {v}" for k, v in embedded.items()),
             telemetry=telemetry,
+            http=http,
         ),
         flush=True,
     )

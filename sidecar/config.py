@@ -1,11 +1,12 @@
 """The configuration: one YAML file, validated at start, secrets only from the environment.
 
-Sections: ``server``, ``policy``, ``providers``, ``models``, ``services``, ``tools``, ``telemetry``,
-``state`` (where throttles, pauses, circuits and spend are kept: this process, or a Redis shared
-by the fleet; docs/fleet.md).
+Sections: ``server``, ``http``, ``policy``, ``providers``, ``models``, ``services``, ``mcp_servers``,
+``tools``, ``telemetry``, ``state`` (where throttles, pauses, circuits and spend are kept: this
+process, or a Redis shared by the fleet; docs/fleet.md).
 A ``models`` entry is a deployment (``provider``, ``upstream_model`` ...) or a route over
 deployments (``{route: {balance, fallbacks, context_fallback, move_on, circuit}}``, docs/routing.md);
-``Config.models`` holds the deployments and ``Config.routes`` the routes.
+``Config.models`` holds the deployments and ``Config.routes`` the routes. A ``tools`` entry is an
+HTTP tool (``kind: search | fetch``) or a tool of an MCP server (``kind: mcp``, docs/mcp.md).
 A string may hold ``${NAME}`` (or ``${NAME:-default}``), read from the environment; nothing else
 reads secrets. An invalid file raises ``ConfigError`` naming the key, the value and what is wrong.
 
@@ -76,6 +77,9 @@ __all__ = [
     "Config",
     "ConfigError",
     "GuardrailConfig",
+    "HttpConfig",
+    "McpServerConfig",
+    "McpToolConfig",
     "ModelConfig",
     "ProviderConfig",
     "Quirk",
@@ -135,6 +139,10 @@ DEFAULT_STREAM_IDLE_TIMEOUT_S = 30.0
 """A StreamModel attempt that receives no byte for this many seconds (the response head included) is
 a stall: a mid-stream fault after the first delta, a transient fault before it. Per provider
 (``providers.*.stream_idle_timeout_s``): raise it for a server that thinks long before its first byte."""
+DEFAULT_MCP_TIMEOUT_S = 30.0
+"""One call of an MCP server's tool (an attempt) waits this long for its answer."""
+DEFAULT_MCP_CONNECT_TIMEOUT_S = 10.0
+"""Opening a session with an MCP server (connect or spawn, initialize, list its tools) takes at most this."""
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _URL = re.compile(r"^https?://[^\s]+$")
@@ -207,6 +215,27 @@ class ServerConfig(_Strict):
         host, sep, port = v.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
             raise ValueError("must be host:port (port 0-65535) or unix:/path")
+        return v
+
+
+class HttpConfig(_Strict):
+    """The HTTP port (off unless set): the MCP front at ``/mcp``, ``GET /healthz``.
+
+    It shares the gRPC port's transport security: ``server.tls`` (TLS / mTLS), ``server.auth``
+    (``Authorization: Bearer <token>``), ``server.allow_insecure``.
+    """
+
+    listen: str
+    """``host:port`` (port 0 picks a free one)."""
+    mcp: bool = True
+    """Serve the configured tools as an MCP server (streamable HTTP) at ``/mcp``."""
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: str) -> str:
+        host, sep, port = v.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError("must be host:port (port 0-65535)")
         return v
 
 
@@ -418,6 +447,71 @@ class ToolConfig(_Strict):
         return self.id_parameter or (required[0] if required else None)
 
 
+class McpServerConfig(_Strict):
+    """An MCP server whose tools ``tools:`` entries of ``kind: mcp`` name: exactly one of ``url``
+    (streamable HTTP) and ``command`` (stdio: the sidecar starts it and speaks on its stdin/stdout)."""
+
+    url: str | None = None
+    """The streamable HTTP endpoint, e.g. ``https://docs.example.com/mcp``."""
+    headers: dict[str, str] = {}
+    """Sent with every HTTP request (``Authorization: Bearer ${DOCS_MCP_TOKEN}``); a URL server's only."""
+    command: Annotated[list[str], Field(min_length=1)] | None = None
+    """The program and its arguments, e.g. ``[python, -m, docs_mcp]``."""
+    env: dict[str, str] = {}
+    """The stdio server's environment, on top of a minimal one (HOME, PATH, ...): the sidecar's own
+    environment, its keys included, is not passed on."""
+    cwd: str | None = None
+    service: str | None = None
+    """The service whose throttle and circuit its tools share (default: the server's name)."""
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = DEFAULT_MCP_TIMEOUT_S
+    connect_timeout_s: Annotated[float, Field(gt=0, le=600)] = DEFAULT_MCP_CONNECT_TIMEOUT_S
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^https?://[^/\s]+", v):
+            raise ValueError("must be an http:// or https:// URL")
+        return v
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.url is None) == (self.command is None):
+            raise ValueError("exactly one of url (streamable HTTP) and command (stdio) must be set")
+        if self.url is not None and (self.env or self.cwd is not None):
+            raise ValueError("env and cwd are for a command (stdio) server; a url server takes headers")
+        if self.command is not None and self.headers:
+            raise ValueError("headers are for a url (streamable HTTP) server; a command server takes env")
+        return self
+
+    @property
+    def transport(self) -> Literal["http", "stdio"]:
+        return "http" if self.url is not None else "stdio"
+
+
+class McpToolConfig(_Strict):
+    """A tool of an MCP server: its schema, description and annotations come from the server at start."""
+
+    kind: Literal["mcp"]
+    server: str
+    """A key of ``mcp_servers``."""
+    tool: str | None = None
+    """The server's name for the tool (default: this entry's name)."""
+    description: str | None = None
+    """Overrides the server's description."""
+    service: str = ""
+    """The service whose throttle and circuit it shares (default: its server's service)."""
+    idempotent: bool | None = None
+    """Default: the server's ``annotations`` (``readOnlyHint`` or ``idempotentHint``), else false."""
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = None
+    """Overrides the server's ``timeout_s`` for this tool."""
+    guardrails: list[GuardrailConfig] = []
+
+
+AnyToolConfig = Annotated[ToolConfig | McpToolConfig, Field(discriminator="kind")]
+_TOOL_TAGS = frozenset({"search", "fetch", "mcp"})
+"""The values of a tool's ``kind``: pydantic puts the one it chose into an error's location."""
+
+
 class TelemetryConfig(_Strict):
     record_content: bool = False
     """Record message content on spans (opt-in)."""
@@ -475,6 +569,7 @@ def workers_refusal(workers: int | Literal["auto"], listen: str, backend: str) -
 
 class Config(_Strict):
     server: ServerConfig = ServerConfig()
+    http: HttpConfig | None = None
     policy: PolicyConfig = PolicyConfig()
     providers: dict[str, ProviderConfig] = {}
     models: dict[str, ModelConfig] = {}
@@ -482,7 +577,8 @@ class Config(_Strict):
     routes: dict[str, RouteEntry] = {}
     """The routes, written as ``models:`` entries (``{id: {route: ...}}``) and moved here on loading."""
     services: dict[str, ServiceConfig] = {}
-    tools: dict[str, ToolConfig] = {}
+    mcp_servers: dict[str, McpServerConfig] = {}
+    tools: dict[str, AnyToolConfig] = {}
     telemetry: TelemetryConfig = TelemetryConfig()
     state: StateConfig = StateConfig()
 
@@ -541,6 +637,9 @@ class Config(_Strict):
         for name, tool in self.tools.items():
             if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
                 raise ValueError(f"tools.{name}: a tool name must be 1-64 letters, digits, '_' or '-'")
+            if isinstance(tool, McpToolConfig):
+                self.tools[name] = self._mcp_tool(name, tool)
+                continue
             props = tool.parameters.get("properties", {})
             for placeholder in re.findall(r"\{([^}]+)\}", tool.url):
                 if placeholder not in props:
@@ -555,6 +654,24 @@ class Config(_Strict):
                     "arguments choose where the request goes; placeholders belong in the path or the query"
                 )
         return self
+
+    def _mcp_tool(self, name: str, tool: McpToolConfig) -> McpToolConfig:
+        """``tool`` with its service resolved (its own, else its server's, else the server's name)."""
+        server = self.mcp_servers.get(tool.server)
+        if server is None:
+            known = ", ".join(self.mcp_servers) or "none"
+            raise ValueError(f"tools.{name}.server: {tool.server!r} is not a configured MCP server (known: {known})")
+        return tool if tool.service else tool.model_copy(update={"service": server.service or tool.server})
+
+    @property
+    def http_tools(self) -> dict[str, ToolConfig]:
+        """The tools the sidecar calls over HTTP itself (``kind: search`` or ``fetch``)."""
+        return {k: t for k, t in self.tools.items() if isinstance(t, ToolConfig)}
+
+    @property
+    def mcp_tools(self) -> dict[str, McpToolConfig]:
+        """The tools of MCP servers (``kind: mcp``), each with its service resolved."""
+        return {k: t for k, t in self.tools.items() if isinstance(t, McpToolConfig)}
 
     def service(self, name: str) -> ServiceConfig:
         return self.services.get(name) or ServiceConfig()
@@ -583,11 +700,13 @@ class Config(_Strict):
         after its scheme word (``Bearer <token>``); a password written in a URL (``user:pass@``).
         """
         found = [p.api_key.get_secret_value() for p in self.providers.values() if p.api_key]
-        headers = [p.headers for p in self.providers.values()] + [t.headers for t in self.tools.values()]
+        headers = [p.headers for p in self.providers.values()] + [t.headers for t in self.http_tools.values()]
+        headers += [m.headers for m in self.mcp_servers.values()] + [m.env for m in self.mcp_servers.values()]
         for name, value in ((k, v.strip()) for h in headers for k, v in h.items()):
             if _CREDENTIAL_HEADER.search(name):
                 found += [value, value.partition(" ")[2].strip()]
-        for url in [p.base_url for p in self.providers.values()] + [t.url for t in self.tools.values()]:
+        urls = [p.base_url for p in self.providers.values()] + [t.url for t in self.http_tools.values()]
+        for url in urls + [m.url for m in self.mcp_servers.values() if m.url]:
             found.append(_password(url))
         if self.server.auth is not None:
             found += [t.get_secret_value() for t in self.server.auth.tokens]
@@ -597,7 +716,7 @@ class Config(_Strict):
 
     @property
     def embedded(self) -> set[str]:
-        urls = [p.base_url for p in self.providers.values()] + [t.url for t in self.tools.values()]
+        urls = [p.base_url for p in self.providers.values()] + [t.url for t in self.http_tools.values()]
         return {u.split("://", 1)[1].split("/", 1)[0] for u in urls if u.startswith("embedded://")}
 
 
@@ -673,8 +792,13 @@ def _describe(exc: ValidationError, secrets: list[str]) -> str:
         parts = [str(p) for p in err["loc"] if not str(p).startswith("function-")]
         if parts[:1] == ["routes"]:  # a route is written as a models: entry (a file has no routes: section)
             parts[0] = "models"
+        tool = parts[:1] == ["tools"]
+        if tool and len(parts) > 2 and parts[2] in _TOOL_TAGS:
+            del parts[2]  # the kind pydantic chose to validate the tool as: the file has no such key
         loc = ".".join(parts)
         msg = err["msg"].removeprefix("Value error, ")
+        if tool and err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            msg = "kind must be search, fetch or mcp"
         given = err.get("input")
         shown = "" if isinstance(given, dict) else f" (got {_shown(given)})"
         if err["type"] == "extra_forbidden":

@@ -3,11 +3,11 @@
     core/       policy, no I/O       no grpc, no generated code, no OpenTelemetry, no httpx, nothing above it
     net/        the HTTP client      httpx, and core
     providers/  adapters to models   httpx through net, core, config; no gRPC, no generated code, no OpenTelemetry
-    tools/      adapters to tools    the same
+    tools/      adapters to tools    the same, and the MCP SDK as a client (MCP tool backends)
     telemetry/  the observer         OpenTelemetry, core; never the adapters or the server
     state/      shared state         redis, core; no gRPC, no OpenTelemetry, no other adapter
     server/     the gRPC boundary    everything; the only layer that touches the generated contract (with telemetry's
-                                     server spans)
+                                     server spans), and the only one that serves HTTP (starlette, uvicorn)
 
 Read from the source with ``ast``, so a lazy import inside a function counts too.
 """
@@ -22,17 +22,20 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "sidecar"
 
-FOREIGN = ("grpc", "grpc_status", "grpc_health", "grpc_reflection", "sidecar_contract", "opentelemetry", "httpx")
+FOREIGN = ("grpc", "grpc_status", "grpc_health", "grpc_reflection", "sidecar_contract", "opentelemetry", "httpx",
+           "mcp", "starlette", "uvicorn")  # fmt: skip
+HTTP_SERVING = ("starlette", "uvicorn")
+"""The HTTP port's stack: the server's alone (an adapter speaks MCP as a client, never serves)."""
 RULES: dict[str, tuple[str, ...]] = {
     "core": (*FOREIGN, "httpcore", "sidecar.config", "sidecar.net", "sidecar.providers", "sidecar.tools",
              "sidecar.server", "sidecar.telemetry", "sidecar.fakes", "sidecar.cli"),
     "net": ("grpc", "sidecar_contract", "opentelemetry", "sidecar.providers", "sidecar.tools", "sidecar.server",
-            "sidecar.telemetry"),
+            "sidecar.telemetry", "mcp", *HTTP_SERVING),
     "providers": ("grpc", "grpc_status", "sidecar_contract", "opentelemetry", "sidecar.server", "sidecar.telemetry",
-                  "sidecar.tools"),
+                  "sidecar.tools", *HTTP_SERVING),
     "tools": ("grpc", "grpc_status", "sidecar_contract", "opentelemetry", "sidecar.server", "sidecar.telemetry",
-              "sidecar.providers"),
-    "telemetry": ("sidecar.providers", "sidecar.tools", "sidecar.server", "httpx"),
+              "sidecar.providers", *HTTP_SERVING),
+    "telemetry": ("sidecar.providers", "sidecar.tools", "sidecar.server", "httpx", "mcp", *HTTP_SERVING),
     "state": (*FOREIGN, "httpcore", "sidecar.config", "sidecar.net", "sidecar.providers", "sidecar.tools",
               "sidecar.server", "sidecar.telemetry", "sidecar.fakes", "sidecar.cli"),
 }  # fmt: skip

@@ -2,6 +2,7 @@
 
     limited   CallModel, StreamModel, ExecuteTool    a slot from the handler's start to its answer
                                                      (a stream's: to its last event)
+              the HTTP doors' calls (MCP tools/call)  ``enter`` / ``leave``: the same slots
     exempt    ListTools, ListModels, ClassifyFailure answer from memory, never wait on an upstream
               grpc.health.v1, reflection             not Sidecar methods: never wrapped
 
@@ -33,7 +34,8 @@ import grpc
 from grpc_status import rpc_status
 
 from sidecar.core.clock import Clock
-from sidecar.server.refusals import draining, overloaded
+from sidecar.core.taxonomy import SidecarFailure
+from sidecar.server.refusals import draining, draining_failure, overloaded, overloaded_failure
 
 __all__ = ["LIMITED_METHODS", "SHED_LOG_WINDOW_S", "SHED_RETRY_AFTER_S", "Admission", "Behavior", "StreamBehavior"]
 
@@ -116,6 +118,22 @@ class Admission:
                 self._done()
 
         return admitted
+
+    def enter(self, method: str) -> SidecarFailure | None:
+        """A slot for a call of another door (HTTP, MCP): None when taken (``leave`` gives it back), else
+        the refusal to answer in the door's own shape: draining, or ``limit`` calls in flight (shed,
+        counted and logged as one)."""
+        if self.draining:
+            return draining_failure(method, SHED_RETRY_AFTER_S)
+        if self.in_flight >= self.limit:
+            self._record_shed(method)
+            return overloaded_failure(method, self.limit, SHED_RETRY_AFTER_S)
+        self.in_flight += 1
+        return None
+
+    def leave(self) -> None:
+        """Give back a slot ``enter`` took."""
+        self._done()
 
     def _record_shed(self, method: str) -> None:
         self.shed += 1

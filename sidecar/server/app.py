@@ -12,6 +12,11 @@ before the port opens, closed after the last call). What a call passes through, 
     decoding                      undecodable bytes -> INVALID_ARGUMENT (handlers.register_sidecar)
     the in-flight limit           CallModel, ExecuteTool: server.max_in_flight (admission.Admission)
     the servicer
+
+With ``http`` set, the HTTP port (``server.http``: the MCP front) serves the same core on the same
+event loop: started after the gRPC server, drained and stopped with it (one in-flight limit, one
+grace period for both).
+The MCP servers of ``kind: mcp`` tools are opened and listed before either port serves.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ from sidecar.providers.service import ModelService
 from sidecar.server.admission import Admission
 from sidecar.server.auth import BearerTokenInterceptor
 from sidecar.server.handlers import register_sidecar
+from sidecar.server.http.doors import DoorParts, build_doors
+from sidecar.server.http.hosting import HttpHosting
 from sidecar.server.masking import SecretMaskingInterceptor
 from sidecar.server.security import server_credentials
 from sidecar.server.servicer import SidecarServicer
@@ -89,6 +96,8 @@ class SidecarApp:
     embedded: dict[str, str] = field(default_factory=dict)
     """The embedded fakes' URLs; a name given here is not started (a worker uses its supervisor's)."""
     state: StateBackend = MEMORY
+    http: HttpHosting | None = None
+    """The HTTP port, when ``config.http`` is set (its ``address`` and ``port`` once started)."""
     _fakes: list[Any] = field(default_factory=list)
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _health: health.aio.HealthServicer | None = None
@@ -109,6 +118,7 @@ class SidecarApp:
             cfg.services, cfg.policy.circuit, self.clock, tool_services, observer=observer, state=state
         )
         self.tools = ToolService(cfg, self.clock, self.guards, observer, embedded=self.embedded, rng=self.rng)
+        await self.tools.start()  # MCP servers opened and listed: ListTools and the MCP front list their tools
         ledger = SpendLedger(dict(cfg.policy.spend_caps), state=state)
         self.models = ModelService(cfg, self.clock, ledger, observer, embedded=self.embedded, rng=self.rng, state=state)
         guards, models = self.guards, self.models
@@ -164,8 +174,21 @@ class SidecarApp:
         self.port = bound
         self.address = listen if listen.startswith("unix:") else f"{listen.rsplit(':', 1)[0]}:{bound}"
         await self.server.start()
+        await self._start_http()
         for name in ("", SERVICE_NAME):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def _start_http(self) -> None:
+        """The HTTP port and its doors, when ``config.http`` asks for it."""
+        cfg = self.config
+        if cfg.http is None:
+            return
+        assert self.tools is not None
+        assert self.models is not None
+        assert self.admission is not None
+        doors = build_doors(DoorParts(cfg, self.clock, self.tools, self.models, self.admission))
+        self.http = HttpHosting(cfg.http.listen, cfg.server, doors, reuse_port=self.reuse_port)
+        await self.http.start()
 
     async def _start_fakes(self) -> None:
         wanted = self.config.embedded - set(self.embedded)
@@ -183,10 +206,14 @@ class SidecarApp:
         grace = self.config.server.grace_period_s if grace is None else grace
         if self._health is not None:
             await self._health.enter_graceful_shutdown()
+        if self.http is not None:
+            self.http.draining = True  # GET /healthz: 503 NOT_SERVING, as the gRPC health says
         if self.admission is not None and grace > 0:
-            grace = await self._drain(self.admission, grace)
-        if self.server is not None:
-            await self.server.stop(grace)
+            grace = await self._drain(self.admission, grace)  # the calls of both ports: one admission
+        stopping = [self.server.stop(grace)] if self.server is not None else []
+        if self.http is not None:
+            stopping.append(self.http.stop(grace))
+        await asyncio.gather(*stopping)  # both ports at once, with what is left of the grace period
         if self.admission is not None:
             self.admission.close()
         if self.metrics is not None:
@@ -275,7 +302,11 @@ async def _share(state: StateBackend, view: FleetView, observer: Observer) -> li
 async def running(config: Config, **kwargs: Any) -> AsyncIterator[SidecarApp]:
     """A started app for tests: ``async with running(cfg, listen="127.0.0.1:0", clock=...) as app``."""
     app = SidecarApp(config, **kwargs)
-    await app.start()
+    try:
+        await app.start()
+    except BaseException:  # what did start (the fakes, MCP sessions, a port) is stopped again
+        await app.stop(grace=0)
+        raise
     try:
         yield app
     finally:

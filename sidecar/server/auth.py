@@ -24,7 +24,7 @@ from grpc_status import rpc_status
 
 from sidecar.server.refusals import unauthenticated
 
-__all__ = ["EXEMPT_SERVICES", "BearerTokenInterceptor", "bearer_token"]
+__all__ = ["EXEMPT_SERVICES", "BearerTokenInterceptor", "Tokens", "bearer_token"]
 
 EXEMPT_SERVICES = frozenset({"grpc.health.v1.Health"})
 _SCHEME = "bearer"
@@ -45,11 +45,15 @@ def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str | No
     return None
 
 
-class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
+class Tokens:
+    """The configured tokens, compared in constant time (the gRPC port's and the HTTP port's check)."""
+
+    __slots__ = ("_digests",)
+
     def __init__(self, tokens: Iterable[str]) -> None:
         self._digests = [_digest(t) for t in tokens]
         if not self._digests:
-            raise ValueError("BearerTokenInterceptor needs at least one token")
+            raise ValueError("Tokens needs at least one token")
 
     def authorized(self, token: str | None) -> bool:
         """Whether ``token`` is one of the configured tokens (constant time; see the module docstring)."""
@@ -58,6 +62,15 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
         for digest in self._digests:
             matched |= hmac.compare_digest(given, digest)
         return matched and token is not None
+
+
+class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, tokens: Iterable[str]) -> None:
+        self._tokens = Tokens(tokens)
+
+    def authorized(self, token: str | None) -> bool:
+        """Whether ``token`` is one of the configured tokens (constant time; see the module docstring)."""
+        return self._tokens.authorized(token)
 
     async def intercept_service(
         self,

@@ -12,6 +12,7 @@ tests/test_convert.py proves the two lists equal. Nothing else in the server bui
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import IntEnum
 from typing import Any, TypeVar
@@ -19,7 +20,7 @@ from typing import Any, TypeVar
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 from sidecar_contract.v1 import sidecar_pb2 as pb
 
-from sidecar.config import Config, ToolConfig
+from sidecar.config import Config
 from sidecar.core import details as d
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import (
@@ -43,6 +44,7 @@ from sidecar.core.kinds import Role, TransportFault
 from sidecar.core.stream import Final, Restart, StreamEvent, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import SidecarFailure
 from sidecar.providers.tool_shapes import render_tool
+from sidecar.tools.catalog import ToolEntry
 
 __all__ = [
     "call_options",
@@ -233,20 +235,25 @@ def tool_response(outcome: ToolOutcome, call_id: str) -> pb.ExecuteToolResponse:
     return response
 
 
-def tool_list(config: Config) -> pb.ListToolsResponse:
-    """ListTools' answer: every configured tool, its definition also in each wire's shape."""
-    return pb.ListToolsResponse(tools=[_tool_info(name, t) for name, t in config.tools.items()])
+def tool_list(catalog: Iterable[ToolEntry]) -> pb.ListToolsResponse:
+    """ListTools' answer: every configured tool (``ToolService.catalog``), also in each wire's shape."""
+    return pb.ListToolsResponse(tools=[_tool_info(t) for t in catalog])
 
 
-def _tool_info(name: str, t: ToolConfig) -> pb.ToolInfo:
+_CATALOG_KINDS = {"search": pb.TOOL_KIND_SEARCH, "fetch": pb.TOOL_KIND_FETCH}
+"""A tool of an MCP server is neither: TOOL_KIND_UNSPECIFIED."""
+
+
+def _tool_info(t: ToolEntry) -> pb.ToolInfo:
     params = json.dumps(t.parameters, separators=(",", ":"))
+    parameters = dict(t.parameters)
     return pb.ToolInfo(
-        definition=pb.ToolDefinition(name=name, description=t.description, parameters_json=params),
-        kind=pb.TOOL_KIND_SEARCH if t.kind == "search" else pb.TOOL_KIND_FETCH,
+        definition=pb.ToolDefinition(name=t.name, description=t.description, parameters_json=params),
+        kind=_CATALOG_KINDS.get(t.kind, pb.TOOL_KIND_UNSPECIFIED),
         service=t.service,
-        idempotent=t.is_idempotent,
-        openai_json=json.dumps(render_tool("openai", name, t.description, t.parameters)),
-        anthropic_json=json.dumps(render_tool("anthropic", name, t.description, t.parameters)),
+        idempotent=t.idempotent,
+        openai_json=json.dumps(render_tool("openai", t.name, t.description, parameters)),
+        anthropic_json=json.dumps(render_tool("anthropic", t.name, t.description, parameters)),
     )
 
 

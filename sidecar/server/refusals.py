@@ -23,7 +23,15 @@ from sidecar.core.details import InvalidInputDetail, ServiceDetail
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure, Unauthorized, UpstreamThrottle
 from sidecar.server.status import to_status
 
-__all__ = ["SIDECAR_SERVICE", "draining", "overloaded", "unauthenticated", "undecodable"]
+__all__ = [
+    "SIDECAR_SERVICE",
+    "draining",
+    "draining_failure",
+    "overloaded",
+    "overloaded_failure",
+    "unauthenticated",
+    "undecodable",
+]
 
 SIDECAR_SERVICE = "sidecar"
 """The service named in a refusal's detail: the sidecar itself, not anything behind it."""
@@ -38,24 +46,32 @@ def _status(failure: SidecarFailure, code: grpc.StatusCode) -> status_pb2.Status
 
 def overloaded(method: str, limit: int, retry_after_s: float) -> status_pb2.Status:
     """RESOURCE_EXHAUSTED: ``limit`` calls are in flight; retry after ``retry_after_s``."""
-    failure = UpstreamThrottle.worded(
+    return _status(overloaded_failure(method, limit, retry_after_s), grpc.StatusCode.RESOURCE_EXHAUSTED)
+
+
+def overloaded_failure(method: str, limit: int, retry_after_s: float) -> SidecarFailure:
+    """The failure of a call shed at the in-flight limit (the HTTP doors answer it in their own shape)."""
+    return UpstreamThrottle.worded(
         f"The sidecar is serving its limit of {limit} calls at once (server.max_in_flight) "
         f"and refused this one; retry after {retry_after_s:g} s.",
         detail=ServiceDetail(service=SIDECAR_SERVICE, endpoint=method, detail=f"max_in_flight {limit}"),
         retry_after=retry_after_s,
     )
-    return _status(failure, grpc.StatusCode.RESOURCE_EXHAUSTED)
 
 
 def draining(method: str, retry_after_s: float) -> status_pb2.Status:
     """UNAVAILABLE: the process is shutting down, finishing the calls it has; another replica takes this one."""
-    failure = UpstreamThrottle.worded(
+    return _status(draining_failure(method, retry_after_s), grpc.StatusCode.UNAVAILABLE)
+
+
+def draining_failure(method: str, retry_after_s: float) -> SidecarFailure:
+    """The failure of a call refused while the process drains (the HTTP doors answer it in their own shape)."""
+    return UpstreamThrottle.worded(
         "The sidecar is shutting down: it finishes the calls in flight and takes no new ones; "
         f"send this one to another replica, or retry after {retry_after_s:g} s.",
         detail=ServiceDetail(service=SIDECAR_SERVICE, endpoint=method, detail="draining"),
         retry_after=retry_after_s,
     )
-    return _status(failure, grpc.StatusCode.UNAVAILABLE)
 
 
 def unauthenticated(method: str) -> status_pb2.Status:

@@ -24,7 +24,7 @@ import grpc
 
 from sidecar.config import ConfigError, ServerConfig, TlsConfig
 
-__all__ = ["exposure_refusal", "is_local", "server_credentials"]
+__all__ = ["exposure_refusal", "is_local", "server_credentials", "server_ssl_context"]
 
 _PEM_BEGIN = b"-----BEGIN "
 
@@ -73,6 +73,18 @@ def server_credentials(tls: TlsConfig) -> grpc.ServerCredentials:
     """The gRPC server credentials of ``tls``, checked with the standard library's TLS first."""
     cert, key = _read("cert", tls.cert), _read("key", tls.key)
     client_ca = _read("client_ca", tls.client_ca) if tls.client_ca else None
+    server_ssl_context(tls)
+    return grpc.ssl_server_credentials(
+        [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None
+    )
+
+
+def server_ssl_context(tls: TlsConfig) -> ssl.SSLContext:
+    """The standard library's TLS context of ``tls`` (the HTTP port's; the gRPC port's check):
+    a client certificate signed by ``client_ca`` required when it is set."""
+    for key, path in (("cert", tls.cert), ("key", tls.key), ("client_ca", tls.client_ca)):
+        if path:
+            _read(key, path)  # each file readable and PEM, named in the error
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         context.load_cert_chain(tls.cert, tls.key, password=_no_password)
@@ -88,6 +100,5 @@ def server_credentials(tls: TlsConfig) -> grpc.ServerCredentials:
             raise ConfigError(
                 f"server.tls.client_ca: {tls.client_ca} holds no usable CA certificate ({exc.reason or exc})"
             ) from None
-    return grpc.ssl_server_credentials(
-        [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None
-    )
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context

@@ -42,7 +42,7 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         self._tools = tools
         self._models = models
         self._reports = reports
-        self._tool_list = convert.tool_list(config)
+        self._tool_list = convert.tool_list(tools.catalog())  # after tools.start(): MCP tools listed
         self._model_list = convert.model_list(config)
 
     def _options(self, job: pb.Job, context: Context) -> CallOptions:

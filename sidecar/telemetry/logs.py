@@ -32,8 +32,9 @@ from sidecar.telemetry.masking import mask
 __all__ = ["JsonFormatter", "TextFormatter", "configure_logging"]
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
-QUIET_LOGGERS = ("httpx", "httpcore", "grpc", "opentelemetry")
-"""Libraries whose INFO lines are noise here: WARNING and above only."""
+QUIET_LOGGERS = ("httpx", "httpcore", "grpc", "opentelemetry", "uvicorn", "mcp", "sse_starlette")
+"""Libraries whose INFO lines are noise here (uvicorn's start banner, the MCP SDK's line per request):
+WARNING and above only."""
 
 
 def _plain(value: Any, secrets: list[str]) -> Any:

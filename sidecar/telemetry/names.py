@@ -37,8 +37,11 @@ SPAN_EXECUTE_TOOL = "execute_tool {tool}"
 SPAN_BACKOFF = "sidecar.backoff"
 SPAN_THROTTLE_WAIT = "sidecar.throttle_wait"
 SPAN_ROUTE_HOP = "route.hop {deployment}"
-# an upstream attempt is named for its HTTP method ("POST", "GET"), as the HTTP conventions say;
-# a server span for its full method ("sidecar.v1.Sidecar/CallModel"), as the RPC conventions say.
+# an upstream attempt is named for its HTTP method ("POST", "GET"), as the HTTP conventions say
+# (an MCP server's for its MCP method, "tools/call"); a server span for its full method
+# ("sidecar.v1.Sidecar/CallModel"), as the RPC conventions say.
+SPAN_MCP_SERVER = "tools/call {tool}"
+"""The MCP front's SERVER span of one tools/call (the MCP conventions: ``{mcp.method.name} {target}``)."""
 
 # ---------------------------------------------------------------- GenAI conventions
 GEN_AI_OPERATION = "gen_ai.operation.name"
@@ -80,6 +83,12 @@ RPC_METHOD = "rpc.method"
 RPC_GRPC_STATUS = "rpc.grpc.status_code"
 NETWORK_PEER_ADDRESS = "network.peer.address"
 NETWORK_PEER_PORT = "network.peer.port"
+
+# ---------------------------------------------------------------- MCP server conventions
+MCP_METHOD_NAME = "mcp.method.name"
+JSONRPC_REQUEST_ID = "jsonrpc.request.id"
+ERROR_TOOL = "tool_error"
+"""error.type of a tools/call answered with isError, as the MCP conventions say."""
 
 # ---------------------------------------------------------------- the sidecar's own attributes
 ATTEMPT = "sidecar.attempt"

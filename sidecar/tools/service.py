@@ -10,6 +10,11 @@
 A tool's failure is a result for the model: ``execute`` never raises for one, it returns a
 ToolOutcome whose ``model_text`` is what the model reads. A non-idempotent tool is re-sent only
 when the request certainly never reached the service (refused, DNS, no connection in time).
+
+An HTTP tool's attempt is ``tools.http.ToolSender``; a tool of an MCP server (``kind: mcp``) is
+``tools.mcp.McpSender``, its arguments checked against the schema its server listed, behind the
+same pacer, engine and give-up. ``start`` opens the MCP servers' sessions and lists their tools;
+``catalog`` is every tool as every door lists it.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from sidecar.core.conversation import (
     ToolResult,
 )
 from sidecar.core.observer import Observer, ToolCallStart
-from sidecar.core.retry import MAX_UPSTREAM_RETRIES, Retry, RetryPolicy, Tally, run_attempts
+from sidecar.core.retry import MAX_UPSTREAM_RETRIES, Retry, RetryPolicy, Sender, Tally, run_attempts
 from sidecar.core.settings import Windows
 from sidecar.core.taxonomy import (
     Guardrail,
@@ -45,8 +50,10 @@ from sidecar.core.taxonomy import (
 )
 from sidecar.net.backend import fast_transport
 from sidecar.tools.arguments import check_call, validator_for
+from sidecar.tools.catalog import ToolEntry
 from sidecar.tools.guardrails import Guardrails
 from sidecar.tools.http import Tool, ToolSender, build_request
+from sidecar.tools.mcp import McpSender, McpTool, McpTools
 from sidecar.tools.pacing import ServicePacer
 
 __all__ = ["TOOL_CLIENT_LIMITS", "ToolService"]
@@ -100,14 +107,32 @@ class ToolService:
         self._policy = RetryPolicy(windows, _GiveUp(), self._rng)
         self._tools = {
             name: Tool(name, tool, validator_for(tool.parameters), Guardrails(tool.guardrails))
-            for name, tool in config.tools.items()
+            for name, tool in config.http_tools.items()
         }
+        self._mcp = McpTools(config, self._secrets)
         self._client = httpx.AsyncClient(
             transport=fast_transport(TOOL_CLIENT_LIMITS), follow_redirects=False, trust_env=False
         )
 
+    async def start(self) -> None:
+        """Open every MCP server's session and list its tools (``McpUnavailable``, ``ConfigError``)."""
+        await self._mcp.start()
+
     async def aclose(self) -> None:
         await self._client.aclose()
+        await self._mcp.aclose()
+
+    def catalog(self) -> tuple[ToolEntry, ...]:
+        """Every configured tool, in the config's order, as ListTools and the MCP front list it."""
+        entries = []
+        for name in self._config.tools:
+            tool, mcp = self._tools.get(name), self._mcp.get(name)
+            if tool is not None:
+                c = tool.config
+                entries.append(ToolEntry(name, c.description, c.parameters, c.kind, c.service, c.is_idempotent))
+            elif mcp is not None:
+                entries.append(mcp.entry())
+        return tuple(entries)
 
     def resolve(self, url: str) -> str:
         """A tool URL with the embedded fakes' addresses filled in."""
@@ -120,18 +145,19 @@ class ToolService:
     async def execute(self, request: ToolRequest, options: CallOptions) -> ToolOutcome:
         """The tool call's outcome: a result, or a failure for the model to read (never raised)."""
         tool = self._tools.get(request.tool)
+        mcp = self._mcp.get(request.tool)
         start = ToolCallStart(
             request.tool,
-            known=tool is not None,
-            description=tool.config.description if tool else "",
-            service=tool.config.service if tool else "",
+            known=tool is not None or mcp is not None,
+            description=tool.config.description if tool else (mcp.description if mcp else ""),
+            service=tool.config.service if tool else (mcp.service if mcp else ""),
             call_id=request.call_id,
             job=request.job,
             arguments_json=request.arguments_json,
         )
         with self._observer.tool_call(start) as record:
             try:
-                outcome = await self._execute(tool, request, options)
+                outcome = await self._execute(tool, mcp, request, options)
             except asyncio.CancelledError:
                 cancelled = JobCancelled(f"tool {request.tool}")
                 log_failure(cancelled, tool=request.tool)
@@ -145,14 +171,19 @@ class ToolService:
             record.tool_finished(outcome)
             return outcome
 
-    async def _execute(self, tool: Tool | None, request: ToolRequest, options: CallOptions) -> ToolOutcome:
-        if tool is None:
-            known = ", ".join(sorted(self._tools)) or "none are configured"
+    async def _execute(
+        self, tool: Tool | None, mcp: McpTool | None, request: ToolRequest, options: CallOptions
+    ) -> ToolOutcome:
+        if tool is None and mcp is None:
+            known = ", ".join(sorted([*self._tools, *self._mcp.names()])) or "none are configured"
             return ToolOutcome(None, InvalidInput("tool", request.tool, f"must name a tool that exists: {known}"), 0)
         retries = options.upstream_retries
         if retries is not None and retries > MAX_UPSTREAM_RETRIES:
             failure = InvalidInput("job.upstream_retries", str(retries), f"must be at most {MAX_UPSTREAM_RETRIES}")
             return ToolOutcome(None, failure, 0)
+        if mcp is not None:
+            return await self._execute_mcp(mcp, request, options)
+        assert tool is not None
         empty = EMPTY_SEARCH_TEXT if tool.config.kind == "search" else EMPTY_RESULT_TEXT
         cfg = tool.config
         policy = self._config.policy
@@ -179,8 +210,31 @@ class ToolService:
             secrets=self._secrets,
             now=self._clock.wall,
         )
-        tally = Tally(self._config.tool_retries(retries))
-        pacer = ServicePacer(self._guards.get(cfg.service), tool.name, self._clock)
+        return await self._attempts(sender, tool.name, cfg.service, options, empty)
+
+    async def _execute_mcp(self, tool: McpTool, request: ToolRequest, options: CallOptions) -> ToolOutcome:
+        policy = self._config.policy
+        try:
+            arguments = await check_call(  # the same bounded checks, against the schema the server listed
+                request.arguments_json,
+                tool.parameters,
+                tool.validator,
+                tool.guardrails,
+                url="",
+                max_bytes=policy.max_argument_bytes,
+                limit_s=policy.check_time_limit_s,
+            )
+        except (InvalidInput, Guardrail) as failure:
+            return ToolOutcome(None, failure, 0, EMPTY_RESULT_TEXT)
+        sender = McpSender(tool, arguments, request.arguments_json, self._secrets)
+        return await self._attempts(sender, tool.name, tool.service, options, EMPTY_RESULT_TEXT)
+
+    async def _attempts(
+        self, sender: Sender[ToolResult], tool: str, service: str, options: CallOptions, empty: str
+    ) -> ToolOutcome:
+        """The call's attempts through the engine, behind the service's pacer; the last failure as it is."""
+        tally = Tally(self._config.tool_retries(options.upstream_retries))
+        pacer = ServicePacer(self._guards.get(service), tool, self._clock)
         try:
             result: ToolResult = await run_attempts(
                 sender,

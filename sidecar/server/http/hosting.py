@@ -1,0 +1,216 @@
+"""The HTTP port: one Starlette app, served by uvicorn on the gRPC server's event loop.
+
+    what            how
+    the server      ``uvicorn.Server(config).serve()`` as a task of the running loop: no thread, no
+                    second process. No signal handlers of its own (``SidecarApp.stop`` ends it), no
+                    logging config of its own (its lines go through the sidecar's JSON logging), no
+                    access log, no ``Server`` header, no proxy headers trusted; h11
+    the socket      bound here before serving: an address in use is an OSError at once, port 0 a free port;
+                    SO_REUSEPORT for one of several workers serving the same host:port (``serve --workers``)
+    TLS             ``server.tls`` (``security.server_ssl_context``: mTLS when ``client_ca`` is set)
+    who may call    ``access.Access``: Origin / Host, then ``server.auth``'s bearer tokens
+    routes          ``GET /healthz`` (open: probes send no token): 200 SERVING, 503 NOT_SERVING once the
+                    process drains (SIGTERM); then every door's
+    lifespans       each door's (the MCP front's session manager), entered at start and left at stop
+    stop            no new connections; requests in flight get the grace period, then are cancelled;
+                    the doors' lifespans end
+
+A door is a front to the same core (``doors.py`` builds them): its routes, and a lifespan when
+it holds something open. A door reads its own request bodies and bounds them (the MCP front at
+``server.max_message_bytes``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import socket
+import ssl
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+
+from sidecar.config import ServerConfig
+from sidecar.server.auth import Tokens
+from sidecar.server.http.access import Access
+from sidecar.server.security import is_local, server_ssl_context
+
+__all__ = ["HEALTH_PATH", "STOP_MARGIN_S", "Door", "HttpHosting"]
+
+HEALTH_PATH = "/healthz"
+STOP_MARGIN_S = 5.0
+"""Past the grace period, stopping waits this much longer for uvicorn to cancel what is left."""
+LISTEN_BACKLOG = 2048
+"""Connections the kernel holds for the port before uvicorn accepts them (uvicorn's default)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Door:
+    """One front on the HTTP port."""
+
+    name: str
+    routes: Sequence[BaseRoute]
+    lifespan: Callable[[], AbstractAsyncContextManager[None]] | None = None
+    """Held open while the port serves (entered at start, left at stop)."""
+
+
+class _OnTheLoop(uvicorn.Server):
+    """uvicorn on a loop that is not its own: the sidecar owns the signals and says when it is up."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.serving = asyncio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield  # SIGTERM / SIGINT are SidecarApp's (stop_on_signals): it stops this server
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        self.serving.set()
+
+
+@dataclass
+class HttpHosting:
+    """The HTTP port of one sidecar: ``await start()``, ``await stop(grace)``."""
+
+    listen: str
+    server: ServerConfig
+    doors: Sequence[Door]
+    reuse_port: bool = False
+    draining: bool = False
+    """Set when the process drains: ``GET /healthz`` answers 503 NOT_SERVING."""
+    address: str = ""
+    port: int = 0
+    _uvicorn: _OnTheLoop | None = field(default=None, init=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.server.tls is not None else "http"
+
+    async def start(self) -> None:
+        """Serve; ``ConfigError`` when the TLS files are unusable, ``OSError`` when it cannot listen or start."""
+        context = server_ssl_context(self.server.tls) if self.server.tls is not None else None
+        sock = _bind(self.listen, reuse_port=self.reuse_port)
+        try:
+            self.port = sock.getsockname()[1]
+            host = self.listen.rpartition(":")[0]
+            self.address = f"{host}:{self.port}"
+            config = uvicorn.Config(
+                self._app(),
+                log_config=None,
+                log_level=None,
+                access_log=False,
+                lifespan="on",
+                http="h11",
+                ws="none",
+                interface="asgi3",
+                server_header=False,
+                proxy_headers=False,
+                ssl_context_factory=_fixed(context) if context is not None else None,
+            )
+            server = self._uvicorn = _OnTheLoop(config)
+            self._task = task = asyncio.create_task(self._serve(server, sock), name=f"http {self.address}")
+        except BaseException:
+            sock.close()
+            raise
+        serving = asyncio.ensure_future(server.serving.wait())
+        await asyncio.wait({task, serving}, return_when=asyncio.FIRST_COMPLETED)
+        if not server.serving.is_set():
+            serving.cancel()
+            task.result()  # raises what kept it from serving
+            raise OSError(f"the HTTP port {self.listen} stopped before it served")
+
+    async def stop(self, grace: float) -> None:
+        """Stop taking connections; requests in flight get ``grace`` seconds, then are cancelled."""
+        server, task = self._uvicorn, self._task
+        if server is None or task is None:
+            return
+        server.config.timeout_graceful_shutdown = math.ceil(grace)
+        server.should_exit = True
+        try:
+            async with asyncio.timeout(grace + STOP_MARGIN_S):
+                await asyncio.shield(task)
+        except TimeoutError:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        finally:
+            self._uvicorn = self._task = None
+
+    async def _serve(self, server: _OnTheLoop, sock: socket.socket) -> None:
+        try:
+            await server.serve(sockets=[sock])
+        except SystemExit:  # uvicorn exits the process when its startup fails (a door's lifespan raised)
+            raise OSError(f"the HTTP port {self.listen} could not start (the log says why)") from None
+
+    def _app(self) -> Access:
+        doors = list(self.doors)
+
+        @contextlib.asynccontextmanager
+        async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+            async with contextlib.AsyncExitStack() as stack:
+                for door in doors:
+                    if door.lifespan is not None:
+                        await stack.enter_async_context(door.lifespan())
+                yield
+
+        async def health(_request: Request) -> JSONResponse:
+            if self.draining:
+                return JSONResponse({"status": "NOT_SERVING"}, status_code=503)
+            return JSONResponse({"status": "SERVING"})
+
+        routes: list[BaseRoute] = [Route(HEALTH_PATH, health, methods=["GET"])]
+        for door in doors:
+            routes.extend(door.routes)
+        app = Starlette(routes=routes, lifespan=lifespan)
+        auth = self.server.auth
+        tokens = Tokens(t.get_secret_value() for t in auth.tokens) if auth is not None else None
+        return Access(app, tokens=tokens, loopback=is_local(self.listen), open_paths=frozenset({HEALTH_PATH}))
+
+
+def _fixed(context: ssl.SSLContext) -> Callable[[uvicorn.Config, Callable[[], ssl.SSLContext]], ssl.SSLContext]:
+    """uvicorn's ``ssl_context_factory`` for a context already built (and checked) by security.py."""
+
+    def factory(_config: uvicorn.Config, _default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+        return context
+
+    return factory
+
+
+def _bind(listen: str, *, reuse_port: bool) -> socket.socket:
+    """A listening socket on ``listen`` (``host:port``), or OSError naming it.
+
+    Made with getaddrinfo's protocol (TCP), as asyncio makes its own: asyncio turns Nagle off
+    (TCP_NODELAY) only on connections of a socket that says it is TCP; without, every answer
+    written in two parts (headers, body) waited for the client's delayed ACK, 40 ms each.
+    """
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]")
+    try:
+        infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _name, address = infos[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise OSError(f"cannot listen on {listen} (http.listen): {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(LISTEN_BACKLOG)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"cannot listen on {listen} (http.listen): {exc.strerror or exc}") from None
+    return sock
