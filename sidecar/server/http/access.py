@@ -6,8 +6,8 @@
     Origin        every request carrying one        403 forbidden_origin         it is the Host's own (a browser page
                   (browsers do on every POST)                                    of another site; ``null`` refused)
     bearer token  every route but the open ones     401 unauthenticated,         server.auth is unset, or the token is
-                  (GET /healthz), server.auth set   WWW-Authenticate: Bearer     one of its tokens (auth.Tokens); sent as
-                                                                                 ``Authorization: Bearer``, or as
+                  (GET /healthz), server.auth set   WWW-Authenticate: Bearer     one of its tokens (auth.Tokens), sent
+                                                                                 as ``Authorization: Bearer``, or as
                                                                                  ``x-api-key`` (the Anthropic SDK's way)
 
 A refusal is JSON, ``{"error": {"type": ..., "message": ...}}``, and never quotes what was sent.

@@ -433,8 +433,8 @@ class ModelEndpoint:
 
     def _cannot_restart(self, model: str, restart: Restart, partial: str, sent: int) -> SidecarFailure:
         reason = (
-            f"{restart.reason}; {self._format.name} stream cannot take back the deltas it sent "
-            f"(send header '{MID_STREAM_HEADER}: restart' to receive restarts as sidecar events)"
+            f"{self._format.name} stream cannot take back the deltas it sent, and the reply had to start "
+            f"again (header '{MID_STREAM_HEADER}: restart' receives restarts as sidecar events): {restart.reason}"
         )
         return StreamInterrupted(model, reason, partial, sent).with_attempts(restart.attempt)
 
