@@ -33,7 +33,7 @@ from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.providers import anthropic
 from sidecar.providers.wire import shown
 from sidecar.server.http.failures import Answer
-from sidecar.server.http.fronts import Ask, Sse, StreamWriter, new_id
+from sidecar.server.http.fronts import Ask, Sse, StreamWriter, new_id, positive_budget
 from sidecar.server.http.openai_front import stream_flag
 
 __all__ = ["MESSAGES_PATH", "RESTART_EVENT", "AnthropicFormat"]
@@ -47,6 +47,7 @@ class AnthropicFormat:
 
     def parse(self, body: dict[str, Any]) -> Ask:
         request = anthropic.parse_request(body)
+        positive_budget(request, "max_tokens")
         schema = anthropic.output_schema(body)
         if schema is not None:
             request = replace(request, response_schema_json=schema)

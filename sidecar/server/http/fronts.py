@@ -152,6 +152,13 @@ def reply_extension(response: ModelResponse) -> dict[str, Any]:
     return out
 
 
+def positive_budget(request: ModelRequest, key: str) -> None:
+    """INVALID_INPUT naming ``key`` when the output budget asked for is below 1 (the core's own check
+    is of the catalog's maximum; a gRPC caller cannot send a negative one)."""
+    if request.max_output_tokens is not None and request.max_output_tokens < 1:
+        raise InvalidInput(key, str(request.max_output_tokens), "must be at least 1")
+
+
 def new_id(prefix: str) -> str:
     return prefix + uuid.uuid4().hex
 

@@ -36,7 +36,7 @@ from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.providers import openai
 from sidecar.providers.wire import shown
 from sidecar.server.http.failures import Answer
-from sidecar.server.http.fronts import Ask, Sse, StreamWriter, new_id
+from sidecar.server.http.fronts import Ask, Sse, StreamWriter, new_id, positive_budget
 
 __all__ = ["CHAT_PATH", "OpenAIFormat"]
 
@@ -61,6 +61,7 @@ class OpenAIFormat:
 
     def parse(self, body: dict[str, Any]) -> Ask:
         request = openai.parse_request(body)
+        positive_budget(request, "max_tokens" if body.get("max_tokens") is not None else "max_completion_tokens")
         stream = stream_flag(body)
         choices = body.get("n")
         if choices not in (None, 1):
