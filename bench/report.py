@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
-GROUPS = ("direct", "sidecar", "litellm", "sidecar_traced", "faults", "rss_in_flight")
+GROUPS = ("direct", "sidecar", "litellm", "sidecar_traced", "faults", "rss_in_flight", "http")
 
 # The targets of the issue, checked in summary.md.
 TARGET_ADDED_P50_MS = 0.5
@@ -279,8 +279,48 @@ def summary_md(points: list[dict[str, Any]], meta: dict[str, Any], skipped: dict
                     f"the {p['process']['name']} process {fmt(p['process']['cpu_s'], 2)} "
                     f"(over {fmt(p['point_wall_s'], 1)} s of wall time)."
                 )
+    lines += http_section(points)
     lines += ["", "![latency against concurrency](latency_vs_concurrency.png)", ""]
     return "\n".join(lines)
+
+
+def http_section(points: list[dict[str, Any]]) -> list[str]:
+    """The OpenAI-compatible front (scenario "http"): against the gRPC door of the same process and
+    LiteLLM's proxy, added p50 over the direct path and CPU per call."""
+    mine = [p for p in points if p["path"] == "http"]
+    if not mine:
+        return []
+    lines = [
+        "",
+        "## The HTTP front",
+        "",
+        "One sidecar serving both ports; the same OpenAI-format request the direct and LiteLLM points send "
+        "(`POST /v1/chat/completions`), against CallModel on its gRPC port. *Added* is over the direct path at "
+        "the same concurrency; *HTTP − gRPC* is what the OpenAI door costs on top of the gRPC door.",
+        "",
+        "| door | conc. | calls/s | p50 | p99 | added p50 | added p99 | CPU s/1k | HTTP − gRPC p50 | "
+        "HTTP − gRPC CPU s/1k |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    names = {"grpc": "sidecar CallModel (gRPC)", "openai": "sidecar OpenAI front (HTTP)"}
+    for c in sorted({p["concurrency"] for p in mine}):
+        floor = closed(points, "direct", "chat", c)
+        grpc = find(mine, concurrency=c, variant="grpc")
+        rows = [(names[p["variant"]], p) for p in mine if p["concurrency"] == c]
+        litellm = closed(points, "litellm", "chat", c)
+        if litellm:
+            rows.append(("LiteLLM proxy (same run)", litellm))
+        for name, p in rows:
+            cpu = (p.get("process") or {}).get("cpu_s_per_1k")
+            front = p.get("variant") == "openai"
+            grpc_cpu = (grpc.get("process") or {}).get("cpu_s_per_1k") if grpc else None
+            lines.append(
+                f"| {name} | {c} | {fmt(p['throughput_rps'], 0)} | {fmt(lat(p, 'p50'))} | {fmt(lat(p, 'p99'))} | "
+                f"{fmt(_added(p, floor, 'p50'))} | {fmt(_added(p, floor, 'p99'))} | {fmt(cpu, 3)} | "
+                f"{fmt(sub(lat(p, 'p50'), lat(grpc, 'p50'))) if front else '—'} | "
+                f"{fmt(sub(cpu, grpc_cpu), 3) if front else '—'} |"
+            )
+    return lines
 
 
 def plot(points: list[dict[str, Any]], path: Path) -> None:

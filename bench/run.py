@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from report import closed, fmt, write_results
+from scenario_http import scenario_http
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -621,6 +622,7 @@ SCENARIOS = {
     "sidecar": scenario_sidecar,
     "traced": scenario_traced,
     "litellm": scenario_litellm,
+    "http": scenario_http,
 }
 
 

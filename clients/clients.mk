@@ -9,6 +9,7 @@
 #                        the conformance suite in every language, the examples against a real sidecar
 #   clients-conformance  only the conformance suite (CLIENTS_CONFORMANCE_LANGS=go,python to narrow)
 #   clients-examples     only the examples, against a real sidecar
+#   clients-http-peers   the openai npm package against the sidecar's HTTP port (tests/http_peer.py)
 #
 # Needs go, node/npm, mvn and java on PATH; the conformance suite and the live examples
 # also need the project's venv (.venv, made by the top-level Makefile).
@@ -36,9 +37,11 @@ CLIENTS_CONFORMANCE_LANGS ?= go,typescript,java,python
 CLIENTS_TS_STAMP     := $(CLIENTS_TS_DIR)/node_modules/.clients-mk-installed
 CLIENTS_TS_BUILT     := $(CLIENTS_TS_DIR)/dist/src/index.js
 EXAMPLES_TS_STAMP    := $(EXAMPLES_TS_DIR)/node_modules/.clients-mk-installed
+HTTP_PEER_TS_DIR     := $(EXAMPLES_TS_DIR)/openai-sdk
+HTTP_PEER_TS_STAMP   := $(HTTP_PEER_TS_DIR)/node_modules/.clients-mk-installed
 
 .PHONY: clients-deps clients-gen clients-gen-check clients-test clients-conformance clients-examples \
-	clients-test-go clients-test-typescript clients-test-java clients-deps-go clients-deps-tools
+	clients-test-go clients-test-typescript clients-test-java clients-deps-go clients-deps-tools clients-http-peers
 
 # ---------------------------------------------------------------- deps
 
@@ -55,6 +58,10 @@ $(EXAMPLES_TS_STAMP): $(EXAMPLES_TS_DIR)/package.json $(EXAMPLES_TS_DIR)/package
 	cd $(EXAMPLES_TS_DIR) && $(NPM) ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+$(HTTP_PEER_TS_STAMP): $(HTTP_PEER_TS_DIR)/package.json $(HTTP_PEER_TS_DIR)/package-lock.json
+	cd $(HTTP_PEER_TS_DIR) && $(NPM) ci --no-audit --no-fund --loglevel=error
+	touch $@
+
 clients-deps-go:
 	cd clients/go && $(GO) mod download
 	cd examples/go && $(GO) mod download
@@ -62,7 +69,7 @@ clients-deps-go:
 clients-deps-tools: $(CLIENTS_TS_STAMP)
 	$(GEN_CLIENTS) deps
 
-clients-deps: clients-deps-tools clients-deps-go $(CLIENTS_TS_BUILT) $(EXAMPLES_TS_STAMP)
+clients-deps: clients-deps-tools clients-deps-go $(CLIENTS_TS_BUILT) $(EXAMPLES_TS_STAMP) $(HTTP_PEER_TS_STAMP)
 
 # ---------------------------------------------------------------- generation
 
@@ -95,4 +102,9 @@ clients-examples: clients-deps
 		'(cd examples/go && $(GO) test -count=1 -run Real -v ./...) && (cd examples/typescript && $(NPM) test --silent) && \
 		$(CLIENTS_PY) -m pytest -q -p no:cacheprovider "tests/test_example_python.py::test_the_loop_against_a_real_sidecar"'
 
-clients-test: clients-gen-check clients-test-go clients-test-typescript clients-test-java clients-conformance clients-examples
+clients-http-peers: $(HTTP_PEER_TS_STAMP)
+	@test -x $(CLIENTS_PY) || { echo "clients-http-peers: $(CLIENTS_PY) is missing (make venv)"; exit 1; }
+	$(CLIENTS_PY) tests/http_peer.py exec -- sh -c 'cd $(HTTP_PEER_TS_DIR) && $(NPM) test --silent'
+
+clients-test: clients-gen-check clients-test-go clients-test-typescript clients-test-java clients-conformance clients-examples \
+	clients-http-peers

@@ -10,7 +10,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from sidecar import __version__
-from sidecar.config import Config, ConfigError, load_config, load_default_config, worker_count, workers_refusal
+from sidecar.config import (
+    Config,
+    ConfigError,
+    HttpConfig,
+    load_config,
+    load_default_config,
+    worker_count,
+    workers_refusal,
+)
 
 if TYPE_CHECKING:
     from sidecar.server.app import SidecarApp
@@ -32,6 +40,8 @@ def _load(path: str | None) -> tuple[Config, str]:
     return load_config(path), path
 
 
+DEFAULT_HTTP = "http://127.0.0.1:8080"
+"""Where ``sidecar demo --http`` looks for the HTTP port when given no URL (``serve --http``'s example)."""
 WORKER_BANNER = "sidecar {version} worker {index}/{count} (pid {pid}) listening on {address}"
 
 
@@ -131,13 +141,30 @@ def _http_refusals(config: Config, *, workers: bool = False) -> list[str | None]
     return refusals
 
 
+def _with_http(config: Config, listen: str) -> Config:
+    """``config`` with the HTTP port at ``listen`` (``serve --http``): the rest of its ``http`` section kept."""
+    from pydantic import ValidationError
+
+    given = config.http.model_dump() if config.http is not None else {}
+    try:
+        http = HttpConfig.model_validate({**given, "listen": listen})
+    except ValidationError as exc:
+        problem = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"--http {listen}: {problem}") from None
+    return config.model_copy(update={"http": http})
+
+
 def _http_banner(app: SidecarApp) -> str:
     http = app.http
     if http is None:
         return ""
     base = f"{http.scheme}://{http.address}"
-    mcp = f"\n  mcp:     {base}/mcp (streamable HTTP)" if app.config.http and app.config.http.mcp else ""
-    return f"\n  http:    {base} (health: {base}/healthz){mcp}"
+    cfg = app.config.http
+    mcp = f"\n  mcp:     {base}/mcp (streamable HTTP)" if cfg and cfg.mcp else ""
+    fronts = [f"OpenAI {base}/v1/chat/completions"] if cfg and cfg.openai else []
+    fronts += [f"Anthropic {base}/v1/messages"] if cfg and cfg.anthropic else []
+    models = f"\n  models:  {', '.join(fronts)} (SDK base_url {base}/v1 / {base})" if fronts else ""
+    return f"\n  http:    {base} (health: {base}/healthz){mcp}{models}"
 
 
 def _banner(
@@ -178,6 +205,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--config", help="a YAML config file")
     serve.add_argument("--listen", help="override server.listen (host:port or unix:/path)")
     serve.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help=f"serve the HTTP port there (override http.listen; e.g. {DEFAULT_HTTP.removeprefix('http://')})",
+    )
+    serve.add_argument(
         "--workers",
         type=_workers,
         help="override server.workers: processes serving the address together (a number, or auto: one per core)",
@@ -192,6 +224,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="play a short scripted agent session against a running sidecar")
     demo.add_argument("--target", default="127.0.0.1:50051")
     demo.add_argument("--provider", default="http://127.0.0.1:8787", help="the local provider the sidecar uses")
+    demo.add_argument(
+        "--http",
+        nargs="?",
+        const=DEFAULT_HTTP,
+        metavar="URL",
+        help=f"play it through the HTTP port (the OpenAI SDK, the MCP client) at URL (default {DEFAULT_HTTP})",
+    )
     raw = list(sys.argv[1:] if argv is None else argv)
     if raw and raw[0] in ("fake-provider", "tool-backend"):  # their own flags, passed through whole
         return _run_fake(raw[0], raw[1:])
@@ -211,9 +250,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from sidecar.demo import run_demo
 
-        return run_demo(args.target, args.provider)
+        return run_demo(args.target, args.provider, args.http)
     try:
         config, source = _load(args.config)
+        if args.http is not None:
+            config = _with_http(config, args.http)
     except ConfigError as exc:
         print(f"sidecar: {exc}", file=sys.stderr)
         return 2

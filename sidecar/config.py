@@ -219,7 +219,9 @@ class ServerConfig(_Strict):
 
 
 class HttpConfig(_Strict):
-    """The HTTP port (off unless set): the MCP front at ``/mcp``, ``GET /healthz``.
+    """The HTTP port (off unless set): the OpenAI-compatible front at ``/v1/chat/completions``, the
+    Anthropic-compatible one at ``/v1/messages``, ``GET /v1/models``, the MCP front at ``/mcp``,
+    ``GET /healthz``.
 
     It shares the gRPC port's transport security: ``server.tls`` (TLS / mTLS), ``server.auth``
     (``Authorization: Bearer <token>``), ``server.allow_insecure``.
@@ -229,6 +231,10 @@ class HttpConfig(_Strict):
     """``host:port`` (port 0 picks a free one)."""
     mcp: bool = True
     """Serve the configured tools as an MCP server (streamable HTTP) at ``/mcp``."""
+    openai: bool = True
+    """Serve the OpenAI-compatible front: ``POST /v1/chat/completions``, ``GET /v1/models``."""
+    anthropic: bool = True
+    """Serve the Anthropic-compatible front: ``POST /v1/messages`` (and ``GET /v1/models`` in its shape)."""
 
     @field_validator("listen")
     @classmethod

@@ -38,7 +38,26 @@ A tool call's arguments are the fragments joined, as JSON re-serialized like a w
     max_tokens, temperature                     max_tokens, temperature
 
 What ``parse_request`` cannot carry is INVALID_INPUT naming the field (blocks other than text,
-tool_use and tool_result); other request keys are the front's business and ignored here.
+tool_use and tool_result); other request keys are the front's business and ignored here
+(``output_schema`` reads the structured-output one, ``output_config.format``).
+
+The Anthropic-compatible HTTP front (``server/http/anthropic_front.py``) answers in this format
+with ``render_message``, ``EventWriter`` and ``render_error``::
+
+    core                                        Anthropic answer
+    ModelResponse                               {"type": "message", "role": "assistant", "content": [...],
+                                                "stop_reason", "usage": {input_tokens, output_tokens}}
+      text                                      a text block (the parsed object as compact JSON when a
+                                                schema was asked); none when empty
+      tool calls                                tool_use blocks: id, name, input (arguments not JSON: {"_raw"})
+      stop_reason                               tool_use when it calls a tool, else end_turn / max_tokens / refusal
+    a stream                                    message_start (usage 0), then blocks in order:
+      TextDelta                                 content_block_start text (when the open block is not text),
+                                                content_block_delta text_delta
+      ToolCallDelta                             content_block_start tool_use (id, name) on a call's first
+                                                fragment, content_block_delta input_json_delta
+      Final                                     content_block_stop, message_delta (stop_reason, usage), message_stop
+    a failure                                   {"type": "error", "error": {"type", "message"}}
 """
 
 from __future__ import annotations
@@ -47,7 +66,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sidecar.core.conversation import Message, ModelRequest, ToolCall, ToolCallResult, ToolDefinition
+from sidecar.core.conversation import Message, ModelRequest, ModelResponse, ToolCall, ToolCallResult, ToolDefinition
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.stream import Delta, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput
@@ -64,7 +83,17 @@ from sidecar.providers.wire import (
     shown,
 )
 
-__all__ = ["RAW_ARGUMENTS", "AnthropicAdapter", "AnthropicStream", "parse_request"]
+__all__ = [
+    "RAW_ARGUMENTS",
+    "AnthropicAdapter",
+    "AnthropicStream",
+    "EventWriter",
+    "output_schema",
+    "parse_request",
+    "render_error",
+    "render_message",
+    "stop_reason",
+]
 
 RAW_ARGUMENTS = "_raw"
 """The one key of a tool_use input that carries arguments that were not JSON, as written."""
@@ -431,3 +460,145 @@ def _tool(t: dict[str, Any], where: str) -> ToolDefinition:
     schema = t.get("input_schema")
     params = "" if schema is None else schema_text(schema, f"{where}.input_schema")
     return ToolDefinition(name, str(t.get("description") or ""), params)
+
+
+def output_schema(body: Mapping[str, Any]) -> str | None:
+    """The schema of ``output_config.format`` (structured outputs) as JSON text; None when not asked."""
+    config = body.get("output_config")
+    if config is None:
+        return None
+    if not isinstance(config, dict):
+        raise InvalidInput("output_config", shown(config), "must be an object")
+    fmt = config.get("format")
+    if fmt is None:
+        return None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        kind = fmt.get("type") if isinstance(fmt, dict) else fmt
+        raise InvalidInput("output_config.format.type", shown(kind), "must be json_schema")
+    return schema_text(fmt.get("schema"), "output_config.format.schema")
+
+
+# ---------------------------------------------------------------------------- answers rendered (the HTTP front)
+
+_STOP_REASONS = {
+    FinishReason.STOP: "end_turn",
+    FinishReason.LENGTH: "max_tokens",
+    FinishReason.TOOL_CALLS: "tool_use",
+    FinishReason.CONTENT_FILTER: "refusal",
+}
+
+
+def stop_reason(response: ModelResponse) -> str:
+    """The reply's ``stop_reason``: ``tool_use`` whenever it calls a tool."""
+    if response.message.tool_calls:
+        return "tool_use"
+    return _STOP_REASONS.get(response.finish_reason, "end_turn")
+
+
+def _input(arguments_json: str) -> Any:
+    try:
+        return json.loads(arguments_json or "{}")
+    except (ValueError, RecursionError):
+        return {RAW_ARGUMENTS: arguments_json}
+
+
+def render_message(
+    response: ModelResponse, *, message_id: str, model: str, extension: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A whole reply as a ``message`` object; ``extension`` rides along as ``sidecar``."""
+    text = compact_json(response.parsed) if response.parsed is not None else response.message.text
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    content += [
+        {"type": "tool_use", "id": c.id, "name": c.name, "input": _input(c.arguments_json)}
+        for c in response.message.tool_calls
+    ]
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason(response),
+        "stop_sequence": None,
+        "usage": {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens},
+        "sidecar": dict(extension),
+    }
+
+
+Event = tuple[str, dict[str, Any]]
+"""A server-sent event: its name and its data."""
+
+
+class EventWriter:
+    """One streamed reply as Messages events (the module's table)."""
+
+    def __init__(self, *, message_id: str, model: str) -> None:
+        self._id = message_id
+        self._model = model
+        self._index = -1
+        """The content block open now (-1: none yet)."""
+        self._open: int | None = None
+        """What that block is: None a text block, else the tool call's index; -1 when it is closed."""
+        self._calls: set[int] = set()
+
+    def start(self) -> list[Event]:
+        message: dict[str, Any] = {
+            "id": self._id,
+            "type": "message",
+            "role": "assistant",
+            "model": self._model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        }
+        return [("message_start", {"type": "message_start", "message": message})]
+
+    def _close(self) -> list[Event]:
+        if self._index < 0 or self._open == -1:
+            return []
+        self._open = -1
+        return [("content_block_stop", {"type": "content_block_stop", "index": self._index})]
+
+    def _begin(self, block: dict[str, Any], what: int | None) -> list[Event]:
+        out = self._close()
+        self._index += 1
+        self._open = what
+        start = {"type": "content_block_start", "index": self._index, "content_block": block}
+        out.append(("content_block_start", start))
+        return out
+
+    def delta(self, delta: Delta) -> list[Event]:
+        out: list[Event] = []
+        if isinstance(delta, TextDelta):
+            if self._index < 0 or self._open is not None:
+                out += self._begin({"type": "text", "text": ""}, None)
+            body = {"type": "text_delta", "text": delta.text}
+        else:
+            if delta.index not in self._calls or self._open != delta.index:
+                self._calls.add(delta.index)
+                out += self._begin({"type": "tool_use", "id": delta.id, "name": delta.name, "input": {}}, delta.index)
+            if not delta.arguments_fragment:
+                return out
+            body = {"type": "input_json_delta", "partial_json": delta.arguments_fragment}
+        out.append(("content_block_delta", {"type": "content_block_delta", "index": self._index, "delta": body}))
+        return out
+
+    def restarted(self) -> None:
+        """A new reply follows (a restart): its blocks are numbered from 0 again."""
+        self._index, self._open = -1, None
+        self._calls.clear()
+
+    def finish(self, response: ModelResponse, **extra: Any) -> list[Event]:
+        usage = {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens}
+        delta = {"stop_reason": stop_reason(response), "stop_sequence": None}
+        return [
+            *self._close(),
+            ("message_delta", {"type": "message_delta", "delta": delta, "usage": usage, **extra}),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+
+
+def render_error(message: str, kind: str, **extra: Any) -> dict[str, Any]:
+    """Anthropic's error body: ``{"type": "error", "error": {"type", "message", ...extra}}``."""
+    return {"type": "error", "error": {"type": kind, "message": message, **extra}}

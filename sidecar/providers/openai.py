@@ -32,6 +32,24 @@ read by ``OpenAIStream``::
 
 What ``parse_request`` cannot carry is INVALID_INPUT naming the field (content other than text);
 other request keys (stream, tool_choice, n ...) are the front's business and ignored here.
+
+The OpenAI-compatible HTTP front (``server/http/openai_front.py``) answers in this format with
+``render_response``, ``ChunkWriter`` and ``render_error``::
+
+    core                                        OpenAI answer
+    ModelResponse                               {"object": "chat.completion", "choices": [{"message": {"role":
+                                                "assistant", "content", "tool_calls"}, "finish_reason"}], "usage"}
+      content                                   the text; the parsed object as compact JSON when a schema was
+                                                asked (null when the reply is only tool calls)
+      finish_reason                             tool_calls when it has any, else stop / length / content_filter
+      usage                                     the last attempt's prompt_tokens / completion_tokens / total_tokens
+    a stream                                    "chat.completion.chunk" events: the role first, then
+      TextDelta                                 {"delta": {"content": text}}
+      ToolCallDelta                             {"delta": {"tool_calls": [{"index", "id", "type", "function":
+                                                {"name", "arguments"}}]}} (id, type and name on the first fragment)
+      Final                                     {"delta": {}, "finish_reason"}, then, when include_usage was asked,
+                                                {"choices": [], "usage"}; the front ends with ``[DONE]``
+    a failure                                   {"error": {"message", "type", "param", "code"}}
 """
 
 from __future__ import annotations
@@ -40,7 +58,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sidecar.core.conversation import Message, ModelRequest, ToolCall, ToolCallResult, ToolDefinition
+from sidecar.core.conversation import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolCallResult,
+    ToolDefinition,
+    Usage,
+)
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.stream import Delta, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput
@@ -56,7 +82,17 @@ from sidecar.providers.wire import (
     shown,
 )
 
-__all__ = ["TOOL_ERROR_PREFIX", "OpenAIAdapter", "OpenAIStream", "parse_request"]
+__all__ = [
+    "END_MARKER",
+    "TOOL_ERROR_PREFIX",
+    "ChunkWriter",
+    "OpenAIAdapter",
+    "OpenAIStream",
+    "finish_name",
+    "parse_request",
+    "render_error",
+    "render_response",
+]
 
 TOOL_ERROR_PREFIX = "[tool error] "
 """Before the content of a tool result that is an error: the OpenAI wire has no is_error flag."""
@@ -374,3 +410,102 @@ def _response_schema(fmt: Any) -> str:
     if kind in (None, "text"):
         return ""
     raise InvalidInput("response_format.type", shown(kind), "must be text, json_object or json_schema")
+
+
+# ---------------------------------------------------------------------------- answers rendered (the HTTP front)
+
+_FINISH_NAMES = {
+    FinishReason.STOP: "stop",
+    FinishReason.LENGTH: "length",
+    FinishReason.TOOL_CALLS: "tool_calls",
+    FinishReason.CONTENT_FILTER: "content_filter",
+}
+
+
+def finish_name(response: ModelResponse) -> str:
+    """The reply's ``finish_reason``: ``tool_calls`` whenever it calls a tool."""
+    if response.message.tool_calls:
+        return "tool_calls"
+    return _FINISH_NAMES.get(response.finish_reason, "stop")
+
+
+def _content(response: ModelResponse) -> str | None:
+    if response.parsed is not None:
+        return compact_json(response.parsed)
+    return response.message.text or (None if response.message.tool_calls else "")
+
+
+def _usage(usage: Usage) -> dict[str, int]:
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
+
+
+def render_response(
+    response: ModelResponse, *, response_id: str, created: int, model: str, extension: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A whole reply as a ``chat.completion`` object; ``extension`` rides along as ``sidecar``."""
+    message: dict[str, Any] = {"role": "assistant", "content": _content(response), "refusal": None}
+    if response.message.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json or "{}"}}
+            for c in response.message.tool_calls
+        ]
+    return {
+        "id": response_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_name(response)}],
+        "usage": _usage(response.usage),
+        "system_fingerprint": None,
+        "sidecar": dict(extension),
+    }
+
+
+class ChunkWriter:
+    """One streamed reply as ``chat.completion.chunk`` objects (the module's table)."""
+
+    def __init__(self, *, response_id: str, created: int, model: str) -> None:
+        self._head = {"id": response_id, "object": "chat.completion.chunk", "created": created, "model": model}
+        self._started: set[int] = set()
+        """Tool calls whose first fragment (id, type, name) went out."""
+
+    def _chunk(self, choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        return {**self._head, "choices": choices, **extra}
+
+    def role(self) -> dict[str, Any]:
+        """The first chunk: the assistant's role, no content yet."""
+        return self._chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+
+    def delta(self, delta: Delta) -> dict[str, Any]:
+        if isinstance(delta, TextDelta):
+            return self._chunk([{"index": 0, "delta": {"content": delta.text}, "finish_reason": None}])
+        piece: dict[str, Any] = {"index": delta.index, "function": {"arguments": delta.arguments_fragment}}
+        if delta.index not in self._started:
+            self._started.add(delta.index)
+            piece["id"] = delta.id
+            piece["type"] = "function"
+            piece["function"]["name"] = delta.name
+        return self._chunk([{"index": 0, "delta": {"tool_calls": [piece]}, "finish_reason": None}])
+
+    def restarted(self) -> None:
+        """A new reply follows (a restart): its tool calls start afresh."""
+        self._started.clear()
+
+    def finish(self, response: ModelResponse, **extra: Any) -> dict[str, Any]:
+        return self._chunk([{"index": 0, "delta": {}, "finish_reason": finish_name(response)}], **extra)
+
+    def usage(self, response: ModelResponse, **extra: Any) -> dict[str, Any]:
+        return self._chunk([], usage=_usage(response.usage), **extra)
+
+    def extension(self, **extra: Any) -> dict[str, Any]:
+        """A chunk with no choices carrying only ``extra`` (clients skip a chunk with empty choices)."""
+        return self._chunk([], **extra)
+
+
+def render_error(message: str, kind: str, code: str | None, param: str | None = None, **extra: Any) -> dict[str, Any]:
+    """OpenAI's error body: ``{"error": {"message", "type", "param", "code", ...extra}}``."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": code, **extra}}

@@ -42,6 +42,8 @@ SPAN_ROUTE_HOP = "route.hop {deployment}"
 # ("sidecar.v1.Sidecar/CallModel"), as the RPC conventions say.
 SPAN_MCP_SERVER = "tools/call {tool}"
 """The MCP front's SERVER span of one tools/call (the MCP conventions: ``{mcp.method.name} {target}``)."""
+SPAN_HTTP_SERVER = "{method} {route}"
+"""An HTTP front's SERVER span (the HTTP conventions: ``{http.request.method} {http.route}``)."""
 
 # ---------------------------------------------------------------- GenAI conventions
 GEN_AI_OPERATION = "gen_ai.operation.name"
@@ -75,6 +77,9 @@ HTTP_METHOD = "http.request.method"
 HTTP_RESEND_COUNT = "http.request.resend_count"
 HTTP_STATUS = "http.response.status_code"
 URL_FULL = "url.full"
+
+# ---------------------------------------------------------------- HTTP server conventions (the HTTP fronts)
+HTTP_ROUTE = "http.route"
 
 # ---------------------------------------------------------------- RPC server conventions
 RPC_SYSTEM = "rpc.system"

@@ -6,7 +6,9 @@
     Origin        every request carrying one        403 forbidden_origin         it is the Host's own (a browser page
                   (browsers do on every POST)                                    of another site; ``null`` refused)
     bearer token  every route but the open ones     401 unauthenticated,         server.auth is unset, or the token is
-                  (GET /healthz), server.auth set   WWW-Authenticate: Bearer     one of its tokens (auth.Tokens)
+                  (GET /healthz), server.auth set   WWW-Authenticate: Bearer     one of its tokens (auth.Tokens), sent
+                                                                                 as ``Authorization: Bearer``, or as
+                                                                                 ``x-api-key`` (the Anthropic SDK's way)
 
 A refusal is JSON, ``{"error": {"type": ..., "message": ...}}``, and never quotes what was sent.
 The token is compared in constant time (``auth.Tokens``), as on the gRPC port.
@@ -26,6 +28,8 @@ from sidecar.server.security import is_local
 
 __all__ = ["Access", "is_loopback_host", "refusal"]
 
+API_KEY_HEADER = "x-api-key"
+"""Where the Anthropic SDK sends its key (``api_key=``): taken as the bearer token."""
 UNAUTHENTICATED = (
     "The sidecar refused this request: it carries no valid bearer token "
     "(header 'Authorization: Bearer <token>' with one of server.auth.tokens). "
@@ -91,7 +95,7 @@ class Access:
         if (
             self._tokens is not None
             and scope.get("path") not in self._open
-            and not self._tokens.authorized(bearer_token(headers.items()))
+            and not self._tokens.authorized(bearer_token(headers.items()) or headers.get(API_KEY_HEADER))
         ):
             await _UNAUTHENTICATED(scope, receive, send)
             return

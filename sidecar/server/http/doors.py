@@ -1,7 +1,13 @@
 """The doors of the HTTP port, built from the same core services as the gRPC port's servicer.
 
-    door          path     config          serves
-    MCP front     /mcp     http.mcp        the configured tools as an MCP server (mcp_front.py)
+    door              path                    config          serves
+    MCP front         /mcp                    http.mcp        the configured tools as an MCP server (mcp_front.py)
+    OpenAI front      /v1/chat/completions    http.openai     ModelService.call / .stream (openai_front.py)
+    Anthropic front   /v1/messages            http.anthropic  ModelService.call / .stream (anthropic_front.py)
+    the model list    /v1/models[/{id}]       either of them  the catalog and routes (models_front.py)
+
+The two model fronts share one exchange (``fronts.py``: the body, the headers, admission, the
+SERVER span, the call, the failure table of ``failures.py``); each knows only its wire format.
 
 A new door (an OpenAI- or Anthropic-compatible front) is one more entry of ``build_doors``: its
 routes and lifespan (``hosting.Door``), built from ``DoorParts``, calling ``ModelService`` /
@@ -12,12 +18,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from starlette.routing import BaseRoute, Route
+
 from sidecar.config import Config
 from sidecar.core.clock import Clock
 from sidecar.providers.service import ModelService
 from sidecar.server.admission import Admission
+from sidecar.server.http.anthropic_front import MESSAGES_PATH, AnthropicFormat
+from sidecar.server.http.fronts import ModelEndpoint
 from sidecar.server.http.hosting import Door
 from sidecar.server.http.mcp_front import mcp_door
+from sidecar.server.http.models_front import models_routes
+from sidecar.server.http.openai_front import CHAT_PATH, OpenAIFormat
 from sidecar.tools.service import ToolService
 
 __all__ = ["DoorParts", "build_doors"]
@@ -44,4 +56,26 @@ def build_doors(parts: DoorParts) -> list[Door]:
     if http.mcp:
         secrets = parts.config.secrets()
         doors.append(mcp_door(parts.tools, parts.admission, secrets, parts.config.server.max_message_bytes))
+    if http.openai or http.anthropic:
+        doors.append(model_door(parts))
     return doors
+
+
+def model_door(parts: DoorParts) -> Door:
+    """The OpenAI and Anthropic fronts (those the config turns on) and the model list, as one door."""
+    http = parts.config.http
+    assert http is not None
+    secrets = parts.config.secrets()
+    limit = parts.config.server.max_message_bytes
+
+    def endpoint(fmt: OpenAIFormat | AnthropicFormat, path: str) -> Route:
+        app = ModelEndpoint(fmt, path, parts.models, parts.admission, parts.clock, secrets, limit)
+        return Route(path, endpoint=app, methods=["POST"])
+
+    routes: list[BaseRoute] = []
+    if http.openai:
+        routes.append(endpoint(OpenAIFormat(parts.clock), CHAT_PATH))
+    if http.anthropic:
+        routes.append(endpoint(AnthropicFormat(), MESSAGES_PATH))
+    routes.extend(models_routes(parts.config, anthropic_shape=http.anthropic))
+    return Door("models", routes)

@@ -4,8 +4,11 @@
                            (``OTEL_PROPAGATORS``; by default ``traceparent``/``tracestate`` and
                            ``baggage``), and current while the door's call runs, baggage included
     the SERVER span        one per call, named and attributed by the door (``tools/call {tool}`` for
-                           the MCP front); the core's spans (``execute_tool``, the attempts) are its
+                           the MCP front, ``POST /v1/chat/completions`` for the OpenAI front); the
+                           core's spans (``execute_tool``, ``chat {model}``, the attempts) are its
                            children, exactly as under the gRPC port's server span
+    a streamed answer      ``start_server_span``: the span and the context to attach while the call is
+                           started; the door ends the span when the stream has ended
 
 As on the gRPC port (``telemetry.server_spans``), with no SDK installed nothing is recorded and
 the span is free (``telemetry.tracing.Tracer``).
@@ -18,13 +21,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry import propagate
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry import propagate, trace
+from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
 
 from sidecar.telemetry import names as n
-from sidecar.telemetry.tracing import Tracer
+from sidecar.telemetry.tracing import Tracer, sdk_installed
 
-__all__ = ["server_span"]
+__all__ = ["server_span", "start_server_span"]
 
 _tracer = Tracer(n.TRACER)
 
@@ -40,3 +43,15 @@ def server_span(name: str, headers: Mapping[str, str], attributes: dict[str, Any
             yield span
     finally:
         otel_context.detach(token)
+
+
+def start_server_span(
+    name: str, headers: Mapping[str, str], attributes: dict[str, Any]
+) -> tuple[Span, otel_context.Context]:
+    """A SERVER span (not ended, not current) whose parent is the context ``headers`` carry, and that
+    context with the span in it: attach it while the door's call starts, end the span when it is done."""
+    parent = propagate.extract(dict(headers))
+    if not sdk_installed():
+        return INVALID_SPAN, parent
+    span = trace.get_tracer(n.TRACER).start_span(name, context=parent, kind=SpanKind.SERVER, attributes=attributes)
+    return span, trace.set_span_in_context(span, parent)

@@ -1,0 +1,179 @@
+"""A failure as the HTTP fronts answer it: the status an SDK reads as its own exception class.
+
+    kind                          status   OpenAI error.type / code                     Anthropic (status) error.type
+    INVALID_INPUT, GUARDRAIL      400      invalid_request_error / invalid_value        invalid_request_error
+    TOKEN_ESTIMATE_EXCEEDS_LIMIT, 400      invalid_request_error /                      invalid_request_error
+      CONTEXT_OVERFLOW                       context_length_exceeded
+    PROVIDER_REFUSAL              400      invalid_request_error /                      invalid_request_error
+                                             content_policy_violation
+    OUTPUT_TRUNCATED              400      invalid_request_error / output_truncated     invalid_request_error
+    PERMISSION_DENIED             403      permission_error / permission_denied         permission_error
+    MODEL_NOT_FOUND,              404      invalid_request_error / model_not_found,     not_found_error
+      RESOURCE_NOT_FOUND                     resource_not_found
+    QUOTA_EXHAUSTED               429      insufficient_quota / insufficient_quota      (402) billing_error
+    SPEND_CAP_EXCEEDED            429      insufficient_quota / spend_cap_exceeded      (402) billing_error
+    UPSTREAM_THROTTLE             429      rate_limit_error / rate_limit_exceeded       rate_limit_error
+    UPSTREAM_RETRIES_EXHAUSTED
+      after rate limits           429      rate_limit_error / rate_limit_exceeded       rate_limit_error
+      after overloads             503      server_error / overloaded                    (529) overloaded_error
+      after transient faults      503      server_error / upstream_unavailable          api_error
+    CIRCUIT_OPEN                  503      server_error / circuit_open                  api_error
+    EXTERNAL_SERVICE              502      server_error / upstream_error                api_error
+    UNAUTHORIZED                  502      server_error / upstream_unauthorized         api_error
+    JSON_PARSE,                   502      server_error / invalid_model_output          api_error
+      RESPONSE_VALIDATION
+    STREAM_INTERRUPTED            502      server_error / stream_interrupted            api_error
+    SYSTEM                        500      server_error / internal_error                api_error
+    JOB_TIMEOUT                   504      timeout / deadline_exceeded                  timeout_error
+    JOB_CANCELLED                 499      cancelled / cancelled                        api_error
+    the sidecar's own refusals
+      shed (server.max_in_flight) 503      server_error / overloaded                    (529) overloaded_error
+      draining (SIGTERM)          503      server_error / draining                      api_error
+
+The Anthropic status is the same unless given in brackets. The SDKs pick their exception class by
+status alone (openai: BadRequestError 400, PermissionDeniedError 403, NotFoundError 404,
+RateLimitError 429, InternalServerError >= 500; anthropic the same, PaymentRequiredError 402,
+ServiceUnavailableError 503, GatewayTimeoutError 504, OverloadedError 529).
+
+UNAUTHORIZED is 502, not 401: it means the *sidecar's* key was refused upstream, which the
+caller can neither cause nor fix (an operator must); a 401 would raise the SDK's
+AuthenticationError and send the agent's owner to check a key that is fine. A caller's own
+missing or wrong token is the port's 401 (``access.py``).
+
+Every failure answer carries::
+
+    x-sidecar-attempts    the upstream attempts the call made
+    retry-after,          when the failure knows a wait (RetryInfo): whole seconds (rounded up), and
+      retry-after-ms        milliseconds (which the SDKs read first)
+    x-should-retry        false: the sidecar already spent the call's retry budget (or retrying cannot
+                          help), so an SDK that honours it (openai, anthropic) does not multiply
+                          attempts; true only for the sidecar's own refusals before any work
+                          (shed, draining), where a retry costs no upstream attempt
+    error.sidecar         kind, correctable, message, explanation (what the model reads, with the retry
+                          line), retry_line, attempts, retry_after_s, hops, and the whole sidecar.v1
+                          Failure in its JSON mapping (``failure``)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import json_format
+
+from sidecar.core.details import Hop, RetryDetail, ServiceDetail
+from sidecar.core.kinds import FailureKind, RetrySignal
+from sidecar.core.taxonomy import CORRECTABLE_LINE, UNCORRECTABLE_LINE, SidecarFailure
+from sidecar.server import convert
+from sidecar.server.refusals import SIDECAR_SERVICE
+
+__all__ = ["ATTEMPTS_HEADER", "Answer", "answer_of", "failure_extension", "hop_json"]
+
+ATTEMPTS_HEADER = "x-sidecar-attempts"
+SHOULD_RETRY_HEADER = "x-should-retry"
+DRAINING_DETAIL = "draining"
+"""The ServiceDetail.detail of the refusal while the process drains (``refusals.draining_failure``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """How one failure is answered: the status of each format, and the error types."""
+
+    status: int
+    openai_type: str
+    openai_code: str
+    anthropic_type: str
+    anthropic_status: int | None = None
+    """When Anthropic's status differs (402 billing, 529 overloaded)."""
+    should_retry: bool = False
+
+    @property
+    def anthropic(self) -> int:
+        return self.anthropic_status or self.status
+
+
+_INVALID = "invalid_request_error"
+_SERVER = "server_error"
+_RATE = Answer(429, "rate_limit_error", "rate_limit_exceeded", "rate_limit_error")
+_OVERLOADED = Answer(503, _SERVER, "overloaded", "overloaded_error", 529)
+_K = FailureKind
+_ANSWERS: dict[FailureKind, Answer] = {
+    _K.INVALID_INPUT: Answer(400, _INVALID, "invalid_value", _INVALID),
+    _K.GUARDRAIL: Answer(400, _INVALID, "invalid_value", _INVALID),
+    _K.TOKEN_ESTIMATE_EXCEEDS_LIMIT: Answer(400, _INVALID, "context_length_exceeded", _INVALID),
+    _K.CONTEXT_OVERFLOW: Answer(400, _INVALID, "context_length_exceeded", _INVALID),
+    _K.PROVIDER_REFUSAL: Answer(400, _INVALID, "content_policy_violation", _INVALID),
+    _K.OUTPUT_TRUNCATED: Answer(400, _INVALID, "output_truncated", _INVALID),
+    _K.PERMISSION_DENIED: Answer(403, "permission_error", "permission_denied", "permission_error"),
+    _K.MODEL_NOT_FOUND: Answer(404, _INVALID, "model_not_found", "not_found_error"),
+    _K.RESOURCE_NOT_FOUND: Answer(404, _INVALID, "resource_not_found", "not_found_error"),
+    _K.QUOTA_EXHAUSTED: Answer(429, "insufficient_quota", "insufficient_quota", "billing_error", 402),
+    _K.SPEND_CAP_EXCEEDED: Answer(429, "insufficient_quota", "spend_cap_exceeded", "billing_error", 402),
+    _K.UPSTREAM_THROTTLE: _RATE,
+    _K.CIRCUIT_OPEN: Answer(503, _SERVER, "circuit_open", "api_error"),
+    _K.EXTERNAL_SERVICE: Answer(502, _SERVER, "upstream_error", "api_error"),
+    _K.UNAUTHORIZED: Answer(502, _SERVER, "upstream_unauthorized", "api_error"),
+    _K.JSON_PARSE: Answer(502, _SERVER, "invalid_model_output", "api_error"),
+    _K.RESPONSE_VALIDATION: Answer(502, _SERVER, "invalid_model_output", "api_error"),
+    _K.STREAM_INTERRUPTED: Answer(502, _SERVER, "stream_interrupted", "api_error"),
+    _K.SYSTEM: Answer(500, _SERVER, "internal_error", "api_error"),
+    _K.JOB_TIMEOUT: Answer(504, "timeout", "deadline_exceeded", "timeout_error"),
+    _K.JOB_CANCELLED: Answer(499, "cancelled", "cancelled", "api_error"),
+}
+_EXHAUSTED: dict[RetrySignal, Answer] = {
+    RetrySignal.RATE_LIMIT: _RATE,
+    RetrySignal.OVERLOAD: _OVERLOADED,
+    RetrySignal.TRANSIENT: Answer(503, _SERVER, "upstream_unavailable", "api_error"),
+}
+_SHED = Answer(503, _SERVER, "overloaded", "overloaded_error", 529, should_retry=True)
+_DRAINING = Answer(503, _SERVER, "draining", "api_error", should_retry=True)
+
+
+def answer_of(failure: SidecarFailure) -> Answer:
+    """The row of the module's table for ``failure``."""
+    detail = failure.detail
+    if isinstance(detail, ServiceDetail) and detail.service == SIDECAR_SERVICE:  # the sidecar's own refusals
+        return _DRAINING if detail.detail == DRAINING_DETAIL else _SHED
+    if failure.kind is FailureKind.UPSTREAM_RETRIES_EXHAUSTED:
+        signal = detail.last_signal if isinstance(detail, RetryDetail) else RetrySignal.TRANSIENT
+        return _EXHAUSTED.get(signal, _EXHAUSTED[RetrySignal.TRANSIENT])
+    return _ANSWERS.get(failure.kind, _ANSWERS[FailureKind.SYSTEM])
+
+
+def hop_json(hop: Hop) -> dict[str, Any]:
+    return {
+        "deployment": hop.deployment,
+        "kind": hop.kind.name,
+        "attempts": hop.attempts,
+        "reason": hop.reason,
+        "skipped": hop.skipped,
+    }
+
+
+def failure_extension(failure: SidecarFailure) -> dict[str, Any]:
+    """``error.sidecar``: what the sidecar knows of the failure (the module's docstring)."""
+    out: dict[str, Any] = {
+        "kind": failure.kind_name,
+        "correctable": failure.correctable,
+        "message": failure.message,
+        "explanation": failure.explain_to_llm(),
+        "retry_line": CORRECTABLE_LINE if failure.correctable else UNCORRECTABLE_LINE,
+        "attempts": failure.attempts,
+    }
+    if failure.retry_after is not None:
+        out["retry_after_s"] = failure.retry_after
+    if failure.hops:
+        out["hops"] = [hop_json(h) for h in failure.hops]
+    out["failure"] = json_format.MessageToDict(convert.failure(failure), preserving_proto_field_name=True)
+    return out
+
+
+def failure_headers(failure: SidecarFailure, answer: Answer) -> dict[str, str]:
+    """``x-sidecar-attempts``, ``x-should-retry`` and, when a wait is known, ``retry-after(-ms)``."""
+    headers = {ATTEMPTS_HEADER: str(failure.attempts), SHOULD_RETRY_HEADER: "true" if answer.should_retry else "false"}
+    wait = failure.retry_after
+    if wait is not None and math.isfinite(wait) and wait >= 0:
+        headers["retry-after"] = str(math.ceil(wait))
+        headers["retry-after-ms"] = str(round(wait * 1000))
+    return headers

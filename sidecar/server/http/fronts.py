@@ -1,0 +1,458 @@
+"""The model doors of the HTTP port (OpenAI- and Anthropic-compatible): one exchange, whatever the format.
+
+    step               what the door does                                       refused with
+    the body           read up to server.max_message_bytes, a JSON object        413 past it; 400 (INVALID_INPUT)
+    the request        the format's parse_request -> the core's ModelRequest,    400 naming the field
+                       and the format's own keys (stream, n, tool_choice ...)
+    the headers        x-sidecar-job-id, x-sidecar-workflow-id   -> the Job       400 for a bad value
+                       x-sidecar-timeout-s (seconds)             -> the deadline
+                       x-sidecar-upstream-retries                -> the budget override
+                       x-sidecar-mid-stream: fail (default) | restart
+                       traceparent / tracestate                  -> the SERVER span's parent
+    admission          server.max_in_flight, one limit for every door            shed / draining (failures.py)
+    the call           ModelService.call, or .stream for "stream": true          the failure table (failures.py)
+    the caller leaves  the call is cancelled (JOB_CANCELLED), its upstream closed, its slot given back
+    every answer       x-sidecar-attempts; the configured secrets masked in every string
+
+A streamed answer starts (status 200, the SSE head) only when the call's first event is there, so
+that a failure before any delta (most of them: quota, rate limits outlasting the budget, an unknown
+model) is answered with its HTTP status like a whole call's, and read as the SDK's exception
+class. After that a failure is the format's in-stream error event. The head carries no
+``x-sidecar-attempts`` (the attempts are not known yet): the last event's ``sidecar`` field does.
+
+A restart (``core.stream.Restart``) has no equivalent in either format: a client cannot take
+back what it was sent. So the fronts ask the core for ``mid_stream: fail`` unless the caller sends
+``x-sidecar-mid-stream: restart``, and a restart the core still makes (a truncated reply re-run,
+a correction) after deltas went out ends the stream with STREAM_INTERRUPTED in the format's error
+event, the partial text in the failure. With ``x-sidecar-mid-stream: restart`` the caller gets
+the restart as a sidecar extension event instead (``StreamWriter.restart``) and must drop what it
+holds, as a gRPC StreamModel caller does.
+
+One SERVER span per exchange, ``POST /v1/chat/completions`` (``http.request.method``,
+``http.route``, ``http.response.status_code``, ``error.type`` the status for a 5xx, or the
+failure's kind for a stream that failed after its head), its parent the caller's trace context;
+the core's ``chat {model}`` span and its attempts are its children.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from opentelemetry import context as otel_context
+from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode
+from starlette.datastructures import Headers
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from sidecar.core.clock import Clock
+from sidecar.core.conversation import CallOptions, Job, MidStream, ModelRequest, ModelResponse
+from sidecar.core.details import InvalidInputDetail
+from sidecar.core.redact import mask_secrets
+from sidecar.core.stream import Final, Restart, StreamEvent, TextDelta, ToolCallDelta
+from sidecar.core.taxonomy import InvalidInput, SidecarFailure, StreamInterrupted, SystemFailure
+from sidecar.providers.service import ModelService
+from sidecar.server.admission import Admission
+from sidecar.server.http.failures import (
+    ATTEMPTS_HEADER,
+    Answer,
+    answer_of,
+    failure_extension,
+    failure_headers,
+    hop_json,
+)
+from sidecar.server.http.mcp_front import JOB_HEADER, WORKFLOW_HEADER
+from sidecar.server.http.tracing import start_server_span
+from sidecar.telemetry import names as n
+
+__all__ = [
+    "MID_STREAM_HEADER",
+    "RETRIES_HEADER",
+    "TIMEOUT_HEADER",
+    "Ask",
+    "Format",
+    "ModelEndpoint",
+    "Sse",
+    "StreamWriter",
+    "reply_extension",
+]
+
+TIMEOUT_HEADER = "x-sidecar-timeout-s"
+RETRIES_HEADER = "x-sidecar-upstream-retries"
+MID_STREAM_HEADER = "x-sidecar-mid-stream"
+MAX_TIMEOUT_S = 24 * 3600.0
+"""The longest deadline a caller may ask for in ``x-sidecar-timeout-s`` (a day)."""
+MAX_HEADER_RETRIES = 100
+"""The largest ``x-sidecar-upstream-retries`` (the config's own bound for upstream_retries)."""
+CANCELLED_STATUS = 499
+"""Recorded on the span of an exchange whose caller left (nobody reads the answer)."""
+JSON_MEDIA = "application/json"
+SSE_MEDIA = "text/event-stream"
+
+Sse = tuple[str, "dict[str, Any] | str"]
+"""A server-sent event: its name ("" for none) and its data (an object, or raw text like ``[DONE]``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """A request read in a format: the core's request and what the format asks of the answer."""
+
+    request: ModelRequest
+    stream: bool = False
+    include_usage: bool = False
+
+
+class StreamWriter(Protocol):
+    def start(self) -> list[Sse]: ...
+    def delta(self, delta: TextDelta | ToolCallDelta) -> list[Sse]: ...
+    def restart(self, restart: Restart) -> list[Sse]: ...
+    def final(self, response: ModelResponse, extension: dict[str, Any]) -> list[Sse]: ...
+    def error(self, failure: SidecarFailure, answer: Answer, extension: dict[str, Any]) -> list[Sse]: ...
+
+
+class Format(Protocol):
+    """What a front knows of its wire format; everything else is this module's."""
+
+    name: str
+    """Named in words the sidecar writes ("an OpenAI-compatible stream")."""
+
+    def parse(self, body: dict[str, Any]) -> Ask: ...
+    def reply(self, response: ModelResponse, model: str, extension: dict[str, Any]) -> dict[str, Any]: ...
+    def error(
+        self, failure: SidecarFailure, answer: Answer, extension: dict[str, Any]
+    ) -> tuple[int, dict[str, Any]]: ...
+    def writer(self, ask: Ask, model: str) -> StreamWriter: ...
+
+
+def reply_extension(response: ModelResponse) -> dict[str, Any]:
+    """The ``sidecar`` field of a reply: what the sidecar did for it."""
+    out: dict[str, Any] = {
+        "attempts": response.attempts,
+        "corrections": response.corrections,
+        "output_budget_raised": response.output_budget_raised,
+        "served_by": response.served_by,
+        "provider": response.provider,
+        "response_model": response.response_model,
+        "total_usage": {
+            "input_tokens": response.total_usage.input_tokens,
+            "output_tokens": response.total_usage.output_tokens,
+        },
+        "cost_usd": response.cost_usd,
+    }
+    if response.warnings:
+        out["warnings"] = list(response.warnings)
+    if response.hops:
+        out["hops"] = [hop_json(h) for h in response.hops]
+    return out
+
+
+def positive_budget(request: ModelRequest, key: str) -> None:
+    """INVALID_INPUT naming ``key`` when the output budget asked for is below 1 (the core's own check
+    is of the catalog's maximum; a gRPC caller cannot send a negative one)."""
+    if request.max_output_tokens is not None and request.max_output_tokens < 1:
+        raise InvalidInput(key, str(request.max_output_tokens), "must be at least 1")
+
+
+def new_id(prefix: str) -> str:
+    return prefix + uuid.uuid4().hex
+
+
+# ---------------------------------------------------------------------------- reading the request
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _TooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(limit: int) -> SidecarFailure:
+    rule = f"must be at most {limit} bytes (server.max_message_bytes)"
+    return InvalidInput.worded(
+        f"The request body is too large; it {rule}.",
+        detail=InvalidInputDetail(parameter="body", value=f"more than {limit} bytes", rule=rule),
+    )
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise InvalidInput("body", f"{len(raw)} bytes", "must be a JSON object (the request's JSON body)") from None
+    if not isinstance(body, dict):
+        raise InvalidInput("body", type(body).__name__, "must be a JSON object (the request's JSON body)")
+    return body
+
+
+def _options(headers: Headers, clock: Clock) -> CallOptions:
+    deadline = None
+    raw = headers.get(TIMEOUT_HEADER)
+    if raw is not None:
+        try:
+            seconds = float(raw)
+        except ValueError:
+            seconds = math.nan
+        if not 0 < seconds <= MAX_TIMEOUT_S:
+            rule = f"must be seconds, more than 0 and at most {MAX_TIMEOUT_S:g}"
+            raise InvalidInput(f"header {TIMEOUT_HEADER}", raw, rule)
+        deadline = clock.time() + seconds
+    retries = None
+    raw = headers.get(RETRIES_HEADER)
+    if raw is not None:
+        if not raw.isdigit() or int(raw) > MAX_HEADER_RETRIES:
+            rule = f"must be a whole number from 0 to {MAX_HEADER_RETRIES}"
+            raise InvalidInput(f"header {RETRIES_HEADER}", raw, rule)
+        retries = int(raw)
+    return CallOptions(deadline=deadline, upstream_retries=retries)
+
+
+def _mid_stream(headers: Headers) -> tuple[str, bool]:
+    """The core's mid-stream policy for the call, and whether restarts go out as extension events."""
+    raw = headers.get(MID_STREAM_HEADER)
+    if raw is None or raw == MidStream.FAIL:
+        return MidStream.FAIL, False
+    if raw == MidStream.RESTART:
+        return MidStream.RESTART, True
+    raise InvalidInput(f"header {MID_STREAM_HEADER}", raw, "must be fail or restart")
+
+
+def mask_tree(value: Any, secrets: list[str]) -> Any:
+    """``value`` (JSON: dicts, lists, strings ...) with the configured secrets masked in every string."""
+    if isinstance(value, str):
+        return mask_secrets(value, secrets)
+    if isinstance(value, dict):
+        return {k: mask_tree(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask_tree(v, secrets) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------------------- one exchange
+
+
+@dataclass
+class _Exchange:
+    """What one request holds until its answer is sent: its span, its slot, its stream."""
+
+    span: Span = INVALID_SPAN
+    admitted: bool = False
+    status: int = 0
+    error_type: str = ""
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    def answered(self, status: int) -> None:
+        self.status = status
+        if status >= 500 and not self.error_type:
+            self.error_type = str(status)
+
+
+async def _until_gone(receive: Receive) -> None:
+    """Returns when the caller has gone (``http.disconnect``); the body must have been read."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+class _Gone(Exception):
+    """The caller left before the answer was ready."""
+
+
+async def _unless_gone(work: Awaitable[Any], receive: Receive) -> Any:
+    """``work``'s result, or ``_Gone`` (``work`` cancelled) when the caller leaves first."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_until_gone(receive))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # the exchange itself is cancelled (the port stops): so is the work
+        gone.cancel()
+        task.cancel()
+        raise
+    gone.cancel()
+    if not task.done():
+        task.cancel()
+        await asyncio.wait([task])  # the call ended (JOB_CANCELLED), its upstream closed
+        raise _Gone
+    return task.result()
+
+
+class ModelEndpoint:
+    """One route of a front (``POST /v1/chat/completions``, ``POST /v1/messages``) as an ASGI app."""
+
+    def __init__(
+        self,
+        fmt: Format,
+        route: str,
+        models: ModelService,
+        admission: Admission,
+        clock: Clock,
+        secrets: list[str],
+        max_body_bytes: int,
+    ) -> None:
+        self._format = fmt
+        self._route = route
+        self._models = models
+        self._admission = admission
+        self._clock = clock
+        self._secrets = secrets
+        self._limit = max_body_bytes
+        self._method = f"POST {route}"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        attributes = {n.HTTP_METHOD: "POST", n.HTTP_ROUTE: self._route}
+        span, context = start_server_span(
+            n.SPAN_HTTP_SERVER.format(method="POST", route=self._route), request.headers, attributes
+        )
+        exchange = _Exchange(span)
+        token = otel_context.attach(context)  # the core's spans (and a stream's producer task) are its children
+        try:
+            response = await self._answer(request, exchange)
+            await response(scope, receive, send)
+        except (_Gone, ClientDisconnect, OSError):
+            exchange.answered(CANCELLED_STATUS)
+        finally:
+            otel_context.detach(token)
+            await self._close(exchange)
+
+    async def _close(self, exchange: _Exchange) -> None:
+        try:
+            for close in reversed(exchange.closers):
+                await close()
+        finally:
+            if exchange.admitted:
+                self._admission.leave()
+            span = exchange.span
+            if span.is_recording():
+                span.set_attribute(n.HTTP_STATUS, exchange.status)
+                if exchange.error_type:
+                    span.set_attribute(n.ERROR_TYPE, exchange.error_type)
+                if exchange.status >= 500:
+                    span.set_status(Status(StatusCode.ERROR))
+            span.end()
+
+    async def _answer(self, request: Request, exchange: _Exchange) -> Response:
+        try:
+            raw = await _body(request, self._limit)
+        except _TooLarge:
+            return self._failed(_too_large(self._limit), exchange, status=413)
+        try:
+            ask = self._format.parse(_json_object(raw))
+            mid_stream, restarts = _mid_stream(request.headers)
+            job = Job(job_id=request.headers.get(JOB_HEADER, ""), workflow_id=request.headers.get(WORKFLOW_HEADER, ""))
+            ask = replace(ask, request=replace(ask.request, job=job, mid_stream=mid_stream if ask.stream else None))
+            options = _options(request.headers, self._clock)
+        except SidecarFailure as failure:
+            return self._failed(failure, exchange)
+        refused = self._admission.enter(self._method)
+        if refused is not None:
+            return self._failed(refused, exchange)
+        exchange.admitted = True
+        if ask.stream:
+            return await self._stream(ask, options, restarts, request, exchange)
+        try:
+            response: ModelResponse = await _unless_gone(self._models.call(ask.request, options), request.receive)
+        except SidecarFailure as failure:
+            return self._failed(failure, exchange)
+        body = self._format.reply(response, ask.request.model, reply_extension(response))
+        exchange.answered(200)
+        return self._json(200, body, {ATTEMPTS_HEADER: str(response.attempts)})
+
+    def _json(self, status: int, body: dict[str, Any], headers: Mapping[str, str]) -> Response:
+        content = json.dumps(mask_tree(body, self._secrets), ensure_ascii=False, separators=(",", ":"))
+        return Response(content, status_code=status, headers=dict(headers), media_type=JSON_MEDIA)
+
+    def _failed(self, failure: SidecarFailure, exchange: _Exchange, *, status: int | None = None) -> Response:
+        answer = answer_of(failure)
+        code, body = self._format.error(failure, answer, failure_extension(failure))
+        code = status or code
+        exchange.answered(code)
+        return self._json(code, body, failure_headers(failure, answer))
+
+    # ------------------------------------------------------------------ a stream
+
+    async def _stream(
+        self, ask: Ask, options: CallOptions, restarts: bool, request: Request, exchange: _Exchange
+    ) -> Response:
+        events = self._models.stream(ask.request, options)
+        exchange.closers.append(events.aclose)  # the call cancelled, its upstream closed, whatever happens
+        try:
+            first: StreamEvent = await _unless_gone(anext(events), request.receive)
+        except SidecarFailure as failure:
+            return self._failed(failure, exchange)
+        except StopAsyncIteration:  # pragma: no cover - the core always ends with Final or a failure
+            return self._failed(SystemFailure("the HTTP front"), exchange)
+        writer = self._format.writer(ask, ask.request.model)
+        pump = self._pump(first, events, writer, ask.request.model, restarts, exchange)
+        exchange.closers.append(pump.aclose)
+        exchange.answered(200)
+        return StreamingResponse(pump, media_type=SSE_MEDIA, headers={"cache-control": "no-store"})
+
+    async def _pump(
+        self,
+        first: StreamEvent,
+        events: AsyncIterator[StreamEvent],
+        writer: StreamWriter,
+        model: str,
+        restarts: bool,
+        exchange: _Exchange,
+    ) -> AsyncGenerator[bytes, None]:
+        yield self._encode(writer.start())
+        sent, partial = 0, []
+        event: StreamEvent | None = first
+        try:
+            while event is not None:
+                match event:
+                    case TextDelta() | ToolCallDelta():
+                        sent += 1
+                        if isinstance(event, TextDelta):
+                            partial.append(event.text)
+                        yield self._encode(writer.delta(event))
+                    case Restart() if restarts:
+                        sent, partial = 0, []
+                        yield self._encode(writer.restart(event))
+                    case Restart():
+                        failure = self._cannot_restart(model, event, "".join(partial), sent)
+                        yield self._encode_failure(failure, writer, exchange)
+                        return  # closing the events cancels the call
+                    case Final():
+                        yield self._encode(writer.final(event.response, reply_extension(event.response)))
+                        return
+                event = await anext(events, None)
+        except SidecarFailure as failure:
+            yield self._encode_failure(failure, writer, exchange)
+
+    def _cannot_restart(self, model: str, restart: Restart, partial: str, sent: int) -> SidecarFailure:
+        reason = (
+            f"{self._format.name} stream cannot take back the deltas it sent, and the reply had to start "
+            f"again (header '{MID_STREAM_HEADER}: restart' receives restarts as sidecar events): {restart.reason}"
+        )
+        return StreamInterrupted(model, reason, partial, sent).with_attempts(restart.attempt)
+
+    def _encode_failure(self, failure: SidecarFailure, writer: StreamWriter, exchange: _Exchange) -> bytes:
+        exchange.error_type = failure.kind_name
+        return self._encode(writer.error(failure, answer_of(failure), failure_extension(failure)))
+
+    def _encode(self, events: list[Sse]) -> bytes:
+        out: list[str] = []
+        for name, data in events:
+            text = data if isinstance(data, str) else json.dumps(mask_tree(data, self._secrets), ensure_ascii=False)
+            head = f"event: {name}\n" if name else ""
+            out.append(f"{head}data: {text}\n\n")
+        return "".join(out).encode()

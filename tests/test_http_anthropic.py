@@ -1,0 +1,296 @@
+"""The Anthropic-compatible front, with the official ``anthropic`` SDK as its client.
+
+As tests/test_http_openai.py does for the OpenAI front: a sidecar with ``http.listen``, the fake
+provider behind it (either wire format), and what the SDK reads: its ``Message``, its stream
+helpers, its parsed structured output, and each failure as its own exception class.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anthropic
+import httpx
+import pytest
+import pytest_asyncio
+from pydantic import BaseModel
+
+from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
+from tests.conftest import Running, Start
+from tests.test_http_openai import HTTP, ROUTES, SECRET, both, extension, script, sent
+from tests.test_telemetry import settled
+
+
+def base_url(r: Running) -> str:
+    assert r.app.http is not None
+    return f"http://127.0.0.1:{r.app.http.port}"
+
+
+@pytest_asyncio.fixture
+async def http_sidecar(start_sidecar: Start) -> Running:
+    return await start_sidecar(http=HTTP, models=ROUTES)
+
+
+@pytest_asyncio.fixture
+async def client(http_sidecar: Running) -> AsyncIterator[anthropic.AsyncAnthropic]:
+    async with anthropic.AsyncAnthropic(base_url=base_url(http_sidecar), api_key="unused", max_retries=0) as c:
+        yield c
+
+
+@pytest.fixture
+def otel() -> InMemoryTelemetry:
+    telemetry = install_in_memory()
+    telemetry.clear()
+    return telemetry
+
+
+def user(text: str) -> list[Any]:
+    return [{"role": "user", "content": text}]
+
+
+def sidecar_of(error: anthropic.APIStatusError) -> dict[str, Any]:
+    assert isinstance(error.body, dict)
+    value = error.body["error"]["sidecar"]
+    assert isinstance(value, dict)
+    return value
+
+
+# ---------------------------------------------------------------- replies
+
+
+@both
+async def test_a_plain_reply_is_a_message_with_the_attempts(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic, model: str
+) -> None:
+    raw = await client.messages.with_raw_response.create(
+        model=model, max_tokens=100, system="be brief", messages=user("hello there")
+    )
+    message = await raw.parse()
+    assert raw.headers["x-sidecar-attempts"] == "1"
+    assert message.type == "message"
+    assert message.role == "assistant"
+    assert message.model == model
+    (block,) = message.content
+    assert block.type == "text"
+    assert block.text == "You said: hello there"
+    assert message.stop_reason == "end_turn"
+    assert message.usage.output_tokens > 0
+    assert extension(message)["served_by"] == model
+    body = sent(http_sidecar, model)[-1]["body"]
+    assert body["max_tokens"] == 100
+    assert (body["system"] if model == "claude" else body["messages"][0]["content"]) == "be brief"
+
+
+@both
+async def test_a_stream_is_what_the_sdks_stream_helper_accumulates(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic, model: str
+) -> None:
+    async with client.messages.stream(model=model, max_tokens=100, messages=user("one two three")) as stream:
+        pieces = [text async for text in stream.text_stream]
+        final = await stream.get_final_message()
+    assert len(pieces) > 1
+    assert "".join(pieces) == "You said: one two three"
+    assert [b.type for b in final.content] == ["text"]
+    assert final.stop_reason == "end_turn"
+    assert final.usage.output_tokens > 0
+
+
+@both
+async def test_a_tool_use_and_its_result_make_a_round_streamed_and_whole(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic, model: str
+) -> None:
+    (tool,) = [t for t in await http_sidecar.client.list_tools() if t.definition.name == "search"]
+    tools: Any = [json.loads(tool.anthropic_json)]
+    messages: list[Any] = user("find retries")
+    script(http_sidecar, model, {"delta_chars": 3})
+    async with client.messages.stream(model=model, max_tokens=200, messages=messages, tools=tools) as stream:
+        first = await stream.get_final_message()
+    assert first.stop_reason == "tool_use"
+    (use,) = [b for b in first.content if b.type == "tool_use"]
+    assert use.name == "search"
+    assert use.input == {"query": "find retries"}
+    outcome = await http_sidecar.client.execute_tool("search", json.dumps(use.input), call_id=use.id)
+    messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]})
+    messages.append(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": outcome.model_text}]}
+    )
+    second = await client.messages.create(model=model, max_tokens=200, messages=messages, tools=tools)
+    block = second.content[0]
+    assert block.type == "text"
+    assert block.text.startswith("Based on the tool result")
+
+
+class Person(BaseModel):
+    name: str
+    age: int
+
+
+@both
+async def test_structured_output_is_the_sdks_parsed_output(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic, model: str
+) -> None:
+    script(http_sidecar, model, {"preset": "bad_json"})
+    parsed = await client.messages.parse(model=model, max_tokens=200, messages=user("who?"), output_format=Person)
+    assert isinstance(parsed.parsed_output, Person)
+    assert extension(parsed)["corrections"] == 1
+
+
+async def test_a_route_id_is_a_model(http_sidecar: Running, client: anthropic.AsyncAnthropic) -> None:
+    script(http_sidecar, "gpt-a", {"preset": "insufficient_quota"})
+    message = await client.messages.create(model="fallback", max_tokens=50, messages=user("hi"))
+    assert extension(message)["served_by"] == "claude"
+
+
+async def test_the_model_list_is_in_anthropics_shape(client: anthropic.AsyncAnthropic) -> None:
+    listed = [m async for m in client.models.list()]
+    assert [m.id for m in listed] == ["gpt", "claude", "gpt-a", "fallback"]
+    assert listed[0].type == "model"
+    one = await client.models.retrieve("claude")
+    assert one.id == "claude"
+    with pytest.raises(anthropic.NotFoundError) as caught:
+        await client.models.retrieve("nope")
+    assert caught.value.type == "not_found_error"
+
+
+# ---------------------------------------------------------------- failures
+
+
+@pytest.mark.parametrize(
+    ("steps", "cls", "status", "kind", "error_type"),
+    [
+        ([{"preset": "rate_limit"}] * 4, anthropic.RateLimitError, 429, "UPSTREAM_RETRIES_EXHAUSTED",
+         "rate_limit_error"),
+        ([{"preset": "overloaded"}] * 4, anthropic.OverloadedError, 529, "UPSTREAM_RETRIES_EXHAUSTED",
+         "overloaded_error"),
+        ([{"preset": "server_error"}] * 4, anthropic.ServiceUnavailableError, 503, "UPSTREAM_RETRIES_EXHAUSTED",
+         "api_error"),
+        ([{"preset": "insufficient_quota"}], anthropic.PaymentRequiredError, 402, "QUOTA_EXHAUSTED", "billing_error"),
+        ([{"preset": "context_too_long"}], anthropic.BadRequestError, 400, "CONTEXT_OVERFLOW",
+         "invalid_request_error"),
+        ([{"preset": "invalid_key"}], anthropic.InternalServerError, 502, "UNAUTHORIZED", "api_error"),
+        ([{"preset": "model_not_found"}], anthropic.NotFoundError, 404, "MODEL_NOT_FOUND", "not_found_error"),
+    ],
+)  # fmt: skip
+@both
+async def test_each_failure_is_the_sdks_own_exception_class_with_the_sidecars_failure(
+    http_sidecar: Running,
+    client: anthropic.AsyncAnthropic,
+    model: str,
+    steps: list[dict[str, Any]],
+    cls: type[anthropic.APIStatusError],
+    status: int,
+    kind: str,
+    error_type: str,
+) -> None:
+    script(http_sidecar, model, *steps)
+    with pytest.raises(cls) as caught:
+        await client.messages.create(model=model, max_tokens=50, messages=user("hi"))
+    error = caught.value
+    assert error.status_code == status
+    assert error.type == error_type
+    assert isinstance(error.body, dict)
+    assert error.body["type"] == "error"
+    ext = sidecar_of(error)
+    assert ext["kind"] == kind
+    assert ext["attempts"] == len(steps)
+    assert error.response.headers["x-sidecar-attempts"] == str(len(steps))
+    assert error.response.headers["x-should-retry"] == "false"
+    assert SECRET not in error.response.text
+
+
+async def test_the_deadline_header_is_a_gateway_timeout(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic
+) -> None:
+    script(http_sidecar, "claude", {"preset": "overloaded", "retry_after": "30"})
+    with pytest.raises(anthropic.GatewayTimeoutError) as caught:
+        await client.messages.create(
+            model="claude", max_tokens=50, messages=user("hi"), extra_headers={"x-sidecar-timeout-s": "5"}
+        )
+    assert caught.value.type == "timeout_error"
+    assert sidecar_of(caught.value)["kind"] == "JOB_TIMEOUT"
+
+
+@pytest.mark.parametrize(
+    ("body", "parameter"),
+    [
+        ({"model": "claude", "max_tokens": 5, "messages": [{"role": "system", "content": "hi"}]}, "messages[0].role"),
+        ({"model": "claude", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image"}]}]},
+         "messages[0].content[0]"),
+        ({"model": "claude", "max_tokens": 5, "messages": user("hi"), "tool_choice": {"type": "any"}}, "tool_choice"),
+        ({"model": "claude", "max_tokens": 5, "messages": user("hi"), "output_config": {"format": {"type": "xml"}}},
+         "output_config.format.type"),
+    ],
+)  # fmt: skip
+async def test_a_request_the_sidecar_cannot_carry_is_bad_request_naming_the_field(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic, body: dict[str, Any], parameter: str
+) -> None:
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await client.post("/v1/messages", body=body, cast_to=httpx.Response)
+    assert caught.value.type == "invalid_request_error"
+    ext = sidecar_of(caught.value)
+    assert ext["kind"] == "INVALID_INPUT"
+    assert ext["failure"]["invalid_input"]["parameter"] == parameter
+    assert http_sidecar.provider.requests() == []
+
+
+async def test_a_stream_that_fails_before_its_first_delta_is_the_sdks_exception(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic
+) -> None:
+    script(http_sidecar, "claude", *[{"preset": "overloaded"}] * 4)
+    with pytest.raises(anthropic.OverloadedError):
+        async with client.messages.stream(model="claude", max_tokens=50, messages=user("hi")) as stream:
+            await stream.get_final_message()
+
+
+async def test_a_fault_after_deltas_is_the_formats_error_event(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic
+) -> None:
+    script(http_sidecar, "claude", {"stream_fault": "overloaded", "after_deltas": 2})
+    texts: list[str] = []
+
+    async def read() -> None:
+        async with client.messages.stream(model="claude", max_tokens=50, messages=user("one two three")) as stream:
+            async for text in stream.text_stream:
+                texts.append(text)
+
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        await read()
+    error = caught.value
+    assert error.type == "api_error"
+    ext = sidecar_of(error)
+    assert ext["kind"] == "STREAM_INTERRUPTED"
+    assert ext["failure"]["stream"]["partial_text"] == "".join(texts) == "You said:"
+
+
+async def test_a_caller_that_opts_in_gets_the_restart_as_a_sidecar_event(http_sidecar: Running) -> None:
+    script(http_sidecar, "claude", {"stream_fault": "overloaded", "after_deltas": 2}, {})
+    body = {"model": "claude", "max_tokens": 50, "messages": user("one two"), "stream": True}
+    headers = {"x-sidecar-mid-stream": "restart", "anthropic-version": "2023-06-01"}
+    async with httpx.AsyncClient(base_url=base_url(http_sidecar)) as raw:
+        answered = await raw.post("/v1/messages", json=body, headers=headers)
+    names = [line.removeprefix("event: ") for line in answered.text.splitlines() if line.startswith("event: ")]
+    assert names.count("sidecar_restart") == 1
+    after = names[names.index("sidecar_restart") + 1 :]
+    assert after[0] == "content_block_start"
+    assert after[-2:] == ["message_delta", "message_stop"]
+
+
+async def test_the_anthropic_sdks_api_key_is_the_sidecars_token(start_sidecar: Start) -> None:
+    token = "agent-token-0123456789abcdef"
+    r = await start_sidecar(http=HTTP, server={"auth": {"tokens": [token]}})
+    async with anthropic.AsyncAnthropic(base_url=base_url(r), api_key="wrong", max_retries=0) as c:
+        with pytest.raises(anthropic.AuthenticationError):
+            await c.messages.create(model="claude", max_tokens=50, messages=user("hi"))
+    async with anthropic.AsyncAnthropic(base_url=base_url(r), api_key=token, max_retries=0) as c:
+        message = await c.messages.create(model="claude", max_tokens=50, messages=user("hi"))
+    assert message.content[0].type == "text"
+
+
+async def test_the_call_has_its_server_span(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic, otel: InMemoryTelemetry
+) -> None:
+    await client.messages.create(model="gpt", max_tokens=50, messages=user("hi"))
+    t = await settled(otel, "POST /v1/messages")
+    assert t.parent(t.one("chat gpt")) is t.one("POST /v1/messages")
