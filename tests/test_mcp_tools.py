@@ -366,9 +366,12 @@ async def test_each_attempt_is_a_span_and_carries_the_trace_to_the_server(
     t = tree(otel)
     call = t.one("execute_tool search")
     assert attrs(call)[n.SERVICE] == "docs-mcp"
-    assert t.names(call) == ["tools/call", n.SPAN_BACKOFF, "tools/call"]
+    assert t.names(call) == ["tools/call search", n.SPAN_BACKOFF, "tools/call search"]
     first, _backoff, second = t.children(call)
     assert all(s.kind is trace.SpanKind.CLIENT for s in (first, second))
+    assert attrs(first)[n.MCP_METHOD_NAME] == "tools/call"
+    assert attrs(first)[n.GEN_AI_TOOL_NAME] == "search"  # the server's name for it
+    assert n.HTTP_METHOD not in attrs(first)  # not an HTTP verb
     assert attrs(first)[n.URL_FULL] == mcp_http.url
     assert attrs(first)[n.SERVER_PORT] == mcp_http.port
     assert [attrs(s)[n.ATTEMPT] for s in (first, second)] == [1, 2]

@@ -90,6 +90,8 @@ class AttemptStart:
     """A model attempt's wire format (``openai``, ``anthropic``), for its stream metrics."""
     streamed: bool = False
     """A StreamModel attempt: its deltas are timed (first_token, chunk)."""
+    mcp_tool: str = ""
+    """An MCP attempt: the server's name for the tool (``method`` is then the MCP method, not HTTP's)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,10 +38,12 @@ SPAN_BACKOFF = "sidecar.backoff"
 SPAN_THROTTLE_WAIT = "sidecar.throttle_wait"
 SPAN_ROUTE_HOP = "route.hop {deployment}"
 # an upstream attempt is named for its HTTP method ("POST", "GET"), as the HTTP conventions say
-# (an MCP server's for its MCP method, "tools/call"); a server span for its full method
+# (an MCP server's for its MCP method and tool, "tools/call search"); a server span for its full method
 # ("sidecar.v1.Sidecar/CallModel"), as the RPC conventions say.
 SPAN_MCP_SERVER = "tools/call {tool}"
 """The MCP front's SERVER span of one tools/call (the MCP conventions: ``{mcp.method.name} {target}``)."""
+SPAN_MCP_CLIENT = "{method} {tool}"
+"""One attempt to an MCP tool backend (CLIENT): ``tools/call search``, by the same conventions."""
 SPAN_HTTP_SERVER = "{method} {route}"
 """An HTTP front's SERVER span (the HTTP conventions: ``{http.request.method} {http.route}``)."""
 

@@ -404,11 +404,14 @@ class TelemetryObserver:
 
     @contextmanager
     def attempt(self, start: AttemptStart) -> Iterator[_Attempt]:
-        attrs: dict[str, Any] = {
-            n.HTTP_METHOD: start.method,
-            n.URL_FULL: start.url,
-            n.ATTEMPT: start.number,
-        }
+        attrs: dict[str, Any] = {n.URL_FULL: start.url, n.ATTEMPT: start.number}
+        if start.mcp_tool:  # the MCP conventions: named "{mcp.method.name} {gen_ai.tool.name}"
+            attrs[n.MCP_METHOD_NAME] = start.method
+            attrs[n.GEN_AI_TOOL_NAME] = start.mcp_tool
+            name = n.SPAN_MCP_CLIENT.format(method=start.method, tool=start.mcp_tool)
+        else:
+            attrs[n.HTTP_METHOD] = start.method
+            name = start.method
         if start.output_budget is not None:
             attrs[n.OUTPUT_BUDGET] = start.output_budget
         if start.host:
@@ -419,7 +422,7 @@ class TelemetryObserver:
             attrs[n.SERVICE] = start.name
         if start.number > 1:
             attrs[n.HTTP_RESEND_COUNT] = start.number - 1
-        span = _tracer.start_span(start.method, kind=SpanKind.CLIENT, attributes=attrs)
+        span = _tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
         try:
             yield _Attempt(span, self, start)
         finally:

@@ -60,7 +60,7 @@ from sidecar.tools.mcp_sessions import Answered, Broken, McpSession, McpUnavaila
 __all__ = ["MCP_ERROR_CHARS", "MCP_METHOD", "McpSender", "McpTool", "McpTools", "result_text"]
 
 MCP_METHOD = "tools/call"
-"""The method of every MCP attempt (its span's name)."""
+"""The method of every MCP attempt (its span is ``tools/call {the server's tool name}``)."""
 MCP_ERROR_CHARS = 4000
 """A tool's own error text (``isError``) is kept up to this many characters for the model."""
 _FAULT_TYPES: dict[TransportFault, str] = {
@@ -209,7 +209,14 @@ class McpSender:
         session = self._tool.session
         service = self._tool.service
         return AttemptStart(
-            Target.SERVICE, service, number, MCP_METHOD, session.endpoint, host=session.host, port=session.port
+            Target.SERVICE,
+            service,
+            number,
+            MCP_METHOD,
+            session.endpoint,
+            host=session.host,
+            port=session.port,
+            mcp_tool=self._tool.remote,
         )
 
     async def send(self, attempt: Attempt) -> Done[ToolResult] | Fail | Retry:
