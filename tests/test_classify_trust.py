@@ -8,6 +8,7 @@ never forgets an open circuit) and names in length. ServiceGuards' bound on the 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import AsyncIterator
 from typing import Any
@@ -62,6 +63,19 @@ async def test_fake_reports_never_open_an_own_services_circuit(sidecar: Running,
     sidecar.backend.script("/fail/ok", [{"status": 200, "body": {"ok": True}}])
     called = await sidecar.client.execute_tool(tool, args)
     assert called.HasField("result")  # the service is still called for everyone
+
+
+async def test_reports_log_at_info_without_a_stack_so_forged_ones_cannot_flood_the_log(
+    sidecar: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="sidecar.failures"):
+        failures = await send(sidecar.client, [report("elsewhere", 401)] * 50)  # uncorrectable: not a correction
+    assert {f.correctable for f in failures} == {False}
+    lines = [r for r in caplog.records if r.name == "sidecar.failures"]
+    assert len(lines) == 50
+    assert {r.levelno for r in lines} == {logging.INFO}
+    assert all(r.exc_info is None for r in lines)
+    assert all(getattr(r, "classified", False) for r in lines)
 
 
 async def test_a_report_is_answered_the_same_whether_accepted_or_not(start_sidecar: Start) -> None:

@@ -99,6 +99,7 @@ __all__ = [
     "UpstreamThrottle",
     "as_failure",
     "failure_class",
+    "log_classified",
     "log_failure",
 ]
 
@@ -665,6 +666,14 @@ def log_failure(failure: SidecarFailure, *, cause: BaseException | None = None, 
         _log.error(
             "%s: %s", failure.kind_name, failure.message, extra=extra, exc_info=(type(exc), exc, exc.__traceback__)
         )
+
+
+def log_classified(failure: SidecarFailure, **context: object) -> None:
+    """A ClassifyFailure answer: INFO, no stack. Nothing failed in the sidecar (an agent asked what its
+    own tool's failure was), and any caller can send reports: at ERROR with a stack each, forged
+    reports flooded the log with one traceback per request."""
+    extra = {"failure_kind": failure.kind_name, "correctable": failure.correctable, **context}
+    _log.info("%s: %s", failure.kind_name, failure.message, extra=extra)
 
 
 def as_failure(exc: BaseException, component: str) -> SidecarFailure:

@@ -27,7 +27,7 @@ from sidecar.core.clock import Clock
 from sidecar.core.conversation import Report, ReportAnswer
 from sidecar.core.kinds import TransportFault
 from sidecar.core.observer import Observer, ReportAccepted
-from sidecar.core.taxonomy import InvalidInput, SidecarFailure, log_failure
+from sidecar.core.taxonomy import InvalidInput, SidecarFailure, log_classified
 from sidecar.core.text import ELLIPSIS, cap, endpoint_of
 from sidecar.core.tool_failures import Observation, classify, is_service_failure, trigger_of
 
@@ -99,7 +99,7 @@ class Reports:
         if failure is None:
             return ReportAnswer(None)
         failure.with_attempts(report.attempts)
-        log_failure(failure, service=service, classified=True, report_accepted=accepted)
+        log_classified(failure, service=service, classified=True, report_accepted=accepted)
         return ReportAnswer(failure)
 
     def _settle(self, guard: ServiceGuard, report: Report, obs: Observation, failure: SidecarFailure | None) -> None:
