@@ -436,6 +436,8 @@ async def test_the_fail_policy_ends_with_stream_interrupted(
     assert err.attempts == 1
     assert not err.correctable
     assert len(sent(sidecar, model)) == 1
+    slowed = sidecar.app.models.throttle(model).throttle > 0  # type: ignore[union-attr]
+    assert slowed == (fault == "overloaded")  # not restarted, but the overload still slows every call
 
 
 @both

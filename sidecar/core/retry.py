@@ -84,6 +84,9 @@ class Fail:
     """The response to charge a service's circuit with, when the failure is the service's."""
     answered: bool = False
     """Whether the upstream answered at all (a probe it answered proves it is up)."""
+    instead_of: Retry | None = None
+    """The Retry this failure stands in for (a mid-stream fault under the ``fail`` policy): the
+    pacer still hears its signal, so an overload mid-stream slows the model as one before it does."""
 
 
 @dataclass(frozen=True, slots=True)

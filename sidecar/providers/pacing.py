@@ -6,7 +6,9 @@ admit(deadline)   books the call's slot after everyone queued (a Retry-After pau
 ready()           waits for the slot on the injected clock (a pause that arrives meanwhile moves
                   it; past the deadline then: JOB_TIMEOUT)
 settle(outcome)   Done -> a success (the throttle recovers); Retry -> the signal (429 +0.5, 529 +1.5,
-                  a Retry-After pauses every caller, at most max_wait_s); Fail -> neither
+                  a Retry-After pauses every caller, at most max_wait_s); Fail -> neither, unless it
+                  stands in for a Retry (``Fail.instead_of``: a mid-stream fault the caller asked
+                  not to restart): that Retry's signal
 release()         cancelled or a bug: the slot, if unused, is given back
 """
 
@@ -54,6 +56,8 @@ class _Admission:
 
     def settle(self, outcome: Done[Any] | Fail | Retry) -> None:
         throttle = self.pacer.throttle_
+        if isinstance(outcome, Fail) and outcome.instead_of is not None:
+            outcome = outcome.instead_of
         if isinstance(outcome, Done):
             throttle.success(self.ticket)
         elif isinstance(outcome, Retry):

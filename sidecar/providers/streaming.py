@@ -459,7 +459,7 @@ class StreamSender(ModelSender):
         if self._mid_stream == MidStream.FAIL:
             progress.attempt.record.failed(FailureKind.STREAM_INTERRUPTED.name)
             interrupted = StreamInterrupted(self._model_id, reason, outlet.partial_text, outlet.deltas, http=retry.http)
-            return Fail(interrupted)
+            return Fail(interrupted, instead_of=retry)  # the model's throttle still hears the signal
         outlet.void(RestartCause.UPSTREAM_FAULT, reason)
         return retry
 
