@@ -193,6 +193,15 @@ async def test_a_configured_secret_is_masked_in_every_event(sidecar: Running, mo
     assert key not in events[-1].final.message.text
 
 
+@both
+async def test_a_complete_stream_gives_its_connection_back_to_the_pool(sidecar: Running, model: str) -> None:
+    await stream(sidecar, model)  # the first opens a connection
+    before = sidecar.provider.connections_accepted
+    for _ in range(5):
+        await stream(sidecar, model)
+    assert sidecar.provider.connections_accepted == before  # each reused it: the body was read to its end
+
+
 # ---------------------------------------------------------------- before the first delta: CallModel's rules
 
 

@@ -79,6 +79,11 @@ MAX_STREAM_BYTES = 64 * 1024 * 1024
 """An attempt's stream is read up to this many bytes; a longer one is a fault. Server-sent events
 weigh ten to twenty times the text they carry, so this is a reply of several MiB of text."""
 SSE_CONTENT_TYPE = "text/event-stream"
+STREAM_DRAIN_S = 0.05
+"""After the reply's end marker, how long the rest of the body (the chunked encoding's last chunk) is
+read for, so the connection goes back to the pool; a body still open then is closed with its
+connection. Left unread, every stream cost a new connection (a TLS handshake before the next
+stream's first token): 90 new sockets per 97 streams, measured."""
 
 # error.type of a streamed attempt's span, for what no HTTP status names
 STALLED = "stream_stalled"
@@ -384,7 +389,8 @@ class StreamSender(ModelSender):
         """The stream, event by event, through the wire's decoder."""
         record = progress.attempt.record
         decoder = self._provider.adapter.stream_decoder()
-        async for event in EventSource(response).aiter_sse():
+        events = EventSource(response).aiter_sse()
+        async for event in events:
             try:
                 deltas = decoder.feed(event.event, event.data)
             except StreamFault as fault:
@@ -395,6 +401,7 @@ class StreamSender(ModelSender):
             for delta in deltas:
                 await progress.forward(delta)
             if decoder.complete:
+                await _drain(events)
                 break
         reply = decoder.reply()
         if reply is None:
@@ -467,3 +474,14 @@ class StreamSender(ModelSender):
         sent = progress.forwarded
         what = f"the stream had sent {sent} deltas and was not done" if sent else "no delta had arrived yet"
         return JobTimeout(f"model {self._model_id}", f"the deadline passed: {what}")
+
+
+async def _drain(events: AsyncIterator[Any]) -> None:
+    """Read what follows a complete reply, for ``STREAM_DRAIN_S`` at most (see there); its events are
+    ignored, and a fault in them is not the reply's."""
+    try:
+        async with asyncio.timeout(STREAM_DRAIN_S):
+            async for _ in events:
+                pass
+    except (TimeoutError, httpx.HTTPError, StreamFault):
+        pass
