@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from report import closed, fmt, write_results
+from scenario_stream import scenario_stream
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -621,6 +622,7 @@ SCENARIOS = {
     "sidecar": scenario_sidecar,
     "traced": scenario_traced,
     "litellm": scenario_litellm,
+    "stream": lambda b: scenario_stream(b, start_sidecar, _tag),
 }
 
 
