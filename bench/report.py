@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
-GROUPS = ("direct", "sidecar", "litellm", "sidecar_traced", "faults", "rss_in_flight", "http")
+GROUPS = ("direct", "sidecar", "litellm", "sidecar_traced", "faults", "rss_in_flight", "http", "stream")
 
 # The targets of the issue, checked in summary.md.
 TARGET_ADDED_P50_MS = 0.5
@@ -120,6 +120,8 @@ PATH_LABEL = {
     ("litellm", "chat"): "LiteLLM proxy chat",
     ("direct", "tool"): "direct HTTP tool",
     ("sidecar", "tool"): "sidecar ExecuteTool",
+    ("direct", "stream"): "direct HTTP stream",
+    ("sidecar", "stream"): "sidecar StreamModel",
 }
 
 
@@ -280,6 +282,9 @@ def summary_md(points: list[dict[str, Any]], meta: dict[str, Any], skipped: dict
                     f"(over {fmt(p['point_wall_s'], 1)} s of wall time)."
                 )
     lines += http_section(points)
+    from scenario_stream import stream_section  # it imports this module's helpers
+
+    lines += stream_section(points)
     lines += ["", "![latency against concurrency](latency_vs_concurrency.png)", ""]
     return "\n".join(lines)
 
@@ -380,6 +385,8 @@ def write_results(points: list[dict[str, Any]], meta: dict[str, Any], skipped: d
             group = "rss_in_flight"
         elif p["traced"]:
             group = "sidecar_traced"
+        elif p["op"] == "stream":
+            group = "stream"
         else:
             group = p["path"]
         groups.setdefault(group, []).append(p)

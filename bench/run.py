@@ -45,6 +45,7 @@ from typing import Any
 
 from report import closed, fmt, write_results
 from scenario_http import scenario_http
+from scenario_stream import scenario_stream
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -623,6 +624,7 @@ SCENARIOS = {
     "traced": scenario_traced,
     "litellm": scenario_litellm,
     "http": scenario_http,
+    "stream": lambda b: scenario_stream(b, start_sidecar, _tag),
 }
 
 

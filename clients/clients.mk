@@ -8,7 +8,7 @@
 #   clients-test         gen-check, vet/type-check, unit tests of every client and example,
 #                        the conformance suite in every language, the examples against a real sidecar
 #   clients-conformance  only the conformance suite (CLIENTS_CONFORMANCE_LANGS=go,python to narrow)
-#   clients-examples     only the examples, against a real sidecar
+#   clients-examples     only the examples (called and streamed), against a real sidecar
 #   clients-http-peers   the openai npm package against the sidecar's HTTP port (tests/http_peer.py)
 #
 # Needs go, node/npm, mvn and java on PATH; the conformance suite and the live examples
@@ -96,10 +96,14 @@ clients-conformance: clients-deps
 	@test -x $(CLIENTS_PY) || { echo "clients-conformance: $(CLIENTS_PY) is missing (make venv)"; exit 1; }
 	$(CLIENTS_PY) tests/conformance/harness.py --lang $(CLIENTS_CONFORMANCE_LANGS)
 
+# Each example's loop against one real sidecar, called and streamed (StreamModel): Go's and
+# TypeScript's real tests, Java's AgentLoopTest (its real test runs when SIDECAR_ADDR is set),
+# Python's parametrized [False, True].
 clients-examples: clients-deps
 	@test -x $(CLIENTS_PY) || { echo "clients-examples: $(CLIENTS_PY) is missing (make venv)"; exit 1; }
 	$(CLIENTS_PY) tests/conformance/harness.py exec -- sh -c \
 		'(cd examples/go && $(GO) test -count=1 -run Real -v ./...) && (cd examples/typescript && $(NPM) test --silent) && \
+		$(MVN) -q -B -f clients/java/pom.xml test -Dtest=AgentLoopTest -Dsurefire.failIfNoSpecifiedTests=false && \
 		$(CLIENTS_PY) -m pytest -q -p no:cacheprovider "tests/test_example_python.py::test_the_loop_against_a_real_sidecar"'
 
 clients-http-peers: $(HTTP_PEER_TS_STAMP)

@@ -45,7 +45,9 @@ type conformanceCase struct {
 	Before     []conformanceCall `json:"before"`
 	Request    json.RawMessage   `json:"request"`
 	DeadlineMS int               `json:"deadline_ms"`
-	Expect     map[string]any    `json:"expect"`
+	// CancelAfterEvents (StreamModel): cancel the stream after reading this many events.
+	CancelAfterEvents *int           `json:"cancel_after_events"`
+	Expect            map[string]any `json:"expect"`
 }
 
 type conformanceEnv struct {
@@ -119,9 +121,9 @@ func TestConformance(t *testing.T) {
 				deadline = time.Duration(c.DeadlineMS) * time.Millisecond
 			}
 			for _, b := range c.Before {
-				observeCall(t, client, b.RPC, b.Request, deadline)
+				observeCall(t, client, b.RPC, b.Request, deadline, streamSetup{})
 			}
-			observed := observeCall(t, client, c.RPC, c.Request, deadline)
+			observed := observeCall(t, client, c.RPC, c.Request, deadline, streamSetup{c.CancelAfterEvents, env.providerURL})
 			if problems := checkConformance(expandPlaceholders(c.Expect, env).(map[string]any), observed); len(problems) > 0 {
 				report.Problems = problems
 				got, _ := json.Marshal(observed)
@@ -181,7 +183,7 @@ func postJSON(t *testing.T, url string, body []byte) {
 }
 
 // observeCall makes one call through the client and builds the observation.
-func observeCall(t *testing.T, c *Client, rpc string, request json.RawMessage, deadline time.Duration) map[string]any {
+func observeCall(t *testing.T, c *Client, rpc string, request json.RawMessage, deadline time.Duration, s streamSetup) map[string]any {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
@@ -211,6 +213,10 @@ func observeCall(t *testing.T, c *Client, rpc string, request json.RawMessage, d
 		}
 		obs := map[string]any{"grpc_code": "OK", "outcome": "result", "result_text": reply.GetMessage().GetText()}
 		return withRoute(obs, reply.GetServedBy(), reply.GetHops())
+	case "StreamModel":
+		req := &sidecarv1.CallModelRequest{}
+		unmarshalRequest(t, request, req)
+		return observeStream(t, ctx, c, req, s)
 	case "ClassifyFailure":
 		req := &sidecarv1.ClassifyFailureRequest{}
 		unmarshalRequest(t, request, req)
@@ -276,6 +282,7 @@ func observeError(e *Error) map[string]any {
 			obs["detail"] = string(field.Name())
 		}
 	}
+	obs["stream"] = observeStreamDetail(e.StreamDetail())
 	return obs
 }
 
@@ -339,6 +346,7 @@ func checkConformance(expect, observed map[string]any) []string {
 		differ("model_text", want, observed["model_text"])
 	}
 	problems = append(problems, checkRoute(expect, observed)...)
+	problems = append(problems, checkStream(expect, observed)...)
 	sort.Strings(problems)
 	return problems
 }
@@ -432,6 +440,7 @@ func checkFailure(want, got map[string]any) []string {
 			}
 		}
 	}
+	problems = append(problems, checkStreamDetail(want, got)...)
 	if w, ok := want["retry_after_seconds"]; ok {
 		g := got["retry_after_seconds"]
 		switch w := w.(type) {

@@ -9,14 +9,24 @@ client's runner) and ``harness.py record``.
 Loading also checks that the cases cannot lean on each other's state::
 
     a case whose provider script answers with an error    its models (those it calls and those it
-    (429, 529, 5xx, 4xx, a fault) presses those models    scripts: a route's deployments) are called
-                                                          and scripted by no other case
+    (429, 529, 5xx, 4xx, a fault, a mid-stream fault)     scripts: a route's deployments) are called
+    presses those models                                  and scripted by no other case
+
+A StreamModel case's observation adds what the stream showed (README: "A StreamModel case")::
+
+    events        the kinds in order: text, tool_call, restart, final
+    restarts      each restart's cause (no RESTART_CAUSE_), reason, attempt
+    stream_text   the client's accumulated text at the end (since the last restart)
+    final         the final event's attempts, corrections, output_budget_raised, finish_reason; or None
+    provider_disconnected   (cancel_after_events) the fake provider saw the sidecar leave
 """
 
 from __future__ import annotations
 
 import json
 import math
+import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -35,12 +45,21 @@ __all__ = [
     "prepare_fakes",
 ]
 
-RPCS = ("ExecuteTool", "CallModel", "ClassifyFailure")
+RPCS = ("ExecuteTool", "CallModel", "ClassifyFailure", "StreamModel")
+MODEL_RPCS = ("CallModel", "StreamModel")
 PLACEHOLDERS = ("FAKE_PROVIDER_URL", "TOOL_BACKEND_URL")
 """``${NAME}`` in an expected string stands for the fake's URL of this run (its port changes)."""
 DEFAULT_DEADLINE_MS = 15_000
 _HTTP_KEYS = ("status_code", "service", "endpoint", "body", "retry_after_raw")
 _HOP_KEYS = ("deployment", "kind", "attempts", "skipped", "reason")
+_RESTART_KEYS = ("cause", "reason", "attempt")
+_FINAL_KEYS = ("attempts", "corrections", "output_budget_raised", "finish_reason")
+_STREAM_KEYS = ("partial_text", "reason", "deltas_sent")
+DISCONNECT_WAIT_S = 5.0
+"""How long a runner polls the fake provider for ``client_disconnected`` after it cancels a stream."""
+DISCONNECT_POLL_S = 0.02
+QUIET_STREAM_FAULTS = ("unknown_event", "truncated")
+"""Stream faults after which the stream still ends well: they press no model (every other one does)."""
 REPLY_PRESETS = ("reply", "truncated", "bad_json", "missing_fields", "refusal")
 """The fake provider's presets that answer 200 (sidecar/fakes): a step of these, with no error
 ``status`` and no ``fault``, presses no model."""
@@ -76,6 +95,12 @@ class Case:
     @property
     def deadline_ms(self) -> int:
         return int(self.data.get("deadline_ms") or DEFAULT_DEADLINE_MS)
+
+    @property
+    def cancel_after_events(self) -> int | None:
+        """StreamModel: the runner cancels the stream after reading this many events."""
+        value = self.data.get("cancel_after_events")
+        return None if value is None else int(value)
 
 
 def load_cases(directory: str | Path) -> list[Case]:
@@ -117,7 +142,7 @@ def isolation_problems(cases: list[Case]) -> list[str]:
 
 def _called(case: Case) -> set[str]:
     calls = [{"rpc": case.rpc, "request": case.request}, *case.before]
-    return {str(c["request"]["model"]) for c in calls if c["rpc"] == "CallModel" and c["request"].get("model")}
+    return {str(c["request"]["model"]) for c in calls if c["rpc"] in MODEL_RPCS and c["request"].get("model")}
 
 
 def _scripted(case: Case) -> set[str]:
@@ -129,7 +154,8 @@ def _presses(case: Case) -> bool:
         for step in script.get("steps") or []:
             preset = step.get("preset")
             error_preset = preset is not None and preset not in REPLY_PRESETS
-            if error_preset or "fault" in step or step.get("status", 200) >= 400:
+            stream_fault = step.get("stream_fault") not in (None, *QUIET_STREAM_FAULTS)
+            if error_preset or stream_fault or "fault" in step or step.get("status", 200) >= 400:
                 return True
     return False
 
@@ -151,7 +177,14 @@ def _validate(data: Any) -> list[str]:
         problems.append("expect needs grpc_code")
     if expect.get("outcome") not in (None, "result", "failure"):
         problems.append("expect.outcome must be 'result' or 'failure'")
-    unknown = set(data) - {"name", "description", "rpc", "setup", "before", "request", "deadline_ms", "expect"}
+    cancel = data.get("cancel_after_events")
+    if cancel is not None and (data.get("rpc") != "StreamModel" or not isinstance(cancel, int) or cancel < 0):
+        problems.append("cancel_after_events is a StreamModel case's count of events (an integer >= 0)")
+    stream_keys = {"events", "restarts", "stream_text", "final", "provider_disconnected"} & set(expect)
+    if stream_keys and data.get("rpc") != "StreamModel":
+        problems.append(f"expect.{sorted(stream_keys)} are a StreamModel case's")
+    keys = {"name", "description", "rpc", "setup", "before", "request", "deadline_ms", "cancel_after_events", "expect"}
+    unknown = set(data) - keys
     if unknown:
         problems.append(f"unknown keys {sorted(unknown)}")
     return problems
@@ -218,7 +251,37 @@ def check(expect: Mapping[str, Any], observed: Mapping[str, Any], urls: Mapping[
     if "model_text" in expect and observed.get("model_text") != expect["model_text"]:
         differ("model_text", expect["model_text"], observed.get("model_text"))
     problems.extend(_check_route(expect, observed))
+    problems.extend(_check_stream(expect, observed))
     return problems
+
+
+def _check_stream(expect: Mapping[str, Any], observed: Mapping[str, Any]) -> Iterator[str]:
+    """A StreamModel case's ``events``, ``restarts``, ``stream_text``, ``final`` and ``provider_disconnected``."""
+    for key in ("events", "stream_text", "provider_disconnected"):
+        if key in expect and observed.get(key) != expect[key]:
+            yield f"{key}: want {expect[key]!r}, got {observed.get(key)!r}"
+    if "restarts" in expect:
+        want, got = expect["restarts"], observed.get("restarts") or []
+        if len(want) != len(got):
+            yield f"restarts: want {len(want)} restarts, got {len(got)}: {got!r}"
+        else:
+            for i, (w, g) in enumerate(zip(want, got, strict=True)):
+                for key in _RESTART_KEYS:
+                    if key in w and g.get(key) != w[key]:
+                        yield f"restarts[{i}].{key}: want {w[key]!r}, got {g.get(key)!r}"
+                if "reason_contains" in w and w["reason_contains"] not in (g.get("reason") or ""):
+                    yield f"restarts[{i}].reason: want it to contain {w['reason_contains']!r}, got {g.get('reason')!r}"
+    if "final" in expect:
+        want, got = expect["final"], observed.get("final")
+        if want is None:
+            if got is not None:
+                yield f"final: want none, got {got!r}"
+        elif got is None:
+            yield f"final: want {want!r}, got none"
+        else:
+            for key in _FINAL_KEYS:
+                if key in want and got.get(key) != want[key]:
+                    yield f"final.{key}: want {want[key]!r}, got {got.get(key)!r}"
 
 
 def _check_route(expect: Mapping[str, Any], observed: Mapping[str, Any]) -> Iterator[str]:
@@ -258,6 +321,19 @@ def _check_failure(want: Mapping[str, Any], got: Mapping[str, Any]) -> Iterator[
             for key in _HTTP_KEYS:
                 if key in w and g.get(key) != w[key]:
                     yield f"failure.http.{key}: want {w[key]!r}, got {g.get(key)!r}"
+    if "stream" in want:
+        w, g = want["stream"], got.get("stream")
+        if w is None:
+            if g is not None:
+                yield f"failure.stream: want absent, got {g!r}"
+        elif g is None:
+            yield f"failure.stream: want {w!r}, got absent"
+        else:
+            for key in _STREAM_KEYS:
+                if key in w and g.get(key) != w[key]:
+                    yield f"failure.stream.{key}: want {w[key]!r}, got {g.get(key)!r}"
+            if "reason_contains" in w and w["reason_contains"] not in (g.get("reason") or ""):
+                yield f"failure.stream.reason: want it to contain {w['reason_contains']!r}, got {g.get('reason')!r}"
     if "retry_after_seconds" in want:
         w, g = want["retry_after_seconds"], got.get("retry_after_seconds")
         if w is None:
@@ -270,8 +346,11 @@ def _check_failure(want: Mapping[str, Any], got: Mapping[str, Any]) -> Iterator[
 # ---------------------------------------------------------------- the Python client's observation
 
 
-def observe_python(target: str, case: Case) -> dict[str, Any]:
-    """Run the case's ``before`` calls, then its call, through ``sidecar_client``; the observation."""
+def observe_python(target: str, case: Case, provider_url: str) -> dict[str, Any]:
+    """Run the case's ``before`` calls, then its call, through ``sidecar_client``; the observation.
+
+    ``provider_url``: the fake provider, asked whether the sidecar left a cancelled stream's request.
+    """
     import grpc
     from google.protobuf import json_format
     from sidecar_client import SidecarClient, SidecarError, from_rpc_error, pb
@@ -293,18 +372,16 @@ def observe_python(target: str, case: Case) -> dict[str, Any]:
                 return _tool_observation(resp)
             if rpc == "CallModel":
                 req = json_format.ParseDict(request, pb.CallModelRequest())
-                kwargs: dict[str, Any] = {"system": req.system, "tools": list(req.tools)}
-                if req.response_schema_json:
-                    kwargs["response_schema"] = json.loads(req.response_schema_json)
-                if req.HasField("max_output_tokens"):
-                    kwargs["max_output_tokens"] = req.max_output_tokens
-                if req.HasField("temperature"):
-                    kwargs["temperature"] = req.temperature
-                if req.HasField("job"):
-                    kwargs["job"] = req.job
-                reply = client.call_model(req.model, list(req.messages), timeout=timeout, **kwargs)
+                reply = client.call_model(req.model, list(req.messages), timeout=timeout, **_model_kwargs(req))
                 observed = {"grpc_code": "OK", "outcome": "result", "failure": None, "result_text": reply.message.text}
                 return {**observed, **_route_observation(reply.served_by, reply.hops)}
+            if rpc == "StreamModel":
+                req = json_format.ParseDict(request, pb.CallModelRequest())
+                kwargs = _model_kwargs(req)
+                if req.mid_stream:
+                    kwargs["mid_stream"] = req.mid_stream
+                stream = client.stream_model(req.model, list(req.messages), timeout=timeout, **kwargs)
+                return _stream_observation(stream, case.cancel_after_events, req.model, provider_url)
             req = json_format.ParseDict(request, pb.ClassifyFailureRequest())
             try:
                 failure = client.classify_failure(req, timeout=timeout)
@@ -321,6 +398,78 @@ def observe_python(target: str, case: Case) -> dict[str, Any]:
         for entry in case.before:
             call(client, entry["rpc"], entry["request"], case.deadline_ms / 1000)
         return call(client, case.rpc, case.request, case.deadline_ms / 1000)
+
+
+def _model_kwargs(req: Any) -> dict[str, Any]:
+    """What ``call_model`` / ``stream_model`` take besides the model and messages, from a parsed request."""
+    kwargs: dict[str, Any] = {"system": req.system, "tools": list(req.tools)}
+    if req.response_schema_json:
+        kwargs["response_schema"] = json.loads(req.response_schema_json)
+    if req.HasField("max_output_tokens"):
+        kwargs["max_output_tokens"] = req.max_output_tokens
+    if req.HasField("temperature"):
+        kwargs["temperature"] = req.temperature
+    if req.HasField("job"):
+        kwargs["job"] = req.job
+    return kwargs
+
+
+def _stream_observation(stream: Any, cancel_after: int | None, model: str, provider_url: str) -> dict[str, Any]:
+    """Read the stream (cancelling it after ``cancel_after`` events); what it showed, and how it ended."""
+    from sidecar_client import SidecarError, pb
+
+    events: list[Any] = []
+    observed: dict[str, Any] = {"grpc_code": "OK", "outcome": "result", "failure": None}
+    try:
+        for event in stream:
+            events.append(event)
+            if cancel_after is not None and len(events) == cancel_after:
+                stream.cancel()
+    except SidecarError as err:
+        code = err.grpc_code.name if err.grpc_code is not None else "UNKNOWN"
+        observed = {"grpc_code": code, "outcome": "failure", "failure": _failure(err.failure)}
+        observed.update(_route_observation("", err.hops))
+    kinds = [str(e.WhichOneof("event")) for e in events]
+    final = stream.final
+    observed.update(
+        events=kinds,
+        restarts=[
+            {
+                "cause": pb.RestartCause.Name(e.restart.cause).removeprefix("RESTART_CAUSE_"),
+                "reason": e.restart.reason,
+                "attempt": e.restart.attempt,
+            }
+            for e in events
+            if e.WhichOneof("event") == "restart"
+        ],
+        stream_text=stream.text,
+        final=None,
+    )
+    if final is not None:
+        observed.update(result_text=final.message.text, **_route_observation(final.served_by, final.hops))
+        observed["final"] = {
+            "attempts": final.attempts,
+            "corrections": final.corrections,
+            "output_budget_raised": final.output_budget_raised,
+            "finish_reason": pb.FinishReason.Name(final.finish_reason).removeprefix("FINISH_REASON_"),
+        }
+    if cancel_after is not None:
+        observed["provider_disconnected"] = provider_disconnected(provider_url, model)
+    return observed
+
+
+def provider_disconnected(provider_url: str, model: str) -> bool:
+    """Whether the fake provider's last request for ``model`` records the client leaving (polled a while)."""
+    url = f"{provider_url}/_fake/requests?" + urllib.parse.urlencode({"model": model})
+    deadline = time.monotonic() + DISCONNECT_WAIT_S
+    while True:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            records = json.loads(resp.read().decode() or "[]")
+        if records and records[-1].get("client_disconnected"):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(DISCONNECT_POLL_S)
 
 
 def _route_observation(served_by: str, hops: Any) -> dict[str, Any]:
@@ -371,6 +520,9 @@ def _failure(f: Any) -> dict[str, Any]:
             "retry_after_raw": f.http.retry_after_raw if f.http.HasField("retry_after_raw") else None,
         }
     retry = f.retry_after.ToTimedelta().total_seconds() if f.HasField("retry_after") else None
+    stream = None
+    if f.HasField("stream"):
+        stream = {"partial_text": f.stream.partial_text, "reason": f.stream.reason, "deltas_sent": f.stream.deltas_sent}
     return {
         "kind": pb.FailureKind.Name(f.kind).removeprefix("FAILURE_KIND_"),
         "correctable": f.correctable,
@@ -380,4 +532,5 @@ def _failure(f: Any) -> dict[str, Any]:
         "retry_after_seconds": retry,
         "attempts": f.attempts,
         "detail": f.WhichOneof("detail"),
+        "stream": stream,
     }

@@ -250,7 +250,7 @@ def record(write: bool) -> int:
     with tempfile.TemporaryDirectory(prefix="conformance-") as tmp, environment(Path(tmp)) as env:
         for case in load_cases(CASES):
             prepare_fakes(case, env["FAKE_PROVIDER_URL"], env["TOOL_BACKEND_URL"])
-            observed = observe_python(env["SIDECAR_ADDR"], case)
+            observed = observe_python(env["SIDECAR_ADDR"], case, env["FAKE_PROVIDER_URL"])
             problems = check(case.expect, observed, env)
             print(f"--- {case.path.name} ({case.name}): {'ok' if not problems else 'MISMATCH'}")
             print(json.dumps(observed, indent=2, sort_keys=True))
@@ -262,9 +262,11 @@ def record(write: bool) -> int:
 
 
 def _write_strings(case: Case, observed: dict[str, Any], env: dict[str, str]) -> int:
-    """Fill expect.failure.explanation, expect.failure.http.endpoint (when http is expected) and
+    """Fill expect.failure.explanation, expect.failure.http.endpoint (when http is expected),
+    expect.failure.stream.reason and expect.restarts[i].reason (when the case lists them) and
     expect.model_text from ``observed``, the fakes' URLs turned back into placeholders. Refused
-    (1) unless the authored grpc_code, outcome, kind and correctable agree with ``observed``."""
+    (1) unless the authored grpc_code, outcome, kind, correctable (and each restart's cause and
+    attempt) agree with ``observed``."""
     data = json.loads(case.path.read_text())
     expect = data["expect"]
     authored = {k: v for k, v in expect.items() if k in ("grpc_code", "outcome")}
@@ -283,10 +285,15 @@ def _write_strings(case: Case, observed: dict[str, Any], env: dict[str, str]) ->
             if key in want and failure.get(key) != want[key]:
                 print(f"    not written: failure.{key} is {failure.get(key)!r}, the case says {want[key]!r}")
                 return 1
-        if failure["explanation"]:
+        if failure["explanation"] and case.cancel_after_events is None:  # a self-cancel is the client's words
             want["explanation"] = placeholders(failure["explanation"])
         if isinstance(want.get("http"), dict) and isinstance(failure.get("http"), dict):
             want["http"]["endpoint"] = placeholders(failure["http"]["endpoint"])
+        stream_want, stream_got = want.get("stream"), failure.get("stream")
+        if isinstance(stream_want, dict) and "reason" in stream_want and isinstance(stream_got, dict):
+            stream_want["reason"] = placeholders(stream_got["reason"])
+    if not _write_restart_reasons(expect, observed, placeholders):
+        return 1
     if case.rpc == "ExecuteTool" and observed.get("model_text") is not None:
         expect["model_text"] = placeholders(str(observed["model_text"]))
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
@@ -294,6 +301,25 @@ def _write_strings(case: Case, observed: dict[str, Any], env: dict[str, str]) ->
         case.path.write_text(text)
         print(f"    wrote {case.path.relative_to(ROOT)}")
     return 0
+
+
+def _write_restart_reasons(expect: dict[str, Any], observed: dict[str, Any], placeholders: Any) -> bool:
+    """Fill each expect.restarts[i].reason the case lists from ``observed``; False (not written) when the
+    count of restarts or an authored cause or attempt disagrees."""
+    want, got = expect.get("restarts"), observed.get("restarts")
+    if not isinstance(want, list) or not isinstance(got, list):
+        return True
+    if len(want) != len(got):
+        print(f"    not written: {len(got)} restarts observed, the case lists {len(want)}")
+        return False
+    for i, (w, g) in enumerate(zip(want, got, strict=True)):
+        for key in ("cause", "attempt"):
+            if key in w and g.get(key) != w[key]:
+                print(f"    not written: restarts[{i}].{key} is {g.get(key)!r}, the case says {w[key]!r}")
+                return False
+        if "reason" in w:
+            w["reason"] = placeholders(g["reason"])
+    return True
 
 
 def main() -> int:

@@ -51,3 +51,32 @@ def test_a_route_case_presses_the_deployments_it_scripts(tmp_path: Path) -> None
     _case(tmp_path, "b_reply", "gpt-deployment", None)
     with pytest.raises(ValueError, match=r"a_route\.json presses \['gpt-deployment'\], which b_reply\.json"):
         load_cases(tmp_path)
+
+
+def test_a_mid_stream_fault_presses_the_model_a_stream_case_calls(tmp_path: Path) -> None:
+    data = {
+        "name": "a_stream",
+        "rpc": "StreamModel",
+        "setup": {"provider": [{"model": "gpt-shared", "steps": [{"stream_fault": "drop", "after_deltas": 2}, {}]}]},
+        "request": {"model": "gpt-shared", "messages": [{"role": "ROLE_USER", "text": "hi"}]},
+        "expect": {"grpc_code": "OK"},
+    }
+    (tmp_path / "a_stream.json").write_text(json.dumps(data))
+    _case(tmp_path, "b_reply", "gpt-shared", None)
+    with pytest.raises(ValueError, match=r"a_stream\.json presses \['gpt-shared'\], which b_reply\.json"):
+        load_cases(tmp_path)
+
+
+def test_a_stream_that_still_ends_well_presses_nothing(tmp_path: Path) -> None:
+    steps = [{"stream_fault": "truncated", "after_deltas": 2}, {"stream_fault": "unknown_event"}]
+    _case(tmp_path, "a_reply", "gpt-shared", steps)
+    _case(tmp_path, "b_reply", "gpt-shared", None)
+    assert [c.name for c in load_cases(tmp_path)] == ["a_reply", "b_reply"]
+
+
+def test_cancel_after_events_is_a_stream_cases_own(tmp_path: Path) -> None:
+    _case(tmp_path, "a_call", "gpt-test", None)
+    data = json.loads((tmp_path / "a_call.json").read_text())
+    (tmp_path / "a_call.json").write_text(json.dumps({**data, "cancel_after_events": 2}))
+    with pytest.raises(ValueError, match="cancel_after_events is a StreamModel case's"):
+        load_cases(tmp_path)

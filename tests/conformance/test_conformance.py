@@ -55,7 +55,7 @@ def test_case(case: Case, conformance_env: dict[str, str]) -> None:
     problems: list[str] = ["the case stopped before its comparison (see the runner's output)"]
     try:
         prepare_fakes(case, conformance_env["FAKE_PROVIDER_URL"], conformance_env["TOOL_BACKEND_URL"])
-        observed = observe_python(conformance_env["SIDECAR_ADDR"], case)
+        observed = observe_python(conformance_env["SIDECAR_ADDR"], case, conformance_env["FAKE_PROVIDER_URL"])
         problems = check(case.expect, observed, conformance_env)
     except Exception as exc:
         problems = [f"{type(exc).__name__}: {exc}"]

@@ -8,6 +8,13 @@
 //	http-tool   GET -url (direct tool endpoint); `{query}` is replaced by -query
 //	grpc-model  sidecar.v1.Sidecar/CallModel on -target
 //	grpc-tool   sidecar.v1.Sidecar/ExecuteTool on -target
+//	http-stream POST the chat body with "stream": true to -url and read the SSE
+//	            reply (direct): time to first token is the first content delta
+//	grpc-stream sidecar.v1.Sidecar/StreamModel on -target: time to first token
+//	            is the first text event; the call ends with the final event
+//
+// The stream modes also report ttft_ms (percentiles of the time to the first
+// delta, successful calls only); latency_ms is each stream's total time.
 //
 // The run is closed-loop by default: -c workers, each sending its next request
 // as soon as the last one answers. With -rate R the workers share a schedule
@@ -73,9 +80,10 @@ type config struct {
 // outcome is one finished call.
 type outcome struct {
 	ok       bool
-	class    string // failure class, empty when ok
-	detail   string // a sample message for the class
-	attempts int    // upstream attempts the sidecar reported (0: unknown)
+	class    string    // failure class, empty when ok
+	detail   string    // a sample message for the class
+	attempts int       // upstream attempts the sidecar reported (0: unknown)
+	first    time.Time // stream modes: when the first delta arrived
 }
 
 // caller sends one request.
@@ -85,6 +93,7 @@ type caller func(ctx context.Context) outcome
 type workerStats struct {
 	latOK    []time.Duration
 	latAll   []time.Duration
+	ttft     []time.Duration // stream modes, successful calls
 	ok       int
 	failed   int
 	attempts int64
@@ -109,6 +118,7 @@ type summary struct {
 	CompletedRPS   float64            `json:"completed_rps"`
 	LatencyMS      map[string]float64 `json:"latency_ms"`
 	LatencyAllMS   map[string]float64 `json:"latency_all_ms"`
+	TTFTMS         map[string]float64 `json:"ttft_ms,omitempty"`
 	Errors         map[string]int     `json:"errors"`
 	ErrorSamples   map[string]string  `json:"error_samples,omitempty"`
 	AttemptsTotal  int64              `json:"reported_attempts_total,omitempty"`
@@ -120,7 +130,7 @@ type summary struct {
 
 func main() {
 	var cfg config
-	flag.StringVar(&cfg.mode, "mode", "http-chat", "http-chat | http-tool | grpc-model | grpc-tool")
+	flag.StringVar(&cfg.mode, "mode", "http-chat", "http-chat | http-tool | grpc-model | grpc-tool | http-stream | grpc-stream")
 	flag.StringVar(&cfg.url, "url", "http://127.0.0.1:18080/v1/chat/completions", "URL for the http modes")
 	flag.StringVar(&cfg.target, "target", "127.0.0.1:50051", "host:port of the sidecar for the grpc modes")
 	flag.IntVar(&cfg.concurrency, "c", 16, "concurrent workers (calls in flight)")
@@ -238,6 +248,9 @@ func run(cfg *config, call caller) summary {
 				if o.ok {
 					ws.ok++
 					ws.latOK = append(ws.latOK, lat)
+					if !o.first.IsZero() {
+						ws.ttft = append(ws.ttft, o.first.Sub(sent))
+					}
 				} else {
 					ws.failed++
 					ws.classes[o.class]++
@@ -261,8 +274,9 @@ func run(cfg *config, call caller) summary {
 		StartedAt:      start.UTC().Format(time.RFC3339Nano),
 		CompletedTotal: completed.Load(), WallS: wall.Seconds(),
 	}
-	var latOK, latAll []time.Duration
+	var latOK, latAll, ttft []time.Duration
 	for _, ws := range stats {
+		ttft = append(ttft, ws.ttft...)
 		s.OK += ws.ok
 		s.Failed += ws.failed
 		s.AttemptsTotal += ws.attempts
@@ -283,6 +297,9 @@ func run(cfg *config, call caller) summary {
 	s.CompletedRPS = float64(s.Requests) / cfg.duration.Seconds()
 	s.LatencyMS = percentiles(latOK)
 	s.LatencyAllMS = percentiles(latAll)
+	if len(ttft) > 0 {
+		s.TTFTMS = percentiles(ttft)
+	}
 	return s
 }
 
@@ -324,6 +341,10 @@ func newCaller(cfg *config) (caller, string, func(), error) {
 		return newHTTPCaller(cfg)
 	case "grpc-model", "grpc-tool":
 		return newGRPCCaller(cfg)
+	case "http-stream":
+		return newHTTPStreamCaller(cfg)
+	case "grpc-stream":
+		return newGRPCStreamCaller(cfg)
 	}
 	return nil, "", nil, fmt.Errorf("unknown mode %q", cfg.mode)
 }

@@ -3,12 +3,18 @@
 // small search endpoint, with an optional fault mix, and that counts every
 // attempt it receives.
 //
-//	POST /v1/chat/completions   OpenAI-shaped reply with usage
+//	POST /v1/chat/completions   OpenAI-shaped reply with usage; with "stream": true,
+//	                            an OpenAI SSE stream: a role chunk, N content deltas
+//	                            (a gap between deltas), a finish chunk, a usage chunk
+//	                            (stream_options.include_usage), [DONE]
 //	GET  /search?q=...          small JSON result list
 //	GET  /_stats[?reset=1]      attempts received, by route and status (JSON)
 //	GET  /_faults?p429=0.2&p500=0.05&delay_ms=0
 //	                            set the fault mix and the reply delay for
 //	                            every later request (no query: show them)
+//	GET  /_stream?deltas=20&gap_ms=1
+//	                            set the deltas per streamed reply and the gap between
+//	                            them for every later stream (no query: show them)
 //	GET  /healthz               200 "ok"
 //
 // A request may carry its own fault mix in the header
@@ -62,10 +68,19 @@ func (c *counters) snapshot(reset bool) map[string]int64 {
 	}
 }
 
+// streamShape is the shape of every streamed reply: its content deltas and the
+// wait between two of them (the first goes out at once: time to first token is
+// the server's own, not a gap).
+type streamShape struct {
+	Deltas int     `json:"deltas"`
+	GapMS  float64 `json:"gap_ms"`
+}
+
 type server struct {
 	key    string
 	mu     sync.RWMutex
 	mix    faults
+	shape  streamShape
 	chat   counters
 	search counters
 	seq    atomic.Uint64
@@ -143,6 +158,10 @@ type chatRequest struct {
 		Role    string `json:"role"`
 		Content any    `json:"content"`
 	} `json:"messages"`
+	Stream        bool `json:"stream"`
+	StreamOptions struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
 }
 
 func (s *server) handleChat(w http.ResponseWriter, r *http.Request) {
@@ -181,6 +200,13 @@ func (s *server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	id := s.seq.Add(1)
 	promptTokens := 9 + len(body)/8
+	if req.Stream {
+		s.mu.RLock()
+		shape := s.shape
+		s.mu.RUnlock()
+		s.streamChat(w, r, id, model, promptTokens, req.StreamOptions.IncludeUsage, shape)
+		return
+	}
 	buf := make([]byte, 0, 640)
 	buf = append(buf, `{"id":"chatcmpl-bench`...)
 	buf = strconv.AppendUint(buf, id, 16)
@@ -201,6 +227,109 @@ func (s *server) handleChat(w http.ResponseWriter, r *http.Request) {
 	h.Set("content-length", strconv.Itoa(len(buf)))
 	s.chat.ok.Add(1)
 	w.Write(buf)
+}
+
+// streamWords are the deltas of a streamed reply, reused in turn.
+var streamWords = strings.Fields("The capital of France is Paris. It has been the country's capital since the 10th century, " +
+	"with a short break during the Second World War when the government sat in Vichy.")
+
+// streamChat writes the reply as an OpenAI chat.completion.chunk SSE stream,
+// flushing every event: a role chunk, shape.Deltas content deltas (shape.GapMS
+// apart), a finish chunk, the usage chunk when asked for, and [DONE].
+func (s *server) streamChat(w http.ResponseWriter, r *http.Request, id uint64, model string, promptTokens int, usage bool, shape streamShape) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("content-type", "text/event-stream; charset=utf-8")
+	h.Set("cache-control", "no-cache")
+	h.Set("x-request-id", "req_"+strconv.FormatUint(id, 16))
+	w.WriteHeader(http.StatusOK)
+	head := make([]byte, 0, 160)
+	head = append(head, `data: {"id":"chatcmpl-bench`...)
+	head = strconv.AppendUint(head, id, 16)
+	head = append(head, `","object":"chat.completion.chunk","created":`...)
+	head = strconv.AppendInt(head, time.Now().Unix(), 10)
+	head = append(head, `,"model":`...)
+	head = strconv.AppendQuote(head, model)
+	head = append(head, `,"system_fingerprint":"fp_bench","choices":`...)
+	tail := "}\n\n"
+	if usage {
+		tail = `,"usage":null}` + "\n\n"
+	}
+	buf := make([]byte, 0, 512)
+	event := func(choices string) bool {
+		buf = append(append(append(buf[:0], head...), choices...), tail...)
+		if _, err := w.Write(buf); err != nil {
+			return false
+		}
+		flusher.Flush()
+		return true
+	}
+	if !event(`[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]`) {
+		return
+	}
+	gap := time.Duration(shape.GapMS * float64(time.Millisecond))
+	for i := range shape.Deltas {
+		if i > 0 && gap > 0 {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(gap):
+			}
+		}
+		word := streamWords[i%len(streamWords)]
+		if i > 0 {
+			word = " " + word
+		}
+		content, _ := json.Marshal(word)
+		if !event(`[{"index":0,"delta":{"content":` + string(content) + `},"logprobs":null,"finish_reason":null}]`) {
+			return
+		}
+	}
+	if !event(`[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]`) {
+		return
+	}
+	if usage {
+		counts := fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`, promptTokens, shape.Deltas, promptTokens+shape.Deltas)
+		buf = append(append(append(buf[:0], head...), `[],"usage":`...), counts...)
+		buf = append(buf, "}\n\n"...)
+		if _, err := w.Write(buf); err != nil {
+			return
+		}
+	}
+	io.WriteString(w, "data: [DONE]\n\n")
+	flusher.Flush()
+	s.chat.ok.Add(1)
+}
+
+func (s *server) handleStream(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	s.mu.Lock()
+	if v := q.Get("deltas"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			s.mu.Unlock()
+			http.Error(w, fmt.Sprintf("bad deltas: %q", v), http.StatusBadRequest)
+			return
+		}
+		s.shape.Deltas = n
+	}
+	if v := q.Get("gap_ms"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			s.mu.Unlock()
+			http.Error(w, fmt.Sprintf("bad gap_ms: %q", v), http.StatusBadRequest)
+			return
+		}
+		s.shape.GapMS = f
+	}
+	shape := s.shape
+	s.mu.Unlock()
+	w.Header().Set("content-type", "application/json")
+	json.NewEncoder(w).Encode(shape)
 }
 
 func (s *server) handleSearch(w http.ResponseWriter, r *http.Request) {
@@ -287,15 +416,18 @@ func main() {
 	p429 := flag.Float64("p429", 0, "probability of a 429 on each attempt")
 	p500 := flag.Float64("p500", 0, "probability of a 500 on each attempt")
 	delay := flag.Float64("delay-ms", 0, "delay before every answer, in milliseconds")
+	deltas := flag.Int("stream-deltas", 20, "content deltas per streamed reply")
+	gap := flag.Float64("stream-gap-ms", 1, "wait between two deltas of a streamed reply, in milliseconds")
 	flag.Parse()
 
-	s := &server{key: *key, mix: faults{P429: *p429, P500: *p500, Delay: *delay}}
+	s := &server{key: *key, mix: faults{P429: *p429, P500: *p500, Delay: *delay}, shape: streamShape{Deltas: max(*deltas, 1), GapMS: *gap}}
 	s.since.Store(time.Now().UnixNano())
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", s.handleChat)
 	mux.HandleFunc("/search", s.handleSearch)
 	mux.HandleFunc("/_stats", s.handleStats)
 	mux.HandleFunc("/_faults", s.handleFaults)
+	mux.HandleFunc("/_stream", s.handleStream)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
 
 	ln, err := net.Listen("tcp", *listen)

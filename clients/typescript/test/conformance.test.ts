@@ -22,6 +22,7 @@ import {
   grpcCodeName,
   kindName,
 } from "../src/index.js";
+import { checkStream, checkStreamDetail, observeStream, observeStreamDetail } from "./conformance_stream.js";
 
 type Json = Record<string, unknown>;
 
@@ -35,6 +36,8 @@ interface Case extends Call {
   setup?: { tool_backend?: Json[]; provider?: Json[] };
   before?: Call[];
   deadline_ms?: number;
+  /** StreamModel: cancel the stream after reading this many events. */
+  cancel_after_events?: number;
   expect: Json;
 }
 
@@ -86,10 +89,16 @@ function observeError(e: SidecarError): Json {
     retry_after_seconds: e.retryAfterMs === undefined ? null : e.retryAfterMs / 1000,
     attempts: e.attempts,
     detail,
+    stream: observeStreamDetail(e),
   };
 }
 
-async function observe(client: SidecarClient, call: Call, timeoutMs: number): Promise<Json> {
+/** A failed CallModel or StreamModel: its status, failure and the route's story. */
+function failedModelCall(err: SidecarError): Json {
+  return withRoute({ grpc_code: grpcCodeName(err.grpcCode), outcome: "failure", failure: observeError(err) }, "", err.hops);
+}
+
+async function observe(client: SidecarClient, call: Call & { cancel_after_events?: number }, timeoutMs: number): Promise<Json> {
   try {
     if (call.rpc === "ExecuteTool") {
       const outcome = await client.executeTool(fromJson(ExecuteToolRequestSchema, call.request), { timeoutMs });
@@ -104,8 +113,13 @@ async function observe(client: SidecarClient, call: Call, timeoutMs: number): Pr
         return withRoute({ grpc_code: "OK", outcome: "result", result_text: reply.message?.text ?? "" }, reply.servedBy, reply.hops);
       } catch (err) {
         if (!(err instanceof SidecarError)) throw err;
-        return withRoute({ grpc_code: grpcCodeName(err.grpcCode), outcome: "failure", failure: observeError(err) }, "", err.hops);
+        return failedModelCall(err);
       }
+    }
+    if (call.rpc === "StreamModel") {
+      const request = fromJson(CallModelRequestSchema, call.request);
+      const setup = { cancelAfter: call.cancel_after_events, providerUrl: env.FAKE_PROVIDER_URL, model: request.model };
+      return await observeStream(client.streamModel(request, { timeoutMs }), setup, failedModelCall, withRoute);
     }
     if (call.rpc === "ClassifyFailure") {
       const f = await client.classifyFailure(fromJson(ClassifyFailureRequestSchema, call.request), { timeoutMs });
@@ -195,6 +209,7 @@ function check(expect: Json, observed: Json): string[] {
   }
   if ("model_text" in expect && observed.model_text !== expect.model_text) differ("model_text", expect.model_text, observed.model_text);
   problems.push(...checkRoute(expect, observed));
+  problems.push(...checkStream(expect, observed));
   return problems;
 }
 
@@ -223,6 +238,7 @@ function checkFailure(want: Json, got: Json): string[] {
       }
     }
   }
+  problems.push(...checkStreamDetail(want, got));
   if ("retry_after_seconds" in want) {
     const w = want.retry_after_seconds as number | null;
     const g = got.retry_after_seconds as number | null;

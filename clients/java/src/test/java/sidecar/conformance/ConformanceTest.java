@@ -65,15 +65,16 @@ class ConformanceTest {
   /** The deadline of a call whose case names none (tests/conformance: DEFAULT_DEADLINE_MS). */
   static final Duration DEFAULT_DEADLINE = Duration.ofMillis(15_000);
 
-  private static final Set<String> RPCS = Set.of("ExecuteTool", "CallModel", "ClassifyFailure");
+  private static final Set<String> RPCS = Set.of("ExecuteTool", "CallModel", "ClassifyFailure", "StreamModel");
   private static final Set<String> CASE_KEYS =
-      Set.of("name", "description", "rpc", "setup", "before", "request", "deadline_ms", "expect");
+      Set.of(
+          "name", "description", "rpc", "setup", "before", "request", "deadline_ms", "cancel_after_events", "expect");
   private static final Set<String> SETUP_KEYS = Set.of("tool_backend", "provider");
   private static final Set<String> BEFORE_KEYS = Set.of("rpc", "request");
   private static final Set<String> EXPECT_KEYS =
       Set.of(
           "grpc_code", "outcome", "failure", "result_contains", "model_text_contains", "model_text", "served_by",
-          "hops");
+          "hops", "events", "restarts", "stream_text", "final", "provider_disconnected");
   private static final Set<String> HOP_KEYS =
       Set.of("deployment", "kind", "attempts", "skipped", "reason", "reason_contains");
   private static final Set<String> FAILURE_KEYS =
@@ -87,7 +88,8 @@ class ConformanceTest {
           "message_contains",
           "explanation_contains",
           "http",
-          "retry_after_seconds");
+          "retry_after_seconds",
+          "stream");
   private static final Set<String> HTTP_KEYS =
       Set.of("status_code", "service", "endpoint", "body", "retry_after_raw");
 
@@ -219,10 +221,14 @@ class ConformanceTest {
     for (JsonElement entry : items(spec, "before")) {
       JsonObject before = entry.getAsJsonObject();
       unknownKeys("before[]", before, BEFORE_KEYS, problems);
-      call(required(before, "rpc").getAsString(), required(before, "request").getAsJsonObject(), deadline);
+      call(required(before, "rpc").getAsString(), required(before, "request").getAsJsonObject(), deadline, null);
     }
 
-    Observation got = call(rpc, request, deadline);
+    Integer cancelAfter =
+        spec.has("cancel_after_events") && !spec.get("cancel_after_events").isJsonNull()
+            ? spec.get("cancel_after_events").getAsInt()
+            : null;
+    Observation got = call(rpc, request, deadline, cancelAfter);
     check(expect, got, problems);
     if (!problems.isEmpty()) {
       fail(
@@ -240,15 +246,18 @@ class ConformanceTest {
     String modelText;
     String servedBy = "";
     List<Hop> hops = List.of();
+    StreamObservation stream;
     String raw = "";
 
     @Override
     public String toString() {
-      return "grpc_code=" + grpcCode + " outcome=" + outcome + "\n  " + raw;
+      return "grpc_code=" + grpcCode + " outcome=" + outcome + (stream != null ? " " + stream : "") + "\n  " + raw;
     }
   }
 
-  private static Observation call(String rpc, JsonObject requestJson, Duration deadline) throws Exception {
+  /** One call; {@code cancelAfter}: a StreamModel cancelled after that many events (null: read to the end). */
+  private static Observation call(String rpc, JsonObject requestJson, Duration deadline, Integer cancelAfter)
+      throws Exception {
     String json = requestJson.toString();
     Observation out = new Observation();
     try {
@@ -271,6 +280,24 @@ class ConformanceTest {
             out.resultText = response.getMessage().getText();
             out.servedBy = response.getServedBy();
             out.hops = response.getHopsList();
+            break;
+          }
+        case "StreamModel":
+          {
+            CallModelRequest request = parse(json, CallModelRequest.getDefaultInstance());
+            out.stream =
+                StreamObservation.read(sidecar.streamModel(request, deadline), cancelAfter, provider, request.getModel());
+            out.outcome = "result";
+            CallModelResponse response = out.stream.finalResponse;
+            if (response != null) {
+              out.raw = print(response);
+              out.resultText = response.getMessage().getText();
+              out.servedBy = response.getServedBy();
+              out.hops = response.getHopsList();
+            }
+            if (out.stream.failure != null) {
+              throw out.stream.failure;
+            }
             break;
           }
         case "ClassifyFailure":
@@ -321,6 +348,11 @@ class ConformanceTest {
       same("model_text", text(expect.get("model_text")), got.modelText, problems);
     }
     checkRoute(expect, got, problems);
+    if (got.stream != null) {
+      got.stream.check(expect, problems);
+    } else if (expect.has("events") || expect.has("restarts") || expect.has("final")) {
+      problems.add("expect: events, restarts and final are a StreamModel case's");
+    }
   }
 
   /** served_by equal; hops as many as listed, each given key equal (reason_contains: a substring). */
@@ -397,6 +429,9 @@ class ConformanceTest {
       } else {
         checkHttp(http.getAsJsonObject(), got.getHttp(), problems);
       }
+    }
+    if (want.has("stream")) {
+      StreamObservation.checkDetail(want.get("stream"), got, problems);
     }
     if (want.has("retry_after_seconds")) {
       JsonElement seconds = want.get("retry_after_seconds");
