@@ -392,6 +392,10 @@ def write_results(points: list[dict[str, Any]], meta: dict[str, Any], skipped: d
         groups.setdefault(group, []).append(p)
     for group, pts in groups.items():
         (RESULTS / f"{group}.json").write_text(json.dumps(pts, indent=2) + "\n")
+    for group in GROUPS:  # a partial run (--only): the other groups' committed points stay in the summary
+        path = RESULTS / f"{group}.json"
+        if group not in groups and path.exists():
+            points = [*points, *json.loads(path.read_text())]
     meta = {**meta, "skipped": skipped, "targets": targets(points)}
     (RESULTS / "run.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
     (RESULTS / "summary.md").write_text(summary_md(points, meta, skipped))

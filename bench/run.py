@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from report import closed, fmt, write_results
+from report import GROUPS, closed, fmt, write_results
 from scenario_http import scenario_http
 from scenario_stream import scenario_stream
 
@@ -715,8 +715,9 @@ def main(argv: list[str] | None = None) -> int:
     if RAW.exists():
         shutil.rmtree(RAW)
     RAW.mkdir(parents=True)
-    for stale in [*RESULTS.glob("*.json"), RESULTS / "summary.md", RESULTS / "latency_vs_concurrency.png"]:
-        stale.unlink(missing_ok=True)
+    if set(args.only) == set(SCENARIOS):  # a whole run replaces every group; a partial one only its own
+        for stale in [*(RESULTS / f"{g}.json" for g in GROUPS), RESULTS / "summary.md"]:
+            stale.unlink(missing_ok=True)
 
     started = time.time()
     loadavg_before = Path("/proc/loadavg").read_text().split()[:3]
