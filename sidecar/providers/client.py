@@ -14,7 +14,7 @@ decides about the next.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -195,7 +195,7 @@ class ModelSender:
         self._ledger.record(self._workflow, usd)
         attempt.record.usage(reply.input_tokens, reply.output_tokens, reply.raw_finish, reply.response_model)
 
-    def _read(self, status: int, headers: httpx.Headers, text: str) -> ChatReply | Retry | SidecarFailure:
+    def _read(self, status: int, headers: Mapping[str, str], text: str) -> ChatReply | Retry | SidecarFailure:
         provider = self._provider
         if 200 <= status < 300:
             try:
