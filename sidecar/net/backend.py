@@ -1,4 +1,4 @@
-"""A plain-asyncio HTTP/1.1 transport for httpx: httpcore's connections, in our pool, on a stream we own.
+"""A plain-asyncio HTTP/1.1 transport for httpx: httpcore's connection pool on a stream we own.
 
 httpcore's default network backend goes through anyio, whose typed-attribute lookups dominated
 the cost of every request on a busy pool (each request asks every idle connection whether it is
@@ -7,10 +7,9 @@ question and every other one is answered from state we hold, and httpx sees only
 
     httpx.AsyncClient
       AsyncioTransport               httpx.AsyncBaseTransport: httpx.Request -> httpcore.Request,
-        pool.ConnectionPool            the response back, httpcore's errors -> httpx's (HTTPCORE_TO_HTTPX)
-          httpcore.AsyncHTTPConnection one per connection: connect, TLS, HTTP/1.1 (h11)
-            AsyncioBackend           httpcore.AsyncNetworkBackend: TCP (TCP_NODELAY) or a unix socket
-              AsyncioStream          httpcore.AsyncNetworkStream and asyncio.Protocol, one per connection
+        httpcore.AsyncConnectionPool   the response back, httpcore's errors -> httpx's (HTTPCORE_TO_HTTPX)
+          AsyncioBackend             httpcore.AsyncNetworkBackend: TCP (TCP_NODELAY) or a unix socket
+            AsyncioStream            httpcore.AsyncNetworkStream and asyncio.Protocol, one per connection
 
 What the stream does, and what it answers:
 
@@ -40,8 +39,6 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable
 
 import httpcore
 import httpx
-
-from sidecar.net.pool import ConnectionPool
 
 __all__ = ["HTTPCORE_TO_HTTPX", "AsyncioBackend", "AsyncioStream", "AsyncioTransport", "fast_transport", "httpx_error"]
 
@@ -246,7 +243,7 @@ async def _wait(
 
 
 class AsyncioBackend(httpcore.AsyncNetworkBackend):
-    """Opens connections for the pool: TCP (with TCP_NODELAY) or a unix socket."""
+    """Opens connections for httpcore's pool: TCP (with TCP_NODELAY) or a unix socket."""
 
     async def connect_tcp(
         self,
@@ -316,7 +313,7 @@ class _ResponseStream(httpx.AsyncByteStream):
 
 
 class AsyncioTransport(httpx.AsyncBaseTransport):
-    """An httpx transport: a pool of httpcore's HTTP/1.1 connections (``pool.ConnectionPool``) on AsyncioBackend."""
+    """An httpx transport: httpcore's connection pool (HTTP/1.1) on AsyncioBackend."""
 
     def __init__(
         self,
@@ -326,11 +323,13 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
         uds: str | None = None,
         socket_options: Iterable[SockOpt] | None = None,
     ) -> None:
-        self.pool = ConnectionPool(
+        self.pool = httpcore.AsyncConnectionPool(
             ssl_context=ssl_context if ssl_context is not None else httpx.create_ssl_context(trust_env=False),
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
+            http1=True,
+            http2=False,
             uds=uds,
             socket_options=socket_options,
             network_backend=AsyncioBackend(),
