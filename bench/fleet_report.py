@@ -12,7 +12,9 @@ one sidecar variant, tagged ``variant`` and ``repeat``:
 
 Per variant: the median and the spread (min-max) over the repeats of the sidecar's CPU seconds
 per 1,000 calls (every process of it: utime + stime from /proc) and of calls per second; and the
-CPU the upstream and the load generator used beside it, which share the same two cores.
+CPU the upstream and the load generator used beside it, which share the same two cores, and what
+other work on the machine took meanwhile (``other_cores``: /proc/stat's busy time less the
+benchmark's own processes', per second of the point).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ def summarize(points: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "failed": sum(p["failed"] for p in pts),
             "cores_busy": statistics.median(busy),
             "sidecar_cores": statistics.median(p["process"]["cpu_s"] / p["point_wall_s"] for p in pts),
+            "other_cores": statistics.median(p.get("other_cores", 0.0) for p in pts),
         }
     return out
 
@@ -97,15 +100,15 @@ def fleet_md(s: dict[str, dict[str, Any]]) -> str:
     lines += [
         "",
         "| variant | conc. | repeats | CPU s / 1k calls | calls/s | p50 ms | failed | sidecar cores "
-        "| cores busy (all parts) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| cores, all its parts | cores, other work |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for variant, v in s.items():
         cpu, rps = v["cpu_s_per_1k"], v["rps"]
         lines.append(
             f"| {variant} | {v['concurrency']} | {v['repeats']} | {cpu[0]:.2f} ({cpu[1]:.2f}–{cpu[2]:.2f}) | "
             f"{rps[0]:,.0f} ({rps[1]:,.0f}–{rps[2]:,.0f}) | {v['p50_ms']:.1f} | {v['failed']} | "
-            f"{v['sidecar_cores']:.2f} | {v['cores_busy']:.2f} |"
+            f"{v['sidecar_cores']:.2f} | {v['cores_busy']:.2f} | {v['other_cores']:.2f} |"
         )
     return "\n".join(lines) + "\n"
 

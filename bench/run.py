@@ -255,6 +255,7 @@ class Bench:
         headers: tuple[str, ...] = (),
         duration: float | None = None,
         rate: float = 0.0,
+        conns: int = 0,
         model: str = "",
         timeout: float = 30.0,
         watch: Proc | None = None,
@@ -286,6 +287,8 @@ class Bench:
             argv += ["-target", target]
         if rate:
             argv += ["-rate", str(rate)]
+        if conns:
+            argv += ["-conns", str(conns)]
         if model:
             argv += ["-model", model]
         for h in headers:
@@ -621,6 +624,7 @@ def scenario_litellm(b: Bench) -> list[dict[str, Any]]:
 FLEET_CONCURRENCY = 64
 FLEET_REPEATS = 3  # each variant measured this many times, the variants interleaved round by round
 FLEET_WORKERS = 2
+FLEET_CONNS = 16  # gRPC connections from the load generator: SO_REUSEPORT spreads connections, not calls
 FLEET_STATE = """
 state:
   backend: redis
@@ -647,6 +651,12 @@ def _fleet_sidecar(b: Bench, variant: str, redis_url: str | None, workers: int) 
     return proc, target
 
 
+def _machine_busy_s() -> float:
+    """CPU seconds every core has spent busy since boot (/proc/stat: all but idle and iowait)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
+    return (sum(fields) - fields[3] - fields[4]) / CLK_TCK
+
+
 def scenario_fleet(b: Bench) -> list[dict[str, Any]]:
     """CallModel at c=64: one worker on the memory backend, one and FLEET_WORKERS workers on a real Redis.
 
@@ -669,16 +679,20 @@ def scenario_fleet(b: Bench) -> list[dict[str, Any]]:
         c = FLEET_CONCURRENCY
         for r in range(FLEET_REPEATS):
             for variant, proc, target in procs if r % 2 == 0 else reversed(procs):
-                out.append(
-                    b.loadgen(
-                        f"fleet-{variant}-c{c}-r{r}",
-                        "grpc-model",
-                        c,
-                        target=target,
-                        watch=proc,
-                        extra=_tag("fleet", "chat", variant=variant, repeat=r),
-                    )
+                busy0, t0 = _machine_busy_s(), time.monotonic()
+                point = b.loadgen(
+                    f"fleet-{variant}-c{c}-r{r}",
+                    "grpc-model",
+                    c,
+                    target=target,
+                    conns=FLEET_CONNS,
+                    watch=proc,
+                    extra=_tag("fleet", "chat", variant=variant, repeat=r, conns=FLEET_CONNS),
                 )
+                # The cores that processes other than the benchmark's own used meanwhile (a shared machine).
+                ours = point["process"]["cpu_s"] + point["upstream"]["cpu_s"] + point["loadgen_cpu_s"]
+                point["other_cores"] = round(max(_machine_busy_s() - busy0 - ours, 0.0) / (time.monotonic() - t0), 2)
+                out.append(point)
     finally:
         for _, proc, _ in procs:
             proc.stop()
