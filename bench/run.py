@@ -257,6 +257,7 @@ class Bench:
         headers: tuple[str, ...] = (),
         duration: float | None = None,
         rate: float = 0.0,
+        conns: int = 0,
         model: str = "",
         timeout: float = 30.0,
         watch: Proc | None = None,
@@ -288,6 +289,8 @@ class Bench:
             argv += ["-target", target]
         if rate:
             argv += ["-rate", str(rate)]
+        if conns:
+            argv += ["-conns", str(conns)]
         if model:
             argv += ["-model", model]
         for h in headers:
@@ -618,6 +621,88 @@ def scenario_litellm(b: Bench) -> list[dict[str, Any]]:
     return out
 
 
+# --------------------------------------------------------------------------- fleet (issue 12 item 5)
+
+FLEET_CONCURRENCY = 64
+FLEET_REPEATS = 3  # each variant measured this many times, the variants interleaved round by round
+FLEET_WORKERS = 2
+FLEET_CONNS = 16  # gRPC connections from the load generator: SO_REUSEPORT spreads connections, not calls
+FLEET_STATE = """
+state:
+  backend: redis
+  url: "${{REDIS_URL}}"
+  prefix: bench-{variant}
+"""
+
+
+def _fleet_sidecar(b: Bench, variant: str, redis_url: str | None, workers: int) -> tuple[Proc, str]:
+    port = free_port()
+    cfg = write_sidecar_config(b, port, f"fleet-{variant}")
+    if redis_url is not None:
+        cfg.write_text(cfg.read_text() + FLEET_STATE.format(variant=variant))
+    argv = [*b.args.sidecar_cmd.split(), "--config", str(cfg), "--workers", str(workers)]
+    env = {"BENCH_KEY": b.key, "PYTHONUNBUFFERED": "1", **TRACING_OFF_ENV}
+    if redis_url is not None:
+        env["REDIS_URL"] = redis_url
+    proc = start(f"fleet-{variant}", argv, env=env)
+    target = f"127.0.0.1:{port}"
+    error = probe(proc, ["-mode", "grpc-model", "-target", target, "-probe", "60s", "-timeout", "5s"])
+    if error is not None:
+        proc.stop()
+        raise RuntimeError(f"fleet-{variant} did not answer CallModel: {error}\n{proc.tail()}")
+    return proc, target
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds every core has spent busy since boot (/proc/stat: all but idle and iowait)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
+    return (sum(fields) - fields[3] - fields[4]) / CLK_TCK
+
+
+def scenario_fleet(b: Bench) -> list[dict[str, Any]]:
+    """CallModel at c=64: one worker on the memory backend, one and FLEET_WORKERS workers on a real Redis.
+
+    Every sidecar is started first and the variants take turns, FLEET_REPEATS rounds, so that
+    whatever else runs on the machine meets them alike; fleet_report.py writes fleet.md and the plot.
+    """
+    import fleet_report
+
+    exe = shutil.which("redis-server")
+    if exe is None:
+        raise RuntimeError("redis-server is not on PATH: run `make redis-server`")
+    redis_port = free_port()
+    redis = start("redis", [exe, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+    url = f"redis://127.0.0.1:{redis_port}/0"
+    procs: list[tuple[str, Proc, str]] = []
+    out: list[dict[str, Any]] = []
+    try:
+        for variant, redis_url, workers in (("memory-w1", None, 1), ("redis-w1", url, 1), ("redis-w2", url, 2)):
+            procs.append((variant, *_fleet_sidecar(b, variant, redis_url, workers)))
+        c = FLEET_CONCURRENCY
+        for r in range(FLEET_REPEATS):
+            for variant, proc, target in procs if r % 2 == 0 else reversed(procs):
+                busy0, t0 = _machine_busy_s(), time.monotonic()
+                point = b.loadgen(
+                    f"fleet-{variant}-c{c}-r{r}",
+                    "grpc-model",
+                    c,
+                    target=target,
+                    conns=FLEET_CONNS,
+                    watch=proc,
+                    extra=_tag("fleet", "chat", variant=variant, repeat=r, conns=FLEET_CONNS),
+                )
+                # The cores that processes other than the benchmark's own used meanwhile (a shared machine).
+                ours = point["process"]["cpu_s"] + point["upstream"]["cpu_s"] + point["loadgen_cpu_s"]
+                point["other_cores"] = round(max(_machine_busy_s() - busy0 - ours, 0.0) / (time.monotonic() - t0), 2)
+                out.append(point)
+    finally:
+        for _, proc, _ in procs:
+            proc.stop()
+        redis.stop()
+    fleet_report.write(out)
+    return out
+
+
 SCENARIOS = {
     "direct": scenario_direct,
     "sidecar": scenario_sidecar,
@@ -625,6 +710,7 @@ SCENARIOS = {
     "litellm": scenario_litellm,
     "http": scenario_http,
     "stream": lambda b: scenario_stream(b, start_sidecar, _tag),
+    "fleet": scenario_fleet,
 }
 
 

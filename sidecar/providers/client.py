@@ -14,7 +14,7 @@ decides about the next.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -44,13 +44,15 @@ MAX_REPLY_BYTES = 16 * 1024 * 1024
 
 @dataclass(slots=True)
 class ProviderClient:
-    """A configured provider: its wire format, its HTTP client, the endpoint as it may be shown."""
+    """A configured provider: its wire format, its HTTP client, the endpoint as it may be shown, and the
+    URL a chat request goes to (the client's base URL and the adapter's path, merged once)."""
 
     name: str
     config: ProviderConfig
     adapter: Adapter
     client: httpx.AsyncClient
     endpoint: str
+    url: httpx.URL
 
     @classmethod
     def build(cls, name: str, cfg: ProviderConfig, embedded: dict[str, str], secrets: Iterable[str]) -> ProviderClient:
@@ -73,7 +75,8 @@ class ProviderClient:
             trust_env=False,
         )
         endpoint = endpoint_of(base.rstrip("/") + adapter.path(), secrets)
-        return cls(name, cfg, adapter, client, endpoint)
+        url = client.build_request("POST", adapter.path().lstrip("/")).url  # absolute: not merged per request
+        return cls(name, cfg, adapter, client, endpoint, url)
 
     @property
     def server(self) -> tuple[str, int | None]:
@@ -156,7 +159,7 @@ class ModelSender:
         timeout = attempt.timeout(provider.config.timeout_s)
         request = provider.client.build_request(
             "POST",
-            provider.adapter.path().lstrip("/"),
+            provider.url,
             json=provider.adapter.body(self._chat),
             headers=attempt.record.trace_headers() or None,
             timeout=httpx.Timeout(timeout, connect=min(provider.config.connect_timeout_s, timeout)),
@@ -173,7 +176,7 @@ class ModelSender:
             return Retry(RetrySignal.TRANSIENT, fault.detail)
         status = response.status_code
         attempt.record.answered(status)
-        outcome = self._read(status, dict(response.headers), raw.decode(response.encoding or "utf-8", "replace"))
+        outcome = self._read(status, response.headers, raw.decode(response.encoding or "utf-8", "replace"))
         if isinstance(outcome, Retry):
             attempt.record.failed(str(status))
             return outcome
@@ -192,11 +195,8 @@ class ModelSender:
         self._ledger.record(self._workflow, usd)
         attempt.record.usage(reply.input_tokens, reply.output_tokens, reply.raw_finish, reply.response_model)
 
-    def _read(self, status: int, headers: dict[str, str], text: str) -> ChatReply | Retry | SidecarFailure:
+    def _read(self, status: int, headers: Mapping[str, str], text: str) -> ChatReply | Retry | SidecarFailure:
         provider = self._provider
-        target = ErrorTarget(
-            provider.name, provider.config.account, self._model_id, self._model.upstream_model, provider.endpoint
-        )
         if 200 <= status < 300:
             try:
                 parsed = json.loads(text)
@@ -210,4 +210,7 @@ class ModelSender:
                 except (TypeError, KeyError, ValueError, AttributeError, IndexError):
                     return Retry(RetrySignal.TRANSIENT, "the provider's reply had an unexpected shape")
             status = 500  # an error delivered with a success status (e.g. overloaded_error mid-stream)
-        return classify_response(status, headers, text, target, self._secrets, self._now())
+        target = ErrorTarget(
+            provider.name, provider.config.account, self._model_id, self._model.upstream_model, provider.endpoint
+        )
+        return classify_response(status, dict(headers), text, target, self._secrets, self._now())
