@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -115,6 +116,7 @@ async def _serve(config: Config, source: str, listen: str | None) -> int:
         print(banner, flush=True)
     else:
         _banner(config, source, app.address, app.embedded, telemetry.describe(), _http_banner(app))
+    gc.freeze()  # what startup made lives as long as the process: kept out of every later collection's walk
     received = await stop
     if role is not None:
         watcher.cancel()

@@ -481,3 +481,13 @@ async def test_a_malformed_request_is_invalid_argument_with_bad_request(
     bad = error_details_pb2.BadRequest()
     assert any(d.Unpack(bad) for d in status.details if d.Is(bad.DESCRIPTOR))
     assert bad.field_violations[0].field == field
+
+
+@both
+async def test_a_providers_cookie_is_never_sent_back(sidecar: Running, model: str) -> None:
+    script(sidecar, model, {"headers": {"set-cookie": "__cf_bm=one-callers; Path=/; HttpOnly"}}, {})
+    await sidecar.client.call_model(model, [user("one")])
+    await sidecar.client.call_model(model, [user("two")])  # another agent's call, say
+    first, second = sent(sidecar, model)
+    assert "cookie" not in first["headers"]
+    assert "cookie" not in second["headers"]  # the jar keeps nothing: no caller's cookie reaches another's request

@@ -15,7 +15,7 @@ import httpx
 
 from sidecar.core.kinds import TransportFault
 
-__all__ = ["Fault", "fault_of", "read_capped"]
+__all__ = ["Fault", "fault_of", "read_capped", "text_of"]
 
 _DNS_WORDS = ("name or service not known", "nodename nor servname", "name resolution", "getaddrinfo", "no address")
 
@@ -39,6 +39,17 @@ async def read_capped(response: httpx.Response, limit: int) -> bytes:
         if size >= limit:
             break
     return b"".join(chunks)[:limit]
+
+
+def text_of(response: httpx.Response, raw: bytes) -> str:
+    """A body as text: UTF-8 unless the content type names a charset (httpx's ``encoding`` then).
+
+    The same answer as ``raw.decode(response.encoding or "utf-8")`` (httpx's default is UTF-8), without
+    its content-type parse (an ``email.message.Message`` per response) when there is no charset to read.
+    """
+    if "charset" in response.headers.get("content-type", "").lower():
+        return raw.decode(response.encoding or "utf-8", "replace")
+    return raw.decode("utf-8", "replace")
 
 
 def fault_of(exc: httpx.HTTPError) -> Fault:

@@ -29,7 +29,8 @@ from sidecar.core.spend import SpendLedger, cost_of
 from sidecar.core.taxonomy import SidecarFailure
 from sidecar.core.text import endpoint_of
 from sidecar.net.backend import fast_transport
-from sidecar.net.transport import fault_of, read_capped
+from sidecar.net.cookies import NoCookies
+from sidecar.net.transport import fault_of, read_capped, text_of
 from sidecar.providers.anthropic import AnthropicAdapter
 from sidecar.providers.errors import Target as ErrorTarget
 from sidecar.providers.errors import classify_response
@@ -72,6 +73,7 @@ class ProviderClient:
                 )
             ),
             timeout=httpx.Timeout(cfg.timeout_s, connect=cfg.connect_timeout_s),
+            cookies=NoCookies(),
             trust_env=False,
         )
         endpoint = endpoint_of(base.rstrip("/") + adapter.path(), secrets)
@@ -176,7 +178,7 @@ class ModelSender:
             return Retry(RetrySignal.TRANSIENT, fault.detail)
         status = response.status_code
         attempt.record.answered(status)
-        outcome = self._read(status, response.headers, raw.decode(response.encoding or "utf-8", "replace"))
+        outcome = self._read(status, response.headers, text_of(response, raw))
         if isinstance(outcome, Retry):
             attempt.record.failed(str(status))
             return outcome

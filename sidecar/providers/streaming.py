@@ -60,7 +60,7 @@ from sidecar.core.retry import Attempt, Done, Fail, Retry
 from sidecar.core.spend import SpendLedger
 from sidecar.core.stream import Delta, Final, Restart, RestartCause, StreamEvent, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import JobTimeout, SidecarFailure, StreamInterrupted
-from sidecar.net.transport import fault_of
+from sidecar.net.transport import fault_of, text_of
 from sidecar.providers.client import MAX_REPLY_BYTES, Judge, ModelSender, ProviderClient, Spent
 from sidecar.providers.wire import ChatReply, ChatRequest, StreamFault
 
@@ -419,7 +419,7 @@ class StreamSender(ModelSender):
             size += len(chunk)
             if size >= MAX_REPLY_BYTES:
                 break
-        text = b"".join(chunks)[:MAX_REPLY_BYTES].decode(response.encoding or "utf-8", "replace")
+        text = text_of(response, b"".join(chunks)[:MAX_REPLY_BYTES])
         status = response.status_code
         outcome = self._read(status, dict(response.headers), text)
         record = progress.attempt.record

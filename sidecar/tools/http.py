@@ -34,7 +34,7 @@ from sidecar.core.settings import Quirk
 from sidecar.core.taxonomy import InvalidInput, JobTimeout
 from sidecar.core.text import endpoint_of
 from sidecar.core.tool_failures import Observation, classify, is_transient, trigger_of
-from sidecar.net.transport import fault_of, read_capped
+from sidecar.net.transport import fault_of, read_capped, text_of
 from sidecar.tools.guardrails import Guardrails
 
 __all__ = ["MAX_BODY_BYTES", "MAX_RESULT_CHARS", "Tool", "ToolSender", "build_request"]
@@ -168,7 +168,7 @@ class ToolSender:
                 raw = await read_capped(response, MAX_BODY_BYTES)
             finally:
                 await response.aclose()
-            body = raw.decode(response.encoding or "utf-8", errors="replace")
+            body = text_of(response, raw)
         except httpx.HTTPError as exc:
             fault = fault_of(exc)
             attempt.record.transport_fault(_FAULT_TYPES.get(fault.fault, "transport"), fault.detail)

@@ -49,6 +49,7 @@ from sidecar.core.taxonomy import (
     log_failure,
 )
 from sidecar.net.backend import fast_transport
+from sidecar.net.cookies import NoCookies
 from sidecar.tools.arguments import check_call, validator_for
 from sidecar.tools.catalog import ToolEntry
 from sidecar.tools.guardrails import Guardrails
@@ -111,7 +112,7 @@ class ToolService:
         }
         self._mcp = McpTools(config, self._secrets)
         self._client = httpx.AsyncClient(
-            transport=fast_transport(TOOL_CLIENT_LIMITS), follow_redirects=False, trust_env=False
+            transport=fast_transport(TOOL_CLIENT_LIMITS), follow_redirects=False, cookies=NoCookies(), trust_env=False
         )
 
     async def start(self) -> None:
