@@ -115,7 +115,8 @@ MAX_IN_FLIGHT_LIMIT = 8192
 MIN_TOKEN_CHARS = 16
 """A bearer token shorter than this is refused (``openssl rand -hex 32`` gives 64)."""
 MAX_PROVIDER_CONNECTIONS = 1024
-"""The highest ``providers.*.max_connections``: httpcore scans its whole pool for every queued request."""
+"""The highest ``providers.*.max_connections`` (a pool that large served nothing faster, measured with
+httpcore's pool; the bound stays as a guard against a typo's ten thousand sockets)."""
 DEFAULT_STATE_PREFIX = "sidecar"
 DEFAULT_STATE_TIMEOUT_MS = 50
 """A state backend operation (Redis) slower than this is given up: the call decides on local state."""
@@ -283,6 +284,8 @@ class ProviderConfig(_Strict):
     connect_timeout_s: Annotated[float, Field(gt=0)] = 5.0
     max_connections: Annotated[int, Field(ge=1, le=MAX_PROVIDER_CONNECTIONS)] = 200
     max_keepalive_connections: Annotated[int, Field(ge=0)] = 50
+    """Accepted and ignored since the transport is aiohttp's (net/backend.py): its pool keeps every idle
+    connection up to ``max_connections`` (for ``keepalive_expiry``, 5 s) and has no separate cap."""
     headers: dict[str, str] = {}
     anthropic_version: str = "2023-06-01"
     stream_idle_timeout_s: Annotated[float, Field(gt=0, le=MAX_WAIT_S)] = DEFAULT_STREAM_IDLE_TIMEOUT_S

@@ -1,7 +1,7 @@
 """The layout is the architecture: each layer imports only what docs/architecture.md says it may.
 
     core/       policy, no I/O       no grpc, no generated code, no OpenTelemetry, no httpx, nothing above it
-    net/        the HTTP client      httpx, and core
+    net/        the HTTP client      httpx over aiohttp (net alone), and core
     providers/  adapters to models   httpx through net, core, config; no gRPC, no generated code, no OpenTelemetry
     tools/      adapters to tools    the same, and the MCP SDK as a client (MCP tool backends)
     telemetry/  the observer         OpenTelemetry, core; never the adapters or the server
@@ -27,16 +27,16 @@ FOREIGN = ("grpc", "grpc_status", "grpc_health", "grpc_reflection", "sidecar_con
 HTTP_SERVING = ("starlette", "uvicorn")
 """The HTTP port's stack: the server's alone (an adapter speaks MCP as a client, never serves)."""
 RULES: dict[str, tuple[str, ...]] = {
-    "core": (*FOREIGN, "httpcore", "sidecar.config", "sidecar.net", "sidecar.providers", "sidecar.tools",
+    "core": (*FOREIGN, "httpcore", "aiohttp", "sidecar.config", "sidecar.net", "sidecar.providers", "sidecar.tools",
              "sidecar.server", "sidecar.telemetry", "sidecar.fakes", "sidecar.cli"),
     "net": ("grpc", "sidecar_contract", "opentelemetry", "sidecar.providers", "sidecar.tools", "sidecar.server",
             "sidecar.telemetry", "mcp", *HTTP_SERVING),
     "providers": ("grpc", "grpc_status", "sidecar_contract", "opentelemetry", "sidecar.server", "sidecar.telemetry",
-                  "sidecar.tools", *HTTP_SERVING),
+                  "sidecar.tools", "aiohttp", *HTTP_SERVING),
     "tools": ("grpc", "grpc_status", "sidecar_contract", "opentelemetry", "sidecar.server", "sidecar.telemetry",
-              "sidecar.providers", *HTTP_SERVING),
+              "sidecar.providers", "aiohttp", *HTTP_SERVING),
     "telemetry": ("sidecar.providers", "sidecar.tools", "sidecar.server", "httpx", "mcp", *HTTP_SERVING),
-    "state": (*FOREIGN, "httpcore", "sidecar.config", "sidecar.net", "sidecar.providers", "sidecar.tools",
+    "state": (*FOREIGN, "httpcore", "aiohttp", "sidecar.config", "sidecar.net", "sidecar.providers", "sidecar.tools",
               "sidecar.server", "sidecar.telemetry", "sidecar.fakes", "sidecar.cli"),
 }  # fmt: skip
 

@@ -1,10 +1,10 @@
-"""The plain-asyncio transport under httpx, against real servers on loopback.
+"""The aiohttp transport under httpx, against real servers on loopback.
 
-HTTP and TLS and a unix socket; one connection reused; an idle connection the server closed (or
-wrote to) is dropped and the request goes on a new one; a request goes out in one send; resets,
-refusals, DNS and timeouts raise the httpx errors the sidecar maps to transport faults; large
-bodies both ways; flow control against a slow reader on either side; and every httpcore
-exception has its httpx counterpart.
+HTTP and TLS; one connection reused; an idle connection the server closed is dropped and the
+request goes on a new one; a body read to its end gives its connection back, one closed early
+does not; resets, refusals, DNS and timeouts raise the httpx errors the sidecar maps to transport
+faults; large bodies both ways; flow control against a slow reader on either side; compressed
+bodies decoded once (by httpx); and every aiohttp error has its httpx counterpart.
 """
 
 from __future__ import annotations
@@ -19,18 +19,12 @@ import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
-import httpcore
+import aiohttp
 import httpx
 import pytest
 from sidecar_contract.v1 import sidecar_pb2 as pb
 
-from sidecar.net.backend import (
-    HTTPCORE_TO_HTTPX,
-    AsyncioBackend,
-    AsyncioTransport,
-    fast_transport,
-    httpx_error,
-)
+from sidecar.net.backend import AiohttpTransport, fast_transport, httpx_error
 from sidecar.net.transport import fault_of
 
 LIMITS = httpx.Limits(max_connections=4)
@@ -129,75 +123,86 @@ async def test_plain_http_reuses_one_connection() -> None:
             r = await c.post(f"{server.url}/x", json={"a": 1})
             assert r.json() == {"ok": 1}
         assert server.accepted == 1
-        assert len(transport.pool.connections) == 1
 
 
 async def test_the_connection_has_tcp_nodelay() -> None:
-    async with serving(answer_all) as server, client() as c, c.stream("GET", f"{server.url}/x") as r:
+    go_on = asyncio.Event()
+
+    async def body_later(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(OK_BODY))
+        await writer.drain()
+        await go_on.wait()  # the body is not there yet: the response still holds its connection
+        writer.write(OK_BODY)
+        await writer.drain()
+
+    async with serving(body_later) as server, client() as c, c.stream("GET", f"{server.url}/x") as r:
         sock = r.extensions["network_stream"].get_extra_info("socket")
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
-
-
-async def test_a_request_is_held_until_the_read_and_goes_out_in_one_send() -> None:
-    received: list[bytes] = []
-
-    class Recorder(asyncio.Protocol):
-        def data_received(self, data: bytes) -> None:
-            received.append(data)
-
-    loop = asyncio.get_running_loop()
-    srv = await loop.create_server(Recorder, "127.0.0.1", 0)
-    port = srv.sockets[0].getsockname()[1]
-    stream = await AsyncioBackend().connect_tcp("127.0.0.1", port)
-    try:
-        head, body = b"POST /x HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\n\r\n", b"hello"
-        await stream.write(head)
-        await stream.write(body)
-        assert not await until(lambda: bool(received), turns=20)  # nothing on the wire yet
-        with pytest.raises(httpcore.ReadTimeout):
-            await stream.read(CHUNK, timeout=0.05)  # the read sends it; the recorder never answers
-        assert await until(lambda: bool(received))
-        assert received == [head + body]
-    finally:
-        await stream.aclose()
-        srv.close()
+        go_on.set()
+        assert await r.aread() == OK_BODY
 
 
 # A pooled connection the server closed, or wrote to, while idle.
 
 
-@pytest.mark.parametrize("what", ["closes", "writes"])
-async def test_an_idle_connection_the_server_spoiled_is_dropped_and_the_request_goes_on_a_new_one(
-    what: str,
-) -> None:
-    spoil = asyncio.Event()
+async def test_an_idle_connection_the_server_closed_is_dropped_and_the_request_goes_on_a_new_one() -> None:
+    closed = asyncio.Event()
     connections = 0
 
-    async def answer_then_spoil(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def answer_then_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal connections
         connections += 1
         if connections > 1:
             return await answer_all(reader, writer)
         await read_request(reader)
         await respond(writer)
-        await spoil.wait()  # the client has the whole response: its connection is idle in the pool
-        if what == "writes":
-            writer.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\n\r\n")
-            await writer.drain()
-            await reader.read()  # keep it open; the client is the one to close it
-        # else: return, and Server closes it
+        writer.close()  # the client has the whole response: its connection is idle in the pool
+        await writer.wait_closed()
+        closed.set()
 
-    transport = fast_transport(LIMITS)
-    async with serving(answer_then_spoil) as server, client(transport) as c:
+    async with serving(answer_then_close) as server, client() as c:
         assert (await c.get(f"{server.url}/1")).json() == {"ok": 1}
-        (idle,) = transport.pool.connections
-        assert not idle.has_expired()
-        spoil.set()
-        assert await until(idle.has_expired)  # what the stream's is_readable says
+        await closed.wait()
+        await asyncio.sleep(0.01)  # the FIN reaches the client's loop
         assert (await c.get(f"{server.url}/2")).json() == {"ok": 1}
         assert server.accepted == 2
-        assert len(transport.pool.connections) == 1
-        assert transport.pool.connections[0] is not idle
+
+
+async def test_a_body_read_to_its_end_gives_its_connection_back_and_one_closed_early_does_not() -> None:
+    big = b"b" * (4 * MiB)
+
+    async def big_bodies(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await read_request(reader)
+            await respond(writer, big)
+
+    async with serving(big_bodies) as server, client() as c:
+        for _ in range(3):
+            async with c.stream("GET", f"{server.url}/x") as r:
+                assert len(await r.aread()) == len(big)
+        assert server.accepted == 1
+        async with c.stream("GET", f"{server.url}/x") as r:
+            async for _ in r.aiter_raw():
+                break  # closed with most of its body unread: its connection cannot carry another request
+        assert len((await c.get(f"{server.url}/x")).content) == len(big)
+        assert server.accepted == 2
+
+
+async def test_a_compressed_body_is_decoded_once() -> None:
+    import gzip
+
+    packed = gzip.compress(OK_BODY)
+
+    async def gzipped(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await read_request(reader)
+            head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\n"
+            writer.write(head + b"content-length: %d\r\n\r\n" % len(packed) + packed)
+            await writer.drain()
+
+    async with serving(gzipped) as server, client() as c:
+        assert (await c.get(f"{server.url}/x")).json() == {"ok": 1}
 
 
 # Errors, as httpx raises them and the sidecar classifies them.
@@ -251,13 +256,14 @@ async def test_read_timeout() -> None:
     assert fault_of(info.value).may_have_reached
 
 
-async def test_write_timeout_when_the_server_does_not_read() -> None:
+async def test_a_body_the_server_never_takes_is_a_write_timeout() -> None:
     async def never_read(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await asyncio.Event().wait()  # until the test ends and serving() cancels it
 
-    async with serving(never_read) as server, client(timeout=httpx.Timeout(5, write=0.2)) as c:
-        with pytest.raises(httpx.WriteTimeout):
+    async with serving(never_read) as server, client(timeout=httpx.Timeout(0.3)) as c:
+        with pytest.raises(httpx.WriteTimeout) as info:
             await c.post(f"{server.url}/x", content=b"x" * (16 * MiB))
+    assert fault_of(info.value).may_have_reached
 
 
 async def test_a_tls_handshake_that_never_comes_is_a_connect_timeout() -> None:
@@ -286,7 +292,7 @@ async def test_a_cancelled_request_leaves_the_pool_usable() -> None:
         assert (await c.get(f"{server.url}/2")).json() == {"ok": 1}
 
 
-# TLS and unix sockets.
+# TLS.
 
 
 def _certificate(tmp_path: Path) -> tuple[Path, Path]:
@@ -306,11 +312,10 @@ async def test_tls_verified_against_its_certificate_and_reused(tmp_path: Path) -
     key, cert = _certificate(tmp_path)
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_ctx.load_cert_chain(cert, key)
-    transport = AsyncioTransport(LIMITS, ssl_context=ssl.create_default_context(cafile=str(cert)))
+    transport = AiohttpTransport(LIMITS, ssl_context=ssl.create_default_context(cafile=str(cert)))
     async with serving(answer_all, tls=server_ctx) as server, client(transport) as c:
         for _ in range(3):
             async with c.stream("POST", f"{server.url}/x", content=b"x" * 100_000) as r:
-                assert r.extensions["network_stream"].get_extra_info("ssl_object") is not None
                 assert await r.aread() == OK_BODY
         assert server.accepted == 1
 
@@ -322,15 +327,6 @@ async def test_tls_with_an_untrusted_certificate_is_a_connect_error(tmp_path: Pa
     async with serving(answer_all, tls=server_ctx) as server, client() as c:
         with pytest.raises(httpx.ConnectError, match="certificate verify failed"):
             await c.get(f"{server.url}/x")
-
-
-async def test_a_unix_socket(tmp_path: Path) -> None:
-    path = tmp_path / "s"
-    transport = AsyncioTransport(LIMITS, uds=str(path))
-    async with serving(answer_all, unix=path) as server, client(transport) as c:
-        for _ in range(3):
-            assert (await c.post(f"{server.url}/x", json={"a": 1})).json() == {"ok": 1}
-        assert server.accepted == 1
 
 
 # Large bodies, and flow control.
@@ -404,8 +400,7 @@ async def test_a_download_to_a_slow_reader_stops_the_server() -> None:
         await reader.read()
 
     received = 0
-    transport = AsyncioTransport(LIMITS, socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, CHUNK)])
-    async with serving(fast_writer) as server, client(transport) as c, c.stream("GET", f"{server.url}/x") as r:
+    async with serving(fast_writer) as server, client() as c, c.stream("GET", f"{server.url}/x") as r:
         async for part in r.aiter_raw():
             received += len(part)
             lag = max(lag, sent - received)
@@ -414,31 +409,36 @@ async def test_a_download_to_a_slow_reader_stops_the_server() -> None:
     assert lag <= 8 * MiB
 
 
-# httpcore's exceptions, as httpx's.
+# aiohttp's errors, as httpx's.
 
 
-def test_every_httpcore_exception_is_mapped_onto_the_httpx_one_of_its_name() -> None:
-    exported = {
-        value
-        for value in vars(httpcore).values()
-        if isinstance(value, type) and issubclass(value, Exception) and value is not httpcore.ConnectionNotAvailable
-    }
-    assert exported - HTTPCORE_TO_HTTPX.keys() == set()
-    for source, target in HTTPCORE_TO_HTTPX.items():
-        assert target is getattr(httpx, source.__name__)
+@pytest.mark.parametrize(
+    ("source", "target"),
+    [
+        (aiohttp.ConnectionTimeoutError("x"), httpx.ConnectTimeout),
+        (aiohttp.SocketTimeoutError("x"), httpx.ReadTimeout),
+        (aiohttp.ServerDisconnectedError(), httpx.RemoteProtocolError),
+        (aiohttp.ClientPayloadError("cut"), httpx.RemoteProtocolError),
+        (aiohttp.ClientOSError(104, "Connection reset by peer"), httpx.ReadError),
+    ],
+    ids=lambda v: type(v).__name__ if isinstance(v, Exception) else v.__name__,
+)
+def test_each_aiohttp_error_becomes_the_httpx_one_the_faults_read(source: Exception, target: type) -> None:
+    assert type(httpx_error(source)) is target
 
 
-@pytest.mark.parametrize("source", list(HTTPCORE_TO_HTTPX), ids=lambda c: c.__name__)
-def test_each_httpcore_exception_becomes_its_httpx_class_with_its_message(source: type[Exception]) -> None:
-    mapped = httpx_error(source("the words"))
-    assert type(mapped) is HTTPCORE_TO_HTTPX[source]
-    assert str(mapped) == "the words"
+async def test_a_reset_idempotent_request_is_not_re_sent_beneath_the_engine() -> None:
+    async def reset_each(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()
+
+    async with serving(reset_each) as server, client() as c:
+        for method in ("GET", "PUT", "DELETE"):
+            with pytest.raises(httpx.ReadError):
+                await c.request(method, f"{server.url}/x")
+        assert server.accepted == 3  # one send each: aiohttp's own re-send of idempotent methods is off
 
 
-def test_a_subclass_maps_to_its_most_specific_httpx_class_and_others_are_not_mapped() -> None:
-    class Slow(httpcore.ReadTimeout):
-        pass
-
-    assert type(httpx_error(Slow("x"))) is httpx.ReadTimeout
+def test_what_is_not_aiohttp_is_not_mapped() -> None:
     assert httpx_error(ValueError("x")) is None
-    assert httpx_error(httpcore.ConnectionNotAvailable()) is None
