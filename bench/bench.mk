@@ -29,7 +29,7 @@ BENCH_TOOLS      := $(BENCH_BIN)/upstream $(BENCH_BIN)/loadgen $(BENCH_BIN)/otlp
 
 .PHONY: bench bench-quick bench-build bench-litellm bench-venv bench-clean soak
 
-bench: bench-build bench-venv bench-litellm $(BENCH_SIDECAR_ENV)
+bench: bench-build bench-venv bench-litellm $(BENCH_SIDECAR_ENV) redis-server
 	$(BENCH_PY) $(BENCH_DIR)/run.py $(BENCH_ARGS)
 
 bench-quick: bench-build bench-venv bench-litellm $(BENCH_SIDECAR_ENV)
