@@ -202,6 +202,21 @@ async def test_a_complete_stream_gives_its_connection_back_to_the_pool(sidecar: 
     assert sidecar.provider.connections_accepted == before  # each reused it: the body was read to its end
 
 
+@both
+@pytest.mark.parametrize("cut", [1, 3, 7])
+async def test_a_key_written_across_deltas_is_masked_whole(sidecar: Running, model: str, cut: int) -> None:
+    key = {"gpt": "sk-test-SECRETKEY1234567890", "claude": "sk-ant-SECRETKEY1234567890"}[model]
+    script(sidecar, model, {"delta_chars": cut})
+    events, _call = await stream(sidecar, model, text=f"the key is {key} ok")
+    pieces = texts(events)
+    assert len(pieces) >= 4  # it did stream in pieces
+    sent = "".join(pieces)
+    assert "SECRETKEY" not in sent
+    assert "«redacted»" in sent
+    assert sent.endswith(" ok")
+    assert "SECRETKEY" not in events[-1].final.message.text
+
+
 # ---------------------------------------------------------------- before the first delta: CallModel's rules
 
 

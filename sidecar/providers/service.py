@@ -293,7 +293,7 @@ class ModelService:
     async def stream(self, request: ModelRequest, options: CallOptions) -> AsyncGenerator[StreamEvent, None]:
         """The reply as events (``core.stream``), ``Final`` last; the call's failure raised after the
         events sent before it. Closing the iterator early cancels the call (JOB_CANCELLED)."""
-        outlet = Outlet(self._observer)
+        outlet = Outlet(self._observer, self._secrets)
         producer = asyncio.get_running_loop().create_task(self._produce(request, options, outlet))
         try:
             async for event in outlet.drain():

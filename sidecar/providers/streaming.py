@@ -58,6 +58,7 @@ from sidecar.core.kinds import FailureKind, RetrySignal
 from sidecar.core.observer import AttemptStart, Observer, StreamRestarted
 from sidecar.core.retry import Attempt, Done, Fail, Retry
 from sidecar.core.spend import SpendLedger
+from sidecar.core.split_secrets import SplitSecrets
 from sidecar.core.stream import Delta, Final, Restart, RestartCause, StreamEvent, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import JobTimeout, SidecarFailure, StreamInterrupted
 from sidecar.net.transport import fault_of, text_of
@@ -109,15 +110,23 @@ class _Void:
 
 
 class Outlet:
-    """The call's events on their way to the caller, and what the caller holds now."""
+    """The call's events on their way to the caller, and what the caller holds now.
 
-    __slots__ = ("_observer", "_partial", "_pending", "_queue", "deltas")
+    Text and each tool call's argument fragments pass a ``SplitSecrets`` each: a configured secret
+    written across deltas is masked whole (its held part goes out before the next other event).
+    """
 
-    def __init__(self, observer: Observer, maxsize: int = STREAM_BUFFER_EVENTS) -> None:
+    __slots__ = ("_guards", "_last", "_observer", "_partial", "_pending", "_queue", "_secrets", "deltas")
+
+    def __init__(self, observer: Observer, secrets: Iterable[str] = (), maxsize: int = STREAM_BUFFER_EVENTS) -> None:
         self._queue: asyncio.Queue[StreamEvent | _End] = asyncio.Queue(maxsize)
         self._observer = observer
         self._partial: list[str] = []
         self._pending: _Void | None = None
+        self._secrets = tuple(secrets)
+        self._guards: dict[int, SplitSecrets] = {}
+        """Per stream of text: -1 the reply's text, i >= 0 tool call i's arguments."""
+        self._last = -1
         self.deltas = 0
         """Deltas the caller holds: sent since the last Restart."""
 
@@ -133,15 +142,43 @@ class Outlet:
 
     def void(self, cause: RestartCause, reason: str) -> None:
         """What the caller holds is void; a Restart goes out before whatever comes next."""
+        self._guards.clear()  # what they held never went out
         if self.deltas:
             self._pending = _Void(cause, reason)
 
     async def send(self, delta: Delta, attempt: int) -> None:
         await self.flush(attempt)
+        key = delta.index if isinstance(delta, ToolCallDelta) else -1
+        if key != self._last:
+            await self._release(self._last)
+            self._last = key
+        guard = self._guards.get(key)
+        if guard is None:
+            guard = self._guards[key] = SplitSecrets(self._secrets)
+        if isinstance(delta, TextDelta):
+            text = guard.feed(delta.text)
+            if not text:
+                return  # all of it held: it begins a secret
+            delta = TextDelta(text)
+        elif guard.active:
+            fragment = guard.feed(delta.arguments_fragment)
+            if not fragment and not delta.id and not delta.name:
+                return
+            delta = replace(delta, arguments_fragment=fragment)
+        await self._put(delta)
+
+    async def _put(self, delta: Delta) -> None:
         self.deltas += 1
         if isinstance(delta, TextDelta):
             self._partial.append(delta.text)
         await self._queue.put(delta)
+
+    async def _release(self, key: int) -> None:
+        """What the guard of stream ``key`` holds, as one more delta of it."""
+        guard = self._guards.get(key)
+        held = guard.flush() if guard is not None else ""
+        if held:
+            await self._put(TextDelta(held) if key < 0 else ToolCallDelta(key, arguments_fragment=held))
 
     async def flush(self, attempt: int) -> None:
         """The pending Restart, if any, announcing ``attempt``."""
@@ -155,6 +192,7 @@ class Outlet:
         await self._queue.put(Restart(pending.cause, pending.reason, attempt))
 
     async def final(self, response: ModelResponse) -> None:
+        await self._release(self._last)
         await self._queue.put(Final(response))
 
     async def end(self, failure: SidecarFailure | None) -> None:

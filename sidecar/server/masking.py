@@ -1,7 +1,8 @@
 """The last step of every RPC answer: configured secrets masked in every string that leaves.
 
     a response message          every string field, at any depth (maps, repeated, Struct, Any); a
-                                stream's (StreamModel) each event, as it goes
+                                stream's (StreamModel) each event, as it goes (a secret written
+                                across deltas: ``core.split_secrets``, in the stream's Outlet)
     abort / abort_with_status   the status message, and the google.rpc.Status in
                                 ``grpc-status-details-bin`` (its packed Failure, ErrorInfo, ...)
     set_details / trailers      the details string; every text trailer, and the -bin status
