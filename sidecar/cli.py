@@ -17,9 +17,9 @@ from sidecar.config import (
     HttpConfig,
     load_config,
     load_default_config,
-    worker_count,
     workers_refusal,
 )
+from sidecar.server.cores import worker_count
 
 if TYPE_CHECKING:
     from sidecar.server.app import SidecarApp

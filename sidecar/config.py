@@ -96,7 +96,6 @@ __all__ = [
     "load_config",
     "load_default_config",
     "parse_config",
-    "worker_count",
     "workers_refusal",
 ]
 
@@ -203,7 +202,8 @@ class ServerConfig(_Strict):
     allow_insecure: bool = False
     """Serve a non-loopback address with neither ``tls`` nor ``auth`` (only on a private network)."""
     workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = 1
-    """Processes serving ``listen`` together (SO_REUSEPORT); ``auto``: one per core. More than one
+    """Processes serving ``listen`` together (SO_REUSEPORT); ``auto``: one per usable core (the CPUs
+    it may run on, within its cgroup's quota: server/cores.py). More than one
     needs ``state.backend: redis`` (they share policy through it) and a host:port address."""
 
     @field_validator("listen")
@@ -551,11 +551,6 @@ class StateConfig(_Strict):
             if urlsplit(self.url).scheme not in ("redis", "rediss", "unix"):
                 raise ValueError("state.url must be a redis://, rediss:// or unix:// URL (value not shown)")
         return self
-
-
-def worker_count(workers: int | Literal["auto"]) -> int:
-    """``server.workers`` as a number: ``auto`` is one per core."""
-    return (os.cpu_count() or 1) if workers == "auto" else workers
 
 
 def workers_refusal(workers: int | Literal["auto"], listen: str, backend: str) -> str | None:

@@ -3,7 +3,7 @@
     supervisor (the process started)              each worker (``sidecar serve``, a process of its own)
     checks the config (workers > 1: redis state,  the same config file, ``--listen host:port``
       a host:port address) and the exposure       binds it with SO_REUSEPORT: the kernel spreads
-    resolves N (``auto``: os.cpu_count()) and       connections across the workers
+    resolves N (``auto``: server.cores) and       connections across the workers
       port 0 (a free port, so all bind the same)  shares throttles, circuits and spend with the
     starts the embedded fakes once: every           others (and the fleet) through state.backend
       worker uses them (SIDECAR_WORKER_EMBEDDED)  prometheus on telemetry.prometheus_port + its index
@@ -33,7 +33,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sidecar.config import Config, worker_count
+from sidecar.config import Config
+from sidecar.server.cores import worker_count
 
 __all__ = [
     "EMBEDDED_ENV",
