@@ -53,13 +53,17 @@ class SplitSecrets:
         held = self._masked(self._held + text)
         keep = self._begun(self._tail + held)
         keep = min(keep, len(held)) if keep >= HOLD_FROM else 0
-        out, self._held = (held[: len(held) - keep], held[len(held) - keep :]) if keep else (held, "")
-        self._tail = (self._tail + out)[-self._tail_chars :] if self._tail_chars else ""
-        return out
+        cut = len(held) - keep
+        self._held = held[cut:]
+        return self._sent(held[:cut])
 
     def flush(self) -> str:
         """The held text, to go out now (the stream ends, or another kind of event comes)."""
         out, self._held = self._held, ""
+        return self._sent(out)
+
+    def _sent(self, out: str) -> str:
+        """``out`` goes out: the last characters sent are kept (a secret may be begun in them)."""
         self._tail = (self._tail + out)[-self._tail_chars :] if self._tail_chars else ""
         return out
 

@@ -70,6 +70,8 @@ WHOLE_BODY_BYTES = 1024 * 1024
 slices, each written as the socket drains (aiohttp warns that a large body written at once can
 hold the loop)."""
 BODY_SLICE_BYTES = 256 * 1024
+KEEPALIVE_S = 5.0
+"""An idle pooled connection is closed after this long when the limits name none (httpx's default)."""
 
 
 class _Unretried(aiohttp.ClientError):
@@ -180,21 +182,14 @@ class _Upload:
         self.sent = True
 
 
-def _head_bound(request: httpx.Request) -> float | None:
-    """Seconds to send the request and read its head (the module docstring's Timeout.write row)."""
+def _timeouts(request: httpx.Request) -> tuple[aiohttp.ClientTimeout, float | None]:
+    """httpx's timeouts as aiohttp's, and the bound on sending the request and reading its head (the
+    module docstring's table)."""
     given = request.extensions.get("timeout", {})
-    parts = [given.get("connect"), given.get("pool")]
-    read, write = given.get("read"), given.get("write")
-    if read is None or write is None:
-        return None
-    return float(sum(p for p in parts if p is not None) + max(read, write))
-
-
-def _timeout(request: httpx.Request) -> aiohttp.ClientTimeout:
-    given = request.extensions.get("timeout", {})
-    connect, pool, read = given.get("connect"), given.get("pool"), given.get("read")
+    connect, pool, read, write = (given.get(k) for k in ("connect", "pool", "read", "write"))
     acquire = None if connect is None or pool is None else connect + pool
-    return aiohttp.ClientTimeout(total=None, connect=acquire, sock_connect=connect, sock_read=read)
+    head = None if read is None or write is None else float((connect or 0) + (pool or 0) + max(read, write))
+    return aiohttp.ClientTimeout(total=None, connect=acquire, sock_connect=connect, sock_read=read), head
 
 
 class AiohttpTransport(httpx.AsyncBaseTransport):
@@ -212,7 +207,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             connector = aiohttp.TCPConnector(
                 limit=limits.max_connections or 0,
                 limit_per_host=0,
-                keepalive_timeout=limits.keepalive_expiry if limits.keepalive_expiry is not None else 5.0,
+                keepalive_timeout=limits.keepalive_expiry if limits.keepalive_expiry is not None else KEEPALIVE_S,
                 ssl=self._ssl,
             )
             self._session = aiohttp.ClientSession(
@@ -231,14 +226,15 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         upload = _Upload()
         data = upload.body(request)
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
+        timeout, head = _timeouts(request)
         try:
-            async with asyncio.timeout(_head_bound(request)):
+            async with asyncio.timeout(head):
                 response = await session.request(
                     request.method,
                     str(request.url),
                     data=data,
                     headers=headers,
-                    timeout=_timeout(request),
+                    timeout=timeout,
                     allow_redirects=False,
                     compress=None,
                     skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
