@@ -292,16 +292,17 @@ class Watch:
 
 
 class _Watched(httpx.AsyncByteStream):
-    """A response body that tells the watch every time bytes arrive, and stops at ``limit`` bytes."""
+    """A response body (the transport's stream) that tells the watch every time bytes arrive, and stops
+    at ``limit`` bytes."""
 
-    def __init__(self, response: httpx.Response, watch: Watch, limit: int) -> None:
-        self._response = response
+    def __init__(self, body: httpx.AsyncByteStream, watch: Watch, limit: int) -> None:
+        self._body = body
         self._watch = watch
         self._limit = limit
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         size = 0
-        async for chunk in self._response.aiter_raw():
+        async for chunk in self._body:
             self._watch.touch()
             size += len(chunk)
             if size > self._limit:
@@ -309,7 +310,7 @@ class _Watched(httpx.AsyncByteStream):
             yield chunk
 
     async def aclose(self) -> None:
-        await self._response.aclose()
+        await self._body.aclose()
 
 
 # ---------------------------------------------------------------------------- the sender
@@ -375,13 +376,10 @@ class StreamSender(ModelSender):
         provider = self._provider
         config = provider.config
         timeout = attempt.timeout(config.timeout_s)
-        headers = {"accept": SSE_CONTENT_TYPE, **attempt.record.trace_headers()}
-        request = provider.client.build_request(
-            "POST",
-            provider.adapter.path().lstrip("/"),
-            json=provider.adapter.body(self._chat, stream=True),
-            headers=headers,
-            timeout=httpx.Timeout(timeout, connect=min(config.connect_timeout_s, timeout)),
+        request = provider.request(
+            provider.adapter.body(self._chat, stream=True),
+            httpx.Timeout(timeout, connect=min(config.connect_timeout_s, timeout)),
+            {"accept": SSE_CONTENT_TYPE, **attempt.record.trace_headers()},
         )
         watch = Watch(self._clock, config.stream_idle_timeout_s, attempt.deadline)
         progress = _Progress(attempt, self._outlet, watch)
@@ -399,22 +397,19 @@ class StreamSender(ModelSender):
     async def _exchange(self, request: httpx.Request, progress: _Progress) -> Done[Any] | Fail | Retry:
         record = progress.attempt.record
         try:
-            response = await self._provider.client.send(request, stream=True)
+            response = await self._provider.open(request)
         except httpx.HTTPError as exc:
             return self._transport_fault(progress, exc)
         try:
             progress.watch.touch()
             record.answered(response.status_code)
-            watched = httpx.Response(
-                response.status_code,
-                headers=response.headers,
-                stream=_Watched(response, progress.watch, MAX_STREAM_BYTES),
-                request=request,
-            )
+            body = response.stream
+            assert isinstance(body, httpx.AsyncByteStream), "the transport is asynchronous"
+            response.stream = _Watched(body, progress.watch, MAX_STREAM_BYTES)
             ctype = response.headers.get("content-type", "")
             if 200 <= response.status_code < 300 and SSE_CONTENT_TYPE in ctype.lower():
-                return await self._events(watched, progress)
-            return await self._whole(watched, progress)
+                return await self._events(response, progress)
+            return await self._whole(response, progress)
         except httpx.HTTPError as exc:
             return self._transport_fault(progress, exc)
         except StreamFault as fault:  # past MAX_STREAM_BYTES
