@@ -70,6 +70,9 @@ WHOLE_BODY_BYTES = 1024 * 1024
 slices, each written as the socket drains (aiohttp warns that a large body written at once can
 hold the loop)."""
 BODY_SLICE_BYTES = 256 * 1024
+RESENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
+"""The methods aiohttp re-sends on a reset (idempotent, RFC 9112 9.3.1.1): only their requests pass
+``_no_hidden_retry``; a POST (every model call) skips the middleware chain, a tenth of a millisecond."""
 KEEPALIVE_S = 5.0
 """An idle pooled connection is closed after this long when the limits name none (httpx's default)."""
 
@@ -237,6 +240,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                     timeout=timeout,
                     allow_redirects=False,
                     compress=None,
+                    middlewares=None if request.method in RESENT_METHODS else (),
                     skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
                 )
         except aiohttp.ClientError as exc:  # aiohttp's own timeouts among them

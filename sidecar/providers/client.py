@@ -45,6 +45,7 @@ from sidecar.providers.wire import Adapter, ChatReply, ChatRequest
 
 __all__ = ["MAX_REPLY_BYTES", "ModelSender", "ProviderClient", "Spent"]
 
+JSON_CONTENT_TYPE = "application/json"
 MAX_REPLY_BYTES = 16 * 1024 * 1024
 """A provider answer is read up to this many bytes; a longer one is cut (and will not parse)."""
 
@@ -91,9 +92,13 @@ class ProviderClient:
         return cls(name, cfg, adapter, client, transport, endpoint, url, headers)
 
     def request(self, body: Any, timeout: httpx.Timeout, headers: Mapping[str, str] | None = None) -> httpx.Request:
-        """A chat POST of ``body`` (as JSON) with the client's headers, and ``headers`` over them."""
-        merged = self.headers if not headers else {**self.headers, **headers}
-        return httpx.Request("POST", self.url, headers=merged, json=body, extensions={"timeout": timeout.as_dict()})
+        """A chat POST of ``body`` as JSON (encoded as httpx encodes ``json=``) with the client's headers,
+        and ``headers`` over them."""
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        merged = {**self.headers, "content-type": JSON_CONTENT_TYPE, **(headers or {})}
+        return httpx.Request(
+            "POST", self.url, headers=merged, content=content, extensions={"timeout": timeout.as_dict()}
+        )
 
     async def open(self, request: httpx.Request) -> httpx.Response:
         """The response to ``request``, its body still to read (``aclose`` it): what ``client.send(request,
