@@ -122,6 +122,7 @@ PATH_LABEL = {
     ("sidecar", "tool"): "sidecar ExecuteTool",
     ("direct", "stream"): "direct HTTP stream",
     ("sidecar", "stream"): "sidecar StreamModel",
+    ("relay", "stream"): "relay floor StreamModel",
 }
 
 

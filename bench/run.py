@@ -429,6 +429,20 @@ def start_sidecar(b: Bench, name: str, env: dict[str, str]) -> tuple[Proc, str]:
     return proc, target
 
 
+def start_relay(b: Bench, name: str, env: dict[str, str]) -> tuple[Proc, str]:
+    """bench/relay_floor.py (the streaming scenario's runtime floor) in the sidecar's virtualenv."""
+    port = free_port()
+    python = b.args.sidecar_cmd.split()[0]
+    argv = [python, str(BENCH / "relay_floor.py"), "--listen", f"127.0.0.1:{port}", "--upstream", b.upstream]
+    proc = start(name, argv, env={"BENCH_KEY": b.key, "PYTHONUNBUFFERED": "1", **env})
+    target = f"127.0.0.1:{port}"
+    error = probe(proc, ["-mode", "grpc-model", "-target", target, "-probe", "60s", "-timeout", "5s"])
+    if error is not None:
+        proc.stop()
+        raise RuntimeError(f"{name} did not answer CallModel: {error}\n{proc.tail()}")
+    return proc, target
+
+
 def probe(proc: Proc, loadgen_args: list[str]) -> str | None:
     """Wait until one call through `proc` succeeds; None when it did, else why not."""
     with subprocess.Popen([str(BIN / "loadgen"), *loadgen_args], stderr=subprocess.PIPE, text=True) as p:
@@ -709,7 +723,7 @@ SCENARIOS = {
     "traced": scenario_traced,
     "litellm": scenario_litellm,
     "http": scenario_http,
-    "stream": lambda b: scenario_stream(b, start_sidecar, _tag),
+    "stream": lambda b: scenario_stream(b, start_sidecar, start_relay, _tag),
     "fleet": scenario_fleet,
 }
 
