@@ -122,7 +122,8 @@ PATH_LABEL = {
     ("sidecar", "tool"): "sidecar ExecuteTool",
     ("direct", "stream"): "direct HTTP stream",
     ("sidecar", "stream"): "sidecar StreamModel",
-    ("relay", "stream"): "relay floor StreamModel",
+    ("relay", "stream"): "relay floor StreamModel (aiohttp)",
+    ("relay_sse", "stream"): "relay floor StreamModel (httpx-sse)",
 }
 
 

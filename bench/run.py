@@ -429,12 +429,14 @@ def start_sidecar(b: Bench, name: str, env: dict[str, str]) -> tuple[Proc, str]:
     return proc, target
 
 
-def start_relay(b: Bench, name: str, env: dict[str, str]) -> tuple[Proc, str]:
-    """bench/relay_floor.py (the streaming scenario's runtime floor) in the sidecar's virtualenv."""
+def start_relay(b: Bench, name: str, client: str) -> tuple[Proc, str]:
+    """bench/relay_floor.py (the streaming scenario's runtime floor) in the sidecar's virtualenv, its
+    provider read with ``client`` (aiohttp | httpx-sse)."""
     port = free_port()
     python = b.args.sidecar_cmd.split()[0]
     argv = [python, str(BENCH / "relay_floor.py"), "--listen", f"127.0.0.1:{port}", "--upstream", b.upstream]
-    proc = start(name, argv, env={"BENCH_KEY": b.key, "PYTHONUNBUFFERED": "1", **env})
+    argv += ["--client", client]
+    proc = start(name, argv, env={"BENCH_KEY": b.key, "PYTHONUNBUFFERED": "1"})
     target = f"127.0.0.1:{port}"
     error = probe(proc, ["-mode", "grpc-model", "-target", target, "-probe", "60s", "-timeout", "5s"])
     if error is not None:

@@ -6,12 +6,15 @@ The upstream streams every chat reply that asks for one as OpenAI SSE (bench/cmd
 STREAM_DELTAS content deltas, STREAM_GAP_MS apart, the first at once). Three paths take turns on
 the same upstream:
 
-    direct    loadgen -mode http-stream --HTTP SSE--> upstream
-    relay     loadgen -mode grpc-stream --gRPC--> bench/relay_floor.py --aiohttp SSE--> upstream
-    sidecar   loadgen -mode grpc-stream --gRPC StreamModel--> sidecar --HTTP SSE--> upstream
+    direct     loadgen -mode http-stream --HTTP SSE--> upstream
+    relay      loadgen -mode grpc-stream --gRPC--> bench/relay_floor.py --aiohttp SSE--> upstream
+    relay_sse  loadgen -mode grpc-stream --gRPC--> bench/relay_floor.py --httpx, httpx-sse--> upstream
+    sidecar    loadgen -mode grpc-stream --gRPC StreamModel--> sidecar --HTTP SSE--> upstream
 
-The relay is the runtime's floor: the sidecar's contract over grpc.aio and the provider over aiohttp
-in one Python process, with no policy at all; the sidecar minus the relay is what its policy costs.
+The relays are the runtime's floor: the sidecar's contract over grpc.aio and the provider read in
+one Python process, with no policy at all; ``relay`` with aiohttp alone, ``relay_sse`` with what the
+sidecar reads with (httpx over the sidecar's transport, httpx-sse). The sidecar minus ``relay_sse``
+is what its policy costs.
 
 Each point's ``ttft_ms`` is the time from sending to the first content delta (direct: the first
 ``data:`` line with ``delta.content``; the gRPC paths: the first ``text`` event), ``latency_ms`` the
@@ -36,20 +39,28 @@ from typing import Any
 from report import check, find, fmt, lat, sub, verdict
 
 STREAM_CONCURRENCIES = (1, 16)
-STREAM_C1_ROUNDS = 5  # c=1: rounds of direct, relay, sidecar in turn, each a fifth of a point's duration
+STREAM_C1_ROUNDS = 5  # c=1: rounds of the four paths in turn, each a fifth of a point's duration
 STREAM_DELTAS = 20  # content deltas per streamed reply
 STREAM_GAP_MS = 1.0  # between two deltas (the first goes at once): each delta arrives on its own
 TRACING_OFF_ENV = {"OTEL_SDK_DISABLED": "true"}  # as run.py's sidecar points: no SDK at all
 TARGET_STREAM_ADDED_TTFT_P50_MS = 2.0  # at c=1: StreamModel's first delta − the direct stream's
-PATHS = ("direct", "relay", "sidecar")
-LABEL = {"direct": "direct SSE", "relay": "relay floor (grpc.aio + aiohttp)", "sidecar": "sidecar StreamModel"}
+PATHS = ("direct", "relay", "relay_sse", "sidecar")
+LABEL = {
+    "direct": "direct SSE",
+    "relay": "relay floor: grpc.aio + aiohttp",
+    "relay_sse": "relay floor: grpc.aio + httpx + httpx-sse",
+    "sidecar": "sidecar StreamModel",
+}
+
+RELAY_CLIENT = {"relay": "aiohttp", "relay_sse": "httpx-sse"}
 
 Start = Callable[[Any, str, dict[str, str]], tuple[Any, str]]
+StartRelay = Callable[[Any, str, str], tuple[Any, str]]
 Tag = Callable[..., dict[str, Any]]
 
 
-def scenario_stream(b: Any, start_sidecar: Start, start_relay: Start, tag: Tag) -> list[dict[str, Any]]:
-    """The three paths at each concurrency: at c=1 in interleaved rounds, at c=16 once each.
+def scenario_stream(b: Any, start_sidecar: Start, start_relay: StartRelay, tag: Tag) -> list[dict[str, Any]]:
+    """The four paths at each concurrency: at c=1 in interleaved rounds, at c=16 once each.
 
     ``start_sidecar``, ``start_relay`` and ``tag`` are run.py's (passed in, so this module imports
     nothing of it).
@@ -61,13 +72,13 @@ def scenario_stream(b: Any, start_sidecar: Start, start_relay: Start, tag: Tag) 
     fields = {"deltas": shape["deltas"], "gap_ms": shape["gap_ms"]}
     out = []
     sidecar, sidecar_target = start_sidecar(b, "sidecar-stream", TRACING_OFF_ENV)
-    relay, relay_target = start_relay(b, "relay-stream", {})
+    relays = {path: start_relay(b, f"{path}-stream", client) for path, client in RELAY_CLIENT.items()}
 
     def point(path: str, c: int, name: str, duration: float | None, **more: Any) -> dict[str, Any]:
         extra = tag(path, "stream", **fields, **more)
         if path == "direct":
             return b.loadgen(name, "http-stream", c, url=chat, headers=auth, duration=duration, extra=extra)
-        proc, target = (sidecar, sidecar_target) if path == "sidecar" else (relay, relay_target)
+        proc, target = (sidecar, sidecar_target) if path == "sidecar" else relays[path]
         return b.loadgen(name, "grpc-stream", c, target=target, watch=proc, duration=duration, extra=extra)
 
     try:
@@ -80,7 +91,8 @@ def scenario_stream(b: Any, start_sidecar: Start, start_relay: Start, tag: Tag) 
             else:
                 out += [point(path, c, f"{path}-stream-c{c}", None) for path in PATHS]
     finally:
-        relay.stop()
+        for proc, _ in relays.values():
+            proc.stop()
         sidecar.stop()
     return out
 
@@ -131,8 +143,9 @@ def stream_section(points: list[dict[str, Any]]) -> list[str]:
         "",
         f"Each reply streams {first.get('deltas', '?')} content deltas {first.get('gap_ms', '?')} ms apart "
         "(the first at once) as OpenAI SSE; *TTFT* is the time from sending to the first delta, *total* the "
-        "whole stream's. The relay floor is a grpc.aio server relaying the upstream with aiohttp and no policy "
-        f"(bench/relay_floor.py). At c=1 the three paths took turns in {rounds} rounds: each figure is the median "
+        "whole stream's. The relay floors are a grpc.aio server relaying the upstream with no policy "
+        "(bench/relay_floor.py), read with aiohttp, or with httpx and httpx-sse as the sidecar reads. "
+        f"At c=1 the four paths took turns in {rounds} rounds: each figure is the median "
         "of the rounds' figures, and *added* the median of each round's difference from the direct read (at "
         "c=16: one point each). CPU s/1k is the process's per 1,000 streams (direct rows: the upstream's). "
         f"Points measured from {first.get('started_at', '?')[:19]} UTC.",
@@ -170,12 +183,14 @@ def stream_section(points: list[dict[str, Any]]) -> list[str]:
             )
     added = _paired(streams, "sidecar", "direct", "p50")
     floor = _paired(streams, "relay", "direct", "p50")
-    policy = _paired(streams, "sidecar", "relay", "p50")
+    libraries = _paired(streams, "relay_sse", "relay", "p50")
+    policy = _paired(streams, "sidecar", "relay_sse", "p50")
     met = check(added, TARGET_STREAM_ADDED_TTFT_P50_MS)
     lines += [
         "",
         f"Target: added TTFT p50 at c=1 ≤ {TARGET_STREAM_ADDED_TTFT_P50_MS:g} ms: {fmt(added)} ms, {verdict(met)}. "
-        f"Of it, the relay floor (the runtime, no policy) is {fmt(floor)} ms and the sidecar above the relay "
-        f"{fmt(policy)} ms (medians of the rounds' differences).",
+        f"Of it (medians of the rounds' differences): {fmt(floor)} ms is the runtime's floor (grpc.aio and "
+        f"aiohttp, no policy), {fmt(libraries)} ms more the libraries the sidecar reads with (httpx, httpx-sse), "
+        f"and {fmt(policy)} ms the sidecar's policy above them.",
     ]
     return lines
