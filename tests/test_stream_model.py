@@ -609,3 +609,39 @@ def test_restart_causes_are_numbered_as_the_proto() -> None:
     assert {c.name: c.value for c in RestartCause} == {
         name.removeprefix("RESTART_CAUSE_"): number for name, number in pb.RestartCause.items()
     }
+
+
+async def test_an_event_stream_is_read_as_utf8_whatever_charset_it_declares(start_sidecar: Any, provider: Any) -> None:
+    """The SSE standard: a stream is always UTF-8. A provider that labels it Latin-1 still gets its text whole."""
+    events_sent = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+        {"choices": [{"index": 0, "delta": {"content": "café ☕"}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    body = "".join(f"data: {json.dumps(e, ensure_ascii=False)}\n\n" for e in events_sent) + "data: [DONE]\n\n"
+    payload = body.encode()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+        )
+        await reader.readexactly(length)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=iso-8859-1\r\n"
+            + f"content-length: {len(payload)}\r\n\r\n".encode()
+            + payload
+        )
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        providers = base_config(provider.url, "http://127.0.0.1:9")["providers"]
+        r = await start_sidecar(providers={"oai": {**providers["oai"], "base_url": f"http://127.0.0.1:{port}/v1"}})
+        events = [event async for event in r.client.stream_model("gpt", [user(TEXT)])]
+    finally:
+        server.close()
+    assert texts(events) == ["café ☕"]
+    assert events[-1].final.message.text == "café ☕"

@@ -408,6 +408,7 @@ class StreamSender(ModelSender):
             response.stream = _Watched(body, progress.watch, MAX_STREAM_BYTES)
             ctype = response.headers.get("content-type", "")
             if 200 <= response.status_code < 300 and SSE_CONTENT_TYPE in ctype.lower():
+                response.encoding = "utf-8"  # an event stream is UTF-8 whatever it says (the SSE standard)
                 return await self._events(response, progress)
             return await self._whole(response, progress)
         except httpx.HTTPError as exc:
