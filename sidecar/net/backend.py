@@ -5,7 +5,9 @@ each request on an ``aiohttp.ClientSession`` (its C parser and its connection po
 stack it replaced (httpcore's pool, h11, a stream of our own) cost about a sixth more CPU per
 CallModel at c=64: httpcore walks every pooled connection twice per request (BENCHMARKS.md)::
 
-    httpx.AsyncClient                    the request built, cookies (none: net.cookies), the response
+    httpx.AsyncClient                    the request built (base URL, default headers), cookies (none:
+                                         net.cookies); model and tool attempts skip its send layers:
+      AiohttpTransport.send              the request on the transport itself (no auth, redirects, hooks)
       AiohttpTransport                   httpx.AsyncBaseTransport: httpx.Request -> aiohttp, its errors
         aiohttp.ClientSession              -> httpx's (below); one session per transport, made on first use
           aiohttp.TCPConnector             the pool: ``max_connections``, ``keepalive_expiry``, TCP_NODELAY
@@ -259,6 +261,14 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 "network_stream": _Connection(response),
             },
         )
+
+    async def send(self, request: httpx.Request) -> httpx.Response:
+        """The response to ``request``, its body still to read (``aclose`` it): what ``AsyncClient.send(request,
+        stream=True)`` answers for a client with no auth, cookies, redirects or event hooks (the sidecar's), without
+        the client's per-request layers (about a fifth of a millisecond before a stream's first token, measured)."""
+        response = await self.handle_async_request(request)
+        response.request = request
+        return response
 
     async def aclose(self) -> None:
         if self._session is not None:

@@ -12,7 +12,7 @@ decides about the next.
 
 Each attempt's request is made from what the provider's ``httpx.AsyncClient`` merged once (its base
 URL with the adapter's path, its default headers with the adapter's), and sent on the client's
-transport itself (``ProviderClient.request`` / ``open``): the client's per-request layers (the URL
+transport itself (``ProviderClient.request``, ``AiohttpTransport.send``): the client's per-request layers (the URL
 merge, auth, cookies, redirects, event hooks; none of them configured here) cost about a fifth of a
 millisecond an attempt, measured, before a stream's first token.
 """
@@ -100,13 +100,6 @@ class ProviderClient:
             "POST", self.url, headers=merged, content=content, extensions={"timeout": timeout.as_dict()}
         )
 
-    async def open(self, request: httpx.Request) -> httpx.Response:
-        """The response to ``request``, its body still to read (``aclose`` it): what ``client.send(request,
-        stream=True)`` answers with no auth, cookies, redirects or hooks, without the client's layers."""
-        response = await self.transport.handle_async_request(request)
-        response.request = request
-        return response
-
     @property
     def server(self) -> tuple[str, int | None]:
         url = self.client.base_url
@@ -192,7 +185,7 @@ class ModelSender:
             attempt.record.trace_headers(),
         )
         try:
-            response = await provider.open(request)
+            response = await provider.transport.send(request)
             try:
                 raw = await read_capped(response, MAX_REPLY_BYTES)
             finally:

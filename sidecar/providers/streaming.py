@@ -397,7 +397,7 @@ class StreamSender(ModelSender):
     async def _exchange(self, request: httpx.Request, progress: _Progress) -> Done[Any] | Fail | Retry:
         record = progress.attempt.record
         try:
-            response = await self._provider.open(request)
+            response = await self._provider.transport.send(request)
         except httpx.HTTPError as exc:
             return self._transport_fault(progress, exc)
         try:

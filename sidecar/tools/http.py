@@ -34,6 +34,7 @@ from sidecar.core.settings import Quirk
 from sidecar.core.taxonomy import InvalidInput, JobTimeout
 from sidecar.core.text import endpoint_of
 from sidecar.core.tool_failures import Observation, classify, is_transient, trigger_of
+from sidecar.net.backend import AiohttpTransport
 from sidecar.net.transport import fault_of, read_capped, text_of
 from sidecar.tools.guardrails import Guardrails
 
@@ -90,12 +91,12 @@ def build_request(client: httpx.AsyncClient, tool: Tool, arguments: dict[str, An
 class ToolSender:
     """One attempt of one tool call."""
 
-    __slots__ = ("_base", "_client", "_now", "_quirks", "_request", "_secrets", "_tool")
+    __slots__ = ("_base", "_now", "_quirks", "_request", "_secrets", "_tool", "_transport")
 
     def __init__(
         self,
         tool: Tool,
-        client: httpx.AsyncClient,
+        transport: AiohttpTransport,
         request: httpx.Request,
         *,
         value: str,
@@ -105,7 +106,7 @@ class ToolSender:
     ) -> None:
         cfg = tool.config
         self._tool = tool
-        self._client = client
+        self._transport = transport
         self._request = request
         self._quirks = list(quirks)
         self._secrets = secrets
@@ -163,7 +164,7 @@ class ToolSender:
     async def _exchange(self, attempt: Attempt) -> tuple[Observation, bool]:
         """What came back (a response, or a transport fault), and whether the request may have reached it."""
         try:
-            response = await self._client.send(self._request, stream=True)
+            response = await self._transport.send(self._request)
             try:
                 raw = await read_capped(response, MAX_BODY_BYTES)
             finally:

@@ -111,8 +111,9 @@ class ToolService:
             for name, tool in config.http_tools.items()
         }
         self._mcp = McpTools(config, self._secrets)
-        self._client = httpx.AsyncClient(
-            transport=fast_transport(TOOL_CLIENT_LIMITS), follow_redirects=False, cookies=NoCookies(), trust_env=False
+        self._transport = fast_transport(TOOL_CLIENT_LIMITS)
+        self._client = httpx.AsyncClient(  # builds each request; attempts go on the transport (AiohttpTransport.send)
+            transport=self._transport, follow_redirects=False, cookies=NoCookies(), trust_env=False
         )
 
     async def start(self) -> None:
@@ -204,7 +205,7 @@ class ToolService:
         id_param = cfg.identifier_parameter
         sender = ToolSender(
             tool,
-            self._client,
+            self._transport,
             built,
             value=str(arguments.get(id_param, "")) if id_param else "",
             quirks=self._config.service(cfg.service).quirks,
