@@ -165,6 +165,13 @@ def summary_md(points: list[dict[str, Any]], meta: dict[str, Any], skipped: dict
         f"given concurrency. Load average before the run: {meta['loadavg_before']}; after: {meta['loadavg_after']}.",
         "",
     ]
+    argv = list(meta.get("argv", []))
+    if "--only" in argv[:-1]:  # a partial run: the other sections are what an earlier run committed
+        only = argv[argv.index("--only") + 1]
+        lines[-1:-1] = [
+            f"This run measured only `{only}`; every other section shows the points an earlier run left in "
+            "bench/results/ (each point's `started_at` in its JSON file says when; BENCHMARKS.md names the runs).",
+        ]
     if skipped:
         lines += ["Skipped scenarios:", ""]
         lines += [f"- **{k}**: {v.splitlines()[0][:300]}" for k, v in skipped.items()]
