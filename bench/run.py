@@ -420,13 +420,7 @@ def start_sidecar(b: Bench, name: str, env: dict[str, str]) -> tuple[Proc, str]:
     port = free_port()
     cfg = write_sidecar_config(b, port, name)
     argv = [*b.args.sidecar_cmd.split(), "--config", str(cfg)]
-    proc = start(name, argv, env={"BENCH_KEY": b.key, "PYTHONUNBUFFERED": "1", **env})
-    target = f"127.0.0.1:{port}"
-    error = probe(proc, ["-mode", "grpc-model", "-target", target, "-probe", "60s", "-timeout", "5s"])
-    if error is not None:
-        proc.stop()
-        raise RuntimeError(f"{name} did not answer CallModel: {error}\n{proc.tail()}")
-    return proc, target
+    return _serving(b, name, argv, port, env)
 
 
 def start_relay(b: Bench, name: str, client: str) -> tuple[Proc, str]:
@@ -435,8 +429,12 @@ def start_relay(b: Bench, name: str, client: str) -> tuple[Proc, str]:
     port = free_port()
     python = b.args.sidecar_cmd.split()[0]
     argv = [python, str(BENCH / "relay_floor.py"), "--listen", f"127.0.0.1:{port}", "--upstream", b.upstream]
-    argv += ["--client", client]
-    proc = start(name, argv, env={"BENCH_KEY": b.key, "PYTHONUNBUFFERED": "1"})
+    return _serving(b, name, [*argv, "--client", client], port, {})
+
+
+def _serving(b: Bench, name: str, argv: list[str], port: int, env: dict[str, str]) -> tuple[Proc, str]:
+    """``argv`` started, once a CallModel through it on ``port`` has succeeded: the process and its target."""
+    proc = start(name, argv, env={"BENCH_KEY": b.key, "PYTHONUNBUFFERED": "1", **env})
     target = f"127.0.0.1:{port}"
     error = probe(proc, ["-mode", "grpc-model", "-target", target, "-probe", "60s", "-timeout", "5s"])
     if error is not None:
