@@ -439,27 +439,37 @@ func truncate(s string, n int) string {
 	return s
 }
 
-func newGRPCCaller(cfg *config) (caller, string, func(), error) {
+// dialSidecar opens cfg.conns connections (at least one) to the sidecar: pick returns the next
+// connection's client in turn, closeFn closes them all.
+func dialSidecar(cfg *config) (pick func() sidecarv1.SidecarClient, closeFn func(), err error) {
 	n := max(cfg.conns, 1)
 	clients := make([]sidecarv1.SidecarClient, n)
-	conns := make([]*grpc.ClientConn, n)
+	conns := make([]*grpc.ClientConn, 0, n)
+	closeFn = func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}
 	for i := range n {
 		conn, err := grpc.NewClient("passthrough:///"+cfg.target,
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
 		if err != nil {
-			return nil, "", nil, err
+			closeFn()
+			return nil, nil, err
 		}
-		conns[i] = conn
+		conns = append(conns, conn)
 		clients[i] = sidecarv1.NewSidecarClient(conn)
 	}
-	closeFn := func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}
 	var next atomic.Uint64
-	pick := func() sidecarv1.SidecarClient { return clients[next.Add(1)%uint64(n)] }
+	return func() sidecarv1.SidecarClient { return clients[next.Add(1)%uint64(n)] }, closeFn, nil
+}
+
+func newGRPCCaller(cfg *config) (caller, string, func(), error) {
+	pick, closeFn, err := dialSidecar(cfg)
+	if err != nil {
+		return nil, "", nil, err
+	}
 
 	if cfg.mode == "grpc-model" {
 		req := &sidecarv1.CallModelRequest{

@@ -20,11 +20,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	sidecarv1 "github.com/sidecar-dev/sidecar/clients/go/gen/sidecar/v1"
@@ -135,25 +132,10 @@ func readSSE(body io.Reader) outcome {
 }
 
 func newGRPCStreamCaller(cfg *config) (caller, string, func(), error) {
-	n := max(cfg.conns, 1)
-	clients := make([]sidecarv1.SidecarClient, n)
-	conns := make([]*grpc.ClientConn, n)
-	for i := range n {
-		conn, err := grpc.NewClient("passthrough:///"+cfg.target,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
-		if err != nil {
-			return nil, "", nil, err
-		}
-		conns[i] = conn
-		clients[i] = sidecarv1.NewSidecarClient(conn)
+	pick, closeFn, err := dialSidecar(cfg)
+	if err != nil {
+		return nil, "", nil, err
 	}
-	closeFn := func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}
-	var next atomic.Uint64
 	req := &sidecarv1.CallModelRequest{
 		Model:           cfg.model,
 		System:          systemPrompt,
@@ -164,7 +146,7 @@ func newGRPCStreamCaller(cfg *config) (caller, string, func(), error) {
 	call := func(ctx context.Context) outcome {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		stream, err := clients[next.Add(1)%uint64(n)].StreamModel(ctx, req)
+		stream, err := pick().StreamModel(ctx, req)
 		if err != nil {
 			return grpcFailure(err)
 		}
