@@ -44,10 +44,16 @@ class Timeline:
         print(f"[{time.monotonic() - self.start:6.2f}s] {what}", flush=True)
 
 
-def _script(provider: str, steps: list[dict[str, Any]]) -> None:
-    with httpx.Client(timeout=5, trust_env=False) as http:
-        http.post(f"{provider}/_fake/reset").raise_for_status()
-        http.post(f"{provider}/_fake/script", json={"model": UPSTREAM, "steps": steps}).raise_for_status()
+def _scripted(provider: str) -> bool:
+    """The local provider scripted with the demo's steps; False (and why, printed) when it cannot be reached."""
+    try:
+        with httpx.Client(timeout=5, trust_env=False) as http:
+            http.post(f"{provider}/_fake/reset").raise_for_status()
+            http.post(f"{provider}/_fake/script", json={"model": UPSTREAM, "steps": _steps()}).raise_for_status()
+    except httpx.HTTPError as exc:
+        print(f"sidecar demo: cannot reach the local provider at {provider} ({exc}); is `make run` running?")
+        return False
+    return True
 
 
 def _attempts(reply: pb.CallModelResponse) -> str:
@@ -102,10 +108,7 @@ def _steps() -> list[dict[str, Any]]:
 
 
 def _play(target: str, provider: str) -> int:
-    try:
-        _script(provider, _steps())
-    except httpx.HTTPError as exc:
-        print(f"sidecar demo: cannot reach the local provider at {provider} ({exc}); is `make run` running?")
+    if not _scripted(provider):
         return 1
     t = Timeline()
     with SidecarClient(target) as client:
@@ -199,10 +202,7 @@ async def _play_http(base: str, provider: str) -> int:
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    try:
-        _script(provider, _steps())
-    except httpx.HTTPError as exc:
-        print(f"sidecar demo: cannot reach the local provider at {provider} ({exc}); is `make run` running?")
+    if not _scripted(provider):
         return 1
     t = Timeline()
     sdk = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)  # the sidecar retries
