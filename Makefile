@@ -14,6 +14,8 @@ CACHE      ?= $(HOME)/.cache/sidecar
 JAEGER_VERSION := v1.76.0
 # The contract as first released: every change since is an addition (buf breaking checks it).
 CONTRACT_BASE  := 90fcf78
+# buf clones the repository to look for that ref, 50 commits deep unless told: the depth that reaches it.
+CONTRACT_DEPTH  = $(shell echo $$(( $$(git rev-list --count $(CONTRACT_BASE)..HEAD 2>/dev/null || echo 0) + 1 )))
 JAEGER     := $(CACHE)/jaeger-$(JAEGER_VERSION)
 export SIDECAR_JAEGER_BIN := $(abspath $(JAEGER))
 
@@ -106,7 +108,7 @@ lint: $(STAMP) $(BUF)
 	$(VENV)/bin/ruff format --check sidecar clients/python/sidecar_client tests tools/protogen.py
 	$(VENV)/bin/mypy
 	cd protos && ../$(BUF) lint
-	cd protos && ../$(BUF) breaking --against '../.git#ref=$(CONTRACT_BASE),subdir=protos'
+	cd protos && ../$(BUF) breaking --against '../.git#ref=$(CONTRACT_BASE),depth=$(CONTRACT_DEPTH),subdir=protos'
 
 .PHONY: proto
 proto: $(STAMP) $(BUF)
