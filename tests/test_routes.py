@@ -23,7 +23,8 @@ from sidecar_client import pb, user
 from sidecar.config import ConfigError, parse_config
 from sidecar.core.circuit import CircuitState
 from sidecar.fakes import FakeProvider, ThreadedServer
-from sidecar.providers import anthropic, openai
+from sidecar.providers.formats.anthropic_messages import front as anthropic
+from sidecar.providers.formats.openai_chat import front as openai
 from sidecar.telemetry.testing import install_in_memory
 from tests.conftest import Running, Start
 

@@ -11,10 +11,10 @@ import pytest
 from sidecar.core.clock import FakeClock
 from sidecar.core.kinds import FinishReason
 from sidecar.core.stream import TextDelta, ToolCallDelta
-from sidecar.providers.anthropic import AnthropicStream
-from sidecar.providers.openai import OpenAIStream
+from sidecar.providers.formats.anthropic_messages.upstream import AnthropicStream
+from sidecar.providers.formats.chat import StreamFault
+from sidecar.providers.formats.openai_chat.upstream import OpenAIStream
 from sidecar.providers.streaming import Stalled, Watch
-from sidecar.providers.wire import StreamFault
 
 
 def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> str:

@@ -1,6 +1,6 @@
-"""The OpenAI Chat Completions wire format, whole (``chat.completion``) and streamed.
+"""The OpenAI Chat Completions wire as the fake provider speaks it (the format: ``formats.openai_chat``).
 
-A stream (``"stream": true``) is ``data: {chat.completion.chunk}`` events::
+A stream (``"stream": true``) is ``data: {chat.completion.chunk}`` events, each in its part::
 
     open   {"delta": {"role": "assistant", "content": "" | null, "refusal": null}}
     delta  {"delta": {"content": "..."}} | {"delta": {"refusal": "..."}}
@@ -16,82 +16,59 @@ An error after the stream began is ``data: {"error": {...}}`` and nothing after 
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
-from ._brain import Reply, tokens_for
-from ._conversation import Conversation, parse_openai
-from ._sse import Part, Piece, Plan, SseEvent
+from sidecar.providers.formats.openai_chat import FORMAT
+from sidecar.providers.formats.openai_chat.vocab import END_MARKER, ERROR_TYPES, RATE_LIMIT_HEADERS
+
+from ._conversation import Hints
+from ._sse import Part, Plan, SseEvent
 from ._wire import ErrorSpec, Exchange, Wire, mask_key
 
 __all__ = ["OPENAI"]
 
-_FINISH = {
-    "stop": "stop",
-    "length": "length",
-    "tool_calls": "tool_calls",
-    "content_filter": "content_filter",
-    "refusal": "stop",
-}
-
-_BY_STATUS = {
-    400: ("invalid_request_error", None),
-    401: ("invalid_request_error", "invalid_api_key"),
-    403: ("invalid_request_error", "unsupported_country_region_territory"),
-    404: ("invalid_request_error", "not_found"),
-    409: ("invalid_request_error", "conflict"),
-    413: ("invalid_request_error", "request_too_large"),
-    422: ("invalid_request_error", None),
-    429: ("requests", "rate_limit_exceeded"),
-    529: ("overloaded_error", "overloaded_error"),
-}
-
 
 class _OpenAI(Wire):
-    name = "openai"
-    stream_error_event = None
+    name = FORMAT.name
+    front = FORMAT.front
+    reply_prefix = "chatcmpl-fake"
+    call_prefix = "call_fake"
 
-    def parse(self, body: dict[str, Any]) -> Conversation:
-        return parse_openai(body)
+    def hints(self, body: dict[str, Any]) -> tuple[Hints, dict[str, Any]]:
+        choice = body.get("tool_choice")
+        forced = None
+        if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
+            name = choice["function"].get("name")
+            forced = name if isinstance(name, str) else None
+        rest = {k: v for k, v in body.items() if k != "tool_choice"}
+        return Hints(forced_tool=forced, tools_disabled=choice == "none"), rest
 
-    def api_key(self, headers: dict[str, str]) -> str:
-        auth = headers.get("authorization", "")
-        return auth[7:].strip() if auth.lower().startswith("bearer ") else auth
+    def part_of(self, name: str, data: dict[str, Any] | str) -> Part:
+        if data == END_MARKER or not isinstance(data, dict):
+            return "close"
+        choices = data.get("choices") or []
+        if not choices:
+            return "close"  # the usage chunk
+        choice = choices[0]
+        delta = choice.get("delta") or {}
+        if choice.get("finish_reason"):
+            return "close"
+        if "role" in delta:
+            return "open"
+        calls = delta.get("tool_calls")
+        if calls and "id" in calls[0]:
+            return "body"  # a call's start: its id and name
+        return "delta"
 
-    def reply_body(self, reply: Reply, ex: Exchange) -> dict[str, Any]:
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": reply.text,
-            "refusal": reply.refusal,
-            "annotations": [],
-        }
-        if reply.tool_calls:
-            message["tool_calls"] = [
-                {
-                    "id": f"call_fake{ex.n:08d}_{i}",
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments_json()},
-                }
-                for i, c in enumerate(reply.tool_calls)
-            ]
-        prompt = tokens_for(ex.conversation.input_chars)
-        completion = tokens_for(reply.output_chars())
-        return {
-            "id": f"chatcmpl-fake{ex.n:08d}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": ex.model,
-            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": _FINISH[reply.finish]}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
-            "system_fingerprint": "fp_fake",
-        }
-
-    def error_body(self, spec: ErrorSpec, ex: Exchange) -> dict[str, Any]:
-        return {"error": {"message": spec.message, "type": spec.type, "param": spec.param, "code": spec.code}}
-
-    def error_fields(self, body: dict[str, Any]) -> dict[str, Any]:
-        inner = body.get("error")
-        return inner if isinstance(inner, dict) else body
+    def stream_events(self, plan: Plan, ex: Exchange, created: int) -> list[SseEvent]:
+        events = super().stream_events(plan, ex, created)
+        if plan.reply.text is not None:
+            return events
+        opening = json.loads(events[0].data)  # a reply with no text (tool calls, a refusal) opens with null content
+        opening["choices"][0]["delta"]["content"] = None
+        return [SseEvent.of(opening, part="open"), *events[1:]]
 
     def preset_error(self, preset: str, ex: Exchange) -> ErrorSpec | None:
         model = ex.model or "unknown"
@@ -146,63 +123,25 @@ class _OpenAI(Wire):
         return specs.get(preset)
 
     def status_error(self, status: int) -> ErrorSpec:
-        kind, code = _BY_STATUS.get(status, ("server_error" if status >= 500 else "invalid_request_error", None))
-        return ErrorSpec(status, kind, f"Fake provider error (HTTP {status}).", code)
+        code = ERROR_TYPES.get(status, ("", None))[1]
+        return ErrorSpec(status, self.front.error_type(status), f"Fake provider error (HTTP {status}).", code)
 
     def headers(self, ex: Exchange, status: int) -> dict[str, str]:
         limited = status == 429
+        values = (
+            "10000",
+            "0" if limited else "9999",
+            "1s" if limited else "6ms",
+            "2000000",
+            "1999000",
+            "30ms",
+        )
         return {
             "x-request-id": f"req_fake{ex.n:08d}",
             "openai-processing-ms": "1",
             "openai-version": "2020-10-01",
-            "x-ratelimit-limit-requests": "10000",
-            "x-ratelimit-remaining-requests": "0" if limited else "9999",
-            "x-ratelimit-reset-requests": "1s" if limited else "6ms",
-            "x-ratelimit-limit-tokens": "2000000",
-            "x-ratelimit-remaining-tokens": "1999000",
-            "x-ratelimit-reset-tokens": "30ms",
+            **dict(zip(RATE_LIMIT_HEADERS, values, strict=True)),
         }
-
-    # ---- streaming --------------------------------------------------------------------------
-
-    def stream_events(self, plan: Plan, ex: Exchange) -> list[SseEvent]:
-        reply, created = plan.reply, int(time.time())
-        usage = ex.conversation.include_usage
-
-        def chunk(choices: list[dict[str, Any]], part: Part, **extra: Any) -> SseEvent:
-            body: dict[str, Any] = {
-                "id": f"chatcmpl-fake{ex.n:08d}",
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": ex.model,
-                "system_fingerprint": "fp_fake",
-                "choices": choices,
-            }
-            if usage:
-                body["usage"] = None
-            body.update(extra)
-            return SseEvent.of(body, part=part)
-
-        def delta(fields: dict[str, Any], part: Part, finish: str | None = None) -> SseEvent:
-            return chunk([{"index": 0, "delta": fields, "logprobs": None, "finish_reason": finish}], part)
-
-        opening = {"role": "assistant", "content": None if reply.text is None else "", "refusal": None}
-        events = [delta(opening, "open")]
-        events += [delta(_piece_delta(p, ex), "delta" if p.is_delta else "body") for p in plan.pieces]
-        events.append(delta({}, "close", _FINISH[reply.finish]))
-        if usage:
-            total = plan.input_tokens + plan.output_tokens
-            counts = {
-                "prompt_tokens": plan.input_tokens,
-                "completion_tokens": plan.output_tokens,
-                "total_tokens": total,
-            }
-            events.append(chunk([], "close", usage=counts))
-        events.append(SseEvent("[DONE]", part="close"))
-        return events
-
-    def stream_error_body(self, spec: ErrorSpec, ex: Exchange) -> dict[str, Any]:
-        return self.error_body(spec, ex)
 
     def unknown_events(self, ex: Exchange) -> list[SseEvent]:
         # An SSE comment (proxies send keep-alives so), then a chunk with no choices and a field
@@ -218,22 +157,6 @@ class _OpenAI(Wire):
             **extra,
         }
         return [SseEvent("keep-alive", comment=True), SseEvent.of(body)]
-
-
-def _piece_delta(piece: Piece, ex: Exchange) -> dict[str, Any]:
-    if piece.kind == "text":
-        return {"content": piece.text}
-    if piece.kind == "refusal":
-        return {"refusal": piece.text}
-    if piece.kind == "tool":
-        call = {
-            "index": piece.index,
-            "id": f"call_fake{ex.n:08d}_{piece.index}",
-            "type": "function",
-            "function": {"name": piece.text, "arguments": ""},
-        }
-        return {"tool_calls": [call]}
-    return {"tool_calls": [{"index": piece.index, "function": {"arguments": piece.text}}]}
 
 
 OPENAI = _OpenAI()

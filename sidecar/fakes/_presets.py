@@ -8,6 +8,7 @@ Errors are JSON either way.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -129,7 +130,7 @@ def _preset_reply(preset: str, params: Mapping[str, Any], ex: Exchange) -> Reply
 def _reply_response(reply: Reply, wire: Wire, ex: Exchange, params: Mapping[str, Any]) -> Response:
     if ex.conversation.stream:
         return render_stream(reply, wire, ex, params)
-    return _json_response(wire.reply_body(reply, ex), 200, wire, ex, params)
+    return _json_response(wire.reply_body(reply, ex, int(time.time())), 200, wire, ex, params)
 
 
 def render_default(wire: Wire, ex: Exchange, stream_params: Mapping[str, Any] | None = None) -> Response:
@@ -137,7 +138,7 @@ def render_default(wire: Wire, ex: Exchange, stream_params: Mapping[str, Any] | 
     reply = apply_budget(default_reply(ex.conversation), ex.conversation.max_tokens)
     if ex.conversation.stream:
         return render_stream(reply, wire, ex, stream_params or {})
-    return _json_response(wire.reply_body(reply, ex), 200, wire, ex, {})
+    return _json_response(wire.reply_body(reply, ex, int(time.time())), 200, wire, ex, {})
 
 
 def _raw(step: Step, wire: Wire, ex: Exchange) -> Response:

@@ -40,6 +40,7 @@ closes.  Each delta waits ``delta_delay_ms`` after the one before, so a 10-delta
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -156,9 +157,9 @@ def _error_event(fault: str, wire: Wire, ex: Exchange, params: Mapping[str, Any]
     assert spec is not None, fault
     if isinstance(params.get("message"), str):
         spec = ErrorSpec(spec.status, spec.type, params["message"], spec.code, spec.param)
-    body = wire.stream_error_body(spec, ex)
+    body = wire.error_body(spec, ex, in_stream=True)
     wire.error_fields(body).update(params.get("extra_error_fields") or {})
-    return SseEvent.of(body, wire.stream_error_event)
+    return wire.stream_error(body, ex)
 
 
 def _faulted(
@@ -191,7 +192,7 @@ def render_stream(reply: Reply, wire: Wire, ex: Exchange, params: Mapping[str, A
     plan = plan_for(reply, ex.conversation, opts.delta_chars)
     if opts.fault == "truncated":
         plan = plan_for(_cut_reply(reply, plan.pieces, opts.cut(plan)), ex.conversation, opts.delta_chars)
-    events, end, stall_at = _faulted(wire.stream_events(plan, ex), opts, plan, wire, ex, params)
+    events, end, stall_at = _faulted(wire.stream_events(plan, ex, int(time.time())), opts, plan, wire, ex, params)
     chunks = []
     for i, event in enumerate(events):
         delay = opts.delta_delay_ms if event.part == "delta" else 0.0

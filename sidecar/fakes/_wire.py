@@ -1,14 +1,28 @@
-"""What a provider wire format must render; shared by the OpenAI and Anthropic wires."""
+"""A provider wire format as the fake speaks it: the format's front half, and the fake's own parts.
+
+What the format says (how a request reads, how a reply, a stream and an error look) is the
+format's ``Front`` (``providers.formats``), the very reader and renderers of the sidecar's HTTP
+doors; a ``Wire`` adds only what makes a provider a fake one: its ids, its error presets' words,
+its rate-limit headers, where a stream's events fall (``part_of``, for the stream faults) and
+the events a client must skip (``unknown_events``).
+"""
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
-from ._brain import Reply
-from ._conversation import Conversation
-from ._sse import Plan, SseEvent
+from sidecar.core.conversation import ToolCall as CoreToolCall
+from sidecar.core.kinds import FinishReason
+from sidecar.core.stream import TextDelta, ToolCallDelta
+from sidecar.providers.formats.chat import ChatReply
+from sidecar.providers.formats.protocol import Front, ReplyHead, Sse
+
+from ._brain import Reply, tokens_for
+from ._conversation import Conversation, Hints, conversation_of
+from ._sse import Part, Plan, SseEvent
 
 __all__ = ["BAD_GATEWAY_HTML", "ErrorSpec", "Exchange", "Wire", "mask_key"]
 
@@ -17,6 +31,16 @@ BAD_GATEWAY_HTML = (
     "<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>cloudflare</center>\r\n"
     "</body>\r\n</html>\r\n"
 )
+FINGERPRINT = "fp_fake"
+
+_FINISH = {
+    "stop": FinishReason.STOP,
+    "length": FinishReason.LENGTH,
+    "tool_calls": FinishReason.TOOL_CALLS,
+    "content_filter": FinishReason.CONTENT_FILTER,
+    "refusal": FinishReason.CONTENT_FILTER,
+}
+"""The brain's neutral finish as the core's (a refusal is one with its explanation)."""
 
 
 @dataclass(frozen=True)
@@ -46,20 +70,98 @@ def mask_key(key: str) -> str:
 
 
 class Wire(ABC):
+    """A format the fake provider speaks: its front half (``front``) and the fake's parts."""
+
     name: str
-    stream_error_event: str | None  # the SSE event name of an error in a stream (None: a bare data line)
+    front: Front
+    reply_prefix: str
+    """The fake's reply ids: this, then the request's number (``chatcmpl-fake00000001``)."""
+    call_prefix: str
+    """The fake's tool call ids: this, the request's number, the call's index."""
+
+    # ---- what the format says, through its front ------------------------------------------
+
+    def parse(self, body: dict[str, Any]) -> Conversation:
+        """The request, read as the format reads it (INVALID_INPUT raised for what it cannot carry)."""
+        hints, rest = self.hints(body)
+        return conversation_of(self.front.parse(rest), hints, body.get("tools"))
+
+    def api_key(self, headers: dict[str, str]) -> str:
+        return self.front.api_key(headers)
+
+    def head(self, ex: Exchange, created: int) -> ReplyHead:
+        return ReplyHead(f"{self.reply_prefix}{ex.n:08d}", ex.model, created, FINGERPRINT)
+
+    def chat_reply(self, reply: Reply, ex: Exchange, input_tokens: int, output_tokens: int) -> ChatReply:
+        """The brain's reply as the core's (its calls numbered with the fake's ids)."""
+        calls = [
+            CoreToolCall(f"{self.call_prefix}{ex.n:08d}_{i}", c.name, c.arguments_json())
+            for i, c in enumerate(reply.tool_calls)
+        ]
+        return ChatReply(
+            text=reply.text or "",
+            tool_calls=calls,
+            finish=_FINISH[reply.finish],
+            raw_finish=reply.finish,
+            refusal=reply.refusal,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            response_model=ex.model,
+        )
+
+    def reply_body(self, reply: Reply, ex: Exchange, created: int) -> dict[str, Any]:
+        prompt, completion = tokens_for(ex.conversation.input_chars), tokens_for(reply.output_chars())
+        return self.front.render(self.chat_reply(reply, ex, prompt, completion), self.head(ex, created))
+
+    def error_body(self, spec: ErrorSpec, ex: Exchange, *, in_stream: bool = False) -> dict[str, Any]:
+        request_id = None if in_stream else f"req_fake{ex.n:08d}"
+        return self.front.error_body(spec.message, spec.type, code=spec.code, param=spec.param, request_id=request_id)
+
+    @staticmethod
+    def error_fields(body: dict[str, Any]) -> dict[str, Any]:
+        """The object inside an error body where extra error fields are merged."""
+        inner = body.get("error")
+        return inner if isinstance(inner, dict) else body
+
+    def stream_events(self, plan: Plan, ex: Exchange, created: int) -> list[SseEvent]:
+        """The whole reply as server-sent events, tagged with their part (see :mod:`._sse`)."""
+        reply = plan.reply
+        writer = self.front.writer(self.head(ex, created), include_usage=ex.conversation.include_usage)
+        events: list[Sse] = writer.start(plan.input_tokens)
+        for piece in plan.pieces:
+            if piece.kind == "text":
+                events += writer.delta(TextDelta(piece.text))
+            elif piece.kind == "refusal":
+                events += writer.refusal(piece.text)
+            elif piece.kind == "tool":
+                call_id = f"{self.call_prefix}{ex.n:08d}_{piece.index}"
+                events += writer.delta(ToolCallDelta(piece.index, call_id, piece.text, ""))
+            else:
+                events += writer.delta(ToolCallDelta(piece.index, "", "", piece.text))
+        events += writer.final(self.chat_reply(reply, ex, plan.input_tokens, plan.output_tokens))
+        return self.tagged(events)
+
+    def stream_error(self, body: dict[str, Any], ex: Exchange) -> SseEvent:
+        """An error object (``error_body(..., in_stream=True)``) sent after the stream began (with HTTP 200)."""
+        [(name, data)] = self.front.writer(self.head(ex, 0)).error(body)
+        return SseEvent.of(data, name or None)
+
+    def tagged(self, events: list[Sse]) -> list[SseEvent]:
+        out = []
+        for name, data in events:
+            text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+            out.append(SseEvent(text, name or None, self.part_of(name, data)))
+        return out
+
+    # ---- what makes the provider a fake one ------------------------------------------------
 
     @abstractmethod
-    def parse(self, body: dict[str, Any]) -> Conversation: ...
+    def hints(self, body: dict[str, Any]) -> tuple[Hints, dict[str, Any]]:
+        """What the brain follows that the core's request does not carry, and the body without it."""
 
     @abstractmethod
-    def api_key(self, headers: dict[str, str]) -> str: ...
-
-    @abstractmethod
-    def reply_body(self, reply: Reply, ex: Exchange) -> dict[str, Any]: ...
-
-    @abstractmethod
-    def error_body(self, spec: ErrorSpec, ex: Exchange) -> dict[str, Any]: ...
+    def part_of(self, name: str, data: dict[str, Any] | str) -> Part:
+        """Which part of the stream an event of the format is (``_sse``)."""
 
     @abstractmethod
     def preset_error(self, preset: str, ex: Exchange) -> ErrorSpec | None:
@@ -72,18 +174,6 @@ class Wire(ABC):
     @abstractmethod
     def headers(self, ex: Exchange, status: int) -> dict[str, str]:
         """Request-id and rate-limit headers for a response with ``status``."""
-
-    @abstractmethod
-    def error_fields(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The object inside ``body`` where extra error fields are merged."""
-
-    @abstractmethod
-    def stream_events(self, plan: Plan, ex: Exchange) -> list[SseEvent]:
-        """The whole reply as server-sent events, tagged with their part (see :mod:`._sse`)."""
-
-    @abstractmethod
-    def stream_error_body(self, spec: ErrorSpec, ex: Exchange) -> dict[str, Any]:
-        """The data of an error event sent after the stream began (with HTTP 200)."""
 
     @abstractmethod
     def unknown_events(self, ex: Exchange) -> list[SseEvent]:

@@ -1,4 +1,4 @@
-"""FakeProvider: an LLM endpoint speaking OpenAI Chat Completions and Anthropic Messages.
+"""FakeProvider: an LLM endpoint speaking every wire format of ``providers.formats`` it has a ``Wire`` for.
 
 Run it: ``python -m sidecar.fakes.provider --port 8787`` (prints its URL).
 See :mod:`sidecar.fakes` for the scripting and control API.
@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from sidecar.core.taxonomy import SidecarFailure
 
 from ._anthropic import ANTHROPIC
 from ._base import FakeServer
@@ -21,14 +23,14 @@ from ._presets import PRESET_PARAMS, PRESETS, render_default, render_step, valid
 from ._script import Step
 from ._wire import ErrorSpec, Exchange, Wire
 
-__all__ = ["FakeProvider", "main"]
+__all__ = ["WIRES", "FakeProvider", "main"]
 
+WIRES: dict[str, Wire] = {w.name: w for w in (OPENAI, ANTHROPIC)}
+"""The fake's wire of each format, by the format's name (``tests/unit/test_formats.py``: one for each)."""
 _ROUTES: dict[str, Wire] = {
-    "/v1/chat/completions": OPENAI,
-    "/chat/completions": OPENAI,
-    "/v1/messages": ANTHROPIC,
-    "/messages": ANTHROPIC,
+    path: w for w in WIRES.values() for path in (w.front.path, w.front.path.removeprefix("/v1"))
 }
+"""Each format's route (``Front.path``), and the same without ``/v1`` (a base URL that ends in it)."""
 
 
 class FakeProvider(FakeServer):
@@ -117,7 +119,14 @@ class FakeProvider(FakeServer):
         if body.get("stream") is True:  # only streamed requests carry these (older records keep their shape)
             extra = {"stream": True, "stream_fault": step.params.get("stream_fault") if step else None}
         record = self._record(request, wire=wire.name, model=model, source=source, preset=preset, **extra)
-        ex = Exchange(record.seq, model, wire.api_key(request.headers), wire.parse(body))
+        key = wire.api_key(request.headers)
+        try:
+            conversation = wire.parse(body)
+        except SidecarFailure as failure:  # a request the format cannot carry: refused as a provider would
+            ex = Exchange(record.seq, model, key, Conversation(model=model))
+            spec = ErrorSpec(400, wire.status_error(400).type, failure.message)
+            return Response.json(wire.error_body(spec, ex), status=400, headers=wire.headers(ex, 400))
+        ex = Exchange(record.seq, model, key, conversation)
         if step is None:
             return render_default(wire, ex)
         return render_step(step, wire, ex)

@@ -73,12 +73,12 @@ from sidecar.core.taxonomy import (
     log_failure,
 )
 from sidecar.core.text import clause
-from sidecar.providers.client import ModelSender, ProviderClient, Spent
+from sidecar.providers.client import CallScope, ModelSender, ProviderClient, Spent
+from sidecar.providers.formats.chat import ChatReply, ChatRequest
 from sidecar.providers.pacing import ModelPacer
 from sidecar.providers.routes import RouteCaller
 from sidecar.providers.schemas import CallChecks, check_request
 from sidecar.providers.streaming import Outlet, StreamSender
-from sidecar.providers.wire import ChatReply, ChatRequest
 
 __all__ = ["CHARS_PER_TOKEN", "TOKENS_PER_MESSAGE", "ModelService", "estimate_tokens"]
 
@@ -249,7 +249,7 @@ class ModelService:
         self._ledger = ledger
         self._observer = observer
         self._rng = rng or random.Random()
-        self._secrets = config.secrets()
+        self._secrets = tuple(config.secrets())
         self._checks = CallChecks(config.policy.max_argument_bytes, config.policy.check_time_limit_s)
         self._providers = {
             name: ProviderClient.build(name, p, embedded or {}, self._secrets) for name, p in config.providers.items()
@@ -384,6 +384,9 @@ class ModelService:
         retry = RetryPolicy(windows, give_up if outlet is None else _StreamGiveUp(give_up, outlet), self._rng)
         mid_stream = request.mid_stream or policy.mid_stream
         pacer = ModelPacer(self._throttles[request.model], estimate, self._clock, tally, windows.max_wait_s)
+        scope = CallScope(
+            provider, request.model, model, call.judge, call.spent, self._ledger, workflow, self._secrets, self._clock
+        )
         try:
             while True:
                 chat = ChatRequest(
@@ -395,7 +398,7 @@ class ModelService:
                     max_tokens=call.budget_tokens,
                     temperature=request.temperature,
                 )
-                sender = self._sender(provider, model, chat, call, outlet, mid_stream)
+                sender = self._sender(scope, chat, outlet, mid_stream)
                 verdict: _Verdict = await run_attempts(
                     sender,
                     policy=retry,
@@ -436,27 +439,11 @@ class ModelService:
         finally:
             record.tally(tally.attempts, call.corrections, call.spent.input_tokens, call.spent.output_tokens)
 
-    def _sender(
-        self,
-        provider: ProviderClient,
-        model: ModelConfig,
-        chat: ChatRequest,
-        call: _Call,
-        outlet: Outlet | None,
-        mid_stream: str,
-    ) -> Sender[_Verdict]:
+    def _sender(self, scope: CallScope, chat: ChatRequest, outlet: Outlet | None, mid_stream: str) -> Sender[_Verdict]:
         """One attempt: a whole POST (CallModel), or a streamed one whose deltas go to ``outlet``."""
-        model_id, workflow = call.request.model, call.request.job.workflow_id
         if outlet is None:
-            return ModelSender(
-                provider, model_id, model, chat, judge=call.judge, spent=call.spent, ledger=self._ledger,
-                workflow=workflow, secrets=self._secrets, now=self._clock.wall,
-            )  # fmt: skip
-        return StreamSender(
-            provider, model_id, model, chat, judge=call.judge, spent=call.spent, ledger=self._ledger,
-            workflow=workflow, secrets=self._secrets, now=self._clock.wall,
-            outlet=outlet, mid_stream=mid_stream, clock=self._clock,
-        )  # fmt: skip
+            return ModelSender(scope, chat)
+        return StreamSender(scope, chat, outlet=outlet, mid_stream=mid_stream)
 
     def _correct(self, call: _Call, reply: ChatReply, problem: SidecarFailure) -> None:
         call.corrections += 1

@@ -1,7 +1,7 @@
 """A streamed model attempt: the Sender StreamModel's calls run through the one retry engine.
 
-One attempt is one POST with ``stream: true`` (the adapter's body), read as server-sent events
-(``httpx_sse.EventSource``) by the adapter's ``StreamDecoder``; each delta goes to the caller
+One attempt is one POST with ``stream: true`` (the upstream's body), read as server-sent events
+(``httpx_sse.EventSource``) by the upstream's ``StreamDecoder``; each delta goes to the caller
 through the call's ``Outlet`` as it arrives. Before the first delta the attempt is exactly
 CallModel's; after it, a fault is judged by the call's mid-stream policy::
 
@@ -45,25 +45,22 @@ import asyncio
 import math
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import Any
 
 import httpx
 from httpx_sse import EventSource
 
-from sidecar.config import ModelConfig
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import MidStream, ModelResponse
 from sidecar.core.kinds import FailureKind, RetrySignal
 from sidecar.core.observer import AttemptStart, Observer, StreamRestarted
 from sidecar.core.retry import Attempt, Done, Fail, Retry
-from sidecar.core.spend import SpendLedger
 from sidecar.core.split_secrets import SplitSecrets
 from sidecar.core.stream import Delta, Final, Restart, RestartCause, StreamEvent, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import JobTimeout, SidecarFailure, StreamInterrupted
 from sidecar.net.transport import fault_of, text_of
-from sidecar.providers.client import MAX_REPLY_BYTES, Judge, ModelSender, ProviderClient, Spent
-from sidecar.providers.wire import ChatReply, ChatRequest, StreamFault
+from sidecar.providers.client import MAX_REPLY_BYTES, CallScope, ModelSender
+from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault
 
 __all__ = [
     "MAX_STREAM_BYTES",
@@ -342,46 +339,27 @@ class _Progress:
 class StreamSender(ModelSender):
     """One streamed attempt of a chat request to one model of one provider (the module's table)."""
 
-    __slots__ = ("_clock", "_mid_stream", "_outlet")
+    __slots__ = ("_mid_stream", "_outlet")
 
-    def __init__(
-        self,
-        provider: ProviderClient,
-        model_id: str,
-        model: ModelConfig,
-        chat: ChatRequest,
-        *,
-        judge: Judge,
-        spent: Spent,
-        ledger: SpendLedger,
-        workflow: str,
-        secrets: Iterable[str],
-        now: Callable[[], datetime],
-        outlet: Outlet,
-        mid_stream: str,
-        clock: Clock,
-    ) -> None:
-        super().__init__(
-            provider, model_id, model, chat, judge=judge, spent=spent, ledger=ledger, workflow=workflow,
-            secrets=secrets, now=now,
-        )  # fmt: skip
+    def __init__(self, scope: CallScope, chat: ChatRequest, *, outlet: Outlet, mid_stream: str) -> None:
+        super().__init__(scope, chat, stream=True)
         self._outlet = outlet
         self._mid_stream = mid_stream
-        self._clock = clock
 
     def describe(self, number: int) -> AttemptStart:
-        return replace(super().describe(number), provider=self._provider.config.wire_format, streamed=True)
+        return replace(super().describe(number), provider=self._scope.provider.config.wire_format, streamed=True)
 
     async def send(self, attempt: Attempt) -> Done[Any] | Fail | Retry:
-        provider = self._provider
+        provider = self._scope.provider
         config = provider.config
         timeout = attempt.timeout(config.timeout_s)
         request = provider.request(
-            provider.adapter.body(self._chat, stream=True),
+            self._route,
+            provider.upstream.body(self._chat, stream=True),
             httpx.Timeout(timeout, connect=min(config.connect_timeout_s, timeout)),
             {"accept": SSE_CONTENT_TYPE, **attempt.record.trace_headers()},
         )
-        watch = Watch(self._clock, config.stream_idle_timeout_s, attempt.deadline)
+        watch = Watch(self._scope.clock, config.stream_idle_timeout_s, attempt.deadline)
         progress = _Progress(attempt, self._outlet, watch)
         try:
             async with watch:
@@ -397,7 +375,7 @@ class StreamSender(ModelSender):
     async def _exchange(self, request: httpx.Request, progress: _Progress) -> Done[Any] | Fail | Retry:
         record = progress.attempt.record
         try:
-            response = await self._provider.transport.send(request)
+            response = await self._scope.provider.transport.send(request)
         except httpx.HTTPError as exc:
             return self._transport_fault(progress, exc)
         try:
@@ -422,7 +400,7 @@ class StreamSender(ModelSender):
     async def _events(self, response: httpx.Response, progress: _Progress) -> Done[Any] | Fail | Retry:
         """The stream, event by event, through the wire's decoder."""
         record = progress.attempt.record
-        decoder = self._provider.adapter.stream_decoder()
+        decoder = self._scope.provider.upstream.stream_decoder()
         events = EventSource(response).aiter_sse()
         async for event in events:
             try:
@@ -471,7 +449,7 @@ class StreamSender(ModelSender):
 
     async def _done(self, reply: ChatReply, progress: _Progress) -> Done[Any]:
         self._account(reply, progress.attempt)
-        return Done(await self._judge(reply, progress.attempt))
+        return Done(await self._scope.judge(reply, progress.attempt))
 
     def _error_event(self, progress: _Progress, body: str) -> Fail | Retry:
         """An error event: classified as an error answer (status 500, as CallModel reads one in a 200)."""
@@ -499,7 +477,9 @@ class StreamSender(ModelSender):
         reason = f"{retry.signal.words} after {progress.forwarded} deltas: {retry.detail}"
         if self._mid_stream == MidStream.FAIL:
             progress.attempt.record.failed(FailureKind.STREAM_INTERRUPTED.name)
-            interrupted = StreamInterrupted(self._model_id, reason, outlet.partial_text, outlet.deltas, http=retry.http)
+            interrupted = StreamInterrupted(
+                self._scope.model_id, reason, outlet.partial_text, outlet.deltas, http=retry.http
+            )
             return Fail(interrupted, instead_of=retry)  # the model's throttle still hears the signal
         outlet.void(RestartCause.UPSTREAM_FAULT, reason)
         return retry
@@ -507,7 +487,7 @@ class StreamSender(ModelSender):
     def _past_deadline(self, progress: _Progress) -> JobTimeout:
         sent = progress.forwarded
         what = f"the stream had sent {sent} deltas and was not done" if sent else "no delta had arrived yet"
-        return JobTimeout(f"model {self._model_id}", f"the deadline passed: {what}")
+        return JobTimeout(f"model {self._scope.model_id}", f"the deadline passed: {what}")
 
 
 async def _drain(events: AsyncIterator[Any]) -> None:

@@ -43,7 +43,8 @@ from sidecar.core.conversation import (
 from sidecar.core.kinds import Role, TransportFault
 from sidecar.core.stream import Final, Restart, StreamEvent, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import SidecarFailure
-from sidecar.providers.tool_shapes import render_tool
+from sidecar.providers.formats.anthropic_messages.vocab import render_tool as anthropic_tool
+from sidecar.providers.formats.openai_chat.vocab import render_tool as openai_tool
 from sidecar.tools.catalog import ToolEntry
 
 __all__ = [
@@ -252,8 +253,8 @@ def _tool_info(t: ToolEntry) -> pb.ToolInfo:
         kind=_CATALOG_KINDS.get(t.kind, pb.TOOL_KIND_UNSPECIFIED),
         service=t.service,
         idempotent=t.idempotent,
-        openai_json=json.dumps(render_tool("openai", t.name, t.description, parameters)),
-        anthropic_json=json.dumps(render_tool("anthropic", t.name, t.description, parameters)),
+        openai_json=json.dumps(openai_tool(t.name, t.description, parameters)),
+        anthropic_json=json.dumps(anthropic_tool(t.name, t.description, parameters)),
     )
 
 

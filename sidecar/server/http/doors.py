@@ -2,16 +2,17 @@
 
     door              path                    config          serves
     MCP front         /mcp                    http.mcp        the configured tools as an MCP server (mcp_front.py)
-    OpenAI front      /v1/chat/completions    http.openai     ModelService.call / .stream (openai_front.py)
-    Anthropic front   /v1/messages            http.anthropic  ModelService.call / .stream (anthropic_front.py)
+    OpenAI front      /v1/chat/completions    http.openai     ModelService.call / .stream (formats/openai_chat)
+    Anthropic front   /v1/messages            http.anthropic  ModelService.call / .stream (formats/anthropic_messages)
     the model list    /v1/models[/{id}]       either of them  the catalog and routes (models_front.py)
 
-The two model fronts share one exchange (``fronts.py``: the body, the headers, admission, the
-SERVER span, the call, the failure table of ``failures.py``); each knows only its wire format.
+The model fronts share one exchange (``fronts.py``: the body, the envelope's headers, admission,
+the SERVER span, the call, the failure table of ``failures.py``); each is one format's front half
+(``providers.formats``), which reads the request and renders the answers.
 
-A new door (an OpenAI- or Anthropic-compatible front) is one more entry of ``build_doors``: its
-routes and lifespan (``hosting.Door``), built from ``DoorParts``, calling ``ModelService`` /
-``ToolService`` like every other door.
+A new door is one more entry of ``build_doors``: its routes and lifespan (``hosting.Door``), built
+from ``DoorParts``, calling ``ModelService`` / ``ToolService`` like every other door; a new model
+front is one more ``endpoint`` of ``model_door`` over a registered format's front.
 """
 
 from __future__ import annotations
@@ -22,14 +23,14 @@ from starlette.routing import BaseRoute, Route
 
 from sidecar.config import Config
 from sidecar.core.clock import Clock
+from sidecar.providers.formats.protocol import Front
+from sidecar.providers.formats.registry import format_named
 from sidecar.providers.service import ModelService
 from sidecar.server.admission import Admission
-from sidecar.server.http.anthropic_front import MESSAGES_PATH, AnthropicFormat
 from sidecar.server.http.fronts import ModelEndpoint
 from sidecar.server.http.hosting import Door
 from sidecar.server.http.mcp_front import mcp_door
 from sidecar.server.http.models_front import models_routes
-from sidecar.server.http.openai_front import CHAT_PATH, OpenAIFormat
 from sidecar.tools.service import ToolService
 
 __all__ = ["DoorParts", "build_doors"]
@@ -68,14 +69,14 @@ def model_door(parts: DoorParts) -> Door:
     secrets = parts.config.secrets()
     limit = parts.config.server.max_message_bytes
 
-    def endpoint(fmt: OpenAIFormat | AnthropicFormat, path: str) -> Route:
-        app = ModelEndpoint(fmt, path, parts.models, parts.admission, parts.clock, secrets, limit)
-        return Route(path, endpoint=app, methods=["POST"])
+    def endpoint(front: Front) -> Route:
+        app = ModelEndpoint(front, parts.models, parts.admission, parts.clock, secrets, limit)
+        return Route(front.path, endpoint=app, methods=["POST"])
 
     routes: list[BaseRoute] = []
     if http.openai:
-        routes.append(endpoint(OpenAIFormat(parts.clock), CHAT_PATH))
+        routes.append(endpoint(format_named("openai").front))
     if http.anthropic:
-        routes.append(endpoint(AnthropicFormat(), MESSAGES_PATH))
+        routes.append(endpoint(format_named("anthropic").front))
     routes.extend(models_routes(parts.config, anthropic_shape=http.anthropic))
     return Door("models", routes)

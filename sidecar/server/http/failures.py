@@ -1,34 +1,37 @@
 """A failure as the HTTP fronts answer it: the status an SDK reads as its own exception class.
 
-    kind                          status   OpenAI error.type / code                     Anthropic (status) error.type
-    INVALID_INPUT, GUARDRAIL      400      invalid_request_error / invalid_value        invalid_request_error
-    TOKEN_ESTIMATE_EXCEEDS_LIMIT, 400      invalid_request_error /                      invalid_request_error
-      CONTEXT_OVERFLOW                       context_length_exceeded
-    PROVIDER_REFUSAL              400      invalid_request_error /                      invalid_request_error
-                                             content_policy_violation
-    OUTPUT_TRUNCATED              400      invalid_request_error / output_truncated     invalid_request_error
-    PERMISSION_DENIED             403      permission_error / permission_denied         permission_error
-    MODEL_NOT_FOUND,              404      invalid_request_error / model_not_found,     not_found_error
+Each failure has a status and a code (OpenAI's ``error.code`` words); each format's front turns the
+code into its own error type, and two into a status of its own (``Front.answer``: the type columns
+below are ``providers/formats/openai_chat/front.py``'s and ``anthropic_messages/front.py``'s)::
+
+    kind                          status   code                        OpenAI error.type      Anthropic (status) type
+    INVALID_INPUT, GUARDRAIL      400      invalid_value               invalid_request_error  invalid_request_error
+    TOKEN_ESTIMATE_EXCEEDS_LIMIT, 400      context_length_exceeded     invalid_request_error  invalid_request_error
+      CONTEXT_OVERFLOW
+    PROVIDER_REFUSAL              400      content_policy_violation    invalid_request_error  invalid_request_error
+    OUTPUT_TRUNCATED              400      output_truncated            invalid_request_error  invalid_request_error
+    PERMISSION_DENIED             403      permission_denied           permission_error       permission_error
+    MODEL_NOT_FOUND,              404      model_not_found,            invalid_request_error  not_found_error
       RESOURCE_NOT_FOUND                     resource_not_found
-    QUOTA_EXHAUSTED               429      insufficient_quota / insufficient_quota      (402) billing_error
-    SPEND_CAP_EXCEEDED            429      insufficient_quota / spend_cap_exceeded      (402) billing_error
-    UPSTREAM_THROTTLE             429      rate_limit_error / rate_limit_exceeded       rate_limit_error
+    QUOTA_EXHAUSTED               429      insufficient_quota          insufficient_quota     (402) billing_error
+    SPEND_CAP_EXCEEDED            429      spend_cap_exceeded          insufficient_quota     (402) billing_error
+    UPSTREAM_THROTTLE             429      rate_limit_exceeded         rate_limit_error       rate_limit_error
     UPSTREAM_RETRIES_EXHAUSTED
-      after rate limits           429      rate_limit_error / rate_limit_exceeded       rate_limit_error
-      after overloads             503      server_error / overloaded                    (529) overloaded_error
-      after transient faults      503      server_error / upstream_unavailable          api_error
-    CIRCUIT_OPEN                  503      server_error / circuit_open                  api_error
-    EXTERNAL_SERVICE              502      server_error / upstream_error                api_error
-    UNAUTHORIZED                  502      server_error / upstream_unauthorized         api_error
-    JSON_PARSE,                   502      server_error / invalid_model_output          api_error
+      after rate limits           429      rate_limit_exceeded         rate_limit_error       rate_limit_error
+      after overloads             503      overloaded                  server_error           (529) overloaded_error
+      after transient faults      503      upstream_unavailable        server_error           api_error
+    CIRCUIT_OPEN                  503      circuit_open                server_error           api_error
+    EXTERNAL_SERVICE              502      upstream_error              server_error           api_error
+    UNAUTHORIZED                  502      upstream_unauthorized       server_error           api_error
+    JSON_PARSE,                   502      invalid_model_output        server_error           api_error
       RESPONSE_VALIDATION
-    STREAM_INTERRUPTED            502      server_error / stream_interrupted            api_error
-    SYSTEM                        500      server_error / internal_error                api_error
-    JOB_TIMEOUT                   504      timeout / deadline_exceeded                  timeout_error
-    JOB_CANCELLED                 499      cancelled / cancelled                        api_error
+    STREAM_INTERRUPTED            502      stream_interrupted          server_error           api_error
+    SYSTEM                        500      internal_error              server_error           api_error
+    JOB_TIMEOUT                   504      deadline_exceeded           timeout                timeout_error
+    JOB_CANCELLED                 499      cancelled                   cancelled              api_error
     the sidecar's own refusals
-      shed (server.max_in_flight) 503      server_error / overloaded                    (529) overloaded_error
-      draining (SIGTERM)          503      server_error / draining                      api_error
+      shed (server.max_in_flight) 503      overloaded                  server_error           (529) overloaded_error
+      draining (SIGTERM)          503      draining                    server_error           api_error
 
 The Anthropic status is the same unless given in brackets. The SDKs pick their exception class by
 status alone (openai: BadRequestError 400, PermissionDeniedError 403, NotFoundError 404,
@@ -62,72 +65,61 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from sidecar.core.details import Hop, RetryDetail, ServiceDetail
+from sidecar.core.details import Hop, InvalidInputDetail, RetryDetail, ServiceDetail
 from sidecar.core.kinds import FailureKind, RetrySignal
 from sidecar.core.taxonomy import CORRECTABLE_LINE, UNCORRECTABLE_LINE, SidecarFailure
+from sidecar.providers.formats.protocol import Front
 from sidecar.server import convert
+from sidecar.server.http.envelope import ATTEMPTS_HEADER, SHOULD_RETRY_HEADER
 from sidecar.server.refusals import SIDECAR_SERVICE
 
-__all__ = ["ATTEMPTS_HEADER", "Answer", "answer_of", "failure_extension", "hop_json"]
+__all__ = ["Answer", "answer_of", "error_of", "failure_extension", "failure_headers", "hop_json"]
 
-ATTEMPTS_HEADER = "x-sidecar-attempts"
-SHOULD_RETRY_HEADER = "x-should-retry"
 DRAINING_DETAIL = "draining"
 """The ServiceDetail.detail of the refusal while the process drains (``refusals.draining_failure``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """How one failure is answered: the status of each format, and the error types."""
+    """How one failure is answered at an HTTP door: its status and code (a format's front makes the rest)."""
 
     status: int
-    openai_type: str
-    openai_code: str
-    anthropic_type: str
-    anthropic_status: int | None = None
-    """When Anthropic's status differs (402 billing, 529 overloaded)."""
+    code: str
     should_retry: bool = False
 
-    @property
-    def anthropic(self) -> int:
-        return self.anthropic_status or self.status
 
-
-_INVALID = "invalid_request_error"
-_SERVER = "server_error"
-_RATE = Answer(429, "rate_limit_error", "rate_limit_exceeded", "rate_limit_error")
-_OVERLOADED = Answer(503, _SERVER, "overloaded", "overloaded_error", 529)
 _K = FailureKind
+_RATE = Answer(429, "rate_limit_exceeded")
 _ANSWERS: dict[FailureKind, Answer] = {
-    _K.INVALID_INPUT: Answer(400, _INVALID, "invalid_value", _INVALID),
-    _K.GUARDRAIL: Answer(400, _INVALID, "invalid_value", _INVALID),
-    _K.TOKEN_ESTIMATE_EXCEEDS_LIMIT: Answer(400, _INVALID, "context_length_exceeded", _INVALID),
-    _K.CONTEXT_OVERFLOW: Answer(400, _INVALID, "context_length_exceeded", _INVALID),
-    _K.PROVIDER_REFUSAL: Answer(400, _INVALID, "content_policy_violation", _INVALID),
-    _K.OUTPUT_TRUNCATED: Answer(400, _INVALID, "output_truncated", _INVALID),
-    _K.PERMISSION_DENIED: Answer(403, "permission_error", "permission_denied", "permission_error"),
-    _K.MODEL_NOT_FOUND: Answer(404, _INVALID, "model_not_found", "not_found_error"),
-    _K.RESOURCE_NOT_FOUND: Answer(404, _INVALID, "resource_not_found", "not_found_error"),
-    _K.QUOTA_EXHAUSTED: Answer(429, "insufficient_quota", "insufficient_quota", "billing_error", 402),
-    _K.SPEND_CAP_EXCEEDED: Answer(429, "insufficient_quota", "spend_cap_exceeded", "billing_error", 402),
+    _K.INVALID_INPUT: Answer(400, "invalid_value"),
+    _K.GUARDRAIL: Answer(400, "invalid_value"),
+    _K.TOKEN_ESTIMATE_EXCEEDS_LIMIT: Answer(400, "context_length_exceeded"),
+    _K.CONTEXT_OVERFLOW: Answer(400, "context_length_exceeded"),
+    _K.PROVIDER_REFUSAL: Answer(400, "content_policy_violation"),
+    _K.OUTPUT_TRUNCATED: Answer(400, "output_truncated"),
+    _K.PERMISSION_DENIED: Answer(403, "permission_denied"),
+    _K.MODEL_NOT_FOUND: Answer(404, "model_not_found"),
+    _K.RESOURCE_NOT_FOUND: Answer(404, "resource_not_found"),
+    _K.QUOTA_EXHAUSTED: Answer(429, "insufficient_quota"),
+    _K.SPEND_CAP_EXCEEDED: Answer(429, "spend_cap_exceeded"),
     _K.UPSTREAM_THROTTLE: _RATE,
-    _K.CIRCUIT_OPEN: Answer(503, _SERVER, "circuit_open", "api_error"),
-    _K.EXTERNAL_SERVICE: Answer(502, _SERVER, "upstream_error", "api_error"),
-    _K.UNAUTHORIZED: Answer(502, _SERVER, "upstream_unauthorized", "api_error"),
-    _K.JSON_PARSE: Answer(502, _SERVER, "invalid_model_output", "api_error"),
-    _K.RESPONSE_VALIDATION: Answer(502, _SERVER, "invalid_model_output", "api_error"),
-    _K.STREAM_INTERRUPTED: Answer(502, _SERVER, "stream_interrupted", "api_error"),
-    _K.SYSTEM: Answer(500, _SERVER, "internal_error", "api_error"),
-    _K.JOB_TIMEOUT: Answer(504, "timeout", "deadline_exceeded", "timeout_error"),
-    _K.JOB_CANCELLED: Answer(499, "cancelled", "cancelled", "api_error"),
+    _K.CIRCUIT_OPEN: Answer(503, "circuit_open"),
+    _K.EXTERNAL_SERVICE: Answer(502, "upstream_error"),
+    _K.UNAUTHORIZED: Answer(502, "upstream_unauthorized"),
+    _K.JSON_PARSE: Answer(502, "invalid_model_output"),
+    _K.RESPONSE_VALIDATION: Answer(502, "invalid_model_output"),
+    _K.STREAM_INTERRUPTED: Answer(502, "stream_interrupted"),
+    _K.SYSTEM: Answer(500, "internal_error"),
+    _K.JOB_TIMEOUT: Answer(504, "deadline_exceeded"),
+    _K.JOB_CANCELLED: Answer(499, "cancelled"),
 }
 _EXHAUSTED: dict[RetrySignal, Answer] = {
     RetrySignal.RATE_LIMIT: _RATE,
-    RetrySignal.OVERLOAD: _OVERLOADED,
-    RetrySignal.TRANSIENT: Answer(503, _SERVER, "upstream_unavailable", "api_error"),
+    RetrySignal.OVERLOAD: Answer(503, "overloaded"),
+    RetrySignal.TRANSIENT: Answer(503, "upstream_unavailable"),
 }
-_SHED = Answer(503, _SERVER, "overloaded", "overloaded_error", 529, should_retry=True)
-_DRAINING = Answer(503, _SERVER, "draining", "api_error", should_retry=True)
+_SHED = Answer(503, "overloaded", should_retry=True)
+_DRAINING = Answer(503, "draining", should_retry=True)
 
 
 def answer_of(failure: SidecarFailure) -> Answer:
@@ -139,6 +131,16 @@ def answer_of(failure: SidecarFailure) -> Answer:
         signal = detail.last_signal if isinstance(detail, RetryDetail) else RetrySignal.TRANSIENT
         return _EXHAUSTED.get(signal, _EXHAUSTED[RetrySignal.TRANSIENT])
     return _ANSWERS.get(failure.kind, _ANSWERS[FailureKind.SYSTEM])
+
+
+def error_of(front: Front, failure: SidecarFailure, answer: Answer) -> tuple[int, dict[str, Any]]:
+    """The status and the error object ``front``'s format answers ``failure`` with."""
+    status, error_type = front.answer(answer.code, answer.status)
+    param = failure.detail.parameter if isinstance(failure.detail, InvalidInputDetail) else None
+    body = front.error_body(
+        failure.message, error_type, code=answer.code, param=param, extension=failure_extension(failure)
+    )
+    return status, body
 
 
 def hop_json(hop: Hop) -> dict[str, Any]:

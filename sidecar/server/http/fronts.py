@@ -2,17 +2,18 @@
 
     step               what the door does                                       refused with
     the body           read up to server.max_message_bytes, a JSON object        413 past it; 400 (INVALID_INPUT)
-    the request        the format's parse_request -> the core's ModelRequest,    400 naming the field
-                       and the format's own keys (stream, n, tool_choice ...)
-    the headers        x-sidecar-job-id, x-sidecar-workflow-id   -> the Job       400 for a bad value
-                       x-sidecar-timeout-s (seconds)             -> the deadline
-                       x-sidecar-upstream-retries                -> the budget override
-                       x-sidecar-mid-stream: fail (default) | restart
+    the request        the format's ``Front.parse`` -> the core's ModelRequest,  400 naming the field
+                       and what the format asks of the answer (stream, usage)
+    the headers        the sidecar's envelope (``envelope.py``): the Job, the    400 for a bad value
+                       deadline, the budget override, the mid-stream policy;
                        traceparent / tracestate                  -> the SERVER span's parent
     admission          server.max_in_flight, one limit for every door            shed / draining (failures.py)
     the call           ModelService.call, or .stream for "stream": true          the failure table (failures.py)
     the caller leaves  the call is cancelled (JOB_CANCELLED), its upstream closed, its slot given back
     every answer       x-sidecar-attempts; the configured secrets masked in every string
+
+Each door is one ``ModelEndpoint`` over one format's front half (``providers.formats``): the
+format reads the request and renders every answer; this module is the exchange around it.
 
 A streamed answer starts (status 200, the SSE head) only when the call's first event is there, so
 that a failure before any delta (most of them: quota, rate limits outlasting the budget, an unknown
@@ -38,96 +39,44 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode
-from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from sidecar.core.clock import Clock
-from sidecar.core.conversation import CallOptions, Job, MidStream, ModelRequest, ModelResponse
+from sidecar.core.conversation import CallOptions, ModelResponse
 from sidecar.core.details import InvalidInputDetail
 from sidecar.core.redact import mask_secrets
 from sidecar.core.stream import Final, Restart, StreamEvent, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure, StreamInterrupted, SystemFailure
+from sidecar.providers.formats.chat import ChatReply, compact_json
+from sidecar.providers.formats.protocol import Ask, Front, ReplyHead, Sse, StreamWriter
 from sidecar.providers.service import ModelService
 from sidecar.server.admission import Admission
-from sidecar.server.http.failures import (
+from sidecar.server.http.envelope import (
     ATTEMPTS_HEADER,
-    Answer,
-    answer_of,
-    failure_extension,
-    failure_headers,
-    hop_json,
+    MID_STREAM_HEADER,
+    call_options,
+    job_of,
+    mid_stream_of,
 )
-from sidecar.server.http.mcp_front import JOB_HEADER, WORKFLOW_HEADER
+from sidecar.server.http.failures import answer_of, error_of, failure_headers, hop_json
 from sidecar.server.http.tracing import start_server_span
 from sidecar.telemetry import names as n
 
-__all__ = [
-    "MID_STREAM_HEADER",
-    "RETRIES_HEADER",
-    "TIMEOUT_HEADER",
-    "Ask",
-    "Format",
-    "ModelEndpoint",
-    "Sse",
-    "StreamWriter",
-    "reply_extension",
-]
+__all__ = ["ModelEndpoint", "chat_reply", "reply_extension"]
 
-TIMEOUT_HEADER = "x-sidecar-timeout-s"
-RETRIES_HEADER = "x-sidecar-upstream-retries"
-MID_STREAM_HEADER = "x-sidecar-mid-stream"
-MAX_TIMEOUT_S = 24 * 3600.0
-"""The longest deadline a caller may ask for in ``x-sidecar-timeout-s`` (a day)."""
-MAX_HEADER_RETRIES = 100
-"""The largest ``x-sidecar-upstream-retries`` (the config's own bound for upstream_retries)."""
 CANCELLED_STATUS = 499
 """Recorded on the span of an exchange whose caller left (nobody reads the answer)."""
 JSON_MEDIA = "application/json"
 SSE_MEDIA = "text/event-stream"
-
-Sse = tuple[str, "dict[str, Any] | str"]
-"""A server-sent event: its name ("" for none) and its data (an object, or raw text like ``[DONE]``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Ask:
-    """A request read in a format: the core's request and what the format asks of the answer."""
-
-    request: ModelRequest
-    stream: bool = False
-    include_usage: bool = False
-
-
-class StreamWriter(Protocol):
-    def start(self) -> list[Sse]: ...
-    def delta(self, delta: TextDelta | ToolCallDelta) -> list[Sse]: ...
-    def restart(self, restart: Restart) -> list[Sse]: ...
-    def final(self, response: ModelResponse, extension: dict[str, Any]) -> list[Sse]: ...
-    def error(self, failure: SidecarFailure, answer: Answer, extension: dict[str, Any]) -> list[Sse]: ...
-
-
-class Format(Protocol):
-    """What a front knows of its wire format; everything else is this module's."""
-
-    name: str
-    """Named in words the sidecar writes ("an OpenAI-compatible stream")."""
-
-    def parse(self, body: dict[str, Any]) -> Ask: ...
-    def reply(self, response: ModelResponse, model: str, extension: dict[str, Any]) -> dict[str, Any]: ...
-    def error(
-        self, failure: SidecarFailure, answer: Answer, extension: dict[str, Any]
-    ) -> tuple[int, dict[str, Any]]: ...
-    def writer(self, ask: Ask, model: str) -> StreamWriter: ...
 
 
 def reply_extension(response: ModelResponse) -> dict[str, Any]:
@@ -152,15 +101,19 @@ def reply_extension(response: ModelResponse) -> dict[str, Any]:
     return out
 
 
-def positive_budget(request: ModelRequest, key: str) -> None:
-    """INVALID_INPUT naming ``key`` when the output budget asked for is below 1 (the core's own check
-    is of the catalog's maximum; a gRPC caller cannot send a negative one)."""
-    if request.max_output_tokens is not None and request.max_output_tokens < 1:
-        raise InvalidInput(key, str(request.max_output_tokens), "must be at least 1")
-
-
-def new_id(prefix: str) -> str:
-    return prefix + uuid.uuid4().hex
+def chat_reply(response: ModelResponse) -> ChatReply:
+    """A call's reply as a format renders it: the parsed object as compact JSON when a schema was asked."""
+    text = compact_json(response.parsed) if response.parsed is not None else response.message.text
+    return ChatReply(
+        text=text,
+        tool_calls=list(response.message.tool_calls),
+        finish=response.finish_reason,
+        raw_finish=response.raw_finish,
+        input_tokens=response.usage.input_tokens,
+        output_tokens=response.usage.output_tokens,
+        response_model=response.response_model,
+        response_id=response.response_id,
+    )
 
 
 # ---------------------------------------------------------------------------- reading the request
@@ -200,38 +153,6 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise InvalidInput("body", type(body).__name__, "must be a JSON object (the request's JSON body)")
     return body
-
-
-def _options(headers: Headers, clock: Clock) -> CallOptions:
-    deadline = None
-    raw = headers.get(TIMEOUT_HEADER)
-    if raw is not None:
-        try:
-            seconds = float(raw)
-        except ValueError:
-            seconds = math.nan
-        if not 0 < seconds <= MAX_TIMEOUT_S:
-            rule = f"must be seconds, more than 0 and at most {MAX_TIMEOUT_S:g}"
-            raise InvalidInput(f"header {TIMEOUT_HEADER}", raw, rule)
-        deadline = clock.time() + seconds
-    retries = None
-    raw = headers.get(RETRIES_HEADER)
-    if raw is not None:
-        if not raw.isdigit() or int(raw) > MAX_HEADER_RETRIES:
-            rule = f"must be a whole number from 0 to {MAX_HEADER_RETRIES}"
-            raise InvalidInput(f"header {RETRIES_HEADER}", raw, rule)
-        retries = int(raw)
-    return CallOptions(deadline=deadline, upstream_retries=retries)
-
-
-def _mid_stream(headers: Headers) -> tuple[str, bool]:
-    """The core's mid-stream policy for the call, and whether restarts go out as extension events."""
-    raw = headers.get(MID_STREAM_HEADER)
-    if raw is None or raw == MidStream.FAIL:
-        return MidStream.FAIL, False
-    if raw == MidStream.RESTART:
-        return MidStream.RESTART, True
-    raise InvalidInput(f"header {MID_STREAM_HEADER}", raw, "must be fail or restart")
 
 
 def mask_tree(value: Any, secrets: list[str]) -> Any:
@@ -293,20 +214,19 @@ async def _unless_gone(work: Awaitable[Any], receive: Receive) -> Any:
 
 
 class ModelEndpoint:
-    """One route of a front (``POST /v1/chat/completions``, ``POST /v1/messages``) as an ASGI app."""
+    """One format's front (``POST /v1/chat/completions``, ``POST /v1/messages``) as an ASGI app."""
 
     def __init__(
         self,
-        fmt: Format,
-        route: str,
+        front: Front,
         models: ModelService,
         admission: Admission,
         clock: Clock,
         secrets: list[str],
         max_body_bytes: int,
     ) -> None:
-        self._format = fmt
-        self._route = route
+        self._front = front
+        self._route = route = front.path
         self._models = models
         self._admission = admission
         self._clock = clock
@@ -353,11 +273,11 @@ class ModelEndpoint:
         except _TooLarge:
             return self._failed(_too_large(self._limit), exchange, status=413)
         try:
-            ask = self._format.parse(_json_object(raw))
-            mid_stream, restarts = _mid_stream(request.headers)
-            job = Job(job_id=request.headers.get(JOB_HEADER, ""), workflow_id=request.headers.get(WORKFLOW_HEADER, ""))
+            ask = self._front.parse(_json_object(raw))
+            mid_stream, restarts = mid_stream_of(request.headers)
+            job = job_of(request.headers)
             ask = replace(ask, request=replace(ask.request, job=job, mid_stream=mid_stream if ask.stream else None))
-            options = _options(request.headers, self._clock)
+            options = call_options(request.headers, self._clock)
         except SidecarFailure as failure:
             return self._failed(failure, exchange)
         refused = self._admission.enter(self._method)
@@ -370,9 +290,13 @@ class ModelEndpoint:
             response: ModelResponse = await _unless_gone(self._models.call(ask.request, options), request.receive)
         except SidecarFailure as failure:
             return self._failed(failure, exchange)
-        body = self._format.reply(response, ask.request.model, reply_extension(response))
+        body = self._front.render(chat_reply(response), self._head(ask.request.model), reply_extension(response))
         exchange.answered(200)
         return self._json(200, body, {ATTEMPTS_HEADER: str(response.attempts)})
+
+    def _head(self, model: str) -> ReplyHead:
+        reply_id = self._front.id_prefix + uuid.uuid4().hex
+        return ReplyHead(reply_id, model, int(self._clock.wall().timestamp()))
 
     def _json(self, status: int, body: dict[str, Any], headers: Mapping[str, str]) -> Response:
         content = json.dumps(mask_tree(body, self._secrets), ensure_ascii=False, separators=(",", ":"))
@@ -380,7 +304,7 @@ class ModelEndpoint:
 
     def _failed(self, failure: SidecarFailure, exchange: _Exchange, *, status: int | None = None) -> Response:
         answer = answer_of(failure)
-        code, body = self._format.error(failure, answer, failure_extension(failure))
+        code, body = error_of(self._front, failure, answer)
         code = status or code
         exchange.answered(code)
         return self._json(code, body, failure_headers(failure, answer))
@@ -398,7 +322,7 @@ class ModelEndpoint:
             return self._failed(failure, exchange)
         except StopAsyncIteration:  # pragma: no cover - the core always ends with Final or a failure
             return self._failed(SystemFailure("the HTTP front"), exchange)
-        writer = self._format.writer(ask, ask.request.model)
+        writer = self._front.writer(self._head(ask.request.model), include_usage=ask.include_usage)
         pump = self._pump(first, events, writer, ask.request.model, restarts, exchange)
         exchange.closers.append(pump.aclose)
         exchange.answered(200)
@@ -426,13 +350,15 @@ class ModelEndpoint:
                         yield self._encode(writer.delta(event))
                     case Restart() if restarts:
                         sent, partial = 0, []
-                        yield self._encode(writer.restart(event))
+                        words = {"cause": event.cause.name.lower(), "reason": event.reason, "attempt": event.attempt}
+                        yield self._encode(writer.restarted(words))
                     case Restart():
                         failure = self._cannot_restart(model, event, "".join(partial), sent)
                         yield self._encode_failure(failure, writer, exchange)
                         return  # closing the events cancels the call
                     case Final():
-                        yield self._encode(writer.final(event.response, reply_extension(event.response)))
+                        reply = chat_reply(event.response)
+                        yield self._encode(writer.final(reply, reply_extension(event.response)))
                         return
                 event = await anext(events, None)
         except SidecarFailure as failure:
@@ -440,14 +366,15 @@ class ModelEndpoint:
 
     def _cannot_restart(self, model: str, restart: Restart, partial: str, sent: int) -> SidecarFailure:
         reason = (
-            f"{self._format.name} stream cannot take back the deltas it sent, and the reply had to start "
+            f"{self._front.words} stream cannot take back the deltas it sent, and the reply had to start "
             f"again (header '{MID_STREAM_HEADER}: restart' receives restarts as sidecar events): {restart.reason}"
         )
         return StreamInterrupted(model, reason, partial, sent).with_attempts(restart.attempt)
 
     def _encode_failure(self, failure: SidecarFailure, writer: StreamWriter, exchange: _Exchange) -> bytes:
         exchange.error_type = failure.kind_name
-        return self._encode(writer.error(failure, answer_of(failure), failure_extension(failure)))
+        _, body = error_of(self._front, failure, answer_of(failure))
+        return self._encode(writer.error(body))
 
     def _encode(self, events: list[Sse]) -> bytes:
         out: list[str] = []

@@ -35,20 +35,19 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from sidecar import __version__
-from sidecar.core.conversation import CallOptions, Job, ToolOutcome, ToolRequest
+from sidecar.core.conversation import CallOptions, ToolOutcome, ToolRequest
 from sidecar.core.redact import mask_secrets
 from sidecar.server.admission import Admission
+from sidecar.server.http.envelope import job_of
 from sidecar.server.http.hosting import Door
 from sidecar.server.http.tracing import server_span
 from sidecar.telemetry import names as n
 from sidecar.tools.service import ToolService
 
-__all__ = ["JOB_HEADER", "MCP_PATH", "SERVER_NAME", "WORKFLOW_HEADER", "mcp_door"]
+__all__ = ["MCP_PATH", "SERVER_NAME", "mcp_door"]
 
 MCP_PATH = "/mcp"
 SERVER_NAME = "sidecar"
-JOB_HEADER = "x-sidecar-job-id"
-WORKFLOW_HEADER = "x-sidecar-workflow-id"
 META_KIND = "sidecar/kind"
 META_CORRECTABLE = "sidecar/correctable"
 META_ATTEMPTS = "sidecar/attempts"
@@ -88,8 +87,9 @@ class _Front:
         context = self.server.request_context
         http = context.request
         headers = http.headers if http is not None else Headers()
-        job = Job(job_id=headers.get(JOB_HEADER, ""), workflow_id=headers.get(WORKFLOW_HEADER, ""))
-        request = ToolRequest(tool=name, arguments_json=json.dumps(arguments), call_id=str(context.request_id), job=job)
+        request = ToolRequest(
+            tool=name, arguments_json=json.dumps(arguments), call_id=str(context.request_id), job=job_of(headers)
+        )
         attributes = {n.MCP_METHOD_NAME: "tools/call", n.GEN_AI_TOOL_NAME: name, n.JSONRPC_REQUEST_ID: request.call_id}
         with server_span(n.SPAN_MCP_SERVER.format(tool=name), headers, attributes) as span:
             outcome = await self._execute(request)

@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from sidecar.config import Config
 from sidecar.core.taxonomy import ModelNotFound
-from sidecar.providers import anthropic, openai
+from sidecar.providers.formats.registry import format_named
 from sidecar.server import convert
 from sidecar.server.http.failures import answer_of, failure_extension, failure_headers
 
@@ -82,12 +82,11 @@ def models_routes(config: Config, *, anthropic_shape: bool) -> list[Route]:
             return _json(_anthropic(found) if is_anthropic(request) else _openai(found))
         failure = ModelNotFound(model_id, list(by_id))
         answer = answer_of(failure)
+        front = format_named("anthropic" if is_anthropic(request) else "openai").front
+        status, error_type = front.answer(answer.code, answer.status)
         extension = failure_extension(failure)
-        if is_anthropic(request):
-            body = anthropic.render_error(failure.message, answer.anthropic_type, sidecar=extension)
-            return _json(body, answer.anthropic, failure_headers(failure, answer))
-        body = openai.render_error(failure.message, answer.openai_type, answer.openai_code, "model", sidecar=extension)
-        return _json(body, answer.status, failure_headers(failure, answer))
+        body = front.error_body(failure.message, error_type, code=answer.code, param="model", extension=extension)
+        return _json(body, status, failure_headers(failure, answer))
 
     return [
         Route(MODELS_PATH, list_models, methods=["GET"]),

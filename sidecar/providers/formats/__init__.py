@@ -1,0 +1,2 @@
+"""The wire formats: one folder each (``vocab``, ``upstream``, ``front``), the protocol they implement
+(``protocol.WireFormat``), and the registry of them by name (``registry.FORMATS``)."""

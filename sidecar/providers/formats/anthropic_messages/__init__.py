@@ -1,0 +1,20 @@
+"""The Anthropic Messages wire format (``wire_format: anthropic``): ``vocab``, ``upstream``, ``front``."""
+
+from __future__ import annotations
+
+from sidecar.config import ProviderConfig
+from sidecar.providers.formats.anthropic_messages.front import AnthropicFront
+from sidecar.providers.formats.anthropic_messages.upstream import AnthropicUpstream
+
+__all__ = ["FORMAT", "AnthropicMessages"]
+
+
+class AnthropicMessages:
+    name = "anthropic"
+    front = AnthropicFront()
+
+    def upstream(self, provider: ProviderConfig) -> AnthropicUpstream:
+        return AnthropicUpstream(provider.anthropic_version)
+
+
+FORMAT = AnthropicMessages()

@@ -1,0 +1,67 @@
+"""The provider-neutral request and reply every wire format translates to and from.
+
+    ChatRequest   what one attempt asks of a model: the upstream model, the conversation (the
+                  call's, with its corrections), tools, the response schema, the output budget
+    ChatReply     what one attempt's answer says: text, tool calls, the finish (neutral and as the
+                  wire wrote it), a refusal, tokens, the model and the id the provider reported
+    StreamFault   a stream event that is not part of a reply (an error event, or garbled data)
+
+A format's upstream half renders a ChatRequest and reads a ChatReply (whole or streamed); its
+front half does the inverse: it reads a request into the core's ModelRequest and renders a
+ChatReply. JSON text a reader writes (a schema, tool arguments) is ``compact_json``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sidecar.core.conversation import Message, ToolCall, ToolDefinition
+from sidecar.core.kinds import FinishReason
+
+__all__ = ["EMPTY_PARAMETERS", "JSON_INSTRUCTION", "ChatReply", "ChatRequest", "StreamFault", "compact_json"]
+
+JSON_INSTRUCTION = "Respond with a single JSON object matching this JSON schema:"
+"""Before the schema, where a format asks for JSON in words (a system prompt) rather than a field."""
+EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+"""The parameters of a tool that declares none."""
+
+
+def compact_json(value: Any) -> str:
+    """``value`` as JSON text without spaces (the form a schema is rendered in)."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+@dataclass(slots=True)
+class ChatRequest:
+    upstream_model: str
+    system: str
+    messages: list[Message]
+    tools: list[ToolDefinition]
+    response_schema: dict[str, Any] | None
+    max_tokens: int
+    temperature: float | None
+
+
+@dataclass(slots=True)
+class ChatReply:
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish: FinishReason = FinishReason.UNSPECIFIED
+    raw_finish: str = ""
+    refusal: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    response_model: str = ""
+    response_id: str = ""
+
+
+class StreamFault(Exception):
+    """A stream event that is not part of a reply: an error event, or data the wire never sends."""
+
+    def __init__(self, detail: str, error_body: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.error_body = error_body
+        """The error event's data (an error object), to classify as an error answer; None: garbled."""

@@ -1,0 +1,20 @@
+"""The OpenAI Chat Completions wire format (``wire_format: openai``): ``vocab``, ``upstream``, ``front``."""
+
+from __future__ import annotations
+
+from sidecar.config import ProviderConfig
+from sidecar.providers.formats.openai_chat.front import OpenAIFront
+from sidecar.providers.formats.openai_chat.upstream import OpenAIUpstream
+
+__all__ = ["FORMAT", "OpenAIChat"]
+
+
+class OpenAIChat:
+    name = "openai"
+    front = OpenAIFront()
+
+    def upstream(self, provider: ProviderConfig) -> OpenAIUpstream:
+        return OpenAIUpstream()
+
+
+FORMAT = OpenAIChat()

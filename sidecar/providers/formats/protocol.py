@@ -1,0 +1,203 @@
+"""What a wire format implements: ``WireFormat``, its upstream half and its front half.
+
+A format is one folder of ``sidecar/providers/formats/`` (``vocab``, ``upstream``, ``front``) and one
+line of ``registry.py``. Everything that speaks it goes through these protocols::
+
+    who                              half        what it does with it
+    ModelService (providers/client,  Upstream    the sidecar as a provider's client: where to send, the
+      streaming)                                 request, the reply read whole or streamed, its errors
+    the HTTP doors (server/http/)    Front       the sidecar as a provider: a caller's request read into
+                                                 the core's ModelRequest, the answer (whole, streamed, a
+                                                 failure) rendered in the format
+    the fake provider (fakes/)       Front       a scripted provider of the format: the same reader and
+                                                 renderers, with faults of its own
+
+The two halves are each other's inverse, which ``tests/unit/test_formats.py`` proves for every
+registered format: a ChatRequest rendered by ``Upstream.body`` reads back through ``Front.parse``,
+and a ChatReply rendered by ``Front.render`` (or streamed by ``Front.writer``) reads back through
+``Upstream.parse`` (or ``Upstream.stream_decoder``) as itself.
+
+A stream decoder is fed every server-sent event (``event`` name, ``data`` text) in order::
+
+    feed(event, data) -> [Delta, ...]   the deltas the event carries (none: a ping, an unknown event)
+                      raises StreamFault  an error event (``error_body``: classify it as an error answer)
+                                          or data that is not what the wire sends (garbled)
+    complete                            the wire's end marker arrived ([DONE], message_stop)
+    reply()                             the reply the events made, or None when no finish was seen
+
+A stream writer makes the events of one reply, in order: ``start``, then ``delta`` (and ``refusal``)
+as the reply comes, ``restarted`` when the sidecar starts the reply again, and ``final`` or
+``error`` last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from sidecar.config import ProviderConfig
+from sidecar.core.conversation import ModelRequest
+from sidecar.core.retry import Retry
+from sidecar.core.stream import Delta
+from sidecar.core.taxonomy import SidecarFailure
+from sidecar.providers.errors import Target
+from sidecar.providers.formats.chat import ChatReply, ChatRequest
+
+__all__ = [
+    "Ask",
+    "Front",
+    "ReplyHead",
+    "Sse",
+    "StreamDecoder",
+    "StreamWriter",
+    "Upstream",
+    "WireFormat",
+]
+
+Sse = tuple[str, "dict[str, Any] | str"]
+"""A server-sent event: its name ("" for none) and its data (an object, or raw text like ``[DONE]``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """A request read in a format: the core's request and what the format asks of the answer."""
+
+    request: ModelRequest
+    stream: bool = False
+    include_usage: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyHead:
+    """What names a rendered reply: its id, the model it says it is, and when it was made."""
+
+    reply_id: str
+    model: str
+    created: int = 0
+    """Seconds since the epoch (a format that dates its replies)."""
+    fingerprint: str | None = None
+    """OpenAI's ``system_fingerprint`` (a fake provider sends one; the sidecar has none)."""
+
+
+class StreamDecoder(Protocol):
+    """One attempt's stream, event by event, turned into deltas and a reply."""
+
+    def feed(self, event: str, data: str) -> list[Delta]: ...
+
+    @property
+    def complete(self) -> bool: ...
+
+    def reply(self) -> ChatReply | None: ...
+
+
+class Upstream(Protocol):
+    """The client half: the sidecar speaking the format to a provider (one per configured provider)."""
+
+    def path(self, model: str, *, stream: bool) -> str:
+        """Where a chat request goes, below the provider's base URL."""
+        ...
+
+    def headers(self, api_key: str | None) -> dict[str, str]: ...
+
+    def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]: ...
+
+    def parse(self, body: dict[str, Any]) -> ChatReply: ...
+
+    def stream_decoder(self) -> StreamDecoder: ...
+
+    def classify(
+        self,
+        status: int,
+        headers: Mapping[str, str],
+        body: str,
+        target: Target,
+        secrets: Iterable[str],
+        now: datetime,
+    ) -> Retry | SidecarFailure:
+        """An answer that is not a reply: a retry signal or a terminal failure (``providers.errors``)."""
+        ...
+
+
+class StreamWriter(Protocol):
+    """One reply as the format's server-sent events (the module's docstring)."""
+
+    def start(self, input_tokens: int = 0) -> list[Sse]: ...
+
+    def delta(self, delta: Delta) -> list[Sse]: ...
+
+    def refusal(self, text: str) -> list[Sse]: ...
+
+    def restarted(self, words: Mapping[str, Any]) -> list[Sse]:
+        """The sidecar's restart (``words``: cause, reason, attempt) as the format can tell it; the reply's
+        parts that follow are numbered afresh."""
+        ...
+
+    def final(self, reply: ChatReply, extension: Mapping[str, Any] | None = None) -> list[Sse]: ...
+
+    def error(self, body: dict[str, Any]) -> list[Sse]:
+        """An error object (``Front.error_body``) sent after the stream began."""
+        ...
+
+
+class Front(Protocol):
+    """The server half: the format as a provider speaks it (an HTTP door of the sidecar, a fake provider)."""
+
+    path: str
+    """The route a door serves (``/v1/chat/completions``)."""
+    words: str
+    """The format in the sidecar's words ("an OpenAI-compatible")."""
+    id_prefix: str
+    """What its reply ids begin with (``chatcmpl-``)."""
+
+    def parse(self, body: dict[str, Any]) -> Ask:
+        """A request as the core's; INVALID_INPUT naming the field it cannot carry."""
+        ...
+
+    def render(self, reply: ChatReply, head: ReplyHead, extension: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """A whole reply; ``extension`` rides along as ``sidecar``."""
+        ...
+
+    def writer(self, head: ReplyHead, *, include_usage: bool = False) -> StreamWriter: ...
+
+    def error_body(
+        self,
+        message: str,
+        error_type: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        extension: Mapping[str, Any] | None = None,
+        request_id: str | None = None,
+    ) -> dict[str, Any]:
+        """The format's error object."""
+        ...
+
+    def answer(self, code: str, status: int) -> tuple[int, str]:
+        """The status and error type the format answers a sidecar failure with (``code``: its OpenAI-style
+        code, ``status``: the door's status for it; ``server/http/failures.py``)."""
+        ...
+
+    def error_type(self, status: int) -> str:
+        """The error type a provider of the format sends with a bare ``status``."""
+        ...
+
+    def api_key(self, headers: Mapping[str, str]) -> str:
+        """The key a caller sent (the inverse of ``Upstream.headers``); "" when none."""
+        ...
+
+
+class WireFormat(Protocol):
+    """One wire format: its name in the configuration (``wire_format``), its two halves."""
+
+    name: str
+
+    @property
+    def front(self) -> Front:
+        """The server half (one for every door and fake)."""
+        ...
+
+    def upstream(self, provider: ProviderConfig) -> Upstream:
+        """The client half for one configured provider."""
+        ...

@@ -1,0 +1,28 @@
+"""Every wire format the sidecar speaks, by its name in the configuration (``providers[].wire_format``).
+
+A new format is its folder beside these (``vocab``, ``upstream``, ``front``: ``protocol.WireFormat``)
+and one line here; docs/architecture.md says what it implements, and ``tests/unit/test_formats.py``
+round-trips a request and a reply through the halves of every format listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sidecar.providers.formats import anthropic_messages, openai_chat
+from sidecar.providers.formats.protocol import WireFormat
+
+__all__ = ["FORMATS", "format_named"]
+
+FORMATS: Mapping[str, WireFormat] = {
+    f.name: f
+    for f in (
+        openai_chat.FORMAT,
+        anthropic_messages.FORMAT,
+    )
+}
+
+
+def format_named(name: str) -> WireFormat:
+    """The format a provider's ``wire_format`` names (the configuration allows only these)."""
+    return FORMATS[name]

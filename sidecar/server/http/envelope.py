@@ -1,0 +1,89 @@
+"""The sidecar's own envelope around every HTTP door's call: the ``x-sidecar-*`` headers, read and written.
+
+    request header                what it sets                                   a bad value
+    x-sidecar-job-id              the Job's id          (every door)             -
+    x-sidecar-workflow-id         the Job's workflow    (every door)             -
+    x-sidecar-timeout-s           the deadline: seconds, > 0, at most a day      400 naming the header
+    x-sidecar-upstream-retries    the retry budget override: 0 to 100            400 naming the header
+    x-sidecar-mid-stream          fail (the default) | restart (a stream only)   400 naming the header
+
+    answer header                 what it says
+    x-sidecar-attempts            the upstream attempts the call made
+    x-should-retry                whether an SDK should retry (``failures.py`` says when)
+
+The model doors (``fronts.py``) read all of them; the MCP door (``mcp_front.py``) reads the Job's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from sidecar.core.clock import Clock
+from sidecar.core.conversation import CallOptions, Job, MidStream
+from sidecar.core.taxonomy import InvalidInput
+
+__all__ = [
+    "ATTEMPTS_HEADER",
+    "JOB_HEADER",
+    "MAX_HEADER_RETRIES",
+    "MAX_TIMEOUT_S",
+    "MID_STREAM_HEADER",
+    "RETRIES_HEADER",
+    "SHOULD_RETRY_HEADER",
+    "TIMEOUT_HEADER",
+    "WORKFLOW_HEADER",
+    "call_options",
+    "job_of",
+    "mid_stream_of",
+]
+
+JOB_HEADER = "x-sidecar-job-id"
+WORKFLOW_HEADER = "x-sidecar-workflow-id"
+TIMEOUT_HEADER = "x-sidecar-timeout-s"
+RETRIES_HEADER = "x-sidecar-upstream-retries"
+MID_STREAM_HEADER = "x-sidecar-mid-stream"
+ATTEMPTS_HEADER = "x-sidecar-attempts"
+SHOULD_RETRY_HEADER = "x-should-retry"
+MAX_TIMEOUT_S = 24 * 3600.0
+"""The longest deadline a caller may ask for in ``x-sidecar-timeout-s`` (a day)."""
+MAX_HEADER_RETRIES = 100
+"""The largest ``x-sidecar-upstream-retries`` (the config's own bound for upstream_retries)."""
+
+
+def job_of(headers: Mapping[str, str]) -> Job:
+    """The Job the call's headers name (empty ids when absent)."""
+    return Job(job_id=headers.get(JOB_HEADER, ""), workflow_id=headers.get(WORKFLOW_HEADER, ""))
+
+
+def call_options(headers: Mapping[str, str], clock: Clock) -> CallOptions:
+    """The deadline (on the injected clock) and the retry budget override the headers ask for."""
+    deadline = None
+    raw = headers.get(TIMEOUT_HEADER)
+    if raw is not None:
+        try:
+            seconds = float(raw)
+        except ValueError:
+            seconds = math.nan
+        if not 0 < seconds <= MAX_TIMEOUT_S:
+            rule = f"must be seconds, more than 0 and at most {MAX_TIMEOUT_S:g}"
+            raise InvalidInput(f"header {TIMEOUT_HEADER}", raw, rule)
+        deadline = clock.time() + seconds
+    retries = None
+    raw = headers.get(RETRIES_HEADER)
+    if raw is not None:
+        if not raw.isdigit() or int(raw) > MAX_HEADER_RETRIES:
+            rule = f"must be a whole number from 0 to {MAX_HEADER_RETRIES}"
+            raise InvalidInput(f"header {RETRIES_HEADER}", raw, rule)
+        retries = int(raw)
+    return CallOptions(deadline=deadline, upstream_retries=retries)
+
+
+def mid_stream_of(headers: Mapping[str, str]) -> tuple[str, bool]:
+    """The core's mid-stream policy for the call, and whether restarts go out as extension events."""
+    raw = headers.get(MID_STREAM_HEADER)
+    if raw is None or raw == MidStream.FAIL:
+        return MidStream.FAIL, False
+    if raw == MidStream.RESTART:
+        return MidStream.RESTART, True
+    raise InvalidInput(f"header {MID_STREAM_HEADER}", raw, "must be fail or restart")

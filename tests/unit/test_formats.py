@@ -1,0 +1,171 @@
+"""Every registered wire format: its upstream and front halves are each other's inverse.
+
+For each format of ``providers.formats.registry.FORMATS``:
+
+    a request    ChatRequest -> Upstream.body -> Front.parse            is the request the call made
+    a reply      ChatReply   -> Front.render -> Upstream.parse          is the reply
+    a stream     deltas and a reply -> Front.writer -> SSE text -> Upstream.stream_decoder
+                                                                        gives the same deltas and reply
+    an error     Front.error_body at a status -> Upstream.classify      the failure the status means
+
+and the configuration, the fake provider and the HTTP doors know every format the registry lists.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from sidecar.config import ProviderConfig
+from sidecar.core.conversation import ToolCall
+from sidecar.core.kinds import FailureKind, FinishReason, RetrySignal
+from sidecar.core.retry import Retry
+from sidecar.core.stream import Delta, TextDelta, ToolCallDelta
+from sidecar.core.taxonomy import SidecarFailure
+from sidecar.fakes.provider import WIRES
+from sidecar.providers.errors import Target
+from sidecar.providers.formats.chat import ChatReply
+from sidecar.providers.formats.protocol import ReplyHead, Sse, Upstream, WireFormat
+from sidecar.providers.formats.registry import FORMATS
+from tests.unit.shapes import SHAPES, as_sent, chat
+
+NAMES = sorted(FORMATS)
+CALLS = [ToolCall("call_1", "weather", '{"city":"Paris"}'), ToolCall("call_2", "now", "{}")]
+REPLIES: dict[str, ChatReply] = {
+    "text": ChatReply("Sunny, 18 C.", finish=FinishReason.STOP, input_tokens=12, output_tokens=5),
+    "unicode": ChatReply("東京は晴れ。Ünïcode ✓", finish=FinishReason.STOP, input_tokens=3, output_tokens=9),
+    "tool calls": ChatReply("", CALLS, FinishReason.TOOL_CALLS, input_tokens=30, output_tokens=14),
+    "text and a tool call": ChatReply("Let me look.", CALLS[:1], FinishReason.TOOL_CALLS, input_tokens=8),
+    "cut off": ChatReply("The answer is", finish=FinishReason.LENGTH, input_tokens=4, output_tokens=3),
+}
+HEAD = ReplyHead("reply-1", "model-x", 1_700_000_000)
+TARGET = Target("prov", "acct", "m", "up-m", "http://provider/v1/x")
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def upstream(fmt: WireFormat) -> Upstream:
+    return fmt.upstream(ProviderConfig(wire_format=fmt.name, base_url="http://provider"))  # type: ignore[arg-type]
+
+
+def arguments(calls: list[ToolCall]) -> list[tuple[str, str, Any]]:
+    """Tool calls with their arguments as JSON values (a format may re-serialize them)."""
+    return [(c.id, c.name, json.loads(c.arguments_json)) for c in calls]
+
+
+def same_reply(got: ChatReply | None, want: ChatReply) -> None:
+    assert got is not None
+    assert (got.text, arguments(got.tool_calls), got.finish) == (want.text, arguments(want.tool_calls), want.finish)
+    assert (got.input_tokens, got.output_tokens) == (want.input_tokens, want.output_tokens)
+    assert (got.response_model, got.response_id, got.refusal) == (HEAD.model, HEAD.reply_id, None)
+
+
+def deltas_of(reply: ChatReply) -> list[Delta]:
+    """A reply as a provider streams it: words of text, then each call's start and argument fragments."""
+    words = reply.text.split(" ") if reply.text else []
+    out: list[Delta] = [TextDelta(w if i == 0 else " " + w) for i, w in enumerate(words)]
+    for i, c in enumerate(reply.tool_calls):
+        out.append(ToolCallDelta(i, c.id, c.name, ""))
+        out += [ToolCallDelta(i, "", "", c.arguments_json[j : j + 5]) for j in range(0, len(c.arguments_json), 5)]
+    return out
+
+
+def fed(events: list[Sse], fmt: WireFormat) -> tuple[list[Delta], ChatReply | None, bool]:
+    """The events as text on the wire, read back by the format's decoder."""
+    decoder = upstream(fmt).stream_decoder()
+    out: list[Delta] = []
+    for name, data in events:
+        out += decoder.feed(name, data if isinstance(data, str) else json.dumps(data))
+    return out, decoder.reply(), decoder.complete
+
+
+def joined(deltas: list[Delta]) -> tuple[str, dict[int, tuple[str, str, str]]]:
+    text = "".join(d.text for d in deltas if isinstance(d, TextDelta))
+    calls: dict[int, tuple[str, str, str]] = {}
+    for d in deltas:
+        if isinstance(d, ToolCallDelta):
+            cid, name, args = calls.get(d.index, ("", "", ""))
+            calls[d.index] = (cid or d.id, name or d.name, args + d.arguments_fragment)
+    return text, calls
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_a_request_sent_reads_back_as_the_request(name: str, shape: str) -> None:
+    fmt = FORMATS[name]
+    original = as_sent(SHAPES[shape])
+    ask = fmt.front.parse(upstream(fmt).body(chat(original)))
+    assert ask.request == original
+    assert not ask.stream
+    assert fmt.front.parse(upstream(fmt).body(chat(original), stream=True)).stream
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("case", list(REPLIES))
+def test_a_reply_rendered_reads_back_as_the_reply(name: str, case: str) -> None:
+    fmt = FORMATS[name]
+    reply = REPLIES[case]
+    same_reply(upstream(fmt).parse(fmt.front.render(reply, HEAD, {"attempts": 1})), reply)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("case", list(REPLIES))
+def test_a_stream_written_reads_back_as_the_same_deltas_and_reply(name: str, case: str) -> None:
+    fmt = FORMATS[name]
+    reply = REPLIES[case]
+    writer = fmt.front.writer(HEAD, include_usage=True)
+    events = writer.start(reply.input_tokens)
+    sent = deltas_of(reply)
+    for delta in sent:
+        events += writer.delta(delta)
+    events += writer.final(reply, {"attempts": 1})
+    got, streamed, complete = fed(events, fmt)
+    assert complete
+    assert joined(got) == joined(sent)
+    same_reply(streamed, reply)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_refusal_rendered_reads_back_as_a_refusal_with_its_words(name: str) -> None:
+    fmt = FORMATS[name]
+    refusal = ChatReply("", finish=FinishReason.CONTENT_FILTER, refusal="I can't help with that.")
+    got = upstream(fmt).parse(fmt.front.render(refusal, HEAD))
+    assert got.refusal == "I can't help with that."
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(
+    ("status", "means"),
+    [
+        (429, RetrySignal.RATE_LIMIT),
+        (529, RetrySignal.OVERLOAD),
+        (500, RetrySignal.TRANSIENT),
+        (503, RetrySignal.TRANSIENT),
+        (400, FailureKind.INVALID_INPUT),
+        (401, FailureKind.UNAUTHORIZED),
+        (404, FailureKind.MODEL_NOT_FOUND),
+    ],
+)
+def test_an_error_a_provider_of_the_format_sends_is_classified_by_its_upstream(
+    name: str, status: int, means: RetrySignal | FailureKind
+) -> None:
+    fmt = FORMATS[name]
+    body = fmt.front.error_body("something happened", fmt.front.error_type(status))
+    outcome = upstream(fmt).classify(status, {}, json.dumps(body), TARGET, (), NOW)
+    if isinstance(means, RetrySignal):
+        assert isinstance(outcome, Retry)
+        assert outcome.signal is means
+    else:
+        assert isinstance(outcome, SidecarFailure)
+        assert outcome.kind is means
+
+
+def test_the_configuration_the_fake_and_the_doors_know_every_format() -> None:
+    allowed = typing.get_args(ProviderConfig.model_fields["wire_format"].annotation)
+    assert sorted(allowed) == NAMES  # a new format: its name in ProviderConfig.wire_format too
+    assert sorted(WIRES) == NAMES  # ... and a fake wire (sidecar/fakes/provider.py)
+    paths = [FORMATS[n].front.path for n in NAMES]
+    assert len(set(paths)) == len(paths)  # one route each at the HTTP port
