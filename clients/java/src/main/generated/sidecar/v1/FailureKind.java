@@ -7,10 +7,11 @@ package sidecar.v1;
 
 /**
  * <pre>
- * FailureKind is the one taxonomy. Correctable kinds (the caller's input was
- * wrong; a corrected call may succeed): INVALID_INPUT, RESOURCE_NOT_FOUND,
- * GUARDRAIL, JSON_PARSE, RESPONSE_VALIDATION. Every other kind is
- * uncorrectable (only another approach can help).
+ * FailureKind is the one taxonomy. A kind marked `(sidecar.v1.correctable)`
+ * means the caller's input was wrong and a corrected call may succeed; every
+ * other kind is uncorrectable (only another approach can help). A Failure's
+ * `explanation` is its message, a newline, and the enum's
+ * `(sidecar.v1.correctable_line)` or `(sidecar.v1.uncorrectable_line)`.
  * </pre>
  *
  * Protobuf enum {@code sidecar.v1.FailureKind}
@@ -28,42 +29,42 @@ public enum FailureKind
   FAILURE_KIND_UNSPECIFIED(0),
   /**
    * <pre>
-   * A parameter broke a rule (correctable).
+   * A parameter broke a rule.
    * </pre>
    *
-   * <code>FAILURE_KIND_INVALID_INPUT = 1;</code>
+   * <code>FAILURE_KIND_INVALID_INPUT = 1 [(.sidecar.v1.correctable) = true];</code>
    */
   FAILURE_KIND_INVALID_INPUT(1),
   /**
    * <pre>
-   * A well-formed identifier names nothing (correctable).
+   * A well-formed identifier names nothing.
    * </pre>
    *
-   * <code>FAILURE_KIND_RESOURCE_NOT_FOUND = 2;</code>
+   * <code>FAILURE_KIND_RESOURCE_NOT_FOUND = 2 [(.sidecar.v1.correctable) = true];</code>
    */
   FAILURE_KIND_RESOURCE_NOT_FOUND(2),
   /**
    * <pre>
-   * A guardrail refused the call (correctable).
+   * A guardrail refused the call.
    * </pre>
    *
-   * <code>FAILURE_KIND_GUARDRAIL = 3;</code>
+   * <code>FAILURE_KIND_GUARDRAIL = 3 [(.sidecar.v1.correctable) = true];</code>
    */
   FAILURE_KIND_GUARDRAIL(3),
   /**
    * <pre>
-   * The model's reply was not the JSON object asked for (correctable).
+   * The model's reply was not the JSON object asked for.
    * </pre>
    *
-   * <code>FAILURE_KIND_JSON_PARSE = 4;</code>
+   * <code>FAILURE_KIND_JSON_PARSE = 4 [(.sidecar.v1.correctable) = true];</code>
    */
   FAILURE_KIND_JSON_PARSE(4),
   /**
    * <pre>
-   * The model's reply left required fields empty (correctable).
+   * The model's reply left required fields empty.
    * </pre>
    *
-   * <code>FAILURE_KIND_RESPONSE_VALIDATION = 5;</code>
+   * <code>FAILURE_KIND_RESPONSE_VALIDATION = 5 [(.sidecar.v1.correctable) = true];</code>
    */
   FAILURE_KIND_RESPONSE_VALIDATION(5),
   /**
@@ -226,42 +227,42 @@ public enum FailureKind
   public static final int FAILURE_KIND_UNSPECIFIED_VALUE = 0;
   /**
    * <pre>
-   * A parameter broke a rule (correctable).
+   * A parameter broke a rule.
    * </pre>
    *
-   * <code>FAILURE_KIND_INVALID_INPUT = 1;</code>
+   * <code>FAILURE_KIND_INVALID_INPUT = 1 [(.sidecar.v1.correctable) = true];</code>
    */
   public static final int FAILURE_KIND_INVALID_INPUT_VALUE = 1;
   /**
    * <pre>
-   * A well-formed identifier names nothing (correctable).
+   * A well-formed identifier names nothing.
    * </pre>
    *
-   * <code>FAILURE_KIND_RESOURCE_NOT_FOUND = 2;</code>
+   * <code>FAILURE_KIND_RESOURCE_NOT_FOUND = 2 [(.sidecar.v1.correctable) = true];</code>
    */
   public static final int FAILURE_KIND_RESOURCE_NOT_FOUND_VALUE = 2;
   /**
    * <pre>
-   * A guardrail refused the call (correctable).
+   * A guardrail refused the call.
    * </pre>
    *
-   * <code>FAILURE_KIND_GUARDRAIL = 3;</code>
+   * <code>FAILURE_KIND_GUARDRAIL = 3 [(.sidecar.v1.correctable) = true];</code>
    */
   public static final int FAILURE_KIND_GUARDRAIL_VALUE = 3;
   /**
    * <pre>
-   * The model's reply was not the JSON object asked for (correctable).
+   * The model's reply was not the JSON object asked for.
    * </pre>
    *
-   * <code>FAILURE_KIND_JSON_PARSE = 4;</code>
+   * <code>FAILURE_KIND_JSON_PARSE = 4 [(.sidecar.v1.correctable) = true];</code>
    */
   public static final int FAILURE_KIND_JSON_PARSE_VALUE = 4;
   /**
    * <pre>
-   * The model's reply left required fields empty (correctable).
+   * The model's reply left required fields empty.
    * </pre>
    *
-   * <code>FAILURE_KIND_RESPONSE_VALIDATION = 5;</code>
+   * <code>FAILURE_KIND_RESPONSE_VALIDATION = 5 [(.sidecar.v1.correctable) = true];</code>
    */
   public static final int FAILURE_KIND_RESPONSE_VALIDATION_VALUE = 5;
   /**

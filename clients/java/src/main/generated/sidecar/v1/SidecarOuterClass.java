@@ -19,6 +19,9 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
   }
   public static void registerAllExtensions(
       com.google.protobuf.ExtensionRegistryLite registry) {
+    registry.add(sidecar.v1.SidecarOuterClass.correctable);
+    registry.add(sidecar.v1.SidecarOuterClass.correctableLine);
+    registry.add(sidecar.v1.SidecarOuterClass.uncorrectableLine);
   }
 
   public static void registerAllExtensions(
@@ -26,6 +29,52 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
     registerAllExtensions(
         (com.google.protobuf.ExtensionRegistryLite) registry);
   }
+  public static final int CORRECTABLE_FIELD_NUMBER = 50001;
+  /**
+   * <pre>
+   * Set on the kinds where the caller's input was wrong: a corrected call
+   * may succeed. A kind without it is uncorrectable.
+   * </pre>
+   *
+   * <code>extend .google.protobuf.EnumValueOptions { ... }</code>
+   */
+  public static final
+    com.google.protobuf.GeneratedMessage.GeneratedExtension<
+      com.google.protobuf.DescriptorProtos.EnumValueOptions,
+      java.lang.Boolean> correctable = com.google.protobuf.GeneratedMessage
+          .newFileScopedGeneratedExtension(
+        java.lang.Boolean.class,
+        null);
+  public static final int CORRECTABLE_LINE_FIELD_NUMBER = 50001;
+  /**
+   * <pre>
+   * The line the model reads after a correctable failure's message.
+   * </pre>
+   *
+   * <code>extend .google.protobuf.EnumOptions { ... }</code>
+   */
+  public static final
+    com.google.protobuf.GeneratedMessage.GeneratedExtension<
+      com.google.protobuf.DescriptorProtos.EnumOptions,
+      java.lang.String> correctableLine = com.google.protobuf.GeneratedMessage
+          .newFileScopedGeneratedExtension(
+        java.lang.String.class,
+        null);
+  public static final int UNCORRECTABLE_LINE_FIELD_NUMBER = 50002;
+  /**
+   * <pre>
+   * The line the model reads after an uncorrectable failure's message.
+   * </pre>
+   *
+   * <code>extend .google.protobuf.EnumOptions { ... }</code>
+   */
+  public static final
+    com.google.protobuf.GeneratedMessage.GeneratedExtension<
+      com.google.protobuf.DescriptorProtos.EnumOptions,
+      java.lang.String> uncorrectableLine = com.google.protobuf.GeneratedMessage
+          .newFileScopedGeneratedExtension(
+        java.lang.String.class,
+        null);
   static final com.google.protobuf.Descriptors.Descriptor
     internal_static_sidecar_v1_Job_descriptor;
   static final 
@@ -260,275 +309,287 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
       descriptor;
   static {
     java.lang.String[] descriptorData = {
-      "\n\030sidecar/v1/sidecar.proto\022\nsidecar.v1\032\036" +
-      "google/protobuf/duration.proto\032\034google/p" +
-      "rotobuf/struct.proto\032\037google/protobuf/ti" +
-      "mestamp.proto\"\202\002\n\003Job\022\025\n\006job_id\030\001 \001(\tR\005j" +
-      "obId\022\037\n\013workflow_id\030\002 \001(\tR\nworkflowId\022.\n" +
-      "\020upstream_retries\030\003 \001(\rH\000R\017upstreamRetri" +
-      "es\210\001\001\022?\n\nattributes\030\004 \003(\0132\037.sidecar.v1.J" +
-      "ob.AttributesEntryR\nattributes\032=\n\017Attrib" +
-      "utesEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001" +
-      "(\tR\005value:\0028\001B\023\n\021_upstream_retries\"\270\001\n\nH" +
-      "ttpDetail\022\037\n\013status_code\030\001 \001(\005R\nstatusCo" +
-      "de\022\030\n\007service\030\002 \001(\tR\007service\022\032\n\010endpoint" +
-      "\030\003 \001(\tR\010endpoint\022\022\n\004body\030\004 \001(\tR\004body\022+\n\017" +
-      "retry_after_raw\030\005 \001(\tH\000R\rretryAfterRaw\210\001" +
-      "\001B\022\n\020_retry_after_raw\"\343\010\n\007Failure\022+\n\004kin" +
-      "d\030\001 \001(\0162\027.sidecar.v1.FailureKindR\004kind\022 " +
-      "\n\013correctable\030\002 \001(\010R\013correctable\022\030\n\007mess" +
-      "age\030\003 \001(\tR\007message\022 \n\013explanation\030\004 \001(\tR" +
-      "\013explanation\022*\n\004http\030\005 \001(\0132\026.sidecar.v1." +
-      "HttpDetailR\004http\022:\n\013retry_after\030\006 \001(\0132\031." +
-      "google.protobuf.DurationR\nretryAfter\022\032\n\010" +
-      "attempts\030\007 \001(\rR\010attempts\022E\n\rinvalid_inpu" +
-      "t\030\n \001(\0132\036.sidecar.v1.InvalidInputDetailH" +
-      "\000R\014invalidInput\0228\n\010resource\030\013 \001(\0132\032.side" +
-      "car.v1.ResourceDetailH\000R\010resource\0228\n\010pro" +
-      "vider\030\014 \001(\0132\032.sidecar.v1.ProviderDetailH" +
-      "\000R\010provider\022?\n\013token_limit\030\r \001(\0132\034.sidec" +
-      "ar.v1.TokenLimitDetailH\000R\ntokenLimit\0225\n\007" +
-      "refusal\030\016 \001(\0132\031.sidecar.v1.RefusalDetail" +
-      "H\000R\007refusal\0225\n\007circuit\030\017 \001(\0132\031.sidecar.v" +
-      "1.CircuitDetailH\000R\007circuit\0225\n\007service\030\020 " +
-      "\001(\0132\031.sidecar.v1.ServiceDetailH\000R\007servic" +
-      "e\022/\n\005retry\030\021 \001(\0132\027.sidecar.v1.RetryDetai" +
-      "lH\000R\005retry\022/\n\005spend\030\022 \001(\0132\027.sidecar.v1.S" +
-      "pendDetailH\000R\005spend\022/\n\005reply\030\023 \001(\0132\027.sid" +
-      "ecar.v1.ReplyDetailH\000R\005reply\0222\n\006system\030\024" +
-      " \001(\0132\030.sidecar.v1.SystemDetailH\000R\006system" +
-      "\022>\n\ntruncation\030\025 \001(\0132\034.sidecar.v1.Trunca" +
-      "tionDetailH\000R\ntruncation\022>\n\npermission\030\026" +
-      " \001(\0132\034.sidecar.v1.PermissionDetailH\000R\npe" +
-      "rmission\0222\n\006stream\030\027 \001(\0132\030.sidecar.v1.St" +
-      "reamDetailH\000R\006stream\022#\n\004hops\030\010 \003(\0132\017.sid" +
-      "ecar.v1.HopR\004hopsB\010\n\006detail\"\240\001\n\003Hop\022\036\n\nd" +
-      "eployment\030\001 \001(\tR\ndeployment\022+\n\004kind\030\002 \001(" +
-      "\0162\027.sidecar.v1.FailureKindR\004kind\022\032\n\010atte" +
-      "mpts\030\003 \001(\rR\010attempts\022\026\n\006reason\030\004 \001(\tR\006re" +
-      "ason\022\030\n\007skipped\030\005 \001(\010R\007skipped\"j\n\014Stream" +
-      "Detail\022!\n\014partial_text\030\001 \001(\tR\013partialTex" +
-      "t\022\026\n\006reason\030\002 \001(\tR\006reason\022\037\n\013deltas_sent" +
-      "\030\003 \001(\rR\ndeltasSent\"\\\n\022InvalidInputDetail" +
-      "\022\034\n\tparameter\030\001 \001(\tR\tparameter\022\024\n\005value\030" +
-      "\002 \001(\tR\005value\022\022\n\004rule\030\003 \001(\tR\004rule\"s\n\016Reso" +
-      "urceDetail\022#\n\rresource_type\030\001 \001(\tR\014resou" +
-      "rceType\022\036\n\nidentifier\030\002 \001(\tR\nidentifier\022" +
-      "\034\n\tavailable\030\003 \003(\tR\tavailable\"\207\001\n\016Provid" +
-      "erDetail\022\032\n\010provider\030\001 \001(\tR\010provider\022\030\n\007" +
-      "account\030\002 \001(\tR\007account\022\024\n\005model\030\003 \001(\tR\005m" +
-      "odel\022)\n\020provider_message\030\004 \001(\tR\017provider" +
-      "Message\"\214\001\n\020TokenLimitDetail\022\032\n\010estimate" +
-      "\030\001 \001(\003R\010estimate\022\024\n\005limit\030\002 \001(\003R\005limit\022\032" +
-      "\n\010overflow\030\003 \001(\003R\010overflow\022\024\n\005ratio\030\004 \001(" +
-      "\001R\005ratio\022\024\n\005model\030\005 \001(\tR\005model\"c\n\rRefusa" +
-      "lDetail\022\024\n\005model\030\001 \001(\tR\005model\022\032\n\010categor" +
-      "y\030\002 \001(\tR\010category\022 \n\013explanation\030\003 \001(\tR\013" +
-      "explanation\"\243\001\n\017TriggerResponse\022\037\n\013statu" +
-      "s_code\030\001 \001(\005R\nstatusCode\022\026\n\006status\030\002 \001(\t" +
-      "R\006status\022\026\n\006detail\030\003 \001(\tR\006detail\022+\n\017retr" +
-      "y_after_raw\030\004 \001(\tH\000R\rretryAfterRaw\210\001\001B\022\n" +
-      "\020_retry_after_raw\"\374\001\n\rCircuitDetail\022\030\n\007s" +
-      "ervice\030\001 \001(\tR\007service\022.\n\005state\030\002 \001(\0162\030.s" +
-      "idecar.v1.CircuitStateR\005state\0220\n\005since\030\003" +
-      " \001(\0132\032.google.protobuf.TimestampR\005since\022" +
-      "5\n\010cooldown\030\004 \001(\0132\031.google.protobuf.Dura" +
-      "tionR\010cooldown\0228\n\topened_by\030\005 \001(\0132\033.side" +
-      "car.v1.TriggerResponseR\010openedBy\"\217\001\n\rSer" +
-      "viceDetail\022\030\n\007service\030\001 \001(\tR\007service\022\032\n\010" +
-      "endpoint\030\002 \001(\tR\010endpoint\022\026\n\006detail\030\003 \001(\t" +
-      "R\006detail\0220\n\005fault\030\004 \001(\0162\032.sidecar.v1.Tra" +
-      "nsportFaultR\005fault\"\257\001\n\013RetryDetail\022\026\n\006bu" +
-      "dget\030\001 \001(\rR\006budget\0228\n\013last_signal\030\002 \001(\0162" +
-      "\027.sidecar.v1.RetrySignalR\nlastSignal\022\026\n\006" +
-      "target\030\003 \001(\tR\006target\0226\n\tnext_wait\030\004 \001(\0132" +
-      "\031.google.protobuf.DurationR\010nextWait\"d\n\013" +
-      "SpendDetail\022\037\n\013workflow_id\030\001 \001(\tR\nworkfl" +
-      "owId\022\033\n\tspent_usd\030\002 \001(\001R\010spentUsd\022\027\n\007cap" +
-      "_usd\030\003 \001(\001R\006capUsd\">\n\014FieldProblem\022\024\n\005fi" +
-      "eld\030\001 \001(\tR\005field\022\030\n\007problem\030\002 \001(\tR\007probl" +
-      "em\"\241\001\n\013ReplyDetail\022#\n\rparser_reason\030\001 \001(" +
-      "\tR\014parserReason\022%\n\016expected_shape\030\002 \001(\tR" +
-      "\rexpectedShape\0220\n\006fields\030\003 \003(\0132\030.sidecar" +
-      ".v1.FieldProblemR\006fields\022\024\n\005model\030\004 \001(\tR" +
-      "\005model\",\n\014SystemDetail\022\034\n\tcomponent\030\001 \001(" +
-      "\tR\tcomponent\"\213\001\n\020TruncationDetail\022\024\n\005mod" +
-      "el\030\001 \001(\tR\005model\022*\n\021max_output_tokens\030\002 \001" +
-      "(\rR\017maxOutputTokens\0225\n\027model_max_output_" +
-      "tokens\030\003 \001(\rR\024modelMaxOutputTokens\".\n\020Pe" +
-      "rmissionDetail\022\032\n\010resource\030\001 \001(\tR\010resour" +
-      "ce\"\213\001\n\022ExecuteToolRequest\022\022\n\004tool\030\001 \001(\tR" +
-      "\004tool\022%\n\016arguments_json\030\002 \001(\tR\rarguments" +
-      "Json\022\027\n\007call_id\030\003 \001(\tR\006callId\022!\n\003job\030\004 \001" +
-      "(\0132\017.sidecar.v1.JobR\003job\"\200\001\n\nToolResult\022" +
-      "\030\n\007content\030\001 \001(\tR\007content\022!\n\014content_typ" +
-      "e\030\002 \001(\tR\013contentType\022\037\n\013status_code\030\003 \001(" +
-      "\005R\nstatusCode\022\024\n\005empty\030\004 \001(\010R\005empty\"\327\001\n\023" +
-      "ExecuteToolResponse\0220\n\006result\030\001 \001(\0132\026.si" +
-      "decar.v1.ToolResultH\000R\006result\022/\n\007failure" +
-      "\030\002 \001(\0132\023.sidecar.v1.FailureH\000R\007failure\022\035" +
-      "\n\nmodel_text\030\003 \001(\tR\tmodelText\022\032\n\010attempt" +
-      "s\030\004 \001(\rR\010attempts\022\027\n\007call_id\030\005 \001(\tR\006call" +
-      "IdB\t\n\007outcome\"U\n\010ToolCall\022\016\n\002id\030\001 \001(\tR\002i" +
-      "d\022\022\n\004name\030\002 \001(\tR\004name\022%\n\016arguments_json\030" +
-      "\003 \001(\tR\rargumentsJson\"r\n\016ToolCallResult\022\027" +
-      "\n\007call_id\030\001 \001(\tR\006callId\022\030\n\007content\030\002 \001(\t" +
-      "R\007content\022\031\n\010is_error\030\003 \001(\010R\007isError\022\022\n\004" +
-      "name\030\004 \001(\tR\004name\"\267\001\n\007Message\022$\n\004role\030\001 \001" +
-      "(\0162\020.sidecar.v1.RoleR\004role\022\022\n\004text\030\002 \001(\t" +
-      "R\004text\0223\n\ntool_calls\030\003 \003(\0132\024.sidecar.v1." +
-      "ToolCallR\ttoolCalls\022=\n\014tool_results\030\004 \003(" +
-      "\0132\032.sidecar.v1.ToolCallResultR\013toolResul" +
-      "ts\"o\n\016ToolDefinition\022\022\n\004name\030\001 \001(\tR\004name" +
-      "\022 \n\013description\030\002 \001(\tR\013description\022\'\n\017pa" +
-      "rameters_json\030\003 \001(\tR\016parametersJson\"\262\003\n\020" +
-      "CallModelRequest\022\024\n\005model\030\001 \001(\tR\005model\022\026" +
-      "\n\006system\030\002 \001(\tR\006system\022/\n\010messages\030\003 \003(\013" +
-      "2\023.sidecar.v1.MessageR\010messages\0220\n\005tools" +
-      "\030\004 \003(\0132\032.sidecar.v1.ToolDefinitionR\005tool" +
-      "s\0220\n\024response_schema_json\030\005 \001(\tR\022respons" +
-      "eSchemaJson\022/\n\021max_output_tokens\030\006 \001(\rH\000" +
-      "R\017maxOutputTokens\210\001\001\022%\n\013temperature\030\007 \001(" +
-      "\001H\001R\013temperature\210\001\001\022!\n\003job\030\010 \001(\0132\017.sidec" +
-      "ar.v1.JobR\003job\022:\n\nmid_stream\030\t \001(\0162\033.sid" +
-      "ecar.v1.MidStreamPolicyR\tmidStreamB\024\n\022_m" +
-      "ax_output_tokensB\016\n\014_temperature\"O\n\005Usag" +
-      "e\022!\n\014input_tokens\030\001 \001(\004R\013inputTokens\022#\n\r" +
-      "output_tokens\030\002 \001(\004R\014outputTokens\"\267\004\n\021Ca" +
-      "llModelResponse\022-\n\007message\030\001 \001(\0132\023.sidec" +
-      "ar.v1.MessageR\007message\022=\n\rfinish_reason\030" +
-      "\002 \001(\0162\030.sidecar.v1.FinishReasonR\014finishR" +
-      "eason\022\'\n\005usage\030\003 \001(\0132\021.sidecar.v1.UsageR" +
-      "\005usage\022+\n\004json\030\004 \001(\0132\027.google.protobuf.S" +
-      "tructR\004json\022\032\n\010attempts\030\005 \001(\rR\010attempts\022" +
-      " \n\013corrections\030\006 \001(\rR\013corrections\0220\n\024out" +
-      "put_budget_raised\030\007 \001(\010R\022outputBudgetRai" +
-      "sed\022\032\n\010warnings\030\010 \003(\tR\010warnings\022\032\n\010provi" +
-      "der\030\t \001(\tR\010provider\022%\n\016response_model\030\n " +
-      "\001(\tR\rresponseModel\0222\n\013total_usage\030\013 \001(\0132" +
-      "\021.sidecar.v1.UsageR\ntotalUsage\022\031\n\010cost_u" +
-      "sd\030\014 \001(\001R\007costUsd\022\033\n\tserved_by\030\r \001(\tR\010se" +
-      "rvedBy\022#\n\004hops\030\016 \003(\0132\017.sidecar.v1.HopR\004h" +
-      "ops\"\360\001\n\020StreamModelEvent\022+\n\004text\030\001 \001(\0132\025" +
-      ".sidecar.v1.TextDeltaH\000R\004text\0228\n\ttool_ca" +
-      "ll\030\002 \001(\0132\031.sidecar.v1.ToolCallDeltaH\000R\010t" +
-      "oolCall\0225\n\007restart\030\003 \001(\0132\031.sidecar.v1.St" +
-      "reamRestartH\000R\007restart\0225\n\005final\030\004 \001(\0132\035." +
-      "sidecar.v1.CallModelResponseH\000R\005finalB\007\n" +
-      "\005event\"\037\n\tTextDelta\022\022\n\004text\030\001 \001(\tR\004text\"" +
-      "x\n\rToolCallDelta\022\024\n\005index\030\001 \001(\rR\005index\022\016" +
-      "\n\002id\030\002 \001(\tR\002id\022\022\n\004name\030\003 \001(\tR\004name\022-\n\022ar" +
-      "guments_fragment\030\004 \001(\tR\021argumentsFragmen" +
-      "t\"q\n\rStreamRestart\022.\n\005cause\030\001 \001(\0162\030.side" +
-      "car.v1.RestartCauseR\005cause\022\026\n\006reason\030\002 \001" +
-      "(\tR\006reason\022\030\n\007attempt\030\003 \001(\rR\007attempt\"\310\001\n" +
-      "\020ObservedResponse\022\037\n\013status_code\030\001 \001(\005R\n" +
-      "statusCode\022C\n\007headers\030\002 \003(\0132).sidecar.v1" +
-      ".ObservedResponse.HeadersEntryR\007headers\022" +
-      "\022\n\004body\030\003 \001(\tR\004body\032:\n\014HeadersEntry\022\020\n\003k" +
-      "ey\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"" +
-      "\253\003\n\026ClassifyFailureRequest\022\030\n\007service\030\001 " +
-      "\001(\tR\007service\022\032\n\010endpoint\030\002 \001(\tR\010endpoint" +
-      "\0221\n\ttool_kind\030\003 \001(\0162\024.sidecar.v1.ToolKin" +
-      "dR\010toolKind\022\034\n\tparameter\030\004 \001(\tR\tparamete" +
-      "r\022\024\n\005value\030\005 \001(\tR\005value\022:\n\010response\030\006 \001(" +
-      "\0132\034.sidecar.v1.ObservedResponseH\000R\010respo" +
-      "nse\0222\n\005fault\030\007 \001(\0162\032.sidecar.v1.Transpor" +
-      "tFaultH\000R\005fault\022!\n\003job\030\010 \001(\0132\017.sidecar.v" +
-      "1.JobR\003job\022\032\n\010attempts\030\t \001(\rR\010attempts\022#" +
-      "\n\rresource_type\030\n \001(\tR\014resourceType\022\024\n\005p" +
-      "robe\030\013 \001(\010R\005probeB\n\n\010observed\"\022\n\020ListToo" +
-      "lsRequest\"\362\001\n\010ToolInfo\022:\n\ndefinition\030\001 \001" +
-      "(\0132\032.sidecar.v1.ToolDefinitionR\ndefiniti" +
-      "on\022(\n\004kind\030\002 \001(\0162\024.sidecar.v1.ToolKindR\004" +
-      "kind\022\030\n\007service\030\003 \001(\tR\007service\022\036\n\nidempo" +
-      "tent\030\004 \001(\010R\nidempotent\022\037\n\013openai_json\030\005 " +
-      "\001(\tR\nopenaiJson\022%\n\016anthropic_json\030\006 \001(\tR" +
-      "\ranthropicJson\"?\n\021ListToolsResponse\022*\n\005t" +
-      "ools\030\001 \003(\0132\024.sidecar.v1.ToolInfoR\005tools\"" +
-      "\023\n\021ListModelsRequest\"\374\003\n\tModelInfo\022\016\n\002id" +
-      "\030\001 \001(\tR\002id\022\032\n\010provider\030\002 \001(\tR\010provider\022\037" +
-      "\n\013wire_format\030\003 \001(\tR\nwireFormat\022%\n\016upstr" +
-      "eam_model\030\004 \001(\tR\rupstreamModel\022%\n\016contex" +
-      "t_window\030\005 \001(\rR\rcontextWindow\022*\n\021max_out" +
-      "put_tokens\030\006 \001(\rR\017maxOutputTokens\022/\n\024inp" +
-      "ut_price_per_mtok\030\007 \001(\001R\021inputPricePerMt" +
-      "ok\0221\n\025output_price_per_mtok\030\010 \001(\001R\022outpu" +
-      "tPricePerMtok\022.\n\023requests_per_minute\030\t \001" +
-      "(\rR\021requestsPerMinute\022*\n\021tokens_per_minu" +
-      "te\030\n \001(\rR\017tokensPerMinute\022)\n\020upstream_re" +
-      "tries\030\013 \001(\rR\017upstreamRetries\022=\n\013deployme" +
-      "nts\030\014 \003(\0132\033.sidecar.v1.RouteDeploymentR\013" +
-      "deployments\"M\n\017RouteDeployment\022\016\n\002id\030\001 \001" +
-      "(\tR\002id\022\022\n\004role\030\002 \001(\tR\004role\022\026\n\006weight\030\003 \001" +
-      "(\001R\006weight\"C\n\022ListModelsResponse\022-\n\006mode" +
-      "ls\030\001 \003(\0132\025.sidecar.v1.ModelInfoR\006models*" +
-      "\242\006\n\013FailureKind\022\034\n\030FAILURE_KIND_UNSPECIF" +
-      "IED\020\000\022\036\n\032FAILURE_KIND_INVALID_INPUT\020\001\022#\n" +
-      "\037FAILURE_KIND_RESOURCE_NOT_FOUND\020\002\022\032\n\026FA" +
-      "ILURE_KIND_GUARDRAIL\020\003\022\033\n\027FAILURE_KIND_J" +
-      "SON_PARSE\020\004\022$\n FAILURE_KIND_RESPONSE_VAL" +
-      "IDATION\020\005\022!\n\035FAILURE_KIND_EXTERNAL_SERVI" +
-      "CE\020\006\022\"\n\036FAILURE_KIND_UPSTREAM_THROTTLE\020\007" +
-      "\022\035\n\031FAILURE_KIND_UNAUTHORIZED\020\010\022\"\n\036FAILU" +
-      "RE_KIND_PERMISSION_DENIED\020\t\022\027\n\023FAILURE_K" +
-      "IND_SYSTEM\020\n\022\035\n\031FAILURE_KIND_CIRCUIT_OPE" +
-      "N\020\013\022+\n\'FAILURE_KIND_UPSTREAM_RETRIES_EXH" +
-      "AUSTED\020\014\022 \n\034FAILURE_KIND_QUOTA_EXHAUSTED" +
-      "\020\r\022#\n\037FAILURE_KIND_SPEND_CAP_EXCEEDED\020\016\022" +
-      " \n\034FAILURE_KIND_MODEL_NOT_FOUND\020\017\022!\n\035FAI" +
-      "LURE_KIND_PROVIDER_REFUSAL\020\020\022-\n)FAILURE_" +
-      "KIND_TOKEN_ESTIMATE_EXCEEDS_LIMIT\020\021\022!\n\035F" +
-      "AILURE_KIND_CONTEXT_OVERFLOW\020\022\022!\n\035FAILUR" +
-      "E_KIND_OUTPUT_TRUNCATED\020\023\022\034\n\030FAILURE_KIN" +
-      "D_JOB_TIMEOUT\020\024\022\036\n\032FAILURE_KIND_JOB_CANC" +
-      "ELLED\020\025\022#\n\037FAILURE_KIND_STREAM_INTERRUPT" +
-      "ED\020\026*|\n\014CircuitState\022\035\n\031CIRCUIT_STATE_UN" +
-      "SPECIFIED\020\000\022\030\n\024CIRCUIT_STATE_CLOSED\020\001\022\026\n" +
-      "\022CIRCUIT_STATE_OPEN\020\002\022\033\n\027CIRCUIT_STATE_H" +
-      "ALF_OPEN\020\003*\177\n\013RetrySignal\022\034\n\030RETRY_SIGNA" +
-      "L_UNSPECIFIED\020\000\022\033\n\027RETRY_SIGNAL_RATE_LIM" +
-      "IT\020\001\022\031\n\025RETRY_SIGNAL_OVERLOAD\020\002\022\032\n\026RETRY" +
-      "_SIGNAL_TRANSIENT\020\003*N\n\004Role\022\024\n\020ROLE_UNSP" +
-      "ECIFIED\020\000\022\r\n\tROLE_USER\020\001\022\022\n\016ROLE_ASSISTA" +
-      "NT\020\002\022\r\n\tROLE_TOOL\020\003*o\n\017MidStreamPolicy\022!" +
-      "\n\035MID_STREAM_POLICY_UNSPECIFIED\020\000\022\035\n\031MID" +
-      "_STREAM_POLICY_RESTART\020\001\022\032\n\026MID_STREAM_P" +
-      "OLICY_FAIL\020\002*\237\001\n\014FinishReason\022\035\n\031FINISH_" +
-      "REASON_UNSPECIFIED\020\000\022\026\n\022FINISH_REASON_ST" +
-      "OP\020\001\022\030\n\024FINISH_REASON_LENGTH\020\002\022\034\n\030FINISH" +
-      "_REASON_TOOL_CALLS\020\003\022 \n\034FINISH_REASON_CO" +
-      "NTENT_FILTER\020\004*\246\001\n\014RestartCause\022\035\n\031RESTA" +
-      "RT_CAUSE_UNSPECIFIED\020\000\022 \n\034RESTART_CAUSE_" +
-      "UPSTREAM_FAULT\020\001\022\033\n\027RESTART_CAUSE_TRUNCA" +
-      "TED\020\002\022\034\n\030RESTART_CAUSE_CORRECTION\020\003\022\032\n\026R" +
-      "ESTART_CAUSE_FAILOVER\020\004*P\n\010ToolKind\022\031\n\025T" +
-      "OOL_KIND_UNSPECIFIED\020\000\022\024\n\020TOOL_KIND_SEAR" +
-      "CH\020\001\022\023\n\017TOOL_KIND_FETCH\020\002*\237\001\n\016TransportF" +
-      "ault\022\037\n\033TRANSPORT_FAULT_UNSPECIFIED\020\000\022\033\n" +
-      "\027TRANSPORT_FAULT_REFUSED\020\001\022\033\n\027TRANSPORT_" +
-      "FAULT_TIMEOUT\020\002\022\031\n\025TRANSPORT_FAULT_RESET" +
-      "\020\003\022\027\n\023TRANSPORT_FAULT_DNS\020\0042\323\003\n\007Sidecar\022" +
-      "N\n\013ExecuteTool\022\036.sidecar.v1.ExecuteToolR" +
-      "equest\032\037.sidecar.v1.ExecuteToolResponse\022" +
-      "H\n\tCallModel\022\034.sidecar.v1.CallModelReque" +
-      "st\032\035.sidecar.v1.CallModelResponse\022J\n\017Cla" +
-      "ssifyFailure\022\".sidecar.v1.ClassifyFailur" +
-      "eRequest\032\023.sidecar.v1.Failure\022H\n\tListToo" +
-      "ls\022\034.sidecar.v1.ListToolsRequest\032\035.sidec" +
-      "ar.v1.ListToolsResponse\022K\n\nListModels\022\035." +
-      "sidecar.v1.ListModelsRequest\032\036.sidecar.v" +
-      "1.ListModelsResponse\022K\n\013StreamModel\022\034.si" +
-      "decar.v1.CallModelRequest\032\034.sidecar.v1.S" +
-      "treamModelEvent0\001B\215\001P\001ZBgithub.com/sidec" +
-      "ar-dev/sidecar/clients/go/gen/sidecar/v1" +
-      ";sidecarv1\242\002\003SXX\252\002\nSidecar.V1\312\002\nSidecar\\" +
-      "V1\342\002\026Sidecar\\V1\\GPBMetadata\352\002\013Sidecar::V" +
-      "1b\006proto3"
+      "\n\030sidecar/v1/sidecar.proto\022\nsidecar.v1\032 " +
+      "google/protobuf/descriptor.proto\032\036google" +
+      "/protobuf/duration.proto\032\034google/protobu" +
+      "f/struct.proto\032\037google/protobuf/timestam" +
+      "p.proto\"\202\002\n\003Job\022\025\n\006job_id\030\001 \001(\tR\005jobId\022\037" +
+      "\n\013workflow_id\030\002 \001(\tR\nworkflowId\022.\n\020upstr" +
+      "eam_retries\030\003 \001(\rH\000R\017upstreamRetries\210\001\001\022" +
+      "?\n\nattributes\030\004 \003(\0132\037.sidecar.v1.Job.Att" +
+      "ributesEntryR\nattributes\032=\n\017AttributesEn" +
+      "try\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(\tR\005va" +
+      "lue:\0028\001B\023\n\021_upstream_retries\"\270\001\n\nHttpDet" +
+      "ail\022\037\n\013status_code\030\001 \001(\005R\nstatusCode\022\030\n\007" +
+      "service\030\002 \001(\tR\007service\022\032\n\010endpoint\030\003 \001(\t" +
+      "R\010endpoint\022\022\n\004body\030\004 \001(\tR\004body\022+\n\017retry_" +
+      "after_raw\030\005 \001(\tH\000R\rretryAfterRaw\210\001\001B\022\n\020_" +
+      "retry_after_raw\"\343\010\n\007Failure\022+\n\004kind\030\001 \001(" +
+      "\0162\027.sidecar.v1.FailureKindR\004kind\022 \n\013corr" +
+      "ectable\030\002 \001(\010R\013correctable\022\030\n\007message\030\003 " +
+      "\001(\tR\007message\022 \n\013explanation\030\004 \001(\tR\013expla" +
+      "nation\022*\n\004http\030\005 \001(\0132\026.sidecar.v1.HttpDe" +
+      "tailR\004http\022:\n\013retry_after\030\006 \001(\0132\031.google" +
+      ".protobuf.DurationR\nretryAfter\022\032\n\010attemp" +
+      "ts\030\007 \001(\rR\010attempts\022E\n\rinvalid_input\030\n \001(" +
+      "\0132\036.sidecar.v1.InvalidInputDetailH\000R\014inv" +
+      "alidInput\0228\n\010resource\030\013 \001(\0132\032.sidecar.v1" +
+      ".ResourceDetailH\000R\010resource\0228\n\010provider\030" +
+      "\014 \001(\0132\032.sidecar.v1.ProviderDetailH\000R\010pro" +
+      "vider\022?\n\013token_limit\030\r \001(\0132\034.sidecar.v1." +
+      "TokenLimitDetailH\000R\ntokenLimit\0225\n\007refusa" +
+      "l\030\016 \001(\0132\031.sidecar.v1.RefusalDetailH\000R\007re" +
+      "fusal\0225\n\007circuit\030\017 \001(\0132\031.sidecar.v1.Circ" +
+      "uitDetailH\000R\007circuit\0225\n\007service\030\020 \001(\0132\031." +
+      "sidecar.v1.ServiceDetailH\000R\007service\022/\n\005r" +
+      "etry\030\021 \001(\0132\027.sidecar.v1.RetryDetailH\000R\005r" +
+      "etry\022/\n\005spend\030\022 \001(\0132\027.sidecar.v1.SpendDe" +
+      "tailH\000R\005spend\022/\n\005reply\030\023 \001(\0132\027.sidecar.v" +
+      "1.ReplyDetailH\000R\005reply\0222\n\006system\030\024 \001(\0132\030" +
+      ".sidecar.v1.SystemDetailH\000R\006system\022>\n\ntr" +
+      "uncation\030\025 \001(\0132\034.sidecar.v1.TruncationDe" +
+      "tailH\000R\ntruncation\022>\n\npermission\030\026 \001(\0132\034" +
+      ".sidecar.v1.PermissionDetailH\000R\npermissi" +
+      "on\0222\n\006stream\030\027 \001(\0132\030.sidecar.v1.StreamDe" +
+      "tailH\000R\006stream\022#\n\004hops\030\010 \003(\0132\017.sidecar.v" +
+      "1.HopR\004hopsB\010\n\006detail\"\240\001\n\003Hop\022\036\n\ndeploym" +
+      "ent\030\001 \001(\tR\ndeployment\022+\n\004kind\030\002 \001(\0162\027.si" +
+      "decar.v1.FailureKindR\004kind\022\032\n\010attempts\030\003" +
+      " \001(\rR\010attempts\022\026\n\006reason\030\004 \001(\tR\006reason\022\030" +
+      "\n\007skipped\030\005 \001(\010R\007skipped\"j\n\014StreamDetail" +
+      "\022!\n\014partial_text\030\001 \001(\tR\013partialText\022\026\n\006r" +
+      "eason\030\002 \001(\tR\006reason\022\037\n\013deltas_sent\030\003 \001(\r" +
+      "R\ndeltasSent\"\\\n\022InvalidInputDetail\022\034\n\tpa" +
+      "rameter\030\001 \001(\tR\tparameter\022\024\n\005value\030\002 \001(\tR" +
+      "\005value\022\022\n\004rule\030\003 \001(\tR\004rule\"s\n\016ResourceDe" +
+      "tail\022#\n\rresource_type\030\001 \001(\tR\014resourceTyp" +
+      "e\022\036\n\nidentifier\030\002 \001(\tR\nidentifier\022\034\n\tava" +
+      "ilable\030\003 \003(\tR\tavailable\"\207\001\n\016ProviderDeta" +
+      "il\022\032\n\010provider\030\001 \001(\tR\010provider\022\030\n\007accoun" +
+      "t\030\002 \001(\tR\007account\022\024\n\005model\030\003 \001(\tR\005model\022)" +
+      "\n\020provider_message\030\004 \001(\tR\017providerMessag" +
+      "e\"\214\001\n\020TokenLimitDetail\022\032\n\010estimate\030\001 \001(\003" +
+      "R\010estimate\022\024\n\005limit\030\002 \001(\003R\005limit\022\032\n\010over" +
+      "flow\030\003 \001(\003R\010overflow\022\024\n\005ratio\030\004 \001(\001R\005rat" +
+      "io\022\024\n\005model\030\005 \001(\tR\005model\"c\n\rRefusalDetai" +
+      "l\022\024\n\005model\030\001 \001(\tR\005model\022\032\n\010category\030\002 \001(" +
+      "\tR\010category\022 \n\013explanation\030\003 \001(\tR\013explan" +
+      "ation\"\243\001\n\017TriggerResponse\022\037\n\013status_code" +
+      "\030\001 \001(\005R\nstatusCode\022\026\n\006status\030\002 \001(\tR\006stat" +
+      "us\022\026\n\006detail\030\003 \001(\tR\006detail\022+\n\017retry_afte" +
+      "r_raw\030\004 \001(\tH\000R\rretryAfterRaw\210\001\001B\022\n\020_retr" +
+      "y_after_raw\"\374\001\n\rCircuitDetail\022\030\n\007service" +
+      "\030\001 \001(\tR\007service\022.\n\005state\030\002 \001(\0162\030.sidecar" +
+      ".v1.CircuitStateR\005state\0220\n\005since\030\003 \001(\0132\032" +
+      ".google.protobuf.TimestampR\005since\0225\n\010coo" +
+      "ldown\030\004 \001(\0132\031.google.protobuf.DurationR\010" +
+      "cooldown\0228\n\topened_by\030\005 \001(\0132\033.sidecar.v1" +
+      ".TriggerResponseR\010openedBy\"\217\001\n\rServiceDe" +
+      "tail\022\030\n\007service\030\001 \001(\tR\007service\022\032\n\010endpoi" +
+      "nt\030\002 \001(\tR\010endpoint\022\026\n\006detail\030\003 \001(\tR\006deta" +
+      "il\0220\n\005fault\030\004 \001(\0162\032.sidecar.v1.Transport" +
+      "FaultR\005fault\"\257\001\n\013RetryDetail\022\026\n\006budget\030\001" +
+      " \001(\rR\006budget\0228\n\013last_signal\030\002 \001(\0162\027.side" +
+      "car.v1.RetrySignalR\nlastSignal\022\026\n\006target" +
+      "\030\003 \001(\tR\006target\0226\n\tnext_wait\030\004 \001(\0132\031.goog" +
+      "le.protobuf.DurationR\010nextWait\"d\n\013SpendD" +
+      "etail\022\037\n\013workflow_id\030\001 \001(\tR\nworkflowId\022\033" +
+      "\n\tspent_usd\030\002 \001(\001R\010spentUsd\022\027\n\007cap_usd\030\003" +
+      " \001(\001R\006capUsd\">\n\014FieldProblem\022\024\n\005field\030\001 " +
+      "\001(\tR\005field\022\030\n\007problem\030\002 \001(\tR\007problem\"\241\001\n" +
+      "\013ReplyDetail\022#\n\rparser_reason\030\001 \001(\tR\014par" +
+      "serReason\022%\n\016expected_shape\030\002 \001(\tR\rexpec" +
+      "tedShape\0220\n\006fields\030\003 \003(\0132\030.sidecar.v1.Fi" +
+      "eldProblemR\006fields\022\024\n\005model\030\004 \001(\tR\005model" +
+      "\",\n\014SystemDetail\022\034\n\tcomponent\030\001 \001(\tR\tcom" +
+      "ponent\"\213\001\n\020TruncationDetail\022\024\n\005model\030\001 \001" +
+      "(\tR\005model\022*\n\021max_output_tokens\030\002 \001(\rR\017ma" +
+      "xOutputTokens\0225\n\027model_max_output_tokens" +
+      "\030\003 \001(\rR\024modelMaxOutputTokens\".\n\020Permissi" +
+      "onDetail\022\032\n\010resource\030\001 \001(\tR\010resource\"\213\001\n" +
+      "\022ExecuteToolRequest\022\022\n\004tool\030\001 \001(\tR\004tool\022" +
+      "%\n\016arguments_json\030\002 \001(\tR\rargumentsJson\022\027" +
+      "\n\007call_id\030\003 \001(\tR\006callId\022!\n\003job\030\004 \001(\0132\017.s" +
+      "idecar.v1.JobR\003job\"\200\001\n\nToolResult\022\030\n\007con" +
+      "tent\030\001 \001(\tR\007content\022!\n\014content_type\030\002 \001(" +
+      "\tR\013contentType\022\037\n\013status_code\030\003 \001(\005R\nsta" +
+      "tusCode\022\024\n\005empty\030\004 \001(\010R\005empty\"\327\001\n\023Execut" +
+      "eToolResponse\0220\n\006result\030\001 \001(\0132\026.sidecar." +
+      "v1.ToolResultH\000R\006result\022/\n\007failure\030\002 \001(\013" +
+      "2\023.sidecar.v1.FailureH\000R\007failure\022\035\n\nmode" +
+      "l_text\030\003 \001(\tR\tmodelText\022\032\n\010attempts\030\004 \001(" +
+      "\rR\010attempts\022\027\n\007call_id\030\005 \001(\tR\006callIdB\t\n\007" +
+      "outcome\"U\n\010ToolCall\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004n" +
+      "ame\030\002 \001(\tR\004name\022%\n\016arguments_json\030\003 \001(\tR" +
+      "\rargumentsJson\"r\n\016ToolCallResult\022\027\n\007call" +
+      "_id\030\001 \001(\tR\006callId\022\030\n\007content\030\002 \001(\tR\007cont" +
+      "ent\022\031\n\010is_error\030\003 \001(\010R\007isError\022\022\n\004name\030\004" +
+      " \001(\tR\004name\"\267\001\n\007Message\022$\n\004role\030\001 \001(\0162\020.s" +
+      "idecar.v1.RoleR\004role\022\022\n\004text\030\002 \001(\tR\004text" +
+      "\0223\n\ntool_calls\030\003 \003(\0132\024.sidecar.v1.ToolCa" +
+      "llR\ttoolCalls\022=\n\014tool_results\030\004 \003(\0132\032.si" +
+      "decar.v1.ToolCallResultR\013toolResults\"o\n\016" +
+      "ToolDefinition\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013de" +
+      "scription\030\002 \001(\tR\013description\022\'\n\017paramete" +
+      "rs_json\030\003 \001(\tR\016parametersJson\"\262\003\n\020CallMo" +
+      "delRequest\022\024\n\005model\030\001 \001(\tR\005model\022\026\n\006syst" +
+      "em\030\002 \001(\tR\006system\022/\n\010messages\030\003 \003(\0132\023.sid" +
+      "ecar.v1.MessageR\010messages\0220\n\005tools\030\004 \003(\013" +
+      "2\032.sidecar.v1.ToolDefinitionR\005tools\0220\n\024r" +
+      "esponse_schema_json\030\005 \001(\tR\022responseSchem" +
+      "aJson\022/\n\021max_output_tokens\030\006 \001(\rH\000R\017maxO" +
+      "utputTokens\210\001\001\022%\n\013temperature\030\007 \001(\001H\001R\013t" +
+      "emperature\210\001\001\022!\n\003job\030\010 \001(\0132\017.sidecar.v1." +
+      "JobR\003job\022:\n\nmid_stream\030\t \001(\0162\033.sidecar.v" +
+      "1.MidStreamPolicyR\tmidStreamB\024\n\022_max_out" +
+      "put_tokensB\016\n\014_temperature\"O\n\005Usage\022!\n\014i" +
+      "nput_tokens\030\001 \001(\004R\013inputTokens\022#\n\routput" +
+      "_tokens\030\002 \001(\004R\014outputTokens\"\267\004\n\021CallMode" +
+      "lResponse\022-\n\007message\030\001 \001(\0132\023.sidecar.v1." +
+      "MessageR\007message\022=\n\rfinish_reason\030\002 \001(\0162" +
+      "\030.sidecar.v1.FinishReasonR\014finishReason\022" +
+      "\'\n\005usage\030\003 \001(\0132\021.sidecar.v1.UsageR\005usage" +
+      "\022+\n\004json\030\004 \001(\0132\027.google.protobuf.StructR" +
+      "\004json\022\032\n\010attempts\030\005 \001(\rR\010attempts\022 \n\013cor" +
+      "rections\030\006 \001(\rR\013corrections\0220\n\024output_bu" +
+      "dget_raised\030\007 \001(\010R\022outputBudgetRaised\022\032\n" +
+      "\010warnings\030\010 \003(\tR\010warnings\022\032\n\010provider\030\t " +
+      "\001(\tR\010provider\022%\n\016response_model\030\n \001(\tR\rr" +
+      "esponseModel\0222\n\013total_usage\030\013 \001(\0132\021.side" +
+      "car.v1.UsageR\ntotalUsage\022\031\n\010cost_usd\030\014 \001" +
+      "(\001R\007costUsd\022\033\n\tserved_by\030\r \001(\tR\010servedBy" +
+      "\022#\n\004hops\030\016 \003(\0132\017.sidecar.v1.HopR\004hops\"\360\001" +
+      "\n\020StreamModelEvent\022+\n\004text\030\001 \001(\0132\025.sidec" +
+      "ar.v1.TextDeltaH\000R\004text\0228\n\ttool_call\030\002 \001" +
+      "(\0132\031.sidecar.v1.ToolCallDeltaH\000R\010toolCal" +
+      "l\0225\n\007restart\030\003 \001(\0132\031.sidecar.v1.StreamRe" +
+      "startH\000R\007restart\0225\n\005final\030\004 \001(\0132\035.sideca" +
+      "r.v1.CallModelResponseH\000R\005finalB\007\n\005event" +
+      "\"\037\n\tTextDelta\022\022\n\004text\030\001 \001(\tR\004text\"x\n\rToo" +
+      "lCallDelta\022\024\n\005index\030\001 \001(\rR\005index\022\016\n\002id\030\002" +
+      " \001(\tR\002id\022\022\n\004name\030\003 \001(\tR\004name\022-\n\022argument" +
+      "s_fragment\030\004 \001(\tR\021argumentsFragment\"q\n\rS" +
+      "treamRestart\022.\n\005cause\030\001 \001(\0162\030.sidecar.v1" +
+      ".RestartCauseR\005cause\022\026\n\006reason\030\002 \001(\tR\006re" +
+      "ason\022\030\n\007attempt\030\003 \001(\rR\007attempt\"\310\001\n\020Obser" +
+      "vedResponse\022\037\n\013status_code\030\001 \001(\005R\nstatus" +
+      "Code\022C\n\007headers\030\002 \003(\0132).sidecar.v1.Obser" +
+      "vedResponse.HeadersEntryR\007headers\022\022\n\004bod" +
+      "y\030\003 \001(\tR\004body\032:\n\014HeadersEntry\022\020\n\003key\030\001 \001" +
+      "(\tR\003key\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"\253\003\n\026Cl" +
+      "assifyFailureRequest\022\030\n\007service\030\001 \001(\tR\007s" +
+      "ervice\022\032\n\010endpoint\030\002 \001(\tR\010endpoint\0221\n\tto" +
+      "ol_kind\030\003 \001(\0162\024.sidecar.v1.ToolKindR\010too" +
+      "lKind\022\034\n\tparameter\030\004 \001(\tR\tparameter\022\024\n\005v" +
+      "alue\030\005 \001(\tR\005value\022:\n\010response\030\006 \001(\0132\034.si" +
+      "decar.v1.ObservedResponseH\000R\010response\0222\n" +
+      "\005fault\030\007 \001(\0162\032.sidecar.v1.TransportFault" +
+      "H\000R\005fault\022!\n\003job\030\010 \001(\0132\017.sidecar.v1.JobR" +
+      "\003job\022\032\n\010attempts\030\t \001(\rR\010attempts\022#\n\rreso" +
+      "urce_type\030\n \001(\tR\014resourceType\022\024\n\005probe\030\013" +
+      " \001(\010R\005probeB\n\n\010observed\"\022\n\020ListToolsRequ" +
+      "est\"\362\001\n\010ToolInfo\022:\n\ndefinition\030\001 \001(\0132\032.s" +
+      "idecar.v1.ToolDefinitionR\ndefinition\022(\n\004" +
+      "kind\030\002 \001(\0162\024.sidecar.v1.ToolKindR\004kind\022\030" +
+      "\n\007service\030\003 \001(\tR\007service\022\036\n\nidempotent\030\004" +
+      " \001(\010R\nidempotent\022\037\n\013openai_json\030\005 \001(\tR\no" +
+      "penaiJson\022%\n\016anthropic_json\030\006 \001(\tR\ranthr" +
+      "opicJson\"?\n\021ListToolsResponse\022*\n\005tools\030\001" +
+      " \003(\0132\024.sidecar.v1.ToolInfoR\005tools\"\023\n\021Lis" +
+      "tModelsRequest\"\374\003\n\tModelInfo\022\016\n\002id\030\001 \001(\t" +
+      "R\002id\022\032\n\010provider\030\002 \001(\tR\010provider\022\037\n\013wire" +
+      "_format\030\003 \001(\tR\nwireFormat\022%\n\016upstream_mo" +
+      "del\030\004 \001(\tR\rupstreamModel\022%\n\016context_wind" +
+      "ow\030\005 \001(\rR\rcontextWindow\022*\n\021max_output_to" +
+      "kens\030\006 \001(\rR\017maxOutputTokens\022/\n\024input_pri" +
+      "ce_per_mtok\030\007 \001(\001R\021inputPricePerMtok\0221\n\025" +
+      "output_price_per_mtok\030\010 \001(\001R\022outputPrice" +
+      "PerMtok\022.\n\023requests_per_minute\030\t \001(\rR\021re" +
+      "questsPerMinute\022*\n\021tokens_per_minute\030\n \001" +
+      "(\rR\017tokensPerMinute\022)\n\020upstream_retries\030" +
+      "\013 \001(\rR\017upstreamRetries\022=\n\013deployments\030\014 " +
+      "\003(\0132\033.sidecar.v1.RouteDeploymentR\013deploy" +
+      "ments\"M\n\017RouteDeployment\022\016\n\002id\030\001 \001(\tR\002id" +
+      "\022\022\n\004role\030\002 \001(\tR\004role\022\026\n\006weight\030\003 \001(\001R\006we" +
+      "ight\"C\n\022ListModelsResponse\022-\n\006models\030\001 \003" +
+      "(\0132\025.sidecar.v1.ModelInfoR\006models*\362\007\n\013Fa" +
+      "ilureKind\022\034\n\030FAILURE_KIND_UNSPECIFIED\020\000\022" +
+      "$\n\032FAILURE_KIND_INVALID_INPUT\020\001\032\004\210\265\030\001\022)\n" +
+      "\037FAILURE_KIND_RESOURCE_NOT_FOUND\020\002\032\004\210\265\030\001" +
+      "\022 \n\026FAILURE_KIND_GUARDRAIL\020\003\032\004\210\265\030\001\022!\n\027FA" +
+      "ILURE_KIND_JSON_PARSE\020\004\032\004\210\265\030\001\022*\n FAILURE" +
+      "_KIND_RESPONSE_VALIDATION\020\005\032\004\210\265\030\001\022!\n\035FAI" +
+      "LURE_KIND_EXTERNAL_SERVICE\020\006\022\"\n\036FAILURE_" +
+      "KIND_UPSTREAM_THROTTLE\020\007\022\035\n\031FAILURE_KIND" +
+      "_UNAUTHORIZED\020\010\022\"\n\036FAILURE_KIND_PERMISSI" +
+      "ON_DENIED\020\t\022\027\n\023FAILURE_KIND_SYSTEM\020\n\022\035\n\031" +
+      "FAILURE_KIND_CIRCUIT_OPEN\020\013\022+\n\'FAILURE_K" +
+      "IND_UPSTREAM_RETRIES_EXHAUSTED\020\014\022 \n\034FAIL" +
+      "URE_KIND_QUOTA_EXHAUSTED\020\r\022#\n\037FAILURE_KI" +
+      "ND_SPEND_CAP_EXCEEDED\020\016\022 \n\034FAILURE_KIND_" +
+      "MODEL_NOT_FOUND\020\017\022!\n\035FAILURE_KIND_PROVID" +
+      "ER_REFUSAL\020\020\022-\n)FAILURE_KIND_TOKEN_ESTIM" +
+      "ATE_EXCEEDS_LIMIT\020\021\022!\n\035FAILURE_KIND_CONT" +
+      "EXT_OVERFLOW\020\022\022!\n\035FAILURE_KIND_OUTPUT_TR" +
+      "UNCATED\020\023\022\034\n\030FAILURE_KIND_JOB_TIMEOUT\020\024\022" +
+      "\036\n\032FAILURE_KIND_JOB_CANCELLED\020\025\022#\n\037FAILU" +
+      "RE_KIND_STREAM_INTERRUPTED\020\026\032\257\001\212\265\030e[This" +
+      " error may be correctable - you can retr" +
+      "y with different parameters or try a dif" +
+      "ferent approach]\222\265\030B[This error is not c" +
+      "orrectable - consider an alternative app" +
+      "roach]*|\n\014CircuitState\022\035\n\031CIRCUIT_STATE_" +
+      "UNSPECIFIED\020\000\022\030\n\024CIRCUIT_STATE_CLOSED\020\001\022" +
+      "\026\n\022CIRCUIT_STATE_OPEN\020\002\022\033\n\027CIRCUIT_STATE" +
+      "_HALF_OPEN\020\003*\177\n\013RetrySignal\022\034\n\030RETRY_SIG" +
+      "NAL_UNSPECIFIED\020\000\022\033\n\027RETRY_SIGNAL_RATE_L" +
+      "IMIT\020\001\022\031\n\025RETRY_SIGNAL_OVERLOAD\020\002\022\032\n\026RET" +
+      "RY_SIGNAL_TRANSIENT\020\003*N\n\004Role\022\024\n\020ROLE_UN" +
+      "SPECIFIED\020\000\022\r\n\tROLE_USER\020\001\022\022\n\016ROLE_ASSIS" +
+      "TANT\020\002\022\r\n\tROLE_TOOL\020\003*o\n\017MidStreamPolicy" +
+      "\022!\n\035MID_STREAM_POLICY_UNSPECIFIED\020\000\022\035\n\031M" +
+      "ID_STREAM_POLICY_RESTART\020\001\022\032\n\026MID_STREAM" +
+      "_POLICY_FAIL\020\002*\237\001\n\014FinishReason\022\035\n\031FINIS" +
+      "H_REASON_UNSPECIFIED\020\000\022\026\n\022FINISH_REASON_" +
+      "STOP\020\001\022\030\n\024FINISH_REASON_LENGTH\020\002\022\034\n\030FINI" +
+      "SH_REASON_TOOL_CALLS\020\003\022 \n\034FINISH_REASON_" +
+      "CONTENT_FILTER\020\004*\246\001\n\014RestartCause\022\035\n\031RES" +
+      "TART_CAUSE_UNSPECIFIED\020\000\022 \n\034RESTART_CAUS" +
+      "E_UPSTREAM_FAULT\020\001\022\033\n\027RESTART_CAUSE_TRUN" +
+      "CATED\020\002\022\034\n\030RESTART_CAUSE_CORRECTION\020\003\022\032\n" +
+      "\026RESTART_CAUSE_FAILOVER\020\004*P\n\010ToolKind\022\031\n" +
+      "\025TOOL_KIND_UNSPECIFIED\020\000\022\024\n\020TOOL_KIND_SE" +
+      "ARCH\020\001\022\023\n\017TOOL_KIND_FETCH\020\002*\237\001\n\016Transpor" +
+      "tFault\022\037\n\033TRANSPORT_FAULT_UNSPECIFIED\020\000\022" +
+      "\033\n\027TRANSPORT_FAULT_REFUSED\020\001\022\033\n\027TRANSPOR" +
+      "T_FAULT_TIMEOUT\020\002\022\031\n\025TRANSPORT_FAULT_RES" +
+      "ET\020\003\022\027\n\023TRANSPORT_FAULT_DNS\020\0042\323\003\n\007Sideca" +
+      "r\022N\n\013ExecuteTool\022\036.sidecar.v1.ExecuteToo" +
+      "lRequest\032\037.sidecar.v1.ExecuteToolRespons" +
+      "e\022H\n\tCallModel\022\034.sidecar.v1.CallModelReq" +
+      "uest\032\035.sidecar.v1.CallModelResponse\022J\n\017C" +
+      "lassifyFailure\022\".sidecar.v1.ClassifyFail" +
+      "ureRequest\032\023.sidecar.v1.Failure\022H\n\tListT" +
+      "ools\022\034.sidecar.v1.ListToolsRequest\032\035.sid" +
+      "ecar.v1.ListToolsResponse\022K\n\nListModels\022" +
+      "\035.sidecar.v1.ListModelsRequest\032\036.sidecar" +
+      ".v1.ListModelsResponse\022K\n\013StreamModel\022\034." +
+      "sidecar.v1.CallModelRequest\032\034.sidecar.v1" +
+      ".StreamModelEvent0\001:E\n\013correctable\022!.goo" +
+      "gle.protobuf.EnumValueOptions\030\321\206\003 \001(\010R\013c" +
+      "orrectable:I\n\020correctable_line\022\034.google." +
+      "protobuf.EnumOptions\030\321\206\003 \001(\tR\017correctabl" +
+      "eLine:M\n\022uncorrectable_line\022\034.google.pro" +
+      "tobuf.EnumOptions\030\322\206\003 \001(\tR\021uncorrectable" +
+      "LineB\215\001P\001ZBgithub.com/sidecar-dev/sideca" +
+      "r/clients/go/gen/sidecar/v1;sidecarv1\242\002\003" +
+      "SXX\252\002\nSidecar.V1\312\002\nSidecar\\V1\342\002\026Sidecar\\" +
+      "V1\\GPBMetadata\352\002\013Sidecar::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
         new com.google.protobuf.Descriptors.FileDescriptor[] {
+          com.google.protobuf.DescriptorProtos.getDescriptor(),
           com.google.protobuf.DurationProto.getDescriptor(),
           com.google.protobuf.StructProto.getDescriptor(),
           com.google.protobuf.TimestampProto.getDescriptor(),
@@ -803,10 +864,21 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ListModelsResponse_descriptor,
         new java.lang.String[] { "Models", });
+    correctable.internalInit(descriptor.getExtension(0));
+    correctableLine.internalInit(descriptor.getExtension(1));
+    uncorrectableLine.internalInit(descriptor.getExtension(2));
     descriptor.resolveAllFeaturesImmutable();
+    com.google.protobuf.DescriptorProtos.getDescriptor();
     com.google.protobuf.DurationProto.getDescriptor();
     com.google.protobuf.StructProto.getDescriptor();
     com.google.protobuf.TimestampProto.getDescriptor();
+    com.google.protobuf.ExtensionRegistry registry =
+        com.google.protobuf.ExtensionRegistry.newInstance();
+    registry.add(sidecar.v1.SidecarOuterClass.correctable);
+    registry.add(sidecar.v1.SidecarOuterClass.correctableLine);
+    registry.add(sidecar.v1.SidecarOuterClass.uncorrectableLine);
+    com.google.protobuf.Descriptors.FileDescriptor
+        .internalUpdateFileDescriptor(descriptor, registry);
   }
 
   // @@protoc_insertion_point(outer_class_scope)
