@@ -8,11 +8,24 @@
  * Failure, falling back to ErrorInfo + the status message, and then to the
  * bare gRPC status for a failure that is not the sidecar's (its kind by the
  * status code: see fallbackKind). STREAM_INTERRUPTED is a StreamInterruptedError, a SidecarError
- * with its StreamDetail at hand.
+ * with its StreamDetail at hand. Which kinds are correctable and the two retry lines are the
+ * contract's: FailureKind's options, read with getOption from the generated code.
  */
+import { getOption } from "@bufbuild/protobuf";
 import { anyIs, anyUnpack, type Any } from "@bufbuild/protobuf/wkt";
 import { Metadata, status as GrpcStatus, type ServiceError } from "@grpc/grpc-js";
-import { FailureKind, FailureSchema, type Failure, type Hop, type HttpDetail, type StreamDetail } from "./gen/sidecar/v1/sidecar_pb.js";
+import {
+  FailureKind,
+  FailureKindSchema,
+  FailureSchema,
+  correctable as correctableOption,
+  correctable_line,
+  uncorrectable_line,
+  type Failure,
+  type Hop,
+  type HttpDetail,
+  type StreamDetail,
+} from "./gen/sidecar/v1/sidecar_pb.js";
 import {
   ERROR_INFO_TYPE,
   RETRY_INFO_TYPE,
@@ -29,21 +42,17 @@ import {
 /** The google.rpc.ErrorInfo domain of every sidecar failure. */
 export const ERROR_DOMAIN = "sidecar";
 
-/** The line the model reads after a correctable failure's message. */
-export const CORRECTABLE_LINE =
-  "[This error may be correctable - you can retry with different parameters or try a different approach]";
-/** The line the model reads after an uncorrectable failure's message. */
-export const UNCORRECTABLE_LINE = "[This error is not correctable - consider an alternative approach]";
+/** The line the model reads after a correctable failure's message (the contract's `correctable_line`). */
+export const CORRECTABLE_LINE: string = getOption(FailureKindSchema, correctable_line);
+/** The line the model reads after an uncorrectable failure's message (the contract's `uncorrectable_line`). */
+export const UNCORRECTABLE_LINE: string = getOption(FailureKindSchema, uncorrectable_line);
 
 const KIND_PREFIX = "FAILURE_KIND_";
 
-const CORRECTABLE_KINDS = new Set<FailureKind>([
-  FailureKind.INVALID_INPUT,
-  FailureKind.RESOURCE_NOT_FOUND,
-  FailureKind.GUARDRAIL,
-  FailureKind.JSON_PARSE,
-  FailureKind.RESPONSE_VALIDATION,
-]);
+/** The kinds the contract marks `(sidecar.v1.correctable)`. */
+const CORRECTABLE_KINDS = new Set<FailureKind>(
+  FailureKindSchema.values.filter((value) => getOption(value, correctableOption)).map((value) => value.number),
+);
 
 /** The kind's name without the FAILURE_KIND_ prefix, e.g. "QUOTA_EXHAUSTED". */
 export function kindName(kind: FailureKind): string {
@@ -58,7 +67,7 @@ export function kindFromName(name: string): FailureKind | undefined {
   return typeof value === "number" ? (value as FailureKind) : undefined;
 }
 
-/** Whether a kind is correctable: INVALID_INPUT, RESOURCE_NOT_FOUND, GUARDRAIL, JSON_PARSE, RESPONSE_VALIDATION. */
+/** Whether a kind is correctable: one the contract marks `(sidecar.v1.correctable)`. */
 export function isCorrectableKind(kind: FailureKind): boolean {
   return CORRECTABLE_KINDS.has(kind);
 }

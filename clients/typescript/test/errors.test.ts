@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
@@ -8,6 +9,7 @@ import {
   ERROR_DOMAIN,
   SidecarError,
   UNCORRECTABLE_LINE,
+  explain,
   fromServiceError,
   isCorrectableKind,
   kindFromName,
@@ -176,5 +178,32 @@ describe("kinds", () => {
       .map(kindName)
       .sort();
     assert.deepEqual(correctable, ["GUARDRAIL", "INVALID_INPUT", "JSON_PARSE", "RESOURCE_NOT_FOUND", "RESPONSE_VALIDATION"]);
+  });
+});
+
+/**
+ * What the contract says of each kind, as data: written by tools/protogen.py from sidecar.proto
+ * (its --check fails when stale); every client's tests compare their answers with it.
+ */
+const FAILURE_KINDS_FILE = new URL("../../../../tests/conformance/failure_kinds.json", import.meta.url);
+
+describe("the contract", () => {
+  it("says of every kind what this client says", () => {
+    const contract = JSON.parse(readFileSync(FAILURE_KINDS_FILE, "utf8")) as {
+      correctable_line: string;
+      uncorrectable_line: string;
+      kinds: { number: number; name: string; correctable: boolean }[];
+    };
+    assert.equal(CORRECTABLE_LINE, contract.correctable_line);
+    assert.equal(UNCORRECTABLE_LINE, contract.uncorrectable_line);
+    const known = Object.values(FailureKind).filter((v): v is FailureKind => typeof v === "number");
+    assert.deepEqual(contract.kinds.map((k) => k.number), known);
+    for (const want of contract.kinds) {
+      const kind = want.number as FailureKind;
+      assert.equal(kindName(kind), want.name);
+      assert.equal(isCorrectableKind(kind), want.correctable, want.name);
+      const line = want.correctable ? contract.correctable_line : contract.uncorrectable_line;
+      assert.equal(explain("m", isCorrectableKind(kind)), `m\n${line}`);
+    }
   });
 });

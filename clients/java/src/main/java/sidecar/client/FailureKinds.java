@@ -1,20 +1,29 @@
 package sidecar.client;
 
+import com.google.protobuf.Descriptors.EnumDescriptor;
 import java.util.EnumSet;
 import java.util.Locale;
 import java.util.Optional;
 import java.util.Set;
 import sidecar.v1.FailureKind;
+import sidecar.v1.SidecarOuterClass;
 
-/** The taxonomy's fixed words: kind names, the correctable kinds and the two retry lines. */
+/**
+ * The taxonomy's fixed words: kind names, the correctable kinds and the two retry lines. Which
+ * kinds are correctable and the lines are the contract's, read from the options of {@link
+ * FailureKind} in the generated code ({@code (sidecar.v1.correctable)}, {@code correctable_line},
+ * {@code uncorrectable_line}).
+ */
 public final class FailureKinds {
+  private static final EnumDescriptor KINDS = FailureKind.getDescriptor();
+
   /** The retry line of a correctable failure, exactly as the model reads it. */
   public static final String CORRECTABLE_LINE =
-      "[This error may be correctable - you can retry with different parameters or try a different approach]";
+      KINDS.getOptions().getExtension(SidecarOuterClass.correctableLine);
 
   /** The retry line of an uncorrectable failure, exactly as the model reads it. */
   public static final String UNCORRECTABLE_LINE =
-      "[This error is not correctable - consider an alternative approach]";
+      KINDS.getOptions().getExtension(SidecarOuterClass.uncorrectableLine);
 
   /** The {@code google.rpc.ErrorInfo} domain of every sidecar failure. */
   public static final String DOMAIN = "sidecar";
@@ -22,13 +31,19 @@ public final class FailureKinds {
   /** The prefix every {@link FailureKind} constant carries in the proto. */
   public static final String PREFIX = "FAILURE_KIND_";
 
-  private static final Set<FailureKind> CORRECTABLE =
-      EnumSet.of(
-          FailureKind.FAILURE_KIND_INVALID_INPUT,
-          FailureKind.FAILURE_KIND_RESOURCE_NOT_FOUND,
-          FailureKind.FAILURE_KIND_GUARDRAIL,
-          FailureKind.FAILURE_KIND_JSON_PARSE,
-          FailureKind.FAILURE_KIND_RESPONSE_VALIDATION);
+  /** The kinds the contract marks {@code (sidecar.v1.correctable)}. */
+  private static final Set<FailureKind> CORRECTABLE = correctableKinds();
+
+  private static Set<FailureKind> correctableKinds() {
+    Set<FailureKind> kinds = EnumSet.noneOf(FailureKind.class);
+    for (FailureKind kind : FailureKind.values()) {
+      if (kind != FailureKind.UNRECOGNIZED
+          && kind.getValueDescriptor().getOptions().getExtension(SidecarOuterClass.correctable)) {
+        kinds.add(kind);
+      }
+    }
+    return kinds;
+  }
 
   private FailureKinds() {}
 
