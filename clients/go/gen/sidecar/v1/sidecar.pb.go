@@ -4588,7 +4588,8 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\vStreamModel\x12\x1c.sidecar.v1.CallModelRequest\x1a\x1c.sidecar.v1.StreamModelEvent0\x01:E\n" +
 	"\vcorrectable\x12!.google.protobuf.EnumValueOptions\x18ц\x03 \x01(\bR\vcorrectable:I\n" +
 	"\x10correctable_line\x12\x1c.google.protobuf.EnumOptions\x18ц\x03 \x01(\tR\x0fcorrectableLine:M\n" +
-	"\x12uncorrectable_line\x12\x1c.google.protobuf.EnumOptions\x18҆\x03 \x01(\tR\x11uncorrectableLineB\x8d\x01P\x01ZBgithub.com/sidecar-dev/sidecar/clients/go/gen/sidecar/v1;sidecarv1\xa2\x02\x03SXX\xaa\x02\n" +
+	"\x12uncorrectable_line\x12\x1c.google.protobuf.EnumOptions\x18҆\x03 \x01(\tR\x11uncorrectableLineB\x9d\x01\n" +
+	"\x0edev.sidecar.v1P\x01ZBgithub.com/sidecar-dev/sidecar/clients/go/gen/sidecar/v1;sidecarv1\xa2\x02\x03SXX\xaa\x02\n" +
 	"Sidecar.V1\xca\x02\n" +
 	"Sidecar\\V1\xe2\x02\x16Sidecar\\V1\\GPBMetadata\xea\x02\vSidecar::V1b\x06proto3"
 
