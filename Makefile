@@ -37,12 +37,13 @@ CONTRACT_PY := $(wildcard protos/python/sidecar_contract/v1/*.py*)
 
 # Every package at the version constraints.txt pins, the build backend too (a fresh machine
 # builds the same venv); a package the install pulls in that constraints.txt does not pin fails it.
-# The contract (protos/python) is a dependency of both the client and the server, named by its
-# path; it is reinstalled whenever `make proto` regenerates it.
-$(STAMP): pyproject.toml clients/python/pyproject.toml protos/python/pyproject.toml $(CONSTRAINTS) $(CONTRACT_PY)
+# The contract (protos/python) is a dependency of both the client (sidecar-contract==its version,
+# as a package index takes it) and the server (by its path); it is installed from its folder, named
+# first, so pip never looks for it on an index, and reinstalled whenever `make proto` regenerates it.
+$(STAMP): pyproject.toml clients/python/pyproject.toml clients/python/hatch_build.py protos/python/pyproject.toml $(CONSTRAINTS) $(CONTRACT_PY)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip -c $(CONSTRAINTS)
-	$(PY) -m pip install --quiet -c $(CONSTRAINTS) --build-constraint $(CONSTRAINTS) -e clients/python -e ".[dev]"
+	$(PY) -m pip install --quiet -c $(CONSTRAINTS) --build-constraint $(CONSTRAINTS) ./protos/python -e clients/python -e ".[dev]"
 	$(PY) -m pip install --quiet --build-constraint $(CONSTRAINTS) --force-reinstall --no-deps ./protos/python
 	@unpinned=$$($(PY) -m pip freeze --exclude-editable | grep -v '^sidecar-contract @' | grep -vixF -f <(grep -v '^#' $(CONSTRAINTS) | grep .)); \
 	if [ -n "$$unpinned" ]; then \
@@ -61,7 +62,7 @@ constraints:
 	rm -rf $(LOCK_VENV)
 	$(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip "setuptools>=68"
-	$(LOCK_VENV)/bin/python -m pip install --quiet -e clients/python -e ".[dev]"
+	$(LOCK_VENV)/bin/python -m pip install --quiet ./protos/python -e clients/python -e ".[dev]"
 	{ grep '^#' $(CONSTRAINTS); $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable | grep -v '^sidecar-contract @'; } > $(CONSTRAINTS).new
 	mv $(CONSTRAINTS).new $(CONSTRAINTS)
 	rm -rf $(LOCK_VENV)
@@ -96,11 +97,28 @@ run: $(STAMP)
 	$(VENV)/bin/sidecar serve $(if $(CONFIG),--config $(CONFIG),)
 
 .PHONY: test
-test: $(STAMP) $(BUF) $(JAEGER) redis-server lint proto-check python-test clients-test-if-any deploy-check
+test: $(STAMP) $(BUF) $(JAEGER) redis-server lint proto-check python-test python-packages clients-test-if-any deploy-check
 
 .PHONY: python-test
 python-test: $(STAMP) $(JAEGER) redis-server
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# The two Python distributions a user installs from a package index: sidecar-contract
+# (protos/python) and sidecar-client (clients/python, which pins sidecar-contract==its version).
+# Each is built as an sdist and a wheel built from that sdist; both wheels go into a clean venv
+# (their dependencies at constraints.txt's pins, nothing else of this repository), where
+# tests/installed_wheels.py imports them and calls a real sidecar (harness.py exec starts it).
+PACKAGES_DIR := .cache/python-packages
+
+.PHONY: python-packages
+python-packages: $(STAMP)
+	rm -rf $(PACKAGES_DIR)
+	$(PY) -m build -q --outdir $(PACKAGES_DIR) protos/python
+	$(PY) -m build -q --outdir $(PACKAGES_DIR) clients/python
+	$(PYTHON) -m venv $(PACKAGES_DIR)/venv
+	$(PACKAGES_DIR)/venv/bin/python -m pip install --quiet -c $(CONSTRAINTS) \
+		$(PACKAGES_DIR)/sidecar_contract-*.whl $(PACKAGES_DIR)/sidecar_client-*.whl
+	$(PY) tests/conformance/harness.py exec -- $(PACKAGES_DIR)/venv/bin/python -I tests/installed_wheels.py
 
 .PHONY: lint
 lint: $(STAMP) $(BUF)

@@ -7,7 +7,10 @@ answers StreamModel by the request's model id, so each test reads one exact wire
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
+import tomllib
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -26,6 +29,20 @@ def test_public_surface_is_complete() -> None:
     errors = {name for name in dir(sc) if name.endswith("Error") and not name.startswith("_")}
     assert errors <= exported
     assert len([e for e in errors if e not in ("SidecarError", "CorrectableError", "UncorrectableError")]) == 22
+
+
+def test_the_client_pins_the_contract_at_the_contracts_version() -> None:
+    """One version source (protos/python/pyproject.toml): the client carries it and pins the contract to it, by
+    version, as a package index takes it (a path to the contract is a direct reference an index refuses)."""
+    root = Path(__file__).resolve().parent.parent
+    contract = tomllib.loads((root / "protos/python/pyproject.toml").read_text())["project"]
+    client = tomllib.loads((root / "clients/python/pyproject.toml").read_text())["project"]
+    assert "version" not in client
+    assert "dependencies" not in client
+    assert importlib.metadata.version("sidecar-client") == contract["version"]
+    requires = importlib.metadata.requires("sidecar-client") or []
+    assert f"sidecar-contract=={contract['version']}" in requires
+    assert not [r for r in requires if "@" in r]
 
 
 async def test_sync_client_against_the_running_sidecar(sidecar: Running) -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -16,6 +18,7 @@ from grpc_status import rpc_status
 from sidecar_client import AsyncSidecarClient, pb
 from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
+from sidecar.core import correctability
 from sidecar.core import taxonomy as t
 from sidecar.core.kinds import CORRECTABLE_KINDS, FailureKind, RetrySignal
 from sidecar.core.taxonomy import CORRECTABLE_LINE, UNCORRECTABLE_LINE, HttpInfo, Trigger
@@ -70,6 +73,48 @@ def test_every_kind_of_the_contract_has_an_example_a_class_and_a_code() -> None:
 def test_client_and_server_agree_on_correctable_kinds() -> None:
     assert {FailureKind(k).name for k in sidecar_client.CORRECTABLE_KINDS} == CORRECTABLE
     assert {k.name for k in CORRECTABLE_KINDS} == CORRECTABLE
+
+
+FAILURE_KINDS_FILE = Path(__file__).resolve().parent / "conformance" / "failure_kinds.json"
+"""What the contract says of each kind, as data (tools/protogen.py): the Go, TypeScript and Java clients' own
+tests compare their answers with it."""
+
+
+def test_the_contract_is_the_one_source_of_correctability() -> None:
+    """The correctable kinds and the two retry lines are written once, as options of FailureKind in sidecar.proto.
+    The core (through its generated table), the Python client, and the data every other client's tests read all
+    say what the stubs' options say (tools/protogen.py --check proves the stubs say what the proto says)."""
+    kinds = pb.FailureKind.DESCRIPTOR
+    options: Any = kinds.GetOptions()
+    marked = {value.number for value in kinds.values if _options(value).Extensions[pb.correctable]}
+    lines = (options.Extensions[pb.correctable_line], options.Extensions[pb.uncorrectable_line])
+    assert {FailureKind(n).name for n in marked} == CORRECTABLE
+    assert marked == correctability.CORRECTABLE_KIND_NUMBERS
+    assert {int(k) for k in CORRECTABLE_KINDS} == marked
+    assert set(sidecar_client.CORRECTABLE_KINDS) == marked
+    assert lines == (CORRECTABLE_LINE, UNCORRECTABLE_LINE)
+    assert lines == (sidecar_client.CORRECTABLE_LINE, sidecar_client.UNCORRECTABLE_LINE)
+    facts = json.loads(FAILURE_KINDS_FILE.read_text(encoding="utf-8"))
+    assert (facts["correctable_line"], facts["uncorrectable_line"]) == lines
+    assert [(k["number"], f"FAILURE_KIND_{k['name']}", k["correctable"]) for k in facts["kinds"]] == [
+        (value.number, value.name, value.number in marked) for value in kinds.values
+    ]
+
+
+def _options(descriptor: Any) -> Any:
+    return descriptor.GetOptions()
+
+
+def test_a_failure_class_under_the_branch_the_contract_does_not_name_is_refused() -> None:
+    with pytest.raises(TypeError, match="the contract says INVALID_INPUT is correctable"):
+
+        class _Misplaced(t.UncorrectableFailure):
+            kind = FailureKind.INVALID_INPUT
+
+    with pytest.raises(TypeError, match="the contract says QUOTA_EXHAUSTED is not correctable"):
+
+        class _AlsoMisplaced(t.CorrectableFailure):
+            kind = FailureKind.QUOTA_EXHAUSTED
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))

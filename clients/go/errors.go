@@ -19,11 +19,30 @@ import (
 // ErrorDomain is the google.rpc.ErrorInfo domain of every sidecar failure.
 const ErrorDomain = "sidecar"
 
-// The line the model reads after a failure's message, by correctability.
-const (
-	CorrectableLine   = "[This error may be correctable - you can retry with different parameters or try a different approach]"
-	UncorrectableLine = "[This error is not correctable - consider an alternative approach]"
+// The line the model reads after a failure's message, by correctability: the
+// contract's words, read at init from the options (sidecar.v1.correctable_line)
+// and (sidecar.v1.uncorrectable_line) of the FailureKind enum. Read them, never
+// assign them.
+var (
+	CorrectableLine   = proto.GetExtension(failureKinds.Options(), sidecarv1.E_CorrectableLine).(string)
+	UncorrectableLine = proto.GetExtension(failureKinds.Options(), sidecarv1.E_UncorrectableLine).(string)
 )
+
+// failureKinds is the FailureKind enum's descriptor, whose options hold the
+// taxonomy's fixed words.
+var failureKinds = sidecarv1.FailureKind(0).Descriptor()
+
+// correctableKinds are the kinds the contract marks (sidecar.v1.correctable).
+var correctableKinds = func() map[sidecarv1.FailureKind]bool {
+	kinds := map[sidecarv1.FailureKind]bool{}
+	values := failureKinds.Values()
+	for i := 0; i < values.Len(); i++ {
+		if proto.GetExtension(values.Get(i).Options(), sidecarv1.E_Correctable).(bool) {
+			kinds[sidecarv1.FailureKind(values.Get(i).Number())] = true
+		}
+	}
+	return kinds
+}()
 
 const kindPrefix = "FAILURE_KIND_"
 
@@ -130,18 +149,10 @@ func KindFromName(name string) (sidecarv1.FailureKind, bool) {
 	return sidecarv1.FailureKind(v), ok
 }
 
-// IsCorrectableKind reports whether a kind is one of the correctable ones:
-// INVALID_INPUT, RESOURCE_NOT_FOUND, GUARDRAIL, JSON_PARSE, RESPONSE_VALIDATION.
+// IsCorrectableKind reports whether a kind is one of the correctable ones: the
+// kinds the contract marks (sidecar.v1.correctable).
 func IsCorrectableKind(kind sidecarv1.FailureKind) bool {
-	switch kind {
-	case sidecarv1.FailureKind_FAILURE_KIND_INVALID_INPUT,
-		sidecarv1.FailureKind_FAILURE_KIND_RESOURCE_NOT_FOUND,
-		sidecarv1.FailureKind_FAILURE_KIND_GUARDRAIL,
-		sidecarv1.FailureKind_FAILURE_KIND_JSON_PARSE,
-		sidecarv1.FailureKind_FAILURE_KIND_RESPONSE_VALIDATION:
-		return true
-	}
-	return false
+	return correctableKinds[kind]
 }
 
 // Explain joins a message and the retry line the model reads.

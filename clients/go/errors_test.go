@@ -2,8 +2,10 @@ package sidecar
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -258,6 +260,49 @@ func TestCorrectableKindsAreExactlyTheFive(t *testing.T) {
 		kind := sidecarv1.FailureKind(value)
 		if IsCorrectableKind(kind) != want[KindName(kind)] {
 			t.Errorf("%s: correctable = %v", KindName(kind), IsCorrectableKind(kind))
+		}
+	}
+}
+
+// failureKindsFile is what the contract says of each kind, as data: written by
+// tools/protogen.py from sidecar.proto (its --check fails when stale); every
+// client's tests compare their answers with it.
+const failureKindsFile = "../../tests/conformance/failure_kinds.json"
+
+func TestTheClientSaysWhatTheContractSaysOfEveryKind(t *testing.T) {
+	raw, err := os.ReadFile(failureKindsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var contract struct {
+		CorrectableLine   string `json:"correctable_line"`
+		UncorrectableLine string `json:"uncorrectable_line"`
+		Kinds             []struct {
+			Number      int32  `json:"number"`
+			Name        string `json:"name"`
+			Correctable bool   `json:"correctable"`
+		} `json:"kinds"`
+	}
+	if err := json.Unmarshal(raw, &contract); err != nil {
+		t.Fatal(err)
+	}
+	if CorrectableLine != contract.CorrectableLine || UncorrectableLine != contract.UncorrectableLine {
+		t.Errorf("retry lines %q / %q, the contract says %q / %q", CorrectableLine, UncorrectableLine, contract.CorrectableLine, contract.UncorrectableLine)
+	}
+	if len(contract.Kinds) != len(sidecarv1.FailureKind_name) {
+		t.Errorf("%d kinds, the contract has %d", len(sidecarv1.FailureKind_name), len(contract.Kinds))
+	}
+	for _, want := range contract.Kinds {
+		kind := sidecarv1.FailureKind(want.Number)
+		if KindName(kind) != want.Name || IsCorrectableKind(kind) != want.Correctable {
+			t.Errorf("kind %d: %s correctable %v, the contract says %s correctable %v", want.Number, KindName(kind), IsCorrectableKind(kind), want.Name, want.Correctable)
+		}
+		line := contract.UncorrectableLine
+		if want.Correctable {
+			line = contract.CorrectableLine
+		}
+		if got := Explain("m", IsCorrectableKind(kind)); got != "m\n"+line {
+			t.Errorf("%s: Explain = %q", want.Name, got)
 		}
 	}
 }

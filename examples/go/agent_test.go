@@ -17,9 +17,9 @@ import (
 	sidecarv1 "github.com/sidecar-dev/sidecar/clients/go/gen/sidecar/v1"
 )
 
-const notFound = "No document 'doc-404' exists.\n" + sidecar.CorrectableLine
+var notFound = "No document 'doc-404' exists.\n" + sidecar.CorrectableLine
 
-const answer = "answer after call_7 is_error=true: " + notFound
+var answer = "answer after call_7 is_error=true: " + notFound
 
 // scriptedSidecar asks for one tool call, then answers with what the tool said;
 // model "interrupted" breaks off its streamed answer with STREAM_INTERRUPTED.

@@ -2,12 +2,15 @@
 
 Each value has the number of its ``sidecar.v1`` proto counterpart (``FAILURE_KIND_X`` is
 ``FailureKind.X``), so the gRPC boundary converts by number and a test proves the two lists equal.
-Nothing here imports generated code.
+Which kinds are correctable is the contract's word, read from ``core.correctability`` (a table
+tools/protogen.py generates from it). Nothing here imports generated code.
 """
 
 from __future__ import annotations
 
 import enum
+
+from sidecar.core.correctability import CORRECTABLE_KIND_NUMBERS
 
 __all__ = ["CORRECTABLE_KINDS", "CircuitState", "FailureKind", "FinishReason", "RetrySignal", "Role", "TransportFault"]
 
@@ -40,16 +43,9 @@ class FailureKind(enum.IntEnum):
     STREAM_INTERRUPTED = 22
 
 
-CORRECTABLE_KINDS = frozenset(
-    {
-        FailureKind.INVALID_INPUT,
-        FailureKind.RESOURCE_NOT_FOUND,
-        FailureKind.GUARDRAIL,
-        FailureKind.JSON_PARSE,
-        FailureKind.RESPONSE_VALIDATION,
-    }
-)
-"""The kinds where a corrected call may succeed; every other kind needs another approach."""
+CORRECTABLE_KINDS = frozenset(FailureKind(number) for number in CORRECTABLE_KIND_NUMBERS)
+"""The kinds where a corrected call may succeed; every other kind needs another approach. The contract
+says which (``(sidecar.v1.correctable)``), through the table generated from it (``core.correctability``)."""
 
 
 class RetrySignal(enum.IntEnum):

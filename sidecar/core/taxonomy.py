@@ -34,6 +34,10 @@ Plain Python throughout: kinds are ``core.kinds.FailureKind``, details are ``cor
 records. The gRPC boundary converts them (``sidecar.server.convert``) and carries them in a
 rich status (``sidecar.server.status``). ``as_failure()`` is the one boundary that turns any
 other exception into ``SystemFailure``. A failure's ``str()`` is its message, always.
+
+Which kinds are correctable, and the two retry lines, are the contract's words (options of
+``FailureKind`` in sidecar.proto), taken from the table tools/protogen.py generates from it
+(``core.correctability``); a class defined under the branch the contract does not name fails at import.
 """
 
 from __future__ import annotations
@@ -41,8 +45,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
+from sidecar.core.correctability import CORRECTABLE_LINE, UNCORRECTABLE_LINE
 from sidecar.core.details import (
     CircuitDetail,
     Detail,
@@ -64,7 +69,7 @@ from sidecar.core.details import (
     Trigger,
     TruncationDetail,
 )
-from sidecar.core.kinds import CircuitState, FailureKind, RetrySignal, TransportFault
+from sidecar.core.kinds import CORRECTABLE_KINDS, CircuitState, FailureKind, RetrySignal, TransportFault
 from sidecar.core.text import cap, clause
 
 __all__ = [
@@ -103,17 +108,18 @@ __all__ = [
     "log_failure",
 ]
 
-CORRECTABLE_LINE = (
-    "[This error may be correctable - you can retry with different parameters or try a different approach]"
-)
-UNCORRECTABLE_LINE = "[This error is not correctable - consider an alternative approach]"
-
 
 class SidecarFailure(Exception):
-    """A failure of the taxonomy. Subclasses fix ``kind`` and ``correctable``."""
+    """A failure of the taxonomy. Subclasses fix ``kind`` and ``correctable`` (the branch the contract names)."""
 
     kind: ClassVar[FailureKind] = FailureKind.UNSPECIFIED
     correctable: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__ and cls.correctable is not (cls.kind in CORRECTABLE_KINDS):
+            said = "correctable" if cls.kind in CORRECTABLE_KINDS else "not correctable"
+            raise TypeError(f"{cls.__name__}: the contract says {cls.kind.name} is {said}")
 
     def __init__(
         self,

@@ -13,6 +13,8 @@ from sidecar_contract.v1 import sidecar_pb2 as pb
 from sidecar_client.client import AsyncSidecarClient, SidecarClient, Tls, assistant, job, tool_results, user
 from sidecar_client.errors import (
     CORRECTABLE_KINDS,
+    CORRECTABLE_LINE,
+    UNCORRECTABLE_LINE,
     CircuitOpenError,
     ContextOverflowError,
     CorrectableError,
@@ -47,6 +49,8 @@ from sidecar_client.tool_messages import anthropic_tool_result, openai_tool_mess
 
 __all__ = [
     "CORRECTABLE_KINDS",
+    "CORRECTABLE_LINE",
+    "UNCORRECTABLE_LINE",
     "AsyncModelStream",
     "AsyncSidecarClient",
     "CircuitOpenError",

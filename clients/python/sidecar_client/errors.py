@@ -10,6 +10,10 @@ SidecarError                       kind, correctable, message, explanation, http
         SpendCapExceededError, ModelNotFoundError, ProviderRefusalError,
         TokenEstimateExceedsLimitError, ContextOverflowError, OutputTruncatedError,
         JobTimeoutError, JobCancelledError, StreamInterruptedError (+ stream, partial_text)
+
+Which kinds are correctable and the two retry lines are read from the contract itself: the options
+of ``FailureKind`` in the generated stubs (``(sidecar.v1.correctable)``, ``correctable_line``,
+``uncorrectable_line``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from sidecar_contract.v1 import sidecar_pb2 as pb
 
 __all__ = [
     "CORRECTABLE_KINDS",
+    "CORRECTABLE_LINE",
+    "UNCORRECTABLE_LINE",
     "CircuitOpenError",
     "ContextOverflowError",
     "CorrectableError",
@@ -52,15 +58,20 @@ __all__ = [
     "from_rpc_error",
 ]
 
-CORRECTABLE_KINDS = frozenset(
-    {
-        pb.FAILURE_KIND_INVALID_INPUT,
-        pb.FAILURE_KIND_RESOURCE_NOT_FOUND,
-        pb.FAILURE_KIND_GUARDRAIL,
-        pb.FAILURE_KIND_JSON_PARSE,
-        pb.FAILURE_KIND_RESPONSE_VALIDATION,
-    }
-)
+
+def _options(descriptor: Any) -> Any:
+    """A descriptor's options. Untyped: the stubs (protoc's .pyi) type an extension as a plain
+    FieldDescriptor, which ``Extensions[...]`` is not typed to take."""
+    return descriptor.GetOptions()
+
+
+_KINDS = pb.FailureKind.DESCRIPTOR
+CORRECTABLE_KINDS = frozenset(value.number for value in _KINDS.values if _options(value).Extensions[pb.correctable])
+"""The kinds the contract marks ``(sidecar.v1.correctable)``: a corrected call may succeed."""
+CORRECTABLE_LINE: str = _options(_KINDS).Extensions[pb.correctable_line]
+"""The line the model reads after a correctable failure's message (the contract's ``correctable_line``)."""
+UNCORRECTABLE_LINE: str = _options(_KINDS).Extensions[pb.uncorrectable_line]
+"""The line the model reads after an uncorrectable failure's message (the contract's ``uncorrectable_line``)."""
 
 
 class SidecarError(Exception):
@@ -221,12 +232,7 @@ def from_failure(failure: pb.Failure, grpc_code: grpc.StatusCode | None = None) 
 
 
 def _explain(message: str, correctable: bool) -> str:
-    line = (
-        "[This error may be correctable - you can retry with different parameters or try a different approach]"
-        if correctable
-        else "[This error is not correctable - consider an alternative approach]"
-    )
-    return f"{message}\n{line}"
+    return f"{message}\n{CORRECTABLE_LINE if correctable else UNCORRECTABLE_LINE}"
 
 
 def from_status(status: status_pb2.Status, code: grpc.StatusCode) -> SidecarError:

@@ -1,5 +1,21 @@
 /**
- * SidecarError: a sidecar failure as a client sees it.
+ * SidecarError: a sidecar failure as a client sees it, one class per kind.
+ *
+ *   SidecarError                     kind, correctable, message, explanation, http, retryAfterMs,
+ *   ├── CorrectableError             detail, attempts, hops, grpcCode, reason, failure, status
+ *   │   └── InvalidInputError, ResourceNotFoundError, GuardrailError, JsonParseError,
+ *   │       ResponseValidationError
+ *   └── UncorrectableError
+ *       └── ExternalServiceError, UpstreamThrottleError, UnauthorizedError, PermissionDeniedError,
+ *           SystemFailureError, CircuitOpenError, UpstreamRetriesExhaustedError, QuotaExhaustedError,
+ *           SpendCapExceededError, ModelNotFoundError, ProviderRefusalError,
+ *           TokenEstimateExceedsLimitError, ContextOverflowError, OutputTruncatedError,
+ *           JobTimeoutError, JobCancelledError, StreamInterruptedError (+ streamDetail, partialText)
+ *
+ * so `err instanceof QuotaExhaustedError` (or CorrectableError) tells a failure from the others, as
+ * the Python client's exceptions do. Which branch a kind sits under is the contract's word: the
+ * kinds FailureKind marks `(sidecar.v1.correctable)`, read with getOption from the generated code,
+ * as are the two retry lines (the enum's `correctable_line` and `uncorrectable_line`).
  *
  * CallModel failures arrive as a failed RPC whose `grpc-status-details-bin`
  * trailer holds a google.rpc.Status packing a sidecar.v1.Failure, one
@@ -7,12 +23,24 @@
  * when a wait is known. fromServiceError rebuilds the error from the packed
  * Failure, falling back to ErrorInfo + the status message, and then to the
  * bare gRPC status for a failure that is not the sidecar's (its kind by the
- * status code: see fallbackKind). STREAM_INTERRUPTED is a StreamInterruptedError, a SidecarError
- * with its StreamDetail at hand.
+ * status code: see fallbackKind). A kind this client does not know (a newer
+ * sidecar's) is a SystemFailureError, its `kind` kept.
  */
+import { getOption } from "@bufbuild/protobuf";
 import { anyIs, anyUnpack, type Any } from "@bufbuild/protobuf/wkt";
 import { Metadata, status as GrpcStatus, type ServiceError } from "@grpc/grpc-js";
-import { FailureKind, FailureSchema, type Failure, type Hop, type HttpDetail, type StreamDetail } from "./gen/sidecar/v1/sidecar_pb.js";
+import {
+  FailureKind,
+  FailureKindSchema,
+  FailureSchema,
+  correctable as correctableOption,
+  correctable_line,
+  uncorrectable_line,
+  type Failure,
+  type Hop,
+  type HttpDetail,
+  type StreamDetail,
+} from "./gen/sidecar/v1/sidecar_pb.js";
 import {
   ERROR_INFO_TYPE,
   RETRY_INFO_TYPE,
@@ -29,21 +57,17 @@ import {
 /** The google.rpc.ErrorInfo domain of every sidecar failure. */
 export const ERROR_DOMAIN = "sidecar";
 
-/** The line the model reads after a correctable failure's message. */
-export const CORRECTABLE_LINE =
-  "[This error may be correctable - you can retry with different parameters or try a different approach]";
-/** The line the model reads after an uncorrectable failure's message. */
-export const UNCORRECTABLE_LINE = "[This error is not correctable - consider an alternative approach]";
+/** The line the model reads after a correctable failure's message (the contract's `correctable_line`). */
+export const CORRECTABLE_LINE: string = getOption(FailureKindSchema, correctable_line);
+/** The line the model reads after an uncorrectable failure's message (the contract's `uncorrectable_line`). */
+export const UNCORRECTABLE_LINE: string = getOption(FailureKindSchema, uncorrectable_line);
 
 const KIND_PREFIX = "FAILURE_KIND_";
 
-const CORRECTABLE_KINDS = new Set<FailureKind>([
-  FailureKind.INVALID_INPUT,
-  FailureKind.RESOURCE_NOT_FOUND,
-  FailureKind.GUARDRAIL,
-  FailureKind.JSON_PARSE,
-  FailureKind.RESPONSE_VALIDATION,
-]);
+/** The kinds the contract marks `(sidecar.v1.correctable)`. */
+const CORRECTABLE_KINDS = new Set<FailureKind>(
+  FailureKindSchema.values.filter((value) => getOption(value, correctableOption)).map((value) => value.number),
+);
 
 /** The kind's name without the FAILURE_KIND_ prefix, e.g. "QUOTA_EXHAUSTED". */
 export function kindName(kind: FailureKind): string {
@@ -58,7 +82,7 @@ export function kindFromName(name: string): FailureKind | undefined {
   return typeof value === "number" ? (value as FailureKind) : undefined;
 }
 
-/** Whether a kind is correctable: INVALID_INPUT, RESOURCE_NOT_FOUND, GUARDRAIL, JSON_PARSE, RESPONSE_VALIDATION. */
+/** Whether a kind is correctable: one the contract marks `(sidecar.v1.correctable)`. */
 export function isCorrectableKind(kind: FailureKind): boolean {
   return CORRECTABLE_KINDS.has(kind);
 }
@@ -173,12 +197,154 @@ export class SidecarError extends Error {
   }
 }
 
+/** A corrected call may succeed: the caller's input was wrong. */
+export class CorrectableError extends SidecarError {
+  override readonly name: string = "CorrectableError";
+}
+
+/** Only another approach can help. */
+export class UncorrectableError extends SidecarError {
+  override readonly name: string = "UncorrectableError";
+}
+
+/** The class of a kind: one the contract marks correctable is a CorrectableError, any other an UncorrectableError. */
+function branch(kind: FailureKind): typeof SidecarError {
+  return isCorrectableKind(kind) ? CorrectableError : UncorrectableError;
+}
+
+/** INVALID_INPUT: a parameter broke a rule. */
+export class InvalidInputError extends branch(FailureKind.INVALID_INPUT) {
+  static readonly kind = FailureKind.INVALID_INPUT;
+  override readonly name: string = "InvalidInputError";
+}
+
+/** RESOURCE_NOT_FOUND: a well-formed identifier names nothing. */
+export class ResourceNotFoundError extends branch(FailureKind.RESOURCE_NOT_FOUND) {
+  static readonly kind = FailureKind.RESOURCE_NOT_FOUND;
+  override readonly name: string = "ResourceNotFoundError";
+}
+
+/** GUARDRAIL: a guardrail refused the call. */
+export class GuardrailError extends branch(FailureKind.GUARDRAIL) {
+  static readonly kind = FailureKind.GUARDRAIL;
+  override readonly name: string = "GuardrailError";
+}
+
+/** JSON_PARSE: the model's reply was not the JSON object asked for. */
+export class JsonParseError extends branch(FailureKind.JSON_PARSE) {
+  static readonly kind = FailureKind.JSON_PARSE;
+  override readonly name: string = "JsonParseError";
+}
+
+/** RESPONSE_VALIDATION: the model's reply left required fields empty. */
+export class ResponseValidationError extends branch(FailureKind.RESPONSE_VALIDATION) {
+  static readonly kind = FailureKind.RESPONSE_VALIDATION;
+  override readonly name: string = "ResponseValidationError";
+}
+
+/** EXTERNAL_SERVICE: the service is down, failed, or could not be reached. */
+export class ExternalServiceError extends branch(FailureKind.EXTERNAL_SERVICE) {
+  static readonly kind = FailureKind.EXTERNAL_SERVICE;
+  override readonly name: string = "ExternalServiceError";
+}
+
+/** UPSTREAM_THROTTLE: the service is throttling us. */
+export class UpstreamThrottleError extends branch(FailureKind.UPSTREAM_THROTTLE) {
+  static readonly kind = FailureKind.UPSTREAM_THROTTLE;
+  override readonly name: string = "UpstreamThrottleError";
+}
+
+/** UNAUTHORIZED: the service rejected the sidecar's credentials. */
+export class UnauthorizedError extends branch(FailureKind.UNAUTHORIZED) {
+  static readonly kind = FailureKind.UNAUTHORIZED;
+  override readonly name: string = "UnauthorizedError";
+}
+
+/** PERMISSION_DENIED: the person the work runs for lacks access. */
+export class PermissionDeniedError extends branch(FailureKind.PERMISSION_DENIED) {
+  static readonly kind = FailureKind.PERMISSION_DENIED;
+  override readonly name: string = "PermissionDeniedError";
+}
+
+/** SYSTEM: an unexpected internal error (also the class of a kind this client does not know). */
+export class SystemFailureError extends branch(FailureKind.SYSTEM) {
+  static readonly kind = FailureKind.SYSTEM;
+  override readonly name: string = "SystemFailureError";
+}
+
+/** CIRCUIT_OPEN: the service's circuit is open; calls are refused until it recovers. */
+export class CircuitOpenError extends branch(FailureKind.CIRCUIT_OPEN) {
+  static readonly kind = FailureKind.CIRCUIT_OPEN;
+  override readonly name: string = "CircuitOpenError";
+}
+
+/** UPSTREAM_RETRIES_EXHAUSTED: rate limits, overloads or transient faults outlasted the retry budget. */
+export class UpstreamRetriesExhaustedError extends branch(FailureKind.UPSTREAM_RETRIES_EXHAUSTED) {
+  static readonly kind = FailureKind.UPSTREAM_RETRIES_EXHAUSTED;
+  override readonly name: string = "UpstreamRetriesExhaustedError";
+}
+
+/** QUOTA_EXHAUSTED: the provider account is out of money. */
+export class QuotaExhaustedError extends branch(FailureKind.QUOTA_EXHAUSTED) {
+  static readonly kind = FailureKind.QUOTA_EXHAUSTED;
+  override readonly name: string = "QuotaExhaustedError";
+}
+
+/** SPEND_CAP_EXCEEDED: the workflow's recorded spend reached its cap. */
+export class SpendCapExceededError extends branch(FailureKind.SPEND_CAP_EXCEEDED) {
+  static readonly kind = FailureKind.SPEND_CAP_EXCEEDED;
+  override readonly name: string = "SpendCapExceededError";
+}
+
+/** MODEL_NOT_FOUND: the model id is not in the catalog. */
+export class ModelNotFoundError extends branch(FailureKind.MODEL_NOT_FOUND) {
+  static readonly kind = FailureKind.MODEL_NOT_FOUND;
+  override readonly name: string = "ModelNotFoundError";
+}
+
+/** PROVIDER_REFUSAL: the provider declined the call (content filter, refusal). */
+export class ProviderRefusalError extends branch(FailureKind.PROVIDER_REFUSAL) {
+  static readonly kind = FailureKind.PROVIDER_REFUSAL;
+  override readonly name: string = "ProviderRefusalError";
+}
+
+/** TOKEN_ESTIMATE_EXCEEDS_LIMIT: the estimated conversation does not fit the context window. */
+export class TokenEstimateExceedsLimitError extends branch(FailureKind.TOKEN_ESTIMATE_EXCEEDS_LIMIT) {
+  static readonly kind = FailureKind.TOKEN_ESTIMATE_EXCEEDS_LIMIT;
+  override readonly name: string = "TokenEstimateExceedsLimitError";
+}
+
+/** CONTEXT_OVERFLOW: the provider said the context is too long. */
+export class ContextOverflowError extends branch(FailureKind.CONTEXT_OVERFLOW) {
+  static readonly kind = FailureKind.CONTEXT_OVERFLOW;
+  override readonly name: string = "ContextOverflowError";
+}
+
+/** OUTPUT_TRUNCATED: the reply was cut off at the output limit, even at the maximum budget. */
+export class OutputTruncatedError extends branch(FailureKind.OUTPUT_TRUNCATED) {
+  static readonly kind = FailureKind.OUTPUT_TRUNCATED;
+  override readonly name: string = "OutputTruncatedError";
+}
+
+/** JOB_TIMEOUT: the caller's deadline ends before the call could. */
+export class JobTimeoutError extends branch(FailureKind.JOB_TIMEOUT) {
+  static readonly kind = FailureKind.JOB_TIMEOUT;
+  override readonly name: string = "JobTimeoutError";
+}
+
+/** JOB_CANCELLED: the caller cancelled the call. */
+export class JobCancelledError extends branch(FailureKind.JOB_CANCELLED) {
+  static readonly kind = FailureKind.JOB_CANCELLED;
+  override readonly name: string = "JobCancelledError";
+}
+
 /**
  * STREAM_INTERRUPTED: a stream was cut after deltas had reached the caller and was not restarted
- * (the call's midStream policy, or no retry left). Uncorrectable; `partialText` is what had been
- * sent. Retry at a higher level, or keep the partial output.
+ * (the call's midStream policy, or no retry left). `partialText` is what had been sent. Retry at
+ * a higher level, or keep the partial output.
  */
-export class StreamInterruptedError extends SidecarError {
+export class StreamInterruptedError extends branch(FailureKind.STREAM_INTERRUPTED) {
+  static readonly kind = FailureKind.STREAM_INTERRUPTED;
   override readonly name: string = "StreamInterruptedError";
 
   /** What the stream had sent: partialText, reason, deltasSent. */
@@ -192,9 +358,42 @@ export class StreamInterruptedError extends SidecarError {
   }
 }
 
-/** The error of a failure's kind: StreamInterruptedError for STREAM_INTERRUPTED, else SidecarError. */
+/** The class of each kind's errors. */
+const BY_KIND = new Map<FailureKind, typeof SidecarError>(
+  [
+    InvalidInputError,
+    ResourceNotFoundError,
+    GuardrailError,
+    JsonParseError,
+    ResponseValidationError,
+    ExternalServiceError,
+    UpstreamThrottleError,
+    UnauthorizedError,
+    PermissionDeniedError,
+    SystemFailureError,
+    CircuitOpenError,
+    UpstreamRetriesExhaustedError,
+    QuotaExhaustedError,
+    SpendCapExceededError,
+    ModelNotFoundError,
+    ProviderRefusalError,
+    TokenEstimateExceedsLimitError,
+    ContextOverflowError,
+    OutputTruncatedError,
+    JobTimeoutError,
+    JobCancelledError,
+    StreamInterruptedError,
+  ].map((cls): [FailureKind, typeof SidecarError] => [cls.kind, cls]),
+);
+
+/** The class of a kind's errors; SystemFailureError for UNSPECIFIED or a kind this client does not know. */
+export function errorClass(kind: FailureKind): typeof SidecarError {
+  return BY_KIND.get(kind) ?? SystemFailureError;
+}
+
+/** The error of a failure's kind: an instance of errorClass(kind). */
 function errorOf(init: SidecarErrorInit): SidecarError {
-  return init.kind === FailureKind.STREAM_INTERRUPTED ? new StreamInterruptedError(init) : new SidecarError(init);
+  return new (errorClass(init.kind))(init);
 }
 
 /** Whether err is a SidecarError. */

@@ -9,7 +9,8 @@
  *   for await (const event of sidecar.streamModel({ model: "fast", messages })) { ... }
  *
  * CallModel and StreamModel failures reject with a SidecarError rebuilt from the Failure in the
- * `grpc-status-details-bin` trailer; a tool's failure is an outcome, not a rejection.
+ * `grpc-status-details-bin` trailer, one class per kind (`err instanceof QuotaExhaustedError`,
+ * `err instanceof CorrectableError`); a tool's failure is an outcome, not a rejection.
  */
 export {
   ADDRESS_ENV,
@@ -26,10 +27,34 @@ export {
 } from "./client.js";
 export {
   CORRECTABLE_LINE,
+  CircuitOpenError,
+  ContextOverflowError,
+  CorrectableError,
   ERROR_DOMAIN,
+  ExternalServiceError,
+  GuardrailError,
+  InvalidInputError,
+  JobCancelledError,
+  JobTimeoutError,
+  JsonParseError,
+  ModelNotFoundError,
+  OutputTruncatedError,
+  PermissionDeniedError,
+  ProviderRefusalError,
+  QuotaExhaustedError,
+  ResourceNotFoundError,
+  ResponseValidationError,
   SidecarError,
+  SpendCapExceededError,
   StreamInterruptedError,
+  SystemFailureError,
+  TokenEstimateExceedsLimitError,
   UNCORRECTABLE_LINE,
+  UnauthorizedError,
+  UncorrectableError,
+  UpstreamRetriesExhaustedError,
+  UpstreamThrottleError,
+  errorClass,
   explain,
   fallbackKind,
   fromServiceError,

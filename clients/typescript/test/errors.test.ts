@@ -1,14 +1,25 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { FailureKind, FailureSchema } from "../src/gen/sidecar/v1/sidecar_pb.js";
 import {
   CORRECTABLE_LINE,
+  CorrectableError,
   ERROR_DOMAIN,
+  ExternalServiceError,
+  JsonParseError,
+  QuotaExhaustedError,
   SidecarError,
+  StreamInterruptedError,
+  SystemFailureError,
   UNCORRECTABLE_LINE,
+  UncorrectableError,
+  errorClass,
+  explain,
   fromServiceError,
+  fromStatus,
   isCorrectableKind,
   kindFromName,
   kindName,
@@ -48,7 +59,10 @@ describe("fromServiceError", () => {
     assert.equal(err.grpcCode, grpc.status.RESOURCE_EXHAUSTED);
     assert.equal(err.grpcCodeName, "RESOURCE_EXHAUSTED");
     assert.equal(err.reason, "QUOTA_EXHAUSTED");
-    assert.equal(err.name, "SidecarError");
+    assert.ok(err instanceof QuotaExhaustedError);
+    assert.ok(err instanceof UncorrectableError);
+    assert.ok(!(err instanceof CorrectableError));
+    assert.equal(err.name, "QuotaExhaustedError");
   });
 
   it("leaves http and retryAfterMs undefined when the failure has none", () => {
@@ -87,6 +101,7 @@ describe("fromServiceError", () => {
     assert.equal(err.explanation, `The reply was not a JSON object.\n${CORRECTABLE_LINE}`);
     assert.equal(err.failure, undefined);
     assert.equal(err.reason, "JSON_PARSE");
+    assert.ok(err instanceof JsonParseError && err instanceof CorrectableError);
   });
 
   it("ignores an ErrorInfo of another domain", () => {
@@ -115,6 +130,7 @@ describe("fromServiceError", () => {
     assert.equal(err.message, "connection refused");
     assert.equal(err.explanation, `connection refused\n${UNCORRECTABLE_LINE}`);
     assert.equal(err.cause, plain);
+    assert.ok(err instanceof ExternalServiceError);
   });
 
   it("takes the kind of a status that is not a sidecar failure from its code", () => {
@@ -176,5 +192,63 @@ describe("kinds", () => {
       .map(kindName)
       .sort();
     assert.deepEqual(correctable, ["GUARDRAIL", "INVALID_INPUT", "JSON_PARSE", "RESOURCE_NOT_FOUND", "RESPONSE_VALIDATION"]);
+  });
+});
+
+describe("one class per kind", () => {
+  const kinds = Object.values(FailureKind).filter((v): v is FailureKind => typeof v === "number");
+
+  it("is the class of every kind's errors, under the branch the kind's correctability names", () => {
+    for (const kind of kinds.filter((k) => k !== FailureKind.UNSPECIFIED)) {
+      const err = fromStatus(grpc.status.UNKNOWN, "m", {
+        code: grpc.status.UNKNOWN,
+        message: "m",
+        details: [packBytes(ERROR_INFO_TYPE, encodeErrorInfo({ reason: kindName(kind), domain: ERROR_DOMAIN, metadata: {} }))],
+      });
+      const cls = errorClass(kind);
+      assert.ok(err instanceof cls, kindName(kind));
+      assert.ok(err instanceof SidecarError && err instanceof Error);
+      assert.equal(err.kind, kind);
+      assert.equal(err.name, cls.name);
+      assert.equal(err instanceof CorrectableError, isCorrectableKind(kind), kindName(kind));
+      assert.equal(err instanceof UncorrectableError, !isCorrectableKind(kind), kindName(kind));
+    }
+    assert.equal(new Set(kinds.filter((k) => k !== FailureKind.UNSPECIFIED).map(errorClass)).size, kinds.length - 1);
+  });
+
+  it("makes STREAM_INTERRUPTED a StreamInterruptedError, and a kind it does not know a SystemFailureError", () => {
+    assert.equal(errorClass(FailureKind.STREAM_INTERRUPTED), StreamInterruptedError);
+    assert.equal(errorClass(FailureKind.UNSPECIFIED), SystemFailureError);
+    assert.equal(errorClass(99 as FailureKind), SystemFailureError);
+    const unknown = SidecarError.fromFailure(create(FailureSchema, { kind: 99 as FailureKind, message: "m" }));
+    assert.ok(unknown instanceof SystemFailureError);
+    assert.equal(unknown.kind, 99);
+  });
+});
+
+/**
+ * What the contract says of each kind, as data: written by tools/protogen.py from sidecar.proto
+ * (its --check fails when stale); every client's tests compare their answers with it.
+ */
+const FAILURE_KINDS_FILE = new URL("../../../../tests/conformance/failure_kinds.json", import.meta.url);
+
+describe("the contract", () => {
+  it("says of every kind what this client says", () => {
+    const contract = JSON.parse(readFileSync(FAILURE_KINDS_FILE, "utf8")) as {
+      correctable_line: string;
+      uncorrectable_line: string;
+      kinds: { number: number; name: string; correctable: boolean }[];
+    };
+    assert.equal(CORRECTABLE_LINE, contract.correctable_line);
+    assert.equal(UNCORRECTABLE_LINE, contract.uncorrectable_line);
+    const known = Object.values(FailureKind).filter((v): v is FailureKind => typeof v === "number");
+    assert.deepEqual(contract.kinds.map((k) => k.number), known);
+    for (const want of contract.kinds) {
+      const kind = want.number as FailureKind;
+      assert.equal(kindName(kind), want.name);
+      assert.equal(isCorrectableKind(kind), want.correctable, want.name);
+      const line = want.correctable ? contract.correctable_line : contract.uncorrectable_line;
+      assert.equal(explain("m", isCorrectableKind(kind)), `m\n${line}`);
+    }
   });
 });

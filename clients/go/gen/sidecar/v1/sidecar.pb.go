@@ -21,6 +21,7 @@ package sidecarv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	descriptorpb "google.golang.org/protobuf/types/descriptorpb"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -36,24 +37,25 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// FailureKind is the one taxonomy. Correctable kinds (the caller's input was
-// wrong; a corrected call may succeed): INVALID_INPUT, RESOURCE_NOT_FOUND,
-// GUARDRAIL, JSON_PARSE, RESPONSE_VALIDATION. Every other kind is
-// uncorrectable (only another approach can help).
+// FailureKind is the one taxonomy. A kind marked `(sidecar.v1.correctable)`
+// means the caller's input was wrong and a corrected call may succeed; every
+// other kind is uncorrectable (only another approach can help). A Failure's
+// `explanation` is its message, a newline, and the enum's
+// `(sidecar.v1.correctable_line)` or `(sidecar.v1.uncorrectable_line)`.
 type FailureKind int32
 
 const (
 	// No failure: used by ClassifyFailure for a success or a granted pre-check.
 	FailureKind_FAILURE_KIND_UNSPECIFIED FailureKind = 0
-	// A parameter broke a rule (correctable).
+	// A parameter broke a rule.
 	FailureKind_FAILURE_KIND_INVALID_INPUT FailureKind = 1
-	// A well-formed identifier names nothing (correctable).
+	// A well-formed identifier names nothing.
 	FailureKind_FAILURE_KIND_RESOURCE_NOT_FOUND FailureKind = 2
-	// A guardrail refused the call (correctable).
+	// A guardrail refused the call.
 	FailureKind_FAILURE_KIND_GUARDRAIL FailureKind = 3
-	// The model's reply was not the JSON object asked for (correctable).
+	// The model's reply was not the JSON object asked for.
 	FailureKind_FAILURE_KIND_JSON_PARSE FailureKind = 4
-	// The model's reply left required fields empty (correctable).
+	// The model's reply left required fields empty.
 	FailureKind_FAILURE_KIND_RESPONSE_VALIDATION FailureKind = 5
 	// The service is down, failed, or could not be reached.
 	FailureKind_FAILURE_KIND_EXTERNAL_SERVICE FailureKind = 6
@@ -4172,12 +4174,60 @@ func (x *ListModelsResponse) GetModels() []*ModelInfo {
 	return nil
 }
 
+var file_sidecar_v1_sidecar_proto_extTypes = []protoimpl.ExtensionInfo{
+	{
+		ExtendedType:  (*descriptorpb.EnumValueOptions)(nil),
+		ExtensionType: (*bool)(nil),
+		Field:         50001,
+		Name:          "sidecar.v1.correctable",
+		Tag:           "varint,50001,opt,name=correctable",
+		Filename:      "sidecar/v1/sidecar.proto",
+	},
+	{
+		ExtendedType:  (*descriptorpb.EnumOptions)(nil),
+		ExtensionType: (*string)(nil),
+		Field:         50001,
+		Name:          "sidecar.v1.correctable_line",
+		Tag:           "bytes,50001,opt,name=correctable_line",
+		Filename:      "sidecar/v1/sidecar.proto",
+	},
+	{
+		ExtendedType:  (*descriptorpb.EnumOptions)(nil),
+		ExtensionType: (*string)(nil),
+		Field:         50002,
+		Name:          "sidecar.v1.uncorrectable_line",
+		Tag:           "bytes,50002,opt,name=uncorrectable_line",
+		Filename:      "sidecar/v1/sidecar.proto",
+	},
+}
+
+// Extension fields to descriptorpb.EnumValueOptions.
+var (
+	// Set on the kinds where the caller's input was wrong: a corrected call
+	// may succeed. A kind without it is uncorrectable.
+	//
+	// optional bool correctable = 50001;
+	E_Correctable = &file_sidecar_v1_sidecar_proto_extTypes[0]
+)
+
+// Extension fields to descriptorpb.EnumOptions.
+var (
+	// The line the model reads after a correctable failure's message.
+	//
+	// optional string correctable_line = 50001;
+	E_CorrectableLine = &file_sidecar_v1_sidecar_proto_extTypes[1]
+	// The line the model reads after an uncorrectable failure's message.
+	//
+	// optional string uncorrectable_line = 50002;
+	E_UncorrectableLine = &file_sidecar_v1_sidecar_proto_extTypes[2]
+)
+
 var File_sidecar_v1_sidecar_proto protoreflect.FileDescriptor
 
 const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\n" +
 	"\x18sidecar/v1/sidecar.proto\x12\n" +
-	"sidecar.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x02\n" +
+	"sidecar.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x02\n" +
 	"\x03Job\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vworkflow_id\x18\x02 \x01(\tR\n" +
@@ -4461,14 +4511,14 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x16\n" +
 	"\x06weight\x18\x03 \x01(\x01R\x06weight\"C\n" +
 	"\x12ListModelsResponse\x12-\n" +
-	"\x06models\x18\x01 \x03(\v2\x15.sidecar.v1.ModelInfoR\x06models*\xa2\x06\n" +
+	"\x06models\x18\x01 \x03(\v2\x15.sidecar.v1.ModelInfoR\x06models*\xf2\a\n" +
 	"\vFailureKind\x12\x1c\n" +
-	"\x18FAILURE_KIND_UNSPECIFIED\x10\x00\x12\x1e\n" +
-	"\x1aFAILURE_KIND_INVALID_INPUT\x10\x01\x12#\n" +
-	"\x1fFAILURE_KIND_RESOURCE_NOT_FOUND\x10\x02\x12\x1a\n" +
-	"\x16FAILURE_KIND_GUARDRAIL\x10\x03\x12\x1b\n" +
-	"\x17FAILURE_KIND_JSON_PARSE\x10\x04\x12$\n" +
-	" FAILURE_KIND_RESPONSE_VALIDATION\x10\x05\x12!\n" +
+	"\x18FAILURE_KIND_UNSPECIFIED\x10\x00\x12$\n" +
+	"\x1aFAILURE_KIND_INVALID_INPUT\x10\x01\x1a\x04\x88\xb5\x18\x01\x12)\n" +
+	"\x1fFAILURE_KIND_RESOURCE_NOT_FOUND\x10\x02\x1a\x04\x88\xb5\x18\x01\x12 \n" +
+	"\x16FAILURE_KIND_GUARDRAIL\x10\x03\x1a\x04\x88\xb5\x18\x01\x12!\n" +
+	"\x17FAILURE_KIND_JSON_PARSE\x10\x04\x1a\x04\x88\xb5\x18\x01\x12*\n" +
+	" FAILURE_KIND_RESPONSE_VALIDATION\x10\x05\x1a\x04\x88\xb5\x18\x01\x12!\n" +
 	"\x1dFAILURE_KIND_EXTERNAL_SERVICE\x10\x06\x12\"\n" +
 	"\x1eFAILURE_KIND_UPSTREAM_THROTTLE\x10\a\x12\x1d\n" +
 	"\x19FAILURE_KIND_UNAUTHORIZED\x10\b\x12\"\n" +
@@ -4486,7 +4536,7 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\x1dFAILURE_KIND_OUTPUT_TRUNCATED\x10\x13\x12\x1c\n" +
 	"\x18FAILURE_KIND_JOB_TIMEOUT\x10\x14\x12\x1e\n" +
 	"\x1aFAILURE_KIND_JOB_CANCELLED\x10\x15\x12#\n" +
-	"\x1fFAILURE_KIND_STREAM_INTERRUPTED\x10\x16*|\n" +
+	"\x1fFAILURE_KIND_STREAM_INTERRUPTED\x10\x16\x1a\xaf\x01\x8a\xb5\x18e[This error may be correctable - you can retry with different parameters or try a different approach]\x92\xb5\x18B[This error is not correctable - consider an alternative approach]*|\n" +
 	"\fCircuitState\x12\x1d\n" +
 	"\x19CIRCUIT_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14CIRCUIT_STATE_CLOSED\x10\x01\x12\x16\n" +
@@ -4535,7 +4585,11 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\tListTools\x12\x1c.sidecar.v1.ListToolsRequest\x1a\x1d.sidecar.v1.ListToolsResponse\x12K\n" +
 	"\n" +
 	"ListModels\x12\x1d.sidecar.v1.ListModelsRequest\x1a\x1e.sidecar.v1.ListModelsResponse\x12K\n" +
-	"\vStreamModel\x12\x1c.sidecar.v1.CallModelRequest\x1a\x1c.sidecar.v1.StreamModelEvent0\x01B\x8d\x01P\x01ZBgithub.com/sidecar-dev/sidecar/clients/go/gen/sidecar/v1;sidecarv1\xa2\x02\x03SXX\xaa\x02\n" +
+	"\vStreamModel\x12\x1c.sidecar.v1.CallModelRequest\x1a\x1c.sidecar.v1.StreamModelEvent0\x01:E\n" +
+	"\vcorrectable\x12!.google.protobuf.EnumValueOptions\x18ц\x03 \x01(\bR\vcorrectable:I\n" +
+	"\x10correctable_line\x12\x1c.google.protobuf.EnumOptions\x18ц\x03 \x01(\tR\x0fcorrectableLine:M\n" +
+	"\x12uncorrectable_line\x12\x1c.google.protobuf.EnumOptions\x18҆\x03 \x01(\tR\x11uncorrectableLineB\x9d\x01\n" +
+	"\x0edev.sidecar.v1P\x01ZBgithub.com/sidecar-dev/sidecar/clients/go/gen/sidecar/v1;sidecarv1\xa2\x02\x03SXX\xaa\x02\n" +
 	"Sidecar.V1\xca\x02\n" +
 	"Sidecar\\V1\xe2\x02\x16Sidecar\\V1\\GPBMetadata\xea\x02\vSidecar::V1b\x06proto3"
 
@@ -4554,63 +4608,65 @@ func file_sidecar_v1_sidecar_proto_rawDescGZIP() []byte {
 var file_sidecar_v1_sidecar_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
 var file_sidecar_v1_sidecar_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_sidecar_v1_sidecar_proto_goTypes = []any{
-	(FailureKind)(0),               // 0: sidecar.v1.FailureKind
-	(CircuitState)(0),              // 1: sidecar.v1.CircuitState
-	(RetrySignal)(0),               // 2: sidecar.v1.RetrySignal
-	(Role)(0),                      // 3: sidecar.v1.Role
-	(MidStreamPolicy)(0),           // 4: sidecar.v1.MidStreamPolicy
-	(FinishReason)(0),              // 5: sidecar.v1.FinishReason
-	(RestartCause)(0),              // 6: sidecar.v1.RestartCause
-	(ToolKind)(0),                  // 7: sidecar.v1.ToolKind
-	(TransportFault)(0),            // 8: sidecar.v1.TransportFault
-	(*Job)(nil),                    // 9: sidecar.v1.Job
-	(*HttpDetail)(nil),             // 10: sidecar.v1.HttpDetail
-	(*Failure)(nil),                // 11: sidecar.v1.Failure
-	(*Hop)(nil),                    // 12: sidecar.v1.Hop
-	(*StreamDetail)(nil),           // 13: sidecar.v1.StreamDetail
-	(*InvalidInputDetail)(nil),     // 14: sidecar.v1.InvalidInputDetail
-	(*ResourceDetail)(nil),         // 15: sidecar.v1.ResourceDetail
-	(*ProviderDetail)(nil),         // 16: sidecar.v1.ProviderDetail
-	(*TokenLimitDetail)(nil),       // 17: sidecar.v1.TokenLimitDetail
-	(*RefusalDetail)(nil),          // 18: sidecar.v1.RefusalDetail
-	(*TriggerResponse)(nil),        // 19: sidecar.v1.TriggerResponse
-	(*CircuitDetail)(nil),          // 20: sidecar.v1.CircuitDetail
-	(*ServiceDetail)(nil),          // 21: sidecar.v1.ServiceDetail
-	(*RetryDetail)(nil),            // 22: sidecar.v1.RetryDetail
-	(*SpendDetail)(nil),            // 23: sidecar.v1.SpendDetail
-	(*FieldProblem)(nil),           // 24: sidecar.v1.FieldProblem
-	(*ReplyDetail)(nil),            // 25: sidecar.v1.ReplyDetail
-	(*SystemDetail)(nil),           // 26: sidecar.v1.SystemDetail
-	(*TruncationDetail)(nil),       // 27: sidecar.v1.TruncationDetail
-	(*PermissionDetail)(nil),       // 28: sidecar.v1.PermissionDetail
-	(*ExecuteToolRequest)(nil),     // 29: sidecar.v1.ExecuteToolRequest
-	(*ToolResult)(nil),             // 30: sidecar.v1.ToolResult
-	(*ExecuteToolResponse)(nil),    // 31: sidecar.v1.ExecuteToolResponse
-	(*ToolCall)(nil),               // 32: sidecar.v1.ToolCall
-	(*ToolCallResult)(nil),         // 33: sidecar.v1.ToolCallResult
-	(*Message)(nil),                // 34: sidecar.v1.Message
-	(*ToolDefinition)(nil),         // 35: sidecar.v1.ToolDefinition
-	(*CallModelRequest)(nil),       // 36: sidecar.v1.CallModelRequest
-	(*Usage)(nil),                  // 37: sidecar.v1.Usage
-	(*CallModelResponse)(nil),      // 38: sidecar.v1.CallModelResponse
-	(*StreamModelEvent)(nil),       // 39: sidecar.v1.StreamModelEvent
-	(*TextDelta)(nil),              // 40: sidecar.v1.TextDelta
-	(*ToolCallDelta)(nil),          // 41: sidecar.v1.ToolCallDelta
-	(*StreamRestart)(nil),          // 42: sidecar.v1.StreamRestart
-	(*ObservedResponse)(nil),       // 43: sidecar.v1.ObservedResponse
-	(*ClassifyFailureRequest)(nil), // 44: sidecar.v1.ClassifyFailureRequest
-	(*ListToolsRequest)(nil),       // 45: sidecar.v1.ListToolsRequest
-	(*ToolInfo)(nil),               // 46: sidecar.v1.ToolInfo
-	(*ListToolsResponse)(nil),      // 47: sidecar.v1.ListToolsResponse
-	(*ListModelsRequest)(nil),      // 48: sidecar.v1.ListModelsRequest
-	(*ModelInfo)(nil),              // 49: sidecar.v1.ModelInfo
-	(*RouteDeployment)(nil),        // 50: sidecar.v1.RouteDeployment
-	(*ListModelsResponse)(nil),     // 51: sidecar.v1.ListModelsResponse
-	nil,                            // 52: sidecar.v1.Job.AttributesEntry
-	nil,                            // 53: sidecar.v1.ObservedResponse.HeadersEntry
-	(*durationpb.Duration)(nil),    // 54: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 55: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),        // 56: google.protobuf.Struct
+	(FailureKind)(0),                      // 0: sidecar.v1.FailureKind
+	(CircuitState)(0),                     // 1: sidecar.v1.CircuitState
+	(RetrySignal)(0),                      // 2: sidecar.v1.RetrySignal
+	(Role)(0),                             // 3: sidecar.v1.Role
+	(MidStreamPolicy)(0),                  // 4: sidecar.v1.MidStreamPolicy
+	(FinishReason)(0),                     // 5: sidecar.v1.FinishReason
+	(RestartCause)(0),                     // 6: sidecar.v1.RestartCause
+	(ToolKind)(0),                         // 7: sidecar.v1.ToolKind
+	(TransportFault)(0),                   // 8: sidecar.v1.TransportFault
+	(*Job)(nil),                           // 9: sidecar.v1.Job
+	(*HttpDetail)(nil),                    // 10: sidecar.v1.HttpDetail
+	(*Failure)(nil),                       // 11: sidecar.v1.Failure
+	(*Hop)(nil),                           // 12: sidecar.v1.Hop
+	(*StreamDetail)(nil),                  // 13: sidecar.v1.StreamDetail
+	(*InvalidInputDetail)(nil),            // 14: sidecar.v1.InvalidInputDetail
+	(*ResourceDetail)(nil),                // 15: sidecar.v1.ResourceDetail
+	(*ProviderDetail)(nil),                // 16: sidecar.v1.ProviderDetail
+	(*TokenLimitDetail)(nil),              // 17: sidecar.v1.TokenLimitDetail
+	(*RefusalDetail)(nil),                 // 18: sidecar.v1.RefusalDetail
+	(*TriggerResponse)(nil),               // 19: sidecar.v1.TriggerResponse
+	(*CircuitDetail)(nil),                 // 20: sidecar.v1.CircuitDetail
+	(*ServiceDetail)(nil),                 // 21: sidecar.v1.ServiceDetail
+	(*RetryDetail)(nil),                   // 22: sidecar.v1.RetryDetail
+	(*SpendDetail)(nil),                   // 23: sidecar.v1.SpendDetail
+	(*FieldProblem)(nil),                  // 24: sidecar.v1.FieldProblem
+	(*ReplyDetail)(nil),                   // 25: sidecar.v1.ReplyDetail
+	(*SystemDetail)(nil),                  // 26: sidecar.v1.SystemDetail
+	(*TruncationDetail)(nil),              // 27: sidecar.v1.TruncationDetail
+	(*PermissionDetail)(nil),              // 28: sidecar.v1.PermissionDetail
+	(*ExecuteToolRequest)(nil),            // 29: sidecar.v1.ExecuteToolRequest
+	(*ToolResult)(nil),                    // 30: sidecar.v1.ToolResult
+	(*ExecuteToolResponse)(nil),           // 31: sidecar.v1.ExecuteToolResponse
+	(*ToolCall)(nil),                      // 32: sidecar.v1.ToolCall
+	(*ToolCallResult)(nil),                // 33: sidecar.v1.ToolCallResult
+	(*Message)(nil),                       // 34: sidecar.v1.Message
+	(*ToolDefinition)(nil),                // 35: sidecar.v1.ToolDefinition
+	(*CallModelRequest)(nil),              // 36: sidecar.v1.CallModelRequest
+	(*Usage)(nil),                         // 37: sidecar.v1.Usage
+	(*CallModelResponse)(nil),             // 38: sidecar.v1.CallModelResponse
+	(*StreamModelEvent)(nil),              // 39: sidecar.v1.StreamModelEvent
+	(*TextDelta)(nil),                     // 40: sidecar.v1.TextDelta
+	(*ToolCallDelta)(nil),                 // 41: sidecar.v1.ToolCallDelta
+	(*StreamRestart)(nil),                 // 42: sidecar.v1.StreamRestart
+	(*ObservedResponse)(nil),              // 43: sidecar.v1.ObservedResponse
+	(*ClassifyFailureRequest)(nil),        // 44: sidecar.v1.ClassifyFailureRequest
+	(*ListToolsRequest)(nil),              // 45: sidecar.v1.ListToolsRequest
+	(*ToolInfo)(nil),                      // 46: sidecar.v1.ToolInfo
+	(*ListToolsResponse)(nil),             // 47: sidecar.v1.ListToolsResponse
+	(*ListModelsRequest)(nil),             // 48: sidecar.v1.ListModelsRequest
+	(*ModelInfo)(nil),                     // 49: sidecar.v1.ModelInfo
+	(*RouteDeployment)(nil),               // 50: sidecar.v1.RouteDeployment
+	(*ListModelsResponse)(nil),            // 51: sidecar.v1.ListModelsResponse
+	nil,                                   // 52: sidecar.v1.Job.AttributesEntry
+	nil,                                   // 53: sidecar.v1.ObservedResponse.HeadersEntry
+	(*durationpb.Duration)(nil),           // 54: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),         // 55: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),               // 56: google.protobuf.Struct
+	(*descriptorpb.EnumValueOptions)(nil), // 57: google.protobuf.EnumValueOptions
+	(*descriptorpb.EnumOptions)(nil),      // 58: google.protobuf.EnumOptions
 }
 var file_sidecar_v1_sidecar_proto_depIdxs = []int32{
 	52, // 0: sidecar.v1.Job.attributes:type_name -> sidecar.v1.Job.AttributesEntry
@@ -4672,22 +4728,25 @@ var file_sidecar_v1_sidecar_proto_depIdxs = []int32{
 	46, // 56: sidecar.v1.ListToolsResponse.tools:type_name -> sidecar.v1.ToolInfo
 	50, // 57: sidecar.v1.ModelInfo.deployments:type_name -> sidecar.v1.RouteDeployment
 	49, // 58: sidecar.v1.ListModelsResponse.models:type_name -> sidecar.v1.ModelInfo
-	29, // 59: sidecar.v1.Sidecar.ExecuteTool:input_type -> sidecar.v1.ExecuteToolRequest
-	36, // 60: sidecar.v1.Sidecar.CallModel:input_type -> sidecar.v1.CallModelRequest
-	44, // 61: sidecar.v1.Sidecar.ClassifyFailure:input_type -> sidecar.v1.ClassifyFailureRequest
-	45, // 62: sidecar.v1.Sidecar.ListTools:input_type -> sidecar.v1.ListToolsRequest
-	48, // 63: sidecar.v1.Sidecar.ListModels:input_type -> sidecar.v1.ListModelsRequest
-	36, // 64: sidecar.v1.Sidecar.StreamModel:input_type -> sidecar.v1.CallModelRequest
-	31, // 65: sidecar.v1.Sidecar.ExecuteTool:output_type -> sidecar.v1.ExecuteToolResponse
-	38, // 66: sidecar.v1.Sidecar.CallModel:output_type -> sidecar.v1.CallModelResponse
-	11, // 67: sidecar.v1.Sidecar.ClassifyFailure:output_type -> sidecar.v1.Failure
-	47, // 68: sidecar.v1.Sidecar.ListTools:output_type -> sidecar.v1.ListToolsResponse
-	51, // 69: sidecar.v1.Sidecar.ListModels:output_type -> sidecar.v1.ListModelsResponse
-	39, // 70: sidecar.v1.Sidecar.StreamModel:output_type -> sidecar.v1.StreamModelEvent
-	65, // [65:71] is the sub-list for method output_type
-	59, // [59:65] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
+	57, // 59: sidecar.v1.correctable:extendee -> google.protobuf.EnumValueOptions
+	58, // 60: sidecar.v1.correctable_line:extendee -> google.protobuf.EnumOptions
+	58, // 61: sidecar.v1.uncorrectable_line:extendee -> google.protobuf.EnumOptions
+	29, // 62: sidecar.v1.Sidecar.ExecuteTool:input_type -> sidecar.v1.ExecuteToolRequest
+	36, // 63: sidecar.v1.Sidecar.CallModel:input_type -> sidecar.v1.CallModelRequest
+	44, // 64: sidecar.v1.Sidecar.ClassifyFailure:input_type -> sidecar.v1.ClassifyFailureRequest
+	45, // 65: sidecar.v1.Sidecar.ListTools:input_type -> sidecar.v1.ListToolsRequest
+	48, // 66: sidecar.v1.Sidecar.ListModels:input_type -> sidecar.v1.ListModelsRequest
+	36, // 67: sidecar.v1.Sidecar.StreamModel:input_type -> sidecar.v1.CallModelRequest
+	31, // 68: sidecar.v1.Sidecar.ExecuteTool:output_type -> sidecar.v1.ExecuteToolResponse
+	38, // 69: sidecar.v1.Sidecar.CallModel:output_type -> sidecar.v1.CallModelResponse
+	11, // 70: sidecar.v1.Sidecar.ClassifyFailure:output_type -> sidecar.v1.Failure
+	47, // 71: sidecar.v1.Sidecar.ListTools:output_type -> sidecar.v1.ListToolsResponse
+	51, // 72: sidecar.v1.Sidecar.ListModels:output_type -> sidecar.v1.ListModelsResponse
+	39, // 73: sidecar.v1.Sidecar.StreamModel:output_type -> sidecar.v1.StreamModelEvent
+	68, // [68:74] is the sub-list for method output_type
+	62, // [62:68] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	59, // [59:62] is the sub-list for extension extendee
 	0,  // [0:59] is the sub-list for field type_name
 }
 
@@ -4737,13 +4796,14 @@ func file_sidecar_v1_sidecar_proto_init() {
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sidecar_v1_sidecar_proto_rawDesc), len(file_sidecar_v1_sidecar_proto_rawDesc)),
 			NumEnums:      9,
 			NumMessages:   45,
-			NumExtensions: 0,
+			NumExtensions: 3,
 			NumServices:   1,
 		},
 		GoTypes:           file_sidecar_v1_sidecar_proto_goTypes,
 		DependencyIndexes: file_sidecar_v1_sidecar_proto_depIdxs,
 		EnumInfos:         file_sidecar_v1_sidecar_proto_enumTypes,
 		MessageInfos:      file_sidecar_v1_sidecar_proto_msgTypes,
+		ExtensionInfos:    file_sidecar_v1_sidecar_proto_extTypes,
 	}.Build()
 	File_sidecar_v1_sidecar_proto = out.File
 	file_sidecar_v1_sidecar_proto_goTypes = nil
