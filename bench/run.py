@@ -41,7 +41,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from report import GROUPS, closed, fmt, write_results
 from scenario_http import scenario_http
@@ -229,6 +229,17 @@ def start(name: str, argv: list[str], env: dict[str, str] | None = None, cwd: Pa
 
 
 @dataclass
+class LoadgenFlags(TypedDict, total=False):
+    """loadgen's flags for what a point aims at and how hard (each given only when set)."""
+
+    url: str
+    target: str
+    headers: tuple[str, ...]
+    rate: float
+    conns: int
+    model: str
+
+
 class Bench:
     args: argparse.Namespace
     upstream_port: int
@@ -252,16 +263,11 @@ class Bench:
         mode: str,
         concurrency: int,
         *,
-        url: str = "",
-        target: str = "",
-        headers: tuple[str, ...] = (),
         duration: float | None = None,
-        rate: float = 0.0,
-        conns: int = 0,
-        model: str = "",
         timeout: float = 30.0,
         watch: Proc | None = None,
         extra: dict[str, Any] | None = None,
+        **flags: Unpack[LoadgenFlags],
     ) -> dict[str, Any]:
         """One point: loadgen against one endpoint, with the watched process's CPU and peak RSS."""
         duration = self.args.duration if duration is None else duration
@@ -283,17 +289,10 @@ class Bench:
             "-o",
             str(out),
         ]
-        if url:
-            argv += ["-url", url]
-        if target:
-            argv += ["-target", target]
-        if rate:
-            argv += ["-rate", str(rate)]
-        if conns:
-            argv += ["-conns", str(conns)]
-        if model:
-            argv += ["-model", model]
-        for h in headers:
+        for flag in ("url", "target", "rate", "conns", "model"):
+            if value := flags.get(flag):
+                argv += [f"-{flag}", str(value)]
+        for h in flags.get("headers", ()):
             argv += ["-H", h]
         if watch is not None and not watch.alive():
             raise RuntimeError(f"{watch.name} is not running:\n{watch.tail()}")

@@ -78,6 +78,18 @@ async def test_tool_result_messages_for_both_chat_formats(sidecar: Running) -> N
     }
 
 
+def test_a_misspelt_model_option_is_refused_before_anything_is_sent() -> None:
+    """The options are typed (``ModelOptions``) for mypy, and checked at run time: a misspelt one is never dropped."""
+    client = SidecarClient("127.0.0.1:1")
+    try:
+        with pytest.raises(TypeError, match=r"takes no temprature .*temperature"):
+            client.call_model("gpt", [user("hi")], temprature=0.2)  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match="takes no stop"):
+            client.stream_model("gpt", [user("hi")], stop=["\n"])  # type: ignore[call-arg]
+    finally:
+        client.close()
+
+
 def test_a_status_without_details_still_becomes_a_typed_error() -> None:
     import grpc
     from google.rpc import status_pb2

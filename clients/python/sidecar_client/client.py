@@ -22,7 +22,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import grpc
 from sidecar_contract.v1 import sidecar_pb2 as pb
@@ -31,7 +31,7 @@ from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 from sidecar_client.errors import from_rpc_error
 from sidecar_client.streaming import AsyncModelStream, ModelStream
 
-__all__ = ["AsyncSidecarClient", "SidecarClient", "Tls", "assistant", "job", "tool_results", "user"]
+__all__ = ["AsyncSidecarClient", "ModelOptions", "SidecarClient", "Tls", "assistant", "job", "tool_results", "user"]
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 
@@ -141,29 +141,37 @@ def _tools(tools: Sequence[pb.ToolDefinition | pb.ToolInfo] | None) -> list[pb.T
     return [t.definition if isinstance(t, pb.ToolInfo) else t for t in tools or []]
 
 
-def _model_request(
-    model: str,
-    messages: Sequence[pb.Message],
-    *,
-    system: str = "",
-    tools: Sequence[pb.ToolDefinition | pb.ToolInfo] | None = None,
-    response_schema: Mapping[str, Any] | None = None,
-    max_output_tokens: int | None = None,
-    temperature: float | None = None,
-    job: pb.Job | None = None,
-    mid_stream: pb.MidStreamPolicy | None = None,
-) -> pb.CallModelRequest:
-    req = pb.CallModelRequest(model=model, system=system, messages=messages, tools=_tools(tools))
-    if mid_stream is not None:
+class ModelOptions(TypedDict, total=False):
+    """What a model call may set beside the model and the messages (CallModelRequest's fields)."""
+
+    system: str
+    tools: Sequence[pb.ToolDefinition | pb.ToolInfo] | None
+    response_schema: Mapping[str, Any] | None
+    max_output_tokens: int | None
+    temperature: float | None
+    job: pb.Job | None
+    mid_stream: pb.MidStreamPolicy | None
+
+
+_OPTION_NAMES = ModelOptions.__optional_keys__
+
+
+def _model_request(model: str, messages: Sequence[pb.Message], options: ModelOptions) -> pb.CallModelRequest:
+    if unknown := sorted(set(options) - _OPTION_NAMES):
+        raise TypeError(f"a model call takes no {', '.join(unknown)} (it takes {', '.join(sorted(_OPTION_NAMES))})")
+    req = pb.CallModelRequest(
+        model=model, system=options.get("system", ""), messages=messages, tools=_tools(options.get("tools"))
+    )
+    if (mid_stream := options.get("mid_stream")) is not None:
         req.mid_stream = mid_stream
-    if response_schema is not None:
-        req.response_schema_json = json.dumps(response_schema)
-    if max_output_tokens is not None:
+    if (schema := options.get("response_schema")) is not None:
+        req.response_schema_json = json.dumps(schema)
+    if (max_output_tokens := options.get("max_output_tokens")) is not None:
         req.max_output_tokens = max_output_tokens
-    if temperature is not None:
+    if (temperature := options.get("temperature")) is not None:
         req.temperature = temperature
-    if job is not None:
-        req.job.CopyFrom(job)
+    if (job_ := options.get("job")) is not None:
+        req.job.CopyFrom(job_)
     return req
 
 
@@ -211,18 +219,28 @@ class AsyncSidecarClient:
         return await self._stub.ExecuteTool(req, timeout=timeout, metadata=_call_metadata(self._auth))
 
     async def call_model(
-        self, model: str, messages: Sequence[pb.Message], *, timeout: float | None = None, **kwargs: Any
+        self,
+        model: str,
+        messages: Sequence[pb.Message],
+        *,
+        timeout: float | None = None,
+        **options: Unpack[ModelOptions],
     ) -> pb.CallModelResponse:
         """The reply; a SidecarError subclass (by kind) when no reply can be produced."""
         try:
             return await self._stub.CallModel(
-                _model_request(model, messages, **kwargs), timeout=timeout, metadata=_call_metadata(self._auth)
+                _model_request(model, messages, options), timeout=timeout, metadata=_call_metadata(self._auth)
             )
         except grpc.aio.AioRpcError as exc:
             raise from_rpc_error(exc) from exc
 
     def stream_model(
-        self, model: str, messages: Sequence[pb.Message], *, timeout: float | None = None, **kwargs: Any
+        self,
+        model: str,
+        messages: Sequence[pb.Message],
+        *,
+        timeout: float | None = None,
+        **options: Unpack[ModelOptions],
     ) -> AsyncModelStream:
         """The reply as it is written: ``async for event in ...``, or ``await ....collect()``.
 
@@ -230,7 +248,7 @@ class AsyncSidecarClient:
         ``_FAIL``). A ``restart`` event voids what came before it; a failure raises what
         ``call_model`` would, after the events sent before it.
         """
-        request = _model_request(model, messages, **kwargs)
+        request = _model_request(model, messages, options)
         return AsyncModelStream(self._stub.StreamModel(request, timeout=timeout, metadata=_call_metadata(self._auth)))
 
     async def classify_failure(self, request: pb.ClassifyFailureRequest, *, timeout: float | None = None) -> pb.Failure:
@@ -287,20 +305,30 @@ class SidecarClient:
         return self._stub.ExecuteTool(req, timeout=timeout, metadata=_call_metadata(self._auth))
 
     def call_model(
-        self, model: str, messages: Sequence[pb.Message], *, timeout: float | None = None, **kwargs: Any
+        self,
+        model: str,
+        messages: Sequence[pb.Message],
+        *,
+        timeout: float | None = None,
+        **options: Unpack[ModelOptions],
     ) -> pb.CallModelResponse:
         try:
             return self._stub.CallModel(
-                _model_request(model, messages, **kwargs), timeout=timeout, metadata=_call_metadata(self._auth)
+                _model_request(model, messages, options), timeout=timeout, metadata=_call_metadata(self._auth)
             )
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from exc
 
     def stream_model(
-        self, model: str, messages: Sequence[pb.Message], *, timeout: float | None = None, **kwargs: Any
+        self,
+        model: str,
+        messages: Sequence[pb.Message],
+        *,
+        timeout: float | None = None,
+        **options: Unpack[ModelOptions],
     ) -> ModelStream:
         """The reply as it is written: ``for event in ...``, or ``....collect()`` (see AsyncSidecarClient)."""
-        request = _model_request(model, messages, **kwargs)
+        request = _model_request(model, messages, options)
         return ModelStream(self._stub.StreamModel(request, timeout=timeout, metadata=_call_metadata(self._auth)))
 
     def classify_failure(self, request: pb.ClassifyFailureRequest, *, timeout: float | None = None) -> pb.Failure:
