@@ -228,7 +228,6 @@ def start(name: str, argv: list[str], env: dict[str, str] | None = None, cwd: Pa
 # --------------------------------------------------------------------------- points
 
 
-@dataclass
 class LoadgenFlags(TypedDict, total=False):
     """loadgen's flags for what a point aims at and how hard (each given only when set)."""
 
@@ -240,6 +239,7 @@ class LoadgenFlags(TypedDict, total=False):
     model: str
 
 
+@dataclass
 class Bench:
     args: argparse.Namespace
     upstream_port: int
