@@ -26,7 +26,7 @@ One module per concern; import from the package (``from sidecar.config import Co
     tools      tools (HTTP or MCP), mcp_servers, guardrails
     secrets    ${NAME} from the environment, secrets written in the file refused, what is masked
     checks     the references across sections (routes, providers, tools, MCP servers, workers)
-    document   Config: the whole file, its sections composed and checked
+    document   Config: the whole file, its secrets found once (``Config.secrets``)
     loading    the hardened YAML loader: parse_config, load_config, load_default_config
 """
 

@@ -1,14 +1,14 @@
-"""``Config``: the whole file, its sections composed and checked across them."""
+"""``Config``: the whole file, its sections composed, checked across them, its secrets found once."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import PrivateAttr, model_validator
+from pydantic import PrivateAttr, ValidationInfo, model_validator
 
 from sidecar.config.catalog import ModelConfig, ProviderConfig, RouteEntry
 from sidecar.config.checks import check_references, check_routes
-from sidecar.config.secrets import discover
+from sidecar.config.secrets import FROM_ENVIRONMENT, discover
 from sidecar.config.sections import HttpConfig, PolicyConfig, ServerConfig, StateConfig, TelemetryConfig
 from sidecar.config.tools import AnyToolConfig, McpServerConfig, McpToolConfig, ToolConfig
 from sidecar.core.settings import ServiceConfig, Strict
@@ -31,7 +31,7 @@ class Config(Strict):
     telemetry: TelemetryConfig = TelemetryConfig()
     state: StateConfig = StateConfig()
 
-    _secrets: list[str] = PrivateAttr(default_factory=list)
+    _secrets: tuple[str, ...] = PrivateAttr(default=())
 
     @model_validator(mode="before")
     @classmethod
@@ -57,9 +57,22 @@ class Config(Strict):
         self.tools.update(check_references(self))
         return self
 
-    def secrets(self) -> list[str]:
-        """What is masked wherever text leaves the sidecar, longest first (``secrets.discover``)."""
-        return list(discover(self, self._secrets))
+    @model_validator(mode="after")
+    def _find_secrets(self, info: ValidationInfo) -> Config:
+        """Last, once the file is valid: what is masked, found once (``secrets.discover``).
+
+        The values ``${NAME}`` read from the environment come in the validation context
+        (``parse_config`` passes them; a config validated without it has only its own).
+        """
+        context = info.context if isinstance(info.context, dict) else {}
+        self._secrets = discover(self, context.get(FROM_ENVIRONMENT, ()))
+        return self
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """What is masked wherever text leaves the sidecar, longest first: found once, at load
+        (``sidecar.config.secrets.discover`` says what counts)."""
+        return self._secrets
 
     @property
     def catalog(self) -> list[str]:

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from sidecar.config.bounds import DEFAULT_CONFIG, MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, MAX_CONFIG_NODES
 from sidecar.config.document import Config
 from sidecar.config.errors import ConfigError
-from sidecar.config.secrets import expand, literal_secrets
+from sidecar.config.secrets import FROM_ENVIRONMENT, expand, literal_secrets
 from sidecar.config.tools import TOOL_TAGS
 from sidecar.core.redact import mask_keys
 
@@ -191,14 +191,13 @@ def parse_config(text: str, source: str = "<config>") -> Config:
         )
     found: list[str] = []
     try:
-        config = Config.model_validate(expand(raw, "", found))
+        config = Config.model_validate(expand(raw, "", found), context={FROM_ENVIRONMENT: found})
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     except ValidationError as exc:
         raise ConfigError(f"{source}: invalid configuration:\n{_describe(exc, found)}") from None
     except RecursionError:  # the depth bound keeps this from happening; never a traceback if it does
         raise ConfigError(f"{source}: a value is nested too deeply to validate (e.g. a tool's JSON schema)") from None
-    config._secrets = [s for s in found if len(s) >= 4]
     return config
 
 

@@ -1,5 +1,6 @@
 """Secrets come only from the environment: ``${NAME}`` expanded, a secret written in the file refused,
-and what is masked wherever text leaves the sidecar (``Config.secrets()``)."""
+and what is masked wherever text leaves the sidecar, found once when the file is loaded
+(``Config.secrets``)."""
 
 from __future__ import annotations
 
@@ -16,14 +17,16 @@ if TYPE_CHECKING:
 
     from sidecar.config.document import Config
 
-__all__ = ["CREDENTIAL_HEADER", "ENV", "discover", "expand", "literal_secrets", "password"]
+__all__ = ["CREDENTIAL_HEADER", "ENV", "FROM_ENVIRONMENT", "discover", "expand", "literal_secrets", "password"]
 
 ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 """``${NAME}`` or ``${NAME:-default}``: a value read from the environment."""
 _URL = re.compile(r"^https?://[^\s]+$")
 """A value read from the environment that is a whole URL: an address to show, save for its password."""
 CREDENTIAL_HEADER = re.compile(r"(?i)auth|token|secret|key|cookie|password")
-"""A header whose name matches carries a credential: its value is one of ``Config.secrets()``."""
+"""A header whose name matches carries a credential: its value is one of ``Config.secrets``."""
+FROM_ENVIRONMENT = "secrets_from_environment"
+"""The validation context's key for the values ``expand`` read from the environment."""
 
 
 def password(url: str) -> str:
