@@ -68,7 +68,7 @@ async def _supervise(config: Config, path: str | None, listen: str | None, worke
     for refusal in filter(None, refusals):
         print(f"sidecar: {refusal}", file=sys.stderr)
         return 2
-    configure_logging(config.telemetry.log_level, config.telemetry.log_format, config.secrets())
+    configure_logging(config.telemetry.log_level, config.telemetry.log_format, config.secrets)
     return await supervise(config, path, address, workers)
 
 
@@ -84,7 +84,7 @@ async def _serve(config: Config, source: str, listen: str | None) -> int:
         print(f"sidecar: {refusal}", file=sys.stderr)
         return 2
     role = worker_role()
-    configure_logging(config.telemetry.log_level, config.telemetry.log_format, config.secrets())
+    configure_logging(config.telemetry.log_level, config.telemetry.log_format, config.secrets)
     prometheus = config.telemetry.prometheus_port
     if role is not None and prometheus:
         prometheus += role.index  # each worker serves its own scrape endpoint

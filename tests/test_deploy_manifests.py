@@ -100,7 +100,7 @@ def test_the_configmaps_config_is_valid_in_the_sidecar_containers_environment(mo
     assert _dumped(state["url"]) == env["REDIS_URL"]
     assert env["REDIS_URL"] == f"redis://:{env['REDIS_PASSWORD']}@sidecar-redis:6379/0"
 
-    secrets = config.secrets()
+    secrets = config.secrets
     for name in ("AGENT_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         assert env[name] in secrets, f"{name} would not be masked"
     assert (

@@ -188,7 +188,7 @@ async def test_the_servers_headers_are_sent_and_their_token_never_shown(
     mcp_http.token = "mcp-token-0123456789abcdef"
     sc = await started(start_sidecar, mcp_http, headers={"Authorization": f"Bearer {mcp_http.token}"})
     assert (await sc.client.execute_tool("search", {"query": "q"})).model_text.startswith("results for q")
-    assert mcp_http.token in sc.app.config.secrets()  # a credential header: masked wherever text leaves
+    assert mcp_http.token in sc.app.config.secrets  # a credential header: masked wherever text leaves
     assert all(mcp_http.token not in str(s.to_json()) for s in otel.spans())
 
 

@@ -57,7 +57,7 @@ SECRETS = {
     "SERVICE_NAME": "Zq9Svc-name",
 }
 LITERAL_HEADER_KEY = "Zq9Lit-literal-key"
-"""A credential written in the file (a tool header): still one of ``Config.secrets()``."""
+"""A credential written in the file (a tool header): still one of ``Config.secrets``."""
 ALL = [*SECRETS.values(), LITERAL_HEADER_KEY]
 PROPERTY = settings(max_examples=300, deadline=None, derandomize=True, database=None)
 
@@ -115,7 +115,7 @@ def assert_rpc_error_clean(rpc: grpc.aio.AioRpcError) -> status_pb2.Status | Non
 class Lines:
     """Every log line written while attached, through the production formatter."""
 
-    def __init__(self, secrets: list[str]) -> None:
+    def __init__(self, secrets: tuple[str, ...]) -> None:
         self.stream = io.StringIO()
         self.handler = logging.StreamHandler(self.stream)
         self.handler.setFormatter(JsonFormatter(secrets))
@@ -229,8 +229,8 @@ async def leaky(
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
     cfg = parse_config(leaky_config(provider.url, backend.url), "leaky.yaml")
-    assert set(ALL) <= set(cfg.secrets())
-    lines = Lines(cfg.secrets())
+    assert set(ALL) <= set(cfg.secrets)
+    lines = Lines(cfg.secrets)
     root = logging.getLogger()
     level = root.level
     root.addHandler(lines.handler)
@@ -553,7 +553,19 @@ def test_the_secrets_include_credential_headers_and_url_passwords() -> None:
             },
         }
     )
-    assert set(cfg.secrets()) == {"Basic dXNlcjpwYXNz", "dXNlcjpwYXNz", "hunter22", "tok-12345"}
+    assert set(cfg.secrets) == {"Basic dXNlcjpwYXNz", "dXNlcjpwYXNz", "hunter22", "tok-12345"}
+
+
+def test_the_secrets_are_found_once_at_load_and_kept_by_a_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ONCE_KEY", "sk-once-0123456789")
+    cfg = parse_config(
+        "providers: {p: {wire_format: openai, base_url: 'https://api.example/v1', api_key: '${ONCE_KEY}'}}\n"
+        "tools: {t: {description: d, kind: fetch, service: s, url: 'https://h/x', headers: {X-Token: tok-12345}}}\n"
+    )
+    monkeypatch.delenv("ONCE_KEY")  # read at load: the environment changing later changes nothing
+    assert cfg.secrets == ("sk-once-0123456789", "tok-12345")  # longest first
+    assert cfg.secrets is cfg.secrets  # one value, not recomputed per caller
+    assert cfg.model_copy(update={"http": None}).secrets == cfg.secrets  # `sidecar serve --http` copies
 
 
 # ---------------------------------------------------------------- account ids in free text

@@ -608,7 +608,7 @@ async def test_the_api_key_is_in_no_span_attribute_event_or_log_line(
             {"preset": "invalid_key", "message": echo},
         ],
     )
-    formatter = JsonFormatter(Config.model_validate(base_config("http://x", "http://y")).secrets())
+    formatter = JsonFormatter(Config.model_validate(base_config("http://x", "http://y")).secrets)
     with caplog.at_level("DEBUG"), sidecar.agent():
         with pytest.raises(grpc.aio.AioRpcError):
             await sidecar.call_model(f"my key is {KEY}")

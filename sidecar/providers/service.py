@@ -249,7 +249,7 @@ class ModelService:
         self._ledger = ledger
         self._observer = observer
         self._rng = rng or random.Random()
-        self._secrets = tuple(config.secrets())
+        self._secrets = config.secrets
         self._checks = CallChecks(config.policy.max_argument_bytes, config.policy.check_time_limit_s)
         self._providers = {
             name: ProviderClient.build(name, p, embedded or {}, self._secrets) for name, p in config.providers.items()

@@ -107,10 +107,10 @@ class SidecarApp:
         cfg = self.config
         credentials = server_credentials(cfg.server.tls) if cfg.server.tls is not None else None
         await self._start_fakes()
-        masking.register(cfg.secrets())  # spans, metric labels and log lines of this process mask them
+        masking.register(cfg.secrets)  # spans, metric labels and log lines of this process mask them
         self.metrics = metrics = Metrics()
         observer = TelemetryObserver(
-            self.clock, metrics, record_content=cfg.telemetry.record_content, secrets=cfg.secrets()
+            self.clock, metrics, record_content=cfg.telemetry.record_content, secrets=cfg.secrets
         )
         self.state = state = _state_backend(cfg, observer)
         tool_services = {t.service for t in cfg.tools.values()}
@@ -145,7 +145,7 @@ class SidecarApp:
         limit = cfg.server.max_message_bytes
         self.server = grpc.aio.server(
             # the bearer check first (no span, no slot for a refused caller); masking innermost: every answer
-            interceptors=[*interceptors, *self.interceptors, SecretMaskingInterceptor(cfg.secrets())],
+            interceptors=[*interceptors, *self.interceptors, SecretMaskingInterceptor(cfg.secrets)],
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),

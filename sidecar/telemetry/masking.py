@@ -1,6 +1,6 @@
 """The process's secrets, and the masking every span and metric label passes on its way out.
 
-    register(secrets)       a sidecar's ``Config.secrets()``, added when it starts (``SidecarApp``)
+    register(secrets)       a sidecar's ``Config.secrets``, added when it starts (``SidecarApp``)
     known()                 every secret registered in this process, longest first
     mask(text)              ``redact.mask_keys`` with ``known()``: secrets in any form, key shapes
     mask_label(value)       ``mask`` for a metric label value, cached (labels are a bounded set)

@@ -319,7 +319,7 @@ class TelemetryObserver:
 
     __slots__ = ("_record_content", "_secrets", "clock", "metrics")
 
-    def __init__(self, clock: Clock, metrics: Metrics, *, record_content: bool, secrets: list[str]) -> None:
+    def __init__(self, clock: Clock, metrics: Metrics, *, record_content: bool, secrets: tuple[str, ...]) -> None:
         self.clock = clock
         self.metrics = metrics
         self._record_content = record_content

@@ -101,7 +101,7 @@ class ToolSender:
         *,
         value: str,
         quirks: Iterable[Quirk],
-        secrets: list[str],
+        secrets: tuple[str, ...],
         now: Callable[[], datetime],
     ) -> None:
         cfg = tool.config

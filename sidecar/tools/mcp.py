@@ -100,7 +100,7 @@ class McpTool:
 class McpTools:
     """Every ``kind: mcp`` tool of the config, and one session per server they name."""
 
-    def __init__(self, config: Config, secrets: list[str]) -> None:
+    def __init__(self, config: Config, secrets: tuple[str, ...]) -> None:
         self._config = config
         wanted = {t.server for t in config.mcp_tools.values()}
         self._sessions = {n: McpSession(n, s, secrets) for n, s in config.mcp_servers.items() if n in wanted}
@@ -199,7 +199,7 @@ class McpSender:
 
     __slots__ = ("_arguments", "_arguments_json", "_secrets", "_tool")
 
-    def __init__(self, tool: McpTool, arguments: dict[str, Any], arguments_json: str, secrets: list[str]) -> None:
+    def __init__(self, tool: McpTool, arguments: dict[str, Any], arguments_json: str, secrets: tuple[str, ...]) -> None:
         self._tool = tool
         self._arguments = arguments
         self._arguments_json = arguments_json

@@ -125,7 +125,7 @@ class _Held:
 class McpSession:
     """The session with one MCP server, shared by every call of its tools."""
 
-    def __init__(self, name: str, config: McpServerConfig, secrets: list[str]) -> None:
+    def __init__(self, name: str, config: McpServerConfig, secrets: tuple[str, ...]) -> None:
         self.name = name
         self._config = config
         self._secrets = secrets

@@ -52,7 +52,7 @@ class Reports:
         self._clock = clock
         self._guards = guards
         self._observer = observer
-        self._secrets = config.secrets()
+        self._secrets = config.secrets
 
     async def classify(self, report: Report) -> ReportAnswer:
         service = report.service

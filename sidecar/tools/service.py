@@ -101,7 +101,7 @@ class ToolService:
         self._observer = observer
         self._embedded = embedded or {}
         self._rng = rng or random.Random()
-        self._secrets = config.secrets()
+        self._secrets = config.secrets
         policy = config.policy
         window = policy.tool_window
         windows = Windows(rate_limit=window, overload=window, transient=window, max_wait_s=policy.tool_max_wait_s)

@@ -40,13 +40,13 @@ const (
 	secretMarker     = "replace-" // every value of the example Secret is a placeholder starting so
 	agentDeployment  = "agent"
 	redisDeployment  = "sidecar-redis"
-	defaultGraceSecs = 10.0 // server.grace_period_s when the config leaves it out (sidecar/config.py)
+	defaultGraceSecs = 10.0 // server.grace_period_s when the config leaves it out (sidecar/config/bounds.py)
 )
 
 // secretName: an environment variable so named carries a secret and must come from the Secret.
 var secretName = regexp.MustCompile(`(?i)(KEY|TOKEN|PASSWORD|SECRET)`)
 
-// configVariable: ${NAME} or ${NAME:-default} in the sidecar's config (sidecar/config.py).
+// configVariable: ${NAME} or ${NAME:-default} in the sidecar's config (sidecar/config/secrets.py).
 var configVariable = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}`)
 
 func decoder() runtime.Decoder {

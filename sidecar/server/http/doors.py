@@ -55,7 +55,7 @@ def build_doors(parts: DoorParts) -> list[Door]:
         return []
     doors: list[Door] = []
     if http.mcp:
-        secrets = parts.config.secrets()
+        secrets = parts.config.secrets
         doors.append(mcp_door(parts.tools, parts.admission, secrets, parts.config.server.max_message_bytes))
     if http.openai or http.anthropic:
         doors.append(model_door(parts))
@@ -66,7 +66,7 @@ def model_door(parts: DoorParts) -> Door:
     """The OpenAI and Anthropic fronts (those the config turns on) and the model list, as one door."""
     http = parts.config.http
     assert http is not None
-    secrets = parts.config.secrets()
+    secrets = parts.config.secrets
     limit = parts.config.server.max_message_bytes
 
     def endpoint(front: Front) -> Route:

@@ -155,7 +155,7 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def mask_tree(value: Any, secrets: list[str]) -> Any:
+def mask_tree(value: Any, secrets: tuple[str, ...]) -> Any:
     """``value`` (JSON: dicts, lists, strings ...) with the configured secrets masked in every string."""
     if isinstance(value, str):
         return mask_secrets(value, secrets)
@@ -222,7 +222,7 @@ class ModelEndpoint:
         models: ModelService,
         admission: Admission,
         clock: Clock,
-        secrets: list[str],
+        secrets: tuple[str, ...],
         max_body_bytes: int,
     ) -> None:
         self._front = front

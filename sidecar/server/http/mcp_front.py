@@ -70,7 +70,7 @@ class _Front:
     server: Server[Any, Any]
     tools: ToolService
     admission: Admission
-    secrets: list[str]
+    secrets: tuple[str, ...]
 
     async def list_tools(self) -> list[types.Tool]:
         return [
@@ -121,7 +121,7 @@ class _Front:
         return mask_secrets(text, self.secrets)
 
 
-def mcp_door(tools: ToolService, admission: Admission, secrets: list[str], max_body_bytes: int) -> Door:
+def mcp_door(tools: ToolService, admission: Admission, secrets: tuple[str, ...], max_body_bytes: int) -> Door:
     """The MCP front as a door of the HTTP port: its route and its session manager's lifespan."""
     server: Server[Any, Any] = Server(SERVER_NAME, version=__version__)
     front = _Front(server, tools, admission, secrets)

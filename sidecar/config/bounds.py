@@ -1,0 +1,82 @@
+"""The configuration's constants: the defaults, the bounds a value must stay within, the embedded URLs.
+
+The bounds of the policy settings the core reads (waits, cooldowns, rates) are in
+``sidecar.core.settings``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DEFAULT_CHECK_TIME_LIMIT_S",
+    "DEFAULT_CONFIG",
+    "DEFAULT_GRACE_PERIOD_S",
+    "DEFAULT_LISTEN",
+    "DEFAULT_MAX_ARGUMENT_BYTES",
+    "DEFAULT_MAX_CORRECTIONS",
+    "DEFAULT_MAX_IN_FLIGHT",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_MCP_CONNECT_TIMEOUT_S",
+    "DEFAULT_MCP_TIMEOUT_S",
+    "DEFAULT_STATE_PREFIX",
+    "DEFAULT_STATE_TIMEOUT_MS",
+    "DEFAULT_STREAM_IDLE_TIMEOUT_S",
+    "DEFAULT_TOOL_RETRIES",
+    "DEFAULT_UPSTREAM_RETRIES",
+    "EMBEDDED_PROVIDER",
+    "EMBEDDED_TOOLS",
+    "MAX_CONFIG_BYTES",
+    "MAX_CONFIG_DEPTH",
+    "MAX_CONFIG_NODES",
+    "MAX_IN_FLIGHT_LIMIT",
+    "MAX_PORT",
+    "MAX_PROVIDER_CONNECTIONS",
+    "MAX_STATE_TIMEOUT_MS",
+    "MAX_WORKERS",
+    "MIN_TOKEN_CHARS",
+]
+
+EMBEDDED_PROVIDER = "embedded://provider"
+EMBEDDED_TOOLS = "embedded://tools"
+DEFAULT_CONFIG = "default_config.yaml"
+DEFAULT_LISTEN = "127.0.0.1:50051"
+MAX_PORT = 65535
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+DEFAULT_GRACE_PERIOD_S = 10.0
+DEFAULT_MAX_IN_FLIGHT = 256
+"""CallModel + ExecuteTool calls at once; past it a call is shed (RESOURCE_EXHAUSTED). Measured with
+bench/overload.py (docs/configuration.md): above the default provider pool (200) by little, and low
+enough that one event loop still picks every call of a 5,000-call burst up and answers it."""
+MAX_IN_FLIGHT_LIMIT = 8192
+"""The highest ``server.max_in_flight`` accepted: one event loop cannot serve more at once usefully."""
+MIN_TOKEN_CHARS = 16
+"""A bearer token shorter than this is refused (``openssl rand -hex 32`` gives 64)."""
+MAX_PROVIDER_CONNECTIONS = 1024
+"""The highest ``providers.*.max_connections`` (a pool that large served nothing faster, measured with
+httpcore's pool; the bound stays as a guard against a typo's ten thousand sockets)."""
+DEFAULT_STATE_PREFIX = "sidecar"
+DEFAULT_STATE_TIMEOUT_MS = 50
+"""A state backend operation (Redis) slower than this is given up: the call decides on local state."""
+MAX_STATE_TIMEOUT_MS = 10_000
+MAX_WORKERS = 256
+"""The most worker processes ``server.workers`` may ask for."""
+DEFAULT_UPSTREAM_RETRIES = 3
+DEFAULT_TOOL_RETRIES = 2
+DEFAULT_MAX_CORRECTIONS = 2
+MAX_CONFIG_BYTES = 1024 * 1024
+"""A config file larger than this is refused unread (a real one is a few KiB)."""
+MAX_CONFIG_DEPTH = 64
+"""Mappings and lists nested deeper than this are refused: PyYAML and the JSON-schema check recurse."""
+MAX_CONFIG_NODES = 100_000
+"""Scalars, mappings and lists of the document with every alias expanded: the rest is refused."""
+DEFAULT_MAX_ARGUMENT_BYTES = 1024 * 1024
+"""A caller's JSON text (tool arguments, a schema, a history tool call) is refused past this size."""
+DEFAULT_CHECK_TIME_LIMIT_S = 2.0
+"""Checking one call's input (arguments, guardrails, schemas, the reply against the schema) stops here."""
+DEFAULT_STREAM_IDLE_TIMEOUT_S = 30.0
+"""A StreamModel attempt that receives no byte for this many seconds (the response head included) is
+a stall: a mid-stream fault after the first delta, a transient fault before it. Per provider
+(``providers.*.stream_idle_timeout_s``): raise it for a server that thinks long before its first byte."""
+DEFAULT_MCP_TIMEOUT_S = 30.0
+"""One call of an MCP server's tool (an attempt) waits this long for its answer."""
+DEFAULT_MCP_CONNECT_TIMEOUT_S = 10.0
+"""Opening a session with an MCP server (connect or spawn, initialize, list its tools) takes at most this."""

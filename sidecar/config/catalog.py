@@ -1,0 +1,139 @@
+"""The catalog: ``providers`` (where models are served) and ``models`` (deployments, and routes over them)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from sidecar.config.bounds import DEFAULT_STREAM_IDLE_TIMEOUT_S, EMBEDDED_PROVIDER, MAX_PROVIDER_CONNECTIONS
+from sidecar.config.fields import check_url
+from sidecar.core.kinds import FailureKind
+from sidecar.core.routing import (
+    DEFAULT_MOVE_ON,
+    DEPLOYMENT_CIRCUIT,
+    MAX_ROUTE_DEPLOYMENTS,
+    MAX_ROUTE_WEIGHT,
+    MOVABLE_KINDS,
+    never_reason,
+)
+from sidecar.core.settings import MAX_WAIT_S, CircuitConfig, Strict, Windows
+
+__all__ = ["ModelConfig", "ProviderConfig", "RouteConfig", "RouteEntry"]
+
+
+class ProviderConfig(Strict):
+    wire_format: Literal["openai", "anthropic"]
+    base_url: str
+    api_key: SecretStr | None = None
+    account: str = ""
+    """A name for the account, shown in quota messages (never an identifier the provider sent)."""
+    timeout_s: Annotated[float, Field(gt=0)] = 120.0
+    connect_timeout_s: Annotated[float, Field(gt=0)] = 5.0
+    max_connections: Annotated[int, Field(ge=1, le=MAX_PROVIDER_CONNECTIONS)] = 200
+    max_keepalive_connections: Annotated[int, Field(ge=0)] = 50
+    """Accepted and ignored since the transport is aiohttp's (net/backend.py): its pool keeps every idle
+    connection up to ``max_connections`` (for ``keepalive_expiry``, 5 s) and has no separate cap."""
+    headers: dict[str, str] = {}
+    anthropic_version: str = "2023-06-01"
+    stream_idle_timeout_s: Annotated[float, Field(gt=0, le=MAX_WAIT_S)] = DEFAULT_STREAM_IDLE_TIMEOUT_S
+    """StreamModel: no byte from this provider for this long is a stall (a mid-stream fault)."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return check_url(v, EMBEDDED_PROVIDER)
+
+
+class ModelConfig(Strict):
+    provider: str
+    upstream_model: str
+    context_window: Annotated[int, Field(gt=0)]
+    max_output_tokens: Annotated[int, Field(gt=0)]
+    default_output_tokens: Annotated[int, Field(gt=0)] | None = None
+    input_price_per_mtok: Annotated[float, Field(ge=0)] = 0.0
+    output_price_per_mtok: Annotated[float, Field(ge=0)] = 0.0
+    requests_per_minute: Annotated[int, Field(ge=0)] = 0
+    tokens_per_minute: Annotated[int, Field(ge=0)] = 0
+    upstream_retries: Annotated[int, Field(ge=0, le=100)] | None = None
+    preset: Literal["batch", "interactive"] | None = None
+    windows: Windows | None = None
+    max_corrections: Annotated[int, Field(ge=0, le=10)] | None = None
+
+    @model_validator(mode="after")
+    def _budget(self) -> ModelConfig:
+        if self.default_output_tokens and self.default_output_tokens > self.max_output_tokens:
+            raise ValueError("default_output_tokens must not exceed max_output_tokens")
+        return self
+
+    @property
+    def output_budget(self) -> int:
+        return self.default_output_tokens or min(self.max_output_tokens, 1024)
+
+
+class RouteConfig(Strict):
+    """A route: a model id whose calls go to its deployments (catalog models), docs/routing.md.
+
+    Hops: ``balance`` (a weighted draw), then ``fallbacks`` in order; ``context_fallback`` takes a
+    conversation that does not fit. ``move_on`` lists the failure kinds that go on to the next hop
+    (default ``core.routing.DEFAULT_MOVE_ON``); ``circuit`` is the circuit of each of its
+    deployments (default ``core.routing.DEPLOYMENT_CIRCUIT``).
+    """
+
+    balance: dict[str, Annotated[float, Field(gt=0, le=MAX_ROUTE_WEIGHT)]] = {}
+    fallbacks: list[str] = []
+    context_fallback: str | None = None
+    move_on: list[str] | None = None
+    circuit: CircuitConfig | None = None
+
+    @field_validator("move_on")
+    @classmethod
+    def _kinds(cls, v: list[str] | None) -> list[str] | None:
+        for i, name in enumerate(v or []):
+            kind = FailureKind.__members__.get(name)
+            if kind is None:
+                movable = ", ".join(sorted(k.name for k in MOVABLE_KINDS))
+                raise ValueError(f"[{i}]: {name!r} is not a failure kind (a route may move on from: {movable})")
+            why = never_reason(kind)
+            if why is not None:
+                raise ValueError(f"[{i}]: {name} never moves on to another deployment: {why}")
+            if kind not in MOVABLE_KINDS:
+                raise ValueError(f"[{i}]: {name} is not a kind a model call ends with")
+        return v
+
+    @model_validator(mode="after")
+    def _deployments(self) -> RouteConfig:
+        if not self.balance and not self.fallbacks:
+            raise ValueError("a route needs at least one deployment in balance or fallbacks")
+        named = [*self.balance, *self.fallbacks]
+        twice = sorted({d for d in named if named.count(d) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)}: a deployment is named once, in balance or in fallbacks")
+        count = len(set(named) | ({self.context_fallback} if self.context_fallback else set()))
+        if count > MAX_ROUTE_DEPLOYMENTS:
+            raise ValueError(f"a route names at most {MAX_ROUTE_DEPLOYMENTS} deployments (got {count})")
+        return self
+
+    @property
+    def move_on_kinds(self) -> frozenset[FailureKind]:
+        if self.move_on is None:
+            return DEFAULT_MOVE_ON
+        return frozenset(FailureKind[name] for name in self.move_on)
+
+    @property
+    def deployment_circuit(self) -> CircuitConfig:
+        return self.circuit or DEPLOYMENT_CIRCUIT
+
+    def named(self) -> list[tuple[str, str]]:
+        """Each deployment with the key that names it, as the file spells it."""
+        out = [(d, f"balance.{d}") for d in self.balance]
+        out += [(d, f"fallbacks[{i}]") for i, d in enumerate(self.fallbacks)]
+        if self.context_fallback is not None:
+            out.append((self.context_fallback, "context_fallback"))
+        return out
+
+
+class RouteEntry(Strict):
+    """A ``models:`` entry that is a route: ``{route: {...}}`` and nothing else."""
+
+    route: RouteConfig

@@ -1,0 +1,111 @@
+"""Secrets come only from the environment: ``${NAME}`` expanded, a secret written in the file refused,
+and what is masked wherever text leaves the sidecar, found once when the file is loaded
+(``Config.secrets``)."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from sidecar.config.errors import ConfigError
+from sidecar.core.redact import MIN_SECRET_CHARS
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from sidecar.config.document import Config
+
+__all__ = ["CREDENTIAL_HEADER", "ENV", "FROM_ENVIRONMENT", "discover", "expand", "literal_secrets", "password"]
+
+ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+"""``${NAME}`` or ``${NAME:-default}``: a value read from the environment."""
+_URL = re.compile(r"^https?://[^\s]+$")
+"""A value read from the environment that is a whole URL: an address to show, save for its password."""
+CREDENTIAL_HEADER = re.compile(r"(?i)auth|token|secret|key|cookie|password")
+"""A header whose name matches carries a credential: its value is one of ``Config.secrets``."""
+FROM_ENVIRONMENT = "secrets_from_environment"
+"""The validation context's key for the values ``expand`` read from the environment."""
+
+
+def password(url: str) -> str:
+    """The password in ``scheme://user:password@host``, or ""."""
+    try:
+        return urlsplit(url).password or ""
+    except ValueError:  # not a URL urlsplit can read (a bracket left open): no password to find
+        return ""
+
+
+def expand(value: Any, path: str, found: list[str]) -> Any:
+    """``value`` with every ``${NAME}`` replaced from the environment; ``found`` collects what came in."""
+    if isinstance(value, dict):
+        return {k: expand(v, f"{path}.{k}" if path else str(k), found) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand(v, f"{path}[{i}]", found) for i, v in enumerate(value)]
+    if isinstance(value, str):
+
+        def sub(m: re.Match[str]) -> str:
+            name, default = m.group(1), m.group(2)
+            got = os.environ.get(name)
+            if got is None:
+                if default is not None:
+                    return default
+                raise ConfigError(f"{path}: environment variable {name} is not set (the value is ${{{name}}})")
+            found.append(password(got) if _URL.match(got) else got)  # a URL is an address, not a secret
+            return got
+
+        return ENV.sub(sub, value)
+    return value
+
+
+def literal_secrets(raw: dict[str, Any]) -> list[str]:
+    """Keys of provider API keys and server tokens written in the file instead of read from the environment."""
+    bad = _literal_tokens(raw)
+    providers = raw.get("providers")
+    if not isinstance(providers, dict):
+        return bad
+    for name, provider in providers.items():
+        key = provider.get("api_key") if isinstance(provider, dict) else None
+        if isinstance(key, str) and key and not ENV.fullmatch(key.strip()):
+            bad.append(f"providers.{name}.api_key")
+    return bad
+
+
+def _literal_tokens(raw: dict[str, Any]) -> list[str]:
+    server = raw.get("server")
+    auth = server.get("auth") if isinstance(server, dict) else None
+    tokens = auth.get("tokens") if isinstance(auth, dict) else None
+    if not isinstance(tokens, list):
+        return []
+    return [
+        f"server.auth.tokens[{i}]"
+        for i, token in enumerate(tokens)
+        if isinstance(token, str) and token and not ENV.fullmatch(token.strip())
+    ]
+
+
+def discover(config: Config, from_environment: Iterable[str] = ()) -> tuple[str, ...]:
+    """What is masked wherever text leaves the sidecar, longest first.
+
+    Every value read from the environment (``${NAME}``, ``from_environment``) but a whole ``http(s)://``
+    URL, which is an address (only its ``user:password@`` password is a secret); each provider's API key;
+    the value of every provider or tool header named like a credential (``CREDENTIAL_HEADER``), and the
+    part after its scheme word (``Bearer <token>``); a password written in a URL (``user:pass@``).
+    """
+    found = [*from_environment]
+    found += [p.api_key.get_secret_value() for p in config.providers.values() if p.api_key]
+    http_tools = config.http_tools.values()
+    headers = [p.headers for p in config.providers.values()] + [t.headers for t in http_tools]
+    headers += [m.headers for m in config.mcp_servers.values()] + [m.env for m in config.mcp_servers.values()]
+    for name, value in ((k, v.strip()) for h in headers for k, v in h.items()):
+        if CREDENTIAL_HEADER.search(name):
+            found += [value, value.partition(" ")[2].strip()]
+    urls = [p.base_url for p in config.providers.values()] + [t.url for t in http_tools]
+    for url in urls + [m.url for m in config.mcp_servers.values() if m.url]:
+        found.append(password(url))
+    if config.server.auth is not None:
+        found += [t.get_secret_value() for t in config.server.auth.tokens]
+    if config.state.url:
+        found.append(password(config.state.url))
+    return tuple(sorted({k for k in found if len(k) >= MIN_SECRET_CHARS}, key=len, reverse=True))

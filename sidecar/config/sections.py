@@ -1,0 +1,165 @@
+"""The sections about this process: ``server`` (with its TLS and tokens), ``http``, ``policy``,
+``telemetry`` and ``state``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, SecretStr, model_validator
+
+from sidecar.config.bounds import (
+    DEFAULT_CHECK_TIME_LIMIT_S,
+    DEFAULT_GRACE_PERIOD_S,
+    DEFAULT_LISTEN,
+    DEFAULT_MAX_ARGUMENT_BYTES,
+    DEFAULT_MAX_CORRECTIONS,
+    DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_STATE_PREFIX,
+    DEFAULT_STATE_TIMEOUT_MS,
+    DEFAULT_TOOL_RETRIES,
+    DEFAULT_UPSTREAM_RETRIES,
+    MAX_IN_FLIGHT_LIMIT,
+    MAX_PORT,
+    MAX_STATE_TIMEOUT_MS,
+    MAX_WORKERS,
+    MIN_TOKEN_CHARS,
+)
+from sidecar.config.fields import HostPort, Listen
+from sidecar.core.settings import MAX_WAIT_S, PRESETS, CircuitConfig, Strict, Window, Windows
+
+__all__ = [
+    "HttpConfig",
+    "PolicyConfig",
+    "ServerAuthConfig",
+    "ServerConfig",
+    "StateConfig",
+    "TelemetryConfig",
+    "TlsConfig",
+]
+
+
+class TlsConfig(Strict):
+    """TLS on the gRPC port. PEM files, read when the server starts; ``client_ca`` set means mTLS."""
+
+    cert: str
+    """The server's certificate chain (PEM)."""
+    key: str
+    """The server's private key (PEM)."""
+    client_ca: str | None = None
+    """CA certificates (PEM): clients must present a certificate signed by one of them."""
+
+
+class ServerAuthConfig(Strict):
+    """Per-agent bearer tokens: a call must carry ``authorization: Bearer <one of them>``."""
+
+    tokens: Annotated[list[SecretStr], Field(min_length=1)]
+    """Each from the environment (``${AGENT_A_TOKEN}``), never written in the file."""
+
+    @model_validator(mode="after")
+    def _strong(self) -> ServerAuthConfig:
+        values = [t.get_secret_value() for t in self.tokens]
+        for i, value in enumerate(values):  # the messages never show a token
+            if len(value) < MIN_TOKEN_CHARS:
+                raise ValueError(f"tokens[{i}]: must be at least {MIN_TOKEN_CHARS} characters (value not shown)")
+            if value in values[:i]:
+                raise ValueError(f"tokens[{i}]: the same token as tokens[{values.index(value)}] (value not shown)")
+        return self
+
+
+class ServerConfig(Strict):
+    listen: Listen = DEFAULT_LISTEN
+    """``host:port`` or ``unix:/path/to.sock``."""
+    max_message_bytes: Annotated[int, Field(gt=0, le=256 * 1024 * 1024)] = DEFAULT_MAX_MESSAGE_BYTES
+    grace_period_s: Annotated[float, Field(ge=0, le=3600)] = DEFAULT_GRACE_PERIOD_S
+    reflection: bool = True
+    max_in_flight: Annotated[int, Field(ge=1, le=MAX_IN_FLIGHT_LIMIT)] = DEFAULT_MAX_IN_FLIGHT
+    """CallModel and ExecuteTool calls served at once; a call past it gets RESOURCE_EXHAUSTED at once."""
+    tls: TlsConfig | None = None
+    auth: ServerAuthConfig | None = None
+    allow_insecure: bool = False
+    """Serve a non-loopback address with neither ``tls`` nor ``auth`` (only on a private network)."""
+    workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = 1
+    """Processes serving ``listen`` together (SO_REUSEPORT); ``auto``: one per usable core (the CPUs
+    it may run on, within its cgroup's quota: server/cores.py). More than one
+    needs ``state.backend: redis`` (they share policy through it) and a host:port address."""
+
+
+class HttpConfig(Strict):
+    """The HTTP port (off unless set): the OpenAI-compatible front at ``/v1/chat/completions``, the
+    Anthropic-compatible one at ``/v1/messages``, ``GET /v1/models``, the MCP front at ``/mcp``,
+    ``GET /healthz``.
+
+    It shares the gRPC port's transport security: ``server.tls`` (TLS / mTLS), ``server.auth``
+    (``Authorization: Bearer <token>``), ``server.allow_insecure``.
+    """
+
+    listen: HostPort
+    """``host:port`` (port 0 picks a free one)."""
+    mcp: bool = True
+    """Serve the configured tools as an MCP server (streamable HTTP) at ``/mcp``."""
+    openai: bool = True
+    """Serve the OpenAI-compatible front: ``POST /v1/chat/completions``, ``GET /v1/models``."""
+    anthropic: bool = True
+    """Serve the Anthropic-compatible front: ``POST /v1/messages`` (and ``GET /v1/models`` in its shape)."""
+
+
+class PolicyConfig(Strict):
+    upstream_retries: Annotated[int, Field(ge=0, le=100)] = DEFAULT_UPSTREAM_RETRIES
+    preset: Literal["batch", "interactive"] = "batch"
+    windows: Windows | None = None
+    """Overrides the preset's windows."""
+    max_corrections: Annotated[int, Field(ge=0, le=10)] = DEFAULT_MAX_CORRECTIONS
+    tool_retries: Annotated[int, Field(ge=0, le=100)] = DEFAULT_TOOL_RETRIES
+    tool_window: Window = Window(min_s=0.2, max_s=1.0)
+    """Tools retry transient faults in this window times min(attempt, 10), capped at tool_max_wait_s."""
+    tool_max_wait_s: Annotated[float, Field(ge=0, le=MAX_WAIT_S)] = 30.0
+    circuit: CircuitConfig = CircuitConfig()
+    spend_caps: dict[str, Annotated[float, Field(ge=0)]] = {}
+    """Workflow id -> cap in US dollars; ``"*"`` applies to every workflow without its own."""
+    max_argument_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = DEFAULT_MAX_ARGUMENT_BYTES
+    """ExecuteTool's arguments_json, and CallModel's response_schema_json, tools[].parameters_json and
+    messages[].tool_calls[].arguments_json: each is refused (INVALID_INPUT) past this many bytes."""
+    check_time_limit_s: Annotated[float, Field(gt=0, le=60)] = DEFAULT_CHECK_TIME_LIMIT_S
+    """The time one call's input may take to check (schema, arguments, guardrails, the reply
+    against the caller's schema) before it is refused as INVALID_INPUT; large checks run off the event loop."""
+    mid_stream: Literal["restart", "fail"] = "restart"
+    """StreamModel, a fault after deltas reached the caller: ``restart`` (a restart event, then the next
+    attempt's deltas, within the call's retry budget) or ``fail`` (STREAM_INTERRUPTED with the partial
+    text). A request's ``mid_stream`` overrides it."""
+
+    def windows_for(self, preset: str | None, windows: Windows | None) -> Windows:
+        return windows or (PRESETS[preset] if preset else (self.windows or PRESETS[self.preset]))
+
+
+class TelemetryConfig(Strict):
+    record_content: bool = False
+    """Record message content on spans (opt-in)."""
+    prometheus_port: Annotated[int, Field(ge=0, le=MAX_PORT)] | None = None
+    """Serve a Prometheus scrape endpoint on 127.0.0.1:PORT (0 = off unless set)."""
+    log_format: Literal["json", "text"] = "json"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+class StateConfig(Strict):
+    """Where throttles, pauses, circuits and spend live: this process (``memory``), or a Redis every
+    replica naming the same ``url`` and ``prefix`` shares (docs/fleet.md)."""
+
+    backend: Literal["memory", "redis"] = "memory"
+    url: str | None = None
+    """``redis://[user:password@]host:port/db``, ``rediss://`` (TLS) or ``unix:///path``; from the
+    environment (``${REDIS_URL}``): its password is a secret, masked wherever text leaves."""
+    prefix: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] = DEFAULT_STATE_PREFIX
+    """Every key and the change channel start with it: replicas with the same prefix share state."""
+    timeout_ms: Annotated[int, Field(ge=1, le=MAX_STATE_TIMEOUT_MS)] = DEFAULT_STATE_TIMEOUT_MS
+    """A Redis operation slower than this is given up; the call goes on under local state."""
+
+    @model_validator(mode="after")
+    def _url(self) -> StateConfig:
+        if self.backend == "redis":
+            if not self.url:
+                raise ValueError("the redis backend needs state.url, e.g. url: ${REDIS_URL}")
+            if urlsplit(self.url).scheme not in ("redis", "rediss", "unix"):
+                raise ValueError("state.url must be a redis://, rediss:// or unix:// URL (value not shown)")
+        return self
