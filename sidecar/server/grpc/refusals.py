@@ -21,7 +21,7 @@ from google.rpc import status_pb2
 
 from sidecar.core.details import InvalidInputDetail, ServiceDetail
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure, Unauthorized, UpstreamThrottle
-from sidecar.server.status import to_status
+from sidecar.server.grpc.status import to_status
 
 __all__ = [
     "SIDECAR_SERVICE",
