@@ -11,7 +11,8 @@ known), so the clients of every language raise the kind below, never SYSTEM:
     unauthenticated UNAUTHENTICATED     UNAUTHORIZED        no          no valid bearer token (server.auth)
     undecodable    INVALID_ARGUMENT     INVALID_INPUT       no          the request bytes are not the method's message
 
-Messages never quote what the caller sent (a token, the bytes).
+The refusals both ports make (overloaded, draining) are built as failures in ``server.refusals``;
+here they get their gRPC code. Messages never quote what the caller sent (a token, the bytes).
 """
 
 from __future__ import annotations
@@ -20,21 +21,11 @@ import grpc
 from google.rpc import status_pb2
 
 from sidecar.core.details import InvalidInputDetail, ServiceDetail
-from sidecar.core.taxonomy import InvalidInput, SidecarFailure, Unauthorized, UpstreamThrottle
+from sidecar.core.taxonomy import InvalidInput, SidecarFailure, Unauthorized
 from sidecar.server.grpc.status import to_status
+from sidecar.server.refusals import SIDECAR_SERVICE, draining_failure, overloaded_failure
 
-__all__ = [
-    "SIDECAR_SERVICE",
-    "draining",
-    "draining_failure",
-    "overloaded",
-    "overloaded_failure",
-    "unauthenticated",
-    "undecodable",
-]
-
-SIDECAR_SERVICE = "sidecar"
-"""The service named in a refusal's detail: the sidecar itself, not anything behind it."""
+__all__ = ["draining", "overloaded", "unauthenticated", "undecodable"]
 
 
 def _status(failure: SidecarFailure, code: grpc.StatusCode) -> status_pb2.Status:
@@ -49,29 +40,9 @@ def overloaded(method: str, limit: int, retry_after_s: float) -> status_pb2.Stat
     return _status(overloaded_failure(method, limit, retry_after_s), grpc.StatusCode.RESOURCE_EXHAUSTED)
 
 
-def overloaded_failure(method: str, limit: int, retry_after_s: float) -> SidecarFailure:
-    """The failure of a call shed at the in-flight limit (the HTTP doors answer it in their own shape)."""
-    return UpstreamThrottle.worded(
-        f"The sidecar is serving its limit of {limit} calls at once (server.max_in_flight) "
-        f"and refused this one; retry after {retry_after_s:g} s.",
-        detail=ServiceDetail(service=SIDECAR_SERVICE, endpoint=method, detail=f"max_in_flight {limit}"),
-        retry_after=retry_after_s,
-    )
-
-
 def draining(method: str, retry_after_s: float) -> status_pb2.Status:
     """UNAVAILABLE: the process is shutting down, finishing the calls it has; another replica takes this one."""
     return _status(draining_failure(method, retry_after_s), grpc.StatusCode.UNAVAILABLE)
-
-
-def draining_failure(method: str, retry_after_s: float) -> SidecarFailure:
-    """The failure of a call refused while the process drains (the HTTP doors answer it in their own shape)."""
-    return UpstreamThrottle.worded(
-        "The sidecar is shutting down: it finishes the calls in flight and takes no new ones; "
-        f"send this one to another replica, or retry after {retry_after_s:g} s.",
-        detail=ServiceDetail(service=SIDECAR_SERVICE, endpoint=method, detail="draining"),
-        retry_after=retry_after_s,
-    )
 
 
 def unauthenticated(method: str) -> status_pb2.Status:

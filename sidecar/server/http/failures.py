@@ -70,8 +70,8 @@ from sidecar.core.kinds import FailureKind, RetrySignal
 from sidecar.core.taxonomy import CORRECTABLE_LINE, UNCORRECTABLE_LINE, SidecarFailure
 from sidecar.providers.formats.protocol import Front
 from sidecar.server import convert
-from sidecar.server.grpc.refusals import SIDECAR_SERVICE
 from sidecar.server.http.envelope import ATTEMPTS_HEADER, SHOULD_RETRY_HEADER
+from sidecar.server.refusals import SIDECAR_SERVICE
 
 __all__ = ["Answer", "answer_of", "error_of", "failure_extension", "failure_headers", "hop_json"]
 
