@@ -74,6 +74,7 @@ async def _supervise(config: Config, path: str | None, listen: str | None, worke
 
 async def _serve(config: Config, source: str, listen: str | None) -> int:
     from sidecar.server.app import SidecarApp
+    from sidecar.server.grpc.spans import span_interceptors
     from sidecar.server.security import exposure_refusal
     from sidecar.server.workers import watch_parent, worker_role
     from sidecar.telemetry.logs import configure_logging
@@ -92,7 +93,7 @@ async def _serve(config: Config, source: str, listen: str | None) -> int:
     app = SidecarApp(
         config,
         listen=listen,
-        interceptors=telemetry.interceptors,
+        interceptors=span_interceptors(telemetry),
         reuse_port=role is not None,
         embedded=dict(role.embedded) if role is not None else {},
     )

@@ -1,15 +1,9 @@
-"""The layout is the architecture: each layer imports only what docs/architecture.md says it may.
+"""The layout is the architecture: no folder of ``sidecar/`` imports what its row forbids.
 
-    core/       policy, no I/O       no grpc, no generated code, no OpenTelemetry, no httpx, nothing above it
-    net/        the HTTP client      httpx over aiohttp (net alone), and core
-    providers/  adapters to models   httpx through net, core, config; no gRPC, no generated code, no OpenTelemetry
-    tools/      adapters to tools    the same, and the MCP SDK as a client (MCP tool backends)
-    telemetry/  the observer         OpenTelemetry, core; never the adapters or the server
-    state/      shared state         redis, core; no gRPC, no OpenTelemetry, no other adapter
-    server/     the gRPC boundary    everything; the only layer that touches the generated contract (with telemetry's
-                                     server spans), and the only one that serves HTTP (starlette, uvicorn)
-
-Read from the source with ``ast``, so a lazy import inside a function counts too.
+The rules are the tables of docs/architecture.md ("What each folder may not import"); ``GROUPS`` and
+``RULES`` are the same tables in Python, and ``test_the_tables_in_the_docs_are_the_rules`` keeps the
+two equal, name for name. Imports are read from the source with ``ast``, so a lazy import inside a
+function counts too.
 """
 
 from __future__ import annotations
@@ -21,33 +15,65 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "sidecar"
+DOC = ROOT / "docs" / "architecture.md"
 
-FOREIGN = ("grpc", "grpc_status", "grpc_health", "grpc_reflection", "sidecar_contract", "opentelemetry", "httpx",
-           "mcp", "starlette", "uvicorn")  # fmt: skip
+GRPC = ("grpc", "grpc_status", "grpc_health", "grpc_reflection")
+CONTRACT = ("sidecar_contract",)
+OTEL = ("opentelemetry",)
+HTTP_CLIENT = ("httpx", "httpcore", "aiohttp")
 HTTP_SERVING = ("starlette", "uvicorn")
 """The HTTP port's stack: the server's alone (an adapter speaks MCP as a client, never serves)."""
+MCP = ("mcp",)
+GROUPS: dict[str, tuple[str, ...]] = {
+    "gRPC": GRPC,
+    "the contract": CONTRACT,
+    "OpenTelemetry": OTEL,
+    "the HTTP client": HTTP_CLIENT,
+    "HTTP serving": HTTP_SERVING,
+    "MCP": MCP,
+}
+_FOREIGN = (*GRPC, *CONTRACT, *OTEL, *HTTP_CLIENT, *HTTP_SERVING, *MCP)
 RULES: dict[str, tuple[str, ...]] = {
-    "core": (*FOREIGN, "httpcore", "aiohttp", "sidecar.config", "sidecar.net", "sidecar.providers", "sidecar.tools",
-             "sidecar.server", "sidecar.telemetry", "sidecar.fakes", "sidecar.cli"),
-    "net": ("grpc", "sidecar_contract", "opentelemetry", "sidecar.providers", "sidecar.tools", "sidecar.server",
-            "sidecar.telemetry", "mcp", *HTTP_SERVING),
-    "providers": ("grpc", "grpc_status", "sidecar_contract", "opentelemetry", "sidecar.server", "sidecar.telemetry",
-                  "sidecar.tools", "aiohttp", *HTTP_SERVING),
-    "tools": ("grpc", "grpc_status", "sidecar_contract", "opentelemetry", "sidecar.server", "sidecar.telemetry",
-              "sidecar.providers", "aiohttp", *HTTP_SERVING),
-    "telemetry": ("sidecar.providers", "sidecar.tools", "sidecar.server", "httpx", "mcp", *HTTP_SERVING),
-    "state": (*FOREIGN, "httpcore", "aiohttp", "sidecar.config", "sidecar.net", "sidecar.providers", "sidecar.tools",
-              "sidecar.server", "sidecar.telemetry", "sidecar.fakes", "sidecar.cli"),
+    "core": (*_FOREIGN, "sidecar.config", "sidecar.net", "sidecar.providers", "sidecar.tools", "sidecar.telemetry",
+             "sidecar.state", "sidecar.server", "sidecar.fakes", "sidecar.cli"),
+    "net": (*GRPC, *CONTRACT, *OTEL, *HTTP_SERVING, *MCP, "sidecar.config", "sidecar.providers", "sidecar.tools",
+            "sidecar.telemetry", "sidecar.state", "sidecar.server", "sidecar.fakes"),
+    "providers": (*GRPC, *CONTRACT, *OTEL, *HTTP_SERVING, *MCP, "aiohttp", "sidecar.tools", "sidecar.telemetry",
+                  "sidecar.state", "sidecar.server", "sidecar.fakes"),
+    "providers/formats": (*HTTP_CLIENT, "httpx_sse", "sidecar.net", "sidecar.providers.client",
+                          "sidecar.providers.streaming", "sidecar.providers.service", "sidecar.providers.routes",
+                          "sidecar.providers.pacing"),
+    "tools": (*GRPC, *CONTRACT, *OTEL, *HTTP_SERVING, "aiohttp", "sidecar.providers", "sidecar.telemetry",
+              "sidecar.state", "sidecar.server", "sidecar.fakes"),
+    "telemetry": (*GRPC, *CONTRACT, *HTTP_CLIENT, *HTTP_SERVING, *MCP, "sidecar.config", "sidecar.net",
+                  "sidecar.providers", "sidecar.tools", "sidecar.state", "sidecar.server", "sidecar.fakes"),
+    "state": (*_FOREIGN, "sidecar.config", "sidecar.net", "sidecar.providers", "sidecar.tools", "sidecar.telemetry",
+              "sidecar.server", "sidecar.fakes", "sidecar.cli"),
+    # "config": the config/ package's row (issue 20, item 2.2) goes here, and after state/ in the doc's table
+    "fakes": (*GRPC, *CONTRACT, *OTEL, "sidecar.net", "sidecar.tools", "sidecar.telemetry", "sidecar.state",
+              "sidecar.server"),
+    "server": (),
+    "server/grpc": (*HTTP_SERVING, *MCP, "sidecar.server.http"),
+    "server/http": (*GRPC, "sidecar.server.grpc"),
 }  # fmt: skip
+"""Folder -> what its modules may not import; a folder inside another keeps the outer one's row too."""
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, *, from_names: bool = True) -> set[str]:
+    """Every module ``path`` imports, absolute; ``from a import b`` is ``a``, and ``a.b`` with ``from_names``."""
+    package = path.relative_to(ROOT).with_suffix("").parts[:-1]
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from the module's own package, up level - 1
+                base = ".".join([*package[: len(package) - node.level + 1], *([node.module] if node.module else [])])
+            else:
+                base = node.module or ""
+            names.add(base)
+            if from_names:
+                names.update(f"{base}.{alias.name}" for alias in node.names)
     return names
 
 
@@ -55,20 +81,66 @@ def _forbidden(name: str, banned: tuple[str, ...]) -> bool:
     return any(name == b or name.startswith(b + ".") for b in banned)
 
 
+def _banned(layer: str) -> tuple[str, ...]:
+    """What a module of ``layer`` may not import: its row and the row of every folder around it."""
+    return tuple(
+        name for outer, row in RULES.items() if layer == outer or layer.startswith(outer + "/") for name in row
+    )
+
+
 @pytest.mark.parametrize("layer", sorted(RULES))
 def test_a_layer_imports_only_what_it_may(layer: str) -> None:
+    banned = _banned(layer)
     found = {
         f"{path.relative_to(ROOT)} imports {name}"
         for path in sorted((PACKAGE / layer).rglob("*.py"))
         for name in _imports(path)
-        if _forbidden(name, RULES[layer])
+        if _forbidden(name, banned)
     }
     assert not found, "\n".join(sorted(found))
 
 
 def test_every_layer_is_checked() -> None:
-    layers = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert layers - set(RULES) == {"server", "fakes"}  # the boundary may import anything; the fakes are apart
+    """Every package of ``sidecar/`` has a row, and every row is a package (no row outlives its folder)."""
+    packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert packages == {layer.partition("/")[0] for layer in RULES}
+    assert [layer for layer in RULES if not (PACKAGE / layer / "__init__.py").exists()] == []
+
+
+def _doc_table(header: str) -> dict[str, str]:
+    """The table of docs/architecture.md under ``header``: each row's first cell -> its last cell."""
+    lines = DOC.read_text().splitlines()
+    assert header in lines, f"docs/architecture.md has no table headed {header!r}"
+    rows: dict[str, str] = {}
+    for line in lines[lines.index(header) + 2 :]:  # past the header and the |---| line
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        rows[cells[0].strip("`")] = cells[-1]
+    return rows
+
+
+def _names(cell: str, groups: dict[str, tuple[str, ...]]) -> set[str]:
+    """A cell's modules: a `module` in backticks is itself, a bare name the group it names; — is none."""
+    if cell == "—":
+        return set()
+    names: set[str] = set()
+    for item in (part.strip() for part in cell.split(",")):
+        if item.startswith("`") and item.endswith("`"):
+            names.add(item.strip("`"))
+        else:
+            assert item in groups, f"docs/architecture.md: {item!r} is neither a `module` nor a group"
+            names.update(groups[item])
+    return names
+
+
+def test_the_tables_in_the_docs_are_the_rules() -> None:
+    groups = {name: tuple(_names(cell, {})) for name, cell in _doc_table("| group | stands for |").items()}
+    assert {name: set(group) for name, group in groups.items()} == {name: set(g) for name, g in GROUPS.items()}
+    table = _doc_table("| layer | holds | may not import |")
+    rows = {layer.removesuffix("/"): _names(cell, groups) for layer, cell in table.items()}
+    assert list(rows) == list(RULES)  # the same folders, in the same order
+    assert rows == {layer: set(banned) for layer, banned in RULES.items()}
 
 
 def test_nothing_imports_a_private_module_of_another_distribution() -> None:
@@ -80,7 +152,7 @@ def test_nothing_imports_a_private_module_of_another_distribution() -> None:
     found = {
         f"{path.relative_to(ROOT)} imports {name}"
         for path in paths
-        for name in _imports(path)
+        for name in _imports(path, from_names=False)
         if any(part.startswith("_") for part in name.split(".")[1:])
         and name.split(".")[0] in ("sidecar_client", "sidecar_contract", "grpc", "httpx", "httpcore", "aiolimiter")
     }
@@ -88,12 +160,6 @@ def test_nothing_imports_a_private_module_of_another_distribution() -> None:
 
 
 def test_the_fakes_are_not_part_of_the_sidecar() -> None:
-    """The bundled fakes are started by the app for the embedded default, never imported by the policy."""
-    found = {
-        f"{path.relative_to(ROOT)} imports {name}"
-        for layer in ("core", "net", "providers", "tools", "telemetry", "state")
-        for path in (PACKAGE / layer).rglob("*.py")
-        for name in _imports(path)
-        if _forbidden(name, ("sidecar.fakes",))
-    }
-    assert not found, "\n".join(sorted(found))
+    """The bundled fakes are started by the app for the embedded default, never imported by a layer."""
+    apart = {layer for layer in RULES if layer.partition("/")[0] in ("server", "fakes")}
+    assert [layer for layer in RULES if layer not in apart and not _forbidden("sidecar.fakes", _banned(layer))] == []

@@ -13,7 +13,7 @@ from sidecar.core.json_input import depth_over, load_json, nested_over
 from sidecar.core.json_schemas import check_schema, errors, validator_for
 from sidecar.core.patterns import PatternError, compile_pattern, search
 from sidecar.core.taxonomy import InvalidInput, ModelNotFound
-from sidecar.server.status import TRAILER_BUDGET_BYTES, _trailer_bytes, to_status
+from sidecar.server.grpc.status import TRAILER_BUDGET_BYTES, _trailer_bytes, to_status
 from sidecar.tools.guardrails import Guardrails
 
 HOSTILE = "a" * 100_000 + "b"  # Python's re would need 2**100000 steps for ^(a+)+$

@@ -8,7 +8,7 @@ import sidecar_client as sc
 from google.rpc import error_details_pb2, status_pb2
 from sidecar_client import pb
 
-from sidecar.server.handlers import SIDECAR_SERVICE_NAME
+from sidecar.server.grpc.handlers import SIDECAR_SERVICE_NAME
 from tests.conftest import Running
 
 GARBAGE = b"\xff\xff\xff\xff"  # a field tag whose varint never ends: "Wire format was corrupt"

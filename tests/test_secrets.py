@@ -42,9 +42,9 @@ from sidecar.core.tool_failures import Observation, classify
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
 from sidecar.providers.errors import Target, classify_response
 from sidecar.server.app import SidecarApp, running
-from sidecar.server.masking import SecretMaskingInterceptor
+from sidecar.server.grpc.masking import SecretMaskingInterceptor
+from sidecar.server.grpc.spans import ServerSpanInterceptor
 from sidecar.telemetry.logs import JsonFormatter
-from sidecar.telemetry.server_spans import ServerSpanInterceptor
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 
 MARK = "Zq9"

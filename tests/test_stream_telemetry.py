@@ -19,8 +19,8 @@ from sidecar.config import Config
 from sidecar.core.clock import FakeClock
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
 from sidecar.server.app import running
+from sidecar.server.grpc.spans import ServerSpanInterceptor
 from sidecar.telemetry import names as n
-from sidecar.telemetry.server_spans import ServerSpanInterceptor
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 from tests.conftest import base_config
 

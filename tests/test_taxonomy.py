@@ -23,7 +23,7 @@ from sidecar.core import taxonomy as t
 from sidecar.core.kinds import CORRECTABLE_KINDS, FailureKind, RetrySignal
 from sidecar.core.taxonomy import CORRECTABLE_LINE, UNCORRECTABLE_LINE, HttpInfo, Trigger
 from sidecar.server import convert
-from sidecar.server.status import GRPC_CODE, to_status
+from sidecar.server.grpc.status import GRPC_CODE, to_status
 
 HTTP = HttpInfo(503, "docs", "http://h/x", '{"error":"down"}', "7")
 

@@ -34,8 +34,8 @@ from sidecar.config import Config
 from sidecar.core.clock import FakeClock
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
 from sidecar.server.app import SidecarApp, running
+from sidecar.server.grpc.spans import ServerSpanInterceptor
 from sidecar.telemetry import names as n
-from sidecar.telemetry.server_spans import ServerSpanInterceptor
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 from tests.conftest import base_config
 
@@ -707,12 +707,13 @@ _PROBE = textwrap.dedent(
     """
     import json, sys
     from opentelemetry import metrics, trace
+    from sidecar.server.grpc.spans import span_interceptors
     from sidecar.telemetry.setup import setup_telemetry
     t = setup_telemetry(int(sys.argv[1]) if len(sys.argv) > 1 else None)
     tp, mp = trace.get_tracer_provider(), metrics.get_meter_provider()
     out = {
         "enabled": t.enabled, "tracing": t.tracing, "describe": t.describe(),
-        "interceptors": [type(i).__name__ for i in t.interceptors],
+        "interceptors": [type(i).__name__ for i in span_interceptors(t)],
         "tracer_provider": type(tp).__name__, "meter_provider": type(mp).__name__,
         "recording": trace.get_tracer("x").start_span("s").is_recording(),
     }

@@ -15,7 +15,8 @@ from sidecar_client import AsyncSidecarClient, Tls, user
 
 from sidecar.config import Config, ConfigError
 from sidecar.server.app import SidecarApp
-from sidecar.server.auth import BearerTokenInterceptor, bearer_token
+from sidecar.server.auth import bearer_token
+from sidecar.server.grpc.auth import BearerTokenInterceptor
 from tests.conftest import Start, base_config
 
 TOKEN_A = "agent-a-token-0123456789abcdef"

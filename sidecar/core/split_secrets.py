@@ -1,6 +1,6 @@
 """A stream's text on its way out, so that a configured secret split across deltas is masked whole.
 
-Each event of a stream is masked on its own (``server.masking``, the HTTP fronts); a secret the
+Each event of a stream is masked on its own (``server.grpc.masking``, the HTTP fronts); a secret the
 model writes across two or more deltas is whole in none of them. ``SplitSecrets`` sits on one
 stream of text (a reply's text, or one tool call's argument fragments) and decides, per delta,
 what may go out now::

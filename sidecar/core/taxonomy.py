@@ -32,7 +32,7 @@ the model reads: the message, a newline, and one of the two retry lines.
 
 Plain Python throughout: kinds are ``core.kinds.FailureKind``, details are ``core.details``
 records. The gRPC boundary converts them (``sidecar.server.convert``) and carries them in a
-rich status (``sidecar.server.status``). ``as_failure()`` is the one boundary that turns any
+rich status (``sidecar.server.grpc.status``). ``as_failure()`` is the one boundary that turns any
 other exception into ``SystemFailure``. A failure's ``str()`` is its message, always.
 
 Which kinds are correctable, and the two retry lines, are the contract's words (options of

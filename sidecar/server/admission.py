@@ -35,7 +35,8 @@ from grpc_status import rpc_status
 
 from sidecar.core.clock import Clock
 from sidecar.core.taxonomy import SidecarFailure
-from sidecar.server.refusals import draining, draining_failure, overloaded, overloaded_failure
+from sidecar.server.grpc.refusals import draining, overloaded
+from sidecar.server.refusals import draining_failure, overloaded_failure
 
 __all__ = ["LIMITED_METHODS", "SHED_LOG_WINDOW_S", "SHED_RETRY_AFTER_S", "Admission", "Behavior", "StreamBehavior"]
 

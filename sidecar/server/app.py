@@ -7,11 +7,11 @@ process's own, or shared through ``state.backend: redis`` (``sidecar.state.redis
 before the port opens, closed after the last call). What a call passes through, outermost first::
 
     TLS / mTLS handshake          server.tls (security.server_credentials)
-    bearer token                  server.auth (auth.BearerTokenInterceptor); health exempt
-    the given interceptors        the server span (telemetry)
-    decoding                      undecodable bytes -> INVALID_ARGUMENT (handlers.register_sidecar)
+    bearer token                  server.auth (grpc.auth.BearerTokenInterceptor); health exempt
+    the given interceptors        the server span (grpc.spans)
+    decoding                      undecodable bytes -> INVALID_ARGUMENT (grpc.handlers.register_sidecar)
     the in-flight limit           CallModel, ExecuteTool: server.max_in_flight (admission.Admission)
-    the servicer
+    the servicer                  grpc.servicer; every answer masked on its way out (grpc.masking)
 
 With ``http`` set, the HTTP port (``server.http``: the MCP front) serves the same core on the same
 event loop: started after the gRPC server, drained and stopped with it (one in-flight limit, one
@@ -44,13 +44,13 @@ from sidecar.core.spend import SpendLedger
 from sidecar.core.state import DEPLOYMENT_NAMESPACE, MEMORY, StateBackend
 from sidecar.providers.service import ModelService
 from sidecar.server.admission import Admission
-from sidecar.server.auth import BearerTokenInterceptor
-from sidecar.server.handlers import register_sidecar
+from sidecar.server.grpc.auth import BearerTokenInterceptor
+from sidecar.server.grpc.handlers import register_sidecar
+from sidecar.server.grpc.masking import SecretMaskingInterceptor
+from sidecar.server.grpc.servicer import SidecarServicer
 from sidecar.server.http.doors import DoorParts, build_doors
 from sidecar.server.http.hosting import HttpHosting
-from sidecar.server.masking import SecretMaskingInterceptor
 from sidecar.server.security import server_credentials
-from sidecar.server.servicer import SidecarServicer
 from sidecar.telemetry import masking
 from sidecar.telemetry.metrics import Metrics
 from sidecar.telemetry.observer import TelemetryObserver

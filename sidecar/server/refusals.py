@@ -1,52 +1,20 @@
-"""The sidecar's own refusals of an RPC, as rich statuses every client already reads.
+"""The sidecar's own refusals, as failures, whichever port the call came in by.
 
 A refusal is not a failure of a model or a tool: the sidecar itself declines the call before any
-work. It still travels the way CallModel's failures do (``status.to_status``: a packed
-``sidecar.v1.Failure``, one ``ErrorInfo`` whose reason is the kind, ``RetryInfo`` when a wait is
-known), so the clients of every language raise the kind below, never SYSTEM:
-
-    refusal        gRPC code            Failure kind        RetryInfo   why
-    overloaded     RESOURCE_EXHAUSTED   UPSTREAM_THROTTLE   yes         server.max_in_flight calls already in flight
-    draining       UNAVAILABLE          UPSTREAM_THROTTLE   yes         the process is shutting down (SIGTERM)
-    unauthenticated UNAUTHENTICATED     UNAUTHORIZED        no          no valid bearer token (server.auth)
-    undecodable    INVALID_ARGUMENT     INVALID_INPUT       no          the request bytes are not the method's message
-
-Messages never quote what the caller sent (a token, the bytes).
+work (the in-flight limit, ``admission.Admission``). Each port answers it in its own shape: the
+gRPC port as a rich status (``grpc.refusals``), the HTTP port as its status and error body
+(``http.failures``), which tells a refusal by the service its detail names, ``SIDECAR_SERVICE``.
 """
 
 from __future__ import annotations
 
-import grpc
-from google.rpc import status_pb2
+from sidecar.core.details import ServiceDetail
+from sidecar.core.taxonomy import SidecarFailure, UpstreamThrottle
 
-from sidecar.core.details import InvalidInputDetail, ServiceDetail
-from sidecar.core.taxonomy import InvalidInput, SidecarFailure, Unauthorized, UpstreamThrottle
-from sidecar.server.status import to_status
-
-__all__ = [
-    "SIDECAR_SERVICE",
-    "draining",
-    "draining_failure",
-    "overloaded",
-    "overloaded_failure",
-    "unauthenticated",
-    "undecodable",
-]
+__all__ = ["SIDECAR_SERVICE", "draining_failure", "overloaded_failure"]
 
 SIDECAR_SERVICE = "sidecar"
 """The service named in a refusal's detail: the sidecar itself, not anything behind it."""
-
-
-def _status(failure: SidecarFailure, code: grpc.StatusCode) -> status_pb2.Status:
-    """``to_status`` of the failure (which writes the explanation and every detail), with this code."""
-    status = to_status(failure)
-    status.code = code.value[0]
-    return status
-
-
-def overloaded(method: str, limit: int, retry_after_s: float) -> status_pb2.Status:
-    """RESOURCE_EXHAUSTED: ``limit`` calls are in flight; retry after ``retry_after_s``."""
-    return _status(overloaded_failure(method, limit, retry_after_s), grpc.StatusCode.RESOURCE_EXHAUSTED)
 
 
 def overloaded_failure(method: str, limit: int, retry_after_s: float) -> SidecarFailure:
@@ -59,11 +27,6 @@ def overloaded_failure(method: str, limit: int, retry_after_s: float) -> Sidecar
     )
 
 
-def draining(method: str, retry_after_s: float) -> status_pb2.Status:
-    """UNAVAILABLE: the process is shutting down, finishing the calls it has; another replica takes this one."""
-    return _status(draining_failure(method, retry_after_s), grpc.StatusCode.UNAVAILABLE)
-
-
 def draining_failure(method: str, retry_after_s: float) -> SidecarFailure:
     """The failure of a call refused while the process drains (the HTTP doors answer it in their own shape)."""
     return UpstreamThrottle.worded(
@@ -72,24 +35,3 @@ def draining_failure(method: str, retry_after_s: float) -> SidecarFailure:
         detail=ServiceDetail(service=SIDECAR_SERVICE, endpoint=method, detail="draining"),
         retry_after=retry_after_s,
     )
-
-
-def unauthenticated(method: str) -> status_pb2.Status:
-    """UNAUTHENTICATED: no ``authorization: Bearer`` metadata, or not one of the configured tokens."""
-    failure = Unauthorized.worded(
-        "The sidecar refused this call: it carries no valid bearer token "
-        "(metadata 'authorization: Bearer <token>' with one of server.auth.tokens). "
-        "An operator must fix the agent's configured token.",
-        detail=ServiceDetail(service=SIDECAR_SERVICE, endpoint=method, detail="bearer token refused"),
-    )
-    return _status(failure, grpc.StatusCode.UNAUTHENTICATED)
-
-
-def undecodable(method: str, message_type: str, size: int) -> status_pb2.Status:
-    """INVALID_ARGUMENT: the ``size`` request bytes do not parse as ``message_type``."""
-    rule = f"must be a serialized {message_type}"
-    failure = InvalidInput.worded(
-        f"The request to {method} could not be decoded as {message_type} ({size} bytes); {rule}.",
-        detail=InvalidInputDetail(parameter="request", value=f"{size} bytes", rule=rule),
-    )
-    return _status(failure, grpc.StatusCode.INVALID_ARGUMENT)

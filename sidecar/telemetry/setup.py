@@ -15,7 +15,8 @@
     OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, ...   read by the exporters
 
 With no exporter wanted (no endpoint, no Prometheus), no SDK is installed: the API's no-op tracer
-and meter answer every span and metric, and the gRPC server runs without the span interceptor.
+and meter answer every span and metric, and the gRPC server runs without the span interceptor
+(``server.grpc.spans.span_interceptors`` reads ``Telemetry.tracer_provider``).
 ``telemetry.prometheus_port`` in the config (or OTEL_METRICS_EXPORTER=prometheus with
 OTEL_EXPORTER_PROMETHEUS_PORT, default 9464) serves a Prometheus scrape endpoint on
 OTEL_EXPORTER_PROMETHEUS_HOST (default 127.0.0.1).
@@ -42,11 +43,12 @@ DEFAULT_PROMETHEUS_HOST = "127.0.0.1"
 
 @dataclass
 class Telemetry:
-    """What ``setup_telemetry`` installed: interceptors for the gRPC server, and how to flush on exit."""
+    """What ``setup_telemetry`` installed: the tracer provider the doors' spans go to, and how to flush on exit."""
 
     enabled: bool = False
     tracing: bool = False
-    interceptors: list[Any] = field(default_factory=list)
+    tracer_provider: trace.TracerProvider | None = None
+    """The SDK's provider when traces are exported (``tracing``); else None."""
     prometheus: tuple[str, int] | None = None
     exporting: list[str] = field(default_factory=list)
     """What goes where, in words, for the banner."""
@@ -120,7 +122,6 @@ def _install_tracing(out: Telemetry, resource: Any, *, otlp: bool, console: bool
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
     from sidecar.telemetry.masking import MaskingSpanExporter
-    from sidecar.telemetry.server_spans import ServerSpanInterceptor
 
     provider = TracerProvider(resource=resource)  # the sampler comes from OTEL_TRACES_SAMPLER / _ARG
     if otlp:
@@ -139,7 +140,7 @@ def _install_tracing(out: Telemetry, resource: Any, *, otlp: bool, console: bool
         out.exporting.append("traces to stdout")
     trace.set_tracer_provider(provider)
     out._closers.append(provider.shutdown)
-    out.interceptors.append(ServerSpanInterceptor(provider))
+    out.tracer_provider = provider
 
 
 def _install_metrics(out: Telemetry, resource: Any, *, otlp: bool, console: bool, prometheus_port: int | None) -> None:

@@ -10,7 +10,7 @@
     a streamed answer      ``start_server_span``: the span and the context to attach while the call is
                            started; the door ends the span when the stream has ended
 
-As on the gRPC port (``telemetry.server_spans``), with no SDK installed nothing is recorded and
+As on the gRPC port (``server.grpc.spans``), with no SDK installed nothing is recorded and
 the span is free (``telemetry.tracing.Tracer``).
 """
 

@@ -28,7 +28,7 @@ from grpc_status import rpc_status
 from sidecar_contract.v1 import sidecar_pb2 as pb
 
 from sidecar.server.admission import Behavior, StreamBehavior
-from sidecar.server.refusals import undecodable
+from sidecar.server.grpc.refusals import undecodable
 
 __all__ = ["SIDECAR_SERVICE_NAME", "Undecodable", "register_sidecar"]
 

@@ -32,7 +32,7 @@ from google.protobuf.message import Message
 from google.rpc import status_pb2
 
 from sidecar.core.redact import mask_secrets
-from sidecar.telemetry.server_spans import EXCLUDED_SERVICES
+from sidecar.server.grpc.spans import EXCLUDED_SERVICES
 
 __all__ = ["SecretMaskingInterceptor", "mask_message"]
 

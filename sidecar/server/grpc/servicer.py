@@ -8,7 +8,7 @@
     ListTools, ListModels                         -> built once from the configuration
 
 Spans, metrics and logs are the core's (through its observer); what happens here is only the
-contract: ``server.convert`` both ways, ``server.status`` for a failed CallModel.
+contract: ``server.convert`` both ways, ``server.grpc.status`` for a failed CallModel.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from sidecar.core.conversation import CallOptions
 from sidecar.core.taxonomy import SidecarFailure, as_failure
 from sidecar.providers.service import ModelService
 from sidecar.server import convert
-from sidecar.server.status import to_status
+from sidecar.server.grpc.status import to_status
 from sidecar.tools.reports import Reports
 from sidecar.tools.service import ToolService
 

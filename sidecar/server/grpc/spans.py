@@ -31,8 +31,9 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 
 from sidecar.telemetry import names as n
+from sidecar.telemetry.setup import Telemetry
 
-__all__ = ["EXCLUDED_SERVICES", "ServerSpanInterceptor"]
+__all__ = ["EXCLUDED_SERVICES", "ServerSpanInterceptor", "span_interceptors"]
 
 EXCLUDED_SERVICES = frozenset(
     {"grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection", "grpc.reflection.v1.ServerReflection"}
@@ -145,6 +146,13 @@ class ServerSpanInterceptor(grpc.aio.ServerInterceptor):
                 otel_context.detach(token)
 
         return traced
+
+
+def span_interceptors(telemetry: Telemetry) -> list[grpc.aio.ServerInterceptor]:
+    """The server span interceptor when ``telemetry`` exports traces (its provider); else none."""
+    if telemetry.tracer_provider is None:
+        return []
+    return [ServerSpanInterceptor(telemetry.tracer_provider)]
 
 
 def _carrier(metadata: Any) -> dict[str, str]:
