@@ -11,10 +11,14 @@ from __future__ import annotations
 from sidecar.core.details import ServiceDetail
 from sidecar.core.taxonomy import SidecarFailure, UpstreamThrottle
 
-__all__ = ["SIDECAR_SERVICE", "draining_failure", "overloaded_failure"]
+__all__ = ["DRAINING_DETAIL", "SIDECAR_SERVICE", "draining_failure", "overloaded_failure"]
 
 SIDECAR_SERVICE = "sidecar"
 """The service named in a refusal's detail: the sidecar itself, not anything behind it."""
+
+
+DRAINING_DETAIL = "draining"
+"""The ServiceDetail.detail of the refusal while the process drains (each port answers it as its own kind)."""
 
 
 def overloaded_failure(method: str, limit: int, retry_after_s: float) -> SidecarFailure:
@@ -32,6 +36,6 @@ def draining_failure(method: str, retry_after_s: float) -> SidecarFailure:
     return UpstreamThrottle.worded(
         "The sidecar is shutting down: it finishes the calls in flight and takes no new ones; "
         f"send this one to another replica, or retry after {retry_after_s:g} s.",
-        detail=ServiceDetail(service=SIDECAR_SERVICE, endpoint=method, detail="draining"),
+        detail=ServiceDetail(service=SIDECAR_SERVICE, endpoint=method, detail=DRAINING_DETAIL),
         retry_after=retry_after_s,
     )

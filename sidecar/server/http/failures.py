@@ -71,12 +71,9 @@ from sidecar.core.taxonomy import CORRECTABLE_LINE, UNCORRECTABLE_LINE, SidecarF
 from sidecar.providers.formats.protocol import Front
 from sidecar.server import convert
 from sidecar.server.http.envelope import ATTEMPTS_HEADER, SHOULD_RETRY_HEADER
-from sidecar.server.refusals import SIDECAR_SERVICE
+from sidecar.server.refusals import DRAINING_DETAIL, SIDECAR_SERVICE
 
 __all__ = ["Answer", "answer_of", "error_of", "failure_extension", "failure_headers", "hop_json"]
-
-DRAINING_DETAIL = "draining"
-"""The ServiceDetail.detail of the refusal while the process drains (``refusals.draining_failure``)."""
 
 
 @dataclass(frozen=True, slots=True)
