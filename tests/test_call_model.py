@@ -13,6 +13,7 @@ import pytest
 import sidecar_client as sc
 from google.rpc import error_details_pb2, status_pb2
 from sidecar_client import job, pb, user
+from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from tests.conftest import Running
 
@@ -491,3 +492,46 @@ async def test_a_providers_cookie_is_never_sent_back(sidecar: Running, model: st
     first, second = sent(sidecar, model)
     assert "cookie" not in first["headers"]
     assert "cookie" not in second["headers"]  # the jar keeps nothing: no caller's cookie reaches another's request
+
+
+@both
+@pytest.mark.parametrize(
+    ("extra", "field", "feature"),
+    [
+        (
+            {"messages": [pb.Message(role=pb.ROLE_USER, parts=[pb.Part(text="hi")])]},
+            "messages[0].parts[0]",
+            "parts.text",
+        ),
+        ({"tool_choice": pb.ToolChoice(mode=pb.TOOL_CHOICE_MODE_NONE)}, "tool_choice", "tool_choice"),
+        ({"stop": ["\n"]}, "stop", "stop"),
+        ({"reasoning": pb.Reasoning(effort=pb.REASONING_EFFORT_HIGH)}, "reasoning", "reasoning"),
+        ({"seed": 7}, "seed", "seed"),
+        ({"end_user": "u-1"}, "end_user", "end_user"),
+    ],
+)
+async def test_what_a_format_does_not_carry_is_refused_naming_it_and_nothing_is_sent(
+    sidecar: Running, model: str, extra: dict[str, Any], field: str, feature: str
+) -> None:
+    """Nothing accepted and then dropped: a field of the contract the model's wire format does not carry
+    is INVALID_INPUT naming the field, the model and the feature, before any attempt."""
+    request = pb.CallModelRequest(model=model, messages=[user("hi")])
+    for name, value in extra.items():
+        if name == "messages":
+            del request.messages[:]
+            request.messages.extend(value)
+        elif isinstance(value, list):
+            getattr(request, name).extend(value)
+        elif isinstance(value, (int, str)):
+            setattr(request, name, value)
+        else:
+            getattr(request, name).CopyFrom(value)
+    async with grpc.aio.insecure_channel(sidecar.app.address) as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await pb_grpc.SidecarStub(channel).CallModel(request)
+    err = sc.from_rpc_error(caught.value)
+    assert isinstance(err, sc.InvalidInputError)
+    assert err.detail.parameter == field
+    assert f"does not carry {feature}" in err.message
+    assert f"model {model} speaks the" in err.message
+    assert sent(sidecar, model) == []

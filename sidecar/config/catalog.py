@@ -45,6 +45,19 @@ class ProviderConfig(Strict):
         return check_url(v, EMBEDDED_PROVIDER)
 
 
+class PartLimits(Strict):
+    """What one model call's content parts may hold (the provider's own limits by default)."""
+
+    max_parts: Annotated[int, Field(gt=0, le=10_000)] = 100
+    """Image and document parts in the whole conversation (Anthropic takes at most 100 images)."""
+    max_image_bytes: Annotated[int, Field(gt=0)] = 5 * 1024 * 1024
+    """One inline image's bytes (Anthropic: 5 MB; OpenAI: 20 MB)."""
+    max_document_bytes: Annotated[int, Field(gt=0)] = 32 * 1024 * 1024
+    """One inline document's bytes (Anthropic and OpenAI: 32 MB)."""
+    image_media_types: tuple[str, ...] = ("image/png", "image/jpeg", "image/gif", "image/webp")
+    document_media_types: tuple[str, ...] = ("application/pdf", "text/plain")
+
+
 class ModelConfig(Strict):
     provider: str
     upstream_model: str
@@ -53,6 +66,11 @@ class ModelConfig(Strict):
     default_output_tokens: Annotated[int, Field(gt=0)] | None = None
     input_price_per_mtok: Annotated[float, Field(ge=0)] = 0.0
     output_price_per_mtok: Annotated[float, Field(ge=0)] = 0.0
+    cache_read_price_per_mtok: Annotated[float, Field(ge=0)] | None = None
+    """Input tokens read from the prompt cache; unset: the input price (no discount assumed)."""
+    cache_write_price_per_mtok: Annotated[float, Field(ge=0)] | None = None
+    """Input tokens written to the prompt cache; unset: the input price."""
+    parts: PartLimits = PartLimits()
     requests_per_minute: Annotated[int, Field(ge=0)] = 0
     tokens_per_minute: Annotated[int, Field(ge=0)] = 0
     upstream_retries: Annotated[int, Field(ge=0, le=100)] | None = None

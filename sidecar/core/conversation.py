@@ -10,6 +10,14 @@ door runs the same core::
 
 ``Job`` says whose work a call is; ``CallOptions`` is what the boundary resolved once: the
 deadline (on the injected clock) and the caller's retry-budget override, if any.
+
+A message's content is its ``text``, or its ordered ``parts`` (never both: the door refuses that)::
+
+    Part            TextPart | ImagePart | DocumentPart, each with an optional CacheBreakpoint
+    ReasoningPart   what a model reasoned (text, its signature, or redacted data), an assistant
+                    message's first content, passed back byte-identical in a later turn
+    Controls        what else a request says: reasoning, tool choice, sampling, stop, the end user,
+                    per-format provider options; each carried by a format or refused by name
 """
 
 from __future__ import annotations
@@ -23,17 +31,26 @@ from sidecar.core.kinds import FinishReason, Role, TransportFault
 from sidecar.core.taxonomy import SidecarFailure
 
 __all__ = [
+    "CacheBreakpoint",
     "CallOptions",
+    "Controls",
+    "DocumentPart",
+    "ImagePart",
     "Job",
     "Message",
     "MidStream",
     "ModelRequest",
     "ModelResponse",
     "ObservedResponse",
+    "Part",
+    "Reasoning",
+    "ReasoningPart",
     "Report",
     "ReportAnswer",
+    "TextPart",
     "ToolCall",
     "ToolCallResult",
+    "ToolChoice",
     "ToolDefinition",
     "ToolOutcome",
     "ToolRequest",
@@ -59,6 +76,55 @@ class CallOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class CacheBreakpoint:
+    """The prompt up to here is cached; ``ttl`` "" is the provider's default, else "5m" or "1h"."""
+
+    ttl: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    text: str
+    cache: CacheBreakpoint | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    """An image: ``data`` with its ``media_type``, or a ``url``; ``detail`` "", "auto", "low" or "high"."""
+
+    media_type: str = ""
+    data: bytes = b""
+    url: str = ""
+    detail: str = ""
+    cache: CacheBreakpoint | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentPart:
+    """A document: a PDF as ``data`` or a ``url``, or plain ``text`` (``media_type`` text/plain)."""
+
+    media_type: str = ""
+    data: bytes = b""
+    url: str = ""
+    text: str | None = None
+    title: str = ""
+    cache: CacheBreakpoint | None = None
+
+
+Part = TextPart | ImagePart | DocumentPart
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningPart:
+    """A model's reasoning: its text (or summary) and signature, or redacted ``data``; ``format`` made it."""
+
+    text: str = ""
+    signature: str = ""
+    redacted_data: str = ""
+    format: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     id: str
     name: str
@@ -71,6 +137,8 @@ class ToolCallResult:
     content: str
     is_error: bool = False
     name: str = ""
+    parts: tuple[Part, ...] = ()
+    """The content as text and image parts, instead of ``content``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +147,15 @@ class Message:
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_results: tuple[ToolCallResult, ...] = ()
+    parts: tuple[Part, ...] = ()
+    """The content as ordered parts, instead of ``text``."""
+    reasoning: tuple[ReasoningPart, ...] = ()
+    """An assistant message's reasoning, before the rest of its content."""
+
+    @property
+    def content(self) -> tuple[Part, ...]:
+        """The content as parts, whichever way it was given."""
+        return self.parts or ((TextPart(self.text),) if self.text else ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +163,60 @@ class ToolDefinition:
     name: str
     description: str = ""
     parameters_json: str = ""
+    cache: CacheBreakpoint | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    """How much to reason: an ``effort`` ("minimal", "low", "medium", "high") or a ``budget_tokens``."""
+
+    effort: str = ""
+    budget_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolChoice:
+    """``mode`` "auto", "none", "required" or "tool" (then ``name`` is the tool)."""
+
+    mode: str
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Controls:
+    """What a request says beyond its conversation; None (or empty) is "not asked for"."""
+
+    reasoning: Reasoning | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    stop: tuple[str, ...] = ()
+    top_p: float | None = None
+    top_k: int | None = None
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    end_user: str = ""
+    system_cache: CacheBreakpoint | None = None
+    provider_options_json: str = ""
+    """Per wire format, an object merged into the upstream body as it is: ``{"anthropic": {...}}``."""
+
+    def asked(self) -> list[str]:
+        """The contract's names of what is set, in the contract's order."""
+        names = [
+            ("reasoning", self.reasoning is not None),
+            ("tool_choice", self.tool_choice is not None),
+            ("parallel_tool_calls", self.parallel_tool_calls is not None),
+            ("stop", bool(self.stop)),
+            ("top_p", self.top_p is not None),
+            ("top_k", self.top_k is not None),
+            ("seed", self.seed is not None),
+            ("presence_penalty", self.presence_penalty is not None),
+            ("frequency_penalty", self.frequency_penalty is not None),
+            ("end_user", bool(self.end_user)),
+            ("system_cache", self.system_cache is not None),
+            ("provider_options_json", bool(self.provider_options_json)),
+        ]
+        return [name for name, set_ in names if set_]
 
 
 class MidStream:
@@ -107,12 +238,27 @@ class ModelRequest:
     job: Job = Job()
     mid_stream: str | None = None
     """``MidStream.RESTART`` or ``MidStream.FAIL``; None for the configured policy."""
+    controls: Controls = Controls()
 
 
 @dataclass(frozen=True, slots=True)
 class Usage:
     input_tokens: int = 0
+    """All of them, cached ones included."""
     output_tokens: int = 0
+    """Reasoning included."""
+    cache_read_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_input_tokens + other.cache_read_input_tokens,
+            self.cache_write_input_tokens + other.cache_write_input_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Protocol
 from sidecar.core.kinds import RetrySignal
 
 if TYPE_CHECKING:
-    from sidecar.core.conversation import Job, ModelRequest, ModelResponse, ToolOutcome
+    from sidecar.core.conversation import Job, ModelRequest, ModelResponse, ToolOutcome, Usage
     from sidecar.core.details import Hop
     from sidecar.core.taxonomy import SidecarFailure
 
@@ -141,7 +141,7 @@ class HopStart:
 class HopRecord(Protocol):
     """How one hop ended, told once (``tally`` first when the hop ran, then ``ended``)."""
 
-    def tally(self, attempts: int, corrections: int, input_tokens: int, output_tokens: int) -> None:
+    def tally(self, attempts: int, corrections: int, spent: Usage) -> None:
         """What the hop spent on its deployment."""
 
     def ended(self, hop: Hop) -> None:
@@ -151,7 +151,7 @@ class HopRecord(Protocol):
 class CallRecord(Protocol):
     """How one call ended, told once (``tally`` first, then exactly one of the others)."""
 
-    def tally(self, attempts: int, corrections: int, input_tokens: int, output_tokens: int) -> None:
+    def tally(self, attempts: int, corrections: int, spent: Usage) -> None:
         """What the call spent, whatever its end."""
 
     def succeeded(self, response: ModelResponse) -> None:
@@ -359,7 +359,7 @@ class _NullRecord:
     def asked_to_wait(self, seconds: float) -> None:
         pass
 
-    def tally(self, attempts: int, corrections: int, input_tokens: int, output_tokens: int) -> None:
+    def tally(self, attempts: int, corrections: int, spent: Usage) -> None:
         pass
 
     def succeeded(self, response: ModelResponse) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Protocol
 
+from sidecar.core.conversation import Usage
 from sidecar.core.state import MEMORY, SpendAdded, SpendTotal, StateBackend
 from sidecar.core.taxonomy import SpendCapExceeded
 
@@ -37,10 +38,27 @@ class Prices(Protocol):
     @property
     def output_price_per_mtok(self) -> float: ...
 
+    @property
+    def cache_read_price_per_mtok(self) -> float | None: ...
 
-def cost_of(prices: Prices, input_tokens: int, output_tokens: int) -> float:
-    """US dollars for this usage at the catalog's prices."""
-    spent = input_tokens * prices.input_price_per_mtok + output_tokens * prices.output_price_per_mtok
+    @property
+    def cache_write_price_per_mtok(self) -> float | None: ...
+
+
+def cost_of(prices: Prices, usage: Usage) -> float:
+    """US dollars for this usage at the catalog's prices.
+
+    ``usage.input_tokens`` counts every input token; those the provider read from or wrote to its
+    prompt cache are priced at the cache's prices (the input price when the catalog names none),
+    the rest at the input price.
+    """
+    base = prices.input_price_per_mtok
+    read = base if prices.cache_read_price_per_mtok is None else prices.cache_read_price_per_mtok
+    write = base if prices.cache_write_price_per_mtok is None else prices.cache_write_price_per_mtok
+    cache_read, cache_write = usage.cache_read_input_tokens, usage.cache_write_input_tokens
+    uncached = max(usage.input_tokens - cache_read - cache_write, 0)
+    output = usage.output_tokens * prices.output_price_per_mtok
+    spent = uncached * base + cache_read * read + cache_write * write + output
     return spent / TOKENS_PER_PRICE_UNIT
 
 

@@ -3,7 +3,7 @@
 ``ModelService.stream`` yields these; ``server.convert.stream_event`` turns each into a
 ``sidecar.v1.StreamModelEvent``. The order a caller sees::
 
-    (TextDelta | ToolCallDelta)*  (Restart (TextDelta | ToolCallDelta)*)*  Final      a reply
+    Delta*  (Restart Delta*)*  Final      a reply (Delta: TextDelta | ToolCallDelta | ReasoningDelta)
     ... then the stream ends with the call's failure (the same status and details as CallModel)
 
     event           carries                                   the caller
@@ -11,6 +11,9 @@
     ToolCallDelta   tool call ``index`` (0-based): its id and  appends the fragment to that call
                     name on its first fragment, an arguments
                     JSON fragment
+    ReasoningDelta  reasoning part ``index`` (0-based): text   appends the text to that part; keeps
+                    to append, its signature or redacted data  the signature or data as it is
+                    (each whole, when it arrives)
     Restart         why (a ``RestartCause`` and words), the   drops every delta before it: what
                     attempt whose deltas follow                follows is a new reply from the start
     Final           the whole reply, as CallModel returns it  uses it (it is the reply, whatever came before)
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 
 from sidecar.core.conversation import ModelResponse
 
-__all__ = ["Final", "Restart", "RestartCause", "StreamEvent", "TextDelta", "ToolCallDelta"]
+__all__ = ["Delta", "Final", "ReasoningDelta", "Restart", "RestartCause", "StreamEvent", "TextDelta", "ToolCallDelta"]
 
 
 class RestartCause(enum.IntEnum):
@@ -59,6 +62,15 @@ class ToolCallDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    index: int
+    """Which reasoning part of the reply (0-based)."""
+    text: str = ""
+    signature: str = ""
+    redacted_data: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Restart:
     cause: RestartCause
     reason: str
@@ -71,5 +83,5 @@ class Final:
     response: ModelResponse
 
 
-Delta = TextDelta | ToolCallDelta
-StreamEvent = TextDelta | ToolCallDelta | Restart | Final
+Delta = TextDelta | ToolCallDelta | ReasoningDelta
+StreamEvent = TextDelta | ToolCallDelta | ReasoningDelta | Restart | Final

@@ -32,6 +32,7 @@ import httpx
 
 from sidecar.config import ModelConfig, ProviderConfig
 from sidecar.core.clock import Clock
+from sidecar.core.conversation import Usage
 from sidecar.core.kinds import RetrySignal
 from sidecar.core.observer import AttemptStart, Target
 from sidecar.core.retry import Attempt, Done, Fail, Retry
@@ -136,8 +137,7 @@ class ProviderClient:
 class Spent:
     """Tokens and dollars of every attempt of one call."""
 
-    input_tokens: int = 0
-    output_tokens: int = 0
+    usage: Usage = field(default_factory=Usage)
     cost_usd: float = 0.0
 
 
@@ -218,9 +218,9 @@ class ModelSender:
     def _account(self, reply: ChatReply, attempt: Attempt) -> None:
         scope = self._scope
         spent = scope.spent
-        spent.input_tokens += reply.input_tokens
-        spent.output_tokens += reply.output_tokens
-        usd = cost_of(scope.model, reply.input_tokens, reply.output_tokens)
+        usage = reply.usage
+        spent.usage += usage
+        usd = cost_of(scope.model, usage)
         spent.cost_usd += usd
         scope.ledger.record(scope.workflow, usd)
         attempt.record.usage(reply.input_tokens, reply.output_tokens, reply.raw_finish, reply.response_model)

@@ -90,13 +90,11 @@ class _HopTally:
     record: HopRecord
     attempts: int = 0
     corrections: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
+    spent: Usage = field(default_factory=Usage)
 
-    def tally(self, attempts: int, corrections: int, input_tokens: int, output_tokens: int) -> None:
-        self.attempts, self.corrections = attempts, corrections
-        self.input_tokens, self.output_tokens = input_tokens, output_tokens
-        self.record.tally(attempts, corrections, input_tokens, output_tokens)
+    def tally(self, attempts: int, corrections: int, spent: Usage) -> None:
+        self.attempts, self.corrections, self.spent = attempts, corrections, spent
+        self.record.tally(attempts, corrections, spent)
 
 
 @dataclass(slots=True)
@@ -113,25 +111,20 @@ class _Chain:
     def tried(self) -> list[str]:
         return [h.deployment for h in self.hops]
 
-    def totals(self) -> tuple[int, int, int, int]:
+    def totals(self) -> tuple[int, int, Usage]:
         ts = [t for _, t in self.tallies]
-        return (
-            sum(t.attempts for t in ts),
-            sum(t.corrections for t in ts),
-            sum(t.input_tokens for t in ts),
-            sum(t.output_tokens for t in ts),
-        )
+        return sum(t.attempts for t in ts), sum(t.corrections for t in ts), sum((t.spent for t in ts), Usage())
 
     def served(self, response: ModelResponse, deployment: str) -> ModelResponse:
-        attempts, corrections, input_tokens, output_tokens = self.totals()
-        cost = sum(cost_of(self.config.models[d], t.input_tokens, t.output_tokens) for d, t in self.tallies)
+        attempts, corrections, spent = self.totals()
+        cost = sum(cost_of(self.config.models[d], t.spent) for d, t in self.tallies)
         return replace(
             response,
             served_by=deployment,
             hops=tuple(self.hops),
             attempts=attempts,
             corrections=corrections,
-            total_usage=Usage(input_tokens, output_tokens),
+            total_usage=spent,
             cost_usd=cost,
         )
 

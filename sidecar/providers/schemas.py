@@ -66,8 +66,6 @@ def check_request(req: ModelRequest, options: CallOptions, config: Config) -> in
             raise InvalidInput(
                 f"messages[{i}].role", "ROLE_UNSPECIFIED", "must be ROLE_USER, ROLE_ASSISTANT or ROLE_TOOL"
             )
-        if not (m.text or m.tool_calls or m.tool_results):
-            raise InvalidInput(f"messages[{i}]", "", "must carry text, tool calls or tool results")
     for i, t in enumerate(req.tools):
         if not t.name:
             raise InvalidInput(f"tools[{i}].name", "", "must name the tool")

@@ -48,7 +48,8 @@ from typing import Any
 
 from sidecar.config import Config, ModelConfig
 from sidecar.core.clock import Clock
-from sidecar.core.conversation import CallOptions, Message, ModelRequest, ModelResponse, Usage
+from sidecar.core.content import Limits, check_content, parts_tokens
+from sidecar.core.conversation import CallOptions, Message, ModelRequest, ModelResponse
 from sidecar.core.details import ReplyDetail
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.model_throttle import ModelThrottle
@@ -89,14 +90,28 @@ _log = logging.getLogger("sidecar.models")
 
 
 def estimate_tokens(req: ModelRequest) -> int:
-    """The conversation's input tokens, estimated (characters / 4, plus 4 per message)."""
+    """The conversation's input tokens, estimated (characters / 4, plus 4 per message, plus images and PDFs)."""
     chars = len(req.system) + len(req.response_schema_json)
+    tokens = 0
     for m in req.messages:
         chars += len(m.text) + sum(len(c.arguments_json) + len(c.name) for c in m.tool_calls)
         chars += sum(len(r.content) for r in m.tool_results)
+        chars += sum(len(r.text) + len(r.signature) + len(r.redacted_data) for r in m.reasoning)
+        for part_list in (m.parts, *(r.parts for r in m.tool_results)):
+            if part_list:
+                part_tokens, part_chars = parts_tokens(part_list)
+                tokens += part_tokens
+                chars += part_chars
     for t in req.tools:
         chars += len(t.name) + len(t.description) + len(t.parameters_json)
-    return math.ceil(chars / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * (len(req.messages) + 1)
+    return tokens + math.ceil(chars / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * (len(req.messages) + 1)
+
+
+def _limits(model_id: str, model: ModelConfig) -> Limits:
+    p = model.parts
+    return Limits(
+        model_id, p.max_parts, p.max_image_bytes, p.max_document_bytes, p.image_media_types, p.document_media_types
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,7 +381,9 @@ class ModelService:
         model = self._config.models.get(request.model)
         if model is None:
             raise ModelNotFound(request.model, self._config.catalog)
+        check_content(request, _limits(request.model, model))
         provider = self._providers[model.provider]
+        provider.upstream.check(request, request.model)
         workflow = request.job.workflow_id
         self._ledger.check(workflow)
         budget_tokens = max_tokens or model.output_budget
@@ -397,6 +414,7 @@ class ModelService:
                     response_schema=schema,
                     max_tokens=call.budget_tokens,
                     temperature=request.temperature,
+                    controls=request.controls,
                 )
                 sender = self._sender(scope, chat, outlet, mid_stream)
                 verdict: _Verdict = await run_attempts(
@@ -437,7 +455,7 @@ class ModelService:
             failure.with_attempts(tally.attempts)
             raise
         finally:
-            record.tally(tally.attempts, call.corrections, call.spent.input_tokens, call.spent.output_tokens)
+            record.tally(tally.attempts, call.corrections, call.spent.usage)
 
     def _sender(self, scope: CallScope, chat: ChatRequest, outlet: Outlet | None, mid_stream: str) -> Sender[_Verdict]:
         """One attempt: a whole POST (CallModel), or a streamed one whose deltas go to ``outlet``."""
@@ -456,9 +474,9 @@ class ModelService:
     def _response(call: _Call, provider: str, verdict: _Verdict) -> ModelResponse:
         reply = verdict.reply
         return ModelResponse(
-            message=Message(Role.ASSISTANT, reply.text, tuple(reply.tool_calls)),
+            message=Message(Role.ASSISTANT, reply.text, tuple(reply.tool_calls), reasoning=tuple(reply.reasoning)),
             finish_reason=reply.finish,
-            usage=Usage(reply.input_tokens, reply.output_tokens),
+            usage=reply.usage,
             parsed=verdict.parsed,
             attempts=call.tally.attempts,
             corrections=call.corrections,
@@ -466,7 +484,7 @@ class ModelService:
             warnings=tuple(call.warnings),
             provider=provider,
             response_model=reply.response_model,
-            total_usage=Usage(call.spent.input_tokens, call.spent.output_tokens),
+            total_usage=call.spent.usage,
             cost_usd=call.spent.cost_usd,
             response_id=reply.response_id,
             raw_finish=reply.raw_finish,

@@ -56,7 +56,16 @@ from sidecar.core.kinds import FailureKind, RetrySignal
 from sidecar.core.observer import AttemptStart, Observer, StreamRestarted
 from sidecar.core.retry import Attempt, Done, Fail, Retry
 from sidecar.core.split_secrets import SplitSecrets
-from sidecar.core.stream import Delta, Final, Restart, RestartCause, StreamEvent, TextDelta, ToolCallDelta
+from sidecar.core.stream import (
+    Delta,
+    Final,
+    ReasoningDelta,
+    Restart,
+    RestartCause,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+)
 from sidecar.core.taxonomy import JobTimeout, SidecarFailure, StreamInterrupted
 from sidecar.net.transport import fault_of, text_of
 from sidecar.providers.client import MAX_REPLY_BYTES, CallScope, ModelSender
@@ -122,7 +131,7 @@ class Outlet:
         self._pending: _Void | None = None
         self._secrets = tuple(secrets)
         self._guards: dict[int, SplitSecrets] = {}
-        """Per stream of text: -1 the reply's text, i >= 0 tool call i's arguments."""
+        """Per stream of text: -1 the reply's text, i >= 0 tool call i's arguments, -2 - i reasoning part i."""
         self._last = -1
         self.deltas = 0
         """Deltas the caller holds: sent since the last Restart."""
@@ -145,7 +154,7 @@ class Outlet:
 
     async def send(self, delta: Delta, attempt: int) -> None:
         await self.flush(attempt)
-        key = delta.index if isinstance(delta, ToolCallDelta) else -1
+        key = _key(delta)
         if key != self._last:
             await self._release(self._last)
             self._last = key
@@ -157,6 +166,14 @@ class Outlet:
             if not text:
                 return  # all of it held: it begins a secret
             delta = TextDelta(text)
+        elif isinstance(delta, ReasoningDelta):
+            if delta.signature or delta.redacted_data:  # opaque, passed on as it is: what the text held goes first
+                await self._release(key)
+            else:
+                text = guard.feed(delta.text)
+                if not text:
+                    return
+                delta = replace(delta, text=text)
         elif guard.active:
             fragment = guard.feed(delta.arguments_fragment)
             if not fragment and not delta.id and not delta.name:
@@ -175,7 +192,7 @@ class Outlet:
         guard = self._guards.get(key)
         held = guard.flush() if guard is not None else ""
         if held:
-            await self._put(TextDelta(held) if key < 0 else ToolCallDelta(key, arguments_fragment=held))
+            await self._put(_held(key, held))
 
     async def flush(self, attempt: int) -> None:
         """The pending Restart, if any, announcing ``attempt``."""
@@ -499,3 +516,21 @@ async def _drain(events: AsyncIterator[Any]) -> None:
                 pass
     except (TimeoutError, httpx.HTTPError, StreamFault):
         pass
+
+
+def _key(delta: Delta) -> int:
+    """Which stream of text ``delta`` continues (``Outlet._guards``)."""
+    if isinstance(delta, ToolCallDelta):
+        return delta.index
+    if isinstance(delta, ReasoningDelta):
+        return -2 - delta.index
+    return -1
+
+
+def _held(key: int, text: str) -> Delta:
+    """Text a guard held back, as one more delta of its stream ``key``."""
+    if key >= 0:
+        return ToolCallDelta(key, arguments_fragment=text)
+    if key <= -2:
+        return ReasoningDelta(-2 - key, text=text)
+    return TextDelta(text)

@@ -24,24 +24,33 @@ from sidecar.config import Config
 from sidecar.core import details as d
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import (
+    CacheBreakpoint,
     CallOptions,
+    Controls,
+    DocumentPart,
+    ImagePart,
     Job,
     Message,
     MidStream,
     ModelRequest,
     ModelResponse,
     ObservedResponse,
+    Part,
+    Reasoning,
+    ReasoningPart,
     Report,
     ReportAnswer,
+    TextPart,
     ToolCall,
     ToolCallResult,
+    ToolChoice,
     ToolDefinition,
     ToolOutcome,
     ToolRequest,
     Usage,
 )
 from sidecar.core.kinds import Role, TransportFault
-from sidecar.core.stream import Final, Restart, StreamEvent, TextDelta, ToolCallDelta
+from sidecar.core.stream import Final, ReasoningDelta, Restart, StreamEvent, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import SidecarFailure
 from sidecar.providers.formats.anthropic_messages.vocab import render_tool as anthropic_tool
 from sidecar.providers.formats.openai_chat.vocab import render_tool as openai_tool
@@ -67,6 +76,20 @@ __all__ = [
 
 _TOOL_KINDS = {pb.TOOL_KIND_SEARCH: "search", pb.TOOL_KIND_FETCH: "fetch", pb.TOOL_KIND_UNSPECIFIED: "fetch"}
 _MID_STREAM = {pb.MID_STREAM_POLICY_RESTART: MidStream.RESTART, pb.MID_STREAM_POLICY_FAIL: MidStream.FAIL}
+_DETAIL = {pb.IMAGE_DETAIL_AUTO: "auto", pb.IMAGE_DETAIL_LOW: "low", pb.IMAGE_DETAIL_HIGH: "high"}
+_TTL = {pb.CACHE_TTL_5M: "5m", pb.CACHE_TTL_1H: "1h"}
+_EFFORT = {
+    pb.REASONING_EFFORT_MINIMAL: "minimal",
+    pb.REASONING_EFFORT_LOW: "low",
+    pb.REASONING_EFFORT_MEDIUM: "medium",
+    pb.REASONING_EFFORT_HIGH: "high",
+}
+_CHOICE = {
+    pb.TOOL_CHOICE_MODE_AUTO: "auto",
+    pb.TOOL_CHOICE_MODE_NONE: "none",
+    pb.TOOL_CHOICE_MODE_REQUIRED: "required",
+    pb.TOOL_CHOICE_MODE_TOOL: "tool",
+}
 
 
 # ---------------------------------------------------------------------------- in
@@ -96,12 +119,68 @@ def job(job_pb: pb.Job) -> Job:
     return Job(job_id=job_pb.job_id, workflow_id=job_pb.workflow_id, attributes=dict(job_pb.attributes))
 
 
+def _cache(owner: pb.Part | pb.ToolDefinition | pb.CallModelRequest, name: str) -> CacheBreakpoint | None:
+    if not owner.HasField(name):
+        return None
+    return CacheBreakpoint(_TTL.get(getattr(owner, name).ttl, ""))
+
+
+def part(p: pb.Part) -> Part:
+    """A part; one that sets no kind is an empty text part (the core refuses it, naming its index)."""
+    cache = _cache(p, "cache")
+    match p.WhichOneof("kind"):
+        case "image":
+            i = p.image
+            return ImagePart(i.media_type, i.data, i.url, _DETAIL.get(i.detail, ""), cache)
+        case "document":
+            doc = p.document
+            text = doc.text if doc.WhichOneof("source") == "text" else None
+            return DocumentPart(doc.media_type, doc.data, doc.url, text, doc.title, cache)
+    return TextPart(p.text, cache)
+
+
+def _reasoning_part(r: pb.ReasoningPart) -> ReasoningPart:
+    return ReasoningPart(r.text, r.signature, r.redacted_data, r.format)
+
+
 def message(m: pb.Message) -> Message:
     return Message(
         role=_known(Role, m.role, Role.UNSPECIFIED),
         text=m.text,
         tool_calls=tuple(ToolCall(c.id, c.name, c.arguments_json) for c in m.tool_calls),
-        tool_results=tuple(ToolCallResult(r.call_id, r.content, r.is_error, r.name) for r in m.tool_results),
+        tool_results=tuple(
+            ToolCallResult(r.call_id, r.content, r.is_error, r.name, tuple(part(p) for p in r.parts))
+            for r in m.tool_results
+        ),
+        parts=tuple(part(p) for p in m.parts),
+        reasoning=tuple(_reasoning_part(r) for r in m.reasoning),
+    )
+
+
+def _controls(req: pb.CallModelRequest) -> Controls:
+    reasoning = None
+    if req.HasField("reasoning"):
+        amount = req.reasoning.WhichOneof("amount")
+        if amount == "budget_tokens":
+            reasoning = Reasoning(budget_tokens=req.reasoning.budget_tokens)
+        else:  # an unknown level reads as "" and is refused by the core, naming it
+            reasoning = Reasoning(effort=_EFFORT.get(req.reasoning.effort, ""))
+    choice = None
+    if req.HasField("tool_choice") and req.tool_choice.mode != pb.TOOL_CHOICE_MODE_UNSPECIFIED:
+        choice = ToolChoice(_CHOICE.get(req.tool_choice.mode, ""), req.tool_choice.name)
+    return Controls(
+        reasoning=reasoning,
+        tool_choice=choice,
+        parallel_tool_calls=req.parallel_tool_calls if req.HasField("parallel_tool_calls") else None,
+        stop=tuple(req.stop),
+        top_p=req.top_p if req.HasField("top_p") else None,
+        top_k=req.top_k if req.HasField("top_k") else None,
+        seed=req.seed if req.HasField("seed") else None,
+        presence_penalty=req.presence_penalty if req.HasField("presence_penalty") else None,
+        frequency_penalty=req.frequency_penalty if req.HasField("frequency_penalty") else None,
+        end_user=req.end_user,
+        system_cache=_cache(req, "system_cache"),
+        provider_options_json=req.provider_options_json,
     )
 
 
@@ -110,12 +189,13 @@ def model_request(req: pb.CallModelRequest) -> ModelRequest:
         model=req.model,
         messages=tuple(message(m) for m in req.messages),
         system=req.system,
-        tools=tuple(ToolDefinition(t.name, t.description, t.parameters_json) for t in req.tools),
+        tools=tuple(ToolDefinition(t.name, t.description, t.parameters_json, _cache(t, "cache")) for t in req.tools),
         response_schema_json=req.response_schema_json,
         max_output_tokens=req.max_output_tokens if req.HasField("max_output_tokens") else None,
         temperature=req.temperature if req.HasField("temperature") else None,
         job=job(req.job),
         mid_stream=_MID_STREAM.get(req.mid_stream),
+        controls=_controls(req),
     )
 
 
@@ -152,8 +232,14 @@ def report(req: pb.ClassifyFailureRequest) -> Report:
 # ---------------------------------------------------------------------------- out
 
 
+def _reasoning_pb(r: ReasoningPart) -> pb.ReasoningPart:
+    return pb.ReasoningPart(text=r.text, signature=r.signature, redacted_data=r.redacted_data, format=r.format)
+
+
 def _message_pb(m: Message) -> pb.Message:
+    """A reply's message: its text, tool calls and reasoning (a reply carries no other parts)."""
     return pb.Message(
+        reasoning=[_reasoning_pb(r) for r in m.reasoning],
         role=int(m.role),  # type: ignore[arg-type]
         text=m.text,
         tool_calls=[pb.ToolCall(id=c.id, name=c.name, arguments_json=c.arguments_json) for c in m.tool_calls],
@@ -165,7 +251,13 @@ def _message_pb(m: Message) -> pb.Message:
 
 
 def _usage(u: Usage) -> pb.Usage:
-    return pb.Usage(input_tokens=u.input_tokens, output_tokens=u.output_tokens)
+    return pb.Usage(
+        input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens,
+        cache_read_input_tokens=u.cache_read_input_tokens,
+        cache_write_input_tokens=u.cache_write_input_tokens,
+        reasoning_tokens=u.reasoning_tokens,
+    )
 
 
 def hop(h: d.Hop) -> pb.Hop:
@@ -211,6 +303,11 @@ def stream_event(event: StreamEvent) -> pb.StreamModelEvent:
                 index=event.index, id=event.id, name=event.name, arguments_fragment=event.arguments_fragment
             )
             return pb.StreamModelEvent(tool_call=delta)
+        case ReasoningDelta():
+            reasoning = pb.ReasoningDelta(
+                index=event.index, text=event.text, signature=event.signature, redacted_data=event.redacted_data
+            )
+            return pb.StreamModelEvent(reasoning=reasoning)
         case Restart():
             restart = pb.StreamRestart(
                 cause=int(event.cause),  # type: ignore[arg-type]

@@ -27,7 +27,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, SpanKind, StatusCode
 
 from sidecar.core.clock import Clock
-from sidecar.core.conversation import Job, ModelRequest, ModelResponse, ToolOutcome
+from sidecar.core.conversation import Job, ModelRequest, ModelResponse, ToolOutcome, Usage
 from sidecar.core.details import Hop
 from sidecar.core.kinds import FailureKind
 from sidecar.core.observer import (
@@ -97,6 +97,21 @@ def _job_attrs(attrs: dict[str, Any], job: Job) -> None:
         attrs[n.JOB_ID] = job.job_id
     if job.workflow_id:
         attrs[n.WORKFLOW_ID] = job.workflow_id
+
+
+def _usage(span: Span, spent: Usage) -> None:
+    """The GenAI usage attributes (the cache and reasoning counts only when there are some)."""
+    if not (spent.input_tokens or spent.output_tokens):
+        return
+    span.set_attribute(n.GEN_AI_INPUT_TOKENS, spent.input_tokens)
+    span.set_attribute(n.GEN_AI_OUTPUT_TOKENS, spent.output_tokens)
+    for name, value in (
+        (n.GEN_AI_CACHE_READ_TOKENS, spent.cache_read_input_tokens),
+        (n.GEN_AI_CACHE_WRITE_TOKENS, spent.cache_write_input_tokens),
+        (n.GEN_AI_REASONING_TOKENS, spent.reasoning_tokens),
+    ):
+        if value:
+            span.set_attribute(name, value)
 
 
 def _mark_failed(span: Span, failure: SidecarFailure) -> None:
@@ -206,12 +221,10 @@ class _ModelCall:
         self._label = start.request.model if start.known else OTHER
         self._provider = start.provider
 
-    def tally(self, attempts: int, corrections: int, input_tokens: int, output_tokens: int) -> None:
+    def tally(self, attempts: int, corrections: int, spent: Usage) -> None:
         self._span.set_attribute(n.ATTEMPTS, attempts)
         self._span.set_attribute(n.CORRECTIONS, corrections)
-        if input_tokens or output_tokens:
-            self._span.set_attribute(n.GEN_AI_INPUT_TOKENS, input_tokens)
-            self._span.set_attribute(n.GEN_AI_OUTPUT_TOKENS, output_tokens)
+        _usage(self._span, spent)
 
     def succeeded(self, response: ModelResponse) -> None:
         span = self._span
@@ -259,12 +272,10 @@ class _Hop:
         self._observer = observer
         self._span = span
 
-    def tally(self, attempts: int, corrections: int, input_tokens: int, output_tokens: int) -> None:
+    def tally(self, attempts: int, corrections: int, spent: Usage) -> None:
         self._span.set_attribute(n.ATTEMPTS, attempts)
         self._span.set_attribute(n.CORRECTIONS, corrections)
-        if input_tokens or output_tokens:
-            self._span.set_attribute(n.GEN_AI_INPUT_TOKENS, input_tokens)
-            self._span.set_attribute(n.GEN_AI_OUTPUT_TOKENS, output_tokens)
+        _usage(self._span, spent)
 
     def ended(self, hop: Hop) -> None:
         span = self._span
@@ -292,7 +303,7 @@ class _ToolCall:
         self._started = observer.clock.time()
         self._label = start.tool if start.known else OTHER
 
-    def tally(self, attempts: int, corrections: int, input_tokens: int, output_tokens: int) -> None:
+    def tally(self, attempts: int, corrections: int, spent: Usage) -> None:
         self._span.set_attribute(n.ATTEMPTS, attempts)
 
     def succeeded(self, response: ModelResponse) -> None:  # pragma: no cover - not a model call

@@ -35,6 +35,7 @@ from sidecar.core.conversation import (
     ToolOutcome,
     ToolRequest,
     ToolResult,
+    Usage,
 )
 from sidecar.core.observer import Observer, ToolCallStart
 from sidecar.core.retry import MAX_UPSTREAM_RETRIES, Retry, RetryPolicy, Sender, Tally, run_attempts
@@ -167,7 +168,7 @@ class ToolService:
                 raise
             except Exception as exc:  # the one boundary: anything not of the taxonomy is SYSTEM (logged there)
                 outcome = ToolOutcome(None, as_failure(exc, "the tool runner"), 0)
-            record.tally(outcome.attempts, 0, 0, 0)
+            record.tally(outcome.attempts, 0, Usage())
             if outcome.failure is not None and not isinstance(outcome.failure, SystemFailure):
                 log_failure(outcome.failure, tool=request.tool, call_id=request.call_id)
             record.tool_finished(outcome)

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sidecar.core.conversation import Usage
 from sidecar.core.details import SpendDetail
 from sidecar.core.kinds import FailureKind
 from sidecar.core.spend import SpendLedger, cost_of
@@ -20,6 +21,8 @@ from tests.unit.profile import PROPERTY
 class Prices:
     input_price_per_mtok: float
     output_price_per_mtok: float
+    cache_read_price_per_mtok: float | None = None
+    cache_write_price_per_mtok: float | None = None
 
 
 @pytest.mark.parametrize(
@@ -36,7 +39,26 @@ class Prices:
 def test_cost_is_tokens_times_the_price_per_million(
     prices: Prices, tokens_in: int, tokens_out: int, usd: float
 ) -> None:
-    assert cost_of(prices, tokens_in, tokens_out) == pytest.approx(usd, rel=1e-12, abs=0)
+    assert cost_of(prices, Usage(tokens_in, tokens_out)) == pytest.approx(usd, rel=1e-12, abs=0)
+
+
+@pytest.mark.parametrize(
+    ("read", "write", "usd"),
+    [
+        (None, None, 3.0 + 15.0),  # no cache prices: every input token at the input price
+        (0.3, 3.75, (200_000 * 3.0 + 500_000 * 0.3 + 300_000 * 3.75) / 1e6 + 15.0),
+        (0.0, 0.0, 200_000 * 3.0 / 1e6 + 15.0),
+    ],
+)
+def test_cached_input_tokens_are_priced_at_the_cache_prices(
+    read: float | None, write: float | None, usd: float
+) -> None:
+    """1M input tokens of which 500k read from the cache and 300k written to it, 1M output tokens:
+    the reads and writes at their own prices, the other 200k at the input price (LiteLLM has
+    shipped this wrong: cached tokens billed at the input price, or counted twice)."""
+    prices = Prices(3.0, 15.0, read, write)
+    usage = Usage(1_000_000, 1_000_000, cache_read_input_tokens=500_000, cache_write_input_tokens=300_000)
+    assert cost_of(prices, usage) == pytest.approx(usd, rel=1e-12, abs=0)
 
 
 def test_a_workflows_own_cap_comes_before_the_star_cap() -> None:

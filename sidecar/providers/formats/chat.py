@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from sidecar.core.conversation import Message, ToolCall, ToolDefinition
+from sidecar.core.conversation import Controls, Message, ReasoningPart, ToolCall, ToolDefinition, Usage
 from sidecar.core.kinds import FinishReason
 
 __all__ = ["EMPTY_PARAMETERS", "JSON_INSTRUCTION", "ChatReply", "ChatRequest", "StreamFault", "compact_json"]
@@ -42,6 +42,7 @@ class ChatRequest:
     response_schema: dict[str, Any] | None
     max_tokens: int
     temperature: float | None
+    controls: Controls = field(default_factory=Controls)
 
 
 @dataclass(slots=True)
@@ -52,9 +53,24 @@ class ChatReply:
     raw_finish: str = ""
     refusal: str | None = None
     input_tokens: int = 0
+    """All of them, cached ones included (``Usage``)."""
     output_tokens: int = 0
     response_model: str = ""
     response_id: str = ""
+    reasoning: list[ReasoningPart] = field(default_factory=list)
+    cache_read_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def usage(self) -> Usage:
+        return Usage(
+            self.input_tokens,
+            self.output_tokens,
+            self.cache_read_input_tokens,
+            self.cache_write_input_tokens,
+            self.reasoning_tokens,
+        )
 
 
 class StreamFault(Exception):

@@ -95,6 +95,15 @@ class StreamDecoder(Protocol):
 class Upstream(Protocol):
     """The client half: the sidecar speaking the format to a provider (one per configured provider)."""
 
+    @property
+    def carries(self) -> frozenset[str]:
+        """The features of ``carried.FEATURES`` the format carries to its provider."""
+        ...
+
+    def check(self, request: ModelRequest, model_id: str) -> None:
+        """InvalidInput for what the format does not carry (``carried.refuse_uncarried``) or breaks its rules."""
+        ...
+
     def path(self, model: str, *, stream: bool) -> str:
         """Where a chat request goes, below the provider's base URL."""
         ...

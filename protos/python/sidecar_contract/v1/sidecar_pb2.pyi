@@ -61,6 +61,35 @@ class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ROLE_ASSISTANT: _ClassVar[Role]
     ROLE_TOOL: _ClassVar[Role]
 
+class ImageDetail(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    IMAGE_DETAIL_UNSPECIFIED: _ClassVar[ImageDetail]
+    IMAGE_DETAIL_AUTO: _ClassVar[ImageDetail]
+    IMAGE_DETAIL_LOW: _ClassVar[ImageDetail]
+    IMAGE_DETAIL_HIGH: _ClassVar[ImageDetail]
+
+class CacheTtl(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CACHE_TTL_UNSPECIFIED: _ClassVar[CacheTtl]
+    CACHE_TTL_5M: _ClassVar[CacheTtl]
+    CACHE_TTL_1H: _ClassVar[CacheTtl]
+
+class ReasoningEffort(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REASONING_EFFORT_UNSPECIFIED: _ClassVar[ReasoningEffort]
+    REASONING_EFFORT_MINIMAL: _ClassVar[ReasoningEffort]
+    REASONING_EFFORT_LOW: _ClassVar[ReasoningEffort]
+    REASONING_EFFORT_MEDIUM: _ClassVar[ReasoningEffort]
+    REASONING_EFFORT_HIGH: _ClassVar[ReasoningEffort]
+
+class ToolChoiceMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TOOL_CHOICE_MODE_UNSPECIFIED: _ClassVar[ToolChoiceMode]
+    TOOL_CHOICE_MODE_AUTO: _ClassVar[ToolChoiceMode]
+    TOOL_CHOICE_MODE_NONE: _ClassVar[ToolChoiceMode]
+    TOOL_CHOICE_MODE_REQUIRED: _ClassVar[ToolChoiceMode]
+    TOOL_CHOICE_MODE_TOOL: _ClassVar[ToolChoiceMode]
+
 class MidStreamPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     MID_STREAM_POLICY_UNSPECIFIED: _ClassVar[MidStreamPolicy]
@@ -131,6 +160,23 @@ ROLE_UNSPECIFIED: Role
 ROLE_USER: Role
 ROLE_ASSISTANT: Role
 ROLE_TOOL: Role
+IMAGE_DETAIL_UNSPECIFIED: ImageDetail
+IMAGE_DETAIL_AUTO: ImageDetail
+IMAGE_DETAIL_LOW: ImageDetail
+IMAGE_DETAIL_HIGH: ImageDetail
+CACHE_TTL_UNSPECIFIED: CacheTtl
+CACHE_TTL_5M: CacheTtl
+CACHE_TTL_1H: CacheTtl
+REASONING_EFFORT_UNSPECIFIED: ReasoningEffort
+REASONING_EFFORT_MINIMAL: ReasoningEffort
+REASONING_EFFORT_LOW: ReasoningEffort
+REASONING_EFFORT_MEDIUM: ReasoningEffort
+REASONING_EFFORT_HIGH: ReasoningEffort
+TOOL_CHOICE_MODE_UNSPECIFIED: ToolChoiceMode
+TOOL_CHOICE_MODE_AUTO: ToolChoiceMode
+TOOL_CHOICE_MODE_NONE: ToolChoiceMode
+TOOL_CHOICE_MODE_REQUIRED: ToolChoiceMode
+TOOL_CHOICE_MODE_TOOL: ToolChoiceMode
 MID_STREAM_POLICY_UNSPECIFIED: MidStreamPolicy
 MID_STREAM_POLICY_RESTART: MidStreamPolicy
 MID_STREAM_POLICY_FAIL: MidStreamPolicy
@@ -471,41 +517,121 @@ class ToolCall(_message.Message):
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., arguments_json: _Optional[str] = ...) -> None: ...
 
 class ToolCallResult(_message.Message):
-    __slots__ = ("call_id", "content", "is_error", "name")
+    __slots__ = ("call_id", "content", "is_error", "name", "parts")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTS_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     content: str
     is_error: bool
     name: str
-    def __init__(self, call_id: _Optional[str] = ..., content: _Optional[str] = ..., is_error: _Optional[bool] = ..., name: _Optional[str] = ...) -> None: ...
+    parts: _containers.RepeatedCompositeFieldContainer[Part]
+    def __init__(self, call_id: _Optional[str] = ..., content: _Optional[str] = ..., is_error: _Optional[bool] = ..., name: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[Part, _Mapping]]] = ...) -> None: ...
+
+class ImagePart(_message.Message):
+    __slots__ = ("data", "url", "media_type", "detail")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    url: str
+    media_type: str
+    detail: ImageDetail
+    def __init__(self, data: _Optional[bytes] = ..., url: _Optional[str] = ..., media_type: _Optional[str] = ..., detail: _Optional[_Union[ImageDetail, str]] = ...) -> None: ...
+
+class DocumentPart(_message.Message):
+    __slots__ = ("data", "url", "text", "media_type", "title")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    url: str
+    text: str
+    media_type: str
+    title: str
+    def __init__(self, data: _Optional[bytes] = ..., url: _Optional[str] = ..., text: _Optional[str] = ..., media_type: _Optional[str] = ..., title: _Optional[str] = ...) -> None: ...
+
+class CacheBreakpoint(_message.Message):
+    __slots__ = ("ttl",)
+    TTL_FIELD_NUMBER: _ClassVar[int]
+    ttl: CacheTtl
+    def __init__(self, ttl: _Optional[_Union[CacheTtl, str]] = ...) -> None: ...
+
+class Part(_message.Message):
+    __slots__ = ("text", "image", "document", "cache")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    CACHE_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    image: ImagePart
+    document: DocumentPart
+    cache: CacheBreakpoint
+    def __init__(self, text: _Optional[str] = ..., image: _Optional[_Union[ImagePart, _Mapping]] = ..., document: _Optional[_Union[DocumentPart, _Mapping]] = ..., cache: _Optional[_Union[CacheBreakpoint, _Mapping]] = ...) -> None: ...
+
+class ReasoningPart(_message.Message):
+    __slots__ = ("text", "signature", "redacted_data", "format")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_DATA_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    signature: str
+    redacted_data: str
+    format: str
+    def __init__(self, text: _Optional[str] = ..., signature: _Optional[str] = ..., redacted_data: _Optional[str] = ..., format: _Optional[str] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("role", "text", "tool_calls", "tool_results")
+    __slots__ = ("role", "text", "tool_calls", "tool_results", "parts", "reasoning")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
     TOOL_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    PARTS_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
     role: Role
     text: str
     tool_calls: _containers.RepeatedCompositeFieldContainer[ToolCall]
     tool_results: _containers.RepeatedCompositeFieldContainer[ToolCallResult]
-    def __init__(self, role: _Optional[_Union[Role, str]] = ..., text: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolCallResult, _Mapping]]] = ...) -> None: ...
+    parts: _containers.RepeatedCompositeFieldContainer[Part]
+    reasoning: _containers.RepeatedCompositeFieldContainer[ReasoningPart]
+    def __init__(self, role: _Optional[_Union[Role, str]] = ..., text: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolCallResult, _Mapping]]] = ..., parts: _Optional[_Iterable[_Union[Part, _Mapping]]] = ..., reasoning: _Optional[_Iterable[_Union[ReasoningPart, _Mapping]]] = ...) -> None: ...
 
 class ToolDefinition(_message.Message):
-    __slots__ = ("name", "description", "parameters_json")
+    __slots__ = ("name", "description", "parameters_json", "cache")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_JSON_FIELD_NUMBER: _ClassVar[int]
+    CACHE_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     parameters_json: str
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters_json: _Optional[str] = ...) -> None: ...
+    cache: CacheBreakpoint
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters_json: _Optional[str] = ..., cache: _Optional[_Union[CacheBreakpoint, _Mapping]] = ...) -> None: ...
+
+class Reasoning(_message.Message):
+    __slots__ = ("effort", "budget_tokens")
+    EFFORT_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    effort: ReasoningEffort
+    budget_tokens: int
+    def __init__(self, effort: _Optional[_Union[ReasoningEffort, str]] = ..., budget_tokens: _Optional[int] = ...) -> None: ...
+
+class ToolChoice(_message.Message):
+    __slots__ = ("mode", "name")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    mode: ToolChoiceMode
+    name: str
+    def __init__(self, mode: _Optional[_Union[ToolChoiceMode, str]] = ..., name: _Optional[str] = ...) -> None: ...
 
 class CallModelRequest(_message.Message):
-    __slots__ = ("model", "system", "messages", "tools", "response_schema_json", "max_output_tokens", "temperature", "job", "mid_stream")
+    __slots__ = ("model", "system", "messages", "tools", "response_schema_json", "max_output_tokens", "temperature", "job", "mid_stream", "system_cache", "reasoning", "tool_choice", "parallel_tool_calls", "stop", "top_p", "top_k", "seed", "presence_penalty", "frequency_penalty", "end_user", "provider_options_json")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
@@ -515,6 +641,18 @@ class CallModelRequest(_message.Message):
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     MID_STREAM_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_CACHE_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CHOICE_FIELD_NUMBER: _ClassVar[int]
+    PARALLEL_TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    TOP_P_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    PRESENCE_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    FREQUENCY_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    END_USER_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_OPTIONS_JSON_FIELD_NUMBER: _ClassVar[int]
     model: str
     system: str
     messages: _containers.RepeatedCompositeFieldContainer[Message]
@@ -524,15 +662,33 @@ class CallModelRequest(_message.Message):
     temperature: float
     job: Job
     mid_stream: MidStreamPolicy
-    def __init__(self, model: _Optional[str] = ..., system: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., response_schema_json: _Optional[str] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., mid_stream: _Optional[_Union[MidStreamPolicy, str]] = ...) -> None: ...
+    system_cache: CacheBreakpoint
+    reasoning: Reasoning
+    tool_choice: ToolChoice
+    parallel_tool_calls: bool
+    stop: _containers.RepeatedScalarFieldContainer[str]
+    top_p: float
+    top_k: int
+    seed: int
+    presence_penalty: float
+    frequency_penalty: float
+    end_user: str
+    provider_options_json: str
+    def __init__(self, model: _Optional[str] = ..., system: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., response_schema_json: _Optional[str] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., mid_stream: _Optional[_Union[MidStreamPolicy, str]] = ..., system_cache: _Optional[_Union[CacheBreakpoint, _Mapping]] = ..., reasoning: _Optional[_Union[Reasoning, _Mapping]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., parallel_tool_calls: _Optional[bool] = ..., stop: _Optional[_Iterable[str]] = ..., top_p: _Optional[float] = ..., top_k: _Optional[int] = ..., seed: _Optional[int] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., end_user: _Optional[str] = ..., provider_options_json: _Optional[str] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ("input_tokens", "output_tokens")
+    __slots__ = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_write_input_tokens", "reasoning_tokens")
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_READ_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_WRITE_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REASONING_TOKENS_FIELD_NUMBER: _ClassVar[int]
     input_tokens: int
     output_tokens: int
-    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ...) -> None: ...
+    cache_read_input_tokens: int
+    cache_write_input_tokens: int
+    reasoning_tokens: int
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ..., cache_write_input_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ...) -> None: ...
 
 class CallModelResponse(_message.Message):
     __slots__ = ("message", "finish_reason", "usage", "json", "attempts", "corrections", "output_budget_raised", "warnings", "provider", "response_model", "total_usage", "cost_usd", "served_by", "hops")
@@ -567,16 +723,30 @@ class CallModelResponse(_message.Message):
     def __init__(self, message: _Optional[_Union[Message, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., json: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., attempts: _Optional[int] = ..., corrections: _Optional[int] = ..., output_budget_raised: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., response_model: _Optional[str] = ..., total_usage: _Optional[_Union[Usage, _Mapping]] = ..., cost_usd: _Optional[float] = ..., served_by: _Optional[str] = ..., hops: _Optional[_Iterable[_Union[Hop, _Mapping]]] = ...) -> None: ...
 
 class StreamModelEvent(_message.Message):
-    __slots__ = ("text", "tool_call", "restart", "final")
+    __slots__ = ("text", "tool_call", "restart", "final", "reasoning")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
     RESTART_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
     text: TextDelta
     tool_call: ToolCallDelta
     restart: StreamRestart
     final: CallModelResponse
-    def __init__(self, text: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call: _Optional[_Union[ToolCallDelta, _Mapping]] = ..., restart: _Optional[_Union[StreamRestart, _Mapping]] = ..., final: _Optional[_Union[CallModelResponse, _Mapping]] = ...) -> None: ...
+    reasoning: ReasoningDelta
+    def __init__(self, text: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call: _Optional[_Union[ToolCallDelta, _Mapping]] = ..., restart: _Optional[_Union[StreamRestart, _Mapping]] = ..., final: _Optional[_Union[CallModelResponse, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningDelta, _Mapping]] = ...) -> None: ...
+
+class ReasoningDelta(_message.Message):
+    __slots__ = ("index", "text", "signature", "redacted_data")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_DATA_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    text: str
+    signature: str
+    redacted_data: str
+    def __init__(self, index: _Optional[int] = ..., text: _Optional[str] = ..., signature: _Optional[str] = ..., redacted_data: _Optional[str] = ...) -> None: ...
 
 class TextDelta(_message.Message):
     __slots__ = ("text",)

@@ -5,12 +5,13 @@ from __future__ import annotations
 from sidecar.config import ProviderConfig
 from sidecar.providers.formats.anthropic_messages.front import AnthropicFront
 from sidecar.providers.formats.anthropic_messages.upstream import AnthropicUpstream
+from sidecar.providers.formats.anthropic_messages.vocab import FORMAT_NAME
 
 __all__ = ["FORMAT", "AnthropicMessages"]
 
 
 class AnthropicMessages:
-    name = "anthropic"
+    name = FORMAT_NAME
     front = AnthropicFront()
 
     def upstream(self, provider: ProviderConfig) -> AnthropicUpstream:

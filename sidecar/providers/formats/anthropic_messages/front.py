@@ -48,7 +48,7 @@ from typing import Any
 
 from sidecar.core.conversation import Message, ModelRequest, ToolCall, ToolCallResult, ToolDefinition
 from sidecar.core.kinds import FinishReason, Role
-from sidecar.core.stream import Delta, TextDelta
+from sidecar.core.stream import Delta, ReasoningDelta, TextDelta
 from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.anthropic_messages.vocab import (
     API_KEY_HEADER,
@@ -221,6 +221,8 @@ class EventWriter:
         return out
 
     def delta(self, delta: Delta) -> list[Sse]:
+        if isinstance(delta, ReasoningDelta):
+            return []  # issue 21: not yet rendered by this front
         out: list[Sse] = []
         if isinstance(delta, TextDelta):
             if self._index < 0 or self._open is not None:

@@ -45,7 +45,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from sidecar.core.conversation import Message, ToolCall
+from sidecar.core.conversation import Message, ModelRequest, ToolCall
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta, TextDelta, ToolCallDelta
@@ -55,12 +55,14 @@ from sidecar.providers.formats.anthropic_messages.vocab import (
     API_KEY_HEADER,
     DEFAULT_VERSION,
     FINISH,
+    FORMAT_NAME,
     REFUSAL_TEXT,
     VERSION_HEADER,
     arguments_of,
     input_of,
     render_tool,
 )
+from sidecar.providers.formats.carried import refuse_uncarried
 from sidecar.providers.formats.chat import JSON_INSTRUCTION, ChatReply, ChatRequest, StreamFault, compact_json
 from sidecar.providers.formats.fields import count, text_or_empty
 
@@ -72,6 +74,12 @@ MESSAGES_PATH = "/v1/messages"
 
 class AnthropicUpstream:
     """The sidecar as a Messages client (the module's tables)."""
+
+    carries: frozenset[str] = frozenset()
+    """Nothing beyond plain text yet (issue 21 adds each feature as the format carries it)."""
+
+    def check(self, request: ModelRequest, model_id: str) -> None:
+        refuse_uncarried(request, self.carries, FORMAT_NAME, model_id)
 
     def __init__(self, version: str = DEFAULT_VERSION) -> None:
         self._version = version

@@ -26,6 +26,7 @@ __all__ = [
     "ERROR_TYPES",
     "FINISH",
     "FINISH_NAMES",
+    "FORMAT_NAME",
     "RATE_LIMIT_HEADERS",
     "RAW_ARGUMENTS",
     "REFUSAL_TEXT",
@@ -34,6 +35,9 @@ __all__ = [
     "input_of",
     "render_tool",
 ]
+
+FORMAT_NAME = "anthropic"
+"""The format's name in the configuration (``providers[].wire_format``)."""
 
 API_KEY_HEADER = "x-api-key"
 VERSION_HEADER = "anthropic-version"

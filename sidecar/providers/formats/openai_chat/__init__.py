@@ -5,12 +5,13 @@ from __future__ import annotations
 from sidecar.config import ProviderConfig
 from sidecar.providers.formats.openai_chat.front import OpenAIFront
 from sidecar.providers.formats.openai_chat.upstream import OpenAIUpstream
+from sidecar.providers.formats.openai_chat.vocab import FORMAT_NAME
 
 __all__ = ["FORMAT", "OpenAIChat"]
 
 
 class OpenAIChat:
-    name = "openai"
+    name = FORMAT_NAME
     front = OpenAIFront()
 
     def upstream(self, provider: ProviderConfig) -> OpenAIUpstream:

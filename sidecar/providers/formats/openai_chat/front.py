@@ -50,7 +50,7 @@ from typing import Any
 
 from sidecar.core.conversation import Message, ModelRequest, ToolCall, ToolCallResult, ToolDefinition
 from sidecar.core.kinds import FinishReason, Role
-from sidecar.core.stream import Delta, TextDelta
+from sidecar.core.stream import Delta, ReasoningDelta, TextDelta
 from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.chat import ChatReply, compact_json
 from sidecar.providers.formats.fields import (
@@ -220,6 +220,8 @@ class ChunkWriter:
         return [self._choice({"role": "assistant", "content": "", "refusal": None})]
 
     def delta(self, delta: Delta) -> list[Sse]:
+        if isinstance(delta, ReasoningDelta):
+            return []  # issue 21: not yet rendered by this front
         if isinstance(delta, TextDelta):
             return [self._choice({"content": delta.text})]
         piece: dict[str, Any] = {"index": delta.index, "function": {"arguments": delta.arguments_fragment}}

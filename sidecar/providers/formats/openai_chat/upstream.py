@@ -38,15 +38,22 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from sidecar.core.conversation import Message, ToolCall
+from sidecar.core.conversation import Message, ModelRequest, ToolCall
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import SidecarFailure
 from sidecar.providers.errors import Target, classify_response
+from sidecar.providers.formats.carried import refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault
 from sidecar.providers.formats.fields import count, text_or_empty
-from sidecar.providers.formats.openai_chat.vocab import END_MARKER, FINISH, TOOL_ERROR_PREFIX, render_tool
+from sidecar.providers.formats.openai_chat.vocab import (
+    END_MARKER,
+    FINISH,
+    FORMAT_NAME,
+    TOOL_ERROR_PREFIX,
+    render_tool,
+)
 
 __all__ = ["CHAT_PATH", "OpenAIStream", "OpenAIUpstream"]
 
@@ -56,6 +63,12 @@ CHAT_PATH = "/chat/completions"
 
 class OpenAIUpstream:
     """The sidecar as a Chat Completions client (the module's tables)."""
+
+    carries: frozenset[str] = frozenset()
+    """Nothing beyond plain text yet (issue 21 adds each feature as the format carries it)."""
+
+    def check(self, request: ModelRequest, model_id: str) -> None:
+        refuse_uncarried(request, self.carries, FORMAT_NAME, model_id)
 
     def path(self, model: str, *, stream: bool) -> str:
         return CHAT_PATH

@@ -24,11 +24,15 @@ __all__ = [
     "ERROR_TYPES",
     "FINISH",
     "FINISH_NAMES",
+    "FORMAT_NAME",
     "RATE_LIMIT_HEADERS",
     "TOOL_ERROR_PREFIX",
     "api_key_of",
     "render_tool",
 ]
+
+FORMAT_NAME = "openai"
+"""The format's name in the configuration (``providers[].wire_format``)."""
 
 TOOL_ERROR_PREFIX = "[tool error] "
 """Before the content of a tool result that is an error: the OpenAI wire has no is_error flag."""

@@ -347,6 +347,238 @@ func (Role) EnumDescriptor() ([]byte, []int) {
 	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{3}
 }
 
+// ImageDetail is how closely the model looks at an image (OpenAI's `detail`).
+type ImageDetail int32
+
+const (
+	// The provider's default.
+	ImageDetail_IMAGE_DETAIL_UNSPECIFIED ImageDetail = 0
+	// The provider decides.
+	ImageDetail_IMAGE_DETAIL_AUTO ImageDetail = 1
+	// A low-resolution look, at a fixed cost.
+	ImageDetail_IMAGE_DETAIL_LOW ImageDetail = 2
+	// A high-resolution look, tiled.
+	ImageDetail_IMAGE_DETAIL_HIGH ImageDetail = 3
+)
+
+// Enum value maps for ImageDetail.
+var (
+	ImageDetail_name = map[int32]string{
+		0: "IMAGE_DETAIL_UNSPECIFIED",
+		1: "IMAGE_DETAIL_AUTO",
+		2: "IMAGE_DETAIL_LOW",
+		3: "IMAGE_DETAIL_HIGH",
+	}
+	ImageDetail_value = map[string]int32{
+		"IMAGE_DETAIL_UNSPECIFIED": 0,
+		"IMAGE_DETAIL_AUTO":        1,
+		"IMAGE_DETAIL_LOW":         2,
+		"IMAGE_DETAIL_HIGH":        3,
+	}
+)
+
+func (x ImageDetail) Enum() *ImageDetail {
+	p := new(ImageDetail)
+	*p = x
+	return p
+}
+
+func (x ImageDetail) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ImageDetail) Descriptor() protoreflect.EnumDescriptor {
+	return file_sidecar_v1_sidecar_proto_enumTypes[4].Descriptor()
+}
+
+func (ImageDetail) Type() protoreflect.EnumType {
+	return &file_sidecar_v1_sidecar_proto_enumTypes[4]
+}
+
+func (x ImageDetail) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ImageDetail.Descriptor instead.
+func (ImageDetail) EnumDescriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{4}
+}
+
+// CacheTtl is how long a cached prompt prefix lives.
+type CacheTtl int32
+
+const (
+	// The provider's default (Anthropic: 5 minutes).
+	CacheTtl_CACHE_TTL_UNSPECIFIED CacheTtl = 0
+	// Five minutes.
+	CacheTtl_CACHE_TTL_5M CacheTtl = 1
+	// One hour.
+	CacheTtl_CACHE_TTL_1H CacheTtl = 2
+)
+
+// Enum value maps for CacheTtl.
+var (
+	CacheTtl_name = map[int32]string{
+		0: "CACHE_TTL_UNSPECIFIED",
+		1: "CACHE_TTL_5M",
+		2: "CACHE_TTL_1H",
+	}
+	CacheTtl_value = map[string]int32{
+		"CACHE_TTL_UNSPECIFIED": 0,
+		"CACHE_TTL_5M":          1,
+		"CACHE_TTL_1H":          2,
+	}
+)
+
+func (x CacheTtl) Enum() *CacheTtl {
+	p := new(CacheTtl)
+	*p = x
+	return p
+}
+
+func (x CacheTtl) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CacheTtl) Descriptor() protoreflect.EnumDescriptor {
+	return file_sidecar_v1_sidecar_proto_enumTypes[5].Descriptor()
+}
+
+func (CacheTtl) Type() protoreflect.EnumType {
+	return &file_sidecar_v1_sidecar_proto_enumTypes[5]
+}
+
+func (x CacheTtl) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CacheTtl.Descriptor instead.
+func (CacheTtl) EnumDescriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{5}
+}
+
+// ReasoningEffort is how hard a model reasons, as a level.
+type ReasoningEffort int32
+
+const (
+	// Not set.
+	ReasoningEffort_REASONING_EFFORT_UNSPECIFIED ReasoningEffort = 0
+	// The least (OpenAI `minimal`).
+	ReasoningEffort_REASONING_EFFORT_MINIMAL ReasoningEffort = 1
+	// Low.
+	ReasoningEffort_REASONING_EFFORT_LOW ReasoningEffort = 2
+	// Medium.
+	ReasoningEffort_REASONING_EFFORT_MEDIUM ReasoningEffort = 3
+	// High.
+	ReasoningEffort_REASONING_EFFORT_HIGH ReasoningEffort = 4
+)
+
+// Enum value maps for ReasoningEffort.
+var (
+	ReasoningEffort_name = map[int32]string{
+		0: "REASONING_EFFORT_UNSPECIFIED",
+		1: "REASONING_EFFORT_MINIMAL",
+		2: "REASONING_EFFORT_LOW",
+		3: "REASONING_EFFORT_MEDIUM",
+		4: "REASONING_EFFORT_HIGH",
+	}
+	ReasoningEffort_value = map[string]int32{
+		"REASONING_EFFORT_UNSPECIFIED": 0,
+		"REASONING_EFFORT_MINIMAL":     1,
+		"REASONING_EFFORT_LOW":         2,
+		"REASONING_EFFORT_MEDIUM":      3,
+		"REASONING_EFFORT_HIGH":        4,
+	}
+)
+
+func (x ReasoningEffort) Enum() *ReasoningEffort {
+	p := new(ReasoningEffort)
+	*p = x
+	return p
+}
+
+func (x ReasoningEffort) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReasoningEffort) Descriptor() protoreflect.EnumDescriptor {
+	return file_sidecar_v1_sidecar_proto_enumTypes[6].Descriptor()
+}
+
+func (ReasoningEffort) Type() protoreflect.EnumType {
+	return &file_sidecar_v1_sidecar_proto_enumTypes[6]
+}
+
+func (x ReasoningEffort) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReasoningEffort.Descriptor instead.
+func (ReasoningEffort) EnumDescriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{6}
+}
+
+// ToolChoiceMode is whether and which tool the model must call.
+type ToolChoiceMode int32
+
+const (
+	// The provider's default (auto when tools are given).
+	ToolChoiceMode_TOOL_CHOICE_MODE_UNSPECIFIED ToolChoiceMode = 0
+	// The model decides.
+	ToolChoiceMode_TOOL_CHOICE_MODE_AUTO ToolChoiceMode = 1
+	// No tool.
+	ToolChoiceMode_TOOL_CHOICE_MODE_NONE ToolChoiceMode = 2
+	// Some tool (Anthropic `any`).
+	ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED ToolChoiceMode = 3
+	// The tool named in `ToolChoice.name`.
+	ToolChoiceMode_TOOL_CHOICE_MODE_TOOL ToolChoiceMode = 4
+)
+
+// Enum value maps for ToolChoiceMode.
+var (
+	ToolChoiceMode_name = map[int32]string{
+		0: "TOOL_CHOICE_MODE_UNSPECIFIED",
+		1: "TOOL_CHOICE_MODE_AUTO",
+		2: "TOOL_CHOICE_MODE_NONE",
+		3: "TOOL_CHOICE_MODE_REQUIRED",
+		4: "TOOL_CHOICE_MODE_TOOL",
+	}
+	ToolChoiceMode_value = map[string]int32{
+		"TOOL_CHOICE_MODE_UNSPECIFIED": 0,
+		"TOOL_CHOICE_MODE_AUTO":        1,
+		"TOOL_CHOICE_MODE_NONE":        2,
+		"TOOL_CHOICE_MODE_REQUIRED":    3,
+		"TOOL_CHOICE_MODE_TOOL":        4,
+	}
+)
+
+func (x ToolChoiceMode) Enum() *ToolChoiceMode {
+	p := new(ToolChoiceMode)
+	*p = x
+	return p
+}
+
+func (x ToolChoiceMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolChoiceMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_sidecar_v1_sidecar_proto_enumTypes[7].Descriptor()
+}
+
+func (ToolChoiceMode) Type() protoreflect.EnumType {
+	return &file_sidecar_v1_sidecar_proto_enumTypes[7]
+}
+
+func (x ToolChoiceMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolChoiceMode.Descriptor instead.
+func (ToolChoiceMode) EnumDescriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{7}
+}
+
 // MidStreamPolicy is what a StreamModel does when the upstream faults after
 // deltas have reached the caller.
 type MidStreamPolicy int32
@@ -385,11 +617,11 @@ func (x MidStreamPolicy) String() string {
 }
 
 func (MidStreamPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_sidecar_v1_sidecar_proto_enumTypes[4].Descriptor()
+	return file_sidecar_v1_sidecar_proto_enumTypes[8].Descriptor()
 }
 
 func (MidStreamPolicy) Type() protoreflect.EnumType {
-	return &file_sidecar_v1_sidecar_proto_enumTypes[4]
+	return &file_sidecar_v1_sidecar_proto_enumTypes[8]
 }
 
 func (x MidStreamPolicy) Number() protoreflect.EnumNumber {
@@ -398,7 +630,7 @@ func (x MidStreamPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MidStreamPolicy.Descriptor instead.
 func (MidStreamPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{4}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{8}
 }
 
 // FinishReason is why the model stopped.
@@ -446,11 +678,11 @@ func (x FinishReason) String() string {
 }
 
 func (FinishReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_sidecar_v1_sidecar_proto_enumTypes[5].Descriptor()
+	return file_sidecar_v1_sidecar_proto_enumTypes[9].Descriptor()
 }
 
 func (FinishReason) Type() protoreflect.EnumType {
-	return &file_sidecar_v1_sidecar_proto_enumTypes[5]
+	return &file_sidecar_v1_sidecar_proto_enumTypes[9]
 }
 
 func (x FinishReason) Number() protoreflect.EnumNumber {
@@ -459,7 +691,7 @@ func (x FinishReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FinishReason.Descriptor instead.
 func (FinishReason) EnumDescriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{5}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{9}
 }
 
 // RestartCause is why a stream starts again.
@@ -507,11 +739,11 @@ func (x RestartCause) String() string {
 }
 
 func (RestartCause) Descriptor() protoreflect.EnumDescriptor {
-	return file_sidecar_v1_sidecar_proto_enumTypes[6].Descriptor()
+	return file_sidecar_v1_sidecar_proto_enumTypes[10].Descriptor()
 }
 
 func (RestartCause) Type() protoreflect.EnumType {
-	return &file_sidecar_v1_sidecar_proto_enumTypes[6]
+	return &file_sidecar_v1_sidecar_proto_enumTypes[10]
 }
 
 func (x RestartCause) Number() protoreflect.EnumNumber {
@@ -520,7 +752,7 @@ func (x RestartCause) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RestartCause.Descriptor instead.
 func (RestartCause) EnumDescriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{6}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{10}
 }
 
 // ToolKind says whether nothing found is a failure.
@@ -560,11 +792,11 @@ func (x ToolKind) String() string {
 }
 
 func (ToolKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_sidecar_v1_sidecar_proto_enumTypes[7].Descriptor()
+	return file_sidecar_v1_sidecar_proto_enumTypes[11].Descriptor()
 }
 
 func (ToolKind) Type() protoreflect.EnumType {
-	return &file_sidecar_v1_sidecar_proto_enumTypes[7]
+	return &file_sidecar_v1_sidecar_proto_enumTypes[11]
 }
 
 func (x ToolKind) Number() protoreflect.EnumNumber {
@@ -573,7 +805,7 @@ func (x ToolKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolKind.Descriptor instead.
 func (ToolKind) EnumDescriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{7}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{11}
 }
 
 // TransportFault is a failure to get any response.
@@ -621,11 +853,11 @@ func (x TransportFault) String() string {
 }
 
 func (TransportFault) Descriptor() protoreflect.EnumDescriptor {
-	return file_sidecar_v1_sidecar_proto_enumTypes[8].Descriptor()
+	return file_sidecar_v1_sidecar_proto_enumTypes[12].Descriptor()
 }
 
 func (TransportFault) Type() protoreflect.EnumType {
-	return &file_sidecar_v1_sidecar_proto_enumTypes[8]
+	return &file_sidecar_v1_sidecar_proto_enumTypes[12]
 }
 
 func (x TransportFault) Number() protoreflect.EnumNumber {
@@ -634,7 +866,7 @@ func (x TransportFault) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TransportFault.Descriptor instead.
 func (TransportFault) EnumDescriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{8}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{12}
 }
 
 // Job says whose work a call is, and may override the retry budget.
@@ -2635,7 +2867,11 @@ type ToolCallResult struct {
 	// True when the content is a failure's explanation.
 	IsError bool `protobuf:"varint,3,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
 	// The tool name (some providers want it).
-	Name          string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	// The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+	// A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+	// message right after the tool messages (docs/carried.md).
+	Parts         []*Part `protobuf:"bytes,5,rep,name=parts,proto3" json:"parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2698,6 +2934,473 @@ func (x *ToolCallResult) GetName() string {
 	return ""
 }
 
+func (x *ToolCallResult) GetParts() []*Part {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+// ImagePart is an image, inline or by URL.
+type ImagePart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where the image is.
+	//
+	// Types that are valid to be assigned to Source:
+	//
+	//	*ImagePart_Data
+	//	*ImagePart_Url
+	Source isImagePart_Source `protobuf_oneof:"source"`
+	// image/png, image/jpeg, image/gif or image/webp; required with `data`.
+	MediaType string `protobuf:"bytes,3,opt,name=media_type,json=mediaType,proto3" json:"media_type,omitempty"`
+	// How closely to look.
+	Detail        ImageDetail `protobuf:"varint,4,opt,name=detail,proto3,enum=sidecar.v1.ImageDetail" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImagePart) Reset() {
+	*x = ImagePart{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImagePart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImagePart) ProtoMessage() {}
+
+func (x *ImagePart) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImagePart.ProtoReflect.Descriptor instead.
+func (*ImagePart) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ImagePart) GetSource() isImagePart_Source {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+func (x *ImagePart) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Source.(*ImagePart_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+func (x *ImagePart) GetUrl() string {
+	if x != nil {
+		if x, ok := x.Source.(*ImagePart_Url); ok {
+			return x.Url
+		}
+	}
+	return ""
+}
+
+func (x *ImagePart) GetMediaType() string {
+	if x != nil {
+		return x.MediaType
+	}
+	return ""
+}
+
+func (x *ImagePart) GetDetail() ImageDetail {
+	if x != nil {
+		return x.Detail
+	}
+	return ImageDetail_IMAGE_DETAIL_UNSPECIFIED
+}
+
+type isImagePart_Source interface {
+	isImagePart_Source()
+}
+
+type ImagePart_Data struct {
+	// The image's bytes.
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3,oneof"`
+}
+
+type ImagePart_Url struct {
+	// An https URL (or a data: URL) the provider fetches.
+	Url string `protobuf:"bytes,2,opt,name=url,proto3,oneof"`
+}
+
+func (*ImagePart_Data) isImagePart_Source() {}
+
+func (*ImagePart_Url) isImagePart_Source() {}
+
+// DocumentPart is a document: a PDF, inline or by URL, or plain text.
+type DocumentPart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where the document is.
+	//
+	// Types that are valid to be assigned to Source:
+	//
+	//	*DocumentPart_Data
+	//	*DocumentPart_Url
+	//	*DocumentPart_Text
+	Source isDocumentPart_Source `protobuf_oneof:"source"`
+	// application/pdf or text/plain; with `data`, application/pdf (the default).
+	MediaType string `protobuf:"bytes,4,opt,name=media_type,json=mediaType,proto3" json:"media_type,omitempty"`
+	// A title the model may cite.
+	Title         string `protobuf:"bytes,5,opt,name=title,proto3" json:"title,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DocumentPart) Reset() {
+	*x = DocumentPart{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DocumentPart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DocumentPart) ProtoMessage() {}
+
+func (x *DocumentPart) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DocumentPart.ProtoReflect.Descriptor instead.
+func (*DocumentPart) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DocumentPart) GetSource() isDocumentPart_Source {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+func (x *DocumentPart) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Source.(*DocumentPart_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+func (x *DocumentPart) GetUrl() string {
+	if x != nil {
+		if x, ok := x.Source.(*DocumentPart_Url); ok {
+			return x.Url
+		}
+	}
+	return ""
+}
+
+func (x *DocumentPart) GetText() string {
+	if x != nil {
+		if x, ok := x.Source.(*DocumentPart_Text); ok {
+			return x.Text
+		}
+	}
+	return ""
+}
+
+func (x *DocumentPart) GetMediaType() string {
+	if x != nil {
+		return x.MediaType
+	}
+	return ""
+}
+
+func (x *DocumentPart) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+type isDocumentPart_Source interface {
+	isDocumentPart_Source()
+}
+
+type DocumentPart_Data struct {
+	// The document's bytes (a PDF).
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3,oneof"`
+}
+
+type DocumentPart_Url struct {
+	// An https URL of a PDF the provider fetches.
+	Url string `protobuf:"bytes,2,opt,name=url,proto3,oneof"`
+}
+
+type DocumentPart_Text struct {
+	// A plain-text document's text.
+	Text string `protobuf:"bytes,3,opt,name=text,proto3,oneof"`
+}
+
+func (*DocumentPart_Data) isDocumentPart_Source() {}
+
+func (*DocumentPart_Url) isDocumentPart_Source() {}
+
+func (*DocumentPart_Text) isDocumentPart_Source() {}
+
+// CacheBreakpoint marks the end of a prompt prefix the provider caches.
+type CacheBreakpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How long it lives.
+	Ttl           CacheTtl `protobuf:"varint,1,opt,name=ttl,proto3,enum=sidecar.v1.CacheTtl" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CacheBreakpoint) Reset() {
+	*x = CacheBreakpoint{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CacheBreakpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CacheBreakpoint) ProtoMessage() {}
+
+func (x *CacheBreakpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CacheBreakpoint.ProtoReflect.Descriptor instead.
+func (*CacheBreakpoint) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CacheBreakpoint) GetTtl() CacheTtl {
+	if x != nil {
+		return x.Ttl
+	}
+	return CacheTtl_CACHE_TTL_UNSPECIFIED
+}
+
+// Part is one piece of a message's ordered content.
+type Part struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exactly one of them.
+	//
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*Part_Text
+	//	*Part_Image
+	//	*Part_Document
+	Kind isPart_Kind `protobuf_oneof:"kind"`
+	// When set, the prompt up to and including this part is a cache breakpoint.
+	Cache         *CacheBreakpoint `protobuf:"bytes,4,opt,name=cache,proto3" json:"cache,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Part) Reset() {
+	*x = Part{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Part) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Part) ProtoMessage() {}
+
+func (x *Part) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Part.ProtoReflect.Descriptor instead.
+func (*Part) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *Part) GetKind() isPart_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *Part) GetText() string {
+	if x != nil {
+		if x, ok := x.Kind.(*Part_Text); ok {
+			return x.Text
+		}
+	}
+	return ""
+}
+
+func (x *Part) GetImage() *ImagePart {
+	if x != nil {
+		if x, ok := x.Kind.(*Part_Image); ok {
+			return x.Image
+		}
+	}
+	return nil
+}
+
+func (x *Part) GetDocument() *DocumentPart {
+	if x != nil {
+		if x, ok := x.Kind.(*Part_Document); ok {
+			return x.Document
+		}
+	}
+	return nil
+}
+
+func (x *Part) GetCache() *CacheBreakpoint {
+	if x != nil {
+		return x.Cache
+	}
+	return nil
+}
+
+type isPart_Kind interface {
+	isPart_Kind()
+}
+
+type Part_Text struct {
+	// Text.
+	Text string `protobuf:"bytes,1,opt,name=text,proto3,oneof"`
+}
+
+type Part_Image struct {
+	// An image.
+	Image *ImagePart `protobuf:"bytes,2,opt,name=image,proto3,oneof"`
+}
+
+type Part_Document struct {
+	// A document.
+	Document *DocumentPart `protobuf:"bytes,3,opt,name=document,proto3,oneof"`
+}
+
+func (*Part_Text) isPart_Kind() {}
+
+func (*Part_Image) isPart_Kind() {}
+
+func (*Part_Document) isPart_Kind() {}
+
+// ReasoningPart is what a model reasoned before it answered. A later turn passes it back
+// unchanged (byte-identical): its provider verifies the signature.
+type ReasoningPart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reasoning, or its summary (empty when redacted).
+	Text string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	// The provider's signature over it (Anthropic's `signature`).
+	Signature string `protobuf:"bytes,2,opt,name=signature,proto3" json:"signature,omitempty"`
+	// Reasoning the provider redacted, as its opaque data (Anthropic's `redacted_thinking`).
+	RedactedData string `protobuf:"bytes,3,opt,name=redacted_data,json=redactedData,proto3" json:"redacted_data,omitempty"`
+	// The wire format that made it ("anthropic", "openai"): only that format's provider can verify it.
+	Format        string `protobuf:"bytes,4,opt,name=format,proto3" json:"format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReasoningPart) Reset() {
+	*x = ReasoningPart{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReasoningPart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReasoningPart) ProtoMessage() {}
+
+func (x *ReasoningPart) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReasoningPart.ProtoReflect.Descriptor instead.
+func (*ReasoningPart) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ReasoningPart) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *ReasoningPart) GetSignature() string {
+	if x != nil {
+		return x.Signature
+	}
+	return ""
+}
+
+func (x *ReasoningPart) GetRedactedData() string {
+	if x != nil {
+		return x.RedactedData
+	}
+	return ""
+}
+
+func (x *ReasoningPart) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
 // Message is one turn of a conversation.
 type Message struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2708,14 +3411,18 @@ type Message struct {
 	// Tool calls the model made (assistant messages).
 	ToolCalls []*ToolCall `protobuf:"bytes,3,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	// Tool results handed back (tool or user messages).
-	ToolResults   []*ToolCallResult `protobuf:"bytes,4,rep,name=tool_results,json=toolResults,proto3" json:"tool_results,omitempty"`
+	ToolResults []*ToolCallResult `protobuf:"bytes,4,rep,name=tool_results,json=toolResults,proto3" json:"tool_results,omitempty"`
+	// The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+	Parts []*Part `protobuf:"bytes,5,rep,name=parts,proto3" json:"parts,omitempty"`
+	// An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+	Reasoning     []*ReasoningPart `protobuf:"bytes,6,rep,name=reasoning,proto3" json:"reasoning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[25]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2727,7 +3434,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[25]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2740,7 +3447,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{25}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Message) GetRole() Role {
@@ -2771,6 +3478,20 @@ func (x *Message) GetToolResults() []*ToolCallResult {
 	return nil
 }
 
+func (x *Message) GetParts() []*Part {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+func (x *Message) GetReasoning() []*ReasoningPart {
+	if x != nil {
+		return x.Reasoning
+	}
+	return nil
+}
+
 // ToolDefinition is a tool offered to a model.
 type ToolDefinition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2780,13 +3501,15 @@ type ToolDefinition struct {
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// The JSON-schema of its parameters.
 	ParametersJson string `protobuf:"bytes,3,opt,name=parameters_json,json=parametersJson,proto3" json:"parameters_json,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// When set, the tool definitions up to and including this one are a cache breakpoint.
+	Cache         *CacheBreakpoint `protobuf:"bytes,4,opt,name=cache,proto3" json:"cache,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolDefinition) Reset() {
 	*x = ToolDefinition{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[26]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2798,7 +3521,7 @@ func (x *ToolDefinition) String() string {
 func (*ToolDefinition) ProtoMessage() {}
 
 func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[26]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2811,7 +3534,7 @@ func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDefinition.ProtoReflect.Descriptor instead.
 func (*ToolDefinition) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{26}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ToolDefinition) GetName() string {
@@ -2831,6 +3554,155 @@ func (x *ToolDefinition) GetDescription() string {
 func (x *ToolDefinition) GetParametersJson() string {
 	if x != nil {
 		return x.ParametersJson
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetCache() *CacheBreakpoint {
+	if x != nil {
+		return x.Cache
+	}
+	return nil
+}
+
+// Reasoning is how much a model reasons before it answers (docs/carried.md maps each to each format).
+type Reasoning struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One of them.
+	//
+	// Types that are valid to be assigned to Amount:
+	//
+	//	*Reasoning_Effort
+	//	*Reasoning_BudgetTokens
+	Amount        isReasoning_Amount `protobuf_oneof:"amount"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reasoning) Reset() {
+	*x = Reasoning{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reasoning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reasoning) ProtoMessage() {}
+
+func (x *Reasoning) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reasoning.ProtoReflect.Descriptor instead.
+func (*Reasoning) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *Reasoning) GetAmount() isReasoning_Amount {
+	if x != nil {
+		return x.Amount
+	}
+	return nil
+}
+
+func (x *Reasoning) GetEffort() ReasoningEffort {
+	if x != nil {
+		if x, ok := x.Amount.(*Reasoning_Effort); ok {
+			return x.Effort
+		}
+	}
+	return ReasoningEffort_REASONING_EFFORT_UNSPECIFIED
+}
+
+func (x *Reasoning) GetBudgetTokens() uint32 {
+	if x != nil {
+		if x, ok := x.Amount.(*Reasoning_BudgetTokens); ok {
+			return x.BudgetTokens
+		}
+	}
+	return 0
+}
+
+type isReasoning_Amount interface {
+	isReasoning_Amount()
+}
+
+type Reasoning_Effort struct {
+	// A level (OpenAI `reasoning_effort`; Anthropic a budget by the documented table).
+	Effort ReasoningEffort `protobuf:"varint,1,opt,name=effort,proto3,enum=sidecar.v1.ReasoningEffort,oneof"`
+}
+
+type Reasoning_BudgetTokens struct {
+	// A token budget (Anthropic `thinking.budget_tokens`; OpenAI the level it falls in).
+	BudgetTokens uint32 `protobuf:"varint,2,opt,name=budget_tokens,json=budgetTokens,proto3,oneof"`
+}
+
+func (*Reasoning_Effort) isReasoning_Amount() {}
+
+func (*Reasoning_BudgetTokens) isReasoning_Amount() {}
+
+// ToolChoice is whether and which tool the model must call.
+type ToolChoice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The mode.
+	Mode ToolChoiceMode `protobuf:"varint,1,opt,name=mode,proto3,enum=sidecar.v1.ToolChoiceMode" json:"mode,omitempty"`
+	// With TOOL_CHOICE_MODE_TOOL: the tool, one of the request's tools.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolChoice) Reset() {
+	*x = ToolChoice{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolChoice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolChoice) ProtoMessage() {}
+
+func (x *ToolChoice) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolChoice.ProtoReflect.Descriptor instead.
+func (*ToolChoice) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ToolChoice) GetMode() ToolChoiceMode {
+	if x != nil {
+		return x.Mode
+	}
+	return ToolChoiceMode_TOOL_CHOICE_MODE_UNSPECIFIED
+}
+
+func (x *ToolChoice) GetName() string {
+	if x != nil {
+		return x.Name
 	}
 	return ""
 }
@@ -2856,14 +3728,39 @@ type CallModelRequest struct {
 	Job *Job `protobuf:"bytes,8,opt,name=job,proto3" json:"job,omitempty"`
 	// StreamModel only: what a fault after the first delta does. Unset: the
 	// configured policy (restart by default).
-	MidStream     MidStreamPolicy `protobuf:"varint,9,opt,name=mid_stream,json=midStream,proto3,enum=sidecar.v1.MidStreamPolicy" json:"mid_stream,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MidStream MidStreamPolicy `protobuf:"varint,9,opt,name=mid_stream,json=midStream,proto3,enum=sidecar.v1.MidStreamPolicy" json:"mid_stream,omitempty"`
+	// When set, the system prompt is a cache breakpoint.
+	SystemCache *CacheBreakpoint `protobuf:"bytes,10,opt,name=system_cache,json=systemCache,proto3" json:"system_cache,omitempty"`
+	// How much the model reasons; unset: no reasoning asked for.
+	Reasoning *Reasoning `protobuf:"bytes,11,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
+	// Whether and which tool the model must call.
+	ToolChoice *ToolChoice `protobuf:"bytes,12,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
+	// Whether the model may call several tools in one turn.
+	ParallelToolCalls *bool `protobuf:"varint,13,opt,name=parallel_tool_calls,json=parallelToolCalls,proto3,oneof" json:"parallel_tool_calls,omitempty"`
+	// Sequences that end the reply (at most 4 for OpenAI).
+	Stop []string `protobuf:"bytes,14,rep,name=stop,proto3" json:"stop,omitempty"`
+	// Nucleus sampling.
+	TopP *float64 `protobuf:"fixed64,15,opt,name=top_p,json=topP,proto3,oneof" json:"top_p,omitempty"`
+	// Top-k sampling (Anthropic).
+	TopK *uint32 `protobuf:"varint,16,opt,name=top_k,json=topK,proto3,oneof" json:"top_k,omitempty"`
+	// A seed for repeatable sampling (OpenAI).
+	Seed *int64 `protobuf:"varint,17,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
+	// Presence penalty (OpenAI).
+	PresencePenalty *float64 `protobuf:"fixed64,18,opt,name=presence_penalty,json=presencePenalty,proto3,oneof" json:"presence_penalty,omitempty"`
+	// Frequency penalty (OpenAI).
+	FrequencyPenalty *float64 `protobuf:"fixed64,19,opt,name=frequency_penalty,json=frequencyPenalty,proto3,oneof" json:"frequency_penalty,omitempty"`
+	// The end user the call is made for (OpenAI `user`, Anthropic `metadata.user_id`).
+	EndUser string `protobuf:"bytes,20,opt,name=end_user,json=endUser,proto3" json:"end_user,omitempty"`
+	// Per-format options merged into the upstream body as they are, a JSON object keyed by wire
+	// format: {"anthropic": {...}, "openai": {...}}. Keys the sidecar sets itself are refused.
+	ProviderOptionsJson string `protobuf:"bytes,21,opt,name=provider_options_json,json=providerOptionsJson,proto3" json:"provider_options_json,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *CallModelRequest) Reset() {
 	*x = CallModelRequest{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[27]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +3772,7 @@ func (x *CallModelRequest) String() string {
 func (*CallModelRequest) ProtoMessage() {}
 
 func (x *CallModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[27]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +3785,7 @@ func (x *CallModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallModelRequest.ProtoReflect.Descriptor instead.
 func (*CallModelRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{27}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CallModelRequest) GetModel() string {
@@ -2954,20 +3851,110 @@ func (x *CallModelRequest) GetMidStream() MidStreamPolicy {
 	return MidStreamPolicy_MID_STREAM_POLICY_UNSPECIFIED
 }
 
+func (x *CallModelRequest) GetSystemCache() *CacheBreakpoint {
+	if x != nil {
+		return x.SystemCache
+	}
+	return nil
+}
+
+func (x *CallModelRequest) GetReasoning() *Reasoning {
+	if x != nil {
+		return x.Reasoning
+	}
+	return nil
+}
+
+func (x *CallModelRequest) GetToolChoice() *ToolChoice {
+	if x != nil {
+		return x.ToolChoice
+	}
+	return nil
+}
+
+func (x *CallModelRequest) GetParallelToolCalls() bool {
+	if x != nil && x.ParallelToolCalls != nil {
+		return *x.ParallelToolCalls
+	}
+	return false
+}
+
+func (x *CallModelRequest) GetStop() []string {
+	if x != nil {
+		return x.Stop
+	}
+	return nil
+}
+
+func (x *CallModelRequest) GetTopP() float64 {
+	if x != nil && x.TopP != nil {
+		return *x.TopP
+	}
+	return 0
+}
+
+func (x *CallModelRequest) GetTopK() uint32 {
+	if x != nil && x.TopK != nil {
+		return *x.TopK
+	}
+	return 0
+}
+
+func (x *CallModelRequest) GetSeed() int64 {
+	if x != nil && x.Seed != nil {
+		return *x.Seed
+	}
+	return 0
+}
+
+func (x *CallModelRequest) GetPresencePenalty() float64 {
+	if x != nil && x.PresencePenalty != nil {
+		return *x.PresencePenalty
+	}
+	return 0
+}
+
+func (x *CallModelRequest) GetFrequencyPenalty() float64 {
+	if x != nil && x.FrequencyPenalty != nil {
+		return *x.FrequencyPenalty
+	}
+	return 0
+}
+
+func (x *CallModelRequest) GetEndUser() string {
+	if x != nil {
+		return x.EndUser
+	}
+	return ""
+}
+
+func (x *CallModelRequest) GetProviderOptionsJson() string {
+	if x != nil {
+		return x.ProviderOptionsJson
+	}
+	return ""
+}
+
 // Usage counts tokens.
 type Usage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Input tokens.
+	// Input tokens, all of them (cached ones included, as OpenAI counts them).
 	InputTokens uint64 `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
-	// Output tokens.
-	OutputTokens  uint64 `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Output tokens (reasoning included).
+	OutputTokens uint64 `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	// Of the input tokens, those read from the provider's prompt cache.
+	CacheReadInputTokens uint64 `protobuf:"varint,3,opt,name=cache_read_input_tokens,json=cacheReadInputTokens,proto3" json:"cache_read_input_tokens,omitempty"`
+	// Of the input tokens, those written to the provider's prompt cache.
+	CacheWriteInputTokens uint64 `protobuf:"varint,4,opt,name=cache_write_input_tokens,json=cacheWriteInputTokens,proto3" json:"cache_write_input_tokens,omitempty"`
+	// Of the output tokens, those spent reasoning.
+	ReasoningTokens uint64 `protobuf:"varint,5,opt,name=reasoning_tokens,json=reasoningTokens,proto3" json:"reasoning_tokens,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[28]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2979,7 +3966,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[28]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2992,7 +3979,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{28}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Usage) GetInputTokens() uint64 {
@@ -3005,6 +3992,27 @@ func (x *Usage) GetInputTokens() uint64 {
 func (x *Usage) GetOutputTokens() uint64 {
 	if x != nil {
 		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetCacheReadInputTokens() uint64 {
+	if x != nil {
+		return x.CacheReadInputTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetCacheWriteInputTokens() uint64 {
+	if x != nil {
+		return x.CacheWriteInputTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetReasoningTokens() uint64 {
+	if x != nil {
+		return x.ReasoningTokens
 	}
 	return 0
 }
@@ -3046,7 +4054,7 @@ type CallModelResponse struct {
 
 func (x *CallModelResponse) Reset() {
 	*x = CallModelResponse{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[29]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3058,7 +4066,7 @@ func (x *CallModelResponse) String() string {
 func (*CallModelResponse) ProtoMessage() {}
 
 func (x *CallModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[29]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3071,7 +4079,7 @@ func (x *CallModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallModelResponse.ProtoReflect.Descriptor instead.
 func (*CallModelResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{29}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CallModelResponse) GetMessage() *Message {
@@ -3183,6 +4191,7 @@ type StreamModelEvent struct {
 	//	*StreamModelEvent_ToolCall
 	//	*StreamModelEvent_Restart
 	//	*StreamModelEvent_Final
+	//	*StreamModelEvent_Reasoning
 	Event         isStreamModelEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3190,7 +4199,7 @@ type StreamModelEvent struct {
 
 func (x *StreamModelEvent) Reset() {
 	*x = StreamModelEvent{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[30]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3202,7 +4211,7 @@ func (x *StreamModelEvent) String() string {
 func (*StreamModelEvent) ProtoMessage() {}
 
 func (x *StreamModelEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[30]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3215,7 +4224,7 @@ func (x *StreamModelEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamModelEvent.ProtoReflect.Descriptor instead.
 func (*StreamModelEvent) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{30}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StreamModelEvent) GetEvent() isStreamModelEvent_Event {
@@ -3261,6 +4270,15 @@ func (x *StreamModelEvent) GetFinal() *CallModelResponse {
 	return nil
 }
 
+func (x *StreamModelEvent) GetReasoning() *ReasoningDelta {
+	if x != nil {
+		if x, ok := x.Event.(*StreamModelEvent_Reasoning); ok {
+			return x.Reasoning
+		}
+	}
+	return nil
+}
+
 type isStreamModelEvent_Event interface {
 	isStreamModelEvent_Event()
 }
@@ -3285,6 +4303,11 @@ type StreamModelEvent_Final struct {
 	Final *CallModelResponse `protobuf:"bytes,4,opt,name=final,proto3,oneof"`
 }
 
+type StreamModelEvent_Reasoning struct {
+	// A piece of the model's reasoning.
+	Reasoning *ReasoningDelta `protobuf:"bytes,5,opt,name=reasoning,proto3,oneof"`
+}
+
 func (*StreamModelEvent_Text) isStreamModelEvent_Event() {}
 
 func (*StreamModelEvent_ToolCall) isStreamModelEvent_Event() {}
@@ -3292,6 +4315,81 @@ func (*StreamModelEvent_ToolCall) isStreamModelEvent_Event() {}
 func (*StreamModelEvent_Restart) isStreamModelEvent_Event() {}
 
 func (*StreamModelEvent_Final) isStreamModelEvent_Event() {}
+
+func (*StreamModelEvent_Reasoning) isStreamModelEvent_Event() {}
+
+// ReasoningDelta is a piece of the reply's reasoning.
+type ReasoningDelta struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Which reasoning part of the reply (0-based).
+	Index uint32 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// Reasoning text, to append.
+	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// The part's signature, when it arrives (whole, not a fragment).
+	Signature string `protobuf:"bytes,3,opt,name=signature,proto3" json:"signature,omitempty"`
+	// A redacted part's data (whole).
+	RedactedData  string `protobuf:"bytes,4,opt,name=redacted_data,json=redactedData,proto3" json:"redacted_data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReasoningDelta) Reset() {
+	*x = ReasoningDelta{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReasoningDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReasoningDelta) ProtoMessage() {}
+
+func (x *ReasoningDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReasoningDelta.ProtoReflect.Descriptor instead.
+func (*ReasoningDelta) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ReasoningDelta) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ReasoningDelta) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *ReasoningDelta) GetSignature() string {
+	if x != nil {
+		return x.Signature
+	}
+	return ""
+}
+
+func (x *ReasoningDelta) GetRedactedData() string {
+	if x != nil {
+		return x.RedactedData
+	}
+	return ""
+}
 
 // TextDelta is a piece of the reply's text.
 type TextDelta struct {
@@ -3304,7 +4402,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[31]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3316,7 +4414,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[31]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3329,7 +4427,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{31}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TextDelta) GetText() string {
@@ -3356,7 +4454,7 @@ type ToolCallDelta struct {
 
 func (x *ToolCallDelta) Reset() {
 	*x = ToolCallDelta{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[32]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3368,7 +4466,7 @@ func (x *ToolCallDelta) String() string {
 func (*ToolCallDelta) ProtoMessage() {}
 
 func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[32]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3381,7 +4479,7 @@ func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
 func (*ToolCallDelta) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{32}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ToolCallDelta) GetIndex() uint32 {
@@ -3427,7 +4525,7 @@ type StreamRestart struct {
 
 func (x *StreamRestart) Reset() {
 	*x = StreamRestart{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[33]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3439,7 +4537,7 @@ func (x *StreamRestart) String() string {
 func (*StreamRestart) ProtoMessage() {}
 
 func (x *StreamRestart) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[33]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3452,7 +4550,7 @@ func (x *StreamRestart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamRestart.ProtoReflect.Descriptor instead.
 func (*StreamRestart) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{33}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StreamRestart) GetCause() RestartCause {
@@ -3491,7 +4589,7 @@ type ObservedResponse struct {
 
 func (x *ObservedResponse) Reset() {
 	*x = ObservedResponse{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[34]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3503,7 +4601,7 @@ func (x *ObservedResponse) String() string {
 func (*ObservedResponse) ProtoMessage() {}
 
 func (x *ObservedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[34]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3516,7 +4614,7 @@ func (x *ObservedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObservedResponse.ProtoReflect.Descriptor instead.
 func (*ObservedResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{34}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ObservedResponse) GetStatusCode() int32 {
@@ -3574,7 +4672,7 @@ type ClassifyFailureRequest struct {
 
 func (x *ClassifyFailureRequest) Reset() {
 	*x = ClassifyFailureRequest{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[35]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3586,7 +4684,7 @@ func (x *ClassifyFailureRequest) String() string {
 func (*ClassifyFailureRequest) ProtoMessage() {}
 
 func (x *ClassifyFailureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[35]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3599,7 +4697,7 @@ func (x *ClassifyFailureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassifyFailureRequest.ProtoReflect.Descriptor instead.
 func (*ClassifyFailureRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{35}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ClassifyFailureRequest) GetService() string {
@@ -3717,7 +4815,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[36]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3729,7 +4827,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[36]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3742,7 +4840,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{36}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{44}
 }
 
 // ToolInfo is one configured tool.
@@ -3766,7 +4864,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[37]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3778,7 +4876,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[37]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3791,7 +4889,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{37}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ToolInfo) GetDefinition() *ToolDefinition {
@@ -3847,7 +4945,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[38]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3859,7 +4957,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[38]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3872,7 +4970,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{38}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolInfo {
@@ -3891,7 +4989,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[39]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3903,7 +5001,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[39]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3916,7 +5014,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{39}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{47}
 }
 
 // ModelInfo is one catalog entry.
@@ -3952,7 +5050,7 @@ type ModelInfo struct {
 
 func (x *ModelInfo) Reset() {
 	*x = ModelInfo{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[40]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3964,7 +5062,7 @@ func (x *ModelInfo) String() string {
 func (*ModelInfo) ProtoMessage() {}
 
 func (x *ModelInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[40]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3977,7 +5075,7 @@ func (x *ModelInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelInfo.ProtoReflect.Descriptor instead.
 func (*ModelInfo) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{40}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ModelInfo) GetId() string {
@@ -4079,7 +5177,7 @@ type RouteDeployment struct {
 
 func (x *RouteDeployment) Reset() {
 	*x = RouteDeployment{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[41]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4091,7 +5189,7 @@ func (x *RouteDeployment) String() string {
 func (*RouteDeployment) ProtoMessage() {}
 
 func (x *RouteDeployment) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[41]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4104,7 +5202,7 @@ func (x *RouteDeployment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDeployment.ProtoReflect.Descriptor instead.
 func (*RouteDeployment) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{41}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RouteDeployment) GetId() string {
@@ -4139,7 +5237,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[42]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4151,7 +5249,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[42]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4164,7 +5262,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{42}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListModelsResponse) GetModels() []*ModelInfo {
@@ -4386,22 +5484,62 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
-	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\"r\n" +
+	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\"\x9a\x01\n" +
 	"\x0eToolCallResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x19\n" +
 	"\bis_error\x18\x03 \x01(\bR\aisError\x12\x12\n" +
-	"\x04name\x18\x04 \x01(\tR\x04name\"\xb7\x01\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12&\n" +
+	"\x05parts\x18\x05 \x03(\v2\x10.sidecar.v1.PartR\x05parts\"\x8f\x01\n" +
+	"\tImagePart\x12\x14\n" +
+	"\x04data\x18\x01 \x01(\fH\x00R\x04data\x12\x12\n" +
+	"\x03url\x18\x02 \x01(\tH\x00R\x03url\x12\x1d\n" +
+	"\n" +
+	"media_type\x18\x03 \x01(\tR\tmediaType\x12/\n" +
+	"\x06detail\x18\x04 \x01(\x0e2\x17.sidecar.v1.ImageDetailR\x06detailB\b\n" +
+	"\x06source\"\x8d\x01\n" +
+	"\fDocumentPart\x12\x14\n" +
+	"\x04data\x18\x01 \x01(\fH\x00R\x04data\x12\x12\n" +
+	"\x03url\x18\x02 \x01(\tH\x00R\x03url\x12\x14\n" +
+	"\x04text\x18\x03 \x01(\tH\x00R\x04text\x12\x1d\n" +
+	"\n" +
+	"media_type\x18\x04 \x01(\tR\tmediaType\x12\x14\n" +
+	"\x05title\x18\x05 \x01(\tR\x05titleB\b\n" +
+	"\x06source\"9\n" +
+	"\x0fCacheBreakpoint\x12&\n" +
+	"\x03ttl\x18\x01 \x01(\x0e2\x14.sidecar.v1.CacheTtlR\x03ttl\"\xbe\x01\n" +
+	"\x04Part\x12\x14\n" +
+	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x12-\n" +
+	"\x05image\x18\x02 \x01(\v2\x15.sidecar.v1.ImagePartH\x00R\x05image\x126\n" +
+	"\bdocument\x18\x03 \x01(\v2\x18.sidecar.v1.DocumentPartH\x00R\bdocument\x121\n" +
+	"\x05cache\x18\x04 \x01(\v2\x1b.sidecar.v1.CacheBreakpointR\x05cacheB\x06\n" +
+	"\x04kind\"~\n" +
+	"\rReasoningPart\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1c\n" +
+	"\tsignature\x18\x02 \x01(\tR\tsignature\x12#\n" +
+	"\rredacted_data\x18\x03 \x01(\tR\fredactedData\x12\x16\n" +
+	"\x06format\x18\x04 \x01(\tR\x06format\"\x98\x02\n" +
 	"\aMessage\x12$\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x10.sidecar.v1.RoleR\x04role\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x123\n" +
 	"\n" +
 	"tool_calls\x18\x03 \x03(\v2\x14.sidecar.v1.ToolCallR\ttoolCalls\x12=\n" +
-	"\ftool_results\x18\x04 \x03(\v2\x1a.sidecar.v1.ToolCallResultR\vtoolResults\"o\n" +
+	"\ftool_results\x18\x04 \x03(\v2\x1a.sidecar.v1.ToolCallResultR\vtoolResults\x12&\n" +
+	"\x05parts\x18\x05 \x03(\v2\x10.sidecar.v1.PartR\x05parts\x127\n" +
+	"\treasoning\x18\x06 \x03(\v2\x19.sidecar.v1.ReasoningPartR\treasoning\"\xa2\x01\n" +
 	"\x0eToolDefinition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
-	"\x0fparameters_json\x18\x03 \x01(\tR\x0eparametersJson\"\xb2\x03\n" +
+	"\x0fparameters_json\x18\x03 \x01(\tR\x0eparametersJson\x121\n" +
+	"\x05cache\x18\x04 \x01(\v2\x1b.sidecar.v1.CacheBreakpointR\x05cache\"s\n" +
+	"\tReasoning\x125\n" +
+	"\x06effort\x18\x01 \x01(\x0e2\x1b.sidecar.v1.ReasoningEffortH\x00R\x06effort\x12%\n" +
+	"\rbudget_tokens\x18\x02 \x01(\rH\x00R\fbudgetTokensB\b\n" +
+	"\x06amount\"P\n" +
+	"\n" +
+	"ToolChoice\x12.\n" +
+	"\x04mode\x18\x01 \x01(\x0e2\x1a.sidecar.v1.ToolChoiceModeR\x04mode\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x87\b\n" +
 	"\x10CallModelRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x16\n" +
 	"\x06system\x18\x02 \x01(\tR\x06system\x12/\n" +
@@ -4412,12 +5550,35 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\vtemperature\x18\a \x01(\x01H\x01R\vtemperature\x88\x01\x01\x12!\n" +
 	"\x03job\x18\b \x01(\v2\x0f.sidecar.v1.JobR\x03job\x12:\n" +
 	"\n" +
-	"mid_stream\x18\t \x01(\x0e2\x1b.sidecar.v1.MidStreamPolicyR\tmidStreamB\x14\n" +
+	"mid_stream\x18\t \x01(\x0e2\x1b.sidecar.v1.MidStreamPolicyR\tmidStream\x12>\n" +
+	"\fsystem_cache\x18\n" +
+	" \x01(\v2\x1b.sidecar.v1.CacheBreakpointR\vsystemCache\x123\n" +
+	"\treasoning\x18\v \x01(\v2\x15.sidecar.v1.ReasoningR\treasoning\x127\n" +
+	"\vtool_choice\x18\f \x01(\v2\x16.sidecar.v1.ToolChoiceR\n" +
+	"toolChoice\x123\n" +
+	"\x13parallel_tool_calls\x18\r \x01(\bH\x02R\x11parallelToolCalls\x88\x01\x01\x12\x12\n" +
+	"\x04stop\x18\x0e \x03(\tR\x04stop\x12\x18\n" +
+	"\x05top_p\x18\x0f \x01(\x01H\x03R\x04topP\x88\x01\x01\x12\x18\n" +
+	"\x05top_k\x18\x10 \x01(\rH\x04R\x04topK\x88\x01\x01\x12\x17\n" +
+	"\x04seed\x18\x11 \x01(\x03H\x05R\x04seed\x88\x01\x01\x12.\n" +
+	"\x10presence_penalty\x18\x12 \x01(\x01H\x06R\x0fpresencePenalty\x88\x01\x01\x120\n" +
+	"\x11frequency_penalty\x18\x13 \x01(\x01H\aR\x10frequencyPenalty\x88\x01\x01\x12\x19\n" +
+	"\bend_user\x18\x14 \x01(\tR\aendUser\x122\n" +
+	"\x15provider_options_json\x18\x15 \x01(\tR\x13providerOptionsJsonB\x14\n" +
 	"\x12_max_output_tokensB\x0e\n" +
-	"\f_temperature\"O\n" +
+	"\f_temperatureB\x16\n" +
+	"\x14_parallel_tool_callsB\b\n" +
+	"\x06_top_pB\b\n" +
+	"\x06_top_kB\a\n" +
+	"\x05_seedB\x13\n" +
+	"\x11_presence_penaltyB\x14\n" +
+	"\x12_frequency_penalty\"\xea\x01\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x04R\vinputTokens\x12#\n" +
-	"\routput_tokens\x18\x02 \x01(\x04R\foutputTokens\"\xb7\x04\n" +
+	"\routput_tokens\x18\x02 \x01(\x04R\foutputTokens\x125\n" +
+	"\x17cache_read_input_tokens\x18\x03 \x01(\x04R\x14cacheReadInputTokens\x127\n" +
+	"\x18cache_write_input_tokens\x18\x04 \x01(\x04R\x15cacheWriteInputTokens\x12)\n" +
+	"\x10reasoning_tokens\x18\x05 \x01(\x04R\x0freasoningTokens\"\xb7\x04\n" +
 	"\x11CallModelResponse\x12-\n" +
 	"\amessage\x18\x01 \x01(\v2\x13.sidecar.v1.MessageR\amessage\x12=\n" +
 	"\rfinish_reason\x18\x02 \x01(\x0e2\x18.sidecar.v1.FinishReasonR\ffinishReason\x12'\n" +
@@ -4434,13 +5595,19 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"totalUsage\x12\x19\n" +
 	"\bcost_usd\x18\f \x01(\x01R\acostUsd\x12\x1b\n" +
 	"\tserved_by\x18\r \x01(\tR\bservedBy\x12#\n" +
-	"\x04hops\x18\x0e \x03(\v2\x0f.sidecar.v1.HopR\x04hops\"\xf0\x01\n" +
+	"\x04hops\x18\x0e \x03(\v2\x0f.sidecar.v1.HopR\x04hops\"\xac\x02\n" +
 	"\x10StreamModelEvent\x12+\n" +
 	"\x04text\x18\x01 \x01(\v2\x15.sidecar.v1.TextDeltaH\x00R\x04text\x128\n" +
 	"\ttool_call\x18\x02 \x01(\v2\x19.sidecar.v1.ToolCallDeltaH\x00R\btoolCall\x125\n" +
 	"\arestart\x18\x03 \x01(\v2\x19.sidecar.v1.StreamRestartH\x00R\arestart\x125\n" +
-	"\x05final\x18\x04 \x01(\v2\x1d.sidecar.v1.CallModelResponseH\x00R\x05finalB\a\n" +
-	"\x05event\"\x1f\n" +
+	"\x05final\x18\x04 \x01(\v2\x1d.sidecar.v1.CallModelResponseH\x00R\x05final\x12:\n" +
+	"\treasoning\x18\x05 \x01(\v2\x1a.sidecar.v1.ReasoningDeltaH\x00R\treasoningB\a\n" +
+	"\x05event\"}\n" +
+	"\x0eReasoningDelta\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x1c\n" +
+	"\tsignature\x18\x03 \x01(\tR\tsignature\x12#\n" +
+	"\rredacted_data\x18\x04 \x01(\tR\fredactedData\"\x1f\n" +
 	"\tTextDelta\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\"x\n" +
 	"\rToolCallDelta\x12\x14\n" +
@@ -4552,6 +5719,27 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\tROLE_USER\x10\x01\x12\x12\n" +
 	"\x0eROLE_ASSISTANT\x10\x02\x12\r\n" +
 	"\tROLE_TOOL\x10\x03*o\n" +
+	"\vImageDetail\x12\x1c\n" +
+	"\x18IMAGE_DETAIL_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11IMAGE_DETAIL_AUTO\x10\x01\x12\x14\n" +
+	"\x10IMAGE_DETAIL_LOW\x10\x02\x12\x15\n" +
+	"\x11IMAGE_DETAIL_HIGH\x10\x03*I\n" +
+	"\bCacheTtl\x12\x19\n" +
+	"\x15CACHE_TTL_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fCACHE_TTL_5M\x10\x01\x12\x10\n" +
+	"\fCACHE_TTL_1H\x10\x02*\xa3\x01\n" +
+	"\x0fReasoningEffort\x12 \n" +
+	"\x1cREASONING_EFFORT_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18REASONING_EFFORT_MINIMAL\x10\x01\x12\x18\n" +
+	"\x14REASONING_EFFORT_LOW\x10\x02\x12\x1b\n" +
+	"\x17REASONING_EFFORT_MEDIUM\x10\x03\x12\x19\n" +
+	"\x15REASONING_EFFORT_HIGH\x10\x04*\xa2\x01\n" +
+	"\x0eToolChoiceMode\x12 \n" +
+	"\x1cTOOL_CHOICE_MODE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15TOOL_CHOICE_MODE_AUTO\x10\x01\x12\x19\n" +
+	"\x15TOOL_CHOICE_MODE_NONE\x10\x02\x12\x1d\n" +
+	"\x19TOOL_CHOICE_MODE_REQUIRED\x10\x03\x12\x19\n" +
+	"\x15TOOL_CHOICE_MODE_TOOL\x10\x04*o\n" +
 	"\x0fMidStreamPolicy\x12!\n" +
 	"\x1dMID_STREAM_POLICY_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19MID_STREAM_POLICY_RESTART\x10\x01\x12\x1a\n" +
@@ -4605,149 +5793,176 @@ func file_sidecar_v1_sidecar_proto_rawDescGZIP() []byte {
 	return file_sidecar_v1_sidecar_proto_rawDescData
 }
 
-var file_sidecar_v1_sidecar_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_sidecar_v1_sidecar_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_sidecar_v1_sidecar_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
+var file_sidecar_v1_sidecar_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_sidecar_v1_sidecar_proto_goTypes = []any{
 	(FailureKind)(0),                      // 0: sidecar.v1.FailureKind
 	(CircuitState)(0),                     // 1: sidecar.v1.CircuitState
 	(RetrySignal)(0),                      // 2: sidecar.v1.RetrySignal
 	(Role)(0),                             // 3: sidecar.v1.Role
-	(MidStreamPolicy)(0),                  // 4: sidecar.v1.MidStreamPolicy
-	(FinishReason)(0),                     // 5: sidecar.v1.FinishReason
-	(RestartCause)(0),                     // 6: sidecar.v1.RestartCause
-	(ToolKind)(0),                         // 7: sidecar.v1.ToolKind
-	(TransportFault)(0),                   // 8: sidecar.v1.TransportFault
-	(*Job)(nil),                           // 9: sidecar.v1.Job
-	(*HttpDetail)(nil),                    // 10: sidecar.v1.HttpDetail
-	(*Failure)(nil),                       // 11: sidecar.v1.Failure
-	(*Hop)(nil),                           // 12: sidecar.v1.Hop
-	(*StreamDetail)(nil),                  // 13: sidecar.v1.StreamDetail
-	(*InvalidInputDetail)(nil),            // 14: sidecar.v1.InvalidInputDetail
-	(*ResourceDetail)(nil),                // 15: sidecar.v1.ResourceDetail
-	(*ProviderDetail)(nil),                // 16: sidecar.v1.ProviderDetail
-	(*TokenLimitDetail)(nil),              // 17: sidecar.v1.TokenLimitDetail
-	(*RefusalDetail)(nil),                 // 18: sidecar.v1.RefusalDetail
-	(*TriggerResponse)(nil),               // 19: sidecar.v1.TriggerResponse
-	(*CircuitDetail)(nil),                 // 20: sidecar.v1.CircuitDetail
-	(*ServiceDetail)(nil),                 // 21: sidecar.v1.ServiceDetail
-	(*RetryDetail)(nil),                   // 22: sidecar.v1.RetryDetail
-	(*SpendDetail)(nil),                   // 23: sidecar.v1.SpendDetail
-	(*FieldProblem)(nil),                  // 24: sidecar.v1.FieldProblem
-	(*ReplyDetail)(nil),                   // 25: sidecar.v1.ReplyDetail
-	(*SystemDetail)(nil),                  // 26: sidecar.v1.SystemDetail
-	(*TruncationDetail)(nil),              // 27: sidecar.v1.TruncationDetail
-	(*PermissionDetail)(nil),              // 28: sidecar.v1.PermissionDetail
-	(*ExecuteToolRequest)(nil),            // 29: sidecar.v1.ExecuteToolRequest
-	(*ToolResult)(nil),                    // 30: sidecar.v1.ToolResult
-	(*ExecuteToolResponse)(nil),           // 31: sidecar.v1.ExecuteToolResponse
-	(*ToolCall)(nil),                      // 32: sidecar.v1.ToolCall
-	(*ToolCallResult)(nil),                // 33: sidecar.v1.ToolCallResult
-	(*Message)(nil),                       // 34: sidecar.v1.Message
-	(*ToolDefinition)(nil),                // 35: sidecar.v1.ToolDefinition
-	(*CallModelRequest)(nil),              // 36: sidecar.v1.CallModelRequest
-	(*Usage)(nil),                         // 37: sidecar.v1.Usage
-	(*CallModelResponse)(nil),             // 38: sidecar.v1.CallModelResponse
-	(*StreamModelEvent)(nil),              // 39: sidecar.v1.StreamModelEvent
-	(*TextDelta)(nil),                     // 40: sidecar.v1.TextDelta
-	(*ToolCallDelta)(nil),                 // 41: sidecar.v1.ToolCallDelta
-	(*StreamRestart)(nil),                 // 42: sidecar.v1.StreamRestart
-	(*ObservedResponse)(nil),              // 43: sidecar.v1.ObservedResponse
-	(*ClassifyFailureRequest)(nil),        // 44: sidecar.v1.ClassifyFailureRequest
-	(*ListToolsRequest)(nil),              // 45: sidecar.v1.ListToolsRequest
-	(*ToolInfo)(nil),                      // 46: sidecar.v1.ToolInfo
-	(*ListToolsResponse)(nil),             // 47: sidecar.v1.ListToolsResponse
-	(*ListModelsRequest)(nil),             // 48: sidecar.v1.ListModelsRequest
-	(*ModelInfo)(nil),                     // 49: sidecar.v1.ModelInfo
-	(*RouteDeployment)(nil),               // 50: sidecar.v1.RouteDeployment
-	(*ListModelsResponse)(nil),            // 51: sidecar.v1.ListModelsResponse
-	nil,                                   // 52: sidecar.v1.Job.AttributesEntry
-	nil,                                   // 53: sidecar.v1.ObservedResponse.HeadersEntry
-	(*durationpb.Duration)(nil),           // 54: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),         // 55: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),               // 56: google.protobuf.Struct
-	(*descriptorpb.EnumValueOptions)(nil), // 57: google.protobuf.EnumValueOptions
-	(*descriptorpb.EnumOptions)(nil),      // 58: google.protobuf.EnumOptions
+	(ImageDetail)(0),                      // 4: sidecar.v1.ImageDetail
+	(CacheTtl)(0),                         // 5: sidecar.v1.CacheTtl
+	(ReasoningEffort)(0),                  // 6: sidecar.v1.ReasoningEffort
+	(ToolChoiceMode)(0),                   // 7: sidecar.v1.ToolChoiceMode
+	(MidStreamPolicy)(0),                  // 8: sidecar.v1.MidStreamPolicy
+	(FinishReason)(0),                     // 9: sidecar.v1.FinishReason
+	(RestartCause)(0),                     // 10: sidecar.v1.RestartCause
+	(ToolKind)(0),                         // 11: sidecar.v1.ToolKind
+	(TransportFault)(0),                   // 12: sidecar.v1.TransportFault
+	(*Job)(nil),                           // 13: sidecar.v1.Job
+	(*HttpDetail)(nil),                    // 14: sidecar.v1.HttpDetail
+	(*Failure)(nil),                       // 15: sidecar.v1.Failure
+	(*Hop)(nil),                           // 16: sidecar.v1.Hop
+	(*StreamDetail)(nil),                  // 17: sidecar.v1.StreamDetail
+	(*InvalidInputDetail)(nil),            // 18: sidecar.v1.InvalidInputDetail
+	(*ResourceDetail)(nil),                // 19: sidecar.v1.ResourceDetail
+	(*ProviderDetail)(nil),                // 20: sidecar.v1.ProviderDetail
+	(*TokenLimitDetail)(nil),              // 21: sidecar.v1.TokenLimitDetail
+	(*RefusalDetail)(nil),                 // 22: sidecar.v1.RefusalDetail
+	(*TriggerResponse)(nil),               // 23: sidecar.v1.TriggerResponse
+	(*CircuitDetail)(nil),                 // 24: sidecar.v1.CircuitDetail
+	(*ServiceDetail)(nil),                 // 25: sidecar.v1.ServiceDetail
+	(*RetryDetail)(nil),                   // 26: sidecar.v1.RetryDetail
+	(*SpendDetail)(nil),                   // 27: sidecar.v1.SpendDetail
+	(*FieldProblem)(nil),                  // 28: sidecar.v1.FieldProblem
+	(*ReplyDetail)(nil),                   // 29: sidecar.v1.ReplyDetail
+	(*SystemDetail)(nil),                  // 30: sidecar.v1.SystemDetail
+	(*TruncationDetail)(nil),              // 31: sidecar.v1.TruncationDetail
+	(*PermissionDetail)(nil),              // 32: sidecar.v1.PermissionDetail
+	(*ExecuteToolRequest)(nil),            // 33: sidecar.v1.ExecuteToolRequest
+	(*ToolResult)(nil),                    // 34: sidecar.v1.ToolResult
+	(*ExecuteToolResponse)(nil),           // 35: sidecar.v1.ExecuteToolResponse
+	(*ToolCall)(nil),                      // 36: sidecar.v1.ToolCall
+	(*ToolCallResult)(nil),                // 37: sidecar.v1.ToolCallResult
+	(*ImagePart)(nil),                     // 38: sidecar.v1.ImagePart
+	(*DocumentPart)(nil),                  // 39: sidecar.v1.DocumentPart
+	(*CacheBreakpoint)(nil),               // 40: sidecar.v1.CacheBreakpoint
+	(*Part)(nil),                          // 41: sidecar.v1.Part
+	(*ReasoningPart)(nil),                 // 42: sidecar.v1.ReasoningPart
+	(*Message)(nil),                       // 43: sidecar.v1.Message
+	(*ToolDefinition)(nil),                // 44: sidecar.v1.ToolDefinition
+	(*Reasoning)(nil),                     // 45: sidecar.v1.Reasoning
+	(*ToolChoice)(nil),                    // 46: sidecar.v1.ToolChoice
+	(*CallModelRequest)(nil),              // 47: sidecar.v1.CallModelRequest
+	(*Usage)(nil),                         // 48: sidecar.v1.Usage
+	(*CallModelResponse)(nil),             // 49: sidecar.v1.CallModelResponse
+	(*StreamModelEvent)(nil),              // 50: sidecar.v1.StreamModelEvent
+	(*ReasoningDelta)(nil),                // 51: sidecar.v1.ReasoningDelta
+	(*TextDelta)(nil),                     // 52: sidecar.v1.TextDelta
+	(*ToolCallDelta)(nil),                 // 53: sidecar.v1.ToolCallDelta
+	(*StreamRestart)(nil),                 // 54: sidecar.v1.StreamRestart
+	(*ObservedResponse)(nil),              // 55: sidecar.v1.ObservedResponse
+	(*ClassifyFailureRequest)(nil),        // 56: sidecar.v1.ClassifyFailureRequest
+	(*ListToolsRequest)(nil),              // 57: sidecar.v1.ListToolsRequest
+	(*ToolInfo)(nil),                      // 58: sidecar.v1.ToolInfo
+	(*ListToolsResponse)(nil),             // 59: sidecar.v1.ListToolsResponse
+	(*ListModelsRequest)(nil),             // 60: sidecar.v1.ListModelsRequest
+	(*ModelInfo)(nil),                     // 61: sidecar.v1.ModelInfo
+	(*RouteDeployment)(nil),               // 62: sidecar.v1.RouteDeployment
+	(*ListModelsResponse)(nil),            // 63: sidecar.v1.ListModelsResponse
+	nil,                                   // 64: sidecar.v1.Job.AttributesEntry
+	nil,                                   // 65: sidecar.v1.ObservedResponse.HeadersEntry
+	(*durationpb.Duration)(nil),           // 66: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),         // 67: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),               // 68: google.protobuf.Struct
+	(*descriptorpb.EnumValueOptions)(nil), // 69: google.protobuf.EnumValueOptions
+	(*descriptorpb.EnumOptions)(nil),      // 70: google.protobuf.EnumOptions
 }
 var file_sidecar_v1_sidecar_proto_depIdxs = []int32{
-	52, // 0: sidecar.v1.Job.attributes:type_name -> sidecar.v1.Job.AttributesEntry
+	64, // 0: sidecar.v1.Job.attributes:type_name -> sidecar.v1.Job.AttributesEntry
 	0,  // 1: sidecar.v1.Failure.kind:type_name -> sidecar.v1.FailureKind
-	10, // 2: sidecar.v1.Failure.http:type_name -> sidecar.v1.HttpDetail
-	54, // 3: sidecar.v1.Failure.retry_after:type_name -> google.protobuf.Duration
-	14, // 4: sidecar.v1.Failure.invalid_input:type_name -> sidecar.v1.InvalidInputDetail
-	15, // 5: sidecar.v1.Failure.resource:type_name -> sidecar.v1.ResourceDetail
-	16, // 6: sidecar.v1.Failure.provider:type_name -> sidecar.v1.ProviderDetail
-	17, // 7: sidecar.v1.Failure.token_limit:type_name -> sidecar.v1.TokenLimitDetail
-	18, // 8: sidecar.v1.Failure.refusal:type_name -> sidecar.v1.RefusalDetail
-	20, // 9: sidecar.v1.Failure.circuit:type_name -> sidecar.v1.CircuitDetail
-	21, // 10: sidecar.v1.Failure.service:type_name -> sidecar.v1.ServiceDetail
-	22, // 11: sidecar.v1.Failure.retry:type_name -> sidecar.v1.RetryDetail
-	23, // 12: sidecar.v1.Failure.spend:type_name -> sidecar.v1.SpendDetail
-	25, // 13: sidecar.v1.Failure.reply:type_name -> sidecar.v1.ReplyDetail
-	26, // 14: sidecar.v1.Failure.system:type_name -> sidecar.v1.SystemDetail
-	27, // 15: sidecar.v1.Failure.truncation:type_name -> sidecar.v1.TruncationDetail
-	28, // 16: sidecar.v1.Failure.permission:type_name -> sidecar.v1.PermissionDetail
-	13, // 17: sidecar.v1.Failure.stream:type_name -> sidecar.v1.StreamDetail
-	12, // 18: sidecar.v1.Failure.hops:type_name -> sidecar.v1.Hop
+	14, // 2: sidecar.v1.Failure.http:type_name -> sidecar.v1.HttpDetail
+	66, // 3: sidecar.v1.Failure.retry_after:type_name -> google.protobuf.Duration
+	18, // 4: sidecar.v1.Failure.invalid_input:type_name -> sidecar.v1.InvalidInputDetail
+	19, // 5: sidecar.v1.Failure.resource:type_name -> sidecar.v1.ResourceDetail
+	20, // 6: sidecar.v1.Failure.provider:type_name -> sidecar.v1.ProviderDetail
+	21, // 7: sidecar.v1.Failure.token_limit:type_name -> sidecar.v1.TokenLimitDetail
+	22, // 8: sidecar.v1.Failure.refusal:type_name -> sidecar.v1.RefusalDetail
+	24, // 9: sidecar.v1.Failure.circuit:type_name -> sidecar.v1.CircuitDetail
+	25, // 10: sidecar.v1.Failure.service:type_name -> sidecar.v1.ServiceDetail
+	26, // 11: sidecar.v1.Failure.retry:type_name -> sidecar.v1.RetryDetail
+	27, // 12: sidecar.v1.Failure.spend:type_name -> sidecar.v1.SpendDetail
+	29, // 13: sidecar.v1.Failure.reply:type_name -> sidecar.v1.ReplyDetail
+	30, // 14: sidecar.v1.Failure.system:type_name -> sidecar.v1.SystemDetail
+	31, // 15: sidecar.v1.Failure.truncation:type_name -> sidecar.v1.TruncationDetail
+	32, // 16: sidecar.v1.Failure.permission:type_name -> sidecar.v1.PermissionDetail
+	17, // 17: sidecar.v1.Failure.stream:type_name -> sidecar.v1.StreamDetail
+	16, // 18: sidecar.v1.Failure.hops:type_name -> sidecar.v1.Hop
 	0,  // 19: sidecar.v1.Hop.kind:type_name -> sidecar.v1.FailureKind
 	1,  // 20: sidecar.v1.CircuitDetail.state:type_name -> sidecar.v1.CircuitState
-	55, // 21: sidecar.v1.CircuitDetail.since:type_name -> google.protobuf.Timestamp
-	54, // 22: sidecar.v1.CircuitDetail.cooldown:type_name -> google.protobuf.Duration
-	19, // 23: sidecar.v1.CircuitDetail.opened_by:type_name -> sidecar.v1.TriggerResponse
-	8,  // 24: sidecar.v1.ServiceDetail.fault:type_name -> sidecar.v1.TransportFault
+	67, // 21: sidecar.v1.CircuitDetail.since:type_name -> google.protobuf.Timestamp
+	66, // 22: sidecar.v1.CircuitDetail.cooldown:type_name -> google.protobuf.Duration
+	23, // 23: sidecar.v1.CircuitDetail.opened_by:type_name -> sidecar.v1.TriggerResponse
+	12, // 24: sidecar.v1.ServiceDetail.fault:type_name -> sidecar.v1.TransportFault
 	2,  // 25: sidecar.v1.RetryDetail.last_signal:type_name -> sidecar.v1.RetrySignal
-	54, // 26: sidecar.v1.RetryDetail.next_wait:type_name -> google.protobuf.Duration
-	24, // 27: sidecar.v1.ReplyDetail.fields:type_name -> sidecar.v1.FieldProblem
-	9,  // 28: sidecar.v1.ExecuteToolRequest.job:type_name -> sidecar.v1.Job
-	30, // 29: sidecar.v1.ExecuteToolResponse.result:type_name -> sidecar.v1.ToolResult
-	11, // 30: sidecar.v1.ExecuteToolResponse.failure:type_name -> sidecar.v1.Failure
-	3,  // 31: sidecar.v1.Message.role:type_name -> sidecar.v1.Role
-	32, // 32: sidecar.v1.Message.tool_calls:type_name -> sidecar.v1.ToolCall
-	33, // 33: sidecar.v1.Message.tool_results:type_name -> sidecar.v1.ToolCallResult
-	34, // 34: sidecar.v1.CallModelRequest.messages:type_name -> sidecar.v1.Message
-	35, // 35: sidecar.v1.CallModelRequest.tools:type_name -> sidecar.v1.ToolDefinition
-	9,  // 36: sidecar.v1.CallModelRequest.job:type_name -> sidecar.v1.Job
-	4,  // 37: sidecar.v1.CallModelRequest.mid_stream:type_name -> sidecar.v1.MidStreamPolicy
-	34, // 38: sidecar.v1.CallModelResponse.message:type_name -> sidecar.v1.Message
-	5,  // 39: sidecar.v1.CallModelResponse.finish_reason:type_name -> sidecar.v1.FinishReason
-	37, // 40: sidecar.v1.CallModelResponse.usage:type_name -> sidecar.v1.Usage
-	56, // 41: sidecar.v1.CallModelResponse.json:type_name -> google.protobuf.Struct
-	37, // 42: sidecar.v1.CallModelResponse.total_usage:type_name -> sidecar.v1.Usage
-	12, // 43: sidecar.v1.CallModelResponse.hops:type_name -> sidecar.v1.Hop
-	40, // 44: sidecar.v1.StreamModelEvent.text:type_name -> sidecar.v1.TextDelta
-	41, // 45: sidecar.v1.StreamModelEvent.tool_call:type_name -> sidecar.v1.ToolCallDelta
-	42, // 46: sidecar.v1.StreamModelEvent.restart:type_name -> sidecar.v1.StreamRestart
-	38, // 47: sidecar.v1.StreamModelEvent.final:type_name -> sidecar.v1.CallModelResponse
-	6,  // 48: sidecar.v1.StreamRestart.cause:type_name -> sidecar.v1.RestartCause
-	53, // 49: sidecar.v1.ObservedResponse.headers:type_name -> sidecar.v1.ObservedResponse.HeadersEntry
-	7,  // 50: sidecar.v1.ClassifyFailureRequest.tool_kind:type_name -> sidecar.v1.ToolKind
-	43, // 51: sidecar.v1.ClassifyFailureRequest.response:type_name -> sidecar.v1.ObservedResponse
-	8,  // 52: sidecar.v1.ClassifyFailureRequest.fault:type_name -> sidecar.v1.TransportFault
-	9,  // 53: sidecar.v1.ClassifyFailureRequest.job:type_name -> sidecar.v1.Job
-	35, // 54: sidecar.v1.ToolInfo.definition:type_name -> sidecar.v1.ToolDefinition
-	7,  // 55: sidecar.v1.ToolInfo.kind:type_name -> sidecar.v1.ToolKind
-	46, // 56: sidecar.v1.ListToolsResponse.tools:type_name -> sidecar.v1.ToolInfo
-	50, // 57: sidecar.v1.ModelInfo.deployments:type_name -> sidecar.v1.RouteDeployment
-	49, // 58: sidecar.v1.ListModelsResponse.models:type_name -> sidecar.v1.ModelInfo
-	57, // 59: sidecar.v1.correctable:extendee -> google.protobuf.EnumValueOptions
-	58, // 60: sidecar.v1.correctable_line:extendee -> google.protobuf.EnumOptions
-	58, // 61: sidecar.v1.uncorrectable_line:extendee -> google.protobuf.EnumOptions
-	29, // 62: sidecar.v1.Sidecar.ExecuteTool:input_type -> sidecar.v1.ExecuteToolRequest
-	36, // 63: sidecar.v1.Sidecar.CallModel:input_type -> sidecar.v1.CallModelRequest
-	44, // 64: sidecar.v1.Sidecar.ClassifyFailure:input_type -> sidecar.v1.ClassifyFailureRequest
-	45, // 65: sidecar.v1.Sidecar.ListTools:input_type -> sidecar.v1.ListToolsRequest
-	48, // 66: sidecar.v1.Sidecar.ListModels:input_type -> sidecar.v1.ListModelsRequest
-	36, // 67: sidecar.v1.Sidecar.StreamModel:input_type -> sidecar.v1.CallModelRequest
-	31, // 68: sidecar.v1.Sidecar.ExecuteTool:output_type -> sidecar.v1.ExecuteToolResponse
-	38, // 69: sidecar.v1.Sidecar.CallModel:output_type -> sidecar.v1.CallModelResponse
-	11, // 70: sidecar.v1.Sidecar.ClassifyFailure:output_type -> sidecar.v1.Failure
-	47, // 71: sidecar.v1.Sidecar.ListTools:output_type -> sidecar.v1.ListToolsResponse
-	51, // 72: sidecar.v1.Sidecar.ListModels:output_type -> sidecar.v1.ListModelsResponse
-	39, // 73: sidecar.v1.Sidecar.StreamModel:output_type -> sidecar.v1.StreamModelEvent
-	68, // [68:74] is the sub-list for method output_type
-	62, // [62:68] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	59, // [59:62] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	66, // 26: sidecar.v1.RetryDetail.next_wait:type_name -> google.protobuf.Duration
+	28, // 27: sidecar.v1.ReplyDetail.fields:type_name -> sidecar.v1.FieldProblem
+	13, // 28: sidecar.v1.ExecuteToolRequest.job:type_name -> sidecar.v1.Job
+	34, // 29: sidecar.v1.ExecuteToolResponse.result:type_name -> sidecar.v1.ToolResult
+	15, // 30: sidecar.v1.ExecuteToolResponse.failure:type_name -> sidecar.v1.Failure
+	41, // 31: sidecar.v1.ToolCallResult.parts:type_name -> sidecar.v1.Part
+	4,  // 32: sidecar.v1.ImagePart.detail:type_name -> sidecar.v1.ImageDetail
+	5,  // 33: sidecar.v1.CacheBreakpoint.ttl:type_name -> sidecar.v1.CacheTtl
+	38, // 34: sidecar.v1.Part.image:type_name -> sidecar.v1.ImagePart
+	39, // 35: sidecar.v1.Part.document:type_name -> sidecar.v1.DocumentPart
+	40, // 36: sidecar.v1.Part.cache:type_name -> sidecar.v1.CacheBreakpoint
+	3,  // 37: sidecar.v1.Message.role:type_name -> sidecar.v1.Role
+	36, // 38: sidecar.v1.Message.tool_calls:type_name -> sidecar.v1.ToolCall
+	37, // 39: sidecar.v1.Message.tool_results:type_name -> sidecar.v1.ToolCallResult
+	41, // 40: sidecar.v1.Message.parts:type_name -> sidecar.v1.Part
+	42, // 41: sidecar.v1.Message.reasoning:type_name -> sidecar.v1.ReasoningPart
+	40, // 42: sidecar.v1.ToolDefinition.cache:type_name -> sidecar.v1.CacheBreakpoint
+	6,  // 43: sidecar.v1.Reasoning.effort:type_name -> sidecar.v1.ReasoningEffort
+	7,  // 44: sidecar.v1.ToolChoice.mode:type_name -> sidecar.v1.ToolChoiceMode
+	43, // 45: sidecar.v1.CallModelRequest.messages:type_name -> sidecar.v1.Message
+	44, // 46: sidecar.v1.CallModelRequest.tools:type_name -> sidecar.v1.ToolDefinition
+	13, // 47: sidecar.v1.CallModelRequest.job:type_name -> sidecar.v1.Job
+	8,  // 48: sidecar.v1.CallModelRequest.mid_stream:type_name -> sidecar.v1.MidStreamPolicy
+	40, // 49: sidecar.v1.CallModelRequest.system_cache:type_name -> sidecar.v1.CacheBreakpoint
+	45, // 50: sidecar.v1.CallModelRequest.reasoning:type_name -> sidecar.v1.Reasoning
+	46, // 51: sidecar.v1.CallModelRequest.tool_choice:type_name -> sidecar.v1.ToolChoice
+	43, // 52: sidecar.v1.CallModelResponse.message:type_name -> sidecar.v1.Message
+	9,  // 53: sidecar.v1.CallModelResponse.finish_reason:type_name -> sidecar.v1.FinishReason
+	48, // 54: sidecar.v1.CallModelResponse.usage:type_name -> sidecar.v1.Usage
+	68, // 55: sidecar.v1.CallModelResponse.json:type_name -> google.protobuf.Struct
+	48, // 56: sidecar.v1.CallModelResponse.total_usage:type_name -> sidecar.v1.Usage
+	16, // 57: sidecar.v1.CallModelResponse.hops:type_name -> sidecar.v1.Hop
+	52, // 58: sidecar.v1.StreamModelEvent.text:type_name -> sidecar.v1.TextDelta
+	53, // 59: sidecar.v1.StreamModelEvent.tool_call:type_name -> sidecar.v1.ToolCallDelta
+	54, // 60: sidecar.v1.StreamModelEvent.restart:type_name -> sidecar.v1.StreamRestart
+	49, // 61: sidecar.v1.StreamModelEvent.final:type_name -> sidecar.v1.CallModelResponse
+	51, // 62: sidecar.v1.StreamModelEvent.reasoning:type_name -> sidecar.v1.ReasoningDelta
+	10, // 63: sidecar.v1.StreamRestart.cause:type_name -> sidecar.v1.RestartCause
+	65, // 64: sidecar.v1.ObservedResponse.headers:type_name -> sidecar.v1.ObservedResponse.HeadersEntry
+	11, // 65: sidecar.v1.ClassifyFailureRequest.tool_kind:type_name -> sidecar.v1.ToolKind
+	55, // 66: sidecar.v1.ClassifyFailureRequest.response:type_name -> sidecar.v1.ObservedResponse
+	12, // 67: sidecar.v1.ClassifyFailureRequest.fault:type_name -> sidecar.v1.TransportFault
+	13, // 68: sidecar.v1.ClassifyFailureRequest.job:type_name -> sidecar.v1.Job
+	44, // 69: sidecar.v1.ToolInfo.definition:type_name -> sidecar.v1.ToolDefinition
+	11, // 70: sidecar.v1.ToolInfo.kind:type_name -> sidecar.v1.ToolKind
+	58, // 71: sidecar.v1.ListToolsResponse.tools:type_name -> sidecar.v1.ToolInfo
+	62, // 72: sidecar.v1.ModelInfo.deployments:type_name -> sidecar.v1.RouteDeployment
+	61, // 73: sidecar.v1.ListModelsResponse.models:type_name -> sidecar.v1.ModelInfo
+	69, // 74: sidecar.v1.correctable:extendee -> google.protobuf.EnumValueOptions
+	70, // 75: sidecar.v1.correctable_line:extendee -> google.protobuf.EnumOptions
+	70, // 76: sidecar.v1.uncorrectable_line:extendee -> google.protobuf.EnumOptions
+	33, // 77: sidecar.v1.Sidecar.ExecuteTool:input_type -> sidecar.v1.ExecuteToolRequest
+	47, // 78: sidecar.v1.Sidecar.CallModel:input_type -> sidecar.v1.CallModelRequest
+	56, // 79: sidecar.v1.Sidecar.ClassifyFailure:input_type -> sidecar.v1.ClassifyFailureRequest
+	57, // 80: sidecar.v1.Sidecar.ListTools:input_type -> sidecar.v1.ListToolsRequest
+	60, // 81: sidecar.v1.Sidecar.ListModels:input_type -> sidecar.v1.ListModelsRequest
+	47, // 82: sidecar.v1.Sidecar.StreamModel:input_type -> sidecar.v1.CallModelRequest
+	35, // 83: sidecar.v1.Sidecar.ExecuteTool:output_type -> sidecar.v1.ExecuteToolResponse
+	49, // 84: sidecar.v1.Sidecar.CallModel:output_type -> sidecar.v1.CallModelResponse
+	15, // 85: sidecar.v1.Sidecar.ClassifyFailure:output_type -> sidecar.v1.Failure
+	59, // 86: sidecar.v1.Sidecar.ListTools:output_type -> sidecar.v1.ListToolsResponse
+	63, // 87: sidecar.v1.Sidecar.ListModels:output_type -> sidecar.v1.ListModelsResponse
+	50, // 88: sidecar.v1.Sidecar.StreamModel:output_type -> sidecar.v1.StreamModelEvent
+	83, // [83:89] is the sub-list for method output_type
+	77, // [77:83] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	74, // [74:77] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_sidecar_v1_sidecar_proto_init() }
@@ -4778,14 +5993,33 @@ func file_sidecar_v1_sidecar_proto_init() {
 		(*ExecuteToolResponse_Result)(nil),
 		(*ExecuteToolResponse_Failure)(nil),
 	}
-	file_sidecar_v1_sidecar_proto_msgTypes[27].OneofWrappers = []any{}
-	file_sidecar_v1_sidecar_proto_msgTypes[30].OneofWrappers = []any{
+	file_sidecar_v1_sidecar_proto_msgTypes[25].OneofWrappers = []any{
+		(*ImagePart_Data)(nil),
+		(*ImagePart_Url)(nil),
+	}
+	file_sidecar_v1_sidecar_proto_msgTypes[26].OneofWrappers = []any{
+		(*DocumentPart_Data)(nil),
+		(*DocumentPart_Url)(nil),
+		(*DocumentPart_Text)(nil),
+	}
+	file_sidecar_v1_sidecar_proto_msgTypes[28].OneofWrappers = []any{
+		(*Part_Text)(nil),
+		(*Part_Image)(nil),
+		(*Part_Document)(nil),
+	}
+	file_sidecar_v1_sidecar_proto_msgTypes[32].OneofWrappers = []any{
+		(*Reasoning_Effort)(nil),
+		(*Reasoning_BudgetTokens)(nil),
+	}
+	file_sidecar_v1_sidecar_proto_msgTypes[34].OneofWrappers = []any{}
+	file_sidecar_v1_sidecar_proto_msgTypes[37].OneofWrappers = []any{
 		(*StreamModelEvent_Text)(nil),
 		(*StreamModelEvent_ToolCall)(nil),
 		(*StreamModelEvent_Restart)(nil),
 		(*StreamModelEvent_Final)(nil),
+		(*StreamModelEvent_Reasoning)(nil),
 	}
-	file_sidecar_v1_sidecar_proto_msgTypes[35].OneofWrappers = []any{
+	file_sidecar_v1_sidecar_proto_msgTypes[43].OneofWrappers = []any{
 		(*ClassifyFailureRequest_Response)(nil),
 		(*ClassifyFailureRequest_Fault)(nil),
 	}
@@ -4794,8 +6028,8 @@ func file_sidecar_v1_sidecar_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sidecar_v1_sidecar_proto_rawDesc), len(file_sidecar_v1_sidecar_proto_rawDesc)),
-			NumEnums:      9,
-			NumMessages:   45,
+			NumEnums:      13,
+			NumMessages:   53,
 			NumExtensions: 3,
 			NumServices:   1,
 		},

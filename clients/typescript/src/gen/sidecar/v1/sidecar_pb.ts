@@ -24,7 +24,7 @@ import type { JsonObject, Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file sidecar/v1/sidecar.proto.
  */
 export const file_sidecar_v1_sidecar: GenFile = /*@__PURE__*/
-  fileDesc("ChhzaWRlY2FyL3YxL3NpZGVjYXIucHJvdG8SCnNpZGVjYXIudjEixgEKA0pvYhIOCgZqb2JfaWQYASABKAkSEwoLd29ya2Zsb3dfaWQYAiABKAkSHQoQdXBzdHJlYW1fcmV0cmllcxgDIAEoDUgAiAEBEjMKCmF0dHJpYnV0ZXMYBCADKAsyHy5zaWRlY2FyLnYxLkpvYi5BdHRyaWJ1dGVzRW50cnkaMQoPQXR0cmlidXRlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCEwoRX3Vwc3RyZWFtX3JldHJpZXMihAEKCkh0dHBEZXRhaWwSEwoLc3RhdHVzX2NvZGUYASABKAUSDwoHc2VydmljZRgCIAEoCRIQCghlbmRwb2ludBgDIAEoCRIMCgRib2R5GAQgASgJEhwKD3JldHJ5X2FmdGVyX3JhdxgFIAEoCUgAiAEBQhIKEF9yZXRyeV9hZnRlcl9yYXcikgcKB0ZhaWx1cmUSJQoEa2luZBgBIAEoDjIXLnNpZGVjYXIudjEuRmFpbHVyZUtpbmQSEwoLY29ycmVjdGFibGUYAiABKAgSDwoHbWVzc2FnZRgDIAEoCRITCgtleHBsYW5hdGlvbhgEIAEoCRIkCgRodHRwGAUgASgLMhYuc2lkZWNhci52MS5IdHRwRGV0YWlsEi4KC3JldHJ5X2FmdGVyGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCGF0dGVtcHRzGAcgASgNEjcKDWludmFsaWRfaW5wdXQYCiABKAsyHi5zaWRlY2FyLnYxLkludmFsaWRJbnB1dERldGFpbEgAEi4KCHJlc291cmNlGAsgASgLMhouc2lkZWNhci52MS5SZXNvdXJjZURldGFpbEgAEi4KCHByb3ZpZGVyGAwgASgLMhouc2lkZWNhci52MS5Qcm92aWRlckRldGFpbEgAEjMKC3Rva2VuX2xpbWl0GA0gASgLMhwuc2lkZWNhci52MS5Ub2tlbkxpbWl0RGV0YWlsSAASLAoHcmVmdXNhbBgOIAEoCzIZLnNpZGVjYXIudjEuUmVmdXNhbERldGFpbEgAEiwKB2NpcmN1aXQYDyABKAsyGS5zaWRlY2FyLnYxLkNpcmN1aXREZXRhaWxIABIsCgdzZXJ2aWNlGBAgASgLMhkuc2lkZWNhci52MS5TZXJ2aWNlRGV0YWlsSAASKAoFcmV0cnkYESABKAsyFy5zaWRlY2FyLnYxLlJldHJ5RGV0YWlsSAASKAoFc3BlbmQYEiABKAsyFy5zaWRlY2FyLnYxLlNwZW5kRGV0YWlsSAASKAoFcmVwbHkYEyABKAsyFy5zaWRlY2FyLnYxLlJlcGx5RGV0YWlsSAASKgoGc3lzdGVtGBQgASgLMhguc2lkZWNhci52MS5TeXN0ZW1EZXRhaWxIABIyCgp0cnVuY2F0aW9uGBUgASgLMhwuc2lkZWNhci52MS5UcnVuY2F0aW9uRGV0YWlsSAASMgoKcGVybWlzc2lvbhgWIAEoCzIcLnNpZGVjYXIudjEuUGVybWlzc2lvbkRldGFpbEgAEioKBnN0cmVhbRgXIAEoCzIYLnNpZGVjYXIudjEuU3RyZWFtRGV0YWlsSAASHQoEaG9wcxgIIAMoCzIPLnNpZGVjYXIudjEuSG9wQggKBmRldGFpbCJzCgNIb3ASEgoKZGVwbG95bWVudBgBIAEoCRIlCgRraW5kGAIgASgOMhcuc2lkZWNhci52MS5GYWlsdXJlS2luZBIQCghhdHRlbXB0cxgDIAEoDRIOCgZyZWFzb24YBCABKAkSDwoHc2tpcHBlZBgFIAEoCCJJCgxTdHJlYW1EZXRhaWwSFAoMcGFydGlhbF90ZXh0GAEgASgJEg4KBnJlYXNvbhgCIAEoCRITCgtkZWx0YXNfc2VudBgDIAEoDSJEChJJbnZhbGlkSW5wdXREZXRhaWwSEQoJcGFyYW1ldGVyGAEgASgJEg0KBXZhbHVlGAIgASgJEgwKBHJ1bGUYAyABKAkiTgoOUmVzb3VyY2VEZXRhaWwSFQoNcmVzb3VyY2VfdHlwZRgBIAEoCRISCgppZGVudGlmaWVyGAIgASgJEhEKCWF2YWlsYWJsZRgDIAMoCSJcCg5Qcm92aWRlckRldGFpbBIQCghwcm92aWRlchgBIAEoCRIPCgdhY2NvdW50GAIgASgJEg0KBW1vZGVsGAMgASgJEhgKEHByb3ZpZGVyX21lc3NhZ2UYBCABKAkiYwoQVG9rZW5MaW1pdERldGFpbBIQCghlc3RpbWF0ZRgBIAEoAxINCgVsaW1pdBgCIAEoAxIQCghvdmVyZmxvdxgDIAEoAxINCgVyYXRpbxgEIAEoARINCgVtb2RlbBgFIAEoCSJFCg1SZWZ1c2FsRGV0YWlsEg0KBW1vZGVsGAEgASgJEhAKCGNhdGVnb3J5GAIgASgJEhMKC2V4cGxhbmF0aW9uGAMgASgJIngKD1RyaWdnZXJSZXNwb25zZRITCgtzdGF0dXNfY29kZRgBIAEoBRIOCgZzdGF0dXMYAiABKAkSDgoGZGV0YWlsGAMgASgJEhwKD3JldHJ5X2FmdGVyX3JhdxgEIAEoCUgAiAEBQhIKEF9yZXRyeV9hZnRlcl9yYXci0QEKDUNpcmN1aXREZXRhaWwSDwoHc2VydmljZRgBIAEoCRInCgVzdGF0ZRgCIAEoDjIYLnNpZGVjYXIudjEuQ2lyY3VpdFN0YXRlEikKBXNpbmNlGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCghjb29sZG93bhgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCglvcGVuZWRfYnkYBSABKAsyGy5zaWRlY2FyLnYxLlRyaWdnZXJSZXNwb25zZSJtCg1TZXJ2aWNlRGV0YWlsEg8KB3NlcnZpY2UYASABKAkSEAoIZW5kcG9pbnQYAiABKAkSDgoGZGV0YWlsGAMgASgJEikKBWZhdWx0GAQgASgOMhouc2lkZWNhci52MS5UcmFuc3BvcnRGYXVsdCKJAQoLUmV0cnlEZXRhaWwSDgoGYnVkZ2V0GAEgASgNEiwKC2xhc3Rfc2lnbmFsGAIgASgOMhcuc2lkZWNhci52MS5SZXRyeVNpZ25hbBIOCgZ0YXJnZXQYAyABKAkSLAoJbmV4dF93YWl0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIkYKC1NwZW5kRGV0YWlsEhMKC3dvcmtmbG93X2lkGAEgASgJEhEKCXNwZW50X3VzZBgCIAEoARIPCgdjYXBfdXNkGAMgASgBIi4KDEZpZWxkUHJvYmxlbRINCgVmaWVsZBgBIAEoCRIPCgdwcm9ibGVtGAIgASgJInUKC1JlcGx5RGV0YWlsEhUKDXBhcnNlcl9yZWFzb24YASABKAkSFgoOZXhwZWN0ZWRfc2hhcGUYAiABKAkSKAoGZmllbGRzGAMgAygLMhguc2lkZWNhci52MS5GaWVsZFByb2JsZW0SDQoFbW9kZWwYBCABKAkiIQoMU3lzdGVtRGV0YWlsEhEKCWNvbXBvbmVudBgBIAEoCSJdChBUcnVuY2F0aW9uRGV0YWlsEg0KBW1vZGVsGAEgASgJEhkKEW1heF9vdXRwdXRfdG9rZW5zGAIgASgNEh8KF21vZGVsX21heF9vdXRwdXRfdG9rZW5zGAMgASgNIiQKEFBlcm1pc3Npb25EZXRhaWwSEAoIcmVzb3VyY2UYASABKAkiaQoSRXhlY3V0ZVRvb2xSZXF1ZXN0EgwKBHRvb2wYASABKAkSFgoOYXJndW1lbnRzX2pzb24YAiABKAkSDwoHY2FsbF9pZBgDIAEoCRIcCgNqb2IYBCABKAsyDy5zaWRlY2FyLnYxLkpvYiJXCgpUb29sUmVzdWx0Eg8KB2NvbnRlbnQYASABKAkSFAoMY29udGVudF90eXBlGAIgASgJEhMKC3N0YXR1c19jb2RlGAMgASgFEg0KBWVtcHR5GAQgASgIIqkBChNFeGVjdXRlVG9vbFJlc3BvbnNlEigKBnJlc3VsdBgBIAEoCzIWLnNpZGVjYXIudjEuVG9vbFJlc3VsdEgAEiYKB2ZhaWx1cmUYAiABKAsyEy5zaWRlY2FyLnYxLkZhaWx1cmVIABISCgptb2RlbF90ZXh0GAMgASgJEhAKCGF0dGVtcHRzGAQgASgNEg8KB2NhbGxfaWQYBSABKAlCCQoHb3V0Y29tZSI8CghUb29sQ2FsbBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhYKDmFyZ3VtZW50c19qc29uGAMgASgJIlIKDlRvb2xDYWxsUmVzdWx0Eg8KB2NhbGxfaWQYASABKAkSDwoHY29udGVudBgCIAEoCRIQCghpc19lcnJvchgDIAEoCBIMCgRuYW1lGAQgASgJIpMBCgdNZXNzYWdlEh4KBHJvbGUYASABKA4yEC5zaWRlY2FyLnYxLlJvbGUSDAoEdGV4dBgCIAEoCRIoCgp0b29sX2NhbGxzGAMgAygLMhQuc2lkZWNhci52MS5Ub29sQ2FsbBIwCgx0b29sX3Jlc3VsdHMYBCADKAsyGi5zaWRlY2FyLnYxLlRvb2xDYWxsUmVzdWx0IkwKDlRvb2xEZWZpbml0aW9uEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSFwoPcGFyYW1ldGVyc19qc29uGAMgASgJItACChBDYWxsTW9kZWxSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg4KBnN5c3RlbRgCIAEoCRIlCghtZXNzYWdlcxgDIAMoCzITLnNpZGVjYXIudjEuTWVzc2FnZRIpCgV0b29scxgEIAMoCzIaLnNpZGVjYXIudjEuVG9vbERlZmluaXRpb24SHAoUcmVzcG9uc2Vfc2NoZW1hX2pzb24YBSABKAkSHgoRbWF4X291dHB1dF90b2tlbnMYBiABKA1IAIgBARIYCgt0ZW1wZXJhdHVyZRgHIAEoAUgBiAEBEhwKA2pvYhgIIAEoCzIPLnNpZGVjYXIudjEuSm9iEi8KCm1pZF9zdHJlYW0YCSABKA4yGy5zaWRlY2FyLnYxLk1pZFN0cmVhbVBvbGljeUIUChJfbWF4X291dHB1dF90b2tlbnNCDgoMX3RlbXBlcmF0dXJlIjQKBVVzYWdlEhQKDGlucHV0X3Rva2VucxgBIAEoBBIVCg1vdXRwdXRfdG9rZW5zGAIgASgEIqADChFDYWxsTW9kZWxSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhMuc2lkZWNhci52MS5NZXNzYWdlEi8KDWZpbmlzaF9yZWFzb24YAiABKA4yGC5zaWRlY2FyLnYxLkZpbmlzaFJlYXNvbhIgCgV1c2FnZRgDIAEoCzIRLnNpZGVjYXIudjEuVXNhZ2USJQoEanNvbhgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEAoIYXR0ZW1wdHMYBSABKA0SEwoLY29ycmVjdGlvbnMYBiABKA0SHAoUb3V0cHV0X2J1ZGdldF9yYWlzZWQYByABKAgSEAoId2FybmluZ3MYCCADKAkSEAoIcHJvdmlkZXIYCSABKAkSFgoOcmVzcG9uc2VfbW9kZWwYCiABKAkSJgoLdG90YWxfdXNhZ2UYCyABKAsyES5zaWRlY2FyLnYxLlVzYWdlEhAKCGNvc3RfdXNkGAwgASgBEhEKCXNlcnZlZF9ieRgNIAEoCRIdCgRob3BzGA4gAygLMg8uc2lkZWNhci52MS5Ib3Ai0AEKEFN0cmVhbU1vZGVsRXZlbnQSJQoEdGV4dBgBIAEoCzIVLnNpZGVjYXIudjEuVGV4dERlbHRhSAASLgoJdG9vbF9jYWxsGAIgASgLMhkuc2lkZWNhci52MS5Ub29sQ2FsbERlbHRhSAASLAoHcmVzdGFydBgDIAEoCzIZLnNpZGVjYXIudjEuU3RyZWFtUmVzdGFydEgAEi4KBWZpbmFsGAQgASgLMh0uc2lkZWNhci52MS5DYWxsTW9kZWxSZXNwb25zZUgAQgcKBWV2ZW50IhkKCVRleHREZWx0YRIMCgR0ZXh0GAEgASgJIlQKDVRvb2xDYWxsRGVsdGESDQoFaW5kZXgYASABKA0SCgoCaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIaChJhcmd1bWVudHNfZnJhZ21lbnQYBCABKAkiWQoNU3RyZWFtUmVzdGFydBInCgVjYXVzZRgBIAEoDjIYLnNpZGVjYXIudjEuUmVzdGFydENhdXNlEg4KBnJlYXNvbhgCIAEoCRIPCgdhdHRlbXB0GAMgASgNIqEBChBPYnNlcnZlZFJlc3BvbnNlEhMKC3N0YXR1c19jb2RlGAEgASgFEjoKB2hlYWRlcnMYAiADKAsyKS5zaWRlY2FyLnYxLk9ic2VydmVkUmVzcG9uc2UuSGVhZGVyc0VudHJ5EgwKBGJvZHkYAyABKAkaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEixwIKFkNsYXNzaWZ5RmFpbHVyZVJlcXVlc3QSDwoHc2VydmljZRgBIAEoCRIQCghlbmRwb2ludBgCIAEoCRInCgl0b29sX2tpbmQYAyABKA4yFC5zaWRlY2FyLnYxLlRvb2xLaW5kEhEKCXBhcmFtZXRlchgEIAEoCRINCgV2YWx1ZRgFIAEoCRIwCghyZXNwb25zZRgGIAEoCzIcLnNpZGVjYXIudjEuT2JzZXJ2ZWRSZXNwb25zZUgAEisKBWZhdWx0GAcgASgOMhouc2lkZWNhci52MS5UcmFuc3BvcnRGYXVsdEgAEhwKA2pvYhgIIAEoCzIPLnNpZGVjYXIudjEuSm9iEhAKCGF0dGVtcHRzGAkgASgNEhUKDXJlc291cmNlX3R5cGUYCiABKAkSDQoFcHJvYmUYCyABKAhCCgoIb2JzZXJ2ZWQiEgoQTGlzdFRvb2xzUmVxdWVzdCKwAQoIVG9vbEluZm8SLgoKZGVmaW5pdGlvbhgBIAEoCzIaLnNpZGVjYXIudjEuVG9vbERlZmluaXRpb24SIgoEa2luZBgCIAEoDjIULnNpZGVjYXIudjEuVG9vbEtpbmQSDwoHc2VydmljZRgDIAEoCRISCgppZGVtcG90ZW50GAQgASgIEhMKC29wZW5haV9qc29uGAUgASgJEhYKDmFudGhyb3BpY19qc29uGAYgASgJIjgKEUxpc3RUb29sc1Jlc3BvbnNlEiMKBXRvb2xzGAEgAygLMhQuc2lkZWNhci52MS5Ub29sSW5mbyITChFMaXN0TW9kZWxzUmVxdWVzdCLKAgoJTW9kZWxJbmZvEgoKAmlkGAEgASgJEhAKCHByb3ZpZGVyGAIgASgJEhMKC3dpcmVfZm9ybWF0GAMgASgJEhYKDnVwc3RyZWFtX21vZGVsGAQgASgJEhYKDmNvbnRleHRfd2luZG93GAUgASgNEhkKEW1heF9vdXRwdXRfdG9rZW5zGAYgASgNEhwKFGlucHV0X3ByaWNlX3Blcl9tdG9rGAcgASgBEh0KFW91dHB1dF9wcmljZV9wZXJfbXRvaxgIIAEoARIbChNyZXF1ZXN0c19wZXJfbWludXRlGAkgASgNEhkKEXRva2Vuc19wZXJfbWludXRlGAogASgNEhgKEHVwc3RyZWFtX3JldHJpZXMYCyABKA0SMAoLZGVwbG95bWVudHMYDCADKAsyGy5zaWRlY2FyLnYxLlJvdXRlRGVwbG95bWVudCI7Cg9Sb3V0ZURlcGxveW1lbnQSCgoCaWQYASABKAkSDAoEcm9sZRgCIAEoCRIOCgZ3ZWlnaHQYAyABKAEiOwoSTGlzdE1vZGVsc1Jlc3BvbnNlEiUKBm1vZGVscxgBIAMoCzIVLnNpZGVjYXIudjEuTW9kZWxJbmZvKvIHCgtGYWlsdXJlS2luZBIcChhGQUlMVVJFX0tJTkRfVU5TUEVDSUZJRUQQABIkChpGQUlMVVJFX0tJTkRfSU5WQUxJRF9JTlBVVBABGgSItRgBEikKH0ZBSUxVUkVfS0lORF9SRVNPVVJDRV9OT1RfRk9VTkQQAhoEiLUYARIgChZGQUlMVVJFX0tJTkRfR1VBUkRSQUlMEAMaBIi1GAESIQoXRkFJTFVSRV9LSU5EX0pTT05fUEFSU0UQBBoEiLUYARIqCiBGQUlMVVJFX0tJTkRfUkVTUE9OU0VfVkFMSURBVElPThAFGgSItRgBEiEKHUZBSUxVUkVfS0lORF9FWFRFUk5BTF9TRVJWSUNFEAYSIgoeRkFJTFVSRV9LSU5EX1VQU1RSRUFNX1RIUk9UVExFEAcSHQoZRkFJTFVSRV9LSU5EX1VOQVVUSE9SSVpFRBAIEiIKHkZBSUxVUkVfS0lORF9QRVJNSVNTSU9OX0RFTklFRBAJEhcKE0ZBSUxVUkVfS0lORF9TWVNURU0QChIdChlGQUlMVVJFX0tJTkRfQ0lSQ1VJVF9PUEVOEAsSKwonRkFJTFVSRV9LSU5EX1VQU1RSRUFNX1JFVFJJRVNfRVhIQVVTVEVEEAwSIAocRkFJTFVSRV9LSU5EX1FVT1RBX0VYSEFVU1RFRBANEiMKH0ZBSUxVUkVfS0lORF9TUEVORF9DQVBfRVhDRUVERUQQDhIgChxGQUlMVVJFX0tJTkRfTU9ERUxfTk9UX0ZPVU5EEA8SIQodRkFJTFVSRV9LSU5EX1BST1ZJREVSX1JFRlVTQUwQEBItCilGQUlMVVJFX0tJTkRfVE9LRU5fRVNUSU1BVEVfRVhDRUVEU19MSU1JVBAREiEKHUZBSUxVUkVfS0lORF9DT05URVhUX09WRVJGTE9XEBISIQodRkFJTFVSRV9LSU5EX09VVFBVVF9UUlVOQ0FURUQQExIcChhGQUlMVVJFX0tJTkRfSk9CX1RJTUVPVVQQFBIeChpGQUlMVVJFX0tJTkRfSk9CX0NBTkNFTExFRBAVEiMKH0ZBSUxVUkVfS0lORF9TVFJFQU1fSU5URVJSVVBURUQQFhqvAYq1GGVbVGhpcyBlcnJvciBtYXkgYmUgY29ycmVjdGFibGUgLSB5b3UgY2FuIHJldHJ5IHdpdGggZGlmZmVyZW50IHBhcmFtZXRlcnMgb3IgdHJ5IGEgZGlmZmVyZW50IGFwcHJvYWNoXZK1GEJbVGhpcyBlcnJvciBpcyBub3QgY29ycmVjdGFibGUgLSBjb25zaWRlciBhbiBhbHRlcm5hdGl2ZSBhcHByb2FjaF0qfAoMQ2lyY3VpdFN0YXRlEh0KGUNJUkNVSVRfU1RBVEVfVU5TUEVDSUZJRUQQABIYChRDSVJDVUlUX1NUQVRFX0NMT1NFRBABEhYKEkNJUkNVSVRfU1RBVEVfT1BFThACEhsKF0NJUkNVSVRfU1RBVEVfSEFMRl9PUEVOEAMqfwoLUmV0cnlTaWduYWwSHAoYUkVUUllfU0lHTkFMX1VOU1BFQ0lGSUVEEAASGwoXUkVUUllfU0lHTkFMX1JBVEVfTElNSVQQARIZChVSRVRSWV9TSUdOQUxfT1ZFUkxPQUQQAhIaChZSRVRSWV9TSUdOQUxfVFJBTlNJRU5UEAMqTgoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESEgoOUk9MRV9BU1NJU1RBTlQQAhINCglST0xFX1RPT0wQAypvCg9NaWRTdHJlYW1Qb2xpY3kSIQodTUlEX1NUUkVBTV9QT0xJQ1lfVU5TUEVDSUZJRUQQABIdChlNSURfU1RSRUFNX1BPTElDWV9SRVNUQVJUEAESGgoWTUlEX1NUUkVBTV9QT0xJQ1lfRkFJTBACKp8BCgxGaW5pc2hSZWFzb24SHQoZRklOSVNIX1JFQVNPTl9VTlNQRUNJRklFRBAAEhYKEkZJTklTSF9SRUFTT05fU1RPUBABEhgKFEZJTklTSF9SRUFTT05fTEVOR1RIEAISHAoYRklOSVNIX1JFQVNPTl9UT09MX0NBTExTEAMSIAocRklOSVNIX1JFQVNPTl9DT05URU5UX0ZJTFRFUhAEKqYBCgxSZXN0YXJ0Q2F1c2USHQoZUkVTVEFSVF9DQVVTRV9VTlNQRUNJRklFRBAAEiAKHFJFU1RBUlRfQ0FVU0VfVVBTVFJFQU1fRkFVTFQQARIbChdSRVNUQVJUX0NBVVNFX1RSVU5DQVRFRBACEhwKGFJFU1RBUlRfQ0FVU0VfQ09SUkVDVElPThADEhoKFlJFU1RBUlRfQ0FVU0VfRkFJTE9WRVIQBCpQCghUb29sS2luZBIZChVUT09MX0tJTkRfVU5TUEVDSUZJRUQQABIUChBUT09MX0tJTkRfU0VBUkNIEAESEwoPVE9PTF9LSU5EX0ZFVENIEAIqnwEKDlRyYW5zcG9ydEZhdWx0Eh8KG1RSQU5TUE9SVF9GQVVMVF9VTlNQRUNJRklFRBAAEhsKF1RSQU5TUE9SVF9GQVVMVF9SRUZVU0VEEAESGwoXVFJBTlNQT1JUX0ZBVUxUX1RJTUVPVVQQAhIZChVUUkFOU1BPUlRfRkFVTFRfUkVTRVQQAxIXChNUUkFOU1BPUlRfRkFVTFRfRE5TEAQy0wMKB1NpZGVjYXISTgoLRXhlY3V0ZVRvb2wSHi5zaWRlY2FyLnYxLkV4ZWN1dGVUb29sUmVxdWVzdBofLnNpZGVjYXIudjEuRXhlY3V0ZVRvb2xSZXNwb25zZRJICglDYWxsTW9kZWwSHC5zaWRlY2FyLnYxLkNhbGxNb2RlbFJlcXVlc3QaHS5zaWRlY2FyLnYxLkNhbGxNb2RlbFJlc3BvbnNlEkoKD0NsYXNzaWZ5RmFpbHVyZRIiLnNpZGVjYXIudjEuQ2xhc3NpZnlGYWlsdXJlUmVxdWVzdBoTLnNpZGVjYXIudjEuRmFpbHVyZRJICglMaXN0VG9vbHMSHC5zaWRlY2FyLnYxLkxpc3RUb29sc1JlcXVlc3QaHS5zaWRlY2FyLnYxLkxpc3RUb29sc1Jlc3BvbnNlEksKCkxpc3RNb2RlbHMSHS5zaWRlY2FyLnYxLkxpc3RNb2RlbHNSZXF1ZXN0Gh4uc2lkZWNhci52MS5MaXN0TW9kZWxzUmVzcG9uc2USSwoLU3RyZWFtTW9kZWwSHC5zaWRlY2FyLnYxLkNhbGxNb2RlbFJlcXVlc3QaHC5zaWRlY2FyLnYxLlN0cmVhbU1vZGVsRXZlbnQwATpFCgtjb3JyZWN0YWJsZRIhLmdvb2dsZS5wcm90b2J1Zi5FbnVtVmFsdWVPcHRpb25zGNGGAyABKAhSC2NvcnJlY3RhYmxlOkkKEGNvcnJlY3RhYmxlX2xpbmUSHC5nb29nbGUucHJvdG9idWYuRW51bU9wdGlvbnMY0YYDIAEoCVIPY29ycmVjdGFibGVMaW5lOk0KEnVuY29ycmVjdGFibGVfbGluZRIcLmdvb2dsZS5wcm90b2J1Zi5FbnVtT3B0aW9ucxjShgMgASgJUhF1bmNvcnJlY3RhYmxlTGluZUKdAQoOZGV2LnNpZGVjYXIudjFQAVpCZ2l0aHViLmNvbS9zaWRlY2FyLWRldi9zaWRlY2FyL2NsaWVudHMvZ28vZ2VuL3NpZGVjYXIvdjE7c2lkZWNhcnYxogIDU1hYqgIKU2lkZWNhci5WMcoCClNpZGVjYXJcVjHiAhZTaWRlY2FyXFYxXEdQQk1ldGFkYXRh6gILU2lkZWNhcjo6VjFiBnByb3RvMw", [file_google_protobuf_descriptor, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChhzaWRlY2FyL3YxL3NpZGVjYXIucHJvdG8SCnNpZGVjYXIudjEixgEKA0pvYhIOCgZqb2JfaWQYASABKAkSEwoLd29ya2Zsb3dfaWQYAiABKAkSHQoQdXBzdHJlYW1fcmV0cmllcxgDIAEoDUgAiAEBEjMKCmF0dHJpYnV0ZXMYBCADKAsyHy5zaWRlY2FyLnYxLkpvYi5BdHRyaWJ1dGVzRW50cnkaMQoPQXR0cmlidXRlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCEwoRX3Vwc3RyZWFtX3JldHJpZXMihAEKCkh0dHBEZXRhaWwSEwoLc3RhdHVzX2NvZGUYASABKAUSDwoHc2VydmljZRgCIAEoCRIQCghlbmRwb2ludBgDIAEoCRIMCgRib2R5GAQgASgJEhwKD3JldHJ5X2FmdGVyX3JhdxgFIAEoCUgAiAEBQhIKEF9yZXRyeV9hZnRlcl9yYXcikgcKB0ZhaWx1cmUSJQoEa2luZBgBIAEoDjIXLnNpZGVjYXIudjEuRmFpbHVyZUtpbmQSEwoLY29ycmVjdGFibGUYAiABKAgSDwoHbWVzc2FnZRgDIAEoCRITCgtleHBsYW5hdGlvbhgEIAEoCRIkCgRodHRwGAUgASgLMhYuc2lkZWNhci52MS5IdHRwRGV0YWlsEi4KC3JldHJ5X2FmdGVyGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCGF0dGVtcHRzGAcgASgNEjcKDWludmFsaWRfaW5wdXQYCiABKAsyHi5zaWRlY2FyLnYxLkludmFsaWRJbnB1dERldGFpbEgAEi4KCHJlc291cmNlGAsgASgLMhouc2lkZWNhci52MS5SZXNvdXJjZURldGFpbEgAEi4KCHByb3ZpZGVyGAwgASgLMhouc2lkZWNhci52MS5Qcm92aWRlckRldGFpbEgAEjMKC3Rva2VuX2xpbWl0GA0gASgLMhwuc2lkZWNhci52MS5Ub2tlbkxpbWl0RGV0YWlsSAASLAoHcmVmdXNhbBgOIAEoCzIZLnNpZGVjYXIudjEuUmVmdXNhbERldGFpbEgAEiwKB2NpcmN1aXQYDyABKAsyGS5zaWRlY2FyLnYxLkNpcmN1aXREZXRhaWxIABIsCgdzZXJ2aWNlGBAgASgLMhkuc2lkZWNhci52MS5TZXJ2aWNlRGV0YWlsSAASKAoFcmV0cnkYESABKAsyFy5zaWRlY2FyLnYxLlJldHJ5RGV0YWlsSAASKAoFc3BlbmQYEiABKAsyFy5zaWRlY2FyLnYxLlNwZW5kRGV0YWlsSAASKAoFcmVwbHkYEyABKAsyFy5zaWRlY2FyLnYxLlJlcGx5RGV0YWlsSAASKgoGc3lzdGVtGBQgASgLMhguc2lkZWNhci52MS5TeXN0ZW1EZXRhaWxIABIyCgp0cnVuY2F0aW9uGBUgASgLMhwuc2lkZWNhci52MS5UcnVuY2F0aW9uRGV0YWlsSAASMgoKcGVybWlzc2lvbhgWIAEoCzIcLnNpZGVjYXIudjEuUGVybWlzc2lvbkRldGFpbEgAEioKBnN0cmVhbRgXIAEoCzIYLnNpZGVjYXIudjEuU3RyZWFtRGV0YWlsSAASHQoEaG9wcxgIIAMoCzIPLnNpZGVjYXIudjEuSG9wQggKBmRldGFpbCJzCgNIb3ASEgoKZGVwbG95bWVudBgBIAEoCRIlCgRraW5kGAIgASgOMhcuc2lkZWNhci52MS5GYWlsdXJlS2luZBIQCghhdHRlbXB0cxgDIAEoDRIOCgZyZWFzb24YBCABKAkSDwoHc2tpcHBlZBgFIAEoCCJJCgxTdHJlYW1EZXRhaWwSFAoMcGFydGlhbF90ZXh0GAEgASgJEg4KBnJlYXNvbhgCIAEoCRITCgtkZWx0YXNfc2VudBgDIAEoDSJEChJJbnZhbGlkSW5wdXREZXRhaWwSEQoJcGFyYW1ldGVyGAEgASgJEg0KBXZhbHVlGAIgASgJEgwKBHJ1bGUYAyABKAkiTgoOUmVzb3VyY2VEZXRhaWwSFQoNcmVzb3VyY2VfdHlwZRgBIAEoCRISCgppZGVudGlmaWVyGAIgASgJEhEKCWF2YWlsYWJsZRgDIAMoCSJcCg5Qcm92aWRlckRldGFpbBIQCghwcm92aWRlchgBIAEoCRIPCgdhY2NvdW50GAIgASgJEg0KBW1vZGVsGAMgASgJEhgKEHByb3ZpZGVyX21lc3NhZ2UYBCABKAkiYwoQVG9rZW5MaW1pdERldGFpbBIQCghlc3RpbWF0ZRgBIAEoAxINCgVsaW1pdBgCIAEoAxIQCghvdmVyZmxvdxgDIAEoAxINCgVyYXRpbxgEIAEoARINCgVtb2RlbBgFIAEoCSJFCg1SZWZ1c2FsRGV0YWlsEg0KBW1vZGVsGAEgASgJEhAKCGNhdGVnb3J5GAIgASgJEhMKC2V4cGxhbmF0aW9uGAMgASgJIngKD1RyaWdnZXJSZXNwb25zZRITCgtzdGF0dXNfY29kZRgBIAEoBRIOCgZzdGF0dXMYAiABKAkSDgoGZGV0YWlsGAMgASgJEhwKD3JldHJ5X2FmdGVyX3JhdxgEIAEoCUgAiAEBQhIKEF9yZXRyeV9hZnRlcl9yYXci0QEKDUNpcmN1aXREZXRhaWwSDwoHc2VydmljZRgBIAEoCRInCgVzdGF0ZRgCIAEoDjIYLnNpZGVjYXIudjEuQ2lyY3VpdFN0YXRlEikKBXNpbmNlGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCghjb29sZG93bhgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCglvcGVuZWRfYnkYBSABKAsyGy5zaWRlY2FyLnYxLlRyaWdnZXJSZXNwb25zZSJtCg1TZXJ2aWNlRGV0YWlsEg8KB3NlcnZpY2UYASABKAkSEAoIZW5kcG9pbnQYAiABKAkSDgoGZGV0YWlsGAMgASgJEikKBWZhdWx0GAQgASgOMhouc2lkZWNhci52MS5UcmFuc3BvcnRGYXVsdCKJAQoLUmV0cnlEZXRhaWwSDgoGYnVkZ2V0GAEgASgNEiwKC2xhc3Rfc2lnbmFsGAIgASgOMhcuc2lkZWNhci52MS5SZXRyeVNpZ25hbBIOCgZ0YXJnZXQYAyABKAkSLAoJbmV4dF93YWl0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIkYKC1NwZW5kRGV0YWlsEhMKC3dvcmtmbG93X2lkGAEgASgJEhEKCXNwZW50X3VzZBgCIAEoARIPCgdjYXBfdXNkGAMgASgBIi4KDEZpZWxkUHJvYmxlbRINCgVmaWVsZBgBIAEoCRIPCgdwcm9ibGVtGAIgASgJInUKC1JlcGx5RGV0YWlsEhUKDXBhcnNlcl9yZWFzb24YASABKAkSFgoOZXhwZWN0ZWRfc2hhcGUYAiABKAkSKAoGZmllbGRzGAMgAygLMhguc2lkZWNhci52MS5GaWVsZFByb2JsZW0SDQoFbW9kZWwYBCABKAkiIQoMU3lzdGVtRGV0YWlsEhEKCWNvbXBvbmVudBgBIAEoCSJdChBUcnVuY2F0aW9uRGV0YWlsEg0KBW1vZGVsGAEgASgJEhkKEW1heF9vdXRwdXRfdG9rZW5zGAIgASgNEh8KF21vZGVsX21heF9vdXRwdXRfdG9rZW5zGAMgASgNIiQKEFBlcm1pc3Npb25EZXRhaWwSEAoIcmVzb3VyY2UYASABKAkiaQoSRXhlY3V0ZVRvb2xSZXF1ZXN0EgwKBHRvb2wYASABKAkSFgoOYXJndW1lbnRzX2pzb24YAiABKAkSDwoHY2FsbF9pZBgDIAEoCRIcCgNqb2IYBCABKAsyDy5zaWRlY2FyLnYxLkpvYiJXCgpUb29sUmVzdWx0Eg8KB2NvbnRlbnQYASABKAkSFAoMY29udGVudF90eXBlGAIgASgJEhMKC3N0YXR1c19jb2RlGAMgASgFEg0KBWVtcHR5GAQgASgIIqkBChNFeGVjdXRlVG9vbFJlc3BvbnNlEigKBnJlc3VsdBgBIAEoCzIWLnNpZGVjYXIudjEuVG9vbFJlc3VsdEgAEiYKB2ZhaWx1cmUYAiABKAsyEy5zaWRlY2FyLnYxLkZhaWx1cmVIABISCgptb2RlbF90ZXh0GAMgASgJEhAKCGF0dGVtcHRzGAQgASgNEg8KB2NhbGxfaWQYBSABKAlCCQoHb3V0Y29tZSI8CghUb29sQ2FsbBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhYKDmFyZ3VtZW50c19qc29uGAMgASgJInMKDlRvb2xDYWxsUmVzdWx0Eg8KB2NhbGxfaWQYASABKAkSDwoHY29udGVudBgCIAEoCRIQCghpc19lcnJvchgDIAEoCBIMCgRuYW1lGAQgASgJEh8KBXBhcnRzGAUgAygLMhAuc2lkZWNhci52MS5QYXJ0InEKCUltYWdlUGFydBIOCgRkYXRhGAEgASgMSAASDQoDdXJsGAIgASgJSAASEgoKbWVkaWFfdHlwZRgDIAEoCRInCgZkZXRhaWwYBCABKA4yFy5zaWRlY2FyLnYxLkltYWdlRGV0YWlsQggKBnNvdXJjZSJqCgxEb2N1bWVudFBhcnQSDgoEZGF0YRgBIAEoDEgAEg0KA3VybBgCIAEoCUgAEg4KBHRleHQYAyABKAlIABISCgptZWRpYV90eXBlGAQgASgJEg0KBXRpdGxlGAUgASgJQggKBnNvdXJjZSI0Cg9DYWNoZUJyZWFrcG9pbnQSIQoDdHRsGAEgASgOMhQuc2lkZWNhci52MS5DYWNoZVR0bCKgAQoEUGFydBIOCgR0ZXh0GAEgASgJSAASJgoFaW1hZ2UYAiABKAsyFS5zaWRlY2FyLnYxLkltYWdlUGFydEgAEiwKCGRvY3VtZW50GAMgASgLMhguc2lkZWNhci52MS5Eb2N1bWVudFBhcnRIABIqCgVjYWNoZRgEIAEoCzIbLnNpZGVjYXIudjEuQ2FjaGVCcmVha3BvaW50QgYKBGtpbmQiVwoNUmVhc29uaW5nUGFydBIMCgR0ZXh0GAEgASgJEhEKCXNpZ25hdHVyZRgCIAEoCRIVCg1yZWRhY3RlZF9kYXRhGAMgASgJEg4KBmZvcm1hdBgEIAEoCSLiAQoHTWVzc2FnZRIeCgRyb2xlGAEgASgOMhAuc2lkZWNhci52MS5Sb2xlEgwKBHRleHQYAiABKAkSKAoKdG9vbF9jYWxscxgDIAMoCzIULnNpZGVjYXIudjEuVG9vbENhbGwSMAoMdG9vbF9yZXN1bHRzGAQgAygLMhouc2lkZWNhci52MS5Ub29sQ2FsbFJlc3VsdBIfCgVwYXJ0cxgFIAMoCzIQLnNpZGVjYXIudjEuUGFydBIsCglyZWFzb25pbmcYBiADKAsyGS5zaWRlY2FyLnYxLlJlYXNvbmluZ1BhcnQieAoOVG9vbERlZmluaXRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIXCg9wYXJhbWV0ZXJzX2pzb24YAyABKAkSKgoFY2FjaGUYBCABKAsyGy5zaWRlY2FyLnYxLkNhY2hlQnJlYWtwb2ludCJdCglSZWFzb25pbmcSLQoGZWZmb3J0GAEgASgOMhsuc2lkZWNhci52MS5SZWFzb25pbmdFZmZvcnRIABIXCg1idWRnZXRfdG9rZW5zGAIgASgNSABCCAoGYW1vdW50IkQKClRvb2xDaG9pY2USKAoEbW9kZRgBIAEoDjIaLnNpZGVjYXIudjEuVG9vbENob2ljZU1vZGUSDAoEbmFtZRgCIAEoCSKVBgoQQ2FsbE1vZGVsUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIOCgZzeXN0ZW0YAiABKAkSJQoIbWVzc2FnZXMYAyADKAsyEy5zaWRlY2FyLnYxLk1lc3NhZ2USKQoFdG9vbHMYBCADKAsyGi5zaWRlY2FyLnYxLlRvb2xEZWZpbml0aW9uEhwKFHJlc3BvbnNlX3NjaGVtYV9qc29uGAUgASgJEh4KEW1heF9vdXRwdXRfdG9rZW5zGAYgASgNSACIAQESGAoLdGVtcGVyYXR1cmUYByABKAFIAYgBARIcCgNqb2IYCCABKAsyDy5zaWRlY2FyLnYxLkpvYhIvCgptaWRfc3RyZWFtGAkgASgOMhsuc2lkZWNhci52MS5NaWRTdHJlYW1Qb2xpY3kSMQoMc3lzdGVtX2NhY2hlGAogASgLMhsuc2lkZWNhci52MS5DYWNoZUJyZWFrcG9pbnQSKAoJcmVhc29uaW5nGAsgASgLMhUuc2lkZWNhci52MS5SZWFzb25pbmcSKwoLdG9vbF9jaG9pY2UYDCABKAsyFi5zaWRlY2FyLnYxLlRvb2xDaG9pY2USIAoTcGFyYWxsZWxfdG9vbF9jYWxscxgNIAEoCEgCiAEBEgwKBHN0b3AYDiADKAkSEgoFdG9wX3AYDyABKAFIA4gBARISCgV0b3BfaxgQIAEoDUgEiAEBEhEKBHNlZWQYESABKANIBYgBARIdChBwcmVzZW5jZV9wZW5hbHR5GBIgASgBSAaIAQESHgoRZnJlcXVlbmN5X3BlbmFsdHkYEyABKAFIB4gBARIQCghlbmRfdXNlchgUIAEoCRIdChVwcm92aWRlcl9vcHRpb25zX2pzb24YFSABKAlCFAoSX21heF9vdXRwdXRfdG9rZW5zQg4KDF90ZW1wZXJhdHVyZUIWChRfcGFyYWxsZWxfdG9vbF9jYWxsc0IICgZfdG9wX3BCCAoGX3RvcF9rQgcKBV9zZWVkQhMKEV9wcmVzZW5jZV9wZW5hbHR5QhQKEl9mcmVxdWVuY3lfcGVuYWx0eSKRAQoFVXNhZ2USFAoMaW5wdXRfdG9rZW5zGAEgASgEEhUKDW91dHB1dF90b2tlbnMYAiABKAQSHwoXY2FjaGVfcmVhZF9pbnB1dF90b2tlbnMYAyABKAQSIAoYY2FjaGVfd3JpdGVfaW5wdXRfdG9rZW5zGAQgASgEEhgKEHJlYXNvbmluZ190b2tlbnMYBSABKAQioAMKEUNhbGxNb2RlbFJlc3BvbnNlEiQKB21lc3NhZ2UYASABKAsyEy5zaWRlY2FyLnYxLk1lc3NhZ2USLwoNZmluaXNoX3JlYXNvbhgCIAEoDjIYLnNpZGVjYXIudjEuRmluaXNoUmVhc29uEiAKBXVzYWdlGAMgASgLMhEuc2lkZWNhci52MS5Vc2FnZRIlCgRqc29uGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIQCghhdHRlbXB0cxgFIAEoDRITCgtjb3JyZWN0aW9ucxgGIAEoDRIcChRvdXRwdXRfYnVkZ2V0X3JhaXNlZBgHIAEoCBIQCgh3YXJuaW5ncxgIIAMoCRIQCghwcm92aWRlchgJIAEoCRIWCg5yZXNwb25zZV9tb2RlbBgKIAEoCRImCgt0b3RhbF91c2FnZRgLIAEoCzIRLnNpZGVjYXIudjEuVXNhZ2USEAoIY29zdF91c2QYDCABKAESEQoJc2VydmVkX2J5GA0gASgJEh0KBGhvcHMYDiADKAsyDy5zaWRlY2FyLnYxLkhvcCKBAgoQU3RyZWFtTW9kZWxFdmVudBIlCgR0ZXh0GAEgASgLMhUuc2lkZWNhci52MS5UZXh0RGVsdGFIABIuCgl0b29sX2NhbGwYAiABKAsyGS5zaWRlY2FyLnYxLlRvb2xDYWxsRGVsdGFIABIsCgdyZXN0YXJ0GAMgASgLMhkuc2lkZWNhci52MS5TdHJlYW1SZXN0YXJ0SAASLgoFZmluYWwYBCABKAsyHS5zaWRlY2FyLnYxLkNhbGxNb2RlbFJlc3BvbnNlSAASLwoJcmVhc29uaW5nGAUgASgLMhouc2lkZWNhci52MS5SZWFzb25pbmdEZWx0YUgAQgcKBWV2ZW50IlcKDlJlYXNvbmluZ0RlbHRhEg0KBWluZGV4GAEgASgNEgwKBHRleHQYAiABKAkSEQoJc2lnbmF0dXJlGAMgASgJEhUKDXJlZGFjdGVkX2RhdGEYBCABKAkiGQoJVGV4dERlbHRhEgwKBHRleHQYASABKAkiVAoNVG9vbENhbGxEZWx0YRINCgVpbmRleBgBIAEoDRIKCgJpZBgCIAEoCRIMCgRuYW1lGAMgASgJEhoKEmFyZ3VtZW50c19mcmFnbWVudBgEIAEoCSJZCg1TdHJlYW1SZXN0YXJ0EicKBWNhdXNlGAEgASgOMhguc2lkZWNhci52MS5SZXN0YXJ0Q2F1c2USDgoGcmVhc29uGAIgASgJEg8KB2F0dGVtcHQYAyABKA0ioQEKEE9ic2VydmVkUmVzcG9uc2USEwoLc3RhdHVzX2NvZGUYASABKAUSOgoHaGVhZGVycxgCIAMoCzIpLnNpZGVjYXIudjEuT2JzZXJ2ZWRSZXNwb25zZS5IZWFkZXJzRW50cnkSDAoEYm9keRgDIAEoCRouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLHAgoWQ2xhc3NpZnlGYWlsdXJlUmVxdWVzdBIPCgdzZXJ2aWNlGAEgASgJEhAKCGVuZHBvaW50GAIgASgJEicKCXRvb2xfa2luZBgDIAEoDjIULnNpZGVjYXIudjEuVG9vbEtpbmQSEQoJcGFyYW1ldGVyGAQgASgJEg0KBXZhbHVlGAUgASgJEjAKCHJlc3BvbnNlGAYgASgLMhwuc2lkZWNhci52MS5PYnNlcnZlZFJlc3BvbnNlSAASKwoFZmF1bHQYByABKA4yGi5zaWRlY2FyLnYxLlRyYW5zcG9ydEZhdWx0SAASHAoDam9iGAggASgLMg8uc2lkZWNhci52MS5Kb2ISEAoIYXR0ZW1wdHMYCSABKA0SFQoNcmVzb3VyY2VfdHlwZRgKIAEoCRINCgVwcm9iZRgLIAEoCEIKCghvYnNlcnZlZCISChBMaXN0VG9vbHNSZXF1ZXN0IrABCghUb29sSW5mbxIuCgpkZWZpbml0aW9uGAEgASgLMhouc2lkZWNhci52MS5Ub29sRGVmaW5pdGlvbhIiCgRraW5kGAIgASgOMhQuc2lkZWNhci52MS5Ub29sS2luZBIPCgdzZXJ2aWNlGAMgASgJEhIKCmlkZW1wb3RlbnQYBCABKAgSEwoLb3BlbmFpX2pzb24YBSABKAkSFgoOYW50aHJvcGljX2pzb24YBiABKAkiOAoRTGlzdFRvb2xzUmVzcG9uc2USIwoFdG9vbHMYASADKAsyFC5zaWRlY2FyLnYxLlRvb2xJbmZvIhMKEUxpc3RNb2RlbHNSZXF1ZXN0IsoCCglNb2RlbEluZm8SCgoCaWQYASABKAkSEAoIcHJvdmlkZXIYAiABKAkSEwoLd2lyZV9mb3JtYXQYAyABKAkSFgoOdXBzdHJlYW1fbW9kZWwYBCABKAkSFgoOY29udGV4dF93aW5kb3cYBSABKA0SGQoRbWF4X291dHB1dF90b2tlbnMYBiABKA0SHAoUaW5wdXRfcHJpY2VfcGVyX210b2sYByABKAESHQoVb3V0cHV0X3ByaWNlX3Blcl9tdG9rGAggASgBEhsKE3JlcXVlc3RzX3Blcl9taW51dGUYCSABKA0SGQoRdG9rZW5zX3Blcl9taW51dGUYCiABKA0SGAoQdXBzdHJlYW1fcmV0cmllcxgLIAEoDRIwCgtkZXBsb3ltZW50cxgMIAMoCzIbLnNpZGVjYXIudjEuUm91dGVEZXBsb3ltZW50IjsKD1JvdXRlRGVwbG95bWVudBIKCgJpZBgBIAEoCRIMCgRyb2xlGAIgASgJEg4KBndlaWdodBgDIAEoASI7ChJMaXN0TW9kZWxzUmVzcG9uc2USJQoGbW9kZWxzGAEgAygLMhUuc2lkZWNhci52MS5Nb2RlbEluZm8q8gcKC0ZhaWx1cmVLaW5kEhwKGEZBSUxVUkVfS0lORF9VTlNQRUNJRklFRBAAEiQKGkZBSUxVUkVfS0lORF9JTlZBTElEX0lOUFVUEAEaBIi1GAESKQofRkFJTFVSRV9LSU5EX1JFU09VUkNFX05PVF9GT1VORBACGgSItRgBEiAKFkZBSUxVUkVfS0lORF9HVUFSRFJBSUwQAxoEiLUYARIhChdGQUlMVVJFX0tJTkRfSlNPTl9QQVJTRRAEGgSItRgBEioKIEZBSUxVUkVfS0lORF9SRVNQT05TRV9WQUxJREFUSU9OEAUaBIi1GAESIQodRkFJTFVSRV9LSU5EX0VYVEVSTkFMX1NFUlZJQ0UQBhIiCh5GQUlMVVJFX0tJTkRfVVBTVFJFQU1fVEhST1RUTEUQBxIdChlGQUlMVVJFX0tJTkRfVU5BVVRIT1JJWkVEEAgSIgoeRkFJTFVSRV9LSU5EX1BFUk1JU1NJT05fREVOSUVEEAkSFwoTRkFJTFVSRV9LSU5EX1NZU1RFTRAKEh0KGUZBSUxVUkVfS0lORF9DSVJDVUlUX09QRU4QCxIrCidGQUlMVVJFX0tJTkRfVVBTVFJFQU1fUkVUUklFU19FWEhBVVNURUQQDBIgChxGQUlMVVJFX0tJTkRfUVVPVEFfRVhIQVVTVEVEEA0SIwofRkFJTFVSRV9LSU5EX1NQRU5EX0NBUF9FWENFRURFRBAOEiAKHEZBSUxVUkVfS0lORF9NT0RFTF9OT1RfRk9VTkQQDxIhCh1GQUlMVVJFX0tJTkRfUFJPVklERVJfUkVGVVNBTBAQEi0KKUZBSUxVUkVfS0lORF9UT0tFTl9FU1RJTUFURV9FWENFRURTX0xJTUlUEBESIQodRkFJTFVSRV9LSU5EX0NPTlRFWFRfT1ZFUkZMT1cQEhIhCh1GQUlMVVJFX0tJTkRfT1VUUFVUX1RSVU5DQVRFRBATEhwKGEZBSUxVUkVfS0lORF9KT0JfVElNRU9VVBAUEh4KGkZBSUxVUkVfS0lORF9KT0JfQ0FOQ0VMTEVEEBUSIwofRkFJTFVSRV9LSU5EX1NUUkVBTV9JTlRFUlJVUFRFRBAWGq8BirUYZVtUaGlzIGVycm9yIG1heSBiZSBjb3JyZWN0YWJsZSAtIHlvdSBjYW4gcmV0cnkgd2l0aCBkaWZmZXJlbnQgcGFyYW1ldGVycyBvciB0cnkgYSBkaWZmZXJlbnQgYXBwcm9hY2hdkrUYQltUaGlzIGVycm9yIGlzIG5vdCBjb3JyZWN0YWJsZSAtIGNvbnNpZGVyIGFuIGFsdGVybmF0aXZlIGFwcHJvYWNoXSp8CgxDaXJjdWl0U3RhdGUSHQoZQ0lSQ1VJVF9TVEFURV9VTlNQRUNJRklFRBAAEhgKFENJUkNVSVRfU1RBVEVfQ0xPU0VEEAESFgoSQ0lSQ1VJVF9TVEFURV9PUEVOEAISGwoXQ0lSQ1VJVF9TVEFURV9IQUxGX09QRU4QAyp/CgtSZXRyeVNpZ25hbBIcChhSRVRSWV9TSUdOQUxfVU5TUEVDSUZJRUQQABIbChdSRVRSWV9TSUdOQUxfUkFURV9MSU1JVBABEhkKFVJFVFJZX1NJR05BTF9PVkVSTE9BRBACEhoKFlJFVFJZX1NJR05BTF9UUkFOU0lFTlQQAypOCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABINCglST0xFX1VTRVIQARISCg5ST0xFX0FTU0lTVEFOVBACEg0KCVJPTEVfVE9PTBADKm8KC0ltYWdlRGV0YWlsEhwKGElNQUdFX0RFVEFJTF9VTlNQRUNJRklFRBAAEhUKEUlNQUdFX0RFVEFJTF9BVVRPEAESFAoQSU1BR0VfREVUQUlMX0xPVxACEhUKEUlNQUdFX0RFVEFJTF9ISUdIEAMqSQoIQ2FjaGVUdGwSGQoVQ0FDSEVfVFRMX1VOU1BFQ0lGSUVEEAASEAoMQ0FDSEVfVFRMXzVNEAESEAoMQ0FDSEVfVFRMXzFIEAIqowEKD1JlYXNvbmluZ0VmZm9ydBIgChxSRUFTT05JTkdfRUZGT1JUX1VOU1BFQ0lGSUVEEAASHAoYUkVBU09OSU5HX0VGRk9SVF9NSU5JTUFMEAESGAoUUkVBU09OSU5HX0VGRk9SVF9MT1cQAhIbChdSRUFTT05JTkdfRUZGT1JUX01FRElVTRADEhkKFVJFQVNPTklOR19FRkZPUlRfSElHSBAEKqIBCg5Ub29sQ2hvaWNlTW9kZRIgChxUT09MX0NIT0lDRV9NT0RFX1VOU1BFQ0lGSUVEEAASGQoVVE9PTF9DSE9JQ0VfTU9ERV9BVVRPEAESGQoVVE9PTF9DSE9JQ0VfTU9ERV9OT05FEAISHQoZVE9PTF9DSE9JQ0VfTU9ERV9SRVFVSVJFRBADEhkKFVRPT0xfQ0hPSUNFX01PREVfVE9PTBAEKm8KD01pZFN0cmVhbVBvbGljeRIhCh1NSURfU1RSRUFNX1BPTElDWV9VTlNQRUNJRklFRBAAEh0KGU1JRF9TVFJFQU1fUE9MSUNZX1JFU1RBUlQQARIaChZNSURfU1RSRUFNX1BPTElDWV9GQUlMEAIqnwEKDEZpbmlzaFJlYXNvbhIdChlGSU5JU0hfUkVBU09OX1VOU1BFQ0lGSUVEEAASFgoSRklOSVNIX1JFQVNPTl9TVE9QEAESGAoURklOSVNIX1JFQVNPTl9MRU5HVEgQAhIcChhGSU5JU0hfUkVBU09OX1RPT0xfQ0FMTFMQAxIgChxGSU5JU0hfUkVBU09OX0NPTlRFTlRfRklMVEVSEAQqpgEKDFJlc3RhcnRDYXVzZRIdChlSRVNUQVJUX0NBVVNFX1VOU1BFQ0lGSUVEEAASIAocUkVTVEFSVF9DQVVTRV9VUFNUUkVBTV9GQVVMVBABEhsKF1JFU1RBUlRfQ0FVU0VfVFJVTkNBVEVEEAISHAoYUkVTVEFSVF9DQVVTRV9DT1JSRUNUSU9OEAMSGgoWUkVTVEFSVF9DQVVTRV9GQUlMT1ZFUhAEKlAKCFRvb2xLaW5kEhkKFVRPT0xfS0lORF9VTlNQRUNJRklFRBAAEhQKEFRPT0xfS0lORF9TRUFSQ0gQARITCg9UT09MX0tJTkRfRkVUQ0gQAiqfAQoOVHJhbnNwb3J0RmF1bHQSHwobVFJBTlNQT1JUX0ZBVUxUX1VOU1BFQ0lGSUVEEAASGwoXVFJBTlNQT1JUX0ZBVUxUX1JFRlVTRUQQARIbChdUUkFOU1BPUlRfRkFVTFRfVElNRU9VVBACEhkKFVRSQU5TUE9SVF9GQVVMVF9SRVNFVBADEhcKE1RSQU5TUE9SVF9GQVVMVF9ETlMQBDLTAwoHU2lkZWNhchJOCgtFeGVjdXRlVG9vbBIeLnNpZGVjYXIudjEuRXhlY3V0ZVRvb2xSZXF1ZXN0Gh8uc2lkZWNhci52MS5FeGVjdXRlVG9vbFJlc3BvbnNlEkgKCUNhbGxNb2RlbBIcLnNpZGVjYXIudjEuQ2FsbE1vZGVsUmVxdWVzdBodLnNpZGVjYXIudjEuQ2FsbE1vZGVsUmVzcG9uc2USSgoPQ2xhc3NpZnlGYWlsdXJlEiIuc2lkZWNhci52MS5DbGFzc2lmeUZhaWx1cmVSZXF1ZXN0GhMuc2lkZWNhci52MS5GYWlsdXJlEkgKCUxpc3RUb29scxIcLnNpZGVjYXIudjEuTGlzdFRvb2xzUmVxdWVzdBodLnNpZGVjYXIudjEuTGlzdFRvb2xzUmVzcG9uc2USSwoKTGlzdE1vZGVscxIdLnNpZGVjYXIudjEuTGlzdE1vZGVsc1JlcXVlc3QaHi5zaWRlY2FyLnYxLkxpc3RNb2RlbHNSZXNwb25zZRJLCgtTdHJlYW1Nb2RlbBIcLnNpZGVjYXIudjEuQ2FsbE1vZGVsUmVxdWVzdBocLnNpZGVjYXIudjEuU3RyZWFtTW9kZWxFdmVudDABOkUKC2NvcnJlY3RhYmxlEiEuZ29vZ2xlLnByb3RvYnVmLkVudW1WYWx1ZU9wdGlvbnMY0YYDIAEoCFILY29ycmVjdGFibGU6SQoQY29ycmVjdGFibGVfbGluZRIcLmdvb2dsZS5wcm90b2J1Zi5FbnVtT3B0aW9ucxjRhgMgASgJUg9jb3JyZWN0YWJsZUxpbmU6TQoSdW5jb3JyZWN0YWJsZV9saW5lEhwuZ29vZ2xlLnByb3RvYnVmLkVudW1PcHRpb25zGNKGAyABKAlSEXVuY29ycmVjdGFibGVMaW5lQp0BCg5kZXYuc2lkZWNhci52MVABWkJnaXRodWIuY29tL3NpZGVjYXItZGV2L3NpZGVjYXIvY2xpZW50cy9nby9nZW4vc2lkZWNhci92MTtzaWRlY2FydjGiAgNTWFiqAgpTaWRlY2FyLlYxygIKU2lkZWNhclxWMeICFlNpZGVjYXJcVjFcR1BCTWV0YWRhdGHqAgtTaWRlY2FyOjpWMWIGcHJvdG8z", [file_google_protobuf_descriptor, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Job says whose work a call is, and may override the retry budget.
@@ -1157,6 +1157,15 @@ export type ToolCallResult = Message$1<"sidecar.v1.ToolCallResult"> & {
    * @generated from field: string name = 4;
    */
   name: string;
+
+  /**
+   * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+   * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+   * message right after the tool messages (docs/carried.md).
+   *
+   * @generated from field: repeated sidecar.v1.Part parts = 5;
+   */
+  parts: Part[];
 };
 
 /**
@@ -1165,6 +1174,232 @@ export type ToolCallResult = Message$1<"sidecar.v1.ToolCallResult"> & {
  */
 export const ToolCallResultSchema: GenMessage<ToolCallResult> = /*@__PURE__*/
   messageDesc(file_sidecar_v1_sidecar, 24);
+
+/**
+ * ImagePart is an image, inline or by URL.
+ *
+ * @generated from message sidecar.v1.ImagePart
+ */
+export type ImagePart = Message$1<"sidecar.v1.ImagePart"> & {
+  /**
+   * Where the image is.
+   *
+   * @generated from oneof sidecar.v1.ImagePart.source
+   */
+  source: {
+    /**
+     * The image's bytes.
+     *
+     * @generated from field: bytes data = 1;
+     */
+    value: Uint8Array;
+    case: "data";
+  } | {
+    /**
+     * An https URL (or a data: URL) the provider fetches.
+     *
+     * @generated from field: string url = 2;
+     */
+    value: string;
+    case: "url";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * image/png, image/jpeg, image/gif or image/webp; required with `data`.
+   *
+   * @generated from field: string media_type = 3;
+   */
+  mediaType: string;
+
+  /**
+   * How closely to look.
+   *
+   * @generated from field: sidecar.v1.ImageDetail detail = 4;
+   */
+  detail: ImageDetail;
+};
+
+/**
+ * Describes the message sidecar.v1.ImagePart.
+ * Use `create(ImagePartSchema)` to create a new message.
+ */
+export const ImagePartSchema: GenMessage<ImagePart> = /*@__PURE__*/
+  messageDesc(file_sidecar_v1_sidecar, 25);
+
+/**
+ * DocumentPart is a document: a PDF, inline or by URL, or plain text.
+ *
+ * @generated from message sidecar.v1.DocumentPart
+ */
+export type DocumentPart = Message$1<"sidecar.v1.DocumentPart"> & {
+  /**
+   * Where the document is.
+   *
+   * @generated from oneof sidecar.v1.DocumentPart.source
+   */
+  source: {
+    /**
+     * The document's bytes (a PDF).
+     *
+     * @generated from field: bytes data = 1;
+     */
+    value: Uint8Array;
+    case: "data";
+  } | {
+    /**
+     * An https URL of a PDF the provider fetches.
+     *
+     * @generated from field: string url = 2;
+     */
+    value: string;
+    case: "url";
+  } | {
+    /**
+     * A plain-text document's text.
+     *
+     * @generated from field: string text = 3;
+     */
+    value: string;
+    case: "text";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * application/pdf or text/plain; with `data`, application/pdf (the default).
+   *
+   * @generated from field: string media_type = 4;
+   */
+  mediaType: string;
+
+  /**
+   * A title the model may cite.
+   *
+   * @generated from field: string title = 5;
+   */
+  title: string;
+};
+
+/**
+ * Describes the message sidecar.v1.DocumentPart.
+ * Use `create(DocumentPartSchema)` to create a new message.
+ */
+export const DocumentPartSchema: GenMessage<DocumentPart> = /*@__PURE__*/
+  messageDesc(file_sidecar_v1_sidecar, 26);
+
+/**
+ * CacheBreakpoint marks the end of a prompt prefix the provider caches.
+ *
+ * @generated from message sidecar.v1.CacheBreakpoint
+ */
+export type CacheBreakpoint = Message$1<"sidecar.v1.CacheBreakpoint"> & {
+  /**
+   * How long it lives.
+   *
+   * @generated from field: sidecar.v1.CacheTtl ttl = 1;
+   */
+  ttl: CacheTtl;
+};
+
+/**
+ * Describes the message sidecar.v1.CacheBreakpoint.
+ * Use `create(CacheBreakpointSchema)` to create a new message.
+ */
+export const CacheBreakpointSchema: GenMessage<CacheBreakpoint> = /*@__PURE__*/
+  messageDesc(file_sidecar_v1_sidecar, 27);
+
+/**
+ * Part is one piece of a message's ordered content.
+ *
+ * @generated from message sidecar.v1.Part
+ */
+export type Part = Message$1<"sidecar.v1.Part"> & {
+  /**
+   * Exactly one of them.
+   *
+   * @generated from oneof sidecar.v1.Part.kind
+   */
+  kind: {
+    /**
+     * Text.
+     *
+     * @generated from field: string text = 1;
+     */
+    value: string;
+    case: "text";
+  } | {
+    /**
+     * An image.
+     *
+     * @generated from field: sidecar.v1.ImagePart image = 2;
+     */
+    value: ImagePart;
+    case: "image";
+  } | {
+    /**
+     * A document.
+     *
+     * @generated from field: sidecar.v1.DocumentPart document = 3;
+     */
+    value: DocumentPart;
+    case: "document";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * When set, the prompt up to and including this part is a cache breakpoint.
+   *
+   * @generated from field: sidecar.v1.CacheBreakpoint cache = 4;
+   */
+  cache?: CacheBreakpoint | undefined;
+};
+
+/**
+ * Describes the message sidecar.v1.Part.
+ * Use `create(PartSchema)` to create a new message.
+ */
+export const PartSchema: GenMessage<Part> = /*@__PURE__*/
+  messageDesc(file_sidecar_v1_sidecar, 28);
+
+/**
+ * ReasoningPart is what a model reasoned before it answered. A later turn passes it back
+ * unchanged (byte-identical): its provider verifies the signature.
+ *
+ * @generated from message sidecar.v1.ReasoningPart
+ */
+export type ReasoningPart = Message$1<"sidecar.v1.ReasoningPart"> & {
+  /**
+   * The reasoning, or its summary (empty when redacted).
+   *
+   * @generated from field: string text = 1;
+   */
+  text: string;
+
+  /**
+   * The provider's signature over it (Anthropic's `signature`).
+   *
+   * @generated from field: string signature = 2;
+   */
+  signature: string;
+
+  /**
+   * Reasoning the provider redacted, as its opaque data (Anthropic's `redacted_thinking`).
+   *
+   * @generated from field: string redacted_data = 3;
+   */
+  redactedData: string;
+
+  /**
+   * The wire format that made it ("anthropic", "openai"): only that format's provider can verify it.
+   *
+   * @generated from field: string format = 4;
+   */
+  format: string;
+};
+
+/**
+ * Describes the message sidecar.v1.ReasoningPart.
+ * Use `create(ReasoningPartSchema)` to create a new message.
+ */
+export const ReasoningPartSchema: GenMessage<ReasoningPart> = /*@__PURE__*/
+  messageDesc(file_sidecar_v1_sidecar, 29);
 
 /**
  * Message is one turn of a conversation.
@@ -1199,6 +1434,20 @@ export type Message = Message$1<"sidecar.v1.Message"> & {
    * @generated from field: repeated sidecar.v1.ToolCallResult tool_results = 4;
    */
   toolResults: ToolCallResult[];
+
+  /**
+   * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+   *
+   * @generated from field: repeated sidecar.v1.Part parts = 5;
+   */
+  parts: Part[];
+
+  /**
+   * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+   *
+   * @generated from field: repeated sidecar.v1.ReasoningPart reasoning = 6;
+   */
+  reasoning: ReasoningPart[];
 };
 
 /**
@@ -1206,7 +1455,7 @@ export type Message = Message$1<"sidecar.v1.Message"> & {
  * Use `create(MessageSchema)` to create a new message.
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 25);
+  messageDesc(file_sidecar_v1_sidecar, 30);
 
 /**
  * ToolDefinition is a tool offered to a model.
@@ -1234,6 +1483,13 @@ export type ToolDefinition = Message$1<"sidecar.v1.ToolDefinition"> & {
    * @generated from field: string parameters_json = 3;
    */
   parametersJson: string;
+
+  /**
+   * When set, the tool definitions up to and including this one are a cache breakpoint.
+   *
+   * @generated from field: sidecar.v1.CacheBreakpoint cache = 4;
+   */
+  cache?: CacheBreakpoint | undefined;
 };
 
 /**
@@ -1241,7 +1497,72 @@ export type ToolDefinition = Message$1<"sidecar.v1.ToolDefinition"> & {
  * Use `create(ToolDefinitionSchema)` to create a new message.
  */
 export const ToolDefinitionSchema: GenMessage<ToolDefinition> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 26);
+  messageDesc(file_sidecar_v1_sidecar, 31);
+
+/**
+ * Reasoning is how much a model reasons before it answers (docs/carried.md maps each to each format).
+ *
+ * @generated from message sidecar.v1.Reasoning
+ */
+export type Reasoning = Message$1<"sidecar.v1.Reasoning"> & {
+  /**
+   * One of them.
+   *
+   * @generated from oneof sidecar.v1.Reasoning.amount
+   */
+  amount: {
+    /**
+     * A level (OpenAI `reasoning_effort`; Anthropic a budget by the documented table).
+     *
+     * @generated from field: sidecar.v1.ReasoningEffort effort = 1;
+     */
+    value: ReasoningEffort;
+    case: "effort";
+  } | {
+    /**
+     * A token budget (Anthropic `thinking.budget_tokens`; OpenAI the level it falls in).
+     *
+     * @generated from field: uint32 budget_tokens = 2;
+     */
+    value: number;
+    case: "budgetTokens";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message sidecar.v1.Reasoning.
+ * Use `create(ReasoningSchema)` to create a new message.
+ */
+export const ReasoningSchema: GenMessage<Reasoning> = /*@__PURE__*/
+  messageDesc(file_sidecar_v1_sidecar, 32);
+
+/**
+ * ToolChoice is whether and which tool the model must call.
+ *
+ * @generated from message sidecar.v1.ToolChoice
+ */
+export type ToolChoice = Message$1<"sidecar.v1.ToolChoice"> & {
+  /**
+   * The mode.
+   *
+   * @generated from field: sidecar.v1.ToolChoiceMode mode = 1;
+   */
+  mode: ToolChoiceMode;
+
+  /**
+   * With TOOL_CHOICE_MODE_TOOL: the tool, one of the request's tools.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message sidecar.v1.ToolChoice.
+ * Use `create(ToolChoiceSchema)` to create a new message.
+ */
+export const ToolChoiceSchema: GenMessage<ToolChoice> = /*@__PURE__*/
+  messageDesc(file_sidecar_v1_sidecar, 33);
 
 /**
  * CallModelRequest is one model call.
@@ -1312,6 +1633,91 @@ export type CallModelRequest = Message$1<"sidecar.v1.CallModelRequest"> & {
    * @generated from field: sidecar.v1.MidStreamPolicy mid_stream = 9;
    */
   midStream: MidStreamPolicy;
+
+  /**
+   * When set, the system prompt is a cache breakpoint.
+   *
+   * @generated from field: sidecar.v1.CacheBreakpoint system_cache = 10;
+   */
+  systemCache?: CacheBreakpoint | undefined;
+
+  /**
+   * How much the model reasons; unset: no reasoning asked for.
+   *
+   * @generated from field: sidecar.v1.Reasoning reasoning = 11;
+   */
+  reasoning?: Reasoning | undefined;
+
+  /**
+   * Whether and which tool the model must call.
+   *
+   * @generated from field: sidecar.v1.ToolChoice tool_choice = 12;
+   */
+  toolChoice?: ToolChoice | undefined;
+
+  /**
+   * Whether the model may call several tools in one turn.
+   *
+   * @generated from field: optional bool parallel_tool_calls = 13;
+   */
+  parallelToolCalls?: boolean | undefined;
+
+  /**
+   * Sequences that end the reply (at most 4 for OpenAI).
+   *
+   * @generated from field: repeated string stop = 14;
+   */
+  stop: string[];
+
+  /**
+   * Nucleus sampling.
+   *
+   * @generated from field: optional double top_p = 15;
+   */
+  topP?: number | undefined;
+
+  /**
+   * Top-k sampling (Anthropic).
+   *
+   * @generated from field: optional uint32 top_k = 16;
+   */
+  topK?: number | undefined;
+
+  /**
+   * A seed for repeatable sampling (OpenAI).
+   *
+   * @generated from field: optional int64 seed = 17;
+   */
+  seed?: bigint | undefined;
+
+  /**
+   * Presence penalty (OpenAI).
+   *
+   * @generated from field: optional double presence_penalty = 18;
+   */
+  presencePenalty?: number | undefined;
+
+  /**
+   * Frequency penalty (OpenAI).
+   *
+   * @generated from field: optional double frequency_penalty = 19;
+   */
+  frequencyPenalty?: number | undefined;
+
+  /**
+   * The end user the call is made for (OpenAI `user`, Anthropic `metadata.user_id`).
+   *
+   * @generated from field: string end_user = 20;
+   */
+  endUser: string;
+
+  /**
+   * Per-format options merged into the upstream body as they are, a JSON object keyed by wire
+   * format: {"anthropic": {...}, "openai": {...}}. Keys the sidecar sets itself are refused.
+   *
+   * @generated from field: string provider_options_json = 21;
+   */
+  providerOptionsJson: string;
 };
 
 /**
@@ -1319,7 +1725,7 @@ export type CallModelRequest = Message$1<"sidecar.v1.CallModelRequest"> & {
  * Use `create(CallModelRequestSchema)` to create a new message.
  */
 export const CallModelRequestSchema: GenMessage<CallModelRequest> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 27);
+  messageDesc(file_sidecar_v1_sidecar, 34);
 
 /**
  * Usage counts tokens.
@@ -1328,18 +1734,39 @@ export const CallModelRequestSchema: GenMessage<CallModelRequest> = /*@__PURE__*
  */
 export type Usage = Message$1<"sidecar.v1.Usage"> & {
   /**
-   * Input tokens.
+   * Input tokens, all of them (cached ones included, as OpenAI counts them).
    *
    * @generated from field: uint64 input_tokens = 1;
    */
   inputTokens: bigint;
 
   /**
-   * Output tokens.
+   * Output tokens (reasoning included).
    *
    * @generated from field: uint64 output_tokens = 2;
    */
   outputTokens: bigint;
+
+  /**
+   * Of the input tokens, those read from the provider's prompt cache.
+   *
+   * @generated from field: uint64 cache_read_input_tokens = 3;
+   */
+  cacheReadInputTokens: bigint;
+
+  /**
+   * Of the input tokens, those written to the provider's prompt cache.
+   *
+   * @generated from field: uint64 cache_write_input_tokens = 4;
+   */
+  cacheWriteInputTokens: bigint;
+
+  /**
+   * Of the output tokens, those spent reasoning.
+   *
+   * @generated from field: uint64 reasoning_tokens = 5;
+   */
+  reasoningTokens: bigint;
 };
 
 /**
@@ -1347,7 +1774,7 @@ export type Usage = Message$1<"sidecar.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 28);
+  messageDesc(file_sidecar_v1_sidecar, 35);
 
 /**
  * CallModelResponse is the model's reply.
@@ -1459,7 +1886,7 @@ export type CallModelResponse = Message$1<"sidecar.v1.CallModelResponse"> & {
  * Use `create(CallModelResponseSchema)` to create a new message.
  */
 export const CallModelResponseSchema: GenMessage<CallModelResponse> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 29);
+  messageDesc(file_sidecar_v1_sidecar, 36);
 
 /**
  * StreamModelEvent is one event of a StreamModel reply.
@@ -1504,6 +1931,14 @@ export type StreamModelEvent = Message$1<"sidecar.v1.StreamModelEvent"> & {
      */
     value: CallModelResponse;
     case: "final";
+  } | {
+    /**
+     * A piece of the model's reasoning.
+     *
+     * @generated from field: sidecar.v1.ReasoningDelta reasoning = 5;
+     */
+    value: ReasoningDelta;
+    case: "reasoning";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1512,7 +1947,49 @@ export type StreamModelEvent = Message$1<"sidecar.v1.StreamModelEvent"> & {
  * Use `create(StreamModelEventSchema)` to create a new message.
  */
 export const StreamModelEventSchema: GenMessage<StreamModelEvent> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 30);
+  messageDesc(file_sidecar_v1_sidecar, 37);
+
+/**
+ * ReasoningDelta is a piece of the reply's reasoning.
+ *
+ * @generated from message sidecar.v1.ReasoningDelta
+ */
+export type ReasoningDelta = Message$1<"sidecar.v1.ReasoningDelta"> & {
+  /**
+   * Which reasoning part of the reply (0-based).
+   *
+   * @generated from field: uint32 index = 1;
+   */
+  index: number;
+
+  /**
+   * Reasoning text, to append.
+   *
+   * @generated from field: string text = 2;
+   */
+  text: string;
+
+  /**
+   * The part's signature, when it arrives (whole, not a fragment).
+   *
+   * @generated from field: string signature = 3;
+   */
+  signature: string;
+
+  /**
+   * A redacted part's data (whole).
+   *
+   * @generated from field: string redacted_data = 4;
+   */
+  redactedData: string;
+};
+
+/**
+ * Describes the message sidecar.v1.ReasoningDelta.
+ * Use `create(ReasoningDeltaSchema)` to create a new message.
+ */
+export const ReasoningDeltaSchema: GenMessage<ReasoningDelta> = /*@__PURE__*/
+  messageDesc(file_sidecar_v1_sidecar, 38);
 
 /**
  * TextDelta is a piece of the reply's text.
@@ -1533,7 +2010,7 @@ export type TextDelta = Message$1<"sidecar.v1.TextDelta"> & {
  * Use `create(TextDeltaSchema)` to create a new message.
  */
 export const TextDeltaSchema: GenMessage<TextDelta> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 31);
+  messageDesc(file_sidecar_v1_sidecar, 39);
 
 /**
  * ToolCallDelta is a piece of one tool call.
@@ -1575,7 +2052,7 @@ export type ToolCallDelta = Message$1<"sidecar.v1.ToolCallDelta"> & {
  * Use `create(ToolCallDeltaSchema)` to create a new message.
  */
 export const ToolCallDeltaSchema: GenMessage<ToolCallDelta> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 32);
+  messageDesc(file_sidecar_v1_sidecar, 40);
 
 /**
  * StreamRestart voids the deltas sent so far.
@@ -1610,7 +2087,7 @@ export type StreamRestart = Message$1<"sidecar.v1.StreamRestart"> & {
  * Use `create(StreamRestartSchema)` to create a new message.
  */
 export const StreamRestartSchema: GenMessage<StreamRestart> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 33);
+  messageDesc(file_sidecar_v1_sidecar, 41);
 
 /**
  * ObservedResponse is an HTTP response an agent's own tool received.
@@ -1645,7 +2122,7 @@ export type ObservedResponse = Message$1<"sidecar.v1.ObservedResponse"> & {
  * Use `create(ObservedResponseSchema)` to create a new message.
  */
 export const ObservedResponseSchema: GenMessage<ObservedResponse> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 34);
+  messageDesc(file_sidecar_v1_sidecar, 42);
 
 /**
  * ClassifyFailureRequest reports what an agent's own tool saw.
@@ -1745,7 +2222,7 @@ export type ClassifyFailureRequest = Message$1<"sidecar.v1.ClassifyFailureReques
  * Use `create(ClassifyFailureRequestSchema)` to create a new message.
  */
 export const ClassifyFailureRequestSchema: GenMessage<ClassifyFailureRequest> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 35);
+  messageDesc(file_sidecar_v1_sidecar, 43);
 
 /**
  * ListToolsRequest lists the configured tools.
@@ -1760,7 +2237,7 @@ export type ListToolsRequest = Message$1<"sidecar.v1.ListToolsRequest"> & {
  * Use `create(ListToolsRequestSchema)` to create a new message.
  */
 export const ListToolsRequestSchema: GenMessage<ListToolsRequest> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 36);
+  messageDesc(file_sidecar_v1_sidecar, 44);
 
 /**
  * ToolInfo is one configured tool.
@@ -1816,7 +2293,7 @@ export type ToolInfo = Message$1<"sidecar.v1.ToolInfo"> & {
  * Use `create(ToolInfoSchema)` to create a new message.
  */
 export const ToolInfoSchema: GenMessage<ToolInfo> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 37);
+  messageDesc(file_sidecar_v1_sidecar, 45);
 
 /**
  * ListToolsResponse is every configured tool.
@@ -1837,7 +2314,7 @@ export type ListToolsResponse = Message$1<"sidecar.v1.ListToolsResponse"> & {
  * Use `create(ListToolsResponseSchema)` to create a new message.
  */
 export const ListToolsResponseSchema: GenMessage<ListToolsResponse> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 38);
+  messageDesc(file_sidecar_v1_sidecar, 46);
 
 /**
  * ListModelsRequest lists the model catalog.
@@ -1852,7 +2329,7 @@ export type ListModelsRequest = Message$1<"sidecar.v1.ListModelsRequest"> & {
  * Use `create(ListModelsRequestSchema)` to create a new message.
  */
 export const ListModelsRequestSchema: GenMessage<ListModelsRequest> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 39);
+  messageDesc(file_sidecar_v1_sidecar, 47);
 
 /**
  * ModelInfo is one catalog entry.
@@ -1950,7 +2427,7 @@ export type ModelInfo = Message$1<"sidecar.v1.ModelInfo"> & {
  * Use `create(ModelInfoSchema)` to create a new message.
  */
 export const ModelInfoSchema: GenMessage<ModelInfo> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 40);
+  messageDesc(file_sidecar_v1_sidecar, 48);
 
 /**
  * RouteDeployment is one deployment of a route.
@@ -1985,7 +2462,7 @@ export type RouteDeployment = Message$1<"sidecar.v1.RouteDeployment"> & {
  * Use `create(RouteDeploymentSchema)` to create a new message.
  */
 export const RouteDeploymentSchema: GenMessage<RouteDeployment> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 41);
+  messageDesc(file_sidecar_v1_sidecar, 49);
 
 /**
  * ListModelsResponse is the catalog.
@@ -2006,7 +2483,7 @@ export type ListModelsResponse = Message$1<"sidecar.v1.ListModelsResponse"> & {
  * Use `create(ListModelsResponseSchema)` to create a new message.
  */
 export const ListModelsResponseSchema: GenMessage<ListModelsResponse> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_sidecar, 42);
+  messageDesc(file_sidecar_v1_sidecar, 50);
 
 /**
  * FailureKind is the one taxonomy. A kind marked `(sidecar.v1.correctable)`
@@ -2312,6 +2789,177 @@ export const RoleSchema: GenEnum<Role> = /*@__PURE__*/
   enumDesc(file_sidecar_v1_sidecar, 3);
 
 /**
+ * ImageDetail is how closely the model looks at an image (OpenAI's `detail`).
+ *
+ * @generated from enum sidecar.v1.ImageDetail
+ */
+export enum ImageDetail {
+  /**
+   * The provider's default.
+   *
+   * @generated from enum value: IMAGE_DETAIL_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The provider decides.
+   *
+   * @generated from enum value: IMAGE_DETAIL_AUTO = 1;
+   */
+  AUTO = 1,
+
+  /**
+   * A low-resolution look, at a fixed cost.
+   *
+   * @generated from enum value: IMAGE_DETAIL_LOW = 2;
+   */
+  LOW = 2,
+
+  /**
+   * A high-resolution look, tiled.
+   *
+   * @generated from enum value: IMAGE_DETAIL_HIGH = 3;
+   */
+  HIGH = 3,
+}
+
+/**
+ * Describes the enum sidecar.v1.ImageDetail.
+ */
+export const ImageDetailSchema: GenEnum<ImageDetail> = /*@__PURE__*/
+  enumDesc(file_sidecar_v1_sidecar, 4);
+
+/**
+ * CacheTtl is how long a cached prompt prefix lives.
+ *
+ * @generated from enum sidecar.v1.CacheTtl
+ */
+export enum CacheTtl {
+  /**
+   * The provider's default (Anthropic: 5 minutes).
+   *
+   * @generated from enum value: CACHE_TTL_UNSPECIFIED = 0;
+   */
+  CACHE_TTL_UNSPECIFIED = 0,
+
+  /**
+   * Five minutes.
+   *
+   * @generated from enum value: CACHE_TTL_5M = 1;
+   */
+  CACHE_TTL_5M = 1,
+
+  /**
+   * One hour.
+   *
+   * @generated from enum value: CACHE_TTL_1H = 2;
+   */
+  CACHE_TTL_1H = 2,
+}
+
+/**
+ * Describes the enum sidecar.v1.CacheTtl.
+ */
+export const CacheTtlSchema: GenEnum<CacheTtl> = /*@__PURE__*/
+  enumDesc(file_sidecar_v1_sidecar, 5);
+
+/**
+ * ReasoningEffort is how hard a model reasons, as a level.
+ *
+ * @generated from enum sidecar.v1.ReasoningEffort
+ */
+export enum ReasoningEffort {
+  /**
+   * Not set.
+   *
+   * @generated from enum value: REASONING_EFFORT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The least (OpenAI `minimal`).
+   *
+   * @generated from enum value: REASONING_EFFORT_MINIMAL = 1;
+   */
+  MINIMAL = 1,
+
+  /**
+   * Low.
+   *
+   * @generated from enum value: REASONING_EFFORT_LOW = 2;
+   */
+  LOW = 2,
+
+  /**
+   * Medium.
+   *
+   * @generated from enum value: REASONING_EFFORT_MEDIUM = 3;
+   */
+  MEDIUM = 3,
+
+  /**
+   * High.
+   *
+   * @generated from enum value: REASONING_EFFORT_HIGH = 4;
+   */
+  HIGH = 4,
+}
+
+/**
+ * Describes the enum sidecar.v1.ReasoningEffort.
+ */
+export const ReasoningEffortSchema: GenEnum<ReasoningEffort> = /*@__PURE__*/
+  enumDesc(file_sidecar_v1_sidecar, 6);
+
+/**
+ * ToolChoiceMode is whether and which tool the model must call.
+ *
+ * @generated from enum sidecar.v1.ToolChoiceMode
+ */
+export enum ToolChoiceMode {
+  /**
+   * The provider's default (auto when tools are given).
+   *
+   * @generated from enum value: TOOL_CHOICE_MODE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The model decides.
+   *
+   * @generated from enum value: TOOL_CHOICE_MODE_AUTO = 1;
+   */
+  AUTO = 1,
+
+  /**
+   * No tool.
+   *
+   * @generated from enum value: TOOL_CHOICE_MODE_NONE = 2;
+   */
+  NONE = 2,
+
+  /**
+   * Some tool (Anthropic `any`).
+   *
+   * @generated from enum value: TOOL_CHOICE_MODE_REQUIRED = 3;
+   */
+  REQUIRED = 3,
+
+  /**
+   * The tool named in `ToolChoice.name`.
+   *
+   * @generated from enum value: TOOL_CHOICE_MODE_TOOL = 4;
+   */
+  TOOL = 4,
+}
+
+/**
+ * Describes the enum sidecar.v1.ToolChoiceMode.
+ */
+export const ToolChoiceModeSchema: GenEnum<ToolChoiceMode> = /*@__PURE__*/
+  enumDesc(file_sidecar_v1_sidecar, 7);
+
+/**
  * MidStreamPolicy is what a StreamModel does when the upstream faults after
  * deltas have reached the caller.
  *
@@ -2344,7 +2992,7 @@ export enum MidStreamPolicy {
  * Describes the enum sidecar.v1.MidStreamPolicy.
  */
 export const MidStreamPolicySchema: GenEnum<MidStreamPolicy> = /*@__PURE__*/
-  enumDesc(file_sidecar_v1_sidecar, 4);
+  enumDesc(file_sidecar_v1_sidecar, 8);
 
 /**
  * FinishReason is why the model stopped.
@@ -2392,7 +3040,7 @@ export enum FinishReason {
  * Describes the enum sidecar.v1.FinishReason.
  */
 export const FinishReasonSchema: GenEnum<FinishReason> = /*@__PURE__*/
-  enumDesc(file_sidecar_v1_sidecar, 5);
+  enumDesc(file_sidecar_v1_sidecar, 9);
 
 /**
  * RestartCause is why a stream starts again.
@@ -2440,7 +3088,7 @@ export enum RestartCause {
  * Describes the enum sidecar.v1.RestartCause.
  */
 export const RestartCauseSchema: GenEnum<RestartCause> = /*@__PURE__*/
-  enumDesc(file_sidecar_v1_sidecar, 6);
+  enumDesc(file_sidecar_v1_sidecar, 10);
 
 /**
  * ToolKind says whether nothing found is a failure.
@@ -2474,7 +3122,7 @@ export enum ToolKind {
  * Describes the enum sidecar.v1.ToolKind.
  */
 export const ToolKindSchema: GenEnum<ToolKind> = /*@__PURE__*/
-  enumDesc(file_sidecar_v1_sidecar, 7);
+  enumDesc(file_sidecar_v1_sidecar, 11);
 
 /**
  * TransportFault is a failure to get any response.
@@ -2522,7 +3170,7 @@ export enum TransportFault {
  * Describes the enum sidecar.v1.TransportFault.
  */
 export const TransportFaultSchema: GenEnum<TransportFault> = /*@__PURE__*/
-  enumDesc(file_sidecar_v1_sidecar, 8);
+  enumDesc(file_sidecar_v1_sidecar, 12);
 
 /**
  * Sidecar runs model calls and tool calls under one failure policy.

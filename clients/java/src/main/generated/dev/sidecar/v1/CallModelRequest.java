@@ -38,6 +38,10 @@ private static final long serialVersionUID = 0L;
     tools_ = java.util.Collections.emptyList();
     responseSchemaJson_ = "";
     midStream_ = 0;
+    stop_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+    endUser_ = "";
+    providerOptionsJson_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -442,6 +446,431 @@ private static final long serialVersionUID = 0L;
     return result == null ? dev.sidecar.v1.MidStreamPolicy.UNRECOGNIZED : result;
   }
 
+  public static final int SYSTEM_CACHE_FIELD_NUMBER = 10;
+  private dev.sidecar.v1.CacheBreakpoint systemCache_;
+  /**
+   * <pre>
+   * When set, the system prompt is a cache breakpoint.
+   * </pre>
+   *
+   * <code>.sidecar.v1.CacheBreakpoint system_cache = 10 [json_name = "systemCache"];</code>
+   * @return Whether the systemCache field is set.
+   */
+  @java.lang.Override
+  public boolean hasSystemCache() {
+    return ((bitField0_ & 0x00000008) != 0);
+  }
+  /**
+   * <pre>
+   * When set, the system prompt is a cache breakpoint.
+   * </pre>
+   *
+   * <code>.sidecar.v1.CacheBreakpoint system_cache = 10 [json_name = "systemCache"];</code>
+   * @return The systemCache.
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.CacheBreakpoint getSystemCache() {
+    return systemCache_ == null ? dev.sidecar.v1.CacheBreakpoint.getDefaultInstance() : systemCache_;
+  }
+  /**
+   * <pre>
+   * When set, the system prompt is a cache breakpoint.
+   * </pre>
+   *
+   * <code>.sidecar.v1.CacheBreakpoint system_cache = 10 [json_name = "systemCache"];</code>
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.CacheBreakpointOrBuilder getSystemCacheOrBuilder() {
+    return systemCache_ == null ? dev.sidecar.v1.CacheBreakpoint.getDefaultInstance() : systemCache_;
+  }
+
+  public static final int REASONING_FIELD_NUMBER = 11;
+  private dev.sidecar.v1.Reasoning reasoning_;
+  /**
+   * <pre>
+   * How much the model reasons; unset: no reasoning asked for.
+   * </pre>
+   *
+   * <code>.sidecar.v1.Reasoning reasoning = 11 [json_name = "reasoning"];</code>
+   * @return Whether the reasoning field is set.
+   */
+  @java.lang.Override
+  public boolean hasReasoning() {
+    return ((bitField0_ & 0x00000010) != 0);
+  }
+  /**
+   * <pre>
+   * How much the model reasons; unset: no reasoning asked for.
+   * </pre>
+   *
+   * <code>.sidecar.v1.Reasoning reasoning = 11 [json_name = "reasoning"];</code>
+   * @return The reasoning.
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.Reasoning getReasoning() {
+    return reasoning_ == null ? dev.sidecar.v1.Reasoning.getDefaultInstance() : reasoning_;
+  }
+  /**
+   * <pre>
+   * How much the model reasons; unset: no reasoning asked for.
+   * </pre>
+   *
+   * <code>.sidecar.v1.Reasoning reasoning = 11 [json_name = "reasoning"];</code>
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.ReasoningOrBuilder getReasoningOrBuilder() {
+    return reasoning_ == null ? dev.sidecar.v1.Reasoning.getDefaultInstance() : reasoning_;
+  }
+
+  public static final int TOOL_CHOICE_FIELD_NUMBER = 12;
+  private dev.sidecar.v1.ToolChoice toolChoice_;
+  /**
+   * <pre>
+   * Whether and which tool the model must call.
+   * </pre>
+   *
+   * <code>.sidecar.v1.ToolChoice tool_choice = 12 [json_name = "toolChoice"];</code>
+   * @return Whether the toolChoice field is set.
+   */
+  @java.lang.Override
+  public boolean hasToolChoice() {
+    return ((bitField0_ & 0x00000020) != 0);
+  }
+  /**
+   * <pre>
+   * Whether and which tool the model must call.
+   * </pre>
+   *
+   * <code>.sidecar.v1.ToolChoice tool_choice = 12 [json_name = "toolChoice"];</code>
+   * @return The toolChoice.
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.ToolChoice getToolChoice() {
+    return toolChoice_ == null ? dev.sidecar.v1.ToolChoice.getDefaultInstance() : toolChoice_;
+  }
+  /**
+   * <pre>
+   * Whether and which tool the model must call.
+   * </pre>
+   *
+   * <code>.sidecar.v1.ToolChoice tool_choice = 12 [json_name = "toolChoice"];</code>
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.ToolChoiceOrBuilder getToolChoiceOrBuilder() {
+    return toolChoice_ == null ? dev.sidecar.v1.ToolChoice.getDefaultInstance() : toolChoice_;
+  }
+
+  public static final int PARALLEL_TOOL_CALLS_FIELD_NUMBER = 13;
+  private boolean parallelToolCalls_ = false;
+  /**
+   * <pre>
+   * Whether the model may call several tools in one turn.
+   * </pre>
+   *
+   * <code>optional bool parallel_tool_calls = 13 [json_name = "parallelToolCalls"];</code>
+   * @return Whether the parallelToolCalls field is set.
+   */
+  @java.lang.Override
+  public boolean hasParallelToolCalls() {
+    return ((bitField0_ & 0x00000040) != 0);
+  }
+  /**
+   * <pre>
+   * Whether the model may call several tools in one turn.
+   * </pre>
+   *
+   * <code>optional bool parallel_tool_calls = 13 [json_name = "parallelToolCalls"];</code>
+   * @return The parallelToolCalls.
+   */
+  @java.lang.Override
+  public boolean getParallelToolCalls() {
+    return parallelToolCalls_;
+  }
+
+  public static final int STOP_FIELD_NUMBER = 14;
+  @SuppressWarnings("serial")
+  private com.google.protobuf.LazyStringArrayList stop_ =
+      com.google.protobuf.LazyStringArrayList.emptyList();
+  /**
+   * <pre>
+   * Sequences that end the reply (at most 4 for OpenAI).
+   * </pre>
+   *
+   * <code>repeated string stop = 14 [json_name = "stop"];</code>
+   * @return A list containing the stop.
+   */
+  public com.google.protobuf.ProtocolStringList
+      getStopList() {
+    return stop_;
+  }
+  /**
+   * <pre>
+   * Sequences that end the reply (at most 4 for OpenAI).
+   * </pre>
+   *
+   * <code>repeated string stop = 14 [json_name = "stop"];</code>
+   * @return The count of stop.
+   */
+  public int getStopCount() {
+    return stop_.size();
+  }
+  /**
+   * <pre>
+   * Sequences that end the reply (at most 4 for OpenAI).
+   * </pre>
+   *
+   * <code>repeated string stop = 14 [json_name = "stop"];</code>
+   * @param index The index of the element to return.
+   * @return The stop at the given index.
+   */
+  public java.lang.String getStop(int index) {
+    return stop_.get(index);
+  }
+  /**
+   * <pre>
+   * Sequences that end the reply (at most 4 for OpenAI).
+   * </pre>
+   *
+   * <code>repeated string stop = 14 [json_name = "stop"];</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the stop at the given index.
+   */
+  public com.google.protobuf.ByteString
+      getStopBytes(int index) {
+    return stop_.getByteString(index);
+  }
+
+  public static final int TOP_P_FIELD_NUMBER = 15;
+  private double topP_ = 0D;
+  /**
+   * <pre>
+   * Nucleus sampling.
+   * </pre>
+   *
+   * <code>optional double top_p = 15 [json_name = "topP"];</code>
+   * @return Whether the topP field is set.
+   */
+  @java.lang.Override
+  public boolean hasTopP() {
+    return ((bitField0_ & 0x00000080) != 0);
+  }
+  /**
+   * <pre>
+   * Nucleus sampling.
+   * </pre>
+   *
+   * <code>optional double top_p = 15 [json_name = "topP"];</code>
+   * @return The topP.
+   */
+  @java.lang.Override
+  public double getTopP() {
+    return topP_;
+  }
+
+  public static final int TOP_K_FIELD_NUMBER = 16;
+  private int topK_ = 0;
+  /**
+   * <pre>
+   * Top-k sampling (Anthropic).
+   * </pre>
+   *
+   * <code>optional uint32 top_k = 16 [json_name = "topK"];</code>
+   * @return Whether the topK field is set.
+   */
+  @java.lang.Override
+  public boolean hasTopK() {
+    return ((bitField0_ & 0x00000100) != 0);
+  }
+  /**
+   * <pre>
+   * Top-k sampling (Anthropic).
+   * </pre>
+   *
+   * <code>optional uint32 top_k = 16 [json_name = "topK"];</code>
+   * @return The topK.
+   */
+  @java.lang.Override
+  public int getTopK() {
+    return topK_;
+  }
+
+  public static final int SEED_FIELD_NUMBER = 17;
+  private long seed_ = 0L;
+  /**
+   * <pre>
+   * A seed for repeatable sampling (OpenAI).
+   * </pre>
+   *
+   * <code>optional int64 seed = 17 [json_name = "seed"];</code>
+   * @return Whether the seed field is set.
+   */
+  @java.lang.Override
+  public boolean hasSeed() {
+    return ((bitField0_ & 0x00000200) != 0);
+  }
+  /**
+   * <pre>
+   * A seed for repeatable sampling (OpenAI).
+   * </pre>
+   *
+   * <code>optional int64 seed = 17 [json_name = "seed"];</code>
+   * @return The seed.
+   */
+  @java.lang.Override
+  public long getSeed() {
+    return seed_;
+  }
+
+  public static final int PRESENCE_PENALTY_FIELD_NUMBER = 18;
+  private double presencePenalty_ = 0D;
+  /**
+   * <pre>
+   * Presence penalty (OpenAI).
+   * </pre>
+   *
+   * <code>optional double presence_penalty = 18 [json_name = "presencePenalty"];</code>
+   * @return Whether the presencePenalty field is set.
+   */
+  @java.lang.Override
+  public boolean hasPresencePenalty() {
+    return ((bitField0_ & 0x00000400) != 0);
+  }
+  /**
+   * <pre>
+   * Presence penalty (OpenAI).
+   * </pre>
+   *
+   * <code>optional double presence_penalty = 18 [json_name = "presencePenalty"];</code>
+   * @return The presencePenalty.
+   */
+  @java.lang.Override
+  public double getPresencePenalty() {
+    return presencePenalty_;
+  }
+
+  public static final int FREQUENCY_PENALTY_FIELD_NUMBER = 19;
+  private double frequencyPenalty_ = 0D;
+  /**
+   * <pre>
+   * Frequency penalty (OpenAI).
+   * </pre>
+   *
+   * <code>optional double frequency_penalty = 19 [json_name = "frequencyPenalty"];</code>
+   * @return Whether the frequencyPenalty field is set.
+   */
+  @java.lang.Override
+  public boolean hasFrequencyPenalty() {
+    return ((bitField0_ & 0x00000800) != 0);
+  }
+  /**
+   * <pre>
+   * Frequency penalty (OpenAI).
+   * </pre>
+   *
+   * <code>optional double frequency_penalty = 19 [json_name = "frequencyPenalty"];</code>
+   * @return The frequencyPenalty.
+   */
+  @java.lang.Override
+  public double getFrequencyPenalty() {
+    return frequencyPenalty_;
+  }
+
+  public static final int END_USER_FIELD_NUMBER = 20;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object endUser_ = "";
+  /**
+   * <pre>
+   * The end user the call is made for (OpenAI `user`, Anthropic `metadata.user_id`).
+   * </pre>
+   *
+   * <code>string end_user = 20 [json_name = "endUser"];</code>
+   * @return The endUser.
+   */
+  @java.lang.Override
+  public java.lang.String getEndUser() {
+    java.lang.Object ref = endUser_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      endUser_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * The end user the call is made for (OpenAI `user`, Anthropic `metadata.user_id`).
+   * </pre>
+   *
+   * <code>string end_user = 20 [json_name = "endUser"];</code>
+   * @return The bytes for endUser.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getEndUserBytes() {
+    java.lang.Object ref = endUser_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      endUser_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int PROVIDER_OPTIONS_JSON_FIELD_NUMBER = 21;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object providerOptionsJson_ = "";
+  /**
+   * <pre>
+   * Per-format options merged into the upstream body as they are, a JSON object keyed by wire
+   * format: {"anthropic": {...}, "openai": {...}}. Keys the sidecar sets itself are refused.
+   * </pre>
+   *
+   * <code>string provider_options_json = 21 [json_name = "providerOptionsJson"];</code>
+   * @return The providerOptionsJson.
+   */
+  @java.lang.Override
+  public java.lang.String getProviderOptionsJson() {
+    java.lang.Object ref = providerOptionsJson_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      providerOptionsJson_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * Per-format options merged into the upstream body as they are, a JSON object keyed by wire
+   * format: {"anthropic": {...}, "openai": {...}}. Keys the sidecar sets itself are refused.
+   * </pre>
+   *
+   * <code>string provider_options_json = 21 [json_name = "providerOptionsJson"];</code>
+   * @return The bytes for providerOptionsJson.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getProviderOptionsJsonBytes() {
+    java.lang.Object ref = providerOptionsJson_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      providerOptionsJson_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -482,6 +911,42 @@ private static final long serialVersionUID = 0L;
     }
     if (midStream_ != dev.sidecar.v1.MidStreamPolicy.MID_STREAM_POLICY_UNSPECIFIED.getNumber()) {
       output.writeEnum(9, midStream_);
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      output.writeMessage(10, getSystemCache());
+    }
+    if (((bitField0_ & 0x00000010) != 0)) {
+      output.writeMessage(11, getReasoning());
+    }
+    if (((bitField0_ & 0x00000020) != 0)) {
+      output.writeMessage(12, getToolChoice());
+    }
+    if (((bitField0_ & 0x00000040) != 0)) {
+      output.writeBool(13, parallelToolCalls_);
+    }
+    for (int i = 0; i < stop_.size(); i++) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 14, stop_.getRaw(i));
+    }
+    if (((bitField0_ & 0x00000080) != 0)) {
+      output.writeDouble(15, topP_);
+    }
+    if (((bitField0_ & 0x00000100) != 0)) {
+      output.writeUInt32(16, topK_);
+    }
+    if (((bitField0_ & 0x00000200) != 0)) {
+      output.writeInt64(17, seed_);
+    }
+    if (((bitField0_ & 0x00000400) != 0)) {
+      output.writeDouble(18, presencePenalty_);
+    }
+    if (((bitField0_ & 0x00000800) != 0)) {
+      output.writeDouble(19, frequencyPenalty_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(endUser_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 20, endUser_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(providerOptionsJson_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 21, providerOptionsJson_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -529,6 +994,56 @@ private static final long serialVersionUID = 0L;
     if (midStream_ != dev.sidecar.v1.MidStreamPolicy.MID_STREAM_POLICY_UNSPECIFIED.getNumber()) {
       size += com.google.protobuf.CodedOutputStream
         .computeEnumSize(9, midStream_);
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(10, getSystemCache());
+    }
+    if (((bitField0_ & 0x00000010) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(11, getReasoning());
+    }
+    if (((bitField0_ & 0x00000020) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(12, getToolChoice());
+    }
+    if (((bitField0_ & 0x00000040) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(13, parallelToolCalls_);
+    }
+    {
+      int dataSize = 0;
+      for (int i = 0; i < stop_.size(); i++) {
+        dataSize += computeStringSizeNoTag(stop_.getRaw(i));
+      }
+      size += dataSize;
+      size += 1 * getStopList().size();
+    }
+    if (((bitField0_ & 0x00000080) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeDoubleSize(15, topP_);
+    }
+    if (((bitField0_ & 0x00000100) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(16, topK_);
+    }
+    if (((bitField0_ & 0x00000200) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt64Size(17, seed_);
+    }
+    if (((bitField0_ & 0x00000400) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeDoubleSize(18, presencePenalty_);
+    }
+    if (((bitField0_ & 0x00000800) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeDoubleSize(19, frequencyPenalty_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(endUser_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(20, endUser_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(providerOptionsJson_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(21, providerOptionsJson_);
     }
     return size;
   }
@@ -581,6 +1096,60 @@ private static final long serialVersionUID = 0L;
           .equals(other.getJob())) return false;
     }
     if (midStream_ != other.midStream_) return false;
+    if (hasSystemCache() != other.hasSystemCache()) return false;
+    if (hasSystemCache()) {
+      if (!getSystemCache()
+          .equals(other.getSystemCache())) return false;
+    }
+    if (hasReasoning() != other.hasReasoning()) return false;
+    if (hasReasoning()) {
+      if (!getReasoning()
+          .equals(other.getReasoning())) return false;
+    }
+    if (hasToolChoice() != other.hasToolChoice()) return false;
+    if (hasToolChoice()) {
+      if (!getToolChoice()
+          .equals(other.getToolChoice())) return false;
+    }
+    if (hasParallelToolCalls() != other.hasParallelToolCalls()) return false;
+    if (hasParallelToolCalls()) {
+      if (getParallelToolCalls()
+          != other.getParallelToolCalls()) return false;
+    }
+    if (!getStopList()
+        .equals(other.getStopList())) return false;
+    if (hasTopP() != other.hasTopP()) return false;
+    if (hasTopP()) {
+      if (java.lang.Double.doubleToLongBits(getTopP())
+          != java.lang.Double.doubleToLongBits(
+              other.getTopP())) return false;
+    }
+    if (hasTopK() != other.hasTopK()) return false;
+    if (hasTopK()) {
+      if (getTopK()
+          != other.getTopK()) return false;
+    }
+    if (hasSeed() != other.hasSeed()) return false;
+    if (hasSeed()) {
+      if (getSeed()
+          != other.getSeed()) return false;
+    }
+    if (hasPresencePenalty() != other.hasPresencePenalty()) return false;
+    if (hasPresencePenalty()) {
+      if (java.lang.Double.doubleToLongBits(getPresencePenalty())
+          != java.lang.Double.doubleToLongBits(
+              other.getPresencePenalty())) return false;
+    }
+    if (hasFrequencyPenalty() != other.hasFrequencyPenalty()) return false;
+    if (hasFrequencyPenalty()) {
+      if (java.lang.Double.doubleToLongBits(getFrequencyPenalty())
+          != java.lang.Double.doubleToLongBits(
+              other.getFrequencyPenalty())) return false;
+    }
+    if (!getEndUser()
+        .equals(other.getEndUser())) return false;
+    if (!getProviderOptionsJson()
+        .equals(other.getProviderOptionsJson())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -621,6 +1190,55 @@ private static final long serialVersionUID = 0L;
     }
     hash = (37 * hash) + MID_STREAM_FIELD_NUMBER;
     hash = (53 * hash) + midStream_;
+    if (hasSystemCache()) {
+      hash = (37 * hash) + SYSTEM_CACHE_FIELD_NUMBER;
+      hash = (53 * hash) + getSystemCache().hashCode();
+    }
+    if (hasReasoning()) {
+      hash = (37 * hash) + REASONING_FIELD_NUMBER;
+      hash = (53 * hash) + getReasoning().hashCode();
+    }
+    if (hasToolChoice()) {
+      hash = (37 * hash) + TOOL_CHOICE_FIELD_NUMBER;
+      hash = (53 * hash) + getToolChoice().hashCode();
+    }
+    if (hasParallelToolCalls()) {
+      hash = (37 * hash) + PARALLEL_TOOL_CALLS_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getParallelToolCalls());
+    }
+    if (getStopCount() > 0) {
+      hash = (37 * hash) + STOP_FIELD_NUMBER;
+      hash = (53 * hash) + getStopList().hashCode();
+    }
+    if (hasTopP()) {
+      hash = (37 * hash) + TOP_P_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          java.lang.Double.doubleToLongBits(getTopP()));
+    }
+    if (hasTopK()) {
+      hash = (37 * hash) + TOP_K_FIELD_NUMBER;
+      hash = (53 * hash) + getTopK();
+    }
+    if (hasSeed()) {
+      hash = (37 * hash) + SEED_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          getSeed());
+    }
+    if (hasPresencePenalty()) {
+      hash = (37 * hash) + PRESENCE_PENALTY_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          java.lang.Double.doubleToLongBits(getPresencePenalty()));
+    }
+    if (hasFrequencyPenalty()) {
+      hash = (37 * hash) + FREQUENCY_PENALTY_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          java.lang.Double.doubleToLongBits(getFrequencyPenalty()));
+    }
+    hash = (37 * hash) + END_USER_FIELD_NUMBER;
+    hash = (53 * hash) + getEndUser().hashCode();
+    hash = (37 * hash) + PROVIDER_OPTIONS_JSON_FIELD_NUMBER;
+    hash = (53 * hash) + getProviderOptionsJson().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -758,6 +1376,9 @@ private static final long serialVersionUID = 0L;
         internalGetMessagesFieldBuilder();
         internalGetToolsFieldBuilder();
         internalGetJobFieldBuilder();
+        internalGetSystemCacheFieldBuilder();
+        internalGetReasoningFieldBuilder();
+        internalGetToolChoiceFieldBuilder();
       }
     }
     @java.lang.Override
@@ -789,6 +1410,31 @@ private static final long serialVersionUID = 0L;
         jobBuilder_ = null;
       }
       midStream_ = 0;
+      systemCache_ = null;
+      if (systemCacheBuilder_ != null) {
+        systemCacheBuilder_.dispose();
+        systemCacheBuilder_ = null;
+      }
+      reasoning_ = null;
+      if (reasoningBuilder_ != null) {
+        reasoningBuilder_.dispose();
+        reasoningBuilder_ = null;
+      }
+      toolChoice_ = null;
+      if (toolChoiceBuilder_ != null) {
+        toolChoiceBuilder_.dispose();
+        toolChoiceBuilder_ = null;
+      }
+      parallelToolCalls_ = false;
+      stop_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
+      topP_ = 0D;
+      topK_ = 0;
+      seed_ = 0L;
+      presencePenalty_ = 0D;
+      frequencyPenalty_ = 0D;
+      endUser_ = "";
+      providerOptionsJson_ = "";
       return this;
     }
 
@@ -870,6 +1516,58 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00000100) != 0)) {
         result.midStream_ = midStream_;
+      }
+      if (((from_bitField0_ & 0x00000200) != 0)) {
+        result.systemCache_ = systemCacheBuilder_ == null
+            ? systemCache_
+            : systemCacheBuilder_.build();
+        to_bitField0_ |= 0x00000008;
+      }
+      if (((from_bitField0_ & 0x00000400) != 0)) {
+        result.reasoning_ = reasoningBuilder_ == null
+            ? reasoning_
+            : reasoningBuilder_.build();
+        to_bitField0_ |= 0x00000010;
+      }
+      if (((from_bitField0_ & 0x00000800) != 0)) {
+        result.toolChoice_ = toolChoiceBuilder_ == null
+            ? toolChoice_
+            : toolChoiceBuilder_.build();
+        to_bitField0_ |= 0x00000020;
+      }
+      if (((from_bitField0_ & 0x00001000) != 0)) {
+        result.parallelToolCalls_ = parallelToolCalls_;
+        to_bitField0_ |= 0x00000040;
+      }
+      if (((from_bitField0_ & 0x00002000) != 0)) {
+        stop_.makeImmutable();
+        result.stop_ = stop_;
+      }
+      if (((from_bitField0_ & 0x00004000) != 0)) {
+        result.topP_ = topP_;
+        to_bitField0_ |= 0x00000080;
+      }
+      if (((from_bitField0_ & 0x00008000) != 0)) {
+        result.topK_ = topK_;
+        to_bitField0_ |= 0x00000100;
+      }
+      if (((from_bitField0_ & 0x00010000) != 0)) {
+        result.seed_ = seed_;
+        to_bitField0_ |= 0x00000200;
+      }
+      if (((from_bitField0_ & 0x00020000) != 0)) {
+        result.presencePenalty_ = presencePenalty_;
+        to_bitField0_ |= 0x00000400;
+      }
+      if (((from_bitField0_ & 0x00040000) != 0)) {
+        result.frequencyPenalty_ = frequencyPenalty_;
+        to_bitField0_ |= 0x00000800;
+      }
+      if (((from_bitField0_ & 0x00080000) != 0)) {
+        result.endUser_ = endUser_;
+      }
+      if (((from_bitField0_ & 0x00100000) != 0)) {
+        result.providerOptionsJson_ = providerOptionsJson_;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -965,6 +1663,53 @@ private static final long serialVersionUID = 0L;
       if (other.midStream_ != 0) {
         setMidStreamValue(other.getMidStreamValue());
       }
+      if (other.hasSystemCache()) {
+        mergeSystemCache(other.getSystemCache());
+      }
+      if (other.hasReasoning()) {
+        mergeReasoning(other.getReasoning());
+      }
+      if (other.hasToolChoice()) {
+        mergeToolChoice(other.getToolChoice());
+      }
+      if (other.hasParallelToolCalls()) {
+        setParallelToolCalls(other.getParallelToolCalls());
+      }
+      if (!other.stop_.isEmpty()) {
+        if (stop_.isEmpty()) {
+          stop_ = other.stop_;
+          bitField0_ |= 0x00002000;
+        } else {
+          ensureStopIsMutable();
+          stop_.addAll(other.stop_);
+        }
+        onChanged();
+      }
+      if (other.hasTopP()) {
+        setTopP(other.getTopP());
+      }
+      if (other.hasTopK()) {
+        setTopK(other.getTopK());
+      }
+      if (other.hasSeed()) {
+        setSeed(other.getSeed());
+      }
+      if (other.hasPresencePenalty()) {
+        setPresencePenalty(other.getPresencePenalty());
+      }
+      if (other.hasFrequencyPenalty()) {
+        setFrequencyPenalty(other.getFrequencyPenalty());
+      }
+      if (!other.getEndUser().isEmpty()) {
+        endUser_ = other.endUser_;
+        bitField0_ |= 0x00080000;
+        onChanged();
+      }
+      if (!other.getProviderOptionsJson().isEmpty()) {
+        providerOptionsJson_ = other.providerOptionsJson_;
+        bitField0_ |= 0x00100000;
+        onChanged();
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1052,6 +1797,72 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000100;
               break;
             } // case 72
+            case 82: {
+              input.readMessage(
+                  internalGetSystemCacheFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000200;
+              break;
+            } // case 82
+            case 90: {
+              input.readMessage(
+                  internalGetReasoningFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000400;
+              break;
+            } // case 90
+            case 98: {
+              input.readMessage(
+                  internalGetToolChoiceFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000800;
+              break;
+            } // case 98
+            case 104: {
+              parallelToolCalls_ = input.readBool();
+              bitField0_ |= 0x00001000;
+              break;
+            } // case 104
+            case 114: {
+              ensureStopIsMutable();
+              stop_.add(input.readStringRequireUtf8());
+              break;
+            } // case 114
+            case 121: {
+              topP_ = input.readDouble();
+              bitField0_ |= 0x00004000;
+              break;
+            } // case 121
+            case 128: {
+              topK_ = input.readUInt32();
+              bitField0_ |= 0x00008000;
+              break;
+            } // case 128
+            case 136: {
+              seed_ = input.readInt64();
+              bitField0_ |= 0x00010000;
+              break;
+            } // case 136
+            case 145: {
+              presencePenalty_ = input.readDouble();
+              bitField0_ |= 0x00020000;
+              break;
+            } // case 145
+            case 153: {
+              frequencyPenalty_ = input.readDouble();
+              bitField0_ |= 0x00040000;
+              break;
+            } // case 153
+            case 162: {
+              endUser_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00080000;
+              break;
+            } // case 162
+            case 170: {
+              providerOptionsJson_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00100000;
+              break;
+            } // case 170
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2297,6 +3108,1143 @@ private static final long serialVersionUID = 0L;
     public Builder clearMidStream() {
       bitField0_ = (bitField0_ & ~0x00000100);
       midStream_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private dev.sidecar.v1.CacheBreakpoint systemCache_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.sidecar.v1.CacheBreakpoint, dev.sidecar.v1.CacheBreakpoint.Builder, dev.sidecar.v1.CacheBreakpointOrBuilder> systemCacheBuilder_;
+    /**
+     * <pre>
+     * When set, the system prompt is a cache breakpoint.
+     * </pre>
+     *
+     * <code>.sidecar.v1.CacheBreakpoint system_cache = 10 [json_name = "systemCache"];</code>
+     * @return Whether the systemCache field is set.
+     */
+    public boolean hasSystemCache() {
+      return ((bitField0_ & 0x00000200) != 0);
+    }
+    /**
+     * <pre>
+     * When set, the system prompt is a cache breakpoint.
+     * </pre>
+     *
+     * <code>.sidecar.v1.CacheBreakpoint system_cache = 10 [json_name = "systemCache"];</code>
+     * @return The systemCache.
+     */
+    public dev.sidecar.v1.CacheBreakpoint getSystemCache() {
+      if (systemCacheBuilder_ == null) {
+        return systemCache_ == null ? dev.sidecar.v1.CacheBreakpoint.getDefaultInstance() : systemCache_;
+      } else {
+        return systemCacheBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * When set, the system prompt is a cache breakpoint.
+     * </pre>
+     *
+     * <code>.sidecar.v1.CacheBreakpoint system_cache = 10 [json_name = "systemCache"];</code>
+     */
+    public Builder setSystemCache(dev.sidecar.v1.CacheBreakpoint value) {
+      if (systemCacheBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        systemCache_ = value;
+      } else {
+        systemCacheBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * When set, the system prompt is a cache breakpoint.
+     * </pre>
+     *
+     * <code>.sidecar.v1.CacheBreakpoint system_cache = 10 [json_name = "systemCache"];</code>
+     */
+    public Builder setSystemCache(
+        dev.sidecar.v1.CacheBreakpoint.Builder builderForValue) {
+      if (systemCacheBuilder_ == null) {
+        systemCache_ = builderForValue.build();
+      } else {
+        systemCacheBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * When set, the system prompt is a cache breakpoint.
+     * </pre>
+     *
+     * <code>.sidecar.v1.CacheBreakpoint system_cache = 10 [json_name = "systemCache"];</code>
+     */
+    public Builder mergeSystemCache(dev.sidecar.v1.CacheBreakpoint value) {
+      if (systemCacheBuilder_ == null) {
+        if (((bitField0_ & 0x00000200) != 0) &&
+          systemCache_ != null &&
+          systemCache_ != dev.sidecar.v1.CacheBreakpoint.getDefaultInstance()) {
+          getSystemCacheBuilder().mergeFrom(value);
+        } else {
+          systemCache_ = value;
+        }
+      } else {
+        systemCacheBuilder_.mergeFrom(value);
+      }
+      if (systemCache_ != null) {
+        bitField0_ |= 0x00000200;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When set, the system prompt is a cache breakpoint.
+     * </pre>
+     *
+     * <code>.sidecar.v1.CacheBreakpoint system_cache = 10 [json_name = "systemCache"];</code>
+     */
+    public Builder clearSystemCache() {
+      bitField0_ = (bitField0_ & ~0x00000200);
+      systemCache_ = null;
+      if (systemCacheBuilder_ != null) {
+        systemCacheBuilder_.dispose();
+        systemCacheBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * When set, the system prompt is a cache breakpoint.
+     * </pre>
+     *
+     * <code>.sidecar.v1.CacheBreakpoint system_cache = 10 [json_name = "systemCache"];</code>
+     */
+    public dev.sidecar.v1.CacheBreakpoint.Builder getSystemCacheBuilder() {
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return internalGetSystemCacheFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * When set, the system prompt is a cache breakpoint.
+     * </pre>
+     *
+     * <code>.sidecar.v1.CacheBreakpoint system_cache = 10 [json_name = "systemCache"];</code>
+     */
+    public dev.sidecar.v1.CacheBreakpointOrBuilder getSystemCacheOrBuilder() {
+      if (systemCacheBuilder_ != null) {
+        return systemCacheBuilder_.getMessageOrBuilder();
+      } else {
+        return systemCache_ == null ?
+            dev.sidecar.v1.CacheBreakpoint.getDefaultInstance() : systemCache_;
+      }
+    }
+    /**
+     * <pre>
+     * When set, the system prompt is a cache breakpoint.
+     * </pre>
+     *
+     * <code>.sidecar.v1.CacheBreakpoint system_cache = 10 [json_name = "systemCache"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.sidecar.v1.CacheBreakpoint, dev.sidecar.v1.CacheBreakpoint.Builder, dev.sidecar.v1.CacheBreakpointOrBuilder> 
+        internalGetSystemCacheFieldBuilder() {
+      if (systemCacheBuilder_ == null) {
+        systemCacheBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.sidecar.v1.CacheBreakpoint, dev.sidecar.v1.CacheBreakpoint.Builder, dev.sidecar.v1.CacheBreakpointOrBuilder>(
+                getSystemCache(),
+                getParentForChildren(),
+                isClean());
+        systemCache_ = null;
+      }
+      return systemCacheBuilder_;
+    }
+
+    private dev.sidecar.v1.Reasoning reasoning_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.sidecar.v1.Reasoning, dev.sidecar.v1.Reasoning.Builder, dev.sidecar.v1.ReasoningOrBuilder> reasoningBuilder_;
+    /**
+     * <pre>
+     * How much the model reasons; unset: no reasoning asked for.
+     * </pre>
+     *
+     * <code>.sidecar.v1.Reasoning reasoning = 11 [json_name = "reasoning"];</code>
+     * @return Whether the reasoning field is set.
+     */
+    public boolean hasReasoning() {
+      return ((bitField0_ & 0x00000400) != 0);
+    }
+    /**
+     * <pre>
+     * How much the model reasons; unset: no reasoning asked for.
+     * </pre>
+     *
+     * <code>.sidecar.v1.Reasoning reasoning = 11 [json_name = "reasoning"];</code>
+     * @return The reasoning.
+     */
+    public dev.sidecar.v1.Reasoning getReasoning() {
+      if (reasoningBuilder_ == null) {
+        return reasoning_ == null ? dev.sidecar.v1.Reasoning.getDefaultInstance() : reasoning_;
+      } else {
+        return reasoningBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * How much the model reasons; unset: no reasoning asked for.
+     * </pre>
+     *
+     * <code>.sidecar.v1.Reasoning reasoning = 11 [json_name = "reasoning"];</code>
+     */
+    public Builder setReasoning(dev.sidecar.v1.Reasoning value) {
+      if (reasoningBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        reasoning_ = value;
+      } else {
+        reasoningBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000400;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * How much the model reasons; unset: no reasoning asked for.
+     * </pre>
+     *
+     * <code>.sidecar.v1.Reasoning reasoning = 11 [json_name = "reasoning"];</code>
+     */
+    public Builder setReasoning(
+        dev.sidecar.v1.Reasoning.Builder builderForValue) {
+      if (reasoningBuilder_ == null) {
+        reasoning_ = builderForValue.build();
+      } else {
+        reasoningBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000400;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * How much the model reasons; unset: no reasoning asked for.
+     * </pre>
+     *
+     * <code>.sidecar.v1.Reasoning reasoning = 11 [json_name = "reasoning"];</code>
+     */
+    public Builder mergeReasoning(dev.sidecar.v1.Reasoning value) {
+      if (reasoningBuilder_ == null) {
+        if (((bitField0_ & 0x00000400) != 0) &&
+          reasoning_ != null &&
+          reasoning_ != dev.sidecar.v1.Reasoning.getDefaultInstance()) {
+          getReasoningBuilder().mergeFrom(value);
+        } else {
+          reasoning_ = value;
+        }
+      } else {
+        reasoningBuilder_.mergeFrom(value);
+      }
+      if (reasoning_ != null) {
+        bitField0_ |= 0x00000400;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * How much the model reasons; unset: no reasoning asked for.
+     * </pre>
+     *
+     * <code>.sidecar.v1.Reasoning reasoning = 11 [json_name = "reasoning"];</code>
+     */
+    public Builder clearReasoning() {
+      bitField0_ = (bitField0_ & ~0x00000400);
+      reasoning_ = null;
+      if (reasoningBuilder_ != null) {
+        reasoningBuilder_.dispose();
+        reasoningBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * How much the model reasons; unset: no reasoning asked for.
+     * </pre>
+     *
+     * <code>.sidecar.v1.Reasoning reasoning = 11 [json_name = "reasoning"];</code>
+     */
+    public dev.sidecar.v1.Reasoning.Builder getReasoningBuilder() {
+      bitField0_ |= 0x00000400;
+      onChanged();
+      return internalGetReasoningFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * How much the model reasons; unset: no reasoning asked for.
+     * </pre>
+     *
+     * <code>.sidecar.v1.Reasoning reasoning = 11 [json_name = "reasoning"];</code>
+     */
+    public dev.sidecar.v1.ReasoningOrBuilder getReasoningOrBuilder() {
+      if (reasoningBuilder_ != null) {
+        return reasoningBuilder_.getMessageOrBuilder();
+      } else {
+        return reasoning_ == null ?
+            dev.sidecar.v1.Reasoning.getDefaultInstance() : reasoning_;
+      }
+    }
+    /**
+     * <pre>
+     * How much the model reasons; unset: no reasoning asked for.
+     * </pre>
+     *
+     * <code>.sidecar.v1.Reasoning reasoning = 11 [json_name = "reasoning"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.sidecar.v1.Reasoning, dev.sidecar.v1.Reasoning.Builder, dev.sidecar.v1.ReasoningOrBuilder> 
+        internalGetReasoningFieldBuilder() {
+      if (reasoningBuilder_ == null) {
+        reasoningBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.sidecar.v1.Reasoning, dev.sidecar.v1.Reasoning.Builder, dev.sidecar.v1.ReasoningOrBuilder>(
+                getReasoning(),
+                getParentForChildren(),
+                isClean());
+        reasoning_ = null;
+      }
+      return reasoningBuilder_;
+    }
+
+    private dev.sidecar.v1.ToolChoice toolChoice_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.sidecar.v1.ToolChoice, dev.sidecar.v1.ToolChoice.Builder, dev.sidecar.v1.ToolChoiceOrBuilder> toolChoiceBuilder_;
+    /**
+     * <pre>
+     * Whether and which tool the model must call.
+     * </pre>
+     *
+     * <code>.sidecar.v1.ToolChoice tool_choice = 12 [json_name = "toolChoice"];</code>
+     * @return Whether the toolChoice field is set.
+     */
+    public boolean hasToolChoice() {
+      return ((bitField0_ & 0x00000800) != 0);
+    }
+    /**
+     * <pre>
+     * Whether and which tool the model must call.
+     * </pre>
+     *
+     * <code>.sidecar.v1.ToolChoice tool_choice = 12 [json_name = "toolChoice"];</code>
+     * @return The toolChoice.
+     */
+    public dev.sidecar.v1.ToolChoice getToolChoice() {
+      if (toolChoiceBuilder_ == null) {
+        return toolChoice_ == null ? dev.sidecar.v1.ToolChoice.getDefaultInstance() : toolChoice_;
+      } else {
+        return toolChoiceBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Whether and which tool the model must call.
+     * </pre>
+     *
+     * <code>.sidecar.v1.ToolChoice tool_choice = 12 [json_name = "toolChoice"];</code>
+     */
+    public Builder setToolChoice(dev.sidecar.v1.ToolChoice value) {
+      if (toolChoiceBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        toolChoice_ = value;
+      } else {
+        toolChoiceBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Whether and which tool the model must call.
+     * </pre>
+     *
+     * <code>.sidecar.v1.ToolChoice tool_choice = 12 [json_name = "toolChoice"];</code>
+     */
+    public Builder setToolChoice(
+        dev.sidecar.v1.ToolChoice.Builder builderForValue) {
+      if (toolChoiceBuilder_ == null) {
+        toolChoice_ = builderForValue.build();
+      } else {
+        toolChoiceBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Whether and which tool the model must call.
+     * </pre>
+     *
+     * <code>.sidecar.v1.ToolChoice tool_choice = 12 [json_name = "toolChoice"];</code>
+     */
+    public Builder mergeToolChoice(dev.sidecar.v1.ToolChoice value) {
+      if (toolChoiceBuilder_ == null) {
+        if (((bitField0_ & 0x00000800) != 0) &&
+          toolChoice_ != null &&
+          toolChoice_ != dev.sidecar.v1.ToolChoice.getDefaultInstance()) {
+          getToolChoiceBuilder().mergeFrom(value);
+        } else {
+          toolChoice_ = value;
+        }
+      } else {
+        toolChoiceBuilder_.mergeFrom(value);
+      }
+      if (toolChoice_ != null) {
+        bitField0_ |= 0x00000800;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Whether and which tool the model must call.
+     * </pre>
+     *
+     * <code>.sidecar.v1.ToolChoice tool_choice = 12 [json_name = "toolChoice"];</code>
+     */
+    public Builder clearToolChoice() {
+      bitField0_ = (bitField0_ & ~0x00000800);
+      toolChoice_ = null;
+      if (toolChoiceBuilder_ != null) {
+        toolChoiceBuilder_.dispose();
+        toolChoiceBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Whether and which tool the model must call.
+     * </pre>
+     *
+     * <code>.sidecar.v1.ToolChoice tool_choice = 12 [json_name = "toolChoice"];</code>
+     */
+    public dev.sidecar.v1.ToolChoice.Builder getToolChoiceBuilder() {
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return internalGetToolChoiceFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Whether and which tool the model must call.
+     * </pre>
+     *
+     * <code>.sidecar.v1.ToolChoice tool_choice = 12 [json_name = "toolChoice"];</code>
+     */
+    public dev.sidecar.v1.ToolChoiceOrBuilder getToolChoiceOrBuilder() {
+      if (toolChoiceBuilder_ != null) {
+        return toolChoiceBuilder_.getMessageOrBuilder();
+      } else {
+        return toolChoice_ == null ?
+            dev.sidecar.v1.ToolChoice.getDefaultInstance() : toolChoice_;
+      }
+    }
+    /**
+     * <pre>
+     * Whether and which tool the model must call.
+     * </pre>
+     *
+     * <code>.sidecar.v1.ToolChoice tool_choice = 12 [json_name = "toolChoice"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.sidecar.v1.ToolChoice, dev.sidecar.v1.ToolChoice.Builder, dev.sidecar.v1.ToolChoiceOrBuilder> 
+        internalGetToolChoiceFieldBuilder() {
+      if (toolChoiceBuilder_ == null) {
+        toolChoiceBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.sidecar.v1.ToolChoice, dev.sidecar.v1.ToolChoice.Builder, dev.sidecar.v1.ToolChoiceOrBuilder>(
+                getToolChoice(),
+                getParentForChildren(),
+                isClean());
+        toolChoice_ = null;
+      }
+      return toolChoiceBuilder_;
+    }
+
+    private boolean parallelToolCalls_ ;
+    /**
+     * <pre>
+     * Whether the model may call several tools in one turn.
+     * </pre>
+     *
+     * <code>optional bool parallel_tool_calls = 13 [json_name = "parallelToolCalls"];</code>
+     * @return Whether the parallelToolCalls field is set.
+     */
+    @java.lang.Override
+    public boolean hasParallelToolCalls() {
+      return ((bitField0_ & 0x00001000) != 0);
+    }
+    /**
+     * <pre>
+     * Whether the model may call several tools in one turn.
+     * </pre>
+     *
+     * <code>optional bool parallel_tool_calls = 13 [json_name = "parallelToolCalls"];</code>
+     * @return The parallelToolCalls.
+     */
+    @java.lang.Override
+    public boolean getParallelToolCalls() {
+      return parallelToolCalls_;
+    }
+    /**
+     * <pre>
+     * Whether the model may call several tools in one turn.
+     * </pre>
+     *
+     * <code>optional bool parallel_tool_calls = 13 [json_name = "parallelToolCalls"];</code>
+     * @param value The parallelToolCalls to set.
+     * @return This builder for chaining.
+     */
+    public Builder setParallelToolCalls(boolean value) {
+
+      parallelToolCalls_ = value;
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Whether the model may call several tools in one turn.
+     * </pre>
+     *
+     * <code>optional bool parallel_tool_calls = 13 [json_name = "parallelToolCalls"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearParallelToolCalls() {
+      bitField0_ = (bitField0_ & ~0x00001000);
+      parallelToolCalls_ = false;
+      onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.LazyStringArrayList stop_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+    private void ensureStopIsMutable() {
+      if (!stop_.isModifiable()) {
+        stop_ = new com.google.protobuf.LazyStringArrayList(stop_);
+      }
+      bitField0_ |= 0x00002000;
+    }
+    /**
+     * <pre>
+     * Sequences that end the reply (at most 4 for OpenAI).
+     * </pre>
+     *
+     * <code>repeated string stop = 14 [json_name = "stop"];</code>
+     * @return A list containing the stop.
+     */
+    public com.google.protobuf.ProtocolStringList
+        getStopList() {
+      stop_.makeImmutable();
+      return stop_;
+    }
+    /**
+     * <pre>
+     * Sequences that end the reply (at most 4 for OpenAI).
+     * </pre>
+     *
+     * <code>repeated string stop = 14 [json_name = "stop"];</code>
+     * @return The count of stop.
+     */
+    public int getStopCount() {
+      return stop_.size();
+    }
+    /**
+     * <pre>
+     * Sequences that end the reply (at most 4 for OpenAI).
+     * </pre>
+     *
+     * <code>repeated string stop = 14 [json_name = "stop"];</code>
+     * @param index The index of the element to return.
+     * @return The stop at the given index.
+     */
+    public java.lang.String getStop(int index) {
+      return stop_.get(index);
+    }
+    /**
+     * <pre>
+     * Sequences that end the reply (at most 4 for OpenAI).
+     * </pre>
+     *
+     * <code>repeated string stop = 14 [json_name = "stop"];</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the stop at the given index.
+     */
+    public com.google.protobuf.ByteString
+        getStopBytes(int index) {
+      return stop_.getByteString(index);
+    }
+    /**
+     * <pre>
+     * Sequences that end the reply (at most 4 for OpenAI).
+     * </pre>
+     *
+     * <code>repeated string stop = 14 [json_name = "stop"];</code>
+     * @param index The index to set the value at.
+     * @param value The stop to set.
+     * @return This builder for chaining.
+     */
+    public Builder setStop(
+        int index, java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      ensureStopIsMutable();
+      stop_.set(index, value);
+      bitField0_ |= 0x00002000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Sequences that end the reply (at most 4 for OpenAI).
+     * </pre>
+     *
+     * <code>repeated string stop = 14 [json_name = "stop"];</code>
+     * @param value The stop to add.
+     * @return This builder for chaining.
+     */
+    public Builder addStop(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      ensureStopIsMutable();
+      stop_.add(value);
+      bitField0_ |= 0x00002000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Sequences that end the reply (at most 4 for OpenAI).
+     * </pre>
+     *
+     * <code>repeated string stop = 14 [json_name = "stop"];</code>
+     * @param values The stop to add.
+     * @return This builder for chaining.
+     */
+    public Builder addAllStop(
+        java.lang.Iterable<java.lang.String> values) {
+      ensureStopIsMutable();
+      com.google.protobuf.AbstractMessageLite.Builder.addAll(
+          values, stop_);
+      bitField0_ |= 0x00002000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Sequences that end the reply (at most 4 for OpenAI).
+     * </pre>
+     *
+     * <code>repeated string stop = 14 [json_name = "stop"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearStop() {
+      stop_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+      bitField0_ = (bitField0_ & ~0x00002000);;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Sequences that end the reply (at most 4 for OpenAI).
+     * </pre>
+     *
+     * <code>repeated string stop = 14 [json_name = "stop"];</code>
+     * @param value The bytes of the stop to add.
+     * @return This builder for chaining.
+     */
+    public Builder addStopBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      ensureStopIsMutable();
+      stop_.add(value);
+      bitField0_ |= 0x00002000;
+      onChanged();
+      return this;
+    }
+
+    private double topP_ ;
+    /**
+     * <pre>
+     * Nucleus sampling.
+     * </pre>
+     *
+     * <code>optional double top_p = 15 [json_name = "topP"];</code>
+     * @return Whether the topP field is set.
+     */
+    @java.lang.Override
+    public boolean hasTopP() {
+      return ((bitField0_ & 0x00004000) != 0);
+    }
+    /**
+     * <pre>
+     * Nucleus sampling.
+     * </pre>
+     *
+     * <code>optional double top_p = 15 [json_name = "topP"];</code>
+     * @return The topP.
+     */
+    @java.lang.Override
+    public double getTopP() {
+      return topP_;
+    }
+    /**
+     * <pre>
+     * Nucleus sampling.
+     * </pre>
+     *
+     * <code>optional double top_p = 15 [json_name = "topP"];</code>
+     * @param value The topP to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTopP(double value) {
+
+      topP_ = value;
+      bitField0_ |= 0x00004000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Nucleus sampling.
+     * </pre>
+     *
+     * <code>optional double top_p = 15 [json_name = "topP"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTopP() {
+      bitField0_ = (bitField0_ & ~0x00004000);
+      topP_ = 0D;
+      onChanged();
+      return this;
+    }
+
+    private int topK_ ;
+    /**
+     * <pre>
+     * Top-k sampling (Anthropic).
+     * </pre>
+     *
+     * <code>optional uint32 top_k = 16 [json_name = "topK"];</code>
+     * @return Whether the topK field is set.
+     */
+    @java.lang.Override
+    public boolean hasTopK() {
+      return ((bitField0_ & 0x00008000) != 0);
+    }
+    /**
+     * <pre>
+     * Top-k sampling (Anthropic).
+     * </pre>
+     *
+     * <code>optional uint32 top_k = 16 [json_name = "topK"];</code>
+     * @return The topK.
+     */
+    @java.lang.Override
+    public int getTopK() {
+      return topK_;
+    }
+    /**
+     * <pre>
+     * Top-k sampling (Anthropic).
+     * </pre>
+     *
+     * <code>optional uint32 top_k = 16 [json_name = "topK"];</code>
+     * @param value The topK to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTopK(int value) {
+
+      topK_ = value;
+      bitField0_ |= 0x00008000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Top-k sampling (Anthropic).
+     * </pre>
+     *
+     * <code>optional uint32 top_k = 16 [json_name = "topK"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTopK() {
+      bitField0_ = (bitField0_ & ~0x00008000);
+      topK_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private long seed_ ;
+    /**
+     * <pre>
+     * A seed for repeatable sampling (OpenAI).
+     * </pre>
+     *
+     * <code>optional int64 seed = 17 [json_name = "seed"];</code>
+     * @return Whether the seed field is set.
+     */
+    @java.lang.Override
+    public boolean hasSeed() {
+      return ((bitField0_ & 0x00010000) != 0);
+    }
+    /**
+     * <pre>
+     * A seed for repeatable sampling (OpenAI).
+     * </pre>
+     *
+     * <code>optional int64 seed = 17 [json_name = "seed"];</code>
+     * @return The seed.
+     */
+    @java.lang.Override
+    public long getSeed() {
+      return seed_;
+    }
+    /**
+     * <pre>
+     * A seed for repeatable sampling (OpenAI).
+     * </pre>
+     *
+     * <code>optional int64 seed = 17 [json_name = "seed"];</code>
+     * @param value The seed to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSeed(long value) {
+
+      seed_ = value;
+      bitField0_ |= 0x00010000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * A seed for repeatable sampling (OpenAI).
+     * </pre>
+     *
+     * <code>optional int64 seed = 17 [json_name = "seed"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSeed() {
+      bitField0_ = (bitField0_ & ~0x00010000);
+      seed_ = 0L;
+      onChanged();
+      return this;
+    }
+
+    private double presencePenalty_ ;
+    /**
+     * <pre>
+     * Presence penalty (OpenAI).
+     * </pre>
+     *
+     * <code>optional double presence_penalty = 18 [json_name = "presencePenalty"];</code>
+     * @return Whether the presencePenalty field is set.
+     */
+    @java.lang.Override
+    public boolean hasPresencePenalty() {
+      return ((bitField0_ & 0x00020000) != 0);
+    }
+    /**
+     * <pre>
+     * Presence penalty (OpenAI).
+     * </pre>
+     *
+     * <code>optional double presence_penalty = 18 [json_name = "presencePenalty"];</code>
+     * @return The presencePenalty.
+     */
+    @java.lang.Override
+    public double getPresencePenalty() {
+      return presencePenalty_;
+    }
+    /**
+     * <pre>
+     * Presence penalty (OpenAI).
+     * </pre>
+     *
+     * <code>optional double presence_penalty = 18 [json_name = "presencePenalty"];</code>
+     * @param value The presencePenalty to set.
+     * @return This builder for chaining.
+     */
+    public Builder setPresencePenalty(double value) {
+
+      presencePenalty_ = value;
+      bitField0_ |= 0x00020000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Presence penalty (OpenAI).
+     * </pre>
+     *
+     * <code>optional double presence_penalty = 18 [json_name = "presencePenalty"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearPresencePenalty() {
+      bitField0_ = (bitField0_ & ~0x00020000);
+      presencePenalty_ = 0D;
+      onChanged();
+      return this;
+    }
+
+    private double frequencyPenalty_ ;
+    /**
+     * <pre>
+     * Frequency penalty (OpenAI).
+     * </pre>
+     *
+     * <code>optional double frequency_penalty = 19 [json_name = "frequencyPenalty"];</code>
+     * @return Whether the frequencyPenalty field is set.
+     */
+    @java.lang.Override
+    public boolean hasFrequencyPenalty() {
+      return ((bitField0_ & 0x00040000) != 0);
+    }
+    /**
+     * <pre>
+     * Frequency penalty (OpenAI).
+     * </pre>
+     *
+     * <code>optional double frequency_penalty = 19 [json_name = "frequencyPenalty"];</code>
+     * @return The frequencyPenalty.
+     */
+    @java.lang.Override
+    public double getFrequencyPenalty() {
+      return frequencyPenalty_;
+    }
+    /**
+     * <pre>
+     * Frequency penalty (OpenAI).
+     * </pre>
+     *
+     * <code>optional double frequency_penalty = 19 [json_name = "frequencyPenalty"];</code>
+     * @param value The frequencyPenalty to set.
+     * @return This builder for chaining.
+     */
+    public Builder setFrequencyPenalty(double value) {
+
+      frequencyPenalty_ = value;
+      bitField0_ |= 0x00040000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Frequency penalty (OpenAI).
+     * </pre>
+     *
+     * <code>optional double frequency_penalty = 19 [json_name = "frequencyPenalty"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearFrequencyPenalty() {
+      bitField0_ = (bitField0_ & ~0x00040000);
+      frequencyPenalty_ = 0D;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object endUser_ = "";
+    /**
+     * <pre>
+     * The end user the call is made for (OpenAI `user`, Anthropic `metadata.user_id`).
+     * </pre>
+     *
+     * <code>string end_user = 20 [json_name = "endUser"];</code>
+     * @return The endUser.
+     */
+    public java.lang.String getEndUser() {
+      java.lang.Object ref = endUser_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        endUser_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The end user the call is made for (OpenAI `user`, Anthropic `metadata.user_id`).
+     * </pre>
+     *
+     * <code>string end_user = 20 [json_name = "endUser"];</code>
+     * @return The bytes for endUser.
+     */
+    public com.google.protobuf.ByteString
+        getEndUserBytes() {
+      java.lang.Object ref = endUser_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        endUser_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The end user the call is made for (OpenAI `user`, Anthropic `metadata.user_id`).
+     * </pre>
+     *
+     * <code>string end_user = 20 [json_name = "endUser"];</code>
+     * @param value The endUser to set.
+     * @return This builder for chaining.
+     */
+    public Builder setEndUser(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      endUser_ = value;
+      bitField0_ |= 0x00080000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The end user the call is made for (OpenAI `user`, Anthropic `metadata.user_id`).
+     * </pre>
+     *
+     * <code>string end_user = 20 [json_name = "endUser"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearEndUser() {
+      endUser_ = getDefaultInstance().getEndUser();
+      bitField0_ = (bitField0_ & ~0x00080000);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The end user the call is made for (OpenAI `user`, Anthropic `metadata.user_id`).
+     * </pre>
+     *
+     * <code>string end_user = 20 [json_name = "endUser"];</code>
+     * @param value The bytes for endUser to set.
+     * @return This builder for chaining.
+     */
+    public Builder setEndUserBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      endUser_ = value;
+      bitField0_ |= 0x00080000;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object providerOptionsJson_ = "";
+    /**
+     * <pre>
+     * Per-format options merged into the upstream body as they are, a JSON object keyed by wire
+     * format: {"anthropic": {...}, "openai": {...}}. Keys the sidecar sets itself are refused.
+     * </pre>
+     *
+     * <code>string provider_options_json = 21 [json_name = "providerOptionsJson"];</code>
+     * @return The providerOptionsJson.
+     */
+    public java.lang.String getProviderOptionsJson() {
+      java.lang.Object ref = providerOptionsJson_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        providerOptionsJson_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Per-format options merged into the upstream body as they are, a JSON object keyed by wire
+     * format: {"anthropic": {...}, "openai": {...}}. Keys the sidecar sets itself are refused.
+     * </pre>
+     *
+     * <code>string provider_options_json = 21 [json_name = "providerOptionsJson"];</code>
+     * @return The bytes for providerOptionsJson.
+     */
+    public com.google.protobuf.ByteString
+        getProviderOptionsJsonBytes() {
+      java.lang.Object ref = providerOptionsJson_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        providerOptionsJson_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Per-format options merged into the upstream body as they are, a JSON object keyed by wire
+     * format: {"anthropic": {...}, "openai": {...}}. Keys the sidecar sets itself are refused.
+     * </pre>
+     *
+     * <code>string provider_options_json = 21 [json_name = "providerOptionsJson"];</code>
+     * @param value The providerOptionsJson to set.
+     * @return This builder for chaining.
+     */
+    public Builder setProviderOptionsJson(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      providerOptionsJson_ = value;
+      bitField0_ |= 0x00100000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Per-format options merged into the upstream body as they are, a JSON object keyed by wire
+     * format: {"anthropic": {...}, "openai": {...}}. Keys the sidecar sets itself are refused.
+     * </pre>
+     *
+     * <code>string provider_options_json = 21 [json_name = "providerOptionsJson"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearProviderOptionsJson() {
+      providerOptionsJson_ = getDefaultInstance().getProviderOptionsJson();
+      bitField0_ = (bitField0_ & ~0x00100000);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Per-format options merged into the upstream body as they are, a JSON object keyed by wire
+     * format: {"anthropic": {...}, "openai": {...}}. Keys the sidecar sets itself are refused.
+     * </pre>
+     *
+     * <code>string provider_options_json = 21 [json_name = "providerOptionsJson"];</code>
+     * @param value The bytes for providerOptionsJson to set.
+     * @return This builder for chaining.
+     */
+    public Builder setProviderOptionsJsonBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      providerOptionsJson_ = value;
+      bitField0_ |= 0x00100000;
       onChanged();
       return this;
     }

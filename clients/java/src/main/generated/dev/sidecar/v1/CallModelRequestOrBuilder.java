@@ -243,4 +243,282 @@ public interface CallModelRequestOrBuilder extends
    * @return The midStream.
    */
   dev.sidecar.v1.MidStreamPolicy getMidStream();
+
+  /**
+   * <pre>
+   * When set, the system prompt is a cache breakpoint.
+   * </pre>
+   *
+   * <code>.sidecar.v1.CacheBreakpoint system_cache = 10 [json_name = "systemCache"];</code>
+   * @return Whether the systemCache field is set.
+   */
+  boolean hasSystemCache();
+  /**
+   * <pre>
+   * When set, the system prompt is a cache breakpoint.
+   * </pre>
+   *
+   * <code>.sidecar.v1.CacheBreakpoint system_cache = 10 [json_name = "systemCache"];</code>
+   * @return The systemCache.
+   */
+  dev.sidecar.v1.CacheBreakpoint getSystemCache();
+  /**
+   * <pre>
+   * When set, the system prompt is a cache breakpoint.
+   * </pre>
+   *
+   * <code>.sidecar.v1.CacheBreakpoint system_cache = 10 [json_name = "systemCache"];</code>
+   */
+  dev.sidecar.v1.CacheBreakpointOrBuilder getSystemCacheOrBuilder();
+
+  /**
+   * <pre>
+   * How much the model reasons; unset: no reasoning asked for.
+   * </pre>
+   *
+   * <code>.sidecar.v1.Reasoning reasoning = 11 [json_name = "reasoning"];</code>
+   * @return Whether the reasoning field is set.
+   */
+  boolean hasReasoning();
+  /**
+   * <pre>
+   * How much the model reasons; unset: no reasoning asked for.
+   * </pre>
+   *
+   * <code>.sidecar.v1.Reasoning reasoning = 11 [json_name = "reasoning"];</code>
+   * @return The reasoning.
+   */
+  dev.sidecar.v1.Reasoning getReasoning();
+  /**
+   * <pre>
+   * How much the model reasons; unset: no reasoning asked for.
+   * </pre>
+   *
+   * <code>.sidecar.v1.Reasoning reasoning = 11 [json_name = "reasoning"];</code>
+   */
+  dev.sidecar.v1.ReasoningOrBuilder getReasoningOrBuilder();
+
+  /**
+   * <pre>
+   * Whether and which tool the model must call.
+   * </pre>
+   *
+   * <code>.sidecar.v1.ToolChoice tool_choice = 12 [json_name = "toolChoice"];</code>
+   * @return Whether the toolChoice field is set.
+   */
+  boolean hasToolChoice();
+  /**
+   * <pre>
+   * Whether and which tool the model must call.
+   * </pre>
+   *
+   * <code>.sidecar.v1.ToolChoice tool_choice = 12 [json_name = "toolChoice"];</code>
+   * @return The toolChoice.
+   */
+  dev.sidecar.v1.ToolChoice getToolChoice();
+  /**
+   * <pre>
+   * Whether and which tool the model must call.
+   * </pre>
+   *
+   * <code>.sidecar.v1.ToolChoice tool_choice = 12 [json_name = "toolChoice"];</code>
+   */
+  dev.sidecar.v1.ToolChoiceOrBuilder getToolChoiceOrBuilder();
+
+  /**
+   * <pre>
+   * Whether the model may call several tools in one turn.
+   * </pre>
+   *
+   * <code>optional bool parallel_tool_calls = 13 [json_name = "parallelToolCalls"];</code>
+   * @return Whether the parallelToolCalls field is set.
+   */
+  boolean hasParallelToolCalls();
+  /**
+   * <pre>
+   * Whether the model may call several tools in one turn.
+   * </pre>
+   *
+   * <code>optional bool parallel_tool_calls = 13 [json_name = "parallelToolCalls"];</code>
+   * @return The parallelToolCalls.
+   */
+  boolean getParallelToolCalls();
+
+  /**
+   * <pre>
+   * Sequences that end the reply (at most 4 for OpenAI).
+   * </pre>
+   *
+   * <code>repeated string stop = 14 [json_name = "stop"];</code>
+   * @return A list containing the stop.
+   */
+  java.util.List<java.lang.String>
+      getStopList();
+  /**
+   * <pre>
+   * Sequences that end the reply (at most 4 for OpenAI).
+   * </pre>
+   *
+   * <code>repeated string stop = 14 [json_name = "stop"];</code>
+   * @return The count of stop.
+   */
+  int getStopCount();
+  /**
+   * <pre>
+   * Sequences that end the reply (at most 4 for OpenAI).
+   * </pre>
+   *
+   * <code>repeated string stop = 14 [json_name = "stop"];</code>
+   * @param index The index of the element to return.
+   * @return The stop at the given index.
+   */
+  java.lang.String getStop(int index);
+  /**
+   * <pre>
+   * Sequences that end the reply (at most 4 for OpenAI).
+   * </pre>
+   *
+   * <code>repeated string stop = 14 [json_name = "stop"];</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the stop at the given index.
+   */
+  com.google.protobuf.ByteString
+      getStopBytes(int index);
+
+  /**
+   * <pre>
+   * Nucleus sampling.
+   * </pre>
+   *
+   * <code>optional double top_p = 15 [json_name = "topP"];</code>
+   * @return Whether the topP field is set.
+   */
+  boolean hasTopP();
+  /**
+   * <pre>
+   * Nucleus sampling.
+   * </pre>
+   *
+   * <code>optional double top_p = 15 [json_name = "topP"];</code>
+   * @return The topP.
+   */
+  double getTopP();
+
+  /**
+   * <pre>
+   * Top-k sampling (Anthropic).
+   * </pre>
+   *
+   * <code>optional uint32 top_k = 16 [json_name = "topK"];</code>
+   * @return Whether the topK field is set.
+   */
+  boolean hasTopK();
+  /**
+   * <pre>
+   * Top-k sampling (Anthropic).
+   * </pre>
+   *
+   * <code>optional uint32 top_k = 16 [json_name = "topK"];</code>
+   * @return The topK.
+   */
+  int getTopK();
+
+  /**
+   * <pre>
+   * A seed for repeatable sampling (OpenAI).
+   * </pre>
+   *
+   * <code>optional int64 seed = 17 [json_name = "seed"];</code>
+   * @return Whether the seed field is set.
+   */
+  boolean hasSeed();
+  /**
+   * <pre>
+   * A seed for repeatable sampling (OpenAI).
+   * </pre>
+   *
+   * <code>optional int64 seed = 17 [json_name = "seed"];</code>
+   * @return The seed.
+   */
+  long getSeed();
+
+  /**
+   * <pre>
+   * Presence penalty (OpenAI).
+   * </pre>
+   *
+   * <code>optional double presence_penalty = 18 [json_name = "presencePenalty"];</code>
+   * @return Whether the presencePenalty field is set.
+   */
+  boolean hasPresencePenalty();
+  /**
+   * <pre>
+   * Presence penalty (OpenAI).
+   * </pre>
+   *
+   * <code>optional double presence_penalty = 18 [json_name = "presencePenalty"];</code>
+   * @return The presencePenalty.
+   */
+  double getPresencePenalty();
+
+  /**
+   * <pre>
+   * Frequency penalty (OpenAI).
+   * </pre>
+   *
+   * <code>optional double frequency_penalty = 19 [json_name = "frequencyPenalty"];</code>
+   * @return Whether the frequencyPenalty field is set.
+   */
+  boolean hasFrequencyPenalty();
+  /**
+   * <pre>
+   * Frequency penalty (OpenAI).
+   * </pre>
+   *
+   * <code>optional double frequency_penalty = 19 [json_name = "frequencyPenalty"];</code>
+   * @return The frequencyPenalty.
+   */
+  double getFrequencyPenalty();
+
+  /**
+   * <pre>
+   * The end user the call is made for (OpenAI `user`, Anthropic `metadata.user_id`).
+   * </pre>
+   *
+   * <code>string end_user = 20 [json_name = "endUser"];</code>
+   * @return The endUser.
+   */
+  java.lang.String getEndUser();
+  /**
+   * <pre>
+   * The end user the call is made for (OpenAI `user`, Anthropic `metadata.user_id`).
+   * </pre>
+   *
+   * <code>string end_user = 20 [json_name = "endUser"];</code>
+   * @return The bytes for endUser.
+   */
+  com.google.protobuf.ByteString
+      getEndUserBytes();
+
+  /**
+   * <pre>
+   * Per-format options merged into the upstream body as they are, a JSON object keyed by wire
+   * format: {"anthropic": {...}, "openai": {...}}. Keys the sidecar sets itself are refused.
+   * </pre>
+   *
+   * <code>string provider_options_json = 21 [json_name = "providerOptionsJson"];</code>
+   * @return The providerOptionsJson.
+   */
+  java.lang.String getProviderOptionsJson();
+  /**
+   * <pre>
+   * Per-format options merged into the upstream body as they are, a JSON object keyed by wire
+   * format: {"anthropic": {...}, "openai": {...}}. Keys the sidecar sets itself are refused.
+   * </pre>
+   *
+   * <code>string provider_options_json = 21 [json_name = "providerOptionsJson"];</code>
+   * @return The bytes for providerOptionsJson.
+   */
+  com.google.protobuf.ByteString
+      getProviderOptionsJsonBytes();
 }

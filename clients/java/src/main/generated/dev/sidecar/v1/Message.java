@@ -36,6 +36,8 @@ private static final long serialVersionUID = 0L;
     text_ = "";
     toolCalls_ = java.util.Collections.emptyList();
     toolResults_ = java.util.Collections.emptyList();
+    parts_ = java.util.Collections.emptyList();
+    reasoning_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -251,6 +253,128 @@ private static final long serialVersionUID = 0L;
     return toolResults_.get(index);
   }
 
+  public static final int PARTS_FIELD_NUMBER = 5;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.sidecar.v1.Part> parts_;
+  /**
+   * <pre>
+   * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.sidecar.v1.Part> getPartsList() {
+    return parts_;
+  }
+  /**
+   * <pre>
+   * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.sidecar.v1.PartOrBuilder> 
+      getPartsOrBuilderList() {
+    return parts_;
+  }
+  /**
+   * <pre>
+   * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  @java.lang.Override
+  public int getPartsCount() {
+    return parts_.size();
+  }
+  /**
+   * <pre>
+   * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.Part getParts(int index) {
+    return parts_.get(index);
+  }
+  /**
+   * <pre>
+   * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.PartOrBuilder getPartsOrBuilder(
+      int index) {
+    return parts_.get(index);
+  }
+
+  public static final int REASONING_FIELD_NUMBER = 6;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.sidecar.v1.ReasoningPart> reasoning_;
+  /**
+   * <pre>
+   * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.sidecar.v1.ReasoningPart> getReasoningList() {
+    return reasoning_;
+  }
+  /**
+   * <pre>
+   * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.sidecar.v1.ReasoningPartOrBuilder> 
+      getReasoningOrBuilderList() {
+    return reasoning_;
+  }
+  /**
+   * <pre>
+   * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+   */
+  @java.lang.Override
+  public int getReasoningCount() {
+    return reasoning_.size();
+  }
+  /**
+   * <pre>
+   * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.ReasoningPart getReasoning(int index) {
+    return reasoning_.get(index);
+  }
+  /**
+   * <pre>
+   * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.ReasoningPartOrBuilder getReasoningOrBuilder(
+      int index) {
+    return reasoning_.get(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -276,6 +400,12 @@ private static final long serialVersionUID = 0L;
     }
     for (int i = 0; i < toolResults_.size(); i++) {
       output.writeMessage(4, toolResults_.get(i));
+    }
+    for (int i = 0; i < parts_.size(); i++) {
+      output.writeMessage(5, parts_.get(i));
+    }
+    for (int i = 0; i < reasoning_.size(); i++) {
+      output.writeMessage(6, reasoning_.get(i));
     }
     getUnknownFields().writeTo(output);
   }
@@ -303,6 +433,24 @@ private static final long serialVersionUID = 0L;
           for (int i = 0; i < count; i++) {
             size += com.google.protobuf.CodedOutputStream
               .computeMessageSizeNoTag(toolResults_.get(i));
+          }
+          size += 1 * count;
+        }
+
+        {
+          final int count = parts_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(parts_.get(i));
+          }
+          size += 1 * count;
+        }
+
+        {
+          final int count = reasoning_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(reasoning_.get(i));
           }
           size += 1 * count;
         }
@@ -337,6 +485,10 @@ private static final long serialVersionUID = 0L;
         .equals(other.getToolCallsList())) return false;
     if (!getToolResultsList()
         .equals(other.getToolResultsList())) return false;
+    if (!getPartsList()
+        .equals(other.getPartsList())) return false;
+    if (!getReasoningList()
+        .equals(other.getReasoningList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -359,6 +511,14 @@ private static final long serialVersionUID = 0L;
     if (getToolResultsCount() > 0) {
       hash = (37 * hash) + TOOL_RESULTS_FIELD_NUMBER;
       hash = (53 * hash) + getToolResultsList().hashCode();
+    }
+    if (getPartsCount() > 0) {
+      hash = (37 * hash) + PARTS_FIELD_NUMBER;
+      hash = (53 * hash) + getPartsList().hashCode();
+    }
+    if (getReasoningCount() > 0) {
+      hash = (37 * hash) + REASONING_FIELD_NUMBER;
+      hash = (53 * hash) + getReasoningList().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -511,6 +671,20 @@ private static final long serialVersionUID = 0L;
         toolResultsBuilder_.clear();
       }
       bitField0_ = (bitField0_ & ~0x00000008);
+      if (partsBuilder_ == null) {
+        parts_ = java.util.Collections.emptyList();
+      } else {
+        parts_ = null;
+        partsBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000010);
+      if (reasoningBuilder_ == null) {
+        reasoning_ = java.util.Collections.emptyList();
+      } else {
+        reasoning_ = null;
+        reasoningBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000020);
       return this;
     }
 
@@ -561,6 +735,24 @@ private static final long serialVersionUID = 0L;
         result.toolResults_ = toolResults_;
       } else {
         result.toolResults_ = toolResultsBuilder_.build();
+      }
+      if (partsBuilder_ == null) {
+        if (((bitField0_ & 0x00000010) != 0)) {
+          parts_ = java.util.Collections.unmodifiableList(parts_);
+          bitField0_ = (bitField0_ & ~0x00000010);
+        }
+        result.parts_ = parts_;
+      } else {
+        result.parts_ = partsBuilder_.build();
+      }
+      if (reasoningBuilder_ == null) {
+        if (((bitField0_ & 0x00000020) != 0)) {
+          reasoning_ = java.util.Collections.unmodifiableList(reasoning_);
+          bitField0_ = (bitField0_ & ~0x00000020);
+        }
+        result.reasoning_ = reasoning_;
+      } else {
+        result.reasoning_ = reasoningBuilder_.build();
       }
     }
 
@@ -646,6 +838,58 @@ private static final long serialVersionUID = 0L;
           }
         }
       }
+      if (partsBuilder_ == null) {
+        if (!other.parts_.isEmpty()) {
+          if (parts_.isEmpty()) {
+            parts_ = other.parts_;
+            bitField0_ = (bitField0_ & ~0x00000010);
+          } else {
+            ensurePartsIsMutable();
+            parts_.addAll(other.parts_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.parts_.isEmpty()) {
+          if (partsBuilder_.isEmpty()) {
+            partsBuilder_.dispose();
+            partsBuilder_ = null;
+            parts_ = other.parts_;
+            bitField0_ = (bitField0_ & ~0x00000010);
+            partsBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetPartsFieldBuilder() : null;
+          } else {
+            partsBuilder_.addAllMessages(other.parts_);
+          }
+        }
+      }
+      if (reasoningBuilder_ == null) {
+        if (!other.reasoning_.isEmpty()) {
+          if (reasoning_.isEmpty()) {
+            reasoning_ = other.reasoning_;
+            bitField0_ = (bitField0_ & ~0x00000020);
+          } else {
+            ensureReasoningIsMutable();
+            reasoning_.addAll(other.reasoning_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.reasoning_.isEmpty()) {
+          if (reasoningBuilder_.isEmpty()) {
+            reasoningBuilder_.dispose();
+            reasoningBuilder_ = null;
+            reasoning_ = other.reasoning_;
+            bitField0_ = (bitField0_ & ~0x00000020);
+            reasoningBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetReasoningFieldBuilder() : null;
+          } else {
+            reasoningBuilder_.addAllMessages(other.reasoning_);
+          }
+        }
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -706,6 +950,32 @@ private static final long serialVersionUID = 0L;
               }
               break;
             } // case 34
+            case 42: {
+              dev.sidecar.v1.Part m =
+                  input.readMessage(
+                      dev.sidecar.v1.Part.parser(),
+                      extensionRegistry);
+              if (partsBuilder_ == null) {
+                ensurePartsIsMutable();
+                parts_.add(m);
+              } else {
+                partsBuilder_.addMessage(m);
+              }
+              break;
+            } // case 42
+            case 50: {
+              dev.sidecar.v1.ReasoningPart m =
+                  input.readMessage(
+                      dev.sidecar.v1.ReasoningPart.parser(),
+                      extensionRegistry);
+              if (reasoningBuilder_ == null) {
+                ensureReasoningIsMutable();
+                reasoning_.add(m);
+              } else {
+                reasoningBuilder_.addMessage(m);
+              }
+              break;
+            } // case 50
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1497,6 +1767,618 @@ private static final long serialVersionUID = 0L;
         toolResults_ = null;
       }
       return toolResultsBuilder_;
+    }
+
+    private java.util.List<dev.sidecar.v1.Part> parts_ =
+      java.util.Collections.emptyList();
+    private void ensurePartsIsMutable() {
+      if (!((bitField0_ & 0x00000010) != 0)) {
+        parts_ = new java.util.ArrayList<dev.sidecar.v1.Part>(parts_);
+        bitField0_ |= 0x00000010;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.sidecar.v1.Part, dev.sidecar.v1.Part.Builder, dev.sidecar.v1.PartOrBuilder> partsBuilder_;
+
+    /**
+     * <pre>
+     * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public java.util.List<dev.sidecar.v1.Part> getPartsList() {
+      if (partsBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(parts_);
+      } else {
+        return partsBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public int getPartsCount() {
+      if (partsBuilder_ == null) {
+        return parts_.size();
+      } else {
+        return partsBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public dev.sidecar.v1.Part getParts(int index) {
+      if (partsBuilder_ == null) {
+        return parts_.get(index);
+      } else {
+        return partsBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public Builder setParts(
+        int index, dev.sidecar.v1.Part value) {
+      if (partsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensurePartsIsMutable();
+        parts_.set(index, value);
+        onChanged();
+      } else {
+        partsBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public Builder setParts(
+        int index, dev.sidecar.v1.Part.Builder builderForValue) {
+      if (partsBuilder_ == null) {
+        ensurePartsIsMutable();
+        parts_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        partsBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public Builder addParts(dev.sidecar.v1.Part value) {
+      if (partsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensurePartsIsMutable();
+        parts_.add(value);
+        onChanged();
+      } else {
+        partsBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public Builder addParts(
+        int index, dev.sidecar.v1.Part value) {
+      if (partsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensurePartsIsMutable();
+        parts_.add(index, value);
+        onChanged();
+      } else {
+        partsBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public Builder addParts(
+        dev.sidecar.v1.Part.Builder builderForValue) {
+      if (partsBuilder_ == null) {
+        ensurePartsIsMutable();
+        parts_.add(builderForValue.build());
+        onChanged();
+      } else {
+        partsBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public Builder addParts(
+        int index, dev.sidecar.v1.Part.Builder builderForValue) {
+      if (partsBuilder_ == null) {
+        ensurePartsIsMutable();
+        parts_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        partsBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public Builder addAllParts(
+        java.lang.Iterable<? extends dev.sidecar.v1.Part> values) {
+      if (partsBuilder_ == null) {
+        ensurePartsIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, parts_);
+        onChanged();
+      } else {
+        partsBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public Builder clearParts() {
+      if (partsBuilder_ == null) {
+        parts_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000010);
+        onChanged();
+      } else {
+        partsBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public Builder removeParts(int index) {
+      if (partsBuilder_ == null) {
+        ensurePartsIsMutable();
+        parts_.remove(index);
+        onChanged();
+      } else {
+        partsBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public dev.sidecar.v1.Part.Builder getPartsBuilder(
+        int index) {
+      return internalGetPartsFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public dev.sidecar.v1.PartOrBuilder getPartsOrBuilder(
+        int index) {
+      if (partsBuilder_ == null) {
+        return parts_.get(index);  } else {
+        return partsBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public java.util.List<? extends dev.sidecar.v1.PartOrBuilder> 
+         getPartsOrBuilderList() {
+      if (partsBuilder_ != null) {
+        return partsBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(parts_);
+      }
+    }
+    /**
+     * <pre>
+     * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public dev.sidecar.v1.Part.Builder addPartsBuilder() {
+      return internalGetPartsFieldBuilder().addBuilder(
+          dev.sidecar.v1.Part.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public dev.sidecar.v1.Part.Builder addPartsBuilder(
+        int index) {
+      return internalGetPartsFieldBuilder().addBuilder(
+          index, dev.sidecar.v1.Part.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public java.util.List<dev.sidecar.v1.Part.Builder> 
+         getPartsBuilderList() {
+      return internalGetPartsFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.sidecar.v1.Part, dev.sidecar.v1.Part.Builder, dev.sidecar.v1.PartOrBuilder> 
+        internalGetPartsFieldBuilder() {
+      if (partsBuilder_ == null) {
+        partsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.sidecar.v1.Part, dev.sidecar.v1.Part.Builder, dev.sidecar.v1.PartOrBuilder>(
+                parts_,
+                ((bitField0_ & 0x00000010) != 0),
+                getParentForChildren(),
+                isClean());
+        parts_ = null;
+      }
+      return partsBuilder_;
+    }
+
+    private java.util.List<dev.sidecar.v1.ReasoningPart> reasoning_ =
+      java.util.Collections.emptyList();
+    private void ensureReasoningIsMutable() {
+      if (!((bitField0_ & 0x00000020) != 0)) {
+        reasoning_ = new java.util.ArrayList<dev.sidecar.v1.ReasoningPart>(reasoning_);
+        bitField0_ |= 0x00000020;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.sidecar.v1.ReasoningPart, dev.sidecar.v1.ReasoningPart.Builder, dev.sidecar.v1.ReasoningPartOrBuilder> reasoningBuilder_;
+
+    /**
+     * <pre>
+     * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+     */
+    public java.util.List<dev.sidecar.v1.ReasoningPart> getReasoningList() {
+      if (reasoningBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(reasoning_);
+      } else {
+        return reasoningBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+     */
+    public int getReasoningCount() {
+      if (reasoningBuilder_ == null) {
+        return reasoning_.size();
+      } else {
+        return reasoningBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+     */
+    public dev.sidecar.v1.ReasoningPart getReasoning(int index) {
+      if (reasoningBuilder_ == null) {
+        return reasoning_.get(index);
+      } else {
+        return reasoningBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+     */
+    public Builder setReasoning(
+        int index, dev.sidecar.v1.ReasoningPart value) {
+      if (reasoningBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureReasoningIsMutable();
+        reasoning_.set(index, value);
+        onChanged();
+      } else {
+        reasoningBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+     */
+    public Builder setReasoning(
+        int index, dev.sidecar.v1.ReasoningPart.Builder builderForValue) {
+      if (reasoningBuilder_ == null) {
+        ensureReasoningIsMutable();
+        reasoning_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        reasoningBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+     */
+    public Builder addReasoning(dev.sidecar.v1.ReasoningPart value) {
+      if (reasoningBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureReasoningIsMutable();
+        reasoning_.add(value);
+        onChanged();
+      } else {
+        reasoningBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+     */
+    public Builder addReasoning(
+        int index, dev.sidecar.v1.ReasoningPart value) {
+      if (reasoningBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureReasoningIsMutable();
+        reasoning_.add(index, value);
+        onChanged();
+      } else {
+        reasoningBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+     */
+    public Builder addReasoning(
+        dev.sidecar.v1.ReasoningPart.Builder builderForValue) {
+      if (reasoningBuilder_ == null) {
+        ensureReasoningIsMutable();
+        reasoning_.add(builderForValue.build());
+        onChanged();
+      } else {
+        reasoningBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+     */
+    public Builder addReasoning(
+        int index, dev.sidecar.v1.ReasoningPart.Builder builderForValue) {
+      if (reasoningBuilder_ == null) {
+        ensureReasoningIsMutable();
+        reasoning_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        reasoningBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+     */
+    public Builder addAllReasoning(
+        java.lang.Iterable<? extends dev.sidecar.v1.ReasoningPart> values) {
+      if (reasoningBuilder_ == null) {
+        ensureReasoningIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, reasoning_);
+        onChanged();
+      } else {
+        reasoningBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+     */
+    public Builder clearReasoning() {
+      if (reasoningBuilder_ == null) {
+        reasoning_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000020);
+        onChanged();
+      } else {
+        reasoningBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+     */
+    public Builder removeReasoning(int index) {
+      if (reasoningBuilder_ == null) {
+        ensureReasoningIsMutable();
+        reasoning_.remove(index);
+        onChanged();
+      } else {
+        reasoningBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+     */
+    public dev.sidecar.v1.ReasoningPart.Builder getReasoningBuilder(
+        int index) {
+      return internalGetReasoningFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+     */
+    public dev.sidecar.v1.ReasoningPartOrBuilder getReasoningOrBuilder(
+        int index) {
+      if (reasoningBuilder_ == null) {
+        return reasoning_.get(index);  } else {
+        return reasoningBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+     */
+    public java.util.List<? extends dev.sidecar.v1.ReasoningPartOrBuilder> 
+         getReasoningOrBuilderList() {
+      if (reasoningBuilder_ != null) {
+        return reasoningBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(reasoning_);
+      }
+    }
+    /**
+     * <pre>
+     * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+     */
+    public dev.sidecar.v1.ReasoningPart.Builder addReasoningBuilder() {
+      return internalGetReasoningFieldBuilder().addBuilder(
+          dev.sidecar.v1.ReasoningPart.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+     */
+    public dev.sidecar.v1.ReasoningPart.Builder addReasoningBuilder(
+        int index) {
+      return internalGetReasoningFieldBuilder().addBuilder(
+          index, dev.sidecar.v1.ReasoningPart.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+     */
+    public java.util.List<dev.sidecar.v1.ReasoningPart.Builder> 
+         getReasoningBuilderList() {
+      return internalGetReasoningFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.sidecar.v1.ReasoningPart, dev.sidecar.v1.ReasoningPart.Builder, dev.sidecar.v1.ReasoningPartOrBuilder> 
+        internalGetReasoningFieldBuilder() {
+      if (reasoningBuilder_ == null) {
+        reasoningBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.sidecar.v1.ReasoningPart, dev.sidecar.v1.ReasoningPart.Builder, dev.sidecar.v1.ReasoningPartOrBuilder>(
+                reasoning_,
+                ((bitField0_ & 0x00000020) != 0),
+                getParentForChildren(),
+                isClean());
+        reasoning_ = null;
+      }
+      return reasoningBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:sidecar.v1.Message)

@@ -136,4 +136,92 @@ public interface MessageOrBuilder extends
    */
   dev.sidecar.v1.ToolCallResultOrBuilder getToolResultsOrBuilder(
       int index);
+
+  /**
+   * <pre>
+   * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  java.util.List<dev.sidecar.v1.Part> 
+      getPartsList();
+  /**
+   * <pre>
+   * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  dev.sidecar.v1.Part getParts(int index);
+  /**
+   * <pre>
+   * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  int getPartsCount();
+  /**
+   * <pre>
+   * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  java.util.List<? extends dev.sidecar.v1.PartOrBuilder> 
+      getPartsOrBuilderList();
+  /**
+   * <pre>
+   * The content as ordered parts (instead of `text`; setting both is INVALID_INPUT).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  dev.sidecar.v1.PartOrBuilder getPartsOrBuilder(
+      int index);
+
+  /**
+   * <pre>
+   * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+   */
+  java.util.List<dev.sidecar.v1.ReasoningPart> 
+      getReasoningList();
+  /**
+   * <pre>
+   * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+   */
+  dev.sidecar.v1.ReasoningPart getReasoning(int index);
+  /**
+   * <pre>
+   * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+   */
+  int getReasoningCount();
+  /**
+   * <pre>
+   * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+   */
+  java.util.List<? extends dev.sidecar.v1.ReasoningPartOrBuilder> 
+      getReasoningOrBuilderList();
+  /**
+   * <pre>
+   * An assistant message's reasoning, first in its turn; passed back as the reply carried it.
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.ReasoningPart reasoning = 6 [json_name = "reasoning"];</code>
+   */
+  dev.sidecar.v1.ReasoningPartOrBuilder getReasoningOrBuilder(
+      int index);
 }

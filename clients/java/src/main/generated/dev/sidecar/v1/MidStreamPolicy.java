@@ -135,7 +135,7 @@ public enum MidStreamPolicy
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(4);
+    return dev.sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(8);
   }
 
   private static final MidStreamPolicy[] VALUES = values();

@@ -206,6 +206,31 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_sidecar_v1_ToolCallResult_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_ImagePart_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_ImagePart_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_DocumentPart_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_DocumentPart_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_CacheBreakpoint_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_CacheBreakpoint_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_Part_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_Part_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_ReasoningPart_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_ReasoningPart_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_sidecar_v1_Message_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -215,6 +240,16 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_sidecar_v1_ToolDefinition_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_Reasoning_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_Reasoning_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_ToolChoice_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_ToolChoice_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
     internal_static_sidecar_v1_CallModelRequest_descriptor;
   static final 
@@ -235,6 +270,11 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_sidecar_v1_StreamModelEvent_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_ReasoningDelta_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_ReasoningDelta_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
     internal_static_sidecar_v1_TextDelta_descriptor;
   static final 
@@ -421,171 +461,234 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
       "\rR\010attempts\022\027\n\007call_id\030\005 \001(\tR\006callIdB\t\n\007" +
       "outcome\"U\n\010ToolCall\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004n" +
       "ame\030\002 \001(\tR\004name\022%\n\016arguments_json\030\003 \001(\tR" +
-      "\rargumentsJson\"r\n\016ToolCallResult\022\027\n\007call" +
-      "_id\030\001 \001(\tR\006callId\022\030\n\007content\030\002 \001(\tR\007cont" +
-      "ent\022\031\n\010is_error\030\003 \001(\010R\007isError\022\022\n\004name\030\004" +
-      " \001(\tR\004name\"\267\001\n\007Message\022$\n\004role\030\001 \001(\0162\020.s" +
-      "idecar.v1.RoleR\004role\022\022\n\004text\030\002 \001(\tR\004text" +
-      "\0223\n\ntool_calls\030\003 \003(\0132\024.sidecar.v1.ToolCa" +
-      "llR\ttoolCalls\022=\n\014tool_results\030\004 \003(\0132\032.si" +
-      "decar.v1.ToolCallResultR\013toolResults\"o\n\016" +
-      "ToolDefinition\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013de" +
-      "scription\030\002 \001(\tR\013description\022\'\n\017paramete" +
-      "rs_json\030\003 \001(\tR\016parametersJson\"\262\003\n\020CallMo" +
-      "delRequest\022\024\n\005model\030\001 \001(\tR\005model\022\026\n\006syst" +
-      "em\030\002 \001(\tR\006system\022/\n\010messages\030\003 \003(\0132\023.sid" +
-      "ecar.v1.MessageR\010messages\0220\n\005tools\030\004 \003(\013" +
-      "2\032.sidecar.v1.ToolDefinitionR\005tools\0220\n\024r" +
-      "esponse_schema_json\030\005 \001(\tR\022responseSchem" +
-      "aJson\022/\n\021max_output_tokens\030\006 \001(\rH\000R\017maxO" +
-      "utputTokens\210\001\001\022%\n\013temperature\030\007 \001(\001H\001R\013t" +
-      "emperature\210\001\001\022!\n\003job\030\010 \001(\0132\017.sidecar.v1." +
-      "JobR\003job\022:\n\nmid_stream\030\t \001(\0162\033.sidecar.v" +
-      "1.MidStreamPolicyR\tmidStreamB\024\n\022_max_out" +
-      "put_tokensB\016\n\014_temperature\"O\n\005Usage\022!\n\014i" +
-      "nput_tokens\030\001 \001(\004R\013inputTokens\022#\n\routput" +
-      "_tokens\030\002 \001(\004R\014outputTokens\"\267\004\n\021CallMode" +
-      "lResponse\022-\n\007message\030\001 \001(\0132\023.sidecar.v1." +
-      "MessageR\007message\022=\n\rfinish_reason\030\002 \001(\0162" +
-      "\030.sidecar.v1.FinishReasonR\014finishReason\022" +
-      "\'\n\005usage\030\003 \001(\0132\021.sidecar.v1.UsageR\005usage" +
-      "\022+\n\004json\030\004 \001(\0132\027.google.protobuf.StructR" +
-      "\004json\022\032\n\010attempts\030\005 \001(\rR\010attempts\022 \n\013cor" +
-      "rections\030\006 \001(\rR\013corrections\0220\n\024output_bu" +
-      "dget_raised\030\007 \001(\010R\022outputBudgetRaised\022\032\n" +
-      "\010warnings\030\010 \003(\tR\010warnings\022\032\n\010provider\030\t " +
-      "\001(\tR\010provider\022%\n\016response_model\030\n \001(\tR\rr" +
-      "esponseModel\0222\n\013total_usage\030\013 \001(\0132\021.side" +
-      "car.v1.UsageR\ntotalUsage\022\031\n\010cost_usd\030\014 \001" +
-      "(\001R\007costUsd\022\033\n\tserved_by\030\r \001(\tR\010servedBy" +
-      "\022#\n\004hops\030\016 \003(\0132\017.sidecar.v1.HopR\004hops\"\360\001" +
-      "\n\020StreamModelEvent\022+\n\004text\030\001 \001(\0132\025.sidec" +
-      "ar.v1.TextDeltaH\000R\004text\0228\n\ttool_call\030\002 \001" +
-      "(\0132\031.sidecar.v1.ToolCallDeltaH\000R\010toolCal" +
-      "l\0225\n\007restart\030\003 \001(\0132\031.sidecar.v1.StreamRe" +
-      "startH\000R\007restart\0225\n\005final\030\004 \001(\0132\035.sideca" +
-      "r.v1.CallModelResponseH\000R\005finalB\007\n\005event" +
-      "\"\037\n\tTextDelta\022\022\n\004text\030\001 \001(\tR\004text\"x\n\rToo" +
-      "lCallDelta\022\024\n\005index\030\001 \001(\rR\005index\022\016\n\002id\030\002" +
-      " \001(\tR\002id\022\022\n\004name\030\003 \001(\tR\004name\022-\n\022argument" +
-      "s_fragment\030\004 \001(\tR\021argumentsFragment\"q\n\rS" +
-      "treamRestart\022.\n\005cause\030\001 \001(\0162\030.sidecar.v1" +
-      ".RestartCauseR\005cause\022\026\n\006reason\030\002 \001(\tR\006re" +
-      "ason\022\030\n\007attempt\030\003 \001(\rR\007attempt\"\310\001\n\020Obser" +
-      "vedResponse\022\037\n\013status_code\030\001 \001(\005R\nstatus" +
-      "Code\022C\n\007headers\030\002 \003(\0132).sidecar.v1.Obser" +
-      "vedResponse.HeadersEntryR\007headers\022\022\n\004bod" +
-      "y\030\003 \001(\tR\004body\032:\n\014HeadersEntry\022\020\n\003key\030\001 \001" +
-      "(\tR\003key\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"\253\003\n\026Cl" +
-      "assifyFailureRequest\022\030\n\007service\030\001 \001(\tR\007s" +
-      "ervice\022\032\n\010endpoint\030\002 \001(\tR\010endpoint\0221\n\tto" +
-      "ol_kind\030\003 \001(\0162\024.sidecar.v1.ToolKindR\010too" +
-      "lKind\022\034\n\tparameter\030\004 \001(\tR\tparameter\022\024\n\005v" +
-      "alue\030\005 \001(\tR\005value\022:\n\010response\030\006 \001(\0132\034.si" +
-      "decar.v1.ObservedResponseH\000R\010response\0222\n" +
-      "\005fault\030\007 \001(\0162\032.sidecar.v1.TransportFault" +
-      "H\000R\005fault\022!\n\003job\030\010 \001(\0132\017.sidecar.v1.JobR" +
-      "\003job\022\032\n\010attempts\030\t \001(\rR\010attempts\022#\n\rreso" +
-      "urce_type\030\n \001(\tR\014resourceType\022\024\n\005probe\030\013" +
-      " \001(\010R\005probeB\n\n\010observed\"\022\n\020ListToolsRequ" +
-      "est\"\362\001\n\010ToolInfo\022:\n\ndefinition\030\001 \001(\0132\032.s" +
-      "idecar.v1.ToolDefinitionR\ndefinition\022(\n\004" +
-      "kind\030\002 \001(\0162\024.sidecar.v1.ToolKindR\004kind\022\030" +
-      "\n\007service\030\003 \001(\tR\007service\022\036\n\nidempotent\030\004" +
-      " \001(\010R\nidempotent\022\037\n\013openai_json\030\005 \001(\tR\no" +
-      "penaiJson\022%\n\016anthropic_json\030\006 \001(\tR\ranthr" +
-      "opicJson\"?\n\021ListToolsResponse\022*\n\005tools\030\001" +
-      " \003(\0132\024.sidecar.v1.ToolInfoR\005tools\"\023\n\021Lis" +
-      "tModelsRequest\"\374\003\n\tModelInfo\022\016\n\002id\030\001 \001(\t" +
-      "R\002id\022\032\n\010provider\030\002 \001(\tR\010provider\022\037\n\013wire" +
-      "_format\030\003 \001(\tR\nwireFormat\022%\n\016upstream_mo" +
-      "del\030\004 \001(\tR\rupstreamModel\022%\n\016context_wind" +
-      "ow\030\005 \001(\rR\rcontextWindow\022*\n\021max_output_to" +
-      "kens\030\006 \001(\rR\017maxOutputTokens\022/\n\024input_pri" +
-      "ce_per_mtok\030\007 \001(\001R\021inputPricePerMtok\0221\n\025" +
-      "output_price_per_mtok\030\010 \001(\001R\022outputPrice" +
-      "PerMtok\022.\n\023requests_per_minute\030\t \001(\rR\021re" +
-      "questsPerMinute\022*\n\021tokens_per_minute\030\n \001" +
-      "(\rR\017tokensPerMinute\022)\n\020upstream_retries\030" +
-      "\013 \001(\rR\017upstreamRetries\022=\n\013deployments\030\014 " +
-      "\003(\0132\033.sidecar.v1.RouteDeploymentR\013deploy" +
-      "ments\"M\n\017RouteDeployment\022\016\n\002id\030\001 \001(\tR\002id" +
-      "\022\022\n\004role\030\002 \001(\tR\004role\022\026\n\006weight\030\003 \001(\001R\006we" +
-      "ight\"C\n\022ListModelsResponse\022-\n\006models\030\001 \003" +
-      "(\0132\025.sidecar.v1.ModelInfoR\006models*\362\007\n\013Fa" +
-      "ilureKind\022\034\n\030FAILURE_KIND_UNSPECIFIED\020\000\022" +
-      "$\n\032FAILURE_KIND_INVALID_INPUT\020\001\032\004\210\265\030\001\022)\n" +
-      "\037FAILURE_KIND_RESOURCE_NOT_FOUND\020\002\032\004\210\265\030\001" +
-      "\022 \n\026FAILURE_KIND_GUARDRAIL\020\003\032\004\210\265\030\001\022!\n\027FA" +
-      "ILURE_KIND_JSON_PARSE\020\004\032\004\210\265\030\001\022*\n FAILURE" +
-      "_KIND_RESPONSE_VALIDATION\020\005\032\004\210\265\030\001\022!\n\035FAI" +
-      "LURE_KIND_EXTERNAL_SERVICE\020\006\022\"\n\036FAILURE_" +
-      "KIND_UPSTREAM_THROTTLE\020\007\022\035\n\031FAILURE_KIND" +
-      "_UNAUTHORIZED\020\010\022\"\n\036FAILURE_KIND_PERMISSI" +
-      "ON_DENIED\020\t\022\027\n\023FAILURE_KIND_SYSTEM\020\n\022\035\n\031" +
-      "FAILURE_KIND_CIRCUIT_OPEN\020\013\022+\n\'FAILURE_K" +
-      "IND_UPSTREAM_RETRIES_EXHAUSTED\020\014\022 \n\034FAIL" +
-      "URE_KIND_QUOTA_EXHAUSTED\020\r\022#\n\037FAILURE_KI" +
-      "ND_SPEND_CAP_EXCEEDED\020\016\022 \n\034FAILURE_KIND_" +
-      "MODEL_NOT_FOUND\020\017\022!\n\035FAILURE_KIND_PROVID" +
-      "ER_REFUSAL\020\020\022-\n)FAILURE_KIND_TOKEN_ESTIM" +
-      "ATE_EXCEEDS_LIMIT\020\021\022!\n\035FAILURE_KIND_CONT" +
-      "EXT_OVERFLOW\020\022\022!\n\035FAILURE_KIND_OUTPUT_TR" +
-      "UNCATED\020\023\022\034\n\030FAILURE_KIND_JOB_TIMEOUT\020\024\022" +
-      "\036\n\032FAILURE_KIND_JOB_CANCELLED\020\025\022#\n\037FAILU" +
-      "RE_KIND_STREAM_INTERRUPTED\020\026\032\257\001\212\265\030e[This" +
-      " error may be correctable - you can retr" +
-      "y with different parameters or try a dif" +
-      "ferent approach]\222\265\030B[This error is not c" +
-      "orrectable - consider an alternative app" +
-      "roach]*|\n\014CircuitState\022\035\n\031CIRCUIT_STATE_" +
-      "UNSPECIFIED\020\000\022\030\n\024CIRCUIT_STATE_CLOSED\020\001\022" +
-      "\026\n\022CIRCUIT_STATE_OPEN\020\002\022\033\n\027CIRCUIT_STATE" +
-      "_HALF_OPEN\020\003*\177\n\013RetrySignal\022\034\n\030RETRY_SIG" +
-      "NAL_UNSPECIFIED\020\000\022\033\n\027RETRY_SIGNAL_RATE_L" +
-      "IMIT\020\001\022\031\n\025RETRY_SIGNAL_OVERLOAD\020\002\022\032\n\026RET" +
-      "RY_SIGNAL_TRANSIENT\020\003*N\n\004Role\022\024\n\020ROLE_UN" +
-      "SPECIFIED\020\000\022\r\n\tROLE_USER\020\001\022\022\n\016ROLE_ASSIS" +
-      "TANT\020\002\022\r\n\tROLE_TOOL\020\003*o\n\017MidStreamPolicy" +
-      "\022!\n\035MID_STREAM_POLICY_UNSPECIFIED\020\000\022\035\n\031M" +
-      "ID_STREAM_POLICY_RESTART\020\001\022\032\n\026MID_STREAM" +
-      "_POLICY_FAIL\020\002*\237\001\n\014FinishReason\022\035\n\031FINIS" +
-      "H_REASON_UNSPECIFIED\020\000\022\026\n\022FINISH_REASON_" +
-      "STOP\020\001\022\030\n\024FINISH_REASON_LENGTH\020\002\022\034\n\030FINI" +
-      "SH_REASON_TOOL_CALLS\020\003\022 \n\034FINISH_REASON_" +
-      "CONTENT_FILTER\020\004*\246\001\n\014RestartCause\022\035\n\031RES" +
-      "TART_CAUSE_UNSPECIFIED\020\000\022 \n\034RESTART_CAUS" +
-      "E_UPSTREAM_FAULT\020\001\022\033\n\027RESTART_CAUSE_TRUN" +
-      "CATED\020\002\022\034\n\030RESTART_CAUSE_CORRECTION\020\003\022\032\n" +
-      "\026RESTART_CAUSE_FAILOVER\020\004*P\n\010ToolKind\022\031\n" +
-      "\025TOOL_KIND_UNSPECIFIED\020\000\022\024\n\020TOOL_KIND_SE" +
-      "ARCH\020\001\022\023\n\017TOOL_KIND_FETCH\020\002*\237\001\n\016Transpor" +
-      "tFault\022\037\n\033TRANSPORT_FAULT_UNSPECIFIED\020\000\022" +
-      "\033\n\027TRANSPORT_FAULT_REFUSED\020\001\022\033\n\027TRANSPOR" +
-      "T_FAULT_TIMEOUT\020\002\022\031\n\025TRANSPORT_FAULT_RES" +
-      "ET\020\003\022\027\n\023TRANSPORT_FAULT_DNS\020\0042\323\003\n\007Sideca" +
-      "r\022N\n\013ExecuteTool\022\036.sidecar.v1.ExecuteToo" +
-      "lRequest\032\037.sidecar.v1.ExecuteToolRespons" +
-      "e\022H\n\tCallModel\022\034.sidecar.v1.CallModelReq" +
-      "uest\032\035.sidecar.v1.CallModelResponse\022J\n\017C" +
-      "lassifyFailure\022\".sidecar.v1.ClassifyFail" +
-      "ureRequest\032\023.sidecar.v1.Failure\022H\n\tListT" +
-      "ools\022\034.sidecar.v1.ListToolsRequest\032\035.sid" +
-      "ecar.v1.ListToolsResponse\022K\n\nListModels\022" +
-      "\035.sidecar.v1.ListModelsRequest\032\036.sidecar" +
-      ".v1.ListModelsResponse\022K\n\013StreamModel\022\034." +
-      "sidecar.v1.CallModelRequest\032\034.sidecar.v1" +
-      ".StreamModelEvent0\001:E\n\013correctable\022!.goo" +
-      "gle.protobuf.EnumValueOptions\030\321\206\003 \001(\010R\013c" +
-      "orrectable:I\n\020correctable_line\022\034.google." +
-      "protobuf.EnumOptions\030\321\206\003 \001(\tR\017correctabl" +
-      "eLine:M\n\022uncorrectable_line\022\034.google.pro" +
-      "tobuf.EnumOptions\030\322\206\003 \001(\tR\021uncorrectable" +
-      "LineB\235\001\n\016dev.sidecar.v1P\001ZBgithub.com/si" +
-      "decar-dev/sidecar/clients/go/gen/sidecar" +
-      "/v1;sidecarv1\242\002\003SXX\252\002\nSidecar.V1\312\002\nSidec" +
-      "ar\\V1\342\002\026Sidecar\\V1\\GPBMetadata\352\002\013Sidecar" +
-      "::V1b\006proto3"
+      "\rargumentsJson\"\232\001\n\016ToolCallResult\022\027\n\007cal" +
+      "l_id\030\001 \001(\tR\006callId\022\030\n\007content\030\002 \001(\tR\007con" +
+      "tent\022\031\n\010is_error\030\003 \001(\010R\007isError\022\022\n\004name\030" +
+      "\004 \001(\tR\004name\022&\n\005parts\030\005 \003(\0132\020.sidecar.v1." +
+      "PartR\005parts\"\217\001\n\tImagePart\022\024\n\004data\030\001 \001(\014H" +
+      "\000R\004data\022\022\n\003url\030\002 \001(\tH\000R\003url\022\035\n\nmedia_typ" +
+      "e\030\003 \001(\tR\tmediaType\022/\n\006detail\030\004 \001(\0162\027.sid" +
+      "ecar.v1.ImageDetailR\006detailB\010\n\006source\"\215\001" +
+      "\n\014DocumentPart\022\024\n\004data\030\001 \001(\014H\000R\004data\022\022\n\003" +
+      "url\030\002 \001(\tH\000R\003url\022\024\n\004text\030\003 \001(\tH\000R\004text\022\035" +
+      "\n\nmedia_type\030\004 \001(\tR\tmediaType\022\024\n\005title\030\005" +
+      " \001(\tR\005titleB\010\n\006source\"9\n\017CacheBreakpoint" +
+      "\022&\n\003ttl\030\001 \001(\0162\024.sidecar.v1.CacheTtlR\003ttl" +
+      "\"\276\001\n\004Part\022\024\n\004text\030\001 \001(\tH\000R\004text\022-\n\005image" +
+      "\030\002 \001(\0132\025.sidecar.v1.ImagePartH\000R\005image\0226" +
+      "\n\010document\030\003 \001(\0132\030.sidecar.v1.DocumentPa" +
+      "rtH\000R\010document\0221\n\005cache\030\004 \001(\0132\033.sidecar." +
+      "v1.CacheBreakpointR\005cacheB\006\n\004kind\"~\n\rRea" +
+      "soningPart\022\022\n\004text\030\001 \001(\tR\004text\022\034\n\tsignat" +
+      "ure\030\002 \001(\tR\tsignature\022#\n\rredacted_data\030\003 " +
+      "\001(\tR\014redactedData\022\026\n\006format\030\004 \001(\tR\006forma" +
+      "t\"\230\002\n\007Message\022$\n\004role\030\001 \001(\0162\020.sidecar.v1" +
+      ".RoleR\004role\022\022\n\004text\030\002 \001(\tR\004text\0223\n\ntool_" +
+      "calls\030\003 \003(\0132\024.sidecar.v1.ToolCallR\ttoolC" +
+      "alls\022=\n\014tool_results\030\004 \003(\0132\032.sidecar.v1." +
+      "ToolCallResultR\013toolResults\022&\n\005parts\030\005 \003" +
+      "(\0132\020.sidecar.v1.PartR\005parts\0227\n\treasoning" +
+      "\030\006 \003(\0132\031.sidecar.v1.ReasoningPartR\treaso" +
+      "ning\"\242\001\n\016ToolDefinition\022\022\n\004name\030\001 \001(\tR\004n" +
+      "ame\022 \n\013description\030\002 \001(\tR\013description\022\'\n" +
+      "\017parameters_json\030\003 \001(\tR\016parametersJson\0221" +
+      "\n\005cache\030\004 \001(\0132\033.sidecar.v1.CacheBreakpoi" +
+      "ntR\005cache\"s\n\tReasoning\0225\n\006effort\030\001 \001(\0162\033" +
+      ".sidecar.v1.ReasoningEffortH\000R\006effort\022%\n" +
+      "\rbudget_tokens\030\002 \001(\rH\000R\014budgetTokensB\010\n\006" +
+      "amount\"P\n\nToolChoice\022.\n\004mode\030\001 \001(\0162\032.sid" +
+      "ecar.v1.ToolChoiceModeR\004mode\022\022\n\004name\030\002 \001" +
+      "(\tR\004name\"\207\010\n\020CallModelRequest\022\024\n\005model\030\001" +
+      " \001(\tR\005model\022\026\n\006system\030\002 \001(\tR\006system\022/\n\010m" +
+      "essages\030\003 \003(\0132\023.sidecar.v1.MessageR\010mess" +
+      "ages\0220\n\005tools\030\004 \003(\0132\032.sidecar.v1.ToolDef" +
+      "initionR\005tools\0220\n\024response_schema_json\030\005" +
+      " \001(\tR\022responseSchemaJson\022/\n\021max_output_t" +
+      "okens\030\006 \001(\rH\000R\017maxOutputTokens\210\001\001\022%\n\013tem" +
+      "perature\030\007 \001(\001H\001R\013temperature\210\001\001\022!\n\003job\030" +
+      "\010 \001(\0132\017.sidecar.v1.JobR\003job\022:\n\nmid_strea" +
+      "m\030\t \001(\0162\033.sidecar.v1.MidStreamPolicyR\tmi" +
+      "dStream\022>\n\014system_cache\030\n \001(\0132\033.sidecar." +
+      "v1.CacheBreakpointR\013systemCache\0223\n\treaso" +
+      "ning\030\013 \001(\0132\025.sidecar.v1.ReasoningR\treaso" +
+      "ning\0227\n\013tool_choice\030\014 \001(\0132\026.sidecar.v1.T" +
+      "oolChoiceR\ntoolChoice\0223\n\023parallel_tool_c" +
+      "alls\030\r \001(\010H\002R\021parallelToolCalls\210\001\001\022\022\n\004st" +
+      "op\030\016 \003(\tR\004stop\022\030\n\005top_p\030\017 \001(\001H\003R\004topP\210\001\001" +
+      "\022\030\n\005top_k\030\020 \001(\rH\004R\004topK\210\001\001\022\027\n\004seed\030\021 \001(\003" +
+      "H\005R\004seed\210\001\001\022.\n\020presence_penalty\030\022 \001(\001H\006R" +
+      "\017presencePenalty\210\001\001\0220\n\021frequency_penalty" +
+      "\030\023 \001(\001H\007R\020frequencyPenalty\210\001\001\022\031\n\010end_use" +
+      "r\030\024 \001(\tR\007endUser\0222\n\025provider_options_jso" +
+      "n\030\025 \001(\tR\023providerOptionsJsonB\024\n\022_max_out" +
+      "put_tokensB\016\n\014_temperatureB\026\n\024_parallel_" +
+      "tool_callsB\010\n\006_top_pB\010\n\006_top_kB\007\n\005_seedB" +
+      "\023\n\021_presence_penaltyB\024\n\022_frequency_penal" +
+      "ty\"\352\001\n\005Usage\022!\n\014input_tokens\030\001 \001(\004R\013inpu" +
+      "tTokens\022#\n\routput_tokens\030\002 \001(\004R\014outputTo" +
+      "kens\0225\n\027cache_read_input_tokens\030\003 \001(\004R\024c" +
+      "acheReadInputTokens\0227\n\030cache_write_input" +
+      "_tokens\030\004 \001(\004R\025cacheWriteInputTokens\022)\n\020" +
+      "reasoning_tokens\030\005 \001(\004R\017reasoningTokens\"" +
+      "\267\004\n\021CallModelResponse\022-\n\007message\030\001 \001(\0132\023" +
+      ".sidecar.v1.MessageR\007message\022=\n\rfinish_r" +
+      "eason\030\002 \001(\0162\030.sidecar.v1.FinishReasonR\014f" +
+      "inishReason\022\'\n\005usage\030\003 \001(\0132\021.sidecar.v1." +
+      "UsageR\005usage\022+\n\004json\030\004 \001(\0132\027.google.prot" +
+      "obuf.StructR\004json\022\032\n\010attempts\030\005 \001(\rR\010att" +
+      "empts\022 \n\013corrections\030\006 \001(\rR\013corrections\022" +
+      "0\n\024output_budget_raised\030\007 \001(\010R\022outputBud" +
+      "getRaised\022\032\n\010warnings\030\010 \003(\tR\010warnings\022\032\n" +
+      "\010provider\030\t \001(\tR\010provider\022%\n\016response_mo" +
+      "del\030\n \001(\tR\rresponseModel\0222\n\013total_usage\030" +
+      "\013 \001(\0132\021.sidecar.v1.UsageR\ntotalUsage\022\031\n\010" +
+      "cost_usd\030\014 \001(\001R\007costUsd\022\033\n\tserved_by\030\r \001" +
+      "(\tR\010servedBy\022#\n\004hops\030\016 \003(\0132\017.sidecar.v1." +
+      "HopR\004hops\"\254\002\n\020StreamModelEvent\022+\n\004text\030\001" +
+      " \001(\0132\025.sidecar.v1.TextDeltaH\000R\004text\0228\n\tt" +
+      "ool_call\030\002 \001(\0132\031.sidecar.v1.ToolCallDelt" +
+      "aH\000R\010toolCall\0225\n\007restart\030\003 \001(\0132\031.sidecar" +
+      ".v1.StreamRestartH\000R\007restart\0225\n\005final\030\004 " +
+      "\001(\0132\035.sidecar.v1.CallModelResponseH\000R\005fi" +
+      "nal\022:\n\treasoning\030\005 \001(\0132\032.sidecar.v1.Reas" +
+      "oningDeltaH\000R\treasoningB\007\n\005event\"}\n\016Reas" +
+      "oningDelta\022\024\n\005index\030\001 \001(\rR\005index\022\022\n\004text" +
+      "\030\002 \001(\tR\004text\022\034\n\tsignature\030\003 \001(\tR\tsignatu" +
+      "re\022#\n\rredacted_data\030\004 \001(\tR\014redactedData\"" +
+      "\037\n\tTextDelta\022\022\n\004text\030\001 \001(\tR\004text\"x\n\rTool" +
+      "CallDelta\022\024\n\005index\030\001 \001(\rR\005index\022\016\n\002id\030\002 " +
+      "\001(\tR\002id\022\022\n\004name\030\003 \001(\tR\004name\022-\n\022arguments" +
+      "_fragment\030\004 \001(\tR\021argumentsFragment\"q\n\rSt" +
+      "reamRestart\022.\n\005cause\030\001 \001(\0162\030.sidecar.v1." +
+      "RestartCauseR\005cause\022\026\n\006reason\030\002 \001(\tR\006rea" +
+      "son\022\030\n\007attempt\030\003 \001(\rR\007attempt\"\310\001\n\020Observ" +
+      "edResponse\022\037\n\013status_code\030\001 \001(\005R\nstatusC" +
+      "ode\022C\n\007headers\030\002 \003(\0132).sidecar.v1.Observ" +
+      "edResponse.HeadersEntryR\007headers\022\022\n\004body" +
+      "\030\003 \001(\tR\004body\032:\n\014HeadersEntry\022\020\n\003key\030\001 \001(" +
+      "\tR\003key\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"\253\003\n\026Cla" +
+      "ssifyFailureRequest\022\030\n\007service\030\001 \001(\tR\007se" +
+      "rvice\022\032\n\010endpoint\030\002 \001(\tR\010endpoint\0221\n\ttoo" +
+      "l_kind\030\003 \001(\0162\024.sidecar.v1.ToolKindR\010tool" +
+      "Kind\022\034\n\tparameter\030\004 \001(\tR\tparameter\022\024\n\005va" +
+      "lue\030\005 \001(\tR\005value\022:\n\010response\030\006 \001(\0132\034.sid" +
+      "ecar.v1.ObservedResponseH\000R\010response\0222\n\005" +
+      "fault\030\007 \001(\0162\032.sidecar.v1.TransportFaultH" +
+      "\000R\005fault\022!\n\003job\030\010 \001(\0132\017.sidecar.v1.JobR\003" +
+      "job\022\032\n\010attempts\030\t \001(\rR\010attempts\022#\n\rresou" +
+      "rce_type\030\n \001(\tR\014resourceType\022\024\n\005probe\030\013 " +
+      "\001(\010R\005probeB\n\n\010observed\"\022\n\020ListToolsReque" +
+      "st\"\362\001\n\010ToolInfo\022:\n\ndefinition\030\001 \001(\0132\032.si" +
+      "decar.v1.ToolDefinitionR\ndefinition\022(\n\004k" +
+      "ind\030\002 \001(\0162\024.sidecar.v1.ToolKindR\004kind\022\030\n" +
+      "\007service\030\003 \001(\tR\007service\022\036\n\nidempotent\030\004 " +
+      "\001(\010R\nidempotent\022\037\n\013openai_json\030\005 \001(\tR\nop" +
+      "enaiJson\022%\n\016anthropic_json\030\006 \001(\tR\ranthro" +
+      "picJson\"?\n\021ListToolsResponse\022*\n\005tools\030\001 " +
+      "\003(\0132\024.sidecar.v1.ToolInfoR\005tools\"\023\n\021List" +
+      "ModelsRequest\"\374\003\n\tModelInfo\022\016\n\002id\030\001 \001(\tR" +
+      "\002id\022\032\n\010provider\030\002 \001(\tR\010provider\022\037\n\013wire_" +
+      "format\030\003 \001(\tR\nwireFormat\022%\n\016upstream_mod" +
+      "el\030\004 \001(\tR\rupstreamModel\022%\n\016context_windo" +
+      "w\030\005 \001(\rR\rcontextWindow\022*\n\021max_output_tok" +
+      "ens\030\006 \001(\rR\017maxOutputTokens\022/\n\024input_pric" +
+      "e_per_mtok\030\007 \001(\001R\021inputPricePerMtok\0221\n\025o" +
+      "utput_price_per_mtok\030\010 \001(\001R\022outputPriceP" +
+      "erMtok\022.\n\023requests_per_minute\030\t \001(\rR\021req" +
+      "uestsPerMinute\022*\n\021tokens_per_minute\030\n \001(" +
+      "\rR\017tokensPerMinute\022)\n\020upstream_retries\030\013" +
+      " \001(\rR\017upstreamRetries\022=\n\013deployments\030\014 \003" +
+      "(\0132\033.sidecar.v1.RouteDeploymentR\013deploym" +
+      "ents\"M\n\017RouteDeployment\022\016\n\002id\030\001 \001(\tR\002id\022" +
+      "\022\n\004role\030\002 \001(\tR\004role\022\026\n\006weight\030\003 \001(\001R\006wei" +
+      "ght\"C\n\022ListModelsResponse\022-\n\006models\030\001 \003(" +
+      "\0132\025.sidecar.v1.ModelInfoR\006models*\362\007\n\013Fai" +
+      "lureKind\022\034\n\030FAILURE_KIND_UNSPECIFIED\020\000\022$" +
+      "\n\032FAILURE_KIND_INVALID_INPUT\020\001\032\004\210\265\030\001\022)\n\037" +
+      "FAILURE_KIND_RESOURCE_NOT_FOUND\020\002\032\004\210\265\030\001\022" +
+      " \n\026FAILURE_KIND_GUARDRAIL\020\003\032\004\210\265\030\001\022!\n\027FAI" +
+      "LURE_KIND_JSON_PARSE\020\004\032\004\210\265\030\001\022*\n FAILURE_" +
+      "KIND_RESPONSE_VALIDATION\020\005\032\004\210\265\030\001\022!\n\035FAIL" +
+      "URE_KIND_EXTERNAL_SERVICE\020\006\022\"\n\036FAILURE_K" +
+      "IND_UPSTREAM_THROTTLE\020\007\022\035\n\031FAILURE_KIND_" +
+      "UNAUTHORIZED\020\010\022\"\n\036FAILURE_KIND_PERMISSIO" +
+      "N_DENIED\020\t\022\027\n\023FAILURE_KIND_SYSTEM\020\n\022\035\n\031F" +
+      "AILURE_KIND_CIRCUIT_OPEN\020\013\022+\n\'FAILURE_KI" +
+      "ND_UPSTREAM_RETRIES_EXHAUSTED\020\014\022 \n\034FAILU" +
+      "RE_KIND_QUOTA_EXHAUSTED\020\r\022#\n\037FAILURE_KIN" +
+      "D_SPEND_CAP_EXCEEDED\020\016\022 \n\034FAILURE_KIND_M" +
+      "ODEL_NOT_FOUND\020\017\022!\n\035FAILURE_KIND_PROVIDE" +
+      "R_REFUSAL\020\020\022-\n)FAILURE_KIND_TOKEN_ESTIMA" +
+      "TE_EXCEEDS_LIMIT\020\021\022!\n\035FAILURE_KIND_CONTE" +
+      "XT_OVERFLOW\020\022\022!\n\035FAILURE_KIND_OUTPUT_TRU" +
+      "NCATED\020\023\022\034\n\030FAILURE_KIND_JOB_TIMEOUT\020\024\022\036" +
+      "\n\032FAILURE_KIND_JOB_CANCELLED\020\025\022#\n\037FAILUR" +
+      "E_KIND_STREAM_INTERRUPTED\020\026\032\257\001\212\265\030e[This " +
+      "error may be correctable - you can retry" +
+      " with different parameters or try a diff" +
+      "erent approach]\222\265\030B[This error is not co" +
+      "rrectable - consider an alternative appr" +
+      "oach]*|\n\014CircuitState\022\035\n\031CIRCUIT_STATE_U" +
+      "NSPECIFIED\020\000\022\030\n\024CIRCUIT_STATE_CLOSED\020\001\022\026" +
+      "\n\022CIRCUIT_STATE_OPEN\020\002\022\033\n\027CIRCUIT_STATE_" +
+      "HALF_OPEN\020\003*\177\n\013RetrySignal\022\034\n\030RETRY_SIGN" +
+      "AL_UNSPECIFIED\020\000\022\033\n\027RETRY_SIGNAL_RATE_LI" +
+      "MIT\020\001\022\031\n\025RETRY_SIGNAL_OVERLOAD\020\002\022\032\n\026RETR" +
+      "Y_SIGNAL_TRANSIENT\020\003*N\n\004Role\022\024\n\020ROLE_UNS" +
+      "PECIFIED\020\000\022\r\n\tROLE_USER\020\001\022\022\n\016ROLE_ASSIST" +
+      "ANT\020\002\022\r\n\tROLE_TOOL\020\003*o\n\013ImageDetail\022\034\n\030I" +
+      "MAGE_DETAIL_UNSPECIFIED\020\000\022\025\n\021IMAGE_DETAI" +
+      "L_AUTO\020\001\022\024\n\020IMAGE_DETAIL_LOW\020\002\022\025\n\021IMAGE_" +
+      "DETAIL_HIGH\020\003*I\n\010CacheTtl\022\031\n\025CACHE_TTL_U" +
+      "NSPECIFIED\020\000\022\020\n\014CACHE_TTL_5M\020\001\022\020\n\014CACHE_" +
+      "TTL_1H\020\002*\243\001\n\017ReasoningEffort\022 \n\034REASONIN" +
+      "G_EFFORT_UNSPECIFIED\020\000\022\034\n\030REASONING_EFFO" +
+      "RT_MINIMAL\020\001\022\030\n\024REASONING_EFFORT_LOW\020\002\022\033" +
+      "\n\027REASONING_EFFORT_MEDIUM\020\003\022\031\n\025REASONING" +
+      "_EFFORT_HIGH\020\004*\242\001\n\016ToolChoiceMode\022 \n\034TOO" +
+      "L_CHOICE_MODE_UNSPECIFIED\020\000\022\031\n\025TOOL_CHOI" +
+      "CE_MODE_AUTO\020\001\022\031\n\025TOOL_CHOICE_MODE_NONE\020" +
+      "\002\022\035\n\031TOOL_CHOICE_MODE_REQUIRED\020\003\022\031\n\025TOOL" +
+      "_CHOICE_MODE_TOOL\020\004*o\n\017MidStreamPolicy\022!" +
+      "\n\035MID_STREAM_POLICY_UNSPECIFIED\020\000\022\035\n\031MID" +
+      "_STREAM_POLICY_RESTART\020\001\022\032\n\026MID_STREAM_P" +
+      "OLICY_FAIL\020\002*\237\001\n\014FinishReason\022\035\n\031FINISH_" +
+      "REASON_UNSPECIFIED\020\000\022\026\n\022FINISH_REASON_ST" +
+      "OP\020\001\022\030\n\024FINISH_REASON_LENGTH\020\002\022\034\n\030FINISH" +
+      "_REASON_TOOL_CALLS\020\003\022 \n\034FINISH_REASON_CO" +
+      "NTENT_FILTER\020\004*\246\001\n\014RestartCause\022\035\n\031RESTA" +
+      "RT_CAUSE_UNSPECIFIED\020\000\022 \n\034RESTART_CAUSE_" +
+      "UPSTREAM_FAULT\020\001\022\033\n\027RESTART_CAUSE_TRUNCA" +
+      "TED\020\002\022\034\n\030RESTART_CAUSE_CORRECTION\020\003\022\032\n\026R" +
+      "ESTART_CAUSE_FAILOVER\020\004*P\n\010ToolKind\022\031\n\025T" +
+      "OOL_KIND_UNSPECIFIED\020\000\022\024\n\020TOOL_KIND_SEAR" +
+      "CH\020\001\022\023\n\017TOOL_KIND_FETCH\020\002*\237\001\n\016TransportF" +
+      "ault\022\037\n\033TRANSPORT_FAULT_UNSPECIFIED\020\000\022\033\n" +
+      "\027TRANSPORT_FAULT_REFUSED\020\001\022\033\n\027TRANSPORT_" +
+      "FAULT_TIMEOUT\020\002\022\031\n\025TRANSPORT_FAULT_RESET" +
+      "\020\003\022\027\n\023TRANSPORT_FAULT_DNS\020\0042\323\003\n\007Sidecar\022" +
+      "N\n\013ExecuteTool\022\036.sidecar.v1.ExecuteToolR" +
+      "equest\032\037.sidecar.v1.ExecuteToolResponse\022" +
+      "H\n\tCallModel\022\034.sidecar.v1.CallModelReque" +
+      "st\032\035.sidecar.v1.CallModelResponse\022J\n\017Cla" +
+      "ssifyFailure\022\".sidecar.v1.ClassifyFailur" +
+      "eRequest\032\023.sidecar.v1.Failure\022H\n\tListToo" +
+      "ls\022\034.sidecar.v1.ListToolsRequest\032\035.sidec" +
+      "ar.v1.ListToolsResponse\022K\n\nListModels\022\035." +
+      "sidecar.v1.ListModelsRequest\032\036.sidecar.v" +
+      "1.ListModelsResponse\022K\n\013StreamModel\022\034.si" +
+      "decar.v1.CallModelRequest\032\034.sidecar.v1.S" +
+      "treamModelEvent0\001:E\n\013correctable\022!.googl" +
+      "e.protobuf.EnumValueOptions\030\321\206\003 \001(\010R\013cor" +
+      "rectable:I\n\020correctable_line\022\034.google.pr" +
+      "otobuf.EnumOptions\030\321\206\003 \001(\tR\017correctableL" +
+      "ine:M\n\022uncorrectable_line\022\034.google.proto" +
+      "buf.EnumOptions\030\322\206\003 \001(\tR\021uncorrectableLi" +
+      "neB\235\001\n\016dev.sidecar.v1P\001ZBgithub.com/side" +
+      "car-dev/sidecar/clients/go/gen/sidecar/v" +
+      "1;sidecarv1\242\002\003SXX\252\002\nSidecar.V1\312\002\nSidecar" +
+      "\\V1\342\002\026Sidecar\\V1\\GPBMetadata\352\002\013Sidecar::" +
+      "V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -750,63 +853,111 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_sidecar_v1_ToolCallResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ToolCallResult_descriptor,
-        new java.lang.String[] { "CallId", "Content", "IsError", "Name", });
-    internal_static_sidecar_v1_Message_descriptor =
+        new java.lang.String[] { "CallId", "Content", "IsError", "Name", "Parts", });
+    internal_static_sidecar_v1_ImagePart_descriptor =
       getDescriptor().getMessageType(25);
+    internal_static_sidecar_v1_ImagePart_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_ImagePart_descriptor,
+        new java.lang.String[] { "Data", "Url", "MediaType", "Detail", "Source", });
+    internal_static_sidecar_v1_DocumentPart_descriptor =
+      getDescriptor().getMessageType(26);
+    internal_static_sidecar_v1_DocumentPart_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_DocumentPart_descriptor,
+        new java.lang.String[] { "Data", "Url", "Text", "MediaType", "Title", "Source", });
+    internal_static_sidecar_v1_CacheBreakpoint_descriptor =
+      getDescriptor().getMessageType(27);
+    internal_static_sidecar_v1_CacheBreakpoint_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_CacheBreakpoint_descriptor,
+        new java.lang.String[] { "Ttl", });
+    internal_static_sidecar_v1_Part_descriptor =
+      getDescriptor().getMessageType(28);
+    internal_static_sidecar_v1_Part_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_Part_descriptor,
+        new java.lang.String[] { "Text", "Image", "Document", "Cache", "Kind", });
+    internal_static_sidecar_v1_ReasoningPart_descriptor =
+      getDescriptor().getMessageType(29);
+    internal_static_sidecar_v1_ReasoningPart_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_ReasoningPart_descriptor,
+        new java.lang.String[] { "Text", "Signature", "RedactedData", "Format", });
+    internal_static_sidecar_v1_Message_descriptor =
+      getDescriptor().getMessageType(30);
     internal_static_sidecar_v1_Message_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_Message_descriptor,
-        new java.lang.String[] { "Role", "Text", "ToolCalls", "ToolResults", });
+        new java.lang.String[] { "Role", "Text", "ToolCalls", "ToolResults", "Parts", "Reasoning", });
     internal_static_sidecar_v1_ToolDefinition_descriptor =
-      getDescriptor().getMessageType(26);
+      getDescriptor().getMessageType(31);
     internal_static_sidecar_v1_ToolDefinition_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ToolDefinition_descriptor,
-        new java.lang.String[] { "Name", "Description", "ParametersJson", });
+        new java.lang.String[] { "Name", "Description", "ParametersJson", "Cache", });
+    internal_static_sidecar_v1_Reasoning_descriptor =
+      getDescriptor().getMessageType(32);
+    internal_static_sidecar_v1_Reasoning_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_Reasoning_descriptor,
+        new java.lang.String[] { "Effort", "BudgetTokens", "Amount", });
+    internal_static_sidecar_v1_ToolChoice_descriptor =
+      getDescriptor().getMessageType(33);
+    internal_static_sidecar_v1_ToolChoice_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_ToolChoice_descriptor,
+        new java.lang.String[] { "Mode", "Name", });
     internal_static_sidecar_v1_CallModelRequest_descriptor =
-      getDescriptor().getMessageType(27);
+      getDescriptor().getMessageType(34);
     internal_static_sidecar_v1_CallModelRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_CallModelRequest_descriptor,
-        new java.lang.String[] { "Model", "System", "Messages", "Tools", "ResponseSchemaJson", "MaxOutputTokens", "Temperature", "Job", "MidStream", });
+        new java.lang.String[] { "Model", "System", "Messages", "Tools", "ResponseSchemaJson", "MaxOutputTokens", "Temperature", "Job", "MidStream", "SystemCache", "Reasoning", "ToolChoice", "ParallelToolCalls", "Stop", "TopP", "TopK", "Seed", "PresencePenalty", "FrequencyPenalty", "EndUser", "ProviderOptionsJson", });
     internal_static_sidecar_v1_Usage_descriptor =
-      getDescriptor().getMessageType(28);
+      getDescriptor().getMessageType(35);
     internal_static_sidecar_v1_Usage_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_Usage_descriptor,
-        new java.lang.String[] { "InputTokens", "OutputTokens", });
+        new java.lang.String[] { "InputTokens", "OutputTokens", "CacheReadInputTokens", "CacheWriteInputTokens", "ReasoningTokens", });
     internal_static_sidecar_v1_CallModelResponse_descriptor =
-      getDescriptor().getMessageType(29);
+      getDescriptor().getMessageType(36);
     internal_static_sidecar_v1_CallModelResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_CallModelResponse_descriptor,
         new java.lang.String[] { "Message", "FinishReason", "Usage", "Json", "Attempts", "Corrections", "OutputBudgetRaised", "Warnings", "Provider", "ResponseModel", "TotalUsage", "CostUsd", "ServedBy", "Hops", });
     internal_static_sidecar_v1_StreamModelEvent_descriptor =
-      getDescriptor().getMessageType(30);
+      getDescriptor().getMessageType(37);
     internal_static_sidecar_v1_StreamModelEvent_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_StreamModelEvent_descriptor,
-        new java.lang.String[] { "Text", "ToolCall", "Restart", "Final", "Event", });
+        new java.lang.String[] { "Text", "ToolCall", "Restart", "Final", "Reasoning", "Event", });
+    internal_static_sidecar_v1_ReasoningDelta_descriptor =
+      getDescriptor().getMessageType(38);
+    internal_static_sidecar_v1_ReasoningDelta_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_ReasoningDelta_descriptor,
+        new java.lang.String[] { "Index", "Text", "Signature", "RedactedData", });
     internal_static_sidecar_v1_TextDelta_descriptor =
-      getDescriptor().getMessageType(31);
+      getDescriptor().getMessageType(39);
     internal_static_sidecar_v1_TextDelta_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_TextDelta_descriptor,
         new java.lang.String[] { "Text", });
     internal_static_sidecar_v1_ToolCallDelta_descriptor =
-      getDescriptor().getMessageType(32);
+      getDescriptor().getMessageType(40);
     internal_static_sidecar_v1_ToolCallDelta_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ToolCallDelta_descriptor,
         new java.lang.String[] { "Index", "Id", "Name", "ArgumentsFragment", });
     internal_static_sidecar_v1_StreamRestart_descriptor =
-      getDescriptor().getMessageType(33);
+      getDescriptor().getMessageType(41);
     internal_static_sidecar_v1_StreamRestart_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_StreamRestart_descriptor,
         new java.lang.String[] { "Cause", "Reason", "Attempt", });
     internal_static_sidecar_v1_ObservedResponse_descriptor =
-      getDescriptor().getMessageType(34);
+      getDescriptor().getMessageType(42);
     internal_static_sidecar_v1_ObservedResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ObservedResponse_descriptor,
@@ -818,49 +969,49 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
         internal_static_sidecar_v1_ObservedResponse_HeadersEntry_descriptor,
         new java.lang.String[] { "Key", "Value", });
     internal_static_sidecar_v1_ClassifyFailureRequest_descriptor =
-      getDescriptor().getMessageType(35);
+      getDescriptor().getMessageType(43);
     internal_static_sidecar_v1_ClassifyFailureRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ClassifyFailureRequest_descriptor,
         new java.lang.String[] { "Service", "Endpoint", "ToolKind", "Parameter", "Value", "Response", "Fault", "Job", "Attempts", "ResourceType", "Probe", "Observed", });
     internal_static_sidecar_v1_ListToolsRequest_descriptor =
-      getDescriptor().getMessageType(36);
+      getDescriptor().getMessageType(44);
     internal_static_sidecar_v1_ListToolsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ListToolsRequest_descriptor,
         new java.lang.String[] { });
     internal_static_sidecar_v1_ToolInfo_descriptor =
-      getDescriptor().getMessageType(37);
+      getDescriptor().getMessageType(45);
     internal_static_sidecar_v1_ToolInfo_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ToolInfo_descriptor,
         new java.lang.String[] { "Definition", "Kind", "Service", "Idempotent", "OpenaiJson", "AnthropicJson", });
     internal_static_sidecar_v1_ListToolsResponse_descriptor =
-      getDescriptor().getMessageType(38);
+      getDescriptor().getMessageType(46);
     internal_static_sidecar_v1_ListToolsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ListToolsResponse_descriptor,
         new java.lang.String[] { "Tools", });
     internal_static_sidecar_v1_ListModelsRequest_descriptor =
-      getDescriptor().getMessageType(39);
+      getDescriptor().getMessageType(47);
     internal_static_sidecar_v1_ListModelsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ListModelsRequest_descriptor,
         new java.lang.String[] { });
     internal_static_sidecar_v1_ModelInfo_descriptor =
-      getDescriptor().getMessageType(40);
+      getDescriptor().getMessageType(48);
     internal_static_sidecar_v1_ModelInfo_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ModelInfo_descriptor,
         new java.lang.String[] { "Id", "Provider", "WireFormat", "UpstreamModel", "ContextWindow", "MaxOutputTokens", "InputPricePerMtok", "OutputPricePerMtok", "RequestsPerMinute", "TokensPerMinute", "UpstreamRetries", "Deployments", });
     internal_static_sidecar_v1_RouteDeployment_descriptor =
-      getDescriptor().getMessageType(41);
+      getDescriptor().getMessageType(49);
     internal_static_sidecar_v1_RouteDeployment_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_RouteDeployment_descriptor,
         new java.lang.String[] { "Id", "Role", "Weight", });
     internal_static_sidecar_v1_ListModelsResponse_descriptor =
-      getDescriptor().getMessageType(42);
+      getDescriptor().getMessageType(50);
     internal_static_sidecar_v1_ListModelsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ListModelsResponse_descriptor,

@@ -62,6 +62,7 @@ private static final long serialVersionUID = 0L;
     TOOL_CALL(2),
     RESTART(3),
     FINAL(4),
+    REASONING(5),
     EVENT_NOT_SET(0);
     private final int value;
     private EventCase(int value) {
@@ -83,6 +84,7 @@ private static final long serialVersionUID = 0L;
         case 2: return TOOL_CALL;
         case 3: return RESTART;
         case 4: return FINAL;
+        case 5: return REASONING;
         case 0: return EVENT_NOT_SET;
         default: return null;
       }
@@ -270,6 +272,49 @@ private static final long serialVersionUID = 0L;
     return dev.sidecar.v1.CallModelResponse.getDefaultInstance();
   }
 
+  public static final int REASONING_FIELD_NUMBER = 5;
+  /**
+   * <pre>
+   * A piece of the model's reasoning.
+   * </pre>
+   *
+   * <code>.sidecar.v1.ReasoningDelta reasoning = 5 [json_name = "reasoning"];</code>
+   * @return Whether the reasoning field is set.
+   */
+  @java.lang.Override
+  public boolean hasReasoning() {
+    return eventCase_ == 5;
+  }
+  /**
+   * <pre>
+   * A piece of the model's reasoning.
+   * </pre>
+   *
+   * <code>.sidecar.v1.ReasoningDelta reasoning = 5 [json_name = "reasoning"];</code>
+   * @return The reasoning.
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.ReasoningDelta getReasoning() {
+    if (eventCase_ == 5) {
+       return (dev.sidecar.v1.ReasoningDelta) event_;
+    }
+    return dev.sidecar.v1.ReasoningDelta.getDefaultInstance();
+  }
+  /**
+   * <pre>
+   * A piece of the model's reasoning.
+   * </pre>
+   *
+   * <code>.sidecar.v1.ReasoningDelta reasoning = 5 [json_name = "reasoning"];</code>
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.ReasoningDeltaOrBuilder getReasoningOrBuilder() {
+    if (eventCase_ == 5) {
+       return (dev.sidecar.v1.ReasoningDelta) event_;
+    }
+    return dev.sidecar.v1.ReasoningDelta.getDefaultInstance();
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -296,6 +341,9 @@ private static final long serialVersionUID = 0L;
     if (eventCase_ == 4) {
       output.writeMessage(4, (dev.sidecar.v1.CallModelResponse) event_);
     }
+    if (eventCase_ == 5) {
+      output.writeMessage(5, (dev.sidecar.v1.ReasoningDelta) event_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -315,6 +363,10 @@ private static final long serialVersionUID = 0L;
     if (eventCase_ == 4) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(4, (dev.sidecar.v1.CallModelResponse) event_);
+    }
+    if (eventCase_ == 5) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(5, (dev.sidecar.v1.ReasoningDelta) event_);
     }
     return size;
   }
@@ -358,6 +410,10 @@ private static final long serialVersionUID = 0L;
         if (!getFinal()
             .equals(other.getFinal())) return false;
         break;
+      case 5:
+        if (!getReasoning()
+            .equals(other.getReasoning())) return false;
+        break;
       case 0:
       default:
     }
@@ -388,6 +444,10 @@ private static final long serialVersionUID = 0L;
       case 4:
         hash = (37 * hash) + FINAL_FIELD_NUMBER;
         hash = (53 * hash) + getFinal().hashCode();
+        break;
+      case 5:
+        hash = (37 * hash) + REASONING_FIELD_NUMBER;
+        hash = (53 * hash) + getReasoning().hashCode();
         break;
       case 0:
       default:
@@ -539,6 +599,9 @@ private static final long serialVersionUID = 0L;
       if (finalBuilder_ != null) {
         finalBuilder_.clear();
       }
+      if (reasoningBuilder_ != null) {
+        reasoningBuilder_.clear();
+      }
       eventCase_ = 0;
       event_ = null;
       return this;
@@ -596,6 +659,10 @@ private static final long serialVersionUID = 0L;
           finalBuilder_ != null) {
         result.event_ = finalBuilder_.build();
       }
+      if (eventCase_ == 5 &&
+          reasoningBuilder_ != null) {
+        result.event_ = reasoningBuilder_.build();
+      }
     }
 
     @java.lang.Override
@@ -625,6 +692,10 @@ private static final long serialVersionUID = 0L;
         }
         case FINAL: {
           mergeFinal(other.getFinal());
+          break;
+        }
+        case REASONING: {
+          mergeReasoning(other.getReasoning());
           break;
         }
         case EVENT_NOT_SET: {
@@ -683,6 +754,13 @@ private static final long serialVersionUID = 0L;
               eventCase_ = 4;
               break;
             } // case 34
+            case 42: {
+              input.readMessage(
+                  internalGetReasoningFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              eventCase_ = 5;
+              break;
+            } // case 42
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1417,6 +1495,182 @@ private static final long serialVersionUID = 0L;
       eventCase_ = 4;
       onChanged();
       return finalBuilder_;
+    }
+
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.sidecar.v1.ReasoningDelta, dev.sidecar.v1.ReasoningDelta.Builder, dev.sidecar.v1.ReasoningDeltaOrBuilder> reasoningBuilder_;
+    /**
+     * <pre>
+     * A piece of the model's reasoning.
+     * </pre>
+     *
+     * <code>.sidecar.v1.ReasoningDelta reasoning = 5 [json_name = "reasoning"];</code>
+     * @return Whether the reasoning field is set.
+     */
+    @java.lang.Override
+    public boolean hasReasoning() {
+      return eventCase_ == 5;
+    }
+    /**
+     * <pre>
+     * A piece of the model's reasoning.
+     * </pre>
+     *
+     * <code>.sidecar.v1.ReasoningDelta reasoning = 5 [json_name = "reasoning"];</code>
+     * @return The reasoning.
+     */
+    @java.lang.Override
+    public dev.sidecar.v1.ReasoningDelta getReasoning() {
+      if (reasoningBuilder_ == null) {
+        if (eventCase_ == 5) {
+          return (dev.sidecar.v1.ReasoningDelta) event_;
+        }
+        return dev.sidecar.v1.ReasoningDelta.getDefaultInstance();
+      } else {
+        if (eventCase_ == 5) {
+          return reasoningBuilder_.getMessage();
+        }
+        return dev.sidecar.v1.ReasoningDelta.getDefaultInstance();
+      }
+    }
+    /**
+     * <pre>
+     * A piece of the model's reasoning.
+     * </pre>
+     *
+     * <code>.sidecar.v1.ReasoningDelta reasoning = 5 [json_name = "reasoning"];</code>
+     */
+    public Builder setReasoning(dev.sidecar.v1.ReasoningDelta value) {
+      if (reasoningBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        event_ = value;
+        onChanged();
+      } else {
+        reasoningBuilder_.setMessage(value);
+      }
+      eventCase_ = 5;
+      return this;
+    }
+    /**
+     * <pre>
+     * A piece of the model's reasoning.
+     * </pre>
+     *
+     * <code>.sidecar.v1.ReasoningDelta reasoning = 5 [json_name = "reasoning"];</code>
+     */
+    public Builder setReasoning(
+        dev.sidecar.v1.ReasoningDelta.Builder builderForValue) {
+      if (reasoningBuilder_ == null) {
+        event_ = builderForValue.build();
+        onChanged();
+      } else {
+        reasoningBuilder_.setMessage(builderForValue.build());
+      }
+      eventCase_ = 5;
+      return this;
+    }
+    /**
+     * <pre>
+     * A piece of the model's reasoning.
+     * </pre>
+     *
+     * <code>.sidecar.v1.ReasoningDelta reasoning = 5 [json_name = "reasoning"];</code>
+     */
+    public Builder mergeReasoning(dev.sidecar.v1.ReasoningDelta value) {
+      if (reasoningBuilder_ == null) {
+        if (eventCase_ == 5 &&
+            event_ != dev.sidecar.v1.ReasoningDelta.getDefaultInstance()) {
+          event_ = dev.sidecar.v1.ReasoningDelta.newBuilder((dev.sidecar.v1.ReasoningDelta) event_)
+              .mergeFrom(value).buildPartial();
+        } else {
+          event_ = value;
+        }
+        onChanged();
+      } else {
+        if (eventCase_ == 5) {
+          reasoningBuilder_.mergeFrom(value);
+        } else {
+          reasoningBuilder_.setMessage(value);
+        }
+      }
+      eventCase_ = 5;
+      return this;
+    }
+    /**
+     * <pre>
+     * A piece of the model's reasoning.
+     * </pre>
+     *
+     * <code>.sidecar.v1.ReasoningDelta reasoning = 5 [json_name = "reasoning"];</code>
+     */
+    public Builder clearReasoning() {
+      if (reasoningBuilder_ == null) {
+        if (eventCase_ == 5) {
+          eventCase_ = 0;
+          event_ = null;
+          onChanged();
+        }
+      } else {
+        if (eventCase_ == 5) {
+          eventCase_ = 0;
+          event_ = null;
+        }
+        reasoningBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * A piece of the model's reasoning.
+     * </pre>
+     *
+     * <code>.sidecar.v1.ReasoningDelta reasoning = 5 [json_name = "reasoning"];</code>
+     */
+    public dev.sidecar.v1.ReasoningDelta.Builder getReasoningBuilder() {
+      return internalGetReasoningFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * A piece of the model's reasoning.
+     * </pre>
+     *
+     * <code>.sidecar.v1.ReasoningDelta reasoning = 5 [json_name = "reasoning"];</code>
+     */
+    @java.lang.Override
+    public dev.sidecar.v1.ReasoningDeltaOrBuilder getReasoningOrBuilder() {
+      if ((eventCase_ == 5) && (reasoningBuilder_ != null)) {
+        return reasoningBuilder_.getMessageOrBuilder();
+      } else {
+        if (eventCase_ == 5) {
+          return (dev.sidecar.v1.ReasoningDelta) event_;
+        }
+        return dev.sidecar.v1.ReasoningDelta.getDefaultInstance();
+      }
+    }
+    /**
+     * <pre>
+     * A piece of the model's reasoning.
+     * </pre>
+     *
+     * <code>.sidecar.v1.ReasoningDelta reasoning = 5 [json_name = "reasoning"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.sidecar.v1.ReasoningDelta, dev.sidecar.v1.ReasoningDelta.Builder, dev.sidecar.v1.ReasoningDeltaOrBuilder> 
+        internalGetReasoningFieldBuilder() {
+      if (reasoningBuilder_ == null) {
+        if (!(eventCase_ == 5)) {
+          event_ = dev.sidecar.v1.ReasoningDelta.getDefaultInstance();
+        }
+        reasoningBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.sidecar.v1.ReasoningDelta, dev.sidecar.v1.ReasoningDelta.Builder, dev.sidecar.v1.ReasoningDeltaOrBuilder>(
+                (dev.sidecar.v1.ReasoningDelta) event_,
+                getParentForChildren(),
+                isClean());
+        event_ = null;
+      }
+      eventCase_ = 5;
+      onChanged();
+      return reasoningBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:sidecar.v1.StreamModelEvent)

@@ -118,5 +118,32 @@ public interface StreamModelEventOrBuilder extends
    */
   dev.sidecar.v1.CallModelResponseOrBuilder getFinalOrBuilder();
 
+  /**
+   * <pre>
+   * A piece of the model's reasoning.
+   * </pre>
+   *
+   * <code>.sidecar.v1.ReasoningDelta reasoning = 5 [json_name = "reasoning"];</code>
+   * @return Whether the reasoning field is set.
+   */
+  boolean hasReasoning();
+  /**
+   * <pre>
+   * A piece of the model's reasoning.
+   * </pre>
+   *
+   * <code>.sidecar.v1.ReasoningDelta reasoning = 5 [json_name = "reasoning"];</code>
+   * @return The reasoning.
+   */
+  dev.sidecar.v1.ReasoningDelta getReasoning();
+  /**
+   * <pre>
+   * A piece of the model's reasoning.
+   * </pre>
+   *
+   * <code>.sidecar.v1.ReasoningDelta reasoning = 5 [json_name = "reasoning"];</code>
+   */
+  dev.sidecar.v1.ReasoningDeltaOrBuilder getReasoningOrBuilder();
+
   dev.sidecar.v1.StreamModelEvent.EventCase getEventCase();
 }

@@ -35,6 +35,7 @@ private static final long serialVersionUID = 0L;
     callId_ = "";
     content_ = "";
     name_ = "";
+    parts_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -211,6 +212,77 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int PARTS_FIELD_NUMBER = 5;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.sidecar.v1.Part> parts_;
+  /**
+   * <pre>
+   * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+   * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+   * message right after the tool messages (docs/carried.md).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.sidecar.v1.Part> getPartsList() {
+    return parts_;
+  }
+  /**
+   * <pre>
+   * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+   * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+   * message right after the tool messages (docs/carried.md).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.sidecar.v1.PartOrBuilder> 
+      getPartsOrBuilderList() {
+    return parts_;
+  }
+  /**
+   * <pre>
+   * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+   * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+   * message right after the tool messages (docs/carried.md).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  @java.lang.Override
+  public int getPartsCount() {
+    return parts_.size();
+  }
+  /**
+   * <pre>
+   * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+   * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+   * message right after the tool messages (docs/carried.md).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.Part getParts(int index) {
+    return parts_.get(index);
+  }
+  /**
+   * <pre>
+   * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+   * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+   * message right after the tool messages (docs/carried.md).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.PartOrBuilder getPartsOrBuilder(
+      int index) {
+    return parts_.get(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -237,6 +309,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(name_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 4, name_);
     }
+    for (int i = 0; i < parts_.size(); i++) {
+      output.writeMessage(5, parts_.get(i));
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -254,6 +329,15 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(name_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(4, name_);
     }
+
+        {
+          final int count = parts_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(parts_.get(i));
+          }
+          size += 1 * count;
+        }
     return size;
   }
   @java.lang.Override
@@ -286,6 +370,8 @@ private static final long serialVersionUID = 0L;
         != other.getIsError()) return false;
     if (!getName()
         .equals(other.getName())) return false;
+    if (!getPartsList()
+        .equals(other.getPartsList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -306,6 +392,10 @@ private static final long serialVersionUID = 0L;
         getIsError());
     hash = (37 * hash) + NAME_FIELD_NUMBER;
     hash = (53 * hash) + getName().hashCode();
+    if (getPartsCount() > 0) {
+      hash = (37 * hash) + PARTS_FIELD_NUMBER;
+      hash = (53 * hash) + getPartsList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -445,6 +535,13 @@ private static final long serialVersionUID = 0L;
       content_ = "";
       isError_ = false;
       name_ = "";
+      if (partsBuilder_ == null) {
+        parts_ = java.util.Collections.emptyList();
+      } else {
+        parts_ = null;
+        partsBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000010);
       return this;
     }
 
@@ -471,9 +568,22 @@ private static final long serialVersionUID = 0L;
     @java.lang.Override
     public dev.sidecar.v1.ToolCallResult buildPartial() {
       dev.sidecar.v1.ToolCallResult result = new dev.sidecar.v1.ToolCallResult(this);
+      buildPartialRepeatedFields(result);
       if (bitField0_ != 0) { buildPartial0(result); }
       onBuilt();
       return result;
+    }
+
+    private void buildPartialRepeatedFields(dev.sidecar.v1.ToolCallResult result) {
+      if (partsBuilder_ == null) {
+        if (((bitField0_ & 0x00000010) != 0)) {
+          parts_ = java.util.Collections.unmodifiableList(parts_);
+          bitField0_ = (bitField0_ & ~0x00000010);
+        }
+        result.parts_ = parts_;
+      } else {
+        result.parts_ = partsBuilder_.build();
+      }
     }
 
     private void buildPartial0(dev.sidecar.v1.ToolCallResult result) {
@@ -522,6 +632,32 @@ private static final long serialVersionUID = 0L;
         bitField0_ |= 0x00000008;
         onChanged();
       }
+      if (partsBuilder_ == null) {
+        if (!other.parts_.isEmpty()) {
+          if (parts_.isEmpty()) {
+            parts_ = other.parts_;
+            bitField0_ = (bitField0_ & ~0x00000010);
+          } else {
+            ensurePartsIsMutable();
+            parts_.addAll(other.parts_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.parts_.isEmpty()) {
+          if (partsBuilder_.isEmpty()) {
+            partsBuilder_.dispose();
+            partsBuilder_ = null;
+            parts_ = other.parts_;
+            bitField0_ = (bitField0_ & ~0x00000010);
+            partsBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetPartsFieldBuilder() : null;
+          } else {
+            partsBuilder_.addAllMessages(other.parts_);
+          }
+        }
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -566,6 +702,19 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000008;
               break;
             } // case 34
+            case 42: {
+              dev.sidecar.v1.Part m =
+                  input.readMessage(
+                      dev.sidecar.v1.Part.parser(),
+                      extensionRegistry);
+              if (partsBuilder_ == null) {
+                ensurePartsIsMutable();
+                parts_.add(m);
+              } else {
+                partsBuilder_.addMessage(m);
+              }
+              break;
+            } // case 42
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -901,6 +1050,348 @@ private static final long serialVersionUID = 0L;
       bitField0_ |= 0x00000008;
       onChanged();
       return this;
+    }
+
+    private java.util.List<dev.sidecar.v1.Part> parts_ =
+      java.util.Collections.emptyList();
+    private void ensurePartsIsMutable() {
+      if (!((bitField0_ & 0x00000010) != 0)) {
+        parts_ = new java.util.ArrayList<dev.sidecar.v1.Part>(parts_);
+        bitField0_ |= 0x00000010;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.sidecar.v1.Part, dev.sidecar.v1.Part.Builder, dev.sidecar.v1.PartOrBuilder> partsBuilder_;
+
+    /**
+     * <pre>
+     * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+     * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+     * message right after the tool messages (docs/carried.md).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public java.util.List<dev.sidecar.v1.Part> getPartsList() {
+      if (partsBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(parts_);
+      } else {
+        return partsBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+     * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+     * message right after the tool messages (docs/carried.md).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public int getPartsCount() {
+      if (partsBuilder_ == null) {
+        return parts_.size();
+      } else {
+        return partsBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+     * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+     * message right after the tool messages (docs/carried.md).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public dev.sidecar.v1.Part getParts(int index) {
+      if (partsBuilder_ == null) {
+        return parts_.get(index);
+      } else {
+        return partsBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+     * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+     * message right after the tool messages (docs/carried.md).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public Builder setParts(
+        int index, dev.sidecar.v1.Part value) {
+      if (partsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensurePartsIsMutable();
+        parts_.set(index, value);
+        onChanged();
+      } else {
+        partsBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+     * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+     * message right after the tool messages (docs/carried.md).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public Builder setParts(
+        int index, dev.sidecar.v1.Part.Builder builderForValue) {
+      if (partsBuilder_ == null) {
+        ensurePartsIsMutable();
+        parts_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        partsBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+     * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+     * message right after the tool messages (docs/carried.md).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public Builder addParts(dev.sidecar.v1.Part value) {
+      if (partsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensurePartsIsMutable();
+        parts_.add(value);
+        onChanged();
+      } else {
+        partsBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+     * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+     * message right after the tool messages (docs/carried.md).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public Builder addParts(
+        int index, dev.sidecar.v1.Part value) {
+      if (partsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensurePartsIsMutable();
+        parts_.add(index, value);
+        onChanged();
+      } else {
+        partsBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+     * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+     * message right after the tool messages (docs/carried.md).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public Builder addParts(
+        dev.sidecar.v1.Part.Builder builderForValue) {
+      if (partsBuilder_ == null) {
+        ensurePartsIsMutable();
+        parts_.add(builderForValue.build());
+        onChanged();
+      } else {
+        partsBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+     * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+     * message right after the tool messages (docs/carried.md).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public Builder addParts(
+        int index, dev.sidecar.v1.Part.Builder builderForValue) {
+      if (partsBuilder_ == null) {
+        ensurePartsIsMutable();
+        parts_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        partsBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+     * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+     * message right after the tool messages (docs/carried.md).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public Builder addAllParts(
+        java.lang.Iterable<? extends dev.sidecar.v1.Part> values) {
+      if (partsBuilder_ == null) {
+        ensurePartsIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, parts_);
+        onChanged();
+      } else {
+        partsBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+     * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+     * message right after the tool messages (docs/carried.md).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public Builder clearParts() {
+      if (partsBuilder_ == null) {
+        parts_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000010);
+        onChanged();
+      } else {
+        partsBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+     * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+     * message right after the tool messages (docs/carried.md).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public Builder removeParts(int index) {
+      if (partsBuilder_ == null) {
+        ensurePartsIsMutable();
+        parts_.remove(index);
+        onChanged();
+      } else {
+        partsBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+     * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+     * message right after the tool messages (docs/carried.md).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public dev.sidecar.v1.Part.Builder getPartsBuilder(
+        int index) {
+      return internalGetPartsFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+     * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+     * message right after the tool messages (docs/carried.md).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public dev.sidecar.v1.PartOrBuilder getPartsOrBuilder(
+        int index) {
+      if (partsBuilder_ == null) {
+        return parts_.get(index);  } else {
+        return partsBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+     * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+     * message right after the tool messages (docs/carried.md).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public java.util.List<? extends dev.sidecar.v1.PartOrBuilder> 
+         getPartsOrBuilderList() {
+      if (partsBuilder_ != null) {
+        return partsBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(parts_);
+      }
+    }
+    /**
+     * <pre>
+     * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+     * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+     * message right after the tool messages (docs/carried.md).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public dev.sidecar.v1.Part.Builder addPartsBuilder() {
+      return internalGetPartsFieldBuilder().addBuilder(
+          dev.sidecar.v1.Part.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+     * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+     * message right after the tool messages (docs/carried.md).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public dev.sidecar.v1.Part.Builder addPartsBuilder(
+        int index) {
+      return internalGetPartsFieldBuilder().addBuilder(
+          index, dev.sidecar.v1.Part.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+     * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+     * message right after the tool messages (docs/carried.md).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+     */
+    public java.util.List<dev.sidecar.v1.Part.Builder> 
+         getPartsBuilderList() {
+      return internalGetPartsFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.sidecar.v1.Part, dev.sidecar.v1.Part.Builder, dev.sidecar.v1.PartOrBuilder> 
+        internalGetPartsFieldBuilder() {
+      if (partsBuilder_ == null) {
+        partsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.sidecar.v1.Part, dev.sidecar.v1.Part.Builder, dev.sidecar.v1.PartOrBuilder>(
+                parts_,
+                ((bitField0_ & 0x00000010) != 0),
+                getParentForChildren(),
+                isClean());
+        parts_ = null;
+      }
+      return partsBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:sidecar.v1.ToolCallResult)

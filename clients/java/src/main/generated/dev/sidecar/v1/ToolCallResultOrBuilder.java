@@ -79,4 +79,58 @@ public interface ToolCallResultOrBuilder extends
    */
   com.google.protobuf.ByteString
       getNameBytes();
+
+  /**
+   * <pre>
+   * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+   * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+   * message right after the tool messages (docs/carried.md).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  java.util.List<dev.sidecar.v1.Part> 
+      getPartsList();
+  /**
+   * <pre>
+   * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+   * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+   * message right after the tool messages (docs/carried.md).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  dev.sidecar.v1.Part getParts(int index);
+  /**
+   * <pre>
+   * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+   * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+   * message right after the tool messages (docs/carried.md).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  int getPartsCount();
+  /**
+   * <pre>
+   * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+   * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+   * message right after the tool messages (docs/carried.md).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  java.util.List<? extends dev.sidecar.v1.PartOrBuilder> 
+      getPartsOrBuilderList();
+  /**
+   * <pre>
+   * The content as ordered parts, text and images (instead of `content`; setting both is INVALID_INPUT).
+   * A format whose tool results are text (OpenAI Chat) takes the text here and the images in a user
+   * message right after the tool messages (docs/carried.md).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.Part parts = 5 [json_name = "parts"];</code>
+   */
+  dev.sidecar.v1.PartOrBuilder getPartsOrBuilder(
+      int index);
 }

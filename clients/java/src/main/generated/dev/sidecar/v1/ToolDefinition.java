@@ -55,6 +55,7 @@ private static final long serialVersionUID = 0L;
             dev.sidecar.v1.ToolDefinition.class, dev.sidecar.v1.ToolDefinition.Builder.class);
   }
 
+  private int bitField0_;
   public static final int NAME_FIELD_NUMBER = 1;
   @SuppressWarnings("serial")
   private volatile java.lang.Object name_ = "";
@@ -196,6 +197,44 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int CACHE_FIELD_NUMBER = 4;
+  private dev.sidecar.v1.CacheBreakpoint cache_;
+  /**
+   * <pre>
+   * When set, the tool definitions up to and including this one are a cache breakpoint.
+   * </pre>
+   *
+   * <code>.sidecar.v1.CacheBreakpoint cache = 4 [json_name = "cache"];</code>
+   * @return Whether the cache field is set.
+   */
+  @java.lang.Override
+  public boolean hasCache() {
+    return ((bitField0_ & 0x00000001) != 0);
+  }
+  /**
+   * <pre>
+   * When set, the tool definitions up to and including this one are a cache breakpoint.
+   * </pre>
+   *
+   * <code>.sidecar.v1.CacheBreakpoint cache = 4 [json_name = "cache"];</code>
+   * @return The cache.
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.CacheBreakpoint getCache() {
+    return cache_ == null ? dev.sidecar.v1.CacheBreakpoint.getDefaultInstance() : cache_;
+  }
+  /**
+   * <pre>
+   * When set, the tool definitions up to and including this one are a cache breakpoint.
+   * </pre>
+   *
+   * <code>.sidecar.v1.CacheBreakpoint cache = 4 [json_name = "cache"];</code>
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.CacheBreakpointOrBuilder getCacheOrBuilder() {
+    return cache_ == null ? dev.sidecar.v1.CacheBreakpoint.getDefaultInstance() : cache_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -219,6 +258,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(parametersJson_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 3, parametersJson_);
     }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      output.writeMessage(4, getCache());
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -231,6 +273,10 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(parametersJson_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(3, parametersJson_);
+    }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(4, getCache());
     }
     return size;
   }
@@ -262,6 +308,11 @@ private static final long serialVersionUID = 0L;
         .equals(other.getDescription())) return false;
     if (!getParametersJson()
         .equals(other.getParametersJson())) return false;
+    if (hasCache() != other.hasCache()) return false;
+    if (hasCache()) {
+      if (!getCache()
+          .equals(other.getCache())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -279,6 +330,10 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getDescription().hashCode();
     hash = (37 * hash) + PARAMETERS_JSON_FIELD_NUMBER;
     hash = (53 * hash) + getParametersJson().hashCode();
+    if (hasCache()) {
+      hash = (37 * hash) + CACHE_FIELD_NUMBER;
+      hash = (53 * hash) + getCache().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -402,13 +457,19 @@ private static final long serialVersionUID = 0L;
 
     // Construct using dev.sidecar.v1.ToolDefinition.newBuilder()
     private Builder() {
-
+      maybeForceBuilderInitialization();
     }
 
     private Builder(
         com.google.protobuf.GeneratedMessage.BuilderParent parent) {
       super(parent);
-
+      maybeForceBuilderInitialization();
+    }
+    private void maybeForceBuilderInitialization() {
+      if (com.google.protobuf.GeneratedMessage
+              .alwaysUseFieldBuilders) {
+        internalGetCacheFieldBuilder();
+      }
     }
     @java.lang.Override
     public Builder clear() {
@@ -417,6 +478,11 @@ private static final long serialVersionUID = 0L;
       name_ = "";
       description_ = "";
       parametersJson_ = "";
+      cache_ = null;
+      if (cacheBuilder_ != null) {
+        cacheBuilder_.dispose();
+        cacheBuilder_ = null;
+      }
       return this;
     }
 
@@ -459,6 +525,14 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000004) != 0)) {
         result.parametersJson_ = parametersJson_;
       }
+      int to_bitField0_ = 0;
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        result.cache_ = cacheBuilder_ == null
+            ? cache_
+            : cacheBuilder_.build();
+        to_bitField0_ |= 0x00000001;
+      }
+      result.bitField0_ |= to_bitField0_;
     }
 
     @java.lang.Override
@@ -487,6 +561,9 @@ private static final long serialVersionUID = 0L;
         parametersJson_ = other.parametersJson_;
         bitField0_ |= 0x00000004;
         onChanged();
+      }
+      if (other.hasCache()) {
+        mergeCache(other.getCache());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -527,6 +604,13 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000004;
               break;
             } // case 26
+            case 34: {
+              input.readMessage(
+                  internalGetCacheFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000008;
+              break;
+            } // case 34
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -818,6 +902,161 @@ private static final long serialVersionUID = 0L;
       bitField0_ |= 0x00000004;
       onChanged();
       return this;
+    }
+
+    private dev.sidecar.v1.CacheBreakpoint cache_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.sidecar.v1.CacheBreakpoint, dev.sidecar.v1.CacheBreakpoint.Builder, dev.sidecar.v1.CacheBreakpointOrBuilder> cacheBuilder_;
+    /**
+     * <pre>
+     * When set, the tool definitions up to and including this one are a cache breakpoint.
+     * </pre>
+     *
+     * <code>.sidecar.v1.CacheBreakpoint cache = 4 [json_name = "cache"];</code>
+     * @return Whether the cache field is set.
+     */
+    public boolean hasCache() {
+      return ((bitField0_ & 0x00000008) != 0);
+    }
+    /**
+     * <pre>
+     * When set, the tool definitions up to and including this one are a cache breakpoint.
+     * </pre>
+     *
+     * <code>.sidecar.v1.CacheBreakpoint cache = 4 [json_name = "cache"];</code>
+     * @return The cache.
+     */
+    public dev.sidecar.v1.CacheBreakpoint getCache() {
+      if (cacheBuilder_ == null) {
+        return cache_ == null ? dev.sidecar.v1.CacheBreakpoint.getDefaultInstance() : cache_;
+      } else {
+        return cacheBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * When set, the tool definitions up to and including this one are a cache breakpoint.
+     * </pre>
+     *
+     * <code>.sidecar.v1.CacheBreakpoint cache = 4 [json_name = "cache"];</code>
+     */
+    public Builder setCache(dev.sidecar.v1.CacheBreakpoint value) {
+      if (cacheBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        cache_ = value;
+      } else {
+        cacheBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * When set, the tool definitions up to and including this one are a cache breakpoint.
+     * </pre>
+     *
+     * <code>.sidecar.v1.CacheBreakpoint cache = 4 [json_name = "cache"];</code>
+     */
+    public Builder setCache(
+        dev.sidecar.v1.CacheBreakpoint.Builder builderForValue) {
+      if (cacheBuilder_ == null) {
+        cache_ = builderForValue.build();
+      } else {
+        cacheBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * When set, the tool definitions up to and including this one are a cache breakpoint.
+     * </pre>
+     *
+     * <code>.sidecar.v1.CacheBreakpoint cache = 4 [json_name = "cache"];</code>
+     */
+    public Builder mergeCache(dev.sidecar.v1.CacheBreakpoint value) {
+      if (cacheBuilder_ == null) {
+        if (((bitField0_ & 0x00000008) != 0) &&
+          cache_ != null &&
+          cache_ != dev.sidecar.v1.CacheBreakpoint.getDefaultInstance()) {
+          getCacheBuilder().mergeFrom(value);
+        } else {
+          cache_ = value;
+        }
+      } else {
+        cacheBuilder_.mergeFrom(value);
+      }
+      if (cache_ != null) {
+        bitField0_ |= 0x00000008;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * When set, the tool definitions up to and including this one are a cache breakpoint.
+     * </pre>
+     *
+     * <code>.sidecar.v1.CacheBreakpoint cache = 4 [json_name = "cache"];</code>
+     */
+    public Builder clearCache() {
+      bitField0_ = (bitField0_ & ~0x00000008);
+      cache_ = null;
+      if (cacheBuilder_ != null) {
+        cacheBuilder_.dispose();
+        cacheBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * When set, the tool definitions up to and including this one are a cache breakpoint.
+     * </pre>
+     *
+     * <code>.sidecar.v1.CacheBreakpoint cache = 4 [json_name = "cache"];</code>
+     */
+    public dev.sidecar.v1.CacheBreakpoint.Builder getCacheBuilder() {
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return internalGetCacheFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * When set, the tool definitions up to and including this one are a cache breakpoint.
+     * </pre>
+     *
+     * <code>.sidecar.v1.CacheBreakpoint cache = 4 [json_name = "cache"];</code>
+     */
+    public dev.sidecar.v1.CacheBreakpointOrBuilder getCacheOrBuilder() {
+      if (cacheBuilder_ != null) {
+        return cacheBuilder_.getMessageOrBuilder();
+      } else {
+        return cache_ == null ?
+            dev.sidecar.v1.CacheBreakpoint.getDefaultInstance() : cache_;
+      }
+    }
+    /**
+     * <pre>
+     * When set, the tool definitions up to and including this one are a cache breakpoint.
+     * </pre>
+     *
+     * <code>.sidecar.v1.CacheBreakpoint cache = 4 [json_name = "cache"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.sidecar.v1.CacheBreakpoint, dev.sidecar.v1.CacheBreakpoint.Builder, dev.sidecar.v1.CacheBreakpointOrBuilder> 
+        internalGetCacheFieldBuilder() {
+      if (cacheBuilder_ == null) {
+        cacheBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.sidecar.v1.CacheBreakpoint, dev.sidecar.v1.CacheBreakpoint.Builder, dev.sidecar.v1.CacheBreakpointOrBuilder>(
+                getCache(),
+                getParentForChildren(),
+                isClean());
+        cache_ = null;
+      }
+      return cacheBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:sidecar.v1.ToolDefinition)

@@ -69,4 +69,31 @@ public interface ToolDefinitionOrBuilder extends
    */
   com.google.protobuf.ByteString
       getParametersJsonBytes();
+
+  /**
+   * <pre>
+   * When set, the tool definitions up to and including this one are a cache breakpoint.
+   * </pre>
+   *
+   * <code>.sidecar.v1.CacheBreakpoint cache = 4 [json_name = "cache"];</code>
+   * @return Whether the cache field is set.
+   */
+  boolean hasCache();
+  /**
+   * <pre>
+   * When set, the tool definitions up to and including this one are a cache breakpoint.
+   * </pre>
+   *
+   * <code>.sidecar.v1.CacheBreakpoint cache = 4 [json_name = "cache"];</code>
+   * @return The cache.
+   */
+  dev.sidecar.v1.CacheBreakpoint getCache();
+  /**
+   * <pre>
+   * When set, the tool definitions up to and including this one are a cache breakpoint.
+   * </pre>
+   *
+   * <code>.sidecar.v1.CacheBreakpoint cache = 4 [json_name = "cache"];</code>
+   */
+  dev.sidecar.v1.CacheBreakpointOrBuilder getCacheOrBuilder();
 }

@@ -168,7 +168,7 @@ public enum TransportFault
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(8);
+    return dev.sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(12);
   }
 
   private static final TransportFault[] VALUES = values();

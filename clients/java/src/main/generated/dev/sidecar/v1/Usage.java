@@ -56,7 +56,7 @@ private static final long serialVersionUID = 0L;
   private long inputTokens_ = 0L;
   /**
    * <pre>
-   * Input tokens.
+   * Input tokens, all of them (cached ones included, as OpenAI counts them).
    * </pre>
    *
    * <code>uint64 input_tokens = 1 [json_name = "inputTokens"];</code>
@@ -71,7 +71,7 @@ private static final long serialVersionUID = 0L;
   private long outputTokens_ = 0L;
   /**
    * <pre>
-   * Output tokens.
+   * Output tokens (reasoning included).
    * </pre>
    *
    * <code>uint64 output_tokens = 2 [json_name = "outputTokens"];</code>
@@ -80,6 +80,51 @@ private static final long serialVersionUID = 0L;
   @java.lang.Override
   public long getOutputTokens() {
     return outputTokens_;
+  }
+
+  public static final int CACHE_READ_INPUT_TOKENS_FIELD_NUMBER = 3;
+  private long cacheReadInputTokens_ = 0L;
+  /**
+   * <pre>
+   * Of the input tokens, those read from the provider's prompt cache.
+   * </pre>
+   *
+   * <code>uint64 cache_read_input_tokens = 3 [json_name = "cacheReadInputTokens"];</code>
+   * @return The cacheReadInputTokens.
+   */
+  @java.lang.Override
+  public long getCacheReadInputTokens() {
+    return cacheReadInputTokens_;
+  }
+
+  public static final int CACHE_WRITE_INPUT_TOKENS_FIELD_NUMBER = 4;
+  private long cacheWriteInputTokens_ = 0L;
+  /**
+   * <pre>
+   * Of the input tokens, those written to the provider's prompt cache.
+   * </pre>
+   *
+   * <code>uint64 cache_write_input_tokens = 4 [json_name = "cacheWriteInputTokens"];</code>
+   * @return The cacheWriteInputTokens.
+   */
+  @java.lang.Override
+  public long getCacheWriteInputTokens() {
+    return cacheWriteInputTokens_;
+  }
+
+  public static final int REASONING_TOKENS_FIELD_NUMBER = 5;
+  private long reasoningTokens_ = 0L;
+  /**
+   * <pre>
+   * Of the output tokens, those spent reasoning.
+   * </pre>
+   *
+   * <code>uint64 reasoning_tokens = 5 [json_name = "reasoningTokens"];</code>
+   * @return The reasoningTokens.
+   */
+  @java.lang.Override
+  public long getReasoningTokens() {
+    return reasoningTokens_;
   }
 
   private byte memoizedIsInitialized = -1;
@@ -102,6 +147,15 @@ private static final long serialVersionUID = 0L;
     if (outputTokens_ != 0L) {
       output.writeUInt64(2, outputTokens_);
     }
+    if (cacheReadInputTokens_ != 0L) {
+      output.writeUInt64(3, cacheReadInputTokens_);
+    }
+    if (cacheWriteInputTokens_ != 0L) {
+      output.writeUInt64(4, cacheWriteInputTokens_);
+    }
+    if (reasoningTokens_ != 0L) {
+      output.writeUInt64(5, reasoningTokens_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -113,6 +167,18 @@ private static final long serialVersionUID = 0L;
     if (outputTokens_ != 0L) {
       size += com.google.protobuf.CodedOutputStream
         .computeUInt64Size(2, outputTokens_);
+    }
+    if (cacheReadInputTokens_ != 0L) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt64Size(3, cacheReadInputTokens_);
+    }
+    if (cacheWriteInputTokens_ != 0L) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt64Size(4, cacheWriteInputTokens_);
+    }
+    if (reasoningTokens_ != 0L) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt64Size(5, reasoningTokens_);
     }
     return size;
   }
@@ -142,6 +208,12 @@ private static final long serialVersionUID = 0L;
         != other.getInputTokens()) return false;
     if (getOutputTokens()
         != other.getOutputTokens()) return false;
+    if (getCacheReadInputTokens()
+        != other.getCacheReadInputTokens()) return false;
+    if (getCacheWriteInputTokens()
+        != other.getCacheWriteInputTokens()) return false;
+    if (getReasoningTokens()
+        != other.getReasoningTokens()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -159,6 +231,15 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + OUTPUT_TOKENS_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
         getOutputTokens());
+    hash = (37 * hash) + CACHE_READ_INPUT_TOKENS_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+        getCacheReadInputTokens());
+    hash = (37 * hash) + CACHE_WRITE_INPUT_TOKENS_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+        getCacheWriteInputTokens());
+    hash = (37 * hash) + REASONING_TOKENS_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+        getReasoningTokens());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -296,6 +377,9 @@ private static final long serialVersionUID = 0L;
       bitField0_ = 0;
       inputTokens_ = 0L;
       outputTokens_ = 0L;
+      cacheReadInputTokens_ = 0L;
+      cacheWriteInputTokens_ = 0L;
+      reasoningTokens_ = 0L;
       return this;
     }
 
@@ -335,6 +419,15 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000002) != 0)) {
         result.outputTokens_ = outputTokens_;
       }
+      if (((from_bitField0_ & 0x00000004) != 0)) {
+        result.cacheReadInputTokens_ = cacheReadInputTokens_;
+      }
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        result.cacheWriteInputTokens_ = cacheWriteInputTokens_;
+      }
+      if (((from_bitField0_ & 0x00000010) != 0)) {
+        result.reasoningTokens_ = reasoningTokens_;
+      }
     }
 
     @java.lang.Override
@@ -354,6 +447,15 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getOutputTokens() != 0L) {
         setOutputTokens(other.getOutputTokens());
+      }
+      if (other.getCacheReadInputTokens() != 0L) {
+        setCacheReadInputTokens(other.getCacheReadInputTokens());
+      }
+      if (other.getCacheWriteInputTokens() != 0L) {
+        setCacheWriteInputTokens(other.getCacheWriteInputTokens());
+      }
+      if (other.getReasoningTokens() != 0L) {
+        setReasoningTokens(other.getReasoningTokens());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -389,6 +491,21 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000002;
               break;
             } // case 16
+            case 24: {
+              cacheReadInputTokens_ = input.readUInt64();
+              bitField0_ |= 0x00000004;
+              break;
+            } // case 24
+            case 32: {
+              cacheWriteInputTokens_ = input.readUInt64();
+              bitField0_ |= 0x00000008;
+              break;
+            } // case 32
+            case 40: {
+              reasoningTokens_ = input.readUInt64();
+              bitField0_ |= 0x00000010;
+              break;
+            } // case 40
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -409,7 +526,7 @@ private static final long serialVersionUID = 0L;
     private long inputTokens_ ;
     /**
      * <pre>
-     * Input tokens.
+     * Input tokens, all of them (cached ones included, as OpenAI counts them).
      * </pre>
      *
      * <code>uint64 input_tokens = 1 [json_name = "inputTokens"];</code>
@@ -421,7 +538,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Input tokens.
+     * Input tokens, all of them (cached ones included, as OpenAI counts them).
      * </pre>
      *
      * <code>uint64 input_tokens = 1 [json_name = "inputTokens"];</code>
@@ -437,7 +554,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Input tokens.
+     * Input tokens, all of them (cached ones included, as OpenAI counts them).
      * </pre>
      *
      * <code>uint64 input_tokens = 1 [json_name = "inputTokens"];</code>
@@ -453,7 +570,7 @@ private static final long serialVersionUID = 0L;
     private long outputTokens_ ;
     /**
      * <pre>
-     * Output tokens.
+     * Output tokens (reasoning included).
      * </pre>
      *
      * <code>uint64 output_tokens = 2 [json_name = "outputTokens"];</code>
@@ -465,7 +582,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output tokens.
+     * Output tokens (reasoning included).
      * </pre>
      *
      * <code>uint64 output_tokens = 2 [json_name = "outputTokens"];</code>
@@ -481,7 +598,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output tokens.
+     * Output tokens (reasoning included).
      * </pre>
      *
      * <code>uint64 output_tokens = 2 [json_name = "outputTokens"];</code>
@@ -490,6 +607,138 @@ private static final long serialVersionUID = 0L;
     public Builder clearOutputTokens() {
       bitField0_ = (bitField0_ & ~0x00000002);
       outputTokens_ = 0L;
+      onChanged();
+      return this;
+    }
+
+    private long cacheReadInputTokens_ ;
+    /**
+     * <pre>
+     * Of the input tokens, those read from the provider's prompt cache.
+     * </pre>
+     *
+     * <code>uint64 cache_read_input_tokens = 3 [json_name = "cacheReadInputTokens"];</code>
+     * @return The cacheReadInputTokens.
+     */
+    @java.lang.Override
+    public long getCacheReadInputTokens() {
+      return cacheReadInputTokens_;
+    }
+    /**
+     * <pre>
+     * Of the input tokens, those read from the provider's prompt cache.
+     * </pre>
+     *
+     * <code>uint64 cache_read_input_tokens = 3 [json_name = "cacheReadInputTokens"];</code>
+     * @param value The cacheReadInputTokens to set.
+     * @return This builder for chaining.
+     */
+    public Builder setCacheReadInputTokens(long value) {
+
+      cacheReadInputTokens_ = value;
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Of the input tokens, those read from the provider's prompt cache.
+     * </pre>
+     *
+     * <code>uint64 cache_read_input_tokens = 3 [json_name = "cacheReadInputTokens"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearCacheReadInputTokens() {
+      bitField0_ = (bitField0_ & ~0x00000004);
+      cacheReadInputTokens_ = 0L;
+      onChanged();
+      return this;
+    }
+
+    private long cacheWriteInputTokens_ ;
+    /**
+     * <pre>
+     * Of the input tokens, those written to the provider's prompt cache.
+     * </pre>
+     *
+     * <code>uint64 cache_write_input_tokens = 4 [json_name = "cacheWriteInputTokens"];</code>
+     * @return The cacheWriteInputTokens.
+     */
+    @java.lang.Override
+    public long getCacheWriteInputTokens() {
+      return cacheWriteInputTokens_;
+    }
+    /**
+     * <pre>
+     * Of the input tokens, those written to the provider's prompt cache.
+     * </pre>
+     *
+     * <code>uint64 cache_write_input_tokens = 4 [json_name = "cacheWriteInputTokens"];</code>
+     * @param value The cacheWriteInputTokens to set.
+     * @return This builder for chaining.
+     */
+    public Builder setCacheWriteInputTokens(long value) {
+
+      cacheWriteInputTokens_ = value;
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Of the input tokens, those written to the provider's prompt cache.
+     * </pre>
+     *
+     * <code>uint64 cache_write_input_tokens = 4 [json_name = "cacheWriteInputTokens"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearCacheWriteInputTokens() {
+      bitField0_ = (bitField0_ & ~0x00000008);
+      cacheWriteInputTokens_ = 0L;
+      onChanged();
+      return this;
+    }
+
+    private long reasoningTokens_ ;
+    /**
+     * <pre>
+     * Of the output tokens, those spent reasoning.
+     * </pre>
+     *
+     * <code>uint64 reasoning_tokens = 5 [json_name = "reasoningTokens"];</code>
+     * @return The reasoningTokens.
+     */
+    @java.lang.Override
+    public long getReasoningTokens() {
+      return reasoningTokens_;
+    }
+    /**
+     * <pre>
+     * Of the output tokens, those spent reasoning.
+     * </pre>
+     *
+     * <code>uint64 reasoning_tokens = 5 [json_name = "reasoningTokens"];</code>
+     * @param value The reasoningTokens to set.
+     * @return This builder for chaining.
+     */
+    public Builder setReasoningTokens(long value) {
+
+      reasoningTokens_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Of the output tokens, those spent reasoning.
+     * </pre>
+     *
+     * <code>uint64 reasoning_tokens = 5 [json_name = "reasoningTokens"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearReasoningTokens() {
+      bitField0_ = (bitField0_ & ~0x00000010);
+      reasoningTokens_ = 0L;
       onChanged();
       return this;
     }

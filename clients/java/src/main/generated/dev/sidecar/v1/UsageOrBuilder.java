@@ -12,7 +12,7 @@ public interface UsageOrBuilder extends
 
   /**
    * <pre>
-   * Input tokens.
+   * Input tokens, all of them (cached ones included, as OpenAI counts them).
    * </pre>
    *
    * <code>uint64 input_tokens = 1 [json_name = "inputTokens"];</code>
@@ -22,11 +22,41 @@ public interface UsageOrBuilder extends
 
   /**
    * <pre>
-   * Output tokens.
+   * Output tokens (reasoning included).
    * </pre>
    *
    * <code>uint64 output_tokens = 2 [json_name = "outputTokens"];</code>
    * @return The outputTokens.
    */
   long getOutputTokens();
+
+  /**
+   * <pre>
+   * Of the input tokens, those read from the provider's prompt cache.
+   * </pre>
+   *
+   * <code>uint64 cache_read_input_tokens = 3 [json_name = "cacheReadInputTokens"];</code>
+   * @return The cacheReadInputTokens.
+   */
+  long getCacheReadInputTokens();
+
+  /**
+   * <pre>
+   * Of the input tokens, those written to the provider's prompt cache.
+   * </pre>
+   *
+   * <code>uint64 cache_write_input_tokens = 4 [json_name = "cacheWriteInputTokens"];</code>
+   * @return The cacheWriteInputTokens.
+   */
+  long getCacheWriteInputTokens();
+
+  /**
+   * <pre>
+   * Of the output tokens, those spent reasoning.
+   * </pre>
+   *
+   * <code>uint64 reasoning_tokens = 5 [json_name = "reasoningTokens"];</code>
+   * @return The reasoningTokens.
+   */
+  long getReasoningTokens();
 }

@@ -1,0 +1,98 @@
+"""What a request asks beyond plain text, by name, and the refusal of what a format does not carry.
+
+Every format's ``Upstream.carries`` names the features below it carries; ``refuse_uncarried``
+refuses the first one a request asks for that it does not, as INVALID_INPUT naming the field and
+the model, before anything is sent (nothing is accepted and then dropped). docs/carried.md is the
+table of every feature against every format::
+
+    feature                 asked for by
+    parts.text              a message's text parts (with or without cache breakpoints)
+    parts.image             an image part of a message
+    parts.document          a document part of a message
+    parts.cache             a cache breakpoint on a part
+    tool_results.parts      a tool result given as parts (text)
+    tool_results.image      an image part of a tool result
+    reasoning.history       an assistant message's reasoning, passed back
+    tools.cache             a cache breakpoint on a tool definition
+    reasoning, tool_choice, parallel_tool_calls, stop, top_p, top_k, seed, presence_penalty,
+    frequency_penalty, end_user, system_cache, provider_options_json
+                            the request's control of that name (``Controls.asked``)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sidecar.core.conversation import ImagePart, ModelRequest, Part, TextPart
+from sidecar.core.taxonomy import InvalidInput
+
+__all__ = ["CONTROLS", "FEATURES", "asked", "refuse_uncarried"]
+
+CONTROLS = (
+    "reasoning",
+    "tool_choice",
+    "parallel_tool_calls",
+    "stop",
+    "top_p",
+    "top_k",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "end_user",
+    "system_cache",
+    "provider_options_json",
+)
+FEATURES = (
+    "parts.text",
+    "parts.image",
+    "parts.document",
+    "parts.cache",
+    "tool_results.parts",
+    "tool_results.image",
+    "reasoning.history",
+    "tools.cache",
+    *CONTROLS,
+)
+
+
+def _parts(where: str, parts: tuple[Part, ...], prefix: str) -> Iterator[tuple[str, str]]:
+    for j, part in enumerate(parts):
+        at = f"{where}[{j}]"
+        match part:
+            case TextPart():
+                yield f"{prefix}.text" if prefix == "parts" else f"{prefix}.parts", at
+            case ImagePart():
+                yield f"{prefix}.image", at
+            case _:
+                yield f"{prefix}.document", at
+        if part.cache is not None:
+            yield "parts.cache", f"{at}.cache"
+
+
+def asked(request: ModelRequest) -> Iterator[tuple[str, str]]:
+    """``(feature, field)`` for everything the request asks that plain text does not, in order."""
+    for i, m in enumerate(request.messages):
+        yield from _parts(f"messages[{i}].parts", m.parts, "parts")
+        for j, r in enumerate(m.tool_results):
+            if r.parts:
+                yield "tool_results.parts", f"messages[{i}].tool_results[{j}].parts"
+                yield from _parts(f"messages[{i}].tool_results[{j}].parts", r.parts, "tool_results")
+        if m.reasoning:
+            yield "reasoning.history", f"messages[{i}].reasoning"
+    for i, t in enumerate(request.tools):
+        if t.cache is not None:
+            yield "tools.cache", f"tools[{i}].cache"
+    for name in request.controls.asked():
+        yield name, name
+
+
+def refuse_uncarried(request: ModelRequest, carries: frozenset[str], format_name: str, model_id: str) -> None:
+    """InvalidInput naming the first field whose feature the format does not carry."""
+    for feature, field in asked(request):
+        if feature not in carries:
+            raise InvalidInput(
+                field,
+                feature,
+                f"model {model_id} speaks the {format_name} wire format, which does not carry {feature} "
+                "(docs/carried.md)",
+            )
