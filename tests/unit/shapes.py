@@ -5,11 +5,26 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sidecar.core.conversation import Message, ModelRequest, ToolCall, ToolCallResult, ToolDefinition
+from sidecar.core.conversation import (
+    CacheBreakpoint,
+    Controls,
+    DocumentPart,
+    ImagePart,
+    Message,
+    ModelRequest,
+    Reasoning,
+    ReasoningPart,
+    TextPart,
+    ToolCall,
+    ToolCallResult,
+    ToolChoice,
+    ToolDefinition,
+)
 from sidecar.core.kinds import Role
+from sidecar.providers.formats.carried import asked
 from sidecar.providers.formats.chat import ChatRequest
 
-__all__ = ["SHAPES", "as_sent", "chat"]
+__all__ = ["SHAPES", "as_sent", "chat", "features"]
 
 SCHEMA = '{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}'
 WEATHER = ToolDefinition("weather", "The weather in a city.", SCHEMA)
@@ -86,6 +101,94 @@ SHAPES: dict[str, ModelRequest] = {
         temperature=0.0,
     ),
 }
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000" + "1f15c489")
+"""A PNG's header (1 x 1): enough for ``imagesize`` and for a provider's media-type check of the fake."""
+THOUGHT = ReasoningPart("The user wants Paris; call weather.", "EqQBCkYIBxgCKkD-signature", "", "")
+PARTS_SHAPES: dict[str, ModelRequest] = {
+    "text parts": ModelRequest("m", (Message(Role.USER, parts=(TextPart("Look: "), TextPart("what is it?"))),)),
+    "an inline image": ModelRequest(
+        "m", (Message(Role.USER, parts=(TextPart("What is this?"), ImagePart("image/png", PNG, detail="high"))),)
+    ),
+    "an image by URL": ModelRequest(
+        "m", (Message(Role.USER, parts=(ImagePart(url="https://example.com/cat.png"), TextPart("And this?"))),)
+    ),
+    "a PDF and a text document": ModelRequest(
+        "m",
+        (
+            Message(
+                Role.USER,
+                parts=(
+                    DocumentPart("application/pdf", b"%PDF-1.7 minimal", title="Report"),
+                    DocumentPart("text/plain", text="Plain notes.", title="Notes"),
+                    TextPart("Summarise both."),
+                ),
+            ),
+        ),
+    ),
+    "a PDF by URL": ModelRequest(
+        "m", (Message(Role.USER, parts=(DocumentPart(url="https://example.com/a.pdf"), TextPart("Read it."))),)
+    ),
+    "cache breakpoints": ModelRequest(
+        "m",
+        (Message(Role.USER, parts=(TextPart("A long shared context.", CacheBreakpoint("1h")), TextPart("Now?"))),),
+        system="A long system prompt.",
+        tools=(ToolDefinition("weather", "The weather in a city.", SCHEMA, CacheBreakpoint()),),
+        controls=Controls(system_cache=CacheBreakpoint("5m")),
+    ),
+    "reasoning passed back": ModelRequest(
+        "m",
+        (
+            ASKED,
+            Message(Role.ASSISTANT, "", (CALL,), reasoning=(THOUGHT,)),
+            Message(Role.TOOL, tool_results=(ToolCallResult("call_1", "18 C", False, "weather"),)),
+        ),
+        tools=(WEATHER,),
+        max_output_tokens=4096,
+        controls=Controls(reasoning=Reasoning(budget_tokens=2048)),
+    ),
+    "redacted reasoning passed back": ModelRequest(
+        "m",
+        (ASKED, Message(Role.ASSISTANT, "Sunny.", reasoning=(ReasoningPart(redacted_data="EmwKAhgBEgy-opaque"),))),
+        controls=Controls(reasoning=Reasoning(budget_tokens=1024)),
+        max_output_tokens=4096,
+    ),
+    "a tool result with an image": ModelRequest(
+        "m",
+        (
+            ASKED,
+            Message(Role.ASSISTANT, "", (CALL,)),
+            Message(
+                Role.TOOL,
+                tool_results=(
+                    ToolCallResult("call_1", "", False, "weather", (TextPart("The map:"), ImagePart("image/png", PNG))),
+                ),
+            ),
+        ),
+        tools=(WEATHER,),
+    ),
+    "tool choice: a named tool": ModelRequest(
+        "m", (ASKED,), tools=(WEATHER,), controls=Controls(tool_choice=ToolChoice("tool", "weather"))
+    ),
+    "tool choice: required, no parallel calls": ModelRequest(
+        "m",
+        (ASKED,),
+        tools=(WEATHER,),
+        controls=Controls(tool_choice=ToolChoice("required"), parallel_tool_calls=False),
+    ),
+    "tool choice: none": ModelRequest(
+        "m", (ASKED,), tools=(WEATHER,), controls=Controls(tool_choice=ToolChoice("none"))
+    ),
+    "sampling and stop": ModelRequest(
+        "m", (ASKED,), temperature=0.5, controls=Controls(stop=("\n\n", "END"), top_p=0.9, end_user="user-42")
+    ),
+    "top_k": ModelRequest("m", (ASKED,), controls=Controls(top_k=40)),
+    "seed and penalties": ModelRequest(
+        "m", (ASKED,), controls=Controls(seed=7, presence_penalty=0.5, frequency_penalty=-0.5)
+    ),
+    "reasoning effort": ModelRequest("m", (ASKED,), controls=Controls(reasoning=Reasoning(effort="high"))),
+}
+"""What issue 21 carries: each format round-trips the ones whose features it carries, and refuses the others."""
+SHAPES.update(PARTS_SHAPES)
 DEFAULT_MAX_TOKENS = 1024
 
 
@@ -99,7 +202,13 @@ def chat(request: ModelRequest) -> ChatRequest:
         response_schema=json.loads(request.response_schema_json) if request.response_schema_json else None,
         max_tokens=request.max_output_tokens or DEFAULT_MAX_TOKENS,
         temperature=request.temperature,
+        controls=request.controls,
     )
+
+
+def features(request: ModelRequest) -> frozenset[str]:
+    """What the request asks beyond plain text (``formats.carried``): a format round-trips it if it carries all."""
+    return frozenset(feature for feature, _ in asked(request))
 
 
 def as_sent(request: ModelRequest) -> ModelRequest:

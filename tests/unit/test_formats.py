@@ -25,13 +25,13 @@ from sidecar.core.conversation import ToolCall
 from sidecar.core.kinds import FailureKind, FinishReason, RetrySignal
 from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta, TextDelta, ToolCallDelta
-from sidecar.core.taxonomy import SidecarFailure
+from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.fakes.provider import WIRES
 from sidecar.providers.errors import Target
 from sidecar.providers.formats.chat import ChatReply
 from sidecar.providers.formats.protocol import ReplyHead, Sse, Upstream, WireFormat
 from sidecar.providers.formats.registry import FORMATS
-from tests.unit.shapes import SHAPES, as_sent, chat
+from tests.unit.shapes import SHAPES, as_sent, chat, features
 
 NAMES = sorted(FORMATS)
 CALLS = [ToolCall("call_1", "weather", '{"city":"Paris"}'), ToolCall("call_2", "now", "{}")]
@@ -92,8 +92,25 @@ def joined(deltas: list[Delta]) -> tuple[str, dict[int, tuple[str, str, str]]]:
     return text, calls
 
 
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("shape", list(SHAPES))
+def _shapes(carried: bool) -> list[tuple[str, str]]:
+    """(format, shape) for every shape whose features the format carries (or, ``carried`` False, does not)."""
+    return [
+        (name, shape)
+        for name in NAMES
+        for shape, request in SHAPES.items()
+        if (features(request) <= upstream(FORMATS[name]).carries) is carried
+    ]
+
+
+@pytest.mark.parametrize(("name", "shape"), _shapes(carried=False) or [pytest.param("", "", id="none")])
+def test_a_shape_a_format_does_not_carry_is_refused_before_sending(name: str, shape: str) -> None:
+    if not name:
+        return  # every format carries every shape
+    with pytest.raises(InvalidInput, match="does not carry"):
+        upstream(FORMATS[name]).check(SHAPES[shape], "m")
+
+
+@pytest.mark.parametrize(("name", "shape"), _shapes(carried=True))
 def test_a_request_sent_reads_back_as_the_request(name: str, shape: str) -> None:
     fmt = FORMATS[name]
     original = as_sent(SHAPES[shape])
