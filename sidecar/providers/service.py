@@ -43,7 +43,7 @@ import logging
 import math
 import random
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sidecar.config import Config, ModelConfig
@@ -105,6 +105,28 @@ def estimate_tokens(req: ModelRequest) -> int:
     for t in req.tools:
         chars += len(t.name) + len(t.description) + len(t.parameters_json)
     return tokens + math.ceil(chars / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * (len(req.messages) + 1)
+
+
+def _own_reasoning(request: ModelRequest, wire_format: str) -> tuple[ModelRequest, str]:
+    """The request without the reasoning another wire format made (only its own provider can verify a
+    signature or redacted data), and the warning that says so ("" when nothing was dropped)."""
+    dropped: dict[str, int] = {}
+    messages = list(request.messages)
+    for i, m in enumerate(messages):
+        own = tuple(r for r in m.reasoning if r.format in ("", wire_format))
+        if len(own) != len(m.reasoning):
+            for r in m.reasoning:
+                if r.format not in ("", wire_format):
+                    dropped[r.format] = dropped.get(r.format, 0) + 1
+            messages[i] = replace(m, reasoning=own)
+    if not dropped:
+        return request, ""
+    made = ", ".join(f"{n} by the {f} format" for f, n in sorted(dropped.items()))
+    warning = (
+        f"reasoning dropped: {made}; model {request.model} speaks {wire_format}, and only the provider that "
+        "made reasoning can verify it"
+    )
+    return replace(request, messages=tuple(messages)), warning
 
 
 def _limits(model_id: str, model: ModelConfig) -> Limits:
@@ -383,6 +405,7 @@ class ModelService:
             raise ModelNotFound(request.model, self._config.catalog)
         check_content(request, _limits(request.model, model))
         provider = self._providers[model.provider]
+        request, dropped = _own_reasoning(request, provider.config.wire_format)
         provider.upstream.check(request, request.model)
         workflow = request.job.workflow_id
         self._ledger.check(workflow)
@@ -397,6 +420,9 @@ class ModelService:
         call = _Call(
             request, model, self._checks, schema, budget_tokens, max_corrections, tally, list(request.messages)
         )
+        if dropped:
+            call.warnings.append(dropped)
+            _log.warning("%s: %s", request.model, dropped)
         give_up = _GiveUp(request.model, provider.name, tally)
         retry = RetryPolicy(windows, give_up if outlet is None else _StreamGiveUp(give_up, outlet), self._rng)
         mid_stream = request.mid_stream or policy.mid_stream

@@ -155,7 +155,7 @@ def test_every_feature_a_request_asks_is_named_and_a_format_refuses_what_it_does
     image = ImagePart("image/png", png(8, 8), cache=CacheBreakpoint("1h"))
     req = replace(
         request(
-            Message(Role.USER, parts=(TextPart("a"), image, DocumentPart(text="doc"))),
+            Message(Role.USER, parts=(TextPart("a"), image, DocumentPart(text="doc"), DocumentPart(data=b"%PDF"))),
             Message(Role.ASSISTANT, "ok", reasoning=(ReasoningPart("t", "s"),)),
             Message(
                 Role.TOOL, tool_results=(ToolCallResult("c", "", parts=(TextPart("r"), ImagePart(url="https://x"))),)
@@ -181,3 +181,18 @@ def test_every_feature_a_request_asks_is_named_and_a_format_refuses_what_it_does
     assert caught.value.detail.parameter == "messages[0].parts[1]"
     assert "model gpt speaks the openai wire format, which does not carry parts.image" in caught.value.message
     refuse_uncarried(req, frozenset(FEATURES), "openai", "gpt")
+
+
+def test_reasoning_another_format_made_is_dropped_with_a_warning_and_its_own_kept() -> None:
+    from sidecar.providers.service import _own_reasoning
+
+    theirs, mine, unmarked = (
+        ReasoningPart("t", "s", format="openai"),
+        ReasoningPart("u", "v", format="anthropic"),
+        (ReasoningPart("w", "x")),
+    )
+    req = request(Message(Role.USER, "hi"), Message(Role.ASSISTANT, "ok", reasoning=(theirs, mine, unmarked)))
+    kept, warning = _own_reasoning(req, "anthropic")
+    assert kept.messages[1].reasoning == (mine, unmarked)
+    assert warning.startswith("reasoning dropped: 1 by the openai format; model vision speaks anthropic")
+    assert _own_reasoning(kept, "anthropic") == (kept, "")

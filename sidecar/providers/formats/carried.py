@@ -8,11 +8,13 @@ table of every feature against every format::
     feature                 asked for by
     parts.text              a message's text parts (with or without cache breakpoints)
     parts.image             an image part of a message
-    parts.document          a document part of a message
+    parts.document          a PDF document part of a message (data or URL)
+    parts.text_document     a plain-text document part of a message
     parts.cache             a cache breakpoint on a part
     tool_results.parts      a tool result given as parts (text)
     tool_results.image      an image part of a tool result
-    reasoning.history       an assistant message's reasoning, passed back
+    reasoning.history       an assistant message's reasoning made by this format, passed back (reasoning
+                            another format made is never sent: ModelService drops it with a warning)
     tools.cache             a cache breakpoint on a tool definition
     reasoning, tool_choice, parallel_tool_calls, stop, top_p, top_k, seed, presence_penalty,
     frequency_penalty, end_user, system_cache, provider_options_json
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sidecar.core.conversation import ImagePart, ModelRequest, Part, TextPart
+from sidecar.core.conversation import DocumentPart, ImagePart, ModelRequest, Part, TextPart
 from sidecar.core.taxonomy import InvalidInput
 
 __all__ = ["CONTROLS", "FEATURES", "asked", "refuse_uncarried"]
@@ -46,6 +48,7 @@ FEATURES = (
     "parts.text",
     "parts.image",
     "parts.document",
+    "parts.text_document",
     "parts.cache",
     "tool_results.parts",
     "tool_results.image",
@@ -63,8 +66,10 @@ def _parts(where: str, parts: tuple[Part, ...], prefix: str) -> Iterator[tuple[s
                 yield f"{prefix}.text" if prefix == "parts" else f"{prefix}.parts", at
             case ImagePart():
                 yield f"{prefix}.image", at
-            case _:
+            case DocumentPart(text=None):
                 yield f"{prefix}.document", at
+            case _:
+                yield f"{prefix}.text_document", at
         if part.cache is not None:
             yield "parts.cache", f"{at}.cache"
 
