@@ -20,6 +20,7 @@ from sidecar_client import job, pb, user
 
 from sidecar.providers.streaming import MAX_STREAM_BYTES, STREAM_BUFFER_EVENTS
 from tests.conftest import Running, base_config
+from tests.socket_buffers import receive_buffer_max, send_buffer_max
 
 MODELS = {"gpt": "fake-gpt", "claude": "fake-claude"}
 both = pytest.mark.parametrize("model", ["gpt", "claude"])
@@ -569,26 +570,14 @@ GRPC_WINDOWS = 4 * 1024 * 1024
 no bandwidth, so its windows stay at their first 64 KiB; they hold about 128 KiB here."""
 
 
-def _sysctl_max(name: str) -> int:
-    """The last (largest) number of /proc/sys/net/<name>; the test needs Linux's figures."""
-    try:
-        with open(f"/proc/sys/net/{name}") as f:
-            return int(f.read().split()[-1])
-    except OSError:
-        pytest.skip(f"no /proc/sys/net/{name}: this machine's socket buffers are not known")
-
-
 def _buffered_at_most() -> int:
     """Bytes that can lie between the provider's writes and what the caller read, on this machine.
 
-    The provider's socket may queue up to what its kernel lets a send buffer grow to, the sidecar's
-    up to what it lets a receive buffer grow to (TCP autotuning: ``tcp_wmem``/``tcp_rmem`` maxima, or
-    twice ``wmem_max``/``rmem_max`` for a socket that sets its own); the sidecar holds its queue of
-    STREAM_BUFFER_EVENTS deltas and what its HTTP reader reads ahead; the gRPC leg its windows.
+    The provider's socket may queue up to what the kernel lets a send buffer grow to, the sidecar's
+    up to what it lets a receive buffer grow to (``tests.socket_buffers``); the sidecar holds its
+    queue of STREAM_BUFFER_EVENTS deltas and what its HTTP reader reads ahead; the gRPC leg its windows.
     """
-    send = max(_sysctl_max("ipv4/tcp_wmem"), 2 * _sysctl_max("core/wmem_max"))
-    receive = max(_sysctl_max("ipv4/tcp_rmem"), 2 * _sysctl_max("core/rmem_max"))
-    return send + receive + (STREAM_BUFFER_EVENTS + 16) * PIECE + GRPC_WINDOWS
+    return send_buffer_max() + receive_buffer_max() + (STREAM_BUFFER_EVENTS + 16) * PIECE + GRPC_WINDOWS
 
 
 @both
