@@ -103,13 +103,14 @@ class Replica:
         self.prometheus = prometheus
         self.log = log
         env = {**os.environ, KEY_ENV: "sk-test-FLEETKEY1234567890", "OTEL_TRACES_EXPORTER": "none"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sidecar", "serve", "--config", str(path)],
-            stdout=subprocess.PIPE,
-            stderr=log.open("w"),
-            text=True,
-            env=env,
-        )
+        with log.open("w") as stderr:  # the process has its own copy; ours is closed now, not when collected
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "sidecar", "serve", "--config", str(path)],
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                env=env,
+            )
         self.banner = self.proc.stdout.readline() if self.proc.stdout else ""
 
     def logs(self) -> str:

@@ -61,7 +61,7 @@ def served() -> Iterator[tuple[Proc, str]]:
     yield proc, addr
     if proc.popen.poll() is None:
         proc.popen.kill()
-        proc.popen.wait()
+    proc.popen.communicate()  # its pipes closed here, not by a later test's collection
 
 
 def test_banner_says_where_it_listens(served: tuple[Proc, str]) -> None:
@@ -198,6 +198,8 @@ def test_the_bundled_fakes_run_from_the_sidecar_command(command: str) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def _serve_briefly(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -120,6 +120,9 @@ class Supervisor:
         for pid in self.workers.values():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        for stream in (self.proc.stdout, self.proc.stderr):  # closed here, not by a later test's collection
+            if stream is not None:
+                stream.close()
 
 
 @pytest.fixture
