@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from typing import Any
 
 import grpc
@@ -193,25 +194,50 @@ async def test_a_backreference_in_a_callers_schema_is_refused_in_words(sidecar: 
 
 
 def _hostile_schema() -> dict[str, Any]:
-    """Just under 1 MiB of subschemas, each with a pattern: tens of seconds to check in full."""
+    """Just under 1 MiB of subschemas, each with a pattern: seconds to check in full, off the event loop."""
     props = {f"p{i}": {"type": "string", "pattern": f"^x{i}$"} for i in range(20_000)}
     return {"type": "object", "properties": props}
 
 
+class _HeldClock:
+    """The clock of one check: it starts at 0, holds the check at its first checkpoint until released,
+    then reads far past any limit. The check is certainly still running while the test looks
+    around, and certainly over its limit after, however fast the machine."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self.held = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self) -> float:
+        if not self.started:  # the check's start: its deadline is set from here
+            self.started = True
+            return 0.0
+        self.held.set()
+        self.release.wait(timeout=60)
+        return 3600.0
+
+
 async def test_lists_and_health_answer_while_a_hostile_schema_is_checked(start_sidecar: Start) -> None:
     r = await start_sidecar(policy={"check_time_limit_s": 5})
-    hostile = asyncio.create_task(r.client.call_model("gpt", [user("hi")], response_schema=_hostile_schema()))
-    while cpu_budget.running() == 0:  # the check has started in its worker thread
-        assert not hostile.done(), hostile
-        await asyncio.sleep(0.005)
-    models = await r.client.list_models()
-    async with grpc.aio.insecure_channel(r.app.address) as channel:
-        health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""))
-    assert not hostile.done()  # both answered while the hostile call was still being checked
-    assert [m.id for m in models] == ["gpt", "claude"]
-    assert health.status == health_pb2.HealthCheckResponse.SERVING
-    with pytest.raises(sc.InvalidInputError) as caught:
-        await hostile
+    clock = _HeldClock()
+    with cpu_budget.timed_by(clock):
+        hostile = asyncio.create_task(r.client.call_model("gpt", [user("hi")], response_schema=_hostile_schema()))
+        try:
+            while not clock.held.is_set():  # the check has reached a checkpoint in its worker thread
+                assert not hostile.done(), hostile
+                await asyncio.sleep(0.005)
+            assert cpu_budget.running() >= 1  # (a check an earlier test left may still be ending)
+            models = await r.client.list_models()
+            async with grpc.aio.insecure_channel(r.app.address) as channel:
+                health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""))
+            assert not hostile.done()  # both answered while the hostile call was still being checked
+        finally:
+            clock.release.set()
+        assert [m.id for m in models] == ["gpt", "claude"]
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(sc.InvalidInputError) as caught:
+            await hostile
     assert caught.value.detail.parameter == "response_schema_json"
-    assert "must be quicker to check" in caught.value.detail.rule
+    assert "must be quicker to check: checking it took longer than 5 s" in caught.value.detail.rule
     assert r.provider.requests(model="fake-gpt") == []

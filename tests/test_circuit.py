@@ -12,7 +12,7 @@ from sidecar.core.circuit import Admission, CircuitState, ServiceGuard
 from sidecar.core.clock import FakeClock
 from sidecar.core.taxonomy import CircuitOpen, Trigger
 from sidecar.server import convert
-from tests.conftest import Running
+from tests.conftest import Running, Start
 
 T503 = Trigger(503, "service unavailable")
 
@@ -176,11 +176,18 @@ async def test_throttle_stretches_the_leaky_bucket_window() -> None:
     assert g.throttle_wait() == pytest.approx(3.0)  # (1 + 2) x the base window
 
 
-async def test_concurrent_callers_during_a_probe_are_refused(sidecar: Running) -> None:
+PROBE_MS = 1000
+"""How long the backend holds the probe: the four other calls are refused in milliseconds meanwhile."""
+
+
+async def test_concurrent_callers_during_a_probe_are_refused(start_sidecar: Start) -> None:
+    tools = (await start_sidecar()).app.config.model_dump()["tools"]
+    tools["fail_fetch"]["timeout_s"] = 30  # far past the probe's answer (the base config's 0.5 s is not)
+    sidecar = await start_sidecar(tools=tools)
     g = sidecar.app.guards.get("flaky")  # type: ignore[union-attr]
     fail(g, 12)
     sidecar.clock.advance(30)
-    sidecar.backend.script("/fail/slow", [{"delay_ms": 300}])
+    sidecar.backend.script("/fail/slow", [{"delay_ms": PROBE_MS}])
     calls = [sidecar.client.execute_tool("fail_fetch", {"mode": "slow"}, job=job(upstream_retries=0)) for _ in range(5)]
     results = await asyncio.gather(*calls)
     outcomes = sorted(r.WhichOneof("outcome") for r in results)

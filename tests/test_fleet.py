@@ -43,9 +43,18 @@ REPLICAS = 3
 POLL_TIMEOUT_S = 20.0
 CALL_TIMEOUT_S = 10.0
 KEY_ENV = "FLEET_TEST_KEY"
-CIRCUIT = {"max_throttle": 1.0, "failure_step": 1.0, "failures_to_open": 1, "cooldown_s": 2, "probe_timeout_s": 30}
-"""A circuit that opens on the second failure and half-opens 2 s later."""
-COOLDOWN_S = 2.0
+COOLDOWN_S = 4.0
+"""Twenty times what the checks made while the circuit is open take here (0.1-0.2 s, loaded or not)."""
+CIRCUIT = {
+    "max_throttle": 1.0,
+    "failure_step": 1.0,
+    "failures_to_open": 1,
+    "cooldown_s": COOLDOWN_S,
+    "probe_timeout_s": 30,
+}
+"""A circuit that opens on the second failure and half-opens COOLDOWN_S later."""
+ROUTE_CIRCUIT = {**CIRCUIT, "cooldown_s": 300}
+"""A deployment's circuit: the test only sees it open, so its cooldown can be as long as it likes."""
 SPEND_CAP = 0.01
 DOC = "doc-1"
 """A document the tool backend has (a probe it answers proves the service up)."""
@@ -75,7 +84,7 @@ def _config(provider: str, backend: str, redis_url: str, prefix: str, port: int,
             "mout": _model("up-out", input_price_per_mtok=10.0, output_price_per_mtok=10.0),
             "dep-dead": _model("up-dead"),
             "dep-ok": _model("up-ok"),
-            "fleet-route": {"route": {"fallbacks": ["dep-dead", "dep-ok"], "circuit": CIRCUIT}},
+            "fleet-route": {"route": {"fallbacks": ["dep-dead", "dep-ok"], "circuit": ROUTE_CIRCUIT}},
         },
         services={"fleetsvc": {"rate": 1000, "circuit": CIRCUIT}},
         tools={"fleet_doc": tool(backend + "/docs/{id}", "fetch", "fleetsvc")},
@@ -94,13 +103,14 @@ class Replica:
         self.prometheus = prometheus
         self.log = log
         env = {**os.environ, KEY_ENV: "sk-test-FLEETKEY1234567890", "OTEL_TRACES_EXPORTER": "none"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sidecar", "serve", "--config", str(path)],
-            stdout=subprocess.PIPE,
-            stderr=log.open("w"),
-            text=True,
-            env=env,
-        )
+        with log.open("w") as stderr:  # the process has its own copy; ours is closed now, not when collected
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "sidecar", "serve", "--config", str(path)],
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                env=env,
+            )
         self.banner = self.proc.stdout.readline() if self.proc.stdout else ""
 
     def logs(self) -> str:
@@ -233,6 +243,7 @@ async def test_a_service_failing_through_one_opens_the_circuit_on_all_one_probe_
     backend = fleet.backend.server
     backend.script("/docs/doc-1", [{"status": 500, "repeat": 10}])
     kinds = [_kind(await _tool(a, DOC)) for _ in range(2)]
+    opened_by = time.monotonic()  # the second failure opened it: its cooldown began before this
     assert kinds == ["EXTERNAL_SERVICE", "EXTERNAL_SERVICE"]
     opened = await _tool(a, DOC)
     assert _kind(opened) == "CIRCUIT_OPEN"
@@ -249,7 +260,7 @@ async def test_a_service_failing_through_one_opens_the_circuit_on_all_one_probe_
 
     backend.reset()
     backend.script("/docs/doc-1", [{"delay_ms": 1500}])  # the probe: answered, slowly
-    await asyncio.sleep(COOLDOWN_S + 0.3)  # the cooldown passes (a wait, not a check)
+    await asyncio.sleep(opened_by + COOLDOWN_S + 0.3 - time.monotonic())  # the cooldown passes (a wait, not a check)
     answers = await asyncio.gather(*(_tool(r, DOC) for r in (a, b, c)))
     kinds = sorted(_kind(x) for x in answers)
     assert kinds == ["CIRCUIT_OPEN", "CIRCUIT_OPEN", "OK"]  # one probe in the fleet

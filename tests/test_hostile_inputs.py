@@ -105,7 +105,7 @@ async def test_a_huge_retry_after_does_not_pause_the_model_past_its_longest_wait
 
 
 async def test_the_callers_own_deadline_is_not_charged_to_a_healthy_service(sidecar: Running) -> None:
-    sidecar.backend.script("/docs/doc-1", [{"delay_ms": 600, "repeat": 20}])
+    sidecar.backend.script("/docs/doc-1", [{"delay_ms": 30_000, "repeat": 20}])  # far past the caller's 0.2 s
     for _ in range(12):
         try:  # the server may answer JOB_TIMEOUT just before the caller's own deadline fires
             resp = await sidecar.client.execute_tool("fetch", {"id": "doc-1"}, timeout=0.2)

@@ -17,6 +17,7 @@ import httpx
 import openai
 import pytest
 import pytest_asyncio
+import sidecar_client as sc
 from opentelemetry import propagate, trace
 from pydantic import BaseModel
 
@@ -496,15 +497,16 @@ async def test_the_callers_budget_header_overrides_the_configured_one(
 
 
 async def holding_the_one_slot(r: Running) -> asyncio.Future[Any]:
-    """A gRPC call that hangs in flight (server.max_in_flight 1), once it holds its slot."""
-    slow = asyncio.ensure_future(r.client.execute_tool("fail_fetch", {"mode": "hang"}))
-    admission = r.app.admission
-    assert admission is not None
-    for _ in range(1000):
-        if admission.in_flight:
-            break
-        await asyncio.sleep(0.005)
-    return slow
+    """A gRPC call that holds the one slot (server.max_in_flight 1) until the test cancels it: the
+    provider never answers it (fake-claude hangs), and it is returned once it is out."""
+    r.provider.script("fake-claude", [{"fault": "hang"}])
+    slow = asyncio.ensure_future(r.client.call_model("claude", [sc.user("hold")]))
+    for _ in range(2000):
+        if r.provider.requests(model="fake-claude"):
+            return slow
+        assert not slow.done(), slow
+        await asyncio.sleep(0.01)
+    raise AssertionError("the holding call never reached the provider")
 
 
 async def test_a_call_past_the_in_flight_limit_is_shed_as_a_retryable_503(start_sidecar: Start) -> None:
@@ -513,13 +515,14 @@ async def test_a_call_past_the_in_flight_limit_is_shed_as_a_retryable_503(start_
     async with openai.AsyncOpenAI(base_url=base_url(r), api_key="unused", max_retries=0) as c:
         with pytest.raises(openai.InternalServerError) as caught:
             await c.chat.completions.create(model="gpt", messages=user("hi"))
-    await slow
+    slow.cancel()
+    await asyncio.gather(slow, return_exceptions=True)
     assert caught.value.status_code == 503
     assert caught.value.code == "overloaded"
     assert caught.value.response.headers["x-should-retry"] == "true"
     assert caught.value.response.headers["retry-after"] == "1"
     assert sidecar_of(caught.value)["kind"] == "UPSTREAM_THROTTLE"
-    assert r.provider.requests() == []
+    assert r.provider.requests(model="fake-gpt") == []
 
 
 async def test_without_the_sidecars_token_the_sdk_raises_authentication_error(start_sidecar: Start) -> None:

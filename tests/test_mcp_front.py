@@ -32,6 +32,7 @@ from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 from tests.conftest import Running, Start
 from tests.mcp_server import STDIO_COMMAND
 from tests.redis_server import RedisServer, free_port, redis_server  # noqa: F401  (the fixture)
+from tests.test_http_openai import holding_the_one_slot
 from tests.test_telemetry import attrs, tree
 from tests.test_transport_security import Pki, pki  # noqa: F401  (the module's throwaway CA)
 from tests.test_workers import Supervisor
@@ -138,16 +139,18 @@ async def test_a_service_failure_through_the_front_feeds_the_same_circuit(start_
 
 async def test_the_in_flight_limit_counts_the_calls_of_both_ports(start_sidecar: Start) -> None:
     sc = await start_sidecar(http=HTTP, server={"max_in_flight": 1})
-    slow = asyncio.ensure_future(sc.client.execute_tool("fail_fetch", {"mode": "hang"}))
+    slow = await holding_the_one_slot(sc)  # a gRPC call, until it is cancelled
     admission = sc.app.admission
     assert admission is not None
-    for _ in range(1000):
-        if admission.in_flight:
-            break
-        await asyncio.sleep(0.005)
+    assert admission.in_flight == 1
     async with mcp_client(url(sc)) as mcp:
         shed = await mcp.call_tool("fetch", {"id": "doc-1"})
-    await slow
+    slow.cancel()
+    await asyncio.gather(slow, return_exceptions=True)
+    for _ in range(2000):  # the server sees the cancellation a moment after the client
+        if admission.in_flight == 0:
+            break
+        await asyncio.sleep(0.01)
     assert shed.isError
     assert text(shed).startswith("The sidecar is serving its limit of 1 calls at once (server.max_in_flight)")
     assert shed.meta is not None
@@ -320,9 +323,10 @@ async def test_an_http_address_in_use_fails_the_start_naming_it(start_sidecar: S
 
 async def test_stopping_lets_a_call_in_flight_finish_then_closes_the_port(start_sidecar: Start) -> None:
     sc = await start_sidecar(http=HTTP)
+    sc.backend.script("/fail/slow", [{"delay_ms": 30_000, "repeat": 3}])  # each try: past the tool's 0.5 s
     address = url(sc)
     async with mcp_client(address) as mcp:
-        slow = asyncio.ensure_future(mcp.call_tool("fail_fetch", {"mode": "slow"}))  # the backend answers in 2 s
+        slow = asyncio.ensure_future(mcp.call_tool("fail_fetch", {"mode": "slow"}))
         assert sc.app.admission is not None
         for _ in range(1000):
             if sc.app.admission.in_flight:
@@ -330,7 +334,7 @@ async def test_stopping_lets_a_call_in_flight_finish_then_closes_the_port(start_
             await asyncio.sleep(0.005)
         await sc.app.stop(grace=10)
         result = await slow
-    assert result.isError  # fail_fetch's timeout_s (0.5) is shorter than the backend's 2 s
+    assert result.isError  # fail_fetch's timeout_s (0.5) is far shorter than the backend's 30 s
     assert text(result).startswith("The flaky service failed at")
     async with httpx.AsyncClient() as http:
         with pytest.raises(httpx.ConnectError):

@@ -26,6 +26,7 @@ from sidecar_contract.v1 import sidecar_pb2 as pb
 
 from sidecar.net.backend import AiohttpTransport, fast_transport, httpx_error
 from sidecar.net.transport import fault_of
+from tests.socket_buffers import receive_buffer_max, send_buffer_max
 
 LIMITS = httpx.Limits(max_connections=4)
 OK_BODY = b'{"ok": 1 }'
@@ -260,9 +261,10 @@ async def test_a_body_the_server_never_takes_is_a_write_timeout() -> None:
     async def never_read(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await asyncio.Event().wait()  # until the test ends and serving() cancels it
 
+    held = send_buffer_max() + receive_buffer_max()  # what the sockets between may take in
     async with serving(never_read) as server, client(timeout=httpx.Timeout(0.3)) as c:
         with pytest.raises(httpx.WriteTimeout) as info:
-            await c.post(f"{server.url}/x", content=b"x" * (16 * MiB))
+            await c.post(f"{server.url}/x", content=b"x" * max(16 * MiB, 2 * held))
     assert fault_of(info.value).may_have_reached
 
 
@@ -352,8 +354,11 @@ async def test_large_bodies_both_ways() -> None:
 
 
 async def test_an_upload_to_a_slow_reader_waits_for_it() -> None:
-    """Without flow control the client would buffer the whole body before the server read any."""
-    total = 32 * MiB
+    """Without flow control the client would buffer the whole body before the server read any. What
+    it may hold ahead of the server: its socket's send buffer, the server's (CHUNK) receive buffer,
+    and a MiB of its own; the body is three times that at least."""
+    bound = send_buffer_max() + 2 * CHUNK + MiB
+    total = max(32 * MiB, -(-3 * bound // CHUNK) * CHUNK)
     received = 0
     lag = 0
 
@@ -378,12 +383,15 @@ async def test_an_upload_to_a_slow_reader_waits_for_it() -> None:
         r = await c.post(f"{server.url}/x", content=body(), headers={"content-length": str(total)})
         assert r.json() == {"ok": 1}
     assert received == total
-    assert lag <= 8 * MiB
+    assert lag <= bound
 
 
 async def test_a_download_to_a_slow_reader_stops_the_server() -> None:
-    """Without flow control the client would take the whole body in while reading a little."""
-    total = 24 * MiB
+    """Without flow control the client would take the whole body in while reading a little. What the
+    server may write ahead of the client's reads: its (CHUNK) send buffer, the client socket's
+    receive buffer, and a MiB the client holds; the body is three times that at least."""
+    bound = 2 * CHUNK + receive_buffer_max() + MiB
+    total = max(24 * MiB, -(-3 * bound // CHUNK) * CHUNK)
     sent = 0
     lag = 0
 
@@ -406,7 +414,7 @@ async def test_a_download_to_a_slow_reader_stops_the_server() -> None:
             lag = max(lag, sent - received)
             await asyncio.sleep(0.001)
     assert received == total
-    assert lag <= 8 * MiB
+    assert lag <= bound
 
 
 # aiohttp's errors, as httpx's.

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sidecar.config import ConfigError, GuardrailConfig, parse_config
-from sidecar.core.cpu_budget import TooCostly, checks
+from sidecar.core.cpu_budget import TooCostly, checks, timed_by
 from sidecar.core.json_input import depth_over, load_json, nested_over
 from sidecar.core.json_schemas import check_schema, errors, validator_for
 from sidecar.core.patterns import PatternError, compile_pattern, search
@@ -130,8 +130,16 @@ def test_bounded_parsing_names_the_bound(text: str, max_bytes: int, rule: str) -
 def test_a_check_past_its_time_limit_stops_at_a_checkpoint() -> None:
     many = {"anyOf": [{"type": "string", "pattern": f"^x{i}$"} for i in range(5000)]}
     validator = validator_for(many)
-    with pytest.raises(TooCostly):
-        checks(lambda: errors(validator, "y" * 200_000), 0.001)
+    reads: list[float] = []
+
+    def clock() -> float:  # 1 ms of work between two reads, whatever the machine's speed
+        reads.append(len(reads) / 1000)
+        return reads[-1]
+
+    with timed_by(clock), pytest.raises(TooCostly) as caught:
+        checks(lambda: errors(validator, "y" * 200_000), 0.01)
+    assert caught.value.limit_s == 0.01
+    assert len(reads) == 12  # the start, then 11 checkpoints of 5000+: it stopped at the first one past 10 ms
 
 
 @pytest.mark.parametrize("char", ["m", "é", "😀"])

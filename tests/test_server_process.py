@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
@@ -43,6 +44,16 @@ class Proc:
         return self.popen.returncode, err
 
 
+def _embedded_url(proc: Proc, name: str) -> str:
+    """The URL of an embedded fake, from the banner's ``local <name>:`` line."""
+    assert proc.popen.stdout is not None
+    for _ in range(20):
+        line = proc.popen.stdout.readline()
+        if line.strip().startswith(f"local {name}:"):
+            return line.split(": ", 1)[1].strip()
+    raise AssertionError(f"no 'local {name}:' line in the banner")
+
+
 @pytest.fixture
 def served() -> Iterator[tuple[Proc, str]]:
     addr = f"127.0.0.1:{_free_port()}"
@@ -50,7 +61,7 @@ def served() -> Iterator[tuple[Proc, str]]:
     yield proc, addr
     if proc.popen.poll() is None:
         proc.popen.kill()
-        proc.popen.wait()
+    proc.popen.communicate()  # its pipes closed here, not by a later test's collection
 
 
 def test_banner_says_where_it_listens(served: tuple[Proc, str]) -> None:
@@ -84,6 +95,7 @@ def test_health_reflection_and_lists(served: tuple[Proc, str]) -> None:
 
 def test_sigterm_lets_the_call_in_flight_finish_then_exits_zero(served: tuple[Proc, str]) -> None:
     proc, addr = served
+    tools = _embedded_url(proc, "tools")
     result: dict[str, pb.ExecuteToolResponse] = {}
     with SidecarClient(addr) as client:
         client.list_tools()  # connected
@@ -91,7 +103,10 @@ def test_sigterm_lets_the_call_in_flight_finish_then_exits_zero(served: tuple[Pr
             target=lambda: result.setdefault("r", client.execute_tool("flaky_lookup", {"mode": "slow"}, timeout=30))
         )
         call.start()
-        time.sleep(0.5)  # the call is in flight: the backend holds it for 2 s
+        end = time.monotonic() + 30
+        while not httpx.get(tools + "/_fake/requests", timeout=5).json():  # in flight: the backend holds it 2 s
+            assert time.monotonic() < end, "the call never reached the tool backend"
+            time.sleep(0.01)
         proc.popen.send_signal(signal.SIGTERM)
         call.join(timeout=30)
         code, err = proc.stop()
@@ -183,6 +198,8 @@ def test_the_bundled_fakes_run_from_the_sidecar_command(command: str) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def _serve_briefly(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

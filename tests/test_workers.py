@@ -90,7 +90,7 @@ class Supervisor:
             try:
                 line = self.lines.get(timeout=max(end - time.monotonic(), 0.01))
             except queue.Empty:
-                pytest.fail(f"worker banners: {found}, wanted {count}; stderr: {self.stderr()}")
+                pytest.fail(f"worker banners: {found}, wanted {count}; stderr: {self.stderr_after_kill()}")
             if m := BANNER.search(line):
                 found.append((int(m.group(1)), int(m.group(3))))
                 self.workers[int(m.group(1))] = int(m.group(3))
@@ -101,6 +101,18 @@ class Supervisor:
             return "(still running)"
         return self.proc.stderr.read() if self.proc.stderr else ""
 
+    def stderr_after_kill(self) -> str:
+        """The supervisor killed, what it and its workers wrote to stderr (the end of it, within 10 s)."""
+        self.proc.kill()
+        self.proc.wait()
+        out: list[str] = []
+        reader = threading.Thread(
+            target=lambda: out.append(self.proc.stderr.read() if self.proc.stderr else ""), daemon=True
+        )
+        reader.start()
+        reader.join(10)  # the workers leave once they see their supervisor gone (PARENT_CHECK_S)
+        return out[0][-4000:] if out else "(not closed within 10 s)"
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
@@ -108,6 +120,9 @@ class Supervisor:
         for pid in self.workers.values():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        for stream in (self.proc.stdout, self.proc.stderr):  # closed here, not by a later test's collection
+            if stream is not None:
+                stream.close()
 
 
 @pytest.fixture

@@ -6,11 +6,15 @@
     running()                   how many checks are running off the loop now
     checkpoint()                called between steps of the work (every JSON-schema keyword, every
                                 pattern): raises TooCostly once the deadline has passed
+    with timed_by(now):         checks started inside read their deadline from ``now``, not
+                                ``time.monotonic`` (a test's clock: a limit certainly crossed, or
+                                a check held at its checkpoint while the test looks around)
 
 A worker thread cannot be stopped from outside, so the limit is kept from inside: the work
 itself stops at its next checkpoint, and a cancelled call's check ends within ``limit_s`` too.
 The deadline is read from ``time.monotonic``, not the injected Clock: it bounds real CPU work,
-not a wait of the policy (a fake clock never moves while the CPU works).
+not a wait of the policy (a fake clock never moves while the CPU works). A check keeps the clock
+it started with to its end.
 """
 
 from __future__ import annotations
@@ -18,17 +22,20 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TypeVar
 
-__all__ = ["TooCostly", "checkpoint", "checks", "off_loop", "running"]
+__all__ = ["TooCostly", "checkpoint", "checks", "off_loop", "running", "timed_by"]
 
 _T = TypeVar("_T")
-_DEADLINE: ContextVar[float | None] = ContextVar("sidecar_check_deadline", default=None)
+_Now = Callable[[], float]
+_DEADLINE: ContextVar[tuple[float, _Now] | None] = ContextVar("sidecar_check_deadline", default=None)
 _LIMIT: ContextVar[float] = ContextVar("sidecar_check_limit", default=0.0)
 _running = 0
 _running_lock = threading.Lock()
+_now: _Now = time.monotonic
 
 
 class TooCostly(Exception):
@@ -42,7 +49,7 @@ class TooCostly(Exception):
 def checkpoint() -> None:
     """Raise TooCostly when the running check is past its deadline (a no-op outside ``checks``)."""
     deadline = _DEADLINE.get()
-    if deadline is not None and time.monotonic() > deadline:
+    if deadline is not None and deadline[1]() > deadline[0]:
         raise TooCostly(_LIMIT.get())
 
 
@@ -50,7 +57,8 @@ def checks(fn: Callable[[], _T], limit_s: float) -> _T:
     """``fn()`` under a deadline ``limit_s`` from now (0 or less: no limit)."""
     if limit_s <= 0:
         return fn()
-    deadline = _DEADLINE.set(time.monotonic() + limit_s)
+    now = _now
+    deadline = _DEADLINE.set((now() + limit_s, now))
     limit = _LIMIT.set(limit_s)
     try:
         return fn()
@@ -73,6 +81,17 @@ async def off_loop(fn: Callable[[], _T], limit_s: float) -> _T:
                 _running -= 1
 
     return await asyncio.to_thread(run)
+
+
+@contextmanager
+def timed_by(now: _Now) -> Iterator[None]:
+    """Checks started inside this block (in any thread) read the time from ``now``."""
+    global _now
+    before, _now = _now, now
+    try:
+        yield
+    finally:
+        _now = before
 
 
 def running() -> int:
