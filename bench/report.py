@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
-GROUPS = ("direct", "sidecar", "litellm", "sidecar_traced", "faults", "rss_in_flight", "http", "stream")
+GROUPS = ("direct", "sidecar", "litellm", "sidecar_traced", "faults", "rss_in_flight", "http", "stream", "image")
 
 # The targets of the issue, checked in summary.md.
 TARGET_ADDED_P50_MS = 0.5
@@ -294,6 +294,9 @@ def summary_md(points: list[dict[str, Any]], meta: dict[str, Any], skipped: dict
     from scenario_stream import stream_section  # it imports this module's helpers
 
     lines += stream_section(points)
+    from scenario_image import image_section
+
+    lines += image_section(points)
     lines += ["", "![latency against concurrency](latency_vs_concurrency.png)", ""]
     return "\n".join(lines)
 

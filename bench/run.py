@@ -45,6 +45,7 @@ from typing import Any, TypedDict, Unpack
 
 from report import GROUPS, closed, fmt, write_results
 from scenario_http import scenario_http
+from scenario_image import scenario_image
 from scenario_stream import scenario_stream
 
 BENCH = Path(__file__).resolve().parent
@@ -237,6 +238,7 @@ class LoadgenFlags(TypedDict, total=False):
     rate: float
     conns: int
     model: str
+    image_bytes: int
 
 
 @dataclass
@@ -289,9 +291,9 @@ class Bench:
             "-o",
             str(out),
         ]
-        for flag in ("url", "target", "rate", "conns", "model"):
+        for flag in ("url", "target", "rate", "conns", "model", "image_bytes"):
             if value := flags.get(flag):
-                argv += [f"-{flag}", str(value)]
+                argv += [f"-{flag.replace('_', '-')}", str(value)]
         for h in flags.get("headers", ()):
             argv += ["-H", h]
         if watch is not None and not watch.alive():
@@ -722,6 +724,7 @@ SCENARIOS = {
     "traced": scenario_traced,
     "litellm": scenario_litellm,
     "http": scenario_http,
+    "image": scenario_image,
     "stream": lambda b: scenario_stream(b, start_sidecar, start_relay, _tag),
     "fleet": scenario_fleet,
 }

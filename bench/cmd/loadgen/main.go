@@ -71,6 +71,7 @@ type config struct {
 	tool        string
 	query       string
 	maxTokens   int
+	imageBytes  int
 	headers     headerFlags
 	label       string
 	probe       time.Duration
@@ -143,6 +144,7 @@ func main() {
 	flag.StringVar(&cfg.tool, "tool", "search", "tool name for grpc-tool")
 	flag.StringVar(&cfg.query, "query", "golang generics", "search query for the tool modes")
 	flag.IntVar(&cfg.maxTokens, "max-tokens", 64, "max output tokens asked for")
+	flag.IntVar(&cfg.imageBytes, "image-bytes", 0, "grpc-model: the user message also carries an inline PNG image part of this many bytes")
 	flag.Var(&cfg.headers, "H", "extra HTTP header `name: value` (repeatable)")
 	flag.StringVar(&cfg.label, "label", "", "label copied to the output")
 	flag.DurationVar(&cfg.probe, "probe", 0, "instead of a run: send one call at a time until one succeeds or this long has passed")
@@ -472,10 +474,19 @@ func newGRPCCaller(cfg *config) (caller, string, func(), error) {
 	}
 
 	if cfg.mode == "grpc-model" {
+		message := &sidecarv1.Message{Role: sidecarv1.Role_ROLE_USER, Text: userPrompt}
+		if cfg.imageBytes > 0 {
+			message = &sidecarv1.Message{Role: sidecarv1.Role_ROLE_USER, Parts: []*sidecarv1.Part{
+				{Kind: &sidecarv1.Part_Text{Text: userPrompt}},
+				{Kind: &sidecarv1.Part_Image{Image: &sidecarv1.ImagePart{
+					Source: &sidecarv1.ImagePart_Data{Data: pngOfSize(cfg.imageBytes)}, MediaType: "image/png",
+				}}},
+			}}
+		}
 		req := &sidecarv1.CallModelRequest{
 			Model:           cfg.model,
 			System:          systemPrompt,
-			Messages:        []*sidecarv1.Message{{Role: sidecarv1.Role_ROLE_USER, Text: userPrompt}},
+			Messages:        []*sidecarv1.Message{message},
 			MaxOutputTokens: proto.Uint32(uint32(cfg.maxTokens)),
 			Job:             &sidecarv1.Job{JobId: "bench", WorkflowId: "bench"},
 		}
@@ -526,4 +537,21 @@ func grpcFailure(err error) outcome {
 		}
 	}
 	return o
+}
+
+// pngOfSize is n bytes that begin as a 1024 x 1024 PNG (a signature and an IHDR chunk, which is
+// all the sidecar's token pre-check reads) and go on with bytes no compressor shrinks.
+func pngOfSize(n int) []byte {
+	head := []byte{0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R',
+		0, 0, 4, 0, 0, 0, 4, 0, 8, 2, 0, 0, 0, 0, 0, 0, 0}
+	out := make([]byte, n)
+	copy(out, head)
+	state := uint32(2463534242)
+	for i := len(head); i < n; i++ {
+		state ^= state << 13
+		state ^= state >> 17
+		state ^= state << 5
+		out[i] = byte(state)
+	}
+	return out
 }
