@@ -311,6 +311,7 @@ def served(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        proc.stdout.close()  # here, not when a later test's collection finalizes it
 
 
 # ---------------------------------------------------------------- reading Jaeger's JSON
