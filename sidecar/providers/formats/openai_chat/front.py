@@ -111,7 +111,7 @@ from sidecar.providers.formats.openai_chat.vocab import (
 )
 from sidecar.providers.formats.protocol import Ask, ReplyHead, Sse
 
-__all__ = ["CHAT_ROUTE", "ChunkWriter", "OpenAIFront", "finish_name", "parse_request"]
+__all__ = ["CHAT_ROUTE", "REQUEST_KEYS", "ChunkWriter", "OpenAIFront", "finish_name", "parse_request"]
 
 CHAT_ROUTE = "/v1/chat/completions"
 
@@ -295,7 +295,7 @@ class ChunkWriter:
 
 # ---------------------------------------------------------------------------- requests read
 
-_KEYS = frozenset(
+REQUEST_KEYS = frozenset(
     {
         "model",
         "messages",
@@ -560,7 +560,7 @@ def _file(part: dict[str, Any], at: str) -> DocumentPart:
 
 def parse_request(body: Mapping[str, Any]) -> ModelRequest:
     """An OpenAI Chat Completions request as the core's ModelRequest (the module's table)."""
-    _carried_only(body, _KEYS, "")
+    _carried_only(body, REQUEST_KEYS, "")
     model = body.get("model")
     if not isinstance(model, str):
         raise InvalidInput("model", shown(model), "must be the model's name (a string)")
