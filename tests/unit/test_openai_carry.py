@@ -224,6 +224,7 @@ def test_what_chat_completions_has_no_field_for_is_refused_saying_why(
          "the sidecar sets itself"),
         (asking(provider_options_json='{"openai": {"stop": ["x"]}}'), "provider_options_json.openai.stop",
          "the request's own field"),
+        (asking(provider_options_json='{"openai": {"n": 2}}'), "provider_options_json.openai.n", "one choice"),
     ],
 )  # fmt: skip
 def test_openais_rules_are_refused_before_sending_naming_the_rule(req: ModelRequest, field: str, words: str) -> None:

@@ -363,7 +363,8 @@ def provider_options(controls: Controls) -> dict[str, Any]:
 
     The text is a JSON object of one object per wire format (``{"openai": {...}, "anthropic": {...}}``):
     a key that names no wire format, a value that is not an object, or a key of the OpenAI object
-    that the sidecar sets itself (SIDECAR_KEYS) is INVALID_INPUT naming it."""
+    that the sidecar sets itself (SIDECAR_KEYS), or ``n`` (the sidecar reads one choice), is
+    INVALID_INPUT naming it."""
     if not controls.provider_options_json:
         return {}
     from sidecar.providers.formats.registry import FORMATS  # the registry imports this format
@@ -387,6 +388,10 @@ def provider_options(controls: Controls) -> dict[str, Any]:
             raise InvalidInput(f"provider_options_json.{name}", json.dumps(value)[:80], "must be a JSON object")
     ours: dict[str, Any] = options.get(FORMAT_NAME, {})
     for key in ours:
+        if key == "n":
+            raise InvalidInput(
+                f"provider_options_json.{FORMAT_NAME}.n", key, "the sidecar reads one choice: leave n out"
+            )
         if key in SIDECAR_KEYS:
             raise InvalidInput(
                 f"provider_options_json.{FORMAT_NAME}.{key}",
