@@ -9,6 +9,7 @@ the SDK's own exception class, with the sidecar's Failure in ``error.sidecar``.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,6 +19,7 @@ import openai
 import pytest
 import pytest_asyncio
 import sidecar_client as sc
+from openai.types.chat import ChatCompletion
 from opentelemetry import propagate, trace
 from pydantic import BaseModel
 
@@ -202,6 +204,119 @@ async def test_configured_secrets_are_masked_in_every_answer(http_sidecar: Runni
     stream = await client.chat.completions.create(model="gpt", messages=user("hi"), stream=True)
     chunks = [c async for c in stream]
     assert all(SECRET not in c.model_dump_json() for c in chunks)
+
+
+# ---------------------------------------------------------------- what issue 21 carries (to an OpenAI-format model)
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000" + "1f15c489")
+PNG_URL = "data:image/png;base64," + base64.b64encode(PNG).decode()
+PDF_DATA = "data:application/pdf;base64," + base64.b64encode(b"%PDF-1.7 minimal").decode()
+SHOWN: Any = [
+    {"type": "text", "text": "What are these?"},
+    {"type": "image_url", "image_url": {"url": PNG_URL, "detail": "low"}},
+    {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+    {"type": "file", "file": {"filename": "report.pdf", "file_data": PDF_DATA}},
+]
+
+
+async def streamed_text(stream: Any) -> tuple[str, list[Any]]:
+    chunks = [c async for c in stream]
+    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices), chunks
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_image_and_a_file_reach_the_provider_as_the_sdk_sent_them(
+    http_sidecar: Running, client: openai.AsyncOpenAI, stream: bool
+) -> None:
+    messages: Any = [{"role": "user", "content": SHOWN}]
+    answer = await client.chat.completions.create(model="gpt", messages=messages, stream=stream)
+    if stream:
+        text, _ = await streamed_text(answer)
+    else:
+        assert isinstance(answer, ChatCompletion)
+        text = answer.choices[0].message.content or ""
+    assert text == "You said: What are these?"
+    assert sent(http_sidecar, "gpt")[-1]["body"]["messages"] == messages  # every part, as it came
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_tool_choice_required_makes_the_call_a_tool_call(
+    http_sidecar: Running, client: openai.AsyncOpenAI, stream: bool
+) -> None:
+    tools: Any = [{"type": "function", "function": {"name": "now", "parameters": {"type": "object"}}},
+                  {"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]  # fmt: skip
+    choice: Any = {"type": "function", "function": {"name": "weather"}}
+    for tool_choice, called in (("required", "now"), (choice, "weather")):
+        answer = await client.chat.completions.create(
+            model="gpt", messages=user("hi"), tools=tools, tool_choice=tool_choice, parallel_tool_calls=False,
+            stream=stream,
+        )  # fmt: skip
+        if stream:
+            _, chunks = await streamed_text(answer)
+            names = [t.function.name for c in chunks if c.choices for t in c.choices[0].delta.tool_calls or []
+                     if t.function and t.function.name]  # fmt: skip
+        else:
+            assert isinstance(answer, ChatCompletion)
+            names = [t.function.name for t in answer.choices[0].message.tool_calls or [] if t.type == "function"]
+        assert names == [called]
+        body = sent(http_sidecar, "gpt")[-1]["body"]
+        assert (body["tool_choice"], body["parallel_tool_calls"]) == (tool_choice, False)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_stop_and_reasoning_effort_are_sent_and_cached_and_reasoning_tokens_come_back(
+    http_sidecar: Running, client: openai.AsyncOpenAI, stream: bool
+) -> None:
+    usage = {"cache_read_input_tokens": 1024, "reasoning_tokens": 48}
+    script(http_sidecar, "gpt", {"preset": "reply", "text": "Sure.", "usage": usage})
+    answer = await client.chat.completions.create(
+        model="gpt", messages=user("x" * 5000), stop=["\n", "END"], reasoning_effort="high", seed=3, top_p=0.5,
+        user="u-7", max_completion_tokens=100, stream=stream, stream_options={"include_usage": True} if stream
+        else openai.omit,
+    )  # fmt: skip
+    if stream:
+        text, chunks = await streamed_text(answer)
+        got = chunks[-1].usage
+    else:
+        assert isinstance(answer, ChatCompletion)
+        text, got = answer.choices[0].message.content or "", answer.usage
+    assert text == "Sure."
+    assert got is not None
+    assert got.prompt_tokens_details is not None
+    assert got.completion_tokens_details is not None
+    assert (got.prompt_tokens_details.cached_tokens, got.completion_tokens_details.reasoning_tokens) == (1024, 48)
+    assert got.prompt_tokens > 1024
+    body = sent(http_sidecar, "gpt")[-1]["body"]
+    keys = ("stop", "reasoning_effort", "seed", "top_p", "user", "max_completion_tokens")
+    assert {k: body[k] for k in keys} == {"stop": ["\n", "END"], "reasoning_effort": "high", "seed": 3,
+                                          "top_p": 0.5, "user": "u-7", "max_completion_tokens": 100}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"logprobs": True}, "logprobs"),
+        ({"metadata": {"run": "7"}}, "metadata"),
+        ({"modalities": ["text", "audio"]}, "modalities"),
+        ({"prediction": {"type": "content", "content": "x"}}, "prediction"),
+        ({"extra_body": {"top_k": 40}}, "top_k"),
+        ({"messages": [{"role": "user", "content": [{"type": "file", "file": {"file_id": "file-abc"}}]}]},
+         "messages[0].content[0].file.file_id"),
+        ({"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "x",
+                                                                                           "format": "wav"}}]}]},
+         "messages[0].content[0]"),
+    ],
+)  # fmt: skip
+async def test_a_key_the_sidecar_does_not_carry_is_bad_request_naming_it(
+    http_sidecar: Running, client: openai.AsyncOpenAI, extra: dict[str, Any], param: str
+) -> None:
+    kwargs: Any = {"model": "gpt", "messages": user("hi"), **extra}
+    with pytest.raises(openai.BadRequestError) as caught:
+        await client.chat.completions.create(**kwargs)
+    assert caught.value.param == param
+    assert caught.value.type == "invalid_request_error"
+    assert sidecar_of(caught.value)["kind"] == "INVALID_INPUT"
+    assert http_sidecar.provider.requests() == []
 
 
 # ---------------------------------------------------------------- streams

@@ -59,7 +59,10 @@ Provider only: ``preset`` rendered on the wire of the endpoint hit, plus its par
 ``text``, ``tool_calls`` ([{name, arguments: object | raw string}]), ``finish``
 (stop | length | tool_calls | content_filter | refusal), ``retry_after`` (-> ``retry-after``),
 ``retry_after_ms`` (-> ``retry-after-ms``), ``message`` (error message), ``extra_error_fields``
-(merged into the error object), ``extra_body`` (merged at the top level).  Presets:
+(merged into the error object), ``extra_body`` (merged at the top level), ``usage``
+(``{"cache_read_input_tokens", "cache_write_input_tokens", "reasoning_tokens"}``: the reply, whole or
+streamed, reports that many cache-read / cache-write input tokens, the input raised to hold them, and
+reasoning tokens, added to the output; each in its wire's own usage fields).  Presets:
 ``rate_limit`` 429, ``overloaded`` 529, ``server_error`` 500, ``bad_gateway`` 502 (HTML),
 ``insufficient_quota`` (OpenAI 429 / Anthropic 400 credit balance), ``payment_required`` 402,
 ``context_too_long`` 400, ``invalid_key`` 401, ``model_not_found`` 404, ``reply``,

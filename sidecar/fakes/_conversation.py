@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from sidecar.core.conversation import Part, TextPart
 from sidecar.core.kinds import Role
 from sidecar.providers.formats.chat import JSON_INSTRUCTION
 from sidecar.providers.formats.protocol import Ask
@@ -78,6 +79,11 @@ def _schema_object(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def _text_of(parts: tuple[Part, ...]) -> str:
+    """The text parts of a message's (or a tool result's) parts, joined: what the brain reads of them."""
+    return "".join(p.text for p in parts if isinstance(p, TextPart))
+
+
 def conversation_of(ask: Ask, hints: Hints, tools_json: Any) -> Conversation:
     """The brain's view of ``ask``; ``tools_json`` the request's tool definitions as sent (their size counts)."""
     request = ask.request
@@ -87,13 +93,15 @@ def conversation_of(ask: Ask, hints: Hints, tools_json: Any) -> Conversation:
     texts = [request.system]
     chars = len(request.system)
     for m in request.messages:
-        chars += len(m.text) + sum(len(c.arguments_json) for c in m.tool_calls)
+        text = m.text or _text_of(m.parts)
+        chars += len(text) + sum(len(c.arguments_json) for c in m.tool_calls)
         for r in m.tool_results:
-            conv.tool_results.append(r.content)
-            chars += len(r.content)
+            content = r.content or _text_of(r.parts)
+            conv.tool_results.append(content)
+            chars += len(content)
         if m.role is Role.USER:
-            texts.append(m.text)
-            conv.last_user_text = m.text or conv.last_user_text
+            texts.append(text)
+            conv.last_user_text = text or conv.last_user_text
     for t in request.tools:
         conv.tools.append(Tool(t.name, _schema_object(t.parameters_json) or {}))
     if conv.tools:

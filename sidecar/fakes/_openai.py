@@ -12,6 +12,30 @@ A stream (``"stream": true``) is ``data: {chat.completion.chunk}`` events, each 
     close  [DONE]
 
 An error after the stream began is ``data: {"error": {...}}`` and nothing after it.
+
+A request is refused as the API refuses it, a 400 in its words with its ``param`` and ``code``
+(``refuse``), before it is read::
+
+    what                                                    param, code
+    a key the API does not know                             null ("Unrecognized request argument")
+    more than 4 stop sequences                              stop, array_above_max_length
+    tool_choice or parallel_tool_calls without tools        the key, null
+    tool_choice naming a function not in tools              tool_choice, invalid_value
+    a content part type the role does not take (user:      messages[i].content[j].type, invalid_value
+      text, image_url, input_audio, file; assistant: text,
+      refusal; system, developer, tool: text)
+    an image_url data: URL that is not base64 of an image   messages[i].content[j].image_url.url, invalid_value
+    an image of a media type the API does not read          null, invalid_image_format
+    a file's file_data that is not a base64 data: URL       messages[i].content[j].file.file_data, invalid_value
+    reasoning_effort not minimal, low, medium or high       reasoning_effort, invalid_value
+    with reasoning_effort (a reasoning model): max_tokens,  max_tokens, unsupported_parameter;
+      a temperature other than 1                            temperature, unsupported_value
+
+Keys the API takes and the fake does not act on (``UNREAD_KEYS``: ``metadata``, ``service_tier``,
+``prompt_cache_key`` ...) are accepted and set aside, as a provider that ignores them would: what the
+sidecar's ``provider_options_json`` merges in reaches the fake as it would reach OpenAI. A step's
+``usage`` is reported as ``prompt_tokens_details.cached_tokens`` and ``completion_tokens_details.
+reasoning_tokens`` (cache writes: counted in ``prompt_tokens`` only, as OpenAI has no field for them).
 """
 
 from __future__ import annotations
@@ -21,13 +45,165 @@ import time
 from typing import Any
 
 from sidecar.providers.formats.openai_chat import FORMAT
-from sidecar.providers.formats.openai_chat.vocab import END_MARKER, ERROR_TYPES, RATE_LIMIT_HEADERS
+from sidecar.providers.formats.openai_chat.front import REQUEST_KEYS
+from sidecar.providers.formats.openai_chat.vocab import (
+    END_MARKER,
+    ERROR_TYPES,
+    MAX_STOP,
+    RATE_LIMIT_HEADERS,
+    read_data_url,
+)
 
 from ._conversation import Hints
 from ._sse import Part, Plan, SseEvent
 from ._wire import ErrorSpec, Exchange, Wire, mask_key
 
-__all__ = ["OPENAI"]
+__all__ = ["OPENAI", "UNREAD_KEYS"]
+
+UNREAD_KEYS = frozenset(
+    {
+        "logit_bias",
+        "logprobs",
+        "top_logprobs",
+        "metadata",
+        "store",
+        "service_tier",
+        "prompt_cache_key",
+        "safety_identifier",
+        "verbosity",
+        "prediction",
+        "web_search_options",
+    }
+)
+"""Keys the API takes that the fake does not act on: accepted and set aside."""
+_PART_TYPES = {
+    "user": ("text", "image_url", "input_audio", "file"),
+    "assistant": ("text", "refusal"),
+    "system": ("text",),
+    "developer": ("text",),
+    "tool": ("text",),
+}
+_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+_EFFORTS = ("minimal", "low", "medium", "high")
+_INVALID = "invalid_request_error"
+
+
+def _listed(values: tuple[str, ...]) -> str:
+    quoted = [f"'{v}'" for v in values]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + ", and " + quoted[-1]
+
+
+def _bad(message: str, param: str | None, code: str | None) -> ErrorSpec:
+    return ErrorSpec(400, _INVALID, message, code, param)
+
+
+def _refusal(body: dict[str, Any]) -> ErrorSpec | None:
+    """The API's 400 for the first rule of the module's table ``body`` breaks."""
+    for key in body:
+        if key not in REQUEST_KEYS and key not in UNREAD_KEYS:
+            return _bad(f"Unrecognized request argument supplied: {key}", None, None)
+    return _controls_refusal(body) or _messages_refusal(body.get("messages"))
+
+
+def _controls_refusal(body: dict[str, Any]) -> ErrorSpec | None:
+    stop = body.get("stop")
+    if isinstance(stop, list) and len(stop) > MAX_STOP:
+        return _bad(
+            f"Invalid 'stop': array too long. Expected an array with maximum length {MAX_STOP}, but got an array "
+            f"with length {len(stop)} instead.",
+            "stop",
+            "array_above_max_length",
+        )
+    listed = body.get("tools")
+    tools: list[Any] = listed if isinstance(listed, list) else []
+    for key in ("tool_choice", "parallel_tool_calls"):
+        if body.get(key) is not None and not tools:
+            return _bad(f"Invalid value for '{key}': '{key}' is only allowed when 'tools' are specified.", key, None)
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
+        name = choice["function"].get("name")
+        functions = [t.get("function") for t in tools if isinstance(t, dict)]
+        names = [f.get("name") for f in functions if isinstance(f, dict)]
+        if name not in names:
+            return _bad(
+                f"Invalid value for 'tool_choice': function '{name}' is not one of the 'tools' specified.",
+                "tool_choice",
+                "invalid_value",
+            )
+    effort = body.get("reasoning_effort")
+    if effort is None:
+        return None
+    if effort not in _EFFORTS:
+        return _bad(
+            f"Invalid value: '{effort}'. Supported values are: {_listed(_EFFORTS)}.",
+            "reasoning_effort",
+            "invalid_value",
+        )
+    if body.get("max_tokens") is not None:
+        return _bad(
+            "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' "
+            "instead.",
+            "max_tokens",
+            "unsupported_parameter",
+        )
+    temperature = body.get("temperature")
+    if temperature is not None and temperature != 1:
+        return _bad(
+            f"Unsupported value: 'temperature' does not support {temperature} with this model. Only the default "
+            "(1) value is supported.",
+            "temperature",
+            "unsupported_value",
+        )
+    return None
+
+
+def _messages_refusal(messages: Any) -> ErrorSpec | None:
+    for i, m in enumerate(messages if isinstance(messages, list) else []):
+        content = m.get("content") if isinstance(m, dict) else None
+        allowed = _PART_TYPES.get(str(m.get("role")) if isinstance(m, dict) else "", ())
+        for j, part in enumerate(content if isinstance(content, list) else []):
+            at = f"messages[{i}].content[{j}]"
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind not in allowed:
+                return _bad(
+                    f"Invalid value: '{kind}'. Supported values are: {_listed(allowed)}.", f"{at}.type", "invalid_value"
+                )
+            refused = _part_refusal(part, kind, at)
+            if refused is not None:
+                return refused
+    return None
+
+
+def _part_refusal(part: dict[str, Any], kind: str, at: str) -> ErrorSpec | None:
+    if kind == "image_url":
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, dict) else None
+        if isinstance(url, str) and url.startswith("data:"):
+            read = read_data_url(url)
+            if read is None or not read[0].startswith("image/"):
+                return _bad(
+                    f"Invalid '{at}.image_url.url'. Expected a base64-encoded data URL with an image MIME type "
+                    "(e.g. 'data:image/png;base64,aW1nIGJ5dGVzIGhlcmU='), but got an invalid value.",
+                    f"{at}.image_url.url",
+                    "invalid_value",
+                )
+            if read[0] not in _IMAGE_TYPES:
+                return _bad(
+                    "You uploaded an unsupported image. Please make sure your image has of one the following "
+                    "formats: ['png', 'jpeg', 'gif', 'webp'].",
+                    None,
+                    "invalid_image_format",
+                )
+    if kind == "file":
+        file = part.get("file")
+        data = file.get("file_data") if isinstance(file, dict) else None
+        if data is not None and (not isinstance(data, str) or read_data_url(data) is None):
+            return _bad(
+                f"Invalid '{at}.file.file_data'. Expected a base64-encoded data URL, but got an invalid value.",
+                f"{at}.file.file_data",
+                "invalid_value",
+            )
+    return None
 
 
 class _OpenAI(Wire):
@@ -42,8 +218,11 @@ class _OpenAI(Wire):
         if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
             name = choice["function"].get("name")
             forced = name if isinstance(name, str) else None
-        rest = {k: v for k, v in body.items() if k != "tool_choice"}
+        rest = {k: v for k, v in body.items() if k not in UNREAD_KEYS}
         return Hints(forced_tool=forced, tools_disabled=choice == "none"), rest
+
+    def refuse(self, body: dict[str, Any]) -> ErrorSpec | None:
+        return _refusal(body)
 
     def part_of(self, name: str, data: dict[str, Any] | str) -> Part:
         if data == END_MARKER or not isinstance(data, dict):

@@ -17,7 +17,7 @@ from ._http import Response
 from ._schema import missing_fields_for
 from ._script import Step
 from ._stream import STREAM_PARAMS, StreamOptions, render_stream
-from ._wire import BAD_GATEWAY_HTML, ErrorSpec, Exchange, Wire
+from ._wire import BAD_GATEWAY_HTML, USAGE_FIELDS, ErrorSpec, Exchange, Wire
 
 __all__ = ["PRESETS", "PRESET_PARAMS", "render_default", "render_step", "validate_step"]
 
@@ -43,6 +43,7 @@ PRESET_PARAMS = (
     "extra_error_fields",
     "extra_body",
     "message",
+    "usage",
     *STREAM_PARAMS,
 )
 FINISHES = ("stop", "length", "tool_calls", "content_filter", "refusal")
@@ -63,6 +64,11 @@ def validate_step(step: Step) -> None:
             raise ValueError(f"{key!r} must be an object")
     if "message" in p and not isinstance(p["message"], str):
         raise ValueError("'message' must be a string")
+    usage = p.get("usage", {})
+    if not isinstance(usage, dict) or not all(
+        k in USAGE_FIELDS and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in usage.items()
+    ):
+        raise ValueError(f"'usage' must be an object of token counts: {', '.join(USAGE_FIELDS)}")
     opts = StreamOptions.from_params(p)
     if opts.fault is not None and _is_error_step(step):
         raise ValueError("'stream_fault' needs a step that answers with a reply (no error preset, body or status)")

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from sidecar.core.conversation import ToolCall as CoreToolCall
@@ -24,7 +25,7 @@ from ._brain import Reply, tokens_for
 from ._conversation import Conversation, Hints, conversation_of
 from ._sse import Part, Plan, SseEvent
 
-__all__ = ["BAD_GATEWAY_HTML", "ErrorSpec", "Exchange", "Wire", "mask_key"]
+__all__ = ["BAD_GATEWAY_HTML", "USAGE_FIELDS", "ErrorSpec", "Exchange", "Wire", "mask_key"]
 
 BAD_GATEWAY_HTML = (
     "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
@@ -60,6 +61,13 @@ class Exchange:
     model: str
     api_key: str
     conversation: Conversation
+    usage: Mapping[str, int] = field(default_factory=dict)
+    """The step's ``usage`` (``USAGE_FIELDS``): cache and reasoning tokens the reply reports."""
+
+
+USAGE_FIELDS = ("cache_read_input_tokens", "cache_write_input_tokens", "reasoning_tokens")
+"""What a step's ``usage`` may say: the reply reports that many tokens read from and written to the prompt
+cache (within its input tokens, raised to hold them) and reasoned (added to its output tokens)."""
 
 
 def mask_key(key: str) -> str:
@@ -81,6 +89,12 @@ class Wire(ABC):
 
     # ---- what the format says, through its front ------------------------------------------
 
+    def refuse(self, body: dict[str, Any]) -> ErrorSpec | None:
+        """The 400 the provider answers a request with that breaks one of its API's rules, in its words;
+        None when it breaks none of those this wire checks (what the format cannot read at all
+        ``parse`` refuses)."""
+        return None
+
     def parse(self, body: dict[str, Any]) -> Conversation:
         """The request, read as the format reads it (INVALID_INPUT raised for what it cannot carry)."""
         hints, rest = self.hints(body)
@@ -98,15 +112,19 @@ class Wire(ABC):
             CoreToolCall(f"{self.call_prefix}{ex.n:08d}_{i}", c.name, c.arguments_json())
             for i, c in enumerate(reply.tool_calls)
         ]
+        cache_read, cache_write, reasoning = (ex.usage.get(name, 0) for name in USAGE_FIELDS)
         return ChatReply(
             text=reply.text or "",
             tool_calls=calls,
             finish=_FINISH[reply.finish],
             raw_finish=reply.finish,
             refusal=reply.refusal,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
+            input_tokens=max(input_tokens, cache_read + cache_write),
+            output_tokens=output_tokens + reasoning,
             response_model=ex.model,
+            cache_read_input_tokens=cache_read,
+            cache_write_input_tokens=cache_write,
+            reasoning_tokens=reasoning,
         )
 
     def reply_body(self, reply: Reply, ex: Exchange, created: int) -> dict[str, Any]:

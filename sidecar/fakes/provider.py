@@ -120,13 +120,17 @@ class FakeProvider(FakeServer):
             extra = {"stream": True, "stream_fault": step.params.get("stream_fault") if step else None}
         record = self._record(request, wire=wire.name, model=model, source=source, preset=preset, **extra)
         key = wire.api_key(request.headers)
+        refused = wire.refuse(body)
+        if refused is not None:  # a rule of the provider's API broken: its own 400
+            ex = Exchange(record.seq, model, key, Conversation(model=model))
+            return Response.json(wire.error_body(refused, ex), status=400, headers=wire.headers(ex, 400))
         try:
             conversation = wire.parse(body)
         except SidecarFailure as failure:  # a request the format cannot carry: refused as a provider would
             ex = Exchange(record.seq, model, key, Conversation(model=model))
             spec = ErrorSpec(400, wire.status_error(400).type, failure.message)
             return Response.json(wire.error_body(spec, ex), status=400, headers=wire.headers(ex, 400))
-        ex = Exchange(record.seq, model, key, conversation)
+        ex = Exchange(record.seq, model, key, conversation, (step.params.get("usage") if step else None) or {})
         if step is None:
             return render_default(wire, ex)
         return render_step(step, wire, ex)

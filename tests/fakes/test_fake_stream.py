@@ -116,7 +116,8 @@ def test_openai_shape_role_chunk_finish_usage_and_done(provider: Srv, client: ht
     assert first["choices"][0]["delta"] == {"role": "assistant", "content": "", "refusal": None}
     assert finish["choices"][0] == {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}
     assert usage["choices"] == []
-    assert set(usage["usage"]) == {"prompt_tokens", "completion_tokens", "total_tokens"}
+    assert set(usage["usage"]) == {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details",
+                                   "completion_tokens_details"}  # fmt: skip
     assert all(c["usage"] is None for c in chunks[:-1])  # every chunk but the last says "usage": null
     assert len({c["id"] for c in chunks}) == 1
     assert all(c["object"] == "chat.completion.chunk" and c["model"] == "m" for c in chunks)

@@ -218,3 +218,46 @@ def as_sent(request: ModelRequest) -> ModelRequest:
 
 def _fields(request: ModelRequest) -> dict[str, Any]:
     return {name: getattr(request, name) for name in request.__dataclass_fields__}
+
+
+TOOL_IMAGE_SHAPES: dict[str, ModelRequest] = {
+    "tool results with images between their text": ModelRequest(
+        "m",
+        (
+            ASKED,
+            Message(Role.ASSISTANT, "", (CALL, ToolCall("call_2", "weather", '{"city":"Rome"}'),
+                                         ToolCall("call_3", "weather", '{"city":"Nice"}'))),
+            Message(
+                Role.TOOL,
+                tool_results=(
+                    ToolCallResult(
+                        "call_1", "", False, "weather", (ImagePart("image/png", PNG), TextPart("Paris"),
+                                                         ImagePart(url="https://example.com/radar.png", detail="low"))
+                    ),
+                    ToolCallResult("call_2", "21 C", False, "weather"),
+                    ToolCallResult("call_3", "", False, "weather", (TextPart("Nice:"), ImagePart("image/png", PNG))),
+                ),
+            ),
+            Message(Role.USER, "And tomorrow?"),
+        ),
+        tools=(WEATHER,),
+    ),
+    "a tool result that is an error with an image": ModelRequest(
+        "m",
+        (
+            ASKED,
+            Message(Role.ASSISTANT, "", (CALL,)),
+            Message(
+                Role.TOOL,
+                tool_results=(
+                    ToolCallResult("call_1", "", True, "weather", (ImagePart("image/png", PNG), TextPart("failed"))),
+                ),
+            ),
+        ),
+        tools=(WEATHER,),
+    ),
+}  # fmt: skip
+"""A tool result's images where they stood among its text, over several results, and an error's (the
+OpenAI format moves them to a user message and back: ``openai_chat/upstream.py``)."""
+PARTS_SHAPES.update(TOOL_IMAGE_SHAPES)
+SHAPES.update(TOOL_IMAGE_SHAPES)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sidecar.core.conversation import Message, ToolCall, ToolCallResult
+from sidecar.core.conversation import Message, TextPart, ToolCall, ToolCallResult
 from sidecar.core.kinds import Role
 from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.anthropic_messages import front as anthropic
@@ -84,7 +84,7 @@ def test_the_openai_parser_reads_what_other_clients_send() -> None:
         }
     )  # fmt: skip
     assert request.system == "Be kind."
-    assert request.messages[0] == Message(Role.USER, "Hello")
+    assert request.messages[0] == Message(Role.USER, parts=(TextPart("Hel"), TextPart("lo")))  # parts, as sent
     assert request.messages[1].tool_calls == (ToolCall("c1", "weather", '{"city":"Oslo"}'),)
     assert request.messages[2] == Message(Role.TOOL, tool_results=(ToolCallResult("c1", "5 C", False, "weather"),))
     assert request.max_output_tokens == 50

@@ -113,6 +113,10 @@ def chat_reply(response: ModelResponse) -> ChatReply:
         output_tokens=response.usage.output_tokens,
         response_model=response.response_model,
         response_id=response.response_id,
+        reasoning=list(response.message.reasoning),
+        cache_read_input_tokens=response.usage.cache_read_input_tokens,
+        cache_write_input_tokens=response.usage.cache_write_input_tokens,
+        reasoning_tokens=response.usage.reasoning_tokens,
     )
 
 

@@ -5,13 +5,63 @@
     core (ChatRequest)                          OpenAI body
     system                                      {"role": "system"} first
     Message(USER, text)                         {"role": "user", "content": text}
-    Message(ASSISTANT, text, tool_calls)        {"role": "assistant", "content": text or null, "tool_calls": [...]}
+    Message(USER, parts)                        {"role": "user", "content": [part, ...]}:
+      TextPart                                    {"type": "text", "text"}
+      ImagePart data, media_type (detail)         {"type": "image_url", "image_url": {"url": "data:<media
+                                                  type>;base64,...", "detail"}} (detail only when set)
+      ImagePart url (detail)                      {"type": "image_url", "image_url": {"url", "detail"}}
+      DocumentPart PDF data, title                {"type": "file", "file": {"filename": title (or
+                                                  DEFAULT_FILENAME), "file_data": "data:application/pdf;
+                                                  base64,..."}}
+    Message(ASSISTANT, text | text parts,       {"role": "assistant", "content": text or null, or the text
+      tool_calls)                                 parts, "tool_calls": [...]}
     Message(TOOL, tool_results)                 one {"role": "tool", "tool_call_id", "content"} per result; a
                                                 result with is_error has TOOL_ERROR_PREFIX before its content
+                                                (before its first text part); a result given as parts: the
+                                                rule of tool-result images below
     tools                                       [{"type": "function", "function": {name, description, parameters}}]
     response schema                             response_format {"type": "json_schema", "json_schema": {schema}}
-    max_tokens, temperature                     max_tokens, temperature
+    max_tokens                                  max_tokens; max_completion_tokens with reasoning (reasoning
+                                                models refuse max_tokens)
+    temperature                                 temperature
+    reasoning                                   reasoning_effort: the effort as given; a budget_tokens as the
+                                                level of ``vocab.effort_for_budget``
+    tool_choice                                 "auto" | "none" | "required" | {"type": "function",
+                                                "function": {"name"}}
+    parallel_tool_calls, stop, top_p, seed,     the same names (stop always a list)
+      presence_penalty, frequency_penalty
+    end_user                                    user
+    provider_options_json {"openai": {...}}     its keys merged into the body (``provider_options``)
     stream                                      "stream": true, "stream_options": {"include_usage": true}
+
+Tool results with images (a tool message is text only)::
+
+    core: Message(TOOL, tool_results=(r1, r2, ...)), the turn's images numbered n = 1, 2, ... in order
+    r given as content                          {"role": "tool", "content": r.content} as ever
+    r given as parts                            {"role": "tool", "content": [text parts]}: each TextPart as
+                                                itself, each ImagePart replaced by the text part
+                                                tool_image_placeholder(n) where it stood
+    then, when the turn has an image            ONE {"role": "user", "content": [...]} right after the
+                                                turn's tool messages: for each image, in order, the text
+                                                part tool_image_label(n, call_id), then the image part
+    then m.text / m.parts, if any               a user message of its own, as ever
+
+``front.parse_request`` reads that user message back into the results' parts, each image where its
+placeholder stood, so the request reads back as the core request it was (``tests/unit/
+test_formats.py``). The model reads, in the tool message, that an image follows, and, in the user
+message, which call each image came from.
+
+``check`` refuses before sending (INVALID_INPUT naming the field, the model and the rule): what the
+format does not carry (``carries``; a PDF by URL; a plain-text document; cache breakpoints, since
+OpenAI caches by itself; top_k; reasoning passed back), then OpenAI's rules: images and files in
+user messages only; at most MAX_STOP stop sequences; tool_choice and parallel_tool_calls only with
+tools; no temperature but the default with reasoning; provider options that are one object per
+wire format, without a key the sidecar sets.
+
+A reply's ``usage``: prompt_tokens (cached ones included), completion_tokens (reasoning included),
+``prompt_tokens_details.cached_tokens`` (cache_read_input_tokens), ``completion_tokens_details.
+reasoning_tokens`` (reasoning_tokens); the same in a stream's usage chunk. Chat Completions sends
+no reasoning text: a reply carries none.
 
 A stream is ``data:`` events, read by ``OpenAIStream``::
 
@@ -38,37 +88,116 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from sidecar.core.conversation import Message, ModelRequest, ToolCall
+from sidecar.core.conversation import (
+    Controls,
+    DocumentPart,
+    ImagePart,
+    Message,
+    ModelRequest,
+    Part,
+    TextPart,
+    ToolCall,
+    ToolCallResult,
+    ToolChoice,
+)
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta, TextDelta, ToolCallDelta
-from sidecar.core.taxonomy import SidecarFailure
+from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.providers.errors import Target, classify_response
-from sidecar.providers.formats.carried import refuse_uncarried
+from sidecar.providers.formats.carried import asked, refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.openai_chat.vocab import (
+    DEFAULT_FILENAME,
     END_MARKER,
     FINISH,
     FORMAT_NAME,
+    MAX_STOP,
     TOOL_ERROR_PREFIX,
+    data_url,
+    effort_for_budget,
     render_tool,
+    tool_image_label,
+    tool_image_placeholder,
 )
 
-__all__ = ["CHAT_PATH", "OpenAIStream", "OpenAIUpstream"]
+__all__ = ["CHAT_PATH", "SIDECAR_KEYS", "OpenAIStream", "OpenAIUpstream", "provider_options"]
 
 CHAT_PATH = "/chat/completions"
 """Below the provider's base URL (which ends in ``/v1`` for OpenAI itself)."""
+
+SIDECAR_KEYS = frozenset(
+    {
+        "model",
+        "messages",
+        "stream",
+        "stream_options",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "response_format",
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "reasoning_effort",
+        "stop",
+        "top_p",
+        "seed",
+        "presence_penalty",
+        "frequency_penalty",
+        "user",
+    }
+)
+"""The body keys the sidecar sets itself: refused in ``provider_options_json`` (set the request's own field)."""
+
+_CACHE = (
+    "OpenAI caches a prompt of 1,024 tokens or more by itself, with no breakpoints (usage reports the cached "
+    "tokens); a cache breakpoint is rendered as Anthropic's cache_control"
+)
+_WHY: Mapping[str, str] = {
+    "parts.cache": _CACHE,
+    "tools.cache": _CACHE,
+    "system_cache": _CACHE,
+    "top_k": "Chat Completions has no top_k",
+    "reasoning.history": "Chat Completions takes no reasoning back: OpenAI keeps a turn's reasoning itself",
+    "parts.text_document": "Chat Completions takes a file as a PDF only: send the text as a text part",
+}
+"""Why the format does not carry a feature, for the refusal's words."""
+_PDF_BY_URL = "Chat Completions takes a PDF as file data, not by URL: send the document's bytes"
 
 
 class OpenAIUpstream:
     """The sidecar as a Chat Completions client (the module's tables)."""
 
-    carries: frozenset[str] = frozenset()
-    """Nothing beyond plain text yet (issue 21 adds each feature as the format carries it)."""
+    carries: frozenset[str] = frozenset(
+        {
+            "parts.text",
+            "parts.image",
+            "tool_results.parts",
+            "tool_results.image",
+            "reasoning",
+            "tool_choice",
+            "parallel_tool_calls",
+            "stop",
+            "top_p",
+            "seed",
+            "presence_penalty",
+            "frequency_penalty",
+            "end_user",
+            "provider_options_json",
+        }
+    )
+    """What the format carries (``formats.carried``). A PDF given as data is carried too, and one by URL is
+    not, which one feature name cannot say: ``parts.document`` is not listed (a URL is refused by name) and
+    ``check`` lets data through (``carried_as_data``)."""
+    carried_as_data: frozenset[str] = frozenset({"parts.document"})
 
     def check(self, request: ModelRequest, model_id: str) -> None:
-        refuse_uncarried(request, self.carries, FORMAT_NAME, model_id)
+        _refuse_with_reasons(request, model_id)
+        refuse_uncarried(request, self.carries | self.carried_as_data, FORMAT_NAME, model_id)
+        _check_rules(request, model_id)
+        provider_options(request.controls)
 
     def path(self, model: str, *, stream: bool) -> str:
         return CHAT_PATH
@@ -82,11 +211,9 @@ class OpenAIUpstream:
             messages.append({"role": "system", "content": request.system})
         for m in request.messages:
             messages.extend(_message(m))
-        body: dict[str, Any] = {
-            "model": request.upstream_model,
-            "messages": messages,
-            "max_tokens": request.max_tokens,
-        }
+        controls = request.controls
+        budget = "max_completion_tokens" if controls.reasoning is not None else "max_tokens"
+        body: dict[str, Any] = {"model": request.upstream_model, "messages": messages, budget: request.max_tokens}
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.tools:
@@ -99,9 +226,11 @@ class OpenAIUpstream:
                 "type": "json_schema",
                 "json_schema": {"name": "response", "schema": request.response_schema, "strict": False},
             }
+        body.update(_controls(controls))
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
+        body.update(provider_options(controls))
         return body
 
     def stream_decoder(self) -> OpenAIStream:
@@ -123,7 +252,7 @@ class OpenAIUpstream:
         content = message.get("content") or ""
         if not isinstance(content, str):
             raise ValueError("the reply's content is not text")
-        return ChatReply(
+        reply = ChatReply(
             text=content,
             tool_calls=calls,
             finish=FINISH.get(raw_finish, FinishReason.UNSPECIFIED),
@@ -134,6 +263,8 @@ class OpenAIUpstream:
             response_model=str(body.get("model") or ""),
             response_id=str(body.get("id") or ""),
         )
+        _read_usage(usage, reply)
+        return reply
 
     def classify(
         self,
@@ -145,6 +276,227 @@ class OpenAIUpstream:
         now: datetime,
     ) -> Retry | SidecarFailure:
         return classify_response(status, headers, body, target, secrets, now)
+
+
+def _read_usage(usage: Mapping[str, Any], reply: ChatReply) -> None:
+    """The tokens of a ``usage`` object into ``reply`` (a count absent, or not a count, leaves it as it was)."""
+    reply.input_tokens = count(usage.get("prompt_tokens")) or reply.input_tokens
+    reply.output_tokens = count(usage.get("completion_tokens")) or reply.output_tokens
+    prompt = usage.get("prompt_tokens_details")
+    if isinstance(prompt, dict):
+        reply.cache_read_input_tokens = count(prompt.get("cached_tokens")) or reply.cache_read_input_tokens
+    completion = usage.get("completion_tokens_details")
+    if isinstance(completion, dict):
+        reply.reasoning_tokens = count(completion.get("reasoning_tokens")) or reply.reasoning_tokens
+
+
+# ---------------------------------------------------------------------------- checks before sending
+
+
+def _refused(field: str, feature: str, model_id: str, why: str) -> InvalidInput:
+    return InvalidInput(
+        field,
+        feature,
+        f"model {model_id} speaks the {FORMAT_NAME} wire format, which does not carry {why} (docs/carried.md)",
+    )
+
+
+def _refuse_with_reasons(request: ModelRequest, model_id: str) -> None:
+    """The first feature the format does not carry for a reason it can say, or a PDF by URL."""
+    by_url = {
+        f"messages[{i}].parts[{j}]"
+        for i, m in enumerate(request.messages)
+        for j, part in enumerate(m.parts)
+        if isinstance(part, DocumentPart) and part.text is None and part.url
+    }
+    for feature, field in asked(request):
+        if feature in _WHY:
+            raise _refused(field, feature, model_id, f"{feature}: {_WHY[feature]}")
+        if field in by_url:
+            raise _refused(field, feature, model_id, f"{feature} by URL: {_PDF_BY_URL}")
+
+
+def _rule(field: str, value: str, model_id: str, rule: str) -> InvalidInput:
+    return InvalidInput(field, value, f"model {model_id} speaks the {FORMAT_NAME} wire format: {rule}")
+
+
+def _check_rules(request: ModelRequest, model_id: str) -> None:
+    """OpenAI's own rules (the module's list)."""
+    for i, m in enumerate(request.messages):
+        if m.role is not Role.ASSISTANT:
+            continue
+        for j, part in enumerate(m.parts):
+            if not isinstance(part, TextPart):
+                kind = "image" if isinstance(part, ImagePart) else "document"
+                raise _rule(
+                    f"messages[{i}].parts[{j}]",
+                    kind,
+                    model_id,
+                    "Chat Completions takes images and files in user "
+                    "messages only (an assistant message is text and tool calls)",
+                )
+    c = request.controls
+    if len(c.stop) > MAX_STOP:
+        at_most = f"OpenAI takes at most {MAX_STOP} stop sequences"
+        raise _rule("stop", f"{len(c.stop)} stop sequences", model_id, at_most)
+    if not request.tools:
+        if c.tool_choice is not None:
+            raise _rule("tool_choice", c.tool_choice.mode, model_id, "OpenAI takes tool_choice only with tools")
+        if c.parallel_tool_calls is not None:
+            raise _rule(
+                "parallel_tool_calls",
+                str(c.parallel_tool_calls).lower(),
+                model_id,
+                "OpenAI takes parallel_tool_calls only with tools",
+            )
+    if c.reasoning is not None and request.temperature not in (None, 1.0):
+        raise _rule(
+            "temperature",
+            str(request.temperature),
+            model_id,
+            "OpenAI's reasoning models take only the default temperature (1): leave temperature unset with reasoning",
+        )
+
+
+def provider_options(controls: Controls) -> dict[str, Any]:
+    """The keys ``provider_options_json`` merges into an OpenAI body (its ``"openai"`` object).
+
+    The text is a JSON object of one object per wire format (``{"openai": {...}, "anthropic": {...}}``):
+    a key that names no wire format, a value that is not an object, or a key of the OpenAI object
+    that the sidecar sets itself (SIDECAR_KEYS), or ``n`` (the sidecar reads one choice), is
+    INVALID_INPUT naming it."""
+    if not controls.provider_options_json:
+        return {}
+    from sidecar.providers.formats.registry import FORMATS  # the registry imports this format
+
+    try:
+        options = json.loads(controls.provider_options_json)
+    except (ValueError, RecursionError):
+        options = None
+    if not isinstance(options, dict):
+        raise InvalidInput(
+            "provider_options_json",
+            controls.provider_options_json[:80],
+            'must be a JSON object of one object per wire format: {"openai": {...}}',
+        )
+    for name, value in options.items():
+        if name not in FORMATS:
+            raise InvalidInput(
+                f"provider_options_json.{name}", name, f"must name a wire format: {', '.join(sorted(FORMATS))}"
+            )
+        if not isinstance(value, dict):
+            raise InvalidInput(f"provider_options_json.{name}", json.dumps(value)[:80], "must be a JSON object")
+    ours: dict[str, Any] = options.get(FORMAT_NAME, {})
+    for key in ours:
+        if key == "n":
+            raise InvalidInput(
+                f"provider_options_json.{FORMAT_NAME}.n", key, "the sidecar reads one choice: leave n out"
+            )
+        if key in SIDECAR_KEYS:
+            raise InvalidInput(
+                f"provider_options_json.{FORMAT_NAME}.{key}",
+                key,
+                "is a key the sidecar sets itself: use the request's own field for it",
+            )
+    return ours
+
+
+# ---------------------------------------------------------------------------- the body
+
+
+def _controls(c: Controls) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if c.reasoning is not None:
+        budget = c.reasoning.budget_tokens
+        out["reasoning_effort"] = c.reasoning.effort if budget is None else effort_for_budget(budget)
+    if c.tool_choice is not None:
+        out["tool_choice"] = _choice(c.tool_choice)
+    if c.parallel_tool_calls is not None:
+        out["parallel_tool_calls"] = c.parallel_tool_calls
+    if c.stop:
+        out["stop"] = list(c.stop)
+    for name, value in (
+        ("top_p", c.top_p),
+        ("seed", c.seed),
+        ("presence_penalty", c.presence_penalty),
+        ("frequency_penalty", c.frequency_penalty),
+    ):
+        if value is not None:
+            out[name] = value
+    if c.end_user:
+        out["user"] = c.end_user
+    return out
+
+
+def _choice(choice: ToolChoice) -> str | dict[str, Any]:
+    if choice.mode == "tool":
+        return {"type": "function", "function": {"name": choice.name}}
+    return choice.mode
+
+
+def _part(part: Part) -> dict[str, Any]:
+    match part:
+        case TextPart():
+            return {"type": "text", "text": part.text}
+        case ImagePart():
+            image: dict[str, Any] = {"url": part.url or data_url(part.media_type, part.data)}
+            if part.detail:
+                image["detail"] = part.detail
+            return {"type": "image_url", "image_url": image}
+        case DocumentPart():
+            pdf = data_url(part.media_type or "application/pdf", part.data)
+            return {"type": "file", "file": {"filename": part.title or DEFAULT_FILENAME, "file_data": pdf}}
+
+
+def _content(m: Message) -> str | list[dict[str, Any]]:
+    return [_part(p) for p in m.parts] if m.parts else m.text
+
+
+def _message(m: Message) -> list[dict[str, Any]]:
+    if m.role == Role.ASSISTANT:
+        msg: dict[str, Any] = {"role": "assistant", "content": _content(m) or None}
+        if m.tool_calls:
+            msg["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json or "{}"}}
+                for c in m.tool_calls
+            ]
+        return [msg]
+    out = _tool_messages(m.tool_results)
+    if m.text or m.parts or not m.tool_results:
+        out.append({"role": "user", "content": _content(m)})
+    return out
+
+
+def _tool_messages(results: tuple[ToolCallResult, ...]) -> list[dict[str, Any]]:
+    """A turn's tool messages, then the user message with its images (the module's table)."""
+    out: list[dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
+    for r in results:
+        if not r.parts:
+            content: str | list[dict[str, Any]] = TOOL_ERROR_PREFIX + r.content if r.is_error else r.content
+            out.append({"role": "tool", "tool_call_id": r.call_id, "content": content})
+            continue
+        parts: list[dict[str, Any]] = []
+        for part in r.parts:
+            if isinstance(part, ImagePart):
+                n = len(images) // 2 + 1
+                images += [{"type": "text", "text": tool_image_label(n, r.call_id)}, _part(part)]
+                parts.append({"type": "text", "text": tool_image_placeholder(n)})
+            else:
+                parts.append(_part(part))
+        if r.is_error:
+            first = r.parts[0]
+            if isinstance(first, TextPart):
+                parts[0] = {"type": "text", "text": TOOL_ERROR_PREFIX + first.text}
+            else:
+                parts.insert(0, {"type": "text", "text": TOOL_ERROR_PREFIX})
+        out.append({"role": "tool", "tool_call_id": r.call_id, "content": parts})
+    if images:
+        out.append({"role": "user", "content": images})
+    return out
+
+
+# ---------------------------------------------------------------------------- streams
 
 
 class _Call:
@@ -165,8 +517,8 @@ class OpenAIStream:
         self._calls: dict[int, _Call] = {}
         """Tool calls by the wire's index, in the order their first fragment came."""
         self._finish: str | None = None
-        self._input_tokens = 0
-        self._output_tokens = 0
+        self._usage = ChatReply("")
+        """The tokens any chunk's usage said."""
         self._model = ""
         self._id = ""
         self.complete = False
@@ -191,8 +543,7 @@ class OpenAIStream:
         self._id = text_or_empty(chunk.get("id")) or self._id
         usage = chunk.get("usage")
         if isinstance(usage, dict):
-            self._input_tokens = count(usage.get("prompt_tokens")) or self._input_tokens
-            self._output_tokens = count(usage.get("completion_tokens")) or self._output_tokens
+            _read_usage(usage, self._usage)
         choices = chunk.get("choices")
         if not isinstance(choices, list):
             return []
@@ -239,32 +590,17 @@ class OpenAIStream:
         if self._finish is None:
             return None
         calls = [ToolCall(c.id, c.name, "".join(c.arguments) or "{}") for c in self._calls.values()]
+        usage = self._usage
         return ChatReply(
             text="".join(self._text),
             tool_calls=calls,
             finish=FINISH.get(self._finish, FinishReason.UNSPECIFIED),
             raw_finish=self._finish,
             refusal="".join(self._refusal) or None,
-            input_tokens=self._input_tokens,
-            output_tokens=self._output_tokens,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
             response_model=self._model,
             response_id=self._id,
+            cache_read_input_tokens=usage.cache_read_input_tokens,
+            reasoning_tokens=usage.reasoning_tokens,
         )
-
-
-def _message(m: Message) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    if m.role == Role.ASSISTANT:
-        msg: dict[str, Any] = {"role": "assistant", "content": m.text or None}
-        if m.tool_calls:
-            msg["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json or "{}"}}
-                for c in m.tool_calls
-            ]
-        return [msg]
-    for r in m.tool_results:
-        content = TOOL_ERROR_PREFIX + r.content if r.is_error else r.content
-        out.append({"role": "tool", "tool_call_id": r.call_id, "content": content})
-    if m.text or not m.tool_results:
-        out.append({"role": "user", "content": m.text})
-    return out

@@ -8,10 +8,27 @@
 
 A tool result that is an error has ``TOOL_ERROR_PREFIX`` before its content (the wire has no
 is_error flag); a stream ends with ``END_MARKER``. The key goes in ``authorization: Bearer``.
+
+A tool message carries text only: a tool result's images go in one user message after the turn's
+tool messages, each where it stood marked in its tool message by ``tool_image_placeholder(n)`` and
+labelled in the user message by ``tool_image_label(n, call_id)`` (``upstream.py``'s table).
+Binary content (an image, a PDF) travels as a ``data:`` URL (``data_url``, ``read_data_url``).
+
+A reasoning budget (``Reasoning.budget_tokens``) is sent as the ``reasoning_effort`` level of
+``effort_for_budget``::
+
+    budget_tokens           reasoning_effort
+    below 1,024             minimal
+    1,024 to 4,095          low
+    4,096 to 16,383         medium
+    16,384 and above        high
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,15 +37,24 @@ from sidecar.providers.formats.chat import EMPTY_PARAMETERS
 
 __all__ = [
     "API_KEY_HEADER",
+    "DEFAULT_FILENAME",
     "END_MARKER",
     "ERROR_TYPES",
     "FINISH",
     "FINISH_NAMES",
     "FORMAT_NAME",
+    "MAX_STOP",
     "RATE_LIMIT_HEADERS",
     "TOOL_ERROR_PREFIX",
     "api_key_of",
+    "data_url",
+    "effort_for_budget",
+    "read_data_url",
     "render_tool",
+    "tool_image_label",
+    "tool_image_labelled",
+    "tool_image_placeholder",
+    "tool_image_slot",
 ]
 
 FORMAT_NAME = "openai"
@@ -86,3 +112,66 @@ def render_tool(name: str, description: str, parameters: dict[str, Any] | None) 
     """A tool definition: ``{"type": "function", "function": {"name", "description", "parameters"}}``."""
     schema = parameters if parameters is not None else EMPTY_PARAMETERS
     return {"type": "function", "function": {"name": name, "description": description, "parameters": schema}}
+
+
+MAX_STOP = 4
+"""Stop sequences OpenAI takes at most."""
+DEFAULT_FILENAME = "document.pdf"
+"""A PDF's ``file.filename`` when its part has no title (the API asks for a filename with ``file_data``)."""
+
+_BUDGET_LEVELS = ((1024, "minimal"), (4096, "low"), (16384, "medium"))
+"""Below each budget, its level; at or above the last one: high (the module's table)."""
+
+
+def effort_for_budget(budget_tokens: int) -> str:
+    """The ``reasoning_effort`` a reasoning budget is sent as (the module's table)."""
+    return next((level for below, level in _BUDGET_LEVELS if budget_tokens < below), "high")
+
+
+_DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+);base64,(.*)", re.DOTALL)
+
+
+def data_url(media_type: str, data: bytes) -> str:
+    """``data:<media type>;base64,<data>``."""
+    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def read_data_url(url: str) -> tuple[str, bytes] | None:
+    """The media type and the bytes of a base64 ``data:`` URL; None when it is not one."""
+    match = _DATA_URL.fullmatch(url)
+    if match is None:
+        return None
+    try:
+        return match[1], base64.b64decode(match[2], validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+_PLACEHOLDER = "[image {n}: in the user message after these tool results]"
+_LABEL = "[image {n}, of tool result {call_id}]"
+_PLACEHOLDER_RE = re.compile(re.escape(_PLACEHOLDER).replace(r"\{n\}", r"([1-9][0-9]*)"))
+_LABEL_RE = re.compile(
+    re.escape(_LABEL).replace(r"\{n\}", r"([1-9][0-9]*)").replace(r"\{call_id\}", r"(.*)"), re.DOTALL
+)
+
+
+def tool_image_placeholder(n: int) -> str:
+    """The text part standing, in a tool message, where the turn's ``n``-th image (from 1) stood."""
+    return _PLACEHOLDER.format(n=n)
+
+
+def tool_image_label(n: int, call_id: str) -> str:
+    """The text part before the turn's ``n``-th image in the user message that carries it."""
+    return _LABEL.format(n=n, call_id=call_id)
+
+
+def tool_image_slot(text: str) -> int | None:
+    """The image number a placeholder text part stands for; None for any other text."""
+    match = _PLACEHOLDER_RE.fullmatch(text)
+    return int(match[1]) if match else None
+
+
+def tool_image_labelled(text: str) -> tuple[int, str] | None:
+    """The image number and the call id of a label text part; None for any other text."""
+    match = _LABEL_RE.fullmatch(text)
+    return (int(match[1]), match[2]) if match else None
