@@ -514,7 +514,7 @@ UNCARRIED: dict[str, list[tuple[dict[str, Any], str, str]]] = {
         ({"messages": [pb.Message(role=pb.ROLE_USER, parts=[pb.Part(text="hi", cache=pb.CacheBreakpoint(
             ttl=pb.CACHE_TTL_1H))])]}, "messages[0].parts[0].cache", "parts.cache"),
         ({"messages": [pb.Message(role=pb.ROLE_USER, parts=[pb.Part(document=pb.DocumentPart(
-            url="https://example.com/a.pdf"))])]}, "messages[0].parts[0]", "parts.document"),
+            url="https://example.com/a.pdf"))])]}, "messages[0].parts[0]", "parts.document_url"),
         ({"messages": [pb.Message(role=pb.ROLE_USER, parts=[pb.Part(document=pb.DocumentPart(
             text="notes", media_type="text/plain"))])]}, "messages[0].parts[0]", "parts.text_document"),
         ({"messages": [user("hi"), pb.Message(role=pb.ROLE_ASSISTANT, text="Hello.", reasoning=[pb.ReasoningPart(

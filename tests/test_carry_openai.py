@@ -110,7 +110,7 @@ async def test_a_pdf_by_url_is_refused_naming_it_and_nothing_is_sent(sidecar: Ru
     err = await refused(sidecar, request(asked(pb.Part(document=pdf), pb.Part(text="Read it."))))
     assert isinstance(err, sc.InvalidInputError)
     assert err.detail.parameter == "messages[0].parts[0]"
-    assert "does not carry parts.document by URL" in err.message
+    assert "does not carry parts.document_url" in err.message
     assert sidecar.provider.requests() == []
 
 

@@ -155,7 +155,16 @@ def test_every_feature_a_request_asks_is_named_and_a_format_refuses_what_it_does
     image = ImagePart("image/png", png(8, 8), cache=CacheBreakpoint("1h"))
     req = replace(
         request(
-            Message(Role.USER, parts=(TextPart("a"), image, DocumentPart(text="doc"), DocumentPart(data=b"%PDF"))),
+            Message(
+                Role.USER,
+                parts=(
+                    TextPart("a"),
+                    image,
+                    DocumentPart(text="doc"),
+                    DocumentPart(data=b"%PDF"),
+                    DocumentPart(url="https://x/a.pdf"),
+                ),
+            ),
             Message(Role.ASSISTANT, "ok", reasoning=(ReasoningPart("t", "s"),)),
             Message(
                 Role.TOOL, tool_results=(ToolCallResult("c", "", parts=(TextPart("r"), ImagePart(url="https://x"))),)

@@ -97,7 +97,8 @@ def test_parts_are_content_parts_images_as_data_urls_and_pdfs_as_files() -> None
 def test_a_pdf_reads_back_with_its_title_as_the_filename() -> None:
     original = as_sent(asking(DocumentPart("application/pdf", b"%PDF-1.7", title="Report"), TextPart("Sum up.")))
     assert FORMAT.front.parse(body_of(original)).request == original
-    assert OpenAIUpstream.carried_as_data == {"parts.document"}  # carried, though not in ``carries`` (a URL is not)
+    assert "parts.document" in OpenAIUpstream.carries
+    assert "parts.document_url" not in OpenAIUpstream.carries
     UP.check(original, "gpt")
 
 
@@ -193,7 +194,7 @@ def test_provider_options_of_the_format_are_merged_and_of_another_format_left_to
         (replace(asking(), tools=(replace(WEATHER, cache=CacheBreakpoint("1h")),)), "tools[0].cache", "by itself"),
         (asking(top_k=5), "top_k", "has no top_k"),
         (asking(DocumentPart(url="https://example.com/a.pdf")), "messages[0].parts[0]",
-         "does not carry parts.document by URL"),
+         "does not carry parts.document_url"),
         (asking(DocumentPart("text/plain", text="notes")), "messages[0].parts[0]", "a PDF only"),
         (ModelRequest("m", (ASKED, Message(Role.ASSISTANT, "Hi.", reasoning=(ReasoningPart("t", "s"),)))),
          "messages[1].reasoning", "takes no reasoning back"),

@@ -8,7 +8,8 @@ table of every feature against every format::
     feature                 asked for by
     parts.text              a message's text parts (with or without cache breakpoints)
     parts.image             an image part of a message
-    parts.document          a PDF document part of a message (data or URL)
+    parts.document          a PDF document part of a message, given as data
+    parts.document_url      a PDF document part of a message, given by URL
     parts.text_document     a plain-text document part of a message
     parts.cache             a cache breakpoint on a part
     tool_results.parts      a tool result given as parts (text)
@@ -48,6 +49,7 @@ FEATURES = (
     "parts.text",
     "parts.image",
     "parts.document",
+    "parts.document_url",
     "parts.text_document",
     "parts.cache",
     "tool_results.parts",
@@ -66,8 +68,10 @@ def _parts(where: str, parts: tuple[Part, ...], prefix: str) -> Iterator[tuple[s
                 yield f"{prefix}.text" if prefix == "parts" else f"{prefix}.parts", at
             case ImagePart():
                 yield f"{prefix}.image", at
-            case DocumentPart(text=None):
+            case DocumentPart(text=None, url=""):
                 yield f"{prefix}.document", at
+            case DocumentPart(text=None):
+                yield f"{prefix}.document_url", at
             case _:
                 yield f"{prefix}.text_document", at
         if part.cache is not None:

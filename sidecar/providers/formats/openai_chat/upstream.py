@@ -52,11 +52,11 @@ test_formats.py``). The model reads, in the tool message, that an image follows,
 message, which call each image came from.
 
 ``check`` refuses before sending (INVALID_INPUT naming the field, the model and the rule): what the
-format does not carry (``carries``; a PDF by URL; a plain-text document; cache breakpoints, since
-OpenAI caches by itself; top_k; reasoning passed back), then OpenAI's rules: images and files in
-user messages only; at most MAX_STOP stop sequences; tool_choice and parallel_tool_calls only with
-tools; no temperature but the default with reasoning; provider options that are one object per
-wire format, without a key the sidecar sets.
+format does not carry (``carries``, with the reasons of ``_WHY``: a PDF by URL; a plain-text
+document; cache breakpoints, since OpenAI caches by itself; top_k; reasoning passed back), then
+OpenAI's rules: images and files in user messages only; at most MAX_STOP stop sequences;
+tool_choice and parallel_tool_calls only with tools; no temperature but the default with
+reasoning; provider options that are one object per wire format, without a key the sidecar sets.
 
 A reply's ``usage``: prompt_tokens (cached ones included), completion_tokens (reasoning included),
 ``prompt_tokens_details.cached_tokens`` (cache_read_input_tokens), ``completion_tokens_details.
@@ -162,9 +162,9 @@ _WHY: Mapping[str, str] = {
     "top_k": "Chat Completions has no top_k",
     "reasoning.history": "Chat Completions takes no reasoning back: OpenAI keeps a turn's reasoning itself",
     "parts.text_document": "Chat Completions takes a file as a PDF only: send the text as a text part",
+    "parts.document_url": "Chat Completions takes a PDF as file data, not by URL: send the document's bytes",
 }
 """Why the format does not carry a feature, for the refusal's words."""
-_PDF_BY_URL = "Chat Completions takes a PDF as file data, not by URL: send the document's bytes"
 
 
 class OpenAIUpstream:
@@ -174,6 +174,7 @@ class OpenAIUpstream:
         {
             "parts.text",
             "parts.image",
+            "parts.document",
             "tool_results.parts",
             "tool_results.image",
             "reasoning",
@@ -188,14 +189,11 @@ class OpenAIUpstream:
             "provider_options_json",
         }
     )
-    """What the format carries (``formats.carried``). A PDF given as data is carried too, and one by URL is
-    not, which one feature name cannot say: ``parts.document`` is not listed (a URL is refused by name) and
-    ``check`` lets data through (``carried_as_data``)."""
-    carried_as_data: frozenset[str] = frozenset({"parts.document"})
+    """What the format carries (``formats.carried``): a PDF as data, not by URL (Chat Completions has no URL form)."""
 
     def check(self, request: ModelRequest, model_id: str) -> None:
         _refuse_with_reasons(request, model_id)
-        refuse_uncarried(request, self.carries | self.carried_as_data, FORMAT_NAME, model_id)
+        refuse_uncarried(request, self.carries, FORMAT_NAME, model_id)
         _check_rules(request, model_id)
         provider_options(request.controls)
 
@@ -302,18 +300,10 @@ def _refused(field: str, feature: str, model_id: str, why: str) -> InvalidInput:
 
 
 def _refuse_with_reasons(request: ModelRequest, model_id: str) -> None:
-    """The first feature the format does not carry for a reason it can say, or a PDF by URL."""
-    by_url = {
-        f"messages[{i}].parts[{j}]"
-        for i, m in enumerate(request.messages)
-        for j, part in enumerate(m.parts)
-        if isinstance(part, DocumentPart) and part.text is None and part.url
-    }
+    """The first feature the format does not carry for a reason it can say."""
     for feature, field in asked(request):
         if feature in _WHY:
             raise _refused(field, feature, model_id, f"{feature}: {_WHY[feature]}")
-        if field in by_url:
-            raise _refused(field, feature, model_id, f"{feature} by URL: {_PDF_BY_URL}")
 
 
 def _rule(field: str, value: str, model_id: str, rule: str) -> InvalidInput:
