@@ -494,21 +494,28 @@ async def test_a_providers_cookie_is_never_sent_back(sidecar: Running, model: st
     assert "cookie" not in second["headers"]  # the jar keeps nothing: no caller's cookie reaches another's request
 
 
-@both
+_GPT_UNCARRIED = [
+    (
+        {"messages": [pb.Message(role=pb.ROLE_USER, parts=[pb.Part(text="hi")])]},
+        "messages[0].parts[0]",
+        "parts.text",
+    ),
+    ({"tool_choice": pb.ToolChoice(mode=pb.TOOL_CHOICE_MODE_NONE)}, "tool_choice", "tool_choice"),
+    ({"stop": ["\n"]}, "stop", "stop"),
+    ({"reasoning": pb.Reasoning(effort=pb.REASONING_EFFORT_HIGH)}, "reasoning", "reasoning"),
+    ({"seed": 7}, "seed", "seed"),
+    ({"end_user": "u-1"}, "end_user", "end_user"),
+]
+_CLAUDE_UNCARRIED = [  # Anthropic has no field for these (the rest of issue 21 it carries)
+    ({"seed": 7}, "seed", "seed"),
+    ({"presence_penalty": 0.5}, "presence_penalty", "presence_penalty"),
+    ({"frequency_penalty": -0.5}, "frequency_penalty", "frequency_penalty"),
+]
+
+
 @pytest.mark.parametrize(
-    ("extra", "field", "feature"),
-    [
-        (
-            {"messages": [pb.Message(role=pb.ROLE_USER, parts=[pb.Part(text="hi")])]},
-            "messages[0].parts[0]",
-            "parts.text",
-        ),
-        ({"tool_choice": pb.ToolChoice(mode=pb.TOOL_CHOICE_MODE_NONE)}, "tool_choice", "tool_choice"),
-        ({"stop": ["\n"]}, "stop", "stop"),
-        ({"reasoning": pb.Reasoning(effort=pb.REASONING_EFFORT_HIGH)}, "reasoning", "reasoning"),
-        ({"seed": 7}, "seed", "seed"),
-        ({"end_user": "u-1"}, "end_user", "end_user"),
-    ],
+    ("model", "extra", "field", "feature"),
+    [("gpt", *case) for case in _GPT_UNCARRIED] + [("claude", *case) for case in _CLAUDE_UNCARRIED],
 )
 async def test_what_a_format_does_not_carry_is_refused_naming_it_and_nothing_is_sent(
     sidecar: Running, model: str, extra: dict[str, Any], field: str, feature: str
@@ -522,7 +529,7 @@ async def test_what_a_format_does_not_carry_is_refused_naming_it_and_nothing_is_
             request.messages.extend(value)
         elif isinstance(value, list):
             getattr(request, name).extend(value)
-        elif isinstance(value, (int, str)):
+        elif isinstance(value, (int, float, str)):
             setattr(request, name, value)
         else:
             getattr(request, name).CopyFrom(value)
