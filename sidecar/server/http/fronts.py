@@ -54,7 +54,7 @@ from sidecar.core.clock import Clock
 from sidecar.core.conversation import CallOptions, ModelResponse
 from sidecar.core.details import InvalidInputDetail
 from sidecar.core.redact import mask_secrets
-from sidecar.core.stream import Final, Restart, StreamEvent, TextDelta, ToolCallDelta
+from sidecar.core.stream import Final, ReasoningDelta, Restart, StreamEvent, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure, StreamInterrupted, SystemFailure
 from sidecar.providers.formats.chat import ChatReply, compact_json
 from sidecar.providers.formats.protocol import Ask, Front, ReplyHead, Sse, StreamWriter
@@ -113,6 +113,10 @@ def chat_reply(response: ModelResponse) -> ChatReply:
         output_tokens=response.usage.output_tokens,
         response_model=response.response_model,
         response_id=response.response_id,
+        reasoning=list(response.message.reasoning),
+        cache_read_input_tokens=response.usage.cache_read_input_tokens,
+        cache_write_input_tokens=response.usage.cache_write_input_tokens,
+        reasoning_tokens=response.usage.reasoning_tokens,
     )
 
 
@@ -343,7 +347,7 @@ class ModelEndpoint:
         try:
             while event is not None:
                 match event:
-                    case TextDelta() | ToolCallDelta():
+                    case TextDelta() | ToolCallDelta() | ReasoningDelta():
                         sent += 1
                         if isinstance(event, TextDelta):
                             partial.append(event.text)
