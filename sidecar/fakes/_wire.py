@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sidecar.core.conversation import ToolCall as CoreToolCall
@@ -60,6 +60,8 @@ class Exchange:
     model: str
     api_key: str
     conversation: Conversation
+    prompt_cache: set[str] = field(default_factory=set)
+    """The provider's prompt cache: the prefixes it has seen (a wire that caches keeps its own keys here)."""
 
 
 def mask_key(key: str) -> str:

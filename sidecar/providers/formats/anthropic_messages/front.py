@@ -40,8 +40,8 @@ a reply's blocks back sends ``"citations": null``).
     core                                        Anthropic answer
     ChatReply                                   {"type": "message", "role": "assistant", "content": [...],
                                                 "stop_reason", "usage": {input_tokens, output_tokens,
-                                                cache_creation_input_tokens, cache_read_input_tokens,
-                                                output_tokens_details?}}
+                                                cache_creation_input_tokens?, cache_read_input_tokens?,
+                                                output_tokens_details?}} (? : when not 0)
       reasoning                                 thinking {thinking, signature} / redacted_thinking {data}
                                                 blocks first, as they came
       text                                      a text block (a refusal: its explanation); none when empty
@@ -258,14 +258,13 @@ def stop_reason(reply: ChatReply) -> str:
 
 
 def _usage(reply: ChatReply) -> dict[str, Any]:
-    """Anthropic's usage: input_tokens without the cache's (the core's input_tokens counts them all)."""
+    """Anthropic's usage: input_tokens without the cache's (the core's input_tokens counts them all); the
+    cache's and the thinking's counts when there are any."""
     cached = reply.cache_read_input_tokens + reply.cache_write_input_tokens
-    usage: dict[str, Any] = {
-        "input_tokens": max(reply.input_tokens - cached, 0),
-        "output_tokens": reply.output_tokens,
-        "cache_creation_input_tokens": reply.cache_write_input_tokens,
-        "cache_read_input_tokens": reply.cache_read_input_tokens,
-    }
+    usage: dict[str, Any] = {"input_tokens": max(reply.input_tokens - cached, 0), "output_tokens": reply.output_tokens}
+    if cached:
+        usage["cache_creation_input_tokens"] = reply.cache_write_input_tokens
+        usage["cache_read_input_tokens"] = reply.cache_read_input_tokens
     if reply.reasoning_tokens:
         usage["output_tokens_details"] = {"thinking_tokens": reply.reasoning_tokens}
     return usage
