@@ -7,6 +7,7 @@ helpers, its parsed structured output, and each failure as its own exception cla
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -218,7 +219,10 @@ async def test_the_deadline_header_is_a_gateway_timeout(
         ({"model": "claude", "max_tokens": 5, "messages": [{"role": "system", "content": "hi"}]}, "messages[0].role"),
         ({"model": "claude", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image"}]}]},
          "messages[0].content[0]"),
-        ({"model": "claude", "max_tokens": 5, "messages": user("hi"), "tool_choice": {"type": "any"}}, "tool_choice"),
+        ({"model": "claude", "max_tokens": 5, "messages": user("hi"), "tool_choice": {"type": "any"}},
+         "tool_choice.mode"),  # carried since issue 21: refused here for naming no tool to call
+        ({"model": "claude", "max_tokens": 5, "messages": user("hi"), "cache_control": {"type": "ephemeral"}},
+         "cache_control"),  # automatic caching: not carried
         ({"model": "claude", "max_tokens": 5, "messages": user("hi"), "output_config": {"format": {"type": "xml"}}},
          "output_config.format.type"),
     ],
@@ -294,3 +298,229 @@ async def test_the_call_has_its_server_span(
     await client.messages.create(model="gpt", max_tokens=50, messages=user("hi"))
     t = await settled(otel, "POST /v1/messages")
     assert t.parent(t.one("chat gpt")) is t.one("POST /v1/messages")
+
+
+# ---------------------------------------------------------------- issue 21: what an Anthropic agent sends, carried
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000" + "1f15c489")
+PNG_B64 = base64.b64encode(PNG).decode()
+PDF_B64 = base64.b64encode(b"%PDF-1.7 a minimal document").decode()
+THINKING: Any = {"type": "enabled", "budget_tokens": 1024}
+SEARCH: Any = [{"name": "search", "description": "Search.", "input_schema": {"type": "object", "properties": {
+    "query": {"type": "string"}}, "required": ["query"]}}]  # fmt: skip
+
+
+def provider_body(r: Running) -> dict[str, Any]:
+    body = sent(r, "claude")[-1]["body"]
+    assert isinstance(body, dict)
+    return body
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_an_image_and_a_pdf_reach_the_provider_whole_and_streamed(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic, streamed: bool
+) -> None:
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64}}
+    pdf = {"type": "document", "title": "Report",
+           "source": {"type": "base64", "media_type": "application/pdf", "data": PDF_B64}}  # fmt: skip
+    messages: Any = [{"role": "user", "content": [image, pdf, {"type": "text", "text": "what are these?"}]}]
+    if streamed:
+        async with client.messages.stream(model="claude", max_tokens=100, messages=messages) as stream:
+            message = await stream.get_final_message()
+    else:
+        message = await client.messages.create(model="claude", max_tokens=100, messages=messages)
+    assert message.content[0].type == "text"
+    assert message.content[0].text == "You said: what are these?"
+    assert provider_body(http_sidecar)["messages"][0]["content"][:2] == [image, pdf]
+
+
+async def test_a_thinking_tool_loop_of_three_turns_passes_the_signatures_back(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic
+) -> None:
+    """The fake checks every thinking block's signature as the API does: a byte changed on the way is a 400."""
+    script(
+        http_sidecar, "claude", {}, {"preset": "reply", "tool_calls": [{"name": "search", "arguments": {"query": "b"}}]}
+    )
+    messages: list[Any] = user("find retries")
+    thoughts: list[anthropic.types.ThinkingBlock] = []
+    for turn in range(3):
+        kwargs: Any = {"model": "claude", "max_tokens": 2048, "thinking": THINKING, "tools": SEARCH}
+        if turn == 1:  # one turn streamed: its blocks are the same as a whole reply's
+            async with client.messages.stream(messages=messages, **kwargs) as stream:
+                message = await stream.get_final_message()
+        else:
+            message = await client.messages.create(messages=messages, **kwargs)
+        thought = message.content[0]
+        assert thought.type == "thinking"
+        assert thought.signature
+        thoughts.append(thought)
+        assert message.usage.output_tokens_details is not None
+        assert message.usage.output_tokens_details.thinking_tokens > 0
+        if turn < 2:
+            assert message.stop_reason == "tool_use"
+            use = message.content[-1]
+            assert use.type == "tool_use"
+            messages.append({"role": "assistant", "content": message.content})  # as the SDK's own objects
+            messages.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": use.id, "content": f"result {turn}"}]})  # fmt: skip
+    assert message.content[-1].type == "text"
+    assert message.content[-1].text == "Based on the tool result: result 1"
+    passed = [m["content"][0] for m in provider_body(http_sidecar)["messages"] if m["role"] == "assistant"]
+    assert passed == [t.model_dump() for t in thoughts[:2]]
+
+
+async def test_an_altered_signature_is_the_providers_400(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic
+) -> None:
+    first = await client.messages.create(
+        model="claude", max_tokens=2048, thinking=THINKING, tools=SEARCH, messages=user("find retries")
+    )
+    thought, use = first.content
+    assert thought.type == "thinking"
+    assert use.type == "tool_use"
+    flipped = ("B" if thought.signature[0] == "A" else "A") + thought.signature[1:]
+    altered = thought.model_copy(update={"signature": flipped})
+    answer = {"type": "tool_result", "tool_use_id": use.id, "content": "x"}
+    messages: Any = [*user("find retries"), {"role": "assistant", "content": [altered, use]},
+                     {"role": "user", "content": [answer]}]  # fmt: skip
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await client.messages.create(model="claude", max_tokens=2048, thinking=THINKING, tools=SEARCH,
+                                     messages=messages)  # fmt: skip
+    assert sidecar_of(caught.value)["kind"] == "INVALID_INPUT"
+    assert "Invalid `signature` in `thinking` block" in sidecar_of(caught.value)["failure"]["http"]["body"]
+
+
+async def test_streamed_thinking_is_thinking_and_signature_deltas(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic
+) -> None:
+    kinds: list[str] = []
+    async with client.messages.stream(
+        model="claude", max_tokens=2048, thinking=THINKING, messages=user("one two three")
+    ) as stream:
+        async for event in stream:
+            if event.type in ("content_block_start", "content_block_delta"):
+                kinds.append(event.content_block.type if event.type == "content_block_start" else event.delta.type)
+        final = await stream.get_final_message()
+    assert kinds[0] == "thinking"
+    assert kinds.count("thinking_delta") > 1
+    assert kinds.index("signature_delta") < kinds.index("text")
+    thought = final.content[0]
+    assert thought.type == "thinking"
+    assert thought.signature
+    whole = await client.messages.create(
+        model="claude", max_tokens=2048, thinking=THINKING, messages=user("one two three")
+    )
+    assert whole.content[0] == thought  # the fake thinks the same twice: streamed, it is the same block
+    assert [b.type for b in final.content] == ["thinking", "text"]
+
+
+async def test_redacted_thinking_is_passed_through(http_sidecar: Running, client: anthropic.AsyncAnthropic) -> None:
+    from sidecar.fakes._anthropic import REDACTED_TRIGGER
+
+    message = await client.messages.create(
+        model="claude", max_tokens=2048, thinking=THINKING, messages=user(REDACTED_TRIGGER)
+    )
+    assert message.content[0].type == "redacted_thinking"
+    async with client.messages.stream(model="claude", max_tokens=2048, thinking=THINKING,
+                                      messages=user(REDACTED_TRIGGER)) as stream:  # fmt: skip
+        final = await stream.get_final_message()
+    assert final.content[0] == message.content[0]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_cache_control_is_sent_and_the_cache_usage_comes_back(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic, streamed: bool
+) -> None:
+    system: Any = [{"type": "text", "text": "You are careful. " * 80, "cache_control": {"type": "ephemeral"}}]
+    usages = []
+    for question in ("first", "second"):
+        kwargs: Any = {"model": "claude", "max_tokens": 100, "system": system, "messages": user(question)}
+        if streamed:
+            async with client.messages.stream(**kwargs) as stream:
+                usages.append((await stream.get_final_message()).usage)
+        else:
+            usages.append((await client.messages.create(**kwargs)).usage)
+    first, second = usages
+    assert first.cache_creation_input_tokens
+    assert not first.cache_read_input_tokens
+    assert second.cache_read_input_tokens == first.cache_creation_input_tokens
+    assert second.input_tokens < second.cache_read_input_tokens  # Anthropic's count: without the cache's
+    assert provider_body(http_sidecar)["system"] == system
+
+
+@pytest.mark.parametrize(
+    ("choice", "uses"),
+    [({"type": "any"}, True), ({"type": "tool", "name": "search"}, True), ({"type": "none"}, False),
+     ({"type": "auto", "disable_parallel_tool_use": True}, True)],
+)  # fmt: skip
+async def test_tool_choice_reaches_the_provider(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic, choice: Any, uses: bool
+) -> None:
+    message = await client.messages.create(
+        model="claude", max_tokens=100, tools=SEARCH, tool_choice=choice, messages=user("find it")
+    )
+    assert (message.stop_reason == "tool_use") is uses
+    assert provider_body(http_sidecar)["tool_choice"] == choice
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_stop_sequences_top_k_top_p_and_the_user_reach_the_provider(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic, streamed: bool
+) -> None:
+    kwargs: Any = {"model": "claude", "max_tokens": 100, "messages": user("one END two"), "stop_sequences": ["END"],
+                   "metadata": {"user_id": "user-42"},
+                   "extra_body": {"top_k": 40, "top_p": 0.9}}  # fmt: skip  # this SDK's create() has no sampling args
+    if streamed:
+        async with client.messages.stream(**kwargs) as stream:
+            message = await stream.get_final_message()
+    else:
+        message = await client.messages.create(**kwargs)
+    assert message.content[0].type == "text"
+    assert message.content[0].text == "You said: one "
+    assert message.stop_reason == "stop_sequence"
+    body = provider_body(http_sidecar)
+    assert (body["stop_sequences"], body["top_k"], body["top_p"]) == (["END"], 40, 0.9)
+    assert body["metadata"] == {"user_id": "user-42"}
+
+
+async def test_adaptive_thinking_at_an_effort_reaches_the_provider(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic
+) -> None:
+    message = await client.messages.create(
+        model="claude", max_tokens=100, thinking={"type": "adaptive"}, output_config={"effort": "medium"},
+        messages=user("hi"),
+    )  # fmt: skip
+    assert message.content[0].type == "thinking"
+    body = provider_body(http_sidecar)
+    assert (body["thinking"], body["output_config"]) == ({"type": "adaptive"}, {"effort": "medium"})
+
+
+@pytest.mark.parametrize(
+    ("extra", "parameter"),
+    [
+        ({"bogus": 1}, "bogus"),
+        ({"service_tier": "auto"}, "service_tier"),
+        ({"thinking": {"type": "enabled", "budget_tokens": 1024, "display": "omitted"}}, "thinking.display"),
+        ({"metadata": {"user_id": "u", "team": "x"}}, "metadata.team"),
+        ({"tools": [{**SEARCH[0], "strict": True}]}, "tools[0].strict"),
+    ],
+)
+async def test_an_unknown_or_uncarried_key_is_a_400_naming_it(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic, extra: dict[str, Any], parameter: str
+) -> None:
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await client.messages.create(model="claude", max_tokens=50, messages=user("hi"), extra_body=extra)
+    assert caught.value.type == "invalid_request_error"
+    assert sidecar_of(caught.value)["failure"]["invalid_input"]["parameter"] == parameter
+    assert http_sidecar.provider.requests() == []
+
+
+async def test_thinking_with_a_temperature_is_refused_before_sending(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic
+) -> None:
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await client.messages.create(
+            model="claude", max_tokens=2048, thinking=THINKING, messages=user("hi"), extra_body={"temperature": 0.2}
+        )
+    assert sidecar_of(caught.value)["failure"]["invalid_input"]["parameter"] == "temperature"
+    assert http_sidecar.provider.requests() == []

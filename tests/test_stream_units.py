@@ -10,7 +10,7 @@ import pytest
 
 from sidecar.core.clock import FakeClock
 from sidecar.core.kinds import FinishReason
-from sidecar.core.stream import TextDelta, ToolCallDelta
+from sidecar.core.stream import ReasoningDelta, TextDelta, ToolCallDelta
 from sidecar.providers.formats.anthropic_messages.upstream import AnthropicStream
 from sidecar.providers.formats.chat import StreamFault
 from sidecar.providers.formats.openai_chat.upstream import OpenAIStream
@@ -110,6 +110,7 @@ def test_anthropic_blocks_become_deltas_and_tool_calls_count_from_zero() -> None
     ]  # fmt: skip
     out = [d for kind, data in feed for d in s.feed(kind, data)]
     assert out == [
+        ReasoningDelta(0, text="hmm"),  # issue 21: a thinking block is the reply's reasoning, streamed
         TextDelta("Le"),
         TextDelta("t me"),
         ToolCallDelta(0, "tu_1", "f", ""),
@@ -125,6 +126,7 @@ def test_anthropic_blocks_become_deltas_and_tool_calls_count_from_zero() -> None
     assert [(c.id, c.name, c.arguments_json) for c in reply.tool_calls] == [("tu_1", "f", json.dumps({"a": 1}))]
     assert (reply.finish, reply.input_tokens, reply.output_tokens) == (FinishReason.TOOL_CALLS, 9, 12)
     assert (reply.response_model, reply.response_id) == ("claude-x", "msg_1")
+    assert [(r.text, r.format) for r in reply.reasoning] == [("hmm", "anthropic")]
 
 
 def test_anthropic_error_events_and_garbled_data_are_faults() -> None:

@@ -63,6 +63,8 @@ class Exchange:
     conversation: Conversation
     usage: Mapping[str, int] = field(default_factory=dict)
     """The step's ``usage`` (``USAGE_FIELDS``): cache and reasoning tokens the reply reports."""
+    prompt_cache: set[str] = field(default_factory=set)
+    """The provider's prompt cache: the prefixes it has seen (a wire that caches keeps its own keys here)."""
 
 
 USAGE_FIELDS = ("cache_read_input_tokens", "cache_write_input_tokens", "reasoning_tokens")

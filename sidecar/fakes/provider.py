@@ -50,6 +50,8 @@ class FakeProvider(FakeServer):
     ) -> None:
         super().__init__(host, port, max_records=max_records)
         self._chaos = Chaos(self._chaos_config(chaos))
+        self._prompt_cache: set[str] = set()
+        """What a wire's prompt caching has seen (Anthropic ``cache_control`` prefixes), until a reset."""
 
     # ---- Python control API (thread-safe) ------------------------------------------------------
 
@@ -77,6 +79,7 @@ class FakeProvider(FakeServer):
 
     def _reset_locked(self) -> None:
         self._chaos.configure(ChaosConfig())
+        self._prompt_cache.clear()
 
     def _health_locked(self) -> dict[str, Any]:
         return {"chaos": self._chaos.config.to_json()}
@@ -130,7 +133,8 @@ class FakeProvider(FakeServer):
             ex = Exchange(record.seq, model, key, Conversation(model=model))
             spec = ErrorSpec(400, wire.status_error(400).type, failure.message)
             return Response.json(wire.error_body(spec, ex), status=400, headers=wire.headers(ex, 400))
-        ex = Exchange(record.seq, model, key, conversation, (step.params.get("usage") if step else None) or {})
+        usage = (step.params.get("usage") if step else None) or {}
+        ex = Exchange(record.seq, model, key, conversation, usage, self._prompt_cache)
         if step is None:
             return render_default(wire, ex)
         return render_step(step, wire, ex)

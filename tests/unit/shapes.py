@@ -261,3 +261,32 @@ TOOL_IMAGE_SHAPES: dict[str, ModelRequest] = {
 OpenAI format moves them to a user message and back: ``openai_chat/upstream.py``)."""
 PARTS_SHAPES.update(TOOL_IMAGE_SHAPES)
 SHAPES.update(TOOL_IMAGE_SHAPES)
+
+
+def _without_image_detail(request: ModelRequest) -> ModelRequest:
+    from dataclasses import replace
+
+    def plain(parts: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(replace(p, detail="") if isinstance(p, ImagePart) else p for p in parts)
+
+    messages = tuple(
+        replace(
+            m,
+            parts=plain(m.parts),
+            tool_results=tuple(replace(r, parts=plain(r.parts)) for r in m.tool_results),
+        )
+        for m in request.messages
+    )
+    return replace(request, messages=messages)
+
+
+READ_BACK: dict[str, Any] = {"anthropic": _without_image_detail}
+"""What a format's front reads back of a request its upstream sent, where the format has no field for
+something it carries by its own rule: Anthropic sees every image at full detail and has no ``detail``
+(``anthropic_messages.vocab``), so an image reads back with detail "" ("low" is refused before sending)."""
+
+
+def read_back(request: ModelRequest, format_name: str) -> ModelRequest:
+    """``request`` as the format's front reads back the body its upstream rendered for it."""
+    normalise = READ_BACK.get(format_name)
+    return request if normalise is None else normalise(request)

@@ -54,7 +54,7 @@ from sidecar.core.clock import Clock
 from sidecar.core.conversation import CallOptions, ModelResponse
 from sidecar.core.details import InvalidInputDetail
 from sidecar.core.redact import mask_secrets
-from sidecar.core.stream import Final, Restart, StreamEvent, TextDelta, ToolCallDelta
+from sidecar.core.stream import Final, ReasoningDelta, Restart, StreamEvent, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure, StreamInterrupted, SystemFailure
 from sidecar.providers.formats.chat import ChatReply, compact_json
 from sidecar.providers.formats.protocol import Ask, Front, ReplyHead, Sse, StreamWriter
@@ -347,7 +347,7 @@ class ModelEndpoint:
         try:
             while event is not None:
                 match event:
-                    case TextDelta() | ToolCallDelta():
+                    case TextDelta() | ToolCallDelta() | ReasoningDelta():
                         sent += 1
                         if isinstance(event, TextDelta):
                             partial.append(event.text)

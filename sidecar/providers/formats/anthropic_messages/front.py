@@ -4,30 +4,57 @@
 
     request key                    what is read
     model                          the model id asked for (a catalog model or a route)
-    system                         the system prompt (a string, or a list of text blocks); a response schema
-                                   ``body`` appended to it (JSON_INSTRUCTION) is read back from its end
-    messages                       user: text blocks (one message each) and tool_result blocks (tool_use_id,
-                                   content: a string or text blocks, is_error); assistant: text blocks, each
-                                   with the tool_use blocks after it (input {"_raw": text}: the text as written)
-    tools                          [{name, description, input_schema}]
+    system                         the system prompt (a string, or a list of text blocks, joined); the last
+                                   block's cache_control is system_cache (on another block: refused, the
+                                   sidecar caches the system prompt whole); a response schema ``body``
+                                   appended to it (JSON_INSTRUCTION) is read back from its end
+    messages                       user: a run of text, image and document blocks is one message (its text
+                                   when it is one text block without cache_control, else its parts);
+                                   tool_result blocks (consecutive ones together): tool_use_id, content (a
+                                   string, or text and image blocks: its parts unless one text block),
+                                   is_error, cache_control (on the result's last part);
+                                   assistant: thinking / redacted_thinking blocks begin a message (its
+                                   reasoning), text blocks follow (its text or parts), tool_use blocks after
+                                   them belong to it (input {"_raw": text}: the text as written)
+    tools                          [{name, description, input_schema, cache_control}] (type "custom" or none)
     max_tokens, temperature        the output budget (at least 1), temperature
+    tool_choice                    {"type": auto | any | none | tool, "name"} -> auto | required | none | tool;
+                                   disable_parallel_tool_use -> parallel_tool_calls (its opposite)
+    stop_sequences, top_p, top_k   stop, top_p, top_k
+    metadata.user_id               end_user
+    thinking                       {"type": "enabled", "budget_tokens"} -> reasoning.budget_tokens;
+                                   {"type": "adaptive"} with output_config.effort low | medium | high ->
+                                   reasoning.effort (no effort: "high", Anthropic's default); "disabled": none
     output_config.format           structured output: its ``json_schema`` is the call's response schema
     stream                         a streamed answer
-    tool_choice                    absent or {"type": "auto"} (the model chooses): anything else is INVALID_INPUT
-    anything else                  (top_k, stop_sequences, metadata, thinking ...) not carried, ignored
 
-Blocks other than text, tool_use and tool_result are INVALID_INPUT naming the block.
+Blocks (``vocab``'s table): text {text}, image {source: base64 {media_type, data} | url {url}}, document
+{source: base64 application/pdf | text text/plain | url, title}, each with an optional cache_control;
+thinking {thinking, signature} and redacted_thinking {data}. Nothing is accepted and then dropped: any
+other key, block type or source (a file id, citations, server tools, top-level cache_control ...) is
+INVALID_INPUT naming it. A key whose value is null says nothing and is passed over (an SDK that echoes
+a reply's blocks back sends ``"citations": null``).
 
 ``render``, ``writer`` and ``error_body`` answer in the format::
 
     core                                        Anthropic answer
     ChatReply                                   {"type": "message", "role": "assistant", "content": [...],
-                                                "stop_reason", "usage": {input_tokens, output_tokens}}
+                                                "stop_reason", "usage": {input_tokens, output_tokens,
+                                                cache_creation_input_tokens?, cache_read_input_tokens?,
+                                                output_tokens_details?}} (? : when not 0)
+      reasoning                                 thinking {thinking, signature} / redacted_thinking {data}
+                                                blocks first, as they came
       text                                      a text block (a refusal: its explanation); none when empty
       tool calls                                tool_use blocks: id, name, input (arguments not JSON: {"_raw"})
-      stop_reason                               tool_use when it calls a tool (unless cut off or filtered), else
-                                                end_turn / max_tokens / refusal
+      stop_reason                               tool_use when it calls a tool (unless cut off or filtered);
+                                                the provider's own when it is Anthropic's (stop_sequence,
+                                                pause_turn ...), else end_turn / max_tokens / refusal
+      usage                                     input_tokens without the cache's (Anthropic's count), the
+                                                cache's read and write; reasoning tokens as thinking_tokens
     a stream                                    message_start, then blocks in order:
+      ReasoningDelta                            content_block_start thinking (redacted_thinking with its
+                                                data) on a part's first delta; thinking_delta for text,
+                                                signature_delta for the signature
       TextDelta (a refusal too)                 content_block_start text (when the open block is not text),
                                                 content_block_delta text_delta
       ToolCallDelta                             content_block_start tool_use (id, name) on a call's first
@@ -41,21 +68,44 @@ Blocks other than text, tool_use and tool_result are INVALID_INPUT naming the bl
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from sidecar.core.conversation import Message, ModelRequest, ToolCall, ToolCallResult, ToolDefinition
+from sidecar.core.conversation import (
+    CacheBreakpoint,
+    Controls,
+    DocumentPart,
+    ImagePart,
+    Message,
+    ModelRequest,
+    Part,
+    Reasoning,
+    ReasoningPart,
+    TextPart,
+    ToolCall,
+    ToolCallResult,
+    ToolChoice,
+    ToolDefinition,
+)
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta
 from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.anthropic_messages.vocab import (
     API_KEY_HEADER,
+    CACHE_TYPE,
+    EFFORTS,
     ERROR_TYPES,
+    FINISH,
     FINISH_NAMES,
+    PDF,
     RAW_ARGUMENTS,
+    TEXT_PLAIN,
     input_of,
+    reasoning_block,
 )
 from sidecar.providers.formats.chat import JSON_INSTRUCTION, ChatReply, compact_json
 from sidecar.providers.formats.fields import (
@@ -73,6 +123,41 @@ __all__ = ["MESSAGES_ROUTE", "RESTART_EVENT", "AnthropicFront", "EventWriter", "
 MESSAGES_ROUTE = "/v1/messages"
 RESTART_EVENT = "sidecar_restart"
 _SCHEMA_MARK = f"{JSON_INSTRUCTION}\n"
+_DEFAULT_EFFORT = "high"
+"""What Anthropic's adaptive thinking does when no effort is asked."""
+
+_KEYS = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "max_tokens",
+        "temperature",
+        "stream",
+        "tools",
+        "tool_choice",
+        "stop_sequences",
+        "top_p",
+        "top_k",
+        "metadata",
+        "thinking",
+        "output_config",
+    }
+)
+"""The request keys the front carries (the module's table): any other is refused by name."""
+_BLOCK_KEYS: Mapping[str, frozenset[str]] = {
+    "text": frozenset({"type", "text", "cache_control"}),
+    "image": frozenset({"type", "source", "cache_control"}),
+    "document": frozenset({"type", "source", "title", "cache_control"}),
+    "tool_result": frozenset({"type", "tool_use_id", "content", "is_error", "cache_control"}),
+    "tool_use": frozenset({"type", "id", "name", "input"}),
+    "thinking": frozenset({"type", "thinking", "signature"}),
+    "redacted_thinking": frozenset({"type", "data"}),
+}
+_USER_BLOCKS = ("text", "image", "document", "tool_result")
+_ASSISTANT_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use")
+_CHOICES = {"auto": "auto", "any": "required", "none": "none", "tool": "tool"}
+_TTLS = ("5m", "1h")
 
 _INVALID = "invalid_request_error"
 _API = "api_error"
@@ -104,18 +189,13 @@ class AnthropicFront:
     def parse(self, body: dict[str, Any]) -> Ask:
         request = parse_request(body)
         positive_budget(request, "max_tokens")
-        schema = output_schema(body)
-        if schema is not None:
-            request = replace(request, response_schema_json=schema)
-        choice = body.get("tool_choice")
-        if choice is not None and choice != {"type": "auto"}:
-            rule = 'must be {"type": "auto"}: the sidecar lets the model choose'
-            raise InvalidInput("tool_choice", shown(choice), rule)
         return Ask(request, bool_field(body, "stream"))
 
     def render(self, reply: ChatReply, head: ReplyHead, extension: Mapping[str, Any] | None = None) -> dict[str, Any]:
         text = reply.text or reply.refusal or ""  # a refusal is its explanation, as text
-        content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+        content: list[dict[str, Any]] = [reasoning_block(r) for r in reply.reasoning]
+        if text:
+            content.append({"type": "text", "text": text})
         content += [
             {"type": "tool_use", "id": c.id, "name": c.name, "input": input_of(c.arguments_json)}
             for c in reply.tool_calls
@@ -172,11 +252,22 @@ def stop_reason(reply: ChatReply) -> str:
         return "tool_use"
     if reply.refusal is not None:
         return "refusal"
+    if FINISH.get(reply.raw_finish) is reply.finish and reply.finish is not FinishReason.TOOL_CALLS:
+        return reply.raw_finish  # the provider's own words, when they are Anthropic's (stop_sequence ...)
     return FINISH_NAMES.get(reply.finish, "end_turn")
 
 
-def _usage(reply: ChatReply) -> dict[str, int]:
-    return {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens}
+def _usage(reply: ChatReply) -> dict[str, Any]:
+    """Anthropic's usage: input_tokens without the cache's (the core's input_tokens counts them all); the
+    cache's and the thinking's counts when there are any."""
+    cached = reply.cache_read_input_tokens + reply.cache_write_input_tokens
+    usage: dict[str, Any] = {"input_tokens": max(reply.input_tokens - cached, 0), "output_tokens": reply.output_tokens}
+    if cached:
+        usage["cache_creation_input_tokens"] = reply.cache_write_input_tokens
+        usage["cache_read_input_tokens"] = reply.cache_read_input_tokens
+    if reply.reasoning_tokens:
+        usage["output_tokens_details"] = {"thinking_tokens": reply.reasoning_tokens}
+    return usage
 
 
 def _event(kind: str, **fields: Any) -> Sse:
@@ -190,9 +281,9 @@ class EventWriter:
         self._head = head
         self._index = -1
         """The content block open now (-1: none yet)."""
-        self._open: int | None = None
-        """What that block is: None a text block, else the tool call's index; -1 when it is closed."""
-        self._calls: set[int] = set()
+        self._open: tuple[str, int] | None = None
+        """What that block is: ("text", 0), ("call", index), ("reasoning", index); None when it is closed."""
+        self._started: set[tuple[str, int]] = set()
 
     def start(self, input_tokens: int = 0) -> list[Sse]:
         message: dict[str, Any] = {
@@ -208,34 +299,58 @@ class EventWriter:
         return [_event("message_start", message=message)]
 
     def _close(self) -> list[Sse]:
-        if self._index < 0 or self._open == -1:
+        if self._open is None:
             return []
-        self._open = -1
+        self._open = None
         return [_event("content_block_stop", index=self._index)]
 
-    def _begin(self, block: dict[str, Any], what: int | None) -> list[Sse]:
+    def _begin(self, block: dict[str, Any], what: tuple[str, int]) -> list[Sse]:
         out = self._close()
         self._index += 1
         self._open = what
+        self._started.add(what)
         out.append(_event("content_block_start", index=self._index, content_block=block))
         return out
 
     def delta(self, delta: Delta) -> list[Sse]:
         if isinstance(delta, ReasoningDelta):
-            return []  # issue 21: not yet rendered by this front
+            return self._reasoning(delta)
         out: list[Sse] = []
         if isinstance(delta, TextDelta):
-            if self._index < 0 or self._open is not None:
-                out += self._begin({"type": "text", "text": ""}, None)
+            if self._open is None or self._open[0] != "text":
+                out += self._begin({"type": "text", "text": ""}, ("text", 0))
             body = {"type": "text_delta", "text": delta.text}
         else:
-            if delta.index not in self._calls or self._open != delta.index:
-                self._calls.add(delta.index)
-                out += self._begin({"type": "tool_use", "id": delta.id, "name": delta.name, "input": {}}, delta.index)
+            what = ("call", delta.index)
+            if what not in self._started or self._open != what:
+                out += self._begin({"type": "tool_use", "id": delta.id, "name": delta.name, "input": {}}, what)
             if not delta.arguments_fragment:
                 return out
             body = {"type": "input_json_delta", "partial_json": delta.arguments_fragment}
         out.append(_event("content_block_delta", index=self._index, delta=body))
+        return out
+
+    def _reasoning(self, delta: ReasoningDelta) -> list[Sse]:
+        what = ("reasoning", delta.index)
+        out: list[Sse] = []
+        if delta.redacted_data:
+            return self._begin({"type": "redacted_thinking", "data": delta.redacted_data}, what)
+        if self._open != what:
+            out += self._begin({"type": "thinking", "thinking": "", "signature": ""}, what)
+        if delta.text:
+            out.append(
+                _event(
+                    "content_block_delta", index=self._index, delta={"type": "thinking_delta", "thinking": delta.text}
+                )
+            )
+        if delta.signature:
+            out.append(
+                _event(
+                    "content_block_delta",
+                    index=self._index,
+                    delta={"type": "signature_delta", "signature": delta.signature},
+                )
+            )
         return out
 
     def refusal(self, text: str) -> list[Sse]:
@@ -243,7 +358,7 @@ class EventWriter:
 
     def restarted(self, words: Mapping[str, Any]) -> list[Sse]:
         self._index, self._open = -1, None  # a new reply follows: its blocks are numbered from 0 again
-        self._calls.clear()
+        self._started.clear()
         return [(RESTART_EVENT, {"type": RESTART_EVENT, **words})]
 
     def final(self, reply: ChatReply, extension: Mapping[str, Any] | None = None) -> list[Sse]:
@@ -262,16 +377,27 @@ class EventWriter:
 # ---------------------------------------------------------------------------- requests read
 
 
+def _refuse_unknown(value: Mapping[str, Any], known: frozenset[str], where: str) -> None:
+    """INVALID_INPUT naming the first key of ``value`` the front does not carry (null ones say nothing)."""
+    for key, item in value.items():
+        if key not in known and item is not None:
+            at = f"{where}.{key}" if where else key
+            raise InvalidInput(at, shown(item), "is not carried by the sidecar (docs/carried.md): leave it out")
+
+
 def parse_request(body: Mapping[str, Any]) -> ModelRequest:
     """An Anthropic Messages request as the core's ModelRequest (the module's table)."""
+    _refuse_unknown(body, _KEYS, "")
     model = body.get("model")
     if not isinstance(model, str):
         raise InvalidInput("model", shown(model), "must be the model's name (a string)")
-    system, schema = _split_system(_system(body.get("system")))
+    text, system_cache = _system(body.get("system"))
+    system, schema = _split_system(text)
     messages: list[Message] = []
     names: dict[str, str] = {}
     for i, m in enumerate(object_list(body, "messages", required=True)):
         role, where = m.get("role"), f"messages[{i}]"
+        _refuse_unknown(m, frozenset({"role", "content"}), where)
         blocks = _blocks(m.get("content"), f"{where}.content")
         if role == "assistant":
             messages.extend(_assistant(blocks, where, names))
@@ -279,21 +405,125 @@ def parse_request(body: Mapping[str, Any]) -> ModelRequest:
             messages.extend(_user(blocks, where, names))
         else:
             raise InvalidInput(f"{where}.role", shown(role), "must be user or assistant")
+    output = _object(body, "output_config")
+    _refuse_unknown(output, frozenset({"format", "effort"}), "output_config")
+    response_schema = output_schema(body)
+    tools = tuple(_tool(t, f"tools[{i}]") for i, t in enumerate(object_list(body, "tools")))
     return ModelRequest(
         model=model,
         messages=tuple(messages),
         system=system,
-        tools=tuple(_tool(t, f"tools[{i}]") for i, t in enumerate(object_list(body, "tools"))),
-        response_schema_json=schema,
+        tools=tools,
+        response_schema_json=response_schema if response_schema is not None else schema,
         max_output_tokens=number_field(body, "max_tokens", int),
         temperature=number_field(body, "temperature", float),
+        controls=_controls(body, output, system_cache),
     )
 
 
-def _system(value: Any) -> str:
+def _object(body: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = body.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidInput(key, shown(value), "must be an object")
+    return value
+
+
+def _controls(body: Mapping[str, Any], output: Mapping[str, Any], system_cache: CacheBreakpoint | None) -> Controls:
+    choice, parallel = _tool_choice(body.get("tool_choice"))
+    stop = body.get("stop_sequences")
+    if stop is not None and (not isinstance(stop, list) or not all(isinstance(s, str) for s in stop)):
+        raise InvalidInput("stop_sequences", shown(stop), "must be a list of strings")
+    metadata = _object(body, "metadata")
+    _refuse_unknown(metadata, frozenset({"user_id"}), "metadata")
+    user = metadata.get("user_id")
+    if user is not None and not isinstance(user, str):
+        raise InvalidInput("metadata.user_id", shown(user), "must be a string")
+    return Controls(
+        reasoning=_reasoning(body.get("thinking"), output.get("effort")),
+        tool_choice=choice,
+        parallel_tool_calls=parallel,
+        stop=tuple(stop or ()),
+        top_p=number_field(body, "top_p", float),
+        top_k=number_field(body, "top_k", int),
+        end_user=user or "",
+        system_cache=system_cache,
+    )
+
+
+def _tool_choice(value: Any) -> tuple[ToolChoice | None, bool | None]:
+    if value is None:
+        return None, None
+    if not isinstance(value, dict) or value.get("type") not in _CHOICES:
+        kind = value.get("type") if isinstance(value, dict) else value
+        raise InvalidInput("tool_choice.type", shown(kind), "must be auto, any, none or tool")
+    kind = value["type"]
+    known = {"type", "name"} if kind == "tool" else {"type"}
+    if kind != "none":
+        known.add("disable_parallel_tool_use")
+    _refuse_unknown(value, frozenset(known), "tool_choice")
+    name = value.get("name") or ""
+    if kind == "tool" and (not isinstance(name, str) or not name):
+        raise InvalidInput("tool_choice.name", shown(name), "must name the tool to call")
+    disable = value.get("disable_parallel_tool_use")
+    if disable is not None and not isinstance(disable, bool):
+        raise InvalidInput("tool_choice.disable_parallel_tool_use", shown(disable), "must be true or false")
+    return ToolChoice(_CHOICES[kind], name), None if disable is None else not disable
+
+
+def _reasoning(thinking: Any, effort: Any) -> Reasoning | None:
+    if thinking is not None and not isinstance(thinking, dict):
+        raise InvalidInput("thinking", shown(thinking), "must be an object")
+    kind = (thinking or {}).get("type")
+    if effort is not None and kind != "adaptive":
+        raise InvalidInput("output_config.effort", shown(effort), 'goes with thinking {"type": "adaptive"}')
+    if thinking is None or kind == "disabled":
+        _refuse_unknown(thinking or {}, frozenset({"type"}), "thinking")
+        return None
+    if kind == "enabled":
+        _refuse_unknown(thinking, frozenset({"type", "budget_tokens"}), "thinking")
+        budget = thinking.get("budget_tokens")
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise InvalidInput("thinking.budget_tokens", shown(budget), "must be a whole number of tokens")
+        return Reasoning(budget_tokens=budget)
+    if kind == "adaptive":
+        _refuse_unknown(thinking, frozenset({"type"}), "thinking")
+        if effort is not None and effort not in EFFORTS:
+            raise InvalidInput("output_config.effort", shown(effort), f"must be one of {', '.join(EFFORTS)}")
+        return Reasoning(effort=effort or _DEFAULT_EFFORT)
+    raise InvalidInput("thinking.type", shown(kind), "must be enabled, adaptive or disabled")
+
+
+def _cache(block: Mapping[str, Any], where: str) -> CacheBreakpoint | None:
+    value = block.get("cache_control")
+    if value is None:
+        return None
+    if not isinstance(value, dict) or value.get("type") != CACHE_TYPE:
+        raise InvalidInput(f"{where}.cache_control", shown(value), f'must be {{"type": "{CACHE_TYPE}"}}')
+    _refuse_unknown(value, frozenset({"type", "ttl"}), f"{where}.cache_control")
+    ttl = value.get("ttl") or ""
+    if ttl and ttl not in _TTLS:
+        raise InvalidInput(f"{where}.cache_control.ttl", shown(ttl), "must be 5m or 1h")
+    return CacheBreakpoint(ttl)
+
+
+def _system(value: Any) -> tuple[str, CacheBreakpoint | None]:
+    """The system prompt's text, and the cache breakpoint on its last block."""
     if value is None or isinstance(value, str):
-        return value or ""
-    return "".join(_text_block(b, f"system[{j}]") for j, b in enumerate(_blocks(value, "system")))
+        return value or "", None
+    blocks = _blocks(value, "system")
+    texts: list[str] = []
+    cache: CacheBreakpoint | None = None
+    for j, b in enumerate(blocks):
+        where = f"system[{j}]"
+        part = _part(b, where, ("text",))
+        texts.append(part.text if isinstance(part, TextPart) else "")
+        if part.cache is not None and j != len(blocks) - 1:
+            rule = "the sidecar caches the system prompt whole: put cache_control on its last block"
+            raise InvalidInput(f"{where}.cache_control", shown(b["cache_control"]), rule)
+        cache = part.cache
+    return "".join(texts), cache
 
 
 def _split_system(system: str) -> tuple[str, str]:
@@ -319,27 +549,128 @@ def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
     return content
 
 
-def _text_block(block: dict[str, Any], where: str) -> str:
-    if block.get("type") != "text" or not isinstance(block.get("text"), str):
-        raise InvalidInput(where, shown(block.get("type")), "must be a text block (the sidecar carries text only)")
-    return str(block["text"])
+def _kind(block: dict[str, Any], where: str, allowed: tuple[str, ...]) -> str:
+    kind = block.get("type")
+    if kind not in allowed:
+        raise InvalidInput(where, shown(kind), f"must be a block of type {', '.join(allowed)}")
+    _refuse_unknown(block, _BLOCK_KEYS[str(kind)], where)
+    return str(kind)
+
+
+def _string(block: Mapping[str, Any], key: str, where: str, rule: str) -> str:
+    value = block.get(key)
+    if not isinstance(value, str):
+        raise InvalidInput(f"{where}.{key}", shown(value), rule)
+    return value
+
+
+def _part(block: dict[str, Any], where: str, allowed: tuple[str, ...]) -> Part:
+    """A text, image or document block as a part (``vocab``'s table)."""
+    kind = _kind(block, where, allowed)
+    cache = _cache(block, where)
+    if kind == "text":
+        return TextPart(_string(block, "text", where, "must be the block's text"), cache)
+    source = block.get("source")
+    if not isinstance(source, dict) or not source:
+        sources = "base64 or url" if kind == "image" else "base64, text or url"
+        raise InvalidInput(where, kind, f"an {kind} block needs its source: {sources}")
+    at = f"{where}.source"
+    if kind == "image":
+        return _image(source, at, cache)
+    title = block.get("title") or ""
+    if not isinstance(title, str):
+        raise InvalidInput(f"{where}.title", shown(title), "must be a string")
+    return _document(source, at, title, cache)
+
+
+def _data(source: Mapping[str, Any], where: str) -> bytes:
+    text = _string(source, "data", where, "must be base64 text")
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput(f"{where}.data", text[:40], "must be base64 text") from None
+
+
+def _image(source: dict[str, Any], where: str, cache: CacheBreakpoint | None) -> ImagePart:
+    kind = source.get("type")
+    if kind == "base64":
+        _refuse_unknown(source, frozenset({"type", "media_type", "data"}), where)
+        media_type = _string(source, "media_type", where, "must be the image's media type")
+        return ImagePart(media_type, _data(source, where), cache=cache)
+    if kind == "url":
+        _refuse_unknown(source, frozenset({"type", "url"}), where)
+        return ImagePart(url=_string(source, "url", where, "must be the image's URL"), cache=cache)
+    raise InvalidInput(f"{where}.type", shown(kind), "must be base64 or url (the sidecar carries no file ids)")
+
+
+def _document(source: dict[str, Any], where: str, title: str, cache: CacheBreakpoint | None) -> DocumentPart:
+    kind = source.get("type")
+    if kind == "base64":
+        _refuse_unknown(source, frozenset({"type", "media_type", "data"}), where)
+        media_type = source.get("media_type")
+        if media_type != PDF:
+            raise InvalidInput(f"{where}.media_type", shown(media_type), f"must be {PDF}")
+        return DocumentPart(PDF, _data(source, where), title=title, cache=cache)
+    if kind == "text":
+        _refuse_unknown(source, frozenset({"type", "media_type", "data"}), where)
+        if source.get("media_type") != TEXT_PLAIN:
+            raise InvalidInput(f"{where}.media_type", shown(source.get("media_type")), f"must be {TEXT_PLAIN}")
+        text = _string(source, "data", where, "must be the document's text")
+        return DocumentPart(TEXT_PLAIN, text=text, title=title, cache=cache)
+    if kind == "url":
+        _refuse_unknown(source, frozenset({"type", "url"}), where)
+        return DocumentPart(url=_string(source, "url", where, "must be the document's URL"), title=title, cache=cache)
+    raise InvalidInput(f"{where}.type", shown(kind), "must be base64, text or url (the sidecar carries no file ids)")
+
+
+def _content(parts: list[Part]) -> dict[str, Any]:
+    """A run of parts as a message's content: its text when it is one text part without a breakpoint."""
+    if len(parts) == 1 and isinstance(parts[0], TextPart) and parts[0].cache is None:
+        return {"text": parts[0].text}
+    return {"parts": tuple(parts)}
 
 
 def _assistant(blocks: list[dict[str, Any]], where: str, names: dict[str, str]) -> list[Message]:
-    """One message per text block, the tool_use blocks after it belonging to it."""
+    """Reasoning begins a message, its text follows, the tool_use blocks after it belong to it."""
     out: list[Message] = []
+    reasoning: list[ReasoningPart] = []
+    parts: list[Part] = []
+    calls: list[ToolCall] = []
+
+    def flush() -> None:
+        if reasoning or parts or calls:
+            content = _content(parts) if parts else {}
+            out.append(Message(Role.ASSISTANT, tool_calls=tuple(calls), reasoning=tuple(reasoning), **content))
+        reasoning.clear()
+        parts.clear()
+        calls.clear()
+
     for j, block in enumerate(blocks):
-        if block.get("type") == "tool_use":
+        at = f"{where}.content[{j}]"
+        kind = _kind(block, at, _ASSISTANT_BLOCKS)
+        if kind in ("thinking", "redacted_thinking"):
+            if parts or calls:
+                flush()
+            reasoning.append(_reasoning_part(block, kind, at))
+        elif kind == "tool_use":
             name, call_id = block.get("name"), str(block.get("id") or "")
             if not isinstance(name, str):
-                raise InvalidInput(f"{where}.content[{j}].name", shown(name), "must name the tool called")
+                raise InvalidInput(f"{at}.name", shown(name), "must name the tool called")
             names[call_id] = name
-            call = ToolCall(call_id, name, _arguments(block.get("input")))
-            last = out.pop() if out else Message(Role.ASSISTANT)
-            out.append(Message(Role.ASSISTANT, last.text, (*last.tool_calls, call)))
+            calls.append(ToolCall(call_id, name, _arguments(block.get("input"))))
         else:
-            out.append(Message(Role.ASSISTANT, _text_block(block, f"{where}.content[{j}]")))
+            if calls:
+                flush()
+            parts.append(_part(block, at, ("text",)))
+    flush()
     return out
+
+
+def _reasoning_part(block: dict[str, Any], kind: str, where: str) -> ReasoningPart:
+    if kind == "redacted_thinking":
+        return ReasoningPart(redacted_data=_string(block, "data", where, "must be the redacted thinking's data"))
+    text = _string(block, "thinking", where, "must be the thinking's text")
+    return ReasoningPart(text, _string(block, "signature", where, "must be the thinking's signature"))
 
 
 def _arguments(value: Any) -> str:
@@ -350,38 +681,62 @@ def _arguments(value: Any) -> str:
 
 
 def _user(blocks: list[dict[str, Any]], where: str, names: dict[str, str]) -> list[Message]:
-    """Tool results (consecutive ones together) and one message per text block, in order."""
+    """Tool results (consecutive ones together) and runs of content blocks (one message each), in order."""
     out: list[Message] = []
+    run: list[Part] = []
     for j, block in enumerate(blocks):
         at = f"{where}.content[{j}]"
-        if block.get("type") != "tool_result":
-            out.append(Message(Role.USER, _text_block(block, at)))
+        if _kind(block, at, _USER_BLOCKS) != "tool_result":
+            run.append(_part(block, at, ("text", "image", "document")))
             continue
-        call_id = str(block.get("tool_use_id") or "")
-        content = block.get("content")
-        text = content if isinstance(content, str) else _result_text(content, f"{at}.content")
-        result = ToolCallResult(call_id, text, block.get("is_error") is True, names.get(call_id, ""))
+        if run:
+            out.append(Message(Role.USER, **_content(run)))
+            run = []
+        result = _tool_result(block, at, names)
         if out and out[-1].role is Role.TOOL:
             out[-1] = Message(Role.TOOL, tool_results=(*out[-1].tool_results, result))
         else:
             out.append(Message(Role.TOOL, tool_results=(result,)))
+    if run:
+        out.append(Message(Role.USER, **_content(run)))
     return out
 
 
-def _result_text(content: Any, where: str) -> str:
-    """A tool result's content given as text blocks (joined); none is ""."""
-    if content is None:
-        return ""
-    return "".join(_text_block(b, f"{where}[{j}]") for j, b in enumerate(_blocks(content, where)))
+def _tool_result(block: dict[str, Any], where: str, names: dict[str, str]) -> ToolCallResult:
+    """A tool_result: its content as text (a string, or one text block) or as text and image parts; its
+    cache_control is a breakpoint on its last part."""
+    call_id = str(block.get("tool_use_id") or "")
+    result = ToolCallResult(call_id, "", block.get("is_error") is True, names.get(call_id, ""))
+    content = block.get("content")
+    if isinstance(content, str) or content is None:
+        text, parts = content or "", []
+    else:
+        at = f"{where}.content"
+        parts = [_part(b, f"{at}[{k}]", ("text", "image")) for k, b in enumerate(_blocks(content, at))]
+        text = ""
+        if len(parts) == 1 and isinstance(parts[0], TextPart) and parts[0].cache is None:
+            text, parts = parts[0].text, []
+    cache = _cache(block, where)
+    if cache is not None:
+        if not parts and not text:
+            raise InvalidInput(f"{where}.cache_control", CACHE_TYPE, "marks a tool result that has no content")
+        if parts and parts[-1].cache is not None:
+            raise InvalidInput(f"{where}.cache_control", CACHE_TYPE, "its last block holds a breakpoint already")
+        parts = [*parts[:-1], replace(parts[-1], cache=cache)] if parts else [TextPart(text, cache)]
+        text = ""
+    return replace(result, content=text, parts=tuple(parts))
 
 
 def _tool(t: dict[str, Any], where: str) -> ToolDefinition:
+    _refuse_unknown(t, frozenset({"name", "description", "input_schema", "cache_control", "type"}), where)
+    if t.get("type") not in (None, "custom"):
+        raise InvalidInput(f"{where}.type", shown(t.get("type")), "must be custom: the sidecar carries no server tools")
     name = t.get("name")
     if not isinstance(name, str):
         raise InvalidInput(f"{where}.name", shown(name), "must be the tool's name")
     schema = t.get("input_schema")
     params = "" if schema is None else schema_text(schema, f"{where}.input_schema")
-    return ToolDefinition(name, str(t.get("description") or ""), params)
+    return ToolDefinition(name, str(t.get("description") or ""), params, _cache(t, where))
 
 
 def output_schema(body: Mapping[str, Any]) -> str | None:
@@ -397,4 +752,5 @@ def output_schema(body: Mapping[str, Any]) -> str | None:
     if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
         kind = fmt.get("type") if isinstance(fmt, dict) else fmt
         raise InvalidInput("output_config.format.type", shown(kind), "must be json_schema")
+    _refuse_unknown(fmt, frozenset({"type", "schema"}), "output_config.format")
     return schema_text(fmt.get("schema"), "output_config.format.schema")

@@ -3,29 +3,78 @@
 ``AnthropicUpstream.body`` renders a ChatRequest (``front.py`` reads one back: its inverse)::
 
     core (ChatRequest)                          Anthropic body
-    system                                      "system" (a string)
+    system                                      "system": a string; with ``system_cache``, one text block
+                                                with its cache_control
     response schema                             appended to system: "\\n\\n" JSON_INSTRUCTION "\\n" compact schema
-    Message(USER, text)                         {"role": "user", "content": [{"type": "text"}]}
-    Message(ASSISTANT, text, tool_calls)        {"role": "assistant", "content": [text, {"type": "tool_use", input}]}
+    Message(USER, text | parts)                 {"role": "user", "content": [text, image, document blocks]}
+                                                (``vocab.content_block``: each part, its cache_control)
+    Message(ASSISTANT, reasoning, text | parts, {"role": "assistant", "content": [thinking / redacted_thinking
+            tool_calls)                         blocks first (byte-identical), text, {"type": "tool_use", input}]}
                                                 (arguments that are not JSON: input {"_raw": text})
     Message(TOOL, tool_results)                 {"role": "user", "content": [{"type": "tool_result", tool_use_id,
-                                                content, is_error}]}
+                                                content (a string, or text and image blocks), is_error}]}
     consecutive messages of one role            merged into one (the API wants roles to alternate)
-    tools                                       [{name, description, input_schema}]
+    tools                                       [{name, description, input_schema, cache_control?}]
     max_tokens, temperature                     max_tokens, temperature
+    tool_choice auto | none | required | tool   tool_choice {"type": "auto" | "none" | "any" | "tool", name}
+    parallel_tool_calls                         tool_choice.disable_parallel_tool_use (its opposite; with no
+                                                tool choice: {"type": "auto", ...})
+    stop, top_p, top_k                          stop_sequences, top_p, top_k
+    end_user                                    metadata.user_id
+    reasoning.budget_tokens                     thinking {"type": "enabled", "budget_tokens"} as given
+    reasoning.effort low | medium | high        thinking {"type": "adaptive"}, output_config {"effort"}:
+                                                Anthropic's own effort levels (no "minimal": refused)
+    provider_options_json {"anthropic": {...}}  that object's keys merged into the body (``provider_options``)
+
+Not carried, so refused by name before sending (``carried.refuse_uncarried``): seed, presence_penalty,
+frequency_penalty. ``check`` then refuses, as INVALID_INPUT naming the field and the rule, what
+Anthropic's API refuses::
+
+    rule                                                    field
+    thinking: budget_tokens >= 1024 and < max_tokens         reasoning.budget_tokens
+    thinking: effort low, medium or high                     reasoning.effort
+    thinking: no temperature but 1, no top_k, top_p in       temperature, top_k, top_p
+      [0.95, 1]
+    thinking: tool_choice auto or none only                  tool_choice.mode
+    thinking: no prefill (a last assistant message)          messages[i]
+    at most 4 cache breakpoints (system, tools, parts);      the fifth's field; the 1h one's
+      a 1h one before every 5m one
+    an image's detail "low" (Anthropic has no low look)      messages[i].parts[j].detail
+    an assistant message carries text parts only             messages[i].parts[j]
+    a document given as data is a PDF                        messages[i].parts[j].media_type
+    parallel_tool_calls with tool_choice none                parallel_tool_calls
+    provider options: an object of format names, each an     provider_options_json[.name[.key]]
+      object; none of the keys the sidecar sets
+
+A budget the request does not bound (no max_output_tokens: the model's default budget is known only
+when the body is rendered) is checked by ``body`` too, before anything is sent.
+
+A reply (``parse``)::
+
+    content                 text blocks -> text; tool_use -> tool calls; thinking {thinking, signature}
+                            and redacted_thinking {data} -> reasoning (format "anthropic"), as sent
+    usage                   input_tokens + cache_read_input_tokens + cache_creation_input_tokens -> input
+                            (the core counts every input token); the cache's two -> cache read / write;
+                            output_tokens_details.thinking_tokens -> reasoning tokens
 
 A stream (``"stream": true``) is named events, read by ``AnthropicStream``::
 
     event                 data                                       becomes
-    message_start         message: id, model, usage.input_tokens      the reply's id, model, tokens
+    message_start         message: id, model, usage (input, cache)    the reply's id, model, tokens
     content_block_start   text block (its text, if any)               TextDelta
                           tool_use block: id, name                    ToolCallDelta (the call numbered among
                                                                       the reply's tool calls, from 0)
-                          any other block (thinking ...)              ignored, and its deltas too
+                          thinking block (its text, signature)        ReasoningDelta (numbered among the
+                                                                      reply's reasoning parts, from 0)
+                          redacted_thinking block: data               ReasoningDelta with the data
+                          any other block (server tools ...)          ignored, and its deltas too
     content_block_delta   text_delta                                  TextDelta
                           input_json_delta (partial_json)             ToolCallDelta: an arguments fragment
+                          thinking_delta (thinking)                   ReasoningDelta: text
+                          signature_delta (signature)                 ReasoningDelta: the signature, whole
     content_block_stop    -                                           -
-    message_delta         delta.stop_reason, usage.output_tokens      the reply's finish and tokens
+    message_delta         delta.stop_reason, usage (output, input,    the reply's finish and tokens
+                          cache, thinking tokens)
     message_stop          -                                           the end marker
     ping                  -                                           -
     error                 {"type": "error", "error": {...}}           StreamFault with the error body
@@ -41,45 +90,101 @@ by ``providers.errors.classify_response``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
-from sidecar.core.conversation import Message, ModelRequest, ToolCall
+from sidecar.core.conversation import (
+    Controls,
+    DocumentPart,
+    ImagePart,
+    Message,
+    ModelRequest,
+    Part,
+    Reasoning,
+    ReasoningPart,
+    TextPart,
+    ToolCall,
+)
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.retry import Retry
-from sidecar.core.stream import Delta, TextDelta, ToolCallDelta
-from sidecar.core.taxonomy import SidecarFailure
+from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
+from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.providers.errors import Target, classify_response
 from sidecar.providers.formats.anthropic_messages.vocab import (
     API_KEY_HEADER,
     DEFAULT_VERSION,
+    EFFORTS,
     FINISH,
     FORMAT_NAME,
+    MAX_CACHE_BREAKPOINTS,
+    MIN_THINKING_BUDGET,
+    PDF,
     REFUSAL_TEXT,
+    SIDECAR_KEYS,
+    THINKING_TOP_P,
     VERSION_HEADER,
     arguments_of,
+    cache_control,
+    content_block,
+    data_url,
     input_of,
+    reasoning_block,
     render_tool,
 )
-from sidecar.providers.formats.carried import refuse_uncarried
+from sidecar.providers.formats.carried import CONTROLS, refuse_uncarried
 from sidecar.providers.formats.chat import JSON_INSTRUCTION, ChatReply, ChatRequest, StreamFault, compact_json
 from sidecar.providers.formats.fields import count, text_or_empty
 
-__all__ = ["MESSAGES_PATH", "AnthropicStream", "AnthropicUpstream"]
+__all__ = ["MESSAGES_PATH", "AnthropicStream", "AnthropicUpstream", "provider_options"]
 
 MESSAGES_PATH = "/v1/messages"
 """Below the provider's base URL (``https://api.anthropic.com``)."""
+_UNCARRIED = frozenset({"seed", "presence_penalty", "frequency_penalty"})
+"""The controls Anthropic has no field for."""
+_CHOICE_TYPES = {"auto": "auto", "none": "none", "required": "any", "tool": "tool"}
 
 
 class AnthropicUpstream:
     """The sidecar as a Messages client (the module's tables)."""
 
-    carries: frozenset[str] = frozenset()
-    """Nothing beyond plain text yet (issue 21 adds each feature as the format carries it)."""
+    carries: frozenset[str] = frozenset(
+        {
+            "parts.text",
+            "parts.image",
+            "parts.document",
+            "parts.document_url",
+            "parts.text_document",
+            "parts.cache",
+            "tool_results.parts",
+            "tool_results.image",
+            "reasoning.history",
+            "tools.cache",
+            *(c for c in CONTROLS if c not in _UNCARRIED),
+        }
+    )
+    """Every feature but the controls Anthropic has no field for (seed, presence and frequency penalties)."""
 
     def check(self, request: ModelRequest, model_id: str) -> None:
         refuse_uncarried(request, self.carries, FORMAT_NAME, model_id)
+        controls = request.controls
+        if controls.reasoning is not None:
+            _check_thinking(request, controls.reasoning)
+        choice = controls.tool_choice
+        if controls.parallel_tool_calls is not None and choice is not None and choice.mode == "none":
+            raise InvalidInput(
+                "parallel_tool_calls",
+                str(controls.parallel_tool_calls).lower(),
+                "Anthropic's tool_choice none calls no tool: leave parallel_tool_calls unset",
+            )
+        for i, m in enumerate(request.messages):
+            for j, part in enumerate(m.parts):
+                _check_part(f"messages[{i}].parts[{j}]", part, m.role)
+            for k, r in enumerate(m.tool_results):
+                for j, part in enumerate(r.parts):
+                    _check_part(f"messages[{i}].tool_results[{k}].parts[{j}]", part, m.role)
+        _check_breakpoints(request)
+        provider_options(controls.provider_options_json)
 
     def __init__(self, version: str = DEFAULT_VERSION) -> None:
         self._version = version
@@ -94,6 +199,7 @@ class AnthropicUpstream:
         return headers
 
     def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
+        controls = request.controls
         system = request.system
         if request.response_schema is not None:
             system = f"{system}\n\n{JSON_INSTRUCTION}\n{compact_json(request.response_schema)}".strip()
@@ -109,15 +215,21 @@ class AnthropicUpstream:
             "max_tokens": request.max_tokens,
             "messages": messages,
         }
-        if system:
+        if system and controls.system_cache is not None:
+            body["system"] = [{"type": "text", "text": system, "cache_control": cache_control(controls.system_cache)}]
+        elif system:
             body["system"] = system
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.tools:
             body["tools"] = [
-                render_tool(t.name, t.description, json.loads(t.parameters_json) if t.parameters_json else None)
+                render_tool(
+                    t.name, t.description, json.loads(t.parameters_json) if t.parameters_json else None, t.cache
+                )
                 for t in request.tools
             ]
+        body.update(_controls(controls, request.max_tokens))
+        body.update(provider_options(controls.provider_options_json))
         if stream:
             body["stream"] = True
         return body
@@ -128,10 +240,12 @@ class AnthropicUpstream:
     def parse(self, body: dict[str, Any]) -> ChatReply:
         texts: list[str] = []
         calls: list[ToolCall] = []
+        reasoning: list[ReasoningPart] = []
         for block in body.get("content") or []:
-            if block.get("type") == "text":
+            kind = block.get("type")
+            if kind == "text":
                 texts.append(str(block.get("text", "")))
-            elif block.get("type") == "tool_use":
+            elif kind == "tool_use":
                 calls.append(
                     ToolCall(
                         id=str(block.get("id", "")),
@@ -139,18 +253,24 @@ class AnthropicUpstream:
                         arguments_json=arguments_of(block.get("input")),
                     )
                 )
+            elif kind == "thinking":
+                text, signature = text_or_empty(block.get("thinking")), text_or_empty(block.get("signature"))
+                reasoning.append(ReasoningPart(text, signature, format=FORMAT_NAME))
+            elif kind == "redacted_thinking":
+                reasoning.append(ReasoningPart(redacted_data=text_or_empty(block.get("data")), format=FORMAT_NAME))
         raw_finish = str(body.get("stop_reason") or "")
-        usage = body.get("usage") or {}
+        tokens = _Tokens()
+        tokens.read(body.get("usage"))
         return ChatReply(
             text="".join(texts),
             tool_calls=calls,
             finish=FINISH.get(raw_finish, FinishReason.UNSPECIFIED),
             raw_finish=raw_finish,
             refusal=("".join(texts) or REFUSAL_TEXT) if raw_finish == "refusal" else None,
-            input_tokens=int(usage.get("input_tokens") or 0),
-            output_tokens=int(usage.get("output_tokens") or 0),
             response_model=str(body.get("model") or ""),
             response_id=str(body.get("id") or ""),
+            reasoning=reasoning,
+            **tokens.fields(),
         )
 
     def classify(
@@ -165,17 +285,47 @@ class AnthropicUpstream:
         return classify_response(status, headers, body, target, secrets, now)
 
 
+class _Tokens:
+    """A reply's usage as Anthropic counts it (input without the cache's), kept as the core counts it."""
+
+    def __init__(self) -> None:
+        self.input = self.output = self.cache_read = self.cache_write = self.thinking = 0
+
+    def read(self, usage: Any) -> None:
+        """A usage object's counts; one it leaves out keeps the value before (message_start's)."""
+        if not isinstance(usage, dict):
+            return
+        self.input = count(usage.get("input_tokens")) or self.input
+        self.output = count(usage.get("output_tokens")) or self.output
+        self.cache_read = count(usage.get("cache_read_input_tokens")) or self.cache_read
+        self.cache_write = count(usage.get("cache_creation_input_tokens")) or self.cache_write
+        details = usage.get("output_tokens_details")
+        if isinstance(details, dict):
+            self.thinking = count(details.get("thinking_tokens")) or self.thinking
+
+    def fields(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input + self.cache_read + self.cache_write,
+            "output_tokens": self.output,
+            "cache_read_input_tokens": self.cache_read,
+            "cache_write_input_tokens": self.cache_write,
+            "reasoning_tokens": self.thinking,
+        }
+
+
 class AnthropicStream:
     """One streamed Messages reply, event by event (the table of the module)."""
 
     def __init__(self) -> None:
         self._text: list[str] = []
-        self._blocks: dict[int, int | None] = {}
-        """Content block index -> the tool call it is (None: a text block); other blocks are absent."""
+        self._blocks: dict[int, tuple[str, int]] = {}
+        """Content block index -> what it is ("text", "call" or "reasoning") and which of them (a text: 0);
+        other blocks are absent."""
         self._calls: list[tuple[str, str, list[str]]] = []
+        self._reasoning: list[tuple[list[str], list[str], str]] = []
+        """Each reasoning part: its text pieces, its signature (the last one sent), its redacted data."""
         self._finish: str | None = None
-        self._input_tokens = 0
-        self._output_tokens = 0
+        self._tokens = _Tokens()
         self._model = ""
         self._id = ""
         self.complete = False
@@ -209,40 +359,59 @@ class AnthropicStream:
             return
         self._id = text_or_empty(message.get("id"))
         self._model = text_or_empty(message.get("model"))
-        self._usage(message.get("usage"))
-
-    def _usage(self, usage: Any) -> None:
-        if isinstance(usage, dict):
-            self._input_tokens = count(usage.get("input_tokens")) or self._input_tokens
-            self._output_tokens = count(usage.get("output_tokens")) or self._output_tokens
+        self._tokens.read(message.get("usage"))
 
     def _block_start(self, body: dict[str, Any]) -> list[Delta]:
         index, block = body.get("index"), body.get("content_block")
         if not isinstance(index, int) or not isinstance(block, dict):
             return []
-        if block.get("type") == "text":
-            self._blocks[index] = None
+        kind = block.get("type")
+        if kind == "text":
+            self._blocks[index] = ("text", 0)
             return self._text_delta(block.get("text"))
-        if block.get("type") == "tool_use":
+        if kind == "tool_use":
             call = len(self._calls)
-            self._blocks[index] = call
+            self._blocks[index] = ("call", call)
             call_id, name = text_or_empty(block.get("id")), text_or_empty(block.get("name"))
             self._calls.append((call_id, name, []))
             return [ToolCallDelta(call, call_id, name, "")]
+        if kind in ("thinking", "redacted_thinking"):
+            part = len(self._reasoning)
+            self._blocks[index] = ("reasoning", part)
+            redacted = text_or_empty(block.get("data")) if kind == "redacted_thinking" else ""
+            self._reasoning.append(([], [], redacted))
+            if redacted:
+                return [ReasoningDelta(part, redacted_data=redacted)]
+            return self._thinking(part, block.get("thinking"), block.get("signature"))
         return []
 
     def _block_delta(self, body: dict[str, Any]) -> list[Delta]:
         index, delta = body.get("index"), body.get("delta")
         if not isinstance(index, int) or index not in self._blocks or not isinstance(delta, dict):
             return []
-        call = self._blocks[index]
-        if call is None and delta.get("type") == "text_delta":
+        kind, which = self._blocks[index]
+        if kind == "text" and delta.get("type") == "text_delta":
             return self._text_delta(delta.get("text"))
-        if call is not None and delta.get("type") == "input_json_delta":
+        if kind == "call" and delta.get("type") == "input_json_delta":
             fragment = text_or_empty(delta.get("partial_json"))
-            self._calls[call][2].append(fragment)
-            return [ToolCallDelta(call, "", "", fragment)]
+            self._calls[which][2].append(fragment)
+            return [ToolCallDelta(which, "", "", fragment)]
+        if kind == "reasoning" and delta.get("type") == "thinking_delta":
+            return self._thinking(which, delta.get("thinking"), None)
+        if kind == "reasoning" and delta.get("type") == "signature_delta":
+            return self._thinking(which, None, delta.get("signature"))
         return []
+
+    def _thinking(self, part: int, text: Any, signature: Any) -> list[Delta]:
+        texts, signatures, _ = self._reasoning[part]
+        out: list[Delta] = []
+        if isinstance(text, str) and text:
+            texts.append(text)
+            out.append(ReasoningDelta(part, text=text))
+        if isinstance(signature, str) and signature:
+            signatures.append(signature)
+            out.append(ReasoningDelta(part, signature=signature))
+        return out
 
     def _text_delta(self, text: Any) -> list[Delta]:
         if not isinstance(text, str) or not text:
@@ -254,7 +423,7 @@ class AnthropicStream:
         delta = body.get("delta")
         if isinstance(delta, dict) and delta.get("stop_reason"):
             self._finish = str(delta["stop_reason"])
-        self._usage(body.get("usage"))
+        self._tokens.read(body.get("usage"))
 
     def reply(self) -> ChatReply | None:
         if self._finish is None:
@@ -267,10 +436,13 @@ class AnthropicStream:
             finish=FINISH.get(raw_finish, FinishReason.UNSPECIFIED),
             raw_finish=raw_finish,
             refusal=(text or REFUSAL_TEXT) if raw_finish == "refusal" else None,
-            input_tokens=self._input_tokens,
-            output_tokens=self._output_tokens,
             response_model=self._model,
             response_id=self._id,
+            reasoning=[
+                ReasoningPart("".join(texts), signatures[-1] if signatures else "", redacted, FORMAT_NAME)
+                for texts, signatures, redacted in self._reasoning
+            ],
+            **self._tokens.fields(),
         )
 
 
@@ -282,18 +454,170 @@ def _streamed_arguments(joined: str) -> str:
         return joined
 
 
+# ---------------------------------------------------------------------------- a request rendered
+
+
 def _message(m: Message) -> tuple[str, list[dict[str, Any]]]:
     if m.role == Role.ASSISTANT:
-        blocks: list[dict[str, Any]] = []
-        if m.text:
-            blocks.append({"type": "text", "text": m.text})
+        blocks = [reasoning_block(r) for r in m.reasoning]  # first, as the API wants them back
+        blocks += [content_block(p) for p in m.content]
         for c in m.tool_calls:
             blocks.append({"type": "tool_use", "id": c.id, "name": c.name, "input": input_of(c.arguments_json)})
         return "assistant", blocks
     blocks = [
-        {"type": "tool_result", "tool_use_id": r.call_id, "content": r.content, "is_error": r.is_error}
+        {
+            "type": "tool_result",
+            "tool_use_id": r.call_id,
+            "content": [content_block(p) for p in r.parts] if r.parts else r.content,
+            "is_error": r.is_error,
+        }
         for r in m.tool_results
     ]
-    if m.text or not blocks:
-        blocks.append({"type": "text", "text": m.text})
+    blocks += [content_block(p) for p in m.content]
+    if not blocks:
+        blocks.append({"type": "text", "text": ""})
     return "user", blocks
+
+
+def _controls(c: Controls, max_tokens: int) -> dict[str, Any]:
+    """The body's keys for the request's controls (the module's table)."""
+    out: dict[str, Any] = {}
+    if c.tool_choice is not None:
+        choice: dict[str, Any] = {"type": _CHOICE_TYPES.get(c.tool_choice.mode, c.tool_choice.mode)}
+        if c.tool_choice.mode == "tool":
+            choice["name"] = c.tool_choice.name
+        out["tool_choice"] = choice
+    if c.parallel_tool_calls is not None:
+        out.setdefault("tool_choice", {"type": "auto"})["disable_parallel_tool_use"] = not c.parallel_tool_calls
+    if c.stop:
+        out["stop_sequences"] = list(c.stop)
+    if c.top_p is not None:
+        out["top_p"] = c.top_p
+    if c.top_k is not None:
+        out["top_k"] = c.top_k
+    if c.end_user:
+        out["metadata"] = {"user_id": c.end_user}
+    if c.reasoning is not None and c.reasoning.budget_tokens is not None:
+        _check_budget(c.reasoning.budget_tokens, max_tokens, "max_tokens")
+        out["thinking"] = {"type": "enabled", "budget_tokens": c.reasoning.budget_tokens}
+    elif c.reasoning is not None:
+        _check_effort(c.reasoning.effort)
+        out["thinking"] = {"type": "adaptive"}
+        out["output_config"] = {"effort": c.reasoning.effort}
+    return out
+
+
+def provider_options(raw: str) -> dict[str, Any]:
+    """The keys ``provider_options_json`` sets for this format (``{"anthropic": {...}}``), checked.
+
+    INVALID_INPUT when it is not a JSON object of wire format names, each an object, or when this
+    format's object sets a key the sidecar sets itself (``SIDECAR_KEYS``: use the request's field).
+    """
+    if not raw:
+        return {}
+    from sidecar.providers.formats.registry import FORMATS  # the registry imports this package: at call time
+
+    try:
+        options = json.loads(raw)
+    except (ValueError, RecursionError):
+        options = None
+    if not isinstance(options, dict):
+        raise InvalidInput("provider_options_json", raw[:80], 'must be a JSON object by wire format: {"anthropic": {}}')
+    for name, value in options.items():
+        if name not in FORMATS:
+            rule = f"names no wire format (the formats are {', '.join(sorted(FORMATS))})"
+            raise InvalidInput(f"provider_options_json.{name}", name, rule)
+        if not isinstance(value, dict):
+            raise InvalidInput(f"provider_options_json.{name}", compact_json(value)[:80], "must be a JSON object")
+    mine: dict[str, Any] = options.get(FORMAT_NAME, {})
+    for key in mine:
+        if key in SIDECAR_KEYS:
+            rule = "is a key the sidecar sets itself from the request's own fields: set it there"
+            raise InvalidInput(f"provider_options_json.{FORMAT_NAME}.{key}", key, rule)
+    return mine
+
+
+# ---------------------------------------------------------------------------- Anthropic's rules
+
+
+def _check_budget(budget: int, max_tokens: int | None, bound: str) -> None:
+    if budget < MIN_THINKING_BUDGET:
+        rule = f"Anthropic's thinking.budget_tokens is at least {MIN_THINKING_BUDGET}"
+        raise InvalidInput("reasoning.budget_tokens", str(budget), rule)
+    if max_tokens is not None and budget >= max_tokens:
+        rule = f"must be below {bound} ({max_tokens}): Anthropic counts the thinking within max_tokens"
+        raise InvalidInput("reasoning.budget_tokens", str(budget), rule)
+
+
+def _check_effort(effort: str) -> None:
+    if effort not in EFFORTS:
+        rule = f"Anthropic's effort levels are {', '.join(EFFORTS)} (output_config.effort)"
+        raise InvalidInput("reasoning.effort", effort, rule)
+
+
+def _check_thinking(request: ModelRequest, reasoning: Reasoning) -> None:
+    """Anthropic's rules for a request with thinking on (the module's table)."""
+    controls = request.controls
+    if reasoning.budget_tokens is not None:
+        _check_budget(reasoning.budget_tokens, request.max_output_tokens, "max_output_tokens")
+    else:
+        _check_effort(reasoning.effort)
+    if request.temperature is not None and request.temperature != 1.0:
+        rule = "Anthropic takes no temperature but 1 with thinking on: leave it unset"
+        raise InvalidInput("temperature", str(request.temperature), rule)
+    if controls.top_k is not None:
+        raise InvalidInput("top_k", str(controls.top_k), "Anthropic takes no top_k with thinking on")
+    low, high = THINKING_TOP_P
+    if controls.top_p is not None and not low <= controls.top_p <= high:
+        raise InvalidInput("top_p", str(controls.top_p), f"with thinking on Anthropic takes a top_p in [{low}, {high}]")
+    if controls.tool_choice is not None and controls.tool_choice.mode not in ("auto", "none"):
+        rule = "with thinking on Anthropic's tool_choice is auto or none (it forces no tool)"
+        raise InvalidInput("tool_choice.mode", controls.tool_choice.mode, rule)
+    if request.messages and request.messages[-1].role is Role.ASSISTANT:
+        at = f"messages[{len(request.messages) - 1}]"
+        raise InvalidInput(at, "assistant", "with thinking on Anthropic continues no assistant message (prefill)")
+
+
+def _check_part(at: str, part: Part, role: Role) -> None:
+    if role is Role.ASSISTANT and not isinstance(part, TextPart):
+        raise InvalidInput(at, type(part).__name__, "an assistant message carries text parts only (Anthropic)")
+    if isinstance(part, ImagePart):
+        if part.detail == "low":
+            rule = "Anthropic has no low-detail look: it sees every image at full detail (leave detail unset)"
+            raise InvalidInput(f"{at}.detail", part.detail, rule)
+        if part.url.startswith("data:") and data_url(part.url) is None:
+            raise InvalidInput(f"{at}.url", part.url[:80], "a data: URL is data:<media type>;base64,<data>")
+    if isinstance(part, DocumentPart) and part.data and (part.media_type or PDF) != PDF:
+        rule = "a document given as data is a PDF for Anthropic (plain text goes as the part's text)"
+        raise InvalidInput(f"{at}.media_type", part.media_type, rule)
+
+
+def _breakpoints(request: ModelRequest) -> Iterator[tuple[str, str]]:
+    """``(field, ttl)`` of every cache breakpoint, in the order Anthropic reads the prompt: tools, system,
+    messages."""
+    for i, t in enumerate(request.tools):
+        if t.cache is not None:
+            yield f"tools[{i}].cache", t.cache.ttl
+    if request.controls.system_cache is not None:
+        yield "system_cache", request.controls.system_cache.ttl
+    for i, m in enumerate(request.messages):
+        for k, r in enumerate(m.tool_results):
+            for j, part in enumerate(r.parts):
+                if part.cache is not None:
+                    yield f"messages[{i}].tool_results[{k}].parts[{j}].cache", part.cache.ttl
+        for j, part in enumerate(m.parts):
+            if part.cache is not None:
+                yield f"messages[{i}].parts[{j}].cache", part.cache.ttl
+
+
+def _check_breakpoints(request: ModelRequest) -> None:
+    short = ""
+    for n, (field, ttl) in enumerate(_breakpoints(request), start=1):
+        if n > MAX_CACHE_BREAKPOINTS:
+            rule = f"Anthropic takes at most {MAX_CACHE_BREAKPOINTS} cache breakpoints (system, tools and parts)"
+            raise InvalidInput(field, f"breakpoint {n}", rule)
+        if ttl == "1h" and short:
+            rule = f"Anthropic wants a 1h breakpoint before every 5m one ({short} comes first)"
+            raise InvalidInput(field, ttl, rule)
+        if ttl != "1h":
+            short = short or field

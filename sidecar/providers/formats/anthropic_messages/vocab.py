@@ -1,4 +1,4 @@
-"""The Anthropic Messages vocabulary both halves share: stop reasons, tools, keys, errors.
+"""The Anthropic Messages vocabulary both halves share: stop reasons, tools, content blocks, keys, errors.
 
     stop_reason (wire)                      FinishReason (core)    rendered back as
     end_turn, stop_sequence, pause_turn     STOP                   end_turn
@@ -9,30 +9,65 @@
 
 A tool_use ``input`` that carries arguments that were not JSON is ``{RAW_ARGUMENTS: text}``. The
 key goes in ``x-api-key``, the API version in ``anthropic-version``.
+
+Content blocks, both ways (``content_block`` renders a part; the front reads them back)::
+
+    core                                    block
+    TextPart(text, cache)                   {"type": "text", "text", "cache_control"?}
+    ImagePart(media_type, data)             {"type": "image", "source": {"type": "base64", media_type, data}}
+    ImagePart(url)                          {"type": "image", "source": {"type": "url", url}}
+                                            (a data: URL is sent as the base64 source it holds)
+    DocumentPart(media_type, data, title)   {"type": "document", "source": {"type": "base64", "media_type":
+                                            "application/pdf", data}, "title"?}
+    DocumentPart(url, title)                {"type": "document", "source": {"type": "url", url}, "title"?}
+    DocumentPart(text, title)               {"type": "document", "source": {"type": "text", "media_type":
+                                            "text/plain", "data": text}, "title"?}
+    CacheBreakpoint(ttl)                    "cache_control": {"type": "ephemeral", "ttl"?: "5m" | "1h"}
+    ReasoningPart(text, signature)          {"type": "thinking", "thinking", "signature"}
+    ReasoningPart(redacted_data)            {"type": "redacted_thinking", "data"}
+
+An image's ``detail`` has no field: Anthropic sees every image at its full detail (the long edge up
+to 1,568 px), which is what "", "auto" and "high" ask; "low" is refused before sending
+(``upstream.AnthropicUpstream.check``), and an image is read back with detail "".
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Mapping
 from typing import Any
 
+from sidecar.core.conversation import CacheBreakpoint, DocumentPart, ImagePart, Part, ReasoningPart, TextPart
 from sidecar.core.kinds import FinishReason
 from sidecar.providers.formats.chat import EMPTY_PARAMETERS
 
 __all__ = [
     "API_KEY_HEADER",
+    "CACHE_TYPE",
     "DEFAULT_VERSION",
+    "EFFORTS",
     "ERROR_TYPES",
     "FINISH",
     "FINISH_NAMES",
     "FORMAT_NAME",
+    "MAX_CACHE_BREAKPOINTS",
+    "MIN_THINKING_BUDGET",
+    "PDF",
     "RATE_LIMIT_HEADERS",
     "RAW_ARGUMENTS",
     "REFUSAL_TEXT",
+    "SIDECAR_KEYS",
+    "TEXT_PLAIN",
+    "THINKING_TOP_P",
     "VERSION_HEADER",
     "arguments_of",
+    "cache_control",
+    "content_block",
+    "data_url",
     "input_of",
+    "reasoning_block",
     "render_tool",
 ]
 
@@ -45,6 +80,37 @@ DEFAULT_VERSION = "2023-06-01"
 RAW_ARGUMENTS = "_raw"
 """The one key of a tool_use input that carries arguments that were not JSON, as written."""
 REFUSAL_TEXT = "the model declined to answer"
+CACHE_TYPE = "ephemeral"
+"""The one kind of ``cache_control`` there is."""
+MAX_CACHE_BREAKPOINTS = 4
+"""Blocks with ``cache_control`` in one request, at most (system, tools and messages together)."""
+MIN_THINKING_BUDGET = 1024
+"""``thinking.budget_tokens`` at least (and below ``max_tokens``)."""
+THINKING_TOP_P = (0.95, 1.0)
+"""The ``top_p`` Anthropic takes with thinking on."""
+EFFORTS = ("low", "medium", "high")
+"""The core's effort levels Anthropic has (``output_config.effort``; it has no "minimal")."""
+PDF = "application/pdf"
+TEXT_PLAIN = "text/plain"
+SIDECAR_KEYS = frozenset(
+    {
+        "model",
+        "messages",
+        "max_tokens",
+        "stream",
+        "system",
+        "tools",
+        "tool_choice",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop_sequences",
+        "metadata",
+        "thinking",
+        "output_config",
+    }
+)
+"""The body's keys the sidecar sets from the request's own fields: provider options may not set them."""
 """A refusal's explanation when the model wrote none."""
 RATE_LIMIT_HEADERS = (
     "anthropic-ratelimit-requests-limit",
@@ -102,7 +168,68 @@ def arguments_of(value: Any) -> str:
     return json.dumps(value or {})
 
 
-def render_tool(name: str, description: str, parameters: dict[str, Any] | None) -> dict[str, Any]:
-    """A tool definition: ``{"name", "description", "input_schema"}``."""
+def render_tool(
+    name: str, description: str, parameters: dict[str, Any] | None, cache: CacheBreakpoint | None = None
+) -> dict[str, Any]:
+    """A tool definition: ``{"name", "description", "input_schema", "cache_control"?}``."""
     schema = parameters if parameters is not None else EMPTY_PARAMETERS
-    return {"name": name, "description": description, "input_schema": schema}
+    tool: dict[str, Any] = {"name": name, "description": description, "input_schema": schema}
+    if cache is not None:
+        tool["cache_control"] = cache_control(cache)
+    return tool
+
+
+def cache_control(bp: CacheBreakpoint) -> dict[str, str]:
+    """A breakpoint as ``cache_control`` (its ttl only when one is asked)."""
+    return {"type": CACHE_TYPE, "ttl": bp.ttl} if bp.ttl else {"type": CACHE_TYPE}
+
+
+def data_url(url: str) -> tuple[str, bytes] | None:
+    """``(media_type, bytes)`` of a ``data:<type>;base64,<data>`` URL; None for another URL or a malformed one."""
+    head, comma, payload = url.partition(",")
+    if not url.startswith("data:") or not comma or not head.endswith(";base64"):
+        return None
+    try:
+        return head[len("data:") : -len(";base64")], base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _image_source(image: ImagePart) -> dict[str, str]:
+    inline = data_url(image.url) if image.url else (image.media_type, image.data)
+    if inline is None:
+        return {"type": "url", "url": image.url}
+    media_type, data = inline
+    return {"type": "base64", "media_type": media_type, "data": base64.b64encode(data).decode("ascii")}
+
+
+def _document_source(doc: DocumentPart) -> dict[str, str]:
+    if doc.text is not None:
+        return {"type": "text", "media_type": TEXT_PLAIN, "data": doc.text}
+    if doc.url:
+        return {"type": "url", "url": doc.url}
+    return {"type": "base64", "media_type": doc.media_type or PDF, "data": base64.b64encode(doc.data).decode("ascii")}
+
+
+def content_block(part: Part) -> dict[str, Any]:
+    """A part as a content block (the module's table)."""
+    block: dict[str, Any]
+    match part:
+        case TextPart():
+            block = {"type": "text", "text": part.text}
+        case ImagePart():
+            block = {"type": "image", "source": _image_source(part)}
+        case DocumentPart():
+            block = {"type": "document", "source": _document_source(part)}
+            if part.title:
+                block["title"] = part.title
+    if part.cache is not None:
+        block["cache_control"] = cache_control(part.cache)
+    return block
+
+
+def reasoning_block(r: ReasoningPart) -> dict[str, Any]:
+    """A reasoning part as a thinking block (or a redacted_thinking one), its text and signature as they are."""
+    if r.redacted_data:
+        return {"type": "redacted_thinking", "data": r.redacted_data}
+    return {"type": "thinking", "thinking": r.text, "signature": r.signature}
