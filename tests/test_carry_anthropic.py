@@ -317,7 +317,7 @@ async def test_a_stop_sequence_the_reply_meets_ends_it(claude: Running) -> None:
          "parallel_tool_calls", "none calls no tool"),
         ({"provider_options_json": '{"anthropic": {"model": "other"}}'}, "provider_options_json.anthropic.model",
          "sets itself"),
-        ({"provider_options_json": '{"antropic": {}}'}, "provider_options_json.antropic", "names no wire format"),
+        ({"provider_options_json": '{"antropic": {}}'}, "provider_options_json.antropic", "must name a wire format"),
         ({"provider_options_json": "[1]"}, "provider_options_json", "JSON object"),
     ],
 )  # fmt: skip

@@ -76,6 +76,7 @@ from sidecar.core.taxonomy import (
 from sidecar.core.text import clause
 from sidecar.providers.client import CallScope, ModelSender, ProviderClient, Spent
 from sidecar.providers.formats.chat import ChatReply, ChatRequest
+from sidecar.providers.formats.registry import check_options
 from sidecar.providers.pacing import ModelPacer
 from sidecar.providers.routes import RouteCaller
 from sidecar.providers.schemas import CallChecks, check_request
@@ -404,6 +405,7 @@ class ModelService:
         if model is None:
             raise ModelNotFound(request.model, self._config.catalog)
         check_content(request, _limits(request.model, model))
+        check_options(request.controls.provider_options_json)
         provider = self._providers[model.provider]
         request, dropped = _own_reasoning(request, provider.config.wire_format)
         provider.upstream.check(request, request.model)

@@ -205,3 +205,22 @@ def test_reasoning_another_format_made_is_dropped_with_a_warning_and_its_own_kep
     assert kept.messages[1].reasoning == (mine, unmarked)
     assert warning.startswith("reasoning dropped: 1 by the openai format; model vision speaks anthropic")
     assert _own_reasoning(kept, "anthropic") == (kept, "")
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "words"),
+    [
+        ('{"opneai": {}}', "provider_options_json.opneai", "must name a wire format: anthropic, openai"),
+        ('{"openai": 3}', "provider_options_json.openai", "must be a JSON object"),
+        ("[1]", "provider_options_json", "one object per wire format"),
+        ("{", "provider_options_json", "one object per wire format"),
+    ],
+)
+def test_provider_options_name_registered_formats_each_an_object(raw: str, field: str, words: str) -> None:
+    from sidecar.providers.formats.registry import check_options
+
+    with pytest.raises(InvalidInput) as caught:
+        check_options(raw)
+    assert caught.value.detail.parameter == field
+    assert words in caught.value.message
+    check_options('{"openai": {"logit_bias": {}}, "anthropic": {}}')

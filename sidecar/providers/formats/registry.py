@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats import anthropic_messages, openai_chat
+from sidecar.providers.formats.options import FIELD, options_by_format
 from sidecar.providers.formats.protocol import WireFormat
 
-__all__ = ["FORMATS", "format_named"]
+__all__ = ["FORMATS", "check_options", "format_named"]
 
 FORMATS: Mapping[str, WireFormat] = {
     f.name: f
@@ -26,3 +28,10 @@ FORMATS: Mapping[str, WireFormat] = {
 def format_named(name: str) -> WireFormat:
     """The format a provider's ``wire_format`` names (the configuration allows only these)."""
     return FORMATS[name]
+
+
+def check_options(raw: str) -> None:
+    """InvalidInput when ``provider_options_json`` names something other than a registered format."""
+    for name in options_by_format(raw):
+        if name not in FORMATS:
+            raise InvalidInput(f"{FIELD}.{name}", name, f"must name a wire format: {', '.join(sorted(FORMATS))}")

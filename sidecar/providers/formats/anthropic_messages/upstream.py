@@ -135,6 +135,7 @@ from sidecar.providers.formats.anthropic_messages.vocab import (
 from sidecar.providers.formats.carried import CONTROLS, refuse_uncarried
 from sidecar.providers.formats.chat import JSON_INSTRUCTION, ChatReply, ChatRequest, StreamFault, compact_json
 from sidecar.providers.formats.fields import count, text_or_empty
+from sidecar.providers.formats.options import options_for
 
 __all__ = ["MESSAGES_PATH", "AnthropicStream", "AnthropicUpstream", "provider_options"]
 
@@ -508,33 +509,8 @@ def _controls(c: Controls, max_tokens: int) -> dict[str, Any]:
 
 
 def provider_options(raw: str) -> dict[str, Any]:
-    """The keys ``provider_options_json`` sets for this format (``{"anthropic": {...}}``), checked.
-
-    INVALID_INPUT when it is not a JSON object of wire format names, each an object, or when this
-    format's object sets a key the sidecar sets itself (``SIDECAR_KEYS``: use the request's field).
-    """
-    if not raw:
-        return {}
-    from sidecar.providers.formats.registry import FORMATS  # the registry imports this package: at call time
-
-    try:
-        options = json.loads(raw)
-    except (ValueError, RecursionError):
-        options = None
-    if not isinstance(options, dict):
-        raise InvalidInput("provider_options_json", raw[:80], 'must be a JSON object by wire format: {"anthropic": {}}')
-    for name, value in options.items():
-        if name not in FORMATS:
-            rule = f"names no wire format (the formats are {', '.join(sorted(FORMATS))})"
-            raise InvalidInput(f"provider_options_json.{name}", name, rule)
-        if not isinstance(value, dict):
-            raise InvalidInput(f"provider_options_json.{name}", compact_json(value)[:80], "must be a JSON object")
-    mine: dict[str, Any] = options.get(FORMAT_NAME, {})
-    for key in mine:
-        if key in SIDECAR_KEYS:
-            rule = "is a key the sidecar sets itself from the request's own fields: set it there"
-            raise InvalidInput(f"provider_options_json.{FORMAT_NAME}.{key}", key, rule)
-    return mine
+    """The keys ``provider_options_json`` sets for this format (its ``"anthropic"`` object, ``formats.options``)."""
+    return options_for(raw, FORMAT_NAME, SIDECAR_KEYS)
 
 
 # ---------------------------------------------------------------------------- Anthropic's rules

@@ -121,6 +121,7 @@ from sidecar.providers.formats.openai_chat.vocab import (
     tool_image_label,
     tool_image_placeholder,
 )
+from sidecar.providers.formats.options import options_for
 
 __all__ = ["CHAT_PATH", "SIDECAR_KEYS", "OpenAIStream", "OpenAIUpstream", "provider_options"]
 
@@ -349,46 +350,12 @@ def _check_rules(request: ModelRequest, model_id: str) -> None:
 
 
 def provider_options(controls: Controls) -> dict[str, Any]:
-    """The keys ``provider_options_json`` merges into an OpenAI body (its ``"openai"`` object).
+    """The keys ``provider_options_json`` merges into an OpenAI body (its ``"openai"`` object, ``formats.options``);
+    ``n`` is refused too: the sidecar reads one choice."""
+    return options_for(controls.provider_options_json, FORMAT_NAME, SIDECAR_KEYS, _REFUSED_OPTIONS)
 
-    The text is a JSON object of one object per wire format (``{"openai": {...}, "anthropic": {...}}``):
-    a key that names no wire format, a value that is not an object, or a key of the OpenAI object
-    that the sidecar sets itself (SIDECAR_KEYS), or ``n`` (the sidecar reads one choice), is
-    INVALID_INPUT naming it."""
-    if not controls.provider_options_json:
-        return {}
-    from sidecar.providers.formats.registry import FORMATS  # the registry imports this format
 
-    try:
-        options = json.loads(controls.provider_options_json)
-    except (ValueError, RecursionError):
-        options = None
-    if not isinstance(options, dict):
-        raise InvalidInput(
-            "provider_options_json",
-            controls.provider_options_json[:80],
-            'must be a JSON object of one object per wire format: {"openai": {...}}',
-        )
-    for name, value in options.items():
-        if name not in FORMATS:
-            raise InvalidInput(
-                f"provider_options_json.{name}", name, f"must name a wire format: {', '.join(sorted(FORMATS))}"
-            )
-        if not isinstance(value, dict):
-            raise InvalidInput(f"provider_options_json.{name}", json.dumps(value)[:80], "must be a JSON object")
-    ours: dict[str, Any] = options.get(FORMAT_NAME, {})
-    for key in ours:
-        if key == "n":
-            raise InvalidInput(
-                f"provider_options_json.{FORMAT_NAME}.n", key, "the sidecar reads one choice: leave n out"
-            )
-        if key in SIDECAR_KEYS:
-            raise InvalidInput(
-                f"provider_options_json.{FORMAT_NAME}.{key}",
-                key,
-                "is a key the sidecar sets itself: use the request's own field for it",
-            )
-    return ours
+_REFUSED_OPTIONS = {"n": "the sidecar reads one choice: leave n out"}
 
 
 # ---------------------------------------------------------------------------- the body
