@@ -363,7 +363,7 @@ async def test_sidecar_serve_with_an_mcp_server_behind_and_in_front_then_sigterm
     )  # fmt: skip
     try:
         assert proc.stdout is not None
-        banner = (await asyncio.wait_for(proc.stdout.readline(), 90)).decode()
+        banner = (await asyncio.wait_for(proc.stdout.readline(), 300)).decode()
         assert "listening on 127.0.0.1:" in banner
         async with mcp_client(f"http://127.0.0.1:{port}/mcp") as mcp:
             result = await mcp.call_tool("lsearch", {"query": "retries"})
