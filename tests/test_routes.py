@@ -19,10 +19,12 @@ import pytest
 import pytest_asyncio
 import sidecar_client as sc
 from sidecar_client import pb, user
+from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar.config import ConfigError, parse_config
 from sidecar.core.circuit import CircuitState
 from sidecar.fakes import FakeProvider, ThreadedServer
+from sidecar.fakes._anthropic import sign_thinking
 from sidecar.providers.formats.anthropic_messages import front as anthropic
 from sidecar.providers.formats.openai_chat import front as openai
 from sidecar.telemetry.testing import install_in_memory
@@ -571,3 +573,53 @@ async def test_a_stream_cut_after_deltas_under_the_fail_policy_does_not_fail_ove
             pass
     assert [h.deployment for h in caught.value.hops] == ["claude-a"]
     assert rt.sent("up-gpt-a") == []  # the fallback was never called
+
+
+# ---------------------------------------------------------------- routes that cross formats (issue 21, item 7)
+
+
+async def test_a_part_one_deployment_cannot_carry_moves_on_to_one_that_can(routed: Any) -> None:
+    """A PDF by URL: the OpenAI deployment's format refuses it before sending (no attempt), the chain
+    goes on, and the Anthropic deployment carries it as a document block."""
+    rt: Routed = await routed()
+    pdf = pb.Message(role=pb.ROLE_USER, parts=[pb.Part(document=pb.DocumentPart(url="https://example.com/a.pdf",
+                     title="Report")), pb.Part(text="Sum it up.")])  # fmt: skip
+    reply = await rt.client.call_model("gpt-then-claude", [pdf])
+    assert reply.served_by == "claude-a"
+    assert hops(reply.hops) == [("gpt-a", "INVALID_INPUT", 0, False), ("claude-a", "UNSPECIFIED", 1, False)]
+    assert "does not carry parts.document_url" in reply.hops[0].reason
+    assert rt.sent("up-gpt-a") == []
+    [sent] = rt.sent("up-claude-a")
+    document = sent["body"]["messages"][0]["content"][0]
+    assert document == {"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"},
+                        "title": "Report"}  # fmt: skip
+
+
+async def test_when_no_deployment_carries_a_part_the_chain_fails_naming_it(routed: Any) -> None:
+    rt: Routed = await routed()
+    request = pb.CallModelRequest(model="gpt-then-claude", messages=[user("hi")], top_k=5, seed=7)
+    async with grpc.aio.insecure_channel(rt.r.app.address) as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await pb_grpc.SidecarStub(channel).CallModel(request)
+    err = sc.from_rpc_error(caught.value)
+    assert isinstance(err, sc.InvalidInputError)
+    assert err.detail.parameter == "seed"  # OpenAI takes the seed and refuses top_k; Anthropic the other way
+    assert [h.deployment for h in err.hops] == ["gpt-a", "claude-a"]
+    assert rt.sent("up-gpt-a") == []
+    assert rt.sent("up-claude-a") == []
+
+
+async def test_reasoning_another_format_made_is_dropped_from_the_hop_with_a_warning(routed: Any) -> None:
+    """Claude's signed thinking goes back byte-identical to an Anthropic deployment; when the route
+    falls back to an OpenAI one, only its provider could verify it: dropped, and the reply says so."""
+    rt: Routed = await routed()
+    thought = pb.ReasoningPart(text="The user greets.", signature=sign_thinking("The user greets."), format="anthropic")
+    history = [user("hi"), pb.Message(role=pb.ROLE_ASSISTANT, text="Hello.", reasoning=[thought]), user("and?")]
+    rt.script("up-claude-a", *[{"preset": "overloaded"}] * 4)
+    reply = await rt.client.call_model("claude-then-gpt", history)
+    assert reply.served_by == "gpt-a"
+    assert any(w.startswith("reasoning dropped: 1 by the anthropic format; model gpt-a speaks openai") for w in
+               reply.warnings)  # fmt: skip
+    assert "reasoning" not in str(rt.sent("up-gpt-a")[0]["body"])
+    first = rt.sent("up-claude-a")[0]["body"]["messages"][1]["content"][0]
+    assert first == {"type": "thinking", "thinking": "The user greets.", "signature": thought.signature}

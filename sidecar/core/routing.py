@@ -240,8 +240,11 @@ def weighted_order(weights: Sequence[tuple[str, float]], rng: random.Random) -> 
     return out
 
 
-def next_step(route: Route, kind: FailureKind, tried: Iterable[str]) -> Next:
-    """What the chain does after a hop failed with ``kind`` (the module's table)."""
+def next_step(route: Route, kind: FailureKind, tried: Iterable[str], *, not_carried: bool = False) -> Next:
+    """What the chain does after a hop failed with ``kind`` (the module's table); ``not_carried``: the
+    hop's wire format refused the request before sending (``NotCarried``), so the next may carry it."""
+    if not_carried:
+        return Next.MOVE_ON
     if kind in NEVER_MOVE_ON:
         return Next.STOP
     if kind in CONTEXT_KINDS and route.context_fallback is not None:

@@ -7,6 +7,8 @@ the model reads: the message, a newline, and one of the two retry lines.
     SidecarFailure                          (abstract; kind, message, http, retry_after, attempts, detail)
     ├── CorrectableFailure                  the call was wrong: fix it and call again
     │   ├── InvalidInput                    parameter / value / rule            400 413 422, schema
+    │   │   └── NotCarried                  the same, from a deployment's format before sending (a route
+    │   │                                   moves on: another deployment may carry it)
     │   ├── ResourceNotFound                resource type / identifier          404 on a fetch
     │   ├── Guardrail                       a guardrail refused the call
     │   ├── JsonParse                       reply not the JSON object asked for (parser reason, shape)
@@ -86,6 +88,7 @@ __all__ = [
     "JobTimeout",
     "JsonParse",
     "ModelNotFound",
+    "NotCarried",
     "OutputTruncated",
     "PermissionDenied",
     "ProviderRefusal",
@@ -215,6 +218,17 @@ class InvalidInput(CorrectableFailure):
             http=http,
             detail=InvalidInputDetail(parameter=parameter, value=value, rule=rule),
         )
+
+
+class NotCarried(InvalidInput):
+    """INVALID_INPUT from a deployment's wire format, before sending: the request is well-formed, and
+    this format cannot carry a part of it or breaks a rule of its own (another deployment may carry it)."""
+
+    @classmethod
+    def of(cls, refused: InvalidInput) -> NotCarried:
+        detail = refused.detail
+        assert isinstance(detail, InvalidInputDetail)
+        return cls(detail.parameter, detail.value, detail.rule, http=refused.http)
 
 
 class ResourceNotFound(CorrectableFailure):

@@ -49,7 +49,7 @@ from sidecar.core.settings import ServiceConfig
 from sidecar.core.spend import cost_of
 from sidecar.core.state import DEPLOYMENT_NAMESPACE, MEMORY, Namespaced, StateBackend
 from sidecar.core.stream import RestartCause
-from sidecar.core.taxonomy import CircuitOpen, InvalidInput, JobTimeout, SidecarFailure, as_failure
+from sidecar.core.taxonomy import CircuitOpen, InvalidInput, JobTimeout, NotCarried, SidecarFailure, as_failure
 from sidecar.core.text import cap, clause
 from sidecar.providers.schemas import CallChecks, check_request
 from sidecar.providers.streaming import Outlet
@@ -272,7 +272,7 @@ class RouteCaller:
                     return chain.served(response, deployment)
                 assert failure is not None
                 chain.last = failure
-                step = next_step(route, failure.kind, chain.tried)
+                step = next_step(route, failure.kind, chain.tried, not_carried=isinstance(failure, NotCarried))
                 if outlet is not None and outlet.deltas:
                     step = self._after_deltas(step, request, failure, deployment, queue, outlet)
                 if step is Next.STOP:

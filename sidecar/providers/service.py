@@ -60,10 +60,12 @@ from sidecar.core.spend import SpendLedger
 from sidecar.core.state import MEMORY, StateBackend
 from sidecar.core.stream import RestartCause, StreamEvent
 from sidecar.core.taxonomy import (
+    InvalidInput,
     JobCancelled,
     JobTimeout,
     JsonParse,
     ModelNotFound,
+    NotCarried,
     OutputTruncated,
     ProviderRefusal,
     SidecarFailure,
@@ -408,7 +410,10 @@ class ModelService:
         check_options(request.controls.provider_options_json)
         provider = self._providers[model.provider]
         request, dropped = _own_reasoning(request, provider.config.wire_format)
-        provider.upstream.check(request, request.model)
+        try:
+            provider.upstream.check(request, request.model)
+        except InvalidInput as refused:  # this deployment's format: a route's next deployment may carry it
+            raise NotCarried.of(refused) from None
         workflow = request.job.workflow_id
         self._ledger.check(workflow)
         budget_tokens = max_tokens or model.output_budget
