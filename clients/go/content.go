@@ -185,6 +185,18 @@ func WithImageFile(path string) ContentOption {
 	return func(c *content) { p, err := ImageFilePart(path); c.add(&c.images, p, err) }
 }
 
+// WithImagePart adds an image part as it is (ImagePart, ImageFilePart...
+// with a detail or a cache breakpoint set), among the images.
+func WithImagePart(p *sidecarv1.Part) ContentOption {
+	return func(c *content) {
+		if p.GetImage() == nil {
+			c.err = errors.Join(c.err, errors.New("sidecar: WithImagePart: not an image part"))
+			return
+		}
+		c.add(&c.images, p, nil)
+	}
+}
+
 // WithDocument adds an inline document (mediaType "": a PDF).
 func WithDocument(data []byte, mediaType string) ContentOption {
 	return func(c *content) { p, err := DocumentPart(data, mediaType); c.add(&c.documents, p, err) }
@@ -205,7 +217,19 @@ func WithTextDocument(text, title string) ContentOption {
 	return func(c *content) { c.add(&c.documents, TextDocumentPart(text, title), nil) }
 }
 
-// WithParts adds parts as they are.
+// WithDocumentPart adds a document part as it is (DocumentFilePart... with a
+// title or a cache breakpoint set), among the documents.
+func WithDocumentPart(p *sidecarv1.Part) ContentOption {
+	return func(c *content) {
+		if p.GetDocument() == nil {
+			c.err = errors.Join(c.err, errors.New("sidecar: WithDocumentPart: not a document part"))
+			return
+		}
+		c.add(&c.documents, p, nil)
+	}
+}
+
+// WithParts adds parts as they are, after the documents and images.
 func WithParts(parts ...*sidecarv1.Part) ContentOption {
 	return func(c *content) { c.parts = append(c.parts, parts...) }
 }

@@ -122,6 +122,15 @@ public final class Messages {
       return this;
     }
 
+    /** Adds an image part as it is (from {@link Parts}, with a detail or a cache breakpoint), among the images. */
+    public User image(Part image) {
+      if (!image.hasImage()) {
+        throw new IllegalArgumentException("not an image part: " + image.getKindCase());
+      }
+      images.add(image);
+      return this;
+    }
+
     /** Adds the document in a file (a PDF or a text file). */
     public User document(Path path) {
       documents.add(Parts.document(path));
@@ -143,6 +152,15 @@ public final class Messages {
     /** Adds a plain-text document with its title. */
     public User textDocument(String text, String title) {
       documents.add(Parts.textDocument(text, title));
+      return this;
+    }
+
+    /** Adds a document part as it is (from {@link Parts}, with a title or a cache breakpoint), among the documents. */
+    public User document(Part document) {
+      if (!document.hasDocument()) {
+        throw new IllegalArgumentException("not a document part: " + document.getKindCase());
+      }
+      documents.add(document);
       return this;
     }
 
