@@ -435,7 +435,7 @@ PDF = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
 
 
 def test_a_text_turn_is_still_plain_text() -> None:
-    assert user("hi") == pb.Message(role=pb.ROLE_USER, text="hi")
+    assert user("hi") == user("hi", cache=False) == pb.Message(role=pb.ROLE_USER, text="hi")
 
 
 def test_an_image_file_becomes_an_image_part_before_the_question(tmp_path: Path) -> None:

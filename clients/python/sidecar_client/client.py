@@ -145,11 +145,12 @@ def user(
     ``cache`` makes its last part a cache breakpoint.
     """
     content = [*document_parts(document), *image_parts(image), *parts]
-    if not content and cache is None:
+    breakpoint = None if cache is None else cache_breakpoint(cache)
+    if not content and breakpoint is None:
         return pb.Message(role=pb.ROLE_USER, text=text)
     if text:
         content.append(text_part(text))
-    if cache is not None and content and (breakpoint := cache_breakpoint(cache)) is not None:
+    if breakpoint is not None and content:
         last = pb.Part()
         last.CopyFrom(content[-1])
         last.cache.CopyFrom(breakpoint)

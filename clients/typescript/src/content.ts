@@ -221,9 +221,9 @@ function list<T>(value: T | readonly T[] | undefined): readonly T[] {
  */
 export function user(text: string, content: UserContent = {}): Message {
   const parts = [...list(content.document).map(documentPart), ...list(content.image).map(imagePart), ...(content.parts ?? [])];
-  if (parts.length === 0 && content.cache === undefined) return create(MessageSchema, { role: Role.USER, text });
-  if (text) parts.push(textPart(text));
   const breakpoint = content.cache === undefined ? undefined : cacheBreakpoint(content.cache);
+  if (parts.length === 0 && !breakpoint) return create(MessageSchema, { role: Role.USER, text });
+  if (text) parts.push(textPart(text));
   if (breakpoint && parts.length > 0) {
     const last = clone(PartSchema, parts[parts.length - 1]);
     last.cache = breakpoint;

@@ -47,6 +47,7 @@ const kinds = (parts: Part[]) => parts.map((p) => p.kind.case);
 describe("content", () => {
   it("keeps a text turn plain text", () => {
     assert.ok(equals(MessageSchema, user("hi"), create(MessageSchema, { role: Role.USER, text: "hi" })));
+    assert.ok(equals(MessageSchema, user("hi", { cache: false }), user("hi")));
   });
 
   it("puts an image file before the question", () => {
