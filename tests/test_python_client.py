@@ -18,7 +18,7 @@ import pytest_asyncio
 import sidecar_client as sc
 from google.protobuf import duration_pb2
 from google.rpc import error_details_pb2, status_pb2
-from sidecar_client import SidecarClient, anthropic_tool_result, openai_tool_message, pb, user
+from sidecar_client import SidecarClient, anthropic_tool_result, assistant, openai_tool_message, pb, tool_results, user
 from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from tests.conftest import Running
@@ -84,8 +84,8 @@ def test_a_misspelt_model_option_is_refused_before_anything_is_sent() -> None:
     try:
         with pytest.raises(TypeError, match=r"takes no temprature .*temperature"):
             client.call_model("gpt", [user("hi")], temprature=0.2)  # type: ignore[call-arg]
-        with pytest.raises(TypeError, match="takes no stop"):
-            client.stream_model("gpt", [user("hi")], stop=["\n"])  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match="takes no stop_sequences"):
+            client.stream_model("gpt", [user("hi")], stop_sequences=["\n"])  # type: ignore[call-arg]
     finally:
         client.close()
 
@@ -423,3 +423,195 @@ def test_a_failure_carries_its_route_hops() -> None:
     assert type(err) is sc.StreamInterruptedError
     assert [h.reason for h in err.hops] == ["circuit open", "cut"]
     assert sc.from_failure(_quota()).hops == []
+
+
+# ---------------------------------------------------------------- content parts, reasoning, request options
+
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c63f8cfc0f01f0005000201a0e5a8ff0000000049454e44ae426082"
+)
+PDF = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
+
+
+def test_a_text_turn_is_still_plain_text() -> None:
+    assert user("hi") == user("hi", cache=False) == pb.Message(role=pb.ROLE_USER, text="hi")
+
+
+def test_an_image_file_becomes_an_image_part_before_the_question(tmp_path: Path) -> None:
+    shot = tmp_path / "shot.png"
+    shot.write_bytes(PNG)
+    message = user("what is this?", image=shot)
+    assert not message.text
+    assert [p.WhichOneof("kind") for p in message.parts] == ["image", "text"]
+    assert message.parts[0].image == pb.ImagePart(data=PNG, media_type="image/png")
+    assert message.parts[1].text == "what is this?"
+
+
+def test_images_as_bytes_urls_and_parts_keep_their_order(tmp_path: Path) -> None:
+    jpeg = b"\xff\xd8\xff\xe0" + b"\x00" * 16
+    gif = b"GIF89a" + b"\x00" * 8
+    webp = b"RIFF\x00\x00\x00\x00WEBPVP8 "
+    message = user(
+        "compare them",
+        image=[jpeg, gif, webp, "https://example.com/b.png", sc.image_part(PNG, detail="low", cache="5m")],
+    )
+    images = [p.image for p in message.parts[:-1]]
+    assert [i.media_type for i in images] == ["image/jpeg", "image/gif", "image/webp", "", "image/png"]
+    assert images[3].url == "https://example.com/b.png"
+    assert images[4].detail == pb.IMAGE_DETAIL_LOW
+    assert message.parts[4].cache.ttl == pb.CACHE_TTL_5M
+
+
+def test_an_image_whose_media_type_nothing_tells_is_refused_before_sending(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no PNG, JPEG, GIF or WebP; pass media_type"):
+        user("what is this?", image=b"not an image")
+    with pytest.raises(ValueError, match="a str is a URL"):
+        user("what is this?", image="shot.png")
+    assert sc.image_part(b"raw", media_type="image/png").image.media_type == "image/png"
+    odd = tmp_path / "odd.webp"  # no signature it knows: the suffix says
+    odd.write_bytes(b"\x00\x01")
+    assert sc.image_part(odd).image.media_type == "image/webp"
+
+
+def test_documents_as_pdf_files_bytes_urls_and_text(tmp_path: Path) -> None:
+    report = tmp_path / "report.pdf"
+    report.write_bytes(PDF)
+    notes = tmp_path / "notes.md"
+    notes.write_text("# notes\nshipped")
+    message = user(
+        "summarise",
+        document=[report, PDF, "https://example.com/r.pdf", notes, sc.document_part(text="a b", title="ab")],
+    )
+    docs = [p.document for p in message.parts[:-1]]
+    assert docs[0] == docs[1] == pb.DocumentPart(data=PDF, media_type="application/pdf")
+    assert docs[2] == pb.DocumentPart(url="https://example.com/r.pdf")
+    assert docs[3] == pb.DocumentPart(text="# notes\nshipped", media_type="text/plain")
+    assert docs[4] == pb.DocumentPart(text="a b", media_type="text/plain", title="ab")
+    with pytest.raises(ValueError, match="no PDF"):
+        sc.document_part(b"plain bytes")
+    with pytest.raises(ValueError, match=r"a source .* or text="):
+        sc.document_part()
+
+
+def test_documents_come_before_images_and_the_cache_marks_the_last_part() -> None:
+    message = user("look", image=PNG, document=PDF, parts=[sc.text_part("context")], cache=True)
+    assert [p.WhichOneof("kind") for p in message.parts] == ["document", "image", "text", "text"]
+    assert [p.HasField("cache") for p in message.parts] == [False, False, False, True]
+    assert message.parts[-1] == pb.Part(text="look", cache=pb.CacheBreakpoint())
+    cached = user("a long prompt", cache="1h")
+    assert cached.parts == [pb.Part(text="a long prompt", cache=pb.CacheBreakpoint(ttl=pb.CACHE_TTL_1H))]
+    with pytest.raises(ValueError, match="cache is True"):
+        sc.text_part("x", cache="10m")  # type: ignore[arg-type]
+
+
+def test_a_reply_goes_back_with_its_reasoning_byte_identical() -> None:
+    thinking = pb.ReasoningPart(text="Let me think…\n", signature="EqQBCgIYAhIM+/=", format="anthropic")
+    redacted = pb.ReasoningPart(redacted_data="EmwKAhgBEgy3va3pzix/LafPsn4a", format="anthropic")
+    call = pb.ToolCall(id="toolu_1", name="get_weather", arguments_json='{"city": "Paris"}')
+    reply = pb.CallModelResponse(
+        message=pb.Message(role=pb.ROLE_ASSISTANT, text="checking", tool_calls=[call], reasoning=[thinking, redacted]),
+        served_by="claude",
+    )
+    for given in (reply, reply.message):
+        turn = assistant(given)
+        assert turn.role == pb.ROLE_ASSISTANT
+        assert turn.SerializeToString(deterministic=True) == reply.message.SerializeToString(deterministic=True)
+        assert [r.signature for r in turn.reasoning] == ["EqQBCgIYAhIM+/=", ""]
+
+
+def test_a_tool_result_carries_images_after_its_text() -> None:
+    call = pb.ToolCall(id="call_1", name="screenshot")
+    failed = pb.ExecuteToolResponse(model_text="boom", failure=pb.Failure(kind=pb.FAILURE_KIND_EXTERNAL_SERVICE))
+    message = tool_results(
+        [
+            sc.tool_result(call, "the page", image=PNG),
+            (pb.ToolCall(id="call_2", name="fetch"), failed),
+            sc.tool_result(call, failed, image=[PNG]),
+        ]
+    )
+    shot, fetched, again = message.tool_results
+    assert message.role == pb.ROLE_TOOL
+    assert (shot.call_id, shot.name, shot.content, shot.is_error) == ("call_1", "screenshot", "", False)
+    assert [p.WhichOneof("kind") for p in shot.parts] == ["text", "image"]
+    assert shot.parts[0].text == "the page"
+    assert (fetched.content, fetched.is_error, list(fetched.parts)) == ("boom", True, [])
+    assert again.is_error
+    assert [p.WhichOneof("kind") for p in again.parts] == ["text", "image"]
+
+
+def test_every_request_option_lands_in_its_field() -> None:
+    request = sc.model_request(
+        "claude",
+        [user("hi")],
+        system="be brief",
+        reasoning=2048,
+        tool_choice="get_weather",
+        parallel_tool_calls=False,
+        stop="\n",
+        top_p=0.9,
+        top_k=40,
+        seed=7,
+        presence_penalty=0.5,
+        frequency_penalty=-0.5,
+        end_user="user-42",
+        system_cache="1h",
+        provider_options={"anthropic": {"metadata": {"user_id": "u"}}},
+    )
+    assert request.reasoning == pb.Reasoning(budget_tokens=2048)
+    assert request.tool_choice == pb.ToolChoice(mode=pb.TOOL_CHOICE_MODE_TOOL, name="get_weather")
+    assert request.HasField("parallel_tool_calls")
+    assert not request.parallel_tool_calls
+    assert list(request.stop) == ["\n"]
+    assert (request.top_p, request.top_k, request.seed) == (0.9, 40, 7)
+    assert (request.presence_penalty, request.frequency_penalty, request.end_user) == (0.5, -0.5, "user-42")
+    assert request.system_cache == pb.CacheBreakpoint(ttl=pb.CACHE_TTL_1H)
+    assert request.provider_options_json == '{"anthropic":{"metadata":{"user_id":"u"}}}'
+    plain = sc.model_request("gpt", [user("hi")])
+    unset = ("reasoning", "tool_choice", "parallel_tool_calls", "top_p", "top_k", "seed", "system_cache")
+    assert not [name for name in unset if plain.HasField(name)]
+    assert not plain.stop
+    assert not plain.provider_options_json
+
+
+@pytest.mark.parametrize(
+    ("choice", "mode"),
+    [
+        ("auto", pb.TOOL_CHOICE_MODE_AUTO),
+        ("none", pb.TOOL_CHOICE_MODE_NONE),
+        ("required", pb.TOOL_CHOICE_MODE_REQUIRED),
+    ],
+)
+def test_a_tool_choice_mode_by_its_name(choice: str, mode: int) -> None:
+    assert sc.tool_choice(choice) == pb.ToolChoice(mode=mode)  # type: ignore[arg-type]
+
+
+def test_reasoning_by_effort_or_budget_and_what_it_refuses() -> None:
+    assert sc.reasoning("high") == pb.Reasoning(effort=pb.REASONING_EFFORT_HIGH)
+    assert sc.reasoning("minimal") == pb.Reasoning(effort=pb.REASONING_EFFORT_MINIMAL)
+    assert sc.reasoning(0).WhichOneof("amount") == "budget_tokens"  # the sidecar refuses it, naming it
+    with pytest.raises(ValueError, match="reasoning is one of minimal, low, medium, high"):
+        sc.model_request("m", [user("hi")], reasoning="hard")  # type: ignore[typeddict-item]
+    with pytest.raises(TypeError, match=r"an effort .* or a token budget"):
+        sc.reasoning(True)
+    with pytest.raises(ValueError, match="tool_choice is"):
+        sc.tool_choice("")
+
+
+def test_the_stream_assembles_reasoning_and_a_restart_voids_it() -> None:
+    acc = sc.StreamAccumulator()
+    for event in (
+        pb.ReasoningDelta(index=0, text="Let me "),
+        pb.ReasoningDelta(index=0, text="think."),
+        pb.ReasoningDelta(index=0, signature="sig-0"),
+        pb.ReasoningDelta(index=1, redacted_data="opaque"),
+    ):
+        acc.absorb(pb.StreamModelEvent(reasoning=event))
+    assert acc.reasoning == [
+        pb.ReasoningPart(text="Let me think.", signature="sig-0"),
+        pb.ReasoningPart(redacted_data="opaque"),
+    ]
+    acc.absorb(pb.StreamModelEvent(restart=pb.StreamRestart(attempt=2)))
+    assert acc.reasoning == []
+    acc.absorb(pb.StreamModelEvent(reasoning=pb.ReasoningDelta(index=0, text="Again.")))
+    assert [r.text for r in acc.reasoning] == ["Again."]

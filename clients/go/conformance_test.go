@@ -42,9 +42,11 @@ type conformanceCase struct {
 		ToolBackend []json.RawMessage `json:"tool_backend"`
 		Provider    []json.RawMessage `json:"provider"`
 	} `json:"setup"`
-	Before     []conformanceCall `json:"before"`
-	Request    json.RawMessage   `json:"request"`
-	DeadlineMS int               `json:"deadline_ms"`
+	Before  []conformanceCall `json:"before"`
+	Request json.RawMessage   `json:"request"`
+	// Build (a Build case): the request this package's builders make (conformance_build_test.go).
+	Build      json.RawMessage `json:"build"`
+	DeadlineMS int             `json:"deadline_ms"`
 	// CancelAfterEvents (StreamModel): cancel the stream after reading this many events.
 	CancelAfterEvents *int           `json:"cancel_after_events"`
 	Expect            map[string]any `json:"expect"`
@@ -115,6 +117,18 @@ func TestConformance(t *testing.T) {
 				}
 				reportCase(t, report)
 			}()
+			if c.RPC == "Build" {
+				observed, err := observeBuild(c.Request, c.Build, dir)
+				if err != nil {
+					t.Fatalf("build: %v", err)
+				}
+				if problems := checkBuild(expandPlaceholders(c.Expect, env).(map[string]any), observed); len(problems) > 0 {
+					report.Problems = problems
+					got, _ := json.Marshal(observed)
+					t.Errorf("%s\nobserved: %s", strings.Join(problems, "\n"), got)
+				}
+				return
+			}
 			prepareFakes(t, env, c)
 			deadline := defaultCaseDeadline
 			if c.DeadlineMS > 0 {

@@ -19,8 +19,21 @@
 //     grpc-status-details-bin trailer (or, for a failure that did not come from
 //     the sidecar, from the gRPC status alone).
 //
+// Content: [User] builds a turn with images and documents (files, bytes or
+// URLs, the media type read from the bytes or the suffix), [Assistant] passes a
+// reply back with its reasoning unchanged (the provider verifies its
+// signature), [ToolResult] carries a tool's images; [ReasoningEffort],
+// [ReasoningBudget], [ToolChoice], [CacheBreakpoint] and [ProviderOptions]
+// fill the request's controls:
+//
+//	msg, err := sidecar.User("what is this?", sidecar.WithImageFile("shot.png"))
+//	req := &sidecarv1.CallModelRequest{Model: "claude", Messages: []*sidecarv1.Message{msg},
+//		Reasoning: sidecar.ReasoningBudget(2048), ToolChoice: sidecar.ToolChoice("auto")}
+//	reply, err := c.CallModel(ctx, req)
+//	req.Messages = append(req.Messages, sidecar.Assistant(reply.GetMessage()))
+//
 // StreamModel is CallModel streamed: a [ModelStream] read with Recv or ranged
-// over with Events, keeping the text and tool calls since the last restart
+// over with Events, keeping the text, tool calls and reasoning since the last restart
 // (a restart event voids what came before it) and the final reply; Collect
 // returns that reply. Its failure is the *Error CallModel returns for it;
 // STREAM_INTERRUPTED carries what had been sent ([Error.StreamDetail]).

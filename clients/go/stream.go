@@ -24,11 +24,16 @@ const NoFinalMessage = "The StreamModel stream ended without its final event."
 // Read it with a Recv loop (io.EOF at the end) or range over Events; either
 // way the stream keeps what has come so far:
 //
-//	event      Text / ToolCalls                        Restarts   Final
+//	event      Text / ToolCalls / Reasoning            Restarts   Final
 //	text       Text += delta                           -          -
 //	tool_call  ToolCalls[index] grows by the fragment  -          -
-//	restart    both emptied: what came before is void  += 1       -
+//	reasoning  Reasoning[index]: text += delta; its    -          -
+//	           signature / redacted data when they come
+//	restart    all emptied: what came before is void   += 1       -
 //	final      -                                       -          the whole reply
+//
+// To pass the reasoning back on the next turn, append Assistant(Final().GetMessage()):
+// the final reply's reasoning is the same, with the wire format that made it.
 //
 // A failure ends the stream with the *Error CallModel returns for it, after
 // every event sent before it. Cancel (or the context's cancellation, or
@@ -38,6 +43,7 @@ type ModelStream struct {
 	cancel    context.CancelFunc
 	text      strings.Builder
 	toolCalls map[uint32]*sidecarv1.ToolCall
+	reasoning map[uint32]*sidecarv1.ReasoningPart
 	restarts  int
 	final     *sidecarv1.CallModelResponse
 	err       error // the terminal error (io.EOF for a stream that ended OK)
@@ -53,7 +59,10 @@ func (c *Client) StreamModel(ctx context.Context, req *sidecarv1.CallModelReques
 		cancel()
 		return nil, FromError(err)
 	}
-	return &ModelStream{rpc: rpc, cancel: cancel, toolCalls: map[uint32]*sidecarv1.ToolCall{}}, nil
+	return &ModelStream{
+		rpc: rpc, cancel: cancel,
+		toolCalls: map[uint32]*sidecarv1.ToolCall{}, reasoning: map[uint32]*sidecarv1.ReasoningPart{},
+	}, nil
 }
 
 // Recv returns the next event; io.EOF after the last one (the final event);
@@ -137,6 +146,16 @@ func (s *ModelStream) ToolCalls() []*sidecarv1.ToolCall {
 	return calls
 }
 
+// Reasoning are the reasoning parts assembled from their deltas since the
+// last restart, by index.
+func (s *ModelStream) Reasoning() []*sidecarv1.ReasoningPart {
+	parts := make([]*sidecarv1.ReasoningPart, 0, len(s.reasoning))
+	for _, i := range slices.Sorted(maps.Keys(s.reasoning)) {
+		parts = append(parts, s.reasoning[i])
+	}
+	return parts
+}
+
 // Restarts is the number of restart events received.
 func (s *ModelStream) Restarts() int { return s.restarts }
 
@@ -161,9 +180,24 @@ func (s *ModelStream) absorb(event *sidecarv1.StreamModelEvent) {
 			call.Name = d.GetName()
 		}
 		call.ArgumentsJson += d.GetArgumentsFragment()
+	case *sidecarv1.StreamModelEvent_Reasoning:
+		d := e.Reasoning
+		part, ok := s.reasoning[d.GetIndex()]
+		if !ok {
+			part = &sidecarv1.ReasoningPart{}
+			s.reasoning[d.GetIndex()] = part
+		}
+		part.Text += d.GetText()
+		if d.GetSignature() != "" {
+			part.Signature = d.GetSignature()
+		}
+		if d.GetRedactedData() != "" {
+			part.RedactedData = d.GetRedactedData()
+		}
 	case *sidecarv1.StreamModelEvent_Restart:
 		s.text.Reset()
 		clear(s.toolCalls)
+		clear(s.reasoning)
 		s.restarts++
 	case *sidecarv1.StreamModelEvent_Final:
 		s.final = e.Final

@@ -79,6 +79,17 @@ func (f *fakeSidecar) StreamModel(req *sidecarv1.CallModelRequest, stream grpc.S
 			return failureStatus(f.t, quotaFailure()).Err()
 		}
 		return failureStatus(f.t, interruptedFailure()).Err()
+	case "reasoning":
+		thinking := func(d *sidecarv1.ReasoningDelta) *sidecarv1.StreamModelEvent {
+			return &sidecarv1.StreamModelEvent{Event: &sidecarv1.StreamModelEvent_Reasoning{Reasoning: d}}
+		}
+		restart := &sidecarv1.StreamModelEvent{Event: &sidecarv1.StreamModelEvent_Restart{Restart: &sidecarv1.StreamRestart{Attempt: 2}}}
+		final := reply("Hi")
+		final.Message.Reasoning = []*sidecarv1.ReasoningPart{{Text: "Let me think.", Signature: "sig-0", Format: "anthropic"}}
+		return send(thinking(&sidecarv1.ReasoningDelta{Text: "void"}), restart,
+			thinking(&sidecarv1.ReasoningDelta{Text: "Let me "}), thinking(&sidecarv1.ReasoningDelta{Text: "think."}),
+			thinking(&sidecarv1.ReasoningDelta{Signature: "sig-0"}), thinking(&sidecarv1.ReasoningDelta{Index: 1, RedactedData: "opaque"}),
+			textEvent("Hi"), finalEvent(final))
 	case "no-final":
 		return send(textEvent("Hel"))
 	case "slow":
@@ -283,4 +294,22 @@ func TestCancellingTheContextCancelsTheStream(t *testing.T) {
 		t.Fatalf("err = %v, want a JOB_CANCELLED *Error matching context.Canceled", err)
 	}
 	waitFor(t, fake.streamCancelled, "the cancellation")
+}
+
+func TestAStreamAssemblesReasoningSinceTheLastRestart(t *testing.T) {
+	c, _ := serve(t, "tcp", "127.0.0.1:0")
+	s := startStream(t, c, ctxFor(t), "reasoning")
+	final, err := s.Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*sidecarv1.ReasoningPart{{Text: "Let me think.", Signature: "sig-0"}, {RedactedData: "opaque"}}
+	got := s.Reasoning()
+	if len(got) != len(want) || !proto.Equal(got[0], want[0]) || !proto.Equal(got[1], want[1]) {
+		t.Errorf("Reasoning() = %v, want %v", got, want)
+	}
+	next := Assistant(final.GetMessage())
+	if !proto.Equal(next.GetReasoning()[0], final.GetMessage().GetReasoning()[0]) || next.GetReasoning()[0].GetFormat() != "anthropic" {
+		t.Errorf("Assistant(final) reasoning = %v", next.GetReasoning())
+	}
 }

@@ -12,6 +12,10 @@ Loading also checks that the cases cannot lean on each other's state::
     (429, 529, 5xx, 4xx, a fault, a mid-stream fault)     scripts: a route's deployments) are called
     presses those models                                  and scripted by no other case
 
+A Build case (``"rpc": "Build"``) calls nothing: the client builds a request with its own message
+builders and options from a language-neutral ``build`` (README: "A Build case"), and the
+observation is that request (``request``, compared as the proto it parses to) or ``refused``.
+
 A StreamModel case's observation adds what the stream showed (README: "A StreamModel case")::
 
     events        the kinds in order: text, tool_call, restart, final
@@ -33,7 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conformance_build import build_problems, check_build, observe_build_python
+
 __all__ = [
+    "BUILD",
     "DEFAULT_DEADLINE_MS",
     "RPCS",
     "Case",
@@ -41,11 +48,14 @@ __all__ = [
     "expand",
     "isolation_problems",
     "load_cases",
+    "model_kwargs",
     "post_json",
     "prepare_fakes",
 ]
 
 RPCS = ("ExecuteTool", "CallModel", "ClassifyFailure", "StreamModel")
+BUILD = "Build"
+"""A case that calls nothing: the client builds a CallModelRequest (README: "A Build case")."""
 MODEL_RPCS = ("CallModel", "StreamModel")
 PLACEHOLDERS = ("FAKE_PROVIDER_URL", "TOOL_BACKEND_URL")
 """``${NAME}`` in an expected string stands for the fake's URL of this run (its port changes)."""
@@ -167,8 +177,12 @@ def _validate(data: Any) -> list[str]:
     for key in ("name", "rpc", "request", "expect"):
         if key not in data:
             problems.append(f"missing {key!r}")
+    if data.get("rpc") == BUILD:
+        return problems + build_problems(data)
+    if "build" in data:
+        problems.append(f"build is a {BUILD} case's")
     if data.get("rpc") not in RPCS:
-        problems.append(f"rpc must be one of {RPCS}")
+        problems.append(f"rpc must be one of {(*RPCS, BUILD)}")
     for entry in data.get("before") or []:
         if entry.get("rpc") not in RPCS or "request" not in entry:
             problems.append("each 'before' entry needs an rpc and a request")
@@ -226,6 +240,8 @@ def expand(value: Any, urls: Mapping[str, str]) -> Any:
 def check(expect: Mapping[str, Any], observed: Mapping[str, Any], urls: Mapping[str, str]) -> list[str]:
     """Every way ``observed`` differs from ``expect`` (placeholders expanded with ``urls``); empty when it passes."""
     expect = expand(expect, urls)
+    if "grpc_code" not in expect:  # a Build case
+        return check_build(expect, observed)
     problems: list[str] = []
 
     def differ(what: str, want: Any, got: Any) -> None:
@@ -372,12 +388,12 @@ def observe_python(target: str, case: Case, provider_url: str) -> dict[str, Any]
                 return _tool_observation(resp)
             if rpc == "CallModel":
                 req = json_format.ParseDict(request, pb.CallModelRequest())
-                reply = client.call_model(req.model, list(req.messages), timeout=timeout, **_model_kwargs(req))
+                reply = client.call_model(req.model, list(req.messages), timeout=timeout, **model_kwargs(req))
                 observed = {"grpc_code": "OK", "outcome": "result", "failure": None, "result_text": reply.message.text}
                 return {**observed, **_route_observation(reply.served_by, reply.hops)}
             if rpc == "StreamModel":
                 req = json_format.ParseDict(request, pb.CallModelRequest())
-                kwargs = _model_kwargs(req)
+                kwargs = model_kwargs(req)
                 if req.mid_stream:
                     kwargs["mid_stream"] = req.mid_stream
                 stream = client.stream_model(req.model, list(req.messages), timeout=timeout, **kwargs)
@@ -394,23 +410,32 @@ def observe_python(target: str, case: Case, provider_url: str) -> dict[str, Any]
             observed = {"grpc_code": code, "outcome": "failure", "failure": _failure(err.failure)}
             return {**observed, **_route_observation("", err.hops)}
 
+    if case.rpc == "Build":
+        return observe_build_python(case.path, case.request, case.data["build"])
     with SidecarClient(target) as client:
         for entry in case.before:
             call(client, entry["rpc"], entry["request"], case.deadline_ms / 1000)
         return call(client, case.rpc, case.request, case.deadline_ms / 1000)
 
 
-def _model_kwargs(req: Any) -> dict[str, Any]:
-    """What ``call_model`` / ``stream_model`` take besides the model and messages, from a parsed request."""
+def model_kwargs(req: Any) -> dict[str, Any]:
+    """What ``call_model`` / ``stream_model`` take besides the model and messages, from a parsed request
+    (every field the client's ``ModelOptions`` sets, so a case's request goes through them)."""
     kwargs: dict[str, Any] = {"system": req.system, "tools": list(req.tools)}
     if req.response_schema_json:
         kwargs["response_schema"] = json.loads(req.response_schema_json)
-    if req.HasField("max_output_tokens"):
-        kwargs["max_output_tokens"] = req.max_output_tokens
-    if req.HasField("temperature"):
-        kwargs["temperature"] = req.temperature
-    if req.HasField("job"):
-        kwargs["job"] = req.job
+    for name in ("max_output_tokens", "temperature", "job", "reasoning", "tool_choice", "parallel_tool_calls"):
+        if req.HasField(name):
+            kwargs[name] = getattr(req, name)
+    for name in ("top_p", "top_k", "seed", "presence_penalty", "frequency_penalty", "system_cache"):
+        if req.HasField(name):
+            kwargs[name] = getattr(req, name)
+    if req.stop:
+        kwargs["stop"] = list(req.stop)
+    if req.end_user:
+        kwargs["end_user"] = req.end_user
+    if req.provider_options_json:
+        kwargs["provider_options"] = req.provider_options_json
     return kwargs
 
 

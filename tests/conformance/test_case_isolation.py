@@ -80,3 +80,40 @@ def test_cancel_after_events_is_a_stream_cases_own(tmp_path: Path) -> None:
     (tmp_path / "a_call.json").write_text(json.dumps({**data, "cancel_after_events": 2}))
     with pytest.raises(ValueError, match="cancel_after_events is a StreamModel case's"):
         load_cases(tmp_path)
+
+
+def _build_case(directory: Path, build: dict[str, object], expect: dict[str, object] | None = None) -> None:
+    data = {
+        "name": "a build",
+        "rpc": "Build",
+        "request": {"model": "gpt-test"},
+        "build": build,
+        "expect": expect or {"request": {"model": "gpt-test"}},
+    }
+    (directory / "a_build.json").write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    ("build", "problem"),
+    [
+        ({"messages": [{"user": "hi", "imgaes": []}]}, "a step is one of user, assistant, tool_results"),
+        ({"messages": [{"user": "hi", "images": [{"data": "aGk=", "url": "https://x"}]}]}, "exactly one of data"),
+        ({"messages": [{"user": "hi", "images": [{"file": "pixel.png", "detail": "max"}]}]}, "detail is auto"),
+        ({"messages": [{"user": "hi", "cache": "10m"}]}, "cache is true, '5m' or '1h'"),
+        ({"options": {"temprature": 1}}, r"build.options: unknown \['temprature'\]"),
+        ({"options": {"reasoning": "hard"}}, "reasoning is an effort or a budget"),
+        ({"messages": [{"tool_results": [{"call": {}, "content": "x", "outcome": {}}]}]}, "content or outcome"),
+    ],
+)
+def test_a_build_case_with_a_typo_is_refused_naming_it(tmp_path: Path, build: dict[str, object], problem: str) -> None:
+    _build_case(tmp_path, build)
+    with pytest.raises(ValueError, match=problem):
+        load_cases(tmp_path)
+
+
+def test_a_build_case_expects_a_request_or_a_refusal(tmp_path: Path) -> None:
+    _build_case(tmp_path, {"messages": [{"user": "hi"}]}, {"grpc_code": "OK"})
+    with pytest.raises(ValueError, match="expects the request built, or refused: true"):
+        load_cases(tmp_path)
+    _build_case(tmp_path, {"messages": [{"user": "hi"}]}, {"refused": True})
+    assert [c.rpc for c in load_cases(tmp_path)] == ["Build"]

@@ -4,13 +4,41 @@
 an (async) iterator of events (``AsyncModelStream`` / ``ModelStream``, with ``collect()``);
 CallModel and StreamModel failures raise one ``SidecarError`` subclass per kind (``correctable``,
 ``explanation``, ``http``, ``retry_after``, ``detail``, ``hops``); ``openai_tool_message`` /
-``anthropic_tool_result`` hand a tool outcome back to a model.
+``anthropic_tool_result`` hand a tool outcome back to a model. ``user`` builds a turn with images and
+documents (``image_part``, ``document_part``, ``text_part``), ``assistant`` passes a reply back with its
+reasoning unchanged, ``tool_result`` carries a tool's images.
 The generated messages are re-exported as ``sidecar_client.pb``.
 """
 
 from sidecar_contract.v1 import sidecar_pb2 as pb
 
-from sidecar_client.client import AsyncSidecarClient, SidecarClient, Tls, assistant, job, tool_results, user
+from sidecar_client.client import (
+    AsyncSidecarClient,
+    Effort,
+    ModelOptions,
+    SidecarClient,
+    Tls,
+    assistant,
+    job,
+    model_request,
+    provider_options,
+    reasoning,
+    tool_choice,
+    tool_result,
+    tool_results,
+    user,
+)
+from sidecar_client.content import (
+    Cache,
+    Detail,
+    DocumentSource,
+    ImageSource,
+    cache_breakpoint,
+    document_part,
+    image_part,
+    media_type_of,
+    text_part,
+)
 from sidecar_client.errors import (
     CORRECTABLE_KINDS,
     CORRECTABLE_LINE,
@@ -53,16 +81,22 @@ __all__ = [
     "UNCORRECTABLE_LINE",
     "AsyncModelStream",
     "AsyncSidecarClient",
+    "Cache",
     "CircuitOpenError",
     "ContextOverflowError",
     "CorrectableError",
+    "Detail",
+    "DocumentSource",
+    "Effort",
     "ExternalServiceError",
     "GuardrailError",
+    "ImageSource",
     "InvalidInputError",
     "JobCancelledError",
     "JobTimeoutError",
     "JsonParseError",
     "ModelNotFoundError",
+    "ModelOptions",
     "ModelStream",
     "OutputTruncatedError",
     "PermissionDeniedError",
@@ -84,12 +118,22 @@ __all__ = [
     "UpstreamThrottleError",
     "anthropic_tool_result",
     "assistant",
+    "cache_breakpoint",
+    "document_part",
     "error_class",
     "from_failure",
     "from_rpc_error",
+    "image_part",
     "job",
+    "media_type_of",
+    "model_request",
     "openai_tool_message",
     "pb",
+    "provider_options",
+    "reasoning",
+    "text_part",
+    "tool_choice",
+    "tool_result",
     "tool_results",
     "user",
 ]

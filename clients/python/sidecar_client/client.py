@@ -22,16 +22,40 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict, Unpack
+from typing import Any, Literal, TypeAlias, TypedDict, Unpack
 
 import grpc
 from sidecar_contract.v1 import sidecar_pb2 as pb
 from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
+from sidecar_client.content import (
+    Cache,
+    DocumentSource,
+    ImageSource,
+    cache_breakpoint,
+    document_parts,
+    image_parts,
+    text_part,
+)
 from sidecar_client.errors import from_rpc_error
 from sidecar_client.streaming import AsyncModelStream, ModelStream
 
-__all__ = ["AsyncSidecarClient", "ModelOptions", "SidecarClient", "Tls", "assistant", "job", "tool_results", "user"]
+__all__ = [
+    "AsyncSidecarClient",
+    "Effort",
+    "ModelOptions",
+    "SidecarClient",
+    "Tls",
+    "assistant",
+    "job",
+    "model_request",
+    "provider_options",
+    "reasoning",
+    "tool_choice",
+    "tool_result",
+    "tool_results",
+    "user",
+]
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 
@@ -106,24 +130,82 @@ def _auth(token: str | None) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {token}"),)
 
 
-def user(text: str) -> pb.Message:
-    return pb.Message(role=pb.ROLE_USER, text=text)
+def user(
+    text: str = "",
+    *,
+    image: ImageSource | Sequence[ImageSource] | None = None,
+    document: DocumentSource | Sequence[DocumentSource] | None = None,
+    parts: Sequence[pb.Part] = (),
+    cache: Cache | None = None,
+) -> pb.Message:
+    """A user turn: ``text`` alone, or ordered parts (content.py says what each source may be).
+
+    With images, documents or parts the message carries parts, in the order documents, images,
+    ``parts``, then ``text`` (media before the question about it, as the providers advise);
+    ``cache`` makes its last part a cache breakpoint.
+    """
+    content = [*document_parts(document), *image_parts(image), *parts]
+    breakpoint = None if cache is None else cache_breakpoint(cache)
+    if not content and breakpoint is None:
+        return pb.Message(role=pb.ROLE_USER, text=text)
+    if text:
+        content.append(text_part(text))
+    if breakpoint is not None and content:
+        last = pb.Part()
+        last.CopyFrom(content[-1])
+        last.cache.CopyFrom(breakpoint)
+        content[-1] = last
+    return pb.Message(role=pb.ROLE_USER, parts=content)
 
 
-def assistant(message: pb.Message) -> pb.Message:
-    """The model's reply, ready to append to the conversation."""
-    return pb.Message(role=pb.ROLE_ASSISTANT, text=message.text, tool_calls=message.tool_calls)
+def assistant(reply: pb.Message | pb.CallModelResponse) -> pb.Message:
+    """The model's reply (a CallModelResponse or its message), ready to append to the conversation.
 
-
-def tool_results(outcomes: Iterable[tuple[pb.ToolCall, pb.ExecuteToolResponse]]) -> pb.Message:
-    """One message handing every tool outcome back to the model (``is_error`` on failures)."""
+    Its reasoning goes back exactly as it came (byte-identical: the provider verifies its signature),
+    with its text and tool calls.
+    """
+    message = reply.message if isinstance(reply, pb.CallModelResponse) else reply
     return pb.Message(
-        role=pb.ROLE_TOOL,
-        tool_results=[
-            pb.ToolCallResult(call_id=c.id, name=c.name, content=o.model_text, is_error=o.HasField("failure"))
-            for c, o in outcomes
-        ],
+        role=pb.ROLE_ASSISTANT,
+        text=message.text,
+        tool_calls=message.tool_calls,
+        parts=message.parts,
+        reasoning=message.reasoning,
     )
+
+
+def tool_result(
+    call: pb.ToolCall,
+    content: str | pb.ExecuteToolResponse,
+    *,
+    image: ImageSource | Sequence[ImageSource] | None = None,
+    is_error: bool | None = None,
+) -> pb.ToolCallResult:
+    """One tool outcome for the model: an ExecuteTool answer (``model_text``; ``is_error`` on a failure)
+    or the agent's own tool's text, with images when it has them (the result then carries parts: the
+    text, then the images)."""
+    if isinstance(content, pb.ExecuteToolResponse):
+        failed = content.HasField("failure")
+        content = content.model_text
+    else:
+        failed = False
+    result = pb.ToolCallResult(call_id=call.id, name=call.name, is_error=failed if is_error is None else is_error)
+    images = image_parts(image)
+    if images:
+        result.parts.extend([text_part(content)] if content else [])
+        result.parts.extend(images)
+    else:
+        result.content = content
+    return result
+
+
+def tool_results(
+    outcomes: Iterable[tuple[pb.ToolCall, pb.ExecuteToolResponse] | pb.ToolCallResult],
+) -> pb.Message:
+    """One message handing every tool outcome back to the model (``is_error`` on failures): each a
+    ``(call, ExecuteTool answer)`` pair or a ``tool_result(...)``."""
+    results = [o if isinstance(o, pb.ToolCallResult) else tool_result(o[0], o[1]) for o in outcomes]
+    return pb.Message(role=pb.ROLE_TOOL, tool_results=results)
 
 
 def job(job_id: str = "", workflow_id: str = "", upstream_retries: int | None = None, **attributes: str) -> pb.Job:
@@ -141,8 +223,29 @@ def _tools(tools: Sequence[pb.ToolDefinition | pb.ToolInfo] | None) -> list[pb.T
     return [t.definition if isinstance(t, pb.ToolInfo) else t for t in tools or []]
 
 
+Effort: TypeAlias = Literal["minimal", "low", "medium", "high"]
+EFFORTS: dict[str, pb.ReasoningEffort] = {
+    "minimal": pb.REASONING_EFFORT_MINIMAL,
+    "low": pb.REASONING_EFFORT_LOW,
+    "medium": pb.REASONING_EFFORT_MEDIUM,
+    "high": pb.REASONING_EFFORT_HIGH,
+}
+TOOL_CHOICE_MODES: dict[str, pb.ToolChoiceMode] = {
+    "auto": pb.TOOL_CHOICE_MODE_AUTO,
+    "none": pb.TOOL_CHOICE_MODE_NONE,
+    "required": pb.TOOL_CHOICE_MODE_REQUIRED,
+}
+
+
 class ModelOptions(TypedDict, total=False):
-    """What a model call may set beside the model and the messages (CallModelRequest's fields)."""
+    """What a model call may set beside the model and the messages (CallModelRequest's fields).
+
+    ``reasoning``: an effort (``"minimal"`` ... ``"high"``) or a token budget (an int);
+    ``tool_choice``: ``"auto"``, ``"none"``, ``"required"`` or the name of one of the tools;
+    ``stop``: one sequence or several; ``system_cache``: the system prompt is a cache breakpoint
+    (``True``, ``"5m"``, ``"1h"``); ``provider_options``: ``{"<wire format>": {...}}`` merged into
+    the upstream body (a dict, sent as JSON, or the JSON text). None leaves an option unset.
+    """
 
     system: str
     tools: Sequence[pb.ToolDefinition | pb.ToolInfo] | None
@@ -151,12 +254,55 @@ class ModelOptions(TypedDict, total=False):
     temperature: float | None
     job: pb.Job | None
     mid_stream: pb.MidStreamPolicy | None
+    reasoning: Effort | int | pb.Reasoning | None
+    tool_choice: str | pb.ToolChoice | None
+    parallel_tool_calls: bool | None
+    stop: str | Sequence[str] | None
+    top_p: float | None
+    top_k: int | None
+    seed: int | None
+    presence_penalty: float | None
+    frequency_penalty: float | None
+    end_user: str | None
+    system_cache: Cache | None
+    provider_options: Mapping[str, Any] | str | None
 
 
 _OPTION_NAMES = ModelOptions.__optional_keys__
+_SCALARS = ("parallel_tool_calls", "top_p", "top_k", "seed", "presence_penalty", "frequency_penalty", "end_user")
 
 
-def _model_request(model: str, messages: Sequence[pb.Message], options: ModelOptions) -> pb.CallModelRequest:
+def reasoning(amount: Effort | int | pb.Reasoning) -> pb.Reasoning:
+    """An effort level or a token budget as the request's ``reasoning``."""
+    if isinstance(amount, pb.Reasoning):
+        return amount
+    if isinstance(amount, str):
+        if amount not in EFFORTS:
+            raise ValueError(f"reasoning is one of {', '.join(EFFORTS)} or a token budget, not {amount!r}")
+        return pb.Reasoning(effort=EFFORTS[amount])
+    if isinstance(amount, bool) or not isinstance(amount, int):
+        raise TypeError(f"reasoning is an effort (a str) or a token budget (an int), not {amount!r}")
+    return pb.Reasoning(budget_tokens=amount)
+
+
+def tool_choice(choice: str | pb.ToolChoice) -> pb.ToolChoice:
+    """``"auto"``, ``"none"``, ``"required"``, or a tool's name (that tool must be called)."""
+    if isinstance(choice, pb.ToolChoice):
+        return choice
+    if not choice:
+        raise ValueError("tool_choice is 'auto', 'none', 'required' or a tool's name, not ''")
+    if choice in TOOL_CHOICE_MODES:
+        return pb.ToolChoice(mode=TOOL_CHOICE_MODES[choice])
+    return pb.ToolChoice(mode=pb.TOOL_CHOICE_MODE_TOOL, name=choice)
+
+
+def provider_options(options: Mapping[str, Any] | str) -> str:
+    """The request's ``provider_options_json``: a dict as compact JSON, JSON text as it is."""
+    return options if isinstance(options, str) else json.dumps(options, separators=(",", ":"), ensure_ascii=False)
+
+
+def model_request(model: str, messages: Sequence[pb.Message], **options: Unpack[ModelOptions]) -> pb.CallModelRequest:
+    """The CallModelRequest ``call_model`` and ``stream_model`` send; a misspelt option is a TypeError."""
     if unknown := sorted(set(options) - _OPTION_NAMES):
         raise TypeError(f"a model call takes no {', '.join(unknown)} (it takes {', '.join(sorted(_OPTION_NAMES))})")
     req = pb.CallModelRequest(
@@ -172,6 +318,19 @@ def _model_request(model: str, messages: Sequence[pb.Message], options: ModelOpt
         req.temperature = temperature
     if (job_ := options.get("job")) is not None:
         req.job.CopyFrom(job_)
+    if (amount := options.get("reasoning")) is not None:
+        req.reasoning.CopyFrom(reasoning(amount))
+    if (choice := options.get("tool_choice")) is not None:
+        req.tool_choice.CopyFrom(tool_choice(choice))
+    if (stop := options.get("stop")) is not None:
+        req.stop.extend([stop] if isinstance(stop, str) else stop)
+    for name in _SCALARS:
+        if (value := options.get(name)) is not None:
+            setattr(req, name, value)
+    if (cache := options.get("system_cache")) is not None and (breakpoint := cache_breakpoint(cache)) is not None:
+        req.system_cache.CopyFrom(breakpoint)
+    if (extra := options.get("provider_options")) is not None:
+        req.provider_options_json = provider_options(extra)
     return req
 
 
@@ -229,7 +388,7 @@ class AsyncSidecarClient:
         """The reply; a SidecarError subclass (by kind) when no reply can be produced."""
         try:
             return await self._stub.CallModel(
-                _model_request(model, messages, options), timeout=timeout, metadata=_call_metadata(self._auth)
+                model_request(model, messages, **options), timeout=timeout, metadata=_call_metadata(self._auth)
             )
         except grpc.aio.AioRpcError as exc:
             raise from_rpc_error(exc) from exc
@@ -248,7 +407,7 @@ class AsyncSidecarClient:
         ``_FAIL``). A ``restart`` event voids what came before it; a failure raises what
         ``call_model`` would, after the events sent before it.
         """
-        request = _model_request(model, messages, options)
+        request = model_request(model, messages, **options)
         return AsyncModelStream(self._stub.StreamModel(request, timeout=timeout, metadata=_call_metadata(self._auth)))
 
     async def classify_failure(self, request: pb.ClassifyFailureRequest, *, timeout: float | None = None) -> pb.Failure:
@@ -314,7 +473,7 @@ class SidecarClient:
     ) -> pb.CallModelResponse:
         try:
             return self._stub.CallModel(
-                _model_request(model, messages, options), timeout=timeout, metadata=_call_metadata(self._auth)
+                model_request(model, messages, **options), timeout=timeout, metadata=_call_metadata(self._auth)
             )
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from exc
@@ -328,7 +487,7 @@ class SidecarClient:
         **options: Unpack[ModelOptions],
     ) -> ModelStream:
         """The reply as it is written: ``for event in ...``, or ``....collect()`` (see AsyncSidecarClient)."""
-        request = _model_request(model, messages, options)
+        request = model_request(model, messages, **options)
         return ModelStream(self._stub.StreamModel(request, timeout=timeout, metadata=_call_metadata(self._auth)))
 
     def classify_failure(self, request: pb.ClassifyFailureRequest, *, timeout: float | None = None) -> pb.Failure:

@@ -7,11 +7,16 @@
 
 What the stream keeps while it is read, and what each event does to it:
 
-    event       text / tool_calls                      restarts    final
-    text        text += delta                          -           -
-    tool_call   tool_calls[index] grows by the piece   -           -
-    restart     both emptied: what came before is void  += 1        -
-    final       -                                      -           the whole reply
+    event       text / tool_calls / reasoning            restarts    final
+    text        text += delta                            -           -
+    tool_call   tool_calls[index] grows by the piece     -           -
+    reasoning   reasoning[index]: text += delta; its     -           -
+                signature / redacted data when they come
+    restart     all emptied: what came before is void    += 1        -
+    final       -                                        -           the whole reply
+
+To pass the reasoning back on the next turn, append ``assistant(stream.final)``: the final reply's
+reasoning is the same, with the wire format that made it.
 
 A failure ends the iteration with the ``SidecarError`` subclass CallModel raises for its kind,
 after every event sent before it; ``STREAM_INTERRUPTED`` (``StreamInterruptedError``) carries the
@@ -48,11 +53,12 @@ class SyncStreamCall(Protocol):
 
 
 class StreamAccumulator:
-    """The reply so far: text and tool calls since the last restart, the restarts, the final reply."""
+    """The reply so far: text, tool calls and reasoning since the last restart, the restarts, the final reply."""
 
     def __init__(self) -> None:
         self._text: list[str] = []
         self._tool_calls: dict[int, pb.ToolCall] = {}
+        self._reasoning: dict[int, pb.ReasoningPart] = {}
         self.restarts = 0
         self.final: pb.CallModelResponse | None = None
 
@@ -66,6 +72,11 @@ class StreamAccumulator:
         """The tool calls assembled from their fragments since the last restart, by index."""
         return [self._tool_calls[i] for i in sorted(self._tool_calls)]
 
+    @property
+    def reasoning(self) -> list[pb.ReasoningPart]:
+        """The reasoning parts assembled from their deltas since the last restart, by index."""
+        return [self._reasoning[i] for i in sorted(self._reasoning)]
+
     def absorb(self, event: pb.StreamModelEvent) -> None:
         which = event.WhichOneof("event")
         if which == "text":
@@ -76,9 +87,18 @@ class StreamAccumulator:
             call.id = call.id or delta.id
             call.name = call.name or delta.name
             call.arguments_json += delta.arguments_fragment
+        elif which == "reasoning":
+            piece = event.reasoning
+            part = self._reasoning.setdefault(piece.index, pb.ReasoningPart())
+            part.text += piece.text
+            if piece.signature:
+                part.signature = piece.signature
+            if piece.redacted_data:
+                part.redacted_data = piece.redacted_data
         elif which == "restart":
             self._text.clear()
             self._tool_calls.clear()
+            self._reasoning.clear()
             self.restarts += 1
         elif which == "final":
             self.final = event.final

@@ -8,6 +8,9 @@
  *
  *   for await (const event of sidecar.streamModel({ model: "fast", messages })) { ... }
  *
+ *   messages.push(user("what is this?", { image: { path: "shot.png" } }));   // content.ts
+ *   messages.push(assistant(reply));                                        // reasoning passed back unchanged
+ *
  * CallModel and StreamModel failures reject with a SidecarError rebuilt from the Failure in the
  * `grpc-status-details-bin` trailer, one class per kind (`err instanceof QuotaExhaustedError`,
  * `err instanceof CorrectableError`); a tool's failure is an outcome, not a rejection.
@@ -67,6 +70,30 @@ export {
   type FailureDetail,
   type SidecarErrorInit,
 } from "./errors.js";
+export {
+  MEDIA_TYPE_PDF,
+  MEDIA_TYPE_TEXT,
+  assistant,
+  cacheBreakpoint,
+  documentPart,
+  imagePart,
+  mediaTypeOf,
+  providerOptions,
+  reasoning,
+  textPart,
+  toolChoice,
+  toolResult,
+  toolResults,
+  user,
+  type CacheInput,
+  type Detail,
+  type DocumentInput,
+  type DocumentSpec,
+  type Effort,
+  type ImageInput,
+  type ImageSpec,
+  type UserContent,
+} from "./content.js";
 export { ModelStream, NO_FINAL_MESSAGE } from "./stream.js";
 export { ToolOutcome, toolMessage, type AnthropicToolResult, type OpenAIToolMessage } from "./tool.js";
 export * from "./gen/sidecar/v1/sidecar_pb.js";

@@ -7,11 +7,16 @@
  *
  * The call starts when the stream is first read. What the stream keeps while it is read:
  *
- *   event       text / toolCalls                        restarts   final
+ *   event       text / toolCalls / reasoning            restarts   final
  *   text        text += delta                           -          -
  *   toolCall    toolCalls[index] grows by the fragment  -          -
- *   restart     both emptied: what came before is void  += 1       -
+ *   reasoning   reasoning[index]: text += delta; its    -          -
+ *               signature / redacted data when they come
+ *   restart     all emptied: what came before is void   += 1       -
  *   final       -                                       -          the whole reply
+ *
+ * To pass the reasoning back on the next turn, push assistant(stream.final): the final reply's
+ * reasoning is the same, with the wire format that made it.
  *
  * A failure rejects the iteration with the SidecarError CallModel rejects with, after every
  * event sent before it; STREAM_INTERRUPTED is a StreamInterruptedError carrying the partial
@@ -23,8 +28,10 @@ import * as grpc from "@grpc/grpc-js";
 import {
   FailureKind,
   FailureSchema,
+  ReasoningPartSchema,
   ToolCallSchema,
   type CallModelResponse,
+  type ReasoningPart,
   type StreamModelEvent,
   type ToolCall,
 } from "./gen/sidecar/v1/sidecar_pb.js";
@@ -37,6 +44,7 @@ export const NO_FINAL_MESSAGE = "The StreamModel stream ended without its final 
 export class ModelStream implements AsyncIterable<StreamModelEvent> {
   private readonly textParts: string[] = [];
   private readonly calls = new Map<number, ToolCall>();
+  private readonly thoughts = new Map<number, ReasoningPart>();
   private restartCount = 0;
   private finalReply: CallModelResponse | undefined;
   private call: grpc.ClientReadableStream<StreamModelEvent> | undefined;
@@ -60,6 +68,11 @@ export class ModelStream implements AsyncIterable<StreamModelEvent> {
   /** The tool calls assembled from their fragments since the last restart, by index. */
   get toolCalls(): ToolCall[] {
     return [...this.calls.entries()].sort(([a], [b]) => a - b).map(([, call]) => call);
+  }
+
+  /** The reasoning parts assembled from their deltas since the last restart, by index. */
+  get reasoning(): ReasoningPart[] {
+    return [...this.thoughts.entries()].sort(([a], [b]) => a - b).map(([, part]) => part);
   }
 
   /** The number of restart events received. */
@@ -147,9 +160,22 @@ export class ModelStream implements AsyncIterable<StreamModelEvent> {
         call.argumentsJson += d.argumentsFragment;
         break;
       }
+      case "reasoning": {
+        const d = e.value;
+        let part = this.thoughts.get(d.index);
+        if (!part) {
+          part = create(ReasoningPartSchema, {});
+          this.thoughts.set(d.index, part);
+        }
+        part.text += d.text;
+        if (d.signature) part.signature = d.signature;
+        if (d.redactedData) part.redactedData = d.redactedData;
+        break;
+      }
       case "restart":
         this.textParts.length = 0;
         this.calls.clear();
+        this.thoughts.clear();
         this.restartCount += 1;
         break;
       case "final":

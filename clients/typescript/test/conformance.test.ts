@@ -22,6 +22,7 @@ import {
   grpcCodeName,
   kindName,
 } from "../src/index.js";
+import { checkBuild, observeBuild } from "./conformance_build.js";
 import { checkStream, checkStreamDetail, observeStream, observeStreamDetail } from "./conformance_stream.js";
 
 type Json = Record<string, unknown>;
@@ -38,6 +39,8 @@ interface Case extends Call {
   deadline_ms?: number;
   /** StreamModel: cancel the stream after reading this many events. */
   cancel_after_events?: number;
+  /** A Build case: what this client's builders make (conformance_build.ts). */
+  build?: Json;
   expect: Json;
 }
 
@@ -269,6 +272,12 @@ describe("conformance", { skip: ready ? false : "no sidecar: run tests/conforman
       const startMs = Date.now();
       let problems = ["the case stopped before its comparison (see the runner's output)"];
       try {
+        if (c.rpc === "Build") {
+          const observed = observeBuild(c.request, c.build ?? {}, casesDir);
+          problems = checkBuild(expand(c.expect) as Json, observed);
+          assert.deepEqual(problems, [], `${problems.join("\n")}\nobserved: ${JSON.stringify(observed)}`);
+          return;
+        }
         await prepareFakes(c);
         const timeoutMs = c.deadline_ms ?? DEFAULT_DEADLINE_MS;
         for (const b of c.before ?? []) await observe(client, b, timeoutMs);

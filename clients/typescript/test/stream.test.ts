@@ -21,6 +21,7 @@ import {
   SidecarError,
   StreamInterruptedError,
   UNCORRECTABLE_LINE,
+  assistant,
   fromServiceError,
   sidecarServiceDefinition,
 } from "../src/index.js";
@@ -95,6 +96,27 @@ function streamModel(call: grpc.ServerWritableStream<CallModelRequest, StreamMod
       send(text("Hello, "), text("wo"));
       call.emit("error", statusError(failureStatus(call.request.model === "quota" ? quotaFailure() : interruptedFailure())));
       return;
+    case "reasoning": {
+      const thinking = (value: { index?: number; text?: string; signature?: string; redactedData?: string }) =>
+        event({ event: { case: "reasoning", value } });
+      send(
+        thinking({ text: "void" }),
+        event({ event: { case: "restart", value: { attempt: 2 } } }),
+        thinking({ text: "Let me " }),
+        thinking({ text: "think." }),
+        thinking({ signature: "sig-0" }),
+        thinking({ index: 1, redactedData: "opaque" }),
+        text("Hi"),
+        event({
+          event: {
+            case: "final",
+            value: { message: { role: Role.ASSISTANT, text: "Hi", reasoning: [{ text: "Let me think.", signature: "sig-0", format: "anthropic" }] } },
+          },
+        }),
+      );
+      call.end();
+      return;
+    }
     case "no-final":
       send(text("Hel"));
       call.end();
@@ -176,6 +198,21 @@ describe("SidecarClient.streamModel", () => {
       ["fast-b", false],
     ]);
     assert.equal(stream.restarts, 0);
+  });
+
+  it("assembles the reasoning since the last restart", async () => {
+    const stream = client.streamModel({ model: "reasoning" });
+    const reply = await stream.collect();
+    assert.deepEqual(
+      stream.reasoning.map((r) => [r.text, r.signature, r.redactedData]),
+      [
+        ["Let me think.", "sig-0", ""],
+        ["", "", "opaque"],
+      ],
+    );
+    const next = assistant(reply);
+    assert.equal(next.reasoning[0].signature, "sig-0");
+    assert.equal(next.reasoning[0].format, "anthropic");
   });
 
   it("collects the final reply", async () => {

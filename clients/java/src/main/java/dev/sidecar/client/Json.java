@@ -4,7 +4,7 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 
-/** Just enough JSON writing for the tool-result messages: maps, lists, strings, numbers, booleans. */
+/** Just enough JSON writing for the tool-result messages and provider options: maps, lists, strings, numbers, booleans. */
 final class Json {
   private Json() {}
 
@@ -19,8 +19,15 @@ final class Json {
       out.append("null");
     } else if (value instanceof String) {
       string((String) value, out);
-    } else if (value instanceof Boolean || value instanceof Integer || value instanceof Long) {
+    } else if (value instanceof Boolean || value instanceof Integer || value instanceof Long
+        || value instanceof Short || value instanceof Byte) {
       out.append(value);
+    } else if (value instanceof Double || value instanceof Float) {
+      double number = ((Number) value).doubleValue();
+      if (Double.isNaN(number) || Double.isInfinite(number)) {
+        throw new IllegalArgumentException("not a JSON number: " + value);
+      }
+      out.append(number == Math.rint(number) && Math.abs(number) < 1e15 ? Long.toString((long) number) : Double.toString(number));
     } else if (value instanceof Map) {
       out.append('{');
       Iterator<? extends Map.Entry<?, ?>> entries = ((Map<?, ?>) value).entrySet().iterator();

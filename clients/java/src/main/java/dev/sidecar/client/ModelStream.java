@@ -12,6 +12,8 @@ import java.util.function.Supplier;
 import dev.sidecar.v1.CallModelResponse;
 import dev.sidecar.v1.Failure;
 import dev.sidecar.v1.FailureKind;
+import dev.sidecar.v1.ReasoningDelta;
+import dev.sidecar.v1.ReasoningPart;
 import dev.sidecar.v1.StreamModelEvent;
 import dev.sidecar.v1.ToolCall;
 import dev.sidecar.v1.ToolCallDelta;
@@ -33,12 +35,17 @@ import dev.sidecar.v1.ToolCallDelta;
  * <p>What the stream keeps while it is read:
  *
  * <pre>
- * event       text / toolCalls                        restarts   finalResponse
+ * event       text / toolCalls / reasoning            restarts   finalResponse
  * text        text += delta                           -          -
  * tool_call   toolCalls[index] grows by the fragment  -          -
- * restart     both emptied: what came before is void  += 1       -
+ * reasoning   reasoning[index]: text += delta; its    -          -
+ *             signature / redacted data when they come
+ * restart     all emptied: what came before is void   += 1       -
  * final       -                                       -          the whole reply
  * </pre>
+ *
+ * <p>To pass the reasoning back on the next turn, add {@code Messages.assistant(reply)}: the final
+ * reply's reasoning is the same, with the wire format that made it.
  *
  * <p>A failure is thrown by {@code hasNext()} / {@code next()} as the {@link SidecarException}
  * {@code callModel} throws for it, after every event sent before it (and again on each later
@@ -54,6 +61,7 @@ public final class ModelStream implements Iterable<StreamModelEvent>, AutoClosea
   private final Iterator<StreamModelEvent> events;
   private final StringBuilder text = new StringBuilder();
   private final TreeMap<Integer, ToolCall.Builder> toolCalls = new TreeMap<>();
+  private final TreeMap<Integer, ReasoningPart.Builder> reasoning = new TreeMap<>();
   private final Reader reader = new Reader();
   private int restarts;
   private CallModelResponse finalResponse;
@@ -114,6 +122,13 @@ public final class ModelStream implements Iterable<StreamModelEvent>, AutoClosea
     return calls;
   }
 
+  /** The reasoning parts assembled from their deltas since the last restart, by index. */
+  public List<ReasoningPart> reasoning() {
+    List<ReasoningPart> parts = new ArrayList<>(reasoning.size());
+    reasoning.values().forEach(part -> parts.add(part.build()));
+    return parts;
+  }
+
   /** The number of restart events received. */
   public int restarts() {
     return restarts;
@@ -151,9 +166,21 @@ public final class ModelStream implements Iterable<StreamModelEvent>, AutoClosea
         }
         call.setArgumentsJson(call.getArgumentsJson() + delta.getArgumentsFragment());
         break;
+      case REASONING:
+        ReasoningDelta piece = event.getReasoning();
+        ReasoningPart.Builder part = reasoning.computeIfAbsent(piece.getIndex(), index -> ReasoningPart.newBuilder());
+        part.setText(part.getText() + piece.getText());
+        if (!piece.getSignature().isEmpty()) {
+          part.setSignature(piece.getSignature());
+        }
+        if (!piece.getRedactedData().isEmpty()) {
+          part.setRedactedData(piece.getRedactedData());
+        }
+        break;
       case RESTART:
         text.setLength(0);
         toolCalls.clear();
+        reasoning.clear();
         restarts++;
         break;
       case FINAL:

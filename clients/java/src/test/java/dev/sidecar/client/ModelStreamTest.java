@@ -26,6 +26,8 @@ import dev.sidecar.v1.Failure;
 import dev.sidecar.v1.FailureKind;
 import dev.sidecar.v1.Hop;
 import dev.sidecar.v1.Message;
+import dev.sidecar.v1.ReasoningDelta;
+import dev.sidecar.v1.ReasoningPart;
 import dev.sidecar.v1.RestartCause;
 import dev.sidecar.v1.Role;
 import dev.sidecar.v1.StreamModelEvent;
@@ -68,6 +70,10 @@ class ModelStreamTest {
 
   private static StreamModelEvent tool(ToolCallDelta.Builder delta) {
     return StreamModelEvent.newBuilder().setToolCall(delta).build();
+  }
+
+  private static StreamModelEvent thinking(ReasoningDelta.Builder delta) {
+    return StreamModelEvent.newBuilder().setReasoning(delta).build();
   }
 
   private static StreamModelEvent finalEvent(CallModelResponse.Builder reply) {
@@ -126,6 +132,21 @@ class ModelStreamTest {
         Status.Code code = interrupted ? Status.Code.ABORTED : Status.Code.UNAVAILABLE;
         response.onError(StatusProto.toStatusRuntimeException(RichStatuses.carrying(code, failure)));
         return;
+      case "reasoning":
+        response.onNext(thinking(ReasoningDelta.newBuilder().setText("void")));
+        response.onNext(StreamModelEvent.newBuilder().setRestart(StreamRestart.newBuilder().setAttempt(2)).build());
+        response.onNext(thinking(ReasoningDelta.newBuilder().setText("Let me ")));
+        response.onNext(thinking(ReasoningDelta.newBuilder().setText("think.")));
+        response.onNext(thinking(ReasoningDelta.newBuilder().setSignature("sig-0")));
+        response.onNext(thinking(ReasoningDelta.newBuilder().setIndex(1).setRedactedData("opaque")));
+        response.onNext(text("Hi"));
+        CallModelResponse.Builder thought = reply("Hi");
+        thought
+            .getMessageBuilder()
+            .addReasoning(ReasoningPart.newBuilder().setText("Let me think.").setSignature("sig-0").setFormat("anthropic"));
+        response.onNext(finalEvent(thought));
+        response.onCompleted();
+        return;
       case "no-final":
         response.onNext(text("Hel"));
         response.onCompleted();
@@ -142,6 +163,21 @@ class ModelStreamTest {
 
   private static CallModelRequest model(String model) {
     return CallModelRequest.newBuilder().setModel(model).build();
+  }
+
+  @Test
+  void aStreamAssemblesItsReasoningSinceTheLastRestart() {
+    try (ModelStream stream = client.streamModel(model("reasoning"), Duration.ofSeconds(30))) {
+      CallModelResponse reply = stream.collect();
+      assertEquals(
+          List.of(
+              ReasoningPart.newBuilder().setText("Let me think.").setSignature("sig-0").build(),
+              ReasoningPart.newBuilder().setRedactedData("opaque").build()),
+          stream.reasoning());
+      Message next = Messages.assistant(reply);
+      assertEquals(reply.getMessage().getReasoningList(), next.getReasoningList());
+      assertEquals("anthropic", next.getReasoning(0).getFormat());
+    }
   }
 
   @Test

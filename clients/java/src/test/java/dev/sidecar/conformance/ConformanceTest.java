@@ -68,7 +68,11 @@ class ConformanceTest {
   private static final Set<String> RPCS = Set.of("ExecuteTool", "CallModel", "ClassifyFailure", "StreamModel");
   private static final Set<String> CASE_KEYS =
       Set.of(
-          "name", "description", "rpc", "setup", "before", "request", "deadline_ms", "cancel_after_events", "expect");
+          "name", "description", "rpc", "setup", "before", "request", "deadline_ms", "cancel_after_events", "expect",
+          "build");
+  /** A Build case calls nothing: the client builds a request ({@link BuildObservation}). */
+  private static final String BUILD = "Build";
+  private static final Set<String> BUILD_EXPECT_KEYS = Set.of("request", "refused");
   private static final Set<String> SETUP_KEYS = Set.of("tool_backend", "provider");
   private static final Set<String> BEFORE_KEYS = Set.of("rpc", "request");
   private static final Set<String> EXPECT_KEYS =
@@ -192,11 +196,20 @@ class ConformanceTest {
   private static void run(String file, JsonObject spec, List<String> problems) throws Exception {
     unknownKeys("case", spec, CASE_KEYS, problems);
     String rpc = required(spec, "rpc").getAsString();
-    if (!RPCS.contains(rpc)) {
-      fail(file + ": rpc must be one of " + RPCS + ", not '" + rpc + "'");
-    }
     JsonObject request = required(spec, "request").getAsJsonObject();
     JsonObject expect = expand(required(spec, "expect")).getAsJsonObject();
+    if (rpc.equals(BUILD)) {
+      unknownKeys("expect", expect, BUILD_EXPECT_KEYS, problems);
+      BuildObservation built = BuildObservation.build(request, required(spec, "build").getAsJsonObject(), cases);
+      built.check(expect, problems);
+      if (!problems.isEmpty()) {
+        fail(file + ": " + problems.size() + " mismatch(es)\n  - " + String.join("\n  - ", problems) + "\n  observed: " + built);
+      }
+      return;
+    }
+    if (!RPCS.contains(rpc)) {
+      fail(file + ": rpc must be one of " + RPCS + " or " + BUILD + ", not '" + rpc + "'");
+    }
     unknownKeys("expect", expect, EXPECT_KEYS, problems);
     if (!expect.has("grpc_code")) {
       problems.add("expect: needs grpc_code");
