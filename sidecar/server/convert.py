@@ -144,6 +144,9 @@ def _reasoning_part(r: pb.ReasoningPart) -> ReasoningPart:
 
 
 def message(m: pb.Message) -> Message:
+    if not (m.parts or m.reasoning or m.tool_results):  # text and tool calls (most turns)
+        calls = tuple(ToolCall(c.id, c.name, c.arguments_json) for c in m.tool_calls) if m.tool_calls else ()
+        return Message(_known(Role, m.role, Role.UNSPECIFIED), m.text, calls)
     return Message(
         role=_known(Role, m.role, Role.UNSPECIFIED),
         text=m.text,
@@ -157,7 +160,28 @@ def message(m: pb.Message) -> Message:
     )
 
 
+_CONTROL_FIELDS = frozenset(
+    {
+        "system_cache",
+        "reasoning",
+        "tool_choice",
+        "parallel_tool_calls",
+        "stop",
+        "top_p",
+        "top_k",
+        "seed",
+        "presence_penalty",
+        "frequency_penalty",
+        "end_user",
+        "provider_options_json",
+    }
+)
+_NO_CONTROLS = Controls()
+
+
 def _controls(req: pb.CallModelRequest) -> Controls:
+    if _CONTROL_FIELDS.isdisjoint(f.name for f, _ in req.ListFields()):
+        return _NO_CONTROLS  # a request that asks for none (most): one C call, not twelve
     reasoning = None
     if req.HasField("reasoning"):
         amount = req.reasoning.WhichOneof("amount")

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sidecar.core.conversation import DocumentPart, ImagePart, ModelRequest, Part, TextPart
+from sidecar.core.conversation import Controls, DocumentPart, ImagePart, ModelRequest, Part, TextPart
 from sidecar.core.taxonomy import InvalidInput
 
-__all__ = ["CONTROLS", "FEATURES", "asked", "refuse_uncarried"]
+__all__ = ["CONTROLS", "FEATURES", "asked", "plain", "refuse_uncarried"]
 
 CONTROLS = (
     "reasoning",
@@ -76,6 +76,19 @@ def _parts(where: str, parts: tuple[Part, ...], prefix: str) -> Iterator[tuple[s
                 yield f"{prefix}.text_document", at
         if part.cache is not None:
             yield "parts.cache", f"{at}.cache"
+
+
+_NO_CONTROLS = Controls()
+
+
+def plain(request: ModelRequest) -> bool:
+    """The request asks for no feature (text, tool calls and results as text): nothing to refuse, and no
+    format rule applies (every rule is about a feature). Most calls are: a format's ``check`` returns."""
+    return (
+        request.controls == _NO_CONTROLS
+        and not any(m.parts or m.reasoning or any(r.parts for r in m.tool_results) for m in request.messages)
+        and not any(t.cache is not None for t in request.tools)
+    )
 
 
 def asked(request: ModelRequest) -> Iterator[tuple[str, str]]:

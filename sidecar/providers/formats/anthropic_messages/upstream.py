@@ -132,7 +132,7 @@ from sidecar.providers.formats.anthropic_messages.vocab import (
     reasoning_block,
     render_tool,
 )
-from sidecar.providers.formats.carried import CONTROLS, refuse_uncarried
+from sidecar.providers.formats.carried import CONTROLS, plain, refuse_uncarried
 from sidecar.providers.formats.chat import JSON_INSTRUCTION, ChatReply, ChatRequest, StreamFault, compact_json
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.options import options_for
@@ -167,6 +167,8 @@ class AnthropicUpstream:
     """Every feature but the controls Anthropic has no field for (seed, presence and frequency penalties)."""
 
     def check(self, request: ModelRequest, model_id: str) -> None:
+        if plain(request):
+            return
         refuse_uncarried(request, self.carries, FORMAT_NAME, model_id)
         controls = request.controls
         if controls.reasoning is not None:

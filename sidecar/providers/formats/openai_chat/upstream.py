@@ -105,7 +105,7 @@ from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.providers.errors import Target, classify_response
-from sidecar.providers.formats.carried import asked, refuse_uncarried
+from sidecar.providers.formats.carried import asked, plain, refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.openai_chat.vocab import (
@@ -193,6 +193,8 @@ class OpenAIUpstream:
     """What the format carries (``formats.carried``): a PDF as data, not by URL (Chat Completions has no URL form)."""
 
     def check(self, request: ModelRequest, model_id: str) -> None:
+        if plain(request):
+            return
         _refuse_with_reasons(request, model_id)
         refuse_uncarried(request, self.carries, FORMAT_NAME, model_id)
         _check_rules(request, model_id)
