@@ -838,3 +838,31 @@ async def test_a_callers_long_model_and_tool_names_are_bounded_in_spans(traced: 
     assert len(attrs(chat)[n.GEN_AI_REQUEST_MODEL]) <= 128
     assert len(tool.name) <= len("execute_tool ") + 128
     assert len(attrs(tool)[n.GEN_AI_TOOL_NAME]) <= 128
+
+
+def test_recorded_content_shows_parts_by_size_and_reasoning_by_its_text_never_the_bytes() -> None:
+    from sidecar.core.conversation import DocumentPart, ImagePart, Message, ModelRequest, ReasoningPart, TextPart
+    from sidecar.core.kinds import Role
+    from sidecar.telemetry.observer import _messages_json
+
+    image = ImagePart("image/png", b"\x89PNG" + b"x" * 996)
+    request = ModelRequest(
+        "m",
+        (
+            Message(Role.USER, parts=(TextPart("look"), image, DocumentPart(url="https://x/a.pdf", title="A"))),
+            Message(
+                Role.ASSISTANT, "ok", reasoning=(ReasoningPart("why", "sig"), ReasoningPart(redacted_data="opaque"))
+            ),
+        ),
+    )
+    shown = _messages_json(request)
+    assert json.loads(shown) == [
+        {"role": "user", "content": [
+            {"type": "text", "content": "look"},
+            {"type": "image", "media_type": "image/png", "bytes": 1000},
+            {"type": "document", "title": "A", "url": "https://x/a.pdf"},
+        ]},
+        {"role": "assistant", "content": "ok", "reasoning": ["why", "[redacted]"]},
+    ]  # fmt: skip
+    assert "sig" not in shown
+    assert "zz" not in shown

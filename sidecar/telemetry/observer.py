@@ -27,7 +27,17 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, SpanKind, StatusCode
 
 from sidecar.core.clock import Clock
-from sidecar.core.conversation import Job, ModelRequest, ModelResponse, ToolOutcome, Usage
+from sidecar.core.conversation import (
+    DocumentPart,
+    ImagePart,
+    Job,
+    ModelRequest,
+    ModelResponse,
+    Part,
+    TextPart,
+    ToolOutcome,
+    Usage,
+)
 from sidecar.core.details import Hop
 from sidecar.core.kinds import FailureKind
 from sidecar.core.observer import (
@@ -122,12 +132,33 @@ def _mark_failed(span: Span, failure: SidecarFailure) -> None:
     span.set_status(StatusCode.ERROR, failure.kind_name)
 
 
+def _part_json(part: Part) -> dict[str, Any]:
+    """A part as a span shows it: text as it is, an image or a document by its size or URL, never its bytes."""
+    match part:
+        case TextPart():
+            return {"type": "text", "content": part.text}
+        case ImagePart():
+            where = {"bytes": len(part.data)} if part.data else {"url": part.url}
+            return {"type": "image", "media_type": part.media_type, **where}
+        case DocumentPart():
+            if part.text is not None:
+                return {"type": "document", "title": part.title, "content": part.text}
+            where = {"bytes": len(part.data)} if part.data else {"url": part.url}
+            return {"type": "document", "title": part.title, **where}
+
+
 def _messages_json(request: ModelRequest) -> str:
+    """The conversation as the GenAI conventions' input messages (with ``record_content``; masked after)."""
     out: list[dict[str, Any]] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
     for m in request.messages:
-        out.append({"role": m.role.name.lower(), "content": m.text})
+        entry: dict[str, Any] = {"role": m.role.name.lower(), "content": m.text}
+        if m.parts:
+            entry["content"] = [_part_json(p) for p in m.parts]
+        if m.reasoning:
+            entry["reasoning"] = [r.text if not r.redacted_data else "[redacted]" for r in m.reasoning]
+        out.append(entry)
     return json.dumps(out)
 
 
@@ -368,6 +399,9 @@ class TelemetryObserver:
                         span.set_attribute(n.SERVER_PORT, start.port)
                 if self._record_content:
                     span.set_attribute(n.GEN_AI_INPUT_MESSAGES, self.mask(_messages_json(request)))
+                    if request.controls.provider_options_json:
+                        options = self.mask(request.controls.provider_options_json)
+                        span.set_attribute(n.PROVIDER_OPTIONS, options)
             if not start.streamed:
                 yield _ModelCall(self, span, start)
                 return
