@@ -1,0 +1,214 @@
+"""Sixteen provider faults, each through the OpenAI front with a plain ``openai`` client.
+
+The suite a gateway is judged by (issue 22): a route of two OpenAI-compatible deployments
+(``primary``, then ``secondary``; ``large`` takes what does not fit), the documented defaults
+everywhere else, and the official ``openai`` SDK with its own retries off. Each fault is
+scripted on the fake provider; each scenario states what the caller must get (the complete
+answer, or the right refusal), who serves it, and a bound on the injected clock: the time the
+sidecar spent from the request to the answer. Where the sidecar waits on a timer of the
+injected clock (a silent provider, a stall, a slow first token), the test advances that clock
+once the fake shows the fault in place, so no test waits for real.
+
+Hammering fails every scenario: the fake logs each attempt with the injected clock's time, and
+``_no_hammering`` checks that two attempts to one deployment are never closer than the policy's
+shortest wait, and that no request follows an answer no retry can fix (a 400).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+import pytest
+import pytest_asyncio
+
+from sidecar.config import Config
+from sidecar.core.clock import FakeClock
+from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
+from sidecar.server.app import SidecarApp, running
+from tests.conftest import base_config
+
+REPLY_WORDS = 60
+PROMPT = "tell me about retries " + " ".join(f"w{i}" for i in range(REPLY_WORDS - 4))
+"""The fake's default reply echoes the prompt: ``You said: ...`` (60 words)."""
+ANSWER = f"You said: {PROMPT}"
+MIN_GAP_S = 0.1
+"""No two attempts to one deployment closer than this on the injected clock: every preset's
+shortest wait is above it (core.settings.PRESETS)."""
+
+
+def deployment(upstream: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "provider": "oai",
+        "upstream_model": upstream,
+        "context_window": 8000,
+        "max_output_tokens": 2048,
+        "default_output_tokens": 256,
+        **extra,
+    }
+
+
+MODELS: dict[str, Any] = {
+    "primary": deployment("up-primary"),
+    "secondary": deployment("up-secondary"),
+    "large": deployment("up-large", context_window=200_000),
+    "agent": {"route": {"fallbacks": ["primary", "secondary"], "context_fallback": "large"}},
+}
+
+
+def documented_config(provider_url: str, tools_url: str) -> Config:
+    """``tests/conftest.py``'s config with the policy and providers left at their documented defaults."""
+    cfg = base_config(provider_url, tools_url, http={"listen": "127.0.0.1:0"}, models=MODELS)
+    cfg["policy"] = {}
+    return Config.model_validate(cfg)
+
+
+@dataclass
+class Suite:
+    app: SidecarApp
+    clock: FakeClock
+    provider: FakeProvider
+    sdk: openai.AsyncOpenAI
+
+    def attempts(self, upstream: str) -> list[dict[str, Any]]:
+        return self.provider.requests(model=upstream)
+
+
+@pytest_asyncio.fixture
+async def suite(
+    provider: ThreadedServer[FakeProvider], backend: ThreadedServer[FakeToolBackend], clock: FakeClock
+) -> AsyncIterator[Suite]:
+    provider.server.stamp_with(clock.time)
+    async with running(
+        documented_config(provider.url, backend.url), listen="127.0.0.1:0", clock=clock, rng=random.Random(7)
+    ) as app:
+        assert app.http is not None
+        url = f"http://127.0.0.1:{app.http.port}/v1"
+        async with openai.AsyncOpenAI(base_url=url, api_key="unused", max_retries=0) as sdk:
+            yield Suite(app, clock, provider.server, sdk)
+
+
+def user(text: str) -> list[Any]:
+    return [{"role": "user", "content": text}]
+
+
+async def whole(s: Suite) -> tuple[str, str]:
+    """One call, whole: (the answer's text, the model that served it)."""
+    reply = await s.sdk.chat.completions.create(model="agent", messages=user(PROMPT))
+    (choice,) = reply.choices
+    return choice.message.content or "", reply.model
+
+
+async def streamed(s: Suite) -> tuple[str, str]:
+    """One call, streamed: (the text as the caller read it, delta by delta, and the model that served it)."""
+    text: list[str] = []
+    model = ""
+    stream = await s.sdk.chat.completions.create(model="agent", messages=user(PROMPT), stream=True)
+    async for chunk in stream:
+        model = chunk.model
+        for choice in chunk.choices:
+            text.append(choice.delta.content or "")
+    return "".join(text), model
+
+
+def _no_hammering(s: Suite) -> None:
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    for record in s.provider.requests():
+        by_model.setdefault(record["body"]["model"], []).append(record)
+    for upstream, records in by_model.items():
+        for before, after in itertools.pairwise(records):
+            gap = after["stamped_at"] - before["stamped_at"]
+            assert gap >= MIN_GAP_S, f"{upstream}: attempts {gap:.3f} s apart on the injected clock"
+            assert before["status_sent"] not in (400, 404), f"{upstream}: retried a {before['status_sent']}"
+
+
+async def until(predicate: Callable[[], bool], what: str) -> None:
+    """Poll the fake (a few seconds of real time at most) until ``predicate`` holds."""
+    for _ in range(1000):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"never happened: {what}")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One scenario: what the fake does, how the caller calls, and what the caller must get."""
+
+    name: str
+    script: dict[str, list[dict[str, Any]]]
+    served_by: str
+    bound_s: float
+    stream: bool = False
+    attempts: dict[str, int] = field(default_factory=dict)
+    """Upstream model -> exactly how many attempts it got."""
+    drive: Callable[[Suite], Awaitable[None]] | None = None
+    """Advances the injected clock once the fault is in place (a silent provider, a stall)."""
+
+
+FAULTS = [
+    Fault(
+        "429 with Retry-After once",
+        {"up-primary": [{"preset": "rate_limit", "retry_after": 2}]},
+        served_by="up-primary",
+        bound_s=3,
+        attempts={"up-primary": 2},
+    ),
+    Fault(
+        "429 persistent",
+        {"up-primary": [{"preset": "rate_limit", "repeat": 100}]},
+        served_by="up-secondary",
+        bound_s=60,
+    ),
+    Fault(
+        "500 once",
+        {"up-primary": [{"preset": "server_error"}]},
+        served_by="up-primary",
+        bound_s=5,
+        attempts={"up-primary": 2},
+    ),
+    Fault(
+        "503 persistent, the fallback answers",
+        {"up-primary": [{"status": 503, "body": {"error": {"message": "unavailable"}}, "repeat": 100}]},
+        served_by="up-secondary",
+        bound_s=60,
+        attempts={"up-secondary": 1},
+    ),
+    Fault(
+        "a reset before headers",
+        {"up-primary": [{"fault": "reset"}]},
+        served_by="up-primary",
+        bound_s=5,
+        attempts={"up-primary": 2},
+    ),
+    Fault(
+        "no [DONE]",
+        {"up-primary": [{"stream_fault": "no_end_marker"}]},
+        served_by="up-primary",
+        bound_s=1,
+        stream=True,
+        attempts={"up-primary": 1},
+    ),
+]
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
+async def test_the_caller_gets_the_complete_answer(suite: Suite, fault: Fault) -> None:
+    for upstream, steps in fault.script.items():
+        suite.provider.script(upstream, steps)
+    start = suite.clock.time()
+    call = asyncio.ensure_future(streamed(suite) if fault.stream else whole(suite))
+    if fault.drive is not None:
+        await fault.drive(suite)
+    text, model = await call
+    assert text == ANSWER
+    assert model == fault.served_by
+    assert suite.clock.time() - start <= fault.bound_s
+    for upstream, count in fault.attempts.items():
+        assert len(suite.attempts(upstream)) == count, upstream
+    _no_hammering(suite)
