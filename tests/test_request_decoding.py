@@ -43,3 +43,23 @@ async def test_a_valid_request_sent_as_raw_bytes_still_works(sidecar: Running) -
         )
         raw = await call(pb.ListModelsRequest().SerializeToString(), timeout=30)
     assert {m.id for m in pb.ListModelsResponse.FromString(raw).models} == {"gpt", "claude"}
+
+
+@pytest.mark.parametrize("policy", [3, 99, -1])
+async def test_a_mid_stream_policy_the_contract_does_not_name_is_invalid_argument(sidecar: Running, policy: int) -> None:
+    request = pb.CallModelRequest(model="gpt", messages=[sc.user("hi")], mid_stream=policy)  # type: ignore[arg-type]
+    async with grpc.aio.insecure_channel(sidecar.app.address) as channel:
+        call = channel.unary_stream(
+            f"/{SIDECAR_SERVICE_NAME}/StreamModel", request_serializer=None, response_deserializer=None
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            async for _ in call(request.SerializeToString(), timeout=30):
+                pass
+    rpc = caught.value
+    assert rpc.code() == grpc.StatusCode.INVALID_ARGUMENT
+    err = sc.from_rpc_error(rpc)
+    assert isinstance(err, sc.InvalidInputError)
+    assert err.detail.parameter == "mid_stream"
+    assert err.detail.value == str(policy)
+    assert "MID_STREAM_POLICY_FAIL" in err.detail.rule
+    assert sidecar.provider.requests() == []

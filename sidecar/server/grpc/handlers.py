@@ -11,6 +11,11 @@ method needs no edit here) is registered with:
                    (unary methods), or ``wrap_stream``'s (server-streaming methods: StreamModel)
     serializer     XResponse.SerializeToString
 
+The enum fields of ``CHECKED_ENUMS`` are checked too: proto3 enums are open, so a number the
+contract does not name (StreamModel's ``mid_stream`` 3, 99 or -1) decodes without complaint and
+would be read as the default; it is INVALID_ARGUMENT (INVALID_INPUT naming the field and the
+values it may take), before any other work.
+
 ``wrap(service, method, behaviour)`` puts a policy around one method (the in-flight limit).
 A client-streaming method would need a third shape: the contract has none.
 """
@@ -24,13 +29,16 @@ from typing import Any
 import grpc
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError, Message
+from google.rpc import status_pb2
 from grpc_status import rpc_status
 from sidecar_contract.v1 import sidecar_pb2 as pb
 
+from sidecar.core.taxonomy import InvalidInput
 from sidecar.server.admission import Behavior, StreamBehavior
 from sidecar.server.grpc.refusals import undecodable
+from sidecar.server.grpc.status import to_status
 
-__all__ = ["SIDECAR_SERVICE_NAME", "Undecodable", "register_sidecar"]
+__all__ = ["CHECKED_ENUMS", "SIDECAR_SERVICE_NAME", "Undecodable", "register_sidecar", "unnamed_enum"]
 
 _SERVICE = pb.DESCRIPTOR.services_by_name["Sidecar"]
 SIDECAR_SERVICE_NAME: str = _SERVICE.full_name
@@ -45,6 +53,24 @@ class Undecodable:
     message_type: str
     size: int
     error: str
+
+
+CHECKED_ENUMS: dict[str, tuple[str, ...]] = {"StreamModel": ("mid_stream",)}
+"""Per method, the request's enum fields whose value must be one the contract names."""
+
+
+def unnamed_enum(request: Message, fields: tuple[str, ...]) -> status_pb2.Status | None:
+    """INVALID_ARGUMENT for the first of ``fields`` holding a number its enum does not name, else None."""
+    for name in fields:
+        field = request.DESCRIPTOR.fields_by_name[name]
+        value = getattr(request, name)
+        if value not in field.enum_type.values_by_number:
+            named = ", ".join(f"{v.number} ({v.name})" for v in field.enum_type.values)
+            failure = InvalidInput(name, str(value), f"must be one of {field.enum_type.full_name}: {named}")
+            status = to_status(failure)
+            status.code = grpc.StatusCode.INVALID_ARGUMENT.value[0]
+            return status
+    return None
 
 
 def _lenient(cls: type[Message]) -> Callable[[bytes], Message | Undecodable]:
@@ -72,11 +98,15 @@ def _decoded(full: str, behavior: Behavior) -> Behavior:
     return handler
 
 
-def _decoded_stream(full: str, behavior: StreamBehavior) -> StreamBehavior:
+def _decoded_stream(full: str, behavior: StreamBehavior, enums: tuple[str, ...] = ()) -> StreamBehavior:
     async def handler(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
         if isinstance(request, Undecodable):
             status = undecodable(full, request.message_type, request.size)
             await context.abort_with_status(rpc_status.to_status(status))
+            raise AssertionError("unreachable: abort_with_status raises")
+        refused = unnamed_enum(request, enums) if enums else None
+        if refused is not None:
+            await context.abort_with_status(rpc_status.to_status(refused))
             raise AssertionError("unreachable: abort_with_status raises")
         async for event in behavior(request, context):
             yield event
@@ -106,7 +136,7 @@ def register_sidecar(
         if method.server_streaming:
             streaming = wrap_stream(SIDECAR_SERVICE_NAME, method.name, getattr(servicer, method.name))
             handlers[method.name] = grpc.unary_stream_rpc_method_handler(
-                _decoded_stream(full, streaming),
+                _decoded_stream(full, streaming, CHECKED_ENUMS.get(method.name, ())),
                 request_deserializer=_lenient(request_cls),
                 response_serializer=response_cls.SerializeToString,
             )
