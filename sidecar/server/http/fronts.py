@@ -72,7 +72,7 @@ from sidecar.server.http.failures import answer_of, error_of, failure_headers, h
 from sidecar.server.http.tracing import start_server_span
 from sidecar.telemetry import names as n
 
-__all__ = ["ModelEndpoint", "chat_reply", "check_unicode", "json_bytes", "json_text", "reply_extension"]
+__all__ = ["ModelEndpoint", "chat_reply", "served_model", "check_unicode", "json_bytes", "json_text", "reply_extension"]
 
 CANCELLED_STATUS = 499
 """Recorded on the span of an exchange whose caller left (nobody reads the answer)."""
@@ -100,6 +100,13 @@ def reply_extension(response: ModelResponse) -> dict[str, Any]:
     if response.hops:
         out["hops"] = [hop_json(h) for h in response.hops]
     return out
+
+
+def served_model(response: ModelResponse, asked: str) -> str:
+    """A reply's ``model``: the model that served it as its provider reported it (after a route's
+    failover, the deployment that answered), as the providers' APIs say; the id asked for when the
+    provider named none. The route id, the deployment and the hops are in the ``sidecar`` field."""
+    return response.response_model or asked
 
 
 def chat_reply(response: ModelResponse) -> ChatReply:
@@ -339,7 +346,8 @@ class ModelEndpoint:
             response: ModelResponse = await _unless_gone(self._models.call(ask.request, options), request.receive)
         except SidecarFailure as failure:
             return self._failed(failure, exchange)
-        body = self._front.render(chat_reply(response), self._head(ask.request.model), reply_extension(response))
+        head = self._head(served_model(response, ask.request.model))
+        body = self._front.render(chat_reply(response), head, reply_extension(response))
         exchange.answered(200)
         return self._json(200, body, {ATTEMPTS_HEADER: str(response.attempts)})
 
