@@ -531,18 +531,20 @@ async def test_after_failover_the_message_names_the_model_that_served_as_anthrop
     http_sidecar: Running, client: anthropic.AsyncAnthropic
 ) -> None:
     script(http_sidecar, "gpt-a", UNAVAILABLE, UNAVAILABLE)  # the whole call's hop, then the stream's
-    message = await client.messages.create(
-        model="fallback", max_tokens=100, messages=user("hi"), extra_headers=ONE_TRY
-    )
+    message = await client.messages.create(model="fallback", max_tokens=100, messages=user("hi"), extra_headers=ONE_TRY)
     assert message.model == "fake-claude"
     ext = extension(message)
     assert ext["served_by"] == "claude"
     assert [h["deployment"] for h in ext["hops"]] == ["gpt-a", "claude"]
-    assert ext["total_usage"] == {"input_tokens": message.usage.input_tokens, "output_tokens": message.usage.output_tokens}
+    assert ext["total_usage"] == {
+        "input_tokens": message.usage.input_tokens,
+        "output_tokens": message.usage.output_tokens,
+    }
     async with client.messages.stream(
         model="fallback", max_tokens=100, messages=user("hi"), extra_headers=ONE_TRY
     ) as stream:
         final = await stream.get_final_message()
-    assert final.content[0].type == "text" and final.content[0].text == "You said: hi"
+    assert final.content[0].type == "text"
+    assert final.content[0].text == "You said: hi"
     assert final.usage.output_tokens > 0
     assert len(sent(http_sidecar, "gpt-a")) == 2

@@ -68,7 +68,7 @@ def http_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 # ----------------------------------------------------------------------------- inputs
 
-texts = st.one_of(st.text(max_size=20), st.sampled_from(LONE), st.sampled_from(MODELS + ["user", "assistant"]))
+texts = st.one_of(st.text(max_size=20), st.sampled_from(LONE), st.sampled_from([*MODELS, "user", "assistant"]))
 scalars = st.one_of(
     st.none(),
     st.booleans(),
@@ -97,7 +97,10 @@ def bodies(draw: st.DrawFn, keys: list[str], anthropic: bool) -> bytes:
         return (opener * depth).encode()
     if shape == "raw":
         return draw(st.binary(max_size=64))
-    body: dict[str, Any] = {"model": draw(st.sampled_from(MODELS + LONE)), "messages": [{"role": "user", "content": "hi"}]}
+    body: dict[str, Any] = {
+        "model": draw(st.sampled_from(MODELS + LONE)),
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     if anthropic:
         body["max_tokens"] = 16
     for name in draw(st.lists(st.sampled_from(keys), max_size=3)):
@@ -181,15 +184,15 @@ def rpc_bodies(draw: st.DrawFn) -> bytes:
         return ("[" * draw(st.integers(900, 120_000))).encode()
     params = {"name": draw(st.one_of(st.sampled_from(["fetch", "search", *LONE]), texts)),
               "arguments": draw(values(["id", "query", "q"]))}  # fmt: skip
-    message = {"jsonrpc": "2.0", "id": draw(st.one_of(st.integers(0, 99), texts)),
-               "method": draw(st.sampled_from(["tools/call", "tools/call", "tools/list", *LONE])), "params": params}  # fmt: skip
+    method = draw(st.sampled_from(["tools/call", "tools/call", "tools/list", *LONE]))
+    message = {"jsonrpc": "2.0", "id": draw(st.one_of(st.integers(0, 99), texts)), "method": method, "params": params}
     return json.dumps(message).encode()
 
 
 @_settings(0.4)
 @given(body=rpc_bodies(), sent=headers())
-def test_the_mcp_front_answers_every_request_as_json_rpc(http_served: str, body: bytes, sent: dict[bytes, bytes]) -> None:
+def test_the_mcp_front_answers_every_request_as_json_rpc(
+    http_served: str, body: bytes, sent: dict[bytes, bytes]
+) -> None:
     sent[b"content-type"] = b"application/json"
     _post(http_served, "/mcp", body, sent)
-
-

@@ -96,7 +96,10 @@ LONE = "\ud800"
 as a one-character string UTF-8 cannot encode."""
 CALLED = [
     {"role": "user", "content": "hi"},
-    {"role": "assistant", "tool_calls": [{"id": LONE, "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+    {
+        "role": "assistant",
+        "tool_calls": [{"id": LONE, "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+    },
 ]
 OPENAI_LONE: list[tuple[str, dict[str, Any]]] = [
     ("model", {"model": LONE, "messages": USER}),
@@ -123,7 +126,9 @@ def _names(error: dict[str, Any], path: str) -> None:
 
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
-async def test_a_lone_surrogate_anywhere_in_a_body_is_a_bad_request_naming_its_path(start_sidecar: Start, path: str) -> None:
+async def test_a_lone_surrogate_anywhere_in_a_body_is_a_bad_request_naming_its_path(
+    start_sidecar: Start, path: str
+) -> None:
     r = await start_sidecar(http=HTTP)
     assert r.app.http is not None
     url = f"http://127.0.0.1:{r.app.http.port}{path}"
@@ -191,7 +196,8 @@ async def test_a_fault_inside_a_door_is_a_system_failure_in_the_doors_shape(
     start_sidecar: Start, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     r = await start_sidecar(http=HTTP)
-    assert r.app.http is not None and r.app.models is not None
+    assert r.app.http is not None
+    assert r.app.models is not None
     base = f"http://127.0.0.1:{r.app.http.port}"
 
     async def broken(*_args: Any) -> Any:

@@ -238,7 +238,8 @@ async def test_a_streamed_failover_carries_the_serving_attempts_usage_and_every_
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "You said: hi"
     usage = chunks[-1].usage
-    assert usage is not None and usage.prompt_tokens > 0
+    assert usage is not None
+    assert usage.prompt_tokens > 0
     ext = extension(chunks[-1])
     assert ext["served_by"] == "claude"
     assert ext["response_model"] == "fake-claude"

@@ -72,7 +72,7 @@ from sidecar.server.http.failures import answer_of, error_of, failure_headers, h
 from sidecar.server.http.tracing import start_server_span
 from sidecar.telemetry import names as n
 
-__all__ = ["ModelEndpoint", "chat_reply", "served_model", "check_unicode", "json_bytes", "json_text", "reply_extension"]
+__all__ = ["ModelEndpoint", "chat_reply", "check_unicode", "json_bytes", "json_text", "reply_extension", "served_model"]
 
 CANCELLED_STATUS = 499
 """Recorded on the span of an exchange whose caller left (nobody reads the answer)."""
@@ -137,7 +137,13 @@ class _TooLarge(Exception):
 
 async def _body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isascii() and declared.isdigit() and len(declared) < 20 and int(declared) > limit:
+    if (
+        declared is not None
+        and declared.isascii()
+        and declared.isdigit()
+        and len(declared) < 20
+        and int(declared) > limit
+    ):
         raise _TooLarge
     chunks: list[bytes] = []
     size = 0

@@ -195,7 +195,9 @@ class HttpHosting:
             answer = next((a for d in doors if d.fault is not None and (a := d.fault(path, failure))), None)
             status, body = answer or _plain_fault(failure)
             text = json.dumps(body, ensure_ascii=True)  # whatever the failure quotes, ASCII writes it
-            return Response(text, status_code=status, media_type="application/json", headers={"x-should-retry": "false"})
+            return Response(
+                text, status_code=status, media_type="application/json", headers={"x-should-retry": "false"}
+            )
 
         routes: list[BaseRoute] = [Route(HEALTH_PATH, health, methods=["GET"])]
         for door in doors:

@@ -205,6 +205,10 @@ def mcp_door(tools: ToolService, admission: Admission, secrets: tuple[str, ...],
     route = Route(MCP_PATH, endpoint=_Endpoint(manager, max_body_bytes), methods=["POST"])
 
     def fault(path: str, failure: SidecarFailure) -> tuple[int, dict[str, Any]] | None:
-        return (500, rpc_error(INTERNAL_ERROR, failure.message, data={"kind": failure.kind_name})) if path == MCP_PATH else None
+        return (
+            (500, rpc_error(INTERNAL_ERROR, failure.message, data={"kind": failure.kind_name}))
+            if path == MCP_PATH
+            else None
+        )
 
     return Door("mcp", [route], manager.run, fault=fault)
