@@ -16,6 +16,9 @@
                                  ``traceparent`` / ``tracestate``: the parent of its spans (``tracing.py``)
     the JSON-RPC request id      the call's ``call_id``
     every text it answers        configured secrets masked, as the gRPC port's last step masks them
+    a body the SDK cannot take   checked before the SDK reads it (``_checked``), 400: not JSON (100,000 ``[``)
+                                 -32700; a lone surrogate escape -32602 in ``params`` (else -32600), naming
+                                 the JSON path; a fault of the front's own: 500 -32603 (``hosting.py``)
 
 A call has no deadline of its own (MCP carries none): each attempt is bounded by the tool's
 timeout and the call by its retry budget, as an ExecuteTool without a deadline.
