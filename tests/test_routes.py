@@ -23,6 +23,7 @@ from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar.config import ConfigError, parse_config
 from sidecar.core.circuit import CircuitState
+from sidecar.core.routing import DEPLOYMENT_CIRCUIT
 from sidecar.fakes import FakeProvider, ThreadedServer
 from sidecar.fakes._anthropic import sign_thinking
 from sidecar.providers.formats.anthropic_messages import front as anthropic
@@ -318,11 +319,11 @@ async def test_a_dead_deployment_is_skipped_then_probed_once(routed: Any) -> Non
     assert guard.state is CircuitState.OPEN
     skipped = await rt.client.call_model("guarded", [user("hi")])
     assert hops(skipped.hops) == [("dead", "CIRCUIT_OPEN", 0, True), ("gpt-b", "UNSPECIFIED", 1, False)]
-    assert skipped.hops[0].reason.startswith("the circuit of dead is open for about 30 s after repeated failures")
+    assert skipped.hops[0].reason.startswith("the circuit of dead is open for about 4 s after repeated failures")
     assert "opened by HTTP 401 (UNAUTHORIZED" in skipped.hops[0].reason
     assert len(rt.sent("up-dead")) == 3
 
-    rt.r.clock.advance(30)
+    rt.r.clock.advance(DEPLOYMENT_CIRCUIT.cooldown_s)
     rt.script("up-dead", {"delay_ms": 1500})
     probe = asyncio.ensure_future(rt.client.call_model("guarded", [user("hi")]))
     await asyncio.to_thread(rt.oai.wait_for, lambda rs: sum(r["model"] == "up-dead" for r in rs) == 4)
@@ -348,7 +349,7 @@ async def test_a_cancelled_probe_is_lost_and_the_circuit_reopens_with_its_cooldo
     rt: Routed = await routed()
     await _open(rt, "up-dead", "guarded")
     guard = rt.r.app.models.routes.guard("dead")  # type: ignore[union-attr]
-    rt.r.clock.advance(30)
+    rt.r.clock.advance(DEPLOYMENT_CIRCUIT.cooldown_s)
     rt.script("up-dead", {"fault": "hang"})
     probe = asyncio.ensure_future(rt.client.call_model("guarded", [user("hi")]))
     await asyncio.to_thread(rt.oai.wait_for, lambda rs: sum(r["model"] == "up-dead" for r in rs) == 4)
@@ -361,7 +362,7 @@ async def test_a_cancelled_probe_is_lost_and_the_circuit_reopens_with_its_cooldo
             break
         await asyncio.sleep(0.01)
     assert guard.state is CircuitState.OPEN
-    assert guard.cooldown == 30  # lost, not failed: the cooldown is not doubled
+    assert guard.cooldown == DEPLOYMENT_CIRCUIT.cooldown_s  # lost, not failed: the cooldown is not doubled
 
 
 async def test_a_route_whose_every_circuit_is_open_fails_circuit_open_without_an_attempt(routed: Any) -> None:
@@ -375,9 +376,9 @@ async def test_a_route_whose_every_circuit_is_open_fails_circuit_open_without_an
     assert hops(err.hops) == [("gpt-a", "CIRCUIT_OPEN", 0, True), ("gpt-b", "CIRCUIT_OPEN", 0, True)]
     assert err.attempts == 0
     assert err.grpc_code == grpc.StatusCode.UNAVAILABLE
-    assert "1) gpt-a, skipped (CIRCUIT_OPEN): the circuit of gpt-a is open for about 30 s" in err.message
+    assert "1) gpt-a, skipped (CIRCUIT_OPEN): the circuit of gpt-a is open for about 4 s" in err.message
     assert err.retry_after is not None
-    assert err.retry_after == pytest.approx(30, abs=1)
+    assert err.retry_after == pytest.approx(DEPLOYMENT_CIRCUIT.cooldown_s, abs=1)
     assert len(rt.sent("up-gpt-a")) == 3
 
 
@@ -460,7 +461,6 @@ models:
         ("{fallbacks: [a, a]}", "a: a deployment is named once, in balance or in fallbacks"),
         ("{fallbacks: [r]}", "models.r.route.fallbacks[0]: 'r' is a route; a route's deployments are catalog models"),
         ("{}", "a route needs at least one deployment in balance or fallbacks"),
-        ("{fallbacks: [a], move_on: [PROVIDER_REFUSAL]}", "PROVIDER_REFUSAL never moves on to another deployment"),
         ("{fallbacks: [a], move_on: [INVALID_INPUT]}", "INVALID_INPUT never moves on"),
         ("{fallbacks: [a], move_on: [OVERLOAD]}", "'OVERLOAD' is not a failure kind"),
         ("{fallbacks: [a], context_fallback: c}", "models.r.route.context_fallback: 'c' is not a catalog model"),
