@@ -396,6 +396,61 @@ async def test_a_429_still_paces_the_deployment_within_its_hop(routed: Any) -> N
     assert models.throttle("claude-a").throttle == 0  # type: ignore[union-attr]
 
 
+async def test_a_partial_circuit_keeps_the_deployment_defaults_so_the_third_failed_hop_opens_it(routed: Any) -> None:
+    """``circuit: {cooldown_s: 30}`` once took the tool services' defaults for the rest: 12 failed hops to open."""
+    rt: Routed = await routed(
+        down=deployment("oai", "up-down"),
+        spare=deployment("oai", "up-spare"),
+        slow={"route": {"fallbacks": ["down", "spare"], "circuit": {"cooldown_s": 30}}},
+    )
+    await _open(rt, "up-down", "slow")
+    guard = rt.r.app.models.routes.guard("down")  # type: ignore[union-attr]
+    assert guard.state is CircuitState.OPEN
+    assert guard.cooldown == 30
+    skipped = await rt.client.call_model("slow", [user("hi")])
+    assert hops(skipped.hops) == [("down", "CIRCUIT_OPEN", 0, True), ("spare", "UNSPECIFIED", 1, False)]
+    assert len(rt.sent("up-down")) == 3
+
+
+async def test_a_primary_down_for_a_minute_is_serving_again_within_8_s_of_recovering(
+    start_sidecar: Start, provider: ThreadedServer[FakeProvider]
+) -> None:
+    """The documented defaults with the interactive preset and two retries (issue 22): a call every second
+    of the fake clock, the primary answering 503 for 60 s, then healthy. Every call is served, by the
+    fallback while the primary is down; the primary serves again within its circuit's 8 s of recovering."""
+    oai = {"wire_format": "openai", "base_url": provider.url + "/v1", "api_key": KEY_A}
+    r = await start_sidecar(
+        policy={"preset": "interactive", "upstream_retries": 2},
+        providers={"oai": oai},
+        models={
+            "primary": deployment("oai", "up-primary"),
+            "backup": deployment("oai", "up-backup"),
+            "chat": {"route": {"fallbacks": ["primary", "backup"]}},
+        },
+    )
+    fake, clock = r.provider, r.clock
+    fake.script("up-primary", [{"status": 503, "repeat": 10_000}])
+    start = clock.time()
+    recovered_at: float | None = None
+    sent_while_down = 0
+    served: list[tuple[float, str]] = []
+    while clock.time() < start + 90:
+        if recovered_at is None and clock.time() >= start + 60:
+            fake.script("up-primary", [])  # healthy from now on
+            recovered_at = clock.time()
+            sent_while_down = len(fake.requests(model="up-primary"))
+        asked = clock.time()
+        reply = await r.client.call_model("chat", [user("hi")])
+        served.append((asked, reply.served_by))
+        clock.advance(max(1.0 - (clock.time() - asked), 0.0))  # the next call a second after this one began
+    assert recovered_at is not None
+    assert {who for t, who in served if t < recovered_at} == {"backup"}
+    back = next(t for t, who in served if t >= recovered_at and who == "primary")
+    assert back - recovered_at <= DEPLOYMENT_CIRCUIT.max_cooldown_s + 1.0 <= 10
+    assert {who for t, who in served if t > back} == {"primary"}
+    assert sent_while_down <= 3 * (3 + 60 / DEPLOYMENT_CIRCUIT.cooldown_s)  # 3 attempts a hop, a probe a cooldown
+
+
 # ---------------------------------------------------------------- ListModels, spans
 
 
@@ -488,6 +543,30 @@ def test_two_routes_may_not_give_one_deployment_two_circuits() -> None:
     text = (CONFIG % "{fallbacks: [a], circuit: {cooldown_s: 5}}") + "  s: {route: {fallbacks: [a]}}\n"
     with pytest.raises(ConfigError, match="a has one circuit, but route r gives it another"):
         parse_config(text)
+
+
+@pytest.mark.parametrize(
+    ("circuit", "expected"),
+    [
+        ("{cooldown_s: 30}", {"cooldown_s": 30.0, "max_cooldown_s": 30.0}),  # at least the cooldown given
+        ("{cooldown_s: 2}", {"cooldown_s": 2.0}),
+        ("{failures_to_open: 1}", {"failures_to_open": 1}),  # the first failed hop still takes it to its maximum
+        ("{cooldown_s: 60, max_cooldown_s: 600}", {"cooldown_s": 60.0, "max_cooldown_s": 600.0}),
+        ("{probe_timeout_s: 20}", {"probe_timeout_s": 20.0}),
+    ],
+)
+def test_a_partial_circuit_takes_the_deployment_defaults_for_what_it_leaves_out(
+    circuit: str, expected: dict[str, Any]
+) -> None:
+    config = parse_config(CONFIG % f"{{fallbacks: [a], circuit: {circuit}}}")
+    assert config.routes["r"].route.deployment_circuit == DEPLOYMENT_CIRCUIT.model_copy(update=expected)
+
+
+def test_a_circuit_whose_cooldowns_disagree_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"models\.r\.route\.circuit.*max_cooldown_s \(10\.0\) must not be below"):
+        parse_config(CONFIG % "{fallbacks: [a], circuit: {cooldown_s: 30, max_cooldown_s: 10}}")
+    with pytest.raises(ConfigError, match=r"models\.r\.route\.circuit\.colour: unknown key"):
+        parse_config(CONFIG % "{fallbacks: [a], circuit: {colour: red}}")
 
 
 def test_a_valid_route_is_kept_apart_from_the_deployments() -> None:
