@@ -18,6 +18,7 @@ import openai
 import pytest
 import pytest_asyncio
 import sidecar_client as sc
+from google.rpc import error_details_pb2, status_pb2
 from sidecar_client import pb, user
 
 from tests.conftest import Running, Start
@@ -109,6 +110,12 @@ async def test_call_model_fails_provider_refusal_with_the_category_after_one_att
     assert f"Model {model} refused the request ({category.replace(',', ', ')})" in err.message
     assert err.message.endswith("Retrying the same model will not help.")
     assert sent(r, model) == 1
+    rpc = err.__cause__
+    assert isinstance(rpc, grpc.aio.AioRpcError)
+    status = status_pb2.Status.FromString(dict(rpc.trailing_metadata() or ())["grpc-status-details-bin"])
+    info = error_details_pb2.ErrorInfo()
+    assert status.details[1].Unpack(info)
+    assert (info.reason, info.metadata["category"]) == ("PROVIDER_REFUSAL", category)
     if step["preset"] != "reply":  # an error answer: kept, as any upstream answer is
         assert err.http is not None
         assert err.http.status_code == 400
