@@ -1,8 +1,9 @@
 """Sixteen provider faults, each through the OpenAI front with a plain ``openai`` client.
 
 The suite a gateway is judged by (issue 22): a route of two OpenAI-compatible deployments
-(``primary``, then ``secondary``; ``large`` takes what does not fit), the documented defaults
-everywhere else, and the official ``openai`` SDK with its own retries off. Each fault is
+(``primary``, then ``secondary``; ``large`` takes what does not fit), the policy docs/retries.md
+suggests for a caller who waits (``preset: interactive``, two retries), every other key at its
+documented default, and the official ``openai`` SDK with its own retries off. Each fault is
 scripted on the fake provider; each scenario states what the caller must get (the complete
 answer, or the right refusal), who serves it, and a bound on the injected clock: the time the
 sidecar spent from the request to the answer. Where the sidecar waits on a timer of the
@@ -62,9 +63,9 @@ MODELS: dict[str, Any] = {
 
 
 def documented_config(provider_url: str, tools_url: str) -> Config:
-    """``tests/conftest.py``'s config with the policy and providers left at their documented defaults."""
+    """``tests/conftest.py``'s config with the interactive policy and everything else at its documented default."""
     cfg = base_config(provider_url, tools_url, http={"listen": "127.0.0.1:0"}, models=MODELS)
-    cfg["policy"] = {}
+    cfg["policy"] = {"preset": "interactive", "upstream_retries": 2}
     return Config.model_validate(cfg)
 
 
@@ -163,7 +164,8 @@ FAULTS = [
         "429 persistent",
         {"up-primary": [{"preset": "rate_limit", "repeat": 100}]},
         served_by="up-secondary",
-        bound_s=60,
+        bound_s=15,
+        attempts={"up-primary": 3, "up-secondary": 1},
     ),
     Fault(
         "500 once",
@@ -176,8 +178,8 @@ FAULTS = [
         "503 persistent, the fallback answers",
         {"up-primary": [{"status": 503, "body": {"error": {"message": "unavailable"}}, "repeat": 100}]},
         served_by="up-secondary",
-        bound_s=60,
-        attempts={"up-secondary": 1},
+        bound_s=15,
+        attempts={"up-primary": 3, "up-secondary": 1},
     ),
     Fault(
         "a reset before headers",
