@@ -295,7 +295,7 @@ class Once:
                 held = await self._local.claim_call(key, ttl, since)
             match held:
                 case Claimed(token):
-                    return await self._send(call, send, watched, records, token), False
+                    return await self._send(call, send, watched, records, token, since), False
                 case Recorded(text):
                     return self._replay(call, text), True
                 case InProgress(owner, started, alive) if alive and owner != records.owner:
@@ -306,14 +306,20 @@ class Once:
                     poll = min(poll * 2, POLL_MAX_S)
                 case InProgress(owner, started, alive):
                     if call.idempotent:  # its sender is gone, and repeating it is safe: sent again
-                        return await self._send(call, send, watched, records, None), False
+                        return await self._send(call, send, watched, records, None, since), False
                     why = "the sidecar sending it stopped before its outcome was recorded"
                     return _outcome(unknown(call, started, why), call), True
                 case _:
                     raise AssertionError(f"no claim: {held!r}")
 
     async def _send(
-        self, call: OnceCall, send: Send, watched: Watched[Any], records: CallRecords, token: str | None
+        self,
+        call: OnceCall,
+        send: Send,
+        watched: Watched[Any],
+        records: CallRecords,
+        token: str | None,
+        since: float,
     ) -> ToolOutcome:
         assert call.key is not None
         key = call.key
@@ -322,7 +328,7 @@ class Once:
         except asyncio.CancelledError:
             if watched.may_have_reached and not call.idempotent:
                 why = "the call sending it was cancelled before the service answered"
-                lost = encode(_outcome(unknown(call, self._clock.wall().timestamp(), why), call), self._secrets)
+                lost = encode(_outcome(unknown(call, since, why), call), self._secrets)
                 self._soon(self._finish(records, key, lost, call.window_s))
             elif token is not None:
                 self._soon(records.abandon_call(key, token))
