@@ -19,6 +19,7 @@ idempotency key a tool with ``idempotency_header`` sends on every attempt (``ide
                                         idempotent tool: sent again (with the same key)
                                         otherwise EXTERNAL_SERVICE "outcome unknown, not sent again"
     the caller cancels mid-send       not idempotent: "outcome unknown" recorded; else removed
+      (or the sending breaks: a bug)
     the backend cannot answer         this process's own record decides (as every local decision)
 
 The record holds a result or a failure, with the configured secrets masked, and never the
@@ -325,9 +326,10 @@ class Once:
         key = call.key
         try:
             outcome, reached = await send()
-        except asyncio.CancelledError:
+        except BaseException as exc:  # cancelled by the caller (or a bug, SYSTEM above): no outcome to record
             if watched.may_have_reached and not call.idempotent:
-                why = "the call sending it was cancelled before the service answered"
+                cancelled = isinstance(exc, asyncio.CancelledError)
+                why = f"the call sending it {'was cancelled' if cancelled else 'failed'} before the service answered"
                 lost = encode(_outcome(unknown(call, since, why), call), self._secrets)
                 self._soon(self._finish(records, key, lost, call.window_s))
             elif token is not None:
