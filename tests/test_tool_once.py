@@ -3,7 +3,8 @@
     idempotency_header                  one key on every retry and on the agent's re-send (the backend's
                                         log); a non-idempotent tool with one is retried; none without it
     a re-send within the window         the recorded outcome (a result or a failure), no second request
-    a re-send while the first is out    waits for it, answers what it answered, one request
+    a re-send while the first is out    waits for it, answers what it answered, one request (in the
+                                        same process, or on another replica of the same Redis)
     after the window                    sent again (memory: the fake clock; Redis: its TTL, waited for)
     not the same call                   other arguments, no job id, no call id: sent
     nothing reached the service         not recorded: a re-send is sent (connection refused)
@@ -274,3 +275,21 @@ async def test_a_re_send_after_the_caller_cancelled_mid_send_is_not_sent_again(
     assert again.failure.service.detail == UNKNOWN
     assert again.attempts == 0
     assert len(_posts(running)) == 1
+
+
+async def test_a_re_send_to_another_replica_waits_for_the_first_and_gets_its_outcome(
+    start_sidecar: Start, redis_backend: dict[str, Any]
+) -> None:
+    one = await _start(start_sidecar, redis_backend)
+    two = await _start(start_sidecar, redis_backend)  # another replica of the same Redis and prefix
+    one.backend.script("/notes", [{"delay_ms": 1500}])
+    ids = {"call_id": "c1", "job": job("j-replicas")}
+    first = asyncio.create_task(one.client.execute_tool("note", {"text": "shared"}, **ids))
+    await _until(lambda: len(_posts(one)) == 1, "the first call at the backend")
+    second = await two.client.execute_tool("note", {"text": "shared"}, **ids)  # no deadline: until it ends
+    assert second == await first
+    assert _kind(second) == "OK"
+    assert len(_posts(one)) == 1
+    later = await two.client.execute_tool("note", {"text": "shared"}, **ids)
+    assert later == second
+    assert len(_posts(one)) == 1
