@@ -14,7 +14,9 @@ the model reads: the message, a newline, and one of the two retry lines.
     │   ├── JsonParse                       reply not the JSON object asked for (parser reason, shape)
     │   └── ResponseValidation              reply left required fields empty (one per line)
     └── UncorrectableFailure                the tool or model cannot do this now: try another way
-        ├── ExternalService                 down, 5xx, unlisted status, refused / timeout / reset / dns
+        ├── ExternalService                 down, 5xx, unlisted status, refused / timeout / reset / dns;
+        │                                   a re-send whose first sending left no outcome ("outcome
+        │                                   unknown, not sent again": tools.once)
         ├── UpstreamThrottle                429, or 401/403 whose body says throttling
         ├── Unauthorized                    401/403: our credentials were refused
         ├── PermissionDenied                the person the work runs for lacks access

@@ -44,7 +44,9 @@ Control routes (both fakes; never recorded)
 ``GET /_fake/notes`` (tool backend) ``{"received", "created", "texts", "repeated": {TEXT: N}}``: every
     ``POST /notes`` counted by its body's ``text`` (whatever was answered), ``repeated`` holding
     each text that arrived more than once: a caller that puts a unique id in the text sees a
-    request sent twice.
+    request sent twice; ``keys`` (distinct ``Idempotency-Key`` values seen) and ``replayed``
+    (POSTs whose key was seen before: answered the note that key created, none created).
+    ``FakeToolBackend.note_keys()`` counts each key.
 
 STEP fields
 -----------

@@ -121,7 +121,9 @@ class SidecarApp:
         self.guards = ServiceGuards(
             cfg.services, cfg.policy.circuit, self.clock, tool_services, observer=observer, state=state
         )
-        self.tools = ToolService(cfg, self.clock, self.guards, observer, embedded=self.embedded, rng=self.rng)
+        self.tools = ToolService(
+            cfg, self.clock, self.guards, observer, embedded=self.embedded, rng=self.rng, state=state
+        )  # the record of tool calls: this process's, or the fleet's in Redis
         await self.tools.start()  # MCP servers opened and listed: ListTools and the MCP front list their tools
         ledger = SpendLedger(dict(cfg.policy.spend_caps), state=state)
         self.models = ModelService(cfg, self.clock, ledger, observer, embedded=self.embedded, rng=self.rng, state=state)
