@@ -19,6 +19,11 @@ CallModel's; after it, a fault is judged by the call's mid-stream policy::
     the caller cancels                         the response closed at once, the attempt span ended "cancelled"
     a whole reply (finish and end marker)      judged as CallModel judges it (refusal, truncation, schema): Done
 
+No response head within the scope's ``header_s``, or no delta within its ``first_token_s`` (both
+from the request's start, on the injected clock, in the ``Watch``; bytes without a delta do not
+count) is a timeout of the attempt, always before its first delta: Retry(TRANSIENT), or on a
+route's hop that moves on from one, the hop's end at once (``ModelSender._timed_out``).
+
 A 2xx answer that is not ``text/event-stream`` (a server that ignores ``stream``) is read whole,
 as CallModel reads it, and its reply sent as one text delta and one delta per tool call. An
 error event is classified with status 500, as CallModel classifies an error object in a 200.
