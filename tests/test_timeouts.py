@@ -330,3 +330,40 @@ async def test_the_openai_front_streams_the_fallback_when_the_first_token_is_slo
     assert r.clock.time() - began < SLOW_FIRST_TOKEN_S
     assert len(sent(r, PRIMARY)) == 1
     assert len(sent(r, FALLBACK)) == 1
+
+
+# ---------------------------------------------------------------- every deployment silent, and the circuit
+
+
+async def test_when_every_deployment_is_silent_the_last_one_spends_its_budget(documented: Running) -> None:
+    r = documented
+    r.provider.script(PRIMARY, [{"fault": "hang"}])
+    r.provider.script(FALLBACK, [{"fault": "hang", "repeat": 3}])
+    call = asyncio.create_task(r.client.call_model("fallback", [user("hi")]))
+    await silence_for(r, INTERACTIVE_HEADER_TIMEOUT_S)
+    for attempt in (1, 2, 3):  # nothing after it: its timeouts are retried as transient faults
+        await silence_for(r, INTERACTIVE_HEADER_TIMEOUT_S, upstream=FALLBACK, attempts=attempt)
+    with pytest.raises(sc.UpstreamRetriesExhaustedError) as caught:
+        await call
+    assert hops(caught.value.hops) == [("gpt-a", "EXTERNAL_SERVICE", 1), ("claude", "UPSTREAM_RETRIES_EXHAUSTED", 3)]
+    assert len(sent(r, PRIMARY)) == 1
+
+
+async def test_silent_hops_open_the_deployments_circuit_and_later_calls_skip_it_without_waiting(
+    documented: Running,
+) -> None:
+    r = documented
+    for silent in range(1, 10):
+        r.provider.script(PRIMARY, [{"fault": "hang"}])
+        call = asyncio.create_task(r.client.call_model("fallback", [user("hi")]))
+        await silence_for(r, INTERACTIVE_HEADER_TIMEOUT_S, attempts=silent)
+        assert hops((await call).hops)[0] == ("gpt-a", "EXTERNAL_SERVICE", 1)
+        if r.app.models.routes.guard("gpt-a").state.name == "OPEN":
+            break
+    else:
+        raise AssertionError("the silent deployment's circuit never opened")
+    began = r.clock.time()
+    reply = await r.client.call_model("fallback", [user("hi")])  # no clock advance: nothing waits
+    assert r.clock.time() == began
+    assert hops(reply.hops) == [("gpt-a", "CIRCUIT_OPEN", 0), ("claude", "UNSPECIFIED", 1)]
+    assert len(sent(r, PRIMARY)) == silent
