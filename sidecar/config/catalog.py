@@ -153,7 +153,8 @@ class RouteConfig(Strict):
     Hops: ``balance`` (a weighted draw), then ``fallbacks`` in order; ``context_fallback`` takes a
     conversation that does not fit. ``move_on`` lists the failure kinds that go on to the next hop
     (default ``core.routing.DEFAULT_MOVE_ON``); ``circuit`` is the circuit of each of its
-    deployments (default ``core.routing.DEPLOYMENT_CIRCUIT``).
+    deployments: a key it leaves out takes ``core.routing.DEPLOYMENT_CIRCUIT``'s value (not the tool
+    services' defaults; ``max_cooldown_s`` left out is at least the ``cooldown_s`` given).
     """
 
     balance: dict[str, Annotated[float, Field(gt=0, le=MAX_ROUTE_WEIGHT)]] = {}
@@ -176,6 +177,18 @@ class RouteConfig(Strict):
             if kind not in MOVABLE_KINDS:
                 raise ValueError(f"[{i}]: {name} is not a kind a model call ends with")
         return v
+
+    @field_validator("circuit", mode="before")
+    @classmethod
+    def _deployment_defaults(cls, v: object) -> object:
+        """A mapping's keys over DEPLOYMENT_CIRCUIT's values, so that what it leaves out is the deployments'."""
+        if not isinstance(v, dict):
+            return v
+        merged = {**DEPLOYMENT_CIRCUIT.model_dump(), **v}
+        cooldown = v.get("cooldown_s")
+        if "max_cooldown_s" not in v and isinstance(cooldown, int | float) and not isinstance(cooldown, bool):
+            merged["max_cooldown_s"] = max(DEPLOYMENT_CIRCUIT.max_cooldown_s, cooldown)
+        return merged
 
     @model_validator(mode="after")
     def _deployments(self) -> RouteConfig:
