@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from sidecar.config.bounds import DEFAULT_STREAM_IDLE_TIMEOUT_S, EMBEDDED_PROVIDER, MAX_PROVIDER_CONNECTIONS
+from sidecar.config.bounds import (
+    DEFAULT_STREAM_IDLE_TIMEOUT_S,
+    EMBEDDED_PROVIDER,
+    INTERACTIVE_FIRST_TOKEN_TIMEOUT_S,
+    INTERACTIVE_HEADER_TIMEOUT_S,
+    MAX_PROVIDER_CONNECTIONS,
+)
 from sidecar.config.fields import check_url
 from sidecar.core.kinds import FailureKind
 from sidecar.core.routing import (
@@ -19,7 +26,30 @@ from sidecar.core.routing import (
 )
 from sidecar.core.settings import MAX_WAIT_S, CircuitConfig, Strict, Windows
 
-__all__ = ["ModelConfig", "ProviderConfig", "RouteConfig", "RouteEntry"]
+__all__ = ["PRESET_TIMEOUTS", "AttemptTimeouts", "ModelConfig", "ProviderConfig", "RouteConfig", "RouteEntry"]
+
+Seconds = Annotated[float, Field(gt=0, le=MAX_WAIT_S)]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptTimeouts:
+    """How long one model attempt waits for the provider's first signs of life (None: no limit of its own).
+
+    ``header_s``: the response head (status and headers), from the request sent; a whole reply's head
+    comes with the whole reply, so for CallModel it bounds the generation too. ``first_token_s``: a
+    stream's first content delta (text, reasoning or a tool call; pings and empty chunks are not),
+    from the request sent. Past either, the attempt is a transient fault (docs/configuration.md).
+    """
+
+    header_s: float | None = None
+    first_token_s: float | None = None
+
+
+PRESET_TIMEOUTS: dict[str, AttemptTimeouts] = {
+    "batch": AttemptTimeouts(),
+    "interactive": AttemptTimeouts(INTERACTIVE_HEADER_TIMEOUT_S, INTERACTIVE_FIRST_TOKEN_TIMEOUT_S),
+}
+"""What a model's preset (its own, else ``policy.preset``) sets when neither the model nor its provider does."""
 
 
 class ProviderConfig(Strict):
@@ -38,11 +68,26 @@ class ProviderConfig(Strict):
     anthropic_version: str = "2023-06-01"
     stream_idle_timeout_s: Annotated[float, Field(gt=0, le=MAX_WAIT_S)] = DEFAULT_STREAM_IDLE_TIMEOUT_S
     """StreamModel: no byte from this provider for this long is a stall (a mid-stream fault)."""
+    header_timeout_s: Seconds | None = None
+    """No response head this long after the request went out: a header timeout (``AttemptTimeouts``);
+    unset: the model's preset says (``PRESET_TIMEOUTS``). At most ``timeout_s``, which bounds the head too."""
+    first_token_timeout_s: Seconds | None = None
+    """StreamModel: no content delta this long after the request went out: a first-token timeout;
+    unset: the model's preset says."""
 
     @field_validator("base_url")
     @classmethod
     def _url(cls, v: str) -> str:
         return check_url(v, EMBEDDED_PROVIDER)
+
+    @model_validator(mode="after")
+    def _header_within_read(self) -> ProviderConfig:
+        if self.header_timeout_s is not None and self.header_timeout_s > self.timeout_s:
+            raise ValueError(
+                f"header_timeout_s ({self.header_timeout_s:g}) must not exceed timeout_s ({self.timeout_s:g}), "
+                "which bounds the wait for the response head as well"
+            )
+        return self
 
 
 class PartLimits(Strict):
@@ -77,6 +122,19 @@ class ModelConfig(Strict):
     preset: Literal["batch", "interactive"] | None = None
     windows: Windows | None = None
     max_corrections: Annotated[int, Field(ge=0, le=10)] | None = None
+    header_timeout_s: Seconds | None = None
+    """Overrides the provider's ``header_timeout_s`` for this model (one that thinks long before a whole
+    reply); at most the provider's ``timeout_s`` (config checks)."""
+    first_token_timeout_s: Seconds | None = None
+    """Overrides the provider's ``first_token_timeout_s`` for this model."""
+
+    def timeouts(self, provider: ProviderConfig, policy_preset: str) -> AttemptTimeouts:
+        """This model's attempt timeouts: its own, else its provider's, else its preset's (``PRESET_TIMEOUTS``);
+        a header wait at most the provider's ``timeout_s`` (set it to ``timeout_s`` for no shorter limit)."""
+        preset = PRESET_TIMEOUTS[self.preset or policy_preset]
+        header = self.header_timeout_s or provider.header_timeout_s or preset.header_s
+        first = self.first_token_timeout_s or provider.first_token_timeout_s or preset.first_token_s
+        return AttemptTimeouts(None if header is None else min(header, provider.timeout_s), first)
 
     @model_validator(mode="after")
     def _budget(self) -> ModelConfig:

@@ -438,7 +438,7 @@ class ModelService:
         pacer = ModelPacer(self._throttles[request.model], estimate, self._clock, tally, windows.max_wait_s)
         scope = CallScope(
             provider, request.model, model, call.judge, call.spent, self._ledger, workflow, self._secrets, self._clock
-        )
+        ).timed(model.timeouts(provider.config, policy.preset), moves_on=options.timeouts_move_on)
         try:
             while True:
                 chat = ChatRequest(

@@ -14,6 +14,7 @@ from sidecar.core.routing import (
     DEPLOYMENT_CIRCUIT,
     MOVABLE_KINDS,
     NEVER_MOVE_ON,
+    TIMED_OUT,
     HopRole,
     Next,
     Route,
@@ -21,6 +22,7 @@ from sidecar.core.routing import (
     never_reason,
     next_step,
     settle,
+    timeout_moves_on,
     weighted_order,
 )
 from sidecar.core.settings import CircuitConfig
@@ -110,7 +112,8 @@ def test_a_move_on_list_replaces_the_default() -> None:
         (K.CONTEXT_OVERFLOW, 1, Settle.SUCCESS),
         (K.TOKEN_ESTIMATE_EXCEEDS_LIMIT, 0, Settle.LOST),  # never sent
         (K.JOB_TIMEOUT, 2, Settle.LOST),  # the caller's deadline, not the deployment's fault
-        (K.EXTERNAL_SERVICE, 1, Settle.SUCCESS),  # a deployment fault, but this route does not move on from it
+        (K.EXTERNAL_SERVICE, 1, Settle.CHARGE),  # a timed-out (silent) deployment among them
+        (K.PERMISSION_DENIED, 1, Settle.SUCCESS),  # a deployment fault, but this route does not move on from it
     ],
 )
 def test_what_the_deployments_circuit_learns(kind: K | None, attempts: int, verdict: Settle) -> None:
@@ -195,3 +198,17 @@ def test_the_old_defaults_did_not_return_to_the_primary_for_a_long_while() -> No
     served, _ = _outage(60.0, 1.0, 1.5, old)
     back = next(t for t, who in served if t >= 60.0 and who == "primary")
     assert back - 60.0 > 20
+
+
+def test_a_timed_out_hop_moves_on_at_once_only_with_a_deployment_after_it() -> None:
+    assert TIMED_OUT in DEFAULT_MOVE_ON
+    assert timeout_moves_on(ROUTE, following=True)
+    assert not timeout_moves_on(ROUTE, following=False)  # the last hop retries its own deployment
+    assert next_step(ROUTE, TIMED_OUT, ["a1"]) is Next.MOVE_ON
+    assert settle(ROUTE, TIMED_OUT, 1) is Settle.CHARGE  # the silent deployment's circuit learns it
+
+
+def test_a_route_that_does_not_list_the_timeout_kind_retries_its_silent_deployment() -> None:
+    route = Route("r", fallbacks=("a", "b"), move_on=frozenset({K.UPSTREAM_RETRIES_EXHAUSTED}))
+    assert not timeout_moves_on(route, following=True)
+    assert next_step(route, K.UPSTREAM_RETRIES_EXHAUSTED, ["a"]) is Next.MOVE_ON  # after its budget, it moves on
