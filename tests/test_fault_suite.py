@@ -29,6 +29,7 @@ import pytest
 import pytest_asyncio
 
 from sidecar.config import Config
+from sidecar.config.bounds import INTERACTIVE_FIRST_TOKEN_TIMEOUT_S, INTERACTIVE_HEADER_TIMEOUT_S
 from sidecar.core.clock import FakeClock
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
 from sidecar.server.app import SidecarApp, running
@@ -137,6 +138,17 @@ async def until(predicate: Callable[[], bool], what: str) -> None:
     raise AssertionError(f"never happened: {what}")
 
 
+def silent(upstream: str, seconds: float) -> Callable[[Suite], Awaitable[None]]:
+    """Once ``upstream`` holds a request it has not answered, ``seconds`` pass on the sidecar's clock."""
+
+    async def drive(s: Suite) -> None:
+        await until(lambda: any(r["status_sent"] in (None, 200) for r in s.attempts(upstream)), f"{upstream} asked")
+        await asyncio.sleep(0.05)  # the attempt is waiting on its socket
+        s.clock.advance(seconds)
+
+    return drive
+
+
 @dataclass(frozen=True)
 class Fault:
     """One scenario: what the fake does, how the caller calls, and what the caller must get."""
@@ -189,6 +201,30 @@ FAULTS = [
         attempts={"up-primary": 2},
     ),
     Fault(
+        "no response",
+        {"up-primary": [{"fault": "hang"}]},
+        served_by="up-secondary",
+        bound_s=15,
+        attempts={"up-primary": 1, "up-secondary": 1},
+        drive=silent("up-primary", INTERACTIVE_HEADER_TIMEOUT_S),
+    ),
+    Fault(
+        "a first token after 20 s",
+        {"up-primary": [{"stream_fault": "stall", "after_deltas": 0, "stall_ms": 20_000}]},
+        served_by="up-secondary",
+        bound_s=15,
+        stream=True,
+        attempts={"up-primary": 1, "up-secondary": 1},
+        drive=silent("up-primary", INTERACTIVE_FIRST_TOKEN_TIMEOUT_S),
+    ),
+    Fault(
+        "context_length_exceeded, the larger model",
+        {"up-primary": [{"preset": "context_too_long"}]},
+        served_by="up-large",
+        bound_s=1,
+        attempts={"up-primary": 1, "up-secondary": 0, "up-large": 1},
+    ),
+    Fault(
         "no [DONE]",
         {"up-primary": [{"stream_fault": "no_end_marker"}]},
         served_by="up-primary",
@@ -213,4 +249,41 @@ async def test_the_caller_gets_the_complete_answer(suite: Suite, fault: Fault) -
     assert suite.clock.time() - start <= fault.bound_s
     for upstream, count in fault.attempts.items():
         assert len(suite.attempts(upstream)) == count, upstream
+    _no_hammering(suite)
+
+
+async def test_a_content_filter_400_is_the_refusal_at_once(suite: Suite) -> None:
+    """OpenAI's 400 ``content_policy_violation``: PROVIDER_REFUSAL (uncorrectable), the OpenAI front's
+    refusal, never retried and not re-rolled on the fallback."""
+    suite.provider.script("up-primary", [{"preset": "content_policy", "repeat": 10}])
+    start = suite.clock.time()
+    with pytest.raises(openai.BadRequestError) as caught:
+        await whole(suite)
+    assert caught.value.code == "content_policy_violation"
+    body: Any = caught.value.body
+    assert body["sidecar"]["failure"]["kind"] == "FAILURE_KIND_PROVIDER_REFUSAL"
+    assert caught.value.response.headers["x-should-retry"] == "false"
+    assert suite.clock.time() == start  # no wait
+    assert (len(suite.attempts("up-primary")), len(suite.attempts("up-secondary"))) == (1, 0)
+    _no_hammering(suite)
+
+
+async def test_the_primary_down_for_a_minute_serves_again_within_10_s_of_recovering(suite: Suite) -> None:
+    """A call every second of the injected clock; the primary answers 503 for 60 s, then is healthy.
+    Every call gets the complete answer, from the fallback while the primary is down."""
+    suite.provider.script("up-primary", [{"status": 503, "repeat": 10_000}])
+    start = suite.clock.time()
+    served: list[tuple[float, str]] = []
+    while suite.clock.time() < start + 80:
+        if suite.clock.time() >= start + 60 and served[-1][0] < start + 60:
+            suite.provider.script("up-primary", [])  # healthy from now on
+        asked = suite.clock.time()
+        text, model = await whole(suite)
+        assert text == ANSWER
+        served.append((asked - start, model))
+        suite.clock.advance(1)
+    assert {m for t, m in served if t < 60} == {"up-secondary"}
+    back = min(t for t, m in served if t >= 60 and m == "up-primary")
+    assert back - 60 <= 10
+    assert {m for t, m in served if t >= back} == {"up-primary"}
     _no_hammering(suite)
