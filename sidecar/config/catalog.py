@@ -19,7 +19,7 @@ from sidecar.core.routing import (
 )
 from sidecar.core.settings import MAX_WAIT_S, CircuitConfig, Strict, Windows
 
-__all__ = ["ModelConfig", "ProviderConfig", "RouteConfig", "RouteEntry"]
+__all__ = ["ModelConfig", "ProviderConfig", "RouteConfig", "RouteEntry", "accepts_prefill"]
 
 
 class ProviderConfig(Strict):
@@ -38,6 +38,10 @@ class ProviderConfig(Strict):
     anthropic_version: str = "2023-06-01"
     stream_idle_timeout_s: Annotated[float, Field(gt=0, le=MAX_WAIT_S)] = DEFAULT_STREAM_IDLE_TIMEOUT_S
     """StreamModel: no byte from this provider for this long is a stall (a mid-stream fault)."""
+    prefill: bool | None = None
+    """Whether the provider continues a conversation's last assistant message (a prefill), which
+    ``mid_stream: continue`` needs; unset: by wire format, ``anthropic`` yes, ``openai`` no (OpenAI's
+    Chat Completions does not; many compatible servers do: set it true for them). A model may override it."""
 
     @field_validator("base_url")
     @classmethod
@@ -77,6 +81,8 @@ class ModelConfig(Strict):
     preset: Literal["batch", "interactive"] | None = None
     windows: Windows | None = None
     max_corrections: Annotated[int, Field(ge=0, le=10)] | None = None
+    prefill: bool | None = None
+    """Whether this model continues a last assistant message; unset: its provider's ``prefill``."""
 
     @model_validator(mode="after")
     def _budget(self) -> ModelConfig:
@@ -87,6 +93,16 @@ class ModelConfig(Strict):
     @property
     def output_budget(self) -> int:
         return self.default_output_tokens or min(self.max_output_tokens, 1024)
+
+
+def accepts_prefill(model: ModelConfig, provider: ProviderConfig) -> bool:
+    """Whether a deployment continues a last assistant message: the model's ``prefill``, else its
+    provider's, else its wire format's default (anthropic yes, openai no)."""
+    if model.prefill is not None:
+        return model.prefill
+    if provider.prefill is not None:
+        return provider.prefill
+    return provider.wire_format == "anthropic"
 
 
 class RouteConfig(Strict):

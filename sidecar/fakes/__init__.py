@@ -91,6 +91,12 @@ Provider routes: ``POST /v1/chat/completions`` (or ``/chat/completions``) and
 schema (OpenAI ``response_format``; a system prompt line ``Respond with a single JSON object
 matching this JSON schema:``), else ``"Based on the tool result: <200 chars>"``, else
 ``"You said: <last user text>"``.  Usage ≈ ceil(chars / 4); ``max_tokens`` cuts the reply.
+A conversation that ends with an assistant message (a prefill, on both wires, as Anthropic and
+many OpenAI-compatible servers take it) is answered with the rest of the reply it would have got
+without it: what follows the prefill (the whole reply when it does not begin with the prefill).
+Anthropic's rule holds: a prefill ending in whitespace is a 400.  A step's ``refuse_prefill: true``
+answers a prefilled request with a 400 (``invalid_request_error``), as a provider that continues
+no assistant message does; an unprefilled one as the step says.
 
 Tool backend routes: ``GET /search?q=&limit=``, ``GET /docs/{id}`` (doc-1..doc-10),
 ``POST /notes`` (201 ``{"id": "note-N"}``; every request counted), ``GET /notes``,
