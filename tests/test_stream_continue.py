@@ -278,6 +278,18 @@ async def test_an_unreadable_event_is_skipped_with_a_warning(sidecar: Running, m
     assert len(sent(sidecar, model)) == 1
 
 
+@pytest.mark.parametrize("model", ["gpt", "claude"])
+async def test_a_stream_without_its_end_marker_finishes_at_once_with_its_usage(sidecar: Running, model: str) -> None:
+    script(sidecar, model, {"stream_fault": "no_end_marker"})
+    events, call = await stream(sidecar, model)
+    final = events[-1].final
+    assert call.text == final.message.text == REPLY
+    assert final.attempts == 1
+    assert final.usage.output_tokens > 0
+    assert final.usage.input_tokens > 0
+    assert sidecar.clock.sleeps == []  # no wait, no retry: the body's end is the reply's end
+
+
 # ---------------------------------------------------------------- the trace
 
 

@@ -78,11 +78,13 @@ a word per delta, tool arguments 12 chars per fragment.  Error presets and raw b
 as before the stream would begin.  Stream step fields (ignored without ``stream: true``):
 ``stream_fault`` (``overloaded`` | ``server_error``: an error event, then the end; ``drop``: FIN
 mid-body; ``reset``: RST mid-body; ``stall``: no bytes for ``stall_ms`` then the rest, or until
-the client leaves; ``end_early``: a clean end without finish or end marker; ``garbled``: the next
-event's data cut in half; ``unknown_event``: an event clients must skip; ``truncated``: the reply
-stops and finishes ``length`` / ``max_tokens``), ``after_deltas`` (deltas before the fault; default
-half of them), ``stall_ms``, ``delta_delay_ms`` (a wait before every delta), ``delta_chars``
-(fixed-size deltas).  ``{"stream_fault": "overloaded", "after_deltas": 3}`` then ``{}`` queues a
+the client leaves; ``end_early``: a clean end without finish or end marker; ``no_end_marker``: the
+whole reply and its usage, the body ending without ``[DONE]`` / ``message_stop``; ``garbled``: the
+next event's data cut in half; ``unknown_event``: an event clients must skip; ``truncated``: the
+reply stops and finishes ``length`` / ``max_tokens``), ``after_deltas`` (deltas before the fault;
+default half of them), ``stall_ms``, ``delta_delay_ms`` (a wait before every delta),
+``delta_chars`` (fixed-size deltas). ``{"stream_fault": "overloaded", "after_deltas": 3}`` then
+``{}`` queues a
 failed stream and its clean restart.  Details: :mod:`sidecar.fakes._stream`.
 
 Provider routes: ``POST /v1/chat/completions`` (or ``/chat/completions``) and

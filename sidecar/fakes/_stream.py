@@ -21,6 +21,8 @@ Step fields (provider only; a request without ``stream: true`` ignores them):
     reset           ... the connection aborts (RST) with the body unfinished
     stall           ... no bytes (``stall_ms``, or until the client leaves)
     end_early       ... the body ends cleanly, with no finish event and no end marker
+    no_end_marker   the whole reply, its finish and usage, but the body ends without the end marker
+                    (OpenAI ``[DONE]``, Anthropic ``message_stop``); ``after_deltas`` does not apply
     garbled         ... the next event arrives with its data cut in half (not JSON), then the rest
     unknown_event   ... an event clients must ignore (Anthropic: a new event type; OpenAI: an SSE
                     comment and a chunk with empty ``choices`` and a new field), then the rest
@@ -60,6 +62,7 @@ STREAM_FAULTS = (
     "reset",
     "stall",
     "end_early",
+    "no_end_marker",
     "garbled",
     "unknown_event",
     "truncated",
@@ -169,6 +172,8 @@ def _faulted(
     fault = opts.fault
     if fault is None or fault == "truncated":
         return events, StreamEnd.COMPLETE, -1
+    if fault == "no_end_marker":
+        return events[:-1], StreamEnd.COMPLETE, -1
     at = _cut_index(events, opts.cut(plan))
     head, rest = events[:at], events[at:]
     if fault in ERROR_FAULTS:
