@@ -84,8 +84,7 @@ next event's data cut in half; ``unknown_event``: an event clients must skip; ``
 reply stops and finishes ``length`` / ``max_tokens``), ``after_deltas`` (deltas before the fault;
 default half of them), ``stall_ms``, ``delta_delay_ms`` (a wait before every delta),
 ``delta_chars`` (fixed-size deltas). ``{"stream_fault": "overloaded", "after_deltas": 3}`` then
-``{}`` queues a
-failed stream and its clean restart.  Details: :mod:`sidecar.fakes._stream`.
+``{}`` queues a failed stream and its clean restart.  Details: :mod:`sidecar.fakes._stream`.
 
 Provider routes: ``POST /v1/chat/completions`` (or ``/chat/completions``) and
 ``POST /v1/messages``.  Unscripted, a deterministic brain answers: one tool call to the first
