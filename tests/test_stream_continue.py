@@ -139,6 +139,15 @@ async def test_the_whitespace_at_the_seam_is_neither_lost_nor_doubled(sidecar: R
 
 
 @prefilling
+async def test_a_stream_cut_after_its_last_word_is_continued_by_nothing_more(sidecar: Running, model: str) -> None:
+    script(sidecar, model, {"stream_fault": "drop", "after_deltas": len(DELTAS)}, {})
+    events, call = await stream(sidecar, model)
+    assert kinds(events) == ["text"] * len(DELTAS) + ["continued", "final"]  # announced before the final
+    assert call.text == events[-1].final.message.text == REPLY
+    assert continued(events)[0].chars_delivered == len(REPLY)
+
+
+@prefilling
 async def test_a_stall_is_continued_on_the_fake_clock(sidecar: Running, model: str) -> None:
     script(sidecar, model, {"stream_fault": "stall", "after_deltas": 2}, {})
     call = sidecar.client.stream_model(model, [user(TEXT)], mid_stream=CONTINUE)
