@@ -287,6 +287,22 @@ async def test_an_unreadable_event_is_skipped_with_a_warning(sidecar: Running, m
     assert len(sent(sidecar, model)) == 1
 
 
+async def test_more_unreadable_events_than_are_skipped_are_a_fault_that_is_continued(sidecar: Running) -> None:
+    from sidecar.providers.streaming import MAX_SKIPPED_EVENTS
+
+    garbled = MAX_SKIPPED_EVENTS + 1
+    one_char = {"delta_chars": 1}  # 37 deltas: room for the garbled events and more
+    script(sidecar, "claude", {"stream_fault": "garbled", "after_deltas": 3, "garbled_events": garbled, **one_char},
+           one_char)  # fmt: skip
+    events, call = await stream(sidecar, "claude")
+    final = events[-1].final
+    assert call.text == final.message.text == REPLY  # what the skipped events held was written again
+    assert len(final.warnings) == MAX_SKIPPED_EVENTS
+    (cont,) = continued(events)
+    assert "unreadable events skipped before it" in cont.reason
+    assert prefill_of(sent(sidecar, "claude")[1]) == "You"
+
+
 @pytest.mark.parametrize("model", ["gpt", "claude"])
 async def test_a_stream_without_its_end_marker_finishes_at_once_with_its_usage(sidecar: Running, model: str) -> None:
     script(sidecar, model, {"stream_fault": "no_end_marker"})

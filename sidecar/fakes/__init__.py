@@ -80,11 +80,12 @@ as before the stream would begin.  Stream step fields (ignored without ``stream:
 mid-body; ``reset``: RST mid-body; ``stall``: no bytes for ``stall_ms`` then the rest, or until
 the client leaves; ``end_early``: a clean end without finish or end marker; ``no_end_marker``: the
 whole reply and its usage, the body ending without ``[DONE]`` / ``message_stop``; ``garbled``: the
-next event's data cut in half; ``unknown_event``: an event clients must skip; ``truncated``: the
-reply stops and finishes ``length`` / ``max_tokens``), ``after_deltas`` (deltas before the fault;
-default half of them), ``stall_ms``, ``delta_delay_ms`` (a wait before every delta),
-``delta_chars`` (fixed-size deltas). ``{"stream_fault": "overloaded", "after_deltas": 3}`` then
-``{}`` queues a failed stream and its clean restart.  Details: :mod:`sidecar.fakes._stream`.
+next event's data cut in half (``garbled_events``: that many in a row); ``unknown_event``: an
+event clients must skip; ``truncated``: the reply stops and finishes ``length`` / ``max_tokens``),
+``after_deltas`` (deltas before the fault; default half of them), ``stall_ms``, ``delta_delay_ms``
+(a wait before every delta), ``delta_chars`` (fixed-size deltas). ``{"stream_fault": "overloaded",
+"after_deltas": 3}`` then ``{}`` queues a failed stream and its clean restart. Details:
+:mod:`sidecar.fakes._stream`.
 
 Provider routes: ``POST /v1/chat/completions`` (or ``/chat/completions``) and
 ``POST /v1/messages``.  Unscripted, a deterministic brain answers: one tool call to the first

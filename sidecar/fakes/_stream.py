@@ -24,6 +24,7 @@ Step fields (provider only; a request without ``stream: true`` ignores them):
     no_end_marker   the whole reply, its finish and usage, but the body ends without the end marker
                     (OpenAI ``[DONE]``, Anthropic ``message_stop``); ``after_deltas`` does not apply
     garbled         ... the next event arrives with its data cut in half (not JSON), then the rest
+                    (``garbled_events``: that many events in a row, each cut so)
     unknown_event   ... an event clients must ignore (Anthropic: a new event type; OpenAI: an SSE
                     comment and a chunk with empty ``choices`` and a new field), then the rest
     truncated       the reply itself stops after ``after_deltas`` deltas and finishes with
@@ -54,7 +55,7 @@ from ._wire import ErrorSpec, Exchange, Wire
 
 __all__ = ["STREAM_FAULTS", "STREAM_PARAMS", "StreamOptions", "render_stream"]
 
-STREAM_PARAMS = ("stream_fault", "after_deltas", "stall_ms", "delta_delay_ms", "delta_chars")
+STREAM_PARAMS = ("stream_fault", "after_deltas", "stall_ms", "delta_delay_ms", "delta_chars", "garbled_events")
 ERROR_FAULTS = ("overloaded", "server_error")  # rendered with the wire's preset error of that name
 STREAM_FAULTS = (
     *ERROR_FAULTS,
@@ -76,6 +77,7 @@ class StreamOptions:
     stall_ms: float | None = None
     delta_delay_ms: float = 0.0
     delta_chars: int | None = None
+    garbled_events: int = 1
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> StreamOptions:
@@ -90,7 +92,10 @@ class StreamOptions:
             raise ValueError("'after_deltas' needs a 'stream_fault'")
         if stall is not None and fault != "stall":
             raise ValueError("'stall_ms' goes with stream_fault 'stall'")
-        return cls(fault, after, stall, _millis(params, "delta_delay_ms") or 0.0, chars)
+        garbled = _count(params, "garbled_events", 1)
+        if garbled is not None and fault != "garbled":
+            raise ValueError("'garbled_events' goes with stream_fault 'garbled'")
+        return cls(fault, after, stall, _millis(params, "delta_delay_ms") or 0.0, chars, garbled or 1)
 
     def cut(self, plan: Plan) -> int:
         """How many deltas go out before the fault."""
@@ -183,8 +188,9 @@ def _faulted(
             return head, StreamEnd.HANG, -1
         return events, StreamEnd.COMPLETE, at
     if fault == "garbled":
-        broken = replace(rest[0], data=rest[0].data[: len(rest[0].data) // 2], part="body")
-        return [*head, broken, *rest[1:]], StreamEnd.COMPLETE, -1
+        k = opts.garbled_events
+        broken = [replace(e, data=e.data[: len(e.data) // 2], part="body") for e in rest[:k]]
+        return [*head, *broken, *rest[k:]], StreamEnd.COMPLETE, -1
     if fault == "unknown_event":
         return [*head, *wire.unknown_events(ex), *rest], StreamEnd.COMPLETE, -1
     ends = {"drop": StreamEnd.DROP, "reset": StreamEnd.RESET, "end_early": StreamEnd.COMPLETE}
