@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 from tests.conftest import Running, Start
-from tests.test_http_openai import HTTP, ROUTES, SECRET, both, extension, script, sent
+from tests.test_http_openai import HTTP, MODELS, ONE_TRY, ROUTES, SECRET, UNAVAILABLE, both, extension, script, sent
 from tests.test_telemetry import settled
 
 
@@ -72,7 +72,7 @@ async def test_a_plain_reply_is_a_message_with_the_attempts(
     assert raw.headers["x-sidecar-attempts"] == "1"
     assert message.type == "message"
     assert message.role == "assistant"
-    assert message.model == model
+    assert message.model == MODELS[model]  # the model as its provider reported it, as Anthropic's API says
     (block,) = message.content
     assert block.type == "text"
     assert block.text == "You said: hello there"
@@ -528,3 +528,26 @@ async def test_thinking_with_a_temperature_is_refused_before_sending(
         )
     assert sidecar_of(caught.value)["failure"]["invalid_input"]["parameter"] == "temperature"
     assert http_sidecar.provider.requests() == []
+
+
+async def test_after_failover_the_message_names_the_model_that_served_as_anthropic_would(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic
+) -> None:
+    script(http_sidecar, "gpt-a", UNAVAILABLE, UNAVAILABLE)  # the whole call's hop, then the stream's
+    message = await client.messages.create(model="fallback", max_tokens=100, messages=user("hi"), extra_headers=ONE_TRY)
+    assert message.model == "fake-claude"
+    ext = extension(message)
+    assert ext["served_by"] == "claude"
+    assert [h["deployment"] for h in ext["hops"]] == ["gpt-a", "claude"]
+    assert ext["total_usage"] == {
+        "input_tokens": message.usage.input_tokens,
+        "output_tokens": message.usage.output_tokens,
+    }
+    async with client.messages.stream(
+        model="fallback", max_tokens=100, messages=user("hi"), extra_headers=ONE_TRY
+    ) as stream:
+        final = await stream.get_final_message()
+    assert final.content[0].type == "text"
+    assert final.content[0].text == "You said: hi"
+    assert final.usage.output_tokens > 0
+    assert len(sent(http_sidecar, "gpt-a")) == 2

@@ -87,3 +87,132 @@ async def test_other_paths_and_methods_are_the_routers_404_and_405(start_sidecar
     async with httpx.AsyncClient() as http:
         assert (await http.get(f"{base}/v1/chat/completions")).status_code == 405
         assert (await http.post(f"{base}/v1/embeddings", json={})).status_code == 404
+
+
+# ---------------------------------------------------------------- text no encoder writes, digits of other scripts
+
+LONE = "\ud800"
+"""A lone surrogate: ``json.dumps`` writes it as the escape ``\\ud800``, which ``json.loads`` reads back
+as a one-character string UTF-8 cannot encode."""
+CALLED = [
+    {"role": "user", "content": "hi"},
+    {
+        "role": "assistant",
+        "tool_calls": [{"id": LONE, "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+    },
+]
+OPENAI_LONE: list[tuple[str, dict[str, Any]]] = [
+    ("model", {"model": LONE, "messages": USER}),
+    ("messages[0].role", {"model": "gpt", "messages": [{"role": LONE, "content": "hi"}]}),
+    ("messages[0].content", {"model": "gpt", "messages": [{"role": "user", "content": LONE}]}),
+    ("messages[0].content[0].type", {"model": "gpt", "messages": [{"role": "user", "content": [{"type": LONE}]}]}),
+    ("messages[1].tool_calls[0].id", {"model": "gpt", "messages": CALLED}),
+    *[(key, {"model": "gpt", "messages": USER, key: LONE}) for key in ("temperature", "tools", "stream", "n")],
+    *[(key, {"model": "gpt", "messages": USER, key: LONE}) for key in ("tool_choice", "response_format")],
+    (f"a{LONE}", {"model": "gpt", "messages": USER, f"a{LONE}": 1}),
+]
+ANTHROPIC_LONE: list[tuple[str, dict[str, Any]]] = [
+    ("model", {"model": LONE, "max_tokens": 5, "messages": USER}),
+    ("messages", {"model": "claude", "max_tokens": 5, "messages": LONE}),
+    ("messages[0].content", {"model": "claude", "max_tokens": 5, "messages": [{"role": "user", "content": LONE}]}),
+    ("system", {"model": "claude", "max_tokens": 5, "messages": USER, "system": f"be brief {LONE}"}),
+]
+
+
+def _names(error: dict[str, Any], path: str) -> None:
+    shown = path.replace(LONE, "\\ud800")
+    assert f"'{shown}'" in error["sidecar"]["message"], error
+    assert error["sidecar"]["failure"]["invalid_input"]["parameter"] == shown
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+async def test_a_lone_surrogate_anywhere_in_a_body_is_a_bad_request_naming_its_path(
+    start_sidecar: Start, path: str
+) -> None:
+    r = await start_sidecar(http=HTTP)
+    assert r.app.http is not None
+    url = f"http://127.0.0.1:{r.app.http.port}{path}"
+    for where, body in OPENAI_LONE if path.endswith("completions") else ANTHROPIC_LONE:
+        answer = await _post(url, body)
+        assert answer.headers["content-type"] == "application/json"
+        error = _refused(answer)
+        _names(error, where)
+        if path.endswith("completions"):
+            assert error["param"] == where.replace(LONE, "\\ud800")
+    assert r.provider.requests() == []
+
+
+@pytest.mark.parametrize("value", [b"\xb2", b"\xd9\xa3", b"1" * 5_000, b"-1", b"101", b"3.0"])
+async def test_a_retry_budget_header_of_other_digits_or_thousands_of_them_is_a_bad_request(
+    start_sidecar: Start, value: bytes
+) -> None:
+    r = await start_sidecar(http=HTTP)
+    assert r.app.http is not None
+    url = f"http://127.0.0.1:{r.app.http.port}/v1/chat/completions"
+    async with httpx.AsyncClient() as http:
+        answer = await http.post(
+            url, json={"model": "gpt", "messages": USER}, headers={b"x-sidecar-upstream-retries": value}
+        )
+    error = _refused(answer)
+    assert error["param"] == "header x-sidecar-upstream-retries"
+    assert r.provider.requests() == []
+
+
+@pytest.mark.parametrize("value", [b"\xb2", b"\xd9\xa3", b"9" * 5_000, b"nan", b"inf", b"0"])
+async def test_a_timeout_header_of_other_digits_is_a_bad_request(start_sidecar: Start, value: bytes) -> None:
+    r = await start_sidecar(http=HTTP)
+    assert r.app.http is not None
+    url = f"http://127.0.0.1:{r.app.http.port}/v1/messages"
+    async with httpx.AsyncClient() as http:
+        body = {"model": "claude", "max_tokens": 5, "messages": USER}
+        answer = await http.post(url, json=body, headers={b"x-sidecar-timeout-s": value})
+    _refused(answer)
+    assert "x-sidecar-timeout-s" in answer.json()["error"]["message"]
+
+
+MCP_ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+async def test_the_mcp_front_answers_a_deep_body_and_a_lone_surrogate_as_json_rpc_errors(start_sidecar: Start) -> None:
+    r = await start_sidecar(http=HTTP)
+    assert r.app.http is not None
+    url = f"http://127.0.0.1:{r.app.http.port}/mcp"
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": LONE, "arguments": {}}}
+    async with httpx.AsyncClient() as http:
+        deep = await http.post(url, content=("[" * 100_000).encode(), headers=MCP_ACCEPT)
+        named = await http.post(url, content=json.dumps(call).encode(), headers=MCP_ACCEPT)
+        method = await http.post(url, content=json.dumps({**call, "method": LONE}).encode(), headers=MCP_ACCEPT)
+    assert deep.status_code == 400
+    assert deep.json()["error"]["code"] == -32700
+    assert named.status_code == 400
+    assert named.json()["id"] == 3
+    assert named.json()["error"]["code"] == -32602
+    assert "'params.name'" in named.json()["error"]["message"]
+    assert method.json()["error"]["code"] == -32600
+    assert r.backend.requests() == []
+
+
+async def test_a_fault_inside_a_door_is_a_system_failure_in_the_doors_shape(
+    start_sidecar: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r = await start_sidecar(http=HTTP)
+    assert r.app.http is not None
+    assert r.app.models is not None
+    base = f"http://127.0.0.1:{r.app.http.port}"
+
+    async def broken(*_args: Any) -> Any:
+        raise RuntimeError("a bug, not the caller's")
+
+    monkeypatch.setattr(r.app.models, "call", broken)
+    async with httpx.AsyncClient() as http:
+        openai_ = await http.post(f"{base}/v1/chat/completions", json={"model": "gpt", "messages": USER})
+        anthropic_ = await http.post(f"{base}/v1/messages", json={"model": "claude", "max_tokens": 5, "messages": USER})
+    for answer in (openai_, anthropic_):
+        assert answer.status_code == 500
+        assert answer.headers["content-type"] == "application/json"
+        assert answer.headers["x-should-retry"] == "false"
+        assert answer.json()["error"]["sidecar"]["kind"] == "SYSTEM"
+        assert "a bug" not in answer.text  # the details are the log's
+    assert openai_.json()["error"]["type"] == "server_error"
+    assert anthropic_.json()["type"] == "error"
+    assert anthropic_.json()["error"]["type"] == "api_error"

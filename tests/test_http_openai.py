@@ -94,7 +94,7 @@ async def test_a_plain_reply_is_a_chat_completion_with_the_attempts(
     over_grpc = await http_sidecar.client.call_model(model, [{"role": 1, "text": "hello there"}])
     assert raw.headers["x-sidecar-attempts"] == "1"
     assert reply.object == "chat.completion"
-    assert reply.model == model
+    assert reply.model == MODELS[model]  # the model as its provider reported it, as OpenAI's API says
     (choice,) = reply.choices
     assert choice.message.role == "assistant"
     assert choice.message.content == over_grpc.message.text == "You said: hello there"
@@ -188,11 +188,63 @@ async def test_a_route_id_is_a_model_and_the_reply_names_who_served_it(
 ) -> None:
     script(http_sidecar, "gpt-a", {"preset": "insufficient_quota"})
     reply = await client.chat.completions.create(model="fallback", messages=user("hi"))
-    assert reply.model == "fallback"
+    assert reply.model == "fake-claude"  # the deployment that served, as its provider named itself
     ext = extension(reply)
     assert ext["served_by"] == "claude"
     hops = [(h["deployment"], h["kind"]) for h in ext["hops"]]
     assert hops == [("gpt-a", "QUOTA_EXHAUSTED"), ("claude", "UNSPECIFIED")]
+
+
+UNAVAILABLE = {"status": 503, "body": {"error": {"message": "down", "type": "server_error"}}}
+ONE_TRY = {"x-sidecar-upstream-retries": "0"}
+"""No retry on the primary: its 503 moves the route on at once (no backoff wait on the fake clock)."""
+
+
+async def test_after_failover_the_reply_names_the_model_that_served_as_openai_would(
+    http_sidecar: Running, client: openai.AsyncOpenAI
+) -> None:
+    script(http_sidecar, "gpt-a", UNAVAILABLE)
+    reply = await client.chat.completions.create(model="fallback", messages=user("hi"), extra_headers=ONE_TRY)
+    over_grpc_usage = reply.usage
+    assert reply.model == "fake-claude"
+    ext = extension(reply)
+    assert ext["served_by"] == "claude"
+    assert ext["response_model"] == "fake-claude"
+    assert [(h["deployment"], h["kind"]) for h in ext["hops"]] == [
+        ("gpt-a", "UPSTREAM_RETRIES_EXHAUSTED"),
+        ("claude", "UNSPECIFIED"),
+    ]
+    assert over_grpc_usage is not None
+    assert over_grpc_usage.prompt_tokens > 0  # the serving attempt's; the 503 spent none
+    assert ext["total_usage"] == {
+        "input_tokens": over_grpc_usage.prompt_tokens,
+        "output_tokens": over_grpc_usage.completion_tokens,
+    }
+    assert len(sent(http_sidecar, "gpt-a")) == 1
+
+
+async def test_a_streamed_failover_carries_the_serving_attempts_usage_and_every_hop(
+    http_sidecar: Running, client: openai.AsyncOpenAI
+) -> None:
+    script(http_sidecar, "gpt-a", UNAVAILABLE)
+    stream = await client.chat.completions.create(
+        model="fallback",
+        messages=user("hi"),
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_headers=ONE_TRY,
+    )
+    chunks = [c async for c in stream]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "You said: hi"
+    usage = chunks[-1].usage
+    assert usage is not None
+    assert usage.prompt_tokens > 0
+    ext = extension(chunks[-1])
+    assert ext["served_by"] == "claude"
+    assert ext["response_model"] == "fake-claude"
+    assert [h["deployment"] for h in ext["hops"]] == ["gpt-a", "claude"]
+    assert ext["total_usage"] == {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens}
 
 
 async def test_configured_secrets_are_masked_in_every_answer(http_sidecar: Running, client: openai.AsyncOpenAI) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 import sidecar_client as sc
@@ -43,3 +45,55 @@ async def test_a_valid_request_sent_as_raw_bytes_still_works(sidecar: Running) -
         )
         raw = await call(pb.ListModelsRequest().SerializeToString(), timeout=30)
     assert {m.id for m in pb.ListModelsResponse.FromString(raw).models} == {"gpt", "claude"}
+
+
+@pytest.mark.parametrize("policy", [3, 99, -1])
+async def test_a_mid_stream_policy_the_contract_does_not_name_is_invalid_argument(
+    sidecar: Running, policy: int
+) -> None:
+    request = pb.CallModelRequest(model="gpt", messages=[sc.user("hi")], mid_stream=policy)  # type: ignore[arg-type]
+    async with grpc.aio.insecure_channel(sidecar.app.address) as channel:
+        call = channel.unary_stream(
+            f"/{SIDECAR_SERVICE_NAME}/StreamModel", request_serializer=None, response_deserializer=None
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            async for _ in call(request.SerializeToString(), timeout=30):
+                pass
+    rpc = caught.value
+    assert rpc.code() == grpc.StatusCode.INVALID_ARGUMENT
+    err = sc.from_rpc_error(rpc)
+    assert isinstance(err, sc.InvalidInputError)
+    assert err.detail.parameter == "mid_stream"
+    assert err.detail.value == str(policy)
+    assert "MID_STREAM_POLICY_FAIL" in err.detail.rule
+    assert sidecar.provider.requests() == []
+
+
+async def test_calls_cut_at_the_end_of_the_grace_period_say_the_sidecar_is_shutting_down(
+    sidecar: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    sidecar.provider.script("fake-gpt", [{"fault": "hang"}, {"fault": "hang"}])
+    whole = asyncio.ensure_future(sidecar.client.call_model("gpt", [sc.user("hi")]))
+
+    async def streamed() -> None:
+        async for _ in sidecar.client.stream_model("gpt", [sc.user("hi")]):
+            pass
+
+    stream = asyncio.ensure_future(streamed())
+    admission = sidecar.app.admission
+    assert admission is not None
+    for _ in range(2000):
+        if admission.in_flight == 2 and len(sidecar.provider.requests(model="fake-gpt")) == 2:
+            break
+        await asyncio.sleep(0.005)
+    await sidecar.app.stop(grace=0.2)
+    for call in (whole, stream):
+        with pytest.raises(sc.SidecarError) as caught:
+            await call
+        err = caught.value
+        assert err.grpc_code == grpc.StatusCode.UNAVAILABLE
+        assert err.kind_name == "UPSTREAM_THROTTLE"
+        assert "The sidecar is shutting down" in str(err)
+        assert "grace period" in str(err)
+    assert any("the sidecar is shutting down" in r.getMessage() for r in caplog.records)
+    assert any("2 gRPC calls in flight" in r.getMessage() for r in caplog.records)

@@ -23,6 +23,7 @@ from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar.config import ConfigError, parse_config
 from sidecar.core.circuit import CircuitState
+from sidecar.core.routing import DEPLOYMENT_CIRCUIT
 from sidecar.fakes import FakeProvider, ThreadedServer
 from sidecar.fakes._anthropic import sign_thinking
 from sidecar.providers.formats.anthropic_messages import front as anthropic
@@ -318,11 +319,11 @@ async def test_a_dead_deployment_is_skipped_then_probed_once(routed: Any) -> Non
     assert guard.state is CircuitState.OPEN
     skipped = await rt.client.call_model("guarded", [user("hi")])
     assert hops(skipped.hops) == [("dead", "CIRCUIT_OPEN", 0, True), ("gpt-b", "UNSPECIFIED", 1, False)]
-    assert skipped.hops[0].reason.startswith("the circuit of dead is open for about 30 s after repeated failures")
+    assert skipped.hops[0].reason.startswith("the circuit of dead is open for about 4 s after repeated failures")
     assert "opened by HTTP 401 (UNAUTHORIZED" in skipped.hops[0].reason
     assert len(rt.sent("up-dead")) == 3
 
-    rt.r.clock.advance(30)
+    rt.r.clock.advance(DEPLOYMENT_CIRCUIT.cooldown_s)
     rt.script("up-dead", {"delay_ms": 1500})
     probe = asyncio.ensure_future(rt.client.call_model("guarded", [user("hi")]))
     await asyncio.to_thread(rt.oai.wait_for, lambda rs: sum(r["model"] == "up-dead" for r in rs) == 4)
@@ -348,7 +349,7 @@ async def test_a_cancelled_probe_is_lost_and_the_circuit_reopens_with_its_cooldo
     rt: Routed = await routed()
     await _open(rt, "up-dead", "guarded")
     guard = rt.r.app.models.routes.guard("dead")  # type: ignore[union-attr]
-    rt.r.clock.advance(30)
+    rt.r.clock.advance(DEPLOYMENT_CIRCUIT.cooldown_s)
     rt.script("up-dead", {"fault": "hang"})
     probe = asyncio.ensure_future(rt.client.call_model("guarded", [user("hi")]))
     await asyncio.to_thread(rt.oai.wait_for, lambda rs: sum(r["model"] == "up-dead" for r in rs) == 4)
@@ -361,7 +362,7 @@ async def test_a_cancelled_probe_is_lost_and_the_circuit_reopens_with_its_cooldo
             break
         await asyncio.sleep(0.01)
     assert guard.state is CircuitState.OPEN
-    assert guard.cooldown == 30  # lost, not failed: the cooldown is not doubled
+    assert guard.cooldown == DEPLOYMENT_CIRCUIT.cooldown_s  # lost, not failed: the cooldown is not doubled
 
 
 async def test_a_route_whose_every_circuit_is_open_fails_circuit_open_without_an_attempt(routed: Any) -> None:
@@ -375,9 +376,9 @@ async def test_a_route_whose_every_circuit_is_open_fails_circuit_open_without_an
     assert hops(err.hops) == [("gpt-a", "CIRCUIT_OPEN", 0, True), ("gpt-b", "CIRCUIT_OPEN", 0, True)]
     assert err.attempts == 0
     assert err.grpc_code == grpc.StatusCode.UNAVAILABLE
-    assert "1) gpt-a, skipped (CIRCUIT_OPEN): the circuit of gpt-a is open for about 30 s" in err.message
+    assert "1) gpt-a, skipped (CIRCUIT_OPEN): the circuit of gpt-a is open for about 4 s" in err.message
     assert err.retry_after is not None
-    assert err.retry_after == pytest.approx(30, abs=1)
+    assert err.retry_after == pytest.approx(DEPLOYMENT_CIRCUIT.cooldown_s, abs=1)
     assert len(rt.sent("up-gpt-a")) == 3
 
 
@@ -393,6 +394,61 @@ async def test_a_429_still_paces_the_deployment_within_its_hop(routed: Any) -> N
     models = rt.r.app.models
     assert models.throttle("gpt-a").throttle >= 0.5  # type: ignore[union-attr]
     assert models.throttle("claude-a").throttle == 0  # type: ignore[union-attr]
+
+
+async def test_a_partial_circuit_keeps_the_deployment_defaults_so_the_third_failed_hop_opens_it(routed: Any) -> None:
+    """``circuit: {cooldown_s: 30}`` once took the tool services' defaults for the rest: 12 failed hops to open."""
+    rt: Routed = await routed(
+        down=deployment("oai", "up-down"),
+        spare=deployment("oai", "up-spare"),
+        slow={"route": {"fallbacks": ["down", "spare"], "circuit": {"cooldown_s": 30}}},
+    )
+    await _open(rt, "up-down", "slow")
+    guard = rt.r.app.models.routes.guard("down")  # type: ignore[union-attr]
+    assert guard.state is CircuitState.OPEN
+    assert guard.cooldown == 30
+    skipped = await rt.client.call_model("slow", [user("hi")])
+    assert hops(skipped.hops) == [("down", "CIRCUIT_OPEN", 0, True), ("spare", "UNSPECIFIED", 1, False)]
+    assert len(rt.sent("up-down")) == 3
+
+
+async def test_a_primary_down_for_a_minute_is_serving_again_within_8_s_of_recovering(
+    start_sidecar: Start, provider: ThreadedServer[FakeProvider]
+) -> None:
+    """The documented defaults with the interactive preset and two retries (issue 22): a call every second
+    of the fake clock, the primary answering 503 for 60 s, then healthy. Every call is served, by the
+    fallback while the primary is down; the primary serves again within its circuit's 8 s of recovering."""
+    oai = {"wire_format": "openai", "base_url": provider.url + "/v1", "api_key": KEY_A}
+    r = await start_sidecar(
+        policy={"preset": "interactive", "upstream_retries": 2},
+        providers={"oai": oai},
+        models={
+            "primary": deployment("oai", "up-primary"),
+            "backup": deployment("oai", "up-backup"),
+            "chat": {"route": {"fallbacks": ["primary", "backup"]}},
+        },
+    )
+    fake, clock = r.provider, r.clock
+    fake.script("up-primary", [{"status": 503, "repeat": 10_000}])
+    start = clock.time()
+    recovered_at: float | None = None
+    sent_while_down = 0
+    served: list[tuple[float, str]] = []
+    while clock.time() < start + 90:
+        if recovered_at is None and clock.time() >= start + 60:
+            fake.script("up-primary", [])  # healthy from now on
+            recovered_at = clock.time()
+            sent_while_down = len(fake.requests(model="up-primary"))
+        asked = clock.time()
+        reply = await r.client.call_model("chat", [user("hi")])
+        served.append((asked, reply.served_by))
+        clock.advance(max(1.0 - (clock.time() - asked), 0.0))  # the next call a second after this one began
+    assert recovered_at is not None
+    assert {who for t, who in served if t < recovered_at} == {"backup"}
+    back = next(t for t, who in served if t >= recovered_at and who == "primary")
+    assert back - recovered_at <= DEPLOYMENT_CIRCUIT.max_cooldown_s + 1.0 <= 10
+    assert {who for t, who in served if t > back} == {"primary"}
+    assert sent_while_down <= 3 * (3 + 60 / DEPLOYMENT_CIRCUIT.cooldown_s)  # 3 attempts a hop, a probe a cooldown
 
 
 # ---------------------------------------------------------------- ListModels, spans
@@ -460,7 +516,6 @@ models:
         ("{fallbacks: [a, a]}", "a: a deployment is named once, in balance or in fallbacks"),
         ("{fallbacks: [r]}", "models.r.route.fallbacks[0]: 'r' is a route; a route's deployments are catalog models"),
         ("{}", "a route needs at least one deployment in balance or fallbacks"),
-        ("{fallbacks: [a], move_on: [PROVIDER_REFUSAL]}", "PROVIDER_REFUSAL never moves on to another deployment"),
         ("{fallbacks: [a], move_on: [INVALID_INPUT]}", "INVALID_INPUT never moves on"),
         ("{fallbacks: [a], move_on: [OVERLOAD]}", "'OVERLOAD' is not a failure kind"),
         ("{fallbacks: [a], context_fallback: c}", "models.r.route.context_fallback: 'c' is not a catalog model"),
@@ -488,6 +543,30 @@ def test_two_routes_may_not_give_one_deployment_two_circuits() -> None:
     text = (CONFIG % "{fallbacks: [a], circuit: {cooldown_s: 5}}") + "  s: {route: {fallbacks: [a]}}\n"
     with pytest.raises(ConfigError, match="a has one circuit, but route r gives it another"):
         parse_config(text)
+
+
+@pytest.mark.parametrize(
+    ("circuit", "expected"),
+    [
+        ("{cooldown_s: 30}", {"cooldown_s": 30.0, "max_cooldown_s": 30.0}),  # at least the cooldown given
+        ("{cooldown_s: 2}", {"cooldown_s": 2.0}),
+        ("{failures_to_open: 1}", {"failures_to_open": 1}),  # the first failed hop still takes it to its maximum
+        ("{cooldown_s: 60, max_cooldown_s: 600}", {"cooldown_s": 60.0, "max_cooldown_s": 600.0}),
+        ("{probe_timeout_s: 20}", {"probe_timeout_s": 20.0}),
+    ],
+)
+def test_a_partial_circuit_takes_the_deployment_defaults_for_what_it_leaves_out(
+    circuit: str, expected: dict[str, Any]
+) -> None:
+    config = parse_config(CONFIG % f"{{fallbacks: [a], circuit: {circuit}}}")
+    assert config.routes["r"].route.deployment_circuit == DEPLOYMENT_CIRCUIT.model_copy(update=expected)
+
+
+def test_a_circuit_whose_cooldowns_disagree_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"models\.r\.route\.circuit.*max_cooldown_s \(10\.0\) must not be below"):
+        parse_config(CONFIG % "{fallbacks: [a], circuit: {cooldown_s: 30, max_cooldown_s: 10}}")
+    with pytest.raises(ConfigError, match=r"models\.r\.route\.circuit\.colour: unknown key"):
+        parse_config(CONFIG % "{fallbacks: [a], circuit: {colour: red}}")
 
 
 def test_a_valid_route_is_kept_apart_from_the_deployments() -> None:

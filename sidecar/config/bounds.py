@@ -24,6 +24,8 @@ __all__ = [
     "DEFAULT_UPSTREAM_RETRIES",
     "EMBEDDED_PROVIDER",
     "EMBEDDED_TOOLS",
+    "INTERACTIVE_FIRST_TOKEN_TIMEOUT_S",
+    "INTERACTIVE_HEADER_TIMEOUT_S",
     "MAX_CONFIG_BYTES",
     "MAX_CONFIG_DEPTH",
     "MAX_CONFIG_NODES",
@@ -76,6 +78,13 @@ DEFAULT_STREAM_IDLE_TIMEOUT_S = 30.0
 """A StreamModel attempt that receives no byte for this many seconds (the response head included) is
 a stall: a mid-stream fault after the first delta, a transient fault before it. Per provider
 (``providers.*.stream_idle_timeout_s``): raise it for a server that thinks long before its first byte."""
+INTERACTIVE_HEADER_TIMEOUT_S = 10.0
+"""``preset: interactive``: a model attempt with no response head for this long is a header timeout
+(a transient fault; on a route whose ``move_on`` lists EXTERNAL_SERVICE, the next deployment at once).
+With ``batch`` there is none of its own: ``timeout_s`` bounds the head as it bounds every read."""
+INTERACTIVE_FIRST_TOKEN_TIMEOUT_S = 10.0
+"""``preset: interactive``: a StreamModel attempt with no content delta this long after it was sent is a
+first-token timeout (as above). With ``batch``, none: ``stream_idle_timeout_s`` bounds the silence."""
 DEFAULT_MCP_TIMEOUT_S = 30.0
 """One call of an MCP server's tool (an attempt) waits this long for its answer."""
 DEFAULT_MCP_CONNECT_TIMEOUT_S = 10.0

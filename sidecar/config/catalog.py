@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from sidecar.config.bounds import DEFAULT_STREAM_IDLE_TIMEOUT_S, EMBEDDED_PROVIDER, MAX_PROVIDER_CONNECTIONS
+from sidecar.config.bounds import (
+    DEFAULT_STREAM_IDLE_TIMEOUT_S,
+    EMBEDDED_PROVIDER,
+    INTERACTIVE_FIRST_TOKEN_TIMEOUT_S,
+    INTERACTIVE_HEADER_TIMEOUT_S,
+    MAX_PROVIDER_CONNECTIONS,
+)
 from sidecar.config.fields import check_url
 from sidecar.core.kinds import FailureKind
 from sidecar.core.routing import (
@@ -19,7 +26,38 @@ from sidecar.core.routing import (
 )
 from sidecar.core.settings import MAX_WAIT_S, CircuitConfig, Strict, Windows
 
-__all__ = ["ModelConfig", "ProviderConfig", "RouteConfig", "RouteEntry", "accepts_prefill"]
+__all__ = [
+    "PRESET_TIMEOUTS",
+    "AttemptTimeouts",
+    "ModelConfig",
+    "ProviderConfig",
+    "RouteConfig",
+    "RouteEntry",
+    "accepts_prefill",
+]
+
+Seconds = Annotated[float, Field(gt=0, le=MAX_WAIT_S)]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptTimeouts:
+    """How long one model attempt waits for the provider's first signs of life (None: no limit of its own).
+
+    ``header_s``: the response head (status and headers), from the request sent; a whole reply's head
+    comes with the whole reply, so for CallModel it bounds the generation too. ``first_token_s``: a
+    stream's first content delta (text, reasoning or a tool call; pings and empty chunks are not),
+    from the request sent. Past either, the attempt is a transient fault (docs/configuration.md).
+    """
+
+    header_s: float | None = None
+    first_token_s: float | None = None
+
+
+PRESET_TIMEOUTS: dict[str, AttemptTimeouts] = {
+    "batch": AttemptTimeouts(),
+    "interactive": AttemptTimeouts(INTERACTIVE_HEADER_TIMEOUT_S, INTERACTIVE_FIRST_TOKEN_TIMEOUT_S),
+}
+"""What a model's preset (its own, else ``policy.preset``) sets when neither the model nor its provider does."""
 
 
 class ProviderConfig(Strict):
@@ -42,11 +80,26 @@ class ProviderConfig(Strict):
     """Whether the provider continues a conversation's last assistant message (a prefill), which
     ``mid_stream: continue`` needs; unset: by wire format, ``anthropic`` yes, ``openai`` no (OpenAI's
     Chat Completions does not; many compatible servers do: set it true for them). A model may override it."""
+    header_timeout_s: Seconds | None = None
+    """No response head this long after the request went out: a header timeout (``AttemptTimeouts``);
+    unset: the model's preset says (``PRESET_TIMEOUTS``). At most ``timeout_s``, which bounds the head too."""
+    first_token_timeout_s: Seconds | None = None
+    """StreamModel: no content delta this long after the request went out: a first-token timeout;
+    unset: the model's preset says."""
 
     @field_validator("base_url")
     @classmethod
     def _url(cls, v: str) -> str:
         return check_url(v, EMBEDDED_PROVIDER)
+
+    @model_validator(mode="after")
+    def _header_within_read(self) -> ProviderConfig:
+        if self.header_timeout_s is not None and self.header_timeout_s > self.timeout_s:
+            raise ValueError(
+                f"header_timeout_s ({self.header_timeout_s:g}) must not exceed timeout_s ({self.timeout_s:g}), "
+                "which bounds the wait for the response head as well"
+            )
+        return self
 
 
 class PartLimits(Strict):
@@ -83,6 +136,19 @@ class ModelConfig(Strict):
     max_corrections: Annotated[int, Field(ge=0, le=10)] | None = None
     prefill: bool | None = None
     """Whether this model continues a last assistant message; unset: its provider's ``prefill``."""
+    header_timeout_s: Seconds | None = None
+    """Overrides the provider's ``header_timeout_s`` for this model (one that thinks long before a whole
+    reply); at most the provider's ``timeout_s`` (config checks)."""
+    first_token_timeout_s: Seconds | None = None
+    """Overrides the provider's ``first_token_timeout_s`` for this model."""
+
+    def timeouts(self, provider: ProviderConfig, policy_preset: str) -> AttemptTimeouts:
+        """This model's attempt timeouts: its own, else its provider's, else its preset's (``PRESET_TIMEOUTS``);
+        a header wait at most the provider's ``timeout_s`` (set it to ``timeout_s`` for no shorter limit)."""
+        preset = PRESET_TIMEOUTS[self.preset or policy_preset]
+        header = self.header_timeout_s or provider.header_timeout_s or preset.header_s
+        first = self.first_token_timeout_s or provider.first_token_timeout_s or preset.first_token_s
+        return AttemptTimeouts(None if header is None else min(header, provider.timeout_s), first)
 
     @model_validator(mode="after")
     def _budget(self) -> ModelConfig:
@@ -111,7 +177,8 @@ class RouteConfig(Strict):
     Hops: ``balance`` (a weighted draw), then ``fallbacks`` in order; ``context_fallback`` takes a
     conversation that does not fit. ``move_on`` lists the failure kinds that go on to the next hop
     (default ``core.routing.DEFAULT_MOVE_ON``); ``circuit`` is the circuit of each of its
-    deployments (default ``core.routing.DEPLOYMENT_CIRCUIT``).
+    deployments: a key it leaves out takes ``core.routing.DEPLOYMENT_CIRCUIT``'s value (not the tool
+    services' defaults; ``max_cooldown_s`` left out is at least the ``cooldown_s`` given).
     """
 
     balance: dict[str, Annotated[float, Field(gt=0, le=MAX_ROUTE_WEIGHT)]] = {}
@@ -134,6 +201,18 @@ class RouteConfig(Strict):
             if kind not in MOVABLE_KINDS:
                 raise ValueError(f"[{i}]: {name} is not a kind a model call ends with")
         return v
+
+    @field_validator("circuit", mode="before")
+    @classmethod
+    def _deployment_defaults(cls, v: object) -> object:
+        """A mapping's keys over DEPLOYMENT_CIRCUIT's values, so that what it leaves out is the deployments'."""
+        if not isinstance(v, dict):
+            return v
+        merged = {**DEPLOYMENT_CIRCUIT.model_dump(), **v}
+        cooldown = v.get("cooldown_s")
+        if "max_cooldown_s" not in v and isinstance(cooldown, int | float) and not isinstance(cooldown, bool):
+            merged["max_cooldown_s"] = max(DEPLOYMENT_CIRCUIT.max_cooldown_s, cooldown)
+        return merged
 
     @model_validator(mode="after")
     def _deployments(self) -> RouteConfig:

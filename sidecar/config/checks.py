@@ -78,6 +78,12 @@ def check_references(config: Config) -> dict[str, McpToolConfig]:
             raise ValueError(
                 f"models.{model_id}.provider: {model.provider!r} is not a configured provider (known: {known})"
             )
+        read = config.providers[model.provider].timeout_s
+        if model.header_timeout_s is not None and model.header_timeout_s > read:
+            raise ValueError(
+                f"models.{model_id}.header_timeout_s: {model.header_timeout_s:g} exceeds its provider's timeout_s "
+                f"({read:g}), which bounds the wait for the response head as well"
+            )
     resolved: dict[str, McpToolConfig] = {}
     for name, tool in config.tools.items():
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):

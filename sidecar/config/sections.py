@@ -27,6 +27,7 @@ from sidecar.config.bounds import (
     MIN_TOKEN_CHARS,
 )
 from sidecar.config.fields import HostPort, Listen
+from sidecar.config.tools import DEFAULT_DEDUPE_WINDOW_S, DedupeWindow
 from sidecar.core.settings import MAX_WAIT_S, PRESETS, CircuitConfig, Strict, Window, Windows
 
 __all__ = [
@@ -115,6 +116,9 @@ class PolicyConfig(Strict):
     tool_window: Window = Window(min_s=0.2, max_s=1.0)
     """Tools retry transient faults in this window times min(attempt, 10), capped at tool_max_wait_s."""
     tool_max_wait_s: Annotated[float, Field(ge=0, le=MAX_WAIT_S)] = 30.0
+    dedupe_window_s: DedupeWindow = DEFAULT_DEDUPE_WINDOW_S
+    """How long a tool call with a job id and a call id is remembered: a re-send gets its outcome
+    (or waits for it) instead of being sent again; a tool's own ``dedupe_window_s`` overrides it."""
     circuit: CircuitConfig = CircuitConfig()
     spend_caps: dict[str, Annotated[float, Field(ge=0)]] = {}
     """Workflow id -> cap in US dollars; ``"*"`` applies to every workflow without its own."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -12,7 +13,29 @@ from sidecar.core.json_schemas import check_schema
 from sidecar.core.patterns import PatternError, compile_pattern
 from sidecar.core.settings import Strict
 
-__all__ = ["TOOL_TAGS", "AnyToolConfig", "GuardrailConfig", "McpServerConfig", "McpToolConfig", "ToolConfig"]
+__all__ = [
+    "DEFAULT_DEDUPE_WINDOW_S",
+    "MAX_DEDUPE_WINDOW_S",
+    "TOOL_TAGS",
+    "AnyToolConfig",
+    "DedupeWindow",
+    "GuardrailConfig",
+    "McpServerConfig",
+    "McpToolConfig",
+    "ToolConfig",
+]
+
+DEFAULT_DEDUPE_WINDOW_S = 600.0
+"""How long a tool call (its job id and call id) is remembered by default (``policy.dedupe_window_s``):
+longer than any call takes with the default timeouts and retries, and than a sidecar takes to restart."""
+MAX_DEDUPE_WINDOW_S = 86_400.0
+DedupeWindow = Annotated[float, Field(ge=0, le=MAX_DEDUPE_WINDOW_S, allow_inf_nan=False)]
+"""Seconds a call is remembered (0: never)."""
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")
+"""An HTTP header name (RFC 9110 token), at most 64 characters."""
+_SET_BY_THE_SIDECAR = frozenset(
+    {"host", "content-length", "content-type", "transfer-encoding", "connection", "traceparent", "tracestate"}
+)
 
 
 class GuardrailConfig(Strict):
@@ -49,7 +72,15 @@ class ToolConfig(Strict):
     timeout_s: Annotated[float, Field(gt=0)] = 10.0
     connect_timeout_s: Annotated[float, Field(gt=0)] = 3.0
     idempotent: bool | None = None
-    """Default: true for GET and HEAD, false otherwise. A non-idempotent tool is never re-sent."""
+    """Default: true for GET and HEAD and for a tool with an ``idempotency_header``, false otherwise.
+    A non-idempotent tool is re-sent only when the request certainly never reached the service."""
+    idempotency_header: str | None = None
+    """A header the service reads as an idempotency key, e.g. ``Idempotency-Key``: every attempt of a
+    call carries one stable key (from its job id, call id, tool and arguments), so the tool is retried
+    like an idempotent one."""
+    dedupe_window_s: DedupeWindow | None = None
+    """How long a call with a job id and a call id is remembered (its outcome replayed to a re-send);
+    default ``policy.dedupe_window_s``, 0: never."""
     resource_type: str = "resource"
     id_parameter: str | None = None
     """The parameter that names the resource of a fetch (default: the first required one)."""
@@ -70,9 +101,29 @@ class ToolConfig(Strict):
             raise ValueError('tool parameters must be a JSON schema with "type": "object"')
         return v
 
+    @field_validator("idempotency_header")
+    @classmethod
+    def _header(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not _TOKEN.match(v):
+            raise ValueError("must be an HTTP header name (letters, digits and !#$%&'*+.^_`|~-), at most 64 long")
+        if v.lower() in _SET_BY_THE_SIDECAR:
+            raise ValueError(f"{v} is a header the sidecar sets itself; name the service's idempotency header")
+        return v
+
+    @model_validator(mode="after")
+    def _key_not_in_headers(self) -> ToolConfig:
+        name = self.idempotency_header
+        if name is not None and any(h.lower() == name.lower() for h in self.headers):
+            raise ValueError(f"idempotency_header {name} is also in headers: the sidecar sets it, one key per call")
+        return self
+
     @property
     def is_idempotent(self) -> bool:
-        return self.idempotent if self.idempotent is not None else self.method in ("GET", "HEAD")
+        if self.idempotent is not None:
+            return self.idempotent
+        return self.method in ("GET", "HEAD") or self.idempotency_header is not None
 
     @property
     def identifier_parameter(self) -> str | None:
@@ -135,6 +186,8 @@ class McpToolConfig(Strict):
     """Default: the server's ``annotations`` (``readOnlyHint`` or ``idempotentHint``), else false."""
     timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = None
     """Overrides the server's ``timeout_s`` for this tool."""
+    dedupe_window_s: DedupeWindow | None = None
+    """As for an HTTP tool (an MCP tool takes no ``idempotency_header``: MCP has no such header)."""
     guardrails: list[GuardrailConfig] = []
 
 

@@ -74,6 +74,10 @@ class CallOptions:
     deadline: float | None = None
     upstream_retries: int | None = None
     """The caller's own retry budget for this call, overriding the configured one."""
+    timeouts_move_on: bool = False
+    """A route's hop with another deployment after it, whose route moves on from a timeout
+    (``core.routing.timeout_moves_on``): an attempt past its header or first-token timeout ends the
+    hop at once (``core.routing.TIMED_OUT``) instead of being retried on this deployment."""
 
 
 @dataclass(frozen=True, slots=True)

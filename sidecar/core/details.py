@@ -119,7 +119,14 @@ class TokenLimitDetail:
 class RefusalDetail:
     model: str
     category: str
+    """Why, in the provider's terms (``taxonomy.ProviderRefusal``): the filtered categories, comma-separated
+    (``hate,violence``), else its error code (``content_policy_violation``), else ``refusal``."""
     explanation: str
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        """``category`` split at its commas."""
+        return tuple(c for c in self.category.split(",") if c)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,21 +32,35 @@ DEFAULT_MOVE_ON, a route's ``move_on`` when it names none::
     UNAUTHORIZED                this key was refused
     JOB_TIMEOUT                 this deployment's next wait (a backoff, a throttle, a pause) would not end
                                 before the deadline; the next deployment may answer at once
+    EXTERNAL_SERVICE            this deployment did not answer in time (TIMED_OUT, below), or answered what
+                                no provider should (a status that is neither success nor error)
+
+A timed-out deployment moves on at once. An attempt past its header or first-token timeout
+(``providers.*.header_timeout_s``, ``first_token_timeout_s``: the provider accepted the request and
+is silent) is a transient fault, retried on the same deployment like any other, except on a hop
+with another deployment after it whose route's move_on lists TIMED_OUT (``timeout_moves_on``):
+there it ends the hop at once as TIMED_OUT, charging the deployment's circuit, and the next
+deployment is tried without a wait. The last hop of the order (nothing to move on to) retries as
+a plain model call does. A route that leaves EXTERNAL_SERVICE out of its move_on spends the hop's
+budget on the silent deployment first (and moves on with UPSTREAM_RETRIES_EXHAUSTED, if listed).
 
 NEVER_MOVE_ON, which no route may list (the config refuses it, naming the key)::
 
     INVALID_INPUT        the caller's own mistake: the same request fails on every deployment
     JSON_PARSE           the reply stayed unusable after the corrections: the caller's schema or prompt
     RESPONSE_VALIDATION  (a warning on a reply, never a failure of a call)
-    PROVIDER_REFUSAL     a refusal is a verdict on the request, not re-rolled elsewhere
     SPEND_CAP_EXCEEDED   the workflow's cap holds on every deployment
     JOB_CANCELLED        the caller has left
     STREAM_INTERRUPTED   deltas reached the caller: the stream's restart policy decides, not the route
     SYSTEM               a bug: moving on would hide it
 
-The other kinds a model call can end with (MOVABLE_KINDS less the defaults: EXTERNAL_SERVICE,
-UPSTREAM_THROTTLE, PERMISSION_DENIED, OUTPUT_TRUNCATED, and the two context kinds for a route
-without a context_fallback) move on only when a route lists them.
+The other kinds a model call can end with (MOVABLE_KINDS less the defaults: UPSTREAM_THROTTLE,
+PERMISSION_DENIED, OUTPUT_TRUNCATED, PROVIDER_REFUSAL, and the two context kinds for a route without
+a context_fallback) move on only when a route lists them. PROVIDER_REFUSAL is not a default: a
+content filter's verdict is on the request, and trying deployment after deployment until one lets
+it through is shopping for the laxest filter, a choice for the operator to make (say, a strict
+Azure filter in front of another provider), never the sidecar's. A refusal that moves on does not
+charge the deployment's circuit: the deployment answered.
 
 A deployment's circuit is ``core.circuit.ServiceGuard``, the code that guards tool services,
 with DEPLOYMENT_CIRCUIT unless the route gives its own ``circuit``; one guard per deployment,
@@ -82,6 +96,7 @@ __all__ = [
     "MAX_ROUTE_WEIGHT",
     "MOVABLE_KINDS",
     "NEVER_MOVE_ON",
+    "TIMED_OUT",
     "HopRole",
     "Next",
     "Route",
@@ -89,6 +104,7 @@ __all__ = [
     "never_reason",
     "next_step",
     "settle",
+    "timeout_moves_on",
 ]
 
 K = FailureKind
@@ -110,15 +126,19 @@ DEFAULT_MOVE_ON = frozenset(
         K.MODEL_NOT_FOUND,
         K.UNAUTHORIZED,
         K.JOB_TIMEOUT,
+        K.EXTERNAL_SERVICE,
     }
 )
 """The failures that move on to the next deployment when a route names no ``move_on`` (module docstring)."""
+
+TIMED_OUT = K.EXTERNAL_SERVICE
+"""What a hop ends with when an attempt timed out (header or first token) and the route moves on at once:
+the deployment did not answer (``ExternalService``, no HTTP status, fault TIMEOUT)."""
 
 _NEVER: dict[FailureKind, str] = {
     K.INVALID_INPUT: "the caller's own mistake fails on every deployment",
     K.JSON_PARSE: "a reply unusable after the corrections is the caller's schema or prompt to fix",
     K.RESPONSE_VALIDATION: "it is a warning on a reply, never a failed call",
-    K.PROVIDER_REFUSAL: "a refusal is not re-rolled on another deployment",
     K.SPEND_CAP_EXCEEDED: "the workflow's spend cap holds on every deployment",
     K.JOB_CANCELLED: "the caller has left",
     K.STREAM_INTERRUPTED: "after deltas reached the caller the stream's restart policy decides",
@@ -134,6 +154,7 @@ MOVABLE_KINDS = frozenset(
         K.UPSTREAM_THROTTLE,
         K.PERMISSION_DENIED,
         K.OUTPUT_TRUNCATED,
+        K.PROVIDER_REFUSAL,
         *CONTEXT_KINDS,
     }
 )
@@ -153,10 +174,17 @@ DEPLOYMENT_FAULTS = frozenset(
 """The failures that are the deployment's own (its provider, its key, its catalog entry): they charge its
 circuit when they move on. Not the caller's deadline, not a conversation too long, not a skipped hop."""
 
-DEPLOYMENT_CIRCUIT = CircuitConfig(failure_step=9.0, max_throttle=9.0, failures_to_open=2, cooldown_s=30.0)
+DEPLOYMENT_CIRCUIT = CircuitConfig(
+    failure_step=9.0, max_throttle=9.0, failures_to_open=2, cooldown_s=4.0, max_cooldown_s=8.0
+)
 """A deployment's circuit: the first charged hop takes the guard to its maximum throttle, the second and
 third count at the maximum, so the third failed hop in a row opens it (three successes in between take
-it below the maximum, and the count starts again); 30 s cooldown, doubled on a failed probe up to 1 h."""
+it below the maximum, and the count starts again); 4 s cooldown, doubled on a failed probe up to 8 s.
+
+Made for calls a person waits on: while a deployment is down, one call in every 4 to 8 s probes it
+(the others go straight to the next deployment), so a deployment that comes back serves again within
+8 s of its recovery (and the next call after that). A route whose deployments are batch work may
+give a longer ``circuit: {cooldown_s, max_cooldown_s}``; a key left out keeps these values."""
 
 
 def never_reason(kind: FailureKind) -> str | None:
@@ -250,6 +278,11 @@ def next_step(route: Route, kind: FailureKind, tried: Iterable[str], *, not_carr
     if kind in CONTEXT_KINDS and route.context_fallback is not None:
         return Next.STOP if route.context_fallback in set(tried) else Next.CONTEXT
     return Next.MOVE_ON if kind in route.move_on else Next.STOP
+
+
+def timeout_moves_on(route: Route, following: bool) -> bool:
+    """Whether a hop's timed-out attempt ends the hop at once (``following``: another hop comes after it)."""
+    return following and TIMED_OUT in route.move_on
 
 
 def settle(route: Route, kind: FailureKind | None, attempts: int) -> Settle:

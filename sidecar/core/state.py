@@ -33,28 +33,51 @@ Rules every backend keeps:
 
 ``MemoryState`` is the default and today's behaviour: nothing crosses, every probe is granted
 by the local circuit alone, one replica.
+
+The record of tool calls (``CallRecords``) is the one part that is not a change of the local
+view: the tools' dedupe (``tools.once``) writes an *intent* before a call is sent and its
+*outcome* after, under a key that names the call (its job id, call id, tool and arguments, hashed)::
+
+    claim_call(key, ttl, since)   atomic: the key was free -> Claimed (the intent is written: send it);
+                                  else Recorded (the outcome) or InProgress (whose intent, since when,
+                                  whether its replica is alive)
+    finish_call(key, outcome)     the outcome replaces the intent, kept for the window
+    abandon_call(key, token)      the intent removed (only this claim's): nothing may have been sent
+
+``MemoryRecords`` keeps them in this process (on the injected clock, within a size budget);
+``state/redis.py`` keeps them in Redis, so that they hold across the fleet and across a replica
+killed with -9. A backend that cannot answer says None: the caller decides locally.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
+from sidecar.core.clock import Clock
 from sidecar.core.details import Trigger
 
 __all__ = [
     "DEPLOYMENT_NAMESPACE",
     "MEMORY",
+    "MEMORY_RECORD_BYTES",
+    "CallClaim",
+    "CallRecords",
     "Change",
     "CircuitClosed",
     "CircuitOpened",
+    "Claimed",
+    "InProgress",
     "LocalView",
+    "MemoryRecords",
     "MemoryState",
     "ModelPause",
     "ModelRaised",
     "Namespaced",
     "ProbeTaken",
+    "Recorded",
     "Replicas",
     "ServiceRaised",
     "SpendAdded",
@@ -228,3 +251,125 @@ class Namespaced:
 
     async def claim_probe(self, service: str, seconds: float) -> bool:
         return await self._inner.claim_probe(self.namespace + service, seconds)
+
+
+# ---------------------------------------------------------------------------- the record of tool calls
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """The key was free: this call's intent is written (``token`` is it, to abandon it by); send the call."""
+
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """The call's outcome, as the tools layer encoded it."""
+
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class InProgress:
+    """An intent with no outcome yet: written by ``owner`` at ``since`` (wall-clock seconds, UTC)."""
+
+    owner: str
+    since: float
+    alive: bool
+    """Whether the owner is still serving (Redis: in the replicas' heartbeat set; memory: this process)."""
+
+
+CallClaim = Claimed | Recorded | InProgress
+
+
+@runtime_checkable
+class CallRecords(Protocol):
+    """Where tool calls' intents and outcomes are kept (see the module docstring)."""
+
+    @property
+    def owner(self) -> str:
+        """The name this process writes its intents under."""
+
+    async def claim_call(self, key: str, ttl_s: float, since: float) -> CallClaim | None:
+        """Write the intent when the key is free, else say what is there; None when it cannot tell."""
+
+    async def finish_call(self, key: str, outcome: str, ttl_s: float) -> bool:
+        """Record the outcome for ``ttl_s``; False when it could not be written."""
+
+    async def abandon_call(self, key: str, token: str) -> None:
+        """Remove the intent ``token`` (a later claim's is left alone)."""
+
+
+MEMORY_RECORD_BYTES = 64 * 1024 * 1024
+"""What ``MemoryRecords`` may hold (characters of recorded outcomes); past it the oldest records go."""
+
+
+class MemoryRecords:
+    """The record of tool calls in this process, on the injected clock, its size bounded.
+
+    Past ``max_chars`` the oldest records are forgotten first (a re-send of one is sent again, as
+    after its window); an intent is never forgotten for size while its call runs here, since the
+    tools layer waits for a call in flight in this process without asking the record.
+    """
+
+    __slots__ = ("_chars", "_clock", "_entries", "_max_chars", "owner")
+
+    def __init__(self, clock: Clock, *, owner: str = "this process", max_chars: int = MEMORY_RECORD_BYTES) -> None:
+        self._clock = clock
+        self._max_chars = max_chars
+        self._entries: OrderedDict[str, tuple[float, CallClaim]] = OrderedDict()
+        self._chars = 0
+        self.owner = owner
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def peek(self, key: str) -> CallClaim | None:
+        """What is held for ``key`` (nothing written)."""
+        return self._get(key)
+
+    async def claim_call(self, key: str, ttl_s: float, since: float) -> CallClaim | None:
+        held = self._get(key)
+        if held is not None:
+            return held
+        token = f"{self.owner}@{since!r}"
+        self._put(key, ttl_s, InProgress(self.owner, since, alive=True), token)
+        return Claimed(token)
+
+    async def finish_call(self, key: str, outcome: str, ttl_s: float) -> bool:
+        self._put(key, ttl_s, Recorded(outcome), "")
+        return True
+
+    async def abandon_call(self, key: str, token: str) -> None:
+        held = self._entries.get(key)
+        if held is not None and isinstance(held[1], InProgress) and f"{held[1].owner}@{held[1].since!r}" == token:
+            self._drop(key)
+
+    def _get(self, key: str) -> CallClaim | None:
+        held = self._entries.get(key)
+        if held is None:
+            return None
+        if held[0] <= self._clock.time():
+            self._drop(key)
+            return None
+        return held[1]
+
+    def _put(self, key: str, ttl_s: float, claim: CallClaim, token: str) -> None:
+        self._drop(key)
+        now = self._clock.time()
+        while self._entries and next(iter(self._entries.values()))[0] <= now:  # the oldest, expired
+            self._drop(next(iter(self._entries)))
+        self._entries[key] = (now + ttl_s, claim)
+        self._chars += _size(claim)
+        while self._chars > self._max_chars and len(self._entries) > 1:
+            self._drop(next(iter(self._entries)))
+
+    def _drop(self, key: str) -> None:
+        held = self._entries.pop(key, None)
+        if held is not None:
+            self._chars -= _size(held[1])
+
+
+def _size(claim: CallClaim) -> int:
+    return len(claim.outcome) if isinstance(claim, Recorded) else 64

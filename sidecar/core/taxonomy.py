@@ -14,7 +14,9 @@ the model reads: the message, a newline, and one of the two retry lines.
     │   ├── JsonParse                       reply not the JSON object asked for (parser reason, shape)
     │   └── ResponseValidation              reply left required fields empty (one per line)
     └── UncorrectableFailure                the tool or model cannot do this now: try another way
-        ├── ExternalService                 down, 5xx, unlisted status, refused / timeout / reset / dns
+        ├── ExternalService                 down, 5xx, unlisted status, refused / timeout / reset / dns;
+        │                                   a re-send whose first sending left no outcome ("outcome
+        │                                   unknown, not sent again": tools.once)
         ├── UpstreamThrottle                429, or 401/403 whose body says throttling
         ├── Unauthorized                    401/403: our credentials were refused
         ├── PermissionDenied                the person the work runs for lacks access
@@ -538,15 +540,24 @@ class ModelNotFound(UncorrectableFailure):
 
 
 class ProviderRefusal(UncorrectableFailure):
-    """The provider declined the call; never re-rolled on the same model."""
+    """The provider declined the call; never re-rolled on the same model.
+
+    ``category`` says why, in the provider's own terms: the categories its content filter marked
+    filtered, comma-separated (Azure: ``hate``, ``sexual``, ``violence``, ``self_harm``,
+    ``jailbreak`` ...); else its error code (``content_policy_violation``, ``content_filter``,
+    ``invalid_prompt``); else ``refusal`` (the model declined in words) or the finish reason. A
+    refusal that came as an error answer keeps it in ``http``.
+    """
 
     kind = FailureKind.PROVIDER_REFUSAL
 
-    def __init__(self, model: str, category: str, explanation: str) -> None:
+    def __init__(self, model: str, category: str, explanation: str, *, http: HttpInfo | None = None) -> None:
         model, category = _echo(model), _echo(category)
         said = f": {clause(explanation)}" if explanation else ""
+        words = category.replace(",", ", ")
         super().__init__(
-            f"Model {model} refused the request ({category}){said}. Retrying the same model will not help.",
+            f"Model {model} refused the request ({words}){said}. Retrying the same model will not help.",
+            http=http,
             detail=RefusalDetail(model=model, category=category, explanation=cap(explanation)),
         )
 

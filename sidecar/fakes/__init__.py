@@ -44,7 +44,9 @@ Control routes (both fakes; never recorded)
 ``GET /_fake/notes`` (tool backend) ``{"received", "created", "texts", "repeated": {TEXT: N}}``: every
     ``POST /notes`` counted by its body's ``text`` (whatever was answered), ``repeated`` holding
     each text that arrived more than once: a caller that puts a unique id in the text sees a
-    request sent twice.
+    request sent twice; ``keys`` (distinct ``Idempotency-Key`` values seen) and ``replayed``
+    (POSTs whose key was seen before: answered the note that key created, none created).
+    ``FakeToolBackend.note_keys()`` counts each key.
 
 STEP fields
 -----------
@@ -65,9 +67,13 @@ streamed, reports that many cache-read / cache-write input tokens, the input rai
 reasoning tokens, added to the output; each in its wire's own usage fields).  Presets:
 ``rate_limit`` 429, ``overloaded`` 529, ``server_error`` 500, ``bad_gateway`` 502 (HTML),
 ``insufficient_quota`` (OpenAI 429 / Anthropic 400 credit balance), ``payment_required`` 402,
-``context_too_long`` 400, ``invalid_key`` 401, ``model_not_found`` 404, ``reply``,
-``truncated``, ``bad_json``, ``missing_fields``, ``refusal``.  ``status`` overrides a
-preset's status.
+``context_too_long`` 400, ``invalid_key`` 401, ``model_not_found`` 404, ``content_policy`` 400
+(OpenAI ``content_policy_violation``; Anthropic "Output blocked by content filtering policy"),
+``content_filter`` 400 (Azure OpenAI's ``content_filter`` / ``ResponsibleAIPolicyViolation`` with
+the step's ``categories`` filtered, default hate; Anthropic as ``content_policy``), ``reply``,
+``truncated``, ``bad_json``, ``missing_fields``, ``refusal``.  ``categories`` (a list of hate,
+jailbreak, self_harm, sexual, violence) also makes an OpenAI reply that finishes ``content_filter``
+carry Azure's ``content_filter_results``.  ``status`` overrides a preset's status.
 
 Streaming (provider only): a request with ``"stream": true`` gets the same reply as SSE, flushed
 event by event over chunked transfer-encoding -- OpenAI ``chat.completion.chunk`` data lines
@@ -76,7 +82,8 @@ event by event over chunked transfer-encoding -- OpenAI ``chat.completion.chunk`
 (``text_delta``, ``input_json_delta``), ``ping``, ``message_delta``, ``message_stop``.  Text goes
 a word per delta, tool arguments 12 chars per fragment.  Error presets and raw bodies answer JSON
 as before the stream would begin.  Stream step fields (ignored without ``stream: true``):
-``stream_fault`` (``overloaded`` | ``server_error``: an error event, then the end; ``drop``: FIN
+``stream_fault`` (``overloaded`` | ``server_error`` | ``content_policy`` | ``content_filter``: an
+error event, then the end; ``drop``: FIN
 mid-body; ``reset``: RST mid-body; ``stall``: no bytes for ``stall_ms`` then the rest, or until
 the client leaves; ``end_early``: a clean end without finish or end marker; ``no_end_marker``: the
 whole reply and its usage, the body ending without ``[DONE]`` / ``message_stop``; ``garbled``: the

@@ -20,7 +20,9 @@ A stream (``"stream": true``) is named events, each with its ``type`` in the dat
     close  message_stop
 
 The blocks are those of the non-streamed body (a refusal streams as text).  An error after the
-stream began is ``event: error`` with ``{"type": "error", "error": {"type", "message"}}``.
+stream began is ``event: error`` with ``{"type": "error", "error": {"type", "message"}}``. The presets
+``content_policy`` and ``content_filter`` are both Anthropic's 400 "Output blocked by content filtering
+policy" (Anthropic names no category: a step's ``categories`` are Azure's, and this wire sends none).
 
 What it checks, as the API does (a 400 ``invalid_request_error`` with the API's words)::
 
@@ -92,6 +94,8 @@ from ._wire import ErrorSpec, Exchange, Wire
 
 __all__ = ["ANTHROPIC", "CREDIT_MESSAGE", "REDACTED_TRIGGER", "redacted_data", "sign_thinking"]
 
+CONTENT_FILTER_MESSAGE = "Output blocked by content filtering policy"
+"""Anthropic's 400 when its filter blocks the output (both content-policy presets; mid-stream, an error event)."""
 CREDIT_MESSAGE = (
     "Your credit balance is too low to access the Anthropic API. "
     "Please go to Plans & Billing to upgrade or purchase credits."
@@ -513,6 +517,8 @@ class _Anthropic(Wire):
             ),
             "invalid_key": ErrorSpec(401, "authentication_error", "invalid x-api-key"),
             "model_not_found": ErrorSpec(404, "not_found_error", f"model: {ex.model or 'unknown'}"),
+            "content_policy": ErrorSpec(400, "invalid_request_error", CONTENT_FILTER_MESSAGE),
+            "content_filter": ErrorSpec(400, "invalid_request_error", CONTENT_FILTER_MESSAGE),
         }
         return specs.get(preset)
 

@@ -13,6 +13,19 @@ A stream (``"stream": true``) is ``data: {chat.completion.chunk}`` events, each 
 
 An error after the stream began is ``data: {"error": {...}}`` and nothing after it.
 
+Content-policy refusals, as OpenAI and Azure OpenAI (the same wire) send them::
+
+    preset content_policy     400 {"error": {"type": "invalid_request_error", "code": "content_policy_violation",
+                              "message": "Your request was rejected as a result of our safety system. ..."}}
+    preset content_filter     400 Azure's: {"error": {"code": "content_filter", "param": "prompt", "status": 400,
+                              "innererror": {"code": "ResponsibleAIPolicyViolation", "content_filter_result":
+                              {category: {"filtered", "severity"}, ...}}}}, the step's ``categories``
+                              filtered (default: hate)
+    finish content_filter     the reply finishes content_filter; with ``categories``, as Azure: the choice (the
+                              finish chunk, streamed) carries ``content_filter_results``, those filtered
+
+Both error presets also go mid-stream (``stream_fault``), as an error event.
+
 A request is refused as the API refuses it, a 400 in its words with its ``param`` and ``code``
 (``refuse``), before it is read::
 
@@ -54,9 +67,10 @@ from sidecar.providers.formats.openai_chat.vocab import (
     read_data_url,
 )
 
+from ._brain import Reply
 from ._conversation import Hints
 from ._sse import Part, Plan, SseEvent
-from ._wire import ErrorSpec, Exchange, Wire, mask_key
+from ._wire import FILTER_CATEGORIES, ErrorSpec, Exchange, Wire, mask_key
 
 __all__ = ["OPENAI", "UNREAD_KEYS"]
 
@@ -241,8 +255,16 @@ class _OpenAI(Wire):
             return "body"  # a call's start: its id and name
         return "delta"
 
+    def reply_body(self, reply: Reply, ex: Exchange, created: int) -> dict[str, Any]:
+        body = super().reply_body(reply, ex, created)
+        if reply.finish == "content_filter" and ex.categories:
+            body["choices"][0]["content_filter_results"] = _filter_results(ex.categories)
+        return body
+
     def stream_events(self, plan: Plan, ex: Exchange, created: int) -> list[SseEvent]:
         events = super().stream_events(plan, ex, created)
+        if plan.reply.finish == "content_filter" and ex.categories:
+            events = [_with_filter_results(e, ex.categories) for e in events]
         if plan.reply.text is not None:
             return events
         opening = json.loads(events[0].data)  # a reply with no text (tool calls, a refusal) opens with null content
@@ -298,6 +320,30 @@ class _OpenAI(Wire):
                 f"The model `{model}` does not exist or you do not have access to it.",
                 "model_not_found",
             ),
+            "content_policy": ErrorSpec(
+                400,
+                _INVALID,
+                "Your request was rejected as a result of our safety system. Your prompt may contain text that is "
+                "not allowed by our safety system.",
+                "content_policy_violation",
+            ),
+            "content_filter": ErrorSpec(
+                400,
+                "",
+                "The response was filtered due to the prompt triggering Azure OpenAI's content management policy. "
+                "Please modify your prompt and retry. To learn more about our content filtering policies please "
+                "read our documentation: https://go.microsoft.com/fwlink/?linkid=2198766",
+                "content_filter",
+                "prompt",
+                {
+                    "type": None,  # as Azure sends it
+                    "status": 400,
+                    "innererror": {
+                        "code": "ResponsibleAIPolicyViolation",
+                        "content_filter_result": _filter_results(ex.categories or ("hate",)),
+                    },
+                },
+            ),
         }
         return specs.get(preset)
 
@@ -336,6 +382,29 @@ class _OpenAI(Wire):
             **extra,
         }
         return [SseEvent("keep-alive", comment=True), SseEvent.of(body)]
+
+
+def _filter_results(categories: tuple[str, ...]) -> dict[str, Any]:
+    """Azure's ``content_filter_result(s)``: every category, those named filtered (severity high)."""
+    out: dict[str, Any] = {}
+    for name in FILTER_CATEGORIES:
+        if name == "jailbreak":
+            out[name] = {"filtered": name in categories, "detected": name in categories}
+        else:
+            out[name] = {"filtered": name in categories, "severity": "high" if name in categories else "safe"}
+    return out
+
+
+def _with_filter_results(event: SseEvent, categories: tuple[str, ...]) -> SseEvent:
+    """The finish chunk with Azure's ``content_filter_results`` in its choice; any other event as it was."""
+    if event.part != "close" or not event.data.startswith("{"):
+        return event
+    chunk = json.loads(event.data)
+    choices = chunk.get("choices") or []
+    if not choices or not choices[0].get("finish_reason"):
+        return event
+    choices[0]["content_filter_results"] = _filter_results(categories)
+    return SseEvent.of(chunk, event.event, event.part)
 
 
 OPENAI = _OpenAI()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ._brain import Reply, ToolCall, apply_budget, continued, default_reply
@@ -17,7 +18,7 @@ from ._http import Response
 from ._schema import missing_fields_for
 from ._script import Step
 from ._stream import STREAM_PARAMS, StreamOptions, render_stream
-from ._wire import BAD_GATEWAY_HTML, USAGE_FIELDS, ErrorSpec, Exchange, Wire
+from ._wire import BAD_GATEWAY_HTML, FILTER_CATEGORIES, USAGE_FIELDS, ErrorSpec, Exchange, Wire
 
 __all__ = ["PRESETS", "PRESET_PARAMS", "render_default", "render_step", "validate_step"]
 
@@ -31,6 +32,8 @@ ERROR_PRESETS = (
     "context_too_long",
     "invalid_key",
     "model_not_found",
+    "content_policy",
+    "content_filter",
 )
 REPLY_PRESETS = ("reply", "truncated", "bad_json", "missing_fields", "refusal")
 PRESETS = ERROR_PRESETS + REPLY_PRESETS
@@ -45,6 +48,7 @@ PRESET_PARAMS = (
     "message",
     "usage",
     "refuse_prefill",
+    "categories",
     *STREAM_PARAMS,
 )
 FINISHES = ("stop", "length", "tool_calls", "content_filter", "refusal")
@@ -72,6 +76,9 @@ def validate_step(step: Step) -> None:
         k in USAGE_FIELDS and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in usage.items()
     ):
         raise ValueError(f"'usage' must be an object of token counts: {', '.join(USAGE_FIELDS)}")
+    categories = p.get("categories", [])
+    if not isinstance(categories, list) or not all(c in FILTER_CATEGORIES for c in categories):
+        raise ValueError(f"'categories' must be a list of: {', '.join(FILTER_CATEGORIES)}")
     opts = StreamOptions.from_params(p)
     if opts.fault is not None and _is_error_step(step):
         raise ValueError("'stream_fault' needs a step that answers with a reply (no error preset, body or status)")
@@ -99,7 +106,7 @@ def _json_response(body: dict[str, Any], status: int, wire: Wire, ex: Exchange, 
 
 def _error(spec: ErrorSpec, wire: Wire, ex: Exchange, params: Mapping[str, Any]) -> Response:
     if isinstance(params.get("message"), str):
-        spec = ErrorSpec(spec.status, spec.type, params["message"], spec.code, spec.param)
+        spec = replace(spec, message=params["message"])
     body = wire.error_body(spec, ex)
     wire.error_fields(body).update(params.get("extra_error_fields") or {})
     return _json_response(body, spec.status, wire, ex, params)

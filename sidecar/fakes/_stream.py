@@ -17,6 +17,8 @@ Step fields (provider only; a request without ``stream: true`` ignores them):
     overloaded      ... an error event (Anthropic ``event: error`` overloaded_error; OpenAI ``data: {"error"}``),
                     then the body ends; ``message`` / ``extra_error_fields`` shape the error
     server_error    ... the same with the wire's server error (api_error / server_error)
+    content_policy  ... the same with the wire's content-policy refusal (the error presets of that name)
+    content_filter  ... the same with Azure's content filter (``categories``) / Anthropic's
     drop            ... the connection closes (FIN) with the chunked body unfinished
     reset           ... the connection aborts (RST) with the body unfinished
     stall           ... no bytes (``stall_ms``, or until the client leaves)
@@ -51,12 +53,12 @@ from typing import Any
 from ._brain import Reply, ToolCall
 from ._http import Chunk, Response, StreamEnd
 from ._sse import Piece, Plan, SseEvent, plan_for
-from ._wire import ErrorSpec, Exchange, Wire
+from ._wire import Exchange, Wire
 
 __all__ = ["STREAM_FAULTS", "STREAM_PARAMS", "StreamOptions", "render_stream"]
 
 STREAM_PARAMS = ("stream_fault", "after_deltas", "stall_ms", "delta_delay_ms", "delta_chars", "garbled_events")
-ERROR_FAULTS = ("overloaded", "server_error")  # rendered with the wire's preset error of that name
+ERROR_FAULTS = ("overloaded", "server_error", "content_policy", "content_filter")  # the wire's preset error
 STREAM_FAULTS = (
     *ERROR_FAULTS,
     "drop",
@@ -164,7 +166,7 @@ def _error_event(fault: str, wire: Wire, ex: Exchange, params: Mapping[str, Any]
     spec = wire.preset_error(fault, ex)
     assert spec is not None, fault
     if isinstance(params.get("message"), str):
-        spec = ErrorSpec(spec.status, spec.type, params["message"], spec.code, spec.param)
+        spec = replace(spec, message=params["message"])
     body = wire.error_body(spec, ex, in_stream=True)
     wire.error_fields(body).update(params.get("extra_error_fields") or {})
     return wire.stream_error(body, ex)

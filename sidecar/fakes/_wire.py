@@ -25,7 +25,7 @@ from ._brain import Reply, tokens_for
 from ._conversation import Conversation, Hints, conversation_of
 from ._sse import Part, Plan, SseEvent
 
-__all__ = ["BAD_GATEWAY_HTML", "USAGE_FIELDS", "ErrorSpec", "Exchange", "Wire", "mask_key"]
+__all__ = ["BAD_GATEWAY_HTML", "FILTER_CATEGORIES", "USAGE_FIELDS", "ErrorSpec", "Exchange", "Wire", "mask_key"]
 
 BAD_GATEWAY_HTML = (
     "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
@@ -51,6 +51,8 @@ class ErrorSpec:
     message: str
     code: str | None = None
     param: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """More fields of the error object, as the provider sends them (Azure's ``innererror``)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,12 @@ class Exchange:
     """The step's ``usage`` (``USAGE_FIELDS``): cache and reasoning tokens the reply reports."""
     prompt_cache: set[str] = field(default_factory=set)
     """The provider's prompt cache: the prefixes it has seen (a wire that caches keeps its own keys here)."""
+    categories: tuple[str, ...] = ()
+    """The step's ``categories``: what a content filter flagged (``FILTER_CATEGORIES``), for the wires that say."""
 
+
+FILTER_CATEGORIES = ("hate", "jailbreak", "self_harm", "sexual", "violence")
+"""The categories of Azure OpenAI's content filter a step's ``categories`` may name."""
 
 USAGE_FIELDS = ("cache_read_input_tokens", "cache_write_input_tokens", "reasoning_tokens")
 """What a step's ``usage`` may say: the reply reports that many tokens read from and written to the prompt
@@ -135,7 +142,9 @@ class Wire(ABC):
 
     def error_body(self, spec: ErrorSpec, ex: Exchange, *, in_stream: bool = False) -> dict[str, Any]:
         request_id = None if in_stream else f"req_fake{ex.n:08d}"
-        return self.front.error_body(spec.message, spec.type, code=spec.code, param=spec.param, request_id=request_id)
+        body = self.front.error_body(spec.message, spec.type, code=spec.code, param=spec.param, request_id=request_id)
+        self.error_fields(body).update(spec.extra)
+        return body
 
     @staticmethod
     def error_fields(body: dict[str, Any]) -> dict[str, Any]:

@@ -142,7 +142,8 @@ class FakeProvider(FakeServer):
             spec = ErrorSpec(400, wire.status_error(400).type, PREFILL_REFUSED)
             return Response.json(wire.error_body(spec, ex), status=400, headers=wire.headers(ex, 400))
         usage = (step.params.get("usage") if step else None) or {}
-        ex = Exchange(record.seq, model, key, conversation, usage, self._prompt_cache)
+        categories = tuple((step.params.get("categories") if step else None) or ())
+        ex = Exchange(record.seq, model, key, conversation, usage, self._prompt_cache, categories)
         if step is None:
             return render_default(wire, ex)
         return render_step(step, wire, ex)

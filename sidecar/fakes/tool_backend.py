@@ -18,9 +18,11 @@ from ._corpus import DOCS, search
 from ._http import Fault, Request, Response
 from ._script import Step
 
-__all__ = ["FAIL_MODES", "FakeToolBackend", "main"]
+__all__ = ["FAIL_MODES", "IDEMPOTENCY_HEADER", "FakeToolBackend", "main"]
 
 SLOW_MS = 2000.0
+IDEMPOTENCY_HEADER = "idempotency-key"
+"""``POST /notes`` honours it: a key seen before answers the note it created, creating none."""
 
 _FAIL_BODIES: dict[str, tuple[int, dict[str, Any]]] = {
     "400": (400, {"error": "bad request", "detail": "the request was malformed"}),
@@ -88,6 +90,9 @@ class FakeToolBackend(FakeServer):
         self._notes: list[dict[str, str]] = []
         self._notes_received = 0
         self._note_texts: Counter[str] = Counter()
+        self._note_keys: Counter[str] = Counter()
+        self._note_by_key: dict[str, dict[str, str]] = {}
+        self._notes_replayed = 0
 
     def script(self, key: str, steps: list[dict[str, Any]], append: bool = False) -> int:
         if key != "*" and not key.startswith("/"):
@@ -105,10 +110,24 @@ class FakeToolBackend(FakeServer):
         with self._lock:
             return {text: count for text, count in self._note_texts.items() if count > 1}
 
+    def note_keys(self) -> dict[str, int]:
+        """Each ``Idempotency-Key`` that came with a ``POST /notes``, with how many times."""
+        with self._lock:
+            return dict(self._note_keys)
+
+    @property
+    def notes_created(self) -> int:
+        """Notes created (a POST whose key was seen before creates none)."""
+        with self._lock:
+            return len(self._notes)
+
     def _reset_locked(self) -> None:
         self._notes.clear()
         self._notes_received = 0
         self._note_texts.clear()
+        self._note_keys.clear()
+        self._note_by_key.clear()
+        self._notes_replayed = 0
 
     def _health_locked(self) -> dict[str, Any]:
         return {"notes_received": self._notes_received, "notes_created": len(self._notes)}
@@ -118,7 +137,13 @@ class FakeToolBackend(FakeServer):
             return None
         repeated = self.notes_repeated()
         with self._lock:
-            counts = {"received": self._notes_received, "created": len(self._notes), "texts": len(self._note_texts)}
+            counts = {
+                "received": self._notes_received,
+                "created": len(self._notes),
+                "texts": len(self._note_texts),
+                "keys": len(self._note_keys),
+                "replayed": self._notes_replayed,
+            }
         return Response.json({**counts, "repeated": repeated})
 
     async def handle_app(self, request: Request) -> Response:
@@ -128,6 +153,9 @@ class FakeToolBackend(FakeServer):
                 body = request.json_or_none()
                 if isinstance(body, dict) and isinstance(body.get("text"), str):
                     self._note_texts[body["text"]] += 1
+                key = request.headers.get(IDEMPOTENCY_HEADER)
+                if key is not None:
+                    self._note_keys[key] += 1
             step = self._scripts.pop(request.path)
         self._record(request, source="script" if step else "default")
         if step is None:
@@ -191,10 +219,20 @@ class FakeToolBackend(FakeServer):
         body = request.json_or_none()
         if not isinstance(body, dict) or not isinstance(body.get("text"), str):
             return Response.json({"error": "body must be a JSON object with a string 'text'"}, status=400)
+        key = request.headers.get(IDEMPOTENCY_HEADER)
+        replayed = {"idempotent-replayed": "true"}
         with self._lock:
-            note = {"id": f"note-{len(self._notes) + 1}", "text": body["text"]}
-            self._notes.append(note)
-        return Response.json({"id": note["id"]}, status=201, headers={"location": f"/notes/{note['id']}"})
+            note = self._note_by_key.get(key) if key is not None else None
+            if note is not None:  # the key was seen: the note it created, no other
+                self._notes_replayed += 1
+            else:
+                note = {"id": f"note-{len(self._notes) + 1}", "text": body["text"]}
+                self._notes.append(note)
+                replayed = {}
+                if key is not None:
+                    self._note_by_key[key] = note
+        headers = {"location": f"/notes/{note['id']}", **replayed}
+        return Response.json({"id": note["id"]}, status=201, headers=headers)
 
 
 def _not_allowed(allow: str) -> Response:

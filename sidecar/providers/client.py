@@ -2,6 +2,10 @@
 
     attempt -> POST {base_url}{upstream path}, the upstream's body, the attempt's traceparent,
                a read timeout clipped to the caller's deadline
+    no response head within header_s        -> Retry(TRANSIENT), error.type header_timeout (on the injected
+      (the scope's AttemptTimeouts)             clock; none when the deadline comes first); on a route's hop
+                                                that moves on from a timeout: the hop ends at once,
+                                                Fail(EXTERNAL_SERVICE) standing in for that Retry
     no response (refused, reset, timeout)   -> Retry(TRANSIENT), no http
     2xx with a reply                        -> the reply, judged by the caller's ``judge`` (Done)
     2xx that is not a reply, or an error    -> the upstream's ``classify`` (``providers.errors``): Retry or Fail
@@ -23,21 +27,23 @@ sender is that scope and the attempt's ``ChatRequest``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
 
 from sidecar.config import ModelConfig, ProviderConfig
+from sidecar.config.catalog import AttemptTimeouts
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import Usage
-from sidecar.core.kinds import RetrySignal
+from sidecar.core.kinds import RetrySignal, TransportFault
 from sidecar.core.observer import AttemptStart, Target
 from sidecar.core.retry import Attempt, Done, Fail, Retry
 from sidecar.core.spend import SpendLedger, cost_of
-from sidecar.core.taxonomy import SidecarFailure
+from sidecar.core.taxonomy import ExternalService, SidecarFailure
 from sidecar.core.text import endpoint_of
 from sidecar.net.backend import AiohttpTransport, fast_transport
 from sidecar.net.cookies import NoCookies
@@ -47,11 +53,24 @@ from sidecar.providers.formats.chat import ChatReply, ChatRequest
 from sidecar.providers.formats.protocol import Upstream
 from sidecar.providers.formats.registry import format_named
 
-__all__ = ["MAX_REPLY_BYTES", "CallScope", "ModelSender", "ProviderClient", "Route", "Spent"]
+__all__ = [
+    "HEADER_TIMEOUT",
+    "MAX_REPLY_BYTES",
+    "CallScope",
+    "ModelSender",
+    "ProviderClient",
+    "Route",
+    "Spent",
+    "TimedOut",
+    "Timer",
+]
 
 JSON_CONTENT_TYPE = "application/json"
 MAX_REPLY_BYTES = 16 * 1024 * 1024
 """A provider answer is read up to this many bytes; a longer one is cut (and will not parse)."""
+NO_TIMEOUTS = AttemptTimeouts()
+HEADER_TIMEOUT = "header_timeout"
+"""error.type of an attempt that had no response head within its header timeout."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +178,56 @@ class CallScope:
     workflow: str
     secrets: tuple[str, ...]
     clock: Clock
+    timeouts: AttemptTimeouts = NO_TIMEOUTS
+    """How long an attempt waits for the response head and (a stream) its first content delta."""
+    timeouts_move_on: bool = False
+    """A route's hop that moves on from a timed-out attempt at once (``CallOptions.timeouts_move_on``)."""
+
+    def timed(self, timeouts: AttemptTimeouts, *, moves_on: bool) -> CallScope:
+        """This scope with the model's attempt timeouts, and whether a timeout ends the call (a hop) at once."""
+        return replace(self, timeouts=timeouts, timeouts_move_on=moves_on)
+
+
+class TimedOut(Exception):
+    """A ``Timer`` fired."""
+
+
+class Timer:
+    """``asyncio.timeout`` on the injected clock: at ``when`` (None: never) the task that entered the block is
+    cancelled and ``TimedOut`` raised from it; a cancellation from anyone else passes through."""
+
+    __slots__ = ("_cancel", "_cancelling", "_clock", "_fired", "_task", "_when")
+
+    def __init__(self, clock: Clock, when: float | None) -> None:
+        self._clock = clock
+        self._when = when
+        self._cancel: Callable[[], None] | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._cancelling = 0
+        self._fired = False
+
+    async def __aenter__(self) -> Timer:
+        if self._when is not None:
+            task = asyncio.current_task()
+            assert task is not None, "a Timer runs in a task"
+            self._task, self._cancelling = task, task.cancelling()
+            self._cancel = self._clock.call_at(self._when, self._fire)
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if self._cancel is not None:
+            self._cancel()
+            self._cancel = None
+        if not self._fired or self._task is None:
+            return
+        if self._task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
+            raise TimedOut from None
+
+    def _fire(self) -> None:
+        self._cancel = None
+        self._fired = True
+        assert self._task is not None
+        self._task.cancel()
 
 
 class ModelSender:
@@ -193,8 +262,15 @@ class ModelSender:
             httpx.Timeout(timeout, connect=min(provider.config.connect_timeout_s, timeout)),
             attempt.record.trace_headers(),
         )
+        header_s = self._scope.timeouts.header_s
+        head_due = None if header_s is None or attempt.clipped(header_s) else attempt.clock.time() + header_s
         try:
-            response = await provider.transport.send(request)
+            try:
+                async with Timer(attempt.clock, head_due):
+                    response = await provider.transport.send(request)
+            except TimedOut:
+                assert header_s is not None
+                return self._timed_out(attempt, HEADER_TIMEOUT, f"no response headers within {header_s:g} s")
             try:
                 raw = await read_capped(response, MAX_REPLY_BYTES)
             finally:
@@ -214,6 +290,19 @@ class ModelSender:
             return Fail(outcome)
         self._account(outcome, attempt)
         return Done(await self._scope.judge(outcome, attempt))
+
+    def _timed_out(self, attempt: Attempt, error_type: str, detail: str) -> Fail | Retry:
+        """A timeout of the attempt's (no head, no first token): a transient fault; on a hop that moves on from
+        one, the hop's end at once (EXTERNAL_SERVICE: the deployment did not answer), the pacer still told."""
+        attempt.record.transport_fault(error_type, detail)
+        retry = Retry(RetrySignal.TRANSIENT, detail)
+        scope = self._scope
+        if not scope.timeouts_move_on:
+            return retry
+        silent = ExternalService(
+            scope.provider.name, self._route.endpoint, detail, fault=TransportFault.TIMEOUT, sent=True, idempotent=True
+        )
+        return Fail(silent, instead_of=retry)
 
     def _account(self, reply: ChatReply, attempt: Attempt) -> None:
         scope = self._scope

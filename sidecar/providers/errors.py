@@ -1,6 +1,9 @@
 """The one boundary for provider answers that are not a reply: a retry signal or a terminal failure.
 
-Decided from the body before the status, in this order::
+A format's ``classify`` first looks for its own content-policy refusal in the body (OpenAI's
+``content_policy_violation``, Azure's ``content_filter``, Anthropic's "content filtering policy"),
+whatever the status, a stream's error event included: ``refused`` makes it PROVIDER_REFUSAL, never
+retried. Every other answer is decided from the body before the status, in this order::
 
     402, insufficient_quota, "credit balance is too low"        -> QUOTA_EXHAUSTED      (never retried)
     overloaded_error anywhere, or 529                            -> signal OVERLOAD      (+1.5 model throttle)
@@ -34,13 +37,14 @@ from sidecar.core.taxonomy import (
     ExternalService,
     InvalidInput,
     ModelNotFound,
+    ProviderRefusal,
     QuotaExhausted,
     SidecarFailure,
     Unauthorized,
 )
 from sidecar.core.text import cap
 
-__all__ = ["Target", "classify_response"]
+__all__ = ["Target", "classify_response", "refused"]
 
 _QUOTA = re.compile(
     r"insufficient_quota|credit balance is too low|billing_hard_limit|exceeded your current quota", re.I
@@ -77,6 +81,27 @@ def _error_fields(body: str) -> tuple[str, str, str]:
     return body.strip(), "", ""
 
 
+def _http(status: int, headers: Mapping[str, str], body: str, target: Target, secrets: Iterable[str]) -> HttpInfo:
+    safe = redact_body(body, status, secrets)
+    raw = retry_after_raw(headers)  # reported as sent, for the host, but never with a secret in it
+    return HttpInfo(status, target.provider, target.endpoint, safe, None if raw is None else mask_keys(raw, secrets))
+
+
+def refused(
+    status: int,
+    headers: Mapping[str, str],
+    body: str,
+    target: Target,
+    secrets: Iterable[str],
+    category: str,
+    explanation: str,
+) -> ProviderRefusal:
+    """The refusal a format's ``classify`` found in an error answer: PROVIDER_REFUSAL with the answer kept
+    (redacted) and the provider's words, secrets masked."""
+    said = redact_body(explanation, None, secrets)
+    return ProviderRefusal(target.model_id, category, said, http=_http(status, headers, body, target, secrets))
+
+
 def classify_response(
     status: int,
     headers: Mapping[str, str],
@@ -85,9 +110,7 @@ def classify_response(
     secrets: Iterable[str],
     now: datetime,
 ) -> Retry | SidecarFailure:
-    safe = redact_body(body, status, secrets)
-    raw = retry_after_raw(headers)  # reported as sent, for the host, but never with a secret in it
-    http = HttpInfo(status, target.provider, target.endpoint, safe, None if raw is None else mask_keys(raw, secrets))
+    http = _http(status, headers, body, target, secrets)
     message, etype, code = _error_fields(redact_body(body, None, secrets))
     words = cap(message) or f"HTTP {status}"
     wait = parse_retry_after(headers, now)

@@ -7,7 +7,9 @@
         observer.hop(...)            the ``route.hop {deployment}`` span; the hop's attempts run under it
         the deployment's circuit     open -> skipped (CIRCUIT_OPEN, no attempt); half-open -> this hop probes
         run(request, options, hop)   ModelService's one model call for that deployment: its own Tally and
-                                     retry budget, its throttle, the call's deadline (no second retry loop)
+                                     retry budget, its throttle, the call's deadline (no second retry loop);
+                                     with another hop after it, a timed-out attempt may end it at once
+                                     (core.routing.timeout_moves_on)
         served                       -> the reply: served_by, hops, attempts, tokens and cost of every hop
         failed                       -> core.routing.next_step: the next hop, the context fallback, or stop
     the chain fails                  -> the last hop's failure (its kind, detail, http, Retry-After and retry
@@ -45,6 +47,7 @@ from sidecar.core.routing import (
     Settle,
     next_step,
     settle,
+    timeout_moves_on,
 )
 from sidecar.core.settings import ServiceConfig
 from sidecar.core.spend import cost_of
@@ -264,8 +267,9 @@ class RouteCaller:
                 if options.deadline is not None and self._clock.time() >= options.deadline:
                     raise chain.failure(True, [deployment, *(d for d, _ in queue)])
                 number = len(chain.hops) + 1
+                hop_options = replace(options, timeouts_move_on=timeout_moves_on(route, bool(queue)))
                 hop, tally, response, failure = await self._hop(
-                    route, deployment, role, number, request, options, outlet
+                    route, deployment, role, number, request, hop_options, outlet
                 )
                 chain.hops.append(hop)
                 if tally is not None:

@@ -245,7 +245,9 @@ class _Call:
         """Refusal, truncation, then the schema; a correction is marked on the attempt's span."""
         model_id = self.request.model
         if reply.refusal is not None or reply.finish is FinishReason.CONTENT_FILTER:
-            category = "refusal" if reply.raw_finish in ("refusal", "stop") or reply.refusal else reply.raw_finish
+            category = reply.refusal_category or (
+                "refusal" if reply.raw_finish in ("refusal", "stop") or reply.refusal else reply.raw_finish
+            )
             refusal = ProviderRefusal(model_id, category or "content_filter", reply.refusal or "")
             return _Verdict(reply, failure=refusal)
         if reply.finish is FinishReason.LENGTH:
@@ -443,7 +445,7 @@ class ModelService:
         pacer = ModelPacer(self._throttles[request.model], estimate, self._clock, tally, windows.max_wait_s)
         scope = CallScope(
             provider, request.model, model, call.judge, call.spent, self._ledger, workflow, self._secrets, self._clock
-        )
+        ).timed(model.timeouts(provider.config, policy.preset), moves_on=options.timeouts_move_on)
         try:
             while True:
                 chat = ChatRequest(

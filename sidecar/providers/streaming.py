@@ -43,6 +43,10 @@ provider that takes no prefill after all) is not that 400: the call ends with ST
 the original fault's reason and the refusal's, so a route moves on to its next deployment. Where
 the caller holds more than text, or the deployment takes no prefill, STREAM_INTERRUPTED as under
 ``fail`` (a route's next deployment that accepts a prefill continues it: ``providers.routes``).
+No response head within the scope's ``header_s``, or no delta within its ``first_token_s`` (both
+from the request's start, on the injected clock, in the ``Watch``; bytes without a delta do not
+count) is a timeout of the attempt, always before its first delta: Retry(TRANSIENT), or on a
+route's hop that moves on from one, the hop's end at once (``ModelSender._timed_out``).
 
 A 2xx answer that is not ``text/event-stream`` (a server that ignores ``stream``) is read whole,
 as CallModel reads it, and its reply sent as one text delta and one delta per tool call. An
@@ -99,7 +103,7 @@ from sidecar.core.stream import (
 from sidecar.core.taxonomy import JobTimeout, SidecarFailure, StreamInterrupted
 from sidecar.core.text import clause
 from sidecar.net.transport import fault_of, text_of
-from sidecar.providers.client import MAX_REPLY_BYTES, CallScope, ModelSender
+from sidecar.providers.client import HEADER_TIMEOUT, MAX_REPLY_BYTES, CallScope, ModelSender
 from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault
 
 __all__ = [
@@ -138,6 +142,7 @@ INCOMPLETE = "stream_incomplete"
 TOO_LONG = "stream_too_long"
 DEADLINE = "deadline"
 _log = logging.getLogger("sidecar.models")
+FIRST_TOKEN_TIMEOUT = "first_token_timeout"
 
 
 # ---------------------------------------------------------------------------- the outlet
@@ -331,24 +336,63 @@ class Outlet:
 
 
 class Stalled(Exception):
-    """The watch fired: ``deadline`` (the caller's) or the idle timeout."""
+    """The watch fired: at the caller's deadline, or past one of the attempt's timeouts (``cause``)."""
 
-    def __init__(self, deadline: bool) -> None:
-        super().__init__("deadline" if deadline else "idle")
-        self.deadline = deadline
+    DEADLINE = "deadline"
+    IDLE = "idle"
+    HEAD = "head"
+    FIRST_TOKEN = "first_token"
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+    @property
+    def deadline(self) -> bool:
+        return self.cause == Stalled.DEADLINE
 
 
 class Watch:
-    """No byte for ``idle_s`` (while not paused), or the deadline, on the injected clock: the task
-    that entered it is cancelled and ``Stalled`` raised from the block (as ``asyncio.timeout`` does)."""
+    """On the injected clock, whichever comes first: no byte for ``idle_s`` (while not paused), no
+    response head ``header_s`` after entering, no delta ``first_token_s`` after entering, or the
+    deadline. The task that entered it is cancelled and ``Stalled`` raised from the block (as
+    ``asyncio.timeout`` does), its ``cause`` saying which."""
 
-    __slots__ = ("_cancel", "_cancelling", "_clock", "_deadline", "_fired", "_idle_s", "_last", "_paused", "_task")
+    __slots__ = (
+        "_cancel",
+        "_cancelling",
+        "_clock",
+        "_deadline",
+        "_delivered",
+        "_fired",
+        "_first_token_s",
+        "_headed",
+        "_header_s",
+        "_idle_s",
+        "_last",
+        "_paused",
+        "_start",
+        "_task",
+    )
 
-    def __init__(self, clock: Clock, idle_s: float, deadline: float | None) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        idle_s: float,
+        deadline: float | None,
+        *,
+        header_s: float | None = None,
+        first_token_s: float | None = None,
+    ) -> None:
         self._clock = clock
         self._idle_s = idle_s
         self._deadline = deadline
+        self._header_s = header_s
+        self._first_token_s = first_token_s
+        self._start = 0.0
         self._last = 0.0
+        self._headed = False
+        self._delivered = False
         self._paused = False
         self._fired: Stalled | None = None
         self._cancel: Callable[[], None] | None = None
@@ -360,7 +404,7 @@ class Watch:
         assert task is not None, "a Watch runs in a task"
         self._task = task
         self._cancelling = task.cancelling()
-        self._last = self._clock.time()
+        self._start = self._last = self._clock.time()
         self._arm()
         return self
 
@@ -374,20 +418,35 @@ class Watch:
             raise fired from None
 
     def touch(self) -> None:
-        """Bytes arrived (the timer, when it fires early, sets itself again)."""
+        """Bytes arrived, the first of them the response head (the timer, when it fires early, sets itself again)."""
         self._last = self._clock.time()
+        self._headed = True
 
     def pause(self) -> None:
-        """The caller is not reading: silence from the provider is ours, not a stall."""
+        """A delta is on its way to a caller who may not be reading: silence from the provider is ours, not a
+        stall (and the first token has come)."""
         self._paused = True
+        self._delivered = True
 
     def resume(self) -> None:
         self._paused = False
         self._last = self._clock.time()
 
+    def _limits(self) -> list[tuple[float, str]]:
+        """When each limit still running falls due, with the cause it fires as (the deadline first)."""
+        limits: list[tuple[float, str]] = []
+        if self._deadline is not None:
+            limits.append((self._deadline, Stalled.DEADLINE))
+        if self._header_s is not None and not self._headed:
+            limits.append((self._start + self._header_s, Stalled.HEAD))
+        if self._first_token_s is not None and not self._delivered:
+            limits.append((self._start + self._first_token_s, Stalled.FIRST_TOKEN))
+        if not self._paused:
+            limits.append((self._last + self._idle_s, Stalled.IDLE))
+        return limits
+
     def _due(self) -> float:
-        due = math.inf if self._paused else self._last + self._idle_s
-        return due if self._deadline is None else min(due, self._deadline)
+        return min((due for due, _ in self._limits()), default=math.inf)
 
     def _arm(self) -> None:
         due = self._due()
@@ -398,13 +457,11 @@ class Watch:
     def _fire(self) -> None:
         self._cancel = None
         now = self._clock.time()
-        if self._deadline is not None and now >= self._deadline:
-            self._fired = Stalled(deadline=True)
-        elif not self._paused and now >= self._last + self._idle_s:
-            self._fired = Stalled(deadline=False)
-        else:
+        cause = next((cause for due, cause in self._limits() if now >= due), None)
+        if cause is None:
             self._arm()
             return
+        self._fired = Stalled(cause)
         assert self._task is not None
         self._task.cancel()
 
@@ -544,7 +601,14 @@ class StreamSender(ModelSender):
             httpx.Timeout(timeout, connect=min(config.connect_timeout_s, timeout)),
             {"accept": SSE_CONTENT_TYPE, **attempt.record.trace_headers()},
         )
-        watch = Watch(self._scope.clock, config.stream_idle_timeout_s, attempt.deadline)
+        limits = self._scope.timeouts
+        watch = Watch(
+            self._scope.clock,
+            config.stream_idle_timeout_s,
+            attempt.deadline,
+            header_s=limits.header_s,
+            first_token_s=limits.first_token_s,
+        )
         progress = _Progress(attempt, self._outlet, watch, prefix=held)
         if held is not None:
             progress.seam = held[len(held.rstrip()) :]
@@ -555,6 +619,11 @@ class StreamSender(ModelSender):
             if stalled.deadline:
                 attempt.record.ended(DEADLINE)
                 return Fail(self._past_deadline(progress))
+            if stalled.cause == Stalled.HEAD:
+                return self._timed_out(attempt, HEADER_TIMEOUT, f"no response headers within {limits.header_s:g} s")
+            if stalled.cause == Stalled.FIRST_TOKEN:
+                detail = f"no content within {limits.first_token_s:g} s of the request"
+                return self._timed_out(attempt, FIRST_TOKEN_TIMEOUT, detail)
             detail = f"no bytes for {config.stream_idle_timeout_s:g} s"
             attempt.record.transport_fault(STALLED, detail)
             return self._fault(progress, Retry(RetrySignal.TRANSIENT, detail))

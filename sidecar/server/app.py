@@ -45,7 +45,7 @@ from sidecar.core.state import DEPLOYMENT_NAMESPACE, MEMORY, StateBackend
 from sidecar.providers.service import ModelService
 from sidecar.server.admission import Admission
 from sidecar.server.grpc.auth import BearerTokenInterceptor
-from sidecar.server.grpc.handlers import register_sidecar
+from sidecar.server.grpc.handlers import InFlight, register_sidecar
 from sidecar.server.grpc.masking import SecretMaskingInterceptor
 from sidecar.server.grpc.servicer import SidecarServicer
 from sidecar.server.http.doors import DoorParts, build_doors
@@ -64,6 +64,8 @@ _log = logging.getLogger("sidecar.server")
 EMBEDDED_PORTS = {"provider": 8787, "tools": 8788}
 """Where the embedded fakes listen when the port is free (``sidecar demo`` scripts them there)."""
 _CIRCUIT_VALUE = {CircuitState.CLOSED: 0, CircuitState.HALF_OPEN: 1, CircuitState.OPEN: 2}
+CUT_SETTLE_S = 2.0
+"""After the grace period, how long (real time) the calls cut have to send their UNAVAILABLE answer."""
 PENDING_CALLS_LIMIT = 16384
 """Calls per method gRPC core may hold before the server picks them up (``grpc.server.max_pending_requests``,
 soft and hard). Its defaults (1,000 / 3,000, with random drops between) answer a burst's calls
@@ -93,6 +95,8 @@ class SidecarApp:
     tools: ToolService | None = None
     metrics: Metrics | None = None
     admission: Admission | None = None
+    in_flight: InFlight = field(default_factory=InFlight)
+    """The gRPC calls being handled: cut at the end of a shutdown's grace period."""
     embedded: dict[str, str] = field(default_factory=dict)
     """The embedded fakes' URLs; a name given here is not started (a worker uses its supervisor's)."""
     state: StateBackend = MEMORY
@@ -117,7 +121,9 @@ class SidecarApp:
         self.guards = ServiceGuards(
             cfg.services, cfg.policy.circuit, self.clock, tool_services, observer=observer, state=state
         )
-        self.tools = ToolService(cfg, self.clock, self.guards, observer, embedded=self.embedded, rng=self.rng)
+        self.tools = ToolService(
+            cfg, self.clock, self.guards, observer, embedded=self.embedded, rng=self.rng, state=state
+        )  # the record of tool calls: this process's, or the fleet's in Redis
         await self.tools.start()  # MCP servers opened and listed: ListTools and the MCP front list their tools
         ledger = SpendLedger(dict(cfg.policy.spend_caps), state=state)
         self.models = ModelService(cfg, self.clock, ledger, observer, embedded=self.embedded, rng=self.rng, state=state)
@@ -155,7 +161,7 @@ class SidecarApp:
             ],
         )
         self.admission = Admission(cfg.server.max_in_flight, self.clock)
-        register_sidecar(self.server, self.servicer, self.admission.wrap, self.admission.wrap_stream)
+        register_sidecar(self.server, self.servicer, self.admission.wrap, self.admission.wrap_stream, self.in_flight)
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self.server)
         if cfg.server.reflection:
@@ -210,6 +216,15 @@ class SidecarApp:
             self.http.draining = True  # GET /healthz: 503 NOT_SERVING, as the gRPC health says
         if self.admission is not None and grace > 0:
             grace = await self._drain(self.admission, grace)  # the calls of both ports: one admission
+        if len(self.in_flight):  # past the grace period: each call answers UNAVAILABLE "shutting down"
+            cut = self.in_flight.cut()
+            _log.warning(
+                "the grace period (server.grace_period_s) ended with %d gRPC calls in flight: stopped, "
+                "each answered UNAVAILABLE (the sidecar is shutting down)",
+                cut,
+                extra={"calls_cut": cut},
+            )
+            await self.in_flight.settled(CUT_SETTLE_S)
         stopping = [self.server.stop(grace)] if self.server is not None else []
         if self.http is not None:
             stopping.append(self.http.stop(grace))

@@ -15,6 +15,16 @@ this: ``publish`` queues, one writer task sends. Keys (every one with a TTL)::
     {prefix}:closed:{svc}        when it last closed (a stale re-push loses) TTL CLOSED_TTL_S (1 h)
     {prefix}:spend:{workflow}    the workflow's spend, INCRBYFLOAT         TTL SPEND_TTL_S (7 days), renewed per add
     {prefix}:replicas            live replicas (a sorted set of expiries)  TTL HEARTBEAT_TTL_S (3 s), beat every 1 s
+    {prefix}:call:{hash}         a tool call's intent, then its outcome    TTL the dedupe window (and the call's
+                                 (core.state.CallRecords; tools.once)          longest run, for an intent)
+
+A tool call's record is not a change of the local view: it is read and written by the call that
+needs it (``claim_call`` one script: SET NX of the intent, or what is there with whether its
+replica is still in the heartbeat set; ``finish_call`` a SET of the outcome; ``abandon_call``
+a compare-and-delete of the intent). Its value is ``i`` and the intent's JSON (replica, since), or
+``o`` and the outcome as the tools layer encoded it (a result or a failure, secrets masked; never
+a request, its headers or its arguments). While Redis is not there, ``claim_call`` says None and
+the tools layer keeps the record in the process.
 
 Staleness: a change reaches the other replicas in one publish (measured in docs/fleet.md: a
 few milliseconds). The replica count lags by at most HEARTBEAT_TTL_S.
@@ -59,13 +69,17 @@ from redis.exceptions import RedisError
 from sidecar.core.details import Trigger
 from sidecar.core.observer import NULL_OBSERVER, Observer, StateBackendChanged
 from sidecar.core.state import (
+    CallClaim,
     Change,
     CircuitClosed,
     CircuitOpened,
+    Claimed,
+    InProgress,
     LocalView,
     ModelPause,
     ModelRaised,
     ProbeTaken,
+    Recorded,
     Replicas,
     ServiceRaised,
     SpendAdded,
@@ -147,6 +161,31 @@ if tonumber(ARGV[1]) > total then
   redis.call('PUBLISH', ARGV[3], cjson.encode({o = ARGV[4], k = 'spend', n = ARGV[5], usd = total}))
 end
 return tostring(total)
+"""
+_CALL_CLAIM = """
+local held = redis.call('GET', KEYS[1])
+if not held then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return {1}
+end
+local alive = 0
+if string.sub(held, 1, 1) == 'i' then
+  local ok, intent = pcall(cjson.decode, string.sub(held, 2))
+  if ok and type(intent) == 'table' and intent['r'] then
+    local expiry = redis.call('ZSCORE', KEYS[2], intent['r'])
+    local now = redis.call('TIME')
+    local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+    if expiry and tonumber(expiry) > ms then alive = 1 end
+  end
+end
+return {0, held, alive}
+"""
+_CALL_ABANDON = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
 """
 _HEARTBEAT = """
 local now = redis.call('TIME')
@@ -290,6 +329,8 @@ class RedisState:
         self._set, self._pause, self._open, self._close, self._claim, self._spend, self._floor, self._beat = (
             self._client.register_script(s) for s in scripts
         )
+        self._call_claim = self._client.register_script(_CALL_CLAIM)
+        self._call_abandon = self._client.register_script(_CALL_ABANDON)
         self._backoff = ExponentialWithJitterBackoff(cap=RECONNECT_MAX_S, base=RECONNECT_MIN_S)
         self._view: LocalView | None = None
         self._queue: deque[Change] = deque(maxlen=MAX_QUEUED)
@@ -341,6 +382,42 @@ class RedisState:
         key = self._key("probe", service)
         won = await self._run(self._claim(keys=[key], args=[self.replica, _ms(seconds), self.channel, payload]))
         return True if won is None else bool(won)
+
+    # ------------------------------------------------------------------ the record of tool calls
+
+    @property
+    def owner(self) -> str:
+        return self.replica
+
+    async def claim_call(self, key: str, ttl_s: float, since: float) -> CallClaim | None:
+        if not self._available:
+            self._note_in_call()
+            return None
+        intent = "i" + json.dumps({"r": self.replica, "w": since})
+        keys = [self._key("call", key), self._key("replicas")]
+        got = await self._run(self._call_claim(keys=keys, args=[intent, _ms(ttl_s)]))
+        if not isinstance(got, list) or not got:
+            return None
+        if int(got[0]) == 1:
+            return Claimed(intent)
+        held = got[1].decode("utf-8", "replace") if isinstance(got[1], bytes) else str(got[1])
+        if held.startswith("o"):
+            return Recorded(held[1:])
+        try:
+            data = json.loads(held[1:])
+            return InProgress(str(data["r"]), float(data["w"]), alive=int(got[2]) == 1)
+        except (KeyError, TypeError, ValueError):
+            return InProgress("", 0.0, alive=False)  # unreadable: no one can say it was not sent
+
+    async def finish_call(self, key: str, outcome: str, ttl_s: float) -> bool:
+        if not self._available:
+            return False
+        done = await self._run(self._client.set(self._key("call", key), "o" + outcome, px=_ms(ttl_s)))
+        return bool(done)
+
+    async def abandon_call(self, key: str, token: str) -> None:
+        if self._available:
+            await self._run(self._call_abandon(keys=[self._key("call", key)], args=[token]))
 
     # ------------------------------------------------------------------ life
 

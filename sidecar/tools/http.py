@@ -8,7 +8,8 @@ what it saw     classified by core.tool_failures (the one HTTP -> kind mapping):
     success (2xx, an empty search)                         -> Done(the result)
     a timeout cut short by the caller's own deadline       -> Fail(JOB_TIMEOUT), charged to no one
     a transient fault (transport, 5xx, throttle) that may  -> Retry, quoting the service
-      be re-sent: the tool is idempotent, or the request certainly never reached the service
+      be re-sent: the tool is idempotent (or sends an ``idempotency_header``: the same key on every
+      attempt), or the request certainly never reached the service
     anything else                                          -> Fail(the failure), as the model reads it
 """
 
@@ -91,7 +92,7 @@ def build_request(client: httpx.AsyncClient, tool: Tool, arguments: dict[str, An
 class ToolSender:
     """One attempt of one tool call."""
 
-    __slots__ = ("_base", "_now", "_quirks", "_request", "_secrets", "_tool", "_transport")
+    __slots__ = ("_base", "_now", "_quirks", "_request", "_secrets", "_tool", "_transport", "reached")
 
     def __init__(
         self,
@@ -111,6 +112,9 @@ class ToolSender:
         self._quirks = list(quirks)
         self._secrets = secrets
         self._now = now
+        self.reached = False
+        """Whether a request of this call may have reached the service (the record of the call keeps
+        an outcome only then: ``tools.once``)."""
         self._base = Observation(
             service=cfg.service,
             endpoint=endpoint_of(str(request.url), secrets),  # a token in the URL's path is masked
@@ -142,6 +146,7 @@ class ToolSender:
         ).as_dict()
         self._request.headers.update(attempt.record.trace_headers())  # the service may continue the trace
         obs, may_have_reached = await self._exchange(attempt)
+        self.reached = self.reached or may_have_reached
         if clipped and obs.fault is TransportFault.TIMEOUT:  # the caller's budget ran out, not the service
             late = JobTimeout(f"tool {self._tool.name}", "the caller's deadline ended before the service answered")
             return Fail(late)

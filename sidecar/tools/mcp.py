@@ -197,9 +197,11 @@ def trace_meta(headers: dict[str, str]) -> dict[str, Any]:
 class McpSender:
     """One attempt of one MCP tool call."""
 
-    __slots__ = ("_arguments", "_arguments_json", "_secrets", "_tool")
+    __slots__ = ("_arguments", "_arguments_json", "_secrets", "_tool", "reached")
 
     def __init__(self, tool: McpTool, arguments: dict[str, Any], arguments_json: str, secrets: tuple[str, ...]) -> None:
+        self.reached = False
+        """Whether a request of this call may have reached the server (``tools.once``)."""
         self._tool = tool
         self._arguments = arguments
         self._arguments_json = arguments_json
@@ -224,6 +226,8 @@ class McpSender:
         clipped = attempt.clipped(tool.timeout_s)
         meta = trace_meta(attempt.record.trace_headers())
         seen = await tool.session.call(tool.remote, self._arguments, attempt.timeout(tool.timeout_s), meta)
+        if not isinstance(seen, Broken) or seen.may_have_reached or seen.status is not None:
+            self.reached = True
         if isinstance(seen, Broken) and clipped and seen.fault is TransportFault.TIMEOUT:
             return Fail(JobTimeout(f"tool {tool.name}", "the caller's deadline ended before the MCP server answered"))
         return self._judge(seen, attempt)

@@ -9,7 +9,13 @@
 
 A tool's failure is a result for the model: ``execute`` never raises for one, it returns a
 ToolOutcome whose ``model_text`` is what the model reads. A non-idempotent tool is re-sent only
-when the request certainly never reached the service (refused, DNS, no connection in time).
+when the request certainly never reached the service (refused, DNS, no connection in time); a
+tool with an ``idempotency_header`` sends one key on every attempt, and is retried as an
+idempotent one.
+
+Once the checks pass, a call with a job id and a call id goes through ``tools.once``: a re-send
+within the tool's dedupe window gets the recorded outcome, or waits for the call in flight,
+instead of being sent again (the record in the state backend: shared with Redis).
 
 An HTTP tool's attempt is ``tools.http.ToolSender``; a tool of an MCP server (``kind: mcp``) is
 ``tools.mcp.McpSender``, its arguments checked against the schema its server listed, behind the
@@ -38,8 +44,9 @@ from sidecar.core.conversation import (
     Usage,
 )
 from sidecar.core.observer import Observer, ToolCallStart
-from sidecar.core.retry import MAX_UPSTREAM_RETRIES, Retry, RetryPolicy, Sender, Tally, run_attempts
+from sidecar.core.retry import MAX_UPSTREAM_RETRIES, Retry, RetryPolicy, Tally, run_attempts
 from sidecar.core.settings import Windows
+from sidecar.core.state import MEMORY, CallRecords, StateBackend
 from sidecar.core.taxonomy import (
     Guardrail,
     InvalidInput,
@@ -49,6 +56,7 @@ from sidecar.core.taxonomy import (
     as_failure,
     log_failure,
 )
+from sidecar.core.text import endpoint_of
 from sidecar.net.backend import fast_transport
 from sidecar.net.cookies import NoCookies
 from sidecar.tools.arguments import check_call, validator_for
@@ -56,12 +64,15 @@ from sidecar.tools.catalog import ToolEntry
 from sidecar.tools.guardrails import Guardrails
 from sidecar.tools.http import Tool, ToolSender, build_request
 from sidecar.tools.mcp import McpSender, McpTool, McpTools
+from sidecar.tools.once import Once, OnceCall, Reaching, Watched, call_hash, idempotency_key
 from sidecar.tools.pacing import ServicePacer
 
 __all__ = ["TOOL_CLIENT_LIMITS", "ToolService"]
 
 TOOL_CLIENT_LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50)
 """The one HTTP client every tool shares."""
+LONGEST_MARGIN_S = 60.0
+"""Added to the longest a call may take by its timeouts and retries, for the waits of its throttle."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +87,13 @@ class _GiveUp:
 
     def past_deadline(self, retry: Retry, wait_s: float, left_s: float) -> SidecarFailure:
         return _last(retry)
+
+
+@dataclass(slots=True)
+class _Replay:
+    """Whether the call was answered from its record (it sent nothing: no attempts to count)."""
+
+    replayed: bool = False
 
 
 def _last(retry: Retry) -> SidecarFailure:
@@ -95,6 +113,7 @@ class ToolService:
         *,
         embedded: dict[str, str] | None = None,
         rng: random.Random | None = None,
+        state: StateBackend = MEMORY,
     ) -> None:
         self._config = config
         self._clock = clock
@@ -112,6 +131,7 @@ class ToolService:
             for name, tool in config.http_tools.items()
         }
         self._mcp = McpTools(config, self._secrets)
+        self._once = Once(clock, state if isinstance(state, CallRecords) else None, self._secrets)
         self._transport = fast_transport(TOOL_CLIENT_LIMITS)
         self._client = httpx.AsyncClient(  # builds each request; attempts go on the transport (AiohttpTransport.send)
             transport=self._transport, follow_redirects=False, cookies=NoCookies(), trust_env=False
@@ -122,6 +142,7 @@ class ToolService:
         await self._mcp.start()
 
     async def aclose(self) -> None:
+        await self._once.aclose()
         await self._client.aclose()
         await self._mcp.aclose()
 
@@ -158,9 +179,10 @@ class ToolService:
             job=request.job,
             arguments_json=request.arguments_json,
         )
+        replay = _Replay()
         with self._observer.tool_call(start) as record:
             try:
-                outcome = await self._execute(tool, mcp, request, options)
+                outcome = await self._execute(tool, mcp, request, options, replay)
             except asyncio.CancelledError:
                 cancelled = JobCancelled(f"tool {request.tool}")
                 log_failure(cancelled, tool=request.tool)
@@ -168,14 +190,14 @@ class ToolService:
                 raise
             except Exception as exc:  # the one boundary: anything not of the taxonomy is SYSTEM (logged there)
                 outcome = ToolOutcome(None, as_failure(exc, "the tool runner"), 0)
-            record.tally(outcome.attempts, 0, Usage())
+            record.tally(0 if replay.replayed else outcome.attempts, 0, Usage())  # a replay sent nothing
             if outcome.failure is not None and not isinstance(outcome.failure, SystemFailure):
                 log_failure(outcome.failure, tool=request.tool, call_id=request.call_id)
             record.tool_finished(outcome)
             return outcome
 
     async def _execute(
-        self, tool: Tool | None, mcp: McpTool | None, request: ToolRequest, options: CallOptions
+        self, tool: Tool | None, mcp: McpTool | None, request: ToolRequest, options: CallOptions, replay: _Replay
     ) -> ToolOutcome:
         if tool is None and mcp is None:
             known = ", ".join(sorted([*self._tools, *self._mcp.names()])) or "none are configured"
@@ -185,7 +207,7 @@ class ToolService:
             failure = InvalidInput("job.upstream_retries", str(retries), f"must be at most {MAX_UPSTREAM_RETRIES}")
             return ToolOutcome(None, failure, 0)
         if mcp is not None:
-            return await self._execute_mcp(mcp, request, options)
+            return await self._execute_mcp(mcp, request, options, replay)
         assert tool is not None
         empty = EMPTY_SEARCH_TEXT if tool.config.kind == "search" else EMPTY_RESULT_TEXT
         cfg = tool.config
@@ -203,6 +225,9 @@ class ToolService:
             built = build_request(self._client, tool, arguments, self.resolve(cfg.url))
         except (InvalidInput, Guardrail) as failure:
             return ToolOutcome(None, failure, 0, empty)
+        key = call_hash(request.job.job_id, request.call_id, tool.name, arguments)
+        if cfg.idempotency_header is not None:  # one key, every attempt, and the agent's re-send
+            built.headers[cfg.idempotency_header] = idempotency_key(key, self._rng)
         id_param = cfg.identifier_parameter
         sender = ToolSender(
             tool,
@@ -213,9 +238,24 @@ class ToolService:
             secrets=self._secrets,
             now=self._clock.wall,
         )
-        return await self._attempts(sender, tool.name, cfg.service, options, empty)
+        retries = self._config.tool_retries(options.upstream_retries)
+        once = OnceCall(
+            key=key,
+            window_s=self._window(cfg.dedupe_window_s),
+            longest_s=self._longest(retries, cfg.timeout_s + cfg.connect_timeout_s, options),
+            idempotent=cfg.is_idempotent,
+            tool=tool.name,
+            service=cfg.service,
+            endpoint=endpoint_of(str(built.url), self._secrets),
+            job_id=request.job.job_id,
+            call_id=request.call_id,
+            empty_text=empty,
+        )
+        return await self._attempts(sender, once, options, replay)
 
-    async def _execute_mcp(self, tool: McpTool, request: ToolRequest, options: CallOptions) -> ToolOutcome:
+    async def _execute_mcp(
+        self, tool: McpTool, request: ToolRequest, options: CallOptions, replay: _Replay
+    ) -> ToolOutcome:
         policy = self._config.policy
         try:
             arguments = await check_call(  # the same bounded checks, against the schema the server listed
@@ -230,14 +270,49 @@ class ToolService:
         except (InvalidInput, Guardrail) as failure:
             return ToolOutcome(None, failure, 0, EMPTY_RESULT_TEXT)
         sender = McpSender(tool, arguments, request.arguments_json, self._secrets)
-        return await self._attempts(sender, tool.name, tool.service, options, EMPTY_RESULT_TEXT)
+        retries = self._config.tool_retries(options.upstream_retries)
+        once = OnceCall(
+            key=call_hash(request.job.job_id, request.call_id, tool.name, arguments),
+            window_s=self._window(tool.config.dedupe_window_s),
+            longest_s=self._longest(retries, tool.timeout_s, options),
+            idempotent=tool.idempotent,
+            tool=tool.name,
+            service=tool.service,
+            endpoint=tool.session.endpoint,
+            job_id=request.job.job_id,
+            call_id=request.call_id,
+            empty_text=EMPTY_RESULT_TEXT,
+        )
+        return await self._attempts(sender, once, options, replay)
+
+    def _window(self, own: float | None) -> float:
+        return self._config.policy.dedupe_window_s if own is None else own
+
+    def _longest(self, retries: int, attempt_s: float, options: CallOptions) -> float:
+        """The longest a call may run by its timeouts, retries and waits (or until its deadline)."""
+        longest = (retries + 1) * attempt_s + retries * self._config.policy.tool_max_wait_s + LONGEST_MARGIN_S
+        if options.deadline is not None:
+            longest = min(longest, max(options.deadline - self._clock.time(), 0.0) + LONGEST_MARGIN_S)
+        return longest
 
     async def _attempts(
-        self, sender: Sender[ToolResult], tool: str, service: str, options: CallOptions, empty: str
+        self, sender: Reaching[ToolResult], once: OnceCall, options: CallOptions, replay: _Replay
     ) -> ToolOutcome:
+        """The call once (``tools.once``): its attempts, or the outcome recorded for it."""
+        watched = Watched(sender)
+
+        async def send() -> tuple[ToolOutcome, bool]:
+            outcome = await self._send(watched, once, options)
+            return outcome, watched.may_have_reached
+
+        outcome, replay.replayed = await self._once.run(once, send, watched, options.deadline)
+        return outcome
+
+    async def _send(self, sender: Watched[ToolResult], once: OnceCall, options: CallOptions) -> ToolOutcome:
         """The call's attempts through the engine, behind the service's pacer; the last failure as it is."""
         tally = Tally(self._config.tool_retries(options.upstream_retries))
-        pacer = ServicePacer(self._guards.get(service), tool, self._clock)
+        pacer = ServicePacer(self._guards.get(once.service), once.tool, self._clock)
+        empty = once.empty_text
         try:
             result: ToolResult = await run_attempts(
                 sender,

@@ -88,6 +88,58 @@ def test_wire_specific_error_details(provider: Srv, client: httpx.Client) -> Non
     )
 
 
+def test_content_policy_presets_are_openais_and_azures_refusals(provider: Srv, client: httpx.Client) -> None:
+    steps = [{"preset": "content_policy"}, {"preset": "content_filter"}, {"preset": "content_filter",
+             "categories": ["sexual", "violence"]}]  # fmt: skip
+    script(client, provider.url, steps, model="m")
+    policy = chat(client, provider.url, "openai")
+    assert policy.status_code == 400
+    error = policy.json()["error"]
+    assert (error["type"], error["code"], error["param"]) == ("invalid_request_error", "content_policy_violation", None)
+    assert error["message"].startswith("Your request was rejected as a result of our safety system.")
+    azure = chat(client, provider.url, "openai")
+    assert azure.status_code == 400
+    error = azure.json()["error"]
+    assert (error["type"], error["code"], error["param"], error["status"]) == (None, "content_filter", "prompt", 400)
+    assert error["innererror"]["code"] == "ResponsibleAIPolicyViolation"
+    result = error["innererror"]["content_filter_result"]
+    assert result["hate"] == {"filtered": True, "severity": "high"}
+    assert result["violence"] == {"filtered": False, "severity": "safe"}
+    assert result["jailbreak"] == {"filtered": False, "detected": False}
+    result = chat(client, provider.url, "openai").json()["error"]["innererror"]["content_filter_result"]
+    assert [name for name, v in result.items() if v["filtered"]] == ["sexual", "violence"]
+
+
+@pytest.mark.parametrize("preset", ["content_policy", "content_filter"])
+def test_anthropics_content_presets_are_its_content_filter(provider: Srv, client: httpx.Client, preset: str) -> None:
+    resp = _scripted(provider, client, "anthropic", {"preset": preset})
+    assert resp.status_code == 400
+    body = resp.json()
+    assert body["error"] == {"type": "invalid_request_error", "message": "Output blocked by content filtering policy"}
+    assert body["request_id"].startswith("req_")
+
+
+def test_a_content_filter_finish_with_categories_carries_azures_filter_results(
+    provider: Srv, client: httpx.Client
+) -> None:
+    step = {"preset": "reply", "text": "It", "finish": "content_filter", "categories": ["self_harm"]}
+    choice = _scripted(provider, client, "openai", step).json()["choices"][0]
+    assert choice["finish_reason"] == "content_filter"
+    assert choice["content_filter_results"]["self_harm"] == {"filtered": True, "severity": "high"}
+    assert choice["content_filter_results"]["hate"]["filtered"] is False
+    plain = _scripted(provider, client, "openai", {"preset": "reply", "finish": "content_filter"}).json()
+    assert "content_filter_results" not in plain["choices"][0]  # OpenAI's own: no categories
+
+
+def test_categories_must_be_azures(provider: Srv, client: httpx.Client) -> None:
+    resp = client.post(
+        provider.url + "/_fake/script",
+        json={"model": "m", "steps": [{"preset": "content_filter", "categories": ["x"]}]},
+    )
+    assert resp.status_code == 400
+    assert "'categories' must be a list of: hate, jailbreak, self_harm, sexual, violence" in resp.json()["error"]
+
+
 @pytest.mark.parametrize("wire", WIRES)
 def test_rate_limit_headers(provider: Srv, client: httpx.Client, wire: str) -> None:
     resp = _scripted(provider, client, wire, {"preset": "rate_limit", "retry_after": "3", "retry_after_ms": 2500})

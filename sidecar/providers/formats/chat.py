@@ -61,6 +61,9 @@ class ChatReply:
     cache_read_input_tokens: int = 0
     cache_write_input_tokens: int = 0
     reasoning_tokens: int = 0
+    refusal_category: str = ""
+    """A refusal's category when the reply names one (Azure's filtered categories, ``hate,violence``); else the
+    call names it from the finish (``ProviderRefusal``)."""
 
     @property
     def usage(self) -> Usage:

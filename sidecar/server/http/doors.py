@@ -18,15 +18,18 @@ front is one more ``endpoint`` of ``model_door`` over a registered format's fron
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from starlette.routing import BaseRoute, Route
 
 from sidecar.config import Config
 from sidecar.core.clock import Clock
+from sidecar.core.taxonomy import SidecarFailure
 from sidecar.providers.formats.protocol import Front
 from sidecar.providers.formats.registry import format_named
 from sidecar.providers.service import ModelService
 from sidecar.server.admission import Admission
+from sidecar.server.http.failures import answer_of, error_of
 from sidecar.server.http.fronts import ModelEndpoint
 from sidecar.server.http.hosting import Door
 from sidecar.server.http.mcp_front import mcp_door
@@ -69,8 +72,11 @@ def model_door(parts: DoorParts) -> Door:
     secrets = parts.config.secrets
     limit = parts.config.server.max_message_bytes
 
+    fronts: dict[str, Front] = {}
+
     def endpoint(front: Front) -> Route:
         app = ModelEndpoint(front, parts.models, parts.admission, parts.clock, secrets, limit)
+        fronts[front.path] = front
         return Route(front.path, endpoint=app, methods=["POST"])
 
     routes: list[BaseRoute] = []
@@ -79,4 +85,9 @@ def model_door(parts: DoorParts) -> Door:
     if http.anthropic:
         routes.append(endpoint(format_named("anthropic").front))
     routes.extend(models_routes(parts.config, anthropic_shape=http.anthropic))
-    return Door("models", routes)
+
+    def fault(path: str, failure: SidecarFailure) -> tuple[int, dict[str, Any]] | None:
+        front = fronts.get(path)  # the model list's paths: the plain (OpenAI) shape
+        return None if front is None else error_of(front, failure, answer_of(failure))
+
+    return Door("models", routes, fault=fault)

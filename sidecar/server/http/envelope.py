@@ -64,7 +64,7 @@ def call_options(headers: Mapping[str, str], clock: Clock) -> CallOptions:
     raw = headers.get(TIMEOUT_HEADER)
     if raw is not None:
         try:
-            seconds = float(raw)
+            seconds = float(raw) if raw.isascii() else math.nan  # float() reads other scripts' digits too
         except ValueError:
             seconds = math.nan
         if not 0 < seconds <= MAX_TIMEOUT_S:
@@ -74,7 +74,9 @@ def call_options(headers: Mapping[str, str], clock: Clock) -> CallOptions:
     retries = None
     raw = headers.get(RETRIES_HEADER)
     if raw is not None:
-        if not raw.isdigit() or int(raw) > MAX_HEADER_RETRIES:
+        # ASCII digits only: str.isdigit() holds for "²" too (which int() refuses), and int() refuses
+        # a value of thousands of digits (Python's int_max_str_digits): neither may reach int()
+        if not (raw.isascii() and raw.isdigit() and len(raw) <= 3) or int(raw) > MAX_HEADER_RETRIES:
             rule = f"must be a whole number from 0 to {MAX_HEADER_RETRIES}"
             raise InvalidInput(f"header {RETRIES_HEADER}", raw, rule)
         retries = int(raw)

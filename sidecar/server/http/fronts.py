@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -74,7 +75,7 @@ from sidecar.server.http.failures import answer_of, error_of, failure_headers, h
 from sidecar.server.http.tracing import start_server_span
 from sidecar.telemetry import names as n
 
-__all__ = ["ModelEndpoint", "chat_reply", "reply_extension"]
+__all__ = ["ModelEndpoint", "chat_reply", "check_unicode", "json_bytes", "json_text", "reply_extension", "served_model"]
 
 CANCELLED_STATUS = 499
 """Recorded on the span of an exchange whose caller left (nobody reads the answer)."""
@@ -109,6 +110,13 @@ def reply_extension(response: ModelResponse) -> dict[str, Any]:
     return out
 
 
+def served_model(response: ModelResponse, asked: str) -> str:
+    """A reply's ``model``: the model that served it as its provider reported it (after a route's
+    failover, the deployment that answered), as the providers' APIs say; the id asked for when the
+    provider named none. The route id, the deployment and the hops are in the ``sidecar`` field."""
+    return response.response_model or asked
+
+
 def chat_reply(response: ModelResponse) -> ChatReply:
     """A call's reply as a format renders it: the parsed object as compact JSON when a schema was asked."""
     text = compact_json(response.parsed) if response.parsed is not None else response.message.text
@@ -137,7 +145,13 @@ class _TooLarge(Exception):
 
 async def _body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if (
+        declared is not None
+        and declared.isascii()
+        and declared.isdigit()
+        and len(declared) < 20
+        and int(declared) > limit
+    ):
         raise _TooLarge
     chunks: list[bytes] = []
     size = 0
@@ -164,7 +178,51 @@ def _json_object(raw: bytes) -> dict[str, Any]:
         raise InvalidInput("body", f"{len(raw)} bytes", "must be a JSON object (the request's JSON body)") from None
     if not isinstance(body, dict):
         raise InvalidInput("body", type(body).__name__, "must be a JSON object (the request's JSON body)")
+    check_unicode(body)
     return body
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+UNICODE_RULE = "must be Unicode text: a lone surrogate escape (\\ud800-\\udfff unpaired) is no character"
+
+
+def check_unicode(value: Any, path: str = "") -> None:
+    """INVALID_INPUT naming the JSON path of the first string (or key) holding a lone surrogate.
+
+    ``json.loads`` reads ``"\\ud800"`` as a one-character string no encoder can write (UTF-8 refuses
+    it): refused here, once, where a door decodes JSON, so that no text a caller sent reaches an
+    encoder (an answer, a log line, a span, the upstream's body) unable to write it. The walk is
+    iterative: a body nested as deep as ``json.loads`` reads costs no recursion.
+    """
+    stack: list[tuple[str, Any]] = [(path, value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                raise InvalidInput(where or "body", ascii(item)[1:-1], UNICODE_RULE)
+        elif isinstance(item, dict):
+            for key, child in reversed(list(item.items())):
+                named = f"{where}.{key}" if where else str(key)
+                if _SURROGATE.search(key):
+                    raise InvalidInput(ascii(named)[1:-1], ascii(key)[1:-1], UNICODE_RULE)
+                stack.append((named, child))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", child) for i, child in reversed(list(enumerate(item))))
+
+
+def json_text(value: Any, *, compact: bool = True) -> str:
+    """``value`` as JSON text that UTF-8 can always write: non-ASCII as it is, unless some string holds a
+    lone surrogate (an upstream's reply may), when every non-ASCII character is escaped instead."""
+    separators = (",", ":") if compact else None
+    text = json.dumps(value, ensure_ascii=False, separators=separators)
+    if _SURROGATE.search(text):
+        return json.dumps(value, ensure_ascii=True, separators=separators)
+    return text
+
+
+def json_bytes(value: Any) -> bytes:
+    """``json_text`` as UTF-8."""
+    return json_text(value).encode()
 
 
 def mask_tree(value: Any, secrets: tuple[str, ...]) -> Any:
@@ -302,7 +360,8 @@ class ModelEndpoint:
             response: ModelResponse = await _unless_gone(self._models.call(ask.request, options), request.receive)
         except SidecarFailure as failure:
             return self._failed(failure, exchange)
-        body = self._front.render(chat_reply(response), self._head(ask.request.model), reply_extension(response))
+        head = self._head(served_model(response, ask.request.model))
+        body = self._front.render(chat_reply(response), head, reply_extension(response))
         exchange.answered(200)
         return self._json(200, body, {ATTEMPTS_HEADER: str(response.attempts)})
 
@@ -311,7 +370,7 @@ class ModelEndpoint:
         return ReplyHead(reply_id, model, int(self._clock.wall().timestamp()))
 
     def _json(self, status: int, body: dict[str, Any], headers: Mapping[str, str]) -> Response:
-        content = json.dumps(mask_tree(body, self._secrets), ensure_ascii=False, separators=(",", ":"))
+        content = json_bytes(mask_tree(body, self._secrets))
         return Response(content, status_code=status, headers=dict(headers), media_type=JSON_MEDIA)
 
     def _failed(self, failure: SidecarFailure, exchange: _Exchange, *, status: int | None = None) -> Response:
@@ -393,7 +452,7 @@ class ModelEndpoint:
     def _encode(self, events: list[Sse]) -> bytes:
         out: list[str] = []
         for name, data in events:
-            text = data if isinstance(data, str) else json.dumps(mask_tree(data, self._secrets), ensure_ascii=False)
+            text = data if isinstance(data, str) else json_text(mask_tree(data, self._secrets), compact=False)
             head = f"event: {name}\n" if name else ""
             out.append(f"{head}data: {text}\n\n")
         return "".join(out).encode()

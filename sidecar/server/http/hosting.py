@@ -12,6 +12,10 @@
     routes          ``GET /healthz`` (open: probes send no token): 200 SERVING, 503 NOT_SERVING once the
                     process drains (SIGTERM); then every door's
     lifespans       each door's (the MCP front's session manager), entered at start and left at stop
+    a fault         anything a door raises before its answer started (a bug: bad input is each door's
+                    precise 400) is answered in that door's shape (``Door.fault``: the format's error
+                    object, a JSON-RPC error), as SYSTEM, its details only in the log; never Starlette's
+                    bare ``500 text/plain Internal Server Error``; a path no door claims: the OpenAI shape
     stop            no new connections; requests in flight get the grace period, then are cancelled;
                     the doors' lifespans end
 
@@ -24,31 +28,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import socket
 import ssl
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from sidecar.config import ServerConfig
+from sidecar.core.taxonomy import SidecarFailure, as_failure
 from sidecar.server.auth import Tokens
 from sidecar.server.http.access import Access
 from sidecar.server.security import is_local, server_ssl_context
 
-__all__ = ["HEALTH_PATH", "STOP_MARGIN_S", "Door", "HttpHosting"]
+__all__ = ["HEALTH_PATH", "STOP_MARGIN_S", "Door", "Fault", "HttpHosting"]
 
 HEALTH_PATH = "/healthz"
 STOP_MARGIN_S = 5.0
 """Past the grace period, stopping waits this much longer for uvicorn to cancel what is left."""
 LISTEN_BACKLOG = 2048
 """Connections the kernel holds for the port before uvicorn accepts them (uvicorn's default)."""
+
+
+Fault = Callable[[str, SidecarFailure], "tuple[int, dict[str, Any]] | None"]
+"""A door's answer to a failure at a path: its status and JSON body, or None (not its path)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +70,15 @@ class Door:
     routes: Sequence[BaseRoute]
     lifespan: Callable[[], AbstractAsyncContextManager[None]] | None = None
     """Held open while the port serves (entered at start, left at stop)."""
+    fault: Fault | None = None
+    """How the door answers a failure it raised instead of answering: the status and JSON body for a
+    request to ``path``, or None when the path is not the door's."""
+
+
+def _plain_fault(failure: SidecarFailure) -> tuple[int, dict[str, Any]]:
+    """The answer at a path no door claims: OpenAI's error shape (the ``error`` object most clients read)."""
+    error = {"message": failure.message, "type": "server_error", "param": None, "code": "internal_error"}
+    return 500, {"error": error}
 
 
 class _OnTheLoop(uvicorn.Server):
@@ -168,10 +188,21 @@ class HttpHosting:
                 return JSONResponse({"status": "NOT_SERVING"}, status_code=503)
             return JSONResponse({"status": "SERVING"})
 
+        async def fault(request: Request, exc: Exception) -> Response:
+            """Starlette's last handler (its ServerErrorMiddleware): a SYSTEM failure in the door's shape."""
+            path = request.url.path
+            failure = as_failure(exc, f"the HTTP port ({path[:100]})")  # the details: logged, never answered
+            answer = next((a for d in doors if d.fault is not None and (a := d.fault(path, failure))), None)
+            status, body = answer or _plain_fault(failure)
+            text = json.dumps(body, ensure_ascii=True)  # whatever the failure quotes, ASCII writes it
+            return Response(
+                text, status_code=status, media_type="application/json", headers={"x-should-retry": "false"}
+            )
+
         routes: list[BaseRoute] = [Route(HEALTH_PATH, health, methods=["GET"])]
         for door in doors:
             routes.extend(door.routes)
-        app = Starlette(routes=routes, lifespan=lifespan)
+        app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: fault})
         auth = self.server.auth
         tokens = Tokens(t.get_secret_value() for t in auth.tokens) if auth is not None else None
         return Access(app, tokens=tokens, loopback=is_local(self.listen), open_paths=frozenset({HEALTH_PATH}))

@@ -16,6 +16,9 @@
                                  ``traceparent`` / ``tracestate``: the parent of its spans (``tracing.py``)
     the JSON-RPC request id      the call's ``call_id``
     every text it answers        configured secrets masked, as the gRPC port's last step masks them
+    a body the SDK cannot take   checked before the SDK reads it (``_checked``), 400: not JSON (100,000 ``[``)
+                                 -32700; a lone surrogate escape -32602 in ``params`` (else -32600), naming
+                                 the JSON path; a fault of the front's own: 500 -32603 (``hosting.py``)
 
 A call has no deadline of its own (MCP carries none): each attempt is bounded by the tool's
 timeout and the call by its retry budget, as an ExecuteTool without a deadline.
@@ -31,14 +34,18 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.datastructures import Headers
+from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from sidecar import __version__
 from sidecar.core.conversation import CallOptions, ToolOutcome, ToolRequest
+from sidecar.core.details import InvalidInputDetail
 from sidecar.core.redact import mask_secrets
+from sidecar.core.taxonomy import SidecarFailure
 from sidecar.server.admission import Admission
 from sidecar.server.http.envelope import job_of
+from sidecar.server.http.fronts import check_unicode
 from sidecar.server.http.hosting import Door
 from sidecar.server.http.tracing import server_span
 from sidecar.telemetry import names as n
@@ -55,14 +62,80 @@ SHED_METHOD = "mcp/tools/call"
 """How a call shed at the in-flight limit is named in the refusal and the log."""
 
 
-class _Endpoint:
-    """The session manager as an ASGI app (a Starlette route hands it the whole exchange)."""
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
 
-    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+
+def rpc_error(code: int, message: str, request_id: Any = None, data: Any = None) -> dict[str, Any]:
+    """A JSON-RPC error object (``request_id`` null when the request's could not be read)."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def _checked(body: bytes) -> tuple[int, dict[str, Any]] | None:
+    """The JSON-RPC error a body earns before the SDK reads it, or None: it is JSON the SDK may read.
+
+    The SDK reads the body with ``json.loads`` and answers a RecursionError (a body of 100,000 ``[``)
+    500 -32603; and a lone surrogate escape (``"name": "\\ud800"``) reaches the tool's name, the
+    logs and spans, where no encoder writes it. Both are the caller's bytes: a parse error, and an
+    invalid request (-32600) or, inside ``params``, invalid params (-32602) naming the JSON path.
+    """
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return 400, rpc_error(PARSE_ERROR, f"Parse error: the body ({len(body)} bytes) is not JSON")
+    try:
+        check_unicode(message)
+    except SidecarFailure as failure:
+        where = failure.detail.parameter if isinstance(failure.detail, InvalidInputDetail) else ""
+        code = INVALID_PARAMS if where.startswith("params") or ".params" in where else INVALID_REQUEST
+        request_id = message.get("id") if isinstance(message, dict) else None
+        if not isinstance(request_id, str | int) or isinstance(request_id, bool) or where == "id":
+            request_id = None
+        data = {"kind": failure.kind_name, "parameter": where}
+        return 400, rpc_error(code, failure.message, request_id, data)
+    return None
+
+
+class _Endpoint:
+    """The session manager as an ASGI app (a Starlette route hands it the whole exchange), the body
+    checked first (``_checked``) and handed on as it came."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager, max_body_bytes: int) -> None:
         self._manager = manager
+        self._limit = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._manager.handle_request(scope, receive, send)
+        chunks: list[bytes] = []
+        size, more = 0, True
+        while more and size <= self._limit:
+            message = await receive()
+            if message["type"] != "http.request":  # the caller left
+                return
+            chunk = message.get("body", b"")
+            chunks.append(chunk)
+            size += len(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        refused = None if more else _checked(body)  # past the limit: the SDK's own 413
+        if refused is not None:
+            status, answer = refused
+            await Response(json.dumps(answer), status, media_type="application/json")(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": more}
+
+        await self._manager.handle_request(scope, replay, send)
 
 
 @dataclass
@@ -132,5 +205,13 @@ def mcp_door(tools: ToolService, admission: Admission, secrets: tuple[str, ...],
     manager = StreamableHTTPSessionManager(
         server, stateless=True, json_response=True, max_request_body_size=max_body_bytes
     )
-    route = Route(MCP_PATH, endpoint=_Endpoint(manager), methods=["POST"])
-    return Door("mcp", [route], manager.run)
+    route = Route(MCP_PATH, endpoint=_Endpoint(manager, max_body_bytes), methods=["POST"])
+
+    def fault(path: str, failure: SidecarFailure) -> tuple[int, dict[str, Any]] | None:
+        return (
+            (500, rpc_error(INTERNAL_ERROR, failure.message, data={"kind": failure.kind_name}))
+            if path == MCP_PATH
+            else None
+        )
+
+    return Door("mcp", [route], manager.run, fault=fault)

@@ -83,16 +83,20 @@ A stream (``"stream": true``) is named events, read by ``AnthropicStream``::
 
 A tool call's arguments are its ``input`` as JSON (``{"_raw": text}``: the text, as the front renders
 arguments that are not JSON); streamed, the fragments joined, re-serialized like a whole reply's
-``input`` (so a streamed reply and a whole one are the same reply). Error answers are classified
-by ``providers.errors.classify_response``.
+``input`` (so a streamed reply and a whole one are the same reply). Error answers (and a stream's
+``error`` events) are a content-policy refusal first, whatever the status: an error whose message says
+"content filtering policy" (Anthropic's "Output blocked by content filtering policy") is
+PROVIDER_REFUSAL, category ``content_filter``, never retried (``error_refusal``); every other is
+classified by ``providers.errors.classify_response``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from sidecar.core.conversation import (
     Controls,
@@ -110,7 +114,7 @@ from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure
-from sidecar.providers.errors import Target, classify_response
+from sidecar.providers.errors import Target, classify_response, refused
 from sidecar.providers.formats.anthropic_messages.vocab import (
     API_KEY_HEADER,
     DEFAULT_VERSION,
@@ -137,7 +141,7 @@ from sidecar.providers.formats.chat import JSON_INSTRUCTION, ChatReply, ChatRequ
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.options import options_for
 
-__all__ = ["MESSAGES_PATH", "AnthropicStream", "AnthropicUpstream", "provider_options"]
+__all__ = ["MESSAGES_PATH", "AnthropicStream", "AnthropicUpstream", "error_refusal", "provider_options"]
 
 MESSAGES_PATH = "/v1/messages"
 """Below the provider's base URL (``https://api.anthropic.com``)."""
@@ -285,7 +289,35 @@ class AnthropicUpstream:
         secrets: Iterable[str],
         now: datetime,
     ) -> Retry | SidecarFailure:
+        refusal = error_refusal(body)
+        if refusal is not None:
+            return refused(status, headers, body, target, secrets, *refusal)
         return classify_response(status, headers, body, target, secrets, now)
+
+
+_CONTENT_FILTER = re.compile(r"content filtering policy", re.I)
+"""What Anthropic's error says when its filter blocked the output ("Output blocked by content filtering policy")."""
+
+
+def error_refusal(body: str) -> tuple[str, str] | None:
+    """(category, the provider's words) when an error body is Anthropic's content-filter refusal; None otherwise."""
+    try:
+        parsed: Any = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    if isinstance(message, str) and _CONTENT_FILTER.search(message):
+        return "content_filter", message
+    return None
+
+
+class _TokenFields(TypedDict):
+    input_tokens: int
+    output_tokens: int
+    cache_read_input_tokens: int
+    cache_write_input_tokens: int
+    reasoning_tokens: int
 
 
 class _Tokens:
@@ -306,7 +338,7 @@ class _Tokens:
         if isinstance(details, dict):
             self.thinking = count(details.get("thinking_tokens")) or self.thinking
 
-    def fields(self) -> dict[str, int]:
+    def fields(self) -> _TokenFields:
         return {
             "input_tokens": self.input + self.cache_read + self.cache_write,
             "output_tokens": self.output,

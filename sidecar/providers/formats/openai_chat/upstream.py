@@ -71,6 +71,8 @@ A stream is ``data:`` events, read by ``OpenAIStream``::
     {"delta": {"tool_calls": [{"index", "id",      ToolCallDelta: the call numbered in the order its
        "function": {"name", "arguments"}}]}}         first fragment came; id and name on that fragment
     {"choices": [{"finish_reason": ...}]}          the reply's finish
+    {"choices": [{"content_filter_results"}]},     the categories Azure marks filtered, for a refusal's
+      {"prompt_filter_results": [...]}               category (``vocab.filtered_categories``)
     {"choices": [], "usage": {...}}                the reply's tokens (any chunk's usage counts)
     {"error": {...}}                               StreamFault with the error body (classified as an error)
     [DONE]                                         the end marker
@@ -78,7 +80,9 @@ A stream is ``data:`` events, read by ``OpenAIStream``::
     anything else (new fields, empty choices,      ignored, as the API asks of clients
       no data, a named event other than error)     (``event: error`` is an error event, as some servers send)
 
-Error answers are classified by ``providers.errors.classify_response``.
+Error answers (and a stream's error events) are a content-policy refusal first (``vocab.error_refusal``:
+PROVIDER_REFUSAL, never retried, whatever the status), else classified by
+``providers.errors.classify_response``.
 """
 
 from __future__ import annotations
@@ -104,7 +108,7 @@ from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure
-from sidecar.providers.errors import Target, classify_response
+from sidecar.providers.errors import Target, classify_response, refused
 from sidecar.providers.formats.carried import asked, plain, refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault
 from sidecar.providers.formats.fields import count, text_or_empty
@@ -117,6 +121,8 @@ from sidecar.providers.formats.openai_chat.vocab import (
     TOOL_ERROR_PREFIX,
     data_url,
     effort_for_budget,
+    error_refusal,
+    filtered_categories,
     render_tool,
     tool_image_label,
     tool_image_placeholder,
@@ -263,6 +269,9 @@ class OpenAIUpstream:
             output_tokens=int(usage.get("completion_tokens") or 0),
             response_model=str(body.get("model") or ""),
             response_id=str(body.get("id") or ""),
+            refusal_category=",".join(
+                filtered_categories(choice.get("content_filter_results"), body.get("prompt_filter_results"))
+            ),
         )
         _read_usage(usage, reply)
         return reply
@@ -276,6 +285,9 @@ class OpenAIUpstream:
         secrets: Iterable[str],
         now: datetime,
     ) -> Retry | SidecarFailure:
+        refusal = error_refusal(body)
+        if refusal is not None:
+            return refused(status, headers, body, target, secrets, *refusal)
         return classify_response(status, headers, body, target, secrets, now)
 
 
@@ -480,6 +492,8 @@ class OpenAIStream:
         """The tokens any chunk's usage said."""
         self._model = ""
         self._id = ""
+        self._filtered: list[str] = []
+        """The categories Azure's filter results marked filtered, in any chunk."""
         self.complete = False
 
     def feed(self, event: str, data: str) -> list[Delta]:
@@ -503,6 +517,7 @@ class OpenAIStream:
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             _read_usage(usage, self._usage)
+        self._filter(chunk.get("prompt_filter_results"))
         choices = chunk.get("choices")
         if not isinstance(choices, list):
             return []
@@ -512,9 +527,13 @@ class OpenAIStream:
                 out.extend(self._choice(choice))
         return out
 
+    def _filter(self, *results: Any) -> None:
+        self._filtered += [c for c in filtered_categories(*results) if c not in self._filtered]
+
     def _choice(self, choice: dict[str, Any]) -> list[Delta]:
         if choice.get("finish_reason"):
             self._finish = str(choice["finish_reason"])
+        self._filter(choice.get("content_filter_results"))
         delta = choice.get("delta")
         if not isinstance(delta, dict):
             return []
@@ -562,4 +581,5 @@ class OpenAIStream:
             response_id=self._id,
             cache_read_input_tokens=usage.cache_read_input_tokens,
             reasoning_tokens=usage.reasoning_tokens,
+            refusal_category=",".join(self._filtered),
         )

@@ -6,6 +6,23 @@
     tool_calls, function_call   TOOL_CALLS               tool_calls
     content_filter              CONTENT_FILTER           content_filter (a refusal: stop, with message.refusal)
 
+A content-policy refusal (``error_refusal``, ``filtered_categories``): an error answer or a stream's
+error event, whatever its status, is PROVIDER_REFUSAL, never retried, when it says so::
+
+    error body                                              category (the refusal's)
+    {"error": {"code": "content_policy_violation"}}         content_policy_violation (OpenAI)
+    {"error": {"code": "content_filter", "innererror":      the categories of innererror.content_filter_result
+      {"code": "ResponsibleAIPolicyViolation",              with "filtered": true, comma-separated (hate,
+       "content_filter_result": {"hate": {"filtered":       sexual, violence, self_harm, jailbreak ...), else
+       true, "severity": "high"}, ...}}}}                   content_filter (Azure OpenAI)
+    {"error": {"code": "invalid_prompt", "message":         invalid_prompt (OpenAI's reasoning models)
+      "... flagged as potentially violating our usage
+      policy ..."}}
+
+A reply (or a stream's chunk) that finishes ``content_filter`` is a refusal too; Azure names the
+categories in ``choices[].content_filter_results`` (and the prompt's in ``prompt_filter_results``),
+read the same way.
+
 A tool result that is an error has ``TOOL_ERROR_PREFIX`` before its content (the wire has no
 is_error flag); a stream ends with ``END_MARKER``. The key goes in ``authorization: Bearer``.
 
@@ -28,6 +45,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -45,10 +63,13 @@ __all__ = [
     "FORMAT_NAME",
     "MAX_STOP",
     "RATE_LIMIT_HEADERS",
+    "REFUSAL_CODES",
     "TOOL_ERROR_PREFIX",
     "api_key_of",
     "data_url",
     "effort_for_budget",
+    "error_refusal",
+    "filtered_categories",
     "read_data_url",
     "render_tool",
     "tool_image_label",
@@ -100,6 +121,54 @@ ERROR_TYPES: Mapping[int, tuple[str, str | None]] = {
     529: ("overloaded_error", "overloaded_error"),
 }
 """The ``error.type`` and ``error.code`` OpenAI answers a status with (5xx not listed: server_error)."""
+
+
+REFUSAL_CODES = frozenset({"content_policy_violation", "content_filter"})
+"""The ``error.code`` of a content-policy refusal: OpenAI's, Azure's."""
+AZURE_POLICY_CODE = "ResponsibleAIPolicyViolation"
+"""Azure's ``error.innererror.code`` of a prompt its content filter refused."""
+_FLAGGED = re.compile(r"flagged|usage polic|safety system|content (?:management )?polic", re.I)
+"""What an ``invalid_prompt`` error says when it is a refusal (and not a malformed prompt)."""
+
+
+def filtered_categories(*results: Any) -> list[str]:
+    """The categories Azure's ``content_filter_result(s)`` objects mark ``"filtered": true``, each once, in order;
+    a ``prompt_filter_results`` list of ``{"content_filter_results": ...}`` is read through."""
+    out: list[str] = []
+    for result in results:
+        if isinstance(result, list):
+            nested = [r.get("content_filter_results") for r in result if isinstance(r, dict)]
+            out += [c for c in filtered_categories(*nested) if c not in out]
+            continue
+        if not isinstance(result, dict):
+            continue
+        for name, verdict in result.items():
+            if isinstance(verdict, dict) and verdict.get("filtered") is True and str(name) not in out:
+                out.append(str(name))
+    return out
+
+
+def error_refusal(body: str) -> tuple[str, str] | None:
+    """(category, the provider's words) when an error body is a content-policy refusal (the module's table);
+    None when it is any other error."""
+    try:
+        parsed: Any = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if not isinstance(error, dict):
+        return None
+    code = error.get("code")
+    code = code if isinstance(code, str) else ""
+    message = error.get("message")
+    message = message if isinstance(message, str) else ""
+    inner = error.get("innererror")
+    inner = inner if isinstance(inner, dict) else {}
+    flagged = code == "invalid_prompt" and _FLAGGED.search(message) is not None
+    if code not in REFUSAL_CODES and inner.get("code") != AZURE_POLICY_CODE and not flagged:
+        return None
+    categories = filtered_categories(inner.get("content_filter_result"), inner.get("content_filter_results"))
+    return ",".join(categories) or code or "content_filter", message
 
 
 def api_key_of(headers: Mapping[str, str]) -> str:
