@@ -253,9 +253,13 @@ async def test_a_fault_after_deltas_is_the_formats_error_event(
 ) -> None:
     script(http_sidecar, "claude", {"stream_fault": "overloaded", "after_deltas": 2})
     texts: list[str] = []
+    fail = {"x-sidecar-mid-stream": "fail"}  # by default the front continues the stream instead
 
     async def read() -> None:
-        async with client.messages.stream(model="claude", max_tokens=50, messages=user("one two three")) as stream:
+        messages = user("one two three")
+        async with client.messages.stream(
+            model="claude", max_tokens=50, messages=messages, extra_headers=fail
+        ) as stream:
             async for text in stream.text_stream:
                 texts.append(text)
 

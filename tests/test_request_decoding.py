@@ -47,7 +47,7 @@ async def test_a_valid_request_sent_as_raw_bytes_still_works(sidecar: Running) -
     assert {m.id for m in pb.ListModelsResponse.FromString(raw).models} == {"gpt", "claude"}
 
 
-@pytest.mark.parametrize("policy", [3, 99, -1])
+@pytest.mark.parametrize("policy", [4, 99, -1])  # 3 is MID_STREAM_POLICY_CONTINUE
 async def test_a_mid_stream_policy_the_contract_does_not_name_is_invalid_argument(
     sidecar: Running, policy: int
 ) -> None:

@@ -253,7 +253,7 @@ async def test_an_error_event_or_a_drop_before_any_delta_is_a_plain_retry(sideca
         model,
         {"stream_fault": "overloaded", "after_deltas": 0},
         {"stream_fault": "drop", "after_deltas": 0},
-        {"stream_fault": "garbled", "after_deltas": 0},
+        {"stream_fault": "end_early", "after_deltas": 0},
     )
     events, _call = await stream(sidecar, model)
     assert restarts(events) == []
@@ -333,7 +333,6 @@ async def test_a_rate_limit_pauses_the_model_for_the_next_stream(sidecar: Runnin
         ("server_error", "transient fault", 5),
         ("drop", "transient fault", 5),
         ("reset", "transient fault", 5),
-        ("garbled", "transient fault", 5),
         ("end_early", "transient fault", 5),
     ],
 )

@@ -27,7 +27,15 @@ from sidecar.core.routing import (
 )
 from sidecar.core.settings import MAX_WAIT_S, CircuitConfig, Strict, Windows
 
-__all__ = ["PRESET_TIMEOUTS", "AttemptTimeouts", "ModelConfig", "ProviderConfig", "RouteConfig", "RouteEntry"]
+__all__ = [
+    "PRESET_TIMEOUTS",
+    "AttemptTimeouts",
+    "ModelConfig",
+    "ProviderConfig",
+    "RouteConfig",
+    "RouteEntry",
+    "accepts_prefill",
+]
 
 Seconds = Annotated[float, Field(gt=0, le=MAX_WAIT_S)]
 
@@ -80,6 +88,10 @@ class ProviderConfig(Strict):
     anthropic_version: str = "2023-06-01"
     stream_idle_timeout_s: Annotated[float, Field(gt=0, le=MAX_WAIT_S)] = DEFAULT_STREAM_IDLE_TIMEOUT_S
     """StreamModel: no byte from this provider for this long is a stall (a mid-stream fault)."""
+    prefill: bool | None = None
+    """Whether the provider continues a conversation's last assistant message (a prefill), which
+    ``mid_stream: continue`` needs; unset: by wire format, ``anthropic`` yes, ``openai`` no (OpenAI's
+    Chat Completions does not; many compatible servers do: set it true for them). A model may override it."""
     header_timeout_s: Seconds | None = None
     """No response head this long after the request went out: a header timeout (``AttemptTimeouts``);
     unset: the model's preset says (``PRESET_TIMEOUTS``). At most ``timeout_s``, which bounds the head too."""
@@ -134,6 +146,8 @@ class ModelConfig(Strict):
     preset: Literal["batch", "interactive"] | None = None
     windows: Windows | None = None
     max_corrections: Annotated[int, Field(ge=0, le=10)] | None = None
+    prefill: bool | None = None
+    """Whether this model continues a last assistant message; unset: its provider's ``prefill``."""
     header_timeout_s: Seconds | None = None
     """Overrides the provider's ``header_timeout_s`` for this model (one that thinks long before a whole
     reply); at most the provider's ``timeout_s`` (config checks)."""
@@ -159,6 +173,16 @@ class ModelConfig(Strict):
     @property
     def output_budget(self) -> int:
         return self.default_output_tokens or min(self.max_output_tokens, 1024)
+
+
+def accepts_prefill(model: ModelConfig, provider: ProviderConfig) -> bool:
+    """Whether a deployment continues a last assistant message: the model's ``prefill``, else its
+    provider's, else its wire format's default (anthropic yes, openai no)."""
+    if model.prefill is not None:
+        return model.prefill
+    if provider.prefill is not None:
+        return provider.prefill
+    return provider.wire_format == "anthropic"
 
 
 class RouteConfig(Strict):

@@ -128,10 +128,12 @@ class PolicyConfig(Strict):
     check_time_limit_s: Annotated[float, Field(gt=0, le=60)] = DEFAULT_CHECK_TIME_LIMIT_S
     """The time one call's input may take to check (schema, arguments, guardrails, the reply
     against the caller's schema) before it is refused as INVALID_INPUT; large checks run off the event loop."""
-    mid_stream: Literal["restart", "fail"] = "restart"
+    mid_stream: Literal["restart", "fail", "continue"] = "restart"
     """StreamModel, a fault after deltas reached the caller: ``restart`` (a restart event, then the next
-    attempt's deltas, within the call's retry budget) or ``fail`` (STREAM_INTERRUPTED with the partial
-    text). A request's ``mid_stream`` overrides it."""
+    attempt's deltas, within the call's retry budget), ``fail`` (STREAM_INTERRUPTED with the partial
+    text) or ``continue`` (the next attempt prefilled with the text the caller holds, on a deployment
+    that accepts a prefill; else STREAM_INTERRUPTED). A request's ``mid_stream`` overrides it. The HTTP
+    fronts do not read it: they continue unless the caller's ``x-sidecar-mid-stream`` says otherwise."""
 
     def windows_for(self, preset: str | None, windows: Windows | None) -> Windows:
         return windows or (PRESETS[preset] if preset else (self.windows or PRESETS[self.preset]))

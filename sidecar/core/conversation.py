@@ -33,6 +33,7 @@ from sidecar.core.taxonomy import SidecarFailure
 __all__ = [
     "CacheBreakpoint",
     "CallOptions",
+    "Continuation",
     "Controls",
     "DocumentPart",
     "ImagePart",
@@ -228,6 +229,23 @@ class MidStream:
 
     RESTART = "restart"
     FAIL = "fail"
+    CONTINUE = "continue"
+    """Sent again with the text the caller holds as an assistant prefill; only the continuation streams."""
+
+    ALL = (RESTART, FAIL, CONTINUE)
+
+
+@dataclass(frozen=True, slots=True)
+class Continuation:
+    """A stream that broke after text reached the caller and went on from it (``MidStream.CONTINUE``)."""
+
+    attempt: int
+    """The attempt whose deltas continued the text."""
+    cause: str
+    """``upstream_fault`` (the same deployment) or ``failover`` (a route's next one)."""
+    reason: str
+    chars: int
+    """The characters of text the caller held: what the new attempt was prefilled with."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +259,7 @@ class ModelRequest:
     temperature: float | None = None
     job: Job = Job()
     mid_stream: str | None = None
-    """``MidStream.RESTART`` or ``MidStream.FAIL``; None for the configured policy."""
+    """``MidStream.RESTART``, ``FAIL`` or ``CONTINUE``; None for the configured policy."""
     controls: Controls = Controls()
 
 
@@ -286,6 +304,8 @@ class ModelResponse:
     raw_finish: str = ""
     served_by: str = ""
     hops: tuple[Hop, ...] = ()
+    continuations: tuple[Continuation, ...] = ()
+    """A stream's continuations after mid-stream faults, in order."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,10 @@ metrics, and ``NULL_OBSERVER`` ignores them all (unit tests, or telemetry off)::
     observer.wait(WaitStart)         -> with ...             a backoff or a throttle wait (a span + a metric)
     observer.event(Event)                                    a state change: a throttle, a pause, a circuit,
                                                              a correction, a raised output budget, a retry,
-                                                             a stream's restart (StreamRestarted: on the call)
+                                                             a stream's restart (StreamRestarted: on the call),
+                                                             its continuation (StreamContinued: on the call),
+                                                             an unreadable event skipped (StreamEventSkipped:
+                                                             on the attempt)
 
 Every report is a frozen dataclass or a method with typed arguments: nothing here knows an
 attribute name. Events are reported where they happen; the telemetry observer attaches them
@@ -55,6 +58,8 @@ __all__ = [
     "ReportAccepted",
     "Retried",
     "StateBackendChanged",
+    "StreamContinued",
+    "StreamEventSkipped",
     "StreamRestarted",
     "Target",
     "ThrottleChanged",
@@ -309,6 +314,27 @@ class StreamRestarted:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamContinued:
+    """A stream that had sent text to the caller broke and goes on from it: a new attempt prefilled
+    with the ``chars`` characters the caller holds streams only the continuation."""
+
+    reason: str
+    attempt: int
+    """The attempt whose deltas follow."""
+    cause: str
+    """``upstream_fault`` (the same deployment) or ``failover`` (a route's next deployment)."""
+    chars: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEventSkipped:
+    """An event of a streamed attempt could not be read and was skipped; the stream went on."""
+
+    detail: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
 class StateBackendChanged:
     """The shared state backend became unavailable (decisions go on under local state) or available again."""
 
@@ -325,6 +351,8 @@ Event = (
     | OutputBudgetRaised
     | Retried
     | StreamRestarted
+    | StreamContinued
+    | StreamEventSkipped
     | ReportAccepted
     | StateBackendChanged
 )

@@ -3,7 +3,7 @@
 ``ModelService.stream`` yields these; ``server.convert.stream_event`` turns each into a
 ``sidecar.v1.StreamModelEvent``. The order a caller sees::
 
-    Delta*  (Restart Delta*)*  Final      a reply (Delta: TextDelta | ToolCallDelta | ReasoningDelta)
+    Delta*  ((Restart | Continued) Delta*)*  Final      a reply (Delta: TextDelta | ToolCallDelta | ReasoningDelta)
     ... then the stream ends with the call's failure (the same status and details as CallModel)
 
     event           carries                                   the caller
@@ -16,6 +16,9 @@
                     (each whole, when it arrives)
     Restart         why (a ``RestartCause`` and words), the   drops every delta before it: what
                     attempt whose deltas follow                follows is a new reply from the start
+    Continued       why (UPSTREAM_FAULT or FAILOVER, words),  keeps what it holds: the deltas that
+                    the attempt whose deltas follow, the      follow continue it (the new attempt was
+                    characters of text already delivered      prefilled with that text)
     Final           the whole reply, as CallModel returns it  uses it (it is the reply, whatever came before)
 
 A ``Restart`` is sent only right before the deltas it announces (or before ``Final`` when the
@@ -30,7 +33,17 @@ from dataclasses import dataclass
 
 from sidecar.core.conversation import ModelResponse
 
-__all__ = ["Delta", "Final", "ReasoningDelta", "Restart", "RestartCause", "StreamEvent", "TextDelta", "ToolCallDelta"]
+__all__ = [
+    "Continued",
+    "Delta",
+    "Final",
+    "ReasoningDelta",
+    "Restart",
+    "RestartCause",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallDelta",
+]
 
 
 class RestartCause(enum.IntEnum):
@@ -79,9 +92,20 @@ class Restart:
 
 
 @dataclass(frozen=True, slots=True)
+class Continued:
+    cause: RestartCause
+    """UPSTREAM_FAULT (the same deployment goes on) or FAILOVER (a route's next deployment does)."""
+    reason: str
+    attempt: int
+    """The upstream attempt whose deltas follow (1-based, across the call)."""
+    chars: int
+    """The characters of text the caller already holds (the new attempt's prefill)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Final:
     response: ModelResponse
 
 
 Delta = TextDelta | ToolCallDelta | ReasoningDelta
-StreamEvent = TextDelta | ToolCallDelta | ReasoningDelta | Restart | Final
+StreamEvent = TextDelta | ToolCallDelta | ReasoningDelta | Restart | Continued | Final

@@ -85,12 +85,14 @@ as before the stream would begin.  Stream step fields (ignored without ``stream:
 ``stream_fault`` (``overloaded`` | ``server_error`` | ``content_policy`` | ``content_filter``: an
 error event, then the end; ``drop``: FIN
 mid-body; ``reset``: RST mid-body; ``stall``: no bytes for ``stall_ms`` then the rest, or until
-the client leaves; ``end_early``: a clean end without finish or end marker; ``garbled``: the next
-event's data cut in half; ``unknown_event``: an event clients must skip; ``truncated``: the reply
-stops and finishes ``length`` / ``max_tokens``), ``after_deltas`` (deltas before the fault; default
-half of them), ``stall_ms``, ``delta_delay_ms`` (a wait before every delta), ``delta_chars``
-(fixed-size deltas).  ``{"stream_fault": "overloaded", "after_deltas": 3}`` then ``{}`` queues a
-failed stream and its clean restart.  Details: :mod:`sidecar.fakes._stream`.
+the client leaves; ``end_early``: a clean end without finish or end marker; ``no_end_marker``: the
+whole reply and its usage, the body ending without ``[DONE]`` / ``message_stop``; ``garbled``: the
+next event's data cut in half (``garbled_events``: that many in a row); ``unknown_event``: an
+event clients must skip; ``truncated``: the reply stops and finishes ``length`` / ``max_tokens``),
+``after_deltas`` (deltas before the fault; default half of them), ``stall_ms``, ``delta_delay_ms``
+(a wait before every delta), ``delta_chars`` (fixed-size deltas). ``{"stream_fault": "overloaded",
+"after_deltas": 3}`` then ``{}`` queues a failed stream and its clean restart. Details:
+:mod:`sidecar.fakes._stream`.
 
 Provider routes: ``POST /v1/chat/completions`` (or ``/chat/completions``) and
 ``POST /v1/messages``.  Unscripted, a deterministic brain answers: one tool call to the first
@@ -98,6 +100,12 @@ Provider routes: ``POST /v1/chat/completions`` (or ``/chat/completions``) and
 schema (OpenAI ``response_format``; a system prompt line ``Respond with a single JSON object
 matching this JSON schema:``), else ``"Based on the tool result: <200 chars>"``, else
 ``"You said: <last user text>"``.  Usage ≈ ceil(chars / 4); ``max_tokens`` cuts the reply.
+A conversation that ends with an assistant message (a prefill, on both wires, as Anthropic and
+many OpenAI-compatible servers take it) is answered with the rest of the reply it would have got
+without it: what follows the prefill (the whole reply when it does not begin with the prefill).
+Anthropic's rule holds: a prefill ending in whitespace is a 400.  A step's ``refuse_prefill: true``
+answers a prefilled request with a 400 (``invalid_request_error``), as a provider that continues
+no assistant message does; an unprefilled one as the step says.
 
 Tool backend routes: ``GET /search?q=&limit=``, ``GET /docs/{id}`` (doc-1..doc-10),
 ``POST /notes`` (201 ``{"id": "note-N"}``; every request counted), ``GET /notes``,

@@ -217,6 +217,18 @@ def _check_thinking(body: dict[str, Any]) -> None:
             )
 
 
+def _check_prefill(body: dict[str, Any]) -> None:
+    """A last assistant message (a prefill) may not end with whitespace, as the API says."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    if not messages or messages[-1].get("role") != "assistant":
+        return
+    content = messages[-1].get("content")
+    blocks = _blocks(content)
+    last = content if isinstance(content, str) else (blocks[-1].get("text") if blocks else None)
+    if isinstance(last, str) and last != last.rstrip():
+        raise _refused("messages: final assistant content cannot end with trailing whitespace")
+
+
 def _check_signatures(body: dict[str, Any]) -> None:
     for i, m in enumerate(body.get("messages") or []):
         if not isinstance(m, dict) or m.get("role") != "assistant":
@@ -395,7 +407,7 @@ class _Anthropic(Wire):
     def parse(self, body: dict[str, Any]) -> Conversation:
         hints, rest = self.hints(body)
         ask = self.front.parse(rest)
-        for check in (_check_thinking, _check_signatures, _check_cache, _check_sources):
+        for check in (_check_thinking, _check_prefill, _check_signatures, _check_cache, _check_sources):
             check(body)
         return _asked(conversation_of(ask, hints, body.get("tools")), ask.request)
 

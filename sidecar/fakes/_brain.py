@@ -10,7 +10,7 @@ from typing import Any
 from ._conversation import Conversation
 from ._schema import example_for, tool_arguments_for
 
-__all__ = ["Reply", "ToolCall", "apply_budget", "default_reply", "tokens_for"]
+__all__ = ["Reply", "ToolCall", "apply_budget", "continued", "default_reply", "tokens_for"]
 
 SUMMARY_CHARS = 200
 
@@ -78,3 +78,13 @@ def apply_budget(reply: Reply, max_tokens: int | None) -> Reply:
     calls = [ToolCall(c.name, c.arguments_json()[:room]) for c in reply.tool_calls]
     text = None if reply.text is None else reply.text[:room]
     return replace(reply, text=text, tool_calls=calls, finish="length")
+
+
+def continued(reply: Reply, prefill: str | None) -> Reply:
+    """A prefilled request's reply: what follows ``prefill`` in ``reply`` (the reply it would have been
+    without the prefill), as a provider continues a last assistant message; a reply that does not begin
+    with the prefill is written whole after it."""
+    if prefill is None or reply.text is None:
+        return reply
+    text = reply.text[len(prefill) :] if reply.text.startswith(prefill) else reply.text
+    return replace(reply, text=text)

@@ -54,6 +54,7 @@ class Conversation:
     input_chars: int = 0
     stream: bool = False  # "stream": true -- answer with server-sent events
     include_usage: bool = False  # OpenAI "stream_options": {"include_usage": true}
+    prefill: str | None = None  # the text of a last assistant message: the reply continues it
 
 
 def _schema_after_marker(text: str) -> tuple[bool, dict[str, Any] | None]:
@@ -102,6 +103,9 @@ def conversation_of(ask: Ask, hints: Hints, tools_json: Any) -> Conversation:
         if m.role is Role.USER:
             texts.append(text)
             conv.last_user_text = text or conv.last_user_text
+    last = request.messages[-1] if request.messages else None
+    if last is not None and last.role is Role.ASSISTANT and not last.tool_calls:
+        conv.prefill = last.text or _text_of(last.parts)
     for t in request.tools:
         conv.tools.append(Tool(t.name, _schema_object(t.parameters_json) or {}))
     if conv.tools:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ._brain import Reply, ToolCall, apply_budget, default_reply
+from ._brain import Reply, ToolCall, apply_budget, continued, default_reply
 from ._http import Response
 from ._schema import missing_fields_for
 from ._script import Step
@@ -47,6 +47,7 @@ PRESET_PARAMS = (
     "extra_body",
     "message",
     "usage",
+    "refuse_prefill",
     "categories",
     *STREAM_PARAMS,
 )
@@ -68,6 +69,8 @@ def validate_step(step: Step) -> None:
             raise ValueError(f"{key!r} must be an object")
     if "message" in p and not isinstance(p["message"], str):
         raise ValueError("'message' must be a string")
+    if not isinstance(p.get("refuse_prefill", False), bool):
+        raise ValueError("'refuse_prefill' must be true or false")
     usage = p.get("usage", {})
     if not isinstance(usage, dict) or not all(
         k in USAGE_FIELDS and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in usage.items()
@@ -141,6 +144,7 @@ def _preset_reply(preset: str, params: Mapping[str, Any], ex: Exchange) -> Reply
 
 
 def _reply_response(reply: Reply, wire: Wire, ex: Exchange, params: Mapping[str, Any]) -> Response:
+    reply = continued(reply, ex.conversation.prefill)
     if ex.conversation.stream:
         return render_stream(reply, wire, ex, params)
     return _json_response(wire.reply_body(reply, ex, int(time.time())), 200, wire, ex, params)
@@ -148,7 +152,8 @@ def _reply_response(reply: Reply, wire: Wire, ex: Exchange, params: Mapping[str,
 
 def render_default(wire: Wire, ex: Exchange, stream_params: Mapping[str, Any] | None = None) -> Response:
     """The brain's answer, cut to the request's ``max_tokens``; streamed (with ``stream_params``) if asked."""
-    reply = apply_budget(default_reply(ex.conversation), ex.conversation.max_tokens)
+    conv = ex.conversation
+    reply = apply_budget(continued(default_reply(conv), conv.prefill), conv.max_tokens)
     if ex.conversation.stream:
         return render_stream(reply, wire, ex, stream_params or {})
     return _json_response(wire.reply_body(reply, ex, int(time.time())), 200, wire, ex, {})

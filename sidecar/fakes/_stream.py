@@ -23,9 +23,10 @@ Step fields (provider only; a request without ``stream: true`` ignores them):
     reset           ... the connection aborts (RST) with the body unfinished
     stall           ... no bytes (``stall_ms``, or until the client leaves)
     end_early       ... the body ends cleanly, with no finish event and no end marker
-    no_end_marker   the whole reply (finish and usage included), then the body ends cleanly without its
-                    end marker (OpenAI ``data: [DONE]``, Anthropic ``message_stop``); ``after_deltas`` unused
+    no_end_marker   the whole reply, its finish and usage, but the body ends without the end marker
+                    (OpenAI ``[DONE]``, Anthropic ``message_stop``); ``after_deltas`` does not apply
     garbled         ... the next event arrives with its data cut in half (not JSON), then the rest
+                    (``garbled_events``: that many events in a row, each cut so)
     unknown_event   ... an event clients must ignore (Anthropic: a new event type; OpenAI: an SSE
                     comment and a chunk with empty ``choices`` and a new field), then the rest
     truncated       the reply itself stops after ``after_deltas`` deltas and finishes with
@@ -56,7 +57,7 @@ from ._wire import Exchange, Wire
 
 __all__ = ["STREAM_FAULTS", "STREAM_PARAMS", "StreamOptions", "render_stream"]
 
-STREAM_PARAMS = ("stream_fault", "after_deltas", "stall_ms", "delta_delay_ms", "delta_chars")
+STREAM_PARAMS = ("stream_fault", "after_deltas", "stall_ms", "delta_delay_ms", "delta_chars", "garbled_events")
 ERROR_FAULTS = ("overloaded", "server_error", "content_policy", "content_filter")  # the wire's preset error
 STREAM_FAULTS = (
     *ERROR_FAULTS,
@@ -78,6 +79,7 @@ class StreamOptions:
     stall_ms: float | None = None
     delta_delay_ms: float = 0.0
     delta_chars: int | None = None
+    garbled_events: int = 1
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> StreamOptions:
@@ -92,7 +94,10 @@ class StreamOptions:
             raise ValueError("'after_deltas' needs a 'stream_fault'")
         if stall is not None and fault != "stall":
             raise ValueError("'stall_ms' goes with stream_fault 'stall'")
-        return cls(fault, after, stall, _millis(params, "delta_delay_ms") or 0.0, chars)
+        garbled = _count(params, "garbled_events", 1)
+        if garbled is not None and fault != "garbled":
+            raise ValueError("'garbled_events' goes with stream_fault 'garbled'")
+        return cls(fault, after, stall, _millis(params, "delta_delay_ms") or 0.0, chars, garbled or 1)
 
     def cut(self, plan: Plan) -> int:
         """How many deltas go out before the fault."""
@@ -185,8 +190,9 @@ def _faulted(
             return head, StreamEnd.HANG, -1
         return events, StreamEnd.COMPLETE, at
     if fault == "garbled":
-        broken = replace(rest[0], data=rest[0].data[: len(rest[0].data) // 2], part="body")
-        return [*head, broken, *rest[1:]], StreamEnd.COMPLETE, -1
+        k = opts.garbled_events
+        broken = [replace(e, data=e.data[: len(e.data) // 2], part="body") for e in rest[:k]]
+        return [*head, *broken, *rest[k:]], StreamEnd.COMPLETE, -1
     if fault == "unknown_event":
         return [*head, *wire.unknown_events(ex), *rest], StreamEnd.COMPLETE, -1
     ends = {"drop": StreamEnd.DROP, "reset": StreamEnd.RESET, "end_early": StreamEnd.COMPLETE}

@@ -27,6 +27,10 @@ __all__ = ["WIRES", "FakeProvider", "main"]
 
 WIRES: dict[str, Wire] = {w.name: w for w in (OPENAI, ANTHROPIC)}
 """The fake's wire of each format, by the format's name (``tests/unit/test_formats.py``: one for each)."""
+PREFILL_REFUSED = (
+    "This model does not support assistant message prefill. The conversation must end with a user message."
+)
+"""A step's ``refuse_prefill``: the 400 a provider that continues no last assistant message answers."""
 _ROUTES: dict[str, Wire] = {
     path: w for w in WIRES.values() for path in (w.front.path, w.front.path.removeprefix("/v1"))
 }
@@ -132,6 +136,10 @@ class FakeProvider(FakeServer):
         except SidecarFailure as failure:  # a request the format cannot carry: refused as a provider would
             ex = Exchange(record.seq, model, key, Conversation(model=model))
             spec = ErrorSpec(400, wire.status_error(400).type, failure.message)
+            return Response.json(wire.error_body(spec, ex), status=400, headers=wire.headers(ex, 400))
+        if step is not None and step.params.get("refuse_prefill") and conversation.prefill is not None:
+            ex = Exchange(record.seq, model, key, conversation)
+            spec = ErrorSpec(400, wire.status_error(400).type, PREFILL_REFUSED)
             return Response.json(wire.error_body(spec, ex), status=400, headers=wire.headers(ex, 400))
         usage = (step.params.get("usage") if step else None) or {}
         categories = tuple((step.params.get("categories") if step else None) or ())

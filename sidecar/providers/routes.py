@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sidecar.config import Config
+from sidecar.config.catalog import accepts_prefill
 from sidecar.core.circuit import Admission, ServiceGuard, ServiceGuards
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import CallOptions, MidStream, ModelRequest, ModelResponse, Usage
@@ -252,7 +253,8 @@ class RouteCaller:
         """The reply of the first deployment that serves it, or the chain's failure raised.
 
         A stream (``outlet``) fails over as a call does until deltas have reached the caller; after
-        that, only under the restart policy (``mid_stream``), with a FAILOVER restart voiding them.
+        that, only under the restart policy (``mid_stream``), with a FAILOVER restart voiding them,
+        or under continue to a deployment that accepts a prefill, continuing them.
         """
         route = self._routes[request.model]
         await self._check(route, request, options)
@@ -307,16 +309,22 @@ class RouteCaller:
         queue: list[tuple[str, HopRole]],
         outlet: Outlet,
     ) -> Next:
-        """A hop failed after deltas reached the caller: the stream's restart policy decides.
+        """A hop failed after deltas reached the caller: the stream's mid-stream policy decides.
 
-        restart  a deployment that broke off mid-stream (STREAM_INTERRUPTED: no restart was left on
-                 it) or failed in a way that moves on: the next hop, its deltas after a FAILOVER
-                 restart that voids what the caller holds
-        fail     the chain stops with this hop's failure
+        restart   a deployment that broke off mid-stream (STREAM_INTERRUPTED: no restart was left on
+                  it) or failed in a way that moves on: the next hop, its deltas after a FAILOVER
+                  restart that voids what the caller holds
+        continue  the same, when the outlet has a continuation to make: the next hop that accepts a
+                  prefill (the others are dropped from the queue) continues what the caller holds,
+                  after a FAILOVER Continued; none left: the chain stops with this hop's failure
+        fail      the chain stops with this hop's failure
         """
-        restarts = (request.mid_stream or self._config.policy.mid_stream) == MidStream.RESTART
+        policy = request.mid_stream or self._config.policy.mid_stream
+        restarts = policy == MidStream.RESTART
         if failure.kind is FailureKind.STREAM_INTERRUPTED and queue:
             step = Next.MOVE_ON
+        if policy == MidStream.CONTINUE:
+            return self._continue_on(step, failure, deployment, queue, outlet)
         if step is Next.STOP or not restarts:
             return Next.STOP
         if step is Next.MOVE_ON and not queue:
@@ -324,6 +332,23 @@ class RouteCaller:
         going_to = queue[0][0] if step is Next.MOVE_ON else "the context fallback"
         outlet.void(RestartCause.FAILOVER, f"{deployment} failed ({failure.kind_name}); failover to {going_to}")
         return step
+
+    def _continue_on(
+        self, step: Next, failure: SidecarFailure, deployment: str, queue: list[tuple[str, HopRole]], outlet: Outlet
+    ) -> Next:
+        """``_after_deltas`` under continue: on to the next deployment that accepts a prefill, or stop."""
+        if step is Next.STOP or not outlet.resumable or step is Next.CONTEXT:
+            return Next.STOP  # a context fallback takes a shorter conversation: not this one continued
+        queue[:] = [(d, role) for d, role in queue if self._accepts_prefill(d)]
+        if not queue:
+            return Next.STOP
+        going_to = queue[0][0]
+        outlet.resume(RestartCause.FAILOVER, f"{deployment} failed ({failure.kind_name}); continued on {going_to}")
+        return Next.MOVE_ON
+
+    def _accepts_prefill(self, deployment: str) -> bool:
+        model = self._config.models[deployment]
+        return accepts_prefill(model, self._config.providers[model.provider])
 
     async def _check(self, route: Route, request: ModelRequest, options: CallOptions) -> None:
         """The request's own checks, before any hop: the same on every deployment."""

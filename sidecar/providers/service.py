@@ -22,6 +22,8 @@ what it hands the engine and what it tells its caller on the way::
                           JOB_TIMEOUT at the deadline    when a mid-stream fault left no restart
     a truncation re-run   the engine again               the same; what the caller holds is voided
     a correction          the engine again               (Restart TRUNCATED / CORRECTION before the next deltas)
+    mid-stream, continue  -                              the engine's next attempt, prefilled with the text the
+                                                         caller holds (Continued before its deltas)
     the reply             returned                       the Final event (the same ModelResponse), last
     a failure             raised                         raised by the iterator after the events before it
     cancelled             JOB_CANCELLED                  the same; JOB_TIMEOUT when the deadline had passed
@@ -33,7 +35,8 @@ that task, which closes the upstream response and ends the attempt span "cancell
 A model id that is a route runs ``providers.routes.RouteCaller``: one hop per deployment, each
 hop this same call (``_run``) for that deployment, with its own budget and the call's deadline;
 a stream's hops share its Outlet (a hop after deltas reached the caller goes on only under the
-restart policy, announced by a FAILOVER restart).
+restart policy, announced by a FAILOVER restart, or under continue to a deployment that accepts a
+prefill, announced by a FAILOVER Continued).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sidecar.config import Config, ModelConfig
+from sidecar.config.catalog import accepts_prefill
 from sidecar.core.clock import Clock
 from sidecar.core.content import Limits, check_content, parts_tokens
 from sidecar.core.conversation import CallOptions, Message, ModelRequest, ModelResponse
@@ -435,6 +439,9 @@ class ModelService:
         give_up = _GiveUp(request.model, provider.name, tally)
         retry = RetryPolicy(windows, give_up if outlet is None else _StreamGiveUp(give_up, outlet), self._rng)
         mid_stream = request.mid_stream or policy.mid_stream
+        # a prefill continues text only where the format allows it (Anthropic: not with thinking on)
+        prefill = accepts_prefill(model, provider.config) and request.controls.reasoning is None
+        input_tokens = estimate_tokens(request)
         pacer = ModelPacer(self._throttles[request.model], estimate, self._clock, tally, windows.max_wait_s)
         scope = CallScope(
             provider, request.model, model, call.judge, call.spent, self._ledger, workflow, self._secrets, self._clock
@@ -451,7 +458,13 @@ class ModelService:
                     temperature=request.temperature,
                     controls=request.controls,
                 )
-                sender = self._sender(scope, chat, outlet, mid_stream)
+                sender: Sender[_Verdict] = (
+                    ModelSender(scope, chat)
+                    if outlet is None
+                    else StreamSender(
+                        scope, chat, outlet=outlet, mid_stream=mid_stream, prefill=prefill, input_tokens=input_tokens
+                    )
+                )
                 verdict: _Verdict = await run_attempts(
                     sender,
                     policy=retry,
@@ -485,18 +498,12 @@ class ModelService:
                     )
                 if outlet is not None:  # a re-run that wrote nothing still voids what the caller holds
                     await outlet.flush(tally.attempts)
-                return self._response(call, provider.name, verdict)
+                return self._response(call, provider.name, verdict, outlet)
         except SidecarFailure as failure:
             failure.with_attempts(tally.attempts)
             raise
         finally:
             record.tally(tally.attempts, call.corrections, call.spent.usage)
-
-    def _sender(self, scope: CallScope, chat: ChatRequest, outlet: Outlet | None, mid_stream: str) -> Sender[_Verdict]:
-        """One attempt: a whole POST (CallModel), or a streamed one whose deltas go to ``outlet``."""
-        if outlet is None:
-            return ModelSender(scope, chat)
-        return StreamSender(scope, chat, outlet=outlet, mid_stream=mid_stream)
 
     def _correct(self, call: _Call, reply: ChatReply, problem: SidecarFailure) -> None:
         call.corrections += 1
@@ -506,8 +513,9 @@ class ModelService:
         _log.warning("correction %d: %s", call.corrections, problem.message, extra={"failure_kind": problem.kind_name})
 
     @staticmethod
-    def _response(call: _Call, provider: str, verdict: _Verdict) -> ModelResponse:
+    def _response(call: _Call, provider: str, verdict: _Verdict, outlet: Outlet | None) -> ModelResponse:
         reply = verdict.reply
+        warnings = (*call.warnings, *(outlet.warnings if outlet is not None else ()))
         return ModelResponse(
             message=Message(Role.ASSISTANT, reply.text, tuple(reply.tool_calls), reasoning=tuple(reply.reasoning)),
             finish_reason=reply.finish,
@@ -516,7 +524,7 @@ class ModelService:
             attempts=call.tally.attempts,
             corrections=call.corrections,
             output_budget_raised=call.raised,
-            warnings=tuple(call.warnings),
+            warnings=warnings,
             provider=provider,
             response_model=reply.response_model,
             total_usage=call.spent.usage,
@@ -524,4 +532,5 @@ class ModelService:
             response_id=reply.response_id,
             raw_finish=reply.raw_finish,
             served_by=call.request.model,
+            continuations=tuple(outlet.continuations) if outlet is not None else (),
         )

@@ -5,20 +5,44 @@ One attempt is one POST with ``stream: true`` (the upstream's body), read as ser
 through the call's ``Outlet`` as it arrives. Before the first delta the attempt is exactly
 CallModel's; after it, a fault is judged by the call's mid-stream policy::
 
-    what the attempt meets                     before the first delta    after it: restart    after it: fail
-    an HTTP error status (or a non-SSE body)   classify_response, as      -                    -
+    what the attempt meets                     before the first delta     after it
+    an HTTP error status (or a non-SSE body)   classify_response, as      -
                                                CallModel: Retry / Fail
-    an error event (overloaded_error ...)      classified as an error     Retry, the caller's  STREAM_INTERRUPTED
-                                               body: Retry / Fail         deltas voided        (partial text, reason,
-    a dropped or reset connection              Retry(TRANSIENT)           (a Restart goes      deltas sent; ABORTED)
-    no byte for stream_idle_timeout_s          Retry(TRANSIENT)            out before the
-    an event that is not JSON (garbled)        Retry(TRANSIENT)            next attempt's
-    the body ends before the reply is whole    Retry(TRANSIENT)            deltas)
-    more than MAX_STREAM_BYTES                 Retry(TRANSIENT)
-    the caller's deadline (injected clock)     JOB_TIMEOUT                 JOB_TIMEOUT          JOB_TIMEOUT
+    an error event (overloaded_error ...)      classified as an error     a Fail as it is; a Retry:
+                                               body: Retry / Fail           the policy's (below)
+    a dropped or reset connection              Retry(TRANSIENT)           the policy's
+    no byte for stream_idle_timeout_s          Retry(TRANSIENT)           the policy's
+    more than MAX_SKIPPED_EVENTS unreadable    Retry(TRANSIENT)           the policy's
+      events (one is skipped, with a warning)
+    the body ends before the reply is whole    Retry(TRANSIENT)           the policy's
+    more than MAX_STREAM_BYTES                 Retry(TRANSIENT)           the policy's
+    the caller's deadline (injected clock)     JOB_TIMEOUT                JOB_TIMEOUT
     the caller cancels                         the response closed at once, the attempt span ended "cancelled"
     a whole reply (finish and end marker)      judged as CallModel judges it (refusal, truncation, schema): Done
 
+    the policy   a fault after the first delta
+    restart      Retry; the caller's deltas voided (a Restart goes out before the next attempt's deltas)
+    fail         STREAM_INTERRUPTED at once (partial text, reason, deltas sent; ABORTED)
+    continue     Retry; the caller's deltas kept: the next attempt is prefilled with them (a Continued
+                 goes out before its deltas); STREAM_INTERRUPTED where no deployment can continue
+
+An event that is not JSON (garbled) is skipped: the stream goes on, the reply carries a warning
+and the attempt's span a ``sidecar.stream.event_skipped`` event; past ``MAX_SKIPPED_EVENTS`` in
+one attempt the stream is beyond skipping, a fault as above.
+
+``continue`` (``MidStream.CONTINUE``): a fault after text reached the caller, on a deployment that
+accepts a prefill (``config.accepts_prefill``), when the caller holds text only (no tool-call or
+reasoning deltas) and no reasoning was asked for, is a Retry like ``restart``'s, but nothing is
+voided: the next attempt of the same engine sends the conversation with the text the caller holds
+as a last assistant message (its trailing whitespace held back: Anthropic refuses a prefill ending
+in it, and the continuation's leading whitespace that the caller already holds is dropped), and
+its deltas are the rest of the reply. The reply judged and returned is the held text and the
+continuation joined. The broken attempt's tokens are counted (estimated: the request's input
+estimate, a token per four characters delivered). A continuation attempt answered with a 400 (a
+provider that takes no prefill after all) is not that 400: the call ends with STREAM_INTERRUPTED,
+the original fault's reason and the refusal's, so a route moves on to its next deployment. Where
+the caller holds more than text, or the deployment takes no prefill, STREAM_INTERRUPTED as under
+``fail`` (a route's next deployment that accepts a prefill continues it: ``providers.routes``).
 No response head within the scope's ``header_s``, or no delta within its ``first_token_s`` (both
 from the request's start, on the injected clock, in the ``Watch``; bytes without a delta do not
 count) is a timeout of the attempt, always before its first delta: Retry(TRANSIENT), or on a
@@ -42,11 +66,14 @@ a fault, a truncation re-run or a correction *voids* what the caller holds; the 
 right before the next delta (or the final reply), numbered for the attempt whose deltas follow.
 When no restart is left after a mid-stream fault (the budget spent, or a Retry-After too long),
 the call ends with STREAM_INTERRUPTED carrying what the caller holds; past the deadline, JOB_TIMEOUT.
+A continuation keeps what the caller holds: its Continued goes out right before the continuation's
+first delta (or the final reply), and a continuation that cannot be made ends the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, replace
@@ -56,12 +83,14 @@ import httpx
 from httpx_sse import EventSource
 
 from sidecar.core.clock import Clock
-from sidecar.core.conversation import MidStream, ModelResponse
-from sidecar.core.kinds import FailureKind, RetrySignal
-from sidecar.core.observer import AttemptStart, Observer, StreamRestarted
+from sidecar.core.conversation import Continuation, Message, MidStream, ModelResponse, Usage
+from sidecar.core.kinds import FailureKind, RetrySignal, Role
+from sidecar.core.observer import AttemptStart, Observer, StreamContinued, StreamEventSkipped, StreamRestarted
 from sidecar.core.retry import Attempt, Done, Fail, Retry
+from sidecar.core.spend import cost_of
 from sidecar.core.split_secrets import SplitSecrets
 from sidecar.core.stream import (
+    Continued,
     Delta,
     Final,
     ReasoningDelta,
@@ -72,11 +101,13 @@ from sidecar.core.stream import (
     ToolCallDelta,
 )
 from sidecar.core.taxonomy import JobTimeout, SidecarFailure, StreamInterrupted
+from sidecar.core.text import clause
 from sidecar.net.transport import fault_of, text_of
 from sidecar.providers.client import HEADER_TIMEOUT, MAX_REPLY_BYTES, CallScope, ModelSender
 from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault
 
 __all__ = [
+    "MAX_SKIPPED_EVENTS",
     "MAX_STREAM_BYTES",
     "STREAM_BUFFER_EVENTS",
     "Outlet",
@@ -90,6 +121,12 @@ reading the provider (backpressure). A few dozen deltas: a token or a word each.
 MAX_STREAM_BYTES = 64 * 1024 * 1024
 """An attempt's stream is read up to this many bytes; a longer one is a fault. Server-sent events
 weigh ten to twenty times the text they carry, so this is a reply of several MiB of text."""
+MAX_SKIPPED_EVENTS = 8
+"""Unreadable events one attempt may skip (each with a warning); one more is a mid-stream fault."""
+CHARS_PER_TOKEN = 4
+"""A broken attempt's output tokens, estimated from the characters it delivered (no usage came)."""
+PREFILL_REFUSED = frozenset({400, 422})
+"""The statuses of a continuation attempt's answer that mean "no prefill here" (not the call's fault)."""
 SSE_CONTENT_TYPE = "text/event-stream"
 STREAM_DRAIN_S = 0.05
 """After the reply's end marker, how long the rest of the body (the chunked encoding's last chunk) is
@@ -104,6 +141,7 @@ GARBLED = "stream_garbled"
 INCOMPLETE = "stream_incomplete"
 TOO_LONG = "stream_too_long"
 DEADLINE = "deadline"
+_log = logging.getLogger("sidecar.models")
 FIRST_TOKEN_TIMEOUT = "first_token_timeout"
 
 
@@ -128,13 +166,36 @@ class Outlet:
     written across deltas is masked whole (its held part goes out before the next other event).
     """
 
-    __slots__ = ("_guards", "_last", "_observer", "_partial", "_pending", "_queue", "_secrets", "deltas")
+    __slots__ = (
+        "_continuing",
+        "_guards",
+        "_last",
+        "_observer",
+        "_other",
+        "_partial",
+        "_pending",
+        "_queue",
+        "_resume",
+        "_secrets",
+        "continuations",
+        "deltas",
+        "warnings",
+    )
 
     def __init__(self, observer: Observer, secrets: Iterable[str] = (), maxsize: int = STREAM_BUFFER_EVENTS) -> None:
         self._queue: asyncio.Queue[StreamEvent | _End] = asyncio.Queue(maxsize)
         self._observer = observer
         self._partial: list[str] = []
         self._pending: _Void | None = None
+        self._resume: _Void | None = None
+        """A continuation decided and not yet announced (its Continued goes out before the next delta)."""
+        self._continuing = False
+        """Every attempt from now on continues what the caller holds (until a Restart voids it)."""
+        self._other = 0
+        """Tool-call and reasoning deltas the caller holds: no prefill continues those."""
+        self.continuations: list[Continuation] = []
+        self.warnings: list[str] = []
+        """What the reply's warnings gain from the stream (events skipped)."""
         self._secrets = tuple(secrets)
         self._guards: dict[int, SplitSecrets] = {}
         """Per stream of text: -1 the reply's text, i >= 0 tool call i's arguments, -2 - i reasoning part i."""
@@ -148,15 +209,47 @@ class Outlet:
         return "".join(self._partial)
 
     def interrupted(self) -> _Void | None:
-        """The mid-stream fault that voided what the caller holds, not yet followed by a Restart."""
+        """The mid-stream fault that voided what the caller holds, not yet followed by a Restart, or the
+        one a continuation is to follow, not yet announced."""
         pending = self._pending
-        return pending if pending is not None and pending.cause is RestartCause.UPSTREAM_FAULT else None
+        if pending is not None and pending.cause is RestartCause.UPSTREAM_FAULT:
+            return pending
+        return self._resume
+
+    @property
+    def continuable(self) -> bool:
+        """Whether a prefill can continue what the caller holds: text, and nothing but text."""
+        return self._pending is None and self.deltas > 0 and not self._other and bool(self.partial_text.strip())
+
+    @property
+    def resumable(self) -> bool:
+        """A continuation was decided and has not gone out yet: a route's next deployment may make it."""
+        return self._resume is not None
+
+    def prefill(self) -> str | None:
+        """The text the next attempt continues (what the caller holds), or None: a fresh attempt."""
+        return self.partial_text if self._continuing else None
+
+    def resume(self, cause: RestartCause, reason: str) -> None:
+        """The next attempt continues what the caller holds; a Continued goes out before its first delta."""
+        self._guards.clear()  # what they held never went out: the continuation writes it again
+        self._continuing = True
+        self._resume = _Void(cause, reason)
 
     def void(self, cause: RestartCause, reason: str) -> None:
         """What the caller holds is void; a Restart goes out before whatever comes next."""
         self._guards.clear()  # what they held never went out
+        self._continuing = False
+        self._resume = None
         if self.deltas:
             self._pending = _Void(cause, reason)
+
+    def warn(self, warning: str) -> None:
+        self.warnings.append(warning)
+
+    def observe(self, event: StreamEventSkipped) -> None:
+        """An event of the attempt being sent (the span current now)."""
+        self._observer.event(event)
 
     async def send(self, delta: Delta, attempt: int) -> None:
         await self.flush(attempt)
@@ -191,6 +284,8 @@ class Outlet:
         self.deltas += 1
         if isinstance(delta, TextDelta):
             self._partial.append(delta.text)
+        else:
+            self._other += 1
         await self._queue.put(delta)
 
     async def _release(self, key: int) -> None:
@@ -201,12 +296,20 @@ class Outlet:
             await self._put(_held(key, held))
 
     async def flush(self, attempt: int) -> None:
-        """The pending Restart, if any, announcing ``attempt``."""
+        """The pending Restart or Continued, if any, announcing ``attempt``."""
+        resume = self._resume
+        if resume is not None:
+            self._resume = None
+            chars = len(self.partial_text)
+            cause = resume.cause.name.lower()
+            self.continuations.append(Continuation(attempt, cause, resume.reason, chars))
+            self._observer.event(StreamContinued(resume.reason, attempt, cause, chars))
+            await self._queue.put(Continued(resume.cause, resume.reason, attempt, chars))
         pending = self._pending
         if pending is None:
             return
         self._pending = None
-        self.deltas = 0
+        self.deltas = self._other = 0
         self._partial.clear()
         self._observer.event(StreamRestarted(pending.reason, attempt, pending.cause.name.lower()))
         await self._queue.put(Restart(pending.cause, pending.reason, attempt))
@@ -390,20 +493,35 @@ class _Watched(httpx.AsyncByteStream):
 
 @dataclass(slots=True)
 class _Progress:
-    """One attempt's deltas so far."""
+    """One attempt's deltas so far (a continuation's: after the text the caller held, ``prefix``)."""
 
     attempt: Attempt
     outlet: Outlet
     watch: Watch
     forwarded: int = 0
+    chars: int = 0
+    """Characters of text forwarded."""
+    skipped: int = 0
+    """Unreadable events skipped."""
+    prefix: str | None = None
+    """A continuation: the text the caller held when it began (None: a fresh attempt)."""
+    seam: str = ""
+    """The held text's trailing whitespace, not in the prefill: dropped from the continuation's start."""
 
     async def forward(self, delta: Delta) -> None:
+        if isinstance(delta, TextDelta) and self.seam:
+            text, self.seam = _past_seam(self.seam, delta.text)
+            if not text:
+                return
+            delta = TextDelta(text)
         record = self.attempt.record
         if self.forwarded == 0:
             record.first_token()
         else:
             record.chunk()
         self.forwarded += 1
+        if isinstance(delta, TextDelta):
+            self.chars += len(delta.text)
         self.watch.pause()  # a caller that does not read makes the provider wait: that silence is not a stall
         try:
             await self.outlet.send(delta, self.attempt.number)
@@ -411,15 +529,57 @@ class _Progress:
             self.watch.resume()
 
 
+def _past_seam(seam: str, text: str) -> tuple[str, str]:
+    """``text`` without what it repeats of ``seam`` (whitespace the caller already holds), and what is
+    left of the seam to match (nothing once ``text`` differs from it)."""
+    k = 0
+    while k < len(seam) and k < len(text) and seam[k] == text[k]:
+        k += 1
+    if k == len(text):
+        return "", seam[k:]
+    return text[k:], ""
+
+
+def _continued_text(held: str, continuation: str) -> str:
+    """The whole reply: the text held, and the continuation past the held whitespace it repeats."""
+    seam = held[len(held.rstrip()) :]
+    rest, _ = _past_seam(seam, continuation)
+    return held + rest
+
+
+def _prefilled(chat: ChatRequest, prefill: str) -> ChatRequest:
+    """``chat`` with ``prefill`` as its last assistant message (joined to one the caller ended with)."""
+    messages = list(chat.messages)
+    last = messages[-1] if messages else None
+    if last is not None and last.role is Role.ASSISTANT and not last.tool_calls and not last.parts:
+        messages[-1] = replace(last, text=last.text + prefill)
+    else:
+        messages.append(Message(Role.ASSISTANT, prefill))
+    return replace(chat, messages=messages)
+
+
 class StreamSender(ModelSender):
     """One streamed attempt of a chat request to one model of one provider (the module's table)."""
 
-    __slots__ = ("_mid_stream", "_outlet")
+    __slots__ = ("_input_tokens", "_mid_stream", "_outlet", "_prefill")
 
-    def __init__(self, scope: CallScope, chat: ChatRequest, *, outlet: Outlet, mid_stream: str) -> None:
+    def __init__(
+        self,
+        scope: CallScope,
+        chat: ChatRequest,
+        *,
+        outlet: Outlet,
+        mid_stream: str,
+        prefill: bool = False,
+        input_tokens: int = 0,
+    ) -> None:
         super().__init__(scope, chat, stream=True)
         self._outlet = outlet
         self._mid_stream = mid_stream
+        self._prefill = prefill
+        """Whether this deployment continues a last assistant message (and this request allows it)."""
+        self._input_tokens = input_tokens
+        """The call's input estimate: a broken attempt's input tokens."""
 
     def describe(self, number: int) -> AttemptStart:
         return replace(super().describe(number), provider=self._scope.provider.config.wire_format, streamed=True)
@@ -427,10 +587,17 @@ class StreamSender(ModelSender):
     async def send(self, attempt: Attempt) -> Done[Any] | Fail | Retry:
         provider = self._scope.provider
         config = provider.config
+        held = self._outlet.prefill() if self._mid_stream == MidStream.CONTINUE else None
+        chat = self._chat
+        if held is not None:
+            if not self._prefill:
+                attempt.record.failed(FailureKind.STREAM_INTERRUPTED.name)
+                return Fail(self._cannot_continue(f"model {self._scope.model_id} takes no prefill to continue it"))
+            chat = _prefilled(chat, held.rstrip())
         timeout = attempt.timeout(config.timeout_s)
         request = provider.request(
             self._route,
-            provider.upstream.body(self._chat, stream=True),
+            provider.upstream.body(chat, stream=True),
             httpx.Timeout(timeout, connect=min(config.connect_timeout_s, timeout)),
             {"accept": SSE_CONTENT_TYPE, **attempt.record.trace_headers()},
         )
@@ -442,10 +609,12 @@ class StreamSender(ModelSender):
             header_s=limits.header_s,
             first_token_s=limits.first_token_s,
         )
-        progress = _Progress(attempt, self._outlet, watch)
+        progress = _Progress(attempt, self._outlet, watch, prefix=held)
+        if held is not None:
+            progress.seam = held[len(held.rstrip()) :]
         try:
             async with watch:
-                return await self._exchange(request, progress)
+                outcome = await self._exchange(request, progress)
         except Stalled as stalled:
             if stalled.deadline:
                 attempt.record.ended(DEADLINE)
@@ -458,6 +627,26 @@ class StreamSender(ModelSender):
             detail = f"no bytes for {config.stream_idle_timeout_s:g} s"
             attempt.record.transport_fault(STALLED, detail)
             return self._fault(progress, Retry(RetrySignal.TRANSIENT, detail))
+        if held is not None and not progress.forwarded and isinstance(outcome, Fail):
+            return self._refused(outcome)
+        return outcome
+
+    def _refused(self, outcome: Fail) -> Fail:
+        """A continuation attempt failed before its first delta: a 400 (no prefill here, whatever was
+        configured) is not the call's fault, the mid-stream fault before it is."""
+        failure = outcome.failure
+        status = failure.http.status_code if failure.http is not None else None
+        if status not in PREFILL_REFUSED and failure.kind is not FailureKind.INVALID_INPUT:
+            return outcome
+        said = f"{status}: " if status else ""
+        why = f"model {self._scope.model_id} refused to continue it ({said}{clause(failure.message, 200)})"
+        return Fail(self._cannot_continue(why))
+
+    def _cannot_continue(self, why: str) -> StreamInterrupted:
+        outlet = self._outlet
+        fault = outlet.interrupted()
+        reason = f"{fault.reason}; {why}" if fault is not None else why
+        return StreamInterrupted(self._scope.model_id, reason, outlet.partial_text, outlet.deltas)
 
     async def _exchange(self, request: httpx.Request, progress: _Progress) -> Done[Any] | Fail | Retry:
         record = progress.attempt.record
@@ -493,10 +682,14 @@ class StreamSender(ModelSender):
             try:
                 deltas = decoder.feed(event.event, event.data)
             except StreamFault as fault:
-                if fault.error_body is None:
-                    record.transport_fault(GARBLED, fault.detail)
-                    return self._fault(progress, Retry(RetrySignal.TRANSIENT, fault.detail))
-                return self._error_event(progress, fault.error_body)
+                if fault.error_body is not None:
+                    return self._error_event(progress, fault.error_body)
+                if progress.skipped < MAX_SKIPPED_EVENTS:
+                    self._skip(progress, fault.detail)
+                    continue
+                detail = f"{fault.detail} ({progress.skipped} unreadable events skipped before it)"
+                record.transport_fault(GARBLED, detail)
+                return self._fault(progress, Retry(RetrySignal.TRANSIENT, detail))
             for delta in deltas:
                 await progress.forward(delta)
             if decoder.complete:
@@ -508,6 +701,19 @@ class StreamSender(ModelSender):
             record.transport_fault(INCOMPLETE, detail)
             return self._fault(progress, Retry(RetrySignal.TRANSIENT, detail))
         return await self._done(reply, progress)
+
+    def _skip(self, progress: _Progress, detail: str) -> None:
+        """An unreadable event, skipped: a warning on the reply, an event on the attempt's span."""
+        progress.skipped += 1
+        number = progress.attempt.number
+        after = f"after {progress.forwarded} deltas" if progress.forwarded else "before the first delta"
+        warning = (
+            f"attempt {number}: {detail} {after}; it was skipped and the stream went on "
+            "(what it held, if anything, is missing from the reply)"
+        )
+        self._outlet.warn(warning)
+        self._outlet.observe(StreamEventSkipped(detail, number))
+        _log.warning("model %s: %s", self._scope.model_id, warning, extra={"model": self._scope.model_id})
 
     async def _whole(self, response: httpx.Response, progress: _Progress) -> Done[Any] | Fail | Retry:
         """An answer that is not a stream: read and judged exactly as CallModel's."""
@@ -536,6 +742,8 @@ class StreamSender(ModelSender):
 
     async def _done(self, reply: ChatReply, progress: _Progress) -> Done[Any]:
         self._account(reply, progress.attempt)
+        if progress.prefix is not None:  # the reply is what the caller held and its continuation
+            reply = replace(reply, text=_continued_text(progress.prefix, reply.text))
         return Done(await self._scope.judge(reply, progress.attempt))
 
     def _error_event(self, progress: _Progress, body: str) -> Fail | Retry:
@@ -562,6 +770,8 @@ class StreamSender(ModelSender):
             return retry
         outlet = self._outlet
         reason = f"{retry.signal.words} after {progress.forwarded} deltas: {retry.detail}"
+        if self._mid_stream == MidStream.CONTINUE:
+            return self._continue(progress, retry, reason)
         if self._mid_stream == MidStream.FAIL:
             progress.attempt.record.failed(FailureKind.STREAM_INTERRUPTED.name)
             interrupted = StreamInterrupted(
@@ -570,6 +780,32 @@ class StreamSender(ModelSender):
             return Fail(interrupted, instead_of=retry)  # the model's throttle still hears the signal
         outlet.void(RestartCause.UPSTREAM_FAULT, reason)
         return retry
+
+    def _continue(self, progress: _Progress, retry: Retry, reason: str) -> Fail | Retry:
+        """The ``continue`` policy: the next attempt continues what the caller holds, where it can."""
+        outlet = self._outlet
+        self._account_broken(progress)
+        if outlet.continuable:
+            outlet.resume(RestartCause.UPSTREAM_FAULT, reason)
+            if self._prefill:
+                return retry  # the same engine's next attempt, prefilled with what the caller holds
+            why = f"model {self._scope.model_id} takes no prefill to continue it"
+        else:
+            why = "what the caller holds is more than text (tool-call or reasoning deltas), which no prefill continues"
+        progress.attempt.record.failed(FailureKind.STREAM_INTERRUPTED.name)
+        interrupted = StreamInterrupted(
+            self._scope.model_id, f"{reason}; {why}", outlet.partial_text, outlet.deltas, http=retry.http
+        )
+        return Fail(interrupted, instead_of=retry)
+
+    def _account_broken(self, progress: _Progress) -> None:
+        """A broken attempt's tokens, which no usage reported: estimated (the module's docstring)."""
+        scope = self._scope
+        usage = Usage(self._input_tokens, max(1, math.ceil(progress.chars / CHARS_PER_TOKEN)))
+        scope.spent.usage += usage
+        usd = cost_of(scope.model, usage)
+        scope.spent.cost_usd += usd
+        scope.ledger.record(scope.workflow, usd)
 
     def _past_deadline(self, progress: _Progress) -> JobTimeout:
         sent = progress.forwarded

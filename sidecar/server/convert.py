@@ -50,7 +50,7 @@ from sidecar.core.conversation import (
     Usage,
 )
 from sidecar.core.kinds import Role, TransportFault
-from sidecar.core.stream import Final, ReasoningDelta, Restart, StreamEvent, TextDelta, ToolCallDelta
+from sidecar.core.stream import Continued, Final, ReasoningDelta, Restart, StreamEvent, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import SidecarFailure
 from sidecar.providers.formats.anthropic_messages.vocab import render_tool as anthropic_tool
 from sidecar.providers.formats.openai_chat.vocab import render_tool as openai_tool
@@ -75,7 +75,11 @@ __all__ = [
 ]
 
 _TOOL_KINDS = {pb.TOOL_KIND_SEARCH: "search", pb.TOOL_KIND_FETCH: "fetch", pb.TOOL_KIND_UNSPECIFIED: "fetch"}
-_MID_STREAM = {pb.MID_STREAM_POLICY_RESTART: MidStream.RESTART, pb.MID_STREAM_POLICY_FAIL: MidStream.FAIL}
+_MID_STREAM = {
+    pb.MID_STREAM_POLICY_RESTART: MidStream.RESTART,
+    pb.MID_STREAM_POLICY_FAIL: MidStream.FAIL,
+    pb.MID_STREAM_POLICY_CONTINUE: MidStream.CONTINUE,
+}
 _DETAIL = {pb.IMAGE_DETAIL_AUTO: "auto", pb.IMAGE_DETAIL_LOW: "low", pb.IMAGE_DETAIL_HIGH: "high"}
 _TTL = {pb.CACHE_TTL_5M: "5m", pb.CACHE_TTL_1H: "1h"}
 _EFFORT = {
@@ -339,6 +343,14 @@ def stream_event(event: StreamEvent) -> pb.StreamModelEvent:
                 attempt=event.attempt,
             )
             return pb.StreamModelEvent(restart=restart)
+        case Continued():
+            continued = pb.StreamContinued(
+                cause=int(event.cause),  # type: ignore[arg-type]
+                reason=event.reason,
+                attempt=event.attempt,
+                chars_delivered=event.chars,
+            )
+            return pb.StreamModelEvent(continued=continued)
         case Final():
             return pb.StreamModelEvent(final=model_response(event.response))
     raise TypeError(f"no sidecar.v1 event for {type(event).__name__}")  # pragma: no cover - exhaustive above

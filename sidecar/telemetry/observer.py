@@ -7,7 +7,9 @@
     attempt(AttemptStart)          span ``{METHOD}`` (CLIENT), current while it runs (traceparent goes upstream)
     wait(WaitStart)                span ``sidecar.backoff`` / ``sidecar.throttle_wait``; sidecar.wait.duration
     event(ThrottleChanged ...)     a span event on the span current at that moment; Retried: sidecar.retries;
-                                   StreamRestarted: sidecar.stream.restart on the call's chat span
+                                   StreamRestarted: sidecar.stream.restart on the call's chat span;
+                                   StreamContinued: sidecar.stream.continued on it; StreamEventSkipped:
+                                   sidecar.stream.event_skipped on the attempt's span
     record.first_token() / chunk() a streamed attempt's deltas: the sidecar.first_token event, and the
                                    time_to_first_chunk / time_per_output_chunk histograms
 
@@ -53,6 +55,8 @@ from sidecar.core.observer import (
     ReportAccepted,
     Retried,
     StateBackendChanged,
+    StreamContinued,
+    StreamEventSkipped,
     StreamRestarted,
     Target,
     ThrottleChanged,
@@ -497,7 +501,7 @@ class TelemetryObserver:
         if isinstance(event, StateBackendChanged):
             self.metrics.state_available(event.backend, event.available)
         span = trace.get_current_span()
-        if isinstance(event, StreamRestarted):
+        if isinstance(event, (StreamRestarted, StreamContinued)):
             span = _CHAT_SPAN.get() or span
         if not span.is_recording():
             return
@@ -538,6 +542,13 @@ def _event(event: Event) -> tuple[str, dict[str, Any]]:
             if event.cause:
                 attrs[n.RESTART_CAUSE] = event.cause
             return n.EVENT_STREAM_RESTART, attrs
+        case StreamContinued():
+            attrs = {n.RESTART_REASON: event.reason, n.ATTEMPT: event.attempt, n.CONTINUED_CHARS: event.chars}
+            if event.cause:
+                attrs[n.RESTART_CAUSE] = event.cause
+            return n.EVENT_STREAM_CONTINUED, attrs
+        case StreamEventSkipped():
+            return n.EVENT_STREAM_EVENT_SKIPPED, {"sidecar.reason": event.detail, n.ATTEMPT: event.attempt}
         case StateBackendChanged():
             name = n.EVENT_STATE_AVAILABLE if event.available else n.EVENT_STATE_UNAVAILABLE
             return name, {n.STATE_BACKEND: event.backend, "sidecar.reason": event.reason}

@@ -404,8 +404,9 @@ class AsyncSidecarClient:
         """The reply as it is written: ``async for event in ...``, or ``await ....collect()``.
 
         Takes what ``call_model`` takes, and ``mid_stream`` (``pb.MID_STREAM_POLICY_RESTART`` /
-        ``_FAIL``). A ``restart`` event voids what came before it; a failure raises what
-        ``call_model`` would, after the events sent before it.
+        ``_FAIL`` / ``_CONTINUE``). A ``restart`` event voids what came before it; a ``continued``
+        event keeps it (the deltas that follow continue it); a failure raises what ``call_model``
+        would, after the events sent before it.
         """
         request = model_request(model, messages, **options)
         return AsyncModelStream(self._stub.StreamModel(request, timeout=timeout, metadata=_call_metadata(self._auth)))

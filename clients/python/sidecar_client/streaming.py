@@ -7,13 +7,14 @@
 
 What the stream keeps while it is read, and what each event does to it:
 
-    event       text / tool_calls / reasoning            restarts    final
-    text        text += delta                            -           -
-    tool_call   tool_calls[index] grows by the piece     -           -
-    reasoning   reasoning[index]: text += delta; its     -           -
+    event       text / tool_calls / reasoning            restarts    continuations    final
+    text        text += delta                            -           -                -
+    tool_call   tool_calls[index] grows by the piece     -           -                -
+    reasoning   reasoning[index]: text += delta; its     -           -                -
                 signature / redacted data when they come
-    restart     all emptied: what came before is void    += 1        -
-    final       -                                        -           the whole reply
+    restart     all emptied: what came before is void    += 1        -                -
+    continued   kept: the deltas that follow continue it -           the event added  -
+    final       -                                        -           -                the whole reply
 
 To pass the reasoning back on the next turn, append ``assistant(stream.final)``: the final reply's
 reasoning is the same, with the wire format that made it.
@@ -60,6 +61,8 @@ class StreamAccumulator:
         self._tool_calls: dict[int, pb.ToolCall] = {}
         self._reasoning: dict[int, pb.ReasoningPart] = {}
         self.restarts = 0
+        self.continuations: list[pb.StreamContinued] = []
+        """The stream broke and went on from the text held (``MID_STREAM_POLICY_CONTINUE``): each time why."""
         self.final: pb.CallModelResponse | None = None
 
     @property
@@ -100,6 +103,8 @@ class StreamAccumulator:
             self._tool_calls.clear()
             self._reasoning.clear()
             self.restarts += 1
+        elif which == "continued":
+            self.continuations.append(event.continued)
         elif which == "final":
             self.final = event.final
 

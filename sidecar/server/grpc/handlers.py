@@ -12,7 +12,7 @@ method needs no edit here) is registered with:
     serializer     XResponse.SerializeToString
 
 The enum fields of ``CHECKED_ENUMS`` are checked too: proto3 enums are open, so a number the
-contract does not name (StreamModel's ``mid_stream`` 3, 99 or -1) decodes without complaint and
+contract does not name (StreamModel's ``mid_stream`` 4, 99 or -1) decodes without complaint and
 would be read as the default; it is INVALID_ARGUMENT (INVALID_INPUT naming the field and the
 values it may take), before any other work.
 

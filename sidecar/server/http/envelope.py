@@ -5,7 +5,8 @@
     x-sidecar-workflow-id         the Job's workflow    (every door)             -
     x-sidecar-timeout-s           the deadline: seconds, > 0, at most a day      400 naming the header
     x-sidecar-upstream-retries    the retry budget override: 0 to 100            400 naming the header
-    x-sidecar-mid-stream          fail (the default) | restart (a stream only)   400 naming the header
+    x-sidecar-mid-stream          continue (the default) | fail | restart        400 naming the header
+                                  (a stream only)
 
     answer header                 what it says
     x-sidecar-attempts            the upstream attempts the call made
@@ -28,6 +29,7 @@ __all__ = [
     "JOB_HEADER",
     "MAX_HEADER_RETRIES",
     "MAX_TIMEOUT_S",
+    "MID_STREAM_DEFAULT",
     "MID_STREAM_HEADER",
     "RETRIES_HEADER",
     "SHOULD_RETRY_HEADER",
@@ -81,11 +83,18 @@ def call_options(headers: Mapping[str, str], clock: Clock) -> CallOptions:
     return CallOptions(deadline=deadline, upstream_retries=retries)
 
 
+MID_STREAM_DEFAULT = MidStream.CONTINUE
+"""A front's policy when the caller names none: a plain client of the format reads one continuous reply,
+continued where a deployment accepts a prefill, else ended by STREAM_INTERRUPTED (never taken back)."""
+
+
 def mid_stream_of(headers: Mapping[str, str]) -> tuple[str, bool]:
     """The core's mid-stream policy for the call, and whether restarts go out as extension events."""
     raw = headers.get(MID_STREAM_HEADER)
-    if raw is None or raw == MidStream.FAIL:
-        return MidStream.FAIL, False
+    if raw is None:
+        return MID_STREAM_DEFAULT, False
+    if raw in (MidStream.FAIL, MidStream.CONTINUE):
+        return raw, False
     if raw == MidStream.RESTART:
         return MidStream.RESTART, True
-    raise InvalidInput(f"header {MID_STREAM_HEADER}", raw, "must be fail or restart")
+    raise InvalidInput(f"header {MID_STREAM_HEADER}", raw, "must be continue, fail or restart")

@@ -22,8 +22,11 @@ class. After that a failure is the format's in-stream error event. The head carr
 ``x-sidecar-attempts`` (the attempts are not known yet): the last event's ``sidecar`` field does.
 
 A restart (``core.stream.Restart``) has no equivalent in either format: a client cannot take
-back what it was sent. So the fronts ask the core for ``mid_stream: fail`` unless the caller sends
-``x-sidecar-mid-stream: restart``, and a restart the core still makes (a truncated reply re-run,
+back what it was sent. So the fronts ask the core for ``mid_stream: continue`` unless the caller
+sends ``x-sidecar-mid-stream`` (``fail`` or ``restart``): a stream broken after text is continued
+from that text by a deployment that accepts a prefill (the client reads one continuous reply; a
+``Continued`` has no event of its own, the last event's ``sidecar.continued`` lists them), else it
+ends with STREAM_INTERRUPTED. A restart the core still makes (a truncated reply re-run,
 a correction) after deltas went out ends the stream with STREAM_INTERRUPTED in the format's error
 event, the partial text in the failure. With ``x-sidecar-mid-stream: restart`` the caller gets
 the restart as a sidecar extension event instead (``StreamWriter.restart``) and must drop what it
@@ -55,7 +58,7 @@ from sidecar.core.clock import Clock
 from sidecar.core.conversation import CallOptions, ModelResponse
 from sidecar.core.details import InvalidInputDetail
 from sidecar.core.redact import mask_secrets
-from sidecar.core.stream import Final, ReasoningDelta, Restart, StreamEvent, TextDelta, ToolCallDelta
+from sidecar.core.stream import Continued, Final, ReasoningDelta, Restart, StreamEvent, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure, StreamInterrupted, SystemFailure
 from sidecar.providers.formats.chat import ChatReply, compact_json
 from sidecar.providers.formats.protocol import Ask, Front, ReplyHead, Sse, StreamWriter
@@ -99,6 +102,11 @@ def reply_extension(response: ModelResponse) -> dict[str, Any]:
         out["warnings"] = list(response.warnings)
     if response.hops:
         out["hops"] = [hop_json(h) for h in response.hops]
+    if response.continuations:
+        out["continued"] = [
+            {"attempt": c.attempt, "cause": c.cause, "reason": c.reason, "chars_delivered": c.chars}
+            for c in response.continuations
+        ]
     return out
 
 
@@ -419,6 +427,8 @@ class ModelEndpoint:
                         failure = self._cannot_restart(model, event, "".join(partial), sent)
                         yield self._encode_failure(failure, writer, exchange)
                         return  # closing the events cancels the call
+                    case Continued():
+                        pass  # the deltas that follow continue the text sent: the caller reads on
                     case Final():
                         reply = chat_reply(event.response)
                         yield self._encode(writer.final(reply, reply_extension(event.response)))

@@ -95,6 +95,7 @@ class MidStreamPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MID_STREAM_POLICY_UNSPECIFIED: _ClassVar[MidStreamPolicy]
     MID_STREAM_POLICY_RESTART: _ClassVar[MidStreamPolicy]
     MID_STREAM_POLICY_FAIL: _ClassVar[MidStreamPolicy]
+    MID_STREAM_POLICY_CONTINUE: _ClassVar[MidStreamPolicy]
 
 class FinishReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -180,6 +181,7 @@ TOOL_CHOICE_MODE_TOOL: ToolChoiceMode
 MID_STREAM_POLICY_UNSPECIFIED: MidStreamPolicy
 MID_STREAM_POLICY_RESTART: MidStreamPolicy
 MID_STREAM_POLICY_FAIL: MidStreamPolicy
+MID_STREAM_POLICY_CONTINUE: MidStreamPolicy
 FINISH_REASON_UNSPECIFIED: FinishReason
 FINISH_REASON_STOP: FinishReason
 FINISH_REASON_LENGTH: FinishReason
@@ -723,18 +725,32 @@ class CallModelResponse(_message.Message):
     def __init__(self, message: _Optional[_Union[Message, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., json: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., attempts: _Optional[int] = ..., corrections: _Optional[int] = ..., output_budget_raised: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., response_model: _Optional[str] = ..., total_usage: _Optional[_Union[Usage, _Mapping]] = ..., cost_usd: _Optional[float] = ..., served_by: _Optional[str] = ..., hops: _Optional[_Iterable[_Union[Hop, _Mapping]]] = ...) -> None: ...
 
 class StreamModelEvent(_message.Message):
-    __slots__ = ("text", "tool_call", "restart", "final", "reasoning")
+    __slots__ = ("text", "tool_call", "restart", "final", "reasoning", "continued")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
     RESTART_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
     REASONING_FIELD_NUMBER: _ClassVar[int]
+    CONTINUED_FIELD_NUMBER: _ClassVar[int]
     text: TextDelta
     tool_call: ToolCallDelta
     restart: StreamRestart
     final: CallModelResponse
     reasoning: ReasoningDelta
-    def __init__(self, text: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call: _Optional[_Union[ToolCallDelta, _Mapping]] = ..., restart: _Optional[_Union[StreamRestart, _Mapping]] = ..., final: _Optional[_Union[CallModelResponse, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningDelta, _Mapping]] = ...) -> None: ...
+    continued: StreamContinued
+    def __init__(self, text: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call: _Optional[_Union[ToolCallDelta, _Mapping]] = ..., restart: _Optional[_Union[StreamRestart, _Mapping]] = ..., final: _Optional[_Union[CallModelResponse, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningDelta, _Mapping]] = ..., continued: _Optional[_Union[StreamContinued, _Mapping]] = ...) -> None: ...
+
+class StreamContinued(_message.Message):
+    __slots__ = ("cause", "reason", "attempt", "chars_delivered")
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    CHARS_DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    cause: RestartCause
+    reason: str
+    attempt: int
+    chars_delivered: int
+    def __init__(self, cause: _Optional[_Union[RestartCause, str]] = ..., reason: _Optional[str] = ..., attempt: _Optional[int] = ..., chars_delivered: _Optional[int] = ...) -> None: ...
 
 class ReasoningDelta(_message.Message):
     __slots__ = ("index", "text", "signature", "redacted_data")

@@ -590,6 +590,12 @@ const (
 	MidStreamPolicy_MID_STREAM_POLICY_RESTART MidStreamPolicy = 1
 	// End the call with STREAM_INTERRUPTED, carrying the partial text.
 	MidStreamPolicy_MID_STREAM_POLICY_FAIL MidStreamPolicy = 2
+	// Send the call again with the text already delivered as an assistant
+	// prefill (to the same deployment or a route's next one that accepts a
+	// prefill), and stream only the continuation: the caller keeps what it
+	// holds, after a `continued` event. Where no deployment can continue,
+	// STREAM_INTERRUPTED as under FAIL.
+	MidStreamPolicy_MID_STREAM_POLICY_CONTINUE MidStreamPolicy = 3
 )
 
 // Enum value maps for MidStreamPolicy.
@@ -598,11 +604,13 @@ var (
 		0: "MID_STREAM_POLICY_UNSPECIFIED",
 		1: "MID_STREAM_POLICY_RESTART",
 		2: "MID_STREAM_POLICY_FAIL",
+		3: "MID_STREAM_POLICY_CONTINUE",
 	}
 	MidStreamPolicy_value = map[string]int32{
 		"MID_STREAM_POLICY_UNSPECIFIED": 0,
 		"MID_STREAM_POLICY_RESTART":     1,
 		"MID_STREAM_POLICY_FAIL":        2,
+		"MID_STREAM_POLICY_CONTINUE":    3,
 	}
 )
 
@@ -4192,6 +4200,7 @@ type StreamModelEvent struct {
 	//	*StreamModelEvent_Restart
 	//	*StreamModelEvent_Final
 	//	*StreamModelEvent_Reasoning
+	//	*StreamModelEvent_Continued
 	Event         isStreamModelEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4279,6 +4288,15 @@ func (x *StreamModelEvent) GetReasoning() *ReasoningDelta {
 	return nil
 }
 
+func (x *StreamModelEvent) GetContinued() *StreamContinued {
+	if x != nil {
+		if x, ok := x.Event.(*StreamModelEvent_Continued); ok {
+			return x.Continued
+		}
+	}
+	return nil
+}
+
 type isStreamModelEvent_Event interface {
 	isStreamModelEvent_Event()
 }
@@ -4308,6 +4326,12 @@ type StreamModelEvent_Reasoning struct {
 	Reasoning *ReasoningDelta `protobuf:"bytes,5,opt,name=reasoning,proto3,oneof"`
 }
 
+type StreamModelEvent_Continued struct {
+	// The stream broke and goes on from where it was: keep what you hold;
+	// the deltas that follow continue it.
+	Continued *StreamContinued `protobuf:"bytes,6,opt,name=continued,proto3,oneof"`
+}
+
 func (*StreamModelEvent_Text) isStreamModelEvent_Event() {}
 
 func (*StreamModelEvent_ToolCall) isStreamModelEvent_Event() {}
@@ -4317,6 +4341,82 @@ func (*StreamModelEvent_Restart) isStreamModelEvent_Event() {}
 func (*StreamModelEvent_Final) isStreamModelEvent_Event() {}
 
 func (*StreamModelEvent_Reasoning) isStreamModelEvent_Event() {}
+
+func (*StreamModelEvent_Continued) isStreamModelEvent_Event() {}
+
+// StreamContinued says the stream broke after deltas and is continued by a
+// new attempt, prefilled with the text already delivered.
+type StreamContinued struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Why: UPSTREAM_FAULT on the same deployment, FAILOVER on a route's next.
+	Cause RestartCause `protobuf:"varint,1,opt,name=cause,proto3,enum=sidecar.v1.RestartCause" json:"cause,omitempty"`
+	// What broke, in plain words.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The upstream attempt whose deltas follow (1-based, across the call).
+	Attempt uint32 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The characters of text the caller already holds (the prefill).
+	CharsDelivered uint32 `protobuf:"varint,4,opt,name=chars_delivered,json=charsDelivered,proto3" json:"chars_delivered,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *StreamContinued) Reset() {
+	*x = StreamContinued{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamContinued) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamContinued) ProtoMessage() {}
+
+func (x *StreamContinued) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamContinued.ProtoReflect.Descriptor instead.
+func (*StreamContinued) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *StreamContinued) GetCause() RestartCause {
+	if x != nil {
+		return x.Cause
+	}
+	return RestartCause_RESTART_CAUSE_UNSPECIFIED
+}
+
+func (x *StreamContinued) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *StreamContinued) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *StreamContinued) GetCharsDelivered() uint32 {
+	if x != nil {
+		return x.CharsDelivered
+	}
+	return 0
+}
 
 // ReasoningDelta is a piece of the reply's reasoning.
 type ReasoningDelta struct {
@@ -4335,7 +4435,7 @@ type ReasoningDelta struct {
 
 func (x *ReasoningDelta) Reset() {
 	*x = ReasoningDelta{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[38]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4347,7 +4447,7 @@ func (x *ReasoningDelta) String() string {
 func (*ReasoningDelta) ProtoMessage() {}
 
 func (x *ReasoningDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[38]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4360,7 +4460,7 @@ func (x *ReasoningDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasoningDelta.ProtoReflect.Descriptor instead.
 func (*ReasoningDelta) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{38}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReasoningDelta) GetIndex() uint32 {
@@ -4402,7 +4502,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[39]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4414,7 +4514,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[39]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4427,7 +4527,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{39}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TextDelta) GetText() string {
@@ -4454,7 +4554,7 @@ type ToolCallDelta struct {
 
 func (x *ToolCallDelta) Reset() {
 	*x = ToolCallDelta{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[40]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4466,7 +4566,7 @@ func (x *ToolCallDelta) String() string {
 func (*ToolCallDelta) ProtoMessage() {}
 
 func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[40]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4479,7 +4579,7 @@ func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
 func (*ToolCallDelta) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{40}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ToolCallDelta) GetIndex() uint32 {
@@ -4525,7 +4625,7 @@ type StreamRestart struct {
 
 func (x *StreamRestart) Reset() {
 	*x = StreamRestart{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[41]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4537,7 +4637,7 @@ func (x *StreamRestart) String() string {
 func (*StreamRestart) ProtoMessage() {}
 
 func (x *StreamRestart) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[41]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4550,7 +4650,7 @@ func (x *StreamRestart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamRestart.ProtoReflect.Descriptor instead.
 func (*StreamRestart) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{41}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StreamRestart) GetCause() RestartCause {
@@ -4589,7 +4689,7 @@ type ObservedResponse struct {
 
 func (x *ObservedResponse) Reset() {
 	*x = ObservedResponse{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[42]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4601,7 +4701,7 @@ func (x *ObservedResponse) String() string {
 func (*ObservedResponse) ProtoMessage() {}
 
 func (x *ObservedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[42]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4614,7 +4714,7 @@ func (x *ObservedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObservedResponse.ProtoReflect.Descriptor instead.
 func (*ObservedResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{42}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ObservedResponse) GetStatusCode() int32 {
@@ -4672,7 +4772,7 @@ type ClassifyFailureRequest struct {
 
 func (x *ClassifyFailureRequest) Reset() {
 	*x = ClassifyFailureRequest{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[43]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4684,7 +4784,7 @@ func (x *ClassifyFailureRequest) String() string {
 func (*ClassifyFailureRequest) ProtoMessage() {}
 
 func (x *ClassifyFailureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[43]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4697,7 +4797,7 @@ func (x *ClassifyFailureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassifyFailureRequest.ProtoReflect.Descriptor instead.
 func (*ClassifyFailureRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{43}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ClassifyFailureRequest) GetService() string {
@@ -4815,7 +4915,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[44]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4827,7 +4927,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[44]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4840,7 +4940,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{44}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{45}
 }
 
 // ToolInfo is one configured tool.
@@ -4864,7 +4964,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[45]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4876,7 +4976,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[45]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4889,7 +4989,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{45}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ToolInfo) GetDefinition() *ToolDefinition {
@@ -4945,7 +5045,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[46]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4957,7 +5057,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[46]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4970,7 +5070,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{46}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolInfo {
@@ -4989,7 +5089,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[47]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5001,7 +5101,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[47]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5014,7 +5114,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{47}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{48}
 }
 
 // ModelInfo is one catalog entry.
@@ -5050,7 +5150,7 @@ type ModelInfo struct {
 
 func (x *ModelInfo) Reset() {
 	*x = ModelInfo{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[48]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5062,7 +5162,7 @@ func (x *ModelInfo) String() string {
 func (*ModelInfo) ProtoMessage() {}
 
 func (x *ModelInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[48]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5075,7 +5175,7 @@ func (x *ModelInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelInfo.ProtoReflect.Descriptor instead.
 func (*ModelInfo) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{48}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ModelInfo) GetId() string {
@@ -5177,7 +5277,7 @@ type RouteDeployment struct {
 
 func (x *RouteDeployment) Reset() {
 	*x = RouteDeployment{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[49]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5189,7 +5289,7 @@ func (x *RouteDeployment) String() string {
 func (*RouteDeployment) ProtoMessage() {}
 
 func (x *RouteDeployment) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[49]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5202,7 +5302,7 @@ func (x *RouteDeployment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDeployment.ProtoReflect.Descriptor instead.
 func (*RouteDeployment) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{49}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RouteDeployment) GetId() string {
@@ -5237,7 +5337,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[50]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5249,7 +5349,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[50]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5262,7 +5362,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{50}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListModelsResponse) GetModels() []*ModelInfo {
@@ -5595,14 +5695,20 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"totalUsage\x12\x19\n" +
 	"\bcost_usd\x18\f \x01(\x01R\acostUsd\x12\x1b\n" +
 	"\tserved_by\x18\r \x01(\tR\bservedBy\x12#\n" +
-	"\x04hops\x18\x0e \x03(\v2\x0f.sidecar.v1.HopR\x04hops\"\xac\x02\n" +
+	"\x04hops\x18\x0e \x03(\v2\x0f.sidecar.v1.HopR\x04hops\"\xe9\x02\n" +
 	"\x10StreamModelEvent\x12+\n" +
 	"\x04text\x18\x01 \x01(\v2\x15.sidecar.v1.TextDeltaH\x00R\x04text\x128\n" +
 	"\ttool_call\x18\x02 \x01(\v2\x19.sidecar.v1.ToolCallDeltaH\x00R\btoolCall\x125\n" +
 	"\arestart\x18\x03 \x01(\v2\x19.sidecar.v1.StreamRestartH\x00R\arestart\x125\n" +
 	"\x05final\x18\x04 \x01(\v2\x1d.sidecar.v1.CallModelResponseH\x00R\x05final\x12:\n" +
-	"\treasoning\x18\x05 \x01(\v2\x1a.sidecar.v1.ReasoningDeltaH\x00R\treasoningB\a\n" +
-	"\x05event\"}\n" +
+	"\treasoning\x18\x05 \x01(\v2\x1a.sidecar.v1.ReasoningDeltaH\x00R\treasoning\x12;\n" +
+	"\tcontinued\x18\x06 \x01(\v2\x1b.sidecar.v1.StreamContinuedH\x00R\tcontinuedB\a\n" +
+	"\x05event\"\x9c\x01\n" +
+	"\x0fStreamContinued\x12.\n" +
+	"\x05cause\x18\x01 \x01(\x0e2\x18.sidecar.v1.RestartCauseR\x05cause\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\rR\aattempt\x12'\n" +
+	"\x0fchars_delivered\x18\x04 \x01(\rR\x0echarsDelivered\"}\n" +
 	"\x0eReasoningDelta\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x1c\n" +
@@ -5739,11 +5845,12 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\x15TOOL_CHOICE_MODE_AUTO\x10\x01\x12\x19\n" +
 	"\x15TOOL_CHOICE_MODE_NONE\x10\x02\x12\x1d\n" +
 	"\x19TOOL_CHOICE_MODE_REQUIRED\x10\x03\x12\x19\n" +
-	"\x15TOOL_CHOICE_MODE_TOOL\x10\x04*o\n" +
+	"\x15TOOL_CHOICE_MODE_TOOL\x10\x04*\x8f\x01\n" +
 	"\x0fMidStreamPolicy\x12!\n" +
 	"\x1dMID_STREAM_POLICY_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19MID_STREAM_POLICY_RESTART\x10\x01\x12\x1a\n" +
-	"\x16MID_STREAM_POLICY_FAIL\x10\x02*\x9f\x01\n" +
+	"\x16MID_STREAM_POLICY_FAIL\x10\x02\x12\x1e\n" +
+	"\x1aMID_STREAM_POLICY_CONTINUE\x10\x03*\x9f\x01\n" +
 	"\fFinishReason\x12\x1d\n" +
 	"\x19FINISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
@@ -5794,7 +5901,7 @@ func file_sidecar_v1_sidecar_proto_rawDescGZIP() []byte {
 }
 
 var file_sidecar_v1_sidecar_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
-var file_sidecar_v1_sidecar_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_sidecar_v1_sidecar_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_sidecar_v1_sidecar_proto_goTypes = []any{
 	(FailureKind)(0),                      // 0: sidecar.v1.FailureKind
 	(CircuitState)(0),                     // 1: sidecar.v1.CircuitState
@@ -5847,32 +5954,33 @@ var file_sidecar_v1_sidecar_proto_goTypes = []any{
 	(*Usage)(nil),                         // 48: sidecar.v1.Usage
 	(*CallModelResponse)(nil),             // 49: sidecar.v1.CallModelResponse
 	(*StreamModelEvent)(nil),              // 50: sidecar.v1.StreamModelEvent
-	(*ReasoningDelta)(nil),                // 51: sidecar.v1.ReasoningDelta
-	(*TextDelta)(nil),                     // 52: sidecar.v1.TextDelta
-	(*ToolCallDelta)(nil),                 // 53: sidecar.v1.ToolCallDelta
-	(*StreamRestart)(nil),                 // 54: sidecar.v1.StreamRestart
-	(*ObservedResponse)(nil),              // 55: sidecar.v1.ObservedResponse
-	(*ClassifyFailureRequest)(nil),        // 56: sidecar.v1.ClassifyFailureRequest
-	(*ListToolsRequest)(nil),              // 57: sidecar.v1.ListToolsRequest
-	(*ToolInfo)(nil),                      // 58: sidecar.v1.ToolInfo
-	(*ListToolsResponse)(nil),             // 59: sidecar.v1.ListToolsResponse
-	(*ListModelsRequest)(nil),             // 60: sidecar.v1.ListModelsRequest
-	(*ModelInfo)(nil),                     // 61: sidecar.v1.ModelInfo
-	(*RouteDeployment)(nil),               // 62: sidecar.v1.RouteDeployment
-	(*ListModelsResponse)(nil),            // 63: sidecar.v1.ListModelsResponse
-	nil,                                   // 64: sidecar.v1.Job.AttributesEntry
-	nil,                                   // 65: sidecar.v1.ObservedResponse.HeadersEntry
-	(*durationpb.Duration)(nil),           // 66: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),         // 67: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),               // 68: google.protobuf.Struct
-	(*descriptorpb.EnumValueOptions)(nil), // 69: google.protobuf.EnumValueOptions
-	(*descriptorpb.EnumOptions)(nil),      // 70: google.protobuf.EnumOptions
+	(*StreamContinued)(nil),               // 51: sidecar.v1.StreamContinued
+	(*ReasoningDelta)(nil),                // 52: sidecar.v1.ReasoningDelta
+	(*TextDelta)(nil),                     // 53: sidecar.v1.TextDelta
+	(*ToolCallDelta)(nil),                 // 54: sidecar.v1.ToolCallDelta
+	(*StreamRestart)(nil),                 // 55: sidecar.v1.StreamRestart
+	(*ObservedResponse)(nil),              // 56: sidecar.v1.ObservedResponse
+	(*ClassifyFailureRequest)(nil),        // 57: sidecar.v1.ClassifyFailureRequest
+	(*ListToolsRequest)(nil),              // 58: sidecar.v1.ListToolsRequest
+	(*ToolInfo)(nil),                      // 59: sidecar.v1.ToolInfo
+	(*ListToolsResponse)(nil),             // 60: sidecar.v1.ListToolsResponse
+	(*ListModelsRequest)(nil),             // 61: sidecar.v1.ListModelsRequest
+	(*ModelInfo)(nil),                     // 62: sidecar.v1.ModelInfo
+	(*RouteDeployment)(nil),               // 63: sidecar.v1.RouteDeployment
+	(*ListModelsResponse)(nil),            // 64: sidecar.v1.ListModelsResponse
+	nil,                                   // 65: sidecar.v1.Job.AttributesEntry
+	nil,                                   // 66: sidecar.v1.ObservedResponse.HeadersEntry
+	(*durationpb.Duration)(nil),           // 67: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),         // 68: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),               // 69: google.protobuf.Struct
+	(*descriptorpb.EnumValueOptions)(nil), // 70: google.protobuf.EnumValueOptions
+	(*descriptorpb.EnumOptions)(nil),      // 71: google.protobuf.EnumOptions
 }
 var file_sidecar_v1_sidecar_proto_depIdxs = []int32{
-	64, // 0: sidecar.v1.Job.attributes:type_name -> sidecar.v1.Job.AttributesEntry
+	65, // 0: sidecar.v1.Job.attributes:type_name -> sidecar.v1.Job.AttributesEntry
 	0,  // 1: sidecar.v1.Failure.kind:type_name -> sidecar.v1.FailureKind
 	14, // 2: sidecar.v1.Failure.http:type_name -> sidecar.v1.HttpDetail
-	66, // 3: sidecar.v1.Failure.retry_after:type_name -> google.protobuf.Duration
+	67, // 3: sidecar.v1.Failure.retry_after:type_name -> google.protobuf.Duration
 	18, // 4: sidecar.v1.Failure.invalid_input:type_name -> sidecar.v1.InvalidInputDetail
 	19, // 5: sidecar.v1.Failure.resource:type_name -> sidecar.v1.ResourceDetail
 	20, // 6: sidecar.v1.Failure.provider:type_name -> sidecar.v1.ProviderDetail
@@ -5890,12 +5998,12 @@ var file_sidecar_v1_sidecar_proto_depIdxs = []int32{
 	16, // 18: sidecar.v1.Failure.hops:type_name -> sidecar.v1.Hop
 	0,  // 19: sidecar.v1.Hop.kind:type_name -> sidecar.v1.FailureKind
 	1,  // 20: sidecar.v1.CircuitDetail.state:type_name -> sidecar.v1.CircuitState
-	67, // 21: sidecar.v1.CircuitDetail.since:type_name -> google.protobuf.Timestamp
-	66, // 22: sidecar.v1.CircuitDetail.cooldown:type_name -> google.protobuf.Duration
+	68, // 21: sidecar.v1.CircuitDetail.since:type_name -> google.protobuf.Timestamp
+	67, // 22: sidecar.v1.CircuitDetail.cooldown:type_name -> google.protobuf.Duration
 	23, // 23: sidecar.v1.CircuitDetail.opened_by:type_name -> sidecar.v1.TriggerResponse
 	12, // 24: sidecar.v1.ServiceDetail.fault:type_name -> sidecar.v1.TransportFault
 	2,  // 25: sidecar.v1.RetryDetail.last_signal:type_name -> sidecar.v1.RetrySignal
-	66, // 26: sidecar.v1.RetryDetail.next_wait:type_name -> google.protobuf.Duration
+	67, // 26: sidecar.v1.RetryDetail.next_wait:type_name -> google.protobuf.Duration
 	28, // 27: sidecar.v1.ReplyDetail.fields:type_name -> sidecar.v1.FieldProblem
 	13, // 28: sidecar.v1.ExecuteToolRequest.job:type_name -> sidecar.v1.Job
 	34, // 29: sidecar.v1.ExecuteToolResponse.result:type_name -> sidecar.v1.ToolResult
@@ -5924,45 +6032,47 @@ var file_sidecar_v1_sidecar_proto_depIdxs = []int32{
 	43, // 52: sidecar.v1.CallModelResponse.message:type_name -> sidecar.v1.Message
 	9,  // 53: sidecar.v1.CallModelResponse.finish_reason:type_name -> sidecar.v1.FinishReason
 	48, // 54: sidecar.v1.CallModelResponse.usage:type_name -> sidecar.v1.Usage
-	68, // 55: sidecar.v1.CallModelResponse.json:type_name -> google.protobuf.Struct
+	69, // 55: sidecar.v1.CallModelResponse.json:type_name -> google.protobuf.Struct
 	48, // 56: sidecar.v1.CallModelResponse.total_usage:type_name -> sidecar.v1.Usage
 	16, // 57: sidecar.v1.CallModelResponse.hops:type_name -> sidecar.v1.Hop
-	52, // 58: sidecar.v1.StreamModelEvent.text:type_name -> sidecar.v1.TextDelta
-	53, // 59: sidecar.v1.StreamModelEvent.tool_call:type_name -> sidecar.v1.ToolCallDelta
-	54, // 60: sidecar.v1.StreamModelEvent.restart:type_name -> sidecar.v1.StreamRestart
+	53, // 58: sidecar.v1.StreamModelEvent.text:type_name -> sidecar.v1.TextDelta
+	54, // 59: sidecar.v1.StreamModelEvent.tool_call:type_name -> sidecar.v1.ToolCallDelta
+	55, // 60: sidecar.v1.StreamModelEvent.restart:type_name -> sidecar.v1.StreamRestart
 	49, // 61: sidecar.v1.StreamModelEvent.final:type_name -> sidecar.v1.CallModelResponse
-	51, // 62: sidecar.v1.StreamModelEvent.reasoning:type_name -> sidecar.v1.ReasoningDelta
-	10, // 63: sidecar.v1.StreamRestart.cause:type_name -> sidecar.v1.RestartCause
-	65, // 64: sidecar.v1.ObservedResponse.headers:type_name -> sidecar.v1.ObservedResponse.HeadersEntry
-	11, // 65: sidecar.v1.ClassifyFailureRequest.tool_kind:type_name -> sidecar.v1.ToolKind
-	55, // 66: sidecar.v1.ClassifyFailureRequest.response:type_name -> sidecar.v1.ObservedResponse
-	12, // 67: sidecar.v1.ClassifyFailureRequest.fault:type_name -> sidecar.v1.TransportFault
-	13, // 68: sidecar.v1.ClassifyFailureRequest.job:type_name -> sidecar.v1.Job
-	44, // 69: sidecar.v1.ToolInfo.definition:type_name -> sidecar.v1.ToolDefinition
-	11, // 70: sidecar.v1.ToolInfo.kind:type_name -> sidecar.v1.ToolKind
-	58, // 71: sidecar.v1.ListToolsResponse.tools:type_name -> sidecar.v1.ToolInfo
-	62, // 72: sidecar.v1.ModelInfo.deployments:type_name -> sidecar.v1.RouteDeployment
-	61, // 73: sidecar.v1.ListModelsResponse.models:type_name -> sidecar.v1.ModelInfo
-	69, // 74: sidecar.v1.correctable:extendee -> google.protobuf.EnumValueOptions
-	70, // 75: sidecar.v1.correctable_line:extendee -> google.protobuf.EnumOptions
-	70, // 76: sidecar.v1.uncorrectable_line:extendee -> google.protobuf.EnumOptions
-	33, // 77: sidecar.v1.Sidecar.ExecuteTool:input_type -> sidecar.v1.ExecuteToolRequest
-	47, // 78: sidecar.v1.Sidecar.CallModel:input_type -> sidecar.v1.CallModelRequest
-	56, // 79: sidecar.v1.Sidecar.ClassifyFailure:input_type -> sidecar.v1.ClassifyFailureRequest
-	57, // 80: sidecar.v1.Sidecar.ListTools:input_type -> sidecar.v1.ListToolsRequest
-	60, // 81: sidecar.v1.Sidecar.ListModels:input_type -> sidecar.v1.ListModelsRequest
-	47, // 82: sidecar.v1.Sidecar.StreamModel:input_type -> sidecar.v1.CallModelRequest
-	35, // 83: sidecar.v1.Sidecar.ExecuteTool:output_type -> sidecar.v1.ExecuteToolResponse
-	49, // 84: sidecar.v1.Sidecar.CallModel:output_type -> sidecar.v1.CallModelResponse
-	15, // 85: sidecar.v1.Sidecar.ClassifyFailure:output_type -> sidecar.v1.Failure
-	59, // 86: sidecar.v1.Sidecar.ListTools:output_type -> sidecar.v1.ListToolsResponse
-	63, // 87: sidecar.v1.Sidecar.ListModels:output_type -> sidecar.v1.ListModelsResponse
-	50, // 88: sidecar.v1.Sidecar.StreamModel:output_type -> sidecar.v1.StreamModelEvent
-	83, // [83:89] is the sub-list for method output_type
-	77, // [77:83] is the sub-list for method input_type
-	77, // [77:77] is the sub-list for extension type_name
-	74, // [74:77] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	52, // 62: sidecar.v1.StreamModelEvent.reasoning:type_name -> sidecar.v1.ReasoningDelta
+	51, // 63: sidecar.v1.StreamModelEvent.continued:type_name -> sidecar.v1.StreamContinued
+	10, // 64: sidecar.v1.StreamContinued.cause:type_name -> sidecar.v1.RestartCause
+	10, // 65: sidecar.v1.StreamRestart.cause:type_name -> sidecar.v1.RestartCause
+	66, // 66: sidecar.v1.ObservedResponse.headers:type_name -> sidecar.v1.ObservedResponse.HeadersEntry
+	11, // 67: sidecar.v1.ClassifyFailureRequest.tool_kind:type_name -> sidecar.v1.ToolKind
+	56, // 68: sidecar.v1.ClassifyFailureRequest.response:type_name -> sidecar.v1.ObservedResponse
+	12, // 69: sidecar.v1.ClassifyFailureRequest.fault:type_name -> sidecar.v1.TransportFault
+	13, // 70: sidecar.v1.ClassifyFailureRequest.job:type_name -> sidecar.v1.Job
+	44, // 71: sidecar.v1.ToolInfo.definition:type_name -> sidecar.v1.ToolDefinition
+	11, // 72: sidecar.v1.ToolInfo.kind:type_name -> sidecar.v1.ToolKind
+	59, // 73: sidecar.v1.ListToolsResponse.tools:type_name -> sidecar.v1.ToolInfo
+	63, // 74: sidecar.v1.ModelInfo.deployments:type_name -> sidecar.v1.RouteDeployment
+	62, // 75: sidecar.v1.ListModelsResponse.models:type_name -> sidecar.v1.ModelInfo
+	70, // 76: sidecar.v1.correctable:extendee -> google.protobuf.EnumValueOptions
+	71, // 77: sidecar.v1.correctable_line:extendee -> google.protobuf.EnumOptions
+	71, // 78: sidecar.v1.uncorrectable_line:extendee -> google.protobuf.EnumOptions
+	33, // 79: sidecar.v1.Sidecar.ExecuteTool:input_type -> sidecar.v1.ExecuteToolRequest
+	47, // 80: sidecar.v1.Sidecar.CallModel:input_type -> sidecar.v1.CallModelRequest
+	57, // 81: sidecar.v1.Sidecar.ClassifyFailure:input_type -> sidecar.v1.ClassifyFailureRequest
+	58, // 82: sidecar.v1.Sidecar.ListTools:input_type -> sidecar.v1.ListToolsRequest
+	61, // 83: sidecar.v1.Sidecar.ListModels:input_type -> sidecar.v1.ListModelsRequest
+	47, // 84: sidecar.v1.Sidecar.StreamModel:input_type -> sidecar.v1.CallModelRequest
+	35, // 85: sidecar.v1.Sidecar.ExecuteTool:output_type -> sidecar.v1.ExecuteToolResponse
+	49, // 86: sidecar.v1.Sidecar.CallModel:output_type -> sidecar.v1.CallModelResponse
+	15, // 87: sidecar.v1.Sidecar.ClassifyFailure:output_type -> sidecar.v1.Failure
+	60, // 88: sidecar.v1.Sidecar.ListTools:output_type -> sidecar.v1.ListToolsResponse
+	64, // 89: sidecar.v1.Sidecar.ListModels:output_type -> sidecar.v1.ListModelsResponse
+	50, // 90: sidecar.v1.Sidecar.StreamModel:output_type -> sidecar.v1.StreamModelEvent
+	85, // [85:91] is the sub-list for method output_type
+	79, // [79:85] is the sub-list for method input_type
+	79, // [79:79] is the sub-list for extension type_name
+	76, // [76:79] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_sidecar_v1_sidecar_proto_init() }
@@ -6018,8 +6128,9 @@ func file_sidecar_v1_sidecar_proto_init() {
 		(*StreamModelEvent_Restart)(nil),
 		(*StreamModelEvent_Final)(nil),
 		(*StreamModelEvent_Reasoning)(nil),
+		(*StreamModelEvent_Continued)(nil),
 	}
-	file_sidecar_v1_sidecar_proto_msgTypes[43].OneofWrappers = []any{
+	file_sidecar_v1_sidecar_proto_msgTypes[44].OneofWrappers = []any{
 		(*ClassifyFailureRequest_Response)(nil),
 		(*ClassifyFailureRequest_Fault)(nil),
 	}
@@ -6029,7 +6140,7 @@ func file_sidecar_v1_sidecar_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sidecar_v1_sidecar_proto_rawDesc), len(file_sidecar_v1_sidecar_proto_rawDesc)),
 			NumEnums:      13,
-			NumMessages:   53,
+			NumMessages:   54,
 			NumExtensions: 3,
 			NumServices:   1,
 		},

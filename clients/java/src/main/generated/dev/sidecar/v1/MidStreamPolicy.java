@@ -40,6 +40,18 @@ public enum MidStreamPolicy
    * <code>MID_STREAM_POLICY_FAIL = 2;</code>
    */
   MID_STREAM_POLICY_FAIL(2),
+  /**
+   * <pre>
+   * Send the call again with the text already delivered as an assistant
+   * prefill (to the same deployment or a route's next one that accepts a
+   * prefill), and stream only the continuation: the caller keeps what it
+   * holds, after a `continued` event. Where no deployment can continue,
+   * STREAM_INTERRUPTED as under FAIL.
+   * </pre>
+   *
+   * <code>MID_STREAM_POLICY_CONTINUE = 3;</code>
+   */
+  MID_STREAM_POLICY_CONTINUE(3),
   UNRECOGNIZED(-1),
   ;
 
@@ -76,6 +88,18 @@ public enum MidStreamPolicy
    * <code>MID_STREAM_POLICY_FAIL = 2;</code>
    */
   public static final int MID_STREAM_POLICY_FAIL_VALUE = 2;
+  /**
+   * <pre>
+   * Send the call again with the text already delivered as an assistant
+   * prefill (to the same deployment or a route's next one that accepts a
+   * prefill), and stream only the continuation: the caller keeps what it
+   * holds, after a `continued` event. Where no deployment can continue,
+   * STREAM_INTERRUPTED as under FAIL.
+   * </pre>
+   *
+   * <code>MID_STREAM_POLICY_CONTINUE = 3;</code>
+   */
+  public static final int MID_STREAM_POLICY_CONTINUE_VALUE = 3;
 
 
   public final int getNumber() {
@@ -105,6 +129,7 @@ public enum MidStreamPolicy
       case 0: return MID_STREAM_POLICY_UNSPECIFIED;
       case 1: return MID_STREAM_POLICY_RESTART;
       case 2: return MID_STREAM_POLICY_FAIL;
+      case 3: return MID_STREAM_POLICY_CONTINUE;
       default: return null;
     }
   }

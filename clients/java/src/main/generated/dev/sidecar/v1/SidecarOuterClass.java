@@ -271,6 +271,11 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_sidecar_v1_StreamModelEvent_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_StreamContinued_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_StreamContinued_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_sidecar_v1_ReasoningDelta_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -544,151 +549,157 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
       "\013 \001(\0132\021.sidecar.v1.UsageR\ntotalUsage\022\031\n\010" +
       "cost_usd\030\014 \001(\001R\007costUsd\022\033\n\tserved_by\030\r \001" +
       "(\tR\010servedBy\022#\n\004hops\030\016 \003(\0132\017.sidecar.v1." +
-      "HopR\004hops\"\254\002\n\020StreamModelEvent\022+\n\004text\030\001" +
+      "HopR\004hops\"\351\002\n\020StreamModelEvent\022+\n\004text\030\001" +
       " \001(\0132\025.sidecar.v1.TextDeltaH\000R\004text\0228\n\tt" +
       "ool_call\030\002 \001(\0132\031.sidecar.v1.ToolCallDelt" +
       "aH\000R\010toolCall\0225\n\007restart\030\003 \001(\0132\031.sidecar" +
       ".v1.StreamRestartH\000R\007restart\0225\n\005final\030\004 " +
       "\001(\0132\035.sidecar.v1.CallModelResponseH\000R\005fi" +
       "nal\022:\n\treasoning\030\005 \001(\0132\032.sidecar.v1.Reas" +
-      "oningDeltaH\000R\treasoningB\007\n\005event\"}\n\016Reas" +
-      "oningDelta\022\024\n\005index\030\001 \001(\rR\005index\022\022\n\004text" +
-      "\030\002 \001(\tR\004text\022\034\n\tsignature\030\003 \001(\tR\tsignatu" +
-      "re\022#\n\rredacted_data\030\004 \001(\tR\014redactedData\"" +
-      "\037\n\tTextDelta\022\022\n\004text\030\001 \001(\tR\004text\"x\n\rTool" +
-      "CallDelta\022\024\n\005index\030\001 \001(\rR\005index\022\016\n\002id\030\002 " +
-      "\001(\tR\002id\022\022\n\004name\030\003 \001(\tR\004name\022-\n\022arguments" +
-      "_fragment\030\004 \001(\tR\021argumentsFragment\"q\n\rSt" +
-      "reamRestart\022.\n\005cause\030\001 \001(\0162\030.sidecar.v1." +
-      "RestartCauseR\005cause\022\026\n\006reason\030\002 \001(\tR\006rea" +
-      "son\022\030\n\007attempt\030\003 \001(\rR\007attempt\"\310\001\n\020Observ" +
-      "edResponse\022\037\n\013status_code\030\001 \001(\005R\nstatusC" +
-      "ode\022C\n\007headers\030\002 \003(\0132).sidecar.v1.Observ" +
-      "edResponse.HeadersEntryR\007headers\022\022\n\004body" +
-      "\030\003 \001(\tR\004body\032:\n\014HeadersEntry\022\020\n\003key\030\001 \001(" +
-      "\tR\003key\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"\253\003\n\026Cla" +
-      "ssifyFailureRequest\022\030\n\007service\030\001 \001(\tR\007se" +
-      "rvice\022\032\n\010endpoint\030\002 \001(\tR\010endpoint\0221\n\ttoo" +
-      "l_kind\030\003 \001(\0162\024.sidecar.v1.ToolKindR\010tool" +
-      "Kind\022\034\n\tparameter\030\004 \001(\tR\tparameter\022\024\n\005va" +
-      "lue\030\005 \001(\tR\005value\022:\n\010response\030\006 \001(\0132\034.sid" +
-      "ecar.v1.ObservedResponseH\000R\010response\0222\n\005" +
-      "fault\030\007 \001(\0162\032.sidecar.v1.TransportFaultH" +
-      "\000R\005fault\022!\n\003job\030\010 \001(\0132\017.sidecar.v1.JobR\003" +
-      "job\022\032\n\010attempts\030\t \001(\rR\010attempts\022#\n\rresou" +
-      "rce_type\030\n \001(\tR\014resourceType\022\024\n\005probe\030\013 " +
-      "\001(\010R\005probeB\n\n\010observed\"\022\n\020ListToolsReque" +
-      "st\"\362\001\n\010ToolInfo\022:\n\ndefinition\030\001 \001(\0132\032.si" +
-      "decar.v1.ToolDefinitionR\ndefinition\022(\n\004k" +
-      "ind\030\002 \001(\0162\024.sidecar.v1.ToolKindR\004kind\022\030\n" +
-      "\007service\030\003 \001(\tR\007service\022\036\n\nidempotent\030\004 " +
-      "\001(\010R\nidempotent\022\037\n\013openai_json\030\005 \001(\tR\nop" +
-      "enaiJson\022%\n\016anthropic_json\030\006 \001(\tR\ranthro" +
-      "picJson\"?\n\021ListToolsResponse\022*\n\005tools\030\001 " +
-      "\003(\0132\024.sidecar.v1.ToolInfoR\005tools\"\023\n\021List" +
-      "ModelsRequest\"\374\003\n\tModelInfo\022\016\n\002id\030\001 \001(\tR" +
-      "\002id\022\032\n\010provider\030\002 \001(\tR\010provider\022\037\n\013wire_" +
-      "format\030\003 \001(\tR\nwireFormat\022%\n\016upstream_mod" +
-      "el\030\004 \001(\tR\rupstreamModel\022%\n\016context_windo" +
-      "w\030\005 \001(\rR\rcontextWindow\022*\n\021max_output_tok" +
-      "ens\030\006 \001(\rR\017maxOutputTokens\022/\n\024input_pric" +
-      "e_per_mtok\030\007 \001(\001R\021inputPricePerMtok\0221\n\025o" +
-      "utput_price_per_mtok\030\010 \001(\001R\022outputPriceP" +
-      "erMtok\022.\n\023requests_per_minute\030\t \001(\rR\021req" +
-      "uestsPerMinute\022*\n\021tokens_per_minute\030\n \001(" +
-      "\rR\017tokensPerMinute\022)\n\020upstream_retries\030\013" +
-      " \001(\rR\017upstreamRetries\022=\n\013deployments\030\014 \003" +
-      "(\0132\033.sidecar.v1.RouteDeploymentR\013deploym" +
-      "ents\"M\n\017RouteDeployment\022\016\n\002id\030\001 \001(\tR\002id\022" +
-      "\022\n\004role\030\002 \001(\tR\004role\022\026\n\006weight\030\003 \001(\001R\006wei" +
-      "ght\"C\n\022ListModelsResponse\022-\n\006models\030\001 \003(" +
-      "\0132\025.sidecar.v1.ModelInfoR\006models*\362\007\n\013Fai" +
-      "lureKind\022\034\n\030FAILURE_KIND_UNSPECIFIED\020\000\022$" +
-      "\n\032FAILURE_KIND_INVALID_INPUT\020\001\032\004\210\265\030\001\022)\n\037" +
-      "FAILURE_KIND_RESOURCE_NOT_FOUND\020\002\032\004\210\265\030\001\022" +
-      " \n\026FAILURE_KIND_GUARDRAIL\020\003\032\004\210\265\030\001\022!\n\027FAI" +
-      "LURE_KIND_JSON_PARSE\020\004\032\004\210\265\030\001\022*\n FAILURE_" +
-      "KIND_RESPONSE_VALIDATION\020\005\032\004\210\265\030\001\022!\n\035FAIL" +
-      "URE_KIND_EXTERNAL_SERVICE\020\006\022\"\n\036FAILURE_K" +
-      "IND_UPSTREAM_THROTTLE\020\007\022\035\n\031FAILURE_KIND_" +
-      "UNAUTHORIZED\020\010\022\"\n\036FAILURE_KIND_PERMISSIO" +
-      "N_DENIED\020\t\022\027\n\023FAILURE_KIND_SYSTEM\020\n\022\035\n\031F" +
-      "AILURE_KIND_CIRCUIT_OPEN\020\013\022+\n\'FAILURE_KI" +
-      "ND_UPSTREAM_RETRIES_EXHAUSTED\020\014\022 \n\034FAILU" +
-      "RE_KIND_QUOTA_EXHAUSTED\020\r\022#\n\037FAILURE_KIN" +
-      "D_SPEND_CAP_EXCEEDED\020\016\022 \n\034FAILURE_KIND_M" +
-      "ODEL_NOT_FOUND\020\017\022!\n\035FAILURE_KIND_PROVIDE" +
-      "R_REFUSAL\020\020\022-\n)FAILURE_KIND_TOKEN_ESTIMA" +
-      "TE_EXCEEDS_LIMIT\020\021\022!\n\035FAILURE_KIND_CONTE" +
-      "XT_OVERFLOW\020\022\022!\n\035FAILURE_KIND_OUTPUT_TRU" +
-      "NCATED\020\023\022\034\n\030FAILURE_KIND_JOB_TIMEOUT\020\024\022\036" +
-      "\n\032FAILURE_KIND_JOB_CANCELLED\020\025\022#\n\037FAILUR" +
-      "E_KIND_STREAM_INTERRUPTED\020\026\032\257\001\212\265\030e[This " +
-      "error may be correctable - you can retry" +
-      " with different parameters or try a diff" +
-      "erent approach]\222\265\030B[This error is not co" +
-      "rrectable - consider an alternative appr" +
-      "oach]*|\n\014CircuitState\022\035\n\031CIRCUIT_STATE_U" +
-      "NSPECIFIED\020\000\022\030\n\024CIRCUIT_STATE_CLOSED\020\001\022\026" +
-      "\n\022CIRCUIT_STATE_OPEN\020\002\022\033\n\027CIRCUIT_STATE_" +
-      "HALF_OPEN\020\003*\177\n\013RetrySignal\022\034\n\030RETRY_SIGN" +
-      "AL_UNSPECIFIED\020\000\022\033\n\027RETRY_SIGNAL_RATE_LI" +
-      "MIT\020\001\022\031\n\025RETRY_SIGNAL_OVERLOAD\020\002\022\032\n\026RETR" +
-      "Y_SIGNAL_TRANSIENT\020\003*N\n\004Role\022\024\n\020ROLE_UNS" +
-      "PECIFIED\020\000\022\r\n\tROLE_USER\020\001\022\022\n\016ROLE_ASSIST" +
-      "ANT\020\002\022\r\n\tROLE_TOOL\020\003*o\n\013ImageDetail\022\034\n\030I" +
-      "MAGE_DETAIL_UNSPECIFIED\020\000\022\025\n\021IMAGE_DETAI" +
-      "L_AUTO\020\001\022\024\n\020IMAGE_DETAIL_LOW\020\002\022\025\n\021IMAGE_" +
-      "DETAIL_HIGH\020\003*I\n\010CacheTtl\022\031\n\025CACHE_TTL_U" +
-      "NSPECIFIED\020\000\022\020\n\014CACHE_TTL_5M\020\001\022\020\n\014CACHE_" +
-      "TTL_1H\020\002*\243\001\n\017ReasoningEffort\022 \n\034REASONIN" +
-      "G_EFFORT_UNSPECIFIED\020\000\022\034\n\030REASONING_EFFO" +
-      "RT_MINIMAL\020\001\022\030\n\024REASONING_EFFORT_LOW\020\002\022\033" +
-      "\n\027REASONING_EFFORT_MEDIUM\020\003\022\031\n\025REASONING" +
-      "_EFFORT_HIGH\020\004*\242\001\n\016ToolChoiceMode\022 \n\034TOO" +
-      "L_CHOICE_MODE_UNSPECIFIED\020\000\022\031\n\025TOOL_CHOI" +
-      "CE_MODE_AUTO\020\001\022\031\n\025TOOL_CHOICE_MODE_NONE\020" +
-      "\002\022\035\n\031TOOL_CHOICE_MODE_REQUIRED\020\003\022\031\n\025TOOL" +
-      "_CHOICE_MODE_TOOL\020\004*o\n\017MidStreamPolicy\022!" +
-      "\n\035MID_STREAM_POLICY_UNSPECIFIED\020\000\022\035\n\031MID" +
-      "_STREAM_POLICY_RESTART\020\001\022\032\n\026MID_STREAM_P" +
-      "OLICY_FAIL\020\002*\237\001\n\014FinishReason\022\035\n\031FINISH_" +
-      "REASON_UNSPECIFIED\020\000\022\026\n\022FINISH_REASON_ST" +
-      "OP\020\001\022\030\n\024FINISH_REASON_LENGTH\020\002\022\034\n\030FINISH" +
-      "_REASON_TOOL_CALLS\020\003\022 \n\034FINISH_REASON_CO" +
-      "NTENT_FILTER\020\004*\246\001\n\014RestartCause\022\035\n\031RESTA" +
-      "RT_CAUSE_UNSPECIFIED\020\000\022 \n\034RESTART_CAUSE_" +
-      "UPSTREAM_FAULT\020\001\022\033\n\027RESTART_CAUSE_TRUNCA" +
-      "TED\020\002\022\034\n\030RESTART_CAUSE_CORRECTION\020\003\022\032\n\026R" +
-      "ESTART_CAUSE_FAILOVER\020\004*P\n\010ToolKind\022\031\n\025T" +
-      "OOL_KIND_UNSPECIFIED\020\000\022\024\n\020TOOL_KIND_SEAR" +
-      "CH\020\001\022\023\n\017TOOL_KIND_FETCH\020\002*\237\001\n\016TransportF" +
-      "ault\022\037\n\033TRANSPORT_FAULT_UNSPECIFIED\020\000\022\033\n" +
-      "\027TRANSPORT_FAULT_REFUSED\020\001\022\033\n\027TRANSPORT_" +
-      "FAULT_TIMEOUT\020\002\022\031\n\025TRANSPORT_FAULT_RESET" +
-      "\020\003\022\027\n\023TRANSPORT_FAULT_DNS\020\0042\323\003\n\007Sidecar\022" +
-      "N\n\013ExecuteTool\022\036.sidecar.v1.ExecuteToolR" +
-      "equest\032\037.sidecar.v1.ExecuteToolResponse\022" +
-      "H\n\tCallModel\022\034.sidecar.v1.CallModelReque" +
-      "st\032\035.sidecar.v1.CallModelResponse\022J\n\017Cla" +
-      "ssifyFailure\022\".sidecar.v1.ClassifyFailur" +
-      "eRequest\032\023.sidecar.v1.Failure\022H\n\tListToo" +
-      "ls\022\034.sidecar.v1.ListToolsRequest\032\035.sidec" +
-      "ar.v1.ListToolsResponse\022K\n\nListModels\022\035." +
-      "sidecar.v1.ListModelsRequest\032\036.sidecar.v" +
-      "1.ListModelsResponse\022K\n\013StreamModel\022\034.si" +
-      "decar.v1.CallModelRequest\032\034.sidecar.v1.S" +
-      "treamModelEvent0\001:E\n\013correctable\022!.googl" +
-      "e.protobuf.EnumValueOptions\030\321\206\003 \001(\010R\013cor" +
-      "rectable:I\n\020correctable_line\022\034.google.pr" +
-      "otobuf.EnumOptions\030\321\206\003 \001(\tR\017correctableL" +
-      "ine:M\n\022uncorrectable_line\022\034.google.proto" +
-      "buf.EnumOptions\030\322\206\003 \001(\tR\021uncorrectableLi" +
-      "neB\235\001\n\016dev.sidecar.v1P\001ZBgithub.com/side" +
-      "car-dev/sidecar/clients/go/gen/sidecar/v" +
-      "1;sidecarv1\242\002\003SXX\252\002\nSidecar.V1\312\002\nSidecar" +
-      "\\V1\342\002\026Sidecar\\V1\\GPBMetadata\352\002\013Sidecar::" +
-      "V1b\006proto3"
+      "oningDeltaH\000R\treasoning\022;\n\tcontinued\030\006 \001" +
+      "(\0132\033.sidecar.v1.StreamContinuedH\000R\tconti" +
+      "nuedB\007\n\005event\"\234\001\n\017StreamContinued\022.\n\005cau" +
+      "se\030\001 \001(\0162\030.sidecar.v1.RestartCauseR\005caus" +
+      "e\022\026\n\006reason\030\002 \001(\tR\006reason\022\030\n\007attempt\030\003 \001" +
+      "(\rR\007attempt\022\'\n\017chars_delivered\030\004 \001(\rR\016ch" +
+      "arsDelivered\"}\n\016ReasoningDelta\022\024\n\005index\030" +
+      "\001 \001(\rR\005index\022\022\n\004text\030\002 \001(\tR\004text\022\034\n\tsign" +
+      "ature\030\003 \001(\tR\tsignature\022#\n\rredacted_data\030" +
+      "\004 \001(\tR\014redactedData\"\037\n\tTextDelta\022\022\n\004text" +
+      "\030\001 \001(\tR\004text\"x\n\rToolCallDelta\022\024\n\005index\030\001" +
+      " \001(\rR\005index\022\016\n\002id\030\002 \001(\tR\002id\022\022\n\004name\030\003 \001(" +
+      "\tR\004name\022-\n\022arguments_fragment\030\004 \001(\tR\021arg" +
+      "umentsFragment\"q\n\rStreamRestart\022.\n\005cause" +
+      "\030\001 \001(\0162\030.sidecar.v1.RestartCauseR\005cause\022" +
+      "\026\n\006reason\030\002 \001(\tR\006reason\022\030\n\007attempt\030\003 \001(\r" +
+      "R\007attempt\"\310\001\n\020ObservedResponse\022\037\n\013status" +
+      "_code\030\001 \001(\005R\nstatusCode\022C\n\007headers\030\002 \003(\013" +
+      "2).sidecar.v1.ObservedResponse.HeadersEn" +
+      "tryR\007headers\022\022\n\004body\030\003 \001(\tR\004body\032:\n\014Head" +
+      "ersEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(" +
+      "\tR\005value:\0028\001\"\253\003\n\026ClassifyFailureRequest\022" +
+      "\030\n\007service\030\001 \001(\tR\007service\022\032\n\010endpoint\030\002 " +
+      "\001(\tR\010endpoint\0221\n\ttool_kind\030\003 \001(\0162\024.sidec" +
+      "ar.v1.ToolKindR\010toolKind\022\034\n\tparameter\030\004 " +
+      "\001(\tR\tparameter\022\024\n\005value\030\005 \001(\tR\005value\022:\n\010" +
+      "response\030\006 \001(\0132\034.sidecar.v1.ObservedResp" +
+      "onseH\000R\010response\0222\n\005fault\030\007 \001(\0162\032.sideca" +
+      "r.v1.TransportFaultH\000R\005fault\022!\n\003job\030\010 \001(" +
+      "\0132\017.sidecar.v1.JobR\003job\022\032\n\010attempts\030\t \001(" +
+      "\rR\010attempts\022#\n\rresource_type\030\n \001(\tR\014reso" +
+      "urceType\022\024\n\005probe\030\013 \001(\010R\005probeB\n\n\010observ" +
+      "ed\"\022\n\020ListToolsRequest\"\362\001\n\010ToolInfo\022:\n\nd" +
+      "efinition\030\001 \001(\0132\032.sidecar.v1.ToolDefinit" +
+      "ionR\ndefinition\022(\n\004kind\030\002 \001(\0162\024.sidecar." +
+      "v1.ToolKindR\004kind\022\030\n\007service\030\003 \001(\tR\007serv" +
+      "ice\022\036\n\nidempotent\030\004 \001(\010R\nidempotent\022\037\n\013o" +
+      "penai_json\030\005 \001(\tR\nopenaiJson\022%\n\016anthropi" +
+      "c_json\030\006 \001(\tR\ranthropicJson\"?\n\021ListTools" +
+      "Response\022*\n\005tools\030\001 \003(\0132\024.sidecar.v1.Too" +
+      "lInfoR\005tools\"\023\n\021ListModelsRequest\"\374\003\n\tMo" +
+      "delInfo\022\016\n\002id\030\001 \001(\tR\002id\022\032\n\010provider\030\002 \001(" +
+      "\tR\010provider\022\037\n\013wire_format\030\003 \001(\tR\nwireFo" +
+      "rmat\022%\n\016upstream_model\030\004 \001(\tR\rupstreamMo" +
+      "del\022%\n\016context_window\030\005 \001(\rR\rcontextWind" +
+      "ow\022*\n\021max_output_tokens\030\006 \001(\rR\017maxOutput" +
+      "Tokens\022/\n\024input_price_per_mtok\030\007 \001(\001R\021in" +
+      "putPricePerMtok\0221\n\025output_price_per_mtok" +
+      "\030\010 \001(\001R\022outputPricePerMtok\022.\n\023requests_p" +
+      "er_minute\030\t \001(\rR\021requestsPerMinute\022*\n\021to" +
+      "kens_per_minute\030\n \001(\rR\017tokensPerMinute\022)" +
+      "\n\020upstream_retries\030\013 \001(\rR\017upstreamRetrie" +
+      "s\022=\n\013deployments\030\014 \003(\0132\033.sidecar.v1.Rout" +
+      "eDeploymentR\013deployments\"M\n\017RouteDeploym" +
+      "ent\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004role\030\002 \001(\tR\004role\022" +
+      "\026\n\006weight\030\003 \001(\001R\006weight\"C\n\022ListModelsRes" +
+      "ponse\022-\n\006models\030\001 \003(\0132\025.sidecar.v1.Model" +
+      "InfoR\006models*\362\007\n\013FailureKind\022\034\n\030FAILURE_" +
+      "KIND_UNSPECIFIED\020\000\022$\n\032FAILURE_KIND_INVAL" +
+      "ID_INPUT\020\001\032\004\210\265\030\001\022)\n\037FAILURE_KIND_RESOURC" +
+      "E_NOT_FOUND\020\002\032\004\210\265\030\001\022 \n\026FAILURE_KIND_GUAR" +
+      "DRAIL\020\003\032\004\210\265\030\001\022!\n\027FAILURE_KIND_JSON_PARSE" +
+      "\020\004\032\004\210\265\030\001\022*\n FAILURE_KIND_RESPONSE_VALIDA" +
+      "TION\020\005\032\004\210\265\030\001\022!\n\035FAILURE_KIND_EXTERNAL_SE" +
+      "RVICE\020\006\022\"\n\036FAILURE_KIND_UPSTREAM_THROTTL" +
+      "E\020\007\022\035\n\031FAILURE_KIND_UNAUTHORIZED\020\010\022\"\n\036FA" +
+      "ILURE_KIND_PERMISSION_DENIED\020\t\022\027\n\023FAILUR" +
+      "E_KIND_SYSTEM\020\n\022\035\n\031FAILURE_KIND_CIRCUIT_" +
+      "OPEN\020\013\022+\n\'FAILURE_KIND_UPSTREAM_RETRIES_" +
+      "EXHAUSTED\020\014\022 \n\034FAILURE_KIND_QUOTA_EXHAUS" +
+      "TED\020\r\022#\n\037FAILURE_KIND_SPEND_CAP_EXCEEDED" +
+      "\020\016\022 \n\034FAILURE_KIND_MODEL_NOT_FOUND\020\017\022!\n\035" +
+      "FAILURE_KIND_PROVIDER_REFUSAL\020\020\022-\n)FAILU" +
+      "RE_KIND_TOKEN_ESTIMATE_EXCEEDS_LIMIT\020\021\022!" +
+      "\n\035FAILURE_KIND_CONTEXT_OVERFLOW\020\022\022!\n\035FAI" +
+      "LURE_KIND_OUTPUT_TRUNCATED\020\023\022\034\n\030FAILURE_" +
+      "KIND_JOB_TIMEOUT\020\024\022\036\n\032FAILURE_KIND_JOB_C" +
+      "ANCELLED\020\025\022#\n\037FAILURE_KIND_STREAM_INTERR" +
+      "UPTED\020\026\032\257\001\212\265\030e[This error may be correct" +
+      "able - you can retry with different para" +
+      "meters or try a different approach]\222\265\030B[" +
+      "This error is not correctable - consider" +
+      " an alternative approach]*|\n\014CircuitStat" +
+      "e\022\035\n\031CIRCUIT_STATE_UNSPECIFIED\020\000\022\030\n\024CIRC" +
+      "UIT_STATE_CLOSED\020\001\022\026\n\022CIRCUIT_STATE_OPEN" +
+      "\020\002\022\033\n\027CIRCUIT_STATE_HALF_OPEN\020\003*\177\n\013Retry" +
+      "Signal\022\034\n\030RETRY_SIGNAL_UNSPECIFIED\020\000\022\033\n\027" +
+      "RETRY_SIGNAL_RATE_LIMIT\020\001\022\031\n\025RETRY_SIGNA" +
+      "L_OVERLOAD\020\002\022\032\n\026RETRY_SIGNAL_TRANSIENT\020\003" +
+      "*N\n\004Role\022\024\n\020ROLE_UNSPECIFIED\020\000\022\r\n\tROLE_U" +
+      "SER\020\001\022\022\n\016ROLE_ASSISTANT\020\002\022\r\n\tROLE_TOOL\020\003" +
+      "*o\n\013ImageDetail\022\034\n\030IMAGE_DETAIL_UNSPECIF" +
+      "IED\020\000\022\025\n\021IMAGE_DETAIL_AUTO\020\001\022\024\n\020IMAGE_DE" +
+      "TAIL_LOW\020\002\022\025\n\021IMAGE_DETAIL_HIGH\020\003*I\n\010Cac" +
+      "heTtl\022\031\n\025CACHE_TTL_UNSPECIFIED\020\000\022\020\n\014CACH" +
+      "E_TTL_5M\020\001\022\020\n\014CACHE_TTL_1H\020\002*\243\001\n\017Reasoni" +
+      "ngEffort\022 \n\034REASONING_EFFORT_UNSPECIFIED" +
+      "\020\000\022\034\n\030REASONING_EFFORT_MINIMAL\020\001\022\030\n\024REAS" +
+      "ONING_EFFORT_LOW\020\002\022\033\n\027REASONING_EFFORT_M" +
+      "EDIUM\020\003\022\031\n\025REASONING_EFFORT_HIGH\020\004*\242\001\n\016T" +
+      "oolChoiceMode\022 \n\034TOOL_CHOICE_MODE_UNSPEC" +
+      "IFIED\020\000\022\031\n\025TOOL_CHOICE_MODE_AUTO\020\001\022\031\n\025TO" +
+      "OL_CHOICE_MODE_NONE\020\002\022\035\n\031TOOL_CHOICE_MOD" +
+      "E_REQUIRED\020\003\022\031\n\025TOOL_CHOICE_MODE_TOOL\020\004*" +
+      "\217\001\n\017MidStreamPolicy\022!\n\035MID_STREAM_POLICY" +
+      "_UNSPECIFIED\020\000\022\035\n\031MID_STREAM_POLICY_REST" +
+      "ART\020\001\022\032\n\026MID_STREAM_POLICY_FAIL\020\002\022\036\n\032MID" +
+      "_STREAM_POLICY_CONTINUE\020\003*\237\001\n\014FinishReas" +
+      "on\022\035\n\031FINISH_REASON_UNSPECIFIED\020\000\022\026\n\022FIN" +
+      "ISH_REASON_STOP\020\001\022\030\n\024FINISH_REASON_LENGT" +
+      "H\020\002\022\034\n\030FINISH_REASON_TOOL_CALLS\020\003\022 \n\034FIN" +
+      "ISH_REASON_CONTENT_FILTER\020\004*\246\001\n\014RestartC" +
+      "ause\022\035\n\031RESTART_CAUSE_UNSPECIFIED\020\000\022 \n\034R" +
+      "ESTART_CAUSE_UPSTREAM_FAULT\020\001\022\033\n\027RESTART" +
+      "_CAUSE_TRUNCATED\020\002\022\034\n\030RESTART_CAUSE_CORR" +
+      "ECTION\020\003\022\032\n\026RESTART_CAUSE_FAILOVER\020\004*P\n\010" +
+      "ToolKind\022\031\n\025TOOL_KIND_UNSPECIFIED\020\000\022\024\n\020T" +
+      "OOL_KIND_SEARCH\020\001\022\023\n\017TOOL_KIND_FETCH\020\002*\237" +
+      "\001\n\016TransportFault\022\037\n\033TRANSPORT_FAULT_UNS" +
+      "PECIFIED\020\000\022\033\n\027TRANSPORT_FAULT_REFUSED\020\001\022" +
+      "\033\n\027TRANSPORT_FAULT_TIMEOUT\020\002\022\031\n\025TRANSPOR" +
+      "T_FAULT_RESET\020\003\022\027\n\023TRANSPORT_FAULT_DNS\020\004" +
+      "2\323\003\n\007Sidecar\022N\n\013ExecuteTool\022\036.sidecar.v1" +
+      ".ExecuteToolRequest\032\037.sidecar.v1.Execute" +
+      "ToolResponse\022H\n\tCallModel\022\034.sidecar.v1.C" +
+      "allModelRequest\032\035.sidecar.v1.CallModelRe" +
+      "sponse\022J\n\017ClassifyFailure\022\".sidecar.v1.C" +
+      "lassifyFailureRequest\032\023.sidecar.v1.Failu" +
+      "re\022H\n\tListTools\022\034.sidecar.v1.ListToolsRe" +
+      "quest\032\035.sidecar.v1.ListToolsResponse\022K\n\n" +
+      "ListModels\022\035.sidecar.v1.ListModelsReques" +
+      "t\032\036.sidecar.v1.ListModelsResponse\022K\n\013Str" +
+      "eamModel\022\034.sidecar.v1.CallModelRequest\032\034" +
+      ".sidecar.v1.StreamModelEvent0\001:E\n\013correc" +
+      "table\022!.google.protobuf.EnumValueOptions" +
+      "\030\321\206\003 \001(\010R\013correctable:I\n\020correctable_lin" +
+      "e\022\034.google.protobuf.EnumOptions\030\321\206\003 \001(\tR" +
+      "\017correctableLine:M\n\022uncorrectable_line\022\034" +
+      ".google.protobuf.EnumOptions\030\322\206\003 \001(\tR\021un" +
+      "correctableLineB\235\001\n\016dev.sidecar.v1P\001ZBgi" +
+      "thub.com/sidecar-dev/sidecar/clients/go/" +
+      "gen/sidecar/v1;sidecarv1\242\002\003SXX\252\002\nSidecar" +
+      ".V1\312\002\nSidecar\\V1\342\002\026Sidecar\\V1\\GPBMetadat" +
+      "a\352\002\013Sidecar::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -931,33 +942,39 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_sidecar_v1_StreamModelEvent_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_StreamModelEvent_descriptor,
-        new java.lang.String[] { "Text", "ToolCall", "Restart", "Final", "Reasoning", "Event", });
-    internal_static_sidecar_v1_ReasoningDelta_descriptor =
+        new java.lang.String[] { "Text", "ToolCall", "Restart", "Final", "Reasoning", "Continued", "Event", });
+    internal_static_sidecar_v1_StreamContinued_descriptor =
       getDescriptor().getMessageType(38);
+    internal_static_sidecar_v1_StreamContinued_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_StreamContinued_descriptor,
+        new java.lang.String[] { "Cause", "Reason", "Attempt", "CharsDelivered", });
+    internal_static_sidecar_v1_ReasoningDelta_descriptor =
+      getDescriptor().getMessageType(39);
     internal_static_sidecar_v1_ReasoningDelta_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ReasoningDelta_descriptor,
         new java.lang.String[] { "Index", "Text", "Signature", "RedactedData", });
     internal_static_sidecar_v1_TextDelta_descriptor =
-      getDescriptor().getMessageType(39);
+      getDescriptor().getMessageType(40);
     internal_static_sidecar_v1_TextDelta_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_TextDelta_descriptor,
         new java.lang.String[] { "Text", });
     internal_static_sidecar_v1_ToolCallDelta_descriptor =
-      getDescriptor().getMessageType(40);
+      getDescriptor().getMessageType(41);
     internal_static_sidecar_v1_ToolCallDelta_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ToolCallDelta_descriptor,
         new java.lang.String[] { "Index", "Id", "Name", "ArgumentsFragment", });
     internal_static_sidecar_v1_StreamRestart_descriptor =
-      getDescriptor().getMessageType(41);
+      getDescriptor().getMessageType(42);
     internal_static_sidecar_v1_StreamRestart_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_StreamRestart_descriptor,
         new java.lang.String[] { "Cause", "Reason", "Attempt", });
     internal_static_sidecar_v1_ObservedResponse_descriptor =
-      getDescriptor().getMessageType(42);
+      getDescriptor().getMessageType(43);
     internal_static_sidecar_v1_ObservedResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ObservedResponse_descriptor,
@@ -969,49 +986,49 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
         internal_static_sidecar_v1_ObservedResponse_HeadersEntry_descriptor,
         new java.lang.String[] { "Key", "Value", });
     internal_static_sidecar_v1_ClassifyFailureRequest_descriptor =
-      getDescriptor().getMessageType(43);
+      getDescriptor().getMessageType(44);
     internal_static_sidecar_v1_ClassifyFailureRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ClassifyFailureRequest_descriptor,
         new java.lang.String[] { "Service", "Endpoint", "ToolKind", "Parameter", "Value", "Response", "Fault", "Job", "Attempts", "ResourceType", "Probe", "Observed", });
     internal_static_sidecar_v1_ListToolsRequest_descriptor =
-      getDescriptor().getMessageType(44);
+      getDescriptor().getMessageType(45);
     internal_static_sidecar_v1_ListToolsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ListToolsRequest_descriptor,
         new java.lang.String[] { });
     internal_static_sidecar_v1_ToolInfo_descriptor =
-      getDescriptor().getMessageType(45);
+      getDescriptor().getMessageType(46);
     internal_static_sidecar_v1_ToolInfo_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ToolInfo_descriptor,
         new java.lang.String[] { "Definition", "Kind", "Service", "Idempotent", "OpenaiJson", "AnthropicJson", });
     internal_static_sidecar_v1_ListToolsResponse_descriptor =
-      getDescriptor().getMessageType(46);
+      getDescriptor().getMessageType(47);
     internal_static_sidecar_v1_ListToolsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ListToolsResponse_descriptor,
         new java.lang.String[] { "Tools", });
     internal_static_sidecar_v1_ListModelsRequest_descriptor =
-      getDescriptor().getMessageType(47);
+      getDescriptor().getMessageType(48);
     internal_static_sidecar_v1_ListModelsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ListModelsRequest_descriptor,
         new java.lang.String[] { });
     internal_static_sidecar_v1_ModelInfo_descriptor =
-      getDescriptor().getMessageType(48);
+      getDescriptor().getMessageType(49);
     internal_static_sidecar_v1_ModelInfo_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ModelInfo_descriptor,
         new java.lang.String[] { "Id", "Provider", "WireFormat", "UpstreamModel", "ContextWindow", "MaxOutputTokens", "InputPricePerMtok", "OutputPricePerMtok", "RequestsPerMinute", "TokensPerMinute", "UpstreamRetries", "Deployments", });
     internal_static_sidecar_v1_RouteDeployment_descriptor =
-      getDescriptor().getMessageType(49);
+      getDescriptor().getMessageType(50);
     internal_static_sidecar_v1_RouteDeployment_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_RouteDeployment_descriptor,
         new java.lang.String[] { "Id", "Role", "Weight", });
     internal_static_sidecar_v1_ListModelsResponse_descriptor =
-      getDescriptor().getMessageType(50);
+      getDescriptor().getMessageType(51);
     internal_static_sidecar_v1_ListModelsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ListModelsResponse_descriptor,

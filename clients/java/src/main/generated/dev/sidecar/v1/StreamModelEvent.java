@@ -63,6 +63,7 @@ private static final long serialVersionUID = 0L;
     RESTART(3),
     FINAL(4),
     REASONING(5),
+    CONTINUED(6),
     EVENT_NOT_SET(0);
     private final int value;
     private EventCase(int value) {
@@ -85,6 +86,7 @@ private static final long serialVersionUID = 0L;
         case 3: return RESTART;
         case 4: return FINAL;
         case 5: return REASONING;
+        case 6: return CONTINUED;
         case 0: return EVENT_NOT_SET;
         default: return null;
       }
@@ -315,6 +317,52 @@ private static final long serialVersionUID = 0L;
     return dev.sidecar.v1.ReasoningDelta.getDefaultInstance();
   }
 
+  public static final int CONTINUED_FIELD_NUMBER = 6;
+  /**
+   * <pre>
+   * The stream broke and goes on from where it was: keep what you hold;
+   * the deltas that follow continue it.
+   * </pre>
+   *
+   * <code>.sidecar.v1.StreamContinued continued = 6 [json_name = "continued"];</code>
+   * @return Whether the continued field is set.
+   */
+  @java.lang.Override
+  public boolean hasContinued() {
+    return eventCase_ == 6;
+  }
+  /**
+   * <pre>
+   * The stream broke and goes on from where it was: keep what you hold;
+   * the deltas that follow continue it.
+   * </pre>
+   *
+   * <code>.sidecar.v1.StreamContinued continued = 6 [json_name = "continued"];</code>
+   * @return The continued.
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.StreamContinued getContinued() {
+    if (eventCase_ == 6) {
+       return (dev.sidecar.v1.StreamContinued) event_;
+    }
+    return dev.sidecar.v1.StreamContinued.getDefaultInstance();
+  }
+  /**
+   * <pre>
+   * The stream broke and goes on from where it was: keep what you hold;
+   * the deltas that follow continue it.
+   * </pre>
+   *
+   * <code>.sidecar.v1.StreamContinued continued = 6 [json_name = "continued"];</code>
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.StreamContinuedOrBuilder getContinuedOrBuilder() {
+    if (eventCase_ == 6) {
+       return (dev.sidecar.v1.StreamContinued) event_;
+    }
+    return dev.sidecar.v1.StreamContinued.getDefaultInstance();
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -344,6 +392,9 @@ private static final long serialVersionUID = 0L;
     if (eventCase_ == 5) {
       output.writeMessage(5, (dev.sidecar.v1.ReasoningDelta) event_);
     }
+    if (eventCase_ == 6) {
+      output.writeMessage(6, (dev.sidecar.v1.StreamContinued) event_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -367,6 +418,10 @@ private static final long serialVersionUID = 0L;
     if (eventCase_ == 5) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(5, (dev.sidecar.v1.ReasoningDelta) event_);
+    }
+    if (eventCase_ == 6) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(6, (dev.sidecar.v1.StreamContinued) event_);
     }
     return size;
   }
@@ -414,6 +469,10 @@ private static final long serialVersionUID = 0L;
         if (!getReasoning()
             .equals(other.getReasoning())) return false;
         break;
+      case 6:
+        if (!getContinued()
+            .equals(other.getContinued())) return false;
+        break;
       case 0:
       default:
     }
@@ -448,6 +507,10 @@ private static final long serialVersionUID = 0L;
       case 5:
         hash = (37 * hash) + REASONING_FIELD_NUMBER;
         hash = (53 * hash) + getReasoning().hashCode();
+        break;
+      case 6:
+        hash = (37 * hash) + CONTINUED_FIELD_NUMBER;
+        hash = (53 * hash) + getContinued().hashCode();
         break;
       case 0:
       default:
@@ -602,6 +665,9 @@ private static final long serialVersionUID = 0L;
       if (reasoningBuilder_ != null) {
         reasoningBuilder_.clear();
       }
+      if (continuedBuilder_ != null) {
+        continuedBuilder_.clear();
+      }
       eventCase_ = 0;
       event_ = null;
       return this;
@@ -663,6 +729,10 @@ private static final long serialVersionUID = 0L;
           reasoningBuilder_ != null) {
         result.event_ = reasoningBuilder_.build();
       }
+      if (eventCase_ == 6 &&
+          continuedBuilder_ != null) {
+        result.event_ = continuedBuilder_.build();
+      }
     }
 
     @java.lang.Override
@@ -696,6 +766,10 @@ private static final long serialVersionUID = 0L;
         }
         case REASONING: {
           mergeReasoning(other.getReasoning());
+          break;
+        }
+        case CONTINUED: {
+          mergeContinued(other.getContinued());
           break;
         }
         case EVENT_NOT_SET: {
@@ -761,6 +835,13 @@ private static final long serialVersionUID = 0L;
               eventCase_ = 5;
               break;
             } // case 42
+            case 50: {
+              input.readMessage(
+                  internalGetContinuedFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              eventCase_ = 6;
+              break;
+            } // case 50
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1671,6 +1752,191 @@ private static final long serialVersionUID = 0L;
       eventCase_ = 5;
       onChanged();
       return reasoningBuilder_;
+    }
+
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.sidecar.v1.StreamContinued, dev.sidecar.v1.StreamContinued.Builder, dev.sidecar.v1.StreamContinuedOrBuilder> continuedBuilder_;
+    /**
+     * <pre>
+     * The stream broke and goes on from where it was: keep what you hold;
+     * the deltas that follow continue it.
+     * </pre>
+     *
+     * <code>.sidecar.v1.StreamContinued continued = 6 [json_name = "continued"];</code>
+     * @return Whether the continued field is set.
+     */
+    @java.lang.Override
+    public boolean hasContinued() {
+      return eventCase_ == 6;
+    }
+    /**
+     * <pre>
+     * The stream broke and goes on from where it was: keep what you hold;
+     * the deltas that follow continue it.
+     * </pre>
+     *
+     * <code>.sidecar.v1.StreamContinued continued = 6 [json_name = "continued"];</code>
+     * @return The continued.
+     */
+    @java.lang.Override
+    public dev.sidecar.v1.StreamContinued getContinued() {
+      if (continuedBuilder_ == null) {
+        if (eventCase_ == 6) {
+          return (dev.sidecar.v1.StreamContinued) event_;
+        }
+        return dev.sidecar.v1.StreamContinued.getDefaultInstance();
+      } else {
+        if (eventCase_ == 6) {
+          return continuedBuilder_.getMessage();
+        }
+        return dev.sidecar.v1.StreamContinued.getDefaultInstance();
+      }
+    }
+    /**
+     * <pre>
+     * The stream broke and goes on from where it was: keep what you hold;
+     * the deltas that follow continue it.
+     * </pre>
+     *
+     * <code>.sidecar.v1.StreamContinued continued = 6 [json_name = "continued"];</code>
+     */
+    public Builder setContinued(dev.sidecar.v1.StreamContinued value) {
+      if (continuedBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        event_ = value;
+        onChanged();
+      } else {
+        continuedBuilder_.setMessage(value);
+      }
+      eventCase_ = 6;
+      return this;
+    }
+    /**
+     * <pre>
+     * The stream broke and goes on from where it was: keep what you hold;
+     * the deltas that follow continue it.
+     * </pre>
+     *
+     * <code>.sidecar.v1.StreamContinued continued = 6 [json_name = "continued"];</code>
+     */
+    public Builder setContinued(
+        dev.sidecar.v1.StreamContinued.Builder builderForValue) {
+      if (continuedBuilder_ == null) {
+        event_ = builderForValue.build();
+        onChanged();
+      } else {
+        continuedBuilder_.setMessage(builderForValue.build());
+      }
+      eventCase_ = 6;
+      return this;
+    }
+    /**
+     * <pre>
+     * The stream broke and goes on from where it was: keep what you hold;
+     * the deltas that follow continue it.
+     * </pre>
+     *
+     * <code>.sidecar.v1.StreamContinued continued = 6 [json_name = "continued"];</code>
+     */
+    public Builder mergeContinued(dev.sidecar.v1.StreamContinued value) {
+      if (continuedBuilder_ == null) {
+        if (eventCase_ == 6 &&
+            event_ != dev.sidecar.v1.StreamContinued.getDefaultInstance()) {
+          event_ = dev.sidecar.v1.StreamContinued.newBuilder((dev.sidecar.v1.StreamContinued) event_)
+              .mergeFrom(value).buildPartial();
+        } else {
+          event_ = value;
+        }
+        onChanged();
+      } else {
+        if (eventCase_ == 6) {
+          continuedBuilder_.mergeFrom(value);
+        } else {
+          continuedBuilder_.setMessage(value);
+        }
+      }
+      eventCase_ = 6;
+      return this;
+    }
+    /**
+     * <pre>
+     * The stream broke and goes on from where it was: keep what you hold;
+     * the deltas that follow continue it.
+     * </pre>
+     *
+     * <code>.sidecar.v1.StreamContinued continued = 6 [json_name = "continued"];</code>
+     */
+    public Builder clearContinued() {
+      if (continuedBuilder_ == null) {
+        if (eventCase_ == 6) {
+          eventCase_ = 0;
+          event_ = null;
+          onChanged();
+        }
+      } else {
+        if (eventCase_ == 6) {
+          eventCase_ = 0;
+          event_ = null;
+        }
+        continuedBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The stream broke and goes on from where it was: keep what you hold;
+     * the deltas that follow continue it.
+     * </pre>
+     *
+     * <code>.sidecar.v1.StreamContinued continued = 6 [json_name = "continued"];</code>
+     */
+    public dev.sidecar.v1.StreamContinued.Builder getContinuedBuilder() {
+      return internalGetContinuedFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * The stream broke and goes on from where it was: keep what you hold;
+     * the deltas that follow continue it.
+     * </pre>
+     *
+     * <code>.sidecar.v1.StreamContinued continued = 6 [json_name = "continued"];</code>
+     */
+    @java.lang.Override
+    public dev.sidecar.v1.StreamContinuedOrBuilder getContinuedOrBuilder() {
+      if ((eventCase_ == 6) && (continuedBuilder_ != null)) {
+        return continuedBuilder_.getMessageOrBuilder();
+      } else {
+        if (eventCase_ == 6) {
+          return (dev.sidecar.v1.StreamContinued) event_;
+        }
+        return dev.sidecar.v1.StreamContinued.getDefaultInstance();
+      }
+    }
+    /**
+     * <pre>
+     * The stream broke and goes on from where it was: keep what you hold;
+     * the deltas that follow continue it.
+     * </pre>
+     *
+     * <code>.sidecar.v1.StreamContinued continued = 6 [json_name = "continued"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.sidecar.v1.StreamContinued, dev.sidecar.v1.StreamContinued.Builder, dev.sidecar.v1.StreamContinuedOrBuilder> 
+        internalGetContinuedFieldBuilder() {
+      if (continuedBuilder_ == null) {
+        if (!(eventCase_ == 6)) {
+          event_ = dev.sidecar.v1.StreamContinued.getDefaultInstance();
+        }
+        continuedBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.sidecar.v1.StreamContinued, dev.sidecar.v1.StreamContinued.Builder, dev.sidecar.v1.StreamContinuedOrBuilder>(
+                (dev.sidecar.v1.StreamContinued) event_,
+                getParentForChildren(),
+                isClean());
+        event_ = null;
+      }
+      eventCase_ = 6;
+      onChanged();
+      return continuedBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:sidecar.v1.StreamModelEvent)

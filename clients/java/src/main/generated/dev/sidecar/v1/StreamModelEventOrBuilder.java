@@ -145,5 +145,35 @@ public interface StreamModelEventOrBuilder extends
    */
   dev.sidecar.v1.ReasoningDeltaOrBuilder getReasoningOrBuilder();
 
+  /**
+   * <pre>
+   * The stream broke and goes on from where it was: keep what you hold;
+   * the deltas that follow continue it.
+   * </pre>
+   *
+   * <code>.sidecar.v1.StreamContinued continued = 6 [json_name = "continued"];</code>
+   * @return Whether the continued field is set.
+   */
+  boolean hasContinued();
+  /**
+   * <pre>
+   * The stream broke and goes on from where it was: keep what you hold;
+   * the deltas that follow continue it.
+   * </pre>
+   *
+   * <code>.sidecar.v1.StreamContinued continued = 6 [json_name = "continued"];</code>
+   * @return The continued.
+   */
+  dev.sidecar.v1.StreamContinued getContinued();
+  /**
+   * <pre>
+   * The stream broke and goes on from where it was: keep what you hold;
+   * the deltas that follow continue it.
+   * </pre>
+   *
+   * <code>.sidecar.v1.StreamContinued continued = 6 [json_name = "continued"];</code>
+   */
+  dev.sidecar.v1.StreamContinuedOrBuilder getContinuedOrBuilder();
+
   dev.sidecar.v1.StreamModelEvent.EventCase getEventCase();
 }
