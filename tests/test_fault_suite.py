@@ -56,8 +56,10 @@ def deployment(upstream: str, **extra: Any) -> dict[str, Any]:
 
 
 MODELS: dict[str, Any] = {
-    "primary": deployment("up-primary"),
-    "secondary": deployment("up-secondary"),
+    # OpenAI-compatible servers that continue a trailing assistant message (vLLM, most others): they
+    # declare it, so the fronts' default mid-stream policy, continue, can finish a broken stream
+    "primary": deployment("up-primary", prefill=True),
+    "secondary": deployment("up-secondary", prefill=True),
     "large": deployment("up-large", context_window=200_000),
     "agent": {"route": {"fallbacks": ["primary", "secondary"], "context_fallback": "large"}},
 }
@@ -138,6 +140,17 @@ async def until(predicate: Callable[[], bool], what: str) -> None:
     raise AssertionError(f"never happened: {what}")
 
 
+def stalled(upstream: str, chunks: int, seconds: float) -> Callable[[Suite], Awaitable[None]]:
+    """Once ``upstream`` has sent ``chunks`` events of its stream and gone quiet, ``seconds`` pass."""
+
+    async def drive(s: Suite) -> None:
+        await until(lambda: any(r.get("chunks_sent", 0) >= chunks for r in s.attempts(upstream)), "the stall")
+        await asyncio.sleep(0.05)  # the sidecar has read what came
+        s.clock.advance(seconds)
+
+    return drive
+
+
 def silent(upstream: str, seconds: float) -> Callable[[Suite], Awaitable[None]]:
     """Once ``upstream`` holds a request it has not answered, ``seconds`` pass on the sidecar's clock."""
 
@@ -162,6 +175,8 @@ class Fault:
     """Upstream model -> exactly how many attempts it got."""
     drive: Callable[[Suite], Awaitable[None]] | None = None
     """Advances the injected clock once the fault is in place (a silent provider, a stall)."""
+    waited_s: float = 0.0
+    """At least this long passed on the injected clock (a Retry-After honoured)."""
 
 
 FAULTS = [
@@ -171,6 +186,7 @@ FAULTS = [
         served_by="up-primary",
         bound_s=3,
         attempts={"up-primary": 2},
+        waited_s=2,
     ),
     Fault(
         "429 persistent",
@@ -191,6 +207,14 @@ FAULTS = [
         {"up-primary": [{"status": 503, "body": {"error": {"message": "unavailable"}}, "repeat": 100}]},
         served_by="up-secondary",
         bound_s=15,
+        attempts={"up-primary": 3, "up-secondary": 1},
+    ),
+    Fault(
+        "primary 503, the fallback answers, streamed",
+        {"up-primary": [{"status": 503, "body": {"error": {"message": "unavailable"}}, "repeat": 100}]},
+        served_by="up-secondary",
+        bound_s=15,
+        stream=True,
         attempts={"up-primary": 3, "up-secondary": 1},
     ),
     Fault(
@@ -225,6 +249,23 @@ FAULTS = [
         attempts={"up-primary": 1, "up-secondary": 0, "up-large": 1},
     ),
     Fault(
+        "a stream cut after 40 of 60 words",
+        {"up-primary": [{"stream_fault": "drop", "after_deltas": 40}]},
+        served_by="up-primary",
+        bound_s=3,
+        stream=True,
+        attempts={"up-primary": 2, "up-secondary": 0},  # the cut attempt, then its continuation
+    ),
+    Fault(
+        "a 30 s stall with the connection open",
+        {"up-primary": [{"stream_fault": "stall", "after_deltas": 40}]},
+        served_by="up-primary",
+        bound_s=32,
+        stream=True,
+        attempts={"up-primary": 2, "up-secondary": 0},
+        drive=stalled("up-primary", 40, 30),
+    ),
+    Fault(
         "no [DONE]",
         {"up-primary": [{"stream_fault": "no_end_marker"}]},
         served_by="up-primary",
@@ -246,16 +287,17 @@ async def test_the_caller_gets_the_complete_answer(suite: Suite, fault: Fault) -
     text, model = await call
     assert text == ANSWER
     assert model == fault.served_by
-    assert suite.clock.time() - start <= fault.bound_s
+    assert fault.waited_s <= suite.clock.time() - start <= fault.bound_s
     for upstream, count in fault.attempts.items():
         assert len(suite.attempts(upstream)) == count, upstream
     _no_hammering(suite)
 
 
-async def test_a_content_filter_400_is_the_refusal_at_once(suite: Suite) -> None:
-    """OpenAI's 400 ``content_policy_violation``: PROVIDER_REFUSAL (uncorrectable), the OpenAI front's
-    refusal, never retried and not re-rolled on the fallback."""
-    suite.provider.script("up-primary", [{"preset": "content_policy", "repeat": 10}])
+@pytest.mark.parametrize("preset", ["content_policy", "content_filter"])
+async def test_a_content_filter_400_is_the_refusal_at_once(suite: Suite, preset: str) -> None:
+    """OpenAI's 400 ``content_policy_violation`` and Azure's ``content_filter``: PROVIDER_REFUSAL
+    (uncorrectable), the OpenAI front's refusal, never retried and not re-rolled on the fallback."""
+    suite.provider.script("up-primary", [{"preset": preset, "repeat": 10}])
     start = suite.clock.time()
     with pytest.raises(openai.BadRequestError) as caught:
         await whole(suite)
@@ -286,4 +328,48 @@ async def test_the_primary_down_for_a_minute_serves_again_within_10_s_of_recover
     back = min(t for t, m in served if t >= 60 and m == "up-primary")
     assert back - 60 <= 10
     assert {m for t, m in served if t >= back} == {"up-primary"}
+    _no_hammering(suite)
+
+
+async def test_a_malformed_chunk_is_skipped_with_a_warning_and_the_stream_goes_on(suite: Suite) -> None:
+    """The fake cuts one event's JSON in half: the sidecar skips it and says so; the rest arrives."""
+    suite.provider.script("up-primary", [{"stream_fault": "garbled", "after_deltas": 20}])
+    stream = await suite.sdk.chat.completions.create(model="agent", messages=user(PROMPT), stream=True)
+    chunks = [c async for c in stream]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    cut = next(i for i, (a, b) in enumerate(zip(text, ANSWER, strict=False)) if a != b)
+    lost = len(ANSWER) - len(text)
+    assert 0 < lost <= len(" w99")  # one word, and nothing else
+    assert ANSWER[:cut] + ANSWER[cut + lost :] == text
+    (warning,) = (chunks[-1].model_extra or {})["sidecar"]["warnings"]
+    assert "it was skipped and the stream went on" in warning
+    assert len(suite.attempts("up-primary")) == 1
+    _no_hammering(suite)
+
+
+async def test_a_cut_stream_whose_fallback_refuses_a_prefill_ends_with_the_real_fault(suite: Suite) -> None:
+    """The primary's stream breaks and the primary stays down; the fallback answers the prefilled request
+    with a 400. The caller holds the partial text and then reads the stream's interruption, never the 400
+    and never a truncated success."""
+    unavailable = {"status": 503, "body": {"error": {"message": "down", "type": "server_error"}}, "repeat": 100}
+    suite.provider.script("up-primary", [{"stream_fault": "drop", "after_deltas": 40}, unavailable])
+    suite.provider.script("up-secondary", [{"refuse_prefill": True}])
+    text: list[str] = []
+    stream = await suite.sdk.chat.completions.create(model="agent", messages=user(PROMPT), stream=True)
+
+    async def read() -> None:
+        async for chunk in stream:
+            text.extend(c.delta.content or "" for c in chunk.choices)
+
+    with pytest.raises(openai.APIError) as caught:
+        await read()
+    held = "".join(text)
+    assert held
+    assert ANSWER.startswith(held)
+    assert held != ANSWER
+    body: Any = caught.value.body
+    failure = body["sidecar"]["failure"]  # the SDK's APIError.body: the error object of the stream's event
+    assert failure["kind"] == "FAILURE_KIND_STREAM_INTERRUPTED"
+    assert "refused to continue it (400" in caught.value.message
+    assert len(suite.attempts("up-secondary")) == 1
     _no_hammering(suite)
