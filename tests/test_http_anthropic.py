@@ -547,6 +547,7 @@ async def test_after_failover_the_message_names_the_model_that_served_as_anthrop
         model="fallback", max_tokens=100, messages=user("hi"), extra_headers=ONE_TRY
     ) as stream:
         final = await stream.get_final_message()
+    assert final.model == "fake-claude"  # message_start names the model that served
     assert final.content[0].type == "text"
     assert final.content[0].text == "You said: hi"
     assert final.usage.output_tokens > 0

@@ -237,6 +237,7 @@ async def test_a_streamed_failover_carries_the_serving_attempts_usage_and_every_
     chunks = [c async for c in stream]
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "You said: hi"
+    assert {c.model for c in chunks} == {"fake-claude"}  # every chunk, the first included, names who served
     usage = chunks[-1].usage
     assert usage is not None
     assert usage.prompt_tokens > 0

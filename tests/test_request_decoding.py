@@ -97,3 +97,6 @@ async def test_calls_cut_at_the_end_of_the_grace_period_say_the_sidecar_is_shutt
         assert "grace period" in str(err)
     assert any("the sidecar is shutting down" in r.getMessage() for r in caplog.records)
     assert any("2 gRPC calls in flight" in r.getMessage() for r in caplog.records)
+    said = [r.getMessage() for r in caplog.records]
+    assert not [m for m in said if "cancelled by the caller" in m]  # the sidecar stopped them, and says so
+    assert any("The call to model gpt was stopped: the sidecar is shutting down" in m for m in said)

@@ -30,7 +30,13 @@ PRIMARY = "fake-gpt-a"
 FALLBACK = "fake-claude"
 DOCUMENTED = {"upstream_retries": 2, "preset": "interactive", "mid_stream": "fail"}
 ROUTE = {"route": {"fallbacks": ["gpt-a", "claude"]}}
-GPT_A = {"provider": "oai", "upstream_model": PRIMARY, "context_window": 8000, "max_output_tokens": 2048}
+GPT_A = {
+    "provider": "oai",
+    "upstream_model": PRIMARY,
+    "context_window": 8000,
+    "max_output_tokens": 2048,
+    "default_output_tokens": 256,  # a whole reply's head waits max(10 s, 256 tokens at 100/s)
+}
 ANSWER_BOUND_S = 15.0
 """The issue's bound: a provider that never answers is answered by the fallback within this."""
 SLOW_FIRST_TOKEN_S = 20.0

@@ -26,6 +26,7 @@ __all__ = [
     "EMBEDDED_TOOLS",
     "INTERACTIVE_FIRST_TOKEN_TIMEOUT_S",
     "INTERACTIVE_HEADER_TIMEOUT_S",
+    "INTERACTIVE_WHOLE_REPLY_TOKENS_PER_S",
     "MAX_CONFIG_BYTES",
     "MAX_CONFIG_DEPTH",
     "MAX_CONFIG_NODES",
@@ -82,6 +83,11 @@ INTERACTIVE_HEADER_TIMEOUT_S = 10.0
 """``preset: interactive``: a model attempt with no response head for this long is a header timeout
 (a transient fault; on a route whose ``move_on`` lists EXTERNAL_SERVICE, the next deployment at once).
 With ``batch`` there is none of its own: ``timeout_s`` bounds the head as it bounds every read."""
+INTERACTIVE_WHOLE_REPLY_TOKENS_PER_S = 100.0
+"""``preset: interactive``, CallModel (a whole reply, whose head comes only once it is generated): the
+header wait is at least the request's output budget at this many tokens a second (1,024 tokens: 10.24 s;
+4,096: 41 s), so a reply that asked for a long budget is not cut at 10 s while it is being generated. A
+``header_timeout_s`` of the model or its provider is the wait as written."""
 INTERACTIVE_FIRST_TOKEN_TIMEOUT_S = 10.0
 """``preset: interactive``: a StreamModel attempt with no content delta this long after it was sent is a
 first-token timeout (as above). With ``batch``, none: ``stream_idle_timeout_s`` bounds the silence."""

@@ -12,6 +12,7 @@ from sidecar.config.bounds import (
     EMBEDDED_PROVIDER,
     INTERACTIVE_FIRST_TOKEN_TIMEOUT_S,
     INTERACTIVE_HEADER_TIMEOUT_S,
+    INTERACTIVE_WHOLE_REPLY_TOKENS_PER_S,
     MAX_PROVIDER_CONNECTIONS,
 )
 from sidecar.config.fields import check_url
@@ -51,11 +52,22 @@ class AttemptTimeouts:
 
     header_s: float | None = None
     first_token_s: float | None = None
+    whole_tokens_per_s: float | None = None
+    """A whole reply's header wait is at least its output budget at this rate (the preset's; None when
+    ``header_s`` was configured): its head comes once the reply is generated."""
+
+    def head_wait(self, *, stream: bool, max_tokens: int) -> float | None:
+        """How long an attempt waits for the response head."""
+        if self.header_s is None or stream or not self.whole_tokens_per_s:
+            return self.header_s
+        return max(self.header_s, max_tokens / self.whole_tokens_per_s)
 
 
 PRESET_TIMEOUTS: dict[str, AttemptTimeouts] = {
     "batch": AttemptTimeouts(),
-    "interactive": AttemptTimeouts(INTERACTIVE_HEADER_TIMEOUT_S, INTERACTIVE_FIRST_TOKEN_TIMEOUT_S),
+    "interactive": AttemptTimeouts(
+        INTERACTIVE_HEADER_TIMEOUT_S, INTERACTIVE_FIRST_TOKEN_TIMEOUT_S, INTERACTIVE_WHOLE_REPLY_TOKENS_PER_S
+    ),
 }
 """What a model's preset (its own, else ``policy.preset``) sets when neither the model nor its provider does."""
 
@@ -146,9 +158,11 @@ class ModelConfig(Strict):
         """This model's attempt timeouts: its own, else its provider's, else its preset's (``PRESET_TIMEOUTS``);
         a header wait at most the provider's ``timeout_s`` (set it to ``timeout_s`` for no shorter limit)."""
         preset = PRESET_TIMEOUTS[self.preset or policy_preset]
-        header = self.header_timeout_s or provider.header_timeout_s or preset.header_s
+        configured = self.header_timeout_s or provider.header_timeout_s
+        header = configured or preset.header_s
         first = self.first_token_timeout_s or provider.first_token_timeout_s or preset.first_token_s
-        return AttemptTimeouts(None if header is None else min(header, provider.timeout_s), first)
+        rate = None if configured else preset.whole_tokens_per_s
+        return AttemptTimeouts(None if header is None else min(header, provider.timeout_s), first, rate)
 
     @model_validator(mode="after")
     def _budget(self) -> ModelConfig:

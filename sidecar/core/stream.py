@@ -3,10 +3,15 @@
 ``ModelService.stream`` yields these; ``server.convert.stream_event`` turns each into a
 ``sidecar.v1.StreamModelEvent``. The order a caller sees::
 
-    Delta*  ((Restart | Continued) Delta*)*  Final      a reply (Delta: TextDelta | ToolCallDelta | ReasoningDelta)
+    (Serving? Delta*  ((Restart | Continued) Serving? Delta*)*  Final      a reply (Delta: TextDelta |
+                                                                          ToolCallDelta | ReasoningDelta)
     ... then the stream ends with the call's failure (the same status and details as CallModel)
 
     event           carries                                   the caller
+    Serving         the model that writes the deltas that      names the reply after it (a door's
+                    follow, as its provider reported it        ``model``); gRPC callers get it in
+                    (before an attempt's first delta, when it  Final's ``response_model``
+                    names another model than the last one)
     TextDelta       text to append                            appends it
     ToolCallDelta   tool call ``index`` (0-based): its id and  appends the fragment to that call
                     name on its first fragment, an arguments
@@ -40,6 +45,7 @@ __all__ = [
     "ReasoningDelta",
     "Restart",
     "RestartCause",
+    "Serving",
     "StreamEvent",
     "TextDelta",
     "ToolCallDelta",
@@ -103,9 +109,15 @@ class Continued:
 
 
 @dataclass(frozen=True, slots=True)
+class Serving:
+    model: str
+    """The model the provider says wrote the deltas that follow (after a failover, the deployment's)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Final:
     response: ModelResponse
 
 
 Delta = TextDelta | ToolCallDelta | ReasoningDelta
-StreamEvent = TextDelta | ToolCallDelta | ReasoningDelta | Restart | Continued | Final
+StreamEvent = TextDelta | ToolCallDelta | ReasoningDelta | Restart | Continued | Serving | Final

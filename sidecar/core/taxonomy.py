@@ -78,6 +78,7 @@ from sidecar.core.text import cap, clause
 
 __all__ = [
     "CORRECTABLE_LINE",
+    "SHUTTING_DOWN",
     "UNCORRECTABLE_LINE",
     "CircuitOpen",
     "ContextOverflow",
@@ -628,14 +629,25 @@ class JobTimeout(UncorrectableFailure):
         )
 
 
+SHUTTING_DOWN = "the sidecar is shutting down"
+"""The message a shutdown cancels the calls it cuts with (``task.cancel(SHUTTING_DOWN)``): a call that
+sees it was stopped by the sidecar, not cancelled by its caller."""
+
+
 class JobCancelled(UncorrectableFailure):
-    """The caller cancelled the call."""
+    """The caller cancelled the call (or, ``by_shutdown``, the sidecar's shutdown cut it)."""
 
     kind = FailureKind.JOB_CANCELLED
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, *, by_shutdown: bool = False) -> None:
         target = _echo(target)
-        super().__init__(f"The call to {target} was cancelled by the caller.", detail=RetryDetail(target=target))
+        words = f"was stopped: {SHUTTING_DOWN}" if by_shutdown else "was cancelled by the caller"
+        super().__init__(f"The call to {target} {words}.", detail=RetryDetail(target=target))
+
+    @staticmethod
+    def cut(exc: BaseException) -> bool:
+        """Whether a ``CancelledError`` is a shutdown's cut (its message SHUTTING_DOWN)."""
+        return SHUTTING_DOWN in exc.args
 
 
 class StreamInterrupted(UncorrectableFailure):

@@ -72,6 +72,7 @@ class FakeServer(HttpServer):
         self._scripts = ScriptBook()
         self._records: deque[Record] = deque(maxlen=max_records)
         self._seq = itertools.count(1)
+        self._stamp: Callable[[], float] | None = None
 
     # ---- Python control API --------------------------------------------------------------
 
@@ -82,6 +83,12 @@ class FakeServer(HttpServer):
             self._validate_step(step)
         with self._lock:
             return self._scripts.set(key, parsed, append)
+
+    def stamp_with(self, now: Callable[[], float] | None) -> None:
+        """Record each request's arrival on this clock too (``stamped_at``): a test's injected clock, so
+        the gaps between attempts read in the sidecar's own time."""
+        with self._lock:
+            self._stamp = now
 
     def requests(self, **filters: str) -> list[dict[str, Any]]:
         """Recorded requests, oldest first; ``filters`` keep records whose field equals the value."""
@@ -132,6 +139,8 @@ class FakeServer(HttpServer):
 
     def _record(self, request: Request, **extra: Any) -> Record:
         with self._lock:
+            if self._stamp is not None:
+                extra = {**extra, "stamped_at": self._stamp()}
             record = Record(next(self._seq), request, extra)
             self._records.append(record)
         return record

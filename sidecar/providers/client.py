@@ -262,7 +262,9 @@ class ModelSender:
             httpx.Timeout(timeout, connect=min(provider.config.connect_timeout_s, timeout)),
             attempt.record.trace_headers(),
         )
-        header_s = self._scope.timeouts.header_s
+        header_s = self._scope.timeouts.head_wait(stream=False, max_tokens=self._chat.max_tokens)
+        if header_s is not None:
+            header_s = min(header_s, provider.config.timeout_s)
         head_due = None if header_s is None or attempt.clipped(header_s) else attempt.clock.time() + header_s
         try:
             try:

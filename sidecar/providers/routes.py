@@ -53,7 +53,16 @@ from sidecar.core.settings import ServiceConfig
 from sidecar.core.spend import cost_of
 from sidecar.core.state import DEPLOYMENT_NAMESPACE, MEMORY, Namespaced, StateBackend
 from sidecar.core.stream import RestartCause
-from sidecar.core.taxonomy import CircuitOpen, InvalidInput, JobTimeout, NotCarried, SidecarFailure, as_failure
+from sidecar.core.taxonomy import (
+    SHUTTING_DOWN,
+    CircuitOpen,
+    InvalidInput,
+    JobCancelled,
+    JobTimeout,
+    NotCarried,
+    SidecarFailure,
+    as_failure,
+)
 from sidecar.core.text import cap, clause
 from sidecar.providers.schemas import CallChecks, check_request
 from sidecar.providers.streaming import Outlet
@@ -391,8 +400,9 @@ class RouteCaller:
             tally = _HopTally(record)
             try:
                 response = await self._run(replace(request, model=deployment), options, tally, outlet)
-            except asyncio.CancelledError:
-                record.ended(Hop(deployment, FailureKind.JOB_CANCELLED, tally.attempts, "cancelled by the caller"))
+            except asyncio.CancelledError as exc:
+                why = SHUTTING_DOWN if JobCancelled.cut(exc) else "cancelled by the caller"
+                record.ended(Hop(deployment, FailureKind.JOB_CANCELLED, tally.attempts, why))
                 raise
             except Exception as exc:  # a failure of the taxonomy, or a bug (SYSTEM, logged by as_failure)
                 failure = as_failure(exc, "the model caller")

@@ -341,12 +341,16 @@ class ModelService:
         events sent before it. Closing the iterator early cancels the call (JOB_CANCELLED)."""
         outlet = Outlet(self._observer, self._secrets)
         producer = asyncio.get_running_loop().create_task(self._produce(request, options, outlet))
+        why: tuple[object, ...] = ()
         try:
             async for event in outlet.drain():
                 yield event
+        except asyncio.CancelledError as exc:
+            why = exc.args  # a shutdown's cut says so (SHUTTING_DOWN): the producer hears the same
+            raise
         finally:
             if not producer.done():
-                producer.cancel()
+                producer.cancel(*why)
             await asyncio.wait([producer])  # the upstream closed, the spans ended, before the door answers
 
     async def _produce(self, request: ModelRequest, options: CallOptions, outlet: Outlet) -> None:
@@ -381,8 +385,8 @@ class ModelService:
                     call = await self.routes.call(request, options, record, outlet)
                 else:
                     call = await self._run(request, options, record, outlet)
-            except asyncio.CancelledError:
-                cancelled = self._cancelled(request, options, outlet)
+            except asyncio.CancelledError as exc:
+                cancelled = self._cancelled(request, options, outlet, by_shutdown=JobCancelled.cut(exc))
                 log_failure(cancelled, model=request.model)
                 record.failed(cancelled)
                 raise
@@ -396,13 +400,15 @@ class ModelService:
                 return call
         raise failure
 
-    def _cancelled(self, request: ModelRequest, options: CallOptions, outlet: Outlet | None) -> SidecarFailure:
+    def _cancelled(
+        self, request: ModelRequest, options: CallOptions, outlet: Outlet | None, *, by_shutdown: bool = False
+    ) -> SidecarFailure:
         """What a cancelled call is: JOB_CANCELLED; a stream the door closed at its deadline: JOB_TIMEOUT."""
         target = f"model {request.model}"
         deadline = options.deadline
         if outlet is not None and deadline is not None and self._clock.time() >= deadline:
             return JobTimeout(target, "the deadline passed while the reply was streaming")
-        return JobCancelled(target)
+        return JobCancelled(target, by_shutdown=by_shutdown)
 
     async def _run(
         self, request: ModelRequest, options: CallOptions, record: CallRecord, outlet: Outlet | None = None

@@ -96,6 +96,7 @@ from sidecar.core.stream import (
     ReasoningDelta,
     Restart,
     RestartCause,
+    Serving,
     StreamEvent,
     TextDelta,
     ToolCallDelta,
@@ -177,6 +178,7 @@ class Outlet:
         "_queue",
         "_resume",
         "_secrets",
+        "_serving",
         "continuations",
         "deltas",
         "warnings",
@@ -200,6 +202,8 @@ class Outlet:
         self._guards: dict[int, SplitSecrets] = {}
         """Per stream of text: -1 the reply's text, i >= 0 tool call i's arguments, -2 - i reasoning part i."""
         self._last = -1
+        self._serving = ""
+        """The model the last Serving named."""
         self.deltas = 0
         """Deltas the caller holds: sent since the last Restart."""
 
@@ -251,8 +255,12 @@ class Outlet:
         """An event of the attempt being sent (the span current now)."""
         self._observer.event(event)
 
-    async def send(self, delta: Delta, attempt: int) -> None:
+    async def send(self, delta: Delta, attempt: int, serving: str = "") -> None:
+        """``delta`` on its way; ``serving``: the model the provider says writes it (an attempt's first delta)."""
         await self.flush(attempt)
+        if serving and serving != self._serving:
+            self._serving = serving
+            await self._queue.put(Serving(serving))
         key = _key(delta)
         if key != self._last:
             await self._release(self._last)
@@ -507,6 +515,8 @@ class _Progress:
     """A continuation: the text the caller held when it began (None: a fresh attempt)."""
     seam: str = ""
     """The held text's trailing whitespace, not in the prefill: dropped from the continuation's start."""
+    model: str = ""
+    """The model the provider says writes this attempt, as far as read."""
 
     async def forward(self, delta: Delta) -> None:
         if isinstance(delta, TextDelta) and self.seam:
@@ -515,8 +525,10 @@ class _Progress:
                 return
             delta = TextDelta(text)
         record = self.attempt.record
+        serving = ""
         if self.forwarded == 0:
             record.first_token()
+            serving = self.model
         else:
             record.chunk()
         self.forwarded += 1
@@ -524,7 +536,7 @@ class _Progress:
             self.chars += len(delta.text)
         self.watch.pause()  # a caller that does not read makes the provider wait: that silence is not a stall
         try:
-            await self.outlet.send(delta, self.attempt.number)
+            await self.outlet.send(delta, self.attempt.number, serving)
         finally:
             self.watch.resume()
 
@@ -690,6 +702,7 @@ class StreamSender(ModelSender):
                 detail = f"{fault.detail} ({progress.skipped} unreadable events skipped before it)"
                 record.transport_fault(GARBLED, detail)
                 return self._fault(progress, Retry(RetrySignal.TRANSIENT, detail))
+            progress.model = decoder.model
             for delta in deltas:
                 await progress.forward(delta)
             if decoder.complete:
@@ -734,6 +747,7 @@ class StreamSender(ModelSender):
         if isinstance(outcome, SidecarFailure):
             record.failed(outcome.kind_name)
             return Fail(outcome)
+        progress.model = outcome.response_model
         if outcome.text:
             await progress.forward(TextDelta(outcome.text))
         for i, call in enumerate(outcome.tool_calls):

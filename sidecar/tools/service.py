@@ -183,8 +183,8 @@ class ToolService:
         with self._observer.tool_call(start) as record:
             try:
                 outcome = await self._execute(tool, mcp, request, options, replay)
-            except asyncio.CancelledError:
-                cancelled = JobCancelled(f"tool {request.tool}")
+            except asyncio.CancelledError as exc:
+                cancelled = JobCancelled(f"tool {request.tool}", by_shutdown=JobCancelled.cut(exc))
                 log_failure(cancelled, tool=request.tool)
                 record.failed(cancelled)
                 raise

@@ -79,10 +79,11 @@ def test_notes_sent_twice_are_counted_by_text(tools: Srv, client: httpx.Client) 
         client.post(tools.url + "/notes", json={"text": "id-1"})
     client.post(tools.url + "/notes", json={"nope": 1})  # no text: received, not counted by text
     seen = client.get(tools.url + "/_fake/notes").json()
-    assert seen == {"received": 5, "created": 3, "texts": 2, "repeated": {"id-1": 3}}
+    assert seen == {"received": 5, "created": 3, "texts": 2, "repeated": {"id-1": 3}, "keys": 0, "replayed": 0}
     assert tools.server.notes_repeated() == {"id-1": 3}
     client.post(tools.url + "/_fake/reset")
-    assert client.get(tools.url + "/_fake/notes").json() == {"received": 0, "created": 0, "texts": 0, "repeated": {}}
+    after = {"received": 0, "created": 0, "texts": 0, "repeated": {}, "keys": 0, "replayed": 0}
+    assert client.get(tools.url + "/_fake/notes").json() == after
 
 
 @pytest.mark.parametrize("mode", sorted(STATUS_MODES))

@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from sidecar.config.catalog import PRESET_TIMEOUTS, AttemptTimeouts
 from sidecar.core.clock import FakeClock
 from sidecar.providers.client import TimedOut, Timer
 from sidecar.providers.streaming import Stalled, Watch
@@ -106,3 +107,13 @@ async def test_the_deadline_comes_before_a_timeout_due_at_the_same_time() -> Non
     clock = FakeClock()
     fired = await stalled(clock, Watch(clock, 30, clock.now + 10, header_s=10), 10)
     assert fired.deadline
+
+
+def test_a_whole_reply_under_the_preset_waits_for_its_budget_to_be_generated() -> None:
+    preset = PRESET_TIMEOUTS["interactive"]
+    assert preset.head_wait(stream=True, max_tokens=4096) == 10.0  # a stream's head comes at once
+    assert preset.head_wait(stream=False, max_tokens=256) == 10.0
+    assert preset.head_wait(stream=False, max_tokens=4096) == pytest.approx(40.96)
+    configured = AttemptTimeouts(header_s=5.0)  # a header_timeout_s written in the file: as written
+    assert configured.head_wait(stream=False, max_tokens=4096) == 5.0
+    assert PRESET_TIMEOUTS["batch"].head_wait(stream=False, max_tokens=4096) is None

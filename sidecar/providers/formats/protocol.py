@@ -91,6 +91,11 @@ class StreamDecoder(Protocol):
 
     def reply(self) -> ChatReply | None: ...
 
+    @property
+    def model(self) -> str:
+        """The model the stream says wrote it, as far as read ("" until it says)."""
+        ...
+
 
 class Upstream(Protocol):
     """The client half: the sidecar speaking the format to a provider (one per configured provider)."""

@@ -41,7 +41,7 @@ from grpc_status import rpc_status
 from sidecar_contract.v1 import sidecar_pb2 as pb
 
 from sidecar.core.details import ServiceDetail
-from sidecar.core.taxonomy import InvalidInput, SidecarFailure, UpstreamThrottle
+from sidecar.core.taxonomy import SHUTTING_DOWN, InvalidInput, SidecarFailure, UpstreamThrottle
 from sidecar.server.admission import Behavior, StreamBehavior
 from sidecar.server.grpc.refusals import undecodable
 from sidecar.server.grpc.status import to_status
@@ -116,7 +116,7 @@ class InFlight:
         """Stop every call in flight (each answers ``shutting_down``); how many there were."""
         self.cutting = True
         for task in self._tasks:
-            task.cancel()
+            task.cancel(SHUTTING_DOWN)  # the call's own log line says the shutdown stopped it
         return len(self._tasks)
 
     async def settled(self, timeout: float) -> None:

@@ -24,6 +24,7 @@ from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 from sidecar.config import Config
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import CallOptions
+from sidecar.core.stream import Serving
 from sidecar.core.taxonomy import SidecarFailure, as_failure
 from sidecar.providers.service import ModelService
 from sidecar.server import convert
@@ -76,6 +77,8 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         events = self._models.stream(convert.model_request(request), self._options(request.job, context))
         try:
             async for event in events:
+                if isinstance(event, Serving):  # gRPC callers read it in Final's response_model
+                    continue
                 yield convert.stream_event(event)
         except SidecarFailure as failure:  # the call's span has ended: the abort is the RPC's outcome
             await context.abort_with_status(rpc_status.to_status(to_status(failure)))

@@ -58,7 +58,16 @@ from sidecar.core.clock import Clock
 from sidecar.core.conversation import CallOptions, ModelResponse
 from sidecar.core.details import InvalidInputDetail
 from sidecar.core.redact import mask_secrets
-from sidecar.core.stream import Continued, Final, ReasoningDelta, Restart, StreamEvent, TextDelta, ToolCallDelta
+from sidecar.core.stream import (
+    Continued,
+    Final,
+    ReasoningDelta,
+    Restart,
+    Serving,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+)
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure, StreamInterrupted, SystemFailure
 from sidecar.providers.formats.chat import ChatReply, compact_json
 from sidecar.providers.formats.protocol import Ask, Front, ReplyHead, Sse, StreamWriter
@@ -387,13 +396,17 @@ class ModelEndpoint:
     ) -> Response:
         events = self._models.stream(ask.request, options)
         exchange.closers.append(events.aclose)  # the call cancelled, its upstream closed, whatever happens
+        model = ask.request.model
         try:
             first: StreamEvent = await _unless_gone(anext(events), request.receive)
+            if isinstance(first, Serving):  # the reply is named after the model that writes it
+                model = first.model
+                first = await _unless_gone(anext(events), request.receive)
         except SidecarFailure as failure:
             return self._failed(failure, exchange)
         except StopAsyncIteration:  # pragma: no cover - the core always ends with Final or a failure
             return self._failed(SystemFailure("the HTTP front"), exchange)
-        writer = self._front.writer(self._head(ask.request.model), include_usage=ask.include_usage)
+        writer = self._front.writer(self._head(model), include_usage=ask.include_usage)
         pump = self._pump(first, events, writer, ask.request.model, restarts, exchange)
         exchange.closers.append(pump.aclose)
         exchange.answered(200)
@@ -429,6 +442,8 @@ class ModelEndpoint:
                         return  # closing the events cancels the call
                     case Continued():
                         pass  # the deltas that follow continue the text sent: the caller reads on
+                    case Serving():
+                        pass  # the reply's chunks keep the name its head gave them
                     case Final():
                         reply = chat_reply(event.response)
                         yield self._encode(writer.final(reply, reply_extension(event.response)))

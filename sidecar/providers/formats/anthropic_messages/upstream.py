@@ -361,7 +361,8 @@ class AnthropicStream:
         """Each reasoning part: its text pieces, its signature (the last one sent), its redacted data."""
         self._finish: str | None = None
         self._tokens = _Tokens()
-        self._model = ""
+        self.model = ""
+        """The model the stream says wrote it, as far as read."""
         self._id = ""
         self.complete = False
 
@@ -393,7 +394,7 @@ class AnthropicStream:
         if not isinstance(message, dict):
             return
         self._id = text_or_empty(message.get("id"))
-        self._model = text_or_empty(message.get("model"))
+        self.model = text_or_empty(message.get("model"))
         self._tokens.read(message.get("usage"))
 
     def _block_start(self, body: dict[str, Any]) -> list[Delta]:
@@ -471,7 +472,7 @@ class AnthropicStream:
             finish=FINISH.get(raw_finish, FinishReason.UNSPECIFIED),
             raw_finish=raw_finish,
             refusal=(text or REFUSAL_TEXT) if raw_finish == "refusal" else None,
-            response_model=self._model,
+            response_model=self.model,
             response_id=self._id,
             reasoning=[
                 ReasoningPart("".join(texts), signatures[-1] if signatures else "", redacted, FORMAT_NAME)

@@ -490,7 +490,8 @@ class OpenAIStream:
         self._finish: str | None = None
         self._usage = ChatReply("")
         """The tokens any chunk's usage said."""
-        self._model = ""
+        self.model = ""
+        """The model the stream says wrote it, as far as read."""
         self._id = ""
         self._filtered: list[str] = []
         """The categories Azure's filter results marked filtered, in any chunk."""
@@ -512,7 +513,7 @@ class OpenAIStream:
             raise StreamFault("the stream sent an event that is not a JSON object")
         if "error" in chunk:
             raise StreamFault("the stream sent an error event", error_body=data)
-        self._model = text_or_empty(chunk.get("model")) or self._model
+        self.model = text_or_empty(chunk.get("model")) or self.model
         self._id = text_or_empty(chunk.get("id")) or self._id
         usage = chunk.get("usage")
         if isinstance(usage, dict):
@@ -577,7 +578,7 @@ class OpenAIStream:
             refusal="".join(self._refusal) or None,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
-            response_model=self._model,
+            response_model=self.model,
             response_id=self._id,
             cache_read_input_tokens=usage.cache_read_input_tokens,
             reasoning_tokens=usage.reasoning_tokens,
