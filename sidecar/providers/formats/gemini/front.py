@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -74,18 +73,16 @@ from sidecar.providers.formats.gemini.vocab import (
     FINISH,
     FINISH_NAMES,
     PDF,
+    RAW_ARGUMENTS,
     STATUS_CODES,
     STATUS_NAMES,
-    RAW_ARGUMENTS,
     args_of,
 )
 from sidecar.providers.formats.protocol import Ask, ReplyHead, Sse
 
 __all__ = ["GeminiFront", "GeminiWriter", "finish_reason", "parse_request"]
 
-_KEYS = frozenset(
-    {"model", "stream", "contents", "systemInstruction", "tools", "toolConfig", "generationConfig"}
-)
+_KEYS = frozenset({"model", "stream", "contents", "systemInstruction", "tools", "toolConfig", "generationConfig"})
 _GENERATION = frozenset(
     {
         "maxOutputTokens",
@@ -496,7 +493,9 @@ def _content(part: Mapping[str, Any], where: str) -> Part:
             return DocumentPart(url=uri)
         if isinstance(mime, str) and mime.startswith("image/"):
             return ImagePart(url=uri)
-        raise InvalidInput(f"{where}.fileData.mimeType", shown(mime), "must be an image's media type or application/pdf")
+        raise InvalidInput(
+            f"{where}.fileData.mimeType", shown(mime), "must be an image's media type or application/pdf"
+        )
     raise InvalidInput(where, shown(sorted(part)), "must be a text, inlineData or fileData part")
 
 

@@ -81,7 +81,7 @@ from sidecar.core.conversation import (
     TextPart,
     ToolCall,
 )
-from sidecar.core.kinds import FinishReason, Role, RetrySignal
+from sidecar.core.kinds import FinishReason, RetrySignal, Role
 from sidecar.core.redact import redact_body
 from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
@@ -232,7 +232,9 @@ class GeminiUpstream:
         fields = error_fields(body)
         if fields is None:
             return classify_response(status, headers, body, target, secrets, now)
-        message, state, details = fields
+        message, state, details, code = fields
+        if code != status and 400 <= code < 600 and status in (200, 500):
+            status = code  # a stream's error chunk (read as a 500): the status it names
         outcome = classify_response(status, headers, body, target, secrets, now)
         http = outcome.http
         words = cap(redact_body(message, None, secrets)) or f"HTTP {status}"
@@ -249,8 +251,8 @@ class GeminiUpstream:
         return outcome
 
 
-def error_fields(body: str) -> tuple[str, str, list[dict[str, Any]]] | None:
-    """(message, status, details) of a Google error body; None when the body is not one."""
+def error_fields(body: str) -> tuple[str, str, list[dict[str, Any]], int] | None:
+    """(message, status, details, code) of a Google error body; None when the body is not one."""
     try:
         parsed: Any = json.loads(body)
     except (ValueError, RecursionError):
@@ -262,7 +264,7 @@ def error_fields(body: str) -> tuple[str, str, list[dict[str, Any]]] | None:
         return None
     details = error.get("details")
     listed = [d for d in details if isinstance(d, dict)] if isinstance(details, list) else []
-    return text_or_empty(error.get("message")), text_or_empty(error.get("status")), listed
+    return text_or_empty(error.get("message")), text_or_empty(error.get("status")), listed, count(error.get("code"))
 
 
 def _kind(detail: Mapping[str, Any]) -> str:
