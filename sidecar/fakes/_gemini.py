@@ -131,9 +131,9 @@ def _last_user_text(body: dict[str, Any]) -> int:
     last = -1
     for i, c in enumerate(contents if isinstance(contents, list) else []):
         parts = c.get("parts") if isinstance(c, dict) else None
-        if isinstance(c, dict) and c.get("role", "user") == "user" and isinstance(parts, list):
-            if any(isinstance(p, dict) and "functionResponse" not in p for p in parts):
-                last = i
+        told = isinstance(c, dict) and c.get("role", "user") == "user" and isinstance(parts, list)
+        if told and any(isinstance(p, dict) and "functionResponse" not in p for p in parts or ()):
+            last = i
     return last
 
 
