@@ -24,7 +24,8 @@ as ``model`` and ``stream`` (the keys ``parse`` reads them from), for a path of 
                                 with responseJsonSchema: the response schema; thinkingConfig
                                 thinkingBudget | thinkingLevel (includeThoughts read and implied)
 
-Any other key (of the body, a part, generationConfig ...) is INVALID_INPUT naming it: nothing is
+Keys are read in lowerCamelCase or snake_case, as Google's JSON reads both (``camel``: the SDK sends
+``thinking_budget``). Any other key (of the body, a part, generationConfig ...) is INVALID_INPUT naming it: nothing is
 accepted and then dropped. ``render``, ``writer`` and ``error_body`` answer in the format::
 
     ChatReply               {"candidates": [{"content": {"role": "model", "parts"}, "finishReason",
@@ -138,7 +139,7 @@ class GeminiFront:
         return {**body, "model": model, "stream": method == "streamGenerateContent"}
 
     def parse(self, body: dict[str, Any]) -> Ask:
-        request = parse_request(body)
+        request = parse_request(camel(body))
         positive_budget(request, "generationConfig.maxOutputTokens")
         return Ask(request, body.get("stream") is True)
 
@@ -325,6 +326,31 @@ def _string(value: Mapping[str, Any], key: str, where: str) -> str:
     if not isinstance(got, str):
         raise InvalidInput(f"{where}.{key}", shown(got), "must be a string")
     return got
+
+
+_OPAQUE = frozenset({"parametersJsonSchema", "responseJsonSchema", "args", "response"})
+"""Keys whose values are the caller's own JSON (a schema, arguments, a result), never renamed."""
+
+
+def _camel_key(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def camel(value: Any) -> Any:
+    """A request with each key in lowerCamelCase, as Google's JSON reads ``snake_case`` names too (the SDK sends
+    ``thinking_budget``, ``parameters_json_schema`` ...); what ``_OPAQUE`` keys hold is left as sent."""
+    if isinstance(value, list):
+        return [camel(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        name = _camel_key(key) if isinstance(key, str) else key
+        if name in out:
+            raise InvalidInput(name, shown(item), f"is given twice ({key} and {name})")
+        out[name] = item if name in _OPAQUE else camel(item)
+    return out
 
 
 def parse_request(body: Mapping[str, Any]) -> ModelRequest:
