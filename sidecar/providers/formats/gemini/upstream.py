@@ -81,6 +81,7 @@ from sidecar.core.conversation import (
     TextPart,
     ToolCall,
 )
+from sidecar.core.details import ProviderDetail
 from sidecar.core.kinds import FinishReason, RetrySignal, Role
 from sidecar.core.redact import redact_body
 from sidecar.core.retry import Retry
@@ -129,6 +130,8 @@ CALL_ID_PREFIX = "gemini_call_"
 """The id a tool call gets when Gemini gave it none (sent back without it: Gemini matches by name)."""
 LEVELS = ("minimal", "low", "medium", "high")
 """The core's efforts Gemini has a thinkingLevel for (all four)."""
+PROMPT_BLOCKED = "the prompt was blocked"
+"""A blocked prompt's explanation when Gemini gave none (``promptFeedback.blockReason``)."""
 _UNCARRIED = frozenset({"parallel_tool_calls", "end_user", "system_cache"})
 _CHOICE_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY", "tool": "ANY"}
 _PER_DAY = re.compile(r"per\s*day|perday", re.I)
@@ -246,8 +249,11 @@ class GeminiUpstream:
             return Retry(RetrySignal.OVERLOAD, words, parse_retry_after(headers, now), http)
         if state == "INVALID_ARGUMENT" and _CONTEXT.search(message):
             return ContextOverflow(target.provider, target.model_id, words, http=http)
-        if any(d.get("reason") == "API_KEY_INVALID" for d in details):
-            return Unauthorized(target.provider, f"HTTP {status} API_KEY_INVALID", http=http, endpoint=target.endpoint)
+        key_invalid = any(d.get("reason") == "API_KEY_INVALID" for d in details)
+        if key_invalid or status in (401, 403):
+            reason = f"HTTP {status} {'API_KEY_INVALID' if key_invalid else state}".strip()
+            detail = ProviderDetail(provider=target.provider, account=target.account, model=target.model_id)
+            return Unauthorized(target.provider, reason, http=http, endpoint=target.endpoint, provider=detail)
         return outcome
 
 
@@ -539,7 +545,7 @@ class GeminiStream:
             tool_calls=list(self._calls),
             finish=finish,
             raw_finish=raw,
-            refusal=(self._message or text or REFUSAL_TEXT) if blocked else None,
+            refusal=(self._message or text or (PROMPT_BLOCKED if self._blocked else REFUSAL_TEXT)) if blocked else None,
             input_tokens=u.get("promptTokenCount", 0) + u.get("toolUsePromptTokenCount", 0),
             output_tokens=u.get("candidatesTokenCount", 0) + thoughts,
             response_model=self.model,
