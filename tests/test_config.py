@@ -24,7 +24,7 @@ CONFIGS = Path(__file__).parent / "configs"
         ("bad_window.yaml", ["policy.windows.rate_limit", "max_s (5.0) must not be below min_s (30.0)"]),
         ("bad_tool_schema.yaml", ["tools.search.parameters", "not a valid JSON schema"]),
         ("bad_placeholder.yaml", ["tools.fetch.url", "placeholder {doc_id} is not a parameter", "parameters: id"]),
-        ("bad_wire_format.yaml", ["providers.x.wire_format", "'openai' or 'anthropic'", "'gemini'"]),
+        ("bad_wire_format.yaml", ["providers.x.wire_format", "'openai', 'anthropic'", "'cohere'"]),
         ("bad_yaml.yaml", ["not valid YAML"]),
         ("bad_literal_secret.yaml", ["providers.oai.api_key", "secrets come only from the environment"]),
         ("bad_not_utf8.yaml", ["line 6, column 30", "in the value of 'description'", "byte 0xe9", "not UTF-8"]),

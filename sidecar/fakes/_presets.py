@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from ._brain import Reply, ToolCall, apply_budget, continued, default_reply
-from ._http import Response
+from ._http import Chunk, Response, StreamEnd
 from ._schema import missing_fields_for
 from ._script import Step
 from ._stream import STREAM_PARAMS, StreamOptions, render_stream
@@ -109,6 +109,11 @@ def _error(spec: ErrorSpec, wire: Wire, ex: Exchange, params: Mapping[str, Any])
         spec = replace(spec, message=params["message"])
     body = wire.error_body(spec, ex)
     wire.error_fields(body).update(params.get("extra_error_fields") or {})
+    if spec.status < 400 and ex.conversation.stream:  # a block that answers 200 (Gemini's): its one event
+        headers = wire.headers(ex, 200)
+        headers.update({"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"})
+        event = wire.stream_error(body, ex).encode()
+        return Response(status=200, headers=headers, stream=(Chunk(event, 0.0),), stream_end=StreamEnd.COMPLETE)
     return _json_response(body, spec.status, wire, ex, params)
 
 

@@ -104,6 +104,11 @@ class Wire(ABC):
         ``parse`` refuses)."""
         return None
 
+    def routed(self, path: str, body: Any) -> dict[str, Any] | None:
+        """For a format whose URL says what the body does not (Gemini's model and streaming): the body with
+        it, when ``path`` is one of the format's routes; None otherwise (the route is ``front.path``)."""
+        return None
+
     def parse(self, body: dict[str, Any]) -> Conversation:
         """The request, read as the format reads it (INVALID_INPUT raised for what it cannot carry)."""
         hints, rest = self.hints(body)

@@ -17,6 +17,7 @@ from ._base import FakeServer
 from ._chaos import Chaos, ChaosConfig
 from ._cli import serve_forever
 from ._conversation import Conversation
+from ._gemini import GEMINI
 from ._http import Request, Response
 from ._openai import OPENAI
 from ._presets import PRESET_PARAMS, PRESETS, render_default, render_step, validate_step
@@ -25,7 +26,7 @@ from ._wire import ErrorSpec, Exchange, Wire
 
 __all__ = ["WIRES", "FakeProvider", "main"]
 
-WIRES: dict[str, Wire] = {w.name: w for w in (OPENAI, ANTHROPIC)}
+WIRES: dict[str, Wire] = {w.name: w for w in (OPENAI, ANTHROPIC, GEMINI)}
 """The fake's wire of each format, by the format's name (``tests/unit/test_formats.py``: one for each)."""
 PREFILL_REFUSED = (
     "This model does not support assistant message prefill. The conversation must end with a user message."
@@ -35,6 +36,19 @@ _ROUTES: dict[str, Wire] = {
     path: w for w in WIRES.values() for path in (w.front.path, w.front.path.removeprefix("/v1"))
 }
 """Each format's route (``Front.path``), and the same without ``/v1`` (a base URL that ends in it)."""
+
+
+def _route(request: Request) -> tuple[Wire | None, Any]:
+    """The wire a request's path is a route of, and its body (with what the path says: ``Wire.routed``)."""
+    body = request.json_or_none()
+    wire = _ROUTES.get(request.path.rstrip("/"))
+    if wire is not None:
+        return wire, body
+    for candidate in WIRES.values():
+        routed = candidate.routed(request.path, body)
+        if routed is not None:
+            return candidate, routed if isinstance(body, dict) else body
+    return None, body
 
 
 class FakeProvider(FakeServer):
@@ -101,8 +115,7 @@ class FakeProvider(FakeServer):
     # ---- serving ------------------------------------------------------------------------------
 
     async def handle_app(self, request: Request) -> Response:
-        wire = _ROUTES.get(request.path.rstrip("/"))
-        body = request.json_or_none()
+        wire, body = _route(request)
         model = str(body.get("model", "")) if isinstance(body, dict) else ""
         if wire is None or request.method != "POST":
             record = self._record(request, wire=wire.name if wire else None, model=model, source="unknown_route")

@@ -1,0 +1,568 @@
+"""The Gemini upstream (``generateContent``), whole and streamed.
+
+``POST {base}/v1beta/models/{model}:generateContent`` (streamed: ``:streamGenerateContent?alt=sse``),
+the key in ``x-goog-api-key``. ``GeminiUpstream.body`` renders a ChatRequest (``front.py`` reads one
+back: its inverse)::
+
+    core (ChatRequest)                          Gemini body
+    system                                      systemInstruction {"parts": [{"text"}]}
+    Message(USER, text | parts)                 {"role": "user", "parts": [text, inlineData, fileData]}
+    Message(ASSISTANT, reasoning, text | parts, {"role": "model", "parts": [thought parts first, text,
+            tool_calls)                         functionCall {id, name, args}]}, each thought signature on
+                                                its part (``vocab``'s table), byte-identical
+    Message(TOOL, tool_results)                 {"role": "user", "parts": [functionResponse {id, name,
+                                                response {"output" | "error": content}}]}
+    tools                                       [{"functionDeclarations": [{name, description,
+                                                parametersJsonSchema}]}]
+    tool_choice auto | none | required | tool   toolConfig.functionCallingConfig {"mode": AUTO | NONE | ANY,
+                                                "allowedFunctionNames": [name] (tool)}
+    max_tokens, temperature, top_p, top_k,      generationConfig {maxOutputTokens, temperature, topP, topK,
+      stop, seed, presence / frequency penalty  stopSequences, seed, presencePenalty, frequencyPenalty}
+    response schema                             generationConfig {responseMimeType: "application/json",
+                                                responseJsonSchema} (the structured-output loop)
+    reasoning.budget_tokens | effort            generationConfig.thinkingConfig {thinkingBudget |
+                                                thinkingLevel, "includeThoughts": true}
+    provider_options_json {"gemini": {...}}     that object's keys merged into the body (safetySettings,
+                                                cachedContent, ...); its generationConfig merged into the
+                                                sidecar's (none of the keys the sidecar sets)
+
+Not carried, so refused by name before sending (``carried.refuse_uncarried``): cache breakpoints
+(parts.cache, tools.cache, system_cache: Gemini caches through a cachedContent resource), a plain-text
+document, a tool result given as parts, parallel_tool_calls and end_user (no field). ``check`` then
+refuses, naming the field: an image's detail "low", an image URL whose media type its extension does
+not say, a document with a title (Gemini has no field for it), an assistant message's image or
+document, a reasoning effort Gemini has no thinkingLevel for.
+
+A reply (``parse``)::
+
+    candidates[0].content.parts     text -> text; functionCall -> tool calls (no id: ``gemini_call_<n>``);
+                                    thought parts and thoughtSignature -> reasoning (format "gemini")
+    candidates[0].finishReason      ``vocab.FINISH``; a block's finishMessage (or text) is the refusal
+    promptFeedback.blockReason      no candidates: the prompt was blocked, a refusal of that category
+    usageMetadata                   promptTokenCount (cached included) -> input; cachedContentTokenCount ->
+                                    cache read; candidatesTokenCount + thoughtsTokenCount -> output;
+                                    thoughtsTokenCount -> reasoning tokens
+    modelVersion, responseId        the reply's model and id
+
+A stream is ``data:`` chunks, each a GenerateContentResponse with the parts it adds (read by
+``GeminiStream``); it ends when the body ends (no end marker): the chunk with a finishReason (or a
+blocked prompt) completes it. A chunk ``{"error": {...}}`` is a StreamFault with its body; data that
+is not a JSON object is garbled.
+
+Error answers (``classify``), decided from the body's ``error.status`` and ``details`` first::
+
+    429 RESOURCE_EXHAUSTED, a QuotaFailure violation of    QUOTA_EXHAUSTED (never retried, whatever
+      a per-day quota (quotaId ...PerDay...)               RetryInfo says)
+    429 RESOURCE_EXHAUSTED otherwise                       signal RATE_LIMIT, waiting RetryInfo.retryDelay
+                                                           (else Retry-After)
+    503 UNAVAILABLE "overloaded"                           signal OVERLOAD
+    400 INVALID_ARGUMENT "input token count ... exceeds"   CONTEXT_OVERFLOW
+    400 with ErrorInfo reason API_KEY_INVALID              UNAUTHORIZED
+    anything else                                          ``providers.errors.classify_response`` (403:
+                                                           UNAUTHORIZED, 404: MODEL_NOT_FOUND, 5xx ...)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from sidecar.core.backoff import parse_retry_after
+from sidecar.core.conversation import (
+    Controls,
+    DocumentPart,
+    ImagePart,
+    Message,
+    ModelRequest,
+    ReasoningPart,
+    TextPart,
+    ToolCall,
+)
+from sidecar.core.details import ProviderDetail
+from sidecar.core.kinds import FinishReason, RetrySignal, Role
+from sidecar.core.redact import redact_body
+from sidecar.core.retry import Retry
+from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
+from sidecar.core.taxonomy import (
+    ContextOverflow,
+    InvalidInput,
+    QuotaExhausted,
+    SidecarFailure,
+    Unauthorized,
+)
+from sidecar.core.text import cap
+from sidecar.providers.errors import Target, classify_response
+from sidecar.providers.formats.carried import CONTROLS, plain, refuse_uncarried
+from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault
+from sidecar.providers.formats.fields import count, text_or_empty
+from sidecar.providers.formats.gemini.vocab import (
+    API_KEY_HEADER,
+    BLOCKED,
+    FINISH,
+    FORMAT_NAME,
+    GENERATION_KEYS,
+    PDF,
+    REFUSAL_TEXT,
+    SIDECAR_KEYS,
+    args_of,
+    arguments_of,
+    content_part,
+    data_url,
+    url_media_type,
+)
+from sidecar.providers.formats.options import FIELD, options_for
+
+__all__ = [
+    "CALL_ID_PREFIX",
+    "GeminiStream",
+    "GeminiUpstream",
+    "error_fields",
+    "generate_path",
+    "provider_options",
+    "render_contents",
+]
+
+API_PATH = "/v1beta/models/"
+CALL_ID_PREFIX = "gemini_call_"
+"""The id a tool call gets when Gemini gave it none (sent back without it: Gemini matches by name)."""
+LEVELS = ("minimal", "low", "medium", "high")
+"""The core's efforts Gemini has a thinkingLevel for (all four)."""
+PROMPT_BLOCKED = "the prompt was blocked"
+"""A blocked prompt's explanation when Gemini gave none (``promptFeedback.blockReason``)."""
+_UNCARRIED = frozenset({"parallel_tool_calls", "end_user", "system_cache"})
+_CHOICE_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY", "tool": "ANY"}
+_PER_DAY = re.compile(r"per\s*day|perday", re.I)
+_CONTEXT = re.compile(r"input token count.*exceeds|exceeds the maximum number of tokens", re.I)
+_OVERLOADED = re.compile(r"overloaded", re.I)
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+
+
+def generate_path(model: str, *, stream: bool) -> str:
+    """Where a request for ``model`` goes, below the base URL (``https://generativelanguage.googleapis.com``)."""
+    if stream:
+        return f"{API_PATH}{model}:streamGenerateContent?alt=sse"
+    return f"{API_PATH}{model}:generateContent"
+
+
+class GeminiUpstream:
+    """The sidecar as a generateContent client (the module's tables)."""
+
+    carries: frozenset[str] = frozenset(
+        {
+            "parts.text",
+            "parts.image",
+            "parts.document",
+            "parts.document_url",
+            "reasoning.history",
+            *(c for c in CONTROLS if c not in _UNCARRIED),
+        }
+    )
+
+    def check(self, request: ModelRequest, model_id: str) -> None:
+        if plain(request):
+            return
+        refuse_uncarried(request, self.carries, FORMAT_NAME, model_id)
+        reasoning = request.controls.reasoning
+        if reasoning is not None and reasoning.budget_tokens is None and reasoning.effort not in LEVELS:
+            rule = f"Gemini's thinkingLevel is one of {', '.join(LEVELS)}"
+            raise InvalidInput("reasoning.effort", reasoning.effort, rule)
+        for i, m in enumerate(request.messages):
+            for j, part in enumerate(m.parts):
+                at = f"messages[{i}].parts[{j}]"
+                if m.role is Role.ASSISTANT and not isinstance(part, TextPart):
+                    raise InvalidInput(at, type(part).__name__, "an assistant message carries text parts only")
+                if isinstance(part, ImagePart):
+                    _check_image(at, part)
+                if isinstance(part, DocumentPart):
+                    _check_document(at, part)
+        provider_options(request.controls.provider_options_json)
+
+    def path(self, model: str, *, stream: bool) -> str:
+        return generate_path(model, stream=stream)
+
+    def headers(self, api_key: str | None) -> dict[str, str]:
+        return {API_KEY_HEADER: api_key} if api_key else {}
+
+    def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
+        body: dict[str, Any] = {"contents": render_contents(request.messages)}
+        if request.system:
+            body["systemInstruction"] = {"parts": [{"text": request.system}]}
+        if request.tools:
+            declarations = []
+            for t in request.tools:
+                declaration: dict[str, Any] = {"name": t.name, "description": t.description}
+                if t.parameters_json:
+                    declaration["parametersJsonSchema"] = json.loads(t.parameters_json)
+                declarations.append(declaration)
+            body["tools"] = [{"functionDeclarations": declarations}]
+        choice = request.controls.tool_choice
+        if choice is not None:
+            calling: dict[str, Any] = {"mode": _CHOICE_MODES[choice.mode]}
+            if choice.mode == "tool":
+                calling["allowedFunctionNames"] = [choice.name]
+            body["toolConfig"] = {"functionCallingConfig": calling}
+        generation = _generation(request)
+        options = provider_options(request.controls.provider_options_json)
+        generation.update(options.pop("generationConfig", {}))
+        body["generationConfig"] = generation
+        body.update(options)
+        return body
+
+    def stream_decoder(self) -> GeminiStream:
+        return GeminiStream()
+
+    def parse(self, body: dict[str, Any]) -> ChatReply:
+        stream = GeminiStream()
+        stream.read(body)
+        reply = stream.reply()
+        if reply is None:  # a reply with no finish at all: what it holds, unfinished
+            reply = stream.reply(finished=False)
+        assert reply is not None
+        return reply
+
+    def classify(
+        self,
+        status: int,
+        headers: Mapping[str, str],
+        body: str,
+        target: Target,
+        secrets: Iterable[str],
+        now: datetime,
+    ) -> Retry | SidecarFailure:
+        fields = error_fields(body)
+        if fields is None:
+            return classify_response(status, headers, body, target, secrets, now)
+        message, state, details, code = fields
+        if code != status and 400 <= code < 600 and status in (200, 500):
+            status = code  # a stream's error chunk (read as a 500): the status it names
+        outcome = classify_response(status, headers, body, target, secrets, now)
+        http = outcome.http
+        words = cap(redact_body(message, None, secrets)) or f"HTTP {status}"
+        if status == 429 or state == "RESOURCE_EXHAUSTED":
+            if _per_day(details):
+                return QuotaExhausted(target.provider, target.account, target.model_id, words, http=http)
+            return Retry(RetrySignal.RATE_LIMIT, words, _retry_delay(details, headers, now), http)
+        if state == "UNAVAILABLE" and _OVERLOADED.search(message):
+            return Retry(RetrySignal.OVERLOAD, words, parse_retry_after(headers, now), http)
+        if state == "INVALID_ARGUMENT" and _CONTEXT.search(message):
+            return ContextOverflow(target.provider, target.model_id, words, http=http)
+        key_invalid = any(d.get("reason") == "API_KEY_INVALID" for d in details)
+        if key_invalid or status in (401, 403):
+            reason = f"HTTP {status} {'API_KEY_INVALID' if key_invalid else state}".strip()
+            detail = ProviderDetail(provider=target.provider, account=target.account, model=target.model_id)
+            return Unauthorized(target.provider, reason, http=http, endpoint=target.endpoint, provider=detail)
+        return outcome
+
+
+def error_fields(body: str) -> tuple[str, str, list[dict[str, Any]], int] | None:
+    """(message, status, details, code) of a Google error body; None when the body is not one."""
+    try:
+        parsed: Any = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(parsed, list) and parsed and isinstance(parsed[0], dict):  # a stream's error, as a JSON array
+        error = parsed[0].get("error")
+    if not isinstance(error, dict):
+        return None
+    details = error.get("details")
+    listed = [d for d in details if isinstance(d, dict)] if isinstance(details, list) else []
+    return text_or_empty(error.get("message")), text_or_empty(error.get("status")), listed, count(error.get("code"))
+
+
+def _kind(detail: Mapping[str, Any]) -> str:
+    return text_or_empty(detail.get("@type")).rsplit(".", 1)[-1]
+
+
+def _per_day(details: list[dict[str, Any]]) -> bool:
+    """A QuotaFailure violation names a per-day quota (``GenerateRequestsPerDayPerProjectPerModel-FreeTier``)."""
+    for detail in details:
+        if _kind(detail) != "QuotaFailure" or not isinstance(detail.get("violations"), list):
+            continue
+        for v in detail["violations"]:
+            if isinstance(v, dict) and any(
+                _PER_DAY.search(text_or_empty(v.get(k))) for k in ("quotaId", "quotaMetric", "description")
+            ):
+                return True
+    return False
+
+
+def _retry_delay(details: list[dict[str, Any]], headers: Mapping[str, str], now: datetime) -> float | None:
+    """RetryInfo's ``retryDelay`` ("37s", "0.5s") in seconds; else what Retry-After says."""
+    for detail in details:
+        if _kind(detail) == "RetryInfo":
+            match = _DURATION.match(text_or_empty(detail.get("retryDelay")))
+            if match:
+                return float(match.group(1))
+    return parse_retry_after(headers, now)
+
+
+def _check_image(at: str, part: ImagePart) -> None:
+    if part.detail == "low":
+        rule = "Gemini sets no per-image low detail (generationConfig.mediaResolution is the request's): leave it unset"
+        raise InvalidInput(f"{at}.detail", part.detail, rule)
+    if part.url.startswith("data:"):
+        if data_url(part.url) is None:
+            raise InvalidInput(f"{at}.url", part.url[:80], "a data: URL is data:<media type>;base64,<data>")
+    elif part.url and not url_media_type(part.url):
+        rule = "Gemini needs an image URL's media type: give one ending in .png, .jpg, .webp, .gif ... or the data"
+        raise InvalidInput(f"{at}.url", part.url[:80], rule)
+
+
+def _check_document(at: str, part: DocumentPart) -> None:
+    if part.title:
+        raise InvalidInput(f"{at}.title", part.title, "Gemini has no field for a document's title: leave it out")
+    if part.data and (part.media_type or PDF) != PDF:
+        raise InvalidInput(f"{at}.media_type", part.media_type, "a document given as data is a PDF for Gemini")
+
+
+def provider_options(raw: str) -> dict[str, Any]:
+    """The keys ``provider_options_json`` sets for this format (its ``"gemini"`` object); its generationConfig
+    may not set a key the sidecar sets."""
+    options = options_for(raw, FORMAT_NAME, SIDECAR_KEYS - {"generationConfig"})
+    generation = options.get("generationConfig")
+    if generation is None:
+        return dict(options)
+    if not isinstance(generation, dict):
+        raise InvalidInput(f"{FIELD}.{FORMAT_NAME}.generationConfig", json.dumps(generation)[:80], "must be an object")
+    for key in generation:
+        if key in GENERATION_KEYS:
+            rule = "is a key the sidecar sets itself from the request's own fields: set it there"
+            raise InvalidInput(f"{FIELD}.{FORMAT_NAME}.generationConfig.{key}", key, rule)
+    return dict(options, generationConfig=dict(generation))
+
+
+# ---------------------------------------------------------------------------- a request rendered
+
+
+def _generation(request: ChatRequest) -> dict[str, Any]:
+    c: Controls = request.controls
+    out: dict[str, Any] = {"maxOutputTokens": request.max_tokens}
+    if request.temperature is not None:
+        out["temperature"] = request.temperature
+    if c.top_p is not None:
+        out["topP"] = c.top_p
+    if c.top_k is not None:
+        out["topK"] = c.top_k
+    if c.stop:
+        out["stopSequences"] = list(c.stop)
+    if c.seed is not None:
+        out["seed"] = c.seed
+    if c.presence_penalty is not None:
+        out["presencePenalty"] = c.presence_penalty
+    if c.frequency_penalty is not None:
+        out["frequencyPenalty"] = c.frequency_penalty
+    if request.response_schema is not None:
+        out["responseMimeType"] = "application/json"
+        out["responseJsonSchema"] = request.response_schema
+    if c.reasoning is not None:
+        thinking: dict[str, Any] = {"includeThoughts": True}
+        if c.reasoning.budget_tokens is not None:
+            thinking["thinkingBudget"] = c.reasoning.budget_tokens
+        else:
+            thinking["thinkingLevel"] = c.reasoning.effort.upper()
+        out["thinkingConfig"] = thinking
+    return out
+
+
+def signed_parts(message: Message) -> list[dict[str, Any]]:
+    """An assistant message's parts: thoughts first, then text and function calls, each signature that came
+    on a part that is not a thought put back on the first function call (or the last text part)."""
+    parts: list[dict[str, Any]] = []
+    loose: list[str] = []
+    for r in message.reasoning:
+        if r.redacted_data:
+            parts.append({"text": "", "thought": True, "thoughtSignature": r.redacted_data})
+        elif r.text:
+            thought: dict[str, Any] = {"text": r.text, "thought": True}
+            if r.signature:
+                thought["thoughtSignature"] = r.signature
+            parts.append(thought)
+        elif r.signature:
+            loose.append(r.signature)
+    content = [content_part(p) for p in message.content]
+    calls = [{"functionCall": _function_call(c)} for c in message.tool_calls]
+    if not content and not calls:
+        content = [{"text": ""}]
+    slots = calls or content[-1:]
+    for slot, signature in zip(slots, loose, strict=False):
+        slot["thoughtSignature"] = signature
+    return [*parts, *content, *calls]
+
+
+def _function_call(c: ToolCall) -> dict[str, Any]:
+    call: dict[str, Any] = {"name": c.name, "args": args_of(c.arguments_json)}
+    if c.id and not c.id.startswith(CALL_ID_PREFIX):
+        call = {"id": c.id, **call}
+    return call
+
+
+def render_contents(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """The conversation as ``contents`` (the module's table): one content for each message."""
+    out: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    for m in messages:
+        if m.role is Role.ASSISTANT:
+            names.update((c.id, c.name) for c in m.tool_calls)
+            out.append({"role": "model", "parts": signed_parts(m)})
+            continue
+        parts: list[dict[str, Any]] = []
+        for r in m.tool_results:
+            response = {"error" if r.is_error else "output": r.content}
+            reply: dict[str, Any] = {"name": r.name or names.get(r.call_id, ""), "response": response}
+            if r.call_id and not r.call_id.startswith(CALL_ID_PREFIX):
+                reply = {"id": r.call_id, **reply}
+            parts.append({"functionResponse": reply})
+        parts += [content_part(p) for p in m.content]
+        out.append({"role": "user", "parts": parts or [{"text": ""}]})
+    return out
+
+
+# ---------------------------------------------------------------------------- a reply read
+
+
+class GeminiStream:
+    """One reply, chunk by chunk (a whole reply is one chunk): the module's table."""
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._calls: list[ToolCall] = []
+        self._reasoning: list[list[str]] = []
+        """Each reasoning part: [text, signature, redacted data]."""
+        self._thinking = False
+        """The last part read was a thought (the next thought text goes on with it)."""
+        self._finish: str | None = None
+        self._message = ""
+        self._blocked = ""
+        self._categories: list[str] = []
+        self._usage: dict[str, int] = {}
+        self.model = ""
+        self._id = ""
+        self.complete = False
+
+    def feed(self, event: str, data: str) -> list[Delta]:
+        if not data.strip():
+            return []
+        try:
+            body = json.loads(data)
+        except (ValueError, RecursionError):
+            raise StreamFault("the stream sent a chunk that is not JSON") from None
+        if not isinstance(body, dict):
+            raise StreamFault("the stream sent a chunk that is not a JSON object")
+        if "error" in body:
+            raise StreamFault("the stream sent an error", error_body=data)
+        return self.read(body)
+
+    def read(self, body: dict[str, Any]) -> list[Delta]:
+        """A GenerateContentResponse's parts as deltas, its finish, usage, model and id kept."""
+        self.model = text_or_empty(body.get("modelVersion")) or self.model
+        self._id = text_or_empty(body.get("responseId")) or self._id
+        usage = body.get("usageMetadata")
+        if isinstance(usage, dict):
+            self._usage = {k: count(v) for k, v in usage.items()}
+        feedback = body.get("promptFeedback")
+        if isinstance(feedback, dict) and text_or_empty(feedback.get("blockReason")):
+            self._blocked = str(feedback["blockReason"])
+            self._message = text_or_empty(feedback.get("blockReasonMessage"))
+            self._categories = _blocked_categories(feedback.get("safetyRatings"))
+            self._finish = self._blocked
+            self.complete = True
+        candidates = body.get("candidates")
+        if not isinstance(candidates, list) or not candidates or not isinstance(candidates[0], dict):
+            return []
+        candidate = candidates[0]
+        out: list[Delta] = []
+        content = candidate.get("content")
+        parts = content.get("parts") if isinstance(content, dict) else None
+        for part in parts if isinstance(parts, list) else []:
+            if isinstance(part, dict):
+                out += self._part(part)
+        reason = text_or_empty(candidate.get("finishReason"))
+        if reason and reason != "FINISH_REASON_UNSPECIFIED":
+            self._finish = reason
+            self._message = text_or_empty(candidate.get("finishMessage")) or self._message
+            self._categories = _blocked_categories(candidate.get("safetyRatings")) or self._categories
+            self.complete = True
+        return out
+
+    def _part(self, part: dict[str, Any]) -> list[Delta]:
+        out: list[Delta] = []
+        signature = text_or_empty(part.get("thoughtSignature"))
+        text = part.get("text")
+        if part.get("thought") is True:
+            text = text_or_empty(text)
+            if not text and signature:  # opaque: a signature with no thought text
+                self._thinking = False
+                self._reasoning.append(["", "", signature])
+                return [ReasoningDelta(len(self._reasoning) - 1, redacted_data=signature)]
+            if not self._thinking or (self._reasoning and self._reasoning[-1][1]):
+                self._reasoning.append(["", "", ""])
+            self._thinking = True
+            index = len(self._reasoning) - 1
+            self._reasoning[index][0] += text
+            if text:
+                out.append(ReasoningDelta(index, text=text))
+            if signature:
+                self._reasoning[index][1] = signature
+                out.append(ReasoningDelta(index, signature=signature))
+            return out
+        self._thinking = False
+        if signature:
+            self._reasoning.append(["", signature, ""])
+            out.append(ReasoningDelta(len(self._reasoning) - 1, signature=signature))
+        call = part.get("functionCall")
+        if isinstance(call, dict):
+            index = len(self._calls)
+            call_id = text_or_empty(call.get("id")) or f"{CALL_ID_PREFIX}{index}"
+            name, arguments = text_or_empty(call.get("name")), arguments_of(call.get("args"))
+            self._calls.append(ToolCall(call_id, name, arguments))
+            out += [ToolCallDelta(index, call_id, name, ""), ToolCallDelta(index, "", "", arguments)]
+        elif isinstance(text, str) and text:
+            self._text.append(text)
+            out.append(TextDelta(text))
+        return out
+
+    def reply(self, *, finished: bool = True) -> ChatReply | None:
+        if self._finish is None and finished:
+            return None
+        raw = self._finish or ""
+        text = "".join(self._text)
+        finish = FINISH.get(raw, FinishReason.UNSPECIFIED)
+        if finish is FinishReason.STOP and self._calls:
+            finish = FinishReason.TOOL_CALLS
+        blocked = raw in BLOCKED or bool(self._blocked)
+        category = ""
+        if blocked:
+            finish = FinishReason.CONTENT_FILTER
+            category = raw.lower() + (":" + ",".join(self._categories) if self._categories else "")
+        u = self._usage
+        thoughts = u.get("thoughtsTokenCount", 0)
+        return ChatReply(
+            text=text,
+            tool_calls=list(self._calls),
+            finish=finish,
+            raw_finish=raw,
+            refusal=(self._message or text or (PROMPT_BLOCKED if self._blocked else REFUSAL_TEXT)) if blocked else None,
+            input_tokens=u.get("promptTokenCount", 0) + u.get("toolUsePromptTokenCount", 0),
+            output_tokens=u.get("candidatesTokenCount", 0) + thoughts,
+            response_model=self.model,
+            response_id=self._id,
+            reasoning=[ReasoningPart(t, s, d, FORMAT_NAME) for t, s, d in self._reasoning],
+            cache_read_input_tokens=u.get("cachedContentTokenCount", 0),
+            reasoning_tokens=thoughts,
+            refusal_category=category,
+        )
+
+
+def _blocked_categories(ratings: Any) -> list[str]:
+    """The harm categories a block names (``HARM_CATEGORY_DANGEROUS_CONTENT`` -> ``dangerous_content``)."""
+    if not isinstance(ratings, list):
+        return []
+    return [
+        text_or_empty(r.get("category")).removeprefix("HARM_CATEGORY_").lower()
+        for r in ratings
+        if isinstance(r, dict) and r.get("blocked") is True and text_or_empty(r.get("category"))
+    ]

@@ -1,0 +1,207 @@
+"""The Gemini vocabulary both halves share: finish reasons, statuses, parts, thought signatures, keys.
+
+    finishReason (wire)                             FinishReason (core)    rendered back as
+    STOP                                            STOP (TOOL_CALLS when  STOP
+                                                    the reply calls tools)
+    MAX_TOKENS                                      LENGTH                 MAX_TOKENS
+    SAFETY, RECITATION, BLOCKLIST,                  CONTENT_FILTER         the reply's own, else SAFETY
+      PROHIBITED_CONTENT, SPII, IMAGE_SAFETY,
+      IMAGE_PROHIBITED_CONTENT                      (a refusal, its category the reason)
+    promptFeedback.blockReason (no candidates)      CONTENT_FILTER         (a refusal, its category the reason)
+    any other (OTHER, MALFORMED_FUNCTION_CALL ...)  UNSPECIFIED            -
+
+The key goes in ``x-goog-api-key``. Parts, both ways (``content_part`` renders one; the front reads
+them back)::
+
+    core                                    part
+    TextPart(text)                          {"text"}
+    ImagePart(media_type, data)             {"inlineData": {"mimeType", "data": base64}} (a data: URL: the
+                                            bytes it holds)
+    ImagePart(url)                          {"fileData": {"mimeType": by the URL's extension, "fileUri"}}
+    DocumentPart(data) (a PDF)              {"inlineData": {"mimeType": "application/pdf", "data"}}
+    DocumentPart(url)                       {"fileData": {"mimeType": "application/pdf", "fileUri"}}
+    ToolCall(id, name, arguments)           {"functionCall": {"id", "name", "args"}} (arguments that are not
+                                            a JSON object: args {"_raw": text})
+    ToolCallResult(call_id, content,        {"functionResponse": {"id", "name", "response": {"output": content}
+      is_error, name)                       | {"error": content}}}
+    ReasoningPart(text, signature)          {"text", "thought": true, "thoughtSignature"?}
+    ReasoningPart(redacted_data)            {"text": "", "thought": true, "thoughtSignature": data}
+    ReasoningPart(signature) (no text)      the signature Gemini put on a part that is not a thought (a
+                                            functionCall, a text part): ``thoughtSignature`` on the
+                                            message's first functionCall part, or on its last text part
+
+Thought signatures are opaque bytes (base64 text) and go back exactly as they came, on the part
+Gemini gives them with (``signed_parts``): the first function call of a turn (Gemini 3 refuses a
+function-calling turn without it), else the last part of the answer.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import mimetypes
+from collections.abc import Mapping
+from typing import Any
+
+from sidecar.core.conversation import DocumentPart, ImagePart, Part, TextPart
+from sidecar.core.kinds import FinishReason
+from sidecar.providers.formats.chat import compact_json
+
+__all__ = [
+    "API_KEY_HEADER",
+    "BLOCKED",
+    "FINISH",
+    "FINISH_NAMES",
+    "FORMAT_NAME",
+    "PDF",
+    "RAW_ARGUMENTS",
+    "REFUSAL_TEXT",
+    "SIDECAR_KEYS",
+    "STATUS_CODES",
+    "STATUS_NAMES",
+    "args_of",
+    "arguments_of",
+    "content_part",
+    "data_url",
+    "url_media_type",
+]
+
+FORMAT_NAME = "gemini"
+API_KEY_HEADER = "x-goog-api-key"
+RAW_ARGUMENTS = "_raw"
+"""The one key of a functionCall's ``args`` that carries arguments that were not a JSON object, as written."""
+REFUSAL_TEXT = "the model's answer was blocked"
+"""A refusal's explanation when Gemini gave none (a safety block says only its reason)."""
+PDF = "application/pdf"
+MODELS_PREFIX = "models/"
+
+BLOCKED = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+    }
+)
+"""The finish reasons that are a block: the answer was refused, its category the reason."""
+FINISH: Mapping[str, FinishReason] = {
+    "STOP": FinishReason.STOP,
+    "MAX_TOKENS": FinishReason.LENGTH,
+    **dict.fromkeys(BLOCKED, FinishReason.CONTENT_FILTER),
+}
+FINISH_NAMES: Mapping[FinishReason, str] = {
+    FinishReason.STOP: "STOP",
+    FinishReason.TOOL_CALLS: "STOP",
+    FinishReason.LENGTH: "MAX_TOKENS",
+    FinishReason.CONTENT_FILTER: "SAFETY",
+}
+
+STATUS_CODES: Mapping[str, int] = {
+    "INVALID_ARGUMENT": 400,
+    "FAILED_PRECONDITION": 400,
+    "OUT_OF_RANGE": 400,
+    "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403,
+    "NOT_FOUND": 404,
+    "ABORTED": 409,
+    "ALREADY_EXISTS": 409,
+    "RESOURCE_EXHAUSTED": 429,
+    "CANCELLED": 499,
+    "INTERNAL": 500,
+    "UNKNOWN": 500,
+    "NOT_IMPLEMENTED": 501,
+    "UNAVAILABLE": 503,
+    "DEADLINE_EXCEEDED": 504,
+}
+"""``error.status`` and the HTTP status Google answers it with (``error.code``)."""
+STATUS_NAMES: Mapping[int, str] = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    501: "NOT_IMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+"""The ``error.status`` of a bare HTTP status (another 5xx: UNAVAILABLE; another 4xx: INVALID_ARGUMENT)."""
+
+SIDECAR_KEYS = frozenset(
+    {"contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "model", "stream"}
+)
+"""The body's keys the sidecar sets from the request's own fields: provider options may not set them."""
+GENERATION_KEYS = frozenset(
+    {
+        "maxOutputTokens",
+        "temperature",
+        "topP",
+        "topK",
+        "stopSequences",
+        "seed",
+        "presencePenalty",
+        "frequencyPenalty",
+        "responseMimeType",
+        "responseJsonSchema",
+        "thinkingConfig",
+    }
+)
+"""The ``generationConfig`` keys the sidecar sets (the rest of it a provider option may set)."""
+
+
+def args_of(arguments_json: str) -> dict[str, Any]:
+    """A tool call's arguments as a functionCall's ``args``: the JSON object, else ``{RAW_ARGUMENTS: text}``."""
+    try:  # bounded before: CallChecks refused arguments past the size cap or nested past 64 deep
+        value = json.loads(arguments_json or "{}")
+    except (ValueError, RecursionError):
+        return {RAW_ARGUMENTS: arguments_json}
+    return value if isinstance(value, dict) else {RAW_ARGUMENTS: arguments_json}
+
+
+def arguments_of(value: Any) -> str:
+    """A functionCall's ``args`` as a reply's arguments JSON (the inverse of ``args_of``)."""
+    if isinstance(value, dict) and list(value) == [RAW_ARGUMENTS] and isinstance(value[RAW_ARGUMENTS], str):
+        return str(value[RAW_ARGUMENTS])
+    return compact_json(value or {})
+
+
+def data_url(url: str) -> tuple[str, bytes] | None:
+    """``(media_type, bytes)`` of a ``data:<type>;base64,<data>`` URL; None for another URL or a malformed one."""
+    head, comma, payload = url.partition(",")
+    if not url.startswith("data:") or not comma or not head.endswith(";base64"):
+        return None
+    try:
+        return head[len("data:") : -len(";base64")], base64.b64decode(payload, validate=True)
+    except ValueError:
+        return None
+
+
+def url_media_type(url: str) -> str:
+    """An image URL's media type by its extension ("" when it has none Gemini reads)."""
+    guessed, _ = mimetypes.guess_type(url.split("?", 1)[0])
+    return guessed if guessed and guessed.startswith("image/") else ""
+
+
+def _inline(media_type: str, data: bytes) -> dict[str, Any]:
+    return {"inlineData": {"mimeType": media_type, "data": base64.b64encode(data).decode("ascii")}}
+
+
+def content_part(part: Part) -> dict[str, Any]:
+    """A part as a Gemini part (the module's table; ``upstream.GeminiUpstream.check`` refused the rest)."""
+    match part:
+        case TextPart():
+            return {"text": part.text}
+        case ImagePart():
+            inline = data_url(part.url) if part.url else (part.media_type, part.data)
+            if inline is None:
+                return {"fileData": {"mimeType": url_media_type(part.url), "fileUri": part.url}}
+            return _inline(*inline)
+        case DocumentPart():
+            if part.url:
+                return {"fileData": {"mimeType": PDF, "fileUri": part.url}}
+            return _inline(part.media_type or PDF, part.data)
