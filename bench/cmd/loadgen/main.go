@@ -503,13 +503,17 @@ func newGRPCCaller(cfg *config) (caller, string, func(), error) {
 		return call, "grpc " + cfg.target + " CallModel", closeFn, nil
 	}
 	args, _ := json.Marshal(map[string]string{"query": cfg.query})
-	req := &sidecarv1.ExecuteToolRequest{
-		Tool:          cfg.tool,
-		ArgumentsJson: string(args),
-		CallId:        "call_bench",
-		Job:           &sidecarv1.Job{JobId: "bench", WorkflowId: "bench"},
-	}
+	job := &sidecarv1.Job{JobId: "bench", WorkflowId: "bench"}
+	var calls atomic.Uint64
 	call := func(ctx context.Context) outcome {
+		// Each call its own id, as an agent's are: a repeated (job, call id) is a re-send, which the
+		// sidecar answers from its record without calling the tool (docs/retries.md).
+		req := &sidecarv1.ExecuteToolRequest{
+			Tool:          cfg.tool,
+			ArgumentsJson: string(args),
+			CallId:        fmt.Sprintf("call_bench_%d", calls.Add(1)),
+			Job:           job,
+		}
 		resp, err := pick().ExecuteTool(ctx, req)
 		if err != nil {
 			return grpcFailure(err)
