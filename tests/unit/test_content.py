@@ -26,6 +26,7 @@ from sidecar.core.conversation import (
 from sidecar.core.kinds import Role
 from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.carried import FEATURES, asked, refuse_uncarried
+from sidecar.providers.formats.registry import FORMATS
 
 LIMITS = Limits("vision", 3, 1000, 2000, ("image/png", "image/jpeg"), ("application/pdf", "text/plain"))
 
@@ -210,7 +211,7 @@ def test_reasoning_another_format_made_is_dropped_with_a_warning_and_its_own_kep
 @pytest.mark.parametrize(
     ("raw", "field", "words"),
     [
-        ('{"opneai": {}}', "provider_options_json.opneai", "must name a wire format: anthropic, openai"),
+        ('{"opneai": {}}', "provider_options_json.opneai", f"must name a wire format: {', '.join(sorted(FORMATS))}"),
         ('{"openai": 3}', "provider_options_json.openai", "must be a JSON object"),
         ("[1]", "provider_options_json", "one object per wire format"),
         ("{", "provider_options_json", "one object per wire format"),
