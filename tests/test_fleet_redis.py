@@ -5,6 +5,8 @@ every key written                         has a TTL (none outlives its cooldown,
 Redis gone                                publish and claim answer at once (a claim: granted
                                           locally), one WARNING, the gauge event; spend kept
 Redis back                                INFO once; the spend kept reaches Redis
+1,000 tool-call claims at once            every one decided in Redis (more calls than the pool's
+                                          connections wait for one: no outage, no local decision)
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 from sidecar.core.details import Trigger
 from sidecar.core.observer import NullObserver, StateBackendChanged
 from sidecar.core.state import Change, CircuitOpened, ModelPause, ModelRaised, ServiceRaised, SpendAdded
-from sidecar.state.redis import RedisState
+from sidecar.state.redis import MAX_CONNECTIONS, RedisState
 from tests.redis_server import RedisServer, redis_server  # noqa: F401  (the fixture)
 
 POLL_S = 20.0
@@ -109,5 +111,27 @@ async def test_an_outage_is_local_state_one_warning_and_nothing_lost(
         changes = [e for e in observer.events if isinstance(e, StateBackendChanged)]
         assert [e.available for e in changes][:2] == [False, False]  # noticed; then the first call's span
         assert changes[-1].available is True
+    finally:
+        await state.close()
+
+
+async def test_more_calls_at_once_than_connections_wait_for_one_not_an_outage(
+    redis_server: RedisServer,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """redis-py's default pool raised MaxConnectionsError at its 101st connection: 220 tool calls at once
+    fell back to local state, and a replica killed under them had recorded nothing (test_tool_once_kill)."""
+    observer = NullObserver(keep=True)
+    state = RedisState(redis_server.url, "burst", 10_000, observer=observer)  # generous: a slow machine waits
+    await state.start(View())
+    calls = 10 * MAX_CONNECTIONS
+    try:
+        with caplog.at_level(logging.INFO, logger="sidecar.state"):
+            claims = await asyncio.gather(*(state.claim_call(f"call-{i}", 60.0, 0.0) for i in range(calls)))
+        assert all(claim is not None for claim in claims)  # None: decided locally
+        assert state.available
+        assert not [e for e in observer.events if isinstance(e, StateBackendChanged)]
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(list(redis_server.client().scan_iter(match="burst:call:*"))) == calls
     finally:
         await state.close()

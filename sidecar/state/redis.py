@@ -33,6 +33,10 @@ When Redis is not there (slower than ``timeout_ms``, down, restarted)::
 
     every operation         bounded by timeout_ms (socket timeouts and an asyncio timeout; no retries inside
                             redis-py): a call never waits longer, and never fails because of Redis
+    a burst of calls        waits for one of the pool's MAX_CONNECTIONS (a blocking pool, within the same
+                            timeout_ms): more calls at once than connections is not an outage (redis-py's
+                            default pool raised MaxConnectionsError at its 101st, and 220 tool calls at once
+                            fell back to local state, each replica deciding alone)
     the first failure       WARNING once for the outage, StateBackendChanged(available=False) to the observer
                             (the ``sidecar.state.available`` gauge, a span event), and again on the first
                             call that decides on local state during it (its span event)
@@ -60,7 +64,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.client import PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
@@ -105,6 +109,8 @@ RECONNECT_MAX_S = 2.0
 MAX_QUEUED = 10_000
 """Changes waiting for the writer; past it the oldest are dropped (the local view still holds them)."""
 SCAN_COUNT = 500
+MAX_CONNECTIONS = 100
+"""The pool's connections (redis-py's default size); a call past them waits for one, within timeout_ms."""
 
 _KINDS = frozenset({"mthrottle", "mpause", "sthrottle", "open", "probe", "spend"})
 """The kinds of key read back on re-sync (``closed`` only guards a push; ``replicas`` is counted by beats)."""
@@ -318,13 +324,16 @@ class RedisState:
         self.replica = replica or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.channel = f"{prefix}:events"
         self._observer = observer
-        self._client = Redis.from_url(
+        pool = BlockingConnectionPool.from_url(
             url,
+            max_connections=MAX_CONNECTIONS,
+            timeout=self.timeout_s,
             socket_timeout=self.timeout_s,
             socket_connect_timeout=self.timeout_s,
             retry=Retry(NoBackoff(), 0),
             health_check_interval=0,
         )
+        self._client = Redis.from_pool(pool)
         scripts = (_SET_AND_PUBLISH, _PAUSE, _OPEN, _CLOSE, _CLAIM, _SPEND, _SPEND_FLOOR, _HEARTBEAT)
         self._set, self._pause, self._open, self._close, self._claim, self._spend, self._floor, self._beat = (
             self._client.register_script(s) for s in scripts
