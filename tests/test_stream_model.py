@@ -551,7 +551,10 @@ async def test_the_deadline_ends_the_stream_with_job_timeout(sidecar: Running, m
     script(sidecar, model, {"stream_fault": "stall", "after_deltas": 2})
     call = sidecar.client.stream_model(model, [user(TEXT)], timeout=20)
     assert texts([await call.__anext__(), await call.__anext__()]) == DELTAS[:2]
-    sidecar.clock.advance(20)  # the caller's deadline on the sidecar's clock; the idle timeout (30 s) not yet
+    # Past the caller's deadline on the sidecar's clock, the idle timeout (30 s) not yet. Not exactly 20:
+    # the grpc-timeout header is rounded up as it is encoded, so the sidecar can see up to ~0.1 s more
+    # than the 20 s asked (1 run in 30 under load saw 20.0996), and an advance of exactly 20 left it short.
+    sidecar.clock.advance(25)
     with pytest.raises(sc.JobTimeoutError) as caught:
         await call.__anext__()
     assert caught.value.grpc_code == grpc.StatusCode.DEADLINE_EXCEEDED
