@@ -35,7 +35,7 @@ from tests.redis_server import RedisServer, free_port, redis_server  # noqa: F40
 from tests.test_http_openai import holding_the_one_slot
 from tests.test_telemetry import attrs, tree
 from tests.test_transport_security import Pki, pki  # noqa: F401  (the module's throwaway CA)
-from tests.test_workers import Supervisor
+from tests.test_workers import WAIT_S, Supervisor
 
 TOKEN = "agent-token-0123456789abcdef"
 HTTP = {"listen": "127.0.0.1:0"}
@@ -380,6 +380,7 @@ async def test_sidecar_serve_with_an_mcp_server_behind_and_in_front_then_sigterm
     assert not [line for line in lines if "Traceback" in line or "uvicorn" in line.lower()]
 
 
+@pytest.mark.timeout(3 * WAIT_S)  # as test_workers: a slow start is waited for, a hang shows the stderr
 def test_two_workers_share_one_http_port(tmp_path: Path, redis_server: RedisServer) -> None:  # noqa: F811
     """``serve --workers 2``: each worker binds http.listen with SO_REUSEPORT; both come up and serve it."""
     port = free_port()

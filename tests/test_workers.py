@@ -36,6 +36,9 @@ KEY_ENV = "WORKERS_TEST_KEY"
 WAIT_S = 300.0
 """How long a worker may take to start or stop: two Python processes starting at once on one busy core
 took more than 30 s (a run under taskset -c 0 beside other work); only a hang waits this long."""
+pytestmark = pytest.mark.timeout(3 * WAIT_S)
+"""Above the suite's 120 s: a start slower than that on a busy machine is waited for, and a hang
+fails in ``banners`` with the workers' stderr rather than as a bare pytest-timeout."""
 BANNER = re.compile(r"worker (\d+)/(\d+) \(pid (\d+)\) listening on (\S+)")
 
 
@@ -76,13 +79,22 @@ class Supervisor:
     def __init__(self, config: Path) -> None:
         self.proc = _serve("--config", str(config), "--workers", "2")
         self.lines: queue.Queue[str] = queue.Queue()
+        self._err: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
+        self._err_reader = threading.Thread(target=self._read_err, daemon=True)
+        self._err_reader.start()
         self.workers: dict[int, int] = {}  # index -> pid
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.lines.put(line)
+
+    def _read_err(self) -> None:
+        """Read as it is written: a pipe nobody reads blocks its writers once full (64 KiB)."""
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._err.append(line)
 
     def banners(self, count: int) -> list[tuple[int, int]]:
         """The next ``count`` worker banners: (index, pid)."""
@@ -99,21 +111,17 @@ class Supervisor:
         return found
 
     def stderr(self) -> str:
+        """What the supervisor and its workers wrote to stderr, once the supervisor has exited."""
         if self.proc.poll() is None:
             return "(still running)"
-        return self.proc.stderr.read() if self.proc.stderr else ""
+        self._err_reader.join(10)  # the workers leave once they see their supervisor gone (PARENT_CHECK_S)
+        return "".join(self._err)
 
     def stderr_after_kill(self) -> str:
-        """The supervisor killed, what it and its workers wrote to stderr (the end of it, within 10 s)."""
+        """The supervisor killed, the end of what it and its workers wrote to stderr."""
         self.proc.kill()
         self.proc.wait()
-        out: list[str] = []
-        reader = threading.Thread(
-            target=lambda: out.append(self.proc.stderr.read() if self.proc.stderr else ""), daemon=True
-        )
-        reader.start()
-        reader.join(10)  # the workers leave once they see their supervisor gone (PARENT_CHECK_S)
-        return out[0][-4000:] if out else "(not closed within 10 s)"
+        return self.stderr()[-4000:]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
