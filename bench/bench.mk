@@ -8,6 +8,7 @@
 #   make bench-litellm    LiteLLM proxy in its own virtualenv
 #   make bench-clean      remove the tools, virtualenvs and raw output (keeps results/)
 #   BENCH_ARGS="--only direct,litellm" make bench     pass arguments to bench/run.py
+#   make bench-formats    CallModel per wire format, and the HTTP fronts, on one process (bench/formats.py)
 #   make soak             faults, SIGTERM drain, kill -9 (bench/soak.py, docs/reliability.md; a few minutes)
 #   SOAK_ARGS="--calls 1000" make soak                pass arguments to bench/soak.py
 
@@ -27,10 +28,16 @@ BENCH_SIDECAR_ENV ?= venv
 BENCH_GO_SOURCES := $(wildcard $(BENCH_DIR)/cmd/*/*.go) $(BENCH_DIR)/go.mod $(BENCH_DIR)/go.sum
 BENCH_TOOLS      := $(BENCH_BIN)/upstream $(BENCH_BIN)/loadgen $(BENCH_BIN)/otlpsink
 
-.PHONY: bench bench-quick bench-build bench-litellm bench-venv bench-clean soak
+.PHONY: bench bench-quick bench-build bench-litellm bench-venv bench-clean soak bench-formats
 
 bench: bench-build bench-venv bench-litellm $(BENCH_SIDECAR_ENV) redis-server
 	$(BENCH_PY) $(BENCH_DIR)/run.py $(BENCH_ARGS)
+	$(MAKE) --no-print-directory bench-formats
+
+# Every registered format through the same sidecar, in the sidecar's own virtualenv (it imports
+# the format registry and the Python client).
+bench-formats: $(BENCH_SIDECAR_ENV)
+	.venv/bin/python $(BENCH_DIR)/formats.py $(BENCH_FORMATS_ARGS)
 
 bench-quick: bench-build bench-venv bench-litellm $(BENCH_SIDECAR_ENV)
 	$(BENCH_PY) $(BENCH_DIR)/run.py --quick $(BENCH_ARGS)
