@@ -1,0 +1,141 @@
+"""Routes whose deployments speak different wire formats, over real gRPC and one fake provider.
+
+The fake provider speaks every registered format, each deployment its own upstream model. A chain
+fails over on overload from one format to the next; the conversation (a tool call and its result
+in the history) reaches every hop as the same core request, read back through that format's own
+front half, and the reply says which deployment served it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from sidecar_client import pb, user
+
+from sidecar.core.conversation import ModelRequest
+from sidecar.fakes import FakeProvider, ThreadedServer
+from sidecar.providers.formats.registry import FORMATS, format_named
+from tests.conftest import Running, Start
+
+KEYS = {"openai": "sk-test-OAI1234567890abcd", "anthropic": "sk-ant-ANT1234567890abcd"}
+UNDER_V1 = {"openai", "openai_responses"}
+"""The formats whose base URL ends in ``/v1``, as OpenAI's does."""
+CHAINS = [
+    pytest.param(tuple(sorted(FORMATS)), id="every-format"),
+    pytest.param(tuple(sorted(FORMATS, reverse=True)), id="every-format-reversed"),
+]
+WEATHER = pb.ToolDefinition(
+    name="weather",
+    description="The weather in a city.",
+    parameters_json='{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}',
+)
+HISTORY = [
+    user("What is the weather in Paris?"),
+    pb.Message(
+        role=pb.ROLE_ASSISTANT,
+        text="Looking.",
+        tool_calls=[pb.ToolCall(id="call_1", name="weather", arguments_json='{"city":"Paris"}')],
+    ),
+    pb.Message(
+        role=pb.ROLE_TOOL,
+        tool_results=[pb.ToolCallResult(call_id="call_1", content="18 C", name="weather")],
+    ),
+]
+
+
+def provider_of(name: str, url: str) -> dict[str, Any]:
+    extra: dict[str, Any] = {"region": "us-east-1"} if name == "bedrock_converse" else {}
+    return {
+        "wire_format": name,
+        "base_url": url + ("/v1" if name in UNDER_V1 else ""),
+        "api_key": KEYS.get(name, f"key-{name}-1234567890abcdef"),
+        **extra,
+    }
+
+
+async def chain_sidecar(start_sidecar: Start, fake: ThreadedServer[FakeProvider], chain: tuple[str, ...]) -> Running:
+    missing = [name for name in chain if name not in FORMATS]
+    assert not missing, f"formats not registered: {missing}"
+    deployments = {
+        f"d-{name}": {
+            "provider": f"p-{name}",
+            "upstream_model": f"up-{name}",
+            "context_window": 8000,
+            "max_output_tokens": 2048,
+            "default_output_tokens": 256,
+        }
+        for name in chain
+    }
+    return await start_sidecar(
+        policy={"upstream_retries": 1},
+        providers={f"p-{name}": provider_of(name, fake.url) for name in chain},
+        models={**deployments, "chain": {"route": {"fallbacks": [f"d-{name}" for name in chain]}}},
+    )
+
+
+def as_core(r: Running, name: str) -> list[ModelRequest]:
+    """What each request the fake got for ``name``'s deployment says, read by that format's front."""
+    front = format_named(name).front
+    records = r.provider.requests(model=f"up-{name}")
+    # a format that names the model in its path (Gemini, Bedrock) reads it from the body's "model"
+    bodies = [{"model": f"up-{name}", **rec["body"]} for rec in records]
+    return [replace(front.parse(body).request, model="") for body in bodies]
+
+
+def conversation(req: ModelRequest) -> list[tuple[str, str, list[tuple[str, str]], list[tuple[str, str]]]]:
+    """The history as every format can carry it: roles, text, tool calls (name, arguments), results."""
+    return [
+        (
+            m.role,
+            m.text,
+            [(c.name, c.arguments_json.replace(" ", "")) for c in m.tool_calls],
+            [(t.name, t.content) for t in m.tool_results],
+        )
+        for m in req.messages
+    ]
+
+
+@pytest.mark.parametrize("chain", CHAINS)
+async def test_a_chain_across_formats_fails_over_on_overload_to_its_last_deployment(
+    start_sidecar: Start, provider: ThreadedServer[FakeProvider], chain: tuple[str, ...]
+) -> None:
+    r = await chain_sidecar(start_sidecar, provider, chain)
+    *overloaded, last = chain
+    for name in overloaded:
+        r.provider.script(f"up-{name}", [{"preset": "overloaded", "repeat": 2}])
+    reply = await r.client.call_model("chain", HISTORY, system="Be brief.", tools=[WEATHER])
+    assert reply.served_by == f"d-{last}"
+    assert [(h.deployment, h.kind, h.attempts) for h in reply.hops] == [
+        *[(f"d-{name}", pb.FAILURE_KIND_UPSTREAM_RETRIES_EXHAUSTED, 2) for name in overloaded],
+        (f"d-{last}", pb.FAILURE_KIND_UNSPECIFIED, 1),
+    ]
+    assert reply.provider == f"p-{last}"
+    assert reply.message.text.startswith("Based on the tool result")
+    first = as_core(r, chain[0])[0]
+    assert first.system == "Be brief."
+    assert [t.name for t in first.tools] == ["weather"]
+    for name in chain:
+        (seen, *rest) = as_core(r, name)
+        assert conversation(seen) == conversation(first), name
+        assert seen.system == first.system, name
+        assert [t.name for t in seen.tools] == ["weather"], name
+        assert all(conversation(again) == conversation(seen) for again in rest), name
+
+
+@pytest.mark.parametrize("chain", CHAINS)
+async def test_a_stream_across_formats_fails_over_before_its_first_delta(
+    start_sidecar: Start, provider: ThreadedServer[FakeProvider], chain: tuple[str, ...]
+) -> None:
+    r = await chain_sidecar(start_sidecar, provider, chain)
+    *overloaded, last = chain
+    for name in overloaded:
+        r.provider.script(f"up-{name}", [{"preset": "overloaded", "repeat": 2}])
+    call = r.client.stream_model("chain", [user("Hello there")])
+    events = [event async for event in call]
+    assert [e for e in events if e.WhichOneof("event") == "restart"] == []  # nothing reached the caller before
+    final = events[-1].final
+    assert final.served_by == f"d-{last}"
+    assert [h.deployment for h in final.hops] == [f"d-{name}" for name in chain]
+    assert call.text == final.message.text == "You said: Hello there"
