@@ -21,7 +21,8 @@ naming the key; the caller sends the whole conversation, as the upstream half do
     instructions                   the system prompt (before the system messages of ``input``)
     tools                          [{"type": "function", "name", "description", "parameters"}] ("strict": true
                                    is INVALID_INPUT: not carried)
-    tool_choice                    "auto" | "none" | "required" | {"type": "function", "name"}
+    tool_choice                    "auto" | "none" | "required" | {"type": "function", "name"}; with
+                                   parallel_tool_calls, only when tools are given
     text.format                    json_schema -> its schema; json_object -> {"type": "object"}; text: none
     max_output_tokens              the output budget (at least 1)
     temperature, top_p,            the same controls
@@ -782,13 +783,9 @@ def _controls(body: Mapping[str, Any], tools: bool) -> Controls:
     if parallel is not None and not isinstance(parallel, bool):
         raise InvalidInput("parallel_tool_calls", shown(parallel), "must be true or false")
     choice = _tool_choice(body.get("tool_choice"))
-    if choice is not None and not tools and choice.mode != "auto":
-        raise InvalidInput(
-            "tool_choice", shown(body["tool_choice"]), "tool_choice is only allowed when tools are given"
-        )
-    if not tools:
-        choice = None if choice is not None and choice.mode == "auto" else choice
-        parallel = None  # an SDK sends it with no tools; it asks nothing then
+    for key, value in (("tool_choice", choice), ("parallel_tool_calls", parallel)):
+        if value is not None and not tools:
+            raise InvalidInput(key, shown(body[key]), f"{key} is only allowed when tools are given")
     user = body.get("safety_identifier")
     if user is None:
         user = body.get("user")
