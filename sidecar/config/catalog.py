@@ -73,7 +73,7 @@ PRESET_TIMEOUTS: dict[str, AttemptTimeouts] = {
 
 
 class ProviderConfig(Strict):
-    wire_format: Literal["openai", "anthropic", "gemini"]
+    wire_format: Literal["openai", "anthropic", "gemini", "openai_responses"]
     base_url: str
     api_key: SecretStr | None = None
     account: str = ""

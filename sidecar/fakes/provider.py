@@ -21,12 +21,13 @@ from ._gemini import GEMINI
 from ._http import Request, Response
 from ._openai import OPENAI
 from ._presets import PRESET_PARAMS, PRESETS, render_default, render_step, validate_step
+from ._responses import RESPONSES
 from ._script import Step
 from ._wire import ErrorSpec, Exchange, Wire
 
 __all__ = ["WIRES", "FakeProvider", "main"]
 
-WIRES: dict[str, Wire] = {w.name: w for w in (OPENAI, ANTHROPIC, GEMINI)}
+WIRES: dict[str, Wire] = {w.name: w for w in (OPENAI, ANTHROPIC, GEMINI, RESPONSES)}
 """The fake's wire of each format, by the format's name (``tests/unit/test_formats.py``: one for each)."""
 PREFILL_REFUSED = (
     "This model does not support assistant message prefill. The conversation must end with a user message."

@@ -326,7 +326,7 @@ class ModelSender:
                 return Retry(RetrySignal.TRANSIENT, "the provider's reply was not JSON")
             if not isinstance(parsed, dict):
                 return Retry(RetrySignal.TRANSIENT, "the provider's reply was not a JSON object")
-            if parsed.get("type") != "error" and "error" not in parsed:
+            if parsed.get("type") != "error" and parsed.get("error") is None:  # a Response sends "error": null
                 try:
                     return upstream.parse(parsed)
                 except (TypeError, KeyError, ValueError, AttributeError, IndexError):

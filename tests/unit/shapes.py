@@ -280,7 +280,24 @@ def _without_image_detail(request: ModelRequest) -> ModelRequest:
     return replace(request, messages=messages)
 
 
-READ_BACK: dict[str, Any] = {"anthropic": _without_image_detail, "gemini": _without_image_detail}
+def _budget_as_effort(request: ModelRequest) -> ModelRequest:
+    """The Responses API takes a reasoning effort, no budget: a budget goes as its level and reads back so."""
+    from dataclasses import replace
+
+    from sidecar.providers.formats.openai_responses.vocab import effort_for_budget
+
+    reasoning = request.controls.reasoning
+    if reasoning is None or reasoning.budget_tokens is None:
+        return request
+    effort = Reasoning(effort=effort_for_budget(reasoning.budget_tokens))
+    return replace(request, controls=replace(request.controls, reasoning=effort))
+
+
+READ_BACK: dict[str, Any] = {
+    "anthropic": _without_image_detail,
+    "gemini": _without_image_detail,
+    "openai_responses": _budget_as_effort,
+}
 """What a format's front reads back of a request its upstream sent, where the format has no field for
 something it carries by its own rule: Anthropic sees every image at full detail and has no ``detail``
 (``anthropic_messages.vocab``), so an image reads back with detail "" ("low" is refused before sending)."""

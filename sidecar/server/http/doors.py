@@ -3,6 +3,7 @@
     door              path                    config          serves
     MCP front         /mcp                    http.mcp        the configured tools as an MCP server (mcp_front.py)
     OpenAI front      /v1/chat/completions    http.openai     ModelService.call / .stream (formats/openai_chat)
+    Responses front   /v1/responses           http.openai     ModelService.call / .stream (formats/openai_responses)
     Anthropic front   /v1/messages            http.anthropic  ModelService.call / .stream (formats/anthropic_messages)
     the model list    /v1/models[/{id}]       either of them  the catalog and routes (models_front.py)
 
@@ -66,7 +67,8 @@ def build_doors(parts: DoorParts) -> list[Door]:
 
 
 def model_door(parts: DoorParts) -> Door:
-    """The OpenAI and Anthropic fronts (those the config turns on) and the model list, as one door."""
+    """The OpenAI (Chat Completions and Responses) and Anthropic fronts (those the config turns on) and the model
+    list, as one door."""
     http = parts.config.http
     assert http is not None
     secrets = parts.config.secrets
@@ -82,6 +84,7 @@ def model_door(parts: DoorParts) -> Door:
     routes: list[BaseRoute] = []
     if http.openai:
         routes.append(endpoint(format_named("openai").front))
+        routes.append(endpoint(format_named("openai_responses").front))
     if http.anthropic:
         routes.append(endpoint(format_named("anthropic").front))
     routes.extend(models_routes(parts.config, anthropic_shape=http.anthropic))

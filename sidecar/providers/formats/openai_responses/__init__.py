@@ -1,0 +1,21 @@
+"""The OpenAI Responses wire format (``wire_format: openai_responses``): ``vocab``, ``upstream``, ``front``."""
+
+from __future__ import annotations
+
+from sidecar.config import ProviderConfig
+from sidecar.providers.formats.openai_responses.front import ResponsesFront
+from sidecar.providers.formats.openai_responses.upstream import ResponsesUpstream
+from sidecar.providers.formats.openai_responses.vocab import FORMAT_NAME
+
+__all__ = ["FORMAT", "OpenAIResponses"]
+
+
+class OpenAIResponses:
+    name = FORMAT_NAME
+    front = ResponsesFront()
+
+    def upstream(self, provider: ProviderConfig) -> ResponsesUpstream:
+        return ResponsesUpstream()
+
+
+FORMAT = OpenAIResponses()
