@@ -280,7 +280,11 @@ def _without_image_detail(request: ModelRequest) -> ModelRequest:
     return replace(request, messages=messages)
 
 
-READ_BACK: dict[str, Any] = {"anthropic": _without_image_detail, "gemini": _without_image_detail}
+READ_BACK: dict[str, Any] = {
+    "anthropic": _without_image_detail,
+    "gemini": _without_image_detail,
+    "bedrock_converse": _without_image_detail,
+}
 """What a format's front reads back of a request its upstream sent, where the format has no field for
 something it carries by its own rule: Anthropic sees every image at full detail and has no ``detail``
 (``anthropic_messages.vocab``), so an image reads back with detail "" ("low" is refused before sending)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sidecar.core.taxonomy import InvalidInput
-from sidecar.providers.formats import anthropic_messages, gemini, openai_chat
+from sidecar.providers.formats import anthropic_messages, bedrock_converse, gemini, openai_chat
 from sidecar.providers.formats.options import FIELD, options_by_format
 from sidecar.providers.formats.protocol import WireFormat
 
@@ -22,6 +22,7 @@ FORMATS: Mapping[str, WireFormat] = {
         openai_chat.FORMAT,
         anthropic_messages.FORMAT,
         gemini.FORMAT,
+        bedrock_converse.FORMAT,
     )
 }
 
