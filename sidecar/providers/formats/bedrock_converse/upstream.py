@@ -76,8 +76,9 @@ Error answers (``classify``), by the type ``x-amzn-ErrorType`` names (in a strea
       ModelStreamErrorException, ModelErrorException  signal TRANSIENT
     ValidationException "input is too long ..." CONTEXT_OVERFLOW
     ValidationException otherwise               INVALID_INPUT (the provider's words as the rule)
-    AccessDeniedException,                      UNAUTHORIZED
-      UnrecognizedClientException
+    AccessDeniedException, a signature's or a   UNAUTHORIZED
+      key's (UnrecognizedClientException,
+      InvalidSignatureException ...)
     ResourceNotFoundException                   MODEL_NOT_FOUND (at the provider)
     ServiceQuotaExceededException               QUOTA_EXHAUSTED
     anything else                               ``providers.errors.classify_response``
@@ -175,6 +176,17 @@ _NAME = re.compile(r"^[A-Za-z0-9\-()\[\]]+( [A-Za-z0-9\-()\[\]]+)*$")
 _HOST_REGION = re.compile(r"bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com", re.I)
 _SIGNED = ("host", "content-type")
 """The request's headers SigV4 signs (with x-amz-date and the session token it adds)."""
+UNAUTHORIZED = frozenset(
+    {
+        "AccessDeniedException",
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "IncompleteSignatureException",
+        "MissingAuthenticationTokenException",
+        "ExpiredTokenException",
+    }
+)
+"""The error types that say the sidecar's own credentials (a signature, a key, a role's access) do not hold."""
 _RETRIED: Mapping[str, RetrySignal] = {
     "ThrottlingException": RetrySignal.RATE_LIMIT,
     "ServiceUnavailableException": RetrySignal.OVERLOAD,
@@ -368,7 +380,7 @@ class BedrockUpstream:
                 return ContextOverflow(target.provider, target.model_id, words, http=http)
             rule = f"the {target.provider} provider rejected the request (HTTP {status} {error_type}: {words})"
             return InvalidInput("messages", "", rule, http=http)
-        if error_type in ("AccessDeniedException", "UnrecognizedClientException"):
+        if error_type in UNAUTHORIZED:
             detail = ProviderDetail(provider=target.provider, account=target.account, model=target.model_id)
             reason = f"HTTP {status} {error_type}"
             return Unauthorized(target.provider, reason, http=http, endpoint=target.endpoint, provider=detail)
