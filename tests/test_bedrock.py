@@ -172,6 +172,11 @@ async def test_a_bedrock_api_key_goes_as_a_bearer_token_unsigned(
     assert record["headers"]["authorization"] == f"Bearer {BEARER}"
     assert "x-amz-date" not in record["headers"]
     assert BEARER not in reply.SerializeToString().decode("utf-8", "replace")
+    script(r, raw_error(400, "ValidationException", f"The key {BEARER} is not valid for this model."))
+    err = await failed(r)  # a key read from the environment by the format is masked like a configured one
+    assert isinstance(err, sc.InvalidInputError)
+    assert err.http is not None
+    assert BEARER not in err.message + err.http.body
 
 
 async def test_no_credentials_at_all_is_unauthorized_before_sending(
