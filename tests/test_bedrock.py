@@ -456,3 +456,19 @@ async def test_a_guardrail_or_filter_is_provider_refusal_with_its_category(
     if step.get("preset") == "content_policy":
         assert GUARDRAIL_TEXT in err.message
     assert len(sent(bed)) == 1
+
+
+async def test_an_inference_profile_arn_is_signed_as_its_path_is_sent(
+    aws_env: None, monkeypatch: pytest.MonkeyPatch, start_sidecar: Start, provider: ThreadedServer[FakeProvider]
+) -> None:
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "FwoGZXIvYXdzEXAMPLE-session-token")
+    arn = "arn:aws:bedrock:us-west-2:123456789012:inference-profile/us.anthropic.claude-sonnet-4-v1:0"
+    r = await start_sidecar(
+        providers={"bed": {"wire_format": "bedrock_converse", "base_url": provider.url, "region": REGION}},
+        models={"bed": {**BED, "upstream_model": arn}},
+    )
+    reply = await r.client.call_model("bed", [user("hi")])  # the fake recomputes the signature: it holds
+    assert reply.message.text == "You said: hi"
+    (record,) = r.provider.requests(model=arn)
+    assert record["headers"]["x-amz-security-token"] == "FwoGZXIvYXdzEXAMPLE-session-token"
+    assert "x-amz-security-token" in record["headers"]["authorization"]
