@@ -1,19 +1,23 @@
 """A streamed model attempt: the Sender StreamModel's calls run through the one retry engine.
 
-One attempt is one POST with ``stream: true`` (the upstream's body), read as server-sent events
-(``httpx_sse.EventSource``) by the upstream's ``StreamDecoder``; each delta goes to the caller
-through the call's ``Outlet`` as it arrives. Before the first delta the attempt is exactly
+One attempt is one POST with ``stream: true`` (the upstream's body), read by the upstream's
+``StreamDecoder`` as (event, data) pairs from the reader its content type picks (``READERS``, the
+format's ``stream_type``): server-sent events (``httpx_sse.EventSource``) or AWS event-stream frames
+(botocore's ``EventStreamBuffer``: no binary framing of our own; a frame that does not parse is a
+``stream_garbled`` fault, as nothing after it can be read); each delta goes to the caller through
+the call's ``Outlet`` as it arrives. Before the first delta the attempt is exactly
 CallModel's; after it, a fault is judged by the call's mid-stream policy::
 
     what the attempt meets                     before the first delta     after it
-    an HTTP error status (or a non-SSE body)   classify_response, as      -
-                                               CallModel: Retry / Fail
+    an HTTP error status (or a body of         classify_response, as      -
+      neither stream type)                     CallModel: Retry / Fail
     an error event (overloaded_error ...)      classified as an error     a Fail as it is; a Retry:
                                                body: Retry / Fail           the policy's (below)
     a dropped or reset connection              Retry(TRANSIENT)           the policy's
     no byte for stream_idle_timeout_s          Retry(TRANSIENT)           the policy's
     more than MAX_SKIPPED_EVENTS unreadable    Retry(TRANSIENT)           the policy's
       events (one is skipped, with a warning)
+    an event-stream frame that does not parse  Retry(TRANSIENT)           the policy's
     the body ends before the reply is whole    Retry(TRANSIENT)           the policy's
     more than MAX_STREAM_BYTES                 Retry(TRANSIENT)           the policy's
     the caller's deadline (injected clock)     JOB_TIMEOUT                JOB_TIMEOUT
@@ -48,7 +52,7 @@ from the request's start, on the injected clock, in the ``Watch``; bytes without
 count) is a timeout of the attempt, always before its first delta: Retry(TRANSIENT), or on a
 route's hop that moves on from one, the hop's end at once (``ModelSender._timed_out``).
 
-A 2xx answer that is not ``text/event-stream`` (a server that ignores ``stream``) is read whole,
+A 2xx answer of neither stream type (a server that ignores ``stream``) is read whole,
 as CallModel reads it, and its reply sent as one text delta and one delta per tool call. An
 error event is classified with status 500, as CallModel classifies an error object in a 200.
 A Retry is a Retry to the engine either way: the same windows, Retry-After, model throttle and
