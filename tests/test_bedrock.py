@@ -472,3 +472,9 @@ async def test_an_inference_profile_arn_is_signed_as_its_path_is_sent(
     (record,) = r.provider.requests(model=arn)
     assert record["headers"]["x-amz-security-token"] == "FwoGZXIvYXdzEXAMPLE-session-token"
     assert "x-amz-security-token" in record["headers"]["authorization"]
+
+
+async def test_a_reply_without_a_stop_reason_is_an_unexpected_shape_retried(bed: Running) -> None:
+    script(bed, {"status": 200, "body": {"output": {"message": {"role": "assistant", "content": []}}}})
+    reply = await bed.client.call_model("bed", [user("hi")])
+    assert reply.attempts == 2

@@ -351,7 +351,8 @@ class BedrockUpstream:
         stream.stop(body)
         stream.usage(body.get("usage"))
         reply = stream.reply()
-        assert reply is not None
+        if reply is None:  # stopReason is required: not a Converse reply (the sender retries it as garbled)
+            raise ValueError("a Converse reply without a stopReason")
         return reply
 
     def classify(
