@@ -478,3 +478,17 @@ async def test_a_reply_without_a_stop_reason_is_an_unexpected_shape_retried(bed:
     script(bed, {"status": 200, "body": {"output": {"message": {"role": "assistant", "content": []}}}})
     reply = await bed.client.call_model("bed", [user("hi")])
     assert reply.attempts == 2
+
+
+async def test_streamed_reasoning_arrives_as_reasoning_deltas_with_its_signature(bed: Running) -> None:
+    events = [e async for e in bed.client.stream_model("bed", [user("why?")], reasoning=1024)]
+    kinds = [e.WhichOneof("event") for e in events]
+    assert kinds[0] == "reasoning"
+    assert kinds[-1] == "final"
+    (thought,) = events[-1].final.message.reasoning
+    assert thought.signature
+    assert thought.format == "bedrock_converse"
+    pieces = [e.reasoning for e in events if e.WhichOneof("event") == "reasoning"]
+    assert "".join(p.text for p in pieces) == thought.text
+    assert [p.signature for p in pieces if p.signature] == [thought.signature]
+    assert events[-1].final.message.text == "You said: why?"
