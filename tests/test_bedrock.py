@@ -15,6 +15,7 @@ reason as its category, max_tokens truncation.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from typing import Any
@@ -492,3 +493,31 @@ async def test_streamed_reasoning_arrives_as_reasoning_deltas_with_its_signature
     assert "".join(p.text for p in pieces) == thought.text
     assert [p.signature for p in pieces if p.signature] == [thought.signature]
     assert events[-1].final.message.text == "You said: why?"
+
+
+async def test_parts_and_cache_points_go_as_converse_blocks(bed: Running) -> None:
+    from tests.unit.shapes import PNG
+
+    one_hour = pb.CacheBreakpoint(ttl=pb.CACHE_TTL_1H)
+    asked = pb.Message(role=pb.ROLE_USER, parts=[
+        pb.Part(text="A long shared context.", cache=one_hour),
+        pb.Part(image=pb.ImagePart(data=PNG, media_type="image/png")),
+        pb.Part(document=pb.DocumentPart(data=b"%PDF-1.7 minimal", media_type="application/pdf", title="Report")),
+        pb.Part(text="What is it?"),
+    ])  # fmt: skip
+    tool = pb.ToolDefinition(name=SEARCH.name, description=SEARCH.description,
+                             parameters_json=SEARCH.parameters_json, cache=pb.CacheBreakpoint())  # fmt: skip
+    reply = await call(bed, request(asked, system="Be exact.", system_cache=pb.CacheBreakpoint(), tools=[tool]))
+    assert reply.message.tool_calls  # the fake read every block back (its brain calls the tool offered)
+    body = sent(bed)[0]["body"]
+    assert body["system"] == [{"text": "Be exact."}, {"cachePoint": {"type": "default"}}]
+    assert body["toolConfig"]["tools"][1] == {"cachePoint": {"type": "default"}}
+    (message,) = body["messages"]
+    assert message["content"] == [
+        {"text": "A long shared context."},
+        {"cachePoint": {"type": "default", "ttl": "1h"}},
+        {"image": {"format": "png", "source": {"bytes": base64.b64encode(PNG).decode()}}},
+        {"document": {"format": "pdf", "name": "Report",
+                      "source": {"bytes": base64.b64encode(b"%PDF-1.7 minimal").decode()}}},
+        {"text": "What is it?"},
+    ]  # fmt: skip
