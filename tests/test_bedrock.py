@@ -30,6 +30,7 @@ from sidecar.fakes._bedrock import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, GUARDRAIL_T
 from sidecar.fakes._threaded import ThreadedServer
 from sidecar.fakes.provider import FakeProvider
 from tests.conftest import Running, Start
+from tests.unit.shapes import PNG
 
 UPSTREAM = "anthropic.claude-sonnet-4-20250514-v1:0"
 REGION = "us-west-2"
@@ -496,8 +497,6 @@ async def test_streamed_reasoning_arrives_as_reasoning_deltas_with_its_signature
 
 
 async def test_parts_and_cache_points_go_as_converse_blocks(bed: Running) -> None:
-    from tests.unit.shapes import PNG
-
     one_hour = pb.CacheBreakpoint(ttl=pb.CACHE_TTL_1H)
     asked = pb.Message(role=pb.ROLE_USER, parts=[
         pb.Part(text="A long shared context.", cache=one_hour),
