@@ -22,7 +22,10 @@ from tests.conftest import Running, Start
 KEYS = {"openai": "sk-test-OAI1234567890abcd", "anthropic": "sk-ant-ANT1234567890abcd"}
 UNDER_V1 = {"openai", "openai_responses"}
 """The formats whose base URL ends in ``/v1``, as OpenAI's does."""
+ISSUE_CHAIN = ("openai_responses", "anthropic", "gemini")
+"""The chain issue 23 names."""
 CHAINS = [
+    pytest.param(ISSUE_CHAIN, id="responses-anthropic-gemini"),
     pytest.param(tuple(sorted(FORMATS)), id="every-format"),
     pytest.param(tuple(sorted(FORMATS, reverse=True)), id="every-format-reversed"),
 ]
@@ -79,8 +82,9 @@ def as_core(r: Running, name: str) -> list[ModelRequest]:
     """What each request the fake got for ``name``'s deployment says, read by that format's front."""
     front = format_named(name).front
     records = r.provider.requests(model=f"up-{name}")
-    # a format that names the model in its path (Gemini, Bedrock) reads it from the body's "model"
-    bodies = [{"model": f"up-{name}", **rec["body"]} for rec in records]
+    # a format that names the model in its path (Gemini, Bedrock) reads the body with the path's words
+    routed = getattr(front, "routed", None)
+    bodies = [rec["body"] if routed is None else routed(rec["path"], rec["body"]) for rec in records]
     return [replace(front.parse(body).request, model="") for body in bodies]
 
 

@@ -73,7 +73,7 @@ PRESET_TIMEOUTS: dict[str, AttemptTimeouts] = {
 
 
 class ProviderConfig(Strict):
-    wire_format: Literal["openai", "anthropic", "gemini", "openai_responses"]
+    wire_format: Literal["openai", "anthropic", "gemini", "openai_responses", "bedrock_converse"]
     base_url: str
     api_key: SecretStr | None = None
     account: str = ""
@@ -86,6 +86,8 @@ class ProviderConfig(Strict):
     connection up to ``max_connections`` (for ``keepalive_expiry``, 5 s) and has no separate cap."""
     headers: dict[str, str] = {}
     anthropic_version: str = "2023-06-01"
+    region: str = ""
+    """bedrock_converse: the AWS region SigV4 signs for; unset: the base URL's, else AWS_REGION."""
     stream_idle_timeout_s: Annotated[float, Field(gt=0, le=MAX_WAIT_S)] = DEFAULT_STREAM_IDLE_TIMEOUT_S
     """StreamModel: no byte from this provider for this long is a stall (a mid-stream fault)."""
     prefill: bool | None = None

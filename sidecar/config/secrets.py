@@ -17,7 +17,16 @@ if TYPE_CHECKING:
 
     from sidecar.config.document import Config
 
-__all__ = ["CREDENTIAL_HEADER", "ENV", "FROM_ENVIRONMENT", "discover", "expand", "literal_secrets", "password"]
+__all__ = [
+    "AWS_SECRETS",
+    "CREDENTIAL_HEADER",
+    "ENV",
+    "FROM_ENVIRONMENT",
+    "discover",
+    "expand",
+    "literal_secrets",
+    "password",
+]
 
 ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 """``${NAME}`` or ``${NAME:-default}``: a value read from the environment."""
@@ -25,6 +34,8 @@ _URL = re.compile(r"^https?://[^\s]+$")
 """A value read from the environment that is a whole URL: an address to show, save for its password."""
 CREDENTIAL_HEADER = re.compile(r"(?i)auth|token|secret|key|cookie|password")
 """A header whose name matches carries a credential: its value is one of ``Config.secrets``."""
+AWS_SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK")
+"""The environment variables a Bedrock provider's credentials come from (``formats.bedrock_converse``)."""
 FROM_ENVIRONMENT = "secrets_from_environment"
 """The validation context's key for the values ``expand`` read from the environment."""
 
@@ -90,6 +101,7 @@ def discover(config: Config, from_environment: Iterable[str] = ()) -> tuple[str,
 
     Every value read from the environment (``${NAME}``, ``from_environment``) but a whole ``http(s)://``
     URL, which is an address (only its ``user:password@`` password is a secret); each provider's API key;
+    with a Bedrock provider, the AWS credentials its format reads from the environment (``AWS_SECRETS``);
     the value of every provider or tool header named like a credential (``CREDENTIAL_HEADER``), and the
     part after its scheme word (``Bearer <token>``); a password written in a URL (``user:pass@``).
     """
@@ -108,4 +120,6 @@ def discover(config: Config, from_environment: Iterable[str] = ()) -> tuple[str,
         found += [t.get_secret_value() for t in config.server.auth.tokens]
     if config.state.url:
         found.append(password(config.state.url))
+    if any(p.wire_format == "bedrock_converse" for p in config.providers.values()):
+        found += [os.environ.get(name, "") for name in AWS_SECRETS]  # read by the format itself, not ${NAME}
     return tuple(sorted({k for k in found if len(k) >= MIN_SECRET_CHARS}, key=len, reverse=True))

@@ -109,12 +109,14 @@ def _error(spec: ErrorSpec, wire: Wire, ex: Exchange, params: Mapping[str, Any])
         spec = replace(spec, message=params["message"])
     body = wire.error_body(spec, ex)
     wire.error_fields(body).update(params.get("extra_error_fields") or {})
-    if spec.status < 400 and ex.conversation.stream:  # a block that answers 200 (Gemini's): its one event
+    if spec.status < 400 and ex.conversation.stream:  # a block that answers 200 (Gemini's): its events
         headers = wire.headers(ex, 200)
-        headers.update({"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"})
-        event = wire.stream_error(body, ex).encode()
-        return Response(status=200, headers=headers, stream=(Chunk(event, 0.0),), stream_end=StreamEnd.COMPLETE)
-    return _json_response(body, spec.status, wire, ex, params)
+        headers.update({"content-type": wire.stream_content_type, "cache-control": "no-cache"})
+        chunks = tuple(Chunk(wire.encode(e), 0.0) for e in wire.blocked_stream(body, ex))
+        return Response(status=200, headers=headers, stream=chunks, stream_end=StreamEnd.COMPLETE)
+    response = _json_response(body, spec.status, wire, ex, params)
+    response.headers.update(wire.error_headers(spec))
+    return response
 
 
 def _default_text(ex: Exchange) -> str:

@@ -211,7 +211,7 @@ def render_stream(reply: Reply, wire: Wire, ex: Exchange, params: Mapping[str, A
         delay = opts.delta_delay_ms if event.part == "delta" else 0.0
         if i == stall_at:
             delay += opts.stall_ms or 0.0
-        chunks.append(Chunk(event.encode(), delay))
+        chunks.append(Chunk(wire.encode(event), delay))
     headers = wire.headers(ex, 200)
-    headers.update({"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"})
+    headers.update({"content-type": wire.stream_content_type, "cache-control": "no-cache"})
     return Response(status=200, headers=headers, stream=tuple(chunks), stream_end=end)

@@ -23,6 +23,7 @@ from sidecar.providers.formats.protocol import Front, ReplyHead, Sse
 
 from ._brain import Reply, tokens_for
 from ._conversation import Conversation, Hints, conversation_of
+from ._http import Request
 from ._sse import Part, Plan, SseEvent
 
 __all__ = ["BAD_GATEWAY_HTML", "FILTER_CATEGORIES", "USAGE_FIELDS", "ErrorSpec", "Exchange", "Wire", "mask_key"]
@@ -95,6 +96,8 @@ class Wire(ABC):
     """The fake's reply ids: this, then the request's number (``chatcmpl-fake00000001``)."""
     call_prefix: str
     """The fake's tool call ids: this, the request's number, the call's index."""
+    stream_content_type = "text/event-stream; charset=utf-8"
+    """What a stream of the format comes as (``encode`` writes each event so)."""
 
     # ---- what the format says, through its front ------------------------------------------
 
@@ -108,6 +111,23 @@ class Wire(ABC):
         """For a format whose URL says what the body does not (Gemini's model and streaming): the body with
         it, when ``path`` is one of the format's routes; None otherwise (the route is ``front.path``)."""
         return None
+
+    def unauthorized(self, request: Request) -> ErrorSpec | None:
+        """The 401/403 the provider answers a request whose credentials do not hold (a signature that does
+        not verify); None for one it lets through (the fakes take any key)."""
+        return None
+
+    def encode(self, event: SseEvent) -> bytes:
+        """One event as the format frames it on the wire (server-sent events: ``SseEvent.encode``)."""
+        return event.encode()
+
+    def error_headers(self, spec: ErrorSpec) -> dict[str, str]:
+        """Headers an error answer carries beyond ``headers`` (Bedrock's ``x-amzn-ErrorType``)."""
+        return {}
+
+    def blocked_stream(self, body: dict[str, Any], ex: Exchange) -> list[SseEvent]:
+        """A block that answers 200 (``error_body`` of a status below 400), asked for as a stream: its events."""
+        return [self.stream_error(body, ex)]
 
     def parse(self, body: dict[str, Any]) -> Conversation:
         """The request, read as the format reads it (INVALID_INPUT raised for what it cannot carry)."""

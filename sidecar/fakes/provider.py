@@ -14,6 +14,7 @@ from sidecar.core.taxonomy import SidecarFailure
 
 from ._anthropic import ANTHROPIC
 from ._base import FakeServer
+from ._bedrock import BEDROCK
 from ._chaos import Chaos, ChaosConfig
 from ._cli import serve_forever
 from ._conversation import Conversation
@@ -27,7 +28,7 @@ from ._wire import ErrorSpec, Exchange, Wire
 
 __all__ = ["WIRES", "FakeProvider", "main"]
 
-WIRES: dict[str, Wire] = {w.name: w for w in (OPENAI, ANTHROPIC, GEMINI, RESPONSES)}
+WIRES: dict[str, Wire] = {w.name: w for w in (OPENAI, ANTHROPIC, GEMINI, RESPONSES, BEDROCK)}
 """The fake's wire of each format, by the format's name (``tests/unit/test_formats.py``: one for each)."""
 PREFILL_REFUSED = (
     "This model does not support assistant message prefill. The conversation must end with a user message."
@@ -141,16 +142,17 @@ class FakeProvider(FakeServer):
             extra = {"stream": True, "stream_fault": step.params.get("stream_fault") if step else None}
         record = self._record(request, wire=wire.name, model=model, source=source, preset=preset, **extra)
         key = wire.api_key(request.headers)
+        denied = wire.unauthorized(request)
+        if denied is not None:  # credentials that do not hold (a signature that does not verify)
+            return _refusal(wire, denied, Exchange(record.seq, model, key, Conversation(model=model)))
         refused = wire.refuse(body)
         if refused is not None:  # a rule of the provider's API broken: its own 400
-            ex = Exchange(record.seq, model, key, Conversation(model=model))
-            return Response.json(wire.error_body(refused, ex), status=400, headers=wire.headers(ex, 400))
+            return _refusal(wire, refused, Exchange(record.seq, model, key, Conversation(model=model)))
         try:
             conversation = wire.parse(body)
         except SidecarFailure as failure:  # a request the format cannot carry: refused as a provider would
             ex = Exchange(record.seq, model, key, Conversation(model=model))
-            spec = ErrorSpec(400, wire.status_error(400).type, failure.message)
-            return Response.json(wire.error_body(spec, ex), status=400, headers=wire.headers(ex, 400))
+            return _refusal(wire, ErrorSpec(400, wire.status_error(400).type, failure.message), ex)
         if step is not None and step.params.get("refuse_prefill") and conversation.prefill is not None:
             ex = Exchange(record.seq, model, key, conversation)
             spec = ErrorSpec(400, wire.status_error(400).type, PREFILL_REFUSED)
@@ -161,6 +163,12 @@ class FakeProvider(FakeServer):
         if step is None:
             return render_default(wire, ex)
         return render_step(step, wire, ex)
+
+
+def _refusal(wire: Wire, spec: ErrorSpec, ex: Exchange) -> Response:
+    """The error a provider answers before it reads the request any further, in the wire's shape."""
+    headers = {**wire.headers(ex, spec.status), **wire.error_headers(spec)}
+    return Response.json(wire.error_body(spec, ex), status=spec.status, headers=headers)
 
 
 def _parser() -> argparse.ArgumentParser:

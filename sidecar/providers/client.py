@@ -136,9 +136,11 @@ class ProviderClient:
         self, route: Route, body: Any, timeout: httpx.Timeout, headers: Mapping[str, str] | None = None
     ) -> httpx.Request:
         """A chat POST of ``body`` as JSON (encoded as httpx encodes ``json=``) with the client's headers,
-        and ``headers`` over them."""
+        and ``headers`` over them, as the upstream signs them (``Upstream.sign``: identity but for a format
+        whose requests are signed, Bedrock's SigV4)."""
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
         merged = {**self.headers, "content-type": JSON_CONTENT_TYPE, **(headers or {})}
+        merged = self.upstream.sign("POST", str(route.url), merged, content)  # SigV4 covers the URL and body
         return httpx.Request(
             "POST", route.url, headers=merged, content=content, extensions={"timeout": timeout.as_dict()}
         )

@@ -1,19 +1,23 @@
 """A streamed model attempt: the Sender StreamModel's calls run through the one retry engine.
 
-One attempt is one POST with ``stream: true`` (the upstream's body), read as server-sent events
-(``httpx_sse.EventSource``) by the upstream's ``StreamDecoder``; each delta goes to the caller
-through the call's ``Outlet`` as it arrives. Before the first delta the attempt is exactly
+One attempt is one POST with ``stream: true`` (the upstream's body), read by the upstream's
+``StreamDecoder`` as (event, data) pairs from the reader its content type picks (``READERS``, the
+format's ``stream_type``): server-sent events (``httpx_sse.EventSource``) or AWS event-stream frames
+(botocore's ``EventStreamBuffer``: no binary framing of our own; a frame that does not parse is a
+``stream_garbled`` fault, as nothing after it can be read); each delta goes to the caller through
+the call's ``Outlet`` as it arrives. Before the first delta the attempt is exactly
 CallModel's; after it, a fault is judged by the call's mid-stream policy::
 
     what the attempt meets                     before the first delta     after it
-    an HTTP error status (or a non-SSE body)   classify_response, as      -
-                                               CallModel: Retry / Fail
+    an HTTP error status (or a body of         classify_response, as      -
+      neither stream type)                     CallModel: Retry / Fail
     an error event (overloaded_error ...)      classified as an error     a Fail as it is; a Retry:
                                                body: Retry / Fail           the policy's (below)
     a dropped or reset connection              Retry(TRANSIENT)           the policy's
     no byte for stream_idle_timeout_s          Retry(TRANSIENT)           the policy's
     more than MAX_SKIPPED_EVENTS unreadable    Retry(TRANSIENT)           the policy's
       events (one is skipped, with a warning)
+    an event-stream frame that does not parse  Retry(TRANSIENT)           the policy's
     the body ends before the reply is whole    Retry(TRANSIENT)           the policy's
     more than MAX_STREAM_BYTES                 Retry(TRANSIENT)           the policy's
     the caller's deadline (injected clock)     JOB_TIMEOUT                JOB_TIMEOUT
@@ -48,7 +52,7 @@ from the request's start, on the injected clock, in the ``Watch``; bytes without
 count) is a timeout of the attempt, always before its first delta: Retry(TRANSIENT), or on a
 route's hop that moves on from one, the hop's end at once (``ModelSender._timed_out``).
 
-A 2xx answer that is not ``text/event-stream`` (a server that ignores ``stream``) is read whole,
+A 2xx answer of neither stream type (a server that ignores ``stream``) is read whole,
 as CallModel reads it, and its reply sent as one text delta and one delta per tool call. An
 error event is classified with status 500, as CallModel classifies an error object in a 200.
 A Retry is a Retry to the engine either way: the same windows, Retry-After, model throttle and
@@ -73,13 +77,15 @@ first delta (or the final reply), and a continuation that cannot be made ends th
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
+from botocore.eventstream import EventStreamBuffer, EventStreamMessage, ParserError
 from httpx_sse import EventSource
 
 from sidecar.core.clock import Clock
@@ -106,6 +112,7 @@ from sidecar.core.text import clause
 from sidecar.net.transport import fault_of, text_of
 from sidecar.providers.client import HEADER_TIMEOUT, MAX_REPLY_BYTES, CallScope, ModelSender
 from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault
+from sidecar.providers.formats.protocol import EVENT_STREAM, SSE
 
 __all__ = [
     "MAX_SKIPPED_EVENTS",
@@ -128,7 +135,7 @@ CHARS_PER_TOKEN = 4
 """A broken attempt's output tokens, estimated from the characters it delivered (no usage came)."""
 PREFILL_REFUSED = frozenset({400, 422})
 """The statuses of a continuation attempt's answer that mean "no prefill here" (not the call's fault)."""
-SSE_CONTENT_TYPE = "text/event-stream"
+SSE_CONTENT_TYPE = SSE
 STREAM_DRAIN_S = 0.05
 """After the reply's end marker, how long the rest of the body (the chunked encoding's last chunk) is
 read for, so the connection goes back to the pool; a body still open then is closed with its
@@ -611,7 +618,7 @@ class StreamSender(ModelSender):
             self._route,
             provider.upstream.body(chat, stream=True),
             httpx.Timeout(timeout, connect=min(config.connect_timeout_s, timeout)),
-            {"accept": SSE_CONTENT_TYPE, **attempt.record.trace_headers()},
+            {"accept": provider.upstream.stream_type, **attempt.record.trace_headers()},
         )
         limits = self._scope.timeouts
         watch = Watch(
@@ -672,10 +679,10 @@ class StreamSender(ModelSender):
             body = response.stream
             assert isinstance(body, httpx.AsyncByteStream), "the transport is asynchronous"
             response.stream = _Watched(body, progress.watch, MAX_STREAM_BYTES)
-            ctype = response.headers.get("content-type", "")
-            if 200 <= response.status_code < 300 and SSE_CONTENT_TYPE in ctype.lower():
-                response.encoding = "utf-8"  # an event stream is UTF-8 whatever it says (the SSE standard)
-                return await self._events(response, progress)
+            ctype = response.headers.get("content-type", "").lower()
+            reader = next((r for media_type, r in READERS.items() if media_type in ctype), None)
+            if 200 <= response.status_code < 300 and reader is not None:
+                return await self._events(reader(response), progress)
             return await self._whole(response, progress)
         except httpx.HTTPError as exc:
             return self._transport_fault(progress, exc)
@@ -685,14 +692,21 @@ class StreamSender(ModelSender):
         finally:
             await response.aclose()
 
-    async def _events(self, response: httpx.Response, progress: _Progress) -> Done[Any] | Fail | Retry:
-        """The stream, event by event, through the wire's decoder."""
+    async def _events(self, events: AsyncIterator[tuple[str, str]], progress: _Progress) -> Done[Any] | Fail | Retry:
+        """The stream, event by event (as its framing's reader gives them), through the wire's decoder."""
+        record = progress.attempt.record
+        try:
+            return await self._decoded(events, progress)
+        except BrokenFrames as broken:
+            record.transport_fault(GARBLED, broken.detail)
+            return self._fault(progress, Retry(RetrySignal.TRANSIENT, broken.detail))
+
+    async def _decoded(self, events: AsyncIterator[tuple[str, str]], progress: _Progress) -> Done[Any] | Fail | Retry:
         record = progress.attempt.record
         decoder = self._scope.provider.upstream.stream_decoder()
-        events = EventSource(response).aiter_sse()
-        async for event in events:
+        async for name, data in events:
             try:
-                deltas = decoder.feed(event.event, event.data)
+                deltas = decoder.feed(name, data)
             except StreamFault as fault:
                 if fault.error_body is not None:
                     return self._error_event(progress, fault.error_body)
@@ -827,6 +841,57 @@ class StreamSender(ModelSender):
         return JobTimeout(f"model {self._scope.model_id}", f"the deadline passed: {what}")
 
 
+class BrokenFrames(Exception):
+    """Binary frames that do not parse (a checksum, a length): the stream's framing is lost, nothing after it
+    can be read (a mid-stream fault, not one event skipped)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
+    """A ``text/event-stream`` body's events: (its ``event:`` name, its ``data:`` text)."""
+    response.encoding = "utf-8"  # an event stream is UTF-8 whatever it says (the SSE standard)
+    async for event in EventSource(response).aiter_sse():
+        yield event.event, event.data
+
+
+def _frame_event(message: EventStreamMessage) -> tuple[str, str]:
+    headers: Mapping[str, Any] = message.to_response_dict()["headers"]  # (the stubs mistype ``.headers``)
+    kind = headers.get(":message-type")
+    if kind == "exception":
+        return str(headers.get(":exception-type", "")), message.payload.decode("utf-8", "replace")
+    if kind == "error":  # the framing's own error: its code and message in headers
+        said = {"__type": str(headers.get(":error-code", "")), "message": str(headers.get(":error-message", ""))}
+        return "error", json.dumps(said)
+    return str(headers.get(":event-type", "")), message.payload.decode("utf-8", "replace")
+
+
+async def event_stream_events(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
+    """An ``application/vnd.amazon.eventstream`` body's messages, parsed by botocore's ``EventStreamBuffer``
+    (prelude, headers, checksums): (its ``:event-type``, or an exception's ``:exception-type``, its payload
+    as text). A frame that does not parse is ``BrokenFrames``."""
+    buffer = EventStreamBuffer()
+    async for chunk in response.aiter_bytes():
+        buffer.add_data(chunk)
+        while True:
+            try:
+                message = next(buffer, None)
+            except ParserError as exc:
+                raise BrokenFrames(f"the stream sent a frame that does not parse ({exc})") from None
+            if message is None:
+                break
+            yield _frame_event(message)
+
+
+READERS: Mapping[str, Callable[[httpx.Response], AsyncIterator[tuple[str, str]]]] = {
+    SSE: sse_events,
+    EVENT_STREAM: event_stream_events,
+}
+"""A stream's reader by its content type (``Upstream.stream_type``): each gives (event, data) pairs."""
+
+
 async def _drain(events: AsyncIterator[Any]) -> None:
     """Read what follows a complete reply, for ``STREAM_DRAIN_S`` at most (see there); its events are
     ignored, and a fault in them is not the reply's."""
@@ -834,7 +899,7 @@ async def _drain(events: AsyncIterator[Any]) -> None:
         async with asyncio.timeout(STREAM_DRAIN_S):
             async for _ in events:
                 pass
-    except (TimeoutError, httpx.HTTPError, StreamFault):
+    except (TimeoutError, httpx.HTTPError, StreamFault, BrokenFrames):
         pass
 
 

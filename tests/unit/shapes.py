@@ -297,6 +297,7 @@ READ_BACK: dict[str, Any] = {
     "anthropic": _without_image_detail,
     "gemini": _without_image_detail,
     "openai_responses": _budget_as_effort,
+    "bedrock_converse": _without_image_detail,
 }
 """What a format's front reads back of a request its upstream sent, where the format has no field for
 something it carries by its own rule: Anthropic sees every image at full detail and has no ``detail``

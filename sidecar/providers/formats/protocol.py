@@ -17,7 +17,8 @@ registered format: a ChatRequest rendered by ``Upstream.body`` reads back throug
 and a ChatReply rendered by ``Front.render`` (or streamed by ``Front.writer``) reads back through
 ``Upstream.parse`` (or ``Upstream.stream_decoder``) as itself.
 
-A stream decoder is fed every server-sent event (``event`` name, ``data`` text) in order::
+A stream decoder is fed every event (``event`` name, ``data`` text) in order: a server-sent event, or an
+event-stream message (its ``:event-type``, or an exception's ``:exception-type``, and its payload)::
 
     feed(event, data) -> [Delta, ...]   the deltas the event carries (none: a ping, an unknown event)
                       raises StreamFault  an error event (``error_body``: classify it as an error answer)
@@ -46,6 +47,8 @@ from sidecar.providers.errors import Target
 from sidecar.providers.formats.chat import ChatReply, ChatRequest
 
 __all__ = [
+    "EVENT_STREAM",
+    "SSE",
     "Ask",
     "Front",
     "ReplyHead",
@@ -55,6 +58,11 @@ __all__ = [
     "Upstream",
     "WireFormat",
 ]
+
+SSE = "text/event-stream"
+"""``Upstream.stream_type`` of a format that streams server-sent events."""
+EVENT_STREAM = "application/vnd.amazon.eventstream"
+"""``Upstream.stream_type`` of a format that streams AWS event-stream frames (botocore reads them)."""
 
 Sse = tuple[str, "dict[str, Any] | str"]
 """A server-sent event: its name ("" for none) and its data (an object, or raw text like ``[DONE]``)."""
@@ -114,6 +122,18 @@ class Upstream(Protocol):
         ...
 
     def headers(self, api_key: str | None) -> dict[str, str]: ...
+
+    @property
+    def stream_type(self) -> str:
+        """The media type a stream of the format comes as: ``text/event-stream`` (server-sent events), or
+        ``application/vnd.amazon.eventstream`` (binary event-stream frames); the engine reads either into
+        the (event, data) pairs ``StreamDecoder.feed`` takes."""
+        ...
+
+    def sign(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, str]:
+        """The headers one request goes with, given all of it (a request signature such as SigV4 covers the
+        URL and the body); a format whose key is a plain header returns ``headers`` as they are."""
+        ...
 
     def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]: ...
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sidecar.core.taxonomy import InvalidInput
-from sidecar.providers.formats import anthropic_messages, gemini, openai_chat, openai_responses
+from sidecar.providers.formats import anthropic_messages, bedrock_converse, gemini, openai_chat, openai_responses
 from sidecar.providers.formats.options import FIELD, options_by_format
 from sidecar.providers.formats.protocol import WireFormat
 
@@ -23,6 +23,7 @@ FORMATS: Mapping[str, WireFormat] = {
         anthropic_messages.FORMAT,
         gemini.FORMAT,
         openai_responses.FORMAT,
+        bedrock_converse.FORMAT,
     )
 }
 

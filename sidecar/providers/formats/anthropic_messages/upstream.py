@@ -140,6 +140,7 @@ from sidecar.providers.formats.carried import CONTROLS, plain, refuse_uncarried
 from sidecar.providers.formats.chat import JSON_INSTRUCTION, ChatReply, ChatRequest, StreamFault, compact_json
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.options import options_for
+from sidecar.providers.formats.protocol import SSE
 
 __all__ = ["MESSAGES_PATH", "AnthropicStream", "AnthropicUpstream", "error_refusal", "provider_options"]
 
@@ -204,6 +205,11 @@ class AnthropicUpstream:
         if api_key:
             headers[API_KEY_HEADER] = api_key
         return headers
+
+    stream_type = SSE
+
+    def sign(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, str]:
+        return dict(headers)  # the key is a header (``headers``): nothing covers the request itself
 
     def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
         controls = request.controls

@@ -114,6 +114,7 @@ from sidecar.providers.formats.gemini.vocab import (
     url_media_type,
 )
 from sidecar.providers.formats.options import FIELD, options_for
+from sidecar.providers.formats.protocol import SSE
 
 __all__ = [
     "CALL_ID_PREFIX",
@@ -185,6 +186,11 @@ class GeminiUpstream:
 
     def headers(self, api_key: str | None) -> dict[str, str]:
         return {API_KEY_HEADER: api_key} if api_key else {}
+
+    stream_type = SSE
+
+    def sign(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, str]:
+        return dict(headers)  # the key is a header (``headers``): nothing covers the request itself
 
     def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"contents": render_contents(request.messages)}

@@ -128,6 +128,7 @@ from sidecar.providers.formats.openai_chat.vocab import (
     tool_image_placeholder,
 )
 from sidecar.providers.formats.options import options_for
+from sidecar.providers.formats.protocol import SSE
 
 __all__ = ["CHAT_PATH", "SIDECAR_KEYS", "OpenAIStream", "OpenAIUpstream", "provider_options"]
 
@@ -211,6 +212,11 @@ class OpenAIUpstream:
 
     def headers(self, api_key: str | None) -> dict[str, str]:
         return {"authorization": f"Bearer {api_key}"} if api_key else {}
+
+    stream_type = SSE
+
+    def sign(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, str]:
+        return dict(headers)  # the key is a header (``headers``): nothing covers the request itself
 
     def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
         messages: list[dict[str, Any]] = []

@@ -124,6 +124,7 @@ from sidecar.providers.formats.openai_responses.vocab import (
     signature_of,
 )
 from sidecar.providers.formats.options import options_for
+from sidecar.providers.formats.protocol import SSE
 
 __all__ = [
     "SIDECAR_KEYS",
@@ -246,6 +247,11 @@ class ResponsesUpstream:
 
     def headers(self, api_key: str | None) -> dict[str, str]:
         return {"authorization": f"Bearer {api_key}"} if api_key else {}
+
+    stream_type = SSE
+
+    def sign(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, str]:
+        return dict(headers)  # the key is a header (``headers``): nothing covers the request itself
 
     def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"model": request.upstream_model, "input": input_items(request.messages)}

@@ -1,0 +1,669 @@
+"""The Amazon Bedrock Converse upstream (``converse``, ``converse-stream``), whole and streamed.
+
+``POST {base}/model/{modelId}/converse`` (streamed: ``/converse-stream``, answered as
+``application/vnd.amazon.eventstream`` frames). ``BedrockUpstream.body`` renders a ChatRequest
+(``front.py`` reads one back: its inverse)::
+
+    core (ChatRequest)                          Converse body
+    system, response schema, system_cache       system [{"text": system + "\\n\\n" JSON_INSTRUCTION "\\n" schema},
+                                                {"cachePoint"}?]
+    Message(USER, text | parts)                 {"role": "user", "content": [text, image, document blocks,
+                                                each cache breakpoint a cachePoint after its block]}
+    Message(ASSISTANT, reasoning, text | parts, {"role": "assistant", "content": [reasoningContent blocks
+            tool_calls)                         first (byte-identical), text, toolUse {toolUseId, name, input}]}
+    Message(TOOL, tool_results)                 {"role": "user", "content": [toolResult {toolUseId, content
+                                                [text | image], status}]}
+    consecutive messages of one role            merged into one (Converse wants the roles to alternate)
+    tools (tools.cache)                         toolConfig.tools [{"toolSpec": {name, description?,
+                                                inputSchema {"json"}}}, {"cachePoint"}?]
+    tool_choice auto | required | tool          toolConfig.toolChoice {"auto": {}} | {"any": {}} | {"tool": {name}}
+    max_tokens, temperature, top_p, stop        inferenceConfig {maxTokens, temperature, topP, stopSequences}
+    reasoning.budget_tokens                     additionalModelRequestFields.thinking {"type": "enabled",
+                                                "budget_tokens"} (Anthropic's models on Bedrock)
+    provider_options_json {"bedrock_converse":  that object's keys merged into the body (guardrailConfig,
+      {...}}                                    performanceConfig, requestMetadata ...); its
+                                                additionalModelRequestFields merged into the sidecar's
+
+Not carried, so refused by name before sending (``carried.refuse_uncarried``): a document by URL,
+top_k, seed, presence_penalty, frequency_penalty (model-specific: give them in
+additionalModelRequestFields), end_user and parallel_tool_calls (no field). ``check`` then refuses,
+naming the field: tool_choice none (Converse has none: send no tools), a reasoning effort (thinking
+is a budget), an image by a URL that is not s3:// (Converse takes the bytes or an S3 location), an
+image type Converse has no format for, an image's detail "low", a document title Converse refuses
+as a name, an assistant message's image or document, provider options that set a key the sidecar sets.
+
+Requests are signed per request (``sign``): with a Bedrock API key (the provider's ``api_key``,
+else ``AWS_BEARER_TOKEN_BEDROCK``) it is ``Authorization: Bearer`` (``headers``) and ``sign`` adds
+nothing; without one, SigV4 through botocore's signer (``SigV4Auth``, service ``bedrock``), the
+credentials from the standard environment variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_SESSION_TOKEN``: botocore's ``EnvProvider``), the region the provider's ``region``, else
+the base URL's (``bedrock-runtime.<region>.amazonaws.com``), else ``AWS_REGION`` /
+``AWS_DEFAULT_REGION``. Signed: host, content-type, x-amz-date (and the session token).
+No credentials at all is UNAUTHORIZED before anything is sent (``check``).
+
+A reply (``parse``)::
+
+    output.message.content   text -> text; toolUse -> tool calls; reasoningContent -> reasoning (format
+                             "bedrock_converse"): reasoningText {text, signature}, redactedContent
+    stopReason               ``vocab.FINISH``; guardrail_intervened / content_filtered: a refusal, its
+                             category the stop reason, its words the reply's text
+    usage                    inputTokens + cacheReadInputTokens + cacheWriteInputTokens -> input (the core
+                             counts every input token); the cache's two -> cache read / write
+
+A stream is event-stream messages, the engine's reader gives each as (``:event-type``, payload)
+(an exception: (``:exception-type``, payload)), read by ``BedrockStream``::
+
+    event               payload                                  becomes
+    messageStart        role                                     -
+    contentBlockStart   start.toolUse {toolUseId, name}           ToolCallDelta (numbered among the calls)
+    contentBlockDelta   delta.text                               TextDelta
+                        delta.toolUse.input                      ToolCallDelta: an arguments fragment
+                        delta.reasoningContent text | signature  ReasoningDelta (numbered among the
+                          | redactedContent                        reply's reasoning parts)
+    contentBlockStop    -                                        -
+    messageStop         stopReason                               the reply's finish
+    metadata            usage, metrics                           the reply's tokens; the stream is complete
+    an exception        {"message"}                              StreamFault with an error body naming it
+    any other event                                              ignored
+    not a JSON object                                            StreamFault (garbled)
+
+Error answers (``classify``), by the type ``x-amzn-ErrorType`` names (in a stream: the exception's)::
+
+    ThrottlingException                         signal RATE_LIMIT
+    ServiceUnavailableException,                signal OVERLOAD
+      ModelNotReadyException
+    ModelTimeoutException, InternalServerException,
+      ModelStreamErrorException, ModelErrorException  signal TRANSIENT
+    ValidationException "input is too long ..." CONTEXT_OVERFLOW
+    ValidationException otherwise               INVALID_INPUT (the provider's words as the rule)
+    AccessDeniedException, a signature's or a   UNAUTHORIZED
+      key's (UnrecognizedClientException,
+      InvalidSignatureException ...)
+    ResourceNotFoundException                   MODEL_NOT_FOUND (at the provider)
+    ServiceQuotaExceededException               QUOTA_EXHAUSTED
+    anything else                               ``providers.errors.classify_response``
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials, EnvProvider
+
+from sidecar.config import ProviderConfig
+from sidecar.core.backoff import parse_retry_after
+from sidecar.core.conversation import (
+    DocumentPart,
+    ImagePart,
+    Message,
+    ModelRequest,
+    ReasoningPart,
+    TextPart,
+    ToolCall,
+)
+from sidecar.core.details import ProviderDetail
+from sidecar.core.kinds import FinishReason, RetrySignal, Role
+from sidecar.core.redact import redact_body
+from sidecar.core.retry import Retry
+from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
+from sidecar.core.taxonomy import (
+    ContextOverflow,
+    InvalidInput,
+    ModelNotFound,
+    QuotaExhausted,
+    SidecarFailure,
+    Unauthorized,
+)
+from sidecar.core.text import cap
+from sidecar.providers.errors import Target, classify_response
+from sidecar.providers.formats.bedrock_converse.vocab import (
+    BEARER_ENV,
+    BLOCKED,
+    ERROR_HEADER,
+    ERROR_STATUS,
+    EVENTS,
+    FINISH,
+    FORMAT_NAME,
+    IMAGE_FORMATS,
+    PDF,
+    REFUSAL_TEXT,
+    SERVICE,
+    SIDECAR_KEYS,
+    arguments_of,
+    cache_point,
+    content_block,
+    data_url,
+    input_of,
+    is_exception,
+    url_format,
+)
+from sidecar.providers.formats.carried import CONTROLS, plain, refuse_uncarried
+from sidecar.providers.formats.chat import EMPTY_PARAMETERS, JSON_INSTRUCTION, ChatReply, ChatRequest, StreamFault
+from sidecar.providers.formats.fields import count, text_or_empty
+from sidecar.providers.formats.options import FIELD, options_for
+from sidecar.providers.formats.protocol import EVENT_STREAM
+
+__all__ = [
+    "BedrockStream",
+    "BedrockUpstream",
+    "converse_path",
+    "error_type_of",
+    "provider_options",
+    "render_messages",
+]
+
+MODEL_PATH = "/model/"
+PATH_SAFE = "!$&'()*+,;=:@"
+"""Characters of a model id left as they are in its path segment (RFC 3986 pchar): the path is signed as it
+is sent, and an HTTP client normalizes these back from percent-escapes anyway."""
+_UNCARRIED = frozenset({"top_k", "seed", "presence_penalty", "frequency_penalty", "end_user", "parallel_tool_calls"})
+_CHOICES = {"auto": "auto", "required": "any"}
+_CONTEXT = re.compile(
+    r"input is too long|too long for (the )?requested model|prompt is too long|context (window|length)|"
+    r"too many (input )?tokens|maximum (input )?(context|token)",
+    re.I,
+)
+_NAME = re.compile(r"^[A-Za-z0-9\-()\[\]]+( [A-Za-z0-9\-()\[\]]+)*$")
+"""A document's name as Converse takes it: letters, digits, hyphens, parentheses, brackets, single spaces."""
+_HOST_REGION = re.compile(r"bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com", re.I)
+_SIGNED = ("host", "content-type")
+"""The request's headers SigV4 signs (with x-amz-date and the session token it adds)."""
+UNAUTHORIZED = frozenset(
+    {
+        "AccessDeniedException",
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "IncompleteSignatureException",
+        "MissingAuthenticationTokenException",
+        "ExpiredTokenException",
+    }
+)
+"""The error types that say the sidecar's own credentials (a signature, a key, a role's access) do not hold."""
+_RETRIED: Mapping[str, RetrySignal] = {
+    "ThrottlingException": RetrySignal.RATE_LIMIT,
+    "ServiceUnavailableException": RetrySignal.OVERLOAD,
+    "ModelNotReadyException": RetrySignal.OVERLOAD,
+    "ModelTimeoutException": RetrySignal.TRANSIENT,
+    "InternalServerException": RetrySignal.TRANSIENT,
+    "ModelStreamErrorException": RetrySignal.TRANSIENT,
+    "ModelErrorException": RetrySignal.TRANSIENT,
+}
+
+
+def converse_path(model: str, *, stream: bool) -> str:
+    """Where a request for ``model`` goes, below the base URL (``https://bedrock-runtime.<region>.amazonaws.com``)."""
+    return f"{MODEL_PATH}{quote(model, safe=PATH_SAFE)}/{'converse-stream' if stream else 'converse'}"
+
+
+def _region(provider: ProviderConfig) -> str:
+    if provider.region:
+        return provider.region
+    found = _HOST_REGION.search(provider.base_url)
+    if found:
+        return found.group(1).lower()
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or ""
+
+
+class BedrockUpstream:
+    """The sidecar as a Converse client (the module's tables), for one configured provider."""
+
+    carries: frozenset[str] = frozenset(
+        {
+            "parts.text",
+            "parts.image",
+            "parts.document",
+            "parts.text_document",
+            "parts.cache",
+            "tool_results.parts",
+            "tool_results.image",
+            "reasoning.history",
+            "tools.cache",
+            *(c for c in CONTROLS if c not in _UNCARRIED),
+        }
+    )
+    stream_type = EVENT_STREAM
+
+    def __init__(self, provider: ProviderConfig) -> None:
+        key = provider.api_key.get_secret_value() if provider.api_key else ""
+        self._bearer = key or os.environ.get(BEARER_ENV, "")
+        self._region = _region(provider)
+        self._credentials: Credentials | None = None if self._bearer else EnvProvider().load()
+
+    def check(self, request: ModelRequest, model_id: str) -> None:
+        if not plain(request):
+            self._check_request(request, model_id)
+        if not self._bearer:
+            self._check_credentials()
+
+    def _check_request(self, request: ModelRequest, model_id: str) -> None:
+        refuse_uncarried(request, self.carries, FORMAT_NAME, model_id)
+        c = request.controls
+        if c.tool_choice is not None and c.tool_choice.mode == "none":
+            rule = "Converse has no tool choice none: send the request without its tools"
+            raise InvalidInput("tool_choice.mode", "none", rule)
+        if c.reasoning is not None and c.reasoning.budget_tokens is None:
+            rule = "Converse asks for thinking with a token budget (additionalModelRequestFields): give budget_tokens"
+            raise InvalidInput("reasoning.effort", c.reasoning.effort, rule)
+        for i, m in enumerate(request.messages):
+            for j, part in enumerate(m.parts):
+                at = f"messages[{i}].parts[{j}]"
+                if m.role is Role.ASSISTANT and not isinstance(part, TextPart):
+                    raise InvalidInput(at, type(part).__name__, "an assistant message carries text parts only")
+                _check_part(at, part)
+            for k, r in enumerate(m.tool_results):
+                for j, part in enumerate(r.parts):
+                    _check_part(f"messages[{i}].tool_results[{k}].parts[{j}]", part)
+        provider_options(c.provider_options_json)
+
+    def _check_credentials(self) -> None:
+        if self._credentials is None:
+            reason = (
+                f"no AWS credentials: set {BEARER_ENV} (or the provider's api_key) for a Bedrock API key, or "
+                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for SigV4"
+            )
+            raise Unauthorized("Amazon Bedrock", reason)
+        if not self._region:
+            raise Unauthorized("Amazon Bedrock", "no AWS region to sign for: set the provider's region or AWS_REGION")
+
+    def path(self, model: str, *, stream: bool) -> str:
+        return converse_path(model, stream=stream)
+
+    def headers(self, api_key: str | None) -> dict[str, str]:
+        bearer = api_key or self._bearer
+        return {"authorization": f"Bearer {bearer}"} if bearer else {}
+
+    def sign(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, str]:
+        """``headers`` with a SigV4 signature of the request (none with a Bedrock API key: ``headers``)."""
+        out = dict(headers)
+        if self._bearer or self._credentials is None:
+            return out
+        signed = AWSRequest(method=method, url=url, data=body, headers={k: out[k] for k in _SIGNED if k in out})
+        SigV4Auth(self._credentials.get_frozen_credentials(), SERVICE, self._region).add_auth(signed)
+        for name, value in signed.headers.items():
+            if name.lower() not in _SIGNED:
+                out[name.lower()] = value
+        return out
+
+    def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
+        body: dict[str, Any] = {"messages": render_messages(request.messages)}
+        system = request.system
+        if request.response_schema is not None:
+            schema = json.dumps(request.response_schema, separators=(",", ":"))
+            system = f"{system}\n\n{JSON_INSTRUCTION}\n{schema}".strip()
+        c = request.controls
+        if system or c.system_cache is not None:
+            body["system"] = [{"text": system}] if system else []
+            if c.system_cache is not None:
+                body["system"].append(cache_point(c.system_cache))
+        inference: dict[str, Any] = {"maxTokens": request.max_tokens}
+        if request.temperature is not None:
+            inference["temperature"] = request.temperature
+        if c.top_p is not None:
+            inference["topP"] = c.top_p
+        if c.stop:
+            inference["stopSequences"] = list(c.stop)
+        body["inferenceConfig"] = inference
+        if request.tools:
+            tools: list[dict[str, Any]] = []
+            for t in request.tools:
+                spec: dict[str, Any] = {"name": t.name}
+                if t.description:
+                    spec["description"] = t.description
+                spec["inputSchema"] = {"json": json.loads(t.parameters_json) if t.parameters_json else EMPTY_PARAMETERS}
+                tools.append({"toolSpec": spec})
+                if t.cache is not None:
+                    tools.append(cache_point(t.cache))
+            config: dict[str, Any] = {"tools": tools}
+            choice = c.tool_choice
+            if choice is not None and choice.mode == "tool":
+                config["toolChoice"] = {"tool": {"name": choice.name}}
+            elif choice is not None:
+                config["toolChoice"] = {_CHOICES[choice.mode]: {}}
+            body["toolConfig"] = config
+        options = provider_options(c.provider_options_json)
+        extra = dict(options.pop("additionalModelRequestFields", {}))
+        if c.reasoning is not None and c.reasoning.budget_tokens is not None:
+            extra["thinking"] = {"type": "enabled", "budget_tokens": c.reasoning.budget_tokens}
+        if extra:
+            body["additionalModelRequestFields"] = extra
+        body.update(options)
+        return body
+
+    def stream_decoder(self) -> BedrockStream:
+        return BedrockStream()
+
+    def parse(self, body: dict[str, Any]) -> ChatReply:
+        stream = BedrockStream()
+        output = body.get("output")
+        message = output.get("message") if isinstance(output, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict):
+                stream.block(block)
+        stream.stop(body)
+        stream.usage(body.get("usage"))
+        reply = stream.reply()
+        if reply is None:  # stopReason is required: not a Converse reply (the sender retries it as garbled)
+            raise ValueError("a Converse reply without a stopReason")
+        return reply
+
+    def classify(
+        self,
+        status: int,
+        headers: Mapping[str, str],
+        body: str,
+        target: Target,
+        secrets: Iterable[str],
+        now: datetime,
+    ) -> Retry | SidecarFailure:
+        error_type, message = error_type_of(headers, body)
+        declared = ERROR_STATUS.get(error_type)
+        if declared is not None and status in (200, 500) and declared != status:
+            status = declared  # a stream's exception (read as a 500): the status its type stands for
+        outcome = classify_response(status, headers, body, target, secrets, now)
+        if not error_type:
+            return outcome
+        http = outcome.http
+        words = cap(redact_body(message, None, secrets)) or f"HTTP {status} {error_type}"
+        signal = _RETRIED.get(error_type)
+        if signal is not None:
+            return Retry(signal, words, parse_retry_after(headers, now), http)
+        if error_type == "ValidationException":
+            if _CONTEXT.search(message):
+                return ContextOverflow(target.provider, target.model_id, words, http=http)
+            rule = f"the {target.provider} provider rejected the request (HTTP {status} {error_type}: {words})"
+            return InvalidInput("messages", "", rule, http=http)
+        if error_type in UNAUTHORIZED:
+            detail = ProviderDetail(provider=target.provider, account=target.account, model=target.model_id)
+            reason = f"HTTP {status} {error_type}"
+            return Unauthorized(target.provider, reason, http=http, endpoint=target.endpoint, provider=detail)
+        if error_type == "ResourceNotFoundException":
+            return ModelNotFound.at_provider(target.provider, target.upstream_model, target.model_id, words, http=http)
+        if error_type == "ServiceQuotaExceededException":
+            return QuotaExhausted(target.provider, target.account, target.model_id, words, http=http)
+        return outcome
+
+
+def error_type_of(headers: Mapping[str, str], body: str) -> tuple[str, str]:
+    """(the error type, the message) of an AWS error answer: the type from ``x-amzn-ErrorType``
+    (``ThrottlingException:http://internal...``), else the body's ``__type`` / ``code``
+    (``com.amazon.coral#ThrottlingException``); "" when neither says."""
+    named = next((v for k, v in headers.items() if k.lower() == ERROR_HEADER), "")
+    try:
+        parsed: Any = json.loads(body)
+    except (ValueError, RecursionError):
+        parsed = None
+    fields = parsed if isinstance(parsed, dict) else {}
+    message = text_or_empty(fields.get("message")) or text_or_empty(fields.get("Message"))
+    if not named:
+        named = text_or_empty(fields.get("__type")) or text_or_empty(fields.get("code"))
+    return named.split(":", 1)[0].rsplit("#", 1)[-1].strip(), message
+
+
+def provider_options(raw: str) -> dict[str, Any]:
+    """The keys ``provider_options_json`` sets for this format (its ``"bedrock_converse"`` object); its
+    additionalModelRequestFields an object, without ``thinking`` (the request's reasoning sets it)."""
+    options = options_for(raw, FORMAT_NAME, SIDECAR_KEYS)
+    extra = options.get("additionalModelRequestFields")
+    if extra is None:
+        return dict(options)
+    where = f"{FIELD}.{FORMAT_NAME}.additionalModelRequestFields"
+    if not isinstance(extra, dict):
+        raise InvalidInput(where, json.dumps(extra)[:80], "must be an object")
+    if "thinking" in extra:
+        raise InvalidInput(f"{where}.thinking", "thinking", "the request's reasoning sets it: set it there")
+    return dict(options, additionalModelRequestFields=dict(extra))
+
+
+def _check_part(at: str, part: Any) -> None:
+    if isinstance(part, ImagePart):
+        if part.detail == "low":
+            rule = "Converse has no low-detail look at an image: leave it unset"
+            raise InvalidInput(f"{at}.detail", part.detail, rule)
+        if part.url and not part.url.startswith("data:"):
+            if not part.url.startswith("s3://") or not url_format(part.url):
+                rule = "Converse takes an image's bytes or an s3:// URL ending in .png, .jpg, .gif or .webp"
+                raise InvalidInput(f"{at}.url", part.url[:80], rule)
+            return
+        if part.url:
+            inline = data_url(part.url)
+            if inline is None:
+                raise InvalidInput(f"{at}.url", part.url[:80], "a data: URL is data:<media type>;base64,<data>")
+            media_type = inline[0]
+        else:
+            media_type = part.media_type
+        if media_type not in IMAGE_FORMATS:
+            raise InvalidInput(f"{at}.media_type", media_type, f"Converse takes {', '.join(IMAGE_FORMATS)} images")
+    if isinstance(part, DocumentPart):
+        if part.text is None and (part.media_type or PDF) != PDF:
+            raise InvalidInput(f"{at}.media_type", part.media_type, "a document given as data is a PDF for Converse")
+        if part.title and not _NAME.match(part.title):
+            rule = "Converse names a document with letters, digits, hyphens, parentheses, brackets and single spaces"
+            raise InvalidInput(f"{at}.title", part.title, rule)
+
+
+# ---------------------------------------------------------------------------- a request rendered
+
+
+def _assistant(m: Message) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for r in m.reasoning:
+        if r.redacted_data:
+            out.append({"reasoningContent": {"redactedContent": r.redacted_data}})
+        elif r.text or r.signature:
+            text: dict[str, Any] = {"text": r.text}
+            if r.signature:
+                text["signature"] = r.signature
+            out.append({"reasoningContent": {"reasoningText": text}})
+    if m.parts:
+        for n, p in enumerate(m.parts):
+            out += content_block(p, n)
+    elif m.text or not m.tool_calls:
+        out.append({"text": m.text})
+    for c in m.tool_calls:
+        out.append({"toolUse": {"toolUseId": c.id, "name": c.name, "input": input_of(c.arguments_json)}})
+    return out
+
+
+def _user(m: Message) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for r in m.tool_results:
+        if r.parts:
+            content: list[dict[str, Any]] = []
+            for n, p in enumerate(r.parts):
+                content += [b for b in content_block(p, n) if "cachePoint" not in b]
+        else:
+            content = [{"text": r.content}]
+        out.append({"toolResult": {"toolUseId": r.call_id, "content": content,
+                                   "status": "error" if r.is_error else "success"}})  # fmt: skip
+    if m.parts:
+        for n, p in enumerate(m.parts):
+            out += content_block(p, n)
+    elif m.text or not m.tool_results:
+        out.append({"text": m.text})
+    return out
+
+
+def render_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """The conversation as ``messages`` (the module's table): consecutive messages of one role merged."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        role = "assistant" if m.role is Role.ASSISTANT else "user"
+        blocks = _assistant(m) if role == "assistant" else _user(m)
+        if out and out[-1]["role"] == role:
+            out[-1]["content"] += blocks
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+# ---------------------------------------------------------------------------- a reply read
+
+
+class BedrockStream:
+    """One reply: a whole one's blocks (``block``) or a stream's events (``feed``); the module's tables."""
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._calls: list[list[str]] = []
+        """Each tool call: id, name, its argument fragments."""
+        self._reasoning: list[list[str]] = []
+        """Each reasoning part: text, signature, redacted content."""
+        self._blocks: dict[int, tuple[str, int]] = {}
+        """A stream's content block index -> (``tool`` | ``reasoning`` | ``text``, its number among those)."""
+        self._finish: str | None = None
+        self._usage: dict[str, int] = {}
+        self.model = ""
+        self.complete = False
+
+    # -- a whole reply
+
+    def block(self, block: dict[str, Any]) -> None:
+        if isinstance(block.get("text"), str):
+            self._text.append(block["text"])
+        use = block.get("toolUse")
+        if isinstance(use, dict):
+            input_ = use.get("input")
+            self._calls.append(
+                [text_or_empty(use.get("toolUseId")), text_or_empty(use.get("name")), arguments_of(input_)]
+            )
+        reasoning = block.get("reasoningContent")
+        if isinstance(reasoning, dict):
+            text = reasoning.get("reasoningText")
+            if isinstance(text, dict):
+                self._reasoning.append([text_or_empty(text.get("text")), text_or_empty(text.get("signature")), ""])
+            elif isinstance(reasoning.get("redactedContent"), str):
+                self._reasoning.append(["", "", reasoning["redactedContent"]])
+
+    def stop(self, body: Mapping[str, Any]) -> None:
+        reason = text_or_empty(body.get("stopReason"))
+        if reason:
+            self._finish = reason
+
+    def usage(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            self._usage = {k: count(v) for k, v in usage.items()}
+
+    # -- a stream
+
+    def feed(self, event: str, data: str) -> list[Delta]:
+        if is_exception(event):
+            try:
+                said: Any = json.loads(data) if data.strip() else {}
+            except (ValueError, RecursionError):
+                said = {}
+            said = said if isinstance(said, dict) else {}
+            message = text_or_empty(said.get("message"))
+            error_type = text_or_empty(said.get("__type")) or event[:1].upper() + event[1:]
+            body = json.dumps({"__type": error_type, "message": message or data[:200]})
+            raise StreamFault(f"the stream sent {error_type}", error_body=body)
+        if event not in EVENTS:
+            return []
+        try:
+            body = json.loads(data)
+        except (ValueError, RecursionError):
+            raise StreamFault(f"the stream sent a {event} event that is not JSON") from None
+        if not isinstance(body, dict):
+            raise StreamFault(f"the stream sent a {event} event that is not a JSON object")
+        if event == "contentBlockStart":
+            return self._start(body)
+        if event == "contentBlockDelta":
+            return self._delta(body)
+        if event == "messageStop":
+            self.stop(body)
+        elif event == "metadata":
+            self.usage(body.get("usage"))
+            self.complete = True
+        return []
+
+    def _start(self, body: dict[str, Any]) -> list[Delta]:
+        start = body.get("start")
+        use = start.get("toolUse") if isinstance(start, dict) else None
+        if not isinstance(use, dict):
+            return []
+        index = len(self._calls)
+        call_id, name = text_or_empty(use.get("toolUseId")), text_or_empty(use.get("name"))
+        self._calls.append([call_id, name])
+        self._blocks[count(body.get("contentBlockIndex"))] = ("tool", index)
+        return [ToolCallDelta(index, call_id, name, "")]
+
+    def _delta(self, body: dict[str, Any]) -> list[Delta]:
+        delta = body.get("delta")
+        if not isinstance(delta, dict):
+            return []
+        at = count(body.get("contentBlockIndex"))
+        if isinstance(delta.get("text"), str):
+            self._blocks.setdefault(at, ("text", 0))
+            self._text.append(delta["text"])
+            return [TextDelta(delta["text"])] if delta["text"] else []
+        use = delta.get("toolUse")
+        kind, index = self._blocks.get(at, ("", 0))
+        if isinstance(use, dict) and kind == "tool":
+            fragment = text_or_empty(use.get("input"))
+            self._calls[index].append(fragment)
+            return [ToolCallDelta(index, "", "", fragment)] if fragment else []
+        reasoning = delta.get("reasoningContent")
+        if not isinstance(reasoning, dict):
+            return []
+        if kind != "reasoning":
+            index = len(self._reasoning)
+            self._reasoning.append(["", "", ""])
+            self._blocks[at] = ("reasoning", index)
+        part = self._reasoning[index]
+        if isinstance(reasoning.get("text"), str):
+            part[0] += reasoning["text"]
+            return [ReasoningDelta(index, text=reasoning["text"])]
+        if isinstance(reasoning.get("signature"), str):
+            part[1] += reasoning["signature"]
+            return [ReasoningDelta(index, signature=reasoning["signature"])]
+        if isinstance(reasoning.get("redactedContent"), str):
+            part[2] += reasoning["redactedContent"]
+            return [ReasoningDelta(index, redacted_data=reasoning["redactedContent"])]
+        return []
+
+    def reply(self) -> ChatReply | None:
+        if self._finish is None:
+            return None
+        raw = self._finish
+        text = "".join(self._text)
+        calls = [_call(c) for c in self._calls]
+        finish = FINISH.get(raw, FinishReason.UNSPECIFIED)
+        if finish is FinishReason.STOP and calls:
+            finish = FinishReason.TOOL_CALLS
+        blocked = raw in BLOCKED
+        u = self._usage
+        read, write = u.get("cacheReadInputTokens", 0), u.get("cacheWriteInputTokens", 0)
+        return ChatReply(
+            text=text,
+            tool_calls=calls,
+            finish=finish,
+            raw_finish=raw,
+            refusal=(text or REFUSAL_TEXT) if blocked else None,
+            input_tokens=u.get("inputTokens", 0) + read + write,
+            output_tokens=u.get("outputTokens", 0),
+            response_model=self.model,
+            reasoning=[ReasoningPart(t, s, d, FORMAT_NAME) for t, s, d in self._reasoning],
+            cache_read_input_tokens=read,
+            cache_write_input_tokens=write,
+            refusal_category=raw if blocked else "",
+        )
+
+
+def _call(parts: list[str]) -> ToolCall:
+    call_id, name, *fragments = parts
+    joined = "".join(fragments)
+    if len(fragments) == 1 and not joined.startswith("{"):
+        return ToolCall(call_id, name, joined)  # a whole reply's arguments, already the reply's text
+    try:
+        value = json.loads(joined or "{}")
+    except (ValueError, RecursionError):
+        return ToolCall(call_id, name, joined)
+    return ToolCall(call_id, name, arguments_of(value))

@@ -1,0 +1,219 @@
+"""The Bedrock Converse vocabulary both halves share: stop reasons, error types, stream events, blocks.
+
+    stopReason (wire)                       FinishReason (core)     rendered back as
+    end_turn, stop_sequence                 STOP (TOOL_CALLS when   end_turn
+                                            the reply calls tools)
+    tool_use                                TOOL_CALLS              tool_use
+    max_tokens,                             LENGTH                  max_tokens
+      model_context_window_exceeded
+    guardrail_intervened, content_filtered  CONTENT_FILTER          the reply's own, else content_filtered
+                                            (a refusal, the stop reason its category)
+    any other (malformed_model_output ...)  UNSPECIFIED             -
+
+Content blocks, both ways (``content_block`` renders one; the front reads them back)::
+
+    core                                    block
+    TextPart(text, cache)                   {"text"}, then {"cachePoint": {"type": "default", "ttl"?}}
+    ImagePart(media_type, data)             {"image": {"format": png | jpeg | gif | webp, "source":
+                                            {"bytes": base64}}} (a data: URL: the bytes it holds)
+    ImagePart(url) (an s3:// URL)           {"image": {"format": by the URL's extension, "source":
+                                            {"s3Location": {"uri"}}}}
+    DocumentPart(data) (a PDF)              {"document": {"format": "pdf", "name", "source": {"bytes"}}}
+    DocumentPart(text) (plain text)         {"document": {"format": "txt", "name", "source": {"bytes"}}}
+                                            (its title the name; no title: ``document-<n>``, read back as none)
+    ToolCall(id, name, arguments)           {"toolUse": {"toolUseId", "name", "input"}} (arguments that are
+                                            not a JSON object: input {"_raw": text})
+    ToolCallResult(call_id, content | parts,{"toolResult": {"toolUseId", "content": [{"text"} | {"image"}],
+      is_error)                             "status": "success" | "error"}}
+    ReasoningPart(text, signature)          {"reasoningContent": {"reasoningText": {"text", "signature"?}}}
+    ReasoningPart(redacted_data)            {"reasoningContent": {"redactedContent": base64}}
+
+Blobs (an image's or a document's bytes, redacted reasoning) travel as base64 text in the JSON
+body, as the service's REST-JSON protocol sends a blob. Reasoning goes back byte-identical: the
+signature and the redacted content exactly as they came.
+
+Errors are the HTTP status, the ``x-amzn-ErrorType`` header (``ThrottlingException:...``) and a
+body ``{"message": ...}``; in a stream, an event-stream message of type ``exception`` whose
+``:exception-type`` names it in lowerCamelCase (``throttlingException``). ``ERROR_STATUS`` is each
+type's status as the service model declares it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import mimetypes
+from collections.abc import Mapping
+from typing import Any
+
+from sidecar.core.conversation import CacheBreakpoint, DocumentPart, ImagePart, Part, TextPart
+from sidecar.core.kinds import FinishReason
+from sidecar.providers.formats.chat import compact_json
+
+__all__ = [
+    "BEARER_ENV",
+    "BLOCKED",
+    "ERROR_HEADER",
+    "ERROR_STATUS",
+    "EVENTS",
+    "FINISH",
+    "FINISH_NAMES",
+    "FORMAT_NAME",
+    "IMAGE_FORMATS",
+    "RAW_ARGUMENTS",
+    "REFUSAL_TEXT",
+    "SERVICE",
+    "SIDECAR_KEYS",
+    "arguments_of",
+    "b64",
+    "cache_point",
+    "content_block",
+    "default_name",
+    "exception_event",
+    "input_of",
+    "is_exception",
+    "url_format",
+]
+
+FORMAT_NAME = "bedrock_converse"
+SERVICE = "bedrock"
+"""The SigV4 signing name of bedrock-runtime (its service model's ``signingName``)."""
+BEARER_ENV = "AWS_BEARER_TOKEN_BEDROCK"
+"""The environment variable of a Bedrock API key (sent as ``Authorization: Bearer``), as the AWS SDKs read it."""
+ERROR_HEADER = "x-amzn-errortype"
+RAW_ARGUMENTS = "_raw"
+"""The one key of a toolUse's ``input`` that carries arguments that were not a JSON object, as written."""
+REFUSAL_TEXT = "the model's answer was blocked"
+"""A refusal's explanation when Bedrock gave no text (a guardrail usually says its own blocked message)."""
+PDF = "application/pdf"
+TEXT = "text/plain"
+DEFAULT_NAME = "document-"
+
+BLOCKED = frozenset({"guardrail_intervened", "content_filtered"})
+FINISH: Mapping[str, FinishReason] = {
+    "end_turn": FinishReason.STOP,
+    "stop_sequence": FinishReason.STOP,
+    "tool_use": FinishReason.TOOL_CALLS,
+    "max_tokens": FinishReason.LENGTH,
+    "model_context_window_exceeded": FinishReason.LENGTH,
+    **dict.fromkeys(BLOCKED, FinishReason.CONTENT_FILTER),
+}
+FINISH_NAMES: Mapping[FinishReason, str] = {
+    FinishReason.STOP: "end_turn",
+    FinishReason.TOOL_CALLS: "tool_use",
+    FinishReason.LENGTH: "max_tokens",
+    FinishReason.CONTENT_FILTER: "content_filtered",
+}
+IMAGE_FORMATS: Mapping[str, str] = {
+    "image/png": "png",
+    "image/jpeg": "jpeg",
+    "image/gif": "gif",
+    "image/webp": "webp",
+}
+"""An image's media type and its Converse ``format``."""
+EVENTS = frozenset(
+    {"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop", "messageStop", "metadata"}
+)
+"""The events of a ConverseStream (``:event-type``); any other that is no exception is ignored."""
+
+ERROR_STATUS: Mapping[str, int] = {
+    "AccessDeniedException": 403,
+    "ResourceNotFoundException": 404,
+    "ThrottlingException": 429,
+    "ModelNotReadyException": 429,
+    "ModelTimeoutException": 408,
+    "ModelErrorException": 424,
+    "ModelStreamErrorException": 424,
+    "ValidationException": 400,
+    "ServiceQuotaExceededException": 400,
+    "InternalServerException": 500,
+    "ServiceUnavailableException": 503,
+    "UnrecognizedClientException": 403,
+}
+
+SIDECAR_KEYS = frozenset({"modelId", "messages", "system", "inferenceConfig", "toolConfig", "stream"})
+"""The body's keys the sidecar sets from the request's own fields: provider options may not set them."""
+
+
+def is_exception(event: str) -> bool:
+    """A stream message that is an exception (``throttlingException``; ``error``: the framing's own), not an event."""
+    return event.endswith("Exception") or event == "error"
+
+
+def exception_event(error_type: str) -> str:
+    """An error type as a stream's ``:exception-type`` (``ThrottlingException`` -> ``throttlingException``)."""
+    return error_type[:1].lower() + error_type[1:]
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def input_of(arguments_json: str) -> dict[str, Any]:
+    """A tool call's arguments as a toolUse's ``input``: the JSON object, else ``{RAW_ARGUMENTS: text}``."""
+    try:  # bounded before: CallChecks refused arguments past the size cap or nested past 64 deep
+        value = json.loads(arguments_json or "{}")
+    except (ValueError, RecursionError):
+        return {RAW_ARGUMENTS: arguments_json}
+    return value if isinstance(value, dict) else {RAW_ARGUMENTS: arguments_json}
+
+
+def arguments_of(value: Any) -> str:
+    """A toolUse's ``input`` as a reply's arguments JSON (the inverse of ``input_of``)."""
+    if isinstance(value, dict) and list(value) == [RAW_ARGUMENTS] and isinstance(value[RAW_ARGUMENTS], str):
+        return str(value[RAW_ARGUMENTS])
+    return compact_json(value if value is not None else {})
+
+
+def cache_point(cache: CacheBreakpoint) -> dict[str, Any]:
+    point: dict[str, Any] = {"type": "default"}
+    if cache.ttl:
+        point["ttl"] = cache.ttl
+    return {"cachePoint": point}
+
+
+def default_name(n: int) -> str:
+    """The name of a document given without a title (Converse requires one)."""
+    return f"{DEFAULT_NAME}{n}"
+
+
+def data_url(url: str) -> tuple[str, bytes] | None:
+    """``(media_type, bytes)`` of a ``data:<type>;base64,<data>`` URL; None for another URL or a malformed one."""
+    head, comma, payload = url.partition(",")
+    if not url.startswith("data:") or not comma or not head.endswith(";base64"):
+        return None
+    try:
+        return head[len("data:") : -len(";base64")], base64.b64decode(payload, validate=True)
+    except ValueError:
+        return None
+
+
+def url_format(url: str) -> str:
+    """An image URL's Converse ``format`` by its extension ("" when it names none)."""
+    guessed, _ = mimetypes.guess_type(url.split("?", 1)[0])
+    return IMAGE_FORMATS.get(guessed or "", "")
+
+
+def content_block(part: Part, n: int) -> list[dict[str, Any]]:
+    """A part as Converse blocks (the module's table; ``upstream.BedrockUpstream.check`` refused the rest);
+    ``n``: the document's number in its message, for a document's default name."""
+    match part:
+        case TextPart():
+            out: list[dict[str, Any]] = [{"text": part.text}]
+        case ImagePart():
+            inline = data_url(part.url) if part.url else (part.media_type, part.data)
+            if inline is None:
+                image = {"format": url_format(part.url), "source": {"s3Location": {"uri": part.url}}}
+            else:
+                image = {"format": IMAGE_FORMATS[inline[0]], "source": {"bytes": b64(inline[1])}}
+            out = [{"image": image}]
+        case DocumentPart():
+            name = part.title or default_name(n)
+            if part.text is not None:
+                document = {"format": "txt", "name": name, "source": {"bytes": b64(part.text.encode())}}
+            else:
+                document = {"format": "pdf", "name": name, "source": {"bytes": b64(part.data)}}
+            out = [{"document": document}]
+    if part.cache is not None:
+        out.append(cache_point(part.cache))
+    return out
