@@ -7,7 +7,7 @@ retried. Every other answer is decided from the body before the status, in this 
 
     402, insufficient_quota, "credit balance is too low"        -> QUOTA_EXHAUSTED      (never retried)
     overloaded_error anywhere, or 529                            -> signal OVERLOAD      (+1.5 model throttle)
-  429  -> signal RATE_LIMIT  (+0.5; Retry-After pauses the model)
+    429                                                          -> signal RATE_LIMIT    (+0.5; Retry-After: a pause)
     x-should-retry: true                                         -> signal TRANSIENT
     408, 5xx (unless x-should-retry: false)                      -> signal TRANSIENT     (slows no one)
     401 / 403                                                    -> UNAUTHORIZED          (body blanked)
