@@ -124,6 +124,7 @@ async def test_no_credential_is_azures_401_unauthorized_at_once(
     r = await azure(start_sidecar, provider.url, key=False)
     err = await failed(r)
     assert isinstance(err, sc.UnauthorizedError)
+    assert f"{CHAT}: HTTP 401. An operator must fix the configured key." in err.message  # the code is the status
     assert err.http is not None
     assert err.http.status_code == 401
     assert len(sent(r)) == 1

@@ -126,7 +126,8 @@ def classify_response(
     if should_retry == "true" or ((status == 408 or status >= 500) and should_retry != "false"):
         return Retry(RetrySignal.TRANSIENT, words, wait, http)
     if status in (401, 403):
-        reason = f"HTTP {status} {etype or code}".strip()
+        said = etype or code
+        reason = f"HTTP {status} {'' if said == str(status) else said}".strip()  # Azure's code is the status
         detail = ProviderDetail(provider=target.provider, account=target.account, model=target.model_id)
         return Unauthorized(target.provider, reason, http=http, endpoint=target.endpoint, provider=detail)
     if status == 413 or _CONTEXT.search(code) or _CONTEXT.search(message):
