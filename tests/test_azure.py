@@ -273,3 +273,15 @@ models:
     monkeypatch.setenv("AZ_TOKEN", TOKEN)
     cfg = parse_config(text % "${AZ_TOKEN}")
     assert TOKEN in cfg.secrets
+
+
+def test_an_unquoted_api_version_is_the_version_as_written_not_a_date() -> None:
+    cfg = parse_config("""
+providers:
+  az: {wire_format: openai, base_url: "https://res.openai.azure.com", azure: {api_version: 2025-04-01}}
+models:
+  az: {provider: az, upstream_model: gpt4o-prod, context_window: 8000, max_output_tokens: 512}
+""")
+    azure = cfg.providers["az"].azure
+    assert azure is not None
+    assert azure.api_version == "2025-04-01"

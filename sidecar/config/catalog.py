@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -91,6 +92,12 @@ class AzureConfig(Strict):
     entra_token: SecretStr | None = None
     """An Entra ID bearer token (``${NAME}``), sent as ``Authorization: Bearer`` instead of the provider's
     ``api_key`` in ``api-key``; one of the two."""
+
+    @field_validator("api_version", mode="before")
+    @classmethod
+    def _version_as_written(cls, v: object) -> object:
+        """``api_version: 2024-10-21`` unquoted is a date to YAML: the version as written."""
+        return v.isoformat() if isinstance(v, date) else v
 
 
 class ProviderConfig(Strict):
