@@ -101,7 +101,8 @@ the deployment as the model, ``api-key`` or a bearer required, Azure's error bod
 429's ``x-ms-retry-after-ms``).  ``FakeProvider.limit_requests(limit, clock, window_s=60)`` enforces
 a request limit in fixed windows on ``clock`` (a test's fake clock): past it a 429 with
 ``retry-after``, and every answer tells the budget in its wire's rate-limit headers (``_limits``);
-``FakeProvider.rate_limited`` counts the 429s it sent.
+``FakeProvider.rate_limited`` counts the 429s it sent; over HTTP, ``POST /_fake/limit {"requests": 5,
+"window_s": 60}`` (real time; ``"requests": null`` lifts it), ``GET /_fake/limit`` shows it.
 
 Unscripted, a deterministic brain answers: one tool call to the first (or forced) tool while no
 tool result is in the conversation; then JSON matching the asked schema (OpenAI

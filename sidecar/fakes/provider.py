@@ -120,6 +120,8 @@ class FakeProvider(FakeServer):
         return {"chaos": self._chaos.config.to_json()}
 
     def _control_extra(self, request: Request, name: str) -> Response | None:
+        if name == "limit":
+            return self._control_limit(request)
         if name != "chaos":
             return None
         if request.method == "POST":
@@ -128,6 +130,23 @@ class FakeProvider(FakeServer):
                 raise ValueError("chaos body must be a JSON object")
             return Response.json({"ok": True, "chaos": self.set_chaos(body).to_json()})
         return Response.json({"chaos": self.chaos.to_json()})
+
+    def _control_limit(self, request: Request) -> Response:
+        """``POST /_fake/limit {"requests": N | null, "window_s": 60}`` (real time); ``GET`` shows it."""
+        if request.method == "POST":
+            body = request.json()
+            if not isinstance(body, dict):
+                raise ValueError("limit body must be a JSON object")
+            limit, window = body.get("requests"), body.get("window_s", 60.0)
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+                raise ValueError("'requests' must be an integer or null")
+            if isinstance(window, bool) or not isinstance(window, int | float):
+                raise ValueError("'window_s' must be a number")
+            self.limit_requests(limit, window_s=float(window))
+        with self._lock:
+            held = self._limit
+            shown = {"requests": held.limit, "window_s": held.window_s} if held else {"requests": None}
+        return Response.json({**shown, "rate_limited": self.rate_limited})
 
     # ---- serving ------------------------------------------------------------------------------
 

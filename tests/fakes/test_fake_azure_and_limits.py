@@ -117,3 +117,14 @@ def test_azures_request_limit_tells_the_remaining_count_only(provider: Srv, clie
     assert (ok.status_code, ok.headers["x-ratelimit-remaining-requests"]) == (200, "0")
     assert "x-ratelimit-reset-requests" not in ok.headers
     assert (limited.status_code, limited.headers["x-ms-retry-after-ms"]) == (429, "10000")
+
+
+def test_the_limit_is_set_over_http_too(provider: Srv, client: httpx.Client) -> None:
+    set_ = client.post(provider.url + "/_fake/limit", json={"requests": 1, "window_s": 30})
+    assert set_.json() == {"requests": 1, "window_s": 30.0, "rate_limited": 0}
+    assert [chat(client, provider.url, "openai").status_code for _ in range(2)] == [200, 429]
+    assert client.get(provider.url + "/_fake/limit").json()["rate_limited"] == 1
+    assert client.post(provider.url + "/_fake/limit", json={"requests": "five"}).status_code == 400
+    lifted = client.post(provider.url + "/_fake/limit", json={"requests": None})
+    assert lifted.json() == {"requests": None, "rate_limited": 0}
+    assert chat(client, provider.url, "openai").status_code == 200
