@@ -22,6 +22,9 @@ import pytest
 import sidecar_client as sc
 from sidecar_client import user
 
+from sidecar.core.clock import FakeClock
+from sidecar.core.model_throttle import HELD, ModelThrottle
+from sidecar.core.observer import ModelPaused, NullObserver
 from sidecar.core.rate_budget import REQUESTS_FLOOR, UNKNOWN_RESET_S, Allowance, Budget, hold_s
 from sidecar.fakes._openai import duration
 from sidecar.fakes._threaded import ThreadedServer
@@ -111,6 +114,14 @@ def test_the_hold_is_the_reset_of_a_budget_about_to_run_out() -> None:
     assert hold_s(Budget(Allowance(0, 5.0), Allowance(0, 12.0)), tokens=10) == 12.0  # the longer
     assert hold_s(None) is None
     assert hold_s(Budget()) is None
+
+
+def test_a_hold_pauses_the_model_says_why_and_leaves_the_throttle_alone() -> None:
+    clock, observer = FakeClock(), NullObserver(keep=True)
+    throttle = ModelThrottle("m", clock, observer=observer)
+    throttle.hold(30.0)
+    assert (throttle.pause_left(), throttle.throttle) == (30.0, 0.0)
+    assert [e for e in observer.events if isinstance(e, ModelPaused)] == [ModelPaused("m", 30.0, HELD)]
 
 
 # ---------------------------------------------------------------- a steady caller, through the sidecar

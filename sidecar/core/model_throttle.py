@@ -340,7 +340,7 @@ class ModelThrottle:
         until = self._clock.time() + seconds
         if until > self.paused_until + EPSILON:
             self.paused_until, self._pause_cause = until, cause
-            self._observer.event(ModelPaused(self.model, seconds))
+            self._observer.event(ModelPaused(self.model, seconds, cause))
             self._state.publish(ModelPause(self.model, seconds))
 
     def _unbook(self, ticket: Ticket) -> None:
