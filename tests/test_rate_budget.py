@@ -112,6 +112,8 @@ def test_the_hold_is_the_reset_of_a_budget_about_to_run_out() -> None:
     assert hold_s(Budget(tokens=Allowance(900, 12.0)), tokens=1000) == 12.0  # another call like it does not fit
     assert hold_s(Budget(tokens=Allowance(1000, 12.0)), tokens=1000) is None
     assert hold_s(Budget(Allowance(0, 5.0), Allowance(0, 12.0)), tokens=10) == 12.0  # the longer
+    assert hold_s(Budget(Allowance(0, 30.0)), status=429) is None  # the 429 is paced as a retry signal
+    assert hold_s(Budget(Allowance(0, 30.0)), status=500) == 30.0
     assert hold_s(None) is None
     assert hold_s(Budget()) is None
 

@@ -13,6 +13,7 @@ module decides, with no I/O, whether the model's shared throttle holds the calls
     a budget spent with no reset told (Azure sends   UNKNOWN_RESET_S (10 s)
       remaining counts only)
     both                                             the longer of the two
+    a 429's headers, whatever they say               not held: a 429 is paced as a retry signal
     anything else, or no headers                     not held
 
 A hold is a pause of the model (``ModelThrottle.hold``) as a Retry-After is: the calls queued and
@@ -26,7 +27,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["REQUESTS_FLOOR", "UNKNOWN_RESET_S", "Allowance", "Budget", "hold_s"]
+__all__ = ["RATE_LIMITED", "REQUESTS_FLOOR", "UNKNOWN_RESET_S", "Allowance", "Budget", "hold_s"]
+
+RATE_LIMITED = 429
+"""The status whose rate-limit headers hold nothing more (its Retry-After and the throttle's rise pace it)."""
 
 REQUESTS_FLOOR = 1
 """Requests left at or below which the model is held (plus the calls still in flight here): the last
@@ -60,10 +64,11 @@ def _reset(allowance: Allowance) -> float:
     return UNKNOWN_RESET_S if allowance.reset_s is None else max(allowance.reset_s, 0.0)
 
 
-def hold_s(budget: Budget | None, *, tokens: int = 0, others_in_flight: int = 0) -> float | None:
-    """Seconds to hold the model's calls after an answer that said ``budget`` (the module's table); None: not
-    held. ``tokens``: the answered call's estimate; ``others_in_flight``: calls sent here and not yet answered."""
-    if not budget:
+def hold_s(budget: Budget | None, *, status: int = 200, tokens: int = 0, others_in_flight: int = 0) -> float | None:
+    """Seconds to hold the model's calls after an answer of ``status`` that said ``budget`` (the module's table);
+    None: not held. ``tokens``: the answered call's estimate; ``others_in_flight``: calls sent here and not yet
+    answered."""
+    if not budget or status == RATE_LIMITED:
         return None
     others = max(others_in_flight, 0)
     holds: list[float] = []

@@ -29,10 +29,7 @@ from sidecar.core.rate_budget import Budget, hold_s
 from sidecar.core.retry import Done, Fail, Retry, Tally
 from sidecar.core.taxonomy import JobTimeout
 
-__all__ = ["RATE_LIMITED", "ModelPacer"]
-
-RATE_LIMITED = 429
-"""The status whose rate-limit headers pace nothing more: the 429 is paced as a retry signal."""
+__all__ = ["ModelPacer"]
 
 
 def _late(model: str, late: Overdue, clock: Clock, deadline: float | None, tally: Tally) -> JobTimeout:
@@ -99,10 +96,8 @@ class ModelPacer:
 
     def heard(self, budget: Budget, status: int) -> None:
         """An answer's rate-limit budget (the module's table)."""
-        if status == RATE_LIMITED:
-            return
         throttle = self.throttle_
-        hold = hold_s(budget, tokens=self.tokens, others_in_flight=throttle.in_flight - 1)
+        hold = hold_s(budget, status=status, tokens=self.tokens, others_in_flight=throttle.in_flight - 1)
         if hold is not None:
             throttle.hold(min(hold, self.max_pause_s))
 
