@@ -5,6 +5,8 @@ Each scenario uses its own model, service or workflow, so that they share the th
 generous overall timeout, and a call that hung would hit its gRPC deadline and fail the test.
 
     a 429 with Retry-After on one      the other two refuse at once (JOB_TIMEOUT: paused), nothing sent
+    a rate-limit budget about to run   the next call, on whichever replica, waits for the reset: the fake's
+      out, told by the headers           request limit answers no 429 to a caller going round the three
     overloads on one                   the other two's throttle of that model rises (their gauge)
     a service failing through one      the other two refuse (CIRCUIT_OPEN, quoting the same response);
                                        after the cooldown one probe in the fleet, then closed on all three
@@ -80,6 +82,7 @@ def _config(provider: str, backend: str, redis_url: str, prefix: str, port: int,
         models={
             "m429": _model("up-429"),
             "m529": _model("up-529"),
+            "mbudget": _model("up-budget"),
             "mspend": _model("up-spend", input_price_per_mtok=200.0, output_price_per_mtok=200.0),
             "mout": _model("up-out", input_price_per_mtok=10.0, output_price_per_mtok=10.0),
             "dep-dead": _model("up-dead"),
@@ -221,6 +224,28 @@ async def test_a_429_with_retry_after_on_one_pauses_all_three(fleet: Fleet) -> N
         assert paused.value.kind_name == "JOB_TIMEOUT"
         assert "paused by the provider's Retry-After" in paused.value.message
     assert len(provider.requests(model="up-429")) == sent == 1  # nobody sent a thing while paused
+
+
+async def test_a_budget_about_to_run_out_on_one_holds_all_three_before_the_429(fleet: Fleet) -> None:
+    provider = fleet.provider.server
+    # Real time (the processes keep their own clocks), with margins no machine crosses: a call takes
+    # milliseconds, the steady caller's gap (0.5 s) is far longer than a hold takes to cross Redis, and
+    # the window (6 s) far longer than the two calls before the hold.
+    limit, window_s, calls, gap_s = 3, 6.0, 4, 0.5
+    provider.limit_requests(limit, window_s=window_s)
+    try:
+        began = time.monotonic()
+        replies = []
+        for i in range(calls):
+            replies.append(await _call(fleet.replicas[i % REPLICAS], "mbudget"))
+            await asyncio.sleep(gap_s)
+        took = time.monotonic() - began
+        assert provider.rate_limited == 0
+    finally:
+        provider.limit_requests(None)
+    assert [r.attempts for r in replies] == [1] * calls
+    assert len(provider.requests(model="up-budget")) == calls
+    assert took >= window_s * 0.9  # two calls a window (the last request kept as slack): one reset waited
 
 
 async def test_overloads_on_one_slow_the_others(fleet: Fleet) -> None:

@@ -91,6 +91,24 @@ async def test_a_429_on_one_raises_and_pauses_the_other(pair: tuple[Replica, Rep
         b.throttle.reserve(deadline=clock.time() + 5)
 
 
+async def test_a_hold_for_the_budget_on_one_pauses_the_other_and_raises_no_throttle(
+    pair: tuple[Replica, Replica], clock: FakeClock
+) -> None:
+    a, b = pair
+    a.throttle.hold(42.0)  # a's answer said the provider's budget is about to run out: hold until its reset
+    assert (a.throttle.throttle, b.throttle.throttle) == (0.0, 0.0)
+    assert a.throttle.paused_until == b.throttle.paused_until == clock.time() + 42.0
+    with pytest.raises(Overdue, match="held until the provider's rate-limit budget resets"):
+        a.throttle.reserve(deadline=clock.time() + 5)
+    with pytest.raises(Overdue, match="paused by the provider"):  # told as a pause: the other knows no more
+        b.throttle.reserve(deadline=clock.time() + 5)
+    a.throttle.hold(10.0)  # a shorter hold shortens nothing
+    assert b.throttle.paused_until == clock.time() + 42.0
+    ticket = b.throttle.reserve()
+    await b.throttle.wait(ticket)
+    assert clock.sleeps == [42.0]
+
+
 async def test_a_raise_from_elsewhere_opens_an_epoch_so_calls_already_out_add_nothing(
     pair: tuple[Replica, Replica],
 ) -> None:

@@ -32,6 +32,7 @@ from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar.config import Config
 from sidecar.core.clock import FakeClock
+from sidecar.core.model_throttle import PAUSED
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
 from sidecar.server.app import SidecarApp, running
 from sidecar.server.grpc.spans import ServerSpanInterceptor
@@ -357,7 +358,8 @@ async def test_a_retry_after_is_recorded_on_the_attempt_and_pauses_the_model(tra
     first = t.named("POST")[0]
     assert attrs(first)[n.RETRY_AFTER] == 7.0
     assert attrs(first)[n.RETRY_WAIT] == 7.0
-    assert (n.EVENT_MODEL_PAUSED, {n.MODEL_ID: "gpt", "sidecar.pause_s": 7.0}) in events(t.one("chat gpt"))
+    paused = {n.MODEL_ID: "gpt", "sidecar.pause_s": 7.0, "sidecar.reason": PAUSED}
+    assert (n.EVENT_MODEL_PAUSED, paused) in events(t.one("chat gpt"))
 
 
 async def test_a_failed_call_names_its_kind_on_chat_and_its_code_on_the_server_span(traced: Traced) -> None:

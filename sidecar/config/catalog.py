@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -28,8 +29,10 @@ from sidecar.core.routing import (
 from sidecar.core.settings import MAX_WAIT_S, CircuitConfig, Strict, Windows
 
 __all__ = [
+    "AZURE_API_VERSION",
     "PRESET_TIMEOUTS",
     "AttemptTimeouts",
+    "AzureConfig",
     "ModelConfig",
     "ProviderConfig",
     "RouteConfig",
@@ -72,6 +75,31 @@ PRESET_TIMEOUTS: dict[str, AttemptTimeouts] = {
 """What a model's preset (its own, else ``policy.preset``) sets when neither the model nor its provider does."""
 
 
+AZURE_API_VERSION = "2024-10-21"
+"""The ``api-version`` of Azure OpenAI's deployment URLs when ``azure.api_version`` is unset (the GA version)."""
+
+
+class AzureConfig(Strict):
+    """Azure OpenAI on an OpenAI wire format (docs/providers.md, "Azure OpenAI"): where a model's requests go and
+    how they authenticate. The model's ``upstream_model`` is its deployment's name."""
+
+    path: Literal["deployments", "v1"] = "deployments"
+    """``deployments``: ``{base_url}/openai/deployments/{upstream_model}/chat/completions?api-version=``;
+    ``v1``: ``{base_url}/openai/v1/chat/completions`` (the deployment in the body's ``model``)."""
+    api_version: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9.-]{0,39}$")] | None = None
+    """The ``api-version`` query parameter: a deployment URL's always (unset: ``AZURE_API_VERSION``), the v1
+    path's only when set (``preview``)."""
+    entra_token: SecretStr | None = None
+    """An Entra ID bearer token (``${NAME}``), sent as ``Authorization: Bearer`` instead of the provider's
+    ``api_key`` in ``api-key``; one of the two."""
+
+    @field_validator("api_version", mode="before")
+    @classmethod
+    def _version_as_written(cls, v: object) -> object:
+        """``api_version: 2024-10-21`` unquoted is a date to YAML: the version as written."""
+        return v.isoformat() if isinstance(v, date) else v
+
+
 class ProviderConfig(Strict):
     wire_format: Literal["openai", "anthropic", "gemini", "openai_responses", "bedrock_converse"]
     base_url: str
@@ -100,6 +128,8 @@ class ProviderConfig(Strict):
     first_token_timeout_s: Seconds | None = None
     """StreamModel: no content delta this long after the request went out: a first-token timeout;
     unset: the model's preset says."""
+    azure: AzureConfig | None = None
+    """Azure OpenAI's URLs and keys on an OpenAI wire format (``AzureConfig``)."""
 
     @field_validator("base_url")
     @classmethod
@@ -113,6 +143,18 @@ class ProviderConfig(Strict):
                 f"header_timeout_s ({self.header_timeout_s:g}) must not exceed timeout_s ({self.timeout_s:g}), "
                 "which bounds the wait for the response head as well"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _azure(self) -> ProviderConfig:
+        if self.azure is None:
+            return self
+        if not self.wire_format.startswith("openai"):
+            raise ValueError(f"azure: Azure OpenAI speaks an OpenAI wire format, not {self.wire_format}")
+        if self.wire_format == "openai_responses" and self.azure.path == "deployments":
+            raise ValueError("azure.path: Azure serves the Responses API at /openai/v1/responses only: set path: v1")
+        if self.azure.entra_token is not None and self.api_key is not None:
+            raise ValueError("azure.entra_token and api_key: set one (the token as a bearer, or the key in api-key)")
         return self
 
 

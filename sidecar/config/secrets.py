@@ -71,7 +71,8 @@ def expand(value: Any, path: str, found: list[str]) -> Any:
 
 
 def literal_secrets(raw: dict[str, Any]) -> list[str]:
-    """Keys of provider API keys and server tokens written in the file instead of read from the environment."""
+    """Keys of provider API keys (and Azure Entra tokens) and server tokens written in the file instead of read
+    from the environment."""
     bad = _literal_tokens(raw)
     providers = raw.get("providers")
     if not isinstance(providers, dict):
@@ -80,6 +81,10 @@ def literal_secrets(raw: dict[str, Any]) -> list[str]:
         key = provider.get("api_key") if isinstance(provider, dict) else None
         if isinstance(key, str) and key and not ENV.fullmatch(key.strip()):
             bad.append(f"providers.{name}.api_key")
+        azure = provider.get("azure") if isinstance(provider, dict) else None
+        token = azure.get("entra_token") if isinstance(azure, dict) else None
+        if isinstance(token, str) and token and not ENV.fullmatch(token.strip()):
+            bad.append(f"providers.{name}.azure.entra_token")
     return bad
 
 
@@ -107,6 +112,7 @@ def discover(config: Config, from_environment: Iterable[str] = ()) -> tuple[str,
     """
     found = [*from_environment]
     found += [p.api_key.get_secret_value() for p in config.providers.values() if p.api_key]
+    found += [t.get_secret_value() for p in config.providers.values() if p.azure and (t := p.azure.entra_token)]
     http_tools = config.http_tools.values()
     headers = [p.headers for p in config.providers.values()] + [t.headers for t in http_tools]
     headers += [m.headers for m in config.mcp_servers.values()] + [m.env for m in config.mcp_servers.values()]

@@ -6,8 +6,9 @@ attempt), else uniform in the signal's window times the attempt factor::
     wait = uniform(window.min_s, window.max_s) * min(attempt, windows.factor_cap)
     wait = min(wait, windows.max_wait_s)
 
-Retry-After forms honoured (RFC 9110 §10.2.3, plus the OpenAI header):
-``retry-after-ms: <digits>``; ``retry-after: <digits>`` (delay-seconds, 0…2147483647);
+Retry-After forms honoured (RFC 9110 §10.2.3, plus the OpenAI and Azure headers), the first usable
+one in this order: ``retry-after-ms: <digits>`` (OpenAI, Azure OpenAI); ``x-ms-retry-after-ms:
+<digits>`` (Azure); ``retry-after: <digits>`` (delay-seconds, 0…2147483647);
 ``retry-after: <HTTP-date>`` (IMF-fixdate, RFC 850 or asctime). Anything else (negative,
 fractional, out of range, garbage) falls back to the window; the raw header is still reported
 verbatim.
@@ -24,10 +25,12 @@ from email.utils import parsedate_to_datetime
 from sidecar.core.kinds import RetrySignal
 from sidecar.core.settings import Window, Windows
 
-__all__ = ["MAX_DELAY_SECONDS", "parse_retry_after", "retry_after_raw", "signal_window", "window_wait"]
+__all__ = ["MAX_DELAY_SECONDS", "MS_HEADERS", "parse_retry_after", "retry_after_raw", "signal_window", "window_wait"]
 
 MAX_DELAY_SECONDS = 2147483647
 _DIGITS = re.compile(r"^[0-9]+$")
+MS_HEADERS = ("retry-after-ms", "x-ms-retry-after-ms")
+"""The headers that ask for a wait in milliseconds, read before ``retry-after`` (in this order)."""
 
 
 def retry_after_raw(headers: Mapping[str, str]) -> str | None:
@@ -37,9 +40,10 @@ def retry_after_raw(headers: Mapping[str, str]) -> str | None:
 
 def parse_retry_after(headers: Mapping[str, str], now: datetime) -> float | None:
     """Seconds the server asked us to wait, or None when it asked nothing usable."""
-    ms = _get(headers, "retry-after-ms")
-    if ms is not None and (millis := _delay(ms.strip())) is not None:
-        return millis / 1000.0
+    for name in MS_HEADERS:
+        ms = _get(headers, name)
+        if ms is not None and (millis := _delay(ms.strip())) is not None:
+            return millis / 1000.0
     raw = _get(headers, "retry-after")
     if raw is None:
         return None

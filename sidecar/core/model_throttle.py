@@ -3,6 +3,8 @@
 Signals raise the throttle ``θ``; the model is paced at ``base / (1 + θ)``::
 
     429 (rate limit)     θ += 0.5; a Retry-After pauses the model for every caller until it passes
+    a budget spent       an answer whose rate-limit headers say the budget is about to run out
+                         (``core.rate_budget``) holds the model until the reset, as a pause; θ unchanged
     529 (overload)       θ += 1.5
     transient (5xx ...)  nothing: a stray 500 slows no one
     cap                  9.0 (a tenth of the base rate)
@@ -44,6 +46,7 @@ Shared by a fleet (``share(state)``, a ``core.state`` backend; the memory defaul
                               receives it takes max(own θ, θ) and opens a pacing epoch, so its own
                               calls already in flight add nothing more for the same pressure
     a Retry-After pause       published (ModelPause: the seconds left); every replica pauses
+    a hold for the budget     published the same way (a ModelPause until the reset)
     recovery                  local: each replica's successes bring its own θ down (never published)
     configured rates          split: requests_per_minute and tokens_per_minute are the account's,
                               each of N live replicas paces at rate / N (burst / N too)
@@ -98,6 +101,7 @@ SEND_RATE_WINDOW_S = 1.0
 PACED_BURST = 1.0
 """Calls a throttled model with no configured rate may send at once."""
 PAUSED = "the model is paused by the provider's Retry-After"
+HELD = "the model is held until the provider's rate-limit budget resets"
 THROTTLED = "the model is throttled"
 
 
@@ -137,6 +141,7 @@ class ModelThrottle:
         "_last_send",
         "_latency",
         "_observer",
+        "_pause_cause",
         "_pressure",
         "_queued",
         "_requests",
@@ -165,6 +170,7 @@ class ModelThrottle:
         self._observer = observer
         self.throttle = 0.0
         self.paused_until = 0.0
+        self._pause_cause = PAUSED
         self._pressure = Pressure()
         self._state: StateBackend = MEMORY
         self._rpm, self._tpm = requests_per_minute, tokens_per_minute
@@ -212,7 +218,7 @@ class ModelThrottle:
         """Another replica was told Retry-After: pause for the ``seconds`` left, from now."""
         until = self._clock.time() + seconds
         if until > self.paused_until + EPSILON:
-            self.paused_until = until
+            self.paused_until, self._pause_cause = until, PAUSED
             self._observer.event(ModelPaused(self.model, seconds))
 
     def split(self, replicas: int) -> None:
@@ -288,14 +294,21 @@ class ModelThrottle:
                 self._set(self.throttle + step - self._epoch_step)
                 self._epoch_step = step
             if signal is RetrySignal.RATE_LIMIT and retry_after:
-                until = now + retry_after
-                if until > self.paused_until:
-                    self.paused_until = until
-                    self._observer.event(ModelPaused(self.model, retry_after))
-                    self._state.publish(ModelPause(self.model, retry_after))
+                self._pause(retry_after, PAUSED)
             if self.throttle > before:  # after the pause: a replica that sees the raise has the pause too
                 self._state.publish(ModelRaised(self.model, self.throttle, self._epoch_step))
         self.settle(ticket)
+
+    def hold(self, seconds: float) -> None:
+        """An answer said the provider's rate-limit budget is about to run out (``core.rate_budget``): hold every
+        call for ``seconds``, until its reset, here and across the fleet (the throttle itself unchanged)."""
+        if seconds > 0:
+            self._pause(seconds, HELD)
+
+    @property
+    def in_flight(self) -> int:
+        """Calls sent to the model and not yet answered."""
+        return self._in_flight
 
     def settle(self, ticket: Ticket) -> None:
         """The ticket is done (idempotent): a slot not yet used is given back."""
@@ -317,11 +330,18 @@ class ModelThrottle:
             cost = min(float(ticket.tokens), self._tokens.burst)
             at = max(at, self._tokens.slot(cost, pause))
         if ticket.deadline is not None and at > ticket.deadline + EPSILON:
-            raise Overdue(at - now, PAUSED if pause and pause >= at - EPSILON else THROTTLED)
+            raise Overdue(at - now, self._pause_cause if pause and pause >= at - EPSILON else THROTTLED)
         ticket.at = at
         ticket._bookings = [(self._requests, self._requests.reserve(1, not_before=at))]
         if self._tokens is not None and cost:
             ticket._bookings.append((self._tokens, self._tokens.reserve(cost, not_before=at)))
+
+    def _pause(self, seconds: float, cause: str) -> None:
+        until = self._clock.time() + seconds
+        if until > self.paused_until + EPSILON:
+            self.paused_until, self._pause_cause = until, cause
+            self._observer.event(ModelPaused(self.model, seconds, cause))
+            self._state.publish(ModelPause(self.model, seconds))
 
     def _unbook(self, ticket: Ticket) -> None:
         for pacer, booking in reversed(ticket._bookings):

@@ -243,10 +243,12 @@ class ThrottleChanged:
 
 @dataclass(frozen=True, slots=True)
 class ModelPaused:
-    """A Retry-After paused every call to the model."""
+    """A Retry-After paused every call to the model, or its rate-limit budget held them until the reset."""
 
     model: str
     seconds: float
+    reason: str = ""
+    """Why (``core.model_throttle``'s PAUSED or HELD); "" when another replica said so."""
 
 
 class CircuitEvent(enum.Enum):

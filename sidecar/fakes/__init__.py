@@ -95,10 +95,19 @@ event clients must skip; ``truncated``: the reply stops and finishes ``length`` 
 :mod:`sidecar.fakes._stream`.
 
 Provider routes: ``POST /v1/chat/completions`` (or ``/chat/completions``) and
-``POST /v1/messages``.  Unscripted, a deterministic brain answers: one tool call to the first
-(or forced) tool while no tool result is in the conversation; then JSON matching the asked
-schema (OpenAI ``response_format``; a system prompt line ``Respond with a single JSON object
-matching this JSON schema:``), else ``"Based on the tool result: <200 chars>"``, else
+``POST /v1/messages``; Gemini's (``_gemini``); Azure OpenAI's ``POST /openai/deployments/{deployment}/
+chat/completions?api-version=`` and ``POST /openai/v1/chat/completions`` (``_azure``: the OpenAI wire,
+the deployment as the model, ``api-key`` or a bearer required, Azure's error bodies and headers, a
+429's ``x-ms-retry-after-ms``).  ``FakeProvider.limit_requests(limit, clock, window_s=60)`` enforces
+a request limit in fixed windows on ``clock`` (a test's fake clock): past it a 429 with
+``retry-after``, and every answer tells the budget in its wire's rate-limit headers (``_limits``);
+``FakeProvider.rate_limited`` counts the 429s it sent; over HTTP, ``POST /_fake/limit {"requests": 5,
+"window_s": 60}`` (real time; ``"requests": null`` lifts it), ``GET /_fake/limit`` shows it.
+
+Unscripted, a deterministic brain answers: one tool call to the first (or forced) tool while no
+tool result is in the conversation; then JSON matching the asked schema (OpenAI
+``response_format``; a system prompt line ``Respond with a single JSON object matching this JSON
+schema:``), else ``"Based on the tool result: <200 chars>"``, else
 ``"You said: <last user text>"``.  Usage ≈ ceil(chars / 4); ``max_tokens`` cuts the reply.
 A conversation that ends with an assistant message (a prefill, on both wires, as Anthropic and
 many OpenAI-compatible servers take it) is answered with the rest of the reply it would have got

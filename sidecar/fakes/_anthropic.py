@@ -67,6 +67,7 @@ import hmac
 import json
 import time
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sidecar.core.content import image_tokens, parts_tokens
@@ -88,6 +89,7 @@ from sidecar.providers.formats.protocol import Sse
 
 from ._brain import Reply, tokens_for
 from ._conversation import Conversation, Hints, conversation_of
+from ._limits import Taken
 from ._sse import Part as StreamPart
 from ._sse import Piece, Plan, SseEvent, split_text
 from ._wire import ErrorSpec, Exchange, Wire
@@ -529,6 +531,14 @@ class _Anthropic(Wire):
         limited = status == 429
         values = ("4000", "0" if limited else "3999", _rfc3339(1 if limited else 0), "400000", "399000", _rfc3339(0))
         return {"request-id": f"req_fake{ex.n:08d}", **dict(zip(RATE_LIMIT_HEADERS, values, strict=True))}
+
+    def budget_headers(self, taken: Taken, now: datetime) -> dict[str, str]:
+        reset = (now + timedelta(seconds=taken.reset_s)).astimezone(UTC).isoformat(timespec="milliseconds")
+        return {
+            "anthropic-ratelimit-requests-limit": str(taken.limit),
+            "anthropic-ratelimit-requests-remaining": str(taken.remaining),
+            "anthropic-ratelimit-requests-reset": reset.replace("+00:00", "Z"),
+        }
 
     def unknown_events(self, ex: Exchange) -> list[SseEvent]:
         data = {"type": "fake_future_event", "note": "an event type this client does not know yet"}

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 from typing import Any
 
 from sidecar.providers.formats.openai_chat import FORMAT
@@ -69,10 +70,11 @@ from sidecar.providers.formats.openai_chat.vocab import (
 
 from ._brain import Reply
 from ._conversation import Hints
+from ._limits import Taken
 from ._sse import Part, Plan, SseEvent
 from ._wire import FILTER_CATEGORIES, ErrorSpec, Exchange, Wire, mask_key
 
-__all__ = ["OPENAI", "UNREAD_KEYS"]
+__all__ = ["OPENAI", "UNREAD_KEYS", "duration", "filter_results"]
 
 UNREAD_KEYS = frozenset(
     {
@@ -258,13 +260,13 @@ class _OpenAI(Wire):
     def reply_body(self, reply: Reply, ex: Exchange, created: int) -> dict[str, Any]:
         body = super().reply_body(reply, ex, created)
         if reply.finish == "content_filter" and ex.categories:
-            body["choices"][0]["content_filter_results"] = _filter_results(ex.categories)
+            body["choices"][0]["content_filter_results"] = filter_results(ex.categories)
         return body
 
     def stream_events(self, plan: Plan, ex: Exchange, created: int) -> list[SseEvent]:
         events = super().stream_events(plan, ex, created)
         if plan.reply.finish == "content_filter" and ex.categories:
-            events = [_with_filter_results(e, ex.categories) for e in events]
+            events = [_withfilter_results(e, ex.categories) for e in events]
         if plan.reply.text is not None:
             return events
         opening = json.loads(events[0].data)  # a reply with no text (tool calls, a refusal) opens with null content
@@ -340,7 +342,7 @@ class _OpenAI(Wire):
                     "status": 400,
                     "innererror": {
                         "code": "ResponsibleAIPolicyViolation",
-                        "content_filter_result": _filter_results(ex.categories or ("hate",)),
+                        "content_filter_result": filter_results(ex.categories or ("hate",)),
                     },
                 },
             ),
@@ -368,6 +370,13 @@ class _OpenAI(Wire):
             **dict(zip(RATE_LIMIT_HEADERS, values, strict=True)),
         }
 
+    def budget_headers(self, taken: Taken, now: datetime) -> dict[str, str]:
+        return {
+            "x-ratelimit-limit-requests": str(taken.limit),
+            "x-ratelimit-remaining-requests": str(taken.remaining),
+            "x-ratelimit-reset-requests": duration(taken.reset_s),
+        }
+
     def unknown_events(self, ex: Exchange) -> list[SseEvent]:
         # An SSE comment (proxies send keep-alives so), then a chunk with no choices and a field
         # this fake made up (Azure sends such chunks with ``prompt_filter_results``).
@@ -384,7 +393,17 @@ class _OpenAI(Wire):
         return [SseEvent("keep-alive", comment=True), SseEvent.of(body)]
 
 
-def _filter_results(categories: tuple[str, ...]) -> dict[str, Any]:
+def duration(seconds: float) -> str:
+    """Seconds as OpenAI writes a reset: ``6m0s``, ``1.5s``, ``20ms``."""
+    ms = max(round(seconds * 1000), 0)
+    if ms < 1000:
+        return f"{ms}ms"
+    minutes, rest = divmod(ms, 60_000)
+    secs = f"{rest / 1000:g}s"
+    return f"{minutes}m{secs}" if minutes else secs
+
+
+def filter_results(categories: tuple[str, ...]) -> dict[str, Any]:
     """Azure's ``content_filter_result(s)``: every category, those named filtered (severity high)."""
     out: dict[str, Any] = {}
     for name in FILTER_CATEGORIES:
@@ -395,7 +414,7 @@ def _filter_results(categories: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-def _with_filter_results(event: SseEvent, categories: tuple[str, ...]) -> SseEvent:
+def _withfilter_results(event: SseEvent, categories: tuple[str, ...]) -> SseEvent:
     """The finish chunk with Azure's ``content_filter_results`` in its choice; any other event as it was."""
     if event.part != "close" or not event.data.startswith("{"):
         return event
@@ -403,7 +422,7 @@ def _with_filter_results(event: SseEvent, categories: tuple[str, ...]) -> SseEve
     choices = chunk.get("choices") or []
     if not choices or not choices[0].get("finish_reason"):
         return event
-    choices[0]["content_filter_results"] = _filter_results(categories)
+    choices[0]["content_filter_results"] = filter_results(categories)
     return SseEvent.of(chunk, event.event, event.part)
 
 

@@ -13,6 +13,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sidecar.core.conversation import ToolCall as CoreToolCall
@@ -24,6 +25,7 @@ from sidecar.providers.formats.protocol import Front, ReplyHead, Sse
 from ._brain import Reply, tokens_for
 from ._conversation import Conversation, Hints, conversation_of
 from ._http import Request
+from ._limits import Taken
 from ._sse import Part, Plan, SseEvent
 
 __all__ = ["BAD_GATEWAY_HTML", "FILTER_CATEGORIES", "USAGE_FIELDS", "ErrorSpec", "Exchange", "Wire", "mask_key"]
@@ -106,6 +108,16 @@ class Wire(ABC):
         None when it breaks none of those this wire checks (what the format cannot read at all
         ``parse`` refuses)."""
         return None
+
+    def gate(self, request: Request) -> ErrorSpec | None:
+        """The error the provider answers a request with before reading its body (a missing key, a URL it
+        does not serve); None to read it."""
+        return None
+
+    def budget_headers(self, taken: Taken, now: datetime) -> dict[str, str]:
+        """The headers that tell a request limit's budget (``FakeProvider.limit_requests``) in the format's
+        words; none for a format that tells none."""
+        return {}
 
     def routed(self, path: str, body: Any) -> dict[str, Any] | None:
         """For a format whose URL says what the body does not (Gemini's model and streaming): the body with

@@ -10,9 +10,11 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sidecar.core.clock import Clock, RealClock
 from sidecar.core.taxonomy import SidecarFailure
 
 from ._anthropic import ANTHROPIC
+from ._azure import AZURE
 from ._base import FakeServer
 from ._bedrock import BEDROCK
 from ._chaos import Chaos, ChaosConfig
@@ -20,6 +22,7 @@ from ._cli import serve_forever
 from ._conversation import Conversation
 from ._gemini import GEMINI
 from ._http import Request, Response
+from ._limits import RequestLimit
 from ._openai import OPENAI
 from ._presets import PRESET_PARAMS, PRESETS, render_default, render_step, validate_step
 from ._responses import RESPONSES
@@ -46,7 +49,7 @@ def _route(request: Request) -> tuple[Wire | None, Any]:
     wire = _ROUTES.get(request.path.rstrip("/"))
     if wire is not None:
         return wire, body
-    for candidate in WIRES.values():
+    for candidate in (*WIRES.values(), AZURE):  # Azure OpenAI: the openai format behind Azure's URLs
         routed = candidate.routed(request.path, body)
         if routed is not None:
             return candidate, routed if isinstance(body, dict) else body
@@ -72,6 +75,7 @@ class FakeProvider(FakeServer):
         self._chaos = Chaos(self._chaos_config(chaos))
         self._prompt_cache: set[str] = set()
         """What a wire's prompt caching has seen (Anthropic ``cache_control`` prefixes), until a reset."""
+        self._limit: RequestLimit | None = None
 
     # ---- Python control API (thread-safe) ------------------------------------------------------
 
@@ -85,6 +89,18 @@ class FakeProvider(FakeServer):
     @property
     def chaos(self) -> ChaosConfig:
         return self._chaos.config
+
+    def limit_requests(self, limit: int | None, clock: Clock | None = None, window_s: float = 60.0) -> None:
+        """Enforce ``limit`` requests a ``window_s`` window on ``clock`` (``_limits``; None: no limit), telling
+        the budget in every answer's rate-limit headers."""
+        with self._lock:
+            self._limit = None if limit is None else RequestLimit(limit, clock or RealClock(), window_s)
+
+    @property
+    def rate_limited(self) -> int:
+        """Requests the request limit answered 429."""
+        with self._lock:
+            return 0 if self._limit is None else self._limit.refused
 
     # ---- hooks ------------------------------------------------------------------------------
 
@@ -100,11 +116,14 @@ class FakeProvider(FakeServer):
     def _reset_locked(self) -> None:
         self._chaos.configure(ChaosConfig())
         self._prompt_cache.clear()
+        self._limit = None
 
     def _health_locked(self) -> dict[str, Any]:
         return {"chaos": self._chaos.config.to_json()}
 
     def _control_extra(self, request: Request, name: str) -> Response | None:
+        if name == "limit":
+            return self._control_limit(request)
         if name != "chaos":
             return None
         if request.method == "POST":
@@ -113,6 +132,23 @@ class FakeProvider(FakeServer):
                 raise ValueError("chaos body must be a JSON object")
             return Response.json({"ok": True, "chaos": self.set_chaos(body).to_json()})
         return Response.json({"chaos": self.chaos.to_json()})
+
+    def _control_limit(self, request: Request) -> Response:
+        """``POST /_fake/limit {"requests": N | null, "window_s": 60}`` (real time); ``GET`` shows it."""
+        if request.method == "POST":
+            body = request.json()
+            if not isinstance(body, dict):
+                raise ValueError("limit body must be a JSON object")
+            limit, window = body.get("requests"), body.get("window_s", 60.0)
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+                raise ValueError("'requests' must be an integer or null")
+            if isinstance(window, bool) or not isinstance(window, int | float):
+                raise ValueError("'window_s' must be a number")
+            self.limit_requests(limit, window_s=float(window))
+        with self._lock:
+            held = self._limit
+            shown = {"requests": held.limit, "window_s": held.window_s} if held else {"requests": None}
+        return Response.json({**shown, "rate_limited": self.rate_limited})
 
     # ---- serving ------------------------------------------------------------------------------
 
@@ -130,6 +166,31 @@ class FakeProvider(FakeServer):
             spec = wire.status_error(400)
             spec = ErrorSpec(400, spec.type, "The request body is not a valid JSON object.")
             return Response.json(wire.error_body(spec, ex), status=400, headers=wire.headers(ex, 400))
+        gated = wire.gate(request)
+        if gated is not None:  # refused before the body is read (Azure: no key, no api-version)
+            record = self._record(request, wire=wire.name, model=model, source="gate")
+            ex = Exchange(record.seq, model, "", Conversation(model=model))
+            return Response.json(
+                wire.error_body(gated, ex), status=gated.status, headers=wire.headers(ex, gated.status)
+            )
+        with self._lock:
+            taken = None if self._limit is None else self._limit.take()
+            now = None if self._limit is None else self._limit.clock.wall()
+        if taken is None or now is None:
+            return await self._reply(request, wire, body, model)
+        if not taken.allowed:
+            record = self._record(request, wire=wire.name, model=model, source="rate_limited")
+            ex = Exchange(record.seq, model, wire.api_key(request.headers), Conversation(model=model))
+            spec = wire.preset_error("rate_limit", ex) or wire.status_error(429)
+            headers = {**wire.headers(ex, 429), "retry-after": str(-int(-taken.reset_s // 1))}
+            return Response.json(
+                wire.error_body(spec, ex), status=429, headers=headers | wire.budget_headers(taken, now)
+            )
+        response = await self._reply(request, wire, body, model)
+        response.headers.update(wire.budget_headers(taken, now))
+        return response
+
+    async def _reply(self, request: Request, wire: Wire, body: dict[str, Any], model: str) -> Response:
         with self._lock:
             step = self._scripts.pop(model)
             source, preset = ("script", step.preset) if step is not None else ("default", None)

@@ -10,6 +10,8 @@
     2xx with a reply                        -> the reply, judged by the caller's ``judge`` (Done)
     2xx that is not a reply, or an error    -> the upstream's ``classify`` (``providers.errors``): Retry or Fail
       object (overloaded_error in a 200)
+    every answer, a success's too           -> its rate-limit headers read (``Upstream.budget``) and heard by
+                                               the model's pacer (``CallScope.heard``: ``core.rate_budget``)
 
 The provider's own retries do not exist here: one attempt is one request, and the engine
 decides about the next.
@@ -41,6 +43,7 @@ from sidecar.core.clock import Clock
 from sidecar.core.conversation import Usage
 from sidecar.core.kinds import RetrySignal, TransportFault
 from sidecar.core.observer import AttemptStart, Target
+from sidecar.core.rate_budget import Budget
 from sidecar.core.retry import Attempt, Done, Fail, Retry
 from sidecar.core.spend import SpendLedger, cost_of
 from sidecar.core.taxonomy import ExternalService, SidecarFailure
@@ -164,6 +167,12 @@ class Spent:
 
 Judge = Callable[[ChatReply, Attempt], Awaitable[Any]]
 """What a reply means to the call (run while its attempt's span is open): the value of Done."""
+Heard = Callable[[Budget, int], None]
+"""Who hears an answer's rate-limit budget, with its status (the model's pacer: ``ModelPacer.heard``)."""
+
+
+def _deaf(budget: Budget, status: int) -> None:
+    """No one paces by the budget (a scope built without a pacer)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +193,8 @@ class CallScope:
     """How long an attempt waits for the response head and (a stream) its first content delta."""
     timeouts_move_on: bool = False
     """A route's hop that moves on from a timed-out attempt at once (``CallOptions.timeouts_move_on``)."""
+    heard: Heard = _deaf
+    """Told every answer's rate-limit budget (``Upstream.budget``) as it arrives."""
 
     def timed(self, timeouts: AttemptTimeouts, *, moves_on: bool) -> CallScope:
         """This scope with the model's attempt timeouts, and whether a timeout ends the call (a hop) at once."""
@@ -285,6 +296,7 @@ class ModelSender:
             return Retry(RetrySignal.TRANSIENT, fault.detail)
         status = response.status_code
         attempt.record.answered(status)
+        self._heard(status, response.headers)
         outcome = self._read(status, response.headers, text_of(response, raw))
         if isinstance(outcome, Retry):
             attempt.record.failed(str(status))
@@ -294,6 +306,11 @@ class ModelSender:
             return Fail(outcome)
         self._account(outcome, attempt)
         return Done(await self._scope.judge(outcome, attempt))
+
+    def _heard(self, status: int, headers: Mapping[str, str]) -> None:
+        """The answer's rate-limit budget, to the model's pacer (on every answer, before it is read)."""
+        scope = self._scope
+        scope.heard(scope.provider.upstream.budget(headers, scope.clock.wall()), status)
 
     def _timed_out(self, attempt: Attempt, error_type: str, detail: str) -> Fail | Retry:
         """A timeout of the attempt's (no head, no first token): a transient fault; on a hop that moves on from

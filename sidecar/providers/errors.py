@@ -7,7 +7,7 @@ retried. Every other answer is decided from the body before the status, in this 
 
     402, insufficient_quota, "credit balance is too low"        -> QUOTA_EXHAUSTED      (never retried)
     overloaded_error anywhere, or 529                            -> signal OVERLOAD      (+1.5 model throttle)
-  429  -> signal RATE_LIMIT  (+0.5; Retry-After pauses the model)
+    429                                                          -> signal RATE_LIMIT    (+0.5; Retry-After: a pause)
     x-should-retry: true                                         -> signal TRANSIENT
     408, 5xx (unless x-should-retry: false)                      -> signal TRANSIENT     (slows no one)
     401 / 403                                                    -> UNAUTHORIZED          (body blanked)
@@ -126,7 +126,8 @@ def classify_response(
     if should_retry == "true" or ((status == 408 or status >= 500) and should_retry != "false"):
         return Retry(RetrySignal.TRANSIENT, words, wait, http)
     if status in (401, 403):
-        reason = f"HTTP {status} {etype or code}".strip()
+        said = etype or code
+        reason = f"HTTP {status} {'' if said == str(status) else said}".strip()  # Azure's code is the status
         detail = ProviderDetail(provider=target.provider, account=target.account, model=target.model_id)
         return Unauthorized(target.provider, reason, http=http, endpoint=target.endpoint, provider=detail)
     if status == 413 or _CONTEXT.search(code) or _CONTEXT.search(message):

@@ -10,6 +10,11 @@ settle(outcome)   Done -> a success (the throttle recovers); Retry -> the signal
                   stands in for a Retry (``Fail.instead_of``: a mid-stream fault the caller asked
                   not to restart): that Retry's signal
 release()         cancelled or a bug: the slot, if unused, is given back
+
+heard(budget, status)   every answer's rate-limit headers (``Upstream.budget``), a success's too: when
+                  ``core.rate_budget.hold_s`` says the budget is about to run out, the model is held
+                  until its reset (at most max_wait_s), for every caller and the fleet; a 429 adds
+                  nothing (its Retry-After and the throttle's rise pace it)
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 from sidecar.core.clock import Clock
 from sidecar.core.model_throttle import ModelThrottle, Overdue, Ticket
 from sidecar.core.observer import Target
+from sidecar.core.rate_budget import Budget, hold_s
 from sidecar.core.retry import Done, Fail, Retry, Tally
 from sidecar.core.taxonomy import JobTimeout
 
@@ -87,6 +93,13 @@ class ModelPacer:
     @property
     def name(self) -> str:
         return self.throttle_.model
+
+    def heard(self, budget: Budget, status: int) -> None:
+        """An answer's rate-limit budget (the module's table)."""
+        throttle = self.throttle_
+        hold = hold_s(budget, status=status, tokens=self.tokens, others_in_flight=throttle.in_flight - 1)
+        if hold is not None:
+            throttle.hold(min(hold, self.max_pause_s))
 
     def admit(self, deadline: float | None) -> _Admission:
         try:

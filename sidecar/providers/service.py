@@ -450,7 +450,16 @@ class ModelService:
         input_tokens = estimate_tokens(request)
         pacer = ModelPacer(self._throttles[request.model], estimate, self._clock, tally, windows.max_wait_s)
         scope = CallScope(
-            provider, request.model, model, call.judge, call.spent, self._ledger, workflow, self._secrets, self._clock
+            provider,
+            request.model,
+            model,
+            call.judge,
+            call.spent,
+            self._ledger,
+            workflow,
+            self._secrets,
+            self._clock,
+            heard=pacer.heard,
         ).timed(model.timeouts(provider.config, policy.preset), moves_on=options.timeouts_move_on)
         try:
             while True:

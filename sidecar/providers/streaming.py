@@ -676,6 +676,7 @@ class StreamSender(ModelSender):
         try:
             progress.watch.touch()
             record.answered(response.status_code)
+            self._heard(response.status_code, response.headers)
             body = response.stream
             assert isinstance(body, httpx.AsyncByteStream), "the transport is asynchronous"
             response.stream = _Watched(body, progress.watch, MAX_STREAM_BYTES)

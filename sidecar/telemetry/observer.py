@@ -519,7 +519,10 @@ def _event(event: Event) -> tuple[str, dict[str, Any]]:
             name = n.EVENT_MODEL_THROTTLE if event.target is Target.MODEL else n.EVENT_SERVICE_THROTTLE
             return name, {_target_attr(event.target): event.name, n.THROTTLE: event.throttle}
         case ModelPaused():
-            return n.EVENT_MODEL_PAUSED, {n.MODEL_ID: event.model, "sidecar.pause_s": event.seconds}
+            paused: dict[str, Any] = {n.MODEL_ID: event.model, "sidecar.pause_s": event.seconds}
+            if event.reason:
+                paused["sidecar.reason"] = event.reason
+            return n.EVENT_MODEL_PAUSED, paused
         case CircuitChanged():
             attrs: dict[str, Any] = {n.SERVICE: event.service}
             if event.reason:

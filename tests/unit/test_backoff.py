@@ -97,6 +97,14 @@ def test_a_usable_retry_after_ms_wins_over_retry_after() -> None:
     assert after({"retry-after-ms": "0", "retry-after": "9"}) == 0.0
 
 
+def test_azures_x_ms_retry_after_ms_is_read_after_retry_after_ms_and_before_retry_after() -> None:
+    assert after({"x-ms-retry-after-ms": "1250"}) == 1.25
+    assert after({"X-Ms-Retry-After-Ms": "1250", "retry-after": "9"}) == 1.25
+    assert after({"retry-after-ms": "250", "x-ms-retry-after-ms": "1250"}) == 0.25
+    assert after({"retry-after-ms": "soon", "x-ms-retry-after-ms": "1250"}) == 1.25
+    assert after({"x-ms-retry-after-ms": "-1", "retry-after": "9"}) == 9.0
+
+
 @pytest.mark.parametrize("ms", ["-1", "1.5", "soon", "", str(MAX_DELAY_SECONDS + 1), "9" * 5000, "２"])
 def test_an_unusable_retry_after_ms_falls_back_to_retry_after(ms: str) -> None:
     assert after({"retry-after-ms": ms, "retry-after": "9"}) == 9.0

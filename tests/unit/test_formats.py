@@ -23,9 +23,11 @@ import pytest
 from sidecar.config import ProviderConfig
 from sidecar.core.conversation import ToolCall
 from sidecar.core.kinds import FailureKind, FinishReason, RetrySignal
+from sidecar.core.rate_budget import Allowance, Budget
 from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure
+from sidecar.fakes._limits import Taken
 from sidecar.fakes.provider import WIRES
 from sidecar.providers.errors import Target
 from sidecar.providers.formats.chat import ChatReply, ChatRequest
@@ -204,6 +206,14 @@ def test_an_error_a_provider_of_the_format_sends_is_classified_by_its_upstream(
     else:
         assert isinstance(outcome, SidecarFailure)
         assert outcome.kind is means
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_budget_a_fake_of_the_format_tells_reads_back_through_its_upstream(name: str) -> None:
+    told = WIRES[name].budget_headers(Taken(True, 5, 3, 42.5), NOW)
+    got = upstream(FORMATS[name]).budget(told, NOW)
+    assert got == (Budget(Allowance(3, 42.5)) if told else Budget())  # a format whose fake tells none: nothing
+    assert upstream(FORMATS[name]).budget({}, NOW) == Budget()
 
 
 def test_the_configuration_the_fake_and_the_doors_know_every_format() -> None:

@@ -187,3 +187,27 @@ def test_unknown_events_are_skipped_and_garbled_data_is_a_fault() -> None:
     with pytest.raises(StreamFault) as caught:
         decoder.feed("response.output_text.delta", '{"type":"response.out')
     assert caught.value.error_body is None
+
+
+def test_azure_on_the_responses_format_goes_to_the_v1_path_with_the_key_in_api_key() -> None:
+    from sidecar.config import ProviderConfig
+    from sidecar.providers.formats.registry import format_named
+
+    provider = ProviderConfig.model_validate(
+        {"wire_format": "openai_responses", "base_url": "https://r.openai.azure.com", "azure": {"path": "v1"}}
+    )
+    upstream = format_named("openai_responses").upstream(provider)
+    assert upstream.path("gpt4o-prod", stream=False) == "/openai/v1/responses"
+    assert upstream.headers("azure-key-1234567890") == {"api-key": "azure-key-1234567890"}
+
+
+def test_azure_deployment_urls_are_refused_on_the_responses_format() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from sidecar.config import ProviderConfig
+
+    with pytest.raises(ValidationError, match="Responses API at /openai/v1/responses only"):
+        ProviderConfig.model_validate(
+            {"wire_format": "openai_responses", "base_url": "https://r.openai.azure.com", "azure": {}}
+        )

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 from sidecar.config import ProviderConfig
 from sidecar.core.conversation import ModelRequest
+from sidecar.core.rate_budget import Budget
 from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta
 from sidecar.core.taxonomy import SidecarFailure
@@ -151,6 +152,11 @@ class Upstream(Protocol):
         now: datetime,
     ) -> Retry | SidecarFailure:
         """An answer that is not a reply: a retry signal or a terminal failure (``providers.errors``)."""
+        ...
+
+    def budget(self, headers: Mapping[str, str], now: datetime) -> Budget:
+        """What an answer's rate-limit headers say is left (``core.rate_budget``; ``Budget()``: nothing told),
+        read on every answer, a success's too (``now``: the wall clock, for resets given as a time)."""
         ...
 
 

@@ -111,6 +111,7 @@ from sidecar.core.conversation import (
     ToolCall,
 )
 from sidecar.core.kinds import FinishReason, Role
+from sidecar.core.rate_budget import Budget
 from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure
@@ -133,6 +134,7 @@ from sidecar.providers.formats.anthropic_messages.vocab import (
     content_block,
     data_url,
     input_of,
+    rate_budget,
     reasoning_block,
     render_tool,
 )
@@ -299,6 +301,9 @@ class AnthropicUpstream:
         if refusal is not None:
             return refused(status, headers, body, target, secrets, *refusal)
         return classify_response(status, headers, body, target, secrets, now)
+
+    def budget(self, headers: Mapping[str, str], now: datetime) -> Budget:
+        return rate_budget(headers, now)
 
 
 _CONTENT_FILTER = re.compile(r"content filtering policy", re.I)

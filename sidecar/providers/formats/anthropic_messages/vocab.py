@@ -36,11 +36,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from sidecar.core.conversation import CacheBreakpoint, DocumentPart, ImagePart, Part, ReasoningPart, TextPart
 from sidecar.core.kinds import FinishReason
+from sidecar.core.rate_budget import Allowance, Budget
 from sidecar.providers.formats.chat import EMPTY_PARAMETERS
 
 __all__ = [
@@ -67,6 +70,7 @@ __all__ = [
     "content_block",
     "data_url",
     "input_of",
+    "rate_budget",
     "reasoning_block",
     "render_tool",
 ]
@@ -121,6 +125,46 @@ RATE_LIMIT_HEADERS = (
     "anthropic-ratelimit-tokens-reset",
 )
 """The headers an Anthropic answer tells its rate limits by (RFC 3339 times for the resets)."""
+
+_COUNT = re.compile(r"[0-9]{1,18}")
+_TOKEN_BUDGETS = ("tokens", "input-tokens", "output-tokens")
+"""The token budgets an answer may tell, in the order read: the first one told is the tokens' budget."""
+
+
+def _reset_in(text: str | None, now: datetime) -> float | None:
+    """Seconds from ``now`` to an RFC 3339 time (``2026-01-01T00:01:00Z``); None when it is not one."""
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return max((when - now).total_seconds(), 0.0)
+
+
+def _allowance(headers: Mapping[str, str], name: str, now: datetime) -> Allowance | None:
+    left = headers.get(f"anthropic-ratelimit-{name}-remaining")
+    if left is None or not _COUNT.fullmatch(left.strip()):
+        return None
+    return Allowance(int(left.strip()), _reset_in(headers.get(f"anthropic-ratelimit-{name}-reset"), now))
+
+
+def rate_budget(headers: Mapping[str, str], now: datetime) -> Budget:
+    """What an answer's rate-limit headers say is left::
+
+    anthropic-ratelimit-requests-remaining: 4        Budget.requests  Allowance(4, seconds to the reset)
+    anthropic-ratelimit-requests-reset: <RFC 3339>
+    anthropic-ratelimit-tokens-remaining (else       Budget.tokens    the same
+      input-tokens-, else output-tokens-), -reset
+    a count that is not digits, a reset that is      that budget not told (a reset not read: None)
+      not an RFC 3339 time with its zone
+    """
+    lowered = {k.lower(): v for k, v in headers.items()}
+    tokens = (_allowance(lowered, name, now) for name in _TOKEN_BUDGETS)
+    return Budget(_allowance(lowered, "requests", now), next((t for t in tokens if t is not None), None))
+
 
 FINISH: Mapping[str, FinishReason] = {
     "end_turn": FinishReason.STOP,

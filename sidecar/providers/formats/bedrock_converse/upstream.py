@@ -111,6 +111,7 @@ from sidecar.core.conversation import (
 )
 from sidecar.core.details import ProviderDetail
 from sidecar.core.kinds import FinishReason, RetrySignal, Role
+from sidecar.core.rate_budget import Budget
 from sidecar.core.redact import redact_body
 from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
@@ -275,6 +276,10 @@ class BedrockUpstream:
 
     def path(self, model: str, *, stream: bool) -> str:
         return converse_path(model, stream=stream)
+
+    def budget(self, headers: Mapping[str, str], now: datetime) -> Budget:
+        """Bedrock tells no rate-limit budget in its headers (a ThrottlingException says to slow down)."""
+        return Budget()
 
     def headers(self, api_key: str | None) -> dict[str, str]:
         bearer = api_key or self._bearer

@@ -83,6 +83,7 @@ from sidecar.core.conversation import (
 )
 from sidecar.core.details import ProviderDetail
 from sidecar.core.kinds import FinishReason, RetrySignal, Role
+from sidecar.core.rate_budget import Budget
 from sidecar.core.redact import redact_body
 from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
@@ -261,6 +262,10 @@ class GeminiUpstream:
             detail = ProviderDetail(provider=target.provider, account=target.account, model=target.model_id)
             return Unauthorized(target.provider, reason, http=http, endpoint=target.endpoint, provider=detail)
         return outcome
+
+    def budget(self, headers: Mapping[str, str], now: datetime) -> Budget:
+        """Gemini tells no rate-limit budget in its headers (its 429 says the wait: RetryInfo)."""
+        return Budget()
 
 
 def error_fields(body: str) -> tuple[str, str, list[dict[str, Any]], int] | None:

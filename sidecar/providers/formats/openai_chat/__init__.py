@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sidecar.config import ProviderConfig
+from sidecar.providers.formats.azure import AzureWire
 from sidecar.providers.formats.openai_chat.front import OpenAIFront
 from sidecar.providers.formats.openai_chat.upstream import OpenAIUpstream
 from sidecar.providers.formats.openai_chat.vocab import FORMAT_NAME
@@ -15,7 +16,7 @@ class OpenAIChat:
     front = OpenAIFront()
 
     def upstream(self, provider: ProviderConfig) -> OpenAIUpstream:
-        return OpenAIUpstream()
+        return OpenAIUpstream(AzureWire.of(provider))
 
 
 FORMAT = OpenAIChat()

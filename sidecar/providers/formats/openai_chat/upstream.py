@@ -105,10 +105,12 @@ from sidecar.core.conversation import (
     ToolChoice,
 )
 from sidecar.core.kinds import FinishReason, Role
+from sidecar.core.rate_budget import Budget
 from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.providers.errors import Target, classify_response, refused
+from sidecar.providers.formats.azure import CHAT, AzureWire
 from sidecar.providers.formats.carried import asked, plain, refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault
 from sidecar.providers.formats.fields import count, text_or_empty
@@ -123,6 +125,7 @@ from sidecar.providers.formats.openai_chat.vocab import (
     effort_for_budget,
     error_refusal,
     filtered_categories,
+    rate_budget,
     render_tool,
     tool_image_label,
     tool_image_placeholder,
@@ -176,7 +179,11 @@ _WHY: Mapping[str, str] = {
 
 
 class OpenAIUpstream:
-    """The sidecar as a Chat Completions client (the module's tables)."""
+    """The sidecar as a Chat Completions client (the module's tables); with ``azure``, Azure OpenAI's URLs
+    and credential (``formats.azure``)."""
+
+    def __init__(self, azure: AzureWire | None = None) -> None:
+        self.azure = azure
 
     carries: frozenset[str] = frozenset(
         {
@@ -208,9 +215,11 @@ class OpenAIUpstream:
         provider_options(request.controls)
 
     def path(self, model: str, *, stream: bool) -> str:
-        return CHAT_PATH
+        return CHAT_PATH if self.azure is None else self.azure.path(model, CHAT)
 
     def headers(self, api_key: str | None) -> dict[str, str]:
+        if self.azure is not None:
+            return self.azure.headers(api_key)
         return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
     stream_type = SSE
@@ -295,6 +304,9 @@ class OpenAIUpstream:
         if refusal is not None:
             return refused(status, headers, body, target, secrets, *refusal)
         return classify_response(status, headers, body, target, secrets, now)
+
+    def budget(self, headers: Mapping[str, str], now: datetime) -> Budget:
+        return rate_budget(headers)
 
 
 def _read_usage(usage: Mapping[str, Any], reply: ChatReply) -> None:

@@ -23,6 +23,16 @@ A reply (or a stream's chunk) that finishes ``content_filter`` is a refusal too;
 categories in ``choices[].content_filter_results`` (and the prompt's in ``prompt_filter_results``),
 read the same way.
 
+The rate-limit headers of every answer (``rate_budget``, for ``core.rate_budget``; Azure OpenAI sends the
+same names, its resets sometimes left out)::
+
+    x-ratelimit-remaining-requests: 4     Budget.requests  Allowance(4, reset_s)
+    x-ratelimit-reset-requests: 6m0s        a duration: 1h2m3.5s, 6m0s, 1s, 20ms, 250us (reset_s in seconds)
+    x-ratelimit-remaining-tokens,         Budget.tokens    the same
+      x-ratelimit-reset-tokens
+    a count that is not digits, a reset   that budget not told (a reset not read: None)
+      that is not a duration
+
 A tool result that is an error has ``TOOL_ERROR_PREFIX`` before its content (the wire has no
 is_error flag); a stream ends with ``END_MARKER``. The key goes in ``authorization: Bearer``.
 
@@ -51,6 +61,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sidecar.core.kinds import FinishReason
+from sidecar.core.rate_budget import Allowance, Budget
 from sidecar.providers.formats.chat import EMPTY_PARAMETERS
 
 __all__ = [
@@ -70,6 +81,8 @@ __all__ = [
     "effort_for_budget",
     "error_refusal",
     "filtered_categories",
+    "parse_duration",
+    "rate_budget",
     "read_data_url",
     "render_tool",
     "tool_image_label",
@@ -94,6 +107,38 @@ RATE_LIMIT_HEADERS = (
     "x-ratelimit-reset-tokens",
 )
 """The headers an OpenAI answer tells its rate limits by (a duration like ``6m0s`` for the resets)."""
+
+_COUNT = re.compile(r"[0-9]{1,18}")
+_DURATION = re.compile(r"(?:[0-9]{1,12}(?:\.[0-9]{1,9})?(?:h|ms|m|s|us|µs|ns))+")
+_DURATION_PART = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,9})?)(h|ms|m|s|us|µs|ns)")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds of a duration as OpenAI writes its resets (``6m0s``, ``1s``, ``20ms``, ``1h2m3.5s``); None when
+    it is not one."""
+    value = text.strip()
+    if not _DURATION.fullmatch(value):
+        return None
+    return sum(float(number) * _UNIT_S[unit] for number, unit in _DURATION_PART.findall(value))
+
+
+def _allowance(headers: Mapping[str, str], remaining: str, reset: str) -> Allowance | None:
+    left = headers.get(remaining)
+    if left is None or not _COUNT.fullmatch(left.strip()):
+        return None
+    told = headers.get(reset)
+    return Allowance(int(left.strip()), None if told is None else parse_duration(told))
+
+
+def rate_budget(headers: Mapping[str, str]) -> Budget:
+    """What an answer's rate-limit headers say is left (the module's table); header names in any case."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    return Budget(
+        _allowance(lowered, "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"),
+        _allowance(lowered, "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
+    )
+
 
 FINISH: Mapping[str, FinishReason] = {
     "stop": FinishReason.STOP,

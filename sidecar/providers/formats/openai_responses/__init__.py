@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sidecar.config import ProviderConfig
+from sidecar.providers.formats.azure import AzureWire
 from sidecar.providers.formats.openai_responses.front import ResponsesFront
 from sidecar.providers.formats.openai_responses.upstream import ResponsesUpstream
 from sidecar.providers.formats.openai_responses.vocab import FORMAT_NAME
@@ -15,7 +16,7 @@ class OpenAIResponses:
     front = ResponsesFront()
 
     def upstream(self, provider: ProviderConfig) -> ResponsesUpstream:
-        return ResponsesUpstream()
+        return ResponsesUpstream(AzureWire.of(provider))
 
 
 FORMAT = OpenAIResponses()

@@ -101,13 +101,16 @@ from sidecar.core.conversation import (
     ToolCallResult,
 )
 from sidecar.core.kinds import FinishReason, Role
+from sidecar.core.rate_budget import Budget
 from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.providers.errors import Target, classify_response, refused
+from sidecar.providers.formats.azure import RESPONSES, AzureWire
 from sidecar.providers.formats.carried import asked, plain, refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault
 from sidecar.providers.formats.fields import count, text_or_empty
+from sidecar.providers.formats.openai_chat.vocab import rate_budget
 from sidecar.providers.formats.openai_responses.vocab import (
     DEFAULT_FILENAME,
     FORMAT_NAME,
@@ -185,7 +188,11 @@ _CODE_STATUS: Mapping[str, int] = {
 
 
 class ResponsesUpstream:
-    """The sidecar as a Responses API client (the module's tables)."""
+    """The sidecar as a Responses API client (the module's tables); with ``azure``, Azure OpenAI's URLs
+    and credential (``formats.azure``)."""
+
+    def __init__(self, azure: AzureWire | None = None) -> None:
+        self.azure = azure
 
     carries: frozenset[str] = frozenset(
         {
@@ -243,10 +250,15 @@ class ResponsesUpstream:
         provider_options(c)
 
     def path(self, model: str, *, stream: bool) -> str:
-        return RESPONSES_PATH
+        return RESPONSES_PATH if self.azure is None else self.azure.path(model, RESPONSES)
 
     def headers(self, api_key: str | None) -> dict[str, str]:
+        if self.azure is not None:
+            return self.azure.headers(api_key)
         return {"authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def budget(self, headers: Mapping[str, str], now: datetime) -> Budget:
+        return rate_budget(headers)
 
     stream_type = SSE
 
