@@ -14,6 +14,8 @@
     sidecar.service.throttle           1          gauge      sidecar.service
     sidecar.service.circuit.state      1          gauge      sidecar.service (0 closed, 1 half-open, 2 open)
     sidecar.state.available            1          gauge      sidecar.state.backend (1 reachable, 0 an outage)
+    sidecar.overhead.duration          s          histogram  gen_ai.operation.name, gen_ai.request.model |
+                                                             gen_ai.tool.name, sidecar.door = grpc | http | internal
 
 The two GenAI histograms carry the conventions' advised bucket boundaries. A model or tool name
 the configuration does not know is recorded as ``_OTHER``, so a caller cannot grow the number of
@@ -92,6 +94,12 @@ class _Instruments:
             n.METRIC_STATE_AVAILABLE,
             unit="1",
             description="Whether the shared state backend is reachable (0: decisions are local)",
+        )
+        self.overhead = meter.create_histogram(
+            n.METRIC_OVERHEAD,
+            unit="s",
+            description="Time the sidecar itself added to a call (upstream time and deliberate waits excluded)",
+            explicit_bucket_boundaries_advisory=list(n.OVERHEAD_BUCKETS),
         )
         self.sources: weakref.WeakSet[Metrics] = weakref.WeakSet()
         self.lock = threading.Lock()
@@ -210,6 +218,12 @@ class Metrics:
     def wait(self, reason: str, seconds: float, *, model: str | None = None, service: str | None = None) -> None:
         """A wait before an attempt: ``backoff`` after a signal, ``throttle`` in the pacing."""
         self._i.wait.record(seconds, _target({n.WAIT_REASON: reason}, model, service))
+
+    def overhead(self, operation: str, target: str, door: str, seconds: float) -> None:
+        """A call's own time: ``chat`` (target = model) or ``execute_tool`` (target = tool), by its door."""
+        key = n.GEN_AI_REQUEST_MODEL if operation == n.OP_CHAT else n.GEN_AI_TOOL_NAME
+        attrs = {n.GEN_AI_OPERATION: operation, key: target, n.DOOR: door or "internal"}
+        self._i.overhead.record(seconds, _labels(attrs))
 
     def state_available(self, backend: str, available: bool) -> None:
         """The shared state backend is reachable (1) or not (0)."""

@@ -52,6 +52,7 @@ from sidecar.core.observer import (
     ModelCallStart,
     ModelPaused,
     OutputBudgetRaised,
+    OverheadMeasured,
     ReportAccepted,
     Retried,
     StateBackendChanged,
@@ -494,6 +495,10 @@ class TelemetryObserver:
             self.metrics.wait(start.kind.value, self.clock.time() - began, **target)
 
     def event(self, event: Event) -> None:
+        if isinstance(event, OverheadMeasured):
+            name = event.name if event.known else OTHER
+            self.metrics.overhead(event.operation, name, event.door, event.seconds)
+            return
         if isinstance(event, Retried):
             target = {"model": event.name} if event.target is Target.MODEL else {"service": event.name}
             self.metrics.retry(event.signal.label, **target)
