@@ -282,6 +282,11 @@ class _ModelCall:
         self._metrics.tokens(
             self._label, response.total_usage.input_tokens, response.total_usage.output_tokens, self._provider
         )
+        u = response.total_usage
+        kinds = ("input", "output", "cache_read", "cache_write", "reasoning")
+        counts = (u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_write_input_tokens)
+        self._metrics.token_counts(self._label, self._provider, zip(kinds, (*counts, u.reasoning_tokens), strict=True))
+        self._metrics.spent(self._label, self._provider, response.cost_usd)
 
     def tool_finished(self, outcome: ToolOutcome) -> None:  # pragma: no cover - not a tool call
         raise TypeError("a model call has no tool outcome")
