@@ -55,6 +55,7 @@ __all__ = [
     "NullObserver",
     "Observer",
     "OutputBudgetRaised",
+    "OverheadMeasured",
     "ReportAccepted",
     "Retried",
     "StateBackendChanged",
@@ -345,8 +346,23 @@ class StateBackendChanged:
     reason: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class OverheadMeasured:
+    """A call ended: the time the sidecar itself added to it (``core.overhead``: upstream time and waits left out)."""
+
+    operation: str
+    """``chat`` or ``execute_tool``."""
+    name: str
+    """The model or the tool (an unknown one is never a metric label: ``known``)."""
+    known: bool
+    door: str
+    """``grpc``, ``http``, or "" (no door measured the call)."""
+    seconds: float
+
+
 Event = (
-    ThrottleChanged
+    OverheadMeasured
+    | ThrottleChanged
     | ModelPaused
     | CircuitChanged
     | Correction

@@ -38,6 +38,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from sidecar.core import overhead
 from sidecar.core.backoff import signal_window, window_wait
 from sidecar.core.clock import Clock
 from sidecar.core.details import HttpInfo, Trigger
@@ -223,7 +224,7 @@ async def run_attempts(
                 wait = WaitStart(
                     WaitKind.THROTTLE, pacer.target, pacer.name, admission.wait_s, throttle=admission.throttle
                 )
-                with observer.wait(wait):
+                with observer.wait(wait), overhead.waiting():
                     await admission.ready()
             else:
                 await admission.ready()
@@ -251,7 +252,7 @@ async def run_attempts(
             raise
         observer.event(Retried(pacer.target, pacer.name, outcome.signal))
         backoff = WaitStart(WaitKind.BACKOFF, pacer.target, pacer.name, wait_s, outcome.signal, number)
-        with observer.wait(backoff):
+        with observer.wait(backoff), overhead.waiting():
             await clock.sleep(wait_s)
 
 

@@ -51,13 +51,14 @@ from typing import Any
 
 from sidecar.config import Config, ModelConfig
 from sidecar.config.catalog import accepts_prefill
+from sidecar.core import overhead
 from sidecar.core.clock import Clock
 from sidecar.core.content import Limits, check_content, parts_tokens
 from sidecar.core.conversation import CallOptions, Message, ModelRequest, ModelResponse
 from sidecar.core.details import ReplyDetail
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.model_throttle import ModelThrottle
-from sidecar.core.observer import CallRecord, ModelCallStart, Observer, OutputBudgetRaised
+from sidecar.core.observer import CallRecord, ModelCallStart, Observer, OutputBudgetRaised, OverheadMeasured
 from sidecar.core.observer import Correction as CorrectionEvent
 from sidecar.core.retry import Attempt, Retry, RetryPolicy, Sender, Tally, run_attempts
 from sidecar.core.spend import SpendLedger
@@ -378,6 +379,16 @@ class ModelService:
         routed = self.routes.is_route(request.model)
         if routed:
             start = self.routes.call_start(request, streamed=outlet is not None)
+        with overhead.joined() as watch:
+            try:
+                return await self._recorded(request, options, outlet, start, routed)
+            finally:
+                measured = OverheadMeasured("chat", request.model, start.known, watch.door, watch.seconds())
+                self._observer.event(measured)
+
+    async def _recorded(
+        self, request: ModelRequest, options: CallOptions, outlet: Outlet | None, start: ModelCallStart, routed: bool
+    ) -> ModelResponse:
         failure: SidecarFailure | None = None
         with self._observer.model_call(start) as record:
             try:

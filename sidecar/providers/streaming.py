@@ -88,6 +88,7 @@ import httpx
 from botocore.eventstream import EventStreamBuffer, EventStreamMessage, ParserError
 from httpx_sse import EventSource
 
+from sidecar.core import overhead
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import Continuation, Message, MidStream, ModelResponse, Usage
 from sidecar.core.kinds import FailureKind, RetrySignal, Role
@@ -632,8 +633,9 @@ class StreamSender(ModelSender):
         if held is not None:
             progress.seam = held[len(held.rstrip()) :]
         try:
-            async with watch:
-                outcome = await self._exchange(request, progress)
+            with overhead.upstream():
+                async with watch:
+                    outcome = await self._exchange(request, progress)
         except Stalled as stalled:
             if stalled.deadline:
                 attempt.record.ended(DEADLINE)

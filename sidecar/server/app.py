@@ -160,7 +160,9 @@ class SidecarApp:
                 ("grpc.server.max_pending_requests_hard_limit", PENDING_CALLS_LIMIT),
             ],
         )
-        self.admission = Admission(cfg.server.max_in_flight, self.clock)
+        self.admission = admission = Admission(cfg.server.max_in_flight, self.clock)
+        if self.metrics is not None:
+            self.metrics.admission = lambda: (admission.in_flight, admission.shed)
         register_sidecar(self.server, self.servicer, self.admission.wrap, self.admission.wrap_stream, self.in_flight)
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self.server)

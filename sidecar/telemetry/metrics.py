@@ -14,6 +14,15 @@
     sidecar.service.throttle           1          gauge      sidecar.service
     sidecar.service.circuit.state      1          gauge      sidecar.service (0 closed, 1 half-open, 2 open)
     sidecar.state.available            1          gauge      sidecar.state.backend (1 reachable, 0 an outage)
+    sidecar.tokens                     {token}    counter    gen_ai.request.model, gen_ai.provider.name,
+                                                             sidecar.token.type = input | output | cache_read |
+                                                             cache_write | reasoning
+    sidecar.spend                      USD        counter    gen_ai.request.model, gen_ai.provider.name (no workflow:
+                                                             unbounded; a workflow's spend is the admin state's)
+    sidecar.in_flight                  {call}     gauge      (none): calls holding an admission slot
+    sidecar.admission.rejected         {call}     counter    (none): calls shed past server.max_in_flight
+    sidecar.overhead.duration          s          histogram  gen_ai.operation.name, gen_ai.request.model |
+                                                             gen_ai.tool.name, sidecar.door = grpc | http | internal
 
 The two GenAI histograms carry the conventions' advised bucket boundaries. A model or tool name
 the configuration does not know is recorded as ``_OTHER``, so a caller cannot grow the number of
@@ -93,6 +102,16 @@ class _Instruments:
             unit="1",
             description="Whether the shared state backend is reachable (0: decisions are local)",
         )
+        self.overhead = meter.create_histogram(
+            n.METRIC_OVERHEAD,
+            unit="s",
+            description="Time the sidecar itself added to a call (upstream time and deliberate waits excluded)",
+            explicit_bucket_boundaries_advisory=list(n.OVERHEAD_BUCKETS),
+        )
+        self.token_total = meter.create_counter(
+            n.METRIC_TOKENS_TOTAL, unit="{token}", description="Tokens spent, cache and reasoning tokens included"
+        )
+        self.spend = meter.create_counter(n.METRIC_SPEND, unit="USD", description="Spend of model calls, priced")
         self.sources: weakref.WeakSet[Metrics] = weakref.WeakSet()
         self.lock = threading.Lock()
         meter.create_observable_gauge(
@@ -100,6 +119,12 @@ class _Instruments:
         )
         meter.create_observable_gauge(
             n.METRIC_SERVICE_THROTTLE, [self._services], unit="1", description="A tool service's throttle (0 to 9)"
+        )
+        meter.create_observable_gauge(
+            n.METRIC_IN_FLIGHT, [self._in_flight], unit="{call}", description="Calls in flight (the admission limit)"
+        )
+        meter.create_observable_counter(
+            n.METRIC_SHED, [self._shed], unit="{call}", description="Calls refused at once past the in-flight limit"
         )
         meter.create_observable_gauge(
             n.METRIC_CIRCUIT_STATE,
@@ -111,6 +136,12 @@ class _Instruments:
     def _live(self) -> list[Metrics]:
         with self.lock:
             return list(self.sources)
+
+    def _in_flight(self, _: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(sum(m.admission()[0] for m in self._live() if m.admission is not None))]
+
+    def _shed(self, _: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(sum(m.admission()[1] for m in self._live() if m.admission is not None))]
 
     def _models(self, _: CallbackOptions) -> Iterable[Observation]:
         out: dict[str, float] = {}
@@ -149,12 +180,14 @@ def _get_instruments() -> _Instruments:
 class Metrics:
     """One sidecar's handle on the process's instruments."""
 
-    __slots__ = ("__weakref__", "_i", "model_throttles", "service_states")
+    __slots__ = ("__weakref__", "_i", "admission", "model_throttles", "service_states")
 
     def __init__(self) -> None:
         self._i = _get_instruments()
         self.model_throttles: ModelThrottles | None = None
         self.service_states: ServiceStates | None = None
+        self.admission: Callable[[], tuple[int, int]] | None = None
+        """Calls in flight and calls shed since the start (``server.admission``)."""
 
     def observe_gauges(self, model_throttles: ModelThrottles, service_states: ServiceStates) -> None:
         """Report these models' throttles and these services' throttles and circuit states."""
@@ -188,6 +221,17 @@ class Metrics:
         self._i.tokens.record(input_tokens, {**base, n.GEN_AI_TOKEN_TYPE: "input"})
         self._i.tokens.record(output_tokens, {**base, n.GEN_AI_TOKEN_TYPE: "output"})
 
+    def token_counts(self, model: str, provider: str, counts: Iterable[tuple[str, int]]) -> None:
+        """Tokens spent by type (input, output, cache_read, cache_write, reasoning); zeros are not added."""
+        base = _labels({n.GEN_AI_REQUEST_MODEL: model, n.GEN_AI_PROVIDER: provider or "unknown"})
+        for kind, value in counts:
+            if value:
+                self._i.token_total.add(value, {**base, n.TOKEN_TYPE: kind})
+
+    def spent(self, model: str, provider: str, usd: float) -> None:
+        if usd > 0:
+            self._i.spend.add(usd, _labels({n.GEN_AI_REQUEST_MODEL: model, n.GEN_AI_PROVIDER: provider or "unknown"}))
+
     def chunk_labels(self, model: str, provider: str) -> dict[str, Any]:
         """The label set of a model's stream timings, built once per attempt."""
         attrs: dict[str, Any] = {n.GEN_AI_OPERATION: n.OP_CHAT, n.GEN_AI_REQUEST_MODEL: model}
@@ -210,6 +254,12 @@ class Metrics:
     def wait(self, reason: str, seconds: float, *, model: str | None = None, service: str | None = None) -> None:
         """A wait before an attempt: ``backoff`` after a signal, ``throttle`` in the pacing."""
         self._i.wait.record(seconds, _target({n.WAIT_REASON: reason}, model, service))
+
+    def overhead(self, operation: str, target: str, door: str, seconds: float) -> None:
+        """A call's own time: ``chat`` (target = model) or ``execute_tool`` (target = tool), by its door."""
+        key = n.GEN_AI_REQUEST_MODEL if operation == n.OP_CHAT else n.GEN_AI_TOOL_NAME
+        attrs = {n.GEN_AI_OPERATION: operation, key: target, n.DOOR: door or "internal"}
+        self._i.overhead.record(seconds, _labels(attrs))
 
     def state_available(self, backend: str, available: bool) -> None:
         """The shared state backend is reachable (1) or not (0)."""

@@ -195,6 +195,18 @@ METRIC_SERVICE_THROTTLE = "sidecar.service.throttle"
 METRIC_CIRCUIT_STATE = "sidecar.service.circuit.state"
 METRIC_FAILURES = "sidecar.failures"
 METRIC_STATE_AVAILABLE = "sidecar.state.available"
+METRIC_TOKENS_TOTAL = "sidecar.tokens"
+"""Tokens spent, by sidecar.token.type: input | output | cache_read | cache_write | reasoning."""
+TOKEN_TYPE = "sidecar.token.type"
+METRIC_SPEND = "sidecar.spend"
+METRIC_IN_FLIGHT = "sidecar.in_flight"
+METRIC_SHED = "sidecar.admission.rejected"
+METRIC_OVERHEAD = "sidecar.overhead.duration"
+"""The time the sidecar itself added to a call: upstream time and deliberate waits left out (``core.overhead``)."""
+DOOR = "sidecar.door"
+"""grpc | http | internal: the door a call came in by."""
+OVERHEAD_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
+"""sidecar.overhead.duration's boundaries (seconds): the sidecar's own work is sub-millisecond to milliseconds."""
 
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
 """gen_ai.client.operation.duration's boundaries, as the GenAI conventions advise (seconds); the two

@@ -52,6 +52,7 @@ from sidecar.core.observer import (
     ModelCallStart,
     ModelPaused,
     OutputBudgetRaised,
+    OverheadMeasured,
     ReportAccepted,
     Retried,
     StateBackendChanged,
@@ -281,6 +282,11 @@ class _ModelCall:
         self._metrics.tokens(
             self._label, response.total_usage.input_tokens, response.total_usage.output_tokens, self._provider
         )
+        u = response.total_usage
+        kinds = ("input", "output", "cache_read", "cache_write", "reasoning")
+        counts = (u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_write_input_tokens)
+        self._metrics.token_counts(self._label, self._provider, zip(kinds, (*counts, u.reasoning_tokens), strict=True))
+        self._metrics.spent(self._label, self._provider, response.cost_usd)
 
     def tool_finished(self, outcome: ToolOutcome) -> None:  # pragma: no cover - not a tool call
         raise TypeError("a model call has no tool outcome")
@@ -494,6 +500,10 @@ class TelemetryObserver:
             self.metrics.wait(start.kind.value, self.clock.time() - began, **target)
 
     def event(self, event: Event) -> None:
+        if isinstance(event, OverheadMeasured):
+            name = event.name if event.known else OTHER
+            self.metrics.overhead(event.operation, name, event.door, event.seconds)
+            return
         if isinstance(event, Retried):
             target = {"model": event.name} if event.target is Target.MODEL else {"service": event.name}
             self.metrics.retry(event.signal.label, **target)

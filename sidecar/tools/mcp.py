@@ -42,6 +42,7 @@ from jsonschema import Draft202012Validator
 from mcp import types
 
 from sidecar.config import Config, ConfigError, McpToolConfig
+from sidecar.core import overhead
 from sidecar.core.conversation import ToolResult
 from sidecar.core.details import HttpInfo, InvalidInputDetail, ServiceDetail, Trigger
 from sidecar.core.json_schemas import check_schema, validator_for
@@ -225,7 +226,8 @@ class McpSender:
         tool = self._tool
         clipped = attempt.clipped(tool.timeout_s)
         meta = trace_meta(attempt.record.trace_headers())
-        seen = await tool.session.call(tool.remote, self._arguments, attempt.timeout(tool.timeout_s), meta)
+        with overhead.upstream():
+            seen = await tool.session.call(tool.remote, self._arguments, attempt.timeout(tool.timeout_s), meta)
         if not isinstance(seen, Broken) or seen.may_have_reached or seen.status is not None:
             self.reached = True
         if isinstance(seen, Broken) and clipped and seen.fault is TransportFault.TIMEOUT:

@@ -42,6 +42,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from sidecar.core import details as _details
 from sidecar.core import kinds as _kinds
+from sidecar.core import overhead
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import ToolOutcome, ToolResult
 from sidecar.core.details import HttpInfo, ServiceDetail
@@ -303,7 +304,8 @@ class Once:
                     left = None if deadline is None else deadline - self._clock.time()
                     if left is not None and left <= 0:
                         return self._still_running(call), True
-                    await self._clock.sleep(poll if left is None else min(poll, left))
+                    with overhead.waiting():
+                        await self._clock.sleep(poll if left is None else min(poll, left))
                     poll = min(poll * 2, POLL_MAX_S)
                 case InProgress(owner, started, alive):
                     if call.idempotent:  # its sender is gone, and repeating it is safe: sent again

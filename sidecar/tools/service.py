@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import httpx
 
 from sidecar.config import Config
+from sidecar.core import overhead
 from sidecar.core.circuit import ServiceGuards
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import (
@@ -43,7 +44,7 @@ from sidecar.core.conversation import (
     ToolResult,
     Usage,
 )
-from sidecar.core.observer import Observer, ToolCallStart
+from sidecar.core.observer import Observer, OverheadMeasured, ToolCallStart
 from sidecar.core.retry import MAX_UPSTREAM_RETRIES, Retry, RetryPolicy, Tally, run_attempts
 from sidecar.core.settings import Windows
 from sidecar.core.state import MEMORY, CallRecords, StateBackend
@@ -179,6 +180,16 @@ class ToolService:
             job=request.job,
             arguments_json=request.arguments_json,
         )
+        with overhead.joined() as watch:
+            try:
+                return await self._recorded(tool, mcp, request, options, start)
+            finally:
+                measured = OverheadMeasured("execute_tool", request.tool, start.known, watch.door, watch.seconds())
+                self._observer.event(measured)
+
+    async def _recorded(
+        self, tool: Tool | None, mcp: McpTool | None, request: ToolRequest, options: CallOptions, start: ToolCallStart
+    ) -> ToolOutcome:
         replay = _Replay()
         with self._observer.tool_call(start) as record:
             try:

@@ -14,6 +14,7 @@ contract: ``server.convert`` both ways, ``server.grpc.status`` for a failed Call
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -22,6 +23,7 @@ from sidecar_contract.v1 import sidecar_pb2 as pb
 from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar.config import Config
+from sidecar.core import overhead
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import CallOptions
 from sidecar.core.stream import Serving
@@ -50,16 +52,22 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         return convert.call_options(job, context.time_remaining(), self._clock)
 
     async def ExecuteTool(self, request: pb.ExecuteToolRequest, context: Context) -> pb.ExecuteToolResponse:
-        outcome = await self._tools.execute(convert.tool_request(request), self._options(request.job, context))
-        return convert.tool_response(outcome, request.call_id)
+        with overhead.measured("grpc") as watch:
+            outcome = await self._tools.execute(convert.tool_request(request), self._options(request.job, context))
+            answer = convert.tool_response(outcome, request.call_id)
+            context.set_trailing_metadata(((overhead.HEADER, watch.milliseconds()),))
+            return answer
 
     async def CallModel(self, request: pb.CallModelRequest, context: Context) -> pb.CallModelResponse:
-        try:
-            response = await self._models.call(convert.model_request(request), self._options(request.job, context))
-        except SidecarFailure as failure:  # the call's span has ended: the abort is the RPC's outcome
-            await context.abort_with_status(rpc_status.to_status(to_status(failure)))
-            raise AssertionError("unreachable: abort_with_status raises") from None
-        return convert.model_response(response)
+        with overhead.measured("grpc") as watch:
+            try:
+                response = await self._models.call(convert.model_request(request), self._options(request.job, context))
+            except SidecarFailure as failure:  # the call's span has ended: the abort is the RPC's outcome
+                await context.abort_with_status(_timed(rpc_status.to_status(to_status(failure)), watch))
+                raise AssertionError("unreachable: abort_with_status raises") from None
+            answer = convert.model_response(response)
+            context.set_trailing_metadata(((overhead.HEADER, watch.milliseconds()),))
+            return answer
 
     async def ClassifyFailure(self, request: pb.ClassifyFailureRequest, context: Context) -> pb.Failure:
         try:
@@ -74,14 +82,29 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         return self._model_list
 
     async def StreamModel(self, request: pb.CallModelRequest, context: Context) -> AsyncIterator[pb.StreamModelEvent]:
-        events = self._models.stream(convert.model_request(request), self._options(request.job, context))
-        try:
-            async for event in events:
-                if isinstance(event, Serving):  # gRPC callers read it in Final's response_model
-                    continue
-                yield convert.stream_event(event)
-        except SidecarFailure as failure:  # the call's span has ended: the abort is the RPC's outcome
-            await context.abort_with_status(rpc_status.to_status(to_status(failure)))
-            raise AssertionError("unreachable: abort_with_status raises") from None
-        finally:
-            await events.aclose()  # cancelled or abandoned: the call is cancelled, its upstream closed
+        with overhead.measured("grpc") as watch:  # current across the yields: the producer task shares it
+            events = self._models.stream(convert.model_request(request), self._options(request.job, context))
+            try:
+                async for event in events:
+                    if isinstance(event, Serving):  # gRPC callers read it in Final's response_model
+                        continue
+                    yield convert.stream_event(event)
+                context.set_trailing_metadata(((overhead.HEADER, watch.milliseconds()),))
+            except SidecarFailure as failure:  # the call's span has ended: the abort is the RPC's outcome
+                await context.abort_with_status(_timed(rpc_status.to_status(to_status(failure)), watch))
+                raise AssertionError("unreachable: abort_with_status raises") from None
+            finally:
+                await events.aclose()  # cancelled or abandoned: the call is cancelled, its upstream closed
+
+
+@dataclass(frozen=True)
+class _Status(grpc.Status):
+    code: grpc.StatusCode
+    details: str
+    trailing_metadata: tuple[tuple[str, str | bytes], ...]
+
+
+def _timed(status: grpc.Status, watch: overhead.Stopwatch) -> grpc.Status:
+    """A failure's status with the overhead in its trailing metadata too."""
+    trailing = (*status.trailing_metadata, (overhead.HEADER, watch.milliseconds()))
+    return _Status(status.code, status.details, trailing)

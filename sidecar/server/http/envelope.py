@@ -10,6 +10,8 @@
 
     answer header                 what it says
     x-sidecar-attempts            the upstream attempts the call made
+    x-sidecar-overhead-ms         the time the sidecar itself added (``core.overhead``), up to the answer's
+                                  head: every answer of the port (``Overhead``, an ASGI wrapper)
     x-should-retry                whether an SDK should retry (``failures.py`` says when)
 
 The model doors (``fronts.py``) read all of them; the MCP door (``mcp_front.py``) reads the Job's.
@@ -19,7 +21,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
+from sidecar.core import overhead
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import CallOptions, Job, MidStream
 from sidecar.core.taxonomy import InvalidInput
@@ -31,10 +35,12 @@ __all__ = [
     "MAX_TIMEOUT_S",
     "MID_STREAM_DEFAULT",
     "MID_STREAM_HEADER",
+    "OVERHEAD_HEADER",
     "RETRIES_HEADER",
     "SHOULD_RETRY_HEADER",
     "TIMEOUT_HEADER",
     "WORKFLOW_HEADER",
+    "Overhead",
     "call_options",
     "job_of",
     "mid_stream_of",
@@ -47,6 +53,8 @@ RETRIES_HEADER = "x-sidecar-upstream-retries"
 MID_STREAM_HEADER = "x-sidecar-mid-stream"
 ATTEMPTS_HEADER = "x-sidecar-attempts"
 SHOULD_RETRY_HEADER = "x-should-retry"
+OVERHEAD_HEADER = overhead.HEADER
+_OVERHEAD_KEY = OVERHEAD_HEADER.encode()
 MAX_TIMEOUT_S = 24 * 3600.0
 """The longest deadline a caller may ask for in ``x-sidecar-timeout-s`` (a day)."""
 MAX_HEADER_RETRIES = 100
@@ -98,3 +106,25 @@ def mid_stream_of(headers: Mapping[str, str]) -> tuple[str, bool]:
     if raw == MidStream.RESTART:
         return MidStream.RESTART, True
     raise InvalidInput(f"header {MID_STREAM_HEADER}", raw, "must be continue, fail or restart")
+
+
+class Overhead:
+    """An ASGI wrapper: each HTTP exchange measured (``core.overhead``, door ``http``), its answer's head
+    carrying ``x-sidecar-overhead-ms`` (for a stream: up to the head, sent with the first event)."""
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        with overhead.measured("http") as watch:
+
+            async def timed(message: Any) -> None:
+                if message["type"] == "http.response.start":
+                    headers = [*message.get("headers", ()), (_OVERHEAD_KEY, watch.milliseconds().encode())]
+                    message = {**message, "headers": headers}
+                await send(message)
+
+            await self._app(scope, receive, timed)

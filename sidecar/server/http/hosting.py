@@ -47,6 +47,7 @@ from sidecar.config import ServerConfig
 from sidecar.core.taxonomy import SidecarFailure, as_failure
 from sidecar.server.auth import Tokens
 from sidecar.server.http.access import Access
+from sidecar.server.http.envelope import Overhead
 from sidecar.server.security import is_local, server_ssl_context
 
 __all__ = ["HEALTH_PATH", "STOP_MARGIN_S", "Door", "Fault", "HttpHosting"]
@@ -172,7 +173,7 @@ class HttpHosting:
         except SystemExit:  # uvicorn exits the process when its startup fails (a door's lifespan raised)
             raise OSError(f"the HTTP port {self.listen} could not start (the log says why)") from None
 
-    def _app(self) -> Access:
+    def _app(self) -> Overhead:
         doors = list(self.doors)
 
         @contextlib.asynccontextmanager
@@ -205,7 +206,8 @@ class HttpHosting:
         app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: fault})
         auth = self.server.auth
         tokens = Tokens(t.get_secret_value() for t in auth.tokens) if auth is not None else None
-        return Access(app, tokens=tokens, loopback=is_local(self.listen), open_paths=frozenset({HEALTH_PATH}))
+        guarded = Access(app, tokens=tokens, loopback=is_local(self.listen), open_paths=frozenset({HEALTH_PATH}))
+        return Overhead(guarded)
 
 
 def _fixed(context: ssl.SSLContext) -> Callable[[uvicorn.Config, Callable[[], ssl.SSLContext]], ssl.SSLContext]:
