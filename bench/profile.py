@@ -3,6 +3,7 @@
     bench/.venv/bin/python bench/profile.py                       # CallModel, c=64, 20 s
     bench/.venv/bin/python bench/profile.py --mode grpc-tool --seconds 30 --native
     bench/.venv/bin/python bench/profile.py --top 40              # also print the top entries
+    bench/.venv/bin/python bench/profile.py --traced --top 40     # tracing on: 100 %, OTLP/HTTP to a sink
 
 One upstream (bench/cmd/upstream), one sidecar (bench/sidecar.yaml.tmpl, tracing off), the load
 generator at ``--concurrency``; py-spy samples the sidecar for ``--seconds`` while the load runs
@@ -31,6 +32,7 @@ from run import (
     probe,
     start,
     start_sidecar,
+    tracing_on_env,
     wait_http,
     write_sidecar_config,
 )
@@ -87,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--native", action="store_true", help="py-spy --native: C frames too (slower to sample)")
     ap.add_argument("--top", type=int, default=0, help="print this many top frames")
     ap.add_argument("--sidecar-cmd", default=f"{ROOT / '.venv/bin/python'} -m sidecar serve")
+    ap.add_argument("--traced", action="store_true", help="trace 100 %% of calls, batch-exported to an OTLP sink")
     ap.add_argument("--config", type=Path, help="a config template (default bench/sidecar.yaml.tmpl)")
     args = ap.parse_args(argv)
     RAW.mkdir(parents=True, exist_ok=True)
@@ -105,7 +108,12 @@ def main(argv: list[str] | None = None) -> int:
             sidecar, target = _own_config(b, args.config)
         else:
             b.args.sidecar_cmd = args.sidecar_cmd
-            sidecar, target = start_sidecar(b, "profiled", TRACING_OFF_ENV)
+            env = TRACING_OFF_ENV
+            if args.traced:
+                sink_port = free_port()
+                procs.append(start("otlpsink", [str(BIN / "otlpsink"), "-listen", f"127.0.0.1:{sink_port}"]))
+                env = tracing_on_env(sink_port)
+            sidecar, target = start_sidecar(b, "profiled", env)
         procs.insert(0, sidecar)
         load = subprocess.Popen(
             [
@@ -115,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             stdout=subprocess.DEVNULL,
         )
         time.sleep(2.0)
-        out = RAW / f"profile-{args.mode}-c{args.concurrency}"
+        out = RAW / f"profile-{args.mode}-c{args.concurrency}{'-traced' if args.traced else ''}"
         common = ["--pid", str(sidecar.pid), "--duration", str(int(args.seconds)), "--rate", str(DEFAULT_RATE_HZ)]
         common += ["--native"] if args.native else []
         record = [str(PY_SPY), "record", *common, "--threads"] + ([] if args.native else ["--nonblocking"])

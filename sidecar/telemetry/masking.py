@@ -15,7 +15,9 @@ cannot be changed through the SDK's public API, and the exporter is the one door
 out by, whoever set its attributes (our code, the server interceptor, ``record_exception``).
 The copy carries the name, every attribute, every event's name and attributes, every link's
 attributes and the status description masked; ids, times, kind and resource are unchanged.
-With a batch processor the masking runs in the exporter's thread, off the call's path.
+With a batch processor the masking runs in the exporter's thread, off the call's path; but that
+thread holds the GIL while it masks, so short values (most repeat on every span: names, URLs,
+methods) are masked once and remembered, keyed by the registered secrets' generation.
 """
 
 from __future__ import annotations
@@ -72,11 +74,29 @@ def _mask_label(value: str, generation: int) -> str:
     return mask(value)
 
 
+VALUE_CACHE_SIZE = 8192
+"""Masked short attribute values remembered: most repeat on every span (names, URLs, methods, kinds)."""
+CACHED_VALUE_CHARS = 256
+"""Attribute values up to this long are masked through the cache; longer ones (content) each time."""
+
+
+@lru_cache(maxsize=VALUE_CACHE_SIZE)
+def _mask_short(value: str, generation: int) -> str:
+    return mask(value)
+
+
+def _mask_value(value: str) -> str:
+    """``mask`` of an attribute value; a short one answered from the cache (keyed by the secrets' generation)."""
+    if len(value) <= CACHED_VALUE_CHARS:
+        return _mask_short(value, _generation)
+    return mask(value)
+
+
 def _value(value: AttributeValue) -> AttributeValue:
     if isinstance(value, str):
-        return mask(value)
+        return _mask_value(value)
     if isinstance(value, tuple | list) and value and isinstance(value[0], str):
-        return tuple(mask(v) for v in value if isinstance(v, str))
+        return tuple(_mask_value(v) for v in value if isinstance(v, str))
     return value
 
 
@@ -92,12 +112,12 @@ def _masked(span: ReadableSpan) -> ReadableSpan:
     if status.description:
         status = Status(status.status_code, mask(status.description))
     return ReadableSpan(
-        name=mask(span.name),
+        name=_mask_value(span.name),
         context=span.context,
         parent=span.parent,
         resource=span.resource,
         attributes=mask_attributes(span.attributes),
-        events=[Event(e.name and mask(e.name), mask_attributes(e.attributes), e.timestamp) for e in span.events],
+        events=[Event(e.name and _mask_value(e.name), mask_attributes(e.attributes), e.timestamp) for e in span.events],
         links=[Link(link.context, mask_attributes(link.attributes)) for link in span.links],
         kind=span.kind,
         status=status,
