@@ -1,0 +1,94 @@
+"""The admin state view over a real sidecar: GET /admin/state on the HTTP port, its own tokens.
+
+The state is set through the core objects' public methods (a circuit opened by repeated failures,
+a Retry-After pause, spend recorded), then read over real HTTP.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from sidecar.core.details import Trigger
+from tests.conftest import Running, Start
+
+pytestmark = pytest.mark.asyncio
+
+ADMIN = "admin-token-0123456789abcdef"
+AGENT = "agent-token-0123456789abcdef"
+HTTP = {"listen": "127.0.0.1:0"}
+SECRET = "sk-test-SECRETKEY1234567890"  # the provider key of tests/conftest.py's base_config
+
+
+async def _admin_sidecar(start_sidecar: Start, monkeypatch: pytest.MonkeyPatch) -> Running:
+    return await start_sidecar(
+        http=HTTP,
+        server={"auth": {"tokens": [AGENT]}, "admin": {"tokens": [ADMIN]}},
+        policy={"spend_caps": {"wf-1": 2.5}},
+    )
+
+
+def _url(r: Running) -> str:
+    assert r.app.http is not None
+    return f"http://127.0.0.1:{r.app.http.port}/admin/state"
+
+
+def _seed(r: Running) -> None:
+    assert r.app.guards is not None
+    assert r.app.models is not None
+    assert r.app.state_view is not None
+    guard = r.app.guards.get("flaky")
+    for _ in range(20):  # to the maximum throttle, then failures_to_open more
+        guard.failure(None, Trigger(503, f"upstream said no (key {SECRET})"), None)
+    r.app.models.throttle("gpt").paused_elsewhere(30.0)
+    r.app.state_view.ledger.record("wf-1", 1.25)
+
+
+async def _get(r: Running, token: str | None) -> httpx.Response:
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    async with httpx.AsyncClient() as http:
+        return await http.get(_url(r), headers=headers)
+
+
+async def test_the_view_shows_an_open_circuit_a_paused_model_and_spend(
+    start_sidecar: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r = await _admin_sidecar(start_sidecar, monkeypatch)
+    _seed(r)
+    answer = await _get(r, ADMIN)
+    assert answer.status_code == 200, answer.text
+    assert SECRET not in answer.text
+    assert ADMIN not in answer.text
+    doc: dict[str, Any] = answer.json()
+    flaky = next(s for s in doc["services"] if s["name"] == "flaky")
+    assert flaky["circuit"] == "open"
+    assert "upstream said no" in flaky["opened_by"]
+    assert "503" in flaky["opened_by"]
+    assert flaky["cooldown_left_s"] > 0
+    gpt = next(m for m in doc["models"] if m["model"] == "gpt")
+    assert gpt["pause_left_s"] == pytest.approx(30.0)
+    r.clock.advance(10.0)
+    gpt = next(m for m in (await _get(r, ADMIN)).json()["models"] if m["model"] == "gpt")
+    assert gpt["pause_left_s"] == pytest.approx(20.0)
+    assert {"workflow": "wf-1", "spent_usd": 1.25, "cap_usd": 2.5} in doc["workflows"]
+    assert doc["state"] == {"backend": "memory", "reachable": True, "replicas": 1}
+
+
+async def test_the_view_needs_an_admin_token_and_refuses_a_callers(
+    start_sidecar: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r = await _admin_sidecar(start_sidecar, monkeypatch)
+    for token in (None, AGENT, "not-a-token-0123456789"):
+        answer = await _get(r, token)
+        assert answer.status_code == 401, (token, answer.text)
+        assert answer.json()["error"]["type"] == "unauthenticated"
+        assert AGENT not in answer.text
+
+
+async def test_without_admin_tokens_the_view_is_off(start_sidecar: Start) -> None:
+    r = await start_sidecar(http=HTTP)
+    answer = await _get(r, None)
+    assert answer.status_code == 403
+    assert answer.json()["error"]["type"] == "admin_off"
