@@ -1,4 +1,4 @@
-"""The ``sidecar`` command: serve, check-config, version, fake-provider, tool-backend, demo."""
+"""The ``sidecar`` command: serve, check-config, version, fake-provider, tool-backend, demo, status."""
 
 from __future__ import annotations
 
@@ -234,6 +234,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="URL",
         help=f"play it through the HTTP port (the OpenAI SDK, the MCP client) at URL (default {DEFAULT_HTTP})",
     )
+    status = sub.add_parser("status", help="print the admin state view (token: $SIDECAR_ADMIN_TOKEN)")
+    status.add_argument("--target", default=DEFAULT_HTTP, help=f"the HTTP port (default {DEFAULT_HTTP})")
+    status.add_argument(
+        "--watch", nargs="?", type=float, const=2.0, metavar="SECONDS", help="redraw in place every SECONDS (2)"
+    )
     raw = list(sys.argv[1:] if argv is None else argv)
     if raw and raw[0] in ("fake-provider", "tool-backend"):  # their own flags, passed through whole
         return _run_fake(raw[0], raw[1:])
@@ -250,6 +255,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         print(f"{args.file}: ok ({len(cfg.models)} models, {len(cfg.tools)} tools, {len(cfg.providers)} providers)")
         return 0
+    if args.command == "status":
+        from sidecar.status import run_status
+
+        return run_status(args.target, args.watch)
     if args.command == "demo":
         from sidecar.demo import run_demo
 

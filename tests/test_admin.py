@@ -6,12 +6,16 @@ a Retry-After pause, spend recorded), then read over real HTTP.
 
 from __future__ import annotations
 
+import asyncio
+import io
 from typing import Any
 
 import httpx
 import pytest
+from rich.console import Console
 
 from sidecar.core.details import Trigger
+from sidecar.status import TOKEN_ENV, run_status
 from tests.conftest import Running, Start
 
 pytestmark = pytest.mark.asyncio
@@ -22,7 +26,7 @@ HTTP = {"listen": "127.0.0.1:0"}
 SECRET = "sk-test-SECRETKEY1234567890"  # the provider key of tests/conftest.py's base_config
 
 
-async def _admin_sidecar(start_sidecar: Start, monkeypatch: pytest.MonkeyPatch) -> Running:
+async def _admin_sidecar(start_sidecar: Start) -> Running:
     return await start_sidecar(
         http=HTTP,
         server={"auth": {"tokens": [AGENT]}, "admin": {"tokens": [ADMIN]}},
@@ -52,10 +56,8 @@ async def _get(r: Running, token: str | None) -> httpx.Response:
         return await http.get(_url(r), headers=headers)
 
 
-async def test_the_view_shows_an_open_circuit_a_paused_model_and_spend(
-    start_sidecar: Start, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    r = await _admin_sidecar(start_sidecar, monkeypatch)
+async def test_the_view_shows_an_open_circuit_a_paused_model_and_spend(start_sidecar: Start) -> None:
+    r = await _admin_sidecar(start_sidecar)
     _seed(r)
     answer = await _get(r, ADMIN)
     assert answer.status_code == 200, answer.text
@@ -76,10 +78,8 @@ async def test_the_view_shows_an_open_circuit_a_paused_model_and_spend(
     assert doc["state"] == {"backend": "memory", "reachable": True, "replicas": 1}
 
 
-async def test_the_view_needs_an_admin_token_and_refuses_a_callers(
-    start_sidecar: Start, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    r = await _admin_sidecar(start_sidecar, monkeypatch)
+async def test_the_view_needs_an_admin_token_and_refuses_a_callers(start_sidecar: Start) -> None:
+    r = await _admin_sidecar(start_sidecar)
     for token in (None, AGENT, "not-a-token-0123456789"):
         answer = await _get(r, token)
         assert answer.status_code == 401, (token, answer.text)
@@ -92,3 +92,22 @@ async def test_without_admin_tokens_the_view_is_off(start_sidecar: Start) -> Non
     answer = await _get(r, None)
     assert answer.status_code == 403
     assert answer.json()["error"]["type"] == "admin_off"
+
+
+async def test_sidecar_status_prints_the_view_as_tables(start_sidecar: Start, monkeypatch: pytest.MonkeyPatch) -> None:
+    r = await _admin_sidecar(start_sidecar)
+    _seed(r)
+    monkeypatch.setenv(TOKEN_ENV, ADMIN)
+    console = Console(record=True, width=240, file=io.StringIO())
+    target = _url(r).removesuffix("/admin/state")
+    assert await asyncio.to_thread(run_status, target, None, console) == 0
+    text = console.export_text()
+    assert "flaky" in text
+    assert "open" in text
+    assert "upstream said no" in text
+    assert "wf-1" in text
+    assert SECRET not in text
+    monkeypatch.setenv(TOKEN_ENV, AGENT)
+    console = Console(record=True, width=240, file=io.StringIO())
+    assert await asyncio.to_thread(run_status, target, None, console) == 1
+    assert "operator token" in console.export_text()
