@@ -111,3 +111,35 @@ async def test_sidecar_status_prints_the_view_as_tables(start_sidecar: Start, mo
     console = Console(record=True, width=240, file=io.StringIO())
     assert await asyncio.to_thread(run_status, target, None, console) == 1
     assert "operator token" in console.export_text()
+
+
+async def _act(r: Running, action: str, name: str, token: str | None = ADMIN) -> httpx.Response:
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    url = _url(r).replace("/admin/state", f"/admin/actions/{action}")
+    async with httpx.AsyncClient() as http:
+        return await http.post(url, json={"name": name}, headers=headers)
+
+
+async def test_operator_actions_close_lift_and_reset_and_are_logged(
+    start_sidecar: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    r = await _admin_sidecar(start_sidecar)
+    _seed(r)
+    assert (await _act(r, "close-circuit", "flaky", AGENT)).status_code == 401
+    with caplog.at_level("WARNING", logger="sidecar.admin"):
+        closed = await _act(r, "close-circuit", "flaky")
+        lifted = await _act(r, "lift-pause", "gpt")
+        reset = await _act(r, "reset-spend", "wf-1")
+    assert closed.json()["changed"] is True
+    assert lifted.json()["changed"] is True
+    assert reset.json()["was_usd"] == 1.25
+    doc = (await _get(r, ADMIN)).json()
+    assert next(s for s in doc["services"] if s["name"] == "flaky")["circuit"] == "closed"
+    assert next(m for m in doc["models"] if m["model"] == "gpt")["pause_left_s"] == 0
+    assert {"workflow": "wf-1", "spent_usd": 0.0, "cap_usd": 2.5} in doc["workflows"]
+    logged = [rec.getMessage() for rec in caplog.records if rec.name == "sidecar.admin"]
+    assert any("closed the circuit of flaky" in line for line in logged)
+    assert any("lifted the pause of model gpt" in line for line in logged)
+    assert any("reset the spend of workflow wf-1" in line for line in logged)
+    assert (await _act(r, "lift-pause", "no-such-model")).status_code == 404
+    assert (await _act(r, "explode", "gpt")).status_code in (401, 404)  # not an admin path: the caller check

@@ -13,6 +13,7 @@ the quoted opening response was already redacted where it entered the circuit.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +26,13 @@ from sidecar.core.spend import SpendLedger
 from sidecar.core.state import StateBackend
 from sidecar.providers.service import ModelService
 
-__all__ = ["StateView"]
+__all__ = ["StateView", "UnknownTarget"]
+
+_log = logging.getLogger("sidecar.admin")
+
+
+class UnknownTarget(LookupError):
+    """An operator action named a model, service, deployment or workflow this process does not hold."""
 
 
 def _guard(g: GuardSnapshot) -> dict[str, Any]:
@@ -81,6 +88,31 @@ class StateView:
         }
         masked: dict[str, Any] = self._masked(doc)
         return masked
+
+    # ------------------------------------------------------------------ operator actions (this replica)
+
+    def close_circuit(self, name: str, *, who: str) -> bool:
+        """Close a tool service's (else a route deployment's) circuit; published fleet-wide as a probe's close."""
+        guard = self.guards.peek(name) or self.models.routes.guards.peek(name)
+        if guard is None:
+            raise UnknownTarget(f"no circuit named {name!r}")
+        changed = guard.close()
+        _log.warning("admin: %s closed the circuit of %s (was %s)", who, name, "open" if changed else "closed")
+        return changed
+
+    def lift_pause(self, model: str, *, who: str) -> bool:
+        """Lift a model's Retry-After pause (this replica)."""
+        if model not in self.model_ids:
+            raise UnknownTarget(f"no model named {model!r}")
+        held = self.models.throttle(model).lift_pause()
+        _log.warning("admin: %s lifted the pause of model %s (%s)", who, model, "held" if held else "none held")
+        return held
+
+    def reset_spend(self, workflow: str, *, who: str) -> float:
+        """Reset a workflow's spend (this replica's view); what it was."""
+        was = self.ledger.reset(workflow)
+        _log.warning("admin: %s reset the spend of workflow %s (was %.6f USD)", who, workflow, was)
+        return was
 
     def _backend(self) -> dict[str, Any]:
         if not self.state.shared:

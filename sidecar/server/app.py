@@ -196,8 +196,7 @@ class SidecarApp:
         assert self.tools is not None
         assert self.models is not None
         assert self.admission is not None
-        view = self.state_view.read if self.state_view is not None else None
-        doors = build_doors(DoorParts(cfg, self.clock, self.tools, self.models, self.admission, view))
+        doors = build_doors(DoorParts(cfg, self.clock, self.tools, self.models, self.admission, self.state_view))
         self.http = HttpHosting(cfg.http.listen, cfg.server, doors, reuse_port=self.reuse_port)
         await self.http.start()
 

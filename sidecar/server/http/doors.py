@@ -18,7 +18,6 @@ front is one more ``endpoint`` of ``model_door`` over a registered format's fron
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +29,7 @@ from sidecar.core.taxonomy import SidecarFailure
 from sidecar.providers.formats.protocol import Front
 from sidecar.providers.formats.registry import format_named
 from sidecar.providers.service import ModelService
+from sidecar.server.admin import StateView
 from sidecar.server.admission import Admission
 from sidecar.server.auth import Tokens
 from sidecar.server.http.admin_front import admin_door
@@ -53,8 +53,8 @@ class DoorParts:
     models: ModelService
     admission: Admission
     """``server.max_in_flight``: one limit for the calls of every door."""
-    admin_view: Callable[[], dict[str, Any]] | None = None
-    """The admin state view's document (``server.admin.StateView.read``); None: no admin door."""
+    admin_view: StateView | None = None
+    """The admin state view and its actions (``server.admin.StateView``); None: no admin door."""
 
 
 def build_doors(parts: DoorParts) -> list[Door]:
