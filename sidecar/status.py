@@ -1,6 +1,7 @@
 """``sidecar status``: the admin state view (``GET /admin/state``) as tables, with ``rich``.
 
     sidecar status [--target http://127.0.0.1:8080] [--watch [SECONDS]]
+    sidecar admin close-circuit|lift-pause|reset-spend NAME [--target ...]
 
 The operator token is read from the environment (``SIDECAR_ADMIN_TOKEN``), never from the
 command line (where ``ps`` shows it). ``--watch`` redraws in place (``rich.live.Live``) until Ctrl-C.
@@ -17,7 +18,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
-__all__ = ["TOKEN_ENV", "render", "run_status"]
+__all__ = ["TOKEN_ENV", "render", "run_action", "run_status"]
 
 TOKEN_ENV = "SIDECAR_ADMIN_TOKEN"
 PATH = "/admin/state"
@@ -100,3 +101,26 @@ def run_status(target: str, watch: float | None, console: Console | None = None)
             return 1
         except KeyboardInterrupt:
             return 0
+
+
+def run_action(target: str, action: str, name: str, console: Console | None = None) -> int:
+    """``sidecar admin ACTION NAME``: one operator action (``POST /admin/actions/ACTION``)."""
+    console = console or Console()
+    token = os.environ.get(TOKEN_ENV, "")
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    try:
+        with httpx.Client(timeout=5.0) as client:
+            answer = client.post(f"{target.rstrip('/')}/admin/actions/{action}", json={"name": name}, headers=headers)
+    except httpx.HTTPError as exc:
+        console.print(f"sidecar admin: {exc}", style="red")
+        return 1
+    try:
+        body: Any = answer.json()
+    except ValueError:
+        body = {}
+    if answer.status_code != 200:
+        message = body.get("error", {}).get("message") if isinstance(body, dict) else None
+        console.print(f"sidecar admin: {message or f'HTTP {answer.status_code}'}", style="red")
+        return 1
+    console.print(f"{action} {name}: {', '.join(f'{k}={v}' for k, v in body.items() if k not in ('action', 'name'))}")
+    return 0

@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 from sidecar.core.details import Trigger
-from sidecar.status import TOKEN_ENV, run_status
+from sidecar.status import TOKEN_ENV, run_action, run_status
 from tests.conftest import Running, Start
 
 pytestmark = pytest.mark.asyncio
@@ -143,3 +143,15 @@ async def test_operator_actions_close_lift_and_reset_and_are_logged(
     assert any("reset the spend of workflow wf-1" in line for line in logged)
     assert (await _act(r, "lift-pause", "no-such-model")).status_code == 404
     assert (await _act(r, "explode", "gpt")).status_code in (401, 404)  # not an admin path: the caller check
+
+
+async def test_sidecar_admin_closes_a_circuit(start_sidecar: Start, monkeypatch: pytest.MonkeyPatch) -> None:
+    r = await _admin_sidecar(start_sidecar)
+    _seed(r)
+    monkeypatch.setenv(TOKEN_ENV, ADMIN)
+    console = Console(record=True, width=240, file=io.StringIO())
+    target = _url(r).removesuffix("/admin/state")
+    assert await asyncio.to_thread(run_action, target, "close-circuit", "flaky", console) == 0
+    assert "changed=True" in console.export_text()
+    assert r.app.guards is not None
+    assert r.app.guards.get("flaky").snapshot().state.name == "CLOSED"
