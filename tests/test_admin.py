@@ -17,6 +17,7 @@ from rich.console import Console
 from sidecar.core.details import Trigger
 from sidecar.status import TOKEN_ENV, run_action, run_status
 from tests.conftest import Running, Start
+from tests.redis_server import RedisServer, redis_server  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.asyncio
 
@@ -155,3 +156,40 @@ async def test_sidecar_admin_closes_a_circuit(start_sidecar: Start, monkeypatch:
     assert "changed=True" in console.export_text()
     assert r.app.guards is not None
     assert r.app.guards.get("flaky").snapshot().state.name == "CLOSED"
+
+
+async def _until(check: Any, what: str) -> None:
+    for _ in range(200):  # real time: a publish crossing Redis
+        if await check():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_with_redis_two_sidecars_see_one_close(
+    start_sidecar: Start,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    state = {"backend": "redis", "url": redis_server.url, "prefix": "admin-test"}
+    sections: dict[str, Any] = {
+        "http": HTTP,
+        "server": {"auth": {"tokens": [AGENT]}, "admin": {"tokens": [ADMIN]}},
+        "state": state,
+    }
+    a, b = await start_sidecar(**sections), await start_sidecar(**sections)
+
+    async def circuit(r: Running) -> str:
+        doc = (await _get(r, ADMIN)).json()
+        assert doc["state"]["backend"] == "redis"
+        return str(next((s["circuit"] for s in doc["services"] if s["name"] == "flaky"), "closed"))
+
+    async def b_open() -> bool:
+        return await circuit(b) == "open"
+
+    async def b_closed() -> bool:
+        return await circuit(b) == "closed"
+
+    _seed(a)
+    await _until(b_open, "the other replica to see the circuit open")
+    assert (await _act(a, "close-circuit", "flaky")).json()["changed"] is True
+    await _until(b_closed, "the other replica to see the operator's close")
