@@ -1,4 +1,4 @@
-"""The ``sidecar`` command: serve, check-config, version, fake-provider, tool-backend, demo."""
+"""The ``sidecar`` command: serve, check-config, version, fake-provider, tool-backend, demo, status."""
 
 from __future__ import annotations
 
@@ -234,6 +234,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="URL",
         help=f"play it through the HTTP port (the OpenAI SDK, the MCP client) at URL (default {DEFAULT_HTTP})",
     )
+    status = sub.add_parser("status", help="print the admin state view (token: $SIDECAR_ADMIN_TOKEN)")
+    status.add_argument("--target", default=DEFAULT_HTTP, help=f"the HTTP port (default {DEFAULT_HTTP})")
+    status.add_argument(
+        "--watch", nargs="?", type=float, const=2.0, metavar="SECONDS", help="redraw in place every SECONDS (2)"
+    )
+    admin = sub.add_parser("admin", help="an operator action on a running sidecar (token: $SIDECAR_ADMIN_TOKEN)")
+    admin.add_argument("action", choices=["close-circuit", "lift-pause", "reset-spend"])
+    admin.add_argument("name", help="the service or deployment, model, or workflow")
+    admin.add_argument("--target", default=DEFAULT_HTTP, help=f"the HTTP port (default {DEFAULT_HTTP})")
     raw = list(sys.argv[1:] if argv is None else argv)
     if raw and raw[0] in ("fake-provider", "tool-backend"):  # their own flags, passed through whole
         return _run_fake(raw[0], raw[1:])
@@ -250,6 +259,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         print(f"{args.file}: ok ({len(cfg.models)} models, {len(cfg.tools)} tools, {len(cfg.providers)} providers)")
         return 0
+    if args.command == "status":
+        from sidecar.status import run_status
+
+        return run_status(args.target, args.watch)
+    if args.command == "admin":
+        from sidecar.status import run_action
+
+        return run_action(args.target, args.action, args.name)
     if args.command == "demo":
         from sidecar.demo import run_demo
 

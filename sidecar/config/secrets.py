@@ -90,15 +90,18 @@ def literal_secrets(raw: dict[str, Any]) -> list[str]:
 
 def _literal_tokens(raw: dict[str, Any]) -> list[str]:
     server = raw.get("server")
-    auth = server.get("auth") if isinstance(server, dict) else None
-    tokens = auth.get("tokens") if isinstance(auth, dict) else None
-    if not isinstance(tokens, list):
-        return []
-    return [
-        f"server.auth.tokens[{i}]"
-        for i, token in enumerate(tokens)
-        if isinstance(token, str) and token and not ENV.fullmatch(token.strip())
-    ]
+    bad: list[str] = []
+    for section in ("auth", "admin"):
+        part = server.get(section) if isinstance(server, dict) else None
+        tokens = part.get("tokens") if isinstance(part, dict) else None
+        if not isinstance(tokens, list):
+            continue
+        bad += [
+            f"server.{section}.tokens[{i}]"
+            for i, token in enumerate(tokens)
+            if isinstance(token, str) and token and not ENV.fullmatch(token.strip())
+        ]
+    return bad
 
 
 def discover(config: Config, from_environment: Iterable[str] = ()) -> tuple[str, ...]:
@@ -124,6 +127,8 @@ def discover(config: Config, from_environment: Iterable[str] = ()) -> tuple[str,
         found.append(password(url))
     if config.server.auth is not None:
         found += [t.get_secret_value() for t in config.server.auth.tokens]
+    if config.server.admin is not None:
+        found += [t.get_secret_value() for t in config.server.admin.tokens]
     if config.state.url:
         found.append(password(config.state.url))
     if any(p.wire_format == "bedrock_converse" for p in config.providers.values()):

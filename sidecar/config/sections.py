@@ -33,6 +33,7 @@ from sidecar.core.settings import MAX_WAIT_S, PRESETS, CircuitConfig, Strict, Wi
 __all__ = [
     "HttpConfig",
     "PolicyConfig",
+    "ServerAdminConfig",
     "ServerAuthConfig",
     "ServerConfig",
     "StateConfig",
@@ -69,6 +70,24 @@ class ServerAuthConfig(Strict):
         return self
 
 
+class ServerAdminConfig(Strict):
+    """Operator tokens for the admin state view (``GET /admin/state``): ``Authorization: Bearer <one of them>``.
+
+    A caller's token (``server.auth``) is refused there. Unset, the admin view is off (403).
+    """
+
+    tokens: Annotated[list[SecretStr], Field(min_length=1)]
+    """Each from the environment (``${SIDECAR_ADMIN_TOKEN}``), never written in the file."""
+
+    @model_validator(mode="after")
+    def _strong(self) -> ServerAdminConfig:
+        values = [t.get_secret_value() for t in self.tokens]
+        for i, value in enumerate(values):  # the messages never show a token
+            if len(value) < MIN_TOKEN_CHARS:
+                raise ValueError(f"tokens[{i}]: must be at least {MIN_TOKEN_CHARS} characters (value not shown)")
+        return self
+
+
 class ServerConfig(Strict):
     listen: Listen = DEFAULT_LISTEN
     """``host:port`` or ``unix:/path/to.sock``."""
@@ -79,6 +98,8 @@ class ServerConfig(Strict):
     """CallModel and ExecuteTool calls served at once; a call past it gets RESOURCE_EXHAUSTED at once."""
     tls: TlsConfig | None = None
     auth: ServerAuthConfig | None = None
+    admin: ServerAdminConfig | None = None
+    """The operator's tokens for the admin view; unset: the admin view is off."""
     allow_insecure: bool = False
     """Serve a non-loopback address with neither ``tls`` nor ``auth`` (only on a private network)."""
     workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = 1

@@ -63,7 +63,15 @@ from sidecar.core.settings import CircuitConfig, ServiceConfig
 from sidecar.core.state import MEMORY, CircuitClosed, CircuitOpened, ServiceRaised, StateBackend
 from sidecar.core.taxonomy import CircuitOpen
 
-__all__ = ["MAX_REPORTED", "MAX_SERVICE_NAME_CHARS", "Admission", "CircuitState", "ServiceGuard", "ServiceGuards"]
+__all__ = [
+    "MAX_REPORTED",
+    "MAX_SERVICE_NAME_CHARS",
+    "Admission",
+    "CircuitState",
+    "GuardSnapshot",
+    "ServiceGuard",
+    "ServiceGuards",
+]
 
 MAX_REPORTED = 1000
 """At most this many guards of services named only in ClassifyFailure reports (about 1.6 KiB each)."""
@@ -82,6 +90,22 @@ class Admission:
     """Who holds a probe granted to a ClassifyFailure pre-check (its job id); None for ExecuteTool's."""
     remote: bool = False
     """A probe another replica of the fleet holds (this replica only waits for its verdict)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GuardSnapshot:
+    """What one guard holds now, read-only (the admin state view)."""
+
+    name: str
+    state: CircuitState
+    throttle: float
+    trigger: str
+    """The response that opened the circuit, as every refusal quotes it (redacted where it entered), or ""."""
+    opened_at: datetime | None
+    cooldown_s: float
+    cooldown_left_s: float
+    probe_holder: str
+    """Who holds the half-open probe: a ClassifyFailure job id, ``this replica``, ``another replica``, or ""."""
 
 
 class ServiceGuard:
@@ -142,6 +166,34 @@ class ServiceGuard:
     @property
     def trigger(self) -> Trigger | None:
         return self._trigger
+
+    def snapshot(self) -> GuardSnapshot:
+        """The guard's state now, for the admin view (nothing changes, no event)."""
+        now = self._clock.time()
+        probe = self._probe
+        holder = ""
+        if self.state is CircuitState.HALF_OPEN and probe is not None and not probe.settled:
+            holder = "another replica" if probe.remote else (probe.owner or "this replica")
+        trigger = (
+            self._trigger.describe() if self._trigger is not None and self.state is not CircuitState.CLOSED else ""
+        )
+        left = max(self._open_until - now, 0.0) if self.state is CircuitState.OPEN else 0.0
+        opened = self._opened_at if self.state is not CircuitState.CLOSED else None
+        return GuardSnapshot(self.name, self.state, self.throttle, trigger, opened, self._cooldown, left, holder)
+
+    def close(self) -> bool:
+        """An operator closed the circuit (as a successful probe does, published); whether it was not closed."""
+        if self.state is CircuitState.CLOSED:
+            return False
+        if self._probe is not None:
+            self._probe.settled = True
+        self._probe = None
+        self.state = CircuitState.CLOSED
+        self._cooldown = self.circuit.cooldown_s
+        self._failures_at_max = 0
+        self._event(CircuitEvent.CLOSED, reason="closed by an operator")
+        self._state.publish(CircuitClosed(self.name))
+        return True
 
     def check(self, owner: str | None = None) -> Admission:
         """Refuse at once (CircuitOpen) or admit without waiting for the throttle.

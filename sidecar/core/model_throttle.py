@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import enum
 import math
+from dataclasses import dataclass
 
 from sidecar.core.clock import Clock
 from sidecar.core.kinds import RetrySignal
@@ -81,6 +82,7 @@ __all__ = [
     "RECOVERY_PER_ROUND_TRIP",
     "ModelThrottle",
     "Overdue",
+    "ThrottleSnapshot",
     "Ticket",
 ]
 
@@ -129,6 +131,24 @@ class Ticket:
         return f"<Ticket {self.state.value} at={self.at:.6f} seq={self.seq}>"
 
 
+@dataclass(frozen=True, slots=True)
+class ThrottleSnapshot:
+    """What one model's throttle holds now, read-only (the admin state view)."""
+
+    model: str
+    throttle: float
+    paced_rate: float
+    """Calls per second the pacer lets through (``math.inf``: not paced)."""
+    pause_left_s: float
+    """Seconds the Retry-After pause still holds (0: none)."""
+    in_flight: int
+    queued: int
+    last_signal: str
+    """The last retry signal that reached the throttle (``rate_limit``, ``overload``, ...), or ""."""
+    last_signal_age_s: float | None
+    """Seconds since that signal (on the injected clock), or None."""
+
+
 class ModelThrottle:
     """One model's throttle, pause and pacers (requests, and tokens when configured)."""
 
@@ -139,6 +159,7 @@ class ModelThrottle:
         "_fixed_rate",
         "_in_flight",
         "_last_send",
+        "_last_signal",
         "_latency",
         "_observer",
         "_pause_cause",
@@ -188,6 +209,7 @@ class ModelThrottle:
         self._latency: float | None = None
         self._send_count = 0.0
         self._last_send = 0.0
+        self._last_signal: tuple[str, float] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -228,6 +250,26 @@ class ModelThrottle:
             self._requests.rebase(self._rpm / n, 60.0, burst=self._rpm / n)
         if self._tokens is not None:
             self._tokens.rebase(self._tpm / n, 60.0, burst=self._tpm / n)
+
+    def snapshot(self) -> ThrottleSnapshot:
+        """The throttle's state now, for the admin view (nothing changes)."""
+        last = self._last_signal
+        return ThrottleSnapshot(
+            self.model,
+            self.throttle,
+            self.paced_rate,
+            self.pause_left(),
+            self._in_flight,
+            self._queued,
+            last[0] if last else "",
+            None if last is None else max(self._clock.time() - last[1], 0.0),
+        )
+
+    def lift_pause(self) -> bool:
+        """An operator lifted the Retry-After pause: calls are booked from now; whether one held."""
+        held = self.pause_left() > 0
+        self.paused_until = 0.0
+        return held
 
     def pause_left(self) -> float:
         """Seconds the Retry-After pause still holds (0: none)."""
@@ -282,6 +324,7 @@ class ModelThrottle:
             self.settle(ticket)
             return
         self._sample(ticket)
+        self._last_signal = (signal.name.lower(), self._clock.time())
         step = INCREMENTS.get(signal, 0.0)
         if step > 0:
             now = self._clock.time()

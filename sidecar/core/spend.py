@@ -17,13 +17,14 @@ Shared by a fleet (``state``, a ``core.state`` backend; the memory default share
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Protocol
 
 from sidecar.core.conversation import Usage
 from sidecar.core.state import MEMORY, SpendAdded, SpendTotal, StateBackend
 from sidecar.core.taxonomy import SpendCapExceeded
 
-__all__ = ["Prices", "SpendLedger", "cost_of"]
+__all__ = ["Prices", "SpendLedger", "SpendSnapshot", "cost_of"]
 
 TOKENS_PER_PRICE_UNIT = 1_000_000
 """Catalog prices are per million tokens."""
@@ -62,6 +63,15 @@ def cost_of(prices: Prices, usage: Usage) -> float:
     return spent / TOKENS_PER_PRICE_UNIT
 
 
+@dataclass(frozen=True, slots=True)
+class SpendSnapshot:
+    """One workflow's spend against its cap (None: no cap), read-only (the admin state view)."""
+
+    workflow: str
+    spent_usd: float
+    cap_usd: float | None
+
+
 class SpendLedger:
     """Recorded spend per workflow id, in this process."""
 
@@ -96,6 +106,15 @@ class SpendLedger:
     def spent(self, workflow_id: str) -> float:
         """The workflow's recorded spend as this replica knows it."""
         return self._spent.get(workflow_id, 0.0)
+
+    def snapshot(self) -> list[SpendSnapshot]:
+        """Every workflow with recorded spend, and every capped one, sorted by name."""
+        names = set(self._spent) | {w for w in self._caps if w != "*"}
+        return [SpendSnapshot(w, self._spent.get(w, 0.0), self.cap_for(w)) for w in sorted(names)]
+
+    def reset(self, workflow_id: str) -> float:
+        """An operator reset the workflow's spend in this replica; what it was."""
+        return self._spent.pop(workflow_id, 0.0)
 
     def total_elsewhere(self, workflow_id: str, usd: float) -> None:
         """The fleet's total for a workflow (a capped one only: nothing else is checked)."""

@@ -43,6 +43,7 @@ from sidecar.core.observer import Observer, StateBackendChanged
 from sidecar.core.spend import SpendLedger
 from sidecar.core.state import DEPLOYMENT_NAMESPACE, MEMORY, StateBackend
 from sidecar.providers.service import ModelService
+from sidecar.server.admin import StateView
 from sidecar.server.admission import Admission
 from sidecar.server.grpc.auth import BearerTokenInterceptor
 from sidecar.server.grpc.handlers import InFlight, register_sidecar
@@ -100,6 +101,8 @@ class SidecarApp:
     embedded: dict[str, str] = field(default_factory=dict)
     """The embedded fakes' URLs; a name given here is not started (a worker uses its supervisor's)."""
     state: StateBackend = MEMORY
+    state_view: StateView | None = None
+    """The admin state view (``GET /admin/state``), once started."""
     http: HttpHosting | None = None
     """The HTTP port, when ``config.http`` is set (its ``address`` and ``port`` once started)."""
     _fakes: list[Any] = field(default_factory=list)
@@ -132,6 +135,7 @@ class SidecarApp:
         for throttle in throttles.values():
             throttle.share(state)
         view = FleetView(throttles, guards, ledger, deployments=models.routes.guards)
+        self.state_view = StateView(models, tuple(cfg.models), guards, ledger, state, view, cfg.secrets)
         self._closers.extend(await _share(state, view, observer))
         metrics.observe_gauges(
             lambda: [(m, models.throttle(m).throttle) for m in cfg.models],
@@ -194,7 +198,7 @@ class SidecarApp:
         assert self.tools is not None
         assert self.models is not None
         assert self.admission is not None
-        doors = build_doors(DoorParts(cfg, self.clock, self.tools, self.models, self.admission))
+        doors = build_doors(DoorParts(cfg, self.clock, self.tools, self.models, self.admission, self.state_view))
         self.http = HttpHosting(cfg.http.listen, cfg.server, doors, reuse_port=self.reuse_port)
         await self.http.start()
 

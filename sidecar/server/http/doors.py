@@ -6,6 +6,7 @@
     Responses front   /v1/responses           http.openai     ModelService.call / .stream (formats/openai_responses)
     Anthropic front   /v1/messages            http.anthropic  ModelService.call / .stream (formats/anthropic_messages)
     the model list    /v1/models[/{id}]       either of them  the catalog and routes (models_front.py)
+    the admin view    /admin/state            server.admin    the live policy state (admin_front.py)
 
 The model fronts share one exchange (``fronts.py``: the body, the envelope's headers, admission,
 the SERVER span, the call, the failure table of ``failures.py``); each is one format's front half
@@ -29,7 +30,10 @@ from sidecar.core.taxonomy import SidecarFailure
 from sidecar.providers.formats.protocol import Front
 from sidecar.providers.formats.registry import format_named
 from sidecar.providers.service import ModelService
+from sidecar.server.admin import StateView
 from sidecar.server.admission import Admission
+from sidecar.server.auth import Tokens
+from sidecar.server.http.admin_front import admin_door
 from sidecar.server.http.failures import answer_of, error_of
 from sidecar.server.http.fronts import ModelEndpoint
 from sidecar.server.http.hosting import Door
@@ -50,6 +54,8 @@ class DoorParts:
     models: ModelService
     admission: Admission
     """``server.max_in_flight``: one limit for the calls of every door."""
+    admin_view: StateView | None = None
+    """The admin state view and its actions (``server.admin.StateView``); None: no admin door."""
 
 
 def build_doors(parts: DoorParts) -> list[Door]:
@@ -63,6 +69,10 @@ def build_doors(parts: DoorParts) -> list[Door]:
         doors.append(mcp_door(parts.tools, parts.admission, secrets, parts.config.server.max_message_bytes))
     if http.openai or http.anthropic:
         doors.append(model_door(parts))
+    if parts.admin_view is not None:
+        admin = parts.config.server.admin
+        tokens = Tokens(t.get_secret_value() for t in admin.tokens) if admin is not None else None
+        doors.append(admin_door(tokens, parts.admin_view))
     return doors
 
 

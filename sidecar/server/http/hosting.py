@@ -74,6 +74,8 @@ class Door:
     fault: Fault | None = None
     """How the door answers a failure it raised instead of answering: the status and JSON body for a
     request to ``path``, or None when the path is not the door's."""
+    open_paths: frozenset[str] = frozenset()
+    """Paths the caller-token check (``server.auth``) leaves to the door (the admin view checks its own)."""
 
 
 def _plain_fault(failure: SidecarFailure) -> tuple[int, dict[str, Any]]:
@@ -206,7 +208,12 @@ class HttpHosting:
         app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: fault})
         auth = self.server.auth
         tokens = Tokens(t.get_secret_value() for t in auth.tokens) if auth is not None else None
-        guarded = Access(app, tokens=tokens, loopback=is_local(self.listen), open_paths=frozenset({HEALTH_PATH}))
+        guarded = Access(
+            app,
+            tokens=tokens,
+            loopback=is_local(self.listen),
+            open_paths=frozenset({HEALTH_PATH}).union(*(d.open_paths for d in doors)),
+        )
         return Overhead(guarded)
 
 

@@ -1,0 +1,131 @@
+"""The admin state view: the live policy state of this replica, in one JSON-ready document.
+
+    models      each model's throttle, pace, Retry-After pause left, in flight and queued, its last signal
+    services    each tool service's circuit: state, the quoted opening response, cooldown left, probe holder
+    deployments each route deployment's circuit, the same
+    workflows   each workflow's spend against its cap
+    state       the state backend: memory or redis, reachable or not, live replicas
+
+Read from the core objects' public ``snapshot`` methods only (nothing changes, no event is
+reported). Every string is masked against the configured secrets before it leaves (``mask``);
+the quoted opening response was already redacted where it entered the circuit.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sidecar.core.circuit import GuardSnapshot, ServiceGuards
+from sidecar.core.fleet_view import FleetView
+from sidecar.core.redact import mask_secrets
+from sidecar.core.spend import SpendLedger
+from sidecar.core.state import StateBackend
+from sidecar.providers.service import ModelService
+
+__all__ = ["StateView", "UnknownTarget"]
+
+_log = logging.getLogger("sidecar.admin")
+
+
+class UnknownTarget(LookupError):
+    """An operator action named a model, service, deployment or workflow this process does not hold."""
+
+
+def _guard(g: GuardSnapshot) -> dict[str, Any]:
+    return {
+        "name": g.name,
+        "circuit": g.state.name.lower(),
+        "throttle": g.throttle,
+        "opened_by": g.trigger,
+        "opened_at": g.opened_at.isoformat() if g.opened_at is not None else None,
+        "cooldown_s": g.cooldown_s,
+        "cooldown_left_s": round(g.cooldown_left_s, 3),
+        "probe_holder": g.probe_holder,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class StateView:
+    """What the view is read from: the one core of this process."""
+
+    models: ModelService
+    model_ids: tuple[str, ...]
+    guards: ServiceGuards
+    ledger: SpendLedger
+    state: StateBackend
+    fleet: FleetView
+    secrets: tuple[str, ...]
+
+    def read(self) -> dict[str, Any]:
+        """The document ``GET /admin/state`` answers (masked)."""
+        models = []
+        for mid in self.model_ids:
+            t = self.models.throttle(mid).snapshot()
+            models.append(
+                {
+                    "model": t.model,
+                    "throttle": t.throttle,
+                    "paced_per_s": None if math.isinf(t.paced_rate) else round(t.paced_rate, 6),
+                    "pause_left_s": round(t.pause_left_s, 3),
+                    "in_flight": t.in_flight,
+                    "queued": t.queued,
+                    "last_signal": t.last_signal,
+                    "last_signal_age_s": None if t.last_signal_age_s is None else round(t.last_signal_age_s, 3),
+                }
+            )
+        doc: dict[str, Any] = {
+            "models": models,
+            "services": [_guard(g.snapshot()) for g in self.guards.all()],
+            "deployments": [_guard(g.snapshot()) for g in self.models.routes.guards.all()],
+            "workflows": [
+                {"workflow": s.workflow, "spent_usd": s.spent_usd, "cap_usd": s.cap_usd} for s in self.ledger.snapshot()
+            ],
+            "state": self._backend(),
+        }
+        masked: dict[str, Any] = self._masked(doc)
+        return masked
+
+    # ------------------------------------------------------------------ operator actions (this replica)
+
+    def close_circuit(self, name: str, *, who: str) -> bool:
+        """Close a tool service's (else a route deployment's) circuit; published fleet-wide as a probe's close."""
+        guard = self.guards.peek(name) or self.models.routes.guards.peek(name)
+        if guard is None:
+            raise UnknownTarget(f"no circuit named {name!r}")
+        changed = guard.close()
+        _log.warning("admin: %s closed the circuit of %s (was %s)", who, name, "open" if changed else "closed")
+        return changed
+
+    def lift_pause(self, model: str, *, who: str) -> bool:
+        """Lift a model's Retry-After pause (this replica)."""
+        if model not in self.model_ids:
+            raise UnknownTarget(f"no model named {model!r}")
+        held = self.models.throttle(model).lift_pause()
+        _log.warning("admin: %s lifted the pause of model %s (%s)", who, model, "held" if held else "none held")
+        return held
+
+    def reset_spend(self, workflow: str, *, who: str) -> float:
+        """Reset a workflow's spend (this replica's view); what it was."""
+        was = self.ledger.reset(workflow)
+        _log.warning("admin: %s reset the spend of workflow %s (was %.6f USD)", who, workflow, was)
+        return was
+
+    def _backend(self) -> dict[str, Any]:
+        if not self.state.shared:
+            return {"backend": "memory", "reachable": True, "replicas": 1}
+        available = getattr(self.state, "available", None)  # RedisState's public property
+        return {"backend": "redis", "reachable": bool(available), "replicas": self.fleet.replicas}
+
+    def _masked(self, value: Any) -> Any:
+        mask: Callable[[str], str] = lambda text: mask_secrets(text, self.secrets)  # noqa: E731
+        if isinstance(value, str):
+            return mask(value)
+        if isinstance(value, dict):
+            return {mask(k): self._masked(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._masked(v) for v in value]
+        return value

@@ -1,0 +1,87 @@
+"""The admin door: ``GET /admin/state``, the live policy state as JSON (``server.admin``).
+
+    server.admin unset    403 admin_off: the view is off (no token opens it)
+    no admin token        401 unauthenticated (a caller's ``server.auth`` token is refused here too)
+    an admin token        200, the document of ``server.admin.StateView`` (masked)
+
+``POST /admin/actions/{close-circuit|lift-pause|reset-spend}`` with ``{"name": ...}``: the same
+checks, then the operator action on this replica (logged on ``sidecar.admin``); a close is
+published fleet-wide like a probe's. 404 for a name this process does not hold.
+
+The caller-token check of ``access.Access`` does not apply to this path: only admin tokens
+(``Authorization: Bearer``), compared in constant time (``auth.Tokens``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from sidecar.server.admin import StateView, UnknownTarget
+from sidecar.server.auth import Tokens, bearer_token
+from sidecar.server.http.hosting import Door
+
+__all__ = ["ACTIONS", "ADMIN_STATE_PATH", "admin_door"]
+
+ADMIN_STATE_PATH = "/admin/state"
+_OFF = "The admin view is off: set server.admin.tokens (names of environment variables holding operator tokens)."
+_REFUSED = (
+    "The sidecar refused this request: the admin view needs an operator token "
+    "(header 'Authorization: Bearer <token>' with one of server.admin.tokens); an agent's token is refused."
+)
+
+
+def _error(status: int, kind: str, message: str) -> JSONResponse:
+    headers = {"www-authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status, headers=headers)
+
+
+ACTION_PATH = "/admin/actions/{action}"
+ACTIONS = ("close-circuit", "lift-pause", "reset-spend")
+MAX_ACTION_BYTES = 4096
+
+
+def admin_door(tokens: Tokens | None, view: StateView) -> Door:
+    def refused(request: Request) -> JSONResponse | None:
+        if tokens is None:
+            return _error(403, "admin_off", _OFF)
+        if not tokens.authorized(bearer_token(request.headers.items())):
+            return _error(401, "unauthenticated", _REFUSED)
+        return None
+
+    async def state(request: Request) -> JSONResponse:
+        return refused(request) or JSONResponse(view.read())
+
+    async def action(request: Request) -> JSONResponse:
+        if (refusal := refused(request)) is not None:
+            return refusal
+        what = request.path_params["action"]
+        if what not in ACTIONS:
+            return _error(404, "not_found", f"no admin action {what[:64]!r}; one of {', '.join(ACTIONS)}")
+        body = await request.body()
+        try:
+            name = json.loads(body)["name"] if len(body) <= MAX_ACTION_BYTES else None
+        except (ValueError, KeyError, TypeError):
+            name = None
+        if not isinstance(name, str) or not name:
+            return _error(400, "invalid_request", 'the body must be {"name": "<target>"}')
+        peer = request.client.host if request.client is not None else "unknown"
+        who = f"an admin token from {peer}"
+        try:
+            if what == "close-circuit":
+                result: dict[str, Any] = {"changed": view.close_circuit(name, who=who)}
+            elif what == "lift-pause":
+                result = {"changed": view.lift_pause(name, who=who)}
+            else:
+                result = {"was_usd": view.reset_spend(name, who=who)}
+        except UnknownTarget as exc:
+            return _error(404, "not_found", str(exc))
+        return JSONResponse({"action": what, "name": name, **result})
+
+    routes = [Route(ADMIN_STATE_PATH, state, methods=["GET"]), Route(ACTION_PATH, action, methods=["POST"])]
+    paths = frozenset({ADMIN_STATE_PATH, *(ACTION_PATH.replace("{action}", a) for a in ACTIONS)})
+    return Door("admin", routes, open_paths=paths)
