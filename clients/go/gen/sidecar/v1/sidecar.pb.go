@@ -5124,7 +5124,8 @@ type ModelInfo struct {
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The provider name.
 	Provider string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
-	// The wire format: "openai" or "anthropic".
+	// The wire format (docs/providers.md): "openai", "openai_responses",
+	// "anthropic", "gemini" or "bedrock_converse".
 	WireFormat string `protobuf:"bytes,3,opt,name=wire_format,json=wireFormat,proto3" json:"wire_format,omitempty"`
 	// The upstream model name.
 	UpstreamModel string `protobuf:"bytes,4,opt,name=upstream_model,json=upstreamModel,proto3" json:"upstream_model,omitempty"`

@@ -2404,7 +2404,8 @@ export type ModelInfo = Message$1<"sidecar.v1.ModelInfo"> & {
   provider: string;
 
   /**
-   * The wire format: "openai" or "anthropic".
+   * The wire format (docs/providers.md): "openai", "openai_responses",
+   * "anthropic", "gemini" or "bedrock_converse".
    *
    * @generated from field: string wire_format = 3;
    */

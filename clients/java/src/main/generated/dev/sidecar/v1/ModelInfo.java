@@ -156,7 +156,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object wireFormat_ = "";
   /**
    * <pre>
-   * The wire format: "openai" or "anthropic".
+   * The wire format (docs/providers.md): "openai", "openai_responses",
+   * "anthropic", "gemini" or "bedrock_converse".
    * </pre>
    *
    * <code>string wire_format = 3 [json_name = "wireFormat"];</code>
@@ -177,7 +178,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The wire format: "openai" or "anthropic".
+   * The wire format (docs/providers.md): "openai", "openai_responses",
+   * "anthropic", "gemini" or "bedrock_converse".
    * </pre>
    *
    * <code>string wire_format = 3 [json_name = "wireFormat"];</code>
@@ -1212,7 +1214,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object wireFormat_ = "";
     /**
      * <pre>
-     * The wire format: "openai" or "anthropic".
+     * The wire format (docs/providers.md): "openai", "openai_responses",
+     * "anthropic", "gemini" or "bedrock_converse".
      * </pre>
      *
      * <code>string wire_format = 3 [json_name = "wireFormat"];</code>
@@ -1232,7 +1235,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The wire format: "openai" or "anthropic".
+     * The wire format (docs/providers.md): "openai", "openai_responses",
+     * "anthropic", "gemini" or "bedrock_converse".
      * </pre>
      *
      * <code>string wire_format = 3 [json_name = "wireFormat"];</code>
@@ -1253,7 +1257,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The wire format: "openai" or "anthropic".
+     * The wire format (docs/providers.md): "openai", "openai_responses",
+     * "anthropic", "gemini" or "bedrock_converse".
      * </pre>
      *
      * <code>string wire_format = 3 [json_name = "wireFormat"];</code>
@@ -1270,7 +1275,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The wire format: "openai" or "anthropic".
+     * The wire format (docs/providers.md): "openai", "openai_responses",
+     * "anthropic", "gemini" or "bedrock_converse".
      * </pre>
      *
      * <code>string wire_format = 3 [json_name = "wireFormat"];</code>
@@ -1284,7 +1290,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The wire format: "openai" or "anthropic".
+     * The wire format (docs/providers.md): "openai", "openai_responses",
+     * "anthropic", "gemini" or "bedrock_converse".
      * </pre>
      *
      * <code>string wire_format = 3 [json_name = "wireFormat"];</code>

@@ -52,7 +52,8 @@ public interface ModelInfoOrBuilder extends
 
   /**
    * <pre>
-   * The wire format: "openai" or "anthropic".
+   * The wire format (docs/providers.md): "openai", "openai_responses",
+   * "anthropic", "gemini" or "bedrock_converse".
    * </pre>
    *
    * <code>string wire_format = 3 [json_name = "wireFormat"];</code>
@@ -61,7 +62,8 @@ public interface ModelInfoOrBuilder extends
   java.lang.String getWireFormat();
   /**
    * <pre>
-   * The wire format: "openai" or "anthropic".
+   * The wire format (docs/providers.md): "openai", "openai_responses",
+   * "anthropic", "gemini" or "bedrock_converse".
    * </pre>
    *
    * <code>string wire_format = 3 [json_name = "wireFormat"];</code>
