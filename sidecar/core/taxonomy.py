@@ -46,6 +46,7 @@ Which kinds are correctable, and the two retry lines, are the contract's words (
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import Sequence
 from datetime import datetime
@@ -508,6 +509,23 @@ class SpendCapExceeded(UncorrectableFailure):
         )
 
 
+MAX_MODELS_LISTED = 20
+"""How many catalog ids a MODEL_NOT_FOUND names: the failure travels in a status's trailers, which a
+client bounds (grpc-java: 8 KiB), so a large catalog is named in part (ListModels names it whole)."""
+
+
+def _listed_models(model: str, available: Sequence[str]) -> tuple[tuple[str, ...], str]:
+    """The ids a MODEL_NOT_FOUND names (the closest to ``model`` first when not all fit) and its words."""
+    if not available:
+        return (), "none"
+    if len(available) <= MAX_MODELS_LISTED:
+        return tuple(available), ", ".join(available)
+    close = difflib.get_close_matches(model, available, n=5, cutoff=0.5)
+    named = (*close, *(m for m in available if m not in close))[:MAX_MODELS_LISTED]
+    more = len(available) - len(named)
+    return named, f"{', '.join(named)} and {more} more (ListModels lists every one)"
+
+
 class ModelNotFound(UncorrectableFailure):
     """A model id the catalog does not hold."""
 
@@ -517,11 +535,11 @@ class ModelNotFound(UncorrectableFailure):
         self, model: str, available: Sequence[str], *, http: HttpInfo | None = None, message: str | None = None
     ) -> None:
         model = _echo(model)
-        listed = ", ".join(available) if available else "none"
+        named, listed = _listed_models(model, available)
         super().__init__(
             message or f"Model '{cap(model, 80)}' is not in the catalog. Models that exist: {listed}.",
             http=http,
-            detail=ResourceDetail(resource_type="model", identifier=model, available=tuple(available)),
+            detail=ResourceDetail(resource_type="model", identifier=model, available=named),
         )
 
     @classmethod
