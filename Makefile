@@ -99,8 +99,19 @@ run: $(STAMP)
 .PHONY: test
 test: $(STAMP) $(BUF) $(JAEGER) redis-server lint proto-check python-test python-packages clients-test-if-any deploy-check
 
+# The Vercel AI SDK peer (tests/test_peer_vercel_ai.py): ai and @ai-sdk/openai-compatible at its lock's pins.
+PEERS_VERCEL       := tests/peers/vercel
+PEERS_VERCEL_STAMP := $(PEERS_VERCEL)/node_modules/.installed
+
+$(PEERS_VERCEL_STAMP): $(PEERS_VERCEL)/package.json $(PEERS_VERCEL)/package-lock.json
+	cd $(PEERS_VERCEL) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+.PHONY: peers-deps
+peers-deps: $(PEERS_VERCEL_STAMP)
+
 .PHONY: python-test
-python-test: $(STAMP) $(JAEGER) redis-server
+python-test: $(STAMP) $(JAEGER) redis-server $(PEERS_VERCEL_STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # The two Python distributions a user installs from a package index: sidecar-contract
@@ -156,4 +167,4 @@ deploy-check:
 
 .PHONY: clean
 clean:
-	rm -rf $(VENV) $(LOCK_VENV) $(BUF_DIR)/node_modules .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOCK_VENV) $(BUF_DIR)/node_modules $(PEERS_VERCEL)/node_modules .mypy_cache .ruff_cache

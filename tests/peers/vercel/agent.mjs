@@ -1,0 +1,74 @@
+// The Vercel AI SDK (`ai` + `@ai-sdk/openai-compatible`) as a peer of the sidecar's HTTP port.
+//
+//   node agent.mjs <sidecar HTTP url> generate|stream
+//
+// The model is the sidecar's OpenAI-compatible front (<url>/v1); the tools are the sidecar's own,
+// listed and called over its MCP front (<url>/mcp, JSON-RPC tools/list and tools/call). A tool whose
+// call the sidecar answers with isError goes back to the model as the SDK's error-text output: the
+// sidecar's model_text, byte for byte (a thrown Error would reach the model as "Error: ..."). Runs generateText or streamText with a tool loop and prints
+// one JSON line: what the run saw. tests/test_peer_vercel_ai.py drives it.
+import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
+import { generateText, jsonSchema, stepCountIs, streamText, tool } from "ai";
+
+const [base, mode] = process.argv.slice(2);
+if (!base || !["generate", "stream"].includes(mode)) {
+  console.error("usage: node agent.mjs <sidecar HTTP url> generate|stream");
+  process.exit(2);
+}
+
+let rpcId = 0;
+async function mcp(method, params) {
+  const response = await fetch(`${base}/mcp`, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: ++rpcId, method, params }),
+  });
+  const body = await response.json();
+  if (body.error) throw new Error(`MCP ${method}: ${JSON.stringify(body.error)}`);
+  return body.result;
+}
+
+const wanted = new Set(["fetch", "fail_fetch"]);
+const failures = []; // the sidecar's model_text of each failed call, in order
+const { tools: listed } = await mcp("tools/list", {});
+const tools = Object.fromEntries(
+  listed
+    .filter((t) => wanted.has(t.name))
+    .map((t) => [
+      t.name,
+      tool({
+        description: t.description,
+        inputSchema: jsonSchema(t.inputSchema),
+        execute: async (args) => {
+          const result = await mcp("tools/call", { name: t.name, arguments: args });
+          const text = result.content.map((c) => c.text).join("");
+          if (result.isError) failures.push(text);
+          return { text, isError: result.isError };
+        },
+        toModelOutput: ({ output }) => ({ type: output.isError ? "error-text" : "text", value: output.text }),
+      }),
+    ]),
+);
+
+const sidecar = createOpenAICompatible({ name: "sidecar", baseURL: `${base}/v1`, apiKey: "unused-by-the-sidecar" });
+const model = sidecar.chatModel("gpt");
+const common = { model, tools, stopWhen: stepCountIs(5), maxRetries: 0, prompt: "read doc-1" };
+
+function stepsOf(steps) {
+  return steps.map((s) => ({
+    finishReason: s.finishReason,
+    toolCalls: s.toolCalls.map((c) => c.toolName),
+    toolErrors: s.toolResults.filter((r) => r.output.isError).map((r) => r.output.text),
+  }));
+}
+
+if (mode === "generate") {
+  const run = await generateText(common);
+  console.log(JSON.stringify({ text: run.text, steps: stepsOf(run.steps), failures }));
+} else {
+  const run = streamText(common);
+  const deltas = [];
+  for await (const delta of run.textStream) deltas.push(delta);
+  const steps = stepsOf(await run.steps);
+  console.log(JSON.stringify({ text: deltas.join(""), deltas: deltas.length, steps, failures }));
+}

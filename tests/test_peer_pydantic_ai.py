@@ -1,0 +1,111 @@
+"""pydantic-ai as a real peer of the OpenAI-compatible front (docs/peers.md).
+
+An ``Agent`` on ``OpenAIChatModel`` + ``OpenAIProvider(base_url=<the sidecar>/v1)`` runs a tool loop
+against the sidecar, which calls the fake provider. Its two tools are the sidecar's own tools, run
+through ExecuteTool: ``fetch`` answers, ``fail_fetch`` fails (the fake tool backend's 422), and the
+tool function hands the sidecar's ``model_text`` back to the model as pydantic-ai's ``ModelRetry``.
+The fake provider's next request carries that text in the tool message: the model reads it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest_asyncio
+from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.profiles.openai import OpenAIModelProfile
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from tests.conftest import Running, Start
+
+UPSTREAM = "fake-gpt"
+FAIL = {"preset": "reply", "tool_calls": [{"name": "fail_fetch", "arguments": {"mode": "422"}}]}
+FETCH = {"preset": "reply", "tool_calls": [{"name": "fetch", "arguments": {"id": "doc-1"}}]}
+
+
+@pytest_asyncio.fixture
+async def http_sidecar(start_sidecar: Start) -> Running:
+    return await start_sidecar(http={"listen": "127.0.0.1:0"})
+
+
+@pytest_asyncio.fixture
+async def agent(http_sidecar: Running) -> AsyncIterator[tuple[Agent[None, str], list[str]]]:
+    assert http_sidecar.app.http is not None
+    base_url = f"http://127.0.0.1:{http_sidecar.app.http.port}/v1"
+    provider = OpenAIProvider(base_url=base_url, api_key="unused-by-the-sidecar")
+    # The front refuses ``strict`` function tools (it does not carry them): the profile of a provider without them.
+    profile = OpenAIModelProfile(openai_supports_strict_tool_definition=False)
+    model = OpenAIChatModel("gpt", provider=provider, profile=profile)
+    agent: Agent[None, str] = Agent(model, instructions="Use the tools.", retries=2)
+    model_texts: list[str] = []
+
+    async def run(name: str, arguments: dict[str, Any]) -> str:
+        outcome = await http_sidecar.client.execute_tool(name, json.dumps(arguments))
+        if outcome.WhichOneof("outcome") == "failure":
+            model_texts.append(outcome.model_text)
+            raise ModelRetry(outcome.model_text)
+        return outcome.model_text
+
+    @agent.tool_plain
+    async def fail_fetch(mode: str) -> str:
+        """Fetch from the flaky service."""
+        return await run("fail_fetch", {"mode": mode})
+
+    @agent.tool_plain
+    async def fetch(id: str) -> str:
+        """Fetch a document by its id."""
+        return await run("fetch", {"id": id})
+
+    yield agent, model_texts
+    await provider.client.close()
+
+
+def error_of(message: dict[str, Any]) -> str:
+    """What a failed tool's message says: pydantic-ai wraps a ModelRetry's text as ``{"error": text}``."""
+    error = json.loads(message["content"])["error"]
+    assert isinstance(error, str)
+    return error
+
+
+def tool_messages(r: Running) -> list[dict[str, Any]]:
+    """The tool messages of the last request the fake provider received."""
+    body = r.provider.requests(model=UPSTREAM)[-1]["body"]
+    return [m for m in body["messages"] if m["role"] == "tool"]
+
+
+async def test_a_whole_run_reads_the_failing_tools_model_text_and_finishes(
+    http_sidecar: Running, agent: tuple[Agent[None, str], list[str]]
+) -> None:
+    runner, model_texts = agent
+    http_sidecar.provider.script(UPSTREAM, [FAIL, FETCH])
+    result = await runner.run("read doc-1")
+    (failed,) = model_texts
+    assert failed  # the sidecar's text for the model, about the 422
+    requests = http_sidecar.provider.requests(model=UPSTREAM)
+    assert len(requests) == 3  # fail_fetch, fetch, the answer
+    second = [m for m in requests[1]["body"]["messages"] if m["role"] == "tool"]
+    assert failed in error_of(second[-1])  # what the model read after the failure
+    (fail_msg, fetch_msg) = tool_messages(http_sidecar)
+    assert failed in error_of(fail_msg)
+    assert result.output.startswith("Based on the tool result")
+    assert fetch_msg["content"][:40] in result.output
+
+
+async def test_a_streamed_run_reads_the_failing_tools_model_text_and_streams_the_answer(
+    http_sidecar: Running, agent: tuple[Agent[None, str], list[str]]
+) -> None:
+    runner, model_texts = agent
+    http_sidecar.provider.script(UPSTREAM, [FAIL, FETCH, {"delta_chars": 4}])
+    async with runner.run_stream("read doc-1") as stream:
+        pieces = [piece async for piece in stream.stream_text(delta=True, debounce_by=None)]
+    (failed,) = model_texts
+    assert len(pieces) > 1
+    text = "".join(pieces)
+    assert text.startswith("Based on the tool result")
+    requests = http_sidecar.provider.requests(model=UPSTREAM)
+    assert all(r["body"].get("stream") for r in requests)
+    (fail_msg, _) = tool_messages(http_sidecar)
+    assert failed in error_of(fail_msg)
