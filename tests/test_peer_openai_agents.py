@@ -9,9 +9,9 @@ sidecar refuses as a correctable INVALID_INPUT; the tool hands the model the fai
 ``model_text`` (its explanation and the "may be correctable" line), and the model's next turn
 calls it correctly, then calls ``note``, then answers. A second run streams (``Runner.run_streamed``).
 
-Tracing is off (``set_tracing_disabled``): the SDK never calls the network. The tools are declared
-with ``strict_mode=False``: the sidecar carries no strict function calling and refuses
-``"strict": true`` by name (docs/carried.md).
+Tracing is off (``set_tracing_disabled``): the SDK never calls the network. The tools are the SDK's
+defaults (``@function_tool``: strict mode on), so each is sent ``"strict": true``; the sidecar
+carries it to the fake provider's request (docs/carried.md, tools.strict).
 """
 
 from __future__ import annotations
@@ -55,13 +55,13 @@ async def client(front: Running) -> AsyncIterator[openai.AsyncOpenAI]:
 def tools(r: Running) -> list[FunctionTool]:
     """Two function tools, each the sidecar's ExecuteTool: what the model reads is the answer's model_text."""
 
-    @function_tool(strict_mode=False)
+    @function_tool
     async def search(query: str) -> str:
         """Search the docs for a query."""
         answer = await r.client.execute_tool("search", {"query": query})
         return answer.model_text
 
-    @function_tool(strict_mode=False)
+    @function_tool
     async def note(text: str) -> str:
         """Write a note down."""
         answer = await r.client.execute_tool("note", {"text": text})
@@ -103,6 +103,8 @@ async def test_an_agent_corrects_a_failing_tool_call_from_the_model_text_it_read
     assert len(bodies) == 4
     assert all(b["store"] is False for b in bodies)  # the upstream runs stateless, whatever the SDK sends
     assert all("previous_response_id" not in b for b in bodies)
+    # the SDK's default strict tools reached the provider strict, not refused and not dropped
+    assert all([t["strict"] for t in b["tools"]] == [True, True] for b in bodies)
     failed = outputs(bodies[1])[0]
     assert CORRECTABLE in failed  # what the model read: the sidecar's explanation and the retry line
     assert "query" in failed

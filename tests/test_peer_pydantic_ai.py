@@ -16,7 +16,6 @@ from typing import Any
 import pytest_asyncio
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.models.openai import OpenAIChatModel
-from pydantic_ai.profiles.openai import OpenAIModelProfile
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from tests.conftest import Running, Start
@@ -36,9 +35,7 @@ async def agent(http_sidecar: Running) -> AsyncIterator[tuple[Agent[None, str], 
     assert http_sidecar.app.http is not None
     base_url = f"http://127.0.0.1:{http_sidecar.app.http.port}/v1"
     provider = OpenAIProvider(base_url=base_url, api_key="unused-by-the-sidecar")
-    # The front refuses ``strict`` function tools (it does not carry them): the profile of a provider without them.
-    profile = OpenAIModelProfile(openai_supports_strict_tool_definition=False)
-    model = OpenAIChatModel("gpt", provider=provider, profile=profile)
+    model = OpenAIChatModel("gpt", provider=provider)  # pydantic-ai's defaults: strict tools where the schema allows
     agent: Agent[None, str] = Agent(model, instructions="Use the tools.", retries=2)
     model_texts: list[str] = []
 
@@ -86,6 +83,8 @@ async def test_a_whole_run_reads_the_failing_tools_model_text_and_finishes(
     assert failed  # the sidecar's text for the model, about the 422
     requests = http_sidecar.provider.requests(model=UPSTREAM)
     assert len(requests) == 3  # fail_fetch, fetch, the answer
+    # pydantic-ai's default strict tools reached the provider strict, not refused and not dropped
+    assert all([t["function"].get("strict") for t in r["body"]["tools"]] == [True, True] for r in requests)
     second = [m for m in requests[1]["body"]["messages"] if m["role"] == "tool"]
     assert failed in error_of(second[-1])  # what the model read after the failure
     (fail_msg, fetch_msg) = tool_messages(http_sidecar)

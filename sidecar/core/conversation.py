@@ -169,6 +169,9 @@ class ToolDefinition:
     description: str = ""
     parameters_json: str = ""
     cache: CacheBreakpoint | None = None
+    strict: bool | None = None
+    """Strict function calling: True asks it (``carried``'s ``tools.strict``), False asks it off, None: the
+    format's default."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -217,7 +217,12 @@ def model_request(req: pb.CallModelRequest) -> ModelRequest:
         model=req.model,
         messages=tuple(message(m) for m in req.messages),
         system=req.system,
-        tools=tuple(ToolDefinition(t.name, t.description, t.parameters_json, _cache(t, "cache")) for t in req.tools),
+        tools=tuple(
+            ToolDefinition(
+                t.name, t.description, t.parameters_json, _cache(t, "cache"), t.strict if t.HasField("strict") else None
+            )
+            for t in req.tools
+        ),
         response_schema_json=req.response_schema_json,
         max_output_tokens=req.max_output_tokens if req.HasField("max_output_tokens") else None,
         temperature=req.temperature if req.HasField("temperature") else None,

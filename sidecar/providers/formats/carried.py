@@ -17,6 +17,8 @@ table of every feature against every format::
     reasoning.history       an assistant message's reasoning made by this format, passed back (reasoning
                             another format made is never sent: ModelService drops it with a warning)
     tools.cache             a cache breakpoint on a tool definition
+    tools.strict            strict function calling asked on a tool definition (``strict`` true; false
+                            and unset ask nothing a format must carry)
     reasoning, tool_choice, parallel_tool_calls, stop, top_p, top_k, seed, presence_penalty,
     frequency_penalty, end_user, system_cache, provider_options_json
                             the request's control of that name (``Controls.asked``)
@@ -56,6 +58,7 @@ FEATURES = (
     "tool_results.image",
     "reasoning.history",
     "tools.cache",
+    "tools.strict",
     *CONTROLS,
 )
 
@@ -87,7 +90,7 @@ def plain(request: ModelRequest) -> bool:
     return (
         request.controls == _NO_CONTROLS
         and not any(m.parts or m.reasoning or any(r.parts for r in m.tool_results) for m in request.messages)
-        and not any(t.cache is not None for t in request.tools)
+        and not any(t.cache is not None or t.strict for t in request.tools)
     )
 
 
@@ -104,6 +107,8 @@ def asked(request: ModelRequest) -> Iterator[tuple[str, str]]:
     for i, t in enumerate(request.tools):
         if t.cache is not None:
             yield "tools.cache", f"tools[{i}].cache"
+        if t.strict:
+            yield "tools.strict", f"tools[{i}].strict"
     for name in request.controls.asked():
         yield name, name
 

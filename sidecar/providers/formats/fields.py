@@ -57,6 +57,15 @@ def bool_field(body: Mapping[str, Any], key: str) -> bool:
     return bool(value)
 
 
+def optional_bool(body: Mapping[str, Any], key: str, where: str) -> bool | None:
+    """``body[key]`` as true or false, None when absent or null (unset differs from false); INVALID_INPUT
+    naming ``where`` when it is another type."""
+    value = body.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise InvalidInput(where, shown(value), "must be true or false")
+    return value
+
+
 def object_list(body: Mapping[str, Any], key: str, *, required: bool = False) -> list[dict[str, Any]]:
     """``body[key]`` as a list of JSON objects (empty when absent and not required)."""
     value = body.get(key)

@@ -605,16 +605,18 @@ class Message(_message.Message):
     def __init__(self, role: _Optional[_Union[Role, str]] = ..., text: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolCallResult, _Mapping]]] = ..., parts: _Optional[_Iterable[_Union[Part, _Mapping]]] = ..., reasoning: _Optional[_Iterable[_Union[ReasoningPart, _Mapping]]] = ...) -> None: ...
 
 class ToolDefinition(_message.Message):
-    __slots__ = ("name", "description", "parameters_json", "cache")
+    __slots__ = ("name", "description", "parameters_json", "cache", "strict")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_JSON_FIELD_NUMBER: _ClassVar[int]
     CACHE_FIELD_NUMBER: _ClassVar[int]
+    STRICT_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     parameters_json: str
     cache: CacheBreakpoint
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters_json: _Optional[str] = ..., cache: _Optional[_Union[CacheBreakpoint, _Mapping]] = ...) -> None: ...
+    strict: bool
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters_json: _Optional[str] = ..., cache: _Optional[_Union[CacheBreakpoint, _Mapping]] = ..., strict: _Optional[bool] = ...) -> None: ...
 
 class Reasoning(_message.Message):
     __slots__ = ("effort", "budget_tokens")

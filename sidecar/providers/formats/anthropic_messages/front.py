@@ -16,7 +16,8 @@
                                    assistant: thinking / redacted_thinking blocks begin a message (its
                                    reasoning), text blocks follow (its text or parts), tool_use blocks after
                                    them belong to it (input {"_raw": text}: the text as written)
-    tools                          [{name, description, input_schema, cache_control}] (type "custom" or none)
+    tools                          [{name, description, input_schema, cache_control, strict}] (type "custom" or
+                                   none; strict carried as ToolDefinition.strict)
     max_tokens, temperature        the output budget (at least 1), temperature
     tool_choice                    {"type": auto | any | none | tool, "name"} -> auto | required | none | tool;
                                    disable_parallel_tool_use -> parallel_tool_calls (its opposite)
@@ -112,6 +113,7 @@ from sidecar.providers.formats.fields import (
     bool_field,
     number_field,
     object_list,
+    optional_bool,
     positive_budget,
     schema_text,
     shown,
@@ -728,7 +730,7 @@ def _tool_result(block: dict[str, Any], where: str, names: dict[str, str]) -> To
 
 
 def _tool(t: dict[str, Any], where: str) -> ToolDefinition:
-    _refuse_unknown(t, frozenset({"name", "description", "input_schema", "cache_control", "type"}), where)
+    _refuse_unknown(t, frozenset({"name", "description", "input_schema", "cache_control", "type", "strict"}), where)
     if t.get("type") not in (None, "custom"):
         raise InvalidInput(f"{where}.type", shown(t.get("type")), "must be custom: the sidecar carries no server tools")
     name = t.get("name")
@@ -736,7 +738,8 @@ def _tool(t: dict[str, Any], where: str) -> ToolDefinition:
         raise InvalidInput(f"{where}.name", shown(name), "must be the tool's name")
     schema = t.get("input_schema")
     params = "" if schema is None else schema_text(schema, f"{where}.input_schema")
-    return ToolDefinition(name, str(t.get("description") or ""), params, _cache(t, where))
+    strict = optional_bool(t, "strict", f"{where}.strict")
+    return ToolDefinition(name, str(t.get("description") or ""), params, _cache(t, where), strict)
 
 
 def output_schema(body: Mapping[str, Any]) -> str | None:

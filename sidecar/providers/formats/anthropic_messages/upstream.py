@@ -14,7 +14,7 @@
     Message(TOOL, tool_results)                 {"role": "user", "content": [{"type": "tool_result", tool_use_id,
                                                 content (a string, or text and image blocks), is_error}]}
     consecutive messages of one role            merged into one (the API wants roles to alternate)
-    tools                                       [{name, description, input_schema, cache_control?}]
+    tools (tools.strict)                        [{name, description, input_schema, cache_control?, strict?}]
     max_tokens, temperature                     max_tokens, temperature
     tool_choice auto | none | required | tool   tool_choice {"type": "auto" | "none" | "any" | "tool", name}
     parallel_tool_calls                         tool_choice.disable_parallel_tool_use (its opposite; with no
@@ -168,6 +168,7 @@ class AnthropicUpstream:
             "tool_results.image",
             "reasoning.history",
             "tools.cache",
+            "tools.strict",
             *(c for c in CONTROLS if c not in _UNCARRIED),
         }
     )
@@ -239,7 +240,11 @@ class AnthropicUpstream:
         if request.tools:
             body["tools"] = [
                 render_tool(
-                    t.name, t.description, json.loads(t.parameters_json) if t.parameters_json else None, t.cache
+                    t.name,
+                    t.description,
+                    json.loads(t.parameters_json) if t.parameters_json else None,
+                    t.cache,
+                    t.strict,
                 )
                 for t in request.tools
             ]

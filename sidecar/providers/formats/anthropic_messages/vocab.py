@@ -213,13 +213,20 @@ def arguments_of(value: Any) -> str:
 
 
 def render_tool(
-    name: str, description: str, parameters: dict[str, Any] | None, cache: CacheBreakpoint | None = None
+    name: str,
+    description: str,
+    parameters: dict[str, Any] | None,
+    cache: CacheBreakpoint | None = None,
+    strict: bool | None = None,
 ) -> dict[str, Any]:
-    """A tool definition: ``{"name", "description", "input_schema", "cache_control"?}``."""
+    """A tool definition: ``{"name", "description", "input_schema", "cache_control"?, "strict"?}`` (``strict``
+    only when the definition sets it)."""
     schema = parameters if parameters is not None else EMPTY_PARAMETERS
     tool: dict[str, Any] = {"name": name, "description": description, "input_schema": schema}
     if cache is not None:
         tool["cache_control"] = cache_control(cache)
+    if strict is not None:
+        tool["strict"] = strict
     return tool
 
 

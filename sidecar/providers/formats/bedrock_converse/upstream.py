@@ -26,7 +26,8 @@
 
 Not carried, so refused by name before sending (``carried.refuse_uncarried``): a document by URL,
 top_k, seed, presence_penalty, frequency_penalty (model-specific: give them in
-additionalModelRequestFields), end_user and parallel_tool_calls (no field). ``check`` then refuses,
+additionalModelRequestFields), end_user, parallel_tool_calls and strict function calling (tools.strict)
+(no field). ``check`` then refuses,
 naming the field: tool_choice none (Converse has none: send no tools), a reasoning effort (thinking
 is a budget), an image by a URL that is not s3:// (Converse takes the bytes or an S3 location), an
 image type Converse has no format for, an image's detail "low", a document title Converse refuses

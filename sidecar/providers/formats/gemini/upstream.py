@@ -28,7 +28,8 @@ back: its inverse)::
 
 Not carried, so refused by name before sending (``carried.refuse_uncarried``): cache breakpoints
 (parts.cache, tools.cache, system_cache: Gemini caches through a cachedContent resource), a plain-text
-document, a tool result given as parts, parallel_tool_calls and end_user (no field). ``check`` then
+document, a tool result given as parts, strict function calling (tools.strict: Gemini has no strict
+mode), parallel_tool_calls and end_user (no field). ``check`` then
 refuses, naming the field: an image's detail "low", an image URL whose media type its extension does
 not say, a document with a title (Gemini has no field for it), an assistant message's image or
 document, a reasoning effort Gemini has no thinkingLevel for.

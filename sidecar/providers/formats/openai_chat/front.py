@@ -18,8 +18,11 @@
                                    after tool messages that is the images the upstream moved out of them
                                    (``upstream.py``'s rule) goes back into the tool results
     tools                          [{"type": "function", "function": {name, description, parameters}}]
-                                   ("strict": true is INVALID_INPUT: not carried)
+                                   (strict carried: ToolDefinition.strict; a deployment whose format
+                                   has no strict mode refuses true, docs/carried.md tools.strict)
     response_format                json_schema -> its schema; json_object -> {"type": "object"}; text: none
+                                   (strict true or false: every reply is validated against the schema
+                                   and corrected, docs/carried.md)
     max_tokens /                   the output budget (at least 1)
       max_completion_tokens
     temperature, top_p, seed,      the same controls
@@ -94,6 +97,7 @@ from sidecar.providers.formats.fields import (
     bool_field,
     number_field,
     object_list,
+    optional_bool,
     positive_budget,
     schema_text,
     shown,
@@ -658,14 +662,11 @@ def _tool(t: dict[str, Any], where: str) -> ToolDefinition:
     name = function.get("name")
     if not isinstance(name, str):
         raise InvalidInput(f"{where}.function.name", shown(name), "must be the tool's name")
-    if function.get("strict") is True:
-        raise InvalidInput(
-            f"{where}.function.strict", "true", "the sidecar does not carry strict function calling: leave it out"
-        )
     _carried_only(function, frozenset({"name", "description", "parameters", "strict"}), f"{where}.function")
+    strict = optional_bool(function, "strict", f"{where}.function.strict")
     parameters = function.get("parameters")
     params = "" if parameters is None else schema_text(parameters, f"{where}.function.parameters")
-    return ToolDefinition(name, str(function.get("description") or ""), params)
+    return ToolDefinition(name, str(function.get("description") or ""), params, strict=strict)
 
 
 def _response_schema(fmt: Any) -> str:
@@ -676,7 +677,11 @@ def _response_schema(fmt: Any) -> str:
     kind = fmt.get("type")
     if kind == "json_schema":
         spec = fmt.get("json_schema")
-        schema = spec.get("schema") if isinstance(spec, dict) else None
+        schema = None
+        if isinstance(spec, dict):
+            _carried_only(spec, frozenset({"name", "description", "schema", "strict"}), "response_format.json_schema")
+            optional_bool(spec, "strict", "response_format.json_schema.strict")  # the sidecar validates either way
+            schema = spec.get("schema")
         return schema_text(schema, "response_format.json_schema.schema")
     if kind == "json_object":
         return compact_json({"type": "object"})

@@ -19,7 +19,8 @@
                                                 result with is_error has TOOL_ERROR_PREFIX before its content
                                                 (before its first text part); a result given as parts: the
                                                 rule of tool-result images below
-    tools                                       [{"type": "function", "function": {name, description, parameters}}]
+    tools (tools.strict)                        [{"type": "function", "function": {name, description, parameters,
+                                                strict?}}] (strict when the definition sets it)
     response schema                             response_format {"type": "json_schema", "json_schema": {schema}}
     max_tokens                                  max_tokens; max_completion_tokens with reasoning (reasoning
                                                 models refuse max_tokens)
@@ -192,6 +193,7 @@ class OpenAIUpstream:
             "parts.document",
             "tool_results.parts",
             "tool_results.image",
+            "tools.strict",
             "reasoning",
             "tool_choice",
             "parallel_tool_calls",
@@ -240,7 +242,9 @@ class OpenAIUpstream:
             body["temperature"] = request.temperature
         if request.tools:
             body["tools"] = [
-                render_tool(t.name, t.description, json.loads(t.parameters_json) if t.parameters_json else None)
+                render_tool(
+                    t.name, t.description, json.loads(t.parameters_json) if t.parameters_json else None, t.strict
+                )
                 for t in request.tools
             ]
         if request.response_schema is not None:

@@ -222,10 +222,16 @@ def api_key_of(headers: Mapping[str, str]) -> str:
     return auth[7:].strip() if auth.lower().startswith("bearer ") else auth
 
 
-def render_tool(name: str, description: str, parameters: dict[str, Any] | None) -> dict[str, Any]:
-    """A tool definition: ``{"type": "function", "function": {"name", "description", "parameters"}}``."""
+def render_tool(
+    name: str, description: str, parameters: dict[str, Any] | None, strict: bool | None = None
+) -> dict[str, Any]:
+    """A tool definition: ``{"type": "function", "function": {"name", "description", "parameters", "strict"?}}``
+    (``strict`` only when the definition sets it: Chat Completions' default is false)."""
     schema = parameters if parameters is not None else EMPTY_PARAMETERS
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": schema}}
+    function: dict[str, Any] = {"name": name, "description": description, "parameters": schema}
+    if strict is not None:
+        function["strict"] = strict
+    return {"type": "function", "function": function}
 
 
 MAX_STOP = 4

@@ -19,11 +19,14 @@ naming the key; the caller sends the whole conversation, as the upstream half do
       {"type": "reasoning"}          reasoning of the next assistant turn (``vocab``'s table: id,
                                      encrypted_content, summary, byte-identical)
     instructions                   the system prompt (before the system messages of ``input``)
-    tools                          [{"type": "function", "name", "description", "parameters"}] ("strict": true
-                                   is INVALID_INPUT: not carried)
+    tools                          [{"type": "function", "name", "description", "parameters", "strict"}]
+                                   (strict carried: ToolDefinition.strict, unset when absent; a deployment
+                                   whose format has no strict mode refuses true, docs/carried.md tools.strict)
     tool_choice                    "auto" | "none" | "required" | {"type": "function", "name"}; with
                                    parallel_tool_calls, only when tools are given
     text.format                    json_schema -> its schema; json_object -> {"type": "object"}; text: none
+                                   (strict true or false: every reply is validated against the schema
+                                   and corrected, docs/carried.md)
     max_output_tokens              the output budget (at least 1)
     temperature, top_p,            the same controls
       parallel_tool_calls
@@ -76,7 +79,14 @@ from sidecar.core.kinds import Role
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta
 from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.chat import ChatReply, compact_json
-from sidecar.providers.formats.fields import bool_field, number_field, positive_budget, schema_text, shown
+from sidecar.providers.formats.fields import (
+    bool_field,
+    number_field,
+    optional_bool,
+    positive_budget,
+    schema_text,
+    shown,
+)
 from sidecar.providers.formats.openai_chat.front import OpenAIFront
 from sidecar.providers.formats.openai_responses.upstream import reasoning_items
 from sidecar.providers.formats.openai_responses.vocab import (
@@ -732,17 +742,14 @@ def _tool(t: dict[str, Any], where: str) -> ToolDefinition:
         rule = "must be a function tool (the sidecar carries no built-in tools)"
         raise InvalidInput(f"{where}.type", shown(t.get("type")), rule)
     _carried_only(t, frozenset({"type", "name", "description", "parameters", "strict"}), where)
-    if t.get("strict") is True:
-        raise InvalidInput(
-            f"{where}.strict", "true", "the sidecar does not carry strict function calling: leave it out"
-        )
+    strict = optional_bool(t, "strict", f"{where}.strict")
     name = _string(t, "name", where)
     description = t.get("description") or ""
     if not isinstance(description, str):
         raise InvalidInput(f"{where}.description", shown(description), "must be a string")
     parameters = t.get("parameters")
     params = "" if parameters is None else schema_text(parameters, f"{where}.parameters")
-    return ToolDefinition(name, description, params)
+    return ToolDefinition(name, description, params, strict=strict)
 
 
 def _response_schema(text: Any) -> str:
@@ -759,8 +766,7 @@ def _response_schema(text: Any) -> str:
     kind = fmt.get("type")
     if kind == "json_schema":
         _carried_only(fmt, frozenset({"type", "name", "schema", "strict", "description"}), "text.format")
-        if fmt.get("strict") is True:
-            raise InvalidInput("text.format.strict", "true", "the sidecar does not carry strict schemas: leave it out")
+        optional_bool(fmt, "strict", "text.format.strict")  # either way the sidecar holds the reply to the schema
         return schema_text(fmt.get("schema"), "text.format.schema")
     if kind == "json_object":
         return compact_json({"type": "object"})

@@ -23,8 +23,9 @@ renders a ChatRequest (``front.py`` reads one back: its inverse)::
                                                 result: its content, or its parts as input_text / input_image
                                                 parts; an error has TOOL_ERROR_PREFIX before it; then the
                                                 message's own text, if any, as a user message
-    tools                                       [{"type": "function", "name", "description", "parameters",
-                                                "strict": false}] (flat)
+    tools (tools.strict)                        [{"type": "function", "name", "description", "parameters",
+                                                "strict"}] (flat; strict false unless the definition
+                                                asks true: the API's own default is true)
     response schema                             text.format {"type": "json_schema", "name": "response", "schema",
                                                 "strict": false}
     max_tokens                                  max_output_tokens
@@ -203,6 +204,7 @@ class ResponsesUpstream:
             "tool_results.parts",
             "tool_results.image",
             "reasoning.history",
+            "tools.strict",
             "reasoning",
             "tool_choice",
             "parallel_tool_calls",
@@ -281,7 +283,7 @@ class ResponsesUpstream:
                     "name": t.name,
                     "description": t.description,
                     "parameters": json.loads(t.parameters_json) if t.parameters_json else _EMPTY,
-                    "strict": False,
+                    "strict": t.strict is True,  # unset: false, not the API's default true
                 }
                 for t in request.tools
             ]

@@ -3510,7 +3510,13 @@ type ToolDefinition struct {
 	// The JSON-schema of its parameters.
 	ParametersJson string `protobuf:"bytes,3,opt,name=parameters_json,json=parametersJson,proto3" json:"parameters_json,omitempty"`
 	// When set, the tool definitions up to and including this one are a cache breakpoint.
-	Cache         *CacheBreakpoint `protobuf:"bytes,4,opt,name=cache,proto3" json:"cache,omitempty"`
+	Cache *CacheBreakpoint `protobuf:"bytes,4,opt,name=cache,proto3" json:"cache,omitempty"`
+	// Strict function calling: true asks the provider to hold the call's arguments to
+	// parameters_json exactly (OpenAI's and Anthropic's `strict`); false asks it not to;
+	// unset leaves the format's default. A deployment whose format has no strict function
+	// calling (Gemini, Bedrock Converse) refuses true as INVALID_INPUT naming tools[i].strict
+	// (docs/carried.md, tools.strict).
+	Strict        *bool `protobuf:"varint,5,opt,name=strict,proto3,oneof" json:"strict,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3571,6 +3577,13 @@ func (x *ToolDefinition) GetCache() *CacheBreakpoint {
 		return x.Cache
 	}
 	return nil
+}
+
+func (x *ToolDefinition) GetStrict() bool {
+	if x != nil && x.Strict != nil {
+		return *x.Strict
+	}
+	return false
 }
 
 // Reasoning is how much a model reasons before it answers (docs/carried.md maps each to each format).
@@ -5627,12 +5640,14 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"tool_calls\x18\x03 \x03(\v2\x14.sidecar.v1.ToolCallR\ttoolCalls\x12=\n" +
 	"\ftool_results\x18\x04 \x03(\v2\x1a.sidecar.v1.ToolCallResultR\vtoolResults\x12&\n" +
 	"\x05parts\x18\x05 \x03(\v2\x10.sidecar.v1.PartR\x05parts\x127\n" +
-	"\treasoning\x18\x06 \x03(\v2\x19.sidecar.v1.ReasoningPartR\treasoning\"\xa2\x01\n" +
+	"\treasoning\x18\x06 \x03(\v2\x19.sidecar.v1.ReasoningPartR\treasoning\"\xca\x01\n" +
 	"\x0eToolDefinition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
 	"\x0fparameters_json\x18\x03 \x01(\tR\x0eparametersJson\x121\n" +
-	"\x05cache\x18\x04 \x01(\v2\x1b.sidecar.v1.CacheBreakpointR\x05cache\"s\n" +
+	"\x05cache\x18\x04 \x01(\v2\x1b.sidecar.v1.CacheBreakpointR\x05cache\x12\x1b\n" +
+	"\x06strict\x18\x05 \x01(\bH\x00R\x06strict\x88\x01\x01B\t\n" +
+	"\a_strict\"s\n" +
 	"\tReasoning\x125\n" +
 	"\x06effort\x18\x01 \x01(\x0e2\x1b.sidecar.v1.ReasoningEffortH\x00R\x06effort\x12%\n" +
 	"\rbudget_tokens\x18\x02 \x01(\rH\x00R\fbudgetTokensB\b\n" +
@@ -6118,6 +6133,7 @@ func file_sidecar_v1_sidecar_proto_init() {
 		(*Part_Image)(nil),
 		(*Part_Document)(nil),
 	}
+	file_sidecar_v1_sidecar_proto_msgTypes[31].OneofWrappers = []any{}
 	file_sidecar_v1_sidecar_proto_msgTypes[32].OneofWrappers = []any{
 		(*Reasoning_Effort)(nil),
 		(*Reasoning_BudgetTokens)(nil),

@@ -494,11 +494,12 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
       "ToolCallResultR\013toolResults\022&\n\005parts\030\005 \003" +
       "(\0132\020.sidecar.v1.PartR\005parts\0227\n\treasoning" +
       "\030\006 \003(\0132\031.sidecar.v1.ReasoningPartR\treaso" +
-      "ning\"\242\001\n\016ToolDefinition\022\022\n\004name\030\001 \001(\tR\004n" +
+      "ning\"\312\001\n\016ToolDefinition\022\022\n\004name\030\001 \001(\tR\004n" +
       "ame\022 \n\013description\030\002 \001(\tR\013description\022\'\n" +
       "\017parameters_json\030\003 \001(\tR\016parametersJson\0221" +
       "\n\005cache\030\004 \001(\0132\033.sidecar.v1.CacheBreakpoi" +
-      "ntR\005cache\"s\n\tReasoning\0225\n\006effort\030\001 \001(\0162\033" +
+      "ntR\005cache\022\033\n\006strict\030\005 \001(\010H\000R\006strict\210\001\001B\t" +
+      "\n\007_strict\"s\n\tReasoning\0225\n\006effort\030\001 \001(\0162\033" +
       ".sidecar.v1.ReasoningEffortH\000R\006effort\022%\n" +
       "\rbudget_tokens\030\002 \001(\rH\000R\014budgetTokensB\010\n\006" +
       "amount\"P\n\nToolChoice\022.\n\004mode\030\001 \001(\0162\032.sid" +
@@ -906,7 +907,7 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_sidecar_v1_ToolDefinition_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ToolDefinition_descriptor,
-        new java.lang.String[] { "Name", "Description", "ParametersJson", "Cache", });
+        new java.lang.String[] { "Name", "Description", "ParametersJson", "Cache", "Strict", });
     internal_static_sidecar_v1_Reasoning_descriptor =
       getDescriptor().getMessageType(32);
     internal_static_sidecar_v1_Reasoning_fieldAccessorTable = new

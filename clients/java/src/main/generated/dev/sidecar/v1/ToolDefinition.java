@@ -235,6 +235,41 @@ private static final long serialVersionUID = 0L;
     return cache_ == null ? dev.sidecar.v1.CacheBreakpoint.getDefaultInstance() : cache_;
   }
 
+  public static final int STRICT_FIELD_NUMBER = 5;
+  private boolean strict_ = false;
+  /**
+   * <pre>
+   * Strict function calling: true asks the provider to hold the call's arguments to
+   * parameters_json exactly (OpenAI's and Anthropic's `strict`); false asks it not to;
+   * unset leaves the format's default. A deployment whose format has no strict function
+   * calling (Gemini, Bedrock Converse) refuses true as INVALID_INPUT naming tools[i].strict
+   * (docs/carried.md, tools.strict).
+   * </pre>
+   *
+   * <code>optional bool strict = 5 [json_name = "strict"];</code>
+   * @return Whether the strict field is set.
+   */
+  @java.lang.Override
+  public boolean hasStrict() {
+    return ((bitField0_ & 0x00000002) != 0);
+  }
+  /**
+   * <pre>
+   * Strict function calling: true asks the provider to hold the call's arguments to
+   * parameters_json exactly (OpenAI's and Anthropic's `strict`); false asks it not to;
+   * unset leaves the format's default. A deployment whose format has no strict function
+   * calling (Gemini, Bedrock Converse) refuses true as INVALID_INPUT naming tools[i].strict
+   * (docs/carried.md, tools.strict).
+   * </pre>
+   *
+   * <code>optional bool strict = 5 [json_name = "strict"];</code>
+   * @return The strict.
+   */
+  @java.lang.Override
+  public boolean getStrict() {
+    return strict_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -261,6 +296,9 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       output.writeMessage(4, getCache());
     }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      output.writeBool(5, strict_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -277,6 +315,10 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(4, getCache());
+    }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(5, strict_);
     }
     return size;
   }
@@ -313,6 +355,11 @@ private static final long serialVersionUID = 0L;
       if (!getCache()
           .equals(other.getCache())) return false;
     }
+    if (hasStrict() != other.hasStrict()) return false;
+    if (hasStrict()) {
+      if (getStrict()
+          != other.getStrict()) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -333,6 +380,11 @@ private static final long serialVersionUID = 0L;
     if (hasCache()) {
       hash = (37 * hash) + CACHE_FIELD_NUMBER;
       hash = (53 * hash) + getCache().hashCode();
+    }
+    if (hasStrict()) {
+      hash = (37 * hash) + STRICT_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getStrict());
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -483,6 +535,7 @@ private static final long serialVersionUID = 0L;
         cacheBuilder_.dispose();
         cacheBuilder_ = null;
       }
+      strict_ = false;
       return this;
     }
 
@@ -532,6 +585,10 @@ private static final long serialVersionUID = 0L;
             : cacheBuilder_.build();
         to_bitField0_ |= 0x00000001;
       }
+      if (((from_bitField0_ & 0x00000010) != 0)) {
+        result.strict_ = strict_;
+        to_bitField0_ |= 0x00000002;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -564,6 +621,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasCache()) {
         mergeCache(other.getCache());
+      }
+      if (other.hasStrict()) {
+        setStrict(other.getStrict());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -611,6 +671,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000008;
               break;
             } // case 34
+            case 40: {
+              strict_ = input.readBool();
+              bitField0_ |= 0x00000010;
+              break;
+            } // case 40
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1057,6 +1122,78 @@ private static final long serialVersionUID = 0L;
         cache_ = null;
       }
       return cacheBuilder_;
+    }
+
+    private boolean strict_ ;
+    /**
+     * <pre>
+     * Strict function calling: true asks the provider to hold the call's arguments to
+     * parameters_json exactly (OpenAI's and Anthropic's `strict`); false asks it not to;
+     * unset leaves the format's default. A deployment whose format has no strict function
+     * calling (Gemini, Bedrock Converse) refuses true as INVALID_INPUT naming tools[i].strict
+     * (docs/carried.md, tools.strict).
+     * </pre>
+     *
+     * <code>optional bool strict = 5 [json_name = "strict"];</code>
+     * @return Whether the strict field is set.
+     */
+    @java.lang.Override
+    public boolean hasStrict() {
+      return ((bitField0_ & 0x00000010) != 0);
+    }
+    /**
+     * <pre>
+     * Strict function calling: true asks the provider to hold the call's arguments to
+     * parameters_json exactly (OpenAI's and Anthropic's `strict`); false asks it not to;
+     * unset leaves the format's default. A deployment whose format has no strict function
+     * calling (Gemini, Bedrock Converse) refuses true as INVALID_INPUT naming tools[i].strict
+     * (docs/carried.md, tools.strict).
+     * </pre>
+     *
+     * <code>optional bool strict = 5 [json_name = "strict"];</code>
+     * @return The strict.
+     */
+    @java.lang.Override
+    public boolean getStrict() {
+      return strict_;
+    }
+    /**
+     * <pre>
+     * Strict function calling: true asks the provider to hold the call's arguments to
+     * parameters_json exactly (OpenAI's and Anthropic's `strict`); false asks it not to;
+     * unset leaves the format's default. A deployment whose format has no strict function
+     * calling (Gemini, Bedrock Converse) refuses true as INVALID_INPUT naming tools[i].strict
+     * (docs/carried.md, tools.strict).
+     * </pre>
+     *
+     * <code>optional bool strict = 5 [json_name = "strict"];</code>
+     * @param value The strict to set.
+     * @return This builder for chaining.
+     */
+    public Builder setStrict(boolean value) {
+
+      strict_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Strict function calling: true asks the provider to hold the call's arguments to
+     * parameters_json exactly (OpenAI's and Anthropic's `strict`); false asks it not to;
+     * unset leaves the format's default. A deployment whose format has no strict function
+     * calling (Gemini, Bedrock Converse) refuses true as INVALID_INPUT naming tools[i].strict
+     * (docs/carried.md, tools.strict).
+     * </pre>
+     *
+     * <code>optional bool strict = 5 [json_name = "strict"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearStrict() {
+      bitField0_ = (bitField0_ & ~0x00000010);
+      strict_ = false;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:sidecar.v1.ToolDefinition)

@@ -96,4 +96,31 @@ public interface ToolDefinitionOrBuilder extends
    * <code>.sidecar.v1.CacheBreakpoint cache = 4 [json_name = "cache"];</code>
    */
   dev.sidecar.v1.CacheBreakpointOrBuilder getCacheOrBuilder();
+
+  /**
+   * <pre>
+   * Strict function calling: true asks the provider to hold the call's arguments to
+   * parameters_json exactly (OpenAI's and Anthropic's `strict`); false asks it not to;
+   * unset leaves the format's default. A deployment whose format has no strict function
+   * calling (Gemini, Bedrock Converse) refuses true as INVALID_INPUT naming tools[i].strict
+   * (docs/carried.md, tools.strict).
+   * </pre>
+   *
+   * <code>optional bool strict = 5 [json_name = "strict"];</code>
+   * @return Whether the strict field is set.
+   */
+  boolean hasStrict();
+  /**
+   * <pre>
+   * Strict function calling: true asks the provider to hold the call's arguments to
+   * parameters_json exactly (OpenAI's and Anthropic's `strict`); false asks it not to;
+   * unset leaves the format's default. A deployment whose format has no strict function
+   * calling (Gemini, Bedrock Converse) refuses true as INVALID_INPUT naming tools[i].strict
+   * (docs/carried.md, tools.strict).
+   * </pre>
+   *
+   * <code>optional bool strict = 5 [json_name = "strict"];</code>
+   * @return The strict.
+   */
+  boolean getStrict();
 }
