@@ -506,7 +506,7 @@ async def test_adaptive_thinking_at_an_effort_reaches_the_provider(
         ({"service_tier": "auto"}, "service_tier"),
         ({"thinking": {"type": "enabled", "budget_tokens": 1024, "display": "omitted"}}, "thinking.display"),
         ({"metadata": {"user_id": "u", "team": "x"}}, "metadata.team"),
-        ({"tools": [{**SEARCH[0], "strict": True}]}, "tools[0].strict"),
+        ({"tools": [{**SEARCH[0], "strict": "yes"}]}, "tools[0].strict"),
     ],
 )
 async def test_an_unknown_or_uncarried_key_is_a_400_naming_it(
@@ -517,6 +517,14 @@ async def test_an_unknown_or_uncarried_key_is_a_400_naming_it(
     assert caught.value.type == "invalid_request_error"
     assert sidecar_of(caught.value)["failure"]["invalid_input"]["parameter"] == parameter
     assert http_sidecar.provider.requests() == []
+
+
+async def test_a_strict_tool_reaches_the_provider_strict(
+    http_sidecar: Running, client: anthropic.AsyncAnthropic
+) -> None:
+    tools = [{**SEARCH[0], "strict": True}, {**SEARCH[0], "name": "loose", "strict": False}, {**SEARCH[0], "name": "x"}]
+    await client.messages.create(model="claude", max_tokens=50, messages=user("hi"), extra_body={"tools": tools})
+    assert [t.get("strict") for t in provider_body(http_sidecar)["tools"]] == [True, False, None]  # unset: not sent
 
 
 async def test_thinking_with_a_temperature_is_refused_before_sending(

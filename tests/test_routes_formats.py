@@ -143,3 +143,85 @@ async def test_a_stream_across_formats_fails_over_before_its_first_delta(
     assert final.served_by == f"d-{last}"
     assert [h.deployment for h in final.hops] == [f"d-{name}" for name in chain]
     assert call.text == final.message.text == "You said: Hello there"
+
+
+# ---------------------------------------------------------------- strict function calling (issue 23)
+
+STRICT = pb.ToolDefinition(
+    name="weather",
+    description="The weather in a city.",
+    parameters_json='{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],'
+    '"additionalProperties":false}',
+    strict=True,
+)
+STRICT_FIELD = {
+    "openai": lambda tool: tool["function"].get("strict"),
+    "anthropic": lambda tool: tool.get("strict"),
+    "openai_responses": lambda tool: tool.get("strict"),
+}
+"""Where each format that carries strict function calling puts it on the wire (docs/carried.md, tools.strict)."""
+
+
+def test_strict_crosses_grpc_as_set_unset_differing_from_false() -> None:
+    from sidecar.server.convert import model_request
+
+    tools = [STRICT, replace_pb(STRICT, strict=False), pb.ToolDefinition(name="plain")]
+    req = model_request(pb.CallModelRequest(model="m", messages=[user("hi")], tools=tools))
+    assert [t.strict for t in req.tools] == [True, False, None]
+
+
+def replace_pb(tool: pb.ToolDefinition, **fields: Any) -> pb.ToolDefinition:
+    copy = pb.ToolDefinition()
+    copy.CopyFrom(tool)
+    for key, value in fields.items():
+        setattr(copy, key, value)
+    return copy
+
+
+@pytest.mark.parametrize("name", sorted(STRICT_FIELD))
+async def test_a_strict_tool_reaches_the_provider_strict(
+    start_sidecar: Start, provider: ThreadedServer[FakeProvider], name: str
+) -> None:
+    r = await chain_sidecar(start_sidecar, provider, (name,))
+    loose = replace_pb(STRICT, name="loose", strict=False)
+    unset = pb.ToolDefinition(name="unset", parameters_json=STRICT.parameters_json)
+    await r.client.call_model(f"d-{name}", [user("Weather in Paris?")], tools=[STRICT, loose, unset])
+    [sent] = r.provider.requests(model=f"up-{name}")
+    strict = [STRICT_FIELD[name](tool) for tool in sent["body"]["tools"]]
+    # unset: Chat Completions and Anthropic are sent none (their default is off); Responses false (its default is on)
+    assert strict == [True, False, False if name == "openai_responses" else None]
+    assert [t.strict for t in as_core(r, name)[0].tools][:2] == [True, False]
+
+
+@pytest.mark.parametrize("name", sorted(set(FORMATS) - set(STRICT_FIELD)))
+async def test_a_format_without_strict_refuses_it_naming_the_field_and_sends_nothing(
+    start_sidecar: Start, provider: ThreadedServer[FakeProvider], name: str
+) -> None:
+    import sidecar_client as sc
+
+    r = await chain_sidecar(start_sidecar, provider, (name,))
+    with pytest.raises(sc.InvalidInputError) as caught:
+        await r.client.call_model(f"d-{name}", [user("Weather in Paris?")], tools=[STRICT])
+    assert caught.value.detail.parameter == "tools[0].strict"
+    assert f"speaks the {name} wire format, which does not carry tools.strict" in str(caught.value)
+    assert r.provider.requests(model=f"up-{name}") == []
+    # strict false asks nothing: the same tool goes through
+    await r.client.call_model(f"d-{name}", [user("Weather in Paris?")], tools=[replace_pb(STRICT, strict=False)])
+    assert len(r.provider.requests(model=f"up-{name}")) == 1
+
+
+async def test_a_route_passes_over_a_deployment_that_cannot_carry_strict_and_never_drops_it(
+    start_sidecar: Start, provider: ThreadedServer[FakeProvider]
+) -> None:
+    r = await chain_sidecar(start_sidecar, provider, ("gemini", "bedrock_converse", "openai_responses"))
+    reply = await r.client.call_model("chain", [user("Weather in Paris?")], tools=[STRICT])
+    assert reply.served_by == "d-openai_responses"
+    assert [(h.deployment, h.attempts) for h in reply.hops] == [
+        ("d-gemini", 0),
+        ("d-bedrock_converse", 0),
+        ("d-openai_responses", 1),
+    ]
+    assert all("does not carry tools.strict" in h.reason for h in reply.hops[:2])
+    assert r.provider.requests(model="up-gemini") == r.provider.requests(model="up-bedrock_converse") == []
+    [sent] = r.provider.requests(model="up-openai_responses")
+    assert sent["body"]["tools"][0]["strict"] is True

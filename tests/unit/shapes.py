@@ -128,6 +128,16 @@ PARTS_SHAPES: dict[str, ModelRequest] = {
     "a PDF by URL": ModelRequest(
         "m", (Message(Role.USER, parts=(DocumentPart(url="https://example.com/a.pdf"), TextPart("Read it."))),)
     ),
+    "strict tools": ModelRequest(
+        "m",
+        (Message(Role.USER, "Weather in Paris?"),),
+        tools=(ToolDefinition("weather", "The weather in a city.", SCHEMA, strict=True),),
+    ),
+    "loose tools": ModelRequest(
+        "m",
+        (Message(Role.USER, "Weather in Paris?"),),
+        tools=(ToolDefinition("weather", "The weather in a city.", SCHEMA, strict=False),),
+    ),
     "cache breakpoints": ModelRequest(
         "m",
         (Message(Role.USER, parts=(TextPart("A long shared context.", CacheBreakpoint("1h")), TextPart("Now?"))),),
@@ -293,11 +303,28 @@ def _budget_as_effort(request: ModelRequest) -> ModelRequest:
     return replace(request, controls=replace(request.controls, reasoning=effort))
 
 
+def _strict_always_sent(request: ModelRequest) -> ModelRequest:
+    """The Responses upstream sends every tool's ``strict`` (unset as false, not the API's default true), so
+    an unset one reads back false."""
+    from dataclasses import replace
+
+    tools = tuple(replace(t, strict=bool(t.strict)) for t in request.tools)
+    return replace(_budget_as_effort(request), tools=tools)
+
+
+def _no_strict_field(request: ModelRequest) -> ModelRequest:
+    """Gemini and Converse have no strict mode: ``strict`` false (true is refused) is not sent, and reads back unset."""
+    from dataclasses import replace
+
+    tools = tuple(replace(t, strict=None) for t in request.tools)
+    return replace(_without_image_detail(request), tools=tools)
+
+
 READ_BACK: dict[str, Any] = {
     "anthropic": _without_image_detail,
-    "gemini": _without_image_detail,
-    "openai_responses": _budget_as_effort,
-    "bedrock_converse": _without_image_detail,
+    "gemini": _no_strict_field,
+    "openai_responses": _strict_always_sent,
+    "bedrock_converse": _no_strict_field,
 }
 """What a format's front reads back of a request its upstream sent, where the format has no field for
 something it carries by its own rule: Anthropic sees every image at full detail and has no ``detail``

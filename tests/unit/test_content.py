@@ -183,7 +183,7 @@ def test_every_feature_a_request_asks_is_named_and_a_format_refuses_what_it_does
             system_cache=CacheBreakpoint(),
             provider_options_json='{"anthropic": {}}',
         ),
-        tools=(ToolDefinition("search", cache=CacheBreakpoint()),),
+        tools=(ToolDefinition("search", cache=CacheBreakpoint(), strict=True),),
     )
     assert {feature for feature, _ in asked(req)} == set(FEATURES)
     with pytest.raises(InvalidInput) as caught:

@@ -274,7 +274,11 @@ def test_what_it_carries_passes_the_check() -> None:
          "tool_choice"),
         (request(parallel_tool_calls=True), "parallel_tool_calls"),
         (request(stop=3), "stop"),
-        (request(tools=[{"type": "function", "function": {"name": "f", "strict": True}}]), "tools[0].function.strict"),
+        (request(tools=[{"type": "function", "function": {"name": "f", "strict": "yes"}}]), "tools[0].function.strict"),
+        (request(response_format={"type": "json_schema", "json_schema": {"schema": {}, "strict": 1}}),
+         "response_format.json_schema.strict"),
+        (request(response_format={"type": "json_schema", "json_schema": {"schema": {}, "bogus": 1}}),
+         "response_format.json_schema.bogus"),
     ],
 )  # fmt: skip
 def test_what_the_front_does_not_carry_is_refused_naming_it(body: dict[str, Any], param: str) -> None:

@@ -125,12 +125,25 @@ def test_a_reasoning_item_from_the_front_goes_upstream_byte_identical() -> None:
         ({"include": ["file_search_call.results"]}, "include[0]"),
         ({"metadata": {"a": "b"}}, "metadata"),
         ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
+        ({"tools": [{"type": "function", "name": "f", "strict": "yes"}]}, "tools[0].strict"),
+        ({"text": {"format": {"type": "json_schema", "name": "r", "schema": {}, "strict": 1}}}, "text.format.strict"),
     ],
 )
 def test_the_front_refuses_what_a_stateless_sidecar_cannot_carry(extra: dict[str, Any], key: str) -> None:
     with pytest.raises(InvalidInput) as caught:
         FORMAT.front.parse({"model": "m", "input": "hi", **extra})
     assert caught.value.detail.parameter == key
+
+
+def test_strict_tools_are_carried_and_a_strict_schema_is_held_by_the_sidecar() -> None:
+    """What the Agents SDK sends by default: strict function tools, and a strict output schema."""
+    schema = {"type": "object", "properties": {"a": {}}, "required": ["a"], "additionalProperties": False}
+    tools = [{"type": "function", "name": n, "parameters": schema, **s} for n, s in
+             (("f", {"strict": True}), ("g", {"strict": False}), ("h", {}))]  # fmt: skip
+    text = {"format": {"type": "json_schema", "name": "r", "schema": schema, "strict": True}}
+    request = FORMAT.front.parse({"model": "m", "input": "hi", "tools": tools, "text": text}).request
+    assert [t.strict for t in request.tools] == [True, False, None]
+    assert json.loads(request.response_schema_json) == schema  # validated by the sidecar: strict or not
 
 
 def test_store_false_and_the_encrypted_content_include_are_accepted() -> None:
