@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 import pytest
+import pytest_asyncio
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
@@ -38,7 +39,7 @@ ADMIN_MD = (("authorization", f"Bearer {ADMIN}"),)
 AGENT_MD = (("authorization", f"Bearer {AGENT}"),)
 
 
-@pytest.fixture
+@pytest_asyncio.fixture
 async def channel(start_sidecar: Start) -> AsyncIterator[tuple[Running, apb_grpc.AdminStub]]:
     r = await _admin_sidecar(start_sidecar)
     async with grpc.aio.insecure_channel(r.app.address) as ch:
@@ -189,7 +190,7 @@ async def test_reload_without_a_reload_is_failed_precondition(channel: tuple[Run
     assert caught.value.details() == "reload is not available in this process"
 
 
-@pytest.fixture
+@pytest_asyncio.fixture
 async def reloading(
     provider: ThreadedServer[FakeProvider], backend: ThreadedServer[FakeToolBackend], clock: FakeClock
 ) -> AsyncIterator[tuple[SidecarApp, list[ReloadOutcome]]]:
@@ -263,3 +264,13 @@ async def test_sidecar_status_and_admin_over_grpc(start_sidecar: Start, monkeypa
     console = Console(record=True, width=240, file=io.StringIO())
     assert await asyncio.to_thread(run_status, r.app.address, None, console) == 1
     assert "operator token" in console.export_text()
+
+
+async def test_admin_reload_and_the_actions_check_their_arguments() -> None:
+    for argv in (["admin", "reload", "extra"], ["admin", "close-circuit"]):
+        with pytest.raises(SystemExit) as caught:
+            main(argv)
+        assert caught.value.code == 2
+    console = Console(record=True, width=240, file=io.StringIO())
+    assert run_reload("http://127.0.0.1:8080", console) == 2
+    assert "gRPC port" in console.export_text()
