@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
+import os
 import random
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -36,6 +39,7 @@ from tests.test_admin import ADMIN, AGENT, SECRET, _admin_sidecar, _get, _seed
 pytestmark = pytest.mark.asyncio
 
 ADMIN_MD = (("authorization", f"Bearer {ADMIN}"),)
+DEFAULT_GRPCURL = Path.home() / ".cache" / "sidecar" / "grpcurl-v1.9.3"
 AGENT_MD = (("authorization", f"Bearer {AGENT}"),)
 
 
@@ -71,6 +75,40 @@ async def test_reflection_lists_the_admin_service(start_sidecar: Start) -> None:
     names = await asyncio.to_thread(services)
     assert "sidecar.v1.Admin" in names
     assert "sidecar.v1.Sidecar" in names
+
+
+def _grpcurl() -> Path:
+    path = Path(os.environ.get("SIDECAR_GRPCURL_BIN") or DEFAULT_GRPCURL)
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        pytest.fail(
+            f"grpcurl is missing at {path}: run `make grpcurl` to build it (from source, cached in "
+            "~/.cache/sidecar), or point SIDECAR_GRPCURL_BIN at one",
+            pytrace=False,
+        )
+    return path
+
+
+async def _run(*argv: str) -> str:
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
+async def test_grpcurl_lists_the_admin_service_and_reads_the_state(start_sidecar: Start) -> None:
+    r = await start_sidecar(server={"admin": {"tokens": [ADMIN]}}, policy={"spend_caps": {"wf-1": 2.5}})
+    _seed(r)
+    grpcurl = str(_grpcurl())
+    assert "sidecar.v1.Admin" in (await _run(grpcurl, "-plaintext", r.app.address, "list")).split()
+    methods = (await _run(grpcurl, "-plaintext", r.app.address, "list", "sidecar.v1.Admin")).split()
+    assert {f"sidecar.v1.Admin.{m}" for m in ("GetState", "CloseCircuit", "LiftPause", "ResetSpend", "Reload")} <= set(
+        methods
+    )
+    auth = f"authorization: Bearer {ADMIN}"
+    state = json.loads(await _run(grpcurl, "-plaintext", "-H", auth, r.app.address, "sidecar.v1.Admin/GetState"))
+    flaky = next(s for s in state["services"] if s["name"] == "flaky")
+    assert flaky["circuit"] == "CIRCUIT_STATE_OPEN"
+    assert SECRET not in json.dumps(state)
 
 
 async def test_get_state_is_the_http_document_typed(channel: tuple[Running, apb_grpc.AdminStub]) -> None:
