@@ -18,6 +18,9 @@ CONTRACT_BASE  := 90fcf78
 CONTRACT_DEPTH  = $(shell echo $$(( $$(git rev-list --count $(CONTRACT_BASE)..HEAD 2>/dev/null || echo 0) + 1 )))
 JAEGER     := $(CACHE)/jaeger-$(JAEGER_VERSION)
 export SIDECAR_JAEGER_BIN := $(abspath $(JAEGER))
+GRPCURL_VERSION := v1.9.3
+GRPCURL    := $(CACHE)/grpcurl-$(GRPCURL_VERSION)
+export SIDECAR_GRPCURL_BIN := $(abspath $(GRPCURL))
 
 -include clients/clients.mk
 -include bench/bench.mk
@@ -80,6 +83,14 @@ $(JAEGER): tools/jaeger/go.mod tools/jaeger/go.sum
 .PHONY: jaeger
 jaeger: $(JAEGER)
 
+# grpcurl (tests/test_admin_grpc.py lists the Admin service with it), built from source once per machine (tools/grpcurl/go.mod).
+$(GRPCURL): tools/grpcurl/go.mod tools/grpcurl/go.sum
+	mkdir -p $(CACHE)
+	cd tools/grpcurl && go build -o $(abspath $(GRPCURL)) github.com/fullstorydev/grpcurl/cmd/grpcurl
+
+.PHONY: grpcurl
+grpcurl: $(GRPCURL)
+
 # A real Redis for the fleet tests (tests/test_fleet*.py start and kill it on a free loopback port):
 # Debian's redis-server, installed when missing (CI is a fresh machine; apt-get needs root or sudo).
 .PHONY: redis-server
@@ -97,7 +108,7 @@ run: $(STAMP)
 	$(VENV)/bin/sidecar serve $(if $(CONFIG),--config $(CONFIG),)
 
 .PHONY: test
-test: $(STAMP) $(BUF) $(JAEGER) redis-server lint proto-check python-test python-packages clients-test-if-any deploy-check
+test: $(STAMP) $(BUF) $(JAEGER) $(GRPCURL) redis-server lint proto-check python-test python-packages clients-test-if-any deploy-check
 
 # The Vercel AI SDK peer (tests/test_peer_vercel_ai.py): ai and @ai-sdk/openai-compatible at its lock's pins.
 PEERS_VERCEL       := tests/peers/vercel
@@ -111,7 +122,7 @@ $(PEERS_VERCEL_STAMP): $(PEERS_VERCEL)/package.json $(PEERS_VERCEL)/package-lock
 peers-deps: $(PEERS_VERCEL_STAMP)
 
 .PHONY: python-test
-python-test: $(STAMP) $(JAEGER) redis-server $(PEERS_VERCEL_STAMP)
+python-test: $(STAMP) $(JAEGER) $(GRPCURL) redis-server $(PEERS_VERCEL_STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # The two Python distributions a user installs from a package index: sidecar-contract

@@ -43,6 +43,9 @@ def _load(path: str | None) -> tuple[Config, str]:
 
 DEFAULT_HTTP = "http://127.0.0.1:8080"
 """Where ``sidecar demo --http`` looks for the HTTP port when given no URL (``serve --http``'s example)."""
+DEFAULT_GRPC = "127.0.0.1:50051"
+"""Where ``sidecar admin reload`` looks for the gRPC port (the Admin service) when given no target."""
+TARGET_HELP = f"the HTTP port (a URL, default {DEFAULT_HTTP}) or the gRPC port (HOST:PORT: the Admin service)"
 WORKER_BANNER = "sidecar {version} worker {index}/{count} (pid {pid}) listening on {address}"
 
 
@@ -235,14 +238,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"play it through the HTTP port (the OpenAI SDK, the MCP client) at URL (default {DEFAULT_HTTP})",
     )
     status = sub.add_parser("status", help="print the admin state view (token: $SIDECAR_ADMIN_TOKEN)")
-    status.add_argument("--target", default=DEFAULT_HTTP, help=f"the HTTP port (default {DEFAULT_HTTP})")
+    status.add_argument("--target", default=DEFAULT_HTTP, help=TARGET_HELP)
     status.add_argument(
         "--watch", nargs="?", type=float, const=2.0, metavar="SECONDS", help="redraw in place every SECONDS (2)"
     )
     admin = sub.add_parser("admin", help="an operator action on a running sidecar (token: $SIDECAR_ADMIN_TOKEN)")
-    admin.add_argument("action", choices=["close-circuit", "lift-pause", "reset-spend"])
-    admin.add_argument("name", help="the service or deployment, model, or workflow")
-    admin.add_argument("--target", default=DEFAULT_HTTP, help=f"the HTTP port (default {DEFAULT_HTTP})")
+    admin.add_argument("action", choices=["close-circuit", "lift-pause", "reset-spend", "reload"])
+    admin.add_argument("name", nargs="?", help="the service or deployment, model, or workflow (not for reload)")
+    admin.add_argument("--target", help=f"{TARGET_HELP}; reload: the gRPC port only (default {DEFAULT_GRPC})")
     raw = list(sys.argv[1:] if argv is None else argv)
     if raw and raw[0] in ("fake-provider", "tool-backend"):  # their own flags, passed through whole
         return _run_fake(raw[0], raw[1:])
@@ -264,9 +267,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_status(args.target, args.watch)
     if args.command == "admin":
-        from sidecar.status import run_action
+        from sidecar.status import run_action, run_reload
 
-        return run_action(args.target, args.action, args.name)
+        if args.action == "reload":
+            if args.name is not None:
+                parser.error("admin reload takes no NAME")
+            return run_reload(args.target or DEFAULT_GRPC)
+        if args.name is None:
+            parser.error(f"admin {args.action} needs a NAME")
+        return run_action(args.target or DEFAULT_HTTP, args.action, args.name)
     if args.command == "demo":
         from sidecar.demo import run_demo
 

@@ -2,7 +2,10 @@
 
     sidecar status [--target http://127.0.0.1:8080] [--watch [SECONDS]]
     sidecar admin close-circuit|lift-pause|reset-spend NAME [--target ...]
+    sidecar admin reload [--target 127.0.0.1:50051]
 
+A target with a scheme (``http://``, ``https://``) is the HTTP port; ``host:port`` (or ``unix:...``)
+is the gRPC port, where the same view and actions are ``sidecar.v1.Admin`` (Reload only there).
 The operator token is read from the environment (``SIDECAR_ADMIN_TOKEN``), never from the
 command line (where ``ps`` shows it). ``--watch`` redraws in place (``rich.live.Live``) until Ctrl-C.
 """
@@ -11,17 +14,78 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from datetime import UTC
 from typing import Any
 
+import grpc
 import httpx
+from google.protobuf.message import Message
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
+from sidecar_contract.v1 import admin_pb2 as apb
+from sidecar_contract.v1 import admin_pb2_grpc as apb_grpc
+from sidecar_contract.v1 import sidecar_pb2 as pb
 
-__all__ = ["TOKEN_ENV", "render", "run_action", "run_status"]
+__all__ = ["TOKEN_ENV", "document", "is_http", "render", "run_action", "run_reload", "run_status"]
 
 TOKEN_ENV = "SIDECAR_ADMIN_TOKEN"
 PATH = "/admin/state"
+TIMEOUT_S = 5.0
+
+
+def is_http(target: str) -> bool:
+    """Whether ``target`` is the HTTP port (a URL) rather than the gRPC port (``host:port``)."""
+    return target.startswith(("http://", "https://"))
+
+
+def _metadata() -> tuple[tuple[str, str | bytes], ...]:
+    token = os.environ.get(TOKEN_ENV, "")
+    return (("authorization", f"Bearer {token}"),) if token else ()
+
+
+def _optional(msg: Message, name: str) -> Any:
+    return getattr(msg, name) if msg.HasField(name) else None
+
+
+def _guard(g: apb.GuardState) -> dict[str, Any]:
+    return {
+        "name": g.name,
+        "circuit": pb.CircuitState.Name(g.circuit).removeprefix("CIRCUIT_STATE_").lower(),
+        "throttle": g.throttle,
+        "opened_by": g.opened_by,
+        "opened_at": g.opened_at.ToDatetime(UTC).isoformat() if g.HasField("opened_at") else None,
+        "cooldown_s": g.cooldown_s,
+        "cooldown_left_s": g.cooldown_left_s,
+        "probe_holder": g.probe_holder,
+    }
+
+
+def document(state: apb.GetStateResponse) -> dict[str, Any]:
+    """GetState's answer as the document ``GET /admin/state`` answers (what ``render`` draws)."""
+    return {
+        "models": [
+            {
+                "model": m.model,
+                "throttle": m.throttle,
+                "paced_per_s": _optional(m, "paced_per_s"),
+                "pause_left_s": m.pause_left_s,
+                "in_flight": m.in_flight,
+                "queued": m.queued,
+                "last_signal": m.last_signal,
+                "last_signal_age_s": _optional(m, "last_signal_age_s"),
+            }
+            for m in state.models
+        ],
+        "services": [_guard(g) for g in state.services],
+        "deployments": [_guard(g) for g in state.deployments],
+        "workflows": [
+            {"workflow": w.workflow, "spent_usd": w.spent_usd, "cap_usd": _optional(w, "cap_usd")}
+            for w in state.workflows
+        ],
+        "state": {"backend": state.state.backend, "reachable": state.state.reachable, "replicas": state.state.replicas},
+    }
 
 
 def _num(value: Any) -> str:
@@ -85,27 +149,54 @@ def _fetch(client: httpx.Client, target: str) -> dict[str, Any]:
     return doc
 
 
+def _fetcher(target: str) -> tuple[Callable[[], dict[str, Any]], Callable[[], None]]:
+    """How to read the view at ``target`` (the HTTP port or the gRPC port), and how to close the connection."""
+    if is_http(target):
+        client = httpx.Client(timeout=TIMEOUT_S)
+        return (lambda: _fetch(client, target)), client.close
+    channel = grpc.insecure_channel(target)
+    stub = apb_grpc.AdminStub(channel)
+
+    def fetch() -> dict[str, Any]:
+        try:
+            return document(stub.GetState(apb.GetStateRequest(), metadata=_metadata(), timeout=TIMEOUT_S))
+        except grpc.RpcError as exc:
+            raise RuntimeError(_rpc_message(exc)) from None
+
+    return fetch, channel.close
+
+
+def _rpc_message(exc: grpc.RpcError) -> str:
+    details = exc.details() if isinstance(exc, grpc.Call) else None
+    code = exc.code() if isinstance(exc, grpc.Call) else None
+    return str(details or code or exc)
+
+
 def run_status(target: str, watch: float | None, console: Console | None = None) -> int:
     console = console or Console()
-    with httpx.Client(timeout=5.0) as client:
-        try:
-            if watch is None:
-                console.print(render(_fetch(client, target)))
-                return 0
-            with Live(render(_fetch(client, target)), console=console, auto_refresh=False) as live:
-                while True:
-                    time.sleep(watch)
-                    live.update(render(_fetch(client, target)), refresh=True)
-        except (RuntimeError, httpx.HTTPError) as exc:
-            console.print(f"sidecar status: {exc}", style="red")
-            return 1
-        except KeyboardInterrupt:
+    fetch, close = _fetcher(target)
+    try:
+        if watch is None:
+            console.print(render(fetch()))
             return 0
+        with Live(render(fetch()), console=console, auto_refresh=False) as live:
+            while True:
+                time.sleep(watch)
+                live.update(render(fetch()), refresh=True)
+    except (RuntimeError, httpx.HTTPError) as exc:
+        console.print(f"sidecar status: {exc}", style="red")
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        close()
 
 
 def run_action(target: str, action: str, name: str, console: Console | None = None) -> int:
-    """``sidecar admin ACTION NAME``: one operator action (``POST /admin/actions/ACTION``)."""
+    """``sidecar admin ACTION NAME``: one operator action (``POST /admin/actions/ACTION``, or its Admin RPC)."""
     console = console or Console()
+    if not is_http(target):
+        return _grpc_action(target, action, name, console)
     token = os.environ.get(TOKEN_ENV, "")
     headers = {"authorization": f"Bearer {token}"} if token else {}
     try:
@@ -123,4 +214,49 @@ def run_action(target: str, action: str, name: str, console: Console | None = No
         console.print(f"sidecar admin: {message or f'HTTP {answer.status_code}'}", style="red")
         return 1
     console.print(f"{action} {name}: {', '.join(f'{k}={v}' for k, v in body.items() if k not in ('action', 'name'))}")
+    return 0
+
+
+def _grpc_action(target: str, action: str, name: str, console: Console) -> int:
+    with grpc.insecure_channel(target) as channel:
+        stub = apb_grpc.AdminStub(channel)
+        try:
+            if action == "close-circuit":
+                answer = f"changed={stub.CloseCircuit(apb.CloseCircuitRequest(name=name), **_call()).changed}"
+            elif action == "lift-pause":
+                answer = f"changed={stub.LiftPause(apb.LiftPauseRequest(model=name), **_call()).changed}"
+            else:
+                answer = f"was_usd={stub.ResetSpend(apb.ResetSpendRequest(workflow=name), **_call()).was_usd}"
+        except grpc.RpcError as exc:
+            console.print(f"sidecar admin: {_rpc_message(exc)}", style="red")
+            return 1
+    console.print(f"{action} {name}: {answer}")
+    return 0
+
+
+def _call() -> dict[str, Any]:
+    return {"metadata": _metadata(), "timeout": TIMEOUT_S}
+
+
+def run_reload(target: str, console: Console | None = None) -> int:
+    """``sidecar admin reload``: ``sidecar.v1.Admin/Reload`` on the gRPC port; 0 when applied, 1 when not."""
+    console = console or Console()
+    if is_http(target):
+        console.print("sidecar admin reload: reload is served on the gRPC port: --target HOST:PORT", style="red")
+        return 2
+    with grpc.insecure_channel(target) as channel:
+        try:
+            # a reload validates a whole file (and waits for every worker): more than one state read's time
+            outcome = apb_grpc.AdminStub(channel).Reload(
+                apb.ReloadRequest(), metadata=_metadata(), timeout=6 * TIMEOUT_S
+            )
+        except grpc.RpcError as exc:
+            console.print(f"sidecar admin reload: {_rpc_message(exc)}", style="red")
+            return 1
+    for w in outcome.workers:
+        console.print(f"worker {w.index}: {'applied' if w.applied else 'refused: ' + w.error}")
+    if not outcome.applied:
+        console.print(f"sidecar admin reload: refused: {outcome.error}", style="red")
+        return 1
+    console.print("reload: applied")
     return 0

@@ -13,6 +13,9 @@ before the port opens, closed after the last call). What a call passes through, 
     the in-flight limit           CallModel, ExecuteTool: server.max_in_flight (admission.Admission)
     the servicer                  grpc.servicer; every answer masked on its way out (grpc.masking)
 
+``sidecar.v1.Admin`` (grpc.admin: the state view, the operator actions, Reload) is served on the same
+port, behind its own tokens (``server.admin``) rather than the callers', outside the in-flight limit.
+
 With ``http`` set, the HTTP port (``server.http``: the MCP front) serves the same core on the same
 event loop: started after the gRPC server, drained and stopped with it (one in-flight limit, one
 grace period for both).
@@ -33,6 +36,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from sidecar_contract.v1 import admin_pb2_grpc
 from sidecar_contract.v1 import sidecar_pb2 as pb
 
 from sidecar.config import Config
@@ -45,12 +49,15 @@ from sidecar.core.state import DEPLOYMENT_NAMESPACE, MEMORY, StateBackend
 from sidecar.providers.service import ModelService
 from sidecar.server.admin import StateView
 from sidecar.server.admission import Admission
+from sidecar.server.auth import Tokens
+from sidecar.server.grpc.admin import ADMIN_SERVICE_NAME, AdminServicer
 from sidecar.server.grpc.auth import BearerTokenInterceptor
 from sidecar.server.grpc.handlers import InFlight, register_sidecar
 from sidecar.server.grpc.masking import SecretMaskingInterceptor
 from sidecar.server.grpc.servicer import SidecarServicer
 from sidecar.server.http.doors import DoorParts, build_doors
 from sidecar.server.http.hosting import HttpHosting
+from sidecar.server.reload_outcome import Reload
 from sidecar.server.security import server_credentials
 from sidecar.telemetry import masking
 from sidecar.telemetry.metrics import Metrics
@@ -102,7 +109,9 @@ class SidecarApp:
     """The embedded fakes' URLs; a name given here is not started (a worker uses its supervisor's)."""
     state: StateBackend = MEMORY
     state_view: StateView | None = None
-    """The admin state view (``GET /admin/state``), once started."""
+    """The admin state view (``GET /admin/state``, ``sidecar.v1.Admin``), once started."""
+    admin_reload: Reload | None = None
+    """What ``sidecar.v1.Admin/Reload`` runs; None: it answers FAILED_PRECONDITION (no reload here)."""
     http: HttpHosting | None = None
     """The HTTP port, when ``config.http`` is set (its ``address`` and ``port`` once started)."""
     _fakes: list[Any] = field(default_factory=list)
@@ -170,8 +179,12 @@ class SidecarApp:
         register_sidecar(self.server, self.servicer, self.admission.wrap, self.admission.wrap_stream, self.in_flight)
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self.server)
+        assert self.state_view is not None
+        admin_tokens = Tokens(t.get_secret_value() for t in cfg.server.admin.tokens) if cfg.server.admin else None
+        admin = AdminServicer(self.state_view, admin_tokens, self.admin_reload)  # off (PERMISSION_DENIED) without
+        admin_pb2_grpc.add_AdminServicer_to_server(admin, self.server)
         if cfg.server.reflection:
-            names = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
+            names = (SERVICE_NAME, ADMIN_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
             reflection.enable_server_reflection(names, self.server)
         listen = self.listen or cfg.server.listen
         try:

@@ -1,6 +1,7 @@
 """The gRPC port's bearer check: an interceptor that refuses a call without a configured token.
 
     grpc.health.v1.Health      exempt: probes (Docker HEALTHCHECK, Kubernetes) send no token
+    sidecar.v1.Admin           exempt here: it checks its own tokens (server.admin; grpc.admin)
     everything else            a token of server.auth.tokens, else UNAUTHENTICATED (refusals.unauthenticated)
                                reflection included: it describes the API to whoever asks
 
@@ -24,7 +25,7 @@ from sidecar.server.grpc.refusals import unauthenticated
 
 __all__ = ["EXEMPT_SERVICES", "BearerTokenInterceptor"]
 
-EXEMPT_SERVICES = frozenset({"grpc.health.v1.Health"})
+EXEMPT_SERVICES = frozenset({"grpc.health.v1.Health", "sidecar.v1.Admin"})
 
 
 class BearerTokenInterceptor(grpc.aio.ServerInterceptor):

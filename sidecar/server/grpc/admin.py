@@ -1,0 +1,192 @@
+"""``sidecar.v1.Admin``: the admin state view and the operator actions over gRPC (``server.admin``).
+
+    server.admin unset    PERMISSION_DENIED (kind PERMISSION_DENIED): the admin service is off
+    no admin token        UNAUTHENTICATED (kind UNAUTHORIZED); a caller's ``server.auth`` token too
+    an admin token        the method's answer, from ``server.admin.StateView`` (masked)
+
+The same checks as the HTTP port's admin door (``http.admin_front``): only admin tokens, from the
+``authorization: Bearer`` metadata, compared in constant time (``auth.Tokens``). The caller-token
+interceptor (``grpc.auth``) lets this service through to this check. Refusals are rich statuses
+(a packed Failure, ErrorInfo) as every other refusal of the port (``grpc.refusals``). A name this
+process does not hold: NOT_FOUND naming it. Reload without a reload in this process:
+FAILED_PRECONDITION.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import timestamp_pb2
+from google.rpc import status_pb2
+from grpc_status import rpc_status
+from sidecar_contract.v1 import admin_pb2 as apb
+from sidecar_contract.v1 import admin_pb2_grpc as apb_grpc
+from sidecar_contract.v1 import sidecar_pb2 as pb
+
+from sidecar.core.details import InvalidInputDetail, PermissionDetail, ResourceDetail, ServiceDetail, SystemDetail
+from sidecar.core.taxonomy import (
+    InvalidInput,
+    PermissionDenied,
+    ResourceNotFound,
+    SidecarFailure,
+    SystemFailure,
+    Unauthorized,
+)
+from sidecar.server.admin import StateView, UnknownTarget
+from sidecar.server.auth import Tokens, bearer_token
+from sidecar.server.grpc.status import to_status
+from sidecar.server.refusals import SIDECAR_SERVICE
+from sidecar.server.reload_outcome import Reload, ReloadOutcome
+
+__all__ = ["ADMIN_SERVICE_NAME", "AdminServicer", "state_response"]
+
+ADMIN_SERVICE_NAME = apb.DESCRIPTOR.services_by_name["Admin"].full_name
+OFF = "The admin service is off: set server.admin.tokens (names of environment variables holding operator tokens)."
+REFUSED = (
+    "The sidecar refused this call: the admin service needs an operator token "
+    "(metadata 'authorization: Bearer <token>' with one of server.admin.tokens); an agent's token is refused."
+)
+NO_RELOAD = "reload is not available in this process"
+
+Context = grpc.aio.ServicerContext[Any, Any]
+_R = TypeVar("_R")
+_CIRCUIT = {
+    "closed": pb.CIRCUIT_STATE_CLOSED,
+    "open": pb.CIRCUIT_STATE_OPEN,
+    "half_open": pb.CIRCUIT_STATE_HALF_OPEN,
+}
+
+
+def _status(failure: SidecarFailure, code: grpc.StatusCode) -> status_pb2.Status:
+    status = to_status(failure)
+    status.code = code.value[0]
+    return status
+
+
+async def _abort(context: Context, failure: SidecarFailure, code: grpc.StatusCode) -> None:
+    await context.abort_with_status(rpc_status.to_status(_status(failure, code)))
+
+
+def _guard(doc: dict[str, Any]) -> apb.GuardState:
+    opened_at = None
+    if doc["opened_at"] is not None:
+        opened_at = timestamp_pb2.Timestamp()
+        opened_at.FromDatetime(datetime.fromisoformat(doc["opened_at"]))
+    return apb.GuardState(
+        name=doc["name"],
+        circuit=_CIRCUIT.get(doc["circuit"], pb.CIRCUIT_STATE_UNSPECIFIED),
+        throttle=doc["throttle"],
+        opened_by=doc["opened_by"] or "",
+        opened_at=opened_at,
+        cooldown_s=doc["cooldown_s"],
+        cooldown_left_s=doc["cooldown_left_s"],
+        probe_holder=doc["probe_holder"] or "",
+    )
+
+
+def state_response(doc: dict[str, Any]) -> apb.GetStateResponse:
+    """``StateView.read()``'s document (already masked) as the typed answer of GetState."""
+    state = doc["state"]
+    return apb.GetStateResponse(
+        models=[
+            apb.ModelState(
+                model=m["model"],
+                throttle=m["throttle"],
+                paced_per_s=m["paced_per_s"],
+                pause_left_s=m["pause_left_s"],
+                in_flight=m["in_flight"],
+                queued=m["queued"],
+                last_signal=m["last_signal"] or "",
+                last_signal_age_s=m["last_signal_age_s"],
+            )
+            for m in doc["models"]
+        ],
+        services=[_guard(g) for g in doc["services"]],
+        deployments=[_guard(g) for g in doc["deployments"]],
+        workflows=[
+            apb.WorkflowSpend(workflow=w["workflow"], spent_usd=w["spent_usd"], cap_usd=w["cap_usd"])
+            for w in doc["workflows"]
+        ],
+        state=apb.BackendState(backend=state["backend"], reachable=state["reachable"], replicas=state["replicas"]),
+    )
+
+
+class AdminServicer(apb_grpc.AdminServicer):
+    """The admin service over one process's ``StateView``; ``tokens`` None: off. ``reload`` None: no reload here."""
+
+    def __init__(self, view: StateView, tokens: Tokens | None, reload: Reload | None = None) -> None:
+        self._view = view
+        self._tokens = tokens
+        self._reload = reload
+
+    async def _admitted(self, context: Context, method: str) -> str:
+        """Who calls (for the log), once the admin token is checked; aborts the call otherwise."""
+        if self._tokens is None:
+            await _abort(
+                context,
+                PermissionDenied.worded(OFF, detail=PermissionDetail(resource=ADMIN_SERVICE_NAME)),
+                grpc.StatusCode.PERMISSION_DENIED,
+            )
+        elif not self._tokens.authorized(bearer_token(context.invocation_metadata())):
+            detail = ServiceDetail(
+                service=SIDECAR_SERVICE, endpoint=f"{ADMIN_SERVICE_NAME}/{method}", detail="admin token refused"
+            )
+            await _abort(context, Unauthorized.worded(REFUSED, detail=detail), grpc.StatusCode.UNAUTHENTICATED)
+        return f"an admin token from {context.peer()} (gRPC)"
+
+    async def _act(self, context: Context, method: str, field: str, name: str, act: Callable[[str, str], _R]) -> _R:
+        who = await self._admitted(context, method)
+        if not name:
+            rule = f"must name the target of {method}"
+            failure = InvalidInput.worded(
+                f"Invalid value for parameter '{field}' (got \"\"): {rule}",
+                detail=InvalidInputDetail(parameter=field, value="", rule=rule),
+            )
+            await _abort(context, failure, grpc.StatusCode.INVALID_ARGUMENT)
+        try:
+            return act(name, who)
+        except UnknownTarget as exc:
+            detail = ResourceDetail(resource_type=field, identifier=name[:200])
+            await _abort(context, ResourceNotFound.worded(str(exc), detail=detail), grpc.StatusCode.NOT_FOUND)
+            raise AssertionError("unreachable: abort_with_status raises") from exc
+
+    async def GetState(self, request: apb.GetStateRequest, context: Context) -> apb.GetStateResponse:
+        await self._admitted(context, "GetState")
+        return state_response(self._view.read())
+
+    async def CloseCircuit(self, request: apb.CloseCircuitRequest, context: Context) -> apb.CloseCircuitResponse:
+        changed = await self._act(context, "CloseCircuit", "name", request.name, self._close)
+        return apb.CloseCircuitResponse(changed=changed)
+
+    async def LiftPause(self, request: apb.LiftPauseRequest, context: Context) -> apb.LiftPauseResponse:
+        changed = await self._act(context, "LiftPause", "model", request.model, self._lift)
+        return apb.LiftPauseResponse(changed=changed)
+
+    async def ResetSpend(self, request: apb.ResetSpendRequest, context: Context) -> apb.ResetSpendResponse:
+        was = await self._act(context, "ResetSpend", "workflow", request.workflow, self._reset)
+        return apb.ResetSpendResponse(was_usd=was)
+
+    def _close(self, name: str, who: str) -> bool:
+        return self._view.close_circuit(name, who=who)
+
+    def _lift(self, name: str, who: str) -> bool:
+        return self._view.lift_pause(name, who=who)
+
+    def _reset(self, name: str, who: str) -> float:
+        return self._view.reset_spend(name, who=who)
+
+    async def Reload(self, request: apb.ReloadRequest, context: Context) -> apb.ReloadResponse:
+        await self._admitted(context, "Reload")
+        if self._reload is None:
+            failure = SystemFailure.worded(NO_RELOAD, detail=SystemDetail(component="reload"))
+            await _abort(context, failure, grpc.StatusCode.FAILED_PRECONDITION)
+            raise AssertionError("unreachable: abort_with_status raises")
+        outcome: ReloadOutcome = await self._reload()
+        return apb.ReloadResponse(
+            applied=outcome.applied,
+            error=outcome.error or "",
+            workers=[apb.WorkerReload(index=w.index, applied=w.applied, error=w.error or "") for w in outcome.workers],
+        )

@@ -1,0 +1,314 @@
+"""``sidecar.v1.Admin`` over real gRPC: the state view and the operator actions, behind the admin tokens.
+
+The state is set through the core objects' public methods (as tests/test_admin.py does), then read
+and changed over the gRPC port, and compared with ``GET /admin/state`` on the HTTP port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import pytest_asyncio
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+from rich.console import Console
+from sidecar_contract.v1 import admin_pb2 as apb
+from sidecar_contract.v1 import admin_pb2_grpc as apb_grpc
+from sidecar_contract.v1 import sidecar_pb2 as pb
+
+from sidecar.cli import main
+from sidecar.config import Config
+from sidecar.core.clock import FakeClock
+from sidecar.fakes import FakeProvider, FakeToolBackend
+from sidecar.server.app import SidecarApp, running
+from sidecar.server.reload_outcome import ReloadOutcome, WorkerOutcome
+from sidecar.status import TOKEN_ENV, document, run_action, run_reload, run_status
+from tests.conftest import Running, Start, ThreadedServer, base_config
+from tests.test_admin import ADMIN, AGENT, SECRET, _admin_sidecar, _get, _seed
+
+pytestmark = pytest.mark.asyncio
+
+ADMIN_MD = (("authorization", f"Bearer {ADMIN}"),)
+DEFAULT_GRPCURL = Path.home() / ".cache" / "sidecar" / "grpcurl-v1.9.3"
+AGENT_MD = (("authorization", f"Bearer {AGENT}"),)
+
+
+@pytest_asyncio.fixture
+async def channel(start_sidecar: Start) -> AsyncIterator[tuple[Running, apb_grpc.AdminStub]]:
+    r = await _admin_sidecar(start_sidecar)
+    async with grpc.aio.insecure_channel(r.app.address) as ch:
+        yield r, apb_grpc.AdminStub(ch)
+
+
+def _status(err: grpc.aio.AioRpcError) -> status_pb2.Status:
+    return status_pb2.Status.FromString(dict(err.trailing_metadata() or ())["grpc-status-details-bin"])
+
+
+def _reason(err: grpc.aio.AioRpcError) -> str:
+    info = error_details_pb2.ErrorInfo()
+    details: list[any_pb2.Any] = list(_status(err).details)
+    assert next(d for d in details if d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR)).Unpack(info)
+    assert info.domain == "sidecar"
+    return info.reason
+
+
+async def test_reflection_lists_the_admin_service(start_sidecar: Start) -> None:
+    r = await start_sidecar(server={"admin": {"tokens": [ADMIN]}})
+
+    def services() -> list[str]:
+        with grpc.insecure_channel(r.app.address) as ch:
+            db = ProtoReflectionDescriptorDatabase(ch)
+            names = list(db.get_services())
+            assert db.FindFileContainingSymbol("sidecar.v1.Admin").name == "sidecar/v1/admin.proto"
+            return names
+
+    names = await asyncio.to_thread(services)
+    assert "sidecar.v1.Admin" in names
+    assert "sidecar.v1.Sidecar" in names
+
+
+def _grpcurl() -> Path:
+    path = Path(os.environ.get("SIDECAR_GRPCURL_BIN") or DEFAULT_GRPCURL)
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        pytest.fail(
+            f"grpcurl is missing at {path}: run `make grpcurl` to build it (from source, cached in "
+            "~/.cache/sidecar), or point SIDECAR_GRPCURL_BIN at one",
+            pytrace=False,
+        )
+    return path
+
+
+async def _run(*argv: str) -> str:
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
+async def test_grpcurl_lists_the_admin_service_and_reads_the_state(start_sidecar: Start) -> None:
+    r = await start_sidecar(server={"admin": {"tokens": [ADMIN]}}, policy={"spend_caps": {"wf-1": 2.5}})
+    _seed(r)
+    grpcurl = str(_grpcurl())
+    assert "sidecar.v1.Admin" in (await _run(grpcurl, "-plaintext", r.app.address, "list")).split()
+    methods = (await _run(grpcurl, "-plaintext", r.app.address, "list", "sidecar.v1.Admin")).split()
+    assert {f"sidecar.v1.Admin.{m}" for m in ("GetState", "CloseCircuit", "LiftPause", "ResetSpend", "Reload")} <= set(
+        methods
+    )
+    auth = f"authorization: Bearer {ADMIN}"
+    state = json.loads(await _run(grpcurl, "-plaintext", "-H", auth, r.app.address, "sidecar.v1.Admin/GetState"))
+    flaky = next(s for s in state["services"] if s["name"] == "flaky")
+    assert flaky["circuit"] == "CIRCUIT_STATE_OPEN"
+    assert SECRET not in json.dumps(state)
+
+
+async def test_get_state_is_the_http_document_typed(channel: tuple[Running, apb_grpc.AdminStub]) -> None:
+    r, stub = channel
+    _seed(r)
+    state = await stub.GetState(apb.GetStateRequest(), metadata=ADMIN_MD)
+    flaky = next(s for s in state.services if s.name == "flaky")
+    assert flaky.circuit == pb.CIRCUIT_STATE_OPEN
+    assert "upstream said no" in flaky.opened_by
+    assert flaky.HasField("opened_at")
+    assert flaky.cooldown_left_s > 0
+    gpt = next(m for m in state.models if m.model == "gpt")
+    assert gpt.pause_left_s == pytest.approx(30.0)
+    assert not gpt.HasField("paced_per_s") or gpt.paced_per_s > 0
+    wf = next(w for w in state.workflows if w.workflow == "wf-1")
+    assert (wf.spent_usd, wf.cap_usd) == (1.25, 2.5)
+    assert (state.state.backend, state.state.reachable, state.state.replicas) == ("memory", True, 1)
+    answer = await _get(r, ADMIN)
+    assert document(state) == answer.json()  # the same view, field for field (the fake clock stood still)
+
+
+async def test_a_secret_in_an_opening_response_never_leaves(channel: tuple[Running, apb_grpc.AdminStub]) -> None:
+    r, stub = channel
+    _seed(r)  # the opening response quotes the provider key
+    state = await stub.GetState(apb.GetStateRequest(), metadata=ADMIN_MD)
+    wire = state.SerializeToString()
+    assert SECRET.encode() not in wire
+    assert ADMIN.encode() not in wire
+    assert "upstream said no" in next(s for s in state.services if s.name == "flaky").opened_by
+
+
+async def test_each_action_works_and_is_logged(
+    channel: tuple[Running, apb_grpc.AdminStub], caplog: pytest.LogCaptureFixture
+) -> None:
+    r, stub = channel
+    _seed(r)
+    with caplog.at_level("WARNING", logger="sidecar.admin"):
+        closed = await stub.CloseCircuit(apb.CloseCircuitRequest(name="flaky"), metadata=ADMIN_MD)
+        lifted = await stub.LiftPause(apb.LiftPauseRequest(model="gpt"), metadata=ADMIN_MD)
+        reset = await stub.ResetSpend(apb.ResetSpendRequest(workflow="wf-1"), metadata=ADMIN_MD)
+    assert (closed.changed, lifted.changed, reset.was_usd) == (True, True, 1.25)
+    state = await stub.GetState(apb.GetStateRequest(), metadata=ADMIN_MD)
+    assert next(s for s in state.services if s.name == "flaky").circuit == pb.CIRCUIT_STATE_CLOSED
+    assert next(m for m in state.models if m.model == "gpt").pause_left_s == 0
+    assert next(w for w in state.workflows if w.workflow == "wf-1").spent_usd == 0
+    logged = [rec.getMessage() for rec in caplog.records if rec.name == "sidecar.admin"]
+    assert any("closed the circuit of flaky" in line and "(gRPC)" in line for line in logged)
+    assert any("lifted the pause of model gpt" in line for line in logged)
+    assert any("reset the spend of workflow wf-1" in line for line in logged)
+    again = await stub.CloseCircuit(apb.CloseCircuitRequest(name="flaky"), metadata=ADMIN_MD)
+    assert again.changed is False
+
+
+CALLS: list[tuple[str, Any]] = [
+    ("GetState", apb.GetStateRequest()),
+    ("CloseCircuit", apb.CloseCircuitRequest(name="flaky")),
+    ("LiftPause", apb.LiftPauseRequest(model="gpt")),
+    ("ResetSpend", apb.ResetSpendRequest(workflow="wf-1")),
+    ("Reload", apb.ReloadRequest()),
+]
+
+
+@pytest.mark.parametrize(("method", "request_msg"), CALLS)
+async def test_a_callers_token_and_no_token_are_refused(
+    channel: tuple[Running, apb_grpc.AdminStub], method: str, request_msg: Any
+) -> None:
+    r, stub = channel
+    _seed(r)
+    for md in (AGENT_MD, (), (("authorization", "Bearer not-a-token-0123456789"),)):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await getattr(stub, method)(request_msg, metadata=md)
+        err = caught.value
+        assert err.code() == grpc.StatusCode.UNAUTHENTICATED, (method, md)
+        assert "operator token" in (err.details() or "")
+        assert _reason(err) == "UNAUTHORIZED"
+        failure = pb.Failure()
+        assert _status(err).details[0].Unpack(failure)
+        assert failure.kind == pb.FAILURE_KIND_UNAUTHORIZED
+        assert AGENT not in str(err)
+    assert r.app.guards is not None
+    assert r.app.guards.get("flaky").snapshot().state.name == "OPEN"  # nothing changed
+
+
+@pytest.mark.parametrize(("method", "request_msg"), CALLS)
+async def test_without_admin_tokens_the_service_is_off(start_sidecar: Start, method: str, request_msg: Any) -> None:
+    r = await start_sidecar()
+    async with grpc.aio.insecure_channel(r.app.address) as ch:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await getattr(apb_grpc.AdminStub(ch), method)(request_msg, metadata=ADMIN_MD)
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "server.admin.tokens" in (caught.value.details() or "")
+    assert _reason(caught.value) == "PERMISSION_DENIED"
+
+
+async def test_an_unknown_target_is_not_found_naming_it(channel: tuple[Running, apb_grpc.AdminStub]) -> None:
+    _, stub = channel
+    for call, request_msg, name in (
+        (stub.CloseCircuit, apb.CloseCircuitRequest(name="no-such-service"), "no-such-service"),
+        (stub.LiftPause, apb.LiftPauseRequest(model="no-such-model"), "no-such-model"),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await call(request_msg, metadata=ADMIN_MD)
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+        assert name in (caught.value.details() or "")
+        assert _reason(caught.value) == "RESOURCE_NOT_FOUND"
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.LiftPause(apb.LiftPauseRequest(), metadata=ADMIN_MD)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "'model'" in (caught.value.details() or "")
+
+
+async def test_reload_without_a_reload_is_failed_precondition(channel: tuple[Running, apb_grpc.AdminStub]) -> None:
+    _, stub = channel
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.Reload(apb.ReloadRequest(), metadata=ADMIN_MD)
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert caught.value.details() == "reload is not available in this process"
+
+
+@pytest_asyncio.fixture
+async def reloading(
+    provider: ThreadedServer[FakeProvider], backend: ThreadedServer[FakeToolBackend], clock: FakeClock
+) -> AsyncIterator[tuple[SidecarApp, list[ReloadOutcome]]]:
+    """A sidecar whose Reload answers the outcomes queued in the list, one per call."""
+    outcomes: list[ReloadOutcome] = []
+
+    async def reload() -> ReloadOutcome:
+        return outcomes.pop(0)
+
+    cfg = Config.model_validate(
+        base_config(provider.url, backend.url, server={"auth": {"tokens": [AGENT]}, "admin": {"tokens": [ADMIN]}})
+    )
+    async with running(cfg, listen="127.0.0.1:0", clock=clock, rng=random.Random(7), admin_reload=reload) as app:
+        yield app, outcomes
+
+
+async def test_reload_answers_the_outcome_of_each_worker(
+    reloading: tuple[SidecarApp, list[ReloadOutcome]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app, outcomes = reloading
+    refusal = "config.yaml: models.gpt.provider: no provider 'nope'"
+    outcomes += [
+        ReloadOutcome(applied=True, workers=(WorkerOutcome(0, True), WorkerOutcome(1, True))),
+        ReloadOutcome(applied=False, error=refusal),
+    ]
+    async with grpc.aio.insecure_channel(app.address) as ch:
+        stub = apb_grpc.AdminStub(ch)
+        good = await stub.Reload(apb.ReloadRequest(), metadata=ADMIN_MD)
+        bad = await stub.Reload(apb.ReloadRequest(), metadata=ADMIN_MD)
+    assert good.applied is True
+    assert good.error == ""
+    assert [(w.index, w.applied) for w in good.workers] == [(0, True), (1, True)]
+    assert (bad.applied, bad.error, list(bad.workers)) == (False, refusal, [])
+    outcomes += [
+        ReloadOutcome(applied=True, workers=(WorkerOutcome(0, True),)),
+        ReloadOutcome(applied=False, error=refusal, workers=(WorkerOutcome(0, False, refusal),)),
+    ]
+    monkeypatch.setenv(TOKEN_ENV, ADMIN)
+    console = Console(record=True, width=240, file=io.StringIO())
+    assert await asyncio.to_thread(run_reload, app.address, console) == 0
+    assert "reload: applied" in console.export_text()
+    assert await asyncio.to_thread(main, ["admin", "reload", "--target", app.address]) == 1
+    monkeypatch.setenv(TOKEN_ENV, AGENT)
+    console = Console(record=True, width=240, file=io.StringIO())
+    assert await asyncio.to_thread(run_reload, app.address, console) == 1
+    assert "operator token" in console.export_text()
+    assert outcomes == []  # the refused call ran no reload
+
+
+async def test_sidecar_status_and_admin_over_grpc(start_sidecar: Start, monkeypatch: pytest.MonkeyPatch) -> None:
+    r = await _admin_sidecar(start_sidecar)
+    _seed(r)
+    monkeypatch.setenv(TOKEN_ENV, ADMIN)
+    console = Console(record=True, width=240, file=io.StringIO())
+    assert await asyncio.to_thread(run_status, r.app.address, None, console) == 0
+    text = console.export_text()
+    assert "flaky" in text
+    assert "open" in text
+    assert "upstream said no" in text
+    assert "wf-1" in text
+    assert SECRET not in text
+    console = Console(record=True, width=240, file=io.StringIO())
+    assert await asyncio.to_thread(run_action, r.app.address, "close-circuit", "flaky", console) == 0
+    assert "changed=True" in console.export_text()
+    assert r.app.guards is not None
+    assert r.app.guards.get("flaky").snapshot().state.name == "CLOSED"
+    console = Console(record=True, width=240, file=io.StringIO())
+    assert await asyncio.to_thread(run_action, r.app.address, "lift-pause", "no-such-model", console) == 1
+    assert "no-such-model" in console.export_text()
+    monkeypatch.setenv(TOKEN_ENV, AGENT)
+    console = Console(record=True, width=240, file=io.StringIO())
+    assert await asyncio.to_thread(run_status, r.app.address, None, console) == 1
+    assert "operator token" in console.export_text()
+
+
+async def test_admin_reload_and_the_actions_check_their_arguments() -> None:
+    for argv in (["admin", "reload", "extra"], ["admin", "close-circuit"]):
+        with pytest.raises(SystemExit) as caught:
+            main(argv)
+        assert caught.value.code == 2
+    console = Console(record=True, width=240, file=io.StringIO())
+    assert run_reload("http://127.0.0.1:8080", console) == 2
+    assert "gRPC port" in console.export_text()
