@@ -4,8 +4,8 @@
                                      the event loop); a thread hands batches, as plain fields
                                      pickled, down a pipe to the child
     python -m sidecar.telemetry.offload PROTOCOL
-                                     the child: rebuilds each ReadableSpan and exports it through
-                                     ``MaskingSpanExporter`` over the OTLP exporter of PROTOCOL
+                                     the child: rebuilds each ReadableSpan masked (as
+                                     ``MaskingSpanExporter`` masks) and exports it with the OTLP exporter of PROTOCOL
                                      (``grpc`` or ``http/protobuf``), configured by the same
                                      OTEL_EXPORTER_OTLP_* variables (it inherits the environment)
 
@@ -58,10 +58,22 @@ def _env_int(name: str, default: int) -> int:
     return value if value > 0 else default
 
 
+def _plain(attributes: Any) -> dict[str, Any] | None:
+    """A span's, event's or link's attributes as a dict (the SDK's mapping copies itself in C)."""
+    if not attributes:
+        return None
+    copy = getattr(attributes, "copy", None)
+    if copy is None:
+        return dict(attributes)
+    out = copy()
+    return out if isinstance(out, dict) else dict(out)
+
+
 def _context(ctx: Any) -> tuple[int, int, int, tuple[tuple[str, str], ...], bool] | None:
     if ctx is None:
         return None
-    return (ctx.trace_id, ctx.span_id, int(ctx.trace_flags), tuple(ctx.trace_state.items()), ctx.is_remote)
+    state = ctx.trace_state
+    return (ctx.trace_id, ctx.span_id, int(ctx.trace_flags), tuple(state.items()) if state else (), ctx.is_remote)
 
 
 def _fields(span: ReadableSpan) -> tuple[Any, ...]:
@@ -75,9 +87,9 @@ def _fields(span: ReadableSpan) -> tuple[Any, ...]:
         span.kind.value,
         span.start_time,
         span.end_time,
-        dict(span.attributes) if span.attributes else None,
-        [(e.name, dict(e.attributes) if e.attributes else None, e.timestamp) for e in span.events],
-        [(_context(link.context), dict(link.attributes) if link.attributes else None) for link in span.links],
+        _plain(span.attributes),
+        [(e.name, _plain(e.attributes), e.timestamp) for e in span.events],
+        [(_context(link.context), _plain(link.attributes)) for link in span.links],
         status.status_code.value,
         status.description,
         (scope.name, scope.version, scope.schema_url) if scope is not None else None,
@@ -88,7 +100,7 @@ class OffloadSpanProcessor(SpanProcessor):
     """Queues ended spans and sends them in batches to a child process that masks, encodes and exports."""
 
     masked = True
-    """Every span the child exports goes through ``MaskingSpanExporter``."""
+    """Every span the child exports is masked as ``MaskingSpanExporter`` masks (``_rebuild``)."""
 
     def __init__(self, protocol: str, resource: Any) -> None:
         self.protocol = protocol
@@ -221,6 +233,7 @@ def _span_context(values: tuple[int, int, int, tuple[tuple[str, str], ...], bool
 
 
 def _rebuild(fields: tuple[Any, ...], resource: Any, scopes: dict[Any, Any]) -> ReadableSpan:
+    """The span, masked as ``MaskingSpanExporter`` masks (name, every string, event, link, status)."""
     from opentelemetry.sdk.trace import Event
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
     from opentelemetry.trace import Link, SpanKind, Status, StatusCode
@@ -228,16 +241,17 @@ def _rebuild(fields: tuple[Any, ...], resource: Any, scopes: dict[Any, Any]) -> 
     name, ctx, parent, kind, start, end, attributes, events, links, code, description, scope = fields
     if scope is not None and scope not in scopes:
         scopes[scope] = InstrumentationScope(*scope)
+    mask_attributes, mask_value = masking.mask_attributes, masking.mask_value
     return ReadableSpan(
-        name=name,
+        name=mask_value(name),
         context=_span_context(ctx),
         parent=_span_context(parent),
         resource=resource,
-        attributes=attributes,
-        events=[Event(e_name, e_attrs, ts) for e_name, e_attrs, ts in events],
-        links=[Link(_span_context(link_ctx), link_attrs) for link_ctx, link_attrs in links],
+        attributes=mask_attributes(attributes),
+        events=[Event(e_name and mask_value(e_name), mask_attributes(e_attrs), ts) for e_name, e_attrs, ts in events],
+        links=[Link(_span_context(link_ctx), mask_attributes(link_attrs)) for link_ctx, link_attrs in links],
         kind=SpanKind(kind),
-        status=Status(StatusCode(code), description),
+        status=Status(StatusCode(code), description and masking.mask(description)),
         start_time=start,
         end_time=end,
         instrumentation_scope=scopes.get(scope) if scope is not None else None,
@@ -245,15 +259,14 @@ def _rebuild(fields: tuple[Any, ...], resource: Any, scopes: dict[Any, Any]) -> 
 
 
 def _exporter(protocol: str) -> Any:
-    from sidecar.telemetry.masking import MaskingSpanExporter
-
+    """The OTLP exporter (the spans it is given are masked already, by ``_rebuild``)."""
     if protocol.startswith("http"):
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpans
 
-        return MaskingSpanExporter(HttpSpans())
+        return HttpSpans()
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpans
 
-    return MaskingSpanExporter(GrpcSpans())
+    return GrpcSpans()
 
 
 def _read(stream: IO[bytes], size: int) -> bytes | None:
