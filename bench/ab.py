@@ -3,7 +3,8 @@
     bench/.venv/bin/python bench/ab.py --a "OLD_PYTHON -P -m sidecar serve" --b ".venv/bin/python -P -m sidecar serve"
     bench/.venv/bin/python bench/ab.py --b-config bench/ab-redis.yaml ...        # the same build, another config
     bench/.venv/bin/python bench/ab.py --traced                                  # the same build, B traced
-    bench/.venv/bin/python bench/ab.py --traced --b-env SIDECAR_TRACES_OFFLOAD=false   # B exports in process
+    bench/.venv/bin/python bench/ab.py --traced --b-env SIDECAR_TRACES_OFFLOAD=true    # B exports in a child
+    bench/.venv/bin/python bench/ab.py --traced --a-traced --b-env SIDECAR_TRACES_OFFLOAD=true  # both traced
 
 ``--traced`` runs B with 100 % of its spans batch-exported over OTLP/HTTP to a sink
 (bench/cmd/otlpsink, ``run.tracing_on_env``) and A with tracing off (``OTEL_SDK_DISABLED``):
@@ -92,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--burst", type=float, default=DEFAULT_BURST_S, help="seconds of load per burst")
     ap.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
     ap.add_argument("--traced", action="store_true", help="B traced (100 %% sampled, OTLP/HTTP to a sink), A not")
+    ap.add_argument("--a-traced", action="store_true", help="with --traced: A traced too (compare two ways of tracing)")
     ap.add_argument("--out", type=Path, help="write the rounds and the ratios as JSON here")
     ap.add_argument("--b-env", action="append", default=[], metavar="NAME=VALUE", help="an extra variable for B")
     args = ap.parse_args(argv)
@@ -107,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         sink_port = free_port()
         procs.append(start("otlpsink", [str(BIN / "otlpsink"), "-listen", f"127.0.0.1:{sink_port}"]))
         env_a, env_b = TRACING_OFF_ENV, tracing_on_env(sink_port)
+        if args.a_traced:
+            env_a = tracing_on_env(sink_port)
     env_b = {**env_b, **dict(kv.split("=", 1) for kv in args.b_env)}
     try:
         if not wait_http(f"http://127.0.0.1:{port}/healthz", 10):

@@ -799,6 +799,7 @@ def test_the_standard_variables_configure_the_sdk() -> None:
             "OTEL_TRACES_SAMPLER_ARG": "0.25",
             "OTEL_BSP_SCHEDULE_DELAY": "123",
             "OTEL_METRICS_EXPORTER": "none",
+            "SIDECAR_TRACES_OFFLOAD": "true",
         }
     )
     assert got["enabled"] is True
@@ -817,14 +818,13 @@ def test_the_standard_variables_configure_the_sdk() -> None:
     assert "traces over OTLP http/protobuf to http://127.0.0.1:9" in got["describe"]
 
 
-def test_spans_can_be_exported_in_process_instead() -> None:
+def test_spans_are_exported_in_process_by_default() -> None:
     got = _probe(
         {
             "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
             "OTEL_BSP_SCHEDULE_DELAY": "123",
             "OTEL_METRICS_EXPORTER": "none",
-            "SIDECAR_TRACES_OFFLOAD": "false",
         }
     )
     assert got["processors"] == ["BatchSpanProcessor"]

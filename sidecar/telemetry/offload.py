@@ -1,5 +1,9 @@
 """Spans exported by a child process: masking and OTLP encoding leave the serving process's GIL.
 
+Opt-in (``SIDECAR_TRACES_OFFLOAD=true``): it costs more CPU in all than the in-process export (the
+child rebuilds every span before the SDK encodes it), so it pays only with a core to spare
+(BENCHMARKS.md, the tracing rows).
+
     OffloadSpanProcessor(protocol)   a span processor: each ended span is queued (a deque append on
                                      the event loop); a thread hands batches, as plain fields
                                      pickled, down a pipe to the child
@@ -116,6 +120,8 @@ class OffloadSpanProcessor(SpanProcessor):
         self._broken = False
         self._secrets_sent: tuple[str, ...] | None = None
         self._flushes = 0
+        self._acked = 0
+        self._ack = threading.Condition()
         self._child = subprocess.Popen(
             [sys.executable, "-P", "-m", "sidecar.telemetry.offload", protocol],
             stdin=subprocess.PIPE,
@@ -125,6 +131,7 @@ class OffloadSpanProcessor(SpanProcessor):
         self._send(("resource", dict(resource.attributes), resource.schema_url))
         self._thread = threading.Thread(target=self._run, name="sidecar-span-offload", daemon=True)
         self._thread.start()
+        threading.Thread(target=self._acks, name="sidecar-span-offload-acks", daemon=True).start()
 
     @property
     def exporter_module(self) -> str:
@@ -191,14 +198,19 @@ class OffloadSpanProcessor(SpanProcessor):
                 return False
             return self._await_ack(self._flushes, timeout_millis / 1000)
 
-    def _await_ack(self, number: int, timeout_s: float) -> bool:
+    def _acks(self) -> None:
+        """Read the child's answers to flushes (one number a line) until it exits."""
         out = self._child.stdout
         assert out is not None
-        answer: list[bytes] = []
-        reader = threading.Thread(target=lambda: answer.append(out.readline()), daemon=True)
-        reader.start()
-        reader.join(timeout_s)
-        return bool(answer) and answer[0].strip() == str(number).encode()
+        for line in out:
+            if line.strip().isdigit():
+                with self._ack:
+                    self._acked = max(self._acked, int(line))
+                    self._ack.notify_all()
+
+    def _await_ack(self, number: int, timeout_s: float) -> bool:
+        with self._ack:
+            return self._ack.wait_for(lambda: self._acked >= number, timeout_s)
 
     def shutdown(self) -> None:
         if self._done:
