@@ -3,6 +3,8 @@
     bench/.venv/bin/python bench/ab.py --a "OLD_PYTHON -P -m sidecar serve" --b ".venv/bin/python -P -m sidecar serve"
     bench/.venv/bin/python bench/ab.py --b-config bench/ab-redis.yaml ...        # the same build, another config
     bench/.venv/bin/python bench/ab.py --traced                                  # the same build, B traced
+    bench/.venv/bin/python bench/ab.py --traced --b-env SIDECAR_TRACES_OFFLOAD=true    # B exports in a child
+    bench/.venv/bin/python bench/ab.py --traced --a-traced --b-env SIDECAR_TRACES_OFFLOAD=true  # both traced
 
 ``--traced`` runs B with 100 % of its spans batch-exported over OTLP/HTTP to a sink
 (bench/cmd/otlpsink, ``run.tracing_on_env``) and A with tracing off (``OTEL_SDK_DISABLED``):
@@ -91,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--burst", type=float, default=DEFAULT_BURST_S, help="seconds of load per burst")
     ap.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
     ap.add_argument("--traced", action="store_true", help="B traced (100 %% sampled, OTLP/HTTP to a sink), A not")
+    ap.add_argument("--a-traced", action="store_true", help="with --traced: A traced too (compare two ways of tracing)")
+    ap.add_argument("--out", type=Path, help="write the rounds and the ratios as JSON here")
+    ap.add_argument("--b-env", action="append", default=[], metavar="NAME=VALUE", help="an extra variable for B")
     args = ap.parse_args(argv)
     RAW.mkdir(parents=True, exist_ok=True)
     args.sidecar_log_level, args.upstream_pid = "WARNING", 0
@@ -104,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         sink_port = free_port()
         procs.append(start("otlpsink", [str(BIN / "otlpsink"), "-listen", f"127.0.0.1:{sink_port}"]))
         env_a, env_b = TRACING_OFF_ENV, tracing_on_env(sink_port)
+        if args.a_traced:
+            env_a = tracing_on_env(sink_port)
+    env_b = {**env_b, **dict(kv.split("=", 1) for kv in args.b_env)}
     try:
         if not wait_http(f"http://127.0.0.1:{port}/healthz", 10):
             print(f"the upstream did not start:\n{upstream.tail()}", file=sys.stderr)
@@ -130,10 +138,42 @@ def main(argv: list[str] | None = None) -> int:
             )
         _summary("CPU-s per 1,000", cpu_a, cpu_b, f"({args.mode}, c={args.concurrency})")
         _summary("calls/s", rps_a, rps_b, "(B traced, A not)" if args.traced else "")
+        if args.out is not None:
+            _write(args, cpu_a, cpu_b, rps_a, rps_b)
     finally:
         for p in [*procs, upstream]:
             p.stop()
     return 0
+
+
+def _ratios(a: list[float], b: list[float]) -> dict[str, float]:
+    ratios = [y / x for x, y in zip(a, b, strict=True) if x]
+    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    return {"median": statistics.median(ratios), "q1": quartiles[0], "q3": quartiles[2]}
+
+
+def _write(
+    args: argparse.Namespace, cpu_a: list[float], cpu_b: list[float], rps_a: list[float], rps_b: list[float]
+) -> None:
+    """The rounds and the paired ratios B/A, as JSON."""
+    out = {
+        "argv": sys.argv[1:],
+        "mode": args.mode,
+        "concurrency": args.concurrency,
+        "burst_s": args.burst,
+        "traced": args.traced,
+        "b_env": args.b_env,
+        "rounds": [
+            {"cpu_per_1k_a": ca, "cpu_per_1k_b": cb, "rps_a": ra, "rps_b": rb}
+            for ca, cb, ra, rb in zip(cpu_a, cpu_b, rps_a, rps_b, strict=True)
+        ],
+        "rps_median_a": statistics.median(rps_a),
+        "rps_median_b": statistics.median(rps_b),
+        "rps_ratio_b_over_a": _ratios(rps_a, rps_b),
+        "cpu_ratio_b_over_a": _ratios(cpu_a, cpu_b),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
 
 
 def _summary(unit: str, a: list[float], b: list[float], note: str) -> None:

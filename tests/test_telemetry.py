@@ -729,9 +729,18 @@ _PROBE = textwrap.dedent(
         out["resource"] = dict(tp.resource.attributes)
         procs = tp._active_span_processor._span_processors
         out["processors"] = [type(p).__name__ for p in procs]
-        out["masked"] = [type(p.span_exporter).__name__ == "MaskingSpanExporter" for p in procs]
-        out["exporters"] = [type(p.span_exporter.inner).__module__ for p in procs]
-        out["schedule_delay"] = [getattr(p, "_batch_processor", p)._schedule_delay for p in procs]
+        offloaded = [type(p).__name__ == "OffloadSpanProcessor" for p in procs]
+        out["masked"] = [
+            p.masked if off else type(p.span_exporter).__name__ == "MaskingSpanExporter"
+            for p, off in zip(procs, offloaded)
+        ]
+        out["exporters"] = [
+            p.exporter_module if off else type(p.span_exporter.inner).__module__ for p, off in zip(procs, offloaded)
+        ]
+        out["schedule_delay"] = [
+            p.schedule_delay_millis if off else getattr(p, "_batch_processor", p)._schedule_delay
+            for p, off in zip(procs, offloaded)
+        ]
     if hasattr(mp, "_metric_readers"):
         out["readers"] = [type(r).__name__ for r in mp._metric_readers]
     if t.prometheus:
@@ -790,6 +799,7 @@ def test_the_standard_variables_configure_the_sdk() -> None:
             "OTEL_TRACES_SAMPLER_ARG": "0.25",
             "OTEL_BSP_SCHEDULE_DELAY": "123",
             "OTEL_METRICS_EXPORTER": "none",
+            "SIDECAR_TRACES_OFFLOAD": "true",
         }
     )
     assert got["enabled"] is True
@@ -801,11 +811,26 @@ def test_the_standard_variables_configure_the_sdk() -> None:
     assert "TraceIdRatioBased{0.25}" in got["sampler"]
     assert got["resource"]["service.name"] == "my-agent-sidecar"
     assert got["resource"]["deployment.environment.name"] == "test"
-    assert got["processors"] == ["BatchSpanProcessor"]
+    assert got["processors"] == ["OffloadSpanProcessor"]  # masked, encoded and exported by a child process
     assert got["masked"] == [True]  # every span leaves through the masking exporter
     assert got["exporters"] == ["opentelemetry.exporter.otlp.proto.http.trace_exporter"]
-    assert got["schedule_delay"] == [0.123] or got["schedule_delay"] == [123]
+    assert got["schedule_delay"] == [123]
     assert "traces over OTLP http/protobuf to http://127.0.0.1:9" in got["describe"]
+
+
+def test_spans_are_exported_in_process_by_default() -> None:
+    got = _probe(
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_BSP_SCHEDULE_DELAY": "123",
+            "OTEL_METRICS_EXPORTER": "none",
+        }
+    )
+    assert got["processors"] == ["BatchSpanProcessor"]
+    assert got["masked"] == [True]
+    assert got["exporters"] == ["opentelemetry.exporter.otlp.proto.http.trace_exporter"]
+    assert got["schedule_delay"] == [0.123] or got["schedule_delay"] == [123]
 
 
 def test_grpc_is_the_default_protocol_and_the_service_is_named_sidecar() -> None:

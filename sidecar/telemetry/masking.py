@@ -33,7 +33,7 @@ from opentelemetry.util.types import Attributes, AttributeValue
 
 from sidecar.core.redact import MIN_SECRET_CHARS, mask_keys
 
-__all__ = ["MaskingSpanExporter", "known", "mask", "mask_attributes", "mask_label", "register"]
+__all__ = ["MaskingSpanExporter", "known", "mask", "mask_attributes", "mask_label", "mask_value", "register"]
 
 LABEL_CACHE_SIZE = 4096
 """Masked metric label values remembered (model, tool and service names: a bounded set)."""
@@ -90,6 +90,11 @@ def _mask_value(value: str) -> str:
     if len(value) <= CACHED_VALUE_CHARS:
         return _mask_short(value, _generation)
     return mask(value)
+
+
+def mask_value(value: str) -> str:
+    """A span's name or string attribute value masked as ``MaskingSpanExporter`` masks it (short ones cached)."""
+    return _mask_value(value)
 
 
 def _value(value: AttributeValue) -> AttributeValue:

@@ -114,19 +114,18 @@ def _job_attrs(attrs: dict[str, Any], job: Job) -> None:
         attrs[n.WORKFLOW_ID] = job.workflow_id
 
 
-def _usage(span: Span, spent: Usage) -> None:
-    """The GenAI usage attributes (the cache and reasoning counts only when there are some)."""
+def _usage(attrs: dict[str, Any], spent: Usage) -> None:
+    """The GenAI usage attributes, into ``attrs`` (the cache and reasoning counts only when there are some)."""
     if not (spent.input_tokens or spent.output_tokens):
         return
-    span.set_attribute(n.GEN_AI_INPUT_TOKENS, spent.input_tokens)
-    span.set_attribute(n.GEN_AI_OUTPUT_TOKENS, spent.output_tokens)
-    for name, value in (
-        (n.GEN_AI_CACHE_READ_TOKENS, spent.cache_read_input_tokens),
-        (n.GEN_AI_CACHE_WRITE_TOKENS, spent.cache_write_input_tokens),
-        (n.GEN_AI_REASONING_TOKENS, spent.reasoning_tokens),
-    ):
-        if value:
-            span.set_attribute(name, value)
+    attrs[n.GEN_AI_INPUT_TOKENS] = spent.input_tokens
+    attrs[n.GEN_AI_OUTPUT_TOKENS] = spent.output_tokens
+    if spent.cache_read_input_tokens:
+        attrs[n.GEN_AI_CACHE_READ_TOKENS] = spent.cache_read_input_tokens
+    if spent.cache_write_input_tokens:
+        attrs[n.GEN_AI_CACHE_WRITE_TOKENS] = spent.cache_write_input_tokens
+    if spent.reasoning_tokens:
+        attrs[n.GEN_AI_REASONING_TOKENS] = spent.reasoning_tokens
 
 
 def _mark_failed(span: Span, failure: SidecarFailure) -> None:
@@ -218,12 +217,12 @@ class _Attempt:
         self._span.set_attribute(n.RETRY_WAIT, seconds)
 
     def usage(self, input_tokens: int, output_tokens: int, finish: str, response_model: str) -> None:
-        self._span.set_attribute(n.GEN_AI_INPUT_TOKENS, input_tokens)
-        self._span.set_attribute(n.GEN_AI_OUTPUT_TOKENS, output_tokens)
+        attrs: dict[str, Any] = {n.GEN_AI_INPUT_TOKENS: input_tokens, n.GEN_AI_OUTPUT_TOKENS: output_tokens}
         if finish:
-            self._span.set_attribute(n.GEN_AI_FINISH_REASONS, [finish])
+            attrs[n.GEN_AI_FINISH_REASONS] = [finish]
         if response_model:
-            self._span.set_attribute(n.GEN_AI_RESPONSE_MODEL, response_model)
+            attrs[n.GEN_AI_RESPONSE_MODEL] = response_model
+        self._span.set_attributes(attrs)  # one lock taken, not one per attribute
 
     def correction(self, reason: str) -> None:
         self._span.set_attribute(n.CORRECTION_REASON, reason)
@@ -258,25 +257,27 @@ class _ModelCall:
         self._provider = start.provider
 
     def tally(self, attempts: int, corrections: int, spent: Usage) -> None:
-        self._span.set_attribute(n.ATTEMPTS, attempts)
-        self._span.set_attribute(n.CORRECTIONS, corrections)
-        _usage(self._span, spent)
+        attrs: dict[str, Any] = {n.ATTEMPTS: attempts, n.CORRECTIONS: corrections}
+        _usage(attrs, spent)
+        self._span.set_attributes(attrs)
 
     def succeeded(self, response: ModelResponse) -> None:
         span = self._span
+        attrs: dict[str, Any] = {}
         if response.response_model:
-            span.set_attribute(n.GEN_AI_RESPONSE_MODEL, response.response_model)
+            attrs[n.GEN_AI_RESPONSE_MODEL] = response.response_model
         if response.raw_finish:
-            span.set_attribute(n.GEN_AI_FINISH_REASONS, [response.raw_finish])
+            attrs[n.GEN_AI_FINISH_REASONS] = [response.raw_finish]
         if response.response_id:
-            span.set_attribute(n.GEN_AI_RESPONSE_ID, response.response_id)
-        span.set_attribute(n.OUTPUT_BUDGET_RAISED, response.output_budget_raised)
+            attrs[n.GEN_AI_RESPONSE_ID] = response.response_id
+        attrs[n.OUTPUT_BUDGET_RAISED] = response.output_budget_raised
         if response.hops:
-            span.set_attribute(n.SERVED_BY, response.served_by)
-            span.set_attribute(n.HOPS, len(response.hops))
+            attrs[n.SERVED_BY] = response.served_by
+            attrs[n.HOPS] = len(response.hops)
         if self._observer.records_content(span):
             output = json.dumps([{"role": "assistant", "content": response.message.text}])
-            span.set_attribute(n.GEN_AI_OUTPUT_MESSAGES, self._observer.mask(output))
+            attrs[n.GEN_AI_OUTPUT_MESSAGES] = self._observer.mask(output)
+        span.set_attributes(attrs)
         elapsed = self._clock.time() - self._started
         self._metrics.operation(n.OP_CHAT, self._label, elapsed, None, self._provider)
         self._metrics.tokens(
@@ -314,9 +315,9 @@ class _Hop:
         self._span = span
 
     def tally(self, attempts: int, corrections: int, spent: Usage) -> None:
-        self._span.set_attribute(n.ATTEMPTS, attempts)
-        self._span.set_attribute(n.CORRECTIONS, corrections)
-        _usage(self._span, spent)
+        attrs: dict[str, Any] = {n.ATTEMPTS: attempts, n.CORRECTIONS: corrections}
+        _usage(attrs, spent)
+        self._span.set_attributes(attrs)
 
     def ended(self, hop: Hop) -> None:
         span = self._span
@@ -400,18 +401,17 @@ class TelemetryObserver:
         if start.streamed:
             attrs[n.STREAMED] = True
         _job_attrs(attrs, request.job)
+        if start.host:
+            attrs[n.SERVER_ADDRESS] = start.host
+            if start.port:
+                attrs[n.SERVER_PORT] = start.port
         name = n.SPAN_CHAT.format(model=model or "unknown")
         with _tracer.start_as_current_span(name, kind=SpanKind.CLIENT, attributes=attrs) as span:
-            if span.is_recording():
-                if start.host:
-                    span.set_attribute(n.SERVER_ADDRESS, start.host)
-                    if start.port:
-                        span.set_attribute(n.SERVER_PORT, start.port)
-                if self._record_content:
-                    span.set_attribute(n.GEN_AI_INPUT_MESSAGES, self.mask(_messages_json(request)))
-                    if request.controls.provider_options_json:
-                        options = self.mask(request.controls.provider_options_json)
-                        span.set_attribute(n.PROVIDER_OPTIONS, options)
+            if span.is_recording() and self._record_content:
+                span.set_attribute(n.GEN_AI_INPUT_MESSAGES, self.mask(_messages_json(request)))
+                if request.controls.provider_options_json:
+                    options = self.mask(request.controls.provider_options_json)
+                    span.set_attribute(n.PROVIDER_OPTIONS, options)
             if not start.streamed:
                 yield _ModelCall(self, span, start)
                 return

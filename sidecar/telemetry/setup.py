@@ -22,7 +22,9 @@ OTEL_EXPORTER_PROMETHEUS_PORT, default 9464) serves a Prometheus scrape endpoint
 OTEL_EXPORTER_PROMETHEUS_HOST (default 127.0.0.1).
 
 Every span exporter is wrapped in ``masking.MaskingSpanExporter``: spans leave the process with
-every configured secret masked.
+every configured secret masked. With SIDECAR_TRACES_OFFLOAD=true, OTLP spans are masked,
+encoded and exported by a child process (``offload.OffloadSpanProcessor``: off the serving
+process's GIL, but more CPU in all); by default the SDK's in-process ``BatchSpanProcessor``.
 """
 
 from __future__ import annotations
@@ -124,7 +126,13 @@ def _install_tracing(out: Telemetry, resource: Any, *, otlp: bool, console: bool
     from sidecar.telemetry.masking import MaskingSpanExporter
 
     provider = TracerProvider(resource=resource)  # the sampler comes from OTEL_TRACES_SAMPLER / _ARG
-    if otlp:
+    if otlp and _env("SIDECAR_TRACES_OFFLOAD").lower() == "true":
+        from sidecar.telemetry.offload import OffloadSpanProcessor
+
+        protocol = "http/protobuf" if _protocol("TRACES").startswith("http") else "grpc"
+        provider.add_span_processor(OffloadSpanProcessor(protocol, resource))
+        out.exporting.append(f"traces over OTLP {protocol} to {_endpoint('TRACES')} (exported by a child process)")
+    elif otlp:
         if _protocol("TRACES").startswith("http"):
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpans
 

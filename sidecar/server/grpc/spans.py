@@ -180,9 +180,10 @@ def _code(context: grpc.aio.ServicerContext[Any, Any]) -> grpc.StatusCode | None
 def _end(span: trace.Span, code: grpc.StatusCode) -> None:
     if not span.is_recording():
         return
-    span.set_attribute(n.RPC_GRPC_STATUS, code.value[0])
-    if code is not grpc.StatusCode.OK:
-        span.set_attribute(n.ERROR_TYPE, code.name)
+    if code is grpc.StatusCode.OK:
+        span.set_attribute(n.RPC_GRPC_STATUS, 0)
+    else:
+        span.set_attributes({n.RPC_GRPC_STATUS: code.value[0], n.ERROR_TYPE: code.name})
     if code in _SERVER_ERRORS:
         span.set_status(trace.StatusCode.ERROR, code.name)
 
@@ -193,6 +194,7 @@ def _peer(span: trace.Span, peer: str) -> None:
     if kind not in ("ipv4", "ipv6") or not rest:
         return
     host, _, port = rest.rpartition(":")
-    span.set_attribute(n.NETWORK_PEER_ADDRESS, host.strip("[]"))
     if port.isdigit():
-        span.set_attribute(n.NETWORK_PEER_PORT, int(port))
+        span.set_attributes({n.NETWORK_PEER_ADDRESS: host.strip("[]"), n.NETWORK_PEER_PORT: int(port)})
+    else:
+        span.set_attribute(n.NETWORK_PEER_ADDRESS, host.strip("[]"))

@@ -1,0 +1,321 @@
+"""Spans exported by a child process: masking and OTLP encoding leave the serving process's GIL.
+
+Opt-in (``SIDECAR_TRACES_OFFLOAD=true``): it costs more CPU in all than the in-process export (the
+child rebuilds every span before the SDK encodes it), so it pays only with a core to spare
+(BENCHMARKS.md, the tracing rows).
+
+    OffloadSpanProcessor(protocol)   a span processor: each ended span is queued (a deque append on
+                                     the event loop); a thread hands batches, as plain fields
+                                     pickled, down a pipe to the child
+    python -m sidecar.telemetry.offload PROTOCOL
+                                     the child: rebuilds each ReadableSpan masked (as
+                                     ``MaskingSpanExporter`` masks) and exports it with the OTLP exporter of PROTOCOL
+                                     (``grpc`` or ``http/protobuf``), configured by the same
+                                     OTEL_EXPORTER_OTLP_* variables (it inherits the environment)
+
+Why: with the SDK's ``BatchSpanProcessor`` the export thread masks and encodes (the OTLP encoder
+is Python) while holding the GIL the event loop needs: about a seventh of a traced sidecar's
+samples (BENCHMARKS.md, the tracing rows). Here the serving process only copies each span's
+fields into tuples and pickles them (C); the child does the rest, on another core.
+
+The child is told the process's secrets (``masking.known()``) with every batch after they change,
+over the same pipe, so what it exports is masked exactly as ``MaskingSpanExporter`` masks in
+process. The pipe's frames are a 4-byte length and a pickle; the child answers a flush with one
+line on its stdout. The batch processor's variables apply: OTEL_BSP_SCHEDULE_DELAY (ms, default
+5000), OTEL_BSP_MAX_QUEUE_SIZE (2048; spans beyond it are dropped and counted, as the SDK does),
+OTEL_BSP_MAX_EXPORT_BATCH_SIZE (512). If the child dies, spans are dropped (logged once); serving
+goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+from collections import deque
+from typing import IO, Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+from sidecar.telemetry import masking
+
+__all__ = ["OffloadSpanProcessor"]
+
+_log = logging.getLogger("sidecar.telemetry")
+_FRAME = struct.Struct("!I")
+DEFAULT_SCHEDULE_DELAY_MS = 5000
+DEFAULT_MAX_QUEUE = 2048
+DEFAULT_BATCH = 512
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        value = int(os.environ.get(name, "").strip() or default)
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def _plain(attributes: Any) -> dict[str, Any] | None:
+    """A span's, event's or link's attributes as a dict (the SDK's mapping copies itself in C)."""
+    if not attributes:
+        return None
+    copy = getattr(attributes, "copy", None)
+    if copy is None:
+        return dict(attributes)
+    out = copy()
+    return out if isinstance(out, dict) else dict(out)
+
+
+def _context(ctx: Any) -> tuple[int, int, int, tuple[tuple[str, str], ...], bool] | None:
+    if ctx is None:
+        return None
+    state = ctx.trace_state
+    return (ctx.trace_id, ctx.span_id, int(ctx.trace_flags), tuple(state.items()) if state else (), ctx.is_remote)
+
+
+def _fields(span: ReadableSpan) -> tuple[Any, ...]:
+    """A span as plain values (picklable, no locks): everything the OTLP encoder reads but the resource."""
+    scope = span.instrumentation_scope
+    status = span.status
+    return (
+        span.name,
+        _context(span.context),
+        _context(span.parent),
+        span.kind.value,
+        span.start_time,
+        span.end_time,
+        _plain(span.attributes),
+        [(e.name, _plain(e.attributes), e.timestamp) for e in span.events],
+        [(_context(link.context), _plain(link.attributes)) for link in span.links],
+        status.status_code.value,
+        status.description,
+        (scope.name, scope.version, scope.schema_url) if scope is not None else None,
+    )
+
+
+class OffloadSpanProcessor(SpanProcessor):
+    """Queues ended spans and sends them in batches to a child process that masks, encodes and exports."""
+
+    masked = True
+    """Every span the child exports is masked as ``MaskingSpanExporter`` masks (``_rebuild``)."""
+
+    def __init__(self, protocol: str, resource: Any) -> None:
+        self.protocol = protocol
+        self.schedule_delay_millis = _env_int("OTEL_BSP_SCHEDULE_DELAY", DEFAULT_SCHEDULE_DELAY_MS)
+        self._delay_s = self.schedule_delay_millis / 1000
+        self._max_queue = _env_int("OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_MAX_QUEUE)
+        self._batch = min(_env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", DEFAULT_BATCH), self._max_queue)
+        self._queue: deque[ReadableSpan] = deque()
+        self._wake = threading.Event()
+        self._io = threading.Lock()  # one writer of the pipe at a time (the thread, or a flush)
+        self._done = False
+        self._dropped = 0
+        self._broken = False
+        self._secrets_sent: tuple[str, ...] | None = None
+        self._flushes = 0
+        self._acked = 0
+        self._ack = threading.Condition()
+        self._child = subprocess.Popen(
+            [sys.executable, "-P", "-m", "sidecar.telemetry.offload", protocol],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            close_fds=True,
+        )
+        self._send(("resource", dict(resource.attributes), resource.schema_url))
+        self._thread = threading.Thread(target=self._run, name="sidecar-span-offload", daemon=True)
+        self._thread.start()
+        threading.Thread(target=self._acks, name="sidecar-span-offload-acks", daemon=True).start()
+
+    @property
+    def exporter_module(self) -> str:
+        """The module of the OTLP span exporter the child runs."""
+        kind = "http" if self.protocol.startswith("http") else "grpc"
+        return f"opentelemetry.exporter.otlp.proto.{kind}.trace_exporter"
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        return None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self._done or not span.context.trace_flags.sampled:
+            return
+        queue = self._queue
+        if len(queue) >= self._max_queue:
+            self._dropped += 1
+            return
+        queue.append(span)
+        if len(queue) >= self._batch:
+            self._wake.set()
+
+    def _run(self) -> None:
+        while not self._done:
+            self._wake.wait(self._delay_s)
+            self._wake.clear()
+            with self._io:
+                self._drain()
+
+    def _drain(self) -> None:
+        """Send everything queued (called with ``_io`` held)."""
+        queue = self._queue
+        while queue:
+            batch: list[tuple[Any, ...]] = []
+            while queue and len(batch) < self._batch:
+                batch.append(_fields(queue.popleft()))
+            secrets = masking.known()
+            if secrets != self._secrets_sent:
+                self._send(("secrets", secrets))
+                self._secrets_sent = secrets
+            self._send(("spans", batch))
+        if self._dropped:
+            _log.warning("span queue full: %d spans dropped", self._dropped)
+            self._dropped = 0
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        if self._broken:
+            return
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        pipe = self._child.stdin
+        try:
+            assert pipe is not None
+            pipe.write(_FRAME.pack(len(data)) + data)
+            pipe.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            self._broken = True
+            _log.warning("the span export process is gone (exit %s): spans are dropped", self._child.poll())
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        with self._io:
+            self._drain()
+            self._flushes += 1
+            self._send(("flush", self._flushes))
+            if self._broken:
+                return False
+            return self._await_ack(self._flushes, timeout_millis / 1000)
+
+    def _acks(self) -> None:
+        """Read the child's answers to flushes (one number a line) until it exits."""
+        out = self._child.stdout
+        assert out is not None
+        for line in out:
+            if line.strip().isdigit():
+                with self._ack:
+                    self._acked = max(self._acked, int(line))
+                    self._ack.notify_all()
+
+    def _await_ack(self, number: int, timeout_s: float) -> bool:
+        with self._ack:
+            return self._ack.wait_for(lambda: self._acked >= number, timeout_s)
+
+    def shutdown(self) -> None:
+        if self._done:
+            return
+        self.force_flush()
+        self._done = True
+        self._wake.set()
+        self._thread.join(5)
+        with self._io:
+            if self._child.stdin is not None:
+                with contextlib.suppress(OSError):
+                    self._child.stdin.close()
+        try:
+            self._child.wait(30)
+        except subprocess.TimeoutExpired:
+            self._child.kill()
+            self._child.wait()
+
+
+# The child.
+
+
+def _span_context(values: tuple[int, int, int, tuple[tuple[str, str], ...], bool] | None) -> Any:
+    from opentelemetry.trace import SpanContext, TraceFlags, TraceState
+
+    if values is None:
+        return None
+    trace_id, span_id, flags, state, remote = values
+    return SpanContext(
+        trace_id, span_id, is_remote=remote, trace_flags=TraceFlags(flags), trace_state=TraceState(state)
+    )
+
+
+def _rebuild(fields: tuple[Any, ...], resource: Any, scopes: dict[Any, Any]) -> ReadableSpan:
+    """The span, masked as ``MaskingSpanExporter`` masks (name, every string, event, link, status)."""
+    from opentelemetry.sdk.trace import Event
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+    name, ctx, parent, kind, start, end, attributes, events, links, code, description, scope = fields
+    if scope is not None and scope not in scopes:
+        scopes[scope] = InstrumentationScope(*scope)
+    mask_attributes, mask_value = masking.mask_attributes, masking.mask_value
+    return ReadableSpan(
+        name=mask_value(name),
+        context=_span_context(ctx),
+        parent=_span_context(parent),
+        resource=resource,
+        attributes=mask_attributes(attributes),
+        events=[Event(e_name and mask_value(e_name), mask_attributes(e_attrs), ts) for e_name, e_attrs, ts in events],
+        links=[Link(_span_context(link_ctx), mask_attributes(link_attrs)) for link_ctx, link_attrs in links],
+        kind=SpanKind(kind),
+        status=Status(StatusCode(code), description and masking.mask(description)),
+        start_time=start,
+        end_time=end,
+        instrumentation_scope=scopes.get(scope) if scope is not None else None,
+    )
+
+
+def _exporter(protocol: str) -> Any:
+    """The OTLP exporter (the spans it is given are masked already, by ``_rebuild``)."""
+    if protocol.startswith("http"):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpans
+
+        return HttpSpans()
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpans
+
+    return GrpcSpans()
+
+
+def _read(stream: IO[bytes], size: int) -> bytes | None:
+    data = stream.read(size)
+    return data if data is not None and len(data) == size else None
+
+
+def child(protocol: str) -> int:
+    """Read frames from stdin until it closes; export every batch of spans; answer each flush."""
+    from opentelemetry.sdk.resources import Resource
+
+    exporter = _exporter(protocol)
+    resource = Resource.get_empty()
+    scopes: dict[Any, Any] = {}
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    try:
+        while (head := _read(stdin, _FRAME.size)) is not None:
+            body = _read(stdin, _FRAME.unpack(head)[0])
+            if body is None:
+                break
+            message = pickle.loads(body)
+            match message[0]:
+                case "spans":
+                    exporter.export([_rebuild(f, resource, scopes) for f in message[1]])
+                case "secrets":
+                    masking.register(message[1])
+                case "resource":
+                    resource = Resource(message[1], message[2])
+                case "flush":
+                    exporter.force_flush()
+                    stdout.write(b"%d\n" % message[1])
+                    stdout.flush()
+    finally:
+        exporter.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING)
+    sys.exit(child(sys.argv[1] if len(sys.argv) > 1 else "grpc"))
