@@ -222,7 +222,9 @@ async def test_each_action_is_a_span_event_naming_who_never_the_token(start_side
         assert ADMIN not in str(attrs)
 
 
-async def test_a_redis_never_reached_is_unreachable_with_its_error(start_sidecar: Start) -> None:
+async def test_a_redis_never_reached_is_unreachable_with_its_error(
+    start_sidecar: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
     state = {"backend": "redis", "url": f"redis://127.0.0.1:{free_port()}/0", "prefix": "admin-bad", "timeout_ms": 50}
     r = await start_sidecar(http=HTTP, server={"admin": {"tokens": [ADMIN]}}, state=state)
     doc = (await _get(r, ADMIN)).json()["state"]
@@ -230,3 +232,10 @@ async def test_a_redis_never_reached_is_unreachable_with_its_error(start_sidecar
     assert doc["reachable"] is False
     assert doc["staleness_s"] is None  # never heard from
     assert "Error" in doc["last_error"]
+    monkeypatch.setenv(TOKEN_ENV, ADMIN)
+    console = Console(record=True, width=240, file=io.StringIO())
+    assert await asyncio.to_thread(run_status, _url(r).removesuffix("/admin/state"), None, console) == 0
+    text = console.export_text()
+    assert "staleness s" in text
+    assert "last error" in text
+    assert doc["last_error"][:30] in text
