@@ -9,6 +9,7 @@
 #   make bench-clean      remove the tools, virtualenvs and raw output (keeps results/)
 #   BENCH_ARGS="--only direct,litellm" make bench     pass arguments to bench/run.py
 #   make bench-formats    CallModel per wire format, and the HTTP fronts, on one process (bench/formats.py)
+#   make bench-overhead   x-sidecar-overhead-ms and sidecar.overhead.duration against the added latency (bench/overhead.py)
 #   make soak             faults, SIGTERM drain, kill -9 (bench/soak.py, docs/reliability.md; a few minutes)
 #   SOAK_ARGS="--calls 1000" make soak                pass arguments to bench/soak.py
 
@@ -28,7 +29,7 @@ BENCH_SIDECAR_ENV ?= venv
 BENCH_GO_SOURCES := $(wildcard $(BENCH_DIR)/cmd/*/*.go) $(BENCH_DIR)/go.mod $(BENCH_DIR)/go.sum
 BENCH_TOOLS      := $(BENCH_BIN)/upstream $(BENCH_BIN)/loadgen $(BENCH_BIN)/otlpsink
 
-.PHONY: bench bench-quick bench-build bench-litellm bench-venv bench-clean soak bench-formats
+.PHONY: bench bench-quick bench-build bench-litellm bench-venv bench-clean soak bench-formats bench-overhead
 
 bench: bench-build bench-venv bench-litellm $(BENCH_SIDECAR_ENV) redis-server
 	$(BENCH_PY) $(BENCH_DIR)/run.py $(BENCH_ARGS)
@@ -38,6 +39,10 @@ bench: bench-build bench-venv bench-litellm $(BENCH_SIDECAR_ENV) redis-server
 # the format registry and the Python client).
 bench-formats: $(BENCH_SIDECAR_ENV)
 	.venv/bin/python $(BENCH_DIR)/formats.py $(BENCH_FORMATS_ARGS)
+
+# The overhead figure against the bench's added latency, c=1, about a minute (in the sidecar's virtualenv).
+bench-overhead: $(BENCH_SIDECAR_ENV)
+	.venv/bin/python $(BENCH_DIR)/overhead.py $(BENCH_OVERHEAD_ARGS)
 
 bench-quick: bench-build bench-venv bench-litellm $(BENCH_SIDECAR_ENV)
 	$(BENCH_PY) $(BENCH_DIR)/run.py --quick $(BENCH_ARGS)

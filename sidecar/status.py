@@ -129,9 +129,15 @@ def render(doc: dict[str, Any]) -> Group:
         spend.add_row(w["workflow"], _num(w["spent_usd"]), _num(w["cap_usd"]))
     state = doc.get("state", {})
     backend = Table(title="state backend", title_justify="left")
-    for col in ("backend", "reachable", "replicas"):
+    for col in ("backend", "reachable", "replicas", "staleness s", "last error"):
         backend.add_column(col)
-    backend.add_row(str(state.get("backend", "?")), str(state.get("reachable", "?")), _num(state.get("replicas")))
+    backend.add_row(
+        str(state.get("backend", "?")),
+        str(state.get("reachable", "?")),
+        _num(state.get("replicas")),
+        _num(state.get("staleness_s")),
+        str(state.get("last_error") or "-"),
+    )
     return Group(models, circuits, spend, backend)
 
 

@@ -16,8 +16,9 @@ from rich.console import Console
 
 from sidecar.core.details import Trigger
 from sidecar.status import TOKEN_ENV, run_action, run_status
+from sidecar.telemetry.testing import install_in_memory
 from tests.conftest import Running, Start
-from tests.redis_server import RedisServer, redis_server  # noqa: F401  (the fixture)
+from tests.redis_server import RedisServer, free_port, redis_server  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.asyncio
 
@@ -193,3 +194,48 @@ async def test_with_redis_two_sidecars_see_one_close(
     await _until(b_open, "the other replica to see the circuit open")
     assert (await _act(a, "close-circuit", "flaky")).json()["changed"] is True
     await _until(b_closed, "the other replica to see the operator's close")
+
+
+async def test_each_action_is_a_span_event_naming_who_never_the_token(start_sidecar: Start) -> None:
+    otel = install_in_memory()
+    otel.clear()
+    r = await _admin_sidecar(start_sidecar)
+    _seed(r)
+    await _act(r, "close-circuit", "flaky")
+    await _act(r, "lift-pause", "gpt")
+    await _act(r, "reset-spend", "wf-1")
+    await _act(r, "lift-pause", "no-such-model")
+    spans = {s.name: s for s in otel.spans() if s.name.startswith("admin ")}
+    assert set(spans) == {"admin close-circuit", "admin lift-pause", "admin reset-spend"}
+    events = [e for s in otel.spans() if s.name.startswith("admin ") for e in s.events]
+    assert "sidecar.circuit.closed" in {e.name for e in events}  # the guard's own event, on the action's span
+    events = [e for e in events if e.name == "sidecar.admin.action"]
+    assert len(events) == 4
+    by = {(e.attributes or {}).get("sidecar.admin.target"): dict(e.attributes or {}) for e in events}
+    assert by["flaky"]["sidecar.admin.action"] == "close-circuit"
+    assert by["flaky"]["sidecar.admin.outcome"] == "changed"
+    assert by["gpt"]["sidecar.admin.outcome"] == "changed"
+    assert by["wf-1"]["sidecar.admin.was_usd"] == 1.25
+    assert by["no-such-model"]["sidecar.admin.outcome"] == "not_found"
+    for attrs in by.values():
+        assert str(attrs["sidecar.admin.who"]).startswith("server.admin.tokens[0] from 127.0.0.1")
+        assert ADMIN not in str(attrs)
+
+
+async def test_a_redis_never_reached_is_unreachable_with_its_error(
+    start_sidecar: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = {"backend": "redis", "url": f"redis://127.0.0.1:{free_port()}/0", "prefix": "admin-bad", "timeout_ms": 50}
+    r = await start_sidecar(http=HTTP, server={"admin": {"tokens": [ADMIN]}}, state=state)
+    doc = (await _get(r, ADMIN)).json()["state"]
+    assert doc["backend"] == "redis"
+    assert doc["reachable"] is False
+    assert doc["staleness_s"] is None  # never heard from
+    assert "Error" in doc["last_error"]
+    monkeypatch.setenv(TOKEN_ENV, ADMIN)
+    console = Console(record=True, width=240, file=io.StringIO())
+    assert await asyncio.to_thread(run_status, _url(r).removesuffix("/admin/state"), None, console) == 0
+    text = console.export_text()
+    assert "staleness s" in text
+    assert "last error" in text
+    assert doc["last_error"][:30] in text

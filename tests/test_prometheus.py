@@ -131,6 +131,7 @@ def test_the_scrape_carries_the_sidecars_own_metrics(served: tuple[str, str]) ->
         "gen_ai_client_token_usage_bucket",
         "sidecar_overhead_duration_seconds_bucket",
         "sidecar_retries_total",
+        "sidecar_attempts_total",
         "sidecar_wait_duration_seconds_sum",
         "sidecar_failures_total",
         "sidecar_model_throttle",
@@ -141,6 +142,26 @@ def test_the_scrape_carries_the_sidecars_own_metrics(served: tuple[str, str]) ->
     ):
         assert name in names, name
     assert 'sidecar_door="grpc"' in served[1]
+    attempts = [line for line in served[1].splitlines() if line.startswith("sidecar_attempts_total{")]
+    assert any('sidecar_attempt_outcome="ok"' in a and 'sidecar_retry_signal="none"' in a for a in attempts)
+    assert any('sidecar_retry_signal="rate_limit"' in a for a in attempts)  # the scripted 429
+    assert any('sidecar_attempt_kind="service"' in a for a in attempts)
+
+
+def test_the_attempts_counter_is_bounded_under_a_thousand_jobs(served: tuple[str, str]) -> None:
+    def attempts(text: str) -> set[str]:
+        return {s for s in _series(text) if s.startswith("sidecar_attempts_total")}
+
+    before, after = attempts(served[0]), attempts(served[1])
+    assert before
+    assert len(after) < 20, sorted(after)
+    assert len(after - before) <= 2, sorted(after - before)  # 1,000 jobs later: a new outcome at most, never a job
+    assert not any(marker in s for s in after for marker in ("job-", "wf-", "doc-", "hi "))
+    allowed = {"sidecar_attempt_outcome", "sidecar_retry_signal", "sidecar_attempt_kind", "sidecar_model"}
+    allowed |= {"sidecar_service", "job", "instance", "otel_scope_name", "otel_scope_version", "otel_scope_schema_url"}
+    for series in after:
+        labels = set(re.findall(r"([a-zA-Z_]+)=", series))
+        assert labels <= allowed, series
 
 
 def test_a_thousand_jobs_and_workflows_add_no_series(served: tuple[str, str]) -> None:

@@ -10,6 +10,8 @@
     CircuitClosed    the service's guard, if it has one (closed_elsewhere)
     SpendTotal       the ledger (total_elsewhere)
     Replicas         every model throttle (split: the configured rates are the fleet's)
+    PauseLifted      the model's throttle (lifted_elsewhere): an operator's lift-pause, fleet-wide
+    SpendReset       the ledger (reset_elsewhere): an operator's reset-spend, fleet-wide
     SpendAdded       nothing: only a backend adds it up
 
 ``snapshot`` is the reverse: what this replica holds, as changes a reconnecting backend pushes
@@ -32,10 +34,12 @@ from sidecar.core.state import (
     CircuitOpened,
     ModelPause,
     ModelRaised,
+    PauseLifted,
     ProbeTaken,
     Replicas,
     ServiceRaised,
     SpendAdded,
+    SpendReset,
     SpendTotal,
 )
 
@@ -96,6 +100,11 @@ class FleetView:
                     self.replicas = count
                     for t in self._models.values():
                         t.split(count)
+            case PauseLifted(model):
+                if (t := self._models.get(model)) is not None:
+                    t.lifted_elsewhere()
+            case SpendReset(workflow):
+                self._ledger.reset_elsewhere(workflow)
             case SpendAdded():
                 pass
 

@@ -73,7 +73,7 @@ from sidecar.core.kinds import RetrySignal
 from sidecar.core.observer import NULL_OBSERVER, ModelPaused, Observer, Target, ThrottleChanged
 from sidecar.core.pacer import EPSILON, Overdue, Pacer, Reservation
 from sidecar.core.pressure import FAST_DECAY, Pressure
-from sidecar.core.state import MEMORY, ModelPause, ModelRaised, StateBackend
+from sidecar.core.state import MEMORY, ModelPause, ModelRaised, PauseLifted, StateBackend
 
 __all__ = [
     "INCREMENTS",
@@ -266,10 +266,17 @@ class ModelThrottle:
         )
 
     def lift_pause(self) -> bool:
-        """An operator lifted the Retry-After pause: calls are booked from now; whether one held."""
+        """An operator lifted the Retry-After pause: calls are booked from now; whether one held here.
+
+        Published (PauseLifted) whether or not one held here: another replica may hold it."""
         held = self.pause_left() > 0
         self.paused_until = 0.0
+        self._state.publish(PauseLifted(self.model))
         return held
+
+    def lifted_elsewhere(self) -> None:
+        """An operator lifted the pause on another replica: lift it here too."""
+        self.paused_until = 0.0
 
     def pause_left(self) -> float:
         """Seconds the Retry-After pause still holds (0: none)."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sidecar.core.conversation import Usage
-from sidecar.core.state import MEMORY, SpendAdded, SpendTotal, StateBackend
+from sidecar.core.state import MEMORY, SpendAdded, SpendReset, SpendTotal, StateBackend
 from sidecar.core.taxonomy import SpendCapExceeded
 
 __all__ = ["Prices", "SpendLedger", "SpendSnapshot", "cost_of"]
@@ -113,8 +113,15 @@ class SpendLedger:
         return [SpendSnapshot(w, self._spent.get(w, 0.0), self.cap_for(w)) for w in sorted(names)]
 
     def reset(self, workflow_id: str) -> float:
-        """An operator reset the workflow's spend in this replica; what it was."""
-        return self._spent.pop(workflow_id, 0.0)
+        """An operator reset the workflow's spend; what it was here. Published (SpendReset): with a shared
+        backend the fleet's total is reset too, and every replica's view."""
+        was = self._spent.pop(workflow_id, 0.0)
+        self._state.publish(SpendReset(workflow_id))
+        return was
+
+    def reset_elsewhere(self, workflow_id: str) -> None:
+        """An operator reset the workflow's spend on another replica."""
+        self._spent.pop(workflow_id, None)
 
     def total_elsewhere(self, workflow_id: str, usd: float) -> None:
         """The fleet's total for a workflow (a capped one only: nothing else is checked)."""

@@ -76,11 +76,13 @@ __all__ = [
     "ModelPause",
     "ModelRaised",
     "Namespaced",
+    "PauseLifted",
     "ProbeTaken",
     "Recorded",
     "Replicas",
     "ServiceRaised",
     "SpendAdded",
+    "SpendReset",
     "SpendTotal",
     "StateBackend",
 ]
@@ -160,6 +162,20 @@ class SpendTotal:
 
 
 @dataclass(frozen=True, slots=True)
+class PauseLifted:
+    """An operator lifted a model's Retry-After pause (``sidecar admin lift-pause``): every replica lifts it."""
+
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class SpendReset:
+    """An operator reset a workflow's spend (``sidecar admin reset-spend``): the fleet's total is 0 again."""
+
+    workflow: str
+
+
+@dataclass(frozen=True, slots=True)
 class Replicas:
     """How many replicas share the state now (1 when alone, or the backend is unavailable)."""
 
@@ -176,6 +192,8 @@ Change = (
     | SpendAdded
     | SpendTotal
     | Replicas
+    | PauseLifted
+    | SpendReset
 )
 
 

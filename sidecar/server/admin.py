@@ -4,7 +4,10 @@
     services    each tool service's circuit: state, the quoted opening response, cooldown left, probe holder
     deployments each route deployment's circuit, the same
     workflows   each workflow's spend against its cap
-    state       the state backend: memory or redis, reachable or not, live replicas
+    state       the state backend: memory or redis, reachable or not, live replicas; with redis,
+                staleness_s (seconds since Redis last answered this replica: a heartbeat every
+                second, a published change, a re-sync; None: never reached) and, while it is
+                not reachable, last_error (what the last Redis operation raised)
 
 Read from the core objects' public ``snapshot`` methods only (nothing changes, no event is
 reported). Every string is masked against the configured secrets before it leaves (``mask``);
@@ -15,9 +18,12 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+from opentelemetry import trace
 
 from sidecar.core.circuit import GuardSnapshot, ServiceGuards
 from sidecar.core.fleet_view import FleetView
@@ -25,14 +31,33 @@ from sidecar.core.redact import mask_secrets
 from sidecar.core.spend import SpendLedger
 from sidecar.core.state import StateBackend
 from sidecar.providers.service import ModelService
+from sidecar.telemetry import names as n
 
 __all__ = ["StateView", "UnknownTarget"]
 
 _log = logging.getLogger("sidecar.admin")
+_tracer = trace.get_tracer(n.TRACER)
 
 
 class UnknownTarget(LookupError):
     """An operator action named a model, service, deployment or workflow this process does not hold."""
+
+
+@contextmanager
+def _action_span(action: str, target: str, who: str) -> Iterator[dict[str, Any]]:
+    """The span of one operator action; the body fills in the outcome (an UnknownTarget: ``not_found``)."""
+    attrs: dict[str, Any] = {n.ADMIN_ACTION: action, n.ADMIN_TARGET: target, n.ADMIN_WHO: who}
+    with _tracer.start_as_current_span(n.SPAN_ADMIN.format(action=action), attributes=attrs) as span:
+        outcome: dict[str, Any] = {}
+        try:
+            yield outcome
+        except UnknownTarget:
+            outcome[n.ADMIN_OUTCOME] = "not_found"
+            raise
+        finally:
+            span.add_event(n.EVENT_ADMIN_ACTION, {**attrs, **outcome})
+            if n.ADMIN_OUTCOME in outcome:
+                span.set_attribute(n.ADMIN_OUTCOME, outcome[n.ADMIN_OUTCOME])
 
 
 def _guard(g: GuardSnapshot) -> dict[str, Any]:
@@ -91,34 +116,54 @@ class StateView:
 
     # ------------------------------------------------------------------ operator actions (this replica)
 
+    # Each is logged on ``sidecar.admin`` and traced: a span ``admin {action}`` with one event
+    # (EVENT_ADMIN_ACTION) naming the action, the target, who, and the outcome. ``who`` names the
+    # token (``server.admin.tokens[i]``) and the peer, never the token.
+
     def close_circuit(self, name: str, *, who: str) -> bool:
         """Close a tool service's (else a route deployment's) circuit; published fleet-wide as a probe's close."""
-        guard = self.guards.peek(name) or self.models.routes.guards.peek(name)
-        if guard is None:
-            raise UnknownTarget(f"no circuit named {name!r}")
-        changed = guard.close()
+        with _action_span("close-circuit", name, who) as outcome:
+            guard = self.guards.peek(name) or self.models.routes.guards.peek(name)
+            if guard is None:
+                raise UnknownTarget(f"no circuit named {name!r}")
+            changed = guard.close()
+            outcome[n.ADMIN_OUTCOME] = "changed" if changed else "unchanged"
         _log.warning("admin: %s closed the circuit of %s (was %s)", who, name, "open" if changed else "closed")
         return changed
 
     def lift_pause(self, model: str, *, who: str) -> bool:
-        """Lift a model's Retry-After pause (this replica)."""
-        if model not in self.model_ids:
-            raise UnknownTarget(f"no model named {model!r}")
-        held = self.models.throttle(model).lift_pause()
+        """Lift a model's Retry-After pause (published: with Redis, every replica lifts it); whether one held here."""
+        with _action_span("lift-pause", model, who) as outcome:
+            if model not in self.model_ids:
+                raise UnknownTarget(f"no model named {model!r}")
+            held = self.models.throttle(model).lift_pause()
+            outcome[n.ADMIN_OUTCOME] = "changed" if held else "unchanged"
         _log.warning("admin: %s lifted the pause of model %s (%s)", who, model, "held" if held else "none held")
         return held
 
     def reset_spend(self, workflow: str, *, who: str) -> float:
-        """Reset a workflow's spend (this replica's view); what it was."""
-        was = self.ledger.reset(workflow)
+        """Reset a workflow's spend (published: with Redis, the fleet's total and every replica's); what it was here."""
+        with _action_span("reset-spend", workflow, who) as outcome:
+            was = self.ledger.reset(workflow)
+            outcome[n.ADMIN_OUTCOME] = "changed" if was else "unchanged"
+            outcome[n.ADMIN_WAS_USD] = was
         _log.warning("admin: %s reset the spend of workflow %s (was %.6f USD)", who, workflow, was)
         return was
 
     def _backend(self) -> dict[str, Any]:
         if not self.state.shared:
             return {"backend": "memory", "reachable": True, "replicas": 1}
-        available = getattr(self.state, "available", None)  # RedisState's public property
-        return {"backend": "redis", "reachable": bool(available), "replicas": self.fleet.replicas}
+        available = getattr(self.state, "available", None)  # RedisState's public properties
+        heard = getattr(self.state, "heard_s", None)
+        doc: dict[str, Any] = {
+            "backend": "redis",
+            "reachable": bool(available),
+            "replicas": self.fleet.replicas,
+            "staleness_s": None if heard is None else round(heard, 3),
+        }
+        if not available:
+            doc["last_error"] = getattr(self.state, "last_error", "") or "not reached yet"
+        return doc
 
     def _masked(self, value: Any) -> Any:
         mask: Callable[[str], str] = lambda text: mask_secrets(text, self.secrets)  # noqa: E731

@@ -51,3 +51,12 @@ class Tokens:
         for digest in self._digests:
             matched |= hmac.compare_digest(given, digest)
         return matched and token is not None
+
+    def which(self, token: str | None) -> int | None:
+        """The index of ``token`` among the configured tokens (every one compared, constant time); None: none."""
+        given = _digest(token or "")
+        found: int | None = None
+        for i, digest in enumerate(self._digests):
+            if hmac.compare_digest(given, digest) and found is None:
+                found = i
+        return found if token is not None else None

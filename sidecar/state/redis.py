@@ -14,6 +14,8 @@ this: ``publish`` queues, one writer task sends. Keys (every one with a TTL)::
     {prefix}:probe:{svc}         the one half-open probe (SET NX)          TTL = probe_timeout_s
     {prefix}:closed:{svc}        when it last closed (a stale re-push loses) TTL CLOSED_TTL_S (1 h)
     {prefix}:spend:{workflow}    the workflow's spend, INCRBYFLOAT         TTL SPEND_TTL_S (7 days), renewed per add
+    (an operator's lift-pause / reset-spend: PauseLifted / SpendReset delete the mpause / spend key
+    and publish, so every replica lifts the pause / forgets the spend)
     {prefix}:replicas            live replicas (a sorted set of expiries)  TTL HEARTBEAT_TTL_S (3 s), beat every 1 s
     {prefix}:call:{hash}         a tool call's intent, then its outcome    TTL the dedupe window (and the call's
                                  (core.state.CallRecords; tools.once)          longest run, for an intent)
@@ -57,6 +59,7 @@ import json
 import logging
 import os
 import socket
+import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable
@@ -82,11 +85,13 @@ from sidecar.core.state import (
     LocalView,
     ModelPause,
     ModelRaised,
+    PauseLifted,
     ProbeTaken,
     Recorded,
     Replicas,
     ServiceRaised,
     SpendAdded,
+    SpendReset,
     SpendTotal,
 )
 
@@ -144,6 +149,11 @@ _CLOSE = """
 redis.call('DEL', KEYS[1], KEYS[3])
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
 redis.call('PUBLISH', ARGV[3], ARGV[4])
+return 1
+"""
+_DELETE_AND_PUBLISH = """
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[1], ARGV[2])
 return 1
 """
 _CLAIM = """
@@ -269,6 +279,10 @@ def encode(change: Change, origin: str) -> dict[str, Any]:
             out.update(k="spend", n=workflow, usd=usd)
         case Replicas(count):
             out.update(k="replicas", v=count)
+        case PauseLifted(model):
+            out.update(k="mlift", n=model)
+        case SpendReset(workflow):
+            out.update(k="sreset", n=workflow)
     return out
 
 
@@ -301,6 +315,10 @@ def decode(data: Any) -> Change | None:
                 return CircuitClosed(name)
             case "spend":
                 return SpendTotal(name, float(data["usd"]))
+            case "mlift":
+                return PauseLifted(name)
+            case "sreset":
+                return SpendReset(name)
     except (KeyError, TypeError, ValueError):
         return None
     return None
@@ -340,6 +358,7 @@ class RedisState:
         )
         self._call_claim = self._client.register_script(_CALL_CLAIM)
         self._call_abandon = self._client.register_script(_CALL_ABANDON)
+        self._delete = self._client.register_script(_DELETE_AND_PUBLISH)
         self._backoff = ExponentialWithJitterBackoff(cap=RECONNECT_MAX_S, base=RECONNECT_MIN_S)
         self._view: LocalView | None = None
         self._queue: deque[Change] = deque(maxlen=MAX_QUEUED)
@@ -350,6 +369,9 @@ class RedisState:
         self._noted_in_call = False
         self._outage_since = 0.0
         self._outages = 0
+        self._heard: float | None = None
+        """time.monotonic() when Redis last answered (a beat, a message, a sync); None: never."""
+        self._last_error = ""
         self._pubsub: PubSub | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
@@ -373,7 +395,20 @@ class RedisState:
         """Outages seen since start (the first connection failing counts as one)."""
         return self._outages
 
+    @property
+    def heard_s(self) -> float | None:
+        """Seconds since Redis last answered this replica (a heartbeat every HEARTBEAT_S, a message, a
+        re-sync): how stale this replica's view of the fleet may be. None: never reached."""
+        return None if self._heard is None else max(time.monotonic() - self._heard, 0.0)
+
+    @property
+    def last_error(self) -> str:
+        """What the last failed Redis operation raised (its type and message; "" when none failed)."""
+        return self._last_error
+
     def publish(self, change: Change) -> None:
+        if isinstance(change, SpendReset):  # what was added here before the reset is not counted
+            self._unsent.pop(change.workflow, None)
         if isinstance(change, SpendAdded):
             self._unsent[change.workflow] = self._unsent.get(change.workflow, 0.0) + change.usd
         elif self._available:
@@ -466,9 +501,14 @@ class RedisState:
             async with asyncio.timeout(self.timeout_s):
                 return await op
         except (RedisError, OSError, TimeoutError) as exc:
+            self._failed(exc)
             if not quiet:
                 self._down(type(exc).__name__)
             return None
+
+    def _failed(self, exc: BaseException) -> None:
+        detail = str(exc)[:200]
+        self._last_error = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
     def _down(self, reason: str) -> None:
         if not self._available and self._outages:
@@ -499,7 +539,8 @@ class RedisState:
         try:
             async with asyncio.timeout(self.timeout_s * 4):  # connect, subscribe: a few round trips
                 await pubsub.subscribe(self.channel)
-        except (RedisError, OSError, TimeoutError):
+        except (RedisError, OSError, TimeoutError) as exc:
+            self._failed(exc)
             with contextlib.suppress(RedisError, OSError):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
             return False
@@ -587,6 +628,7 @@ class RedisState:
         count = await self._run(beat, quiet=quiet)
         if count is None:
             return False
+        self._heard = time.monotonic()
         self._view.apply(Replicas(int(count)))
         return True
 
@@ -628,6 +670,10 @@ class RedisState:
                     return True
                 key = self._key("spend", workflow)
                 op = self._floor(keys=[key], args=[repr(floor), _ms(SPEND_TTL_S), self.channel, self.replica, workflow])
+            case PauseLifted(model):
+                op = self._delete(keys=[self._key("mpause", model)], args=[self.channel, payload])
+            case SpendReset(workflow):
+                op = self._delete(keys=[self._key("spend", workflow)], args=[self.channel, payload])
             case _:
                 return True
         return await self._run(op, quiet=resync) is not None
@@ -704,9 +750,11 @@ class RedisState:
             try:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=HEARTBEAT_S / 4)
             except (RedisError, OSError) as exc:
+                self._failed(exc)
                 self._down(type(exc).__name__)
                 return
             if message is not None and message.get("type") == "message":
+                self._heard = time.monotonic()
                 self._receive(message.get("data"))
             if loop.time() >= next_beat:
                 next_beat = loop.time() + HEARTBEAT_S

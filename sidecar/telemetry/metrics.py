@@ -7,6 +7,10 @@
     gen_ai.client.operation.time_to_first_chunk    s  histogram  gen_ai.operation.name (chat), gen_ai.provider.name,
     gen_ai.client.operation.time_per_output_chunk  s  histogram    gen_ai.request.model; StreamModel attempts only
     sidecar.retries                    {retry}    counter    sidecar.retry.signal, sidecar.model | sidecar.service
+    sidecar.attempts                   {attempt}  counter    sidecar.attempt.outcome = ok | failed | transport_fault,
+                                                             sidecar.retry.signal (none when it saw none),
+                                                             sidecar.attempt.kind = model | service,
+                                                             sidecar.model | sidecar.service
     sidecar.wait.duration              s          histogram  sidecar.wait.reason = backoff | throttle,
                                                              sidecar.model | sidecar.service
     sidecar.failures                   {failure}  counter    sidecar.failure.kind, gen_ai.operation.name
@@ -87,6 +91,11 @@ class _Instruments:
         )
         self.retries = meter.create_counter(
             n.METRIC_RETRIES, unit="{retry}", description="Upstream attempts re-sent, by the signal that caused them"
+        )
+        self.attempts = meter.create_counter(
+            n.METRIC_ATTEMPTS,
+            unit="{attempt}",
+            description="Upstream attempts, by outcome and the retry signal they saw",
         )
         self.wait = meter.create_histogram(
             n.METRIC_WAIT,
@@ -250,6 +259,12 @@ class Metrics:
     def retry(self, signal: str, *, model: str | None = None, service: str | None = None) -> None:
         """An attempt about to be re-sent because of ``signal`` (rate_limit | overload | transient)."""
         self._i.retries.add(1, _target({n.RETRY_SIGNAL: signal}, model, service))
+
+    def attempt(self, outcome: str, signal: str, *, model: str | None = None, service: str | None = None) -> None:
+        """One upstream attempt ended: ``outcome`` (ok | failed | transport_fault), the retry ``signal`` it saw."""
+        kind = "model" if model is not None else "service"
+        attrs = {n.ATTEMPT_OUTCOME: outcome, n.RETRY_SIGNAL: signal or "none", n.ATTEMPT_KIND: kind}
+        self._i.attempts.add(1, _target(attrs, model, service))
 
     def wait(self, reason: str, seconds: float, *, model: str | None = None, service: str | None = None) -> None:
         """A wait before an attempt: ``backoff`` after a signal, ``throttle`` in the pacing."""

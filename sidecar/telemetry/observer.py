@@ -169,7 +169,7 @@ def _messages_json(request: ModelRequest) -> str:
 class _Attempt:
     """An attempt span, told what the attempt saw (a streamed one: its deltas, timed)."""
 
-    __slots__ = ("_began", "_clock", "_labels", "_last", "_metrics", "_span", "_start")
+    __slots__ = ("_began", "_clock", "_labels", "_last", "_metrics", "_outcome", "_signal", "_span", "_start")
 
     def __init__(self, span: Span, observer: TelemetryObserver, start: AttemptStart) -> None:
         self._span = span
@@ -178,6 +178,23 @@ class _Attempt:
         self._clock = observer.clock
         self._began = self._last = observer.clock.time() if start.streamed else 0.0
         self._labels: dict[str, Any] | None = None
+        self._outcome = "ok"
+        self._signal = ""
+
+    def interrupted(self) -> None:
+        """The attempt ended by an exception nothing classified (a cancel, a bug): failed, unless said otherwise."""
+        if self._outcome == "ok":
+            self._outcome = "failed"
+
+    def counted(self) -> None:
+        """The attempt ended: one sidecar.attempts, by its outcome and the signal it saw (a signal is a failure)."""
+        if self._signal and self._outcome == "ok":
+            self._outcome = "failed"
+        target = self._start.name
+        if self._start.target is Target.MODEL:
+            self._metrics.attempt(self._outcome, self._signal, model=target)
+        else:
+            self._metrics.attempt(self._outcome, self._signal, service=target)
 
     def _chunk_labels(self) -> dict[str, Any]:
         if self._labels is None:
@@ -194,20 +211,28 @@ class _Attempt:
         return headers
 
     def answered(self, status: int) -> None:
+        if status >= 400 and self._outcome == "ok":
+            self._outcome = "failed"
         self._span.set_attribute(n.HTTP_STATUS, status)
 
     def transport_fault(self, error_type: str, detail: str) -> None:
+        self._outcome = "transport_fault"
         self._span.set_attribute(n.ERROR_TYPE, error_type)
         self._span.set_status(StatusCode.ERROR, detail)
 
     def failed(self, error_type: str) -> None:
+        if self._outcome == "ok":
+            self._outcome = "failed"
         self._span.set_attribute(n.ERROR_TYPE, error_type)
         self._span.set_status(StatusCode.ERROR)
 
     def failure_kind(self, kind: str) -> None:
+        if self._outcome == "ok":
+            self._outcome = "failed"
         self._span.set_attribute(n.FAILURE_KIND, kind)
 
     def retry_signal(self, signal: Any) -> None:
+        self._signal = signal.label
         self._span.set_attribute(n.RETRY_SIGNAL, signal.label)
 
     def asked_to_wait(self, seconds: float) -> None:
@@ -478,9 +503,14 @@ class TelemetryObserver:
         if start.number > 1:
             attrs[n.HTTP_RESEND_COUNT] = start.number - 1
         span = _tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
+        attempt = _Attempt(span, self, start)
         try:
-            yield _Attempt(span, self, start)
+            yield attempt
+        except BaseException:
+            attempt.interrupted()
+            raise
         finally:
+            attempt.counted()
             span.end()
 
     @contextmanager

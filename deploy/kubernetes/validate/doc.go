@@ -12,7 +12,8 @@
 //	hardening    every container non-root, read-only root, no privilege escalation, ALL dropped,
 //	             with resources
 //	the network  no NetworkPolicy admits anything to the agent pods' 50051; Redis admits only
-//	             the sidecar pods, on 6379 only, and sends nothing out
+//	             the sidecar pods, on 6379 only, and sends nothing out; the metrics port (9464)
+//	             admits one namespace's Prometheus pods only (both selectors in one peer)
 //
 // The sidecar config inside the ConfigMap is checked against the sidecar's own schema by
 // tests/test_deploy_manifests.py (Python, where the schema lives).

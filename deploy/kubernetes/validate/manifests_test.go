@@ -33,6 +33,7 @@ const (
 	secretExample    = "secret.example.yaml"
 	sidecarName      = "sidecar"
 	sidecarPort      = 50051
+	metricsPort      = 9464 // telemetry.prometheus_port in configmap.yaml: the one port a scrape may reach
 	redisPort        = 6379
 	healthService    = "sidecar.v1.Sidecar"
 	configMountPath  = "/etc/sidecar"
@@ -641,5 +642,34 @@ func TestOnlyTheSidecarsReachRedis(t *testing.T) {
 	}
 	if !reached {
 		t.Errorf("no NetworkPolicy admits the sidecar pods %v to Redis's %d", agentLabels, redisPort)
+	}
+}
+
+func TestOnlyTheMonitoringPodsReachTheMetricsPort(t *testing.T) {
+	m := load(t)
+	agent := m.deployment(t, agentDeployment).Spec.Template
+	containers := append(slices.Clone(agent.Spec.InitContainers), agent.Spec.Containers...)
+	scraped := false
+	for _, p := range m.policies {
+		if !selects(t, &p.Spec.PodSelector, agent.Labels) {
+			continue
+		}
+		for i, rule := range p.Spec.Ingress {
+			if !admits(rule, containers, metricsPort) {
+				continue
+			}
+			if len(rule.From) == 0 {
+				t.Errorf("NetworkPolicy %s, ingress rule %d, admits every source to the metrics port", p.Name, i)
+			}
+			for _, peer := range rule.From {
+				if peer.IPBlock != nil || peer.NamespaceSelector == nil || peer.PodSelector == nil {
+					t.Errorf("NetworkPolicy %s, ingress rule %d: the metrics port's source %+v is not one namespace's pods", p.Name, i, peer)
+				}
+			}
+			scraped = true
+		}
+	}
+	if !scraped {
+		t.Errorf("no NetworkPolicy admits Prometheus to the metrics port %d: the scrape would be dropped", metricsPort)
 	}
 }

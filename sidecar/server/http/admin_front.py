@@ -70,7 +70,8 @@ def admin_door(tokens: Tokens | None, view: StateView) -> Door:
         if not isinstance(name, str) or not name:
             return _error(400, "invalid_request", 'the body must be {"name": "<target>"}')
         peer = request.client.host if request.client is not None else "unknown"
-        who = f"an admin token from {peer}"
+        index = tokens.which(bearer_token(request.headers.items())) if tokens is not None else None
+        who = f"server.admin.tokens[{index}] from {peer}"  # the token's name, never the token
         try:
             if what == "close-circuit":
                 result: dict[str, Any] = {"changed": view.close_circuit(name, who=who)}

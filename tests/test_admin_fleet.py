@@ -1,0 +1,158 @@
+"""Operator actions fleet-wide: two ``sidecar serve`` processes on one real Redis.
+
+A Retry-After pause of ``gpt`` and 1.25 USD of ``wf-1``'s spend are in Redis before the two start
+(each reads them back at connect, as a replica joining a fleet does). An operator lifts the pause
+and resets the spend on replica A; replica B's admin view shows both gone, and the shared ledger
+key is gone from Redis. Each replica's state section says how fresh its view of the fleet is.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
+from tests.conftest import base_config
+from tests.redis_server import RedisServer, free_port, redis_server  # noqa: F401  (the fixture)
+
+ADMIN_ENV = "FLEET_ADMIN_TOKEN"
+ADMIN = "fleet-admin-token-0123456789abcdef"
+PREFIX = "admin-fleet"
+
+
+class Replica:
+    def __init__(self, tmp: Path, provider: str, backend: str, redis_url: str) -> None:
+        self.http = free_port()
+        cfg = base_config(
+            provider,
+            backend,
+            server={
+                "listen": f"127.0.0.1:{free_port()}",
+                "grace_period_s": 1,
+                "admin": {"tokens": [f"${{{ADMIN_ENV}}}"]},
+            },
+            http={"listen": f"127.0.0.1:{self.http}"},
+            state={"backend": "redis", "url": redis_url, "prefix": PREFIX},
+            policy={"spend_caps": {"wf-1": 2.5}},
+        )
+        for p in cfg["providers"].values():
+            p["api_key"] = "${FLEET_TEST_KEY}"  # a file holds no secret
+        path = tmp / "sidecar.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}, "OTEL_TRACES_EXPORTER": "none"}
+        env.update({"FLEET_TEST_KEY": "sk-test-FLEETKEY1234567890", ADMIN_ENV: ADMIN})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sidecar", "serve", "--config", str(path)],
+            stdout=subprocess.PIPE,
+            stderr=(tmp / "stderr.log").open("w"),
+            text=True,
+            env=env,
+        )
+        assert self.proc.stdout is not None
+        self.banner = self.proc.stdout.readline()
+
+    def _url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.http}{path}"
+
+    def state(self) -> dict[str, Any]:
+        answer = httpx.get(self._url("/admin/state"), headers={"authorization": f"Bearer {ADMIN}"}, timeout=5)
+        answer.raise_for_status()
+        doc: dict[str, Any] = answer.json()
+        return doc
+
+    def act(self, action: str, name: str) -> dict[str, Any]:
+        headers = {"authorization": f"Bearer {ADMIN}"}
+        answer = httpx.post(self._url(f"/admin/actions/{action}"), json={"name": name}, headers=headers, timeout=5)
+        answer.raise_for_status()
+        doc: dict[str, Any] = answer.json()
+        return doc
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def _until(check: Callable[[], bool], what: str) -> None:
+    end = time.monotonic() + 10
+    while not check():  # real time: a publish crossing Redis between two processes
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _pause(r: Replica) -> float:
+    return float(next(m for m in r.state()["models"] if m["model"] == "gpt")["pause_left_s"])
+
+
+def _spent(r: Replica) -> float:
+    return float(next(w for w in r.state()["workflows"] if w["workflow"] == "wf-1")["spent_usd"])
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, redis_server: RedisServer) -> Iterator[tuple[Replica, Replica, RedisServer]]:  # noqa: F811
+    client = redis_server.client()
+    client.set(f"{PREFIX}:mpause:gpt", "1", px=120_000)
+    client.set(f"{PREFIX}:spend:wf-1", "1.25", px=120_000)
+    replicas: list[Replica] = []
+    with ThreadedServer(FakeProvider()) as provider, ThreadedServer(FakeToolBackend()) as backend:
+        try:
+            for name in ("a", "b"):
+                (tmp_path / name).mkdir()
+                replicas.append(Replica(tmp_path / name, provider.url, backend.url, redis_server.url))
+                assert "listening on" in replicas[-1].banner
+            yield replicas[0], replicas[1], redis_server
+        finally:
+            for r in replicas:
+                r.stop()
+
+
+def test_lift_pause_and_reset_spend_reach_the_other_process(fleet: tuple[Replica, Replica, RedisServer]) -> None:
+    a, b, redis = fleet
+    _until(lambda: _pause(b) > 60 and _spent(b) == 1.25, "replica B to read the pause and the spend back")
+    assert _pause(a) > 60
+
+    assert a.act("lift-pause", "gpt")["changed"] is True
+    _until(lambda: _pause(b) == 0, "replica B to see the operator's lift")
+    assert redis.client().exists(f"{PREFIX}:mpause:gpt") == 0
+
+    assert a.act("reset-spend", "wf-1")["was_usd"] == 1.25
+    _until(lambda: _spent(b) == 0, "replica B to see the operator's reset")
+    assert redis.client().exists(f"{PREFIX}:spend:wf-1") == 0
+
+    state = b.state()["state"]
+    assert state["backend"] == "redis"
+    assert state["reachable"] is True
+    assert state["replicas"] == 2
+    assert 0 <= state["staleness_s"] < 3  # a heartbeat every second
+    assert "last_error" not in state
+
+
+def test_a_stopped_redis_shows_unreachable_with_the_error_and_growing_staleness(
+    fleet: tuple[Replica, Replica, RedisServer],
+) -> None:
+    a, _, redis = fleet
+    _until(lambda: a.state()["state"]["reachable"] is True, "replica A to connect")
+    redis.kill()
+    _until(lambda: a.state()["state"]["reachable"] is False, "replica A to notice the outage")
+    state = a.state()["state"]
+    assert state["last_error"]
+    assert ADMIN not in str(state)
+    first = state["staleness_s"]
+    assert first is not None
+    _until(lambda: a.state()["state"]["staleness_s"] > first + 0.5, "the staleness to grow during the outage")
