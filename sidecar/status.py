@@ -124,3 +124,40 @@ def run_action(target: str, action: str, name: str, console: Console | None = No
         return 1
     console.print(f"{action} {name}: {', '.join(f'{k}={v}' for k, v in body.items() if k not in ('action', 'name'))}")
     return 0
+
+
+RELOAD_TIMEOUT_S = 60.0
+"""How long ``sidecar admin reload`` waits: a reload builds the next core (MCP servers opened) first."""
+
+
+def run_reload(target: str, console: Console | None = None) -> int:
+    """``sidecar admin reload``: the config file read again on every worker (``POST /admin/reload``);
+    0 when applied, 1 when refused (check-config's error printed; the config before keeps serving)."""
+    console = console or Console()
+    token = os.environ.get(TOKEN_ENV, "")
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    try:
+        with httpx.Client(timeout=RELOAD_TIMEOUT_S) as client:
+            answer = client.post(f"{target.rstrip('/')}/admin/reload", headers=headers)
+    except httpx.HTTPError as exc:
+        console.print(f"sidecar admin: {exc}", style="red")
+        return 1
+    try:
+        body: Any = answer.json()
+    except ValueError:
+        body = {}
+    if not isinstance(body, dict) or "applied" not in body:
+        message = body.get("error", {}).get("message") if isinstance(body, dict) else None
+        console.print(f"sidecar admin: {message or f'HTTP {answer.status_code}'}", style="red")
+        return 1
+    if not body["applied"]:
+        console.print(
+            f"reload refused, the config before keeps serving:\n{body.get('error')}", style="red", markup=False
+        )
+        return 1
+    console.print("reload applied", markup=False)
+    if body.get("restart_needed"):
+        console.print(f"  not applied, needs a restart: {', '.join(body['restart_needed'])}", markup=False)
+    if body.get("note"):
+        console.print(f"  {body['note']}", markup=False)
+    return 0

@@ -146,6 +146,10 @@ class ToolService:
             if carry is not None
             else Once(clock, state if isinstance(state, CallRecords) else None, self._secrets)
         )
+        self._owns_once = True
+        """Whether ``aclose`` closes the record: a reload hands it to the next service."""
+        if carry is not None:
+            carry._owns_once = False
         self._transport = fast_transport(TOOL_CLIENT_LIMITS)
         self._client = httpx.AsyncClient(  # builds each request; attempts go on the transport (AiohttpTransport.send)
             transport=self._transport, follow_redirects=False, cookies=NoCookies(), trust_env=False
@@ -156,7 +160,8 @@ class ToolService:
         await self._mcp.start()
 
     async def aclose(self) -> None:
-        await self._once.aclose()
+        if self._owns_once:
+            await self._once.aclose()
         await self._client.aclose()
         await self._mcp.aclose()
 
