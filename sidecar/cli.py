@@ -106,7 +106,8 @@ async def _serve(
         worker=(role.index, role.parent) if role is not None else None,
     )
     stop = app.stop_on_signals()
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # while starting: the config just read is the one to serve
+    early = asyncio.Event()  # a SIGHUP while starting: reloaded once started (the file may be newer)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, early.set)
     if role is not None:
         watcher = asyncio.create_task(watch_parent(role, stop))
     try:
@@ -126,7 +127,9 @@ async def _serve(
         print(banner, flush=True)
     else:
         _banner(config, source, app.address, app.embedded, telemetry.describe(), _http_banner(app))
-    app.reload_on_signals()  # SIGHUP (and server.watch_config) reload the config file, the ports kept
+    app.reload_on_signals(
+        pending=early.is_set()
+    )  # SIGHUP (and server.watch_config) reload the config file, the ports kept
     gc.freeze()  # what startup made lives as long as the process: kept out of every later collection's walk
     received = await stop
     if role is not None:

@@ -167,8 +167,9 @@ class SidecarApp:
             return ReloadOutcome(False, "the sidecar has not started")
         return await self.reloader.reload_fleet(trigger)
 
-    def reload_on_signals(self) -> None:
-        """SIGHUP reloads (``server.watch_config``: the file's changes too), as a task of the loop."""
+    def reload_on_signals(self, *, pending: bool = False) -> None:
+        """SIGHUP reloads (``server.watch_config``: the file's changes too), as a task of the loop;
+        ``pending``: one came while starting, reload now."""
         loop = asyncio.get_running_loop()
         tasks: set[asyncio.Task[Any]] = set()
 
@@ -178,6 +179,8 @@ class SidecarApp:
             task.add_done_callback(tasks.discard)
 
         loop.add_signal_handler(signal.SIGHUP, lambda: spawn(self.reload("SIGHUP")))
+        if pending:
+            spawn(self.reload("SIGHUP"))
         if self.config.server.watch_config and self.reloader is not None and self.config_path is not None:
             self._watching = asyncio.Event()
             spawn(self.reloader.watch(self._watching))
