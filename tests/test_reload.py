@@ -3,7 +3,8 @@
 64 CallModel calls stay in flight (the fake provider answers each after a deliberate delay) while the
 config file is reloaded 20 times: none fails. A removed model's in-flight calls finish, its next call
 is MODEL_NOT_FOUND; a bad file is refused with check-config's error and the old config still serves;
-SIGHUP and POST /admin/reload each trigger it; ``sidecar.config.reloads`` counts both outcomes.
+SIGHUP, POST /admin/reload and ``server.watch_config`` (a ConfigMap-style ``..data`` swap) each
+trigger it; ``--workers 2`` reloads both workers; ``sidecar.config.reloads`` counts both outcomes.
 Counts prove it, not timing: every call's outcome is tallied.
 """
 
@@ -15,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -116,10 +118,18 @@ async def test_twenty_reloads_under_load_fail_no_call(tmp_path: Path) -> None:
         provider.server.script("fake-gpt", [{"delay_ms": 100, "repeat": 1_000_000}])
         provider.server.script("fake-old", [{"delay_ms": 600, "repeat": 1_000_000}])
         http, prom = _port(), _port()
+        with_old = _config(provider.url, backend.url, http, prom, old_model=True, watch_config=True)
+        without_old = _config(provider.url, backend.url, http, prom, old_model=False, watch_config=True)
+        # laid out as a Kubernetes ConfigMap volume: config.yaml -> ..data/config.yaml, ..data -> ..v1
+        first, second = tmp_path / "..v1", tmp_path / "..v2"
+        first.mkdir()
+        second.mkdir()
+        (tmp_path / "..data").symlink_to(first.name)
         path = tmp_path / "config.yaml"
-        with_old = _config(provider.url, backend.url, http, prom, old_model=True)
-        without_old = _config(provider.url, backend.url, http, prom, old_model=False)
-        _write(path, with_old)
+        path.symlink_to("..data/config.yaml")
+        real = first / "config.yaml"  # the file rewritten in place for the admin reloads and SIGHUP
+        _write(real, with_old)
+        _write(second / "config.yaml", with_old)
         served = Served(path)
         try:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{served.grpc_port}") as channel:
@@ -143,7 +153,7 @@ async def test_twenty_reloads_under_load_fail_no_call(tmp_path: Path) -> None:
                 old_call = asyncio.create_task(call_old())
                 await _until(lambda: _true(ok[0] > IN_FLIGHT), "calls answered")
                 for i in range(RELOADS):
-                    _write(path, with_old if i % 2 else without_old)
+                    _write(real, with_old if i % 2 else without_old)
                     answer = await _admin_reload(http)
                     assert answer.status_code == 200, answer.text
                     assert answer.json()["applied"] is True
@@ -155,7 +165,7 @@ async def test_twenty_reloads_under_load_fail_no_call(tmp_path: Path) -> None:
                     await _until(lambda b=before: _true(ok[0] > b + IN_FLIGHT), "calls on the new config")  # type: ignore[misc]
                 assert (await old_call).attempts >= 1  # started before its model was removed: answered
                 # a bad file: refused with check-config's error, the config before serving
-                _write(path, "models: {gpt: {provider: nowhere}}\n")
+                _write(real, "models: {gpt: {provider: nowhere}}\n")
                 check = await asyncio.to_thread(_check_config, path)
                 answer = await _admin_reload(http)
                 assert answer.status_code == 422
@@ -163,7 +173,7 @@ async def test_twenty_reloads_under_load_fail_no_call(tmp_path: Path) -> None:
                 before = ok[0]
                 await _until(lambda: _true(ok[0] > before + IN_FLIGHT), "calls after the refusal")
                 # SIGHUP: the last good file had gpt-old (i = 19); this one removes it
-                _write(path, without_old)
+                _write(real, without_old)
                 served.proc.send_signal(signal.SIGHUP)
 
                 async def old_gone() -> bool:
@@ -174,6 +184,10 @@ async def test_twenty_reloads_under_load_fail_no_call(tmp_path: Path) -> None:
                         return exc.code() == grpc.StatusCode.NOT_FOUND
 
                 await _until(old_gone, "SIGHUP applied the file")
+                # server.watch_config: the kubelet's swap of ..data (to a file with gpt-old) is seen
+                (tmp_path / "..data_tmp").symlink_to(second.name)
+                (tmp_path / "..data_tmp").replace(tmp_path / "..data")
+                await _until(lambda: _not(old_gone()), "the watched ConfigMap swap applied")
                 stop.set()
                 await asyncio.gather(*callers)
                 assert failed[0] == 0, f"{failed[0]} calls failed across {RELOADS} reloads"
@@ -181,11 +195,12 @@ async def test_twenty_reloads_under_load_fail_no_call(tmp_path: Path) -> None:
             async with httpx.AsyncClient() as client:
                 scrape = (await client.get(f"http://127.0.0.1:{prom}/metrics")).text
             assert (_counter(scrape, "sidecar_config_reloads", outcome="applied") or 0) >= RELOADS + 1
-            assert _counter(scrape, "sidecar_config_reloads", outcome="refused") == 1
+            assert (_counter(scrape, "sidecar_config_reloads", outcome="refused") or 0) >= 1  # the watcher's too
         finally:
             served.stop()
         log = served.log.read_text()
         assert "refused, the config before keeps serving" in log
+        assert "reload (watch_config): the new config serves" in log
 
 
 def _check_config(path: Path) -> subprocess.CompletedProcess[str]:
@@ -198,6 +213,10 @@ def _counter(scrape: str, name: str, **labels: str) -> float | None:
         if line.startswith(name) and all(f'{k}="{v}"' in line for k, v in labels.items()):
             return float(line.rsplit(" ", 1)[1])
     return None
+
+
+async def _not(check: Awaitable[bool]) -> bool:
+    return not await check
 
 
 async def _true(value: bool) -> bool:
@@ -253,42 +272,6 @@ async def test_kept_names_keep_their_state_removed_ones_go(
     assert outcome.applied
     assert outcome.restart_needed == ("server.max_in_flight",)
     assert app.live.core.config.server.max_in_flight != 7
-
-
-async def test_watch_config_reloads_on_a_configmap_swap(tmp_path: Path) -> None:
-    """``server.watch_config``: a Kubernetes-style swap (the file a symlink through ``..data``, the
-    symlink replaced) is seen; the removed model answers MODEL_NOT_FOUND."""
-    with ThreadedServer(FakeProvider()) as provider, ThreadedServer(FakeToolBackend()) as backend:
-        http, prom = _port(), _port()
-        first, second = tmp_path / "..v1", tmp_path / "..v2"
-        first.mkdir()
-        second.mkdir()
-        _write(first / "config.yaml", _config(provider.url, backend.url, http, prom, old_model=True, watch_config=True))
-        _write(
-            second / "config.yaml", _config(provider.url, backend.url, http, prom, old_model=False, watch_config=True)
-        )
-        (tmp_path / "..data").symlink_to(first.name)
-        path = tmp_path / "config.yaml"
-        path.symlink_to("..data/config.yaml")
-        served = Served(path)
-        try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{served.grpc_port}") as channel:
-                stub = pb_grpc.SidecarStub(channel)
-                await stub.CallModel(pb.CallModelRequest(model="gpt-old", messages=[user("x")]))
-                (tmp_path / "..data_tmp").symlink_to(second.name)
-                (tmp_path / "..data_tmp").replace(tmp_path / "..data")  # what the kubelet does
-
-                async def gone() -> bool:
-                    try:
-                        await stub.CallModel(pb.CallModelRequest(model="gpt-old", messages=[user("x")]))
-                        return False
-                    except grpc.aio.AioRpcError as exc:
-                        return exc.code() == grpc.StatusCode.NOT_FOUND
-
-                await _until(gone, "the watched swap applied")
-        finally:
-            served.stop()
-        assert "reload (watch_config): the new config serves" in served.log.read_text()
 
 
 async def test_two_workers_both_reload(tmp_path: Path, redis_server: RedisServer) -> None:  # noqa: F811
