@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import gc
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
@@ -61,7 +62,9 @@ def _workers(value: str) -> int | Literal["auto"]:
     return count
 
 
-async def _supervise(config: Config, path: str | None, listen: str | None, workers: int | Literal["auto"]) -> int:
+async def _supervise(
+    config: Config, path: str | None, listen: str | None, workers: int | Literal["auto"], http: str | None = None
+) -> int:
     from sidecar.server.security import exposure_refusal
     from sidecar.server.workers import supervise
     from sidecar.telemetry.logs import configure_logging
@@ -72,10 +75,12 @@ async def _supervise(config: Config, path: str | None, listen: str | None, worke
         print(f"sidecar: {refusal}", file=sys.stderr)
         return 2
     configure_logging(config.telemetry.log_level, config.telemetry.log_format, config.secrets)
-    return await supervise(config, path, address, workers)
+    return await supervise(config, path, address, workers, http)
 
 
-async def _serve(config: Config, source: str, listen: str | None) -> int:
+async def _serve(
+    config: Config, source: str, listen: str | None, path: str | None = None, http: str | None = None
+) -> int:
     from sidecar.server.app import SidecarApp
     from sidecar.server.grpc.spans import span_interceptors
     from sidecar.server.security import exposure_refusal
@@ -99,8 +104,13 @@ async def _serve(config: Config, source: str, listen: str | None) -> int:
         interceptors=span_interceptors(telemetry),
         reuse_port=role is not None,
         embedded=dict(role.embedded) if role is not None else {},
+        config_path=path,
+        adjust=(lambda c: _with_http(c, http)) if http is not None else None,
+        worker=(role.index, role.parent) if role is not None else None,
     )
     stop = app.stop_on_signals()
+    early = asyncio.Event()  # a SIGHUP while starting: reloaded once started (the file may be newer)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, early.set)
     if role is not None:
         watcher = asyncio.create_task(watch_parent(role, stop))
     try:
@@ -120,6 +130,9 @@ async def _serve(config: Config, source: str, listen: str | None) -> int:
         print(banner, flush=True)
     else:
         _banner(config, source, app.address, app.embedded, telemetry.describe(), _http_banner(app))
+    app.reload_on_signals(
+        pending=early.is_set()
+    )  # SIGHUP (and server.watch_config) reload the config file, the ports kept
     gc.freeze()  # what startup made lives as long as the process: kept out of every later collection's walk
     received = await stop
     if role is not None:
@@ -245,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     admin = sub.add_parser("admin", help="an operator action on a running sidecar (token: $SIDECAR_ADMIN_TOKEN)")
     admin.add_argument("action", choices=["close-circuit", "lift-pause", "reset-spend", "reload"])
     admin.add_argument("name", nargs="?", help="the service or deployment, model, or workflow (not for reload)")
-    admin.add_argument("--target", help=f"{TARGET_HELP}; reload: the gRPC port only (default {DEFAULT_GRPC})")
+    admin.add_argument("--target", help=f"{TARGET_HELP}; reload: default {DEFAULT_GRPC}")
     raw = list(sys.argv[1:] if argv is None else argv)
     if raw and raw[0] in ("fake-provider", "tool-backend"):  # their own flags, passed through whole
         return _run_fake(raw[0], raw[1:])
@@ -294,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if worker_count(workers) > 1:
-            return asyncio.run(_supervise(config, args.config, args.listen, workers))
-        return asyncio.run(_serve(config, source, args.listen))
+            return asyncio.run(_supervise(config, args.config, args.listen, workers, args.http))
+        return asyncio.run(_serve(config, source, args.listen, args.config, args.http))
     except KeyboardInterrupt:
         return 0

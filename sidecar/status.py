@@ -244,17 +244,21 @@ def _call() -> dict[str, Any]:
     return {"metadata": _metadata(), "timeout": TIMEOUT_S}
 
 
+RELOAD_TIMEOUT_S = 60.0
+"""How long ``sidecar admin reload`` waits: a reload builds the next core (MCP servers opened) first."""
+
+
 def run_reload(target: str, console: Console | None = None) -> int:
-    """``sidecar admin reload``: ``sidecar.v1.Admin/Reload`` on the gRPC port; 0 when applied, 1 when not."""
+    """``sidecar admin reload``: ``sidecar.v1.Admin/Reload`` on the gRPC port (``POST /admin/reload`` for an
+    ``http://`` target), every worker reloading; 0 when applied, 1 when refused (the config before keeps serving)."""
     console = console or Console()
     if is_http(target):
-        console.print("sidecar admin reload: reload is served on the gRPC port: --target HOST:PORT", style="red")
-        return 2
+        return _http_reload(target, console)
     with grpc.insecure_channel(target) as channel:
         try:
             # a reload validates a whole file (and waits for every worker): more than one state read's time
             outcome = apb_grpc.AdminStub(channel).Reload(
-                apb.ReloadRequest(), metadata=_metadata(), timeout=6 * TIMEOUT_S
+                apb.ReloadRequest(), metadata=_metadata(), timeout=RELOAD_TIMEOUT_S
             )
         except grpc.RpcError as exc:
             console.print(f"sidecar admin reload: {_rpc_message(exc)}", style="red")
@@ -262,7 +266,42 @@ def run_reload(target: str, console: Console | None = None) -> int:
     for w in outcome.workers:
         console.print(f"worker {w.index}: {'applied' if w.applied else 'refused: ' + w.error}")
     if not outcome.applied:
-        console.print(f"sidecar admin reload: refused: {outcome.error}", style="red")
+        console.print(f"sidecar admin reload: refused: {outcome.error}", style="red", markup=False)
         return 1
-    console.print("reload: applied")
+    console.print("reload applied", markup=False)
+    if outcome.restart_needed:
+        console.print(f"  not applied, needs a restart: {', '.join(outcome.restart_needed)}", markup=False)
+    if outcome.note:
+        console.print(f"  {outcome.note}", markup=False)
+    return 0
+
+
+def _http_reload(target: str, console: Console) -> int:
+    """``POST /admin/reload`` on the HTTP port."""
+    token = os.environ.get(TOKEN_ENV, "")
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    try:
+        with httpx.Client(timeout=RELOAD_TIMEOUT_S) as client:
+            answer = client.post(f"{target.rstrip('/')}/admin/reload", headers=headers)
+    except httpx.HTTPError as exc:
+        console.print(f"sidecar admin: {exc}", style="red")
+        return 1
+    try:
+        body: Any = answer.json()
+    except ValueError:
+        body = {}
+    if not isinstance(body, dict) or "applied" not in body:
+        message = body.get("error", {}).get("message") if isinstance(body, dict) else None
+        console.print(f"sidecar admin: {message or f'HTTP {answer.status_code}'}", style="red")
+        return 1
+    if not body["applied"]:
+        console.print(
+            f"reload refused, the config before keeps serving:\n{body.get('error')}", style="red", markup=False
+        )
+        return 1
+    console.print("reload applied", markup=False)
+    if body.get("restart_needed"):
+        console.print(f"  not applied, needs a restart: {', '.join(body['restart_needed'])}", markup=False)
+    if body.get("note"):
+        console.print(f"  {body['note']}", markup=False)
     return 0

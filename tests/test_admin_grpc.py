@@ -31,7 +31,7 @@ from sidecar.config import Config
 from sidecar.core.clock import FakeClock
 from sidecar.fakes import FakeProvider, FakeToolBackend
 from sidecar.server.app import SidecarApp, running
-from sidecar.server.reload_outcome import ReloadOutcome, WorkerOutcome
+from sidecar.server.reload import ReloadOutcome, WorkerOutcome
 from sidecar.status import TOKEN_ENV, document, run_action, run_reload, run_status
 from tests.conftest import Running, Start, ThreadedServer, base_config
 from tests.test_admin import ADMIN, AGENT, SECRET, _admin_sidecar, _get, _seed
@@ -220,12 +220,13 @@ async def test_an_unknown_target_is_not_found_naming_it(channel: tuple[Running, 
     assert "'model'" in (caught.value.details() or "")
 
 
-async def test_reload_without_a_reload_is_failed_precondition(channel: tuple[Running, apb_grpc.AdminStub]) -> None:
-    _, stub = channel
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await stub.Reload(apb.ReloadRequest(), metadata=ADMIN_MD)
-    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert caught.value.details() == "reload is not available in this process"
+async def test_reload_without_a_config_file_is_refused_and_says_why(
+    channel: tuple[Running, apb_grpc.AdminStub],
+) -> None:
+    _, stub = channel  # this sidecar was given a Config, no file: there is nothing to read again
+    answer = await stub.Reload(apb.ReloadRequest(), metadata=ADMIN_MD)
+    assert not answer.applied
+    assert answer.error.startswith("no config file to reload")
 
 
 @pytest_asyncio.fixture
@@ -251,7 +252,12 @@ async def test_reload_answers_the_outcome_of_each_worker(
     app, outcomes = reloading
     refusal = "config.yaml: models.gpt.provider: no provider 'nope'"
     outcomes += [
-        ReloadOutcome(applied=True, workers=(WorkerOutcome(0, True), WorkerOutcome(1, True))),
+        ReloadOutcome(
+            applied=True,
+            workers=(WorkerOutcome(0, 4240, True), WorkerOutcome(1, 4241, True)),
+            restart_needed=("server.listen",),
+            note="every worker reloads",
+        ),
         ReloadOutcome(applied=False, error=refusal),
     ]
     async with grpc.aio.insecure_channel(app.address) as ch:
@@ -260,16 +266,17 @@ async def test_reload_answers_the_outcome_of_each_worker(
         bad = await stub.Reload(apb.ReloadRequest(), metadata=ADMIN_MD)
     assert good.applied is True
     assert good.error == ""
-    assert [(w.index, w.applied) for w in good.workers] == [(0, True), (1, True)]
+    assert [(w.index, w.pid, w.applied) for w in good.workers] == [(0, 4240, True), (1, 4241, True)]
+    assert (list(good.restart_needed), good.note) == (["server.listen"], "every worker reloads")
     assert (bad.applied, bad.error, list(bad.workers)) == (False, refusal, [])
     outcomes += [
-        ReloadOutcome(applied=True, workers=(WorkerOutcome(0, True),)),
-        ReloadOutcome(applied=False, error=refusal, workers=(WorkerOutcome(0, False, refusal),)),
+        ReloadOutcome(applied=True, workers=(WorkerOutcome(0, 4240, True),)),
+        ReloadOutcome(applied=False, error=refusal, workers=(WorkerOutcome(0, 4240, False, refusal),)),
     ]
     monkeypatch.setenv(TOKEN_ENV, ADMIN)
     console = Console(record=True, width=240, file=io.StringIO())
     assert await asyncio.to_thread(run_reload, app.address, console) == 0
-    assert "reload: applied" in console.export_text()
+    assert "reload applied" in console.export_text()
     assert await asyncio.to_thread(main, ["admin", "reload", "--target", app.address]) == 1
     monkeypatch.setenv(TOKEN_ENV, AGENT)
     console = Console(record=True, width=240, file=io.StringIO())
@@ -310,5 +317,5 @@ async def test_admin_reload_and_the_actions_check_their_arguments() -> None:
             main(argv)
         assert caught.value.code == 2
     console = Console(record=True, width=240, file=io.StringIO())
-    assert run_reload("http://127.0.0.1:8080", console) == 2
-    assert "gRPC port" in console.export_text()
+    assert run_reload("http://127.0.0.1:9", console) == 1  # an http:// target is the HTTP door's POST /admin/reload
+    assert "sidecar admin" in console.export_text()

@@ -106,6 +106,8 @@ class ServerConfig(Strict):
     """Processes serving ``listen`` together (SO_REUSEPORT); ``auto``: one per usable core (the CPUs
     it may run on, within its cgroup's quota: server/cores.py). More than one
     needs ``state.backend: redis`` (they share policy through it) and a host:port address."""
+    watch_config: bool = False
+    """Reload when the config file changes (its folder watched: a ConfigMap's swap is seen; docs/operations.md)."""
 
 
 class HttpConfig(Strict):

@@ -44,6 +44,10 @@ Guards (``ServiceGuards``)::
                                                     the least recently used that holds no circuit decision
                                                     (closed, or past its cooldown / probe timeout); when
                                                     none can go, a report about a new name feeds no guard
+    a reload (``carry``)                            the new config's guards take over the old ones: a service
+                                                    kept keeps its guard (throttle, circuit, probe, trigger),
+                                                    its rate and circuit settings the new config's from then on;
+                                                    a removed service's guard is left behind
 """
 
 from __future__ import annotations
@@ -154,6 +158,13 @@ class ServiceGuard:
         self._opened_at: datetime | None = None
         self._trigger: Trigger | None = None
         self._probe: Admission | None = None
+
+    def reconfigure(self, service: ServiceConfig, circuit: CircuitConfig) -> None:
+        """A reload's settings for this service: its state (throttle, circuit, probe) is kept; its
+        rate and circuit are the new ones (a cooldown in force is kept within the new bounds)."""
+        self.circuit = circuit
+        self._limiter.rebase(service.rate, service.per_s, burst=service.rate)
+        self._cooldown = min(max(self._cooldown, circuit.cooldown_s), circuit.max_cooldown_s)
 
     def __repr__(self) -> str:
         state = self.state.name.lower()
@@ -518,6 +529,27 @@ class ServiceGuards:
         )
         self._reported[name] = guard
         return guard
+
+    def carry(self, old: ServiceGuards) -> list[str]:
+        """A reload: take over ``old``'s guards (made for the config before this one).
+
+        A service this config still has (in ``services:`` or a tool's) keeps its guard, with this
+        config's settings (``ServiceGuard.reconfigure``); a reported service's guard is kept while
+        this config does not name it (named now: it becomes the service's own guard). A service
+        the config dropped loses its guard. The names whose guard was kept, in ``old``'s order.
+        """
+        kept: list[str] = []
+        for name, guard in [*old._guards.items(), *old._reported.items()]:
+            if name in self._own:
+                service = self._config.get(name) or ServiceConfig()
+                guard.reconfigure(service, service.circuit or self._default)
+                self._guards[name] = guard
+            elif name in old._reported:
+                self._reported[name] = guard
+            else:
+                continue
+            kept.append(name)
+        return kept
 
     def peek(self, name: str) -> ServiceGuard | None:
         """The guard of ``name`` if there is one, created for nothing and used for nothing."""

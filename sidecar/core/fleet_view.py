@@ -64,6 +64,16 @@ class FleetView:
         self._deployments = deployments
         self.replicas = 1
 
+    def rebind(
+        self, models: Mapping[str, ModelThrottle], guards: ServiceGuards, deployments: ServiceGuards | None = None
+    ) -> None:
+        """A reload's new throttles and guards (the ledger is the same): changes land there from now
+        on; each throttle paced for the replicas known."""
+        self._models, self._guards, self._deployments = models, guards, deployments
+        if self.replicas != 1:
+            for t in models.values():
+                t.split(self.replicas)
+
     def _guard(self, service: str, *, create: bool) -> ServiceGuard | None:
         """The guard a change about ``service`` is for: a route deployment's (namespaced), or a service's."""
         if service.startswith(DEPLOYMENT_NAMESPACE):

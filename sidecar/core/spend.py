@@ -85,6 +85,10 @@ class SpendLedger:
     def __repr__(self) -> str:
         return f"<SpendLedger {len(self._spent)} workflows, caps for {sorted(self._caps)}>"
 
+    def recap(self, caps: dict[str, float]) -> None:
+        """A reload's caps (``policy.spend_caps``): every workflow's recorded spend is kept."""
+        self._caps = caps
+
     def cap_for(self, workflow_id: str) -> float | None:
         return self._caps.get(workflow_id, self._caps.get("*"))
 

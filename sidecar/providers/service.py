@@ -56,6 +56,7 @@ from sidecar.core.clock import Clock
 from sidecar.core.content import Limits, check_content, parts_tokens
 from sidecar.core.conversation import CallOptions, Message, ModelRequest, ModelResponse
 from sidecar.core.details import ReplyDetail
+from sidecar.core.draining import CallCount
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.model_throttle import ModelThrottle
 from sidecar.core.observer import CallRecord, ModelCallStart, Observer, OutputBudgetRaised, OverheadMeasured
@@ -278,7 +279,13 @@ class _Call:
 
 
 class ModelService:
-    """Every catalog model, its provider's client and its shared throttle."""
+    """Every catalog model, its provider's client and its shared throttle.
+
+    Built again for each config a reload applies, from the one before (``carry``): a model kept
+    keeps its throttle (the same object while its rates stay, else a new one at the new rates
+    that starts at the old level and pause), a route deployment kept keeps its circuit. The calls
+    in flight on the old service finish there (``calls``); new calls go to the new one.
+    """
 
     def __init__(
         self,
@@ -290,10 +297,13 @@ class ModelService:
         embedded: dict[str, str] | None = None,
         rng: random.Random | None = None,
         state: StateBackend = MEMORY,
+        carry: ModelService | None = None,
     ) -> None:
         self._config = config
         self._clock = clock
         self._ledger = ledger
+        self.calls = CallCount()
+        """The calls in flight on this service (a reload waits for them before closing it)."""
         self._observer = observer
         self._rng = rng or random.Random()
         self._secrets = config.secrets
@@ -301,10 +311,7 @@ class ModelService:
         self._providers = {
             name: ProviderClient.build(name, p, embedded or {}, self._secrets) for name, p in config.providers.items()
         }
-        self._throttles = {
-            mid: ModelThrottle(mid, clock, m.requests_per_minute, m.tokens_per_minute, observer=observer)
-            for mid, m in config.models.items()
-        }
+        self._throttles = {mid: self._throttle_of(mid, m, carry) for mid, m in config.models.items()}
         self.routes = RouteCaller(
             config,
             clock,
@@ -315,6 +322,23 @@ class ModelService:
             server_of=self.server_of,
             state=state,
         )
+        if carry is not None:  # a reload: the route deployments kept keep their circuits
+            self.routes.guards.carry(carry.routes.guards)
+
+    def _throttle_of(self, model_id: str, model: ModelConfig, carry: ModelService | None) -> ModelThrottle:
+        """A model's throttle: the one ``carry`` held for it while its rates stay, else a new one (at
+        the old one's level and pause, when there was one)."""
+        rates = (model.requests_per_minute, model.tokens_per_minute)
+        old = carry._throttles.get(model_id) if carry is not None else None
+        before = carry._config.models.get(model_id) if carry is not None else None
+        if old is not None and before is not None and (before.requests_per_minute, before.tokens_per_minute) == rates:
+            return old
+        throttle = ModelThrottle(model_id, self._clock, *rates, observer=self._observer)
+        if old is not None:  # new rates: its pacing starts again, its pressure does not
+            throttle.raised_elsewhere(old.throttle, 0.0)
+            if (left := old.pause_left()) > 0:
+                throttle.paused_elsewhere(left)
+        return throttle
 
     def throttle(self, model_id: str) -> ModelThrottle:
         return self._throttles[model_id]
@@ -337,22 +361,32 @@ class ModelService:
         """The reply, or the call's failure raised (a SidecarFailure; anything else became SYSTEM)."""
         return await self._observed(request, options, None)
 
-    async def stream(self, request: ModelRequest, options: CallOptions) -> AsyncGenerator[StreamEvent, None]:
+    def stream(self, request: ModelRequest, options: CallOptions) -> AsyncGenerator[StreamEvent, None]:
         """The reply as events (``core.stream``), ``Final`` last; the call's failure raised after the
-        events sent before it. Closing the iterator early cancels the call (JOB_CANCELLED)."""
-        outlet = Outlet(self._observer, self._secrets)
-        producer = asyncio.get_running_loop().create_task(self._produce(request, options, outlet))
-        why: tuple[object, ...] = ()
+        events sent before it. Closing the iterator early cancels the call (JOB_CANCELLED).
+
+        Counted in ``calls`` from this call on (a door may start iterating later), until the
+        iterator ends."""
+        self.calls.__enter__()
+        return self._stream(request, options)
+
+    async def _stream(self, request: ModelRequest, options: CallOptions) -> AsyncGenerator[StreamEvent, None]:
         try:
-            async for event in outlet.drain():
-                yield event
-        except asyncio.CancelledError as exc:
-            why = exc.args  # a shutdown's cut says so (SHUTTING_DOWN): the producer hears the same
-            raise
+            outlet = Outlet(self._observer, self._secrets)
+            producer = asyncio.get_running_loop().create_task(self._produce(request, options, outlet))
+            why: tuple[object, ...] = ()
+            try:
+                async for event in outlet.drain():
+                    yield event
+            except asyncio.CancelledError as exc:
+                why = exc.args  # a shutdown's cut says so (SHUTTING_DOWN): the producer hears the same
+                raise
+            finally:
+                if not producer.done():
+                    producer.cancel(*why)
+                await asyncio.wait([producer])  # the upstream closed, the spans ended, before the door answers
         finally:
-            if not producer.done():
-                producer.cancel(*why)
-            await asyncio.wait([producer])  # the upstream closed, the spans ended, before the door answers
+            self.calls.__exit__(None, None, None)
 
     async def _produce(self, request: ModelRequest, options: CallOptions, outlet: Outlet) -> None:
         try:
@@ -365,6 +399,10 @@ class ModelService:
 
     async def _observed(self, request: ModelRequest, options: CallOptions, outlet: Outlet | None) -> ModelResponse:
         """The call inside its span (``chat {model}``): the one boundary of its failures."""
+        with self.calls:
+            return await self._observed_call(request, options, outlet)
+
+    async def _observed_call(self, request: ModelRequest, options: CallOptions, outlet: Outlet | None) -> ModelResponse:
         model = self._config.models.get(request.model)
         server = self.server_of(request.model)
         start = ModelCallStart(

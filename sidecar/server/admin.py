@@ -31,6 +31,7 @@ from sidecar.core.redact import mask_secrets
 from sidecar.core.spend import SpendLedger
 from sidecar.core.state import StateBackend
 from sidecar.providers.service import ModelService
+from sidecar.server.live import Live
 from sidecar.telemetry import names as n
 
 __all__ = ["StateView", "UnknownTarget"]
@@ -75,15 +76,31 @@ def _guard(g: GuardSnapshot) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class StateView:
-    """What the view is read from: the one core of this process."""
+    """What the view is read from: the live core of this process (``live.core``: a reload swaps it)."""
 
-    models: ModelService
-    model_ids: tuple[str, ...]
-    guards: ServiceGuards
-    ledger: SpendLedger
+    live: Live
     state: StateBackend
     fleet: FleetView
-    secrets: tuple[str, ...]
+
+    @property
+    def models(self) -> ModelService:
+        return self.live.core.models
+
+    @property
+    def model_ids(self) -> tuple[str, ...]:
+        return tuple(self.live.core.config.models)
+
+    @property
+    def guards(self) -> ServiceGuards:
+        return self.live.core.guards
+
+    @property
+    def ledger(self) -> SpendLedger:
+        return self.live.core.ledger
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return self.live.secrets
 
     def read(self) -> dict[str, Any]:
         """The document ``GET /admin/state`` answers (masked)."""

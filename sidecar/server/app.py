@@ -29,7 +29,7 @@ import contextlib
 import logging
 import random
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +44,6 @@ from sidecar.core.circuit import CircuitState, ServiceGuards
 from sidecar.core.clock import Clock, RealClock
 from sidecar.core.fleet_view import FleetView
 from sidecar.core.observer import Observer, StateBackendChanged
-from sidecar.core.spend import SpendLedger
 from sidecar.core.state import DEPLOYMENT_NAMESPACE, MEMORY, StateBackend
 from sidecar.providers.service import ModelService
 from sidecar.server.admin import StateView
@@ -57,12 +56,12 @@ from sidecar.server.grpc.masking import SecretMaskingInterceptor
 from sidecar.server.grpc.servicer import SidecarServicer
 from sidecar.server.http.doors import DoorParts, build_doors
 from sidecar.server.http.hosting import HttpHosting
-from sidecar.server.reload_outcome import Reload
+from sidecar.server.live import Core, Live, build_core
+from sidecar.server.reload import Reload, Reloader, ReloadOutcome
 from sidecar.server.security import server_credentials
 from sidecar.telemetry import masking
 from sidecar.telemetry.metrics import Metrics
 from sidecar.telemetry.observer import TelemetryObserver
-from sidecar.tools.reports import Reports
 from sidecar.tools.service import ToolService
 
 __all__ = ["SERVICE_NAME", "SidecarApp", "running", "start_embedded"]
@@ -97,10 +96,17 @@ class SidecarApp:
     server: grpc.aio.Server | None = None
     address: str = ""
     port: int = 0
+    config_path: str | None = None
+    """The file a reload reads again (None: the embedded default, nothing to reload)."""
+    adjust: Callable[[Config], Config] | None = None
+    """What the command line overrides in a reloaded config (``serve --http``)."""
+    worker: tuple[int, int] | None = None
+    """(index, supervisor pid) of a worker process: an admin reload reloads the whole fleet."""
+
     servicer: SidecarServicer | None = None
-    guards: ServiceGuards | None = None
-    models: ModelService | None = None
-    tools: ToolService | None = None
+    live: Live | None = None
+    """The core each call runs on (a reload swaps it)."""
+    reloader: Reloader | None = None
     metrics: Metrics | None = None
     admission: Admission | None = None
     in_flight: InFlight = field(default_factory=InFlight)
@@ -111,12 +117,81 @@ class SidecarApp:
     state_view: StateView | None = None
     """The admin state view (``GET /admin/state``, ``sidecar.v1.Admin``), once started."""
     admin_reload: Reload | None = None
-    """What ``sidecar.v1.Admin/Reload`` runs; None: it answers FAILED_PRECONDITION (no reload here)."""
+    """What ``sidecar.v1.Admin/Reload`` runs instead of ``reload_fleet`` (a test's scripted outcomes)."""
     http: HttpHosting | None = None
     """The HTTP port, when ``config.http`` is set (its ``address`` and ``port`` once started)."""
     _fakes: list[Any] = field(default_factory=list)
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _health: health.aio.HealthServicer | None = None
+    _fleet: FleetView | None = None
+    _masking: SecretMaskingInterceptor | None = None
+    _watching: asyncio.Event | None = None
+
+    @property
+    def models(self) -> ModelService | None:
+        return self.live.core.models if self.live is not None else None
+
+    @property
+    def tools(self) -> ToolService | None:
+        return self.live.core.tools if self.live is not None else None
+
+    @property
+    def guards(self) -> ServiceGuards | None:
+        return self.live.core.guards if self.live is not None else None
+
+    async def next_core(self, config: Config, old: Core) -> Core:
+        """A reload's core for ``config``, from ``old`` (the fleet view and masking follow it)."""
+        assert self.metrics is not None
+        secrets = tuple(sorted({*old.config.secrets, *config.secrets}, key=lambda s: (-len(s), s)))
+        masking.register(secrets)
+        observer = TelemetryObserver(
+            self.clock, self.metrics, record_content=self.config.telemetry.record_content, secrets=secrets
+        )
+        core = await build_core(
+            config,
+            clock=self.clock,
+            observer=observer,
+            state=self.state,
+            embedded=self.embedded,
+            rng=self.rng,
+            carry=old,
+        )
+        if self._fleet is not None:
+            models = core.models
+            self._fleet.rebind({m: models.throttle(m) for m in config.models}, core.guards, models.routes.guards)
+        if self._masking is not None:
+            self._masking.update(secrets)
+        return core
+
+    async def reload(self, trigger: str = "admin") -> ReloadOutcome:
+        """This process's config file again (``server.reload``): applied, or refused and the old one serving."""
+        if self.reloader is None:
+            return ReloadOutcome(False, "the sidecar has not started")
+        return await self.reloader.reload(trigger)
+
+    async def reload_fleet(self, trigger: str = "admin") -> ReloadOutcome:
+        """An operator's reload: this process, or under a supervisor every worker (``Reloader.reload_fleet``)."""
+        if self.reloader is None:
+            return ReloadOutcome(False, "the sidecar has not started")
+        return await self.reloader.reload_fleet(trigger)
+
+    def reload_on_signals(self, *, pending: bool = False) -> None:
+        """SIGHUP reloads (``server.watch_config``: the file's changes too), as a task of the loop;
+        ``pending``: one came while starting, reload now."""
+        loop = asyncio.get_running_loop()
+        tasks: set[asyncio.Task[Any]] = set()
+
+        def spawn(work: Coroutine[Any, Any, Any]) -> None:
+            task = loop.create_task(work)
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+        loop.add_signal_handler(signal.SIGHUP, lambda: spawn(self.reload("SIGHUP")))
+        if pending:
+            spawn(self.reload("SIGHUP"))
+        if self.config.server.watch_config and self.reloader is not None and self.config_path is not None:
+            self._watching = asyncio.Event()
+            spawn(self.reloader.watch(self._watching))
 
     async def start(self) -> None:
         """Start serving; ``ConfigError`` when the TLS files are unusable, ``OSError`` when it cannot listen."""
@@ -129,42 +204,43 @@ class SidecarApp:
             self.clock, metrics, record_content=cfg.telemetry.record_content, secrets=cfg.secrets
         )
         self.state = state = _state_backend(cfg, observer)
-        tool_services = {t.service for t in cfg.tools.values()}
-        self.guards = ServiceGuards(
-            cfg.services, cfg.policy.circuit, self.clock, tool_services, observer=observer, state=state
+        core = await build_core(
+            cfg, clock=self.clock, observer=observer, state=state, embedded=self.embedded, rng=self.rng
         )
-        self.tools = ToolService(
-            cfg, self.clock, self.guards, observer, embedded=self.embedded, rng=self.rng, state=state
-        )  # the record of tool calls: this process's, or the fleet's in Redis
-        await self.tools.start()  # MCP servers opened and listed: ListTools and the MCP front list their tools
-        ledger = SpendLedger(dict(cfg.policy.spend_caps), state=state)
-        self.models = ModelService(cfg, self.clock, ledger, observer, embedded=self.embedded, rng=self.rng, state=state)
-        guards, models = self.guards, self.models
+        self.live = live = Live(core)
+        models = core.models
         throttles = {m: models.throttle(m) for m in cfg.models}
-        for throttle in throttles.values():
-            throttle.share(state)
-        view = FleetView(throttles, guards, ledger, deployments=models.routes.guards)
-        self.state_view = StateView(models, tuple(cfg.models), guards, ledger, state, view, cfg.secrets)
+        self._fleet = view = FleetView(throttles, core.guards, core.ledger, deployments=models.routes.guards)
+        self.state_view = StateView(live, state, view)
         self._closers.extend(await _share(state, view, observer))
         metrics.observe_gauges(
-            lambda: [(m, models.throttle(m).throttle) for m in cfg.models],
+            lambda: [(m, live.core.models.throttle(m).throttle) for m in live.core.config.models],
             lambda: [
-                *((g.name, g.throttle, _CIRCUIT_VALUE[g.state]) for g in guards.all()),
+                *((g.name, g.throttle, _CIRCUIT_VALUE[g.state]) for g in live.core.guards.all()),
                 *(  # a route deployment's circuit, named as in the shared state
                     (DEPLOYMENT_NAMESPACE + g.name, g.throttle, _CIRCUIT_VALUE[g.state])
-                    for g in models.routes.guards.all()
+                    for g in live.core.models.routes.guards.all()
                 ),
             ],
         )
-        reports = Reports(cfg, self.clock, self.guards, observer)
-        self.servicer = SidecarServicer(cfg, self.clock, self.tools, self.models, reports)
+        self.servicer = SidecarServicer(live, self.clock)
+        self.reloader = Reloader(
+            self.config_path,
+            live,
+            self.next_core,
+            metrics,
+            adjust=self.adjust,
+            drain_s=cfg.server.grace_period_s,
+            worker=self.worker,
+        )
         interceptors: list[Any] = []
+        self._masking = SecretMaskingInterceptor(cfg.secrets)
         if cfg.server.auth is not None:
             interceptors.append(BearerTokenInterceptor(t.get_secret_value() for t in cfg.server.auth.tokens))
         limit = cfg.server.max_message_bytes
         self.server = grpc.aio.server(
             # the bearer check first (no span, no slot for a refused caller); masking innermost: every answer
-            interceptors=[*interceptors, *self.interceptors, SecretMaskingInterceptor(cfg.secrets)],
+            interceptors=[*interceptors, *self.interceptors, self._masking],
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
@@ -181,7 +257,8 @@ class SidecarApp:
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self.server)
         assert self.state_view is not None
         admin_tokens = Tokens(t.get_secret_value() for t in cfg.server.admin.tokens) if cfg.server.admin else None
-        admin = AdminServicer(self.state_view, admin_tokens, self.admin_reload)  # off (PERMISSION_DENIED) without
+        # off (PERMISSION_DENIED) without admin tokens
+        admin = AdminServicer(self.state_view, admin_tokens, self.admin_reload or self.reload_fleet)
         admin_pb2_grpc.add_AdminServicer_to_server(admin, self.server)
         if cfg.server.reflection:
             names = (SERVICE_NAME, ADMIN_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
@@ -208,10 +285,10 @@ class SidecarApp:
         cfg = self.config
         if cfg.http is None:
             return
-        assert self.tools is not None
-        assert self.models is not None
+        assert self.live is not None
         assert self.admission is not None
-        doors = build_doors(DoorParts(cfg, self.clock, self.tools, self.models, self.admission, self.state_view))
+        parts = DoorParts(cfg, self.clock, self.live, self.admission, self.state_view, self.reload_fleet)
+        doors = build_doors(parts)
         self.http = HttpHosting(cfg.http.listen, cfg.server, doors, reuse_port=self.reuse_port)
         await self.http.start()
 
@@ -229,6 +306,8 @@ class SidecarApp:
         calls in flight finish; then the server stops with what is left of the grace period.
         """
         grace = self.config.server.grace_period_s if grace is None else grace
+        if self._watching is not None:
+            self._watching.set()
         if self._health is not None:
             await self._health.enter_graceful_shutdown()
         if self.http is not None:
@@ -252,10 +331,10 @@ class SidecarApp:
             self.admission.close()
         if self.metrics is not None:
             self.metrics.close()
-        if self.tools is not None:
-            await self.tools.aclose()
-        if self.models is not None:
-            await self.models.aclose()
+        if self.reloader is not None:
+            await self.reloader.aclose()  # the configs before: closed, their calls done or cut
+        if self.live is not None:
+            await self.live.core.aclose()
         for close in self._closers:  # the redis backend: what is queued is sent, then it disconnects
             await close()
         self._closers.clear()

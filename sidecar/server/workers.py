@@ -11,6 +11,9 @@
     restarts a worker that dies: after              every PARENT_CHECK_S)
       RESTART_MIN_S, doubling to RESTART_MAX_S
       while it keeps dying within STABLE_S
+    SIGHUP: forwarded to every worker; each       SIGHUP: the config file reloaded (server.reload);
+      worker's reload outcome read from the pipe    its outcome written to the supervisor's pipe
+      (REPORT_FD_ENV) and logged                    (an admin reload: SIGHUP to the supervisor)
     SIGTERM / SIGINT: forwarded to every worker,  SIGTERM: health NOT_SERVING, new calls refused,
       waits for each to drain (grace period +       the calls in flight finish within the grace
       STOP_MARGIN_S, then SIGKILL); exit 0          period; exit 0
@@ -35,6 +38,7 @@ from typing import Any, Literal
 
 from sidecar.config import Config
 from sidecar.server.cores import worker_count
+from sidecar.server.reload import REPORT_FD_ENV
 
 __all__ = [
     "EMBEDDED_ENV",
@@ -110,8 +114,11 @@ class _Worker:
     waiter: asyncio.Task[int] | None = field(default=None, repr=False)
 
 
-async def supervise(config: Config, config_path: str | None, listen: str, workers: int | Literal["auto"]) -> int:
-    """Run ``workers`` worker processes on ``listen`` until SIGTERM/SIGINT; 0 once all have drained."""
+async def supervise(
+    config: Config, config_path: str | None, listen: str, workers: int | Literal["auto"], http: str | None = None
+) -> int:
+    """Run ``workers`` worker processes on ``listen`` until SIGTERM/SIGINT; 0 once all have drained.
+    SIGHUP reloads every worker; each one's outcome is logged as it reports it."""
     count = worker_count(workers)
     host, _, port = listen.rpartition(":")
     if port == "0":
@@ -125,16 +132,24 @@ async def supervise(config: Config, config_path: str | None, listen: str, worker
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, received, sig.name)
+    pool = [_Worker(i) for i in range(count)]
+    loop.add_signal_handler(signal.SIGHUP, _forward_reload, pool)
+    reports, report_fd = os.pipe()  # every worker writes its reload outcomes here, one JSON line each
+    reader = asyncio.create_task(_read_reports(reports))
     fakes, embedded = await _start_fakes(config)
-    env = {**os.environ, EMBEDDED_ENV: json.dumps(embedded)}
+    env = {**os.environ, EMBEDDED_ENV: json.dumps(embedded), REPORT_FD_ENV: str(report_fd)}
     base = [sys.executable, "-m", "sidecar", "serve", "--listen", listen, "--workers", "1"]
     if config_path is not None:
         base += ["--config", config_path]
-    pool = [_Worker(i) for i in range(count)]
+    if http is not None:
+        base += ["--http", http]
 
     async def start(worker: _Worker) -> None:
         worker.proc = await asyncio.create_subprocess_exec(
-            *base, env={**env, WORKER_ENV: f"{worker.index}/{count}"}, stdin=asyncio.subprocess.DEVNULL
+            *base,
+            env={**env, WORKER_ENV: f"{worker.index}/{count}"},
+            stdin=asyncio.subprocess.DEVNULL,
+            pass_fds=(report_fd,),
         )
         worker.started = loop.time()
         worker.waiter = asyncio.create_task(worker.proc.wait())
@@ -154,10 +169,46 @@ async def supervise(config: Config, config_path: str | None, listen: str, worker
         why = stop.result() if stop.done() else "shutdown"
         print(f"sidecar supervisor: {why}; draining {count} workers", file=sys.stderr, flush=True)
         await _stop_all(pool, config.server.grace_period_s + STOP_MARGIN_S)
+        reader.cancel()
+        os.close(report_fd)
         for fake in reversed(fakes):
             await fake.stop()
     print("sidecar supervisor: every worker stopped", file=sys.stderr, flush=True)
     return 0
+
+
+def _forward_reload(pool: list[_Worker]) -> None:
+    """SIGHUP: to every live worker (each reloads its config and reports on the pipe)."""
+    live = [w for w in pool if w.proc is not None and w.proc.returncode is None]
+    _log.info("reload: SIGHUP forwarded to %d workers", len(live), extra={"workers": len(live)})
+    for worker in live:
+        assert worker.proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            worker.proc.send_signal(signal.SIGHUP)
+
+
+async def _read_reports(fd: int) -> None:
+    """Log each worker's reload outcome, as it writes it (``server.reload``: one JSON line)."""
+    loop = asyncio.get_running_loop()
+    lines = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(lines), os.fdopen(fd, "rb", buffering=0)
+    )
+    try:
+        while line := await lines.readline():
+            try:
+                report = json.loads(line)
+                index, pid, applied = int(report["worker"]), int(report["pid"]), bool(report["applied"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            extra = {"worker": index, "worker_pid": pid, "reload_applied": applied}
+            if applied:
+                later = ", ".join(report.get("restart_needed") or ()) or "nothing"
+                _log.info("worker %d (pid %d): reload applied (needs a restart: %s)", index, pid, later, extra=extra)
+            else:
+                _log.error("worker %d (pid %d): reload refused: %s", index, pid, report.get("error"), extra=extra)
+    finally:
+        transport.close()
 
 
 async def _restart(worker: _Worker, code: int, now: float, stop: asyncio.Future[str], start: Any) -> None:

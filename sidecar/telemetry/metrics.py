@@ -121,6 +121,9 @@ class _Instruments:
             n.METRIC_TOKENS_TOTAL, unit="{token}", description="Tokens spent, cache and reasoning tokens included"
         )
         self.spend = meter.create_counter(n.METRIC_SPEND, unit="USD", description="Spend of model calls, priced")
+        self.reloads = meter.create_counter(
+            n.METRIC_RELOADS, unit="{reload}", description="Config reloads tried, by outcome (applied, refused)"
+        )
         self.sources: weakref.WeakSet[Metrics] = weakref.WeakSet()
         self.lock = threading.Lock()
         meter.create_observable_gauge(
@@ -240,6 +243,10 @@ class Metrics:
     def spent(self, model: str, provider: str, usd: float) -> None:
         if usd > 0:
             self._i.spend.add(usd, _labels({n.GEN_AI_REQUEST_MODEL: model, n.GEN_AI_PROVIDER: provider or "unknown"}))
+
+    def reloaded(self, outcome: str) -> None:
+        """One config reload: ``applied`` or ``refused``."""
+        self._i.reloads.add(1, {n.RELOAD_OUTCOME: outcome})
 
     def chunk_labels(self, model: str, provider: str) -> dict[str, Any]:
         """The label set of a model's stream timings, built once per attempt."""

@@ -44,6 +44,7 @@ from sidecar.core.conversation import (
     ToolResult,
     Usage,
 )
+from sidecar.core.draining import CallCount
 from sidecar.core.observer import Observer, OverheadMeasured, ToolCallStart
 from sidecar.core.retry import MAX_UPSTREAM_RETRIES, Retry, RetryPolicy, Tally, run_attempts
 from sidecar.core.settings import Windows
@@ -103,7 +104,12 @@ def _last(retry: Retry) -> SidecarFailure:
 
 
 class ToolService:
-    """Every configured tool, sharing one HTTP client and the service guards."""
+    """Every configured tool, sharing one HTTP client and the service guards.
+
+    Built again for each config a reload applies, from the one before (``carry``): the record of
+    tool calls (``tools.once``) is the same, so a re-send after a reload still gets its outcome.
+    The calls in flight on the old service finish there (``calls``); new calls go to the new one.
+    """
 
     def __init__(
         self,
@@ -115,10 +121,13 @@ class ToolService:
         embedded: dict[str, str] | None = None,
         rng: random.Random | None = None,
         state: StateBackend = MEMORY,
+        carry: ToolService | None = None,
     ) -> None:
         self._config = config
         self._clock = clock
         self._guards = guards
+        self.calls = CallCount()
+        """The calls in flight on this service (a reload waits for them before closing it)."""
         self._observer = observer
         self._embedded = embedded or {}
         self._rng = rng or random.Random()
@@ -132,7 +141,15 @@ class ToolService:
             for name, tool in config.http_tools.items()
         }
         self._mcp = McpTools(config, self._secrets)
-        self._once = Once(clock, state if isinstance(state, CallRecords) else None, self._secrets)
+        self._once: Once = (
+            carry._once
+            if carry is not None
+            else Once(clock, state if isinstance(state, CallRecords) else None, self._secrets)
+        )
+        self._owns_once = True
+        """Whether ``aclose`` closes the record: a reload hands it to the next service."""
+        if carry is not None:
+            carry._owns_once = False
         self._transport = fast_transport(TOOL_CLIENT_LIMITS)
         self._client = httpx.AsyncClient(  # builds each request; attempts go on the transport (AiohttpTransport.send)
             transport=self._transport, follow_redirects=False, cookies=NoCookies(), trust_env=False
@@ -143,7 +160,8 @@ class ToolService:
         await self._mcp.start()
 
     async def aclose(self) -> None:
-        await self._once.aclose()
+        if self._owns_once:
+            await self._once.aclose()
         await self._client.aclose()
         await self._mcp.aclose()
 
@@ -191,7 +209,7 @@ class ToolService:
         self, tool: Tool | None, mcp: McpTool | None, request: ToolRequest, options: CallOptions, start: ToolCallStart
     ) -> ToolOutcome:
         replay = _Replay()
-        with self._observer.tool_call(start) as record:
+        with self.calls, self._observer.tool_call(start) as record:
             try:
                 outcome = await self._execute(tool, mcp, request, options, replay)
             except asyncio.CancelledError as exc:

@@ -39,7 +39,7 @@ from sidecar.server.admin import StateView, UnknownTarget
 from sidecar.server.auth import Tokens, bearer_token
 from sidecar.server.grpc.status import to_status
 from sidecar.server.refusals import SIDECAR_SERVICE
-from sidecar.server.reload_outcome import Reload, ReloadOutcome
+from sidecar.server.reload import Reload, ReloadOutcome
 
 __all__ = ["ADMIN_SERVICE_NAME", "AdminServicer", "state_response"]
 
@@ -188,5 +188,10 @@ class AdminServicer(apb_grpc.AdminServicer):
         return apb.ReloadResponse(
             applied=outcome.applied,
             error=outcome.error or "",
-            workers=[apb.WorkerReload(index=w.index, applied=w.applied, error=w.error or "") for w in outcome.workers],
+            workers=[
+                apb.WorkerReload(index=w.worker, pid=w.pid, applied=w.applied, error=w.error or "")
+                for w in outcome.workers
+            ],
+            restart_needed=list(outcome.restart_needed),
+            note=outcome.note or "",
         )

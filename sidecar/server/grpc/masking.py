@@ -161,6 +161,10 @@ class SecretMaskingInterceptor(grpc.aio.ServerInterceptor):
     def mask(self, text: str) -> str:
         return mask_secrets(text, self._secrets)
 
+    def update(self, secrets: Iterable[str]) -> None:
+        """Mask these from now on (a reload's config: every secret any config named)."""
+        self._secrets = tuple(secrets)
+
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],

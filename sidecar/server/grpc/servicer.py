@@ -5,7 +5,10 @@
     StreamModel      providers.ModelService.stream -> its events, then OK after ``final``; a failure ends
                                                      the stream with CallModel's status (after the events)
     ClassifyFailure  tools.Reports.classify       -> the Failure (kind UNSPECIFIED: none)
-    ListTools, ListModels                         -> built once from the configuration
+    ListTools, ListModels                         -> built once per configuration (per core)
+
+Each RPC reads ``live.core`` once, as it starts (``server.live``): a reload's new core serves the
+next call, the call in flight ends on the core it started on.
 
 Spans, metrics and logs are the core's (through its observer); what happens here is only the
 contract: ``server.convert`` both ways, ``server.grpc.status`` for a failed CallModel.
@@ -22,17 +25,14 @@ from grpc_status import rpc_status
 from sidecar_contract.v1 import sidecar_pb2 as pb
 from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
-from sidecar.config import Config
 from sidecar.core import overhead
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import CallOptions
 from sidecar.core.stream import Serving
 from sidecar.core.taxonomy import SidecarFailure, as_failure
-from sidecar.providers.service import ModelService
 from sidecar.server import convert
 from sidecar.server.grpc.status import to_status
-from sidecar.tools.reports import Reports
-from sidecar.tools.service import ToolService
+from sidecar.server.live import Core, Live
 
 __all__ = ["SidecarServicer"]
 
@@ -40,28 +40,34 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class SidecarServicer(pb_grpc.SidecarServicer):
-    def __init__(self, config: Config, clock: Clock, tools: ToolService, models: ModelService, reports: Reports):
+    def __init__(self, live: Live, clock: Clock):
         self._clock = clock
-        self._tools = tools
-        self._models = models
-        self._reports = reports
-        self._tool_list = convert.tool_list(tools.catalog())  # after tools.start(): MCP tools listed
-        self._model_list = convert.model_list(config)
+        self._live = live
+        self._lists: tuple[Core, pb.ListToolsResponse, pb.ListModelsResponse] | None = None
+
+    def _listed(self) -> tuple[pb.ListToolsResponse, pb.ListModelsResponse]:
+        """ListTools' and ListModels' answers for the live core (after tools.start(): MCP tools listed)."""
+        core, lists = self._live.core, self._lists
+        if lists is None or lists[0] is not core:
+            lists = self._lists = (core, convert.tool_list(core.tools.catalog()), convert.model_list(core.config))
+        return lists[1], lists[2]
 
     def _options(self, job: pb.Job, context: Context) -> CallOptions:
         return convert.call_options(job, context.time_remaining(), self._clock)
 
     async def ExecuteTool(self, request: pb.ExecuteToolRequest, context: Context) -> pb.ExecuteToolResponse:
+        tools = self._live.core.tools
         with overhead.measured("grpc") as watch:
-            outcome = await self._tools.execute(convert.tool_request(request), self._options(request.job, context))
+            outcome = await tools.execute(convert.tool_request(request), self._options(request.job, context))
             answer = convert.tool_response(outcome, request.call_id)
             context.set_trailing_metadata(((overhead.HEADER, watch.milliseconds()),))
             return answer
 
     async def CallModel(self, request: pb.CallModelRequest, context: Context) -> pb.CallModelResponse:
+        models = self._live.core.models
         with overhead.measured("grpc") as watch:
             try:
-                response = await self._models.call(convert.model_request(request), self._options(request.job, context))
+                response = await models.call(convert.model_request(request), self._options(request.job, context))
             except SidecarFailure as failure:  # the call's span has ended: the abort is the RPC's outcome
                 await context.abort_with_status(_timed(rpc_status.to_status(to_status(failure)), watch))
                 raise AssertionError("unreachable: abort_with_status raises") from None
@@ -71,19 +77,19 @@ class SidecarServicer(pb_grpc.SidecarServicer):
 
     async def ClassifyFailure(self, request: pb.ClassifyFailureRequest, context: Context) -> pb.Failure:
         try:
-            return convert.report_failure(await self._reports.classify(convert.report(request)))
+            return convert.report_failure(await self._live.core.reports.classify(convert.report(request)))
         except Exception as exc:  # the one boundary: anything else is SYSTEM (as_failure logs it)
             return convert.failure(as_failure(exc, "failure classification"))
 
     async def ListTools(self, request: pb.ListToolsRequest, context: Context) -> pb.ListToolsResponse:
-        return self._tool_list
+        return self._listed()[0]
 
     async def ListModels(self, request: pb.ListModelsRequest, context: Context) -> pb.ListModelsResponse:
-        return self._model_list
+        return self._listed()[1]
 
     async def StreamModel(self, request: pb.CallModelRequest, context: Context) -> AsyncIterator[pb.StreamModelEvent]:
         with overhead.measured("grpc") as watch:  # current across the yields: the producer task shares it
-            events = self._models.stream(convert.model_request(request), self._options(request.job, context))
+            events = self._live.core.models.stream(convert.model_request(request), self._options(request.job, context))
             try:
                 async for event in events:
                     if isinstance(event, Serving):  # gRPC callers read it in Final's response_model

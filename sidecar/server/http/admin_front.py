@@ -8,6 +8,10 @@
 checks, then the operator action on this replica (logged on ``sidecar.admin``); a close is
 published fleet-wide like a probe's. 404 for a name this process does not hold.
 
+``POST /admin/reload`` (no body): the same checks, then the config file read again on every
+worker (``server.reload``): 200 with the outcome when applied, 422 with check-config's error when
+refused (the config before keeps serving), 503 when there is nothing to reload.
+
 The caller-token check of ``access.Access`` does not apply to this path: only admin tokens
 (``Authorization: Bearer``), compared in constant time (``auth.Tokens``).
 """
@@ -15,6 +19,8 @@ The caller-token check of ``access.Access`` does not apply to this path: only ad
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -24,9 +30,11 @@ from starlette.routing import Route
 from sidecar.server.admin import StateView, UnknownTarget
 from sidecar.server.auth import Tokens, bearer_token
 from sidecar.server.http.hosting import Door
+from sidecar.server.reload import ReloadOutcome
 
-__all__ = ["ACTIONS", "ADMIN_STATE_PATH", "admin_door"]
+__all__ = ["ACTIONS", "ADMIN_STATE_PATH", "RELOAD_PATH", "admin_door"]
 
+_log = logging.getLogger("sidecar.admin")
 ADMIN_STATE_PATH = "/admin/state"
 _OFF = "The admin view is off: set server.admin.tokens (names of environment variables holding operator tokens)."
 _REFUSED = (
@@ -41,11 +49,14 @@ def _error(status: int, kind: str, message: str) -> JSONResponse:
 
 
 ACTION_PATH = "/admin/actions/{action}"
+RELOAD_PATH = "/admin/reload"
 ACTIONS = ("close-circuit", "lift-pause", "reset-spend")
 MAX_ACTION_BYTES = 4096
 
 
-def admin_door(tokens: Tokens | None, view: StateView) -> Door:
+def admin_door(
+    tokens: Tokens | None, view: StateView, reload: Callable[[], Awaitable[ReloadOutcome]] | None = None
+) -> Door:
     def refused(request: Request) -> JSONResponse | None:
         if tokens is None:
             return _error(403, "admin_off", _OFF)
@@ -83,6 +94,23 @@ def admin_door(tokens: Tokens | None, view: StateView) -> Door:
             return _error(404, "not_found", str(exc))
         return JSONResponse({"action": what, "name": name, **result})
 
-    routes = [Route(ADMIN_STATE_PATH, state, methods=["GET"]), Route(ACTION_PATH, action, methods=["POST"])]
-    paths = frozenset({ADMIN_STATE_PATH, *(ACTION_PATH.replace("{action}", a) for a in ACTIONS)})
+    async def reloaded(request: Request) -> JSONResponse:
+        if (refusal := refused(request)) is not None:
+            return refusal
+        if reload is None:
+            return _error(503, "unavailable", "this sidecar cannot reload its config")
+        peer = request.client.host if request.client is not None else "unknown"
+        _log.warning("admin: an admin token from %s asked for a reload", peer)
+        outcome = await reload()
+        body = outcome.as_dict()
+        if not outcome.applied:
+            body["error_type"] = "config_refused"
+        return JSONResponse(body, status_code=200 if outcome.applied else 422)
+
+    routes = [
+        Route(ADMIN_STATE_PATH, state, methods=["GET"]),
+        Route(RELOAD_PATH, reloaded, methods=["POST"]),
+        Route(ACTION_PATH, action, methods=["POST"]),
+    ]
+    paths = frozenset({ADMIN_STATE_PATH, RELOAD_PATH, *(ACTION_PATH.replace("{action}", a) for a in ACTIONS)})
     return Door("admin", routes, open_paths=paths)

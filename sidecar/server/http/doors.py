@@ -6,19 +6,22 @@
     Responses front   /v1/responses           http.openai     ModelService.call / .stream (formats/openai_responses)
     Anthropic front   /v1/messages            http.anthropic  ModelService.call / .stream (formats/anthropic_messages)
     the model list    /v1/models[/{id}]       either of them  the catalog and routes (models_front.py)
-    the admin view    /admin/state            server.admin    the live policy state (admin_front.py)
+    the admin view    /admin/state            server.admin    the live policy state, the actions, POST /admin/reload
+                                                              (admin_front.py)
 
 The model fronts share one exchange (``fronts.py``: the body, the envelope's headers, admission,
 the SERVER span, the call, the failure table of ``failures.py``); each is one format's front half
 (``providers.formats``), which reads the request and renders the answers.
 
 A new door is one more entry of ``build_doors``: its routes and lifespan (``hosting.Door``), built
-from ``DoorParts``, calling ``ModelService`` / ``ToolService`` like every other door; a new model
+from ``DoorParts``, calling ``ModelService`` / ``ToolService`` of ``live.core`` (read once per call:
+a reload swaps it) like every other door; a new model
 front is one more ``endpoint`` of ``model_door`` over a registered format's front.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +32,6 @@ from sidecar.core.clock import Clock
 from sidecar.core.taxonomy import SidecarFailure
 from sidecar.providers.formats.protocol import Front
 from sidecar.providers.formats.registry import format_named
-from sidecar.providers.service import ModelService
 from sidecar.server.admin import StateView
 from sidecar.server.admission import Admission
 from sidecar.server.auth import Tokens
@@ -39,7 +41,8 @@ from sidecar.server.http.fronts import ModelEndpoint
 from sidecar.server.http.hosting import Door
 from sidecar.server.http.mcp_front import mcp_door
 from sidecar.server.http.models_front import models_routes
-from sidecar.tools.service import ToolService
+from sidecar.server.live import Live
+from sidecar.server.reload import ReloadOutcome
 
 __all__ = ["DoorParts", "build_doors"]
 
@@ -49,13 +52,16 @@ class DoorParts:
     """What a door is built from: the sidecar's one core, shared with the gRPC port."""
 
     config: Config
+    """The config the port was started with (which doors, the body limit): a reload keeps these."""
     clock: Clock
-    tools: ToolService
-    models: ModelService
+    live: Live
+    """The services each call runs on (``live.core``, read once per call)."""
     admission: Admission
     """``server.max_in_flight``: one limit for the calls of every door."""
     admin_view: StateView | None = None
     """The admin state view and its actions (``server.admin.StateView``); None: no admin door."""
+    reload: Callable[[], Awaitable[ReloadOutcome]] | None = None
+    """``POST /admin/reload``: the config file again, on every worker (``server.reload``)."""
 
 
 def build_doors(parts: DoorParts) -> list[Door]:
@@ -65,14 +71,13 @@ def build_doors(parts: DoorParts) -> list[Door]:
         return []
     doors: list[Door] = []
     if http.mcp:
-        secrets = parts.config.secrets
-        doors.append(mcp_door(parts.tools, parts.admission, secrets, parts.config.server.max_message_bytes))
+        doors.append(mcp_door(parts.live, parts.admission, parts.config.server.max_message_bytes))
     if http.openai or http.anthropic:
         doors.append(model_door(parts))
     if parts.admin_view is not None:
         admin = parts.config.server.admin
         tokens = Tokens(t.get_secret_value() for t in admin.tokens) if admin is not None else None
-        doors.append(admin_door(tokens, parts.admin_view))
+        doors.append(admin_door(tokens, parts.admin_view, parts.reload))
     return doors
 
 
@@ -81,13 +86,12 @@ def model_door(parts: DoorParts) -> Door:
     list, as one door."""
     http = parts.config.http
     assert http is not None
-    secrets = parts.config.secrets
     limit = parts.config.server.max_message_bytes
 
     fronts: dict[str, Front] = {}
 
     def endpoint(front: Front) -> Route:
-        app = ModelEndpoint(front, parts.models, parts.admission, parts.clock, secrets, limit)
+        app = ModelEndpoint(front, parts.live, parts.admission, parts.clock, limit)
         fronts[front.path] = front
         return Route(front.path, endpoint=app, methods=["POST"])
 
@@ -97,7 +101,8 @@ def model_door(parts: DoorParts) -> Door:
         routes.append(endpoint(format_named("openai_responses").front))
     if http.anthropic:
         routes.append(endpoint(format_named("anthropic").front))
-    routes.extend(models_routes(parts.config, anthropic_shape=http.anthropic))
+    live = parts.live
+    routes.extend(models_routes(lambda: live.core.config, anthropic_shape=http.anthropic))
 
     def fault(path: str, failure: SidecarFailure) -> tuple[int, dict[str, Any]] | None:
         front = fronts.get(path)  # the model list's paths: the plain (OpenAI) shape

@@ -71,7 +71,6 @@ from sidecar.core.stream import (
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure, StreamInterrupted, SystemFailure
 from sidecar.providers.formats.chat import ChatReply, compact_json
 from sidecar.providers.formats.protocol import Ask, Front, ReplyHead, Sse, StreamWriter
-from sidecar.providers.service import ModelService
 from sidecar.server.admission import Admission
 from sidecar.server.http.envelope import (
     ATTEMPTS_HEADER,
@@ -82,6 +81,7 @@ from sidecar.server.http.envelope import (
 )
 from sidecar.server.http.failures import answer_of, error_of, failure_headers, hop_json
 from sidecar.server.http.tracing import start_server_span
+from sidecar.server.live import Live
 from sidecar.telemetry import names as n
 
 __all__ = ["ModelEndpoint", "chat_reply", "check_unicode", "json_bytes", "json_text", "reply_extension", "served_model"]
@@ -298,20 +298,23 @@ class ModelEndpoint:
     def __init__(
         self,
         front: Front,
-        models: ModelService,
+        live: Live,
         admission: Admission,
         clock: Clock,
-        secrets: tuple[str, ...],
         max_body_bytes: int,
     ) -> None:
         self._front = front
         self._route = route = front.path
-        self._models = models
+        self._live = live
         self._admission = admission
         self._clock = clock
-        self._secrets = secrets
         self._limit = max_body_bytes
         self._method = f"POST {route}"
+
+    @property
+    def _secrets(self) -> tuple[str, ...]:
+        """Every secret a config of this process named (a reload may add some)."""
+        return self._live.secrets
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -366,7 +369,8 @@ class ModelEndpoint:
         if ask.stream:
             return await self._stream(ask, options, restarts, request, exchange)
         try:
-            response: ModelResponse = await _unless_gone(self._models.call(ask.request, options), request.receive)
+            call = self._live.core.models.call(ask.request, options)
+            response: ModelResponse = await _unless_gone(call, request.receive)
         except SidecarFailure as failure:
             return self._failed(failure, exchange)
         head = self._head(served_model(response, ask.request.model))
@@ -394,7 +398,7 @@ class ModelEndpoint:
     async def _stream(
         self, ask: Ask, options: CallOptions, restarts: bool, request: Request, exchange: _Exchange
     ) -> Response:
-        events = self._models.stream(ask.request, options)
+        events = self._live.core.models.stream(ask.request, options)
         exchange.closers.append(events.aclose)  # the call cancelled, its upstream closed, whatever happens
         model = ask.request.model
         try:

@@ -48,8 +48,8 @@ from sidecar.server.http.envelope import job_of
 from sidecar.server.http.fronts import check_unicode
 from sidecar.server.http.hosting import Door
 from sidecar.server.http.tracing import server_span
+from sidecar.server.live import Live
 from sidecar.telemetry import names as n
-from sidecar.tools.service import ToolService
 
 __all__ = ["MCP_PATH", "SERVER_NAME", "mcp_door"]
 
@@ -141,9 +141,9 @@ class _Endpoint:
 @dataclass
 class _Front:
     server: Server[Any, Any]
-    tools: ToolService
+    live: Live
+    """The core each call runs on (read once, as the call starts)."""
     admission: Admission
-    secrets: tuple[str, ...]
 
     async def list_tools(self) -> list[types.Tool]:
         return [
@@ -153,7 +153,7 @@ class _Front:
                 inputSchema=dict(t.parameters),
                 annotations=types.ToolAnnotations(idempotentHint=t.idempotent),
             )
-            for t in self.tools.catalog()
+            for t in self.live.core.tools.catalog()
         ]
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -175,7 +175,7 @@ class _Front:
         if refused is not None:
             return ToolOutcome(None, refused, 0)
         try:
-            return await self.tools.execute(request, CallOptions())
+            return await self.live.core.tools.execute(request, CallOptions())
         finally:
             self.admission.leave()
 
@@ -191,13 +191,13 @@ class _Front:
         )
 
     def _masked(self, text: str) -> str:
-        return mask_secrets(text, self.secrets)
+        return mask_secrets(text, self.live.secrets)
 
 
-def mcp_door(tools: ToolService, admission: Admission, secrets: tuple[str, ...], max_body_bytes: int) -> Door:
+def mcp_door(live: Live, admission: Admission, max_body_bytes: int) -> Door:
     """The MCP front as a door of the HTTP port: its route and its session manager's lifespan."""
     server: Server[Any, Any] = Server(SERVER_NAME, version=__version__)
-    front = _Front(server, tools, admission, secrets)
+    front = _Front(server, live, admission)
     server.list_tools()(front.list_tools)  # type: ignore[no-untyped-call]  # untyped in the SDK (1.x)
     server.call_tool(validate_input=False)(front.call_tool)
     # Stateless: sessions saved 1-3 ms a tools/call (p50 4.0-6.1 against 6.9-7.5 ms, measured), but a

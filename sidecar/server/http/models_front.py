@@ -15,6 +15,7 @@ An id that is neither a model nor a route is 404 in the caller's format (MODEL_N
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from sidecar_contract.v1 import sidecar_pb2 as pb
@@ -60,15 +61,23 @@ def _json(body: dict[str, Any], status: int = 200, headers: dict[str, str] | Non
     return Response(json.dumps(body), status_code=status, headers=headers, media_type="application/json")
 
 
-def models_routes(config: Config, *, anthropic_shape: bool) -> list[Route]:
-    """The two routes; the Anthropic shape only when ``anthropic_shape`` (that front is on)."""
-    listed = list(convert.model_list(config).models)
-    by_id = {m.id: m for m in listed}
+def models_routes(config: Callable[[], Config], *, anthropic_shape: bool) -> list[Route]:
+    """The two routes; the Anthropic shape only when ``anthropic_shape`` (that front is on). The list
+    is the config's ``config()`` gives (the live one: a reload changes it), built once per config."""
+    built: list[tuple[Config, list[pb.ModelInfo], dict[str, pb.ModelInfo]]] = []
+
+    def catalog() -> tuple[list[pb.ModelInfo], dict[str, pb.ModelInfo]]:
+        now = config()
+        if not built or built[0][0] is not now:
+            listed = list(convert.model_list(now).models)
+            built[:] = [(now, listed, {m.id: m for m in listed})]
+        return built[0][1], built[0][2]
 
     def is_anthropic(request: Request) -> bool:
         return anthropic_shape and ANTHROPIC_HEADER in request.headers
 
     async def list_models(request: Request) -> Response:
+        listed, _ = catalog()
         if is_anthropic(request):
             data = [_anthropic(m) for m in listed]
             first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
@@ -77,6 +86,7 @@ def models_routes(config: Config, *, anthropic_shape: bool) -> list[Route]:
 
     async def get_model(request: Request) -> Response:
         model_id = request.path_params["model_id"]
+        _, by_id = catalog()
         found = by_id.get(model_id)
         if found is not None:
             return _json(_anthropic(found) if is_anthropic(request) else _openai(found))

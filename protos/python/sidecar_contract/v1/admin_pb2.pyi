@@ -130,21 +130,27 @@ class ReloadRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ReloadResponse(_message.Message):
-    __slots__ = ("applied", "error", "workers")
+    __slots__ = ("applied", "error", "workers", "restart_needed", "note")
     APPLIED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
+    RESTART_NEEDED_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     applied: bool
     error: str
     workers: _containers.RepeatedCompositeFieldContainer[WorkerReload]
-    def __init__(self, applied: _Optional[bool] = ..., error: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[WorkerReload, _Mapping]]] = ...) -> None: ...
+    restart_needed: _containers.RepeatedScalarFieldContainer[str]
+    note: str
+    def __init__(self, applied: _Optional[bool] = ..., error: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[WorkerReload, _Mapping]]] = ..., restart_needed: _Optional[_Iterable[str]] = ..., note: _Optional[str] = ...) -> None: ...
 
 class WorkerReload(_message.Message):
-    __slots__ = ("index", "applied", "error")
+    __slots__ = ("index", "applied", "error", "pid")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     APPLIED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
     index: int
     applied: bool
     error: str
-    def __init__(self, index: _Optional[int] = ..., applied: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+    pid: int
+    def __init__(self, index: _Optional[int] = ..., applied: _Optional[bool] = ..., error: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...

@@ -820,7 +820,12 @@ type ReloadResponse struct {
 	// Why the file was refused (the error check-config gives), or empty.
 	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
 	// Each worker's outcome (with --workers N); empty in a single process.
-	Workers       []*WorkerReload `protobuf:"bytes,3,rep,name=workers,proto3" json:"workers,omitempty"`
+	Workers []*WorkerReload `protobuf:"bytes,3,rep,name=workers,proto3" json:"workers,omitempty"`
+	// Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
+	// the next restart.
+	RestartNeeded []string `protobuf:"bytes,4,rep,name=restart_needed,json=restartNeeded,proto3" json:"restart_needed,omitempty"`
+	// A remark on the outcome (for example: on a worker, every worker reloads through the supervisor).
+	Note          string `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -876,6 +881,20 @@ func (x *ReloadResponse) GetWorkers() []*WorkerReload {
 	return nil
 }
 
+func (x *ReloadResponse) GetRestartNeeded() []string {
+	if x != nil {
+		return x.RestartNeeded
+	}
+	return nil
+}
+
+func (x *ReloadResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 // WorkerReload is one worker's outcome of a reload.
 type WorkerReload struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -884,7 +903,9 @@ type WorkerReload struct {
 	// Whether it swapped the new config in.
 	Applied bool `protobuf:"varint,2,opt,name=applied,proto3" json:"applied,omitempty"`
 	// Why not, or empty.
-	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// The worker's process id.
+	Pid           int32 `protobuf:"varint,4,opt,name=pid,proto3" json:"pid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -938,6 +959,13 @@ func (x *WorkerReload) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *WorkerReload) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
 }
 
 var File_sidecar_v1_admin_proto protoreflect.FileDescriptor
@@ -1000,15 +1028,18 @@ const file_sidecar_v1_admin_proto_rawDesc = "" +
 	"\bworkflow\x18\x01 \x01(\tR\bworkflow\"-\n" +
 	"\x12ResetSpendResponse\x12\x17\n" +
 	"\awas_usd\x18\x01 \x01(\x01R\x06wasUsd\"\x0f\n" +
-	"\rReloadRequest\"t\n" +
+	"\rReloadRequest\"\xaf\x01\n" +
 	"\x0eReloadResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x122\n" +
-	"\aworkers\x18\x03 \x03(\v2\x18.sidecar.v1.WorkerReloadR\aworkers\"T\n" +
+	"\aworkers\x18\x03 \x03(\v2\x18.sidecar.v1.WorkerReloadR\aworkers\x12%\n" +
+	"\x0erestart_needed\x18\x04 \x03(\tR\rrestartNeeded\x12\x12\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\"f\n" +
 	"\fWorkerReload\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x18\n" +
 	"\aapplied\x18\x02 \x01(\bR\aapplied\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error2\xf9\x02\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x10\n" +
+	"\x03pid\x18\x04 \x01(\x05R\x03pid2\xf9\x02\n" +
 	"\x05Admin\x12E\n" +
 	"\bGetState\x12\x1b.sidecar.v1.GetStateRequest\x1a\x1c.sidecar.v1.GetStateResponse\x12Q\n" +
 	"\fCloseCircuit\x12\x1f.sidecar.v1.CloseCircuitRequest\x1a .sidecar.v1.CloseCircuitResponse\x12H\n" +

@@ -148,25 +148,27 @@ public final class AdminOuterClass extends com.google.protobuf.GeneratedFile {
       "(\010R\007changed\"/\n\021ResetSpendRequest\022\032\n\010work" +
       "flow\030\001 \001(\tR\010workflow\"-\n\022ResetSpendRespon" +
       "se\022\027\n\007was_usd\030\001 \001(\001R\006wasUsd\"\017\n\rReloadReq" +
-      "uest\"t\n\016ReloadResponse\022\030\n\007applied\030\001 \001(\010R" +
-      "\007applied\022\024\n\005error\030\002 \001(\tR\005error\0222\n\007worker" +
-      "s\030\003 \003(\0132\030.sidecar.v1.WorkerReloadR\007worke" +
-      "rs\"T\n\014WorkerReload\022\024\n\005index\030\001 \001(\005R\005index" +
-      "\022\030\n\007applied\030\002 \001(\010R\007applied\022\024\n\005error\030\003 \001(" +
-      "\tR\005error2\371\002\n\005Admin\022E\n\010GetState\022\033.sidecar" +
-      ".v1.GetStateRequest\032\034.sidecar.v1.GetStat" +
-      "eResponse\022Q\n\014CloseCircuit\022\037.sidecar.v1.C" +
-      "loseCircuitRequest\032 .sidecar.v1.CloseCir" +
-      "cuitResponse\022H\n\tLiftPause\022\034.sidecar.v1.L" +
-      "iftPauseRequest\032\035.sidecar.v1.LiftPauseRe" +
-      "sponse\022K\n\nResetSpend\022\035.sidecar.v1.ResetS" +
-      "pendRequest\032\036.sidecar.v1.ResetSpendRespo" +
-      "nse\022?\n\006Reload\022\031.sidecar.v1.ReloadRequest" +
-      "\032\032.sidecar.v1.ReloadResponseB\235\001\n\016dev.sid" +
-      "ecar.v1P\001ZBgithub.com/sidecar-dev/sideca" +
-      "r/clients/go/gen/sidecar/v1;sidecarv1\242\002\003" +
-      "SXX\252\002\nSidecar.V1\312\002\nSidecar\\V1\342\002\026Sidecar\\" +
-      "V1\\GPBMetadata\352\002\013Sidecar::V1b\006proto3"
+      "uest\"\257\001\n\016ReloadResponse\022\030\n\007applied\030\001 \001(\010" +
+      "R\007applied\022\024\n\005error\030\002 \001(\tR\005error\0222\n\007worke" +
+      "rs\030\003 \003(\0132\030.sidecar.v1.WorkerReloadR\007work" +
+      "ers\022%\n\016restart_needed\030\004 \003(\tR\rrestartNeed" +
+      "ed\022\022\n\004note\030\005 \001(\tR\004note\"f\n\014WorkerReload\022\024" +
+      "\n\005index\030\001 \001(\005R\005index\022\030\n\007applied\030\002 \001(\010R\007a" +
+      "pplied\022\024\n\005error\030\003 \001(\tR\005error\022\020\n\003pid\030\004 \001(" +
+      "\005R\003pid2\371\002\n\005Admin\022E\n\010GetState\022\033.sidecar.v" +
+      "1.GetStateRequest\032\034.sidecar.v1.GetStateR" +
+      "esponse\022Q\n\014CloseCircuit\022\037.sidecar.v1.Clo" +
+      "seCircuitRequest\032 .sidecar.v1.CloseCircu" +
+      "itResponse\022H\n\tLiftPause\022\034.sidecar.v1.Lif" +
+      "tPauseRequest\032\035.sidecar.v1.LiftPauseResp" +
+      "onse\022K\n\nResetSpend\022\035.sidecar.v1.ResetSpe" +
+      "ndRequest\032\036.sidecar.v1.ResetSpendRespons" +
+      "e\022?\n\006Reload\022\031.sidecar.v1.ReloadRequest\032\032" +
+      ".sidecar.v1.ReloadResponseB\235\001\n\016dev.sidec" +
+      "ar.v1P\001ZBgithub.com/sidecar-dev/sidecar/" +
+      "clients/go/gen/sidecar/v1;sidecarv1\242\002\003SX" +
+      "X\252\002\nSidecar.V1\312\002\nSidecar\\V1\342\002\026Sidecar\\V1" +
+      "\\GPBMetadata\352\002\013Sidecar::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -257,13 +259,13 @@ public final class AdminOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_sidecar_v1_ReloadResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ReloadResponse_descriptor,
-        new java.lang.String[] { "Applied", "Error", "Workers", });
+        new java.lang.String[] { "Applied", "Error", "Workers", "RestartNeeded", "Note", });
     internal_static_sidecar_v1_WorkerReload_descriptor =
       getDescriptor().getMessageType(14);
     internal_static_sidecar_v1_WorkerReload_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_WorkerReload_descriptor,
-        new java.lang.String[] { "Index", "Applied", "Error", });
+        new java.lang.String[] { "Index", "Applied", "Error", "Pid", });
     descriptor.resolveAllFeaturesImmutable();
     com.google.protobuf.TimestampProto.getDescriptor();
     dev.sidecar.v1.SidecarOuterClass.getDescriptor();

@@ -34,6 +34,9 @@ private static final long serialVersionUID = 0L;
   private ReloadResponse() {
     error_ = "";
     workers_ = java.util.Collections.emptyList();
+    restartNeeded_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+    note_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -177,6 +180,110 @@ private static final long serialVersionUID = 0L;
     return workers_.get(index);
   }
 
+  public static final int RESTART_NEEDED_FIELD_NUMBER = 4;
+  @SuppressWarnings("serial")
+  private com.google.protobuf.LazyStringArrayList restartNeeded_ =
+      com.google.protobuf.LazyStringArrayList.emptyList();
+  /**
+   * <pre>
+   * Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
+   * the next restart.
+   * </pre>
+   *
+   * <code>repeated string restart_needed = 4 [json_name = "restartNeeded"];</code>
+   * @return A list containing the restartNeeded.
+   */
+  public com.google.protobuf.ProtocolStringList
+      getRestartNeededList() {
+    return restartNeeded_;
+  }
+  /**
+   * <pre>
+   * Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
+   * the next restart.
+   * </pre>
+   *
+   * <code>repeated string restart_needed = 4 [json_name = "restartNeeded"];</code>
+   * @return The count of restartNeeded.
+   */
+  public int getRestartNeededCount() {
+    return restartNeeded_.size();
+  }
+  /**
+   * <pre>
+   * Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
+   * the next restart.
+   * </pre>
+   *
+   * <code>repeated string restart_needed = 4 [json_name = "restartNeeded"];</code>
+   * @param index The index of the element to return.
+   * @return The restartNeeded at the given index.
+   */
+  public java.lang.String getRestartNeeded(int index) {
+    return restartNeeded_.get(index);
+  }
+  /**
+   * <pre>
+   * Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
+   * the next restart.
+   * </pre>
+   *
+   * <code>repeated string restart_needed = 4 [json_name = "restartNeeded"];</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the restartNeeded at the given index.
+   */
+  public com.google.protobuf.ByteString
+      getRestartNeededBytes(int index) {
+    return restartNeeded_.getByteString(index);
+  }
+
+  public static final int NOTE_FIELD_NUMBER = 5;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object note_ = "";
+  /**
+   * <pre>
+   * A remark on the outcome (for example: on a worker, every worker reloads through the supervisor).
+   * </pre>
+   *
+   * <code>string note = 5 [json_name = "note"];</code>
+   * @return The note.
+   */
+  @java.lang.Override
+  public java.lang.String getNote() {
+    java.lang.Object ref = note_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      note_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * A remark on the outcome (for example: on a worker, every worker reloads through the supervisor).
+   * </pre>
+   *
+   * <code>string note = 5 [json_name = "note"];</code>
+   * @return The bytes for note.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getNoteBytes() {
+    java.lang.Object ref = note_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      note_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -200,6 +307,12 @@ private static final long serialVersionUID = 0L;
     for (int i = 0; i < workers_.size(); i++) {
       output.writeMessage(3, workers_.get(i));
     }
+    for (int i = 0; i < restartNeeded_.size(); i++) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 4, restartNeeded_.getRaw(i));
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(note_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 5, note_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -220,6 +333,17 @@ private static final long serialVersionUID = 0L;
           }
           size += 1 * count;
         }
+    {
+      int dataSize = 0;
+      for (int i = 0; i < restartNeeded_.size(); i++) {
+        dataSize += computeStringSizeNoTag(restartNeeded_.getRaw(i));
+      }
+      size += dataSize;
+      size += 1 * getRestartNeededList().size();
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(note_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(5, note_);
+    }
     return size;
   }
   @java.lang.Override
@@ -250,6 +374,10 @@ private static final long serialVersionUID = 0L;
         .equals(other.getError())) return false;
     if (!getWorkersList()
         .equals(other.getWorkersList())) return false;
+    if (!getRestartNeededList()
+        .equals(other.getRestartNeededList())) return false;
+    if (!getNote()
+        .equals(other.getNote())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -270,6 +398,12 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + WORKERS_FIELD_NUMBER;
       hash = (53 * hash) + getWorkersList().hashCode();
     }
+    if (getRestartNeededCount() > 0) {
+      hash = (37 * hash) + RESTART_NEEDED_FIELD_NUMBER;
+      hash = (53 * hash) + getRestartNeededList().hashCode();
+    }
+    hash = (37 * hash) + NOTE_FIELD_NUMBER;
+    hash = (53 * hash) + getNote().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -414,6 +548,9 @@ private static final long serialVersionUID = 0L;
         workersBuilder_.clear();
       }
       bitField0_ = (bitField0_ & ~0x00000004);
+      restartNeeded_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
+      note_ = "";
       return this;
     }
 
@@ -466,6 +603,13 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000002) != 0)) {
         result.error_ = error_;
       }
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        restartNeeded_.makeImmutable();
+        result.restartNeeded_ = restartNeeded_;
+      }
+      if (((from_bitField0_ & 0x00000010) != 0)) {
+        result.note_ = note_;
+      }
     }
 
     @java.lang.Override
@@ -514,6 +658,21 @@ private static final long serialVersionUID = 0L;
           }
         }
       }
+      if (!other.restartNeeded_.isEmpty()) {
+        if (restartNeeded_.isEmpty()) {
+          restartNeeded_ = other.restartNeeded_;
+          bitField0_ |= 0x00000008;
+        } else {
+          ensureRestartNeededIsMutable();
+          restartNeeded_.addAll(other.restartNeeded_);
+        }
+        onChanged();
+      }
+      if (!other.getNote().isEmpty()) {
+        note_ = other.note_;
+        bitField0_ |= 0x00000010;
+        onChanged();
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -561,6 +720,16 @@ private static final long serialVersionUID = 0L;
               }
               break;
             } // case 26
+            case 34: {
+              ensureRestartNeededIsMutable();
+              restartNeeded_.add(input.readStringRequireUtf8());
+              break;
+            } // case 34
+            case 42: {
+              note_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000010;
+              break;
+            } // case 42
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1018,6 +1187,254 @@ private static final long serialVersionUID = 0L;
         workers_ = null;
       }
       return workersBuilder_;
+    }
+
+    private com.google.protobuf.LazyStringArrayList restartNeeded_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+    private void ensureRestartNeededIsMutable() {
+      if (!restartNeeded_.isModifiable()) {
+        restartNeeded_ = new com.google.protobuf.LazyStringArrayList(restartNeeded_);
+      }
+      bitField0_ |= 0x00000008;
+    }
+    /**
+     * <pre>
+     * Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
+     * the next restart.
+     * </pre>
+     *
+     * <code>repeated string restart_needed = 4 [json_name = "restartNeeded"];</code>
+     * @return A list containing the restartNeeded.
+     */
+    public com.google.protobuf.ProtocolStringList
+        getRestartNeededList() {
+      restartNeeded_.makeImmutable();
+      return restartNeeded_;
+    }
+    /**
+     * <pre>
+     * Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
+     * the next restart.
+     * </pre>
+     *
+     * <code>repeated string restart_needed = 4 [json_name = "restartNeeded"];</code>
+     * @return The count of restartNeeded.
+     */
+    public int getRestartNeededCount() {
+      return restartNeeded_.size();
+    }
+    /**
+     * <pre>
+     * Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
+     * the next restart.
+     * </pre>
+     *
+     * <code>repeated string restart_needed = 4 [json_name = "restartNeeded"];</code>
+     * @param index The index of the element to return.
+     * @return The restartNeeded at the given index.
+     */
+    public java.lang.String getRestartNeeded(int index) {
+      return restartNeeded_.get(index);
+    }
+    /**
+     * <pre>
+     * Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
+     * the next restart.
+     * </pre>
+     *
+     * <code>repeated string restart_needed = 4 [json_name = "restartNeeded"];</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the restartNeeded at the given index.
+     */
+    public com.google.protobuf.ByteString
+        getRestartNeededBytes(int index) {
+      return restartNeeded_.getByteString(index);
+    }
+    /**
+     * <pre>
+     * Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
+     * the next restart.
+     * </pre>
+     *
+     * <code>repeated string restart_needed = 4 [json_name = "restartNeeded"];</code>
+     * @param index The index to set the value at.
+     * @param value The restartNeeded to set.
+     * @return This builder for chaining.
+     */
+    public Builder setRestartNeeded(
+        int index, java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      ensureRestartNeededIsMutable();
+      restartNeeded_.set(index, value);
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
+     * the next restart.
+     * </pre>
+     *
+     * <code>repeated string restart_needed = 4 [json_name = "restartNeeded"];</code>
+     * @param value The restartNeeded to add.
+     * @return This builder for chaining.
+     */
+    public Builder addRestartNeeded(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      ensureRestartNeededIsMutable();
+      restartNeeded_.add(value);
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
+     * the next restart.
+     * </pre>
+     *
+     * <code>repeated string restart_needed = 4 [json_name = "restartNeeded"];</code>
+     * @param values The restartNeeded to add.
+     * @return This builder for chaining.
+     */
+    public Builder addAllRestartNeeded(
+        java.lang.Iterable<java.lang.String> values) {
+      ensureRestartNeededIsMutable();
+      com.google.protobuf.AbstractMessageLite.Builder.addAll(
+          values, restartNeeded_);
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
+     * the next restart.
+     * </pre>
+     *
+     * <code>repeated string restart_needed = 4 [json_name = "restartNeeded"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearRestartNeeded() {
+      restartNeeded_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+      bitField0_ = (bitField0_ & ~0x00000008);;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
+     * the next restart.
+     * </pre>
+     *
+     * <code>repeated string restart_needed = 4 [json_name = "restartNeeded"];</code>
+     * @param value The bytes of the restartNeeded to add.
+     * @return This builder for chaining.
+     */
+    public Builder addRestartNeededBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      ensureRestartNeededIsMutable();
+      restartNeeded_.add(value);
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object note_ = "";
+    /**
+     * <pre>
+     * A remark on the outcome (for example: on a worker, every worker reloads through the supervisor).
+     * </pre>
+     *
+     * <code>string note = 5 [json_name = "note"];</code>
+     * @return The note.
+     */
+    public java.lang.String getNote() {
+      java.lang.Object ref = note_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        note_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * A remark on the outcome (for example: on a worker, every worker reloads through the supervisor).
+     * </pre>
+     *
+     * <code>string note = 5 [json_name = "note"];</code>
+     * @return The bytes for note.
+     */
+    public com.google.protobuf.ByteString
+        getNoteBytes() {
+      java.lang.Object ref = note_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        note_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * A remark on the outcome (for example: on a worker, every worker reloads through the supervisor).
+     * </pre>
+     *
+     * <code>string note = 5 [json_name = "note"];</code>
+     * @param value The note to set.
+     * @return This builder for chaining.
+     */
+    public Builder setNote(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      note_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * A remark on the outcome (for example: on a worker, every worker reloads through the supervisor).
+     * </pre>
+     *
+     * <code>string note = 5 [json_name = "note"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearNote() {
+      note_ = getDefaultInstance().getNote();
+      bitField0_ = (bitField0_ & ~0x00000010);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * A remark on the outcome (for example: on a worker, every worker reloads through the supervisor).
+     * </pre>
+     *
+     * <code>string note = 5 [json_name = "note"];</code>
+     * @param value The bytes for note to set.
+     * @return This builder for chaining.
+     */
+    public Builder setNoteBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      note_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:sidecar.v1.ReloadResponse)

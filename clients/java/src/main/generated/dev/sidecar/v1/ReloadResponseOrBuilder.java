@@ -83,4 +83,69 @@ public interface ReloadResponseOrBuilder extends
    */
   dev.sidecar.v1.WorkerReloadOrBuilder getWorkersOrBuilder(
       int index);
+
+  /**
+   * <pre>
+   * Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
+   * the next restart.
+   * </pre>
+   *
+   * <code>repeated string restart_needed = 4 [json_name = "restartNeeded"];</code>
+   * @return A list containing the restartNeeded.
+   */
+  java.util.List<java.lang.String>
+      getRestartNeededList();
+  /**
+   * <pre>
+   * Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
+   * the next restart.
+   * </pre>
+   *
+   * <code>repeated string restart_needed = 4 [json_name = "restartNeeded"];</code>
+   * @return The count of restartNeeded.
+   */
+  int getRestartNeededCount();
+  /**
+   * <pre>
+   * Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
+   * the next restart.
+   * </pre>
+   *
+   * <code>repeated string restart_needed = 4 [json_name = "restartNeeded"];</code>
+   * @param index The index of the element to return.
+   * @return The restartNeeded at the given index.
+   */
+  java.lang.String getRestartNeeded(int index);
+  /**
+   * <pre>
+   * Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
+   * the next restart.
+   * </pre>
+   *
+   * <code>repeated string restart_needed = 4 [json_name = "restartNeeded"];</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the restartNeeded at the given index.
+   */
+  com.google.protobuf.ByteString
+      getRestartNeededBytes(int index);
+
+  /**
+   * <pre>
+   * A remark on the outcome (for example: on a worker, every worker reloads through the supervisor).
+   * </pre>
+   *
+   * <code>string note = 5 [json_name = "note"];</code>
+   * @return The note.
+   */
+  java.lang.String getNote();
+  /**
+   * <pre>
+   * A remark on the outcome (for example: on a worker, every worker reloads through the supervisor).
+   * </pre>
+   *
+   * <code>string note = 5 [json_name = "note"];</code>
+   * @return The bytes for note.
+   */
+  com.google.protobuf.ByteString
+      getNoteBytes();
 }

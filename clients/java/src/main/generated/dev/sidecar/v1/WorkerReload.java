@@ -130,6 +130,21 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int PID_FIELD_NUMBER = 4;
+  private int pid_ = 0;
+  /**
+   * <pre>
+   * The worker's process id.
+   * </pre>
+   *
+   * <code>int32 pid = 4 [json_name = "pid"];</code>
+   * @return The pid.
+   */
+  @java.lang.Override
+  public int getPid() {
+    return pid_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -153,6 +168,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(error_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 3, error_);
     }
+    if (pid_ != 0) {
+      output.writeInt32(4, pid_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -167,6 +185,10 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(error_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(3, error_);
+    }
+    if (pid_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt32Size(4, pid_);
     }
     return size;
   }
@@ -198,6 +220,8 @@ private static final long serialVersionUID = 0L;
         != other.getApplied()) return false;
     if (!getError()
         .equals(other.getError())) return false;
+    if (getPid()
+        != other.getPid()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -216,6 +240,8 @@ private static final long serialVersionUID = 0L;
         getApplied());
     hash = (37 * hash) + ERROR_FIELD_NUMBER;
     hash = (53 * hash) + getError().hashCode();
+    hash = (37 * hash) + PID_FIELD_NUMBER;
+    hash = (53 * hash) + getPid();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -354,6 +380,7 @@ private static final long serialVersionUID = 0L;
       index_ = 0;
       applied_ = false;
       error_ = "";
+      pid_ = 0;
       return this;
     }
 
@@ -396,6 +423,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000004) != 0)) {
         result.error_ = error_;
       }
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        result.pid_ = pid_;
+      }
     }
 
     @java.lang.Override
@@ -420,6 +450,9 @@ private static final long serialVersionUID = 0L;
         error_ = other.error_;
         bitField0_ |= 0x00000004;
         onChanged();
+      }
+      if (other.getPid() != 0) {
+        setPid(other.getPid());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -460,6 +493,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000004;
               break;
             } // case 26
+            case 32: {
+              pid_ = input.readInt32();
+              bitField0_ |= 0x00000008;
+              break;
+            } // case 32
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -653,6 +691,50 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       error_ = value;
       bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+
+    private int pid_ ;
+    /**
+     * <pre>
+     * The worker's process id.
+     * </pre>
+     *
+     * <code>int32 pid = 4 [json_name = "pid"];</code>
+     * @return The pid.
+     */
+    @java.lang.Override
+    public int getPid() {
+      return pid_;
+    }
+    /**
+     * <pre>
+     * The worker's process id.
+     * </pre>
+     *
+     * <code>int32 pid = 4 [json_name = "pid"];</code>
+     * @param value The pid to set.
+     * @return This builder for chaining.
+     */
+    public Builder setPid(int value) {
+
+      pid_ = value;
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The worker's process id.
+     * </pre>
+     *
+     * <code>int32 pid = 4 [json_name = "pid"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearPid() {
+      bitField0_ = (bitField0_ & ~0x00000008);
+      pid_ = 0;
       onChanged();
       return this;
     }

@@ -49,4 +49,14 @@ public interface WorkerReloadOrBuilder extends
    */
   com.google.protobuf.ByteString
       getErrorBytes();
+
+  /**
+   * <pre>
+   * The worker's process id.
+   * </pre>
+   *
+   * <code>int32 pid = 4 [json_name = "pid"];</code>
+   * @return The pid.
+   */
+  int getPid();
 }

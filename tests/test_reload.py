@@ -1,0 +1,327 @@
+"""Reload without a restart, on a real process under load (``server/reload.py``).
+
+64 CallModel calls stay in flight (the fake provider answers each after a deliberate delay) while the
+config file is reloaded 20 times: none fails. A removed model's in-flight calls finish, its next call
+is MODEL_NOT_FOUND; a bad file is refused with check-config's error and the old config still serves;
+SIGHUP, POST /admin/reload and ``server.watch_config`` (a ConfigMap-style ``..data`` swap) each
+trigger it; ``--workers 2`` reloads both workers; ``sidecar.config.reloads`` counts both outcomes.
+Counts prove it, not timing: every call's outcome is tallied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+import yaml
+from sidecar_client import pb, user
+from sidecar_contract.v1 import admin_pb2 as apb
+from sidecar_contract.v1 import admin_pb2_grpc as apb_grpc
+from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
+
+from sidecar.core.circuit import CircuitState
+from sidecar.core.details import Trigger
+from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
+from tests.conftest import Start, base_config
+from tests.redis_server import RedisServer, redis_server  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.asyncio
+
+ADMIN = "admin-token-0123456789abcdef"
+IN_FLIGHT = 64
+RELOADS = 20
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _config(provider: str, tools: str, http: int, prom: int, *, old_model: bool, **server: Any) -> dict[str, Any]:
+    cfg = base_config(
+        provider,
+        tools,
+        http={"listen": f"127.0.0.1:{http}"},
+        telemetry={"prometheus_port": prom},
+    )
+    cfg["server"].update({"admin": {"tokens": ["${SIDECAR_TEST_ADMIN}"]}, **server})
+    cfg["providers"]["oai"]["api_key"] = "${SIDECAR_TEST_KEY}"
+    cfg["providers"]["ant"]["api_key"] = "${SIDECAR_TEST_KEY}"
+    if old_model:
+        cfg["models"]["gpt-old"] = {**cfg["models"]["gpt"], "upstream_model": "fake-old"}
+    return cfg
+
+
+def _write(path: Path, cfg: dict[str, Any] | str) -> None:
+    text = cfg if isinstance(cfg, str) else yaml.safe_dump(cfg)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)  # atomic: a watcher never reads half a file
+
+
+class Served:
+    def __init__(self, path: Path, *args: str) -> None:
+        self.grpc_port, self.http_port = _port(), 0
+        env = {**os.environ, "SIDECAR_TEST_ADMIN": ADMIN, "SIDECAR_TEST_KEY": "sk-test-SECRETKEY1234567890"}
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sidecar",
+                "serve",
+                "--config",
+                str(path),
+                "--listen",
+                f"127.0.0.1:{self.grpc_port}",
+                *args,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=open(path.with_suffix(".log"), "w"),  # noqa: SIM115
+            text=True,
+            env=env,
+        )
+        self.log = path.with_suffix(".log")
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert "listening" in line or "workers on" in line, line
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        self.proc.communicate(timeout=30)
+
+
+ADMIN_GRPC_MD = (("authorization", f"Bearer {ADMIN}"),)
+
+
+async def _admin_reload(http: int) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=30) as client:
+        return await client.post(f"http://127.0.0.1:{http}/admin/reload", headers={"authorization": f"Bearer {ADMIN}"})
+
+
+async def _until(check: Any, what: str, tries: int = 200) -> None:
+    for _ in range(tries):
+        if await check():
+            return
+        await asyncio.sleep(0.05)  # polling a real process, not waiting out a backoff
+    raise AssertionError(f"never: {what}")
+
+
+async def test_twenty_reloads_under_load_fail_no_call(tmp_path: Path) -> None:
+    with ThreadedServer(FakeProvider()) as provider, ThreadedServer(FakeToolBackend()) as backend:
+        provider.server.script("fake-gpt", [{"delay_ms": 100, "repeat": 1_000_000}])
+        provider.server.script("fake-old", [{"delay_ms": 600, "repeat": 1_000_000}])
+        http, prom = _port(), _port()
+        with_old = _config(provider.url, backend.url, http, prom, old_model=True, watch_config=True)
+        without_old = _config(provider.url, backend.url, http, prom, old_model=False, watch_config=True)
+        # laid out as a Kubernetes ConfigMap volume: config.yaml -> ..data/config.yaml, ..data -> ..v1
+        first, second = tmp_path / "..v1", tmp_path / "..v2"
+        first.mkdir()
+        second.mkdir()
+        (tmp_path / "..data").symlink_to(first.name)
+        path = tmp_path / "config.yaml"
+        path.symlink_to("..data/config.yaml")
+        real = first / "config.yaml"  # the file rewritten in place for the admin reloads and SIGHUP
+        _write(real, with_old)
+        _write(second / "config.yaml", with_old)
+        served = Served(path)
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{served.grpc_port}") as channel:
+                stub = pb_grpc.SidecarStub(channel)
+                ok, failed = [0], [0]
+                stop = asyncio.Event()
+
+                async def caller() -> None:
+                    while not stop.is_set():
+                        try:
+                            await stub.CallModel(pb.CallModelRequest(model="gpt", messages=[user("hi")]))
+                            ok[0] += 1
+                        except grpc.aio.AioRpcError:
+                            failed[0] += 1
+
+                callers = [asyncio.create_task(caller()) for _ in range(IN_FLIGHT)]
+
+                async def call_old() -> pb.CallModelResponse:
+                    return await stub.CallModel(pb.CallModelRequest(model="gpt-old", messages=[user("x")]))
+
+                old_call = asyncio.create_task(call_old())
+                await _until(lambda: _true(ok[0] > IN_FLIGHT), "calls answered")
+                for i in range(RELOADS):
+                    _write(real, with_old if i % 2 else without_old)
+                    if i % 2:  # every other one through the gRPC Admin service, the same reload
+                        admin = apb_grpc.AdminStub(channel)
+                        outcome = await admin.Reload(apb.ReloadRequest(), metadata=ADMIN_GRPC_MD, timeout=30)
+                        assert (outcome.applied, outcome.error) == (True, "")
+                    else:
+                        answer = await _admin_reload(http)
+                        assert answer.status_code == 200, answer.text
+                        assert answer.json()["applied"] is True
+                    if i == 0:  # gpt-old removed while its call is in flight: that call still finishes
+                        with pytest.raises(grpc.aio.AioRpcError) as err:
+                            await stub.CallModel(pb.CallModelRequest(model="gpt-old", messages=[user("x")]))
+                        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+                    before = ok[0]
+                    await _until(lambda b=before: _true(ok[0] > b + IN_FLIGHT), "calls on the new config")  # type: ignore[misc]
+                assert (await old_call).attempts >= 1  # started before its model was removed: answered
+                # a bad file: refused with check-config's error, the config before serving
+                _write(real, "models: {gpt: {provider: nowhere}}\n")
+                check = await asyncio.to_thread(_check_config, path)
+                answer = await _admin_reload(http)
+                assert answer.status_code == 422
+                assert answer.json()["error"] == check.stderr.strip().removeprefix("sidecar: ")
+                before = ok[0]
+                await _until(lambda: _true(ok[0] > before + IN_FLIGHT), "calls after the refusal")
+                # SIGHUP: the last good file had gpt-old (i = 19); this one removes it
+                _write(real, without_old)
+                served.proc.send_signal(signal.SIGHUP)
+
+                async def old_gone() -> bool:
+                    try:
+                        await stub.CallModel(pb.CallModelRequest(model="gpt-old", messages=[user("x")]))
+                        return False
+                    except grpc.aio.AioRpcError as exc:
+                        return exc.code() == grpc.StatusCode.NOT_FOUND
+
+                await _until(old_gone, "SIGHUP applied the file")
+                # server.watch_config: the kubelet's swap of ..data (to a file with gpt-old) is seen
+                (tmp_path / "..data_tmp").symlink_to(second.name)
+                (tmp_path / "..data_tmp").replace(tmp_path / "..data")
+                await _until(lambda: _not(old_gone()), "the watched ConfigMap swap applied")
+                stop.set()
+                await asyncio.gather(*callers)
+                assert failed[0] == 0, f"{failed[0]} calls failed across {RELOADS} reloads"
+                assert ok[0] > RELOADS * IN_FLIGHT
+            async with httpx.AsyncClient() as client:
+                scrape = (await client.get(f"http://127.0.0.1:{prom}/metrics")).text
+            assert (_counter(scrape, "sidecar_config_reloads", outcome="applied") or 0) >= RELOADS + 1
+            assert (_counter(scrape, "sidecar_config_reloads", outcome="refused") or 0) >= 1  # the watcher's too
+        finally:
+            served.stop()
+        log = served.log.read_text()
+        assert "refused, the config before keeps serving" in log
+        assert "reload (watch_config): the new config serves" in log
+
+
+def _check_config(path: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "sidecar", "check-config", str(path)]
+    return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+def _counter(scrape: str, name: str, **labels: str) -> float | None:
+    for line in scrape.splitlines():
+        if line.startswith(name) and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+async def _not(check: Awaitable[bool]) -> bool:
+    return not await check
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def test_kept_names_keep_their_state_removed_ones_go(
+    start_sidecar: Start, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An open circuit of a kept service stays open, a throttled model keeps its level and pause, spend is
+    kept; a removed service's guard goes (read through the admin state view, as an operator would)."""
+    monkeypatch.setenv("SIDECAR_TEST_KEY", "sk-test-SECRETKEY1234567890")
+    monkeypatch.setenv("SIDECAR_TEST_ADMIN", ADMIN)
+    r = await start_sidecar(server={"admin": {"tokens": [ADMIN]}}, policy={"spend_caps": {"wf-1": 2.5}})
+    app = r.app
+    assert app.reloader is not None
+    assert app.guards is not None
+    assert app.models is not None
+    guard = app.guards.get("flaky")
+    for _ in range(20):  # to the maximum throttle, then past failures_to_open
+        guard.failure(None, Trigger(503, "upstream said no"), None)
+    assert guard.state is CircuitState.OPEN
+    app.models.throttle("gpt").raised_elsewhere(3.0, 0.0)
+    app.models.throttle("gpt").paused_elsewhere(30.0)
+    app.guards.get("svc").failure(None, Trigger(503, "no"), None)
+    assert app.state_view is not None
+    app.state_view.ledger.record("wf-1", 1.25)
+    cfg = base_config(r.provider.url, r.backend.url, server={"admin": {"tokens": ["${SIDECAR_TEST_ADMIN}"]}})
+    cfg["policy"]["spend_caps"] = {"wf-1": 5.0}
+    for p in cfg["providers"].values():
+        p["api_key"] = "${SIDECAR_TEST_KEY}"
+    cfg["tools"] = {k: t for k, t in cfg["tools"].items() if t.get("service") == "flaky"}  # svc's tools gone
+    path = tmp_path / "config.yaml"
+    _write(path, cfg)
+    app.reloader.path = str(path)
+    before = app.live.core if app.live is not None else None
+    outcome = await app.reload()
+    assert outcome.applied, outcome.error
+    assert app.live is not None
+    assert app.live.core is not before
+    assert app.guards.get("flaky") is guard
+    assert guard.state is CircuitState.OPEN
+    assert app.models.throttle("gpt").throttle == 3.0
+    assert app.models.throttle("gpt").pause_left() > 29
+    doc = app.state_view.read()
+    assert {w["workflow"]: (w["spent_usd"], w["cap_usd"]) for w in doc["workflows"]}["wf-1"] == (1.25, 5.0)
+    assert "svc" not in {s["name"] for s in doc["services"]}
+    assert {s["name"]: s["circuit"] for s in doc["services"]}["flaky"] == "open"
+    # the listeners need a restart: not applied, said so
+    cfg["server"]["max_in_flight"] = 7
+    _write(path, cfg)
+    outcome = await app.reload()
+    assert outcome.applied
+    assert outcome.restart_needed == ("server.max_in_flight",)
+    assert app.live.core.config.server.max_in_flight != 7
+
+
+async def test_two_workers_both_reload(tmp_path: Path, redis_server: RedisServer) -> None:  # noqa: F811
+    """``--workers 2``: SIGHUP to the supervisor reloads both workers, and POST /admin/reload on one
+    worker reloads the fleet; the supervisor logs each worker's outcome."""
+    with ThreadedServer(FakeProvider()) as provider, ThreadedServer(FakeToolBackend()) as backend:
+        http, prom = _port(), _port()
+        path = tmp_path / "config.yaml"
+        state = {"backend": "redis", "url": redis_server.url, "prefix": "reload-test"}
+        cfg = _config(provider.url, backend.url, http, prom, old_model=True)
+        cfg["state"] = state
+        _write(path, cfg)
+        served = Served(path, "--workers", "2")
+        assert served.proc.stdout is not None
+        banners = [served.proc.stdout.readline() for _ in range(2)]  # each worker's, once it serves
+        assert all("worker" in b for b in banners), banners
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{served.grpc_port}") as channel:
+                stub = pb_grpc.SidecarStub(channel)
+
+                async def up() -> bool:
+                    try:
+                        await stub.CallModel(pb.CallModelRequest(model="gpt", messages=[user("x")]))
+                        return True
+                    except grpc.aio.AioRpcError:
+                        return False
+
+                await _until(up, "the workers serve")
+                served.proc.send_signal(signal.SIGHUP)
+
+                def reported(count: int) -> bool:
+                    return served.log.read_text().count("reload applied") >= count
+
+                await _until(lambda: _true(reported(2)), "both workers reported the SIGHUP reload")
+                answer = await _admin_reload(http)
+                assert answer.status_code == 200, answer.text
+                assert "every worker reloads" in answer.json()["note"]
+                await _until(lambda: _true(reported(4)), "both workers reported the admin reload")
+        finally:
+            served.stop()
+        log = served.log.read_text()
+        assert "worker 0 (pid" in log
+        assert "worker 1 (pid" in log
