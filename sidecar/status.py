@@ -203,18 +203,10 @@ def run_action(target: str, action: str, name: str, console: Console | None = No
     console = console or Console()
     if not is_http(target):
         return _grpc_action(target, action, name, console)
-    token = os.environ.get(TOKEN_ENV, "")
-    headers = {"authorization": f"Bearer {token}"} if token else {}
-    try:
-        with httpx.Client(timeout=5.0) as client:
-            answer = client.post(f"{target.rstrip('/')}/admin/actions/{action}", json={"name": name}, headers=headers)
-    except httpx.HTTPError as exc:
-        console.print(f"sidecar admin: {exc}", style="red")
+    posted = _post(target, f"/admin/actions/{action}", {"name": name}, 5.0, console)
+    if posted is None:
         return 1
-    try:
-        body: Any = answer.json()
-    except ValueError:
-        body = {}
+    answer, body = posted
     if answer.status_code != 200:
         message = body.get("error", {}).get("message") if isinstance(body, dict) else None
         console.print(f"sidecar admin: {message or f'HTTP {answer.status_code}'}", style="red")
@@ -278,18 +270,10 @@ def run_reload(target: str, console: Console | None = None) -> int:
 
 def _http_reload(target: str, console: Console) -> int:
     """``POST /admin/reload`` on the HTTP port."""
-    token = os.environ.get(TOKEN_ENV, "")
-    headers = {"authorization": f"Bearer {token}"} if token else {}
-    try:
-        with httpx.Client(timeout=RELOAD_TIMEOUT_S) as client:
-            answer = client.post(f"{target.rstrip('/')}/admin/reload", headers=headers)
-    except httpx.HTTPError as exc:
-        console.print(f"sidecar admin: {exc}", style="red")
+    posted = _post(target, "/admin/reload", None, RELOAD_TIMEOUT_S, console)
+    if posted is None:
         return 1
-    try:
-        body: Any = answer.json()
-    except ValueError:
-        body = {}
+    answer, body = posted
     if not isinstance(body, dict) or "applied" not in body:
         message = body.get("error", {}).get("message") if isinstance(body, dict) else None
         console.print(f"sidecar admin: {message or f'HTTP {answer.status_code}'}", style="red")
@@ -305,3 +289,23 @@ def _http_reload(target: str, console: Console) -> int:
     if body.get("note"):
         console.print(f"  {body['note']}", markup=False)
     return 0
+
+
+def _post(
+    target: str, path: str, payload: dict[str, Any] | None, timeout: float, console: Console
+) -> tuple[httpx.Response, Any] | None:
+    """``POST path`` on the HTTP admin door with ``$SIDECAR_ADMIN_TOKEN``: the answer and its JSON
+    body ({} when it has none); None when the door could not be reached (said on ``console``)."""
+    token = os.environ.get(TOKEN_ENV, "")
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    try:
+        with httpx.Client(timeout=timeout) as client:
+            answer = client.post(f"{target.rstrip('/')}{path}", json=payload, headers=headers)
+    except httpx.HTTPError as exc:
+        console.print(f"sidecar admin: {exc}", style="red")
+        return None
+    try:
+        body: Any = answer.json()
+    except ValueError:
+        body = {}
+    return answer, body
