@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
     ap.add_argument("--seconds", type=float, default=DEFAULT_SECONDS, help="seconds sampled")
     ap.add_argument("--native", action="store_true", help="py-spy --native: C frames too (slower to sample)")
+    ap.add_argument("--gil", action="store_true", help="py-spy --gil: only the thread holding the GIL (where CPU goes)")
     ap.add_argument("--top", type=int, default=0, help="print this many top frames")
     ap.add_argument("--sidecar-cmd", default=f"{ROOT / '.venv/bin/python'} -m sidecar serve")
     ap.add_argument("--traced", action="store_true", help="trace 100 %% of calls, batch-exported to an OTLP sink")
@@ -126,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         out = RAW / f"profile-{args.mode}-c{args.concurrency}{'-traced' if args.traced else ''}"
         common = ["--pid", str(sidecar.pid), "--duration", str(int(args.seconds)), "--rate", str(DEFAULT_RATE_HZ)]
         common += ["--native"] if args.native else []
+        common += ["--gil"] if args.gil else []
         record = [str(PY_SPY), "record", *common, "--threads"] + ([] if args.native else ["--nonblocking"])
         spy = subprocess.run(
             [*record, "--format", "raw", "-o", f"{out}.txt"], capture_output=True, text=True, check=False

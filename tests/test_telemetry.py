@@ -724,7 +724,14 @@ _PROBE = textwrap.dedent(
         out["sidecar_span"] = type(span).__name__
         out["sidecar_span_valid"] = span.get_span_context().is_valid
     out["sdk_installed"] = sdk_installed()
-    if hasattr(tp, "sampler"):
+    if getattr(tp, "exporter", None) is not None:  # the lean provider: one exporter behind its sink
+        out["sampler"] = tp.sampler.get_description()
+        out["resource"] = dict(tp.resource.attributes)
+        out["processors"] = [type(tp.exporter).__name__]
+        out["masked"] = [tp.exporter.masked]
+        out["exporters"] = [tp.exporter.protocol]
+        out["schedule_delay"] = [tp.exporter.schedule_delay_millis]
+    elif hasattr(tp, "sampler"):
         out["sampler"] = tp.sampler.get_description()
         out["resource"] = dict(tp.resource.attributes)
         procs = tp._active_span_processor._span_processors
@@ -804,7 +811,7 @@ def test_the_standard_variables_configure_the_sdk() -> None:
     )
     assert got["enabled"] is True
     assert got["interceptors"] == ["ServerSpanInterceptor"]
-    assert got["tracer_provider"] == "TracerProvider"
+    assert got["tracer_provider"] == "LeanTracerProvider"
     assert got["sdk_installed"] is True
     assert got["sidecar_span_valid"] is True  # a real span (recorded or sampled out: the ratio is 0.25)
     assert got["meter_provider"] == "_ProxyMeterProvider"  # OTEL_METRICS_EXPORTER=none: metrics stay no-op
@@ -812,13 +819,13 @@ def test_the_standard_variables_configure_the_sdk() -> None:
     assert got["resource"]["service.name"] == "my-agent-sidecar"
     assert got["resource"]["deployment.environment.name"] == "test"
     assert got["processors"] == ["OffloadSpanProcessor"]  # masked, encoded and exported by a child process
-    assert got["masked"] == [True]  # every span leaves through the masking exporter
-    assert got["exporters"] == ["opentelemetry.exporter.otlp.proto.http.trace_exporter"]
+    assert got["masked"] == [True]  # every span is masked as the masking exporter masks
+    assert got["exporters"] == ["http/protobuf"]
     assert got["schedule_delay"] == [123]
     assert "traces over OTLP http/protobuf to http://127.0.0.1:9" in got["describe"]
 
 
-def test_spans_are_exported_in_process_by_default() -> None:
+def test_spans_are_encoded_and_sent_in_process_by_default() -> None:
     got = _probe(
         {
             "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
@@ -827,6 +834,24 @@ def test_spans_are_exported_in_process_by_default() -> None:
             "OTEL_METRICS_EXPORTER": "none",
         }
     )
+    assert got["tracer_provider"] == "LeanTracerProvider"
+    assert got["processors"] == ["SpanBatcher"]
+    assert got["masked"] == [True]
+    assert got["exporters"] == ["http/protobuf"]
+    assert got["schedule_delay"] == [123]
+
+
+def test_the_sdks_exporter_on_request() -> None:
+    got = _probe(
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_BSP_SCHEDULE_DELAY": "123",
+            "OTEL_METRICS_EXPORTER": "none",
+            "SIDECAR_TRACES_SDK": "true",
+        }
+    )
+    assert got["tracer_provider"] == "TracerProvider"
     assert got["processors"] == ["BatchSpanProcessor"]
     assert got["masked"] == [True]
     assert got["exporters"] == ["opentelemetry.exporter.otlp.proto.http.trace_exporter"]
@@ -835,7 +860,7 @@ def test_spans_are_exported_in_process_by_default() -> None:
 
 def test_grpc_is_the_default_protocol_and_the_service_is_named_sidecar() -> None:
     got = _probe({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
-    assert got["exporters"] == ["opentelemetry.exporter.otlp.proto.grpc.trace_exporter"]
+    assert got["exporters"] == ["grpc"]
     assert got["resource"]["service.name"] == "sidecar"
     assert got["readers"] == ["PeriodicExportingMetricReader"]
     assert got["sampler"].startswith("ParentBased{root:AlwaysOnSampler")

@@ -104,7 +104,7 @@ class OffloadSpanProcessor(SpanProcessor):
     """Queues ended spans and sends them in batches to a child process that masks, encodes and exports."""
 
     masked = True
-    """Every span the child exports is masked as ``MaskingSpanExporter`` masks (``_rebuild``)."""
+    """Every span the child exports is masked as ``MaskingSpanExporter`` masks (``otlp_wire``)."""
 
     def __init__(self, protocol: str, resource: Any) -> None:
         self.protocol = protocol
@@ -112,7 +112,7 @@ class OffloadSpanProcessor(SpanProcessor):
         self._delay_s = self.schedule_delay_millis / 1000
         self._max_queue = _env_int("OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_MAX_QUEUE)
         self._batch = min(_env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", DEFAULT_BATCH), self._max_queue)
-        self._queue: deque[ReadableSpan] = deque()
+        self._queue: deque[ReadableSpan | tuple[Any, ...]] = deque()
         self._wake = threading.Event()
         self._io = threading.Lock()  # one writer of the pipe at a time (the thread, or a flush)
         self._done = False
@@ -133,17 +133,17 @@ class OffloadSpanProcessor(SpanProcessor):
         self._thread.start()
         threading.Thread(target=self._acks, name="sidecar-span-offload-acks", daemon=True).start()
 
-    @property
-    def exporter_module(self) -> str:
-        """The module of the OTLP span exporter the child runs."""
-        kind = "http" if self.protocol.startswith("http") else "grpc"
-        return f"opentelemetry.exporter.otlp.proto.{kind}.trace_exporter"
-
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         return None
 
     def on_end(self, span: ReadableSpan) -> None:
-        if self._done or not span.context.trace_flags.sampled:
+        if not span.context.trace_flags.sampled:
+            return
+        self.sink(span)
+
+    def sink(self, span: ReadableSpan | tuple[Any, ...]) -> None:
+        """Queue an ended span: the SDK's, or a ``lean.LeanSpan``'s fields (already plain)."""
+        if self._done:
             return
         queue = self._queue
         if len(queue) >= self._max_queue:
@@ -166,7 +166,8 @@ class OffloadSpanProcessor(SpanProcessor):
         while queue:
             batch: list[tuple[Any, ...]] = []
             while queue and len(batch) < self._batch:
-                batch.append(_fields(queue.popleft()))
+                item = queue.popleft()
+                batch.append(item if isinstance(item, tuple) else _fields(item))
             secrets = masking.known()
             if secrets != self._secrets_sent:
                 self._send(("secrets", secrets))
@@ -233,66 +234,18 @@ class OffloadSpanProcessor(SpanProcessor):
 # The child.
 
 
-def _span_context(values: tuple[int, int, int, tuple[tuple[str, str], ...], bool] | None) -> Any:
-    from opentelemetry.trace import SpanContext, TraceFlags, TraceState
-
-    if values is None:
-        return None
-    trace_id, span_id, flags, state, remote = values
-    return SpanContext(
-        trace_id, span_id, is_remote=remote, trace_flags=TraceFlags(flags), trace_state=TraceState(state)
-    )
-
-
-def _rebuild(fields: tuple[Any, ...], resource: Any, scopes: dict[Any, Any]) -> ReadableSpan:
-    """The span, masked as ``MaskingSpanExporter`` masks (name, every string, event, link, status)."""
-    from opentelemetry.sdk.trace import Event
-    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-    from opentelemetry.trace import Link, SpanKind, Status, StatusCode
-
-    name, ctx, parent, kind, start, end, attributes, events, links, code, description, scope = fields
-    if scope is not None and scope not in scopes:
-        scopes[scope] = InstrumentationScope(*scope)
-    mask_attributes, mask_value = masking.mask_attributes, masking.mask_value
-    return ReadableSpan(
-        name=mask_value(name),
-        context=_span_context(ctx),
-        parent=_span_context(parent),
-        resource=resource,
-        attributes=mask_attributes(attributes),
-        events=[Event(e_name and mask_value(e_name), mask_attributes(e_attrs), ts) for e_name, e_attrs, ts in events],
-        links=[Link(_span_context(link_ctx), mask_attributes(link_attrs)) for link_ctx, link_attrs in links],
-        kind=SpanKind(kind),
-        status=Status(StatusCode(code), description and masking.mask(description)),
-        start_time=start,
-        end_time=end,
-        instrumentation_scope=scopes.get(scope) if scope is not None else None,
-    )
-
-
-def _exporter(protocol: str) -> Any:
-    """The OTLP exporter (the spans it is given are masked already, by ``_rebuild``)."""
-    if protocol.startswith("http"):
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpans
-
-        return HttpSpans()
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpans
-
-    return GrpcSpans()
-
-
 def _read(stream: IO[bytes], size: int) -> bytes | None:
     data = stream.read(size)
     return data if data is not None and len(data) == size else None
 
 
 def child(protocol: str) -> int:
-    """Read frames from stdin until it closes; export every batch of spans; answer each flush."""
-    from opentelemetry.sdk.resources import Resource
+    """Read frames from stdin until it closes; encode and send every batch of spans; answer each flush."""
+    from sidecar.telemetry.otlp_send import OtlpSender
+    from sidecar.telemetry.otlp_wire import SpanEncoder
 
-    exporter = _exporter(protocol)
-    resource = Resource.get_empty()
-    scopes: dict[Any, Any] = {}
+    sender = OtlpSender.from_env(protocol)
+    encoder = SpanEncoder()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     try:
         while (head := _read(stdin, _FRAME.size)) is not None:
@@ -302,17 +255,18 @@ def child(protocol: str) -> int:
             message = pickle.loads(body)
             match message[0]:
                 case "spans":
-                    exporter.export([_rebuild(f, resource, scopes) for f in message[1]])
+                    if message[1]:
+                        sender.send(encoder.request(message[1]))
                 case "secrets":
                     masking.register(message[1])
+                    encoder.forget()
                 case "resource":
-                    resource = Resource(message[1], message[2])
+                    encoder.resource(message[1], message[2] or "")
                 case "flush":
-                    exporter.force_flush()
                     stdout.write(b"%d\n" % message[1])
                     stdout.flush()
     finally:
-        exporter.shutdown()
+        sender.close()
     return 0
 
 

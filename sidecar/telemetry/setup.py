@@ -125,24 +125,41 @@ def _install_tracing(out: Telemetry, resource: Any, *, otlp: bool, console: bool
 
     from sidecar.telemetry.masking import MaskingSpanExporter
 
-    provider = TracerProvider(resource=resource)  # the sampler comes from OTEL_TRACES_SAMPLER / _ARG
-    if otlp and _env("SIDECAR_TRACES_OFFLOAD").lower() == "true":
-        from sidecar.telemetry.offload import OffloadSpanProcessor
+    protocol = "http/protobuf" if _protocol("TRACES").startswith("http") else "grpc"
+    where = f"traces over OTLP {protocol} to {_endpoint('TRACES')}"
+    if otlp and not console and _env("SIDECAR_TRACES_SDK").lower() != "true":
+        from sidecar.telemetry.lean import LeanTracerProvider
 
-        protocol = "http/protobuf" if _protocol("TRACES").startswith("http") else "grpc"
-        provider.add_span_processor(OffloadSpanProcessor(protocol, resource))
-        out.exporting.append(f"traces over OTLP {protocol} to {_endpoint('TRACES')} (exported by a child process)")
-    elif otlp:
-        if _protocol("TRACES").startswith("http"):
+        exporter: Any
+        if _env("SIDECAR_TRACES_OFFLOAD").lower() == "true":
+            from sidecar.telemetry.offload import OffloadSpanProcessor
+
+            exporter = OffloadSpanProcessor(protocol, resource)
+            out.exporting.append(f"{where} (encoded and sent by a child process)")
+        else:
+            from sidecar.telemetry.batching import SpanBatcher
+
+            exporter = SpanBatcher(protocol, dict(resource.attributes), resource.schema_url or "")
+            out.exporting.append(where)
+        lean = LeanTracerProvider(
+            exporter.sink, force_flush=exporter.force_flush, shutdown=exporter.shutdown, resource=resource
+        )
+        lean.exporter = exporter
+        trace.set_tracer_provider(lean)
+        out._closers.append(lean.shutdown)
+        out.tracer_provider = lean
+        return
+    provider = TracerProvider(resource=resource)  # the sampler comes from OTEL_TRACES_SAMPLER / _ARG
+    if otlp:
+        if protocol.startswith("http"):
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpans
 
             provider.add_span_processor(BatchSpanProcessor(MaskingSpanExporter(HttpSpans())))
-            out.exporting.append(f"traces over OTLP http/protobuf to {_endpoint('TRACES')}")
         else:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpans
 
             provider.add_span_processor(BatchSpanProcessor(MaskingSpanExporter(GrpcSpans())))
-            out.exporting.append(f"traces over OTLP grpc to {_endpoint('TRACES')}")
+        out.exporting.append(f"{where} (the SDK's exporter)")
     if console:
         provider.add_span_processor(BatchSpanProcessor(MaskingSpanExporter(ConsoleSpanExporter())))
         out.exporting.append("traces to stdout")

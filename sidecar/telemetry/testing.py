@@ -2,9 +2,10 @@
 
 OpenTelemetry lets a process set its global tracer and meter providers once, and a tracer taken
 before then binds to the first provider set. So ``install_in_memory()`` installs one of each per
-process (a ``SimpleSpanProcessor`` into an ``InMemorySpanExporter`` behind the same
-``MaskingSpanExporter`` as in production, so tests see what would be exported; an ``InMemoryMetricReader``
-with delta temporality) and returns the same handle on every later call; ``clear()`` forgets
+process (the production tracer provider, ``lean.LeanTracerProvider``, whose every ended span is turned back
+into the SDK's ``ReadableSpan`` (``as_readable``) and exported at once, masked by ``MaskingSpanExporter``,
+into an ``InMemorySpanExporter``: tests see what would be exported; an ``InMemoryMetricReader`` with
+delta temporality) and returns the same handle on every later call; ``clear()`` forgets
 what earlier tests recorded::
 
     otel = install_in_memory()
@@ -35,13 +36,15 @@ from opentelemetry.sdk.metrics import (
 )
 from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
+from sidecar.telemetry.lean import Fields, LeanTracerProvider
 from sidecar.telemetry.masking import MaskingSpanExporter
 
-__all__ = ["InMemoryTelemetry", "install_in_memory"]
+__all__ = ["InMemoryTelemetry", "as_readable", "install_in_memory"]
 
 _DELTA: dict[type, AggregationTemporality] = {
     Counter: AggregationTemporality.DELTA,
@@ -57,7 +60,7 @@ _DELTA: dict[type, AggregationTemporality] = {
 class InMemoryTelemetry:
     exporter: InMemorySpanExporter
     reader: InMemoryMetricReader
-    tracer_provider: TracerProvider
+    tracer_provider: LeanTracerProvider
     meter_provider: MeterProvider
 
     def clear(self) -> None:
@@ -93,8 +96,12 @@ def install_in_memory() -> InMemoryTelemetry:
             return _installed
         resource = Resource.create({"service.name": "sidecar-test"})
         exporter = InMemorySpanExporter()
-        tracer_provider = TracerProvider(resource=resource)
-        tracer_provider.add_span_processor(SimpleSpanProcessor(MaskingSpanExporter(exporter)))
+        masked = MaskingSpanExporter(exporter)
+
+        def export(fields: Fields) -> None:
+            masked.export([as_readable(fields, resource)])
+
+        tracer_provider = LeanTracerProvider(export)
         trace.set_tracer_provider(tracer_provider)
         if trace.get_tracer_provider() is not tracer_provider:
             raise RuntimeError("another tracer provider was installed in this process before the in-memory one")
@@ -105,3 +112,31 @@ def install_in_memory() -> InMemoryTelemetry:
             raise RuntimeError("another meter provider was installed in this process before the in-memory one")
         _installed = InMemoryTelemetry(exporter, reader, tracer_provider, meter_provider)
         return _installed
+
+
+def _context(values: Any) -> SpanContext | None:
+    if values is None:
+        return None
+    trace_id, span_id, flags, state, remote = values
+    return SpanContext(
+        trace_id, span_id, is_remote=remote, trace_flags=TraceFlags(flags), trace_state=TraceState(state)
+    )
+
+
+def as_readable(fields: Fields, resource: Resource) -> ReadableSpan:
+    """An ended lean span as the SDK's ``ReadableSpan`` (what an SDK exporter reads), unmasked."""
+    name, ctx, parent, kind, start, end, attributes, events, links, code, description, scope = fields
+    return ReadableSpan(
+        name=name,
+        context=_context(ctx),
+        parent=_context(parent),
+        resource=resource,
+        attributes=dict(attributes),
+        events=[Event(e_name, e_attrs, ts) for e_name, e_attrs, ts in events],
+        links=[Link(_context(link_ctx), link_attrs) for link_ctx, link_attrs in links],  # type: ignore[arg-type]
+        kind=SpanKind(kind),
+        status=Status(StatusCode(code), description),
+        start_time=start,
+        end_time=end,
+        instrumentation_scope=InstrumentationScope(*scope) if scope is not None else None,
+    )
