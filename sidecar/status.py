@@ -256,7 +256,7 @@ def run_reload(target: str, console: Console | None = None) -> int:
             console.print(f"sidecar admin reload: {_rpc_message(exc)}", style="red")
             return 1
     for w in outcome.workers:
-        console.print(f"worker {w.index}: {'applied' if w.applied else 'refused: ' + w.error}")
+        _worker_line(console, w.index, w.pid, w.applied, w.error)
     if not outcome.applied:
         console.print(f"sidecar admin reload: refused: {outcome.error}", style="red", markup=False)
         return 1
@@ -266,6 +266,11 @@ def run_reload(target: str, console: Console | None = None) -> int:
     if outcome.note:
         console.print(f"  {outcome.note}", markup=False)
     return 0
+
+
+def _worker_line(console: Console, index: Any, pid: Any, applied: bool, error: str) -> None:
+    """One worker's outcome of a reload (``--workers N``): applied, or why not (refused, silent)."""
+    console.print(f"worker {index} (pid {pid}): {'applied' if applied else 'not applied: ' + error}", markup=False)
 
 
 def _http_reload(target: str, console: Console) -> int:
@@ -278,6 +283,8 @@ def _http_reload(target: str, console: Console) -> int:
         message = body.get("error", {}).get("message") if isinstance(body, dict) else None
         console.print(f"sidecar admin: {message or f'HTTP {answer.status_code}'}", style="red")
         return 1
+    for w in body.get("workers") or ():
+        _worker_line(console, w.get("worker"), w.get("pid"), bool(w.get("applied")), w.get("error") or "")
     if not body["applied"]:
         console.print(
             f"reload refused, the config before keeps serving:\n{body.get('error')}", style="red", markup=False

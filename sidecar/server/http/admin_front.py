@@ -103,8 +103,9 @@ def admin_door(
         _log.warning("admin: an admin token from %s asked for a reload", peer)
         outcome = await reload()
         body = outcome.as_dict()
-        if not outcome.applied:
-            body["error_type"] = "config_refused"
+        if not outcome.applied:  # a worker silent past server.reload_wait_s is not a refused file
+            silent = any(not w.reported for w in outcome.workers)
+            body["error_type"] = "workers_not_reported" if silent else "config_refused"
         return JSONResponse(body, status_code=200 if outcome.applied else 422)
 
     routes = [
