@@ -309,7 +309,10 @@ def run_action(
         message = body.get("error", {}).get("message") if isinstance(body, dict) else None
         console.print(f"sidecar admin: {message or f'HTTP {answer.status_code}'}", style="red")
         return 1
-    console.print(f"{action} {name}: {', '.join(f'{k}={v}' for k, v in body.items() if k not in ('action', 'name'))}")
+    shown = ", ".join(f"{k}={v}" for k, v in body.items() if k not in ("action", "name", "note"))
+    console.print(f"{action} {name}: {shown}", markup=False, soft_wrap=True)
+    if body.get("note"):
+        console.print(f"  {body['note']}", markup=False, soft_wrap=True)
     return 0
 
 
@@ -317,16 +320,22 @@ def _grpc_action(target: str, action: str, name: str, console: Console, transpor
     with transport.channel(target) as channel:
         stub = apb_grpc.AdminStub(channel)
         try:
+            reply: apb.CloseCircuitResponse | apb.LiftPauseResponse | apb.ResetSpendResponse
             if action == "close-circuit":
-                answer = f"changed={stub.CloseCircuit(apb.CloseCircuitRequest(name=name), **_call()).changed}"
+                reply = stub.CloseCircuit(apb.CloseCircuitRequest(name=name), **_call())
+                answer = f"changed={reply.changed}"
             elif action == "lift-pause":
-                answer = f"changed={stub.LiftPause(apb.LiftPauseRequest(model=name), **_call()).changed}"
+                reply = stub.LiftPause(apb.LiftPauseRequest(model=name), **_call())
+                answer = f"changed={reply.changed}"
             else:
-                answer = f"was_usd={stub.ResetSpend(apb.ResetSpendRequest(workflow=name), **_call()).was_usd}"
+                reply = stub.ResetSpend(apb.ResetSpendRequest(workflow=name), **_call())
+                answer = f"was_usd={reply.was_usd}"
         except grpc.RpcError as exc:
             console.print(f"sidecar admin: {_rpc_message(exc)}", style="red")
             return 1
-    console.print(f"{action} {name}: {answer}")
+    console.print(f"{action} {name}: {answer}, reach={reply.reach}", markup=False, soft_wrap=True)
+    if reply.note:
+        console.print(f"  {reply.note}", markup=False, soft_wrap=True)
     return 0
 
 

@@ -68,9 +68,9 @@ async def test_status_and_actions_over_tls_on_both_doors(
     code, out = await _cli("status", "--target", https, "--ca", str(pki.ca))
     assert (code, "flaky" in out) == (0, True), out
     code, out = await _cli("admin", "lift-pause", "gpt", "--target", grpc_target, "--tls", "--ca", str(pki.ca))
-    assert (code, out.strip()) == (0, "lift-pause gpt: changed=True")
+    assert (code, out.splitlines()[0]) == (0, "lift-pause gpt: changed=True, reach=local")
     code, out = await _cli("admin", "reset-spend", "wf-1", "--target", https, "--ca", str(pki.ca))
-    assert (code, out.strip()) == (0, "reset-spend wf-1: was_usd=1.25")
+    assert (code, out.splitlines()[0]) == (0, "reset-spend wf-1: was_usd=1.25, reach=local")
     code, out = await _cli("admin", "reload", "--target", grpc_target, "--ca", str(pki.ca))
     assert code == 1  # it reached the Admin service: this in-process sidecar has no file to reload
     assert "no config file to reload" in out

@@ -92,7 +92,8 @@ def admin_door(
                 result = {"was_usd": view.reset_spend(name, who=who)}
         except UnknownTarget as exc:
             return _error(404, "not_found", str(exc))
-        return JSONResponse({"action": what, "name": name, **result})
+        reach, note = view.reach()
+        return JSONResponse({"action": what, "name": name, **result, "reach": reach, "note": note})
 
     async def reloaded(request: Request) -> JSONResponse:
         if (refusal := refused(request)) is not None:

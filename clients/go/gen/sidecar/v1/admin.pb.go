@@ -549,7 +549,14 @@ func (x *CloseCircuitRequest) GetName() string {
 type CloseCircuitResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Whether the circuit was open (or half-open) before.
-	Changed       bool `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	Changed bool `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	// How far the action reached: "fleet" (published to every replica through
+	// the state backend), "queued" (the backend is unreachable: applied on this
+	// replica, published to the fleet once it answers, before its re-sync), or
+	// "local" (a backend of one process: this process is the whole sidecar).
+	Reach string `protobuf:"bytes,2,opt,name=reach,proto3" json:"reach,omitempty"`
+	// The same in words, for a person.
+	Note          string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -589,6 +596,20 @@ func (x *CloseCircuitResponse) GetChanged() bool {
 		return x.Changed
 	}
 	return false
+}
+
+func (x *CloseCircuitResponse) GetReach() string {
+	if x != nil {
+		return x.Reach
+	}
+	return ""
+}
+
+func (x *CloseCircuitResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
 }
 
 // LiftPauseRequest names the model whose pause ends.
@@ -641,7 +662,14 @@ func (x *LiftPauseRequest) GetModel() string {
 type LiftPauseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Whether a pause was held.
-	Changed       bool `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	Changed bool `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	// How far the action reached: "fleet" (published to every replica through
+	// the state backend), "queued" (the backend is unreachable: applied on this
+	// replica, published to the fleet once it answers, before its re-sync), or
+	// "local" (a backend of one process: this process is the whole sidecar).
+	Reach string `protobuf:"bytes,2,opt,name=reach,proto3" json:"reach,omitempty"`
+	// The same in words, for a person.
+	Note          string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -681,6 +709,20 @@ func (x *LiftPauseResponse) GetChanged() bool {
 		return x.Changed
 	}
 	return false
+}
+
+func (x *LiftPauseResponse) GetReach() string {
+	if x != nil {
+		return x.Reach
+	}
+	return ""
+}
+
+func (x *LiftPauseResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
 }
 
 // ResetSpendRequest names the workflow whose spend is reset.
@@ -733,7 +775,14 @@ func (x *ResetSpendRequest) GetWorkflow() string {
 type ResetSpendResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The spend before the reset, USD.
-	WasUsd        float64 `protobuf:"fixed64,1,opt,name=was_usd,json=wasUsd,proto3" json:"was_usd,omitempty"`
+	WasUsd float64 `protobuf:"fixed64,1,opt,name=was_usd,json=wasUsd,proto3" json:"was_usd,omitempty"`
+	// How far the action reached: "fleet" (published to every replica through
+	// the state backend), "queued" (the backend is unreachable: applied on this
+	// replica, published to the fleet once it answers, before its re-sync), or
+	// "local" (a backend of one process: this process is the whole sidecar).
+	Reach string `protobuf:"bytes,2,opt,name=reach,proto3" json:"reach,omitempty"`
+	// The same in words, for a person.
+	Note          string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -773,6 +822,20 @@ func (x *ResetSpendResponse) GetWasUsd() float64 {
 		return x.WasUsd
 	}
 	return 0
+}
+
+func (x *ResetSpendResponse) GetReach() string {
+	if x != nil {
+		return x.Reach
+	}
+	return ""
+}
+
+func (x *ResetSpendResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
 }
 
 // ReloadRequest asks for a reload of the config file.
@@ -1017,17 +1080,23 @@ const file_sidecar_v1_admin_proto_rawDesc = "" +
 	"\treachable\x18\x02 \x01(\bR\treachable\x12\x1a\n" +
 	"\breplicas\x18\x03 \x01(\x05R\breplicas\")\n" +
 	"\x13CloseCircuitRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"0\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"Z\n" +
 	"\x14CloseCircuitResponse\x12\x18\n" +
-	"\achanged\x18\x01 \x01(\bR\achanged\"(\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\x12\x14\n" +
+	"\x05reach\x18\x02 \x01(\tR\x05reach\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"(\n" +
 	"\x10LiftPauseRequest\x12\x14\n" +
-	"\x05model\x18\x01 \x01(\tR\x05model\"-\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\"W\n" +
 	"\x11LiftPauseResponse\x12\x18\n" +
-	"\achanged\x18\x01 \x01(\bR\achanged\"/\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\x12\x14\n" +
+	"\x05reach\x18\x02 \x01(\tR\x05reach\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"/\n" +
 	"\x11ResetSpendRequest\x12\x1a\n" +
-	"\bworkflow\x18\x01 \x01(\tR\bworkflow\"-\n" +
+	"\bworkflow\x18\x01 \x01(\tR\bworkflow\"W\n" +
 	"\x12ResetSpendResponse\x12\x17\n" +
-	"\awas_usd\x18\x01 \x01(\x01R\x06wasUsd\"\x0f\n" +
+	"\awas_usd\x18\x01 \x01(\x01R\x06wasUsd\x12\x14\n" +
+	"\x05reach\x18\x02 \x01(\tR\x05reach\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"\x0f\n" +
 	"\rReloadRequest\"\xaf\x01\n" +
 	"\x0eReloadResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x12\x14\n" +
