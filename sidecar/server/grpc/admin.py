@@ -192,7 +192,7 @@ class AdminServicer(apb_grpc.AdminServicer):
             applied=outcome.applied,
             error=outcome.error or "",
             workers=[
-                apb.WorkerReload(index=w.worker, pid=w.pid, applied=w.applied, error=w.error or "")
+                apb.WorkerReload(index=w.worker, pid=w.pid, applied=w.applied, error=w.error or "", reported=w.reported)
                 for w in outcome.workers
             ],
             restart_needed=list(outcome.restart_needed),

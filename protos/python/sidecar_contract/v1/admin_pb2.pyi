@@ -156,13 +156,15 @@ class ReloadResponse(_message.Message):
     def __init__(self, applied: _Optional[bool] = ..., error: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[WorkerReload, _Mapping]]] = ..., restart_needed: _Optional[_Iterable[str]] = ..., note: _Optional[str] = ...) -> None: ...
 
 class WorkerReload(_message.Message):
-    __slots__ = ("index", "applied", "error", "pid")
+    __slots__ = ("index", "applied", "error", "pid", "reported")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     APPLIED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
+    REPORTED_FIELD_NUMBER: _ClassVar[int]
     index: int
     applied: bool
     error: str
     pid: int
-    def __init__(self, index: _Optional[int] = ..., applied: _Optional[bool] = ..., error: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+    reported: bool
+    def __init__(self, index: _Optional[int] = ..., applied: _Optional[bool] = ..., error: _Optional[str] = ..., pid: _Optional[int] = ..., reported: _Optional[bool] = ...) -> None: ...

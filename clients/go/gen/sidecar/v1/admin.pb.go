@@ -882,7 +882,8 @@ type ReloadResponse struct {
 	Applied bool `protobuf:"varint,1,opt,name=applied,proto3" json:"applied,omitempty"`
 	// Why the file was refused (the error check-config gives), or empty.
 	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	// Each worker's outcome (with --workers N); empty in a single process.
+	// Each worker's outcome (with --workers N: every worker, collected by the
+	// supervisor within server.reload_wait_s); empty in a single process.
 	Workers []*WorkerReload `protobuf:"bytes,3,rep,name=workers,proto3" json:"workers,omitempty"`
 	// Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
 	// the next restart.
@@ -968,7 +969,10 @@ type WorkerReload struct {
 	// Why not, or empty.
 	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	// The worker's process id.
-	Pid           int32 `protobuf:"varint,4,opt,name=pid,proto3" json:"pid,omitempty"`
+	Pid int32 `protobuf:"varint,4,opt,name=pid,proto3" json:"pid,omitempty"`
+	// False: it did not report within server.reload_wait_s (or was not running);
+	// `error` says which.
+	Reported      bool `protobuf:"varint,5,opt,name=reported,proto3" json:"reported,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1029,6 +1033,13 @@ func (x *WorkerReload) GetPid() int32 {
 		return x.Pid
 	}
 	return 0
+}
+
+func (x *WorkerReload) GetReported() bool {
+	if x != nil {
+		return x.Reported
+	}
+	return false
 }
 
 var File_sidecar_v1_admin_proto protoreflect.FileDescriptor
@@ -1103,12 +1114,13 @@ const file_sidecar_v1_admin_proto_rawDesc = "" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x122\n" +
 	"\aworkers\x18\x03 \x03(\v2\x18.sidecar.v1.WorkerReloadR\aworkers\x12%\n" +
 	"\x0erestart_needed\x18\x04 \x03(\tR\rrestartNeeded\x12\x12\n" +
-	"\x04note\x18\x05 \x01(\tR\x04note\"f\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\"\x82\x01\n" +
 	"\fWorkerReload\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x18\n" +
 	"\aapplied\x18\x02 \x01(\bR\aapplied\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x10\n" +
-	"\x03pid\x18\x04 \x01(\x05R\x03pid2\xf9\x02\n" +
+	"\x03pid\x18\x04 \x01(\x05R\x03pid\x12\x1a\n" +
+	"\breported\x18\x05 \x01(\bR\breported2\xf9\x02\n" +
 	"\x05Admin\x12E\n" +
 	"\bGetState\x12\x1b.sidecar.v1.GetStateRequest\x1a\x1c.sidecar.v1.GetStateResponse\x12Q\n" +
 	"\fCloseCircuit\x12\x1f.sidecar.v1.CloseCircuitRequest\x1a .sidecar.v1.CloseCircuitResponse\x12H\n" +

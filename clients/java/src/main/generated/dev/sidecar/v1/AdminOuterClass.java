@@ -155,23 +155,24 @@ public final class AdminOuterClass extends com.google.protobuf.GeneratedFile {
       "\030\001 \001(\010R\007applied\022\024\n\005error\030\002 \001(\tR\005error\0222\n" +
       "\007workers\030\003 \003(\0132\030.sidecar.v1.WorkerReload" +
       "R\007workers\022%\n\016restart_needed\030\004 \003(\tR\rresta" +
-      "rtNeeded\022\022\n\004note\030\005 \001(\tR\004note\"f\n\014WorkerRe" +
-      "load\022\024\n\005index\030\001 \001(\005R\005index\022\030\n\007applied\030\002 " +
-      "\001(\010R\007applied\022\024\n\005error\030\003 \001(\tR\005error\022\020\n\003pi" +
-      "d\030\004 \001(\005R\003pid2\371\002\n\005Admin\022E\n\010GetState\022\033.sid" +
-      "ecar.v1.GetStateRequest\032\034.sidecar.v1.Get" +
-      "StateResponse\022Q\n\014CloseCircuit\022\037.sidecar." +
-      "v1.CloseCircuitRequest\032 .sidecar.v1.Clos" +
-      "eCircuitResponse\022H\n\tLiftPause\022\034.sidecar." +
-      "v1.LiftPauseRequest\032\035.sidecar.v1.LiftPau" +
-      "seResponse\022K\n\nResetSpend\022\035.sidecar.v1.Re" +
-      "setSpendRequest\032\036.sidecar.v1.ResetSpendR" +
-      "esponse\022?\n\006Reload\022\031.sidecar.v1.ReloadReq" +
-      "uest\032\032.sidecar.v1.ReloadResponseB\235\001\n\016dev" +
-      ".sidecar.v1P\001ZBgithub.com/sidecar-dev/si" +
-      "decar/clients/go/gen/sidecar/v1;sidecarv" +
-      "1\242\002\003SXX\252\002\nSidecar.V1\312\002\nSidecar\\V1\342\002\026Side" +
-      "car\\V1\\GPBMetadata\352\002\013Sidecar::V1b\006proto3"
+      "rtNeeded\022\022\n\004note\030\005 \001(\tR\004note\"\202\001\n\014WorkerR" +
+      "eload\022\024\n\005index\030\001 \001(\005R\005index\022\030\n\007applied\030\002" +
+      " \001(\010R\007applied\022\024\n\005error\030\003 \001(\tR\005error\022\020\n\003p" +
+      "id\030\004 \001(\005R\003pid\022\032\n\010reported\030\005 \001(\010R\010reporte" +
+      "d2\371\002\n\005Admin\022E\n\010GetState\022\033.sidecar.v1.Get" +
+      "StateRequest\032\034.sidecar.v1.GetStateRespon" +
+      "se\022Q\n\014CloseCircuit\022\037.sidecar.v1.CloseCir" +
+      "cuitRequest\032 .sidecar.v1.CloseCircuitRes" +
+      "ponse\022H\n\tLiftPause\022\034.sidecar.v1.LiftPaus" +
+      "eRequest\032\035.sidecar.v1.LiftPauseResponse\022" +
+      "K\n\nResetSpend\022\035.sidecar.v1.ResetSpendReq" +
+      "uest\032\036.sidecar.v1.ResetSpendResponse\022?\n\006" +
+      "Reload\022\031.sidecar.v1.ReloadRequest\032\032.side" +
+      "car.v1.ReloadResponseB\235\001\n\016dev.sidecar.v1" +
+      "P\001ZBgithub.com/sidecar-dev/sidecar/clien" +
+      "ts/go/gen/sidecar/v1;sidecarv1\242\002\003SXX\252\002\nS" +
+      "idecar.V1\312\002\nSidecar\\V1\342\002\026Sidecar\\V1\\GPBM" +
+      "etadata\352\002\013Sidecar::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -268,7 +269,7 @@ public final class AdminOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_sidecar_v1_WorkerReload_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_WorkerReload_descriptor,
-        new java.lang.String[] { "Index", "Applied", "Error", "Pid", });
+        new java.lang.String[] { "Index", "Applied", "Error", "Pid", "Reported", });
     descriptor.resolveAllFeaturesImmutable();
     com.google.protobuf.TimestampProto.getDescriptor();
     dev.sidecar.v1.SidecarOuterClass.getDescriptor();
