@@ -215,13 +215,14 @@ def render(doc: dict[str, Any]) -> Group:
         spend.add_row(w["workflow"], _num(w["spent_usd"]), _num(w["cap_usd"]))
     state = doc.get("state", {})
     backend = Table(title="state backend", title_justify="left")
-    for col in ("backend", "reachable", "replicas", "staleness s", "last error"):
+    for col in ("backend", "reachable", "replicas", "staleness s", "actions queued", "last error"):
         backend.add_column(col)
     backend.add_row(
         str(state.get("backend", "?")),
         str(state.get("reachable", "?")),
         _num(state.get("replicas")),
         _num(state.get("staleness_s")),
+        _num(state.get("pending_actions")),
         str(state.get("last_error") or "-"),
     )
     return Group(models, circuits, spend, backend)
