@@ -24,6 +24,7 @@ from sidecar.server.cores import worker_count
 
 if TYPE_CHECKING:
     from sidecar.server.app import SidecarApp
+    from sidecar.status import Transport
 
 __all__ = ["main"]
 
@@ -205,6 +206,23 @@ def _banner(
     )
 
 
+def _tls_flags(parser: argparse.ArgumentParser) -> None:
+    """The admin door over TLS (a sidecar with ``server.tls``): the gRPC port, or an https:// URL."""
+    parser.add_argument("--tls", action="store_true", help="TLS to a gRPC target (an https:// URL is TLS already)")
+    parser.add_argument(
+        "--ca", metavar="FILE", help="trust this CA (PEM) for the sidecar's certificate (implies --tls)"
+    )
+    parser.add_argument("--cert", metavar="FILE", help="a client certificate (PEM), for mTLS (server.tls.client_ca)")
+    parser.add_argument("--key", metavar="FILE", help="the client certificate's key (PEM)")
+    parser.add_argument("--server-name", metavar="NAME", help="the name to check in the sidecar's certificate")
+
+
+def _transport(args: argparse.Namespace) -> Transport:
+    from sidecar.status import Transport
+
+    return Transport(args.tls, args.ca, args.cert, args.key, args.server_name)
+
+
 def _run_fake(command: str, rest: list[str]) -> int:
     if command == "fake-provider":
         from sidecar.fakes.provider import main as provider_main
@@ -259,6 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     admin.add_argument("action", choices=["close-circuit", "lift-pause", "reset-spend", "reload"])
     admin.add_argument("name", nargs="?", help="the service or deployment, model, or workflow (not for reload)")
     admin.add_argument("--target", help=f"{TARGET_HELP}; reload: default {DEFAULT_GRPC}")
+    for door in (status, admin):
+        _tls_flags(door)
     raw = list(sys.argv[1:] if argv is None else argv)
     if raw and raw[0] in ("fake-provider", "tool-backend"):  # their own flags, passed through whole
         return _run_fake(raw[0], raw[1:])
@@ -278,17 +298,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "status":
         from sidecar.status import run_status
 
-        return run_status(args.target, args.watch)
+        return run_status(args.target, args.watch, transport=_transport(args))
     if args.command == "admin":
         from sidecar.status import run_action, run_reload
 
         if args.action == "reload":
             if args.name is not None:
                 parser.error("admin reload takes no NAME")
-            return run_reload(args.target or DEFAULT_GRPC)
+            return run_reload(args.target or DEFAULT_GRPC, transport=_transport(args))
         if args.name is None:
             parser.error(f"admin {args.action} needs a NAME")
-        return run_action(args.target or DEFAULT_HTTP, args.action, args.name)
+        return run_action(args.target or DEFAULT_HTTP, args.action, args.name, transport=_transport(args))
     if args.command == "demo":
         from sidecar.demo import run_demo
 

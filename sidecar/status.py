@@ -5,7 +5,12 @@
     sidecar admin reload [--target 127.0.0.1:50051]
 
 A target with a scheme (``http://``, ``https://``) is the HTTP port; ``host:port`` (or ``unix:...``)
-is the gRPC port, where the same view and actions are ``sidecar.v1.Admin`` (Reload only there).
+is the gRPC port, where the same view and actions are ``sidecar.v1.Admin``.
+
+TLS (a sidecar with ``server.tls``, which both ports share): ``--tls`` for a gRPC target, or an
+``https://`` URL for the HTTP port; ``--ca FILE`` trusts that CA instead of the system's roots (and
+implies ``--tls``); ``--cert FILE --key FILE`` present a client certificate (mTLS: ``server.tls.client_ca``);
+``--server-name NAME`` checks that name in the sidecar's certificate when the target's differs.
 The operator token is read from the environment (``SIDECAR_ADMIN_TOKEN``), never from the
 command line (where ``ps`` shows it). ``--watch`` redraws in place (``rich.live.Live``) until Ctrl-C.
 """
@@ -13,9 +18,12 @@ command line (where ``ps`` shows it). ``--watch`` redraws in place (``rich.live.
 from __future__ import annotations
 
 import os
+import ssl
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -28,7 +36,17 @@ from sidecar_contract.v1 import admin_pb2 as apb
 from sidecar_contract.v1 import admin_pb2_grpc as apb_grpc
 from sidecar_contract.v1 import sidecar_pb2 as pb
 
-__all__ = ["TOKEN_ENV", "document", "is_http", "render", "run_action", "run_reload", "run_status"]
+__all__ = [
+    "TOKEN_ENV",
+    "Transport",
+    "TransportError",
+    "document",
+    "is_http",
+    "render",
+    "run_action",
+    "run_reload",
+    "run_status",
+]
 
 TOKEN_ENV = "SIDECAR_ADMIN_TOKEN"
 PATH = "/admin/state"
@@ -38,6 +56,74 @@ TIMEOUT_S = 5.0
 def is_http(target: str) -> bool:
     """Whether ``target`` is the HTTP port (a URL) rather than the gRPC port (``host:port``)."""
     return target.startswith(("http://", "https://"))
+
+
+class TransportError(ValueError):
+    """The TLS flags cannot be used as given (a file unreadable, a key without its certificate, TLS to http://)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Transport:
+    """How the CLI reaches the admin door: plaintext (the default), or TLS / mTLS from PEM files."""
+
+    tls: bool = False
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    server_name: str | None = None
+
+    @property
+    def secure(self) -> bool:
+        return self.tls or any(v is not None for v in (self.ca, self.cert, self.key, self.server_name))
+
+    def _check(self) -> None:
+        if (self.cert is None) != (self.key is None):
+            raise TransportError("--cert and --key go together: a client certificate needs its key")
+
+    def channel(self, target: str) -> grpc.Channel:
+        """A gRPC channel to ``target``: plaintext, or TLS with this CA and client certificate."""
+        if not self.secure:
+            return grpc.insecure_channel(target)
+        self._check()
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=_read("--ca", self.ca),
+            private_key=_read("--key", self.key),
+            certificate_chain=_read("--cert", self.cert),
+        )
+        options = [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
+        return grpc.secure_channel(target, creds, options=options)
+
+    def client(self, target: str, timeout: float) -> httpx.Client:
+        """An HTTP client for ``target``: an ``https://`` one verifies the sidecar against ``--ca`` (else the
+        system's roots) and presents ``--cert``/``--key``."""
+        if not target.startswith("https://"):
+            if self.secure:
+                raise TransportError(f"{target} is plaintext HTTP: give an https:// URL for TLS")
+            return httpx.Client(timeout=timeout)
+        self._check()
+        try:
+            context = ssl.create_default_context(cafile=self.ca)
+            if self.cert is not None:
+                context.load_cert_chain(self.cert, self.key)
+        except (OSError, ssl.SSLError) as exc:
+            raise TransportError(f"the TLS files cannot be used: {exc}") from None
+        return httpx.Client(timeout=timeout, verify=context)
+
+    def extensions(self) -> dict[str, Any]:
+        """Per request: the name to check in the certificate (``--server-name``), for httpx."""
+        return {"sni_hostname": self.server_name} if self.server_name else {}
+
+
+PLAIN = Transport()
+
+
+def _read(flag: str, path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise TransportError(f"{flag} {path}: cannot read: {exc.strerror or exc}") from None
 
 
 def _metadata() -> tuple[tuple[str, str | bytes], ...]:
@@ -129,22 +215,23 @@ def render(doc: dict[str, Any]) -> Group:
         spend.add_row(w["workflow"], _num(w["spent_usd"]), _num(w["cap_usd"]))
     state = doc.get("state", {})
     backend = Table(title="state backend", title_justify="left")
-    for col in ("backend", "reachable", "replicas", "staleness s", "last error"):
+    for col in ("backend", "reachable", "replicas", "staleness s", "actions queued", "last error"):
         backend.add_column(col)
     backend.add_row(
         str(state.get("backend", "?")),
         str(state.get("reachable", "?")),
         _num(state.get("replicas")),
         _num(state.get("staleness_s")),
+        _num(state.get("pending_actions")),
         str(state.get("last_error") or "-"),
     )
     return Group(models, circuits, spend, backend)
 
 
-def _fetch(client: httpx.Client, target: str) -> dict[str, Any]:
+def _fetch(client: httpx.Client, target: str, transport: Transport) -> dict[str, Any]:
     token = os.environ.get(TOKEN_ENV, "")
     headers = {"authorization": f"Bearer {token}"} if token else {}
-    answer = client.get(target.rstrip("/") + PATH, headers=headers)
+    answer = client.get(target.rstrip("/") + PATH, headers=headers, extensions=transport.extensions())
     if answer.status_code != 200:
         try:
             message = answer.json()["error"]["message"]
@@ -155,12 +242,12 @@ def _fetch(client: httpx.Client, target: str) -> dict[str, Any]:
     return doc
 
 
-def _fetcher(target: str) -> tuple[Callable[[], dict[str, Any]], Callable[[], None]]:
+def _fetcher(target: str, transport: Transport) -> tuple[Callable[[], dict[str, Any]], Callable[[], None]]:
     """How to read the view at ``target`` (the HTTP port or the gRPC port), and how to close the connection."""
     if is_http(target):
-        client = httpx.Client(timeout=TIMEOUT_S)
-        return (lambda: _fetch(client, target)), client.close
-    channel = grpc.insecure_channel(target)
+        client = transport.client(target, TIMEOUT_S)
+        return (lambda: _fetch(client, target, transport)), client.close
+    channel = transport.channel(target)
     stub = apb_grpc.AdminStub(channel)
 
     def fetch() -> dict[str, Any]:
@@ -178,9 +265,15 @@ def _rpc_message(exc: grpc.RpcError) -> str:
     return str(details or code or exc)
 
 
-def run_status(target: str, watch: float | None, console: Console | None = None) -> int:
+def run_status(
+    target: str, watch: float | None, console: Console | None = None, *, transport: Transport = PLAIN
+) -> int:
     console = console or Console()
-    fetch, close = _fetcher(target)
+    try:
+        fetch, close = _fetcher(target, transport)
+    except TransportError as exc:
+        console.print(f"sidecar status: {exc}", style="red", markup=False, soft_wrap=True)
+        return 2
     try:
         if watch is None:
             console.print(render(fetch()))
@@ -198,12 +291,18 @@ def run_status(target: str, watch: float | None, console: Console | None = None)
         close()
 
 
-def run_action(target: str, action: str, name: str, console: Console | None = None) -> int:
+def run_action(
+    target: str, action: str, name: str, console: Console | None = None, *, transport: Transport = PLAIN
+) -> int:
     """``sidecar admin ACTION NAME``: one operator action (``POST /admin/actions/ACTION``, or its Admin RPC)."""
     console = console or Console()
-    if not is_http(target):
-        return _grpc_action(target, action, name, console)
-    posted = _post(target, f"/admin/actions/{action}", {"name": name}, 5.0, console)
+    try:
+        if not is_http(target):
+            return _grpc_action(target, action, name, console, transport)
+        posted = _post(target, f"/admin/actions/{action}", {"name": name}, 5.0, console, transport)
+    except TransportError as exc:
+        console.print(f"sidecar admin: {exc}", style="red", markup=False, soft_wrap=True)
+        return 2
     if posted is None:
         return 1
     answer, body = posted
@@ -211,24 +310,33 @@ def run_action(target: str, action: str, name: str, console: Console | None = No
         message = body.get("error", {}).get("message") if isinstance(body, dict) else None
         console.print(f"sidecar admin: {message or f'HTTP {answer.status_code}'}", style="red")
         return 1
-    console.print(f"{action} {name}: {', '.join(f'{k}={v}' for k, v in body.items() if k not in ('action', 'name'))}")
+    shown = ", ".join(f"{k}={v}" for k, v in body.items() if k not in ("action", "name", "note"))
+    console.print(f"{action} {name}: {shown}", markup=False, soft_wrap=True)
+    if body.get("note"):
+        console.print(f"  {body['note']}", markup=False, soft_wrap=True)
     return 0
 
 
-def _grpc_action(target: str, action: str, name: str, console: Console) -> int:
-    with grpc.insecure_channel(target) as channel:
+def _grpc_action(target: str, action: str, name: str, console: Console, transport: Transport) -> int:
+    with transport.channel(target) as channel:
         stub = apb_grpc.AdminStub(channel)
         try:
+            reply: apb.CloseCircuitResponse | apb.LiftPauseResponse | apb.ResetSpendResponse
             if action == "close-circuit":
-                answer = f"changed={stub.CloseCircuit(apb.CloseCircuitRequest(name=name), **_call()).changed}"
+                reply = stub.CloseCircuit(apb.CloseCircuitRequest(name=name), **_call())
+                answer = f"changed={reply.changed}"
             elif action == "lift-pause":
-                answer = f"changed={stub.LiftPause(apb.LiftPauseRequest(model=name), **_call()).changed}"
+                reply = stub.LiftPause(apb.LiftPauseRequest(model=name), **_call())
+                answer = f"changed={reply.changed}"
             else:
-                answer = f"was_usd={stub.ResetSpend(apb.ResetSpendRequest(workflow=name), **_call()).was_usd}"
+                reply = stub.ResetSpend(apb.ResetSpendRequest(workflow=name), **_call())
+                answer = f"was_usd={reply.was_usd}"
         except grpc.RpcError as exc:
             console.print(f"sidecar admin: {_rpc_message(exc)}", style="red")
             return 1
-    console.print(f"{action} {name}: {answer}")
+    console.print(f"{action} {name}: {answer}, reach={reply.reach}", markup=False, soft_wrap=True)
+    if reply.note:
+        console.print(f"  {reply.note}", markup=False, soft_wrap=True)
     return 0
 
 
@@ -240,13 +348,18 @@ RELOAD_TIMEOUT_S = 60.0
 """How long ``sidecar admin reload`` waits: a reload builds the next core (MCP servers opened) first."""
 
 
-def run_reload(target: str, console: Console | None = None) -> int:
+def run_reload(target: str, console: Console | None = None, *, transport: Transport = PLAIN) -> int:
     """``sidecar admin reload``: ``sidecar.v1.Admin/Reload`` on the gRPC port (``POST /admin/reload`` for an
     ``http://`` target), every worker reloading; 0 when applied, 1 when refused (the config before keeps serving)."""
     console = console or Console()
-    if is_http(target):
-        return _http_reload(target, console)
-    with grpc.insecure_channel(target) as channel:
+    try:
+        if is_http(target):
+            return _http_reload(target, console, transport)
+        channel = transport.channel(target)
+    except TransportError as exc:
+        console.print(f"sidecar admin reload: {exc}", style="red", markup=False, soft_wrap=True)
+        return 2
+    with channel:
         try:
             # a reload validates a whole file (and waits for every worker): more than one state read's time
             outcome = apb_grpc.AdminStub(channel).Reload(
@@ -256,7 +369,7 @@ def run_reload(target: str, console: Console | None = None) -> int:
             console.print(f"sidecar admin reload: {_rpc_message(exc)}", style="red")
             return 1
     for w in outcome.workers:
-        console.print(f"worker {w.index}: {'applied' if w.applied else 'refused: ' + w.error}")
+        _worker_line(console, w.index, w.pid, w.applied, w.error)
     if not outcome.applied:
         console.print(f"sidecar admin reload: refused: {outcome.error}", style="red", markup=False)
         return 1
@@ -268,9 +381,14 @@ def run_reload(target: str, console: Console | None = None) -> int:
     return 0
 
 
-def _http_reload(target: str, console: Console) -> int:
+def _worker_line(console: Console, index: Any, pid: Any, applied: bool, error: str) -> None:
+    """One worker's outcome of a reload (``--workers N``): applied, or why not (refused, silent)."""
+    console.print(f"worker {index} (pid {pid}): {'applied' if applied else 'not applied: ' + error}", markup=False)
+
+
+def _http_reload(target: str, console: Console, transport: Transport) -> int:
     """``POST /admin/reload`` on the HTTP port."""
-    posted = _post(target, "/admin/reload", None, RELOAD_TIMEOUT_S, console)
+    posted = _post(target, "/admin/reload", None, RELOAD_TIMEOUT_S, console, transport)
     if posted is None:
         return 1
     answer, body = posted
@@ -278,6 +396,8 @@ def _http_reload(target: str, console: Console) -> int:
         message = body.get("error", {}).get("message") if isinstance(body, dict) else None
         console.print(f"sidecar admin: {message or f'HTTP {answer.status_code}'}", style="red")
         return 1
+    for w in body.get("workers") or ():
+        _worker_line(console, w.get("worker"), w.get("pid"), bool(w.get("applied")), w.get("error") or "")
     if not body["applied"]:
         console.print(
             f"reload refused, the config before keeps serving:\n{body.get('error')}", style="red", markup=False
@@ -292,15 +412,17 @@ def _http_reload(target: str, console: Console) -> int:
 
 
 def _post(
-    target: str, path: str, payload: dict[str, Any] | None, timeout: float, console: Console
+    target: str, path: str, payload: dict[str, Any] | None, timeout: float, console: Console, transport: Transport
 ) -> tuple[httpx.Response, Any] | None:
     """``POST path`` on the HTTP admin door with ``$SIDECAR_ADMIN_TOKEN``: the answer and its JSON
     body ({} when it has none); None when the door could not be reached (said on ``console``)."""
     token = os.environ.get(TOKEN_ENV, "")
     headers = {"authorization": f"Bearer {token}"} if token else {}
     try:
-        with httpx.Client(timeout=timeout) as client:
-            answer = client.post(f"{target.rstrip('/')}{path}", json=payload, headers=headers)
+        with transport.client(target, timeout) as client:
+            answer = client.post(
+                f"{target.rstrip('/')}{path}", json=payload, headers=headers, extensions=transport.extensions()
+            )
     except httpx.HTTPError as exc:
         console.print(f"sidecar admin: {exc}", style="red")
         return None

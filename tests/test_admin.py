@@ -239,3 +239,9 @@ async def test_a_redis_never_reached_is_unreachable_with_its_error(
     assert "staleness s" in text
     assert "last error" in text
     assert doc["last_error"][:30] in text
+    lifted = (await _act(r, "lift-pause", "gpt")).json()
+    assert lifted["reach"] == "queued"  # applied here, kept for the fleet: said, not silent
+    assert (await _get(r, ADMIN)).json()["state"]["pending_actions"] == 1
+    console = Console(record=True, width=240, file=io.StringIO())
+    assert await asyncio.to_thread(run_status, _url(r).removesuffix("/admin/state"), None, console) == 0
+    assert "actions queued" in console.export_text()

@@ -156,3 +156,50 @@ def test_a_stopped_redis_shows_unreachable_with_the_error_and_growing_staleness(
     first = state["staleness_s"]
     assert first is not None
     _until(lambda: a.state()["state"]["staleness_s"] > first + 0.5, "the staleness to grow during the outage")
+
+
+def test_actions_while_redis_is_down_are_queued_and_survive_the_resync(
+    fleet: tuple[Replica, Replica, RedisServer],
+) -> None:
+    """Redis stopped under both replicas: the operator's lift and reset on A answer ``queued`` (applied
+    on A, the fleet not reached) and are kept; B, cut off too, still holds the pause and the spend.
+    Redis restarted (empty: no persistence): whichever replica re-syncs first, B's view pushed back
+    does not bring the pause or the spend back, on either replica, and Redis holds neither."""
+    a, b, redis = fleet
+    _until(lambda: _pause(b) > 60 and _spent(b) == 1.25 and _pause(a) > 60, "both replicas to read the state")
+    redis.kill()
+    _until(lambda: not a.state()["state"]["reachable"] and not b.state()["state"]["reachable"], "the outage")
+
+    lifted = a.act("lift-pause", "gpt")
+    assert (lifted["changed"], lifted["reach"]) == (True, "queued")
+    assert "Redis is not reachable" in lifted["note"]
+    env = {**os.environ, "SIDECAR_ADMIN_TOKEN": ADMIN}
+    cli = subprocess.run(
+        [sys.executable, "-m", "sidecar", "admin", "reset-spend", "wf-1", "--target", a._url("")],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert "was_usd=1.25, reach=queued" in cli.stdout
+    assert "queued, and published to the fleet when Redis answers again" in " ".join(cli.stdout.split())
+    assert a.state()["state"]["pending_actions"] == 2
+    assert _pause(a) == 0
+    assert _spent(a) == 0
+    assert _pause(b) > 60  # B was not reached
+    assert _spent(b) == 1.25
+
+    redis.start()
+    _until(lambda: a.state()["state"]["reachable"] and b.state()["state"]["reachable"], "both back")
+    _until(lambda: _pause(b) == 0 and _spent(b) == 0, "B to drop the pause and the spend")
+    assert a.state()["state"]["pending_actions"] == 0
+    time.sleep(2.5)  # real time: two heartbeats and any late re-push between two processes
+    for r in (a, b):
+        assert _pause(r) == 0
+        assert _spent(r) == 0
+    client = redis.client()
+    assert client.exists(f"{PREFIX}:mpause:gpt") == 0
+    assert float(client.get(f"{PREFIX}:spend:wf-1") or 0) == 0
+    assert client.exists(f"{PREFIX}:mlift:gpt", f"{PREFIX}:sreset:wf-1") == 2

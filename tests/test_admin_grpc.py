@@ -266,7 +266,10 @@ async def test_reload_answers_the_outcome_of_each_worker(
         bad = await stub.Reload(apb.ReloadRequest(), metadata=ADMIN_MD)
     assert good.applied is True
     assert good.error == ""
-    assert [(w.index, w.pid, w.applied) for w in good.workers] == [(0, 4240, True), (1, 4241, True)]
+    assert [(w.index, w.pid, w.applied, w.reported) for w in good.workers] == [
+        (0, 4240, True, True),
+        (1, 4241, True, True),
+    ]
     assert (list(good.restart_needed), good.note) == (["server.listen"], "every worker reloads")
     assert (bad.applied, bad.error, list(bad.workers)) == (False, refusal, [])
     outcomes += [

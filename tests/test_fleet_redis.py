@@ -12,15 +12,29 @@ Redis back                                INFO once; the spend kept reaches Redi
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import signal
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from sidecar.core.clock import FakeClock
 from sidecar.core.details import Trigger
 from sidecar.core.observer import NullObserver, StateBackendChanged
-from sidecar.core.state import Change, CircuitOpened, ModelPause, ModelRaised, ServiceRaised, SpendAdded
+from sidecar.core.state import (
+    Change,
+    CircuitClosed,
+    CircuitOpened,
+    ModelPause,
+    ModelRaised,
+    PauseLifted,
+    ServiceRaised,
+    SpendAdded,
+    SpendReset,
+    SpendTotal,
+)
 from sidecar.state.redis import MAX_CONNECTIONS, RedisState
 from tests.redis_server import RedisServer, redis_server  # noqa: F401  (the fixture)
 
@@ -133,5 +147,76 @@ async def test_more_calls_at_once_than_connections_wait_for_one_not_an_outage(
         assert not [e for e in observer.events if isinstance(e, StateBackendChanged)]
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
         assert len(list(redis_server.client().scan_iter(match="burst:call:*"))) == calls
+    finally:
+        await state.close()
+
+
+async def test_actions_made_while_redis_is_away_reach_it_first_and_undo_only_what_is_older(
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    """An operator's lift, reset and closes while Redis does not answer (stopped: SIGSTOP, its data kept)
+    are kept and sent when it answers again (SIGCONT), before the re-sync reads the fleet back: the
+    pause, the spend and the opening made before them are gone, and not read back into the view; a
+    pause and an opening made after them (by the fake wall clock) stay."""
+    clock = FakeClock(wall=datetime(2026, 12, 3, 12, 0, tzinfo=UTC))
+    at = clock.wall().timestamp()
+    client = redis_server.client()
+    client.set("act:mpause:gpt", repr(at - 100), px=120_000)  # paused before the lift
+    client.set("act:mpause:claude", repr(at + 100), px=120_000)  # paused after it, on another replica
+    client.set("act:spend:wf", "1.25", px=120_000)
+    client.set("act:open:old", json.dumps({"cooldown": 30, "since": at - 50, "probe": 60}), px=120_000)
+    client.set("act:open:new", json.dumps({"cooldown": 30, "since": at + 50, "probe": 60}), px=120_000)
+    view = View()
+    state = RedisState(redis_server.url, "act", 100, clock=clock)
+    await state.start(view)
+    assert redis_server.proc is not None
+    try:
+        assert state.available
+        assert {c.model for c in view.applied if isinstance(c, ModelPause)} == {"gpt", "claude"}
+        redis_server.proc.send_signal(signal.SIGSTOP)
+        try:
+            await _until(lambda: not state.available, "the outage noticed")
+            for change in (
+                PauseLifted("gpt"),
+                PauseLifted("claude"),
+                SpendReset("wf", 1.25),
+                CircuitClosed("old"),
+                CircuitClosed("new"),
+            ):
+                state.publish(change)
+            assert state.pending_actions == 5
+            view.applied.clear()
+        finally:
+            redis_server.proc.send_signal(signal.SIGCONT)
+        await _until(lambda: state.available, "back")
+        assert state.pending_actions == 0
+        assert client.exists("act:mpause:gpt", "act:spend:wf", "act:open:old") == 0  # undone, before the read back
+        assert client.exists("act:mpause:claude", "act:open:new") == 2  # newer than the actions: kept
+        assert float(client.get("act:mlift:gpt") or 0) == at  # remembered for replicas that re-sync later
+        assert float(client.get("act:sreset:wf") or 0) == at
+        assert float(client.get("act:closed:old") or 0) == at
+        pauses = {c.model for c in view.applied if isinstance(c, ModelPause)}
+        assert pauses == {"claude"}  # the re-sync read back only the newer pause
+        assert not [c for c in view.applied if isinstance(c, SpendTotal) and c.usd > 0]
+        opened = {c.service for c in view.applied if isinstance(c, CircuitOpened)}
+        assert opened == {"new"}
+        lifted = [c for c in view.applied if isinstance(c, PauseLifted | SpendReset)]
+        assert {type(c).__name__ for c in lifted} == {"PauseLifted", "SpendReset"}  # the records, read first
+        assert view.applied.index(lifted[0]) < min(
+            view.applied.index(c) for c in view.applied if isinstance(c, ModelPause)
+        )
+    finally:
+        await state.close()
+
+
+async def test_a_reset_takes_off_only_what_the_operator_saw(redis_server: RedisServer) -> None:  # noqa: F811
+    """Cost another replica added after the reset's view (the total grew in Redis) stays counted."""
+    state = RedisState(redis_server.url, "forgive", 200)
+    await state.start(View())
+    client = redis_server.client()
+    try:
+        client.set("forgive:spend:wf", "2.0", px=120_000)  # 1.5 seen here, 0.5 added elsewhere since
+        state.publish(SpendReset("wf", 1.5))
+        await _until(lambda: float(client.get("forgive:spend:wf") or 0) == pytest.approx(0.5), "0.5 left")
     finally:
         await state.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -284,44 +285,127 @@ async def test_kept_names_keep_their_state_removed_ones_go(
     assert app.live.core.config.server.max_in_flight != 7
 
 
+def _worker_pids(banners: list[str]) -> dict[int, int]:
+    """Each worker's index and pid, from its banner (``worker 1/2 (pid 4242) listening on``)."""
+    found = [re.search(r"worker (\d+)/\d+ \(pid (\d+)\)", b) for b in banners]
+    return {int(m.group(1)): int(m.group(2)) for m in found if m is not None}
+
+
+class TwoWorkers:
+    """``sidecar serve --workers 2`` on one real Redis, the HTTP port and the Admin service open."""
+
+    def __init__(self, tmp_path: Path, provider: str, backend: str, redis_url: str, **server: Any) -> None:
+        self.http = _port()
+        self.path = tmp_path / "config.yaml"
+        cfg = _config(provider, backend, self.http, _port(), old_model=True, **server)
+        cfg["state"] = {"backend": "redis", "url": redis_url, "prefix": "reload-test"}
+        _write(self.path, cfg)
+        self.served = Served(self.path, "--workers", "2")
+        assert self.served.proc.stdout is not None
+        banners = [self.served.proc.stdout.readline() for _ in range(2)]  # each worker's, once it serves
+        self.pids = _worker_pids(banners)
+        assert sorted(self.pids) == [0, 1], banners
+        self.target = f"127.0.0.1:{self.served.grpc_port}"
+
+    async def serving(self) -> None:
+        async with grpc.aio.insecure_channel(self.target) as channel:
+            stub = pb_grpc.SidecarStub(channel)
+
+            async def up() -> bool:
+                try:
+                    await stub.CallModel(pb.CallModelRequest(model="gpt", messages=[user("x")]))
+                    return True
+                except grpc.aio.AioRpcError:
+                    return False
+
+            await _until(up, "the workers serve")
+
+
 async def test_two_workers_both_reload(tmp_path: Path, redis_server: RedisServer) -> None:  # noqa: F811
-    """``--workers 2``: SIGHUP to the supervisor reloads both workers, and POST /admin/reload on one
-    worker reloads the fleet; the supervisor logs each worker's outcome."""
+    """``--workers 2``: SIGHUP to the supervisor reloads both workers; an admin reload on either worker
+    (the Admin Reload RPC, POST /admin/reload, ``sidecar admin reload``) answers with both workers'
+    outcomes, each with its own pid, collected by the supervisor."""
     with ThreadedServer(FakeProvider()) as provider, ThreadedServer(FakeToolBackend()) as backend:
-        http, prom = _port(), _port()
-        path = tmp_path / "config.yaml"
-        state = {"backend": "redis", "url": redis_server.url, "prefix": "reload-test"}
-        cfg = _config(provider.url, backend.url, http, prom, old_model=True)
-        cfg["state"] = state
-        _write(path, cfg)
-        served = Served(path, "--workers", "2")
-        assert served.proc.stdout is not None
-        banners = [served.proc.stdout.readline() for _ in range(2)]  # each worker's, once it serves
-        assert all("worker" in b for b in banners), banners
+        fleet = TwoWorkers(tmp_path, provider.url, backend.url, redis_server.url)
+        served = fleet.served
         try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{served.grpc_port}") as channel:
-                stub = pb_grpc.SidecarStub(channel)
+            await fleet.serving()
+            served.proc.send_signal(signal.SIGHUP)
 
-                async def up() -> bool:
-                    try:
-                        await stub.CallModel(pb.CallModelRequest(model="gpt", messages=[user("x")]))
-                        return True
-                    except grpc.aio.AioRpcError:
-                        return False
+            def reported(count: int) -> bool:
+                return served.log.read_text().count("reload applied") >= count
 
-                await _until(up, "the workers serve")
-                served.proc.send_signal(signal.SIGHUP)
+            await _until(lambda: _true(reported(2)), "both workers reported the SIGHUP reload")
+            async with grpc.aio.insecure_channel(fleet.target) as channel:
+                answer = await apb_grpc.AdminStub(channel).Reload(apb.ReloadRequest(), metadata=ADMIN_GRPC_MD)
+            assert answer.applied, answer
+            assert {(w.index, w.pid, w.applied, w.error) for w in answer.workers} == {
+                (i, pid, True, "") for i, pid in fleet.pids.items()
+            }
+            assert fleet.pids[0] != fleet.pids[1]
+            assert "2 of 2 workers applied it" in answer.note
 
-                def reported(count: int) -> bool:
-                    return served.log.read_text().count("reload applied") >= count
+            http = await _admin_reload(fleet.http)
+            assert http.status_code == 200, http.text
+            body = http.json()
+            assert sorted((w["worker"], w["pid"], w["applied"], w["reported"]) for w in body["workers"]) == [
+                (i, fleet.pids[i], True, True) for i in (0, 1)
+            ]
 
-                await _until(lambda: _true(reported(2)), "both workers reported the SIGHUP reload")
-                answer = await _admin_reload(http)
-                assert answer.status_code == 200, answer.text
-                assert "every worker reloads" in answer.json()["note"]
-                await _until(lambda: _true(reported(4)), "both workers reported the admin reload")
+            env = {**os.environ, "SIDECAR_ADMIN_TOKEN": ADMIN}
+            cli = await asyncio.to_thread(
+                subprocess.run,
+                [sys.executable, "-m", "sidecar", "admin", "reload", "--target", fleet.target],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+            )
+            assert cli.returncode == 0, cli.stdout + cli.stderr
+            for i, pid in fleet.pids.items():
+                assert f"worker {i} (pid {pid}): applied" in cli.stdout, cli.stdout
+            assert "reload applied" in cli.stdout
         finally:
             served.stop()
         log = served.log.read_text()
         assert "worker 0 (pid" in log
         assert "worker 1 (pid" in log
+
+
+async def test_a_silent_worker_is_named_in_the_answer(tmp_path: Path, redis_server: RedisServer) -> None:  # noqa: F811
+    """A worker stopped (SIGSTOP) cannot reload: the answer, after ``server.reload_wait_s``, names it
+    as not having reported, the other worker's outcome beside it; the reload is not called applied."""
+    with ThreadedServer(FakeProvider()) as provider, ThreadedServer(FakeToolBackend()) as backend:
+        fleet = TwoWorkers(tmp_path, provider.url, backend.url, redis_server.url, reload_wait_s=1)
+        served = fleet.served
+        try:
+            await fleet.serving()
+            os.kill(fleet.pids[1], signal.SIGSTOP)
+            try:
+                body: dict[str, Any] = {}
+                for _ in range(20):  # the kernel spreads connections: one that lands on the stopped worker waits
+                    try:
+                        async with httpx.AsyncClient(timeout=httpx.Timeout(10, connect=1)) as client:
+                            answer = await client.post(
+                                f"http://127.0.0.1:{fleet.http}/admin/reload",
+                                headers={"authorization": f"Bearer {ADMIN}"},
+                                extensions={"timeout": {"connect": 1, "read": 10, "write": 1, "pool": 1}},
+                            )
+                    except httpx.TimeoutException:
+                        continue
+                    body = answer.json()
+                    break
+                assert answer.status_code == 422, answer.text
+            finally:
+                os.kill(fleet.pids[1], signal.SIGCONT)
+            assert body["applied"] is False
+            assert body["error_type"] == "workers_not_reported"
+            workers = {w["worker"]: w for w in body["workers"]}
+            assert workers[0]["pid"] == fleet.pids[0]
+            assert workers[0]["applied"] is True
+            assert workers[1]["pid"] == fleet.pids[1]
+            assert (workers[1]["applied"], workers[1]["reported"]) == (False, False)
+            assert workers[1]["error"] == "did not report its reload within 1 s"
+            assert f"worker 1 (pid {fleet.pids[1]}): did not report its reload within 1 s" in body["error"]
+        finally:
+            served.stop()

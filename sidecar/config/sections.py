@@ -108,6 +108,9 @@ class ServerConfig(Strict):
     needs ``state.backend: redis`` (they share policy through it) and a host:port address."""
     watch_config: bool = False
     """Reload when the config file changes (its folder watched: a ConfigMap's swap is seen; docs/operations.md)."""
+    reload_wait_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    """With ``workers`` > 1: how long the supervisor waits for each worker's reload outcome; a worker
+    silent that long is named in the answer as not having reported (docs/operations.md)."""
 
 
 class HttpConfig(Strict):

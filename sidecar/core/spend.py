@@ -120,7 +120,7 @@ class SpendLedger:
         """An operator reset the workflow's spend; what it was here. Published (SpendReset): with a shared
         backend the fleet's total is reset too, and every replica's view."""
         was = self._spent.pop(workflow_id, 0.0)
-        self._state.publish(SpendReset(workflow_id))
+        self._state.publish(SpendReset(workflow_id, was))
         return was
 
     def reset_elsewhere(self, workflow_id: str) -> None:

@@ -170,9 +170,11 @@ class PauseLifted:
 
 @dataclass(frozen=True, slots=True)
 class SpendReset:
-    """An operator reset a workflow's spend (``sidecar admin reset-spend``): the fleet's total is 0 again."""
+    """An operator reset a workflow's spend (``sidecar admin reset-spend``): every replica forgets it, and
+    the fleet's total loses ``usd`` (what this replica knew of it: a cost added elsewhere since stays)."""
 
     workflow: str
+    usd: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@
     deployments each route deployment's circuit, the same
     workflows   each workflow's spend against its cap
     state       the state backend: memory or redis, reachable or not, live replicas; with redis,
+                pending_actions (operator actions applied here that Redis has not taken yet),
                 staleness_s (seconds since Redis last answered this replica: a heartbeat every
                 second, a published change, a re-sync; None: never reached) and, while it is
                 not reachable, last_error (what the last Redis operation raised)
@@ -145,7 +146,13 @@ class StateView:
                 raise UnknownTarget(f"no circuit named {name!r}")
             changed = guard.close()
             outcome[n.ADMIN_OUTCOME] = "changed" if changed else "unchanged"
-        _log.warning("admin: %s closed the circuit of %s (was %s)", who, name, "open" if changed else "closed")
+        _log.warning(
+            "admin: %s closed the circuit of %s (was %s; %s)",
+            who,
+            name,
+            "open" if changed else "closed",
+            self.reach()[0],
+        )
         return changed
 
     def lift_pause(self, model: str, *, who: str) -> bool:
@@ -155,7 +162,13 @@ class StateView:
                 raise UnknownTarget(f"no model named {model!r}")
             held = self.models.throttle(model).lift_pause()
             outcome[n.ADMIN_OUTCOME] = "changed" if held else "unchanged"
-        _log.warning("admin: %s lifted the pause of model %s (%s)", who, model, "held" if held else "none held")
+        _log.warning(
+            "admin: %s lifted the pause of model %s (%s; %s)",
+            who,
+            model,
+            "held" if held else "none held",
+            self.reach()[0],
+        )
         return held
 
     def reset_spend(self, workflow: str, *, who: str) -> float:
@@ -164,8 +177,21 @@ class StateView:
             was = self.ledger.reset(workflow)
             outcome[n.ADMIN_OUTCOME] = "changed" if was else "unchanged"
             outcome[n.ADMIN_WAS_USD] = was
-        _log.warning("admin: %s reset the spend of workflow %s (was %.6f USD)", who, workflow, was)
+        _log.warning("admin: %s reset the spend of workflow %s (was %.6f USD; %s)", who, workflow, was, self.reach()[0])
         return was
+
+    def reach(self) -> tuple[str, str]:
+        """How far the action just taken reached, and that in words (read right after it: one event loop,
+        nothing changes in between): ``fleet``, ``queued`` (Redis not there) or ``local`` (memory)."""
+        if not self.state.shared:
+            return "local", "applied (state.backend memory: this process is the whole sidecar)"
+        if getattr(self.state, "available", False):
+            return "fleet", "applied here and published to every replica through Redis"
+        return "queued", (
+            "applied on this replica only for now: Redis is not reachable; queued, and published to the fleet "
+            "when Redis answers again, before the re-sync reads the fleet's state back (a pause set, an opening, "
+            "or a cost added elsewhere after this action stays)"
+        )
 
     def _backend(self) -> dict[str, Any]:
         if not self.state.shared:
@@ -180,6 +206,7 @@ class StateView:
         }
         if not available:
             doc["last_error"] = getattr(self.state, "last_error", "") or "not reached yet"
+        doc["pending_actions"] = int(getattr(self.state, "pending_actions", 0))
         return doc
 
     def _masked(self, value: Any) -> Any:

@@ -189,6 +189,8 @@ class SidecarApp:
         loop.add_signal_handler(signal.SIGHUP, lambda: spawn(self.reload("SIGHUP")))
         if pending:
             spawn(self.reload("SIGHUP"))
+        if self.reloader is not None and self.worker is not None:
+            spawn(self.reloader.serve_supervisor())  # the supervisor's rounds: every worker's reload
         if self.config.server.watch_config and self.reloader is not None and self.config_path is not None:
             self._watching = asyncio.Event()
             spawn(self.reloader.watch(self._watching))
@@ -232,6 +234,7 @@ class SidecarApp:
             adjust=self.adjust,
             drain_s=cfg.server.grace_period_s,
             worker=self.worker,
+            wait_s=cfg.server.reload_wait_s,
         )
         interceptors: list[Any] = []
         self._masking = SecretMaskingInterceptor(cfg.secrets)

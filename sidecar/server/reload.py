@@ -13,9 +13,28 @@
                       background: a removed model's in-flight calls finish, its next call is MODEL_NOT_FOUND
 
 Each attempt is counted in ``sidecar.config.reloads`` (``outcome``: applied | refused). Reloads run
-one at a time. Under a supervisor (``--workers N``) each worker reports its outcome to it as one JSON
-line on a pipe (``REPORT_FD_ENV``), and an admin reload asks the supervisor (SIGHUP to the parent),
-which forwards SIGHUP to every worker: the whole fleet reloads, each worker's outcome in its log.
+one at a time.
+
+Under a supervisor (``--workers N``) an admin reload is a *round* of the whole fleet, and its answer
+carries every worker's outcome (``server.workers``)::
+
+    the worker asked    checks the file (a bad one: refused here, as check-config says; no round)
+                        writes {"ask": ROUND} on the shared report pipe (REPORT_FD_ENV)
+    the supervisor      writes {"reload": ROUND} on each live worker's own command pipe (COMMAND_FD_ENV)
+    each worker         reloads, writes {"worker", "pid", "applied", "error", "round": ROUND} on the report pipe
+    the supervisor      waits for every worker's line, at most ``server.reload_wait_s``; a worker silent that
+                        long (stopped, wedged, gone) is named: applied false, "did not report ... within N s"
+                        writes {"round": ROUND, "workers": [...]} on the asker's command pipe
+    the worker asked    answers with that set: applied only when every worker applied
+
+Why pipes: the supervisor already hands each worker file descriptors at spawn, and a pipe needs no
+address, no file to clean up, no port to guard: only this worker's parent can write to its command
+pipe, and nothing else on the host can reach it (a unix socket or a file would be reachable by any
+process of the same user, and would outlive a killed supervisor). The shared report pipe carries
+lines shorter than PIPE_BUF, so concurrent writers never interleave; each command pipe has one
+writer, the supervisor, so its lines (a round's set may be longer) need no such bound. SIGHUP to the
+supervisor runs the same round with no one to answer (each outcome logged); SIGHUP to one worker
+reloads that worker alone.
 """
 
 from __future__ import annotations
@@ -26,7 +45,7 @@ import hashlib
 import json
 import logging
 import os
-import signal
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +56,7 @@ from sidecar.server.live import Core, Live
 from sidecar.telemetry.metrics import Metrics
 
 __all__ = [
+    "COMMAND_FD_ENV",
     "REPORT_FD_ENV",
     "RESTART_ONLY",
     "Reload",
@@ -53,6 +73,13 @@ RESTART_ONLY = ("server", "http", "telemetry", "state")
 state backend are set up once, at start): their running values stay until the next restart."""
 REPORT_FD_ENV = "SIDECAR_WORKER_REPORT_FD"
 """Set by the supervisor: the pipe a worker writes each reload's outcome to (one JSON line)."""
+COMMAND_FD_ENV = "SIDECAR_WORKER_COMMAND_FD"
+"""Set by the supervisor for each worker: the pipe it reads the supervisor's commands from (a reload
+of a round, a round's outcomes: one JSON line each)."""
+ANSWER_MARGIN_S = 5.0
+"""How much longer than ``server.reload_wait_s`` the worker asked waits for the supervisor's set."""
+PIPE_BUF = 4096
+"""A line on the shared report pipe is at most this long: POSIX writes it whole (no interleaving)."""
 REPORT_MAX_ERROR = 2000
 """An error is cut to this many characters on the pipe (a line under PIPE_BUF is written whole)."""
 WATCH_DEBOUNCE_MS = 300
@@ -67,6 +94,8 @@ class WorkerOutcome:
     pid: int
     applied: bool
     error: str | None = None
+    reported: bool = True
+    """False: the worker did not report within ``server.reload_wait_s`` (``error`` says so)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +116,8 @@ class ReloadOutcome:
             "error": self.error,
             "restart_needed": list(self.restart_needed),
             "workers": [
-                {"worker": w.worker, "pid": w.pid, "applied": w.applied, "error": w.error} for w in self.workers
+                {"worker": w.worker, "pid": w.pid, "applied": w.applied, "error": w.error, "reported": w.reported}
+                for w in self.workers
             ],
             "note": self.note,
         }
@@ -112,6 +142,34 @@ def restart_needed(running: Config, loaded: Config) -> tuple[str, ...]:
     return tuple(changed)
 
 
+def _fleet_outcome(reports: list[dict[str, Any]], parent: int) -> ReloadOutcome:
+    """A round's set, as the supervisor sent it, as the answer: applied only when every worker applied."""
+    workers: list[WorkerOutcome] = []
+    later: list[str] = []
+    for r in reports:
+        try:
+            w = WorkerOutcome(
+                int(r["worker"]),
+                int(r["pid"]),
+                bool(r["applied"]),
+                r.get("error") or None,
+                bool(r.get("reported", True)),
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+        workers.append(w)
+        later.extend(k for k in r.get("restart_needed") or () if isinstance(k, str) and k not in later)
+    workers.sort(key=lambda w: w.worker)
+    failed = [w for w in workers if not w.applied]
+    applied = bool(workers) and not failed
+    error = "; ".join(f"worker {w.worker} (pid {w.pid}): {w.error}" for w in failed) or None
+    if not workers:
+        error = "the supervisor reported no worker"
+    done = sum(w.applied for w in workers)
+    note = f"reloaded through the supervisor (pid {parent}): {done} of {len(workers)} workers applied it"
+    return ReloadOutcome(applied, error, tuple(later), tuple(workers), note)
+
+
 @dataclass
 class Reloader:
     """Reloads ``path`` into ``live``: ``await reloader.reload()`` is the one entry of every trigger."""
@@ -127,50 +185,98 @@ class Reloader:
     """How long an old core's calls may run before it is closed anyway."""
     worker: tuple[int, int] | None = None
     """(index, supervisor pid) when a supervisor started this process."""
+    wait_s: float = 30.0
+    """``server.reload_wait_s``: how long the supervisor waits for each worker in a round."""
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _draining: set[asyncio.Task[None]] = field(default_factory=set)
-    _waiting: list[asyncio.Future[ReloadOutcome]] = field(default_factory=list)
+    _rounds: dict[str, asyncio.Future[list[dict[str, Any]]]] = field(default_factory=dict)
+    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _digest: bytes = b""
 
-    async def reload(self, trigger: str = "admin") -> ReloadOutcome:
+    async def reload(self, trigger: str = "admin", round_id: str | None = None) -> ReloadOutcome:
         """Load, check, build and swap (see the module docstring); the outcome, never raised."""
         async with self._lock:
             outcome = await self._reload(trigger)
-        self._report(outcome, trigger)
-        waiting, self._waiting = self._waiting, []
-        for future in waiting:
-            if not future.done():
-                future.set_result(outcome)
+        self._report(outcome, trigger, round_id)
         return outcome
 
     async def reload_fleet(self, trigger: str = "admin") -> ReloadOutcome:
-        """Every process of this sidecar: this one alone, or, under a supervisor, every worker (the
-        file checked here first; then SIGHUP to the supervisor, which forwards it to each worker)."""
-        if self.worker is None:
+        """Every process of this sidecar: this one alone, or, under a supervisor, every worker in one
+        round (the file checked here first), answered with each worker's outcome."""
+        fd = os.environ.get(COMMAND_FD_ENV)
+        if self.worker is None or not fd or not os.environ.get(REPORT_FD_ENV):
             return await self.reload(trigger)
         index, parent = self.worker
         try:
             self._load()
         except ConfigError:
-            return await self.reload(trigger)  # refused here too: logged, counted, the same error
-        future: asyncio.Future[ReloadOutcome] = asyncio.get_running_loop().create_future()
-        self._waiting.append(future)
+            outcome = await self.reload(trigger)  # refused here too: logged, counted, the same error
+            note = "refused by this worker before asking the others (they read the same file)"
+            me = WorkerOutcome(index, os.getpid(), False, outcome.error)
+            return ReloadOutcome(False, outcome.error, (), (me,), note)
+        round_id = uuid.uuid4().hex
+        future: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()
+        self._rounds[round_id] = future
         try:
-            os.kill(parent, signal.SIGHUP)
-        except OSError as exc:
-            self._waiting.remove(future)
-            _log.warning("reload: cannot signal the supervisor (pid %d): %s; reloading this worker", parent, exc)
-            return await self.reload(trigger)
-        try:
-            mine = await asyncio.wait_for(future, max(self.drain_s, 10.0))
-        except TimeoutError:
-            return ReloadOutcome(False, "the supervisor's SIGHUP did not reach this worker in time")
-        note = (
-            f"SIGHUP sent to the supervisor (pid {parent}): every worker reloads; "
-            "the supervisor logs each worker's outcome"
+            if not self._write({"ask": round_id, "worker": index, "pid": os.getpid()}):
+                _log.warning("reload: cannot reach the supervisor (pid %d); reloading this worker alone", parent)
+                alone = await self.reload(trigger)
+                me = WorkerOutcome(index, os.getpid(), alone.applied, alone.error)
+                note = f"the supervisor (pid {parent}) could not be asked: this worker alone reloaded"
+                return ReloadOutcome(alone.applied, alone.error, alone.restart_needed, (me,), note)
+            try:
+                reports = await asyncio.wait_for(asyncio.shield(future), self.wait_s + ANSWER_MARGIN_S)
+            except TimeoutError:
+                error = f"the supervisor (pid {parent}) did not answer within {self.wait_s + ANSWER_MARGIN_S:g} s"
+                return ReloadOutcome(False, error, (), (), "each worker's outcome is in the supervisor's log")
+        finally:
+            self._rounds.pop(round_id, None)
+        return _fleet_outcome(reports, parent)
+
+    async def serve_supervisor(self) -> None:
+        """Read the supervisor's commands (``COMMAND_FD_ENV``) until the pipe closes: a round's reload,
+        a round's outcomes for the reload this worker asked."""
+        fd = os.environ.get(COMMAND_FD_ENV)
+        if self.worker is None or not fd:
+            return
+        loop = asyncio.get_running_loop()
+        lines = asyncio.StreamReader(limit=1 << 22)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(lines), os.fdopen(int(fd), "rb", buffering=0)
         )
-        me = WorkerOutcome(index, os.getpid(), mine.applied, mine.error)
-        return ReloadOutcome(mine.applied, mine.error, mine.restart_needed, (me,), note)
+        try:
+            while line := await lines.readline():
+                try:
+                    command = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(command, dict):
+                    continue
+                if isinstance(command.get("reload"), str):
+                    task = loop.create_task(self.reload("supervisor", command["reload"]))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+                elif isinstance(command.get("round"), str) and isinstance(command.get("workers"), list):
+                    future = self._rounds.get(command["round"])
+                    if future is not None and not future.done():
+                        future.set_result([w for w in command["workers"] if isinstance(w, dict)])
+        finally:
+            transport.close()
+
+    def _write(self, line: dict[str, Any]) -> bool:
+        """One JSON line (under PIPE_BUF: written whole) on the supervisor's report pipe."""
+        fd = os.environ.get(REPORT_FD_ENV)
+        if not fd:
+            return False
+        data = (json.dumps(line) + "\n").encode()
+        while len(data) > PIPE_BUF and line.get("error"):  # an escaped error may be longer than its text
+            line = {**line, "error": str(line["error"])[: len(str(line["error"])) // 2] + "..."}
+            data = (json.dumps(line) + "\n").encode()
+        try:
+            os.write(int(fd), data)
+        except (OSError, ValueError):
+            return False
+        return True
 
     def _load(self) -> Config:
         if self.path is None:
@@ -212,11 +318,11 @@ class Reloader:
 
     async def aclose(self) -> None:
         """Every old core closed (the process is stopping)."""
-        for task in list(self._draining):
+        for task in [*self._draining, *self._tasks]:
             task.cancel()
-        await asyncio.gather(*self._draining, return_exceptions=True)
+        await asyncio.gather(*self._draining, *self._tasks, return_exceptions=True)
 
-    def _report(self, outcome: ReloadOutcome, trigger: str) -> None:
+    def _report(self, outcome: ReloadOutcome, trigger: str, round_id: str | None) -> None:
         if self.metrics is not None:
             self.metrics.reloaded("applied" if outcome.applied else "refused")
         extra = {"reload_trigger": trigger, "reload_applied": outcome.applied}
@@ -231,17 +337,17 @@ class Reloader:
                 )
         else:
             _log.error("reload (%s) refused, the config before keeps serving: %s", trigger, outcome.error, extra=extra)
-        fd = os.environ.get(REPORT_FD_ENV)
-        if self.worker is not None and fd:
-            line = {
+        if self.worker is not None:
+            line: dict[str, Any] = {
                 "worker": self.worker[0],
                 "pid": os.getpid(),
                 "applied": outcome.applied,
                 "error": (outcome.error or "")[:REPORT_MAX_ERROR] or None,
-                "restart_needed": list(outcome.restart_needed),
+                "restart_needed": list(outcome.restart_needed)[:20],
             }
-            with contextlib.suppress(OSError, ValueError):
-                os.write(int(fd), (json.dumps(line) + "\n").encode())
+            if round_id is not None:
+                line["round"] = round_id
+            self._write(line)
 
     # ------------------------------------------------------------------ server.watch_config
 

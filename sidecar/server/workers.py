@@ -11,9 +11,12 @@
     restarts a worker that dies: after              every PARENT_CHECK_S)
       RESTART_MIN_S, doubling to RESTART_MAX_S
       while it keeps dying within STABLE_S
-    SIGHUP: forwarded to every worker; each       SIGHUP: the config file reloaded (server.reload);
-      worker's reload outcome read from the pipe    its outcome written to the supervisor's pipe
-      (REPORT_FD_ENV) and logged                    (an admin reload: SIGHUP to the supervisor)
+    SIGHUP, or a worker's {"ask"} (an admin       {"reload": ROUND} on its command pipe: the config
+      reload): a round, {"reload": ROUND} on each   file reloaded (server.reload); its outcome written
+      worker's command pipe (COMMAND_FD_ENV);       to the report pipe (REPORT_FD_ENV) with the round
+      every outcome read from the report pipe,      an admin reload: {"ask"} on the report pipe, then
+      logged, at most server.reload_wait_s; the     the round's set from its command pipe: every
+      whole set to the worker that asked            worker's outcome in the answer (server.reload)
     SIGTERM / SIGINT: forwarded to every worker,  SIGTERM: health NOT_SERVING, new calls refused,
       waits for each to drain (grace period +       the calls in flight finish within the grace
       STOP_MARGIN_S, then SIGKILL); exit 0          period; exit 0
@@ -33,12 +36,13 @@ import os
 import signal
 import socket
 import sys
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sidecar.config import Config
 from sidecar.server.cores import worker_count
-from sidecar.server.reload import REPORT_FD_ENV
+from sidecar.server.reload import COMMAND_FD_ENV, REPORT_FD_ENV
 
 __all__ = [
     "EMBEDDED_ENV",
@@ -112,6 +116,118 @@ class _Worker:
     delay: float = RESTART_MIN_S
     restarts: int = 0
     waiter: asyncio.Task[int] | None = field(default=None, repr=False)
+    commands: asyncio.WriteTransport | None = field(default=None, repr=False)
+    """The write end of this worker's command pipe (a new pipe for each start)."""
+
+    @property
+    def live(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
+
+    def send(self, command: dict[str, Any]) -> bool:
+        """One JSON line on the worker's command pipe; False when it is gone."""
+        if self.commands is None or self.commands.is_closing() or not self.live:
+            return False
+        self.commands.write((json.dumps(command) + "\n").encode())
+        return True
+
+    def close_commands(self) -> None:
+        if self.commands is not None:
+            self.commands.close()
+            self.commands = None
+
+
+@dataclass
+class _Round:
+    """One reload of every worker: who was asked (index: pid), what each reported."""
+
+    asker: tuple[int, int] | None
+    expected: dict[int, int]
+    reports: dict[int, dict[str, Any]] = field(default_factory=dict)
+    complete: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class _Rounds:
+    """The supervisor's reload rounds (``server.reload``'s docstring): each live worker told to reload,
+    every outcome collected within ``wait_s``, the complete set to the worker that asked."""
+
+    def __init__(self, pool: list[_Worker], wait_s: float) -> None:
+        self.pool = pool
+        self.wait_s = wait_s
+        self.rounds: dict[str, _Round] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def start(self, round_id: str, asker: tuple[int, int] | None) -> None:
+        task = asyncio.get_running_loop().create_task(self._run(round_id, asker))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def report(self, report: dict[str, Any]) -> None:
+        """A worker's outcome line: to its round (a late one, for a round already answered, only logged)."""
+        held = self.rounds.get(str(report.get("round")))
+        if held is None:
+            return
+        index = int(report["worker"])
+        if held.expected.get(index) == int(report["pid"]):
+            held.reports[index] = report
+            if len(held.reports) == len(held.expected):
+                held.complete.set()
+
+    async def _run(self, round_id: str, asker: tuple[int, int] | None) -> None:
+        held = _Round(asker, {})
+        self.rounds[round_id] = held
+        absent: list[dict[str, Any]] = []
+        for w in self.pool:
+            if w.proc is not None and w.send({"reload": round_id}):
+                held.expected[w.index] = w.proc.pid
+            else:
+                pid = w.proc.pid if w.proc is not None else 0
+                absent.append(_silent(w.index, pid, "was not running (restarting after an exit)"))
+        _log.info(
+            "reload: %d workers told to reload (round %s)",
+            len(held.expected),
+            round_id[:8],
+            extra={"workers": len(held.expected)},
+        )
+        if held.expected:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(held.complete.wait(), self.wait_s)
+        del self.rounds[round_id]
+        outcomes = [*held.reports.values(), *absent]
+        for index, pid in held.expected.items():
+            if index in held.reports:
+                continue
+            worker = self.pool[index]
+            gone = worker.proc is None or worker.proc.pid != pid or worker.proc.returncode is not None
+            why = (
+                "exited before it reported its reload"
+                if gone
+                else f"did not report its reload within {self.wait_s:g} s"
+            )
+            _log.error("worker %d (pid %d): %s", index, pid, why, extra={"worker": index, "worker_pid": pid})
+            outcomes.append(_silent(index, pid, why))
+        outcomes.sort(key=lambda r: int(r["worker"]))
+        done = sum(bool(r.get("applied")) for r in outcomes)
+        _log.info("reload: %d of %d workers applied it (round %s)", done, len(outcomes), round_id[:8])
+        if asker is None:
+            return
+        index, pid = asker
+        them = self.pool[index] if 0 <= index < len(self.pool) else None
+        if (
+            them is None
+            or them.proc is None
+            or them.proc.pid != pid
+            or not them.send({"round": round_id, "workers": outcomes})
+        ):
+            _log.warning("reload: worker %d (pid %d) asked for the reload but is gone; its answer dropped", index, pid)
+
+    async def aclose(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+def _silent(index: int, pid: int, why: str) -> dict[str, Any]:
+    return {"worker": index, "pid": pid, "applied": False, "error": why, "reported": False, "restart_needed": []}
 
 
 async def supervise(
@@ -133,9 +249,10 @@ async def supervise(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, received, sig.name)
     pool = [_Worker(i) for i in range(count)]
-    loop.add_signal_handler(signal.SIGHUP, _forward_reload, pool)
+    rounds = _Rounds(pool, config.server.reload_wait_s)
+    loop.add_signal_handler(signal.SIGHUP, lambda: rounds.start(uuid.uuid4().hex, None))
     reports, report_fd = os.pipe()  # every worker writes its reload outcomes here, one JSON line each
-    reader = asyncio.create_task(_read_reports(reports))
+    reader = asyncio.create_task(_read_reports(reports, rounds))
     fakes, embedded = await _start_fakes(config)
     env = {**os.environ, EMBEDDED_ENV: json.dumps(embedded), REPORT_FD_ENV: str(report_fd)}
     base = [sys.executable, "-m", "sidecar", "serve", "--listen", listen, "--workers", "1"]
@@ -145,12 +262,18 @@ async def supervise(
         base += ["--http", http]
 
     async def start(worker: _Worker) -> None:
-        worker.proc = await asyncio.create_subprocess_exec(
-            *base,
-            env={**env, WORKER_ENV: f"{worker.index}/{count}"},
-            stdin=asyncio.subprocess.DEVNULL,
-            pass_fds=(report_fd,),
-        )
+        worker.close_commands()
+        theirs, mine = os.pipe()  # this worker's command pipe: it reads, the supervisor writes
+        try:
+            worker.proc = await asyncio.create_subprocess_exec(
+                *base,
+                env={**env, WORKER_ENV: f"{worker.index}/{count}", COMMAND_FD_ENV: str(theirs)},
+                stdin=asyncio.subprocess.DEVNULL,
+                pass_fds=(report_fd, theirs),
+            )
+        finally:
+            os.close(theirs)
+        worker.commands, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, os.fdopen(mine, "wb", buffering=0))
         worker.started = loop.time()
         worker.waiter = asyncio.create_task(worker.proc.wait())
 
@@ -168,7 +291,10 @@ async def supervise(
     finally:
         why = stop.result() if stop.done() else "shutdown"
         print(f"sidecar supervisor: {why}; draining {count} workers", file=sys.stderr, flush=True)
+        await rounds.aclose()
         await _stop_all(pool, config.server.grace_period_s + STOP_MARGIN_S)
+        for worker in pool:
+            worker.close_commands()
         reader.cancel()
         os.close(report_fd)
         for fake in reversed(fakes):
@@ -177,18 +303,9 @@ async def supervise(
     return 0
 
 
-def _forward_reload(pool: list[_Worker]) -> None:
-    """SIGHUP: to every live worker (each reloads its config and reports on the pipe)."""
-    live = [w for w in pool if w.proc is not None and w.proc.returncode is None]
-    _log.info("reload: SIGHUP forwarded to %d workers", len(live), extra={"workers": len(live)})
-    for worker in live:
-        assert worker.proc is not None
-        with contextlib.suppress(ProcessLookupError):
-            worker.proc.send_signal(signal.SIGHUP)
-
-
-async def _read_reports(fd: int) -> None:
-    """Log each worker's reload outcome, as it writes it (``server.reload``: one JSON line)."""
+async def _read_reports(fd: int, rounds: _Rounds) -> None:
+    """Each worker's line on the report pipe (``server.reload``): an admin reload's ask starts a round;
+    a reload outcome is logged, and counted in its round."""
     loop = asyncio.get_running_loop()
     lines = asyncio.StreamReader()
     transport, _ = await loop.connect_read_pipe(
@@ -198,8 +315,15 @@ async def _read_reports(fd: int) -> None:
         while line := await lines.readline():
             try:
                 report = json.loads(line)
+                if isinstance(report.get("ask"), str):
+                    _log.info(
+                        "reload: worker %d (pid %d) asked for a reload of every worker", report["worker"], report["pid"]
+                    )
+                    rounds.start(report["ask"], (int(report["worker"]), int(report["pid"])))
+                    continue
                 index, pid, applied = int(report["worker"]), int(report["pid"]), bool(report["applied"])
-            except (ValueError, KeyError, TypeError):
+                rounds.report(report)
+            except (ValueError, KeyError, TypeError, AttributeError):
                 continue
             extra = {"worker": index, "worker_pid": pid, "reload_applied": applied}
             if applied:

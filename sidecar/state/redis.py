@@ -14,8 +14,12 @@ this: ``publish`` queues, one writer task sends. Keys (every one with a TTL)::
     {prefix}:probe:{svc}         the one half-open probe (SET NX)          TTL = probe_timeout_s
     {prefix}:closed:{svc}        when it last closed (a stale re-push loses) TTL CLOSED_TTL_S (1 h)
     {prefix}:spend:{workflow}    the workflow's spend, INCRBYFLOAT         TTL SPEND_TTL_S (7 days), renewed per add
-    (an operator's lift-pause / reset-spend: PauseLifted / SpendReset delete the mpause / spend key
-    and publish, so every replica lifts the pause / forgets the spend)
+    {prefix}:mlift:{model}       when an operator last lifted its pause    TTL ACTION_TTL_S (1 h)
+    {prefix}:sreset:{workflow}   when an operator last reset its spend     TTL ACTION_TTL_S
+    (an operator's action: lift-pause deletes a pause set before it, reset-spend takes what the
+    operator was shown off the total, close-circuit deletes an opening older than it; each publishes,
+    so every replica lifts / forgets / closes; the mlift / sreset record is read first on every
+    re-sync, so a replica cut off at the time drops its stale pause or spend before pushing it back)
     {prefix}:replicas            live replicas (a sorted set of expiries)  TTL HEARTBEAT_TTL_S (3 s), beat every 1 s
     {prefix}:call:{hash}         a tool call's intent, then its outcome    TTL the dedupe window (and the call's
                                  (core.state.CallRecords; tools.once)          longest run, for an intent)
@@ -43,11 +47,17 @@ When Redis is not there (slower than ``timeout_ms``, down, restarted)::
                             (the ``sidecar.state.available`` gauge, a span event), and again on the first
                             call that decides on local state during it (its span event)
     meanwhile               every decision local; throttle and circuit changes stay in the local view;
-                            spend added is kept and sent later (nothing lost); probes are granted locally
+                            spend added is kept and sent later (nothing lost); probes are granted locally;
+                            an operator action (lift-pause, reset-spend, close-circuit, and a probe's close)
+                            is applied here and kept, with its wall-clock time, for the fleet
     reconnect               with exponential backoff and jitter (redis-py's), RECONNECT_MIN_S to RECONNECT_MAX_S
-    re-sync                 subscribe first, then read every key of the prefix into the local view, then push
-                            the local view back (raises and pauses merged by max, an opening only where no
-                            later close is recorded, spend as a floor), then the spend kept meanwhile
+    re-sync                 subscribe first; then the actions kept, oldest first, each undoing only what is
+                            older than it (a pause set later, an opening since, a cost added elsewhere stay);
+                            then read every key of the prefix into the local view (the mlift / sreset
+                            records first); then push the local view back (raises and pauses merged by max,
+                            an opening only where no later close is recorded, spend as a floor), then the
+                            spend kept meanwhile. An action is never dropped for a re-sync: it is sent before
+                            the fleet's state is read back over it (why: docs/operations.md)
     back                    INFO once, StateBackendChanged(available=True)
 """
 
@@ -63,6 +73,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -73,6 +84,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.exceptions import RedisError
 
+from sidecar.core.clock import Clock
 from sidecar.core.details import Trigger
 from sidecar.core.observer import NULL_OBSERVER, Observer, StateBackendChanged
 from sidecar.core.state import (
@@ -114,10 +126,14 @@ RECONNECT_MAX_S = 2.0
 MAX_QUEUED = 10_000
 """Changes waiting for the writer; past it the oldest are dropped (the local view still holds them)."""
 SCAN_COUNT = 500
+ACTION_TTL_S = 3600.0
+"""How long an operator's lift or reset is remembered for replicas that re-sync after it (as CLOSED_TTL_S)."""
+MAX_ACTIONS = 10_000
+"""Operator actions kept while Redis is not there (one per target: a later one on it replaces it)."""
 MAX_CONNECTIONS = 100
 """The pool's connections (redis-py's default size); a call past them waits for one, within timeout_ms."""
 
-_KINDS = frozenset({"mthrottle", "mpause", "sthrottle", "open", "probe", "spend"})
+_KINDS = frozenset({"mthrottle", "mpause", "sthrottle", "open", "probe", "spend", "mlift", "sreset"})
 """The kinds of key read back on re-sync (``closed`` only guards a push; ``replicas`` is counted by beats)."""
 _log = logging.getLogger("sidecar.state")
 
@@ -129,7 +145,7 @@ return 1
 _PAUSE = """
 local left = redis.call('PTTL', KEYS[1])
 if left >= tonumber(ARGV[1]) then return 0 end
-redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
+redis.call('SET', KEYS[1], ARGV[4], 'PX', ARGV[1])
 redis.call('PUBLISH', ARGV[2], ARGV[3])
 return 1
 """
@@ -151,9 +167,38 @@ redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 """
-_DELETE_AND_PUBLISH = """
+_LIFT = """
+local set = tonumber(redis.call('GET', KEYS[1]) or 'x')
+local at = tonumber(ARGV[1])
+if tonumber(redis.call('GET', KEYS[2]) or '0') < at then redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2]) end
+if set ~= nil and set > at then return 0 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[1], ARGV[2])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return 1
+"""
+_RESET = """
+local at = tonumber(ARGV[1])
+if tonumber(redis.call('GET', KEYS[2]) or '0') < at then redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2]) end
+local left = tonumber(redis.call('GET', KEYS[1]) or '0') - tonumber(ARGV[3])
+redis.call('PUBLISH', ARGV[5], ARGV[6])
+if left <= 1e-9 then
+  redis.call('DEL', KEYS[1])
+  return '0'
+end
+redis.call('SET', KEYS[1], tostring(left), 'PX', ARGV[4])
+redis.call('PUBLISH', ARGV[5], cjson.encode({o = ARGV[7], k = 'spend', n = ARGV[8], usd = left}))
+return tostring(left)
+"""
+_CLOSE_OLDER = """
+local at = tonumber(ARGV[1])
+if tonumber(redis.call('GET', KEYS[2]) or '-1') < at then redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2]) end
+local raw = redis.call('GET', KEYS[1])
+if raw then
+  local ok, data = pcall(cjson.decode, raw)
+  if ok and type(data) == 'table' and tonumber(data['since'] or 0) > at then return 0 end
+end
+redis.call('DEL', KEYS[1], KEYS[3])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 """
 _CLAIM = """
@@ -324,6 +369,26 @@ def decode(data: Any) -> Change | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Action:
+    """An operator's action (or a probe's close) as it goes to Redis: the change, its wall-clock time
+    (it undoes only what is older), and for a reset what is taken off the fleet's total."""
+
+    change: PauseLifted | SpendReset | CircuitClosed
+    at: float
+    forgiven: float = 0.0
+
+    @property
+    def target(self) -> tuple[str, str]:
+        match self.change:
+            case PauseLifted(model):
+                return ("mlift", model)
+            case SpendReset(workflow):
+                return ("sreset", workflow)
+            case CircuitClosed(service):
+                return ("closed", service)
+
+
 class RedisState:
     """A ``core.state.StateBackend`` on one Redis (see the module docstring)."""
 
@@ -335,6 +400,7 @@ class RedisState:
         *,
         observer: Observer = NULL_OBSERVER,
         replica: str | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.url = url
         self.prefix = prefix
@@ -342,6 +408,8 @@ class RedisState:
         self.replica = replica or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.channel = f"{prefix}:events"
         self._observer = observer
+        self._clock = clock
+        """The wall clock an operator action is timed by (None: the system's; a test's fake one)."""
         pool = BlockingConnectionPool.from_url(
             url,
             max_connections=MAX_CONNECTIONS,
@@ -358,10 +426,14 @@ class RedisState:
         )
         self._call_claim = self._client.register_script(_CALL_CLAIM)
         self._call_abandon = self._client.register_script(_CALL_ABANDON)
-        self._delete = self._client.register_script(_DELETE_AND_PUBLISH)
+        self._lift = self._client.register_script(_LIFT)
+        self._reset = self._client.register_script(_RESET)
+        self._close_older = self._client.register_script(_CLOSE_OLDER)
         self._backoff = ExponentialWithJitterBackoff(cap=RECONNECT_MAX_S, base=RECONNECT_MIN_S)
         self._view: LocalView | None = None
-        self._queue: deque[Change] = deque(maxlen=MAX_QUEUED)
+        self._queue: deque[Change | _Action] = deque(maxlen=MAX_QUEUED)
+        self._pending: dict[tuple[str, str], _Action] = {}
+        """Operator actions Redis has not taken yet (made while it was not there): sent first on re-sync."""
         self._unsent: dict[str, float] = {}
         """Spend added here that Redis has not counted yet (sent on the next wake, or after an outage)."""
         self._wake = asyncio.Event()
@@ -406,17 +478,41 @@ class RedisState:
         """What the last failed Redis operation raised (its type and message; "" when none failed)."""
         return self._last_error
 
+    @property
+    def pending_actions(self) -> int:
+        """Operator actions applied here that the fleet has not had yet (Redis not there): sent on re-sync."""
+        return len(self._pending) + sum(isinstance(c, _Action) for c in self._queue)
+
     def publish(self, change: Change) -> None:
-        if isinstance(change, SpendReset):  # what was added here before the reset is not counted
-            self._unsent.pop(change.workflow, None)
+        item: Change | _Action = change
+        if isinstance(change, SpendReset):  # what was added here before the reset is not in Redis: not taken off
+            unsent = self._unsent.pop(change.workflow, 0.0)
+            item = _Action(change, self._now(), max(change.usd - unsent, 0.0))
+        elif isinstance(change, PauseLifted | CircuitClosed):
+            item = _Action(change, self._now())
         if isinstance(change, SpendAdded):
             self._unsent[change.workflow] = self._unsent.get(change.workflow, 0.0) + change.usd
         elif self._available:
-            self._queue.append(change)
+            self._queue.append(item)
+        elif isinstance(item, _Action):
+            self._keep_action(item)
         if self._available:
             self._wake.set()
         else:
             self._note_in_call()
+
+    def _now(self) -> float:
+        """Wall-clock seconds (UTC epoch): an action's time, and a pause's, compared across replicas."""
+        return self._clock.wall().timestamp() if self._clock is not None else time.time()
+
+    def _keep_action(self, action: _Action) -> None:
+        """An action for the next re-sync; a later one on the same target replaces it (a reset adds up)."""
+        held = self._pending.pop(action.target, None)
+        if held is not None and isinstance(action.change, SpendReset):
+            action = _Action(action.change, action.at, action.forgiven + held.forgiven)
+        if len(self._pending) >= MAX_ACTIONS:
+            self._pending.pop(next(iter(self._pending)))
+        self._pending[action.target] = action
 
     async def claim_probe(self, service: str, seconds: float) -> bool:
         if not self._available:
@@ -486,6 +582,13 @@ class RedisState:
         if self._available:
             await self._flush()
             await self._run(self._client.zrem(self._key("replicas"), self.replica))
+        if self.pending_actions:
+            _log.warning(
+                "state backend %s: %d operator actions were applied on this replica only (Redis was not reachable)",
+                redacted(self.url),
+                self.pending_actions,
+                extra={"state_backend": BACKEND},
+            )
         await self._drop_pubsub()
         with contextlib.suppress(RedisError, OSError):
             await self._client.aclose()
@@ -545,8 +648,13 @@ class RedisState:
                 await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
             return False
         self._pubsub = pubsub
-        self._queue.clear()  # what was queued is in the local view: the push sends it
-        synced = await self._pull() and await self._push() and await self._heartbeat(quiet=True)
+        for item in self._queue:  # an action is an absence the local view cannot push again: kept
+            if isinstance(item, _Action):
+                self._keep_action(item)
+        self._queue.clear()  # the rest is in the local view: the push sends it
+        synced = (
+            await self._replay() and await self._pull() and await self._push() and await self._heartbeat(quiet=True)
+        )
         if not synced or not await self._flush_spend(quiet=True):
             await self._drop_pubsub()
             return False
@@ -558,6 +666,24 @@ class RedisState:
         if pubsub is not None:
             with contextlib.suppress(RedisError, OSError):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
+
+    async def _replay(self) -> bool:
+        """The operator actions kept while Redis was not there, oldest first, before the fleet's state is
+        read back (each undoes only what is older than it); False, the rest kept, at the first failure."""
+        sent = 0
+        for target, action in sorted(self._pending.items(), key=lambda item: item[1].at):
+            if not await self._send(action, resync=True):
+                return False
+            self._pending.pop(target, None)
+            sent += 1
+        if sent:
+            _log.info(
+                "state backend %s: %d operator actions made while it was not reachable sent to the fleet",
+                redacted(self.url),
+                sent,
+                extra={"state_backend": BACKEND},
+            )
+        return True
 
     async def _pull(self) -> bool:
         """Every key of the prefix into the local view (opened before probes, so a probe lands half-open)."""
@@ -585,8 +711,11 @@ class RedisState:
             if value is None or not name or ttl == -2:
                 continue
             change = self._read(kind, name, value, ttl / 1000 if ttl > 0 else 0.0)
-            if change is not None:
-                changes.append((1 if isinstance(change, ProbeTaken) else 0, change))
+            if change is not None:  # an operator's lift or reset first: a pause or total read after it stands
+                order = (
+                    0 if isinstance(change, PauseLifted | SpendReset) else 2 if isinstance(change, ProbeTaken) else 1
+                )
+                changes.append((order, change))
         for _, change in sorted(changes, key=lambda c: c[0]):
             self._view.apply(change)
         return True
@@ -610,6 +739,10 @@ class RedisState:
                     return ProbeTaken(name, left) if left > 0 else None
                 case "spend":
                     return SpendTotal(name, float(value))
+                case "mlift":
+                    return PauseLifted(name)
+                case "sreset":
+                    return SpendReset(name)
         except (TypeError, ValueError):
             return None
         return None
@@ -632,8 +765,11 @@ class RedisState:
         self._view.apply(Replicas(int(count)))
         return True
 
-    async def _send(self, change: Change, *, resync: bool = False) -> bool:
+    async def _send(self, item: Change | _Action, *, resync: bool = False) -> bool:
         """One change's script; False when Redis did not take it."""
+        if isinstance(item, _Action):
+            return await self._send_action(item, resync=resync)
+        change = item
         payload = json.dumps(encode(change, self.replica))
         op: Awaitable[Any]
         match change:
@@ -641,8 +777,9 @@ class RedisState:
                 op = self._set(
                     keys=[self._key("mthrottle", model)], args=[throttle, _ms(THROTTLE_TTL_S), self.channel, payload]
                 )
-            case ModelPause(model, seconds):
-                op = self._pause(keys=[self._key("mpause", model)], args=[_ms(seconds), self.channel, payload])
+            case ModelPause(model, seconds):  # the value: when it was set (a re-push: of unknown age, 0)
+                at = "0" if resync else repr(self._now())
+                op = self._pause(keys=[self._key("mpause", model)], args=[_ms(seconds), self.channel, payload, at])
             case ServiceRaised(service, throttle):
                 op = self._set(
                     keys=[self._key("sthrottle", service)], args=[throttle, _ms(THROTTLE_TTL_S), self.channel, payload]
@@ -659,7 +796,7 @@ class RedisState:
                 ttl = _ms(change.seconds + change.probe_timeout_s)
                 since = change.since.timestamp()
                 op = self._open(keys=keys, args=[stored, ttl, since, self.channel, payload, "0" if resync else "1"])
-            case CircuitClosed(service):
+            case CircuitClosed(service):  # not from publish (an _Action): a push of the view, if ever
                 keys = [self._key("open", service), self._key("closed", service), self._key("probe", service)]
                 op = self._close(
                     keys=keys, args=[datetime.now(UTC).timestamp(), _ms(CLOSED_TTL_S), self.channel, payload]
@@ -670,12 +807,26 @@ class RedisState:
                     return True
                 key = self._key("spend", workflow)
                 op = self._floor(keys=[key], args=[repr(floor), _ms(SPEND_TTL_S), self.channel, self.replica, workflow])
-            case PauseLifted(model):
-                op = self._delete(keys=[self._key("mpause", model)], args=[self.channel, payload])
-            case SpendReset(workflow):
-                op = self._delete(keys=[self._key("spend", workflow)], args=[self.channel, payload])
             case _:
                 return True
+        return await self._run(op, quiet=resync) is not None
+
+    async def _send_action(self, action: _Action, *, resync: bool) -> bool:
+        """An operator action's script (``_LIFT``, ``_RESET``, ``_CLOSE_OLDER``): it undoes only what is older."""
+        payload = json.dumps(encode(action.change, self.replica))
+        at = repr(action.at)
+        op: Awaitable[Any]
+        match action.change:
+            case PauseLifted(model):
+                keys = [self._key("mpause", model), self._key("mlift", model)]
+                op = self._lift(keys=keys, args=[at, _ms(ACTION_TTL_S), self.channel, payload])
+            case SpendReset(workflow):
+                keys = [self._key("spend", workflow), self._key("sreset", workflow)]
+                args: list[str | int] = [at, _ms(ACTION_TTL_S), repr(action.forgiven), _ms(SPEND_TTL_S)]
+                op = self._reset(keys=keys, args=[*args, self.channel, payload, self.replica, workflow])
+            case CircuitClosed(service):
+                keys = [self._key("open", service), self._key("closed", service), self._key("probe", service)]
+                op = self._close_older(keys=keys, args=[at, _ms(CLOSED_TTL_S), self.channel, payload])
         return await self._run(op, quiet=resync) is not None
 
     async def _flush(self) -> bool:
@@ -683,6 +834,8 @@ class RedisState:
         while self._queue and self._available:
             change = self._queue.popleft()
             if not await self._send(change):
+                if isinstance(change, _Action):  # Redis went away under it: sent on the re-sync
+                    self._keep_action(change)
                 return False
         return await self._flush_spend()
 

@@ -159,15 +159,18 @@ class AdminServicer(apb_grpc.AdminServicer):
 
     async def CloseCircuit(self, request: apb.CloseCircuitRequest, context: Context) -> apb.CloseCircuitResponse:
         changed = await self._act(context, "CloseCircuit", "name", request.name, self._close)
-        return apb.CloseCircuitResponse(changed=changed)
+        reach, note = self._view.reach()
+        return apb.CloseCircuitResponse(changed=changed, reach=reach, note=note)
 
     async def LiftPause(self, request: apb.LiftPauseRequest, context: Context) -> apb.LiftPauseResponse:
         changed = await self._act(context, "LiftPause", "model", request.model, self._lift)
-        return apb.LiftPauseResponse(changed=changed)
+        reach, note = self._view.reach()
+        return apb.LiftPauseResponse(changed=changed, reach=reach, note=note)
 
     async def ResetSpend(self, request: apb.ResetSpendRequest, context: Context) -> apb.ResetSpendResponse:
         was = await self._act(context, "ResetSpend", "workflow", request.workflow, self._reset)
-        return apb.ResetSpendResponse(was_usd=was)
+        reach, note = self._view.reach()
+        return apb.ResetSpendResponse(was_usd=was, reach=reach, note=note)
 
     def _close(self, name: str, who: str) -> bool:
         return self._view.close_circuit(name, who=who)
@@ -189,7 +192,7 @@ class AdminServicer(apb_grpc.AdminServicer):
             applied=outcome.applied,
             error=outcome.error or "",
             workers=[
-                apb.WorkerReload(index=w.worker, pid=w.pid, applied=w.applied, error=w.error or "")
+                apb.WorkerReload(index=w.worker, pid=w.pid, applied=w.applied, error=w.error or "", reported=w.reported)
                 for w in outcome.workers
             ],
             restart_needed=list(outcome.restart_needed),

@@ -92,7 +92,8 @@ def admin_door(
                 result = {"was_usd": view.reset_spend(name, who=who)}
         except UnknownTarget as exc:
             return _error(404, "not_found", str(exc))
-        return JSONResponse({"action": what, "name": name, **result})
+        reach, note = view.reach()
+        return JSONResponse({"action": what, "name": name, **result, "reach": reach, "note": note})
 
     async def reloaded(request: Request) -> JSONResponse:
         if (refusal := refused(request)) is not None:
@@ -103,8 +104,9 @@ def admin_door(
         _log.warning("admin: an admin token from %s asked for a reload", peer)
         outcome = await reload()
         body = outcome.as_dict()
-        if not outcome.applied:
-            body["error_type"] = "config_refused"
+        if not outcome.applied:  # a worker silent past server.reload_wait_s is not a refused file
+            silent = any(not w.reported for w in outcome.workers)
+            body["error_type"] = "workers_not_reported" if silent else "config_refused"
         return JSONResponse(body, status_code=200 if outcome.applied else 422)
 
     routes = [

@@ -96,10 +96,14 @@ class CloseCircuitRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class CloseCircuitResponse(_message.Message):
-    __slots__ = ("changed",)
+    __slots__ = ("changed", "reach", "note")
     CHANGED_FIELD_NUMBER: _ClassVar[int]
+    REACH_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     changed: bool
-    def __init__(self, changed: _Optional[bool] = ...) -> None: ...
+    reach: str
+    note: str
+    def __init__(self, changed: _Optional[bool] = ..., reach: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
 
 class LiftPauseRequest(_message.Message):
     __slots__ = ("model",)
@@ -108,10 +112,14 @@ class LiftPauseRequest(_message.Message):
     def __init__(self, model: _Optional[str] = ...) -> None: ...
 
 class LiftPauseResponse(_message.Message):
-    __slots__ = ("changed",)
+    __slots__ = ("changed", "reach", "note")
     CHANGED_FIELD_NUMBER: _ClassVar[int]
+    REACH_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     changed: bool
-    def __init__(self, changed: _Optional[bool] = ...) -> None: ...
+    reach: str
+    note: str
+    def __init__(self, changed: _Optional[bool] = ..., reach: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
 
 class ResetSpendRequest(_message.Message):
     __slots__ = ("workflow",)
@@ -120,10 +128,14 @@ class ResetSpendRequest(_message.Message):
     def __init__(self, workflow: _Optional[str] = ...) -> None: ...
 
 class ResetSpendResponse(_message.Message):
-    __slots__ = ("was_usd",)
+    __slots__ = ("was_usd", "reach", "note")
     WAS_USD_FIELD_NUMBER: _ClassVar[int]
+    REACH_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     was_usd: float
-    def __init__(self, was_usd: _Optional[float] = ...) -> None: ...
+    reach: str
+    note: str
+    def __init__(self, was_usd: _Optional[float] = ..., reach: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
 
 class ReloadRequest(_message.Message):
     __slots__ = ()
@@ -144,13 +156,15 @@ class ReloadResponse(_message.Message):
     def __init__(self, applied: _Optional[bool] = ..., error: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[WorkerReload, _Mapping]]] = ..., restart_needed: _Optional[_Iterable[str]] = ..., note: _Optional[str] = ...) -> None: ...
 
 class WorkerReload(_message.Message):
-    __slots__ = ("index", "applied", "error", "pid")
+    __slots__ = ("index", "applied", "error", "pid", "reported")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     APPLIED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
+    REPORTED_FIELD_NUMBER: _ClassVar[int]
     index: int
     applied: bool
     error: str
     pid: int
-    def __init__(self, index: _Optional[int] = ..., applied: _Optional[bool] = ..., error: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+    reported: bool
+    def __init__(self, index: _Optional[int] = ..., applied: _Optional[bool] = ..., error: _Optional[str] = ..., pid: _Optional[int] = ..., reported: _Optional[bool] = ...) -> None: ...

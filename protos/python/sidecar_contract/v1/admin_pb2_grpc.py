@@ -85,15 +85,16 @@ class AdminServicer:
         raise NotImplementedError('Method not implemented!')
 
     def LiftPause(self, request, context):
-        """LiftPause ends a model's Retry-After pause (this replica). NOT_FOUND for a
-        model not in the catalog.
+        """LiftPause ends a model's Retry-After pause; with Redis, fleet-wide.
+        NOT_FOUND for a model not in the catalog.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ResetSpend(self, request, context):
-        """ResetSpend sets a workflow's recorded spend back to 0 (this replica's view).
+        """ResetSpend forgives a workflow's recorded spend (what was_usd says); with
+        Redis, fleet-wide.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

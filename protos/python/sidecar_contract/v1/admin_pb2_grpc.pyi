@@ -54,11 +54,13 @@ class AdminStub:
     name this process does not hold.
     """
     LiftPause: _grpc.UnaryUnaryMultiCallable[_admin_pb2.LiftPauseRequest, _admin_pb2.LiftPauseResponse]
-    """LiftPause ends a model's Retry-After pause (this replica). NOT_FOUND for a
-    model not in the catalog.
+    """LiftPause ends a model's Retry-After pause; with Redis, fleet-wide.
+    NOT_FOUND for a model not in the catalog.
     """
     ResetSpend: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ResetSpendRequest, _admin_pb2.ResetSpendResponse]
-    """ResetSpend sets a workflow's recorded spend back to 0 (this replica's view)."""
+    """ResetSpend forgives a workflow's recorded spend (what was_usd says); with
+    Redis, fleet-wide.
+    """
     Reload: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ReloadRequest, _admin_pb2.ReloadResponse]
     """Reload loads the config file again and swaps it in when it is valid; a
     refused file is answered OK with `applied` false and the error
@@ -80,11 +82,13 @@ class AdminAsyncStub(AdminStub):
     name this process does not hold.
     """
     LiftPause: _aio.UnaryUnaryMultiCallable[_admin_pb2.LiftPauseRequest, _admin_pb2.LiftPauseResponse]  # type: ignore[assignment]
-    """LiftPause ends a model's Retry-After pause (this replica). NOT_FOUND for a
-    model not in the catalog.
+    """LiftPause ends a model's Retry-After pause; with Redis, fleet-wide.
+    NOT_FOUND for a model not in the catalog.
     """
     ResetSpend: _aio.UnaryUnaryMultiCallable[_admin_pb2.ResetSpendRequest, _admin_pb2.ResetSpendResponse]  # type: ignore[assignment]
-    """ResetSpend sets a workflow's recorded spend back to 0 (this replica's view)."""
+    """ResetSpend forgives a workflow's recorded spend (what was_usd says); with
+    Redis, fleet-wide.
+    """
     Reload: _aio.UnaryUnaryMultiCallable[_admin_pb2.ReloadRequest, _admin_pb2.ReloadResponse]  # type: ignore[assignment]
     """Reload loads the config file again and swaps it in when it is valid; a
     refused file is answered OK with `applied` false and the error
@@ -121,8 +125,8 @@ class AdminServicer(metaclass=_abc_1.ABCMeta):
         request: _admin_pb2.LiftPauseRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.LiftPauseResponse, _abc.Awaitable[_admin_pb2.LiftPauseResponse]]:
-        """LiftPause ends a model's Retry-After pause (this replica). NOT_FOUND for a
-        model not in the catalog.
+        """LiftPause ends a model's Retry-After pause; with Redis, fleet-wide.
+        NOT_FOUND for a model not in the catalog.
         """
 
     @_abc_1.abstractmethod
@@ -131,7 +135,9 @@ class AdminServicer(metaclass=_abc_1.ABCMeta):
         request: _admin_pb2.ResetSpendRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.ResetSpendResponse, _abc.Awaitable[_admin_pb2.ResetSpendResponse]]:
-        """ResetSpend sets a workflow's recorded spend back to 0 (this replica's view)."""
+        """ResetSpend forgives a workflow's recorded spend (what was_usd says); with
+        Redis, fleet-wide.
+        """
 
     @_abc_1.abstractmethod
     def Reload(

@@ -549,7 +549,14 @@ func (x *CloseCircuitRequest) GetName() string {
 type CloseCircuitResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Whether the circuit was open (or half-open) before.
-	Changed       bool `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	Changed bool `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	// How far the action reached: "fleet" (published to every replica through
+	// the state backend), "queued" (the backend is unreachable: applied on this
+	// replica, published to the fleet once it answers, before its re-sync), or
+	// "local" (a backend of one process: this process is the whole sidecar).
+	Reach string `protobuf:"bytes,2,opt,name=reach,proto3" json:"reach,omitempty"`
+	// The same in words, for a person.
+	Note          string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -589,6 +596,20 @@ func (x *CloseCircuitResponse) GetChanged() bool {
 		return x.Changed
 	}
 	return false
+}
+
+func (x *CloseCircuitResponse) GetReach() string {
+	if x != nil {
+		return x.Reach
+	}
+	return ""
+}
+
+func (x *CloseCircuitResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
 }
 
 // LiftPauseRequest names the model whose pause ends.
@@ -641,7 +662,14 @@ func (x *LiftPauseRequest) GetModel() string {
 type LiftPauseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Whether a pause was held.
-	Changed       bool `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	Changed bool `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	// How far the action reached: "fleet" (published to every replica through
+	// the state backend), "queued" (the backend is unreachable: applied on this
+	// replica, published to the fleet once it answers, before its re-sync), or
+	// "local" (a backend of one process: this process is the whole sidecar).
+	Reach string `protobuf:"bytes,2,opt,name=reach,proto3" json:"reach,omitempty"`
+	// The same in words, for a person.
+	Note          string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -681,6 +709,20 @@ func (x *LiftPauseResponse) GetChanged() bool {
 		return x.Changed
 	}
 	return false
+}
+
+func (x *LiftPauseResponse) GetReach() string {
+	if x != nil {
+		return x.Reach
+	}
+	return ""
+}
+
+func (x *LiftPauseResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
 }
 
 // ResetSpendRequest names the workflow whose spend is reset.
@@ -733,7 +775,14 @@ func (x *ResetSpendRequest) GetWorkflow() string {
 type ResetSpendResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The spend before the reset, USD.
-	WasUsd        float64 `protobuf:"fixed64,1,opt,name=was_usd,json=wasUsd,proto3" json:"was_usd,omitempty"`
+	WasUsd float64 `protobuf:"fixed64,1,opt,name=was_usd,json=wasUsd,proto3" json:"was_usd,omitempty"`
+	// How far the action reached: "fleet" (published to every replica through
+	// the state backend), "queued" (the backend is unreachable: applied on this
+	// replica, published to the fleet once it answers, before its re-sync), or
+	// "local" (a backend of one process: this process is the whole sidecar).
+	Reach string `protobuf:"bytes,2,opt,name=reach,proto3" json:"reach,omitempty"`
+	// The same in words, for a person.
+	Note          string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -773,6 +822,20 @@ func (x *ResetSpendResponse) GetWasUsd() float64 {
 		return x.WasUsd
 	}
 	return 0
+}
+
+func (x *ResetSpendResponse) GetReach() string {
+	if x != nil {
+		return x.Reach
+	}
+	return ""
+}
+
+func (x *ResetSpendResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
 }
 
 // ReloadRequest asks for a reload of the config file.
@@ -819,7 +882,8 @@ type ReloadResponse struct {
 	Applied bool `protobuf:"varint,1,opt,name=applied,proto3" json:"applied,omitempty"`
 	// Why the file was refused (the error check-config gives), or empty.
 	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	// Each worker's outcome (with --workers N); empty in a single process.
+	// Each worker's outcome (with --workers N: every worker, collected by the
+	// supervisor within server.reload_wait_s); empty in a single process.
 	Workers []*WorkerReload `protobuf:"bytes,3,rep,name=workers,proto3" json:"workers,omitempty"`
 	// Keys that changed in restart-only sections (server, http, telemetry, state): not applied until
 	// the next restart.
@@ -905,7 +969,10 @@ type WorkerReload struct {
 	// Why not, or empty.
 	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	// The worker's process id.
-	Pid           int32 `protobuf:"varint,4,opt,name=pid,proto3" json:"pid,omitempty"`
+	Pid int32 `protobuf:"varint,4,opt,name=pid,proto3" json:"pid,omitempty"`
+	// False: it did not report within server.reload_wait_s (or was not running);
+	// `error` says which.
+	Reported      bool `protobuf:"varint,5,opt,name=reported,proto3" json:"reported,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -968,6 +1035,13 @@ func (x *WorkerReload) GetPid() int32 {
 	return 0
 }
 
+func (x *WorkerReload) GetReported() bool {
+	if x != nil {
+		return x.Reported
+	}
+	return false
+}
+
 var File_sidecar_v1_admin_proto protoreflect.FileDescriptor
 
 const file_sidecar_v1_admin_proto_rawDesc = "" +
@@ -1017,29 +1091,36 @@ const file_sidecar_v1_admin_proto_rawDesc = "" +
 	"\treachable\x18\x02 \x01(\bR\treachable\x12\x1a\n" +
 	"\breplicas\x18\x03 \x01(\x05R\breplicas\")\n" +
 	"\x13CloseCircuitRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"0\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"Z\n" +
 	"\x14CloseCircuitResponse\x12\x18\n" +
-	"\achanged\x18\x01 \x01(\bR\achanged\"(\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\x12\x14\n" +
+	"\x05reach\x18\x02 \x01(\tR\x05reach\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"(\n" +
 	"\x10LiftPauseRequest\x12\x14\n" +
-	"\x05model\x18\x01 \x01(\tR\x05model\"-\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\"W\n" +
 	"\x11LiftPauseResponse\x12\x18\n" +
-	"\achanged\x18\x01 \x01(\bR\achanged\"/\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\x12\x14\n" +
+	"\x05reach\x18\x02 \x01(\tR\x05reach\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"/\n" +
 	"\x11ResetSpendRequest\x12\x1a\n" +
-	"\bworkflow\x18\x01 \x01(\tR\bworkflow\"-\n" +
+	"\bworkflow\x18\x01 \x01(\tR\bworkflow\"W\n" +
 	"\x12ResetSpendResponse\x12\x17\n" +
-	"\awas_usd\x18\x01 \x01(\x01R\x06wasUsd\"\x0f\n" +
+	"\awas_usd\x18\x01 \x01(\x01R\x06wasUsd\x12\x14\n" +
+	"\x05reach\x18\x02 \x01(\tR\x05reach\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"\x0f\n" +
 	"\rReloadRequest\"\xaf\x01\n" +
 	"\x0eReloadResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x122\n" +
 	"\aworkers\x18\x03 \x03(\v2\x18.sidecar.v1.WorkerReloadR\aworkers\x12%\n" +
 	"\x0erestart_needed\x18\x04 \x03(\tR\rrestartNeeded\x12\x12\n" +
-	"\x04note\x18\x05 \x01(\tR\x04note\"f\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\"\x82\x01\n" +
 	"\fWorkerReload\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x18\n" +
 	"\aapplied\x18\x02 \x01(\bR\aapplied\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x10\n" +
-	"\x03pid\x18\x04 \x01(\x05R\x03pid2\xf9\x02\n" +
+	"\x03pid\x18\x04 \x01(\x05R\x03pid\x12\x1a\n" +
+	"\breported\x18\x05 \x01(\bR\breported2\xf9\x02\n" +
 	"\x05Admin\x12E\n" +
 	"\bGetState\x12\x1b.sidecar.v1.GetStateRequest\x1a\x1c.sidecar.v1.GetStateResponse\x12Q\n" +
 	"\fCloseCircuit\x12\x1f.sidecar.v1.CloseCircuitRequest\x1a .sidecar.v1.CloseCircuitResponse\x12H\n" +

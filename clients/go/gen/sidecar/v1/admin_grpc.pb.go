@@ -50,10 +50,11 @@ type AdminClient interface {
 	// as a successful probe closes it; with Redis, fleet-wide. NOT_FOUND for a
 	// name this process does not hold.
 	CloseCircuit(ctx context.Context, in *CloseCircuitRequest, opts ...grpc.CallOption) (*CloseCircuitResponse, error)
-	// LiftPause ends a model's Retry-After pause (this replica). NOT_FOUND for a
-	// model not in the catalog.
+	// LiftPause ends a model's Retry-After pause; with Redis, fleet-wide.
+	// NOT_FOUND for a model not in the catalog.
 	LiftPause(ctx context.Context, in *LiftPauseRequest, opts ...grpc.CallOption) (*LiftPauseResponse, error)
-	// ResetSpend sets a workflow's recorded spend back to 0 (this replica's view).
+	// ResetSpend forgives a workflow's recorded spend (what was_usd says); with
+	// Redis, fleet-wide.
 	ResetSpend(ctx context.Context, in *ResetSpendRequest, opts ...grpc.CallOption) (*ResetSpendResponse, error)
 	// Reload loads the config file again and swaps it in when it is valid; a
 	// refused file is answered OK with `applied` false and the error
@@ -132,10 +133,11 @@ type AdminServer interface {
 	// as a successful probe closes it; with Redis, fleet-wide. NOT_FOUND for a
 	// name this process does not hold.
 	CloseCircuit(context.Context, *CloseCircuitRequest) (*CloseCircuitResponse, error)
-	// LiftPause ends a model's Retry-After pause (this replica). NOT_FOUND for a
-	// model not in the catalog.
+	// LiftPause ends a model's Retry-After pause; with Redis, fleet-wide.
+	// NOT_FOUND for a model not in the catalog.
 	LiftPause(context.Context, *LiftPauseRequest) (*LiftPauseResponse, error)
-	// ResetSpend sets a workflow's recorded spend back to 0 (this replica's view).
+	// ResetSpend forgives a workflow's recorded spend (what was_usd says); with
+	// Redis, fleet-wide.
 	ResetSpend(context.Context, *ResetSpendRequest) (*ResetSpendResponse, error)
 	// Reload loads the config file again and swaps it in when it is valid; a
 	// refused file is answered OK with `applied` false and the error

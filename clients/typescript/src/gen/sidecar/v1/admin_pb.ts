@@ -25,7 +25,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sidecar/v1/admin.proto.
  */
 export const file_sidecar_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChZzaWRlY2FyL3YxL2FkbWluLnByb3RvEgpzaWRlY2FyLnYxIhEKD0dldFN0YXRlUmVxdWVzdCLoAQoQR2V0U3RhdGVSZXNwb25zZRImCgZtb2RlbHMYASADKAsyFi5zaWRlY2FyLnYxLk1vZGVsU3RhdGUSKAoIc2VydmljZXMYAiADKAsyFi5zaWRlY2FyLnYxLkd1YXJkU3RhdGUSKwoLZGVwbG95bWVudHMYAyADKAsyFi5zaWRlY2FyLnYxLkd1YXJkU3RhdGUSLAoJd29ya2Zsb3dzGAQgAygLMhkuc2lkZWNhci52MS5Xb3JrZmxvd1NwZW5kEicKBXN0YXRlGAUgASgLMhguc2lkZWNhci52MS5CYWNrZW5kU3RhdGUi2wEKCk1vZGVsU3RhdGUSDQoFbW9kZWwYASABKAkSEAoIdGhyb3R0bGUYAiABKAESGAoLcGFjZWRfcGVyX3MYAyABKAFIAIgBARIUCgxwYXVzZV9sZWZ0X3MYBCABKAESEQoJaW5fZmxpZ2h0GAUgASgFEg4KBnF1ZXVlZBgGIAEoBRITCgtsYXN0X3NpZ25hbBgHIAEoCRIeChFsYXN0X3NpZ25hbF9hZ2VfcxgIIAEoAUgBiAEBQg4KDF9wYWNlZF9wZXJfc0IUChJfbGFzdF9zaWduYWxfYWdlX3Mi3AEKCkd1YXJkU3RhdGUSDAoEbmFtZRgBIAEoCRIpCgdjaXJjdWl0GAIgASgOMhguc2lkZWNhci52MS5DaXJjdWl0U3RhdGUSEAoIdGhyb3R0bGUYAyABKAESEQoJb3BlbmVkX2J5GAQgASgJEi0KCW9wZW5lZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKY29vbGRvd25fcxgGIAEoARIXCg9jb29sZG93bl9sZWZ0X3MYByABKAESFAoMcHJvYmVfaG9sZGVyGAggASgJIlYKDVdvcmtmbG93U3BlbmQSEAoId29ya2Zsb3cYASABKAkSEQoJc3BlbnRfdXNkGAIgASgBEhQKB2NhcF91c2QYAyABKAFIAIgBAUIKCghfY2FwX3VzZCJECgxCYWNrZW5kU3RhdGUSDwoHYmFja2VuZBgBIAEoCRIRCglyZWFjaGFibGUYAiABKAgSEAoIcmVwbGljYXMYAyABKAUiIwoTQ2xvc2VDaXJjdWl0UmVxdWVzdBIMCgRuYW1lGAEgASgJIicKFENsb3NlQ2lyY3VpdFJlc3BvbnNlEg8KB2NoYW5nZWQYASABKAgiIQoQTGlmdFBhdXNlUmVxdWVzdBINCgVtb2RlbBgBIAEoCSIkChFMaWZ0UGF1c2VSZXNwb25zZRIPCgdjaGFuZ2VkGAEgASgIIiUKEVJlc2V0U3BlbmRSZXF1ZXN0EhAKCHdvcmtmbG93GAEgASgJIiUKElJlc2V0U3BlbmRSZXNwb25zZRIPCgd3YXNfdXNkGAEgASgBIg8KDVJlbG9hZFJlcXVlc3QigQEKDlJlbG9hZFJlc3BvbnNlEg8KB2FwcGxpZWQYASABKAgSDQoFZXJyb3IYAiABKAkSKQoHd29ya2VycxgDIAMoCzIYLnNpZGVjYXIudjEuV29ya2VyUmVsb2FkEhYKDnJlc3RhcnRfbmVlZGVkGAQgAygJEgwKBG5vdGUYBSABKAkiSgoMV29ya2VyUmVsb2FkEg0KBWluZGV4GAEgASgFEg8KB2FwcGxpZWQYAiABKAgSDQoFZXJyb3IYAyABKAkSCwoDcGlkGAQgASgFMvkCCgVBZG1pbhJFCghHZXRTdGF0ZRIbLnNpZGVjYXIudjEuR2V0U3RhdGVSZXF1ZXN0Ghwuc2lkZWNhci52MS5HZXRTdGF0ZVJlc3BvbnNlElEKDENsb3NlQ2lyY3VpdBIfLnNpZGVjYXIudjEuQ2xvc2VDaXJjdWl0UmVxdWVzdBogLnNpZGVjYXIudjEuQ2xvc2VDaXJjdWl0UmVzcG9uc2USSAoJTGlmdFBhdXNlEhwuc2lkZWNhci52MS5MaWZ0UGF1c2VSZXF1ZXN0Gh0uc2lkZWNhci52MS5MaWZ0UGF1c2VSZXNwb25zZRJLCgpSZXNldFNwZW5kEh0uc2lkZWNhci52MS5SZXNldFNwZW5kUmVxdWVzdBoeLnNpZGVjYXIudjEuUmVzZXRTcGVuZFJlc3BvbnNlEj8KBlJlbG9hZBIZLnNpZGVjYXIudjEuUmVsb2FkUmVxdWVzdBoaLnNpZGVjYXIudjEuUmVsb2FkUmVzcG9uc2VCnQEKDmRldi5zaWRlY2FyLnYxUAFaQmdpdGh1Yi5jb20vc2lkZWNhci1kZXYvc2lkZWNhci9jbGllbnRzL2dvL2dlbi9zaWRlY2FyL3YxO3NpZGVjYXJ2MaICA1NYWKoCClNpZGVjYXIuVjHKAgpTaWRlY2FyXFYx4gIWU2lkZWNhclxWMVxHUEJNZXRhZGF0YeoCC1NpZGVjYXI6OlYxYgZwcm90bzM", [file_google_protobuf_timestamp, file_sidecar_v1_sidecar]);
+  fileDesc("ChZzaWRlY2FyL3YxL2FkbWluLnByb3RvEgpzaWRlY2FyLnYxIhEKD0dldFN0YXRlUmVxdWVzdCLoAQoQR2V0U3RhdGVSZXNwb25zZRImCgZtb2RlbHMYASADKAsyFi5zaWRlY2FyLnYxLk1vZGVsU3RhdGUSKAoIc2VydmljZXMYAiADKAsyFi5zaWRlY2FyLnYxLkd1YXJkU3RhdGUSKwoLZGVwbG95bWVudHMYAyADKAsyFi5zaWRlY2FyLnYxLkd1YXJkU3RhdGUSLAoJd29ya2Zsb3dzGAQgAygLMhkuc2lkZWNhci52MS5Xb3JrZmxvd1NwZW5kEicKBXN0YXRlGAUgASgLMhguc2lkZWNhci52MS5CYWNrZW5kU3RhdGUi2wEKCk1vZGVsU3RhdGUSDQoFbW9kZWwYASABKAkSEAoIdGhyb3R0bGUYAiABKAESGAoLcGFjZWRfcGVyX3MYAyABKAFIAIgBARIUCgxwYXVzZV9sZWZ0X3MYBCABKAESEQoJaW5fZmxpZ2h0GAUgASgFEg4KBnF1ZXVlZBgGIAEoBRITCgtsYXN0X3NpZ25hbBgHIAEoCRIeChFsYXN0X3NpZ25hbF9hZ2VfcxgIIAEoAUgBiAEBQg4KDF9wYWNlZF9wZXJfc0IUChJfbGFzdF9zaWduYWxfYWdlX3Mi3AEKCkd1YXJkU3RhdGUSDAoEbmFtZRgBIAEoCRIpCgdjaXJjdWl0GAIgASgOMhguc2lkZWNhci52MS5DaXJjdWl0U3RhdGUSEAoIdGhyb3R0bGUYAyABKAESEQoJb3BlbmVkX2J5GAQgASgJEi0KCW9wZW5lZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKY29vbGRvd25fcxgGIAEoARIXCg9jb29sZG93bl9sZWZ0X3MYByABKAESFAoMcHJvYmVfaG9sZGVyGAggASgJIlYKDVdvcmtmbG93U3BlbmQSEAoId29ya2Zsb3cYASABKAkSEQoJc3BlbnRfdXNkGAIgASgBEhQKB2NhcF91c2QYAyABKAFIAIgBAUIKCghfY2FwX3VzZCJECgxCYWNrZW5kU3RhdGUSDwoHYmFja2VuZBgBIAEoCRIRCglyZWFjaGFibGUYAiABKAgSEAoIcmVwbGljYXMYAyABKAUiIwoTQ2xvc2VDaXJjdWl0UmVxdWVzdBIMCgRuYW1lGAEgASgJIkQKFENsb3NlQ2lyY3VpdFJlc3BvbnNlEg8KB2NoYW5nZWQYASABKAgSDQoFcmVhY2gYAiABKAkSDAoEbm90ZRgDIAEoCSIhChBMaWZ0UGF1c2VSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJIkEKEUxpZnRQYXVzZVJlc3BvbnNlEg8KB2NoYW5nZWQYASABKAgSDQoFcmVhY2gYAiABKAkSDAoEbm90ZRgDIAEoCSIlChFSZXNldFNwZW5kUmVxdWVzdBIQCgh3b3JrZmxvdxgBIAEoCSJCChJSZXNldFNwZW5kUmVzcG9uc2USDwoHd2FzX3VzZBgBIAEoARINCgVyZWFjaBgCIAEoCRIMCgRub3RlGAMgASgJIg8KDVJlbG9hZFJlcXVlc3QigQEKDlJlbG9hZFJlc3BvbnNlEg8KB2FwcGxpZWQYASABKAgSDQoFZXJyb3IYAiABKAkSKQoHd29ya2VycxgDIAMoCzIYLnNpZGVjYXIudjEuV29ya2VyUmVsb2FkEhYKDnJlc3RhcnRfbmVlZGVkGAQgAygJEgwKBG5vdGUYBSABKAkiXAoMV29ya2VyUmVsb2FkEg0KBWluZGV4GAEgASgFEg8KB2FwcGxpZWQYAiABKAgSDQoFZXJyb3IYAyABKAkSCwoDcGlkGAQgASgFEhAKCHJlcG9ydGVkGAUgASgIMvkCCgVBZG1pbhJFCghHZXRTdGF0ZRIbLnNpZGVjYXIudjEuR2V0U3RhdGVSZXF1ZXN0Ghwuc2lkZWNhci52MS5HZXRTdGF0ZVJlc3BvbnNlElEKDENsb3NlQ2lyY3VpdBIfLnNpZGVjYXIudjEuQ2xvc2VDaXJjdWl0UmVxdWVzdBogLnNpZGVjYXIudjEuQ2xvc2VDaXJjdWl0UmVzcG9uc2USSAoJTGlmdFBhdXNlEhwuc2lkZWNhci52MS5MaWZ0UGF1c2VSZXF1ZXN0Gh0uc2lkZWNhci52MS5MaWZ0UGF1c2VSZXNwb25zZRJLCgpSZXNldFNwZW5kEh0uc2lkZWNhci52MS5SZXNldFNwZW5kUmVxdWVzdBoeLnNpZGVjYXIudjEuUmVzZXRTcGVuZFJlc3BvbnNlEj8KBlJlbG9hZBIZLnNpZGVjYXIudjEuUmVsb2FkUmVxdWVzdBoaLnNpZGVjYXIudjEuUmVsb2FkUmVzcG9uc2VCnQEKDmRldi5zaWRlY2FyLnYxUAFaQmdpdGh1Yi5jb20vc2lkZWNhci1kZXYvc2lkZWNhci9jbGllbnRzL2dvL2dlbi9zaWRlY2FyL3YxO3NpZGVjYXJ2MaICA1NYWKoCClNpZGVjYXIuVjHKAgpTaWRlY2FyXFYx4gIWU2lkZWNhclxWMVxHUEJNZXRhZGF0YeoCC1NpZGVjYXI6OlYxYgZwcm90bzM", [file_google_protobuf_timestamp, file_sidecar_v1_sidecar]);
 
 /**
  * GetStateRequest asks for the state view.
@@ -335,6 +335,23 @@ export type CloseCircuitResponse = Message<"sidecar.v1.CloseCircuitResponse"> & 
    * @generated from field: bool changed = 1;
    */
   changed: boolean;
+
+  /**
+   * How far the action reached: "fleet" (published to every replica through
+   * the state backend), "queued" (the backend is unreachable: applied on this
+   * replica, published to the fleet once it answers, before its re-sync), or
+   * "local" (a backend of one process: this process is the whole sidecar).
+   *
+   * @generated from field: string reach = 2;
+   */
+  reach: string;
+
+  /**
+   * The same in words, for a person.
+   *
+   * @generated from field: string note = 3;
+   */
+  note: string;
 };
 
 /**
@@ -377,6 +394,23 @@ export type LiftPauseResponse = Message<"sidecar.v1.LiftPauseResponse"> & {
    * @generated from field: bool changed = 1;
    */
   changed: boolean;
+
+  /**
+   * How far the action reached: "fleet" (published to every replica through
+   * the state backend), "queued" (the backend is unreachable: applied on this
+   * replica, published to the fleet once it answers, before its re-sync), or
+   * "local" (a backend of one process: this process is the whole sidecar).
+   *
+   * @generated from field: string reach = 2;
+   */
+  reach: string;
+
+  /**
+   * The same in words, for a person.
+   *
+   * @generated from field: string note = 3;
+   */
+  note: string;
 };
 
 /**
@@ -419,6 +453,23 @@ export type ResetSpendResponse = Message<"sidecar.v1.ResetSpendResponse"> & {
    * @generated from field: double was_usd = 1;
    */
   wasUsd: number;
+
+  /**
+   * How far the action reached: "fleet" (published to every replica through
+   * the state backend), "queued" (the backend is unreachable: applied on this
+   * replica, published to the fleet once it answers, before its re-sync), or
+   * "local" (a backend of one process: this process is the whole sidecar).
+   *
+   * @generated from field: string reach = 2;
+   */
+  reach: string;
+
+  /**
+   * The same in words, for a person.
+   *
+   * @generated from field: string note = 3;
+   */
+  note: string;
 };
 
 /**
@@ -464,7 +515,8 @@ export type ReloadResponse = Message<"sidecar.v1.ReloadResponse"> & {
   error: string;
 
   /**
-   * Each worker's outcome (with --workers N); empty in a single process.
+   * Each worker's outcome (with --workers N: every worker, collected by the
+   * supervisor within server.reload_wait_s); empty in a single process.
    *
    * @generated from field: repeated sidecar.v1.WorkerReload workers = 3;
    */
@@ -526,6 +578,14 @@ export type WorkerReload = Message<"sidecar.v1.WorkerReload"> & {
    * @generated from field: int32 pid = 4;
    */
   pid: number;
+
+  /**
+   * False: it did not report within server.reload_wait_s (or was not running);
+   * `error` says which.
+   *
+   * @generated from field: bool reported = 5;
+   */
+  reported: boolean;
 };
 
 /**
@@ -565,8 +625,8 @@ export const Admin: GenService<{
     output: typeof CloseCircuitResponseSchema;
   },
   /**
-   * LiftPause ends a model's Retry-After pause (this replica). NOT_FOUND for a
-   * model not in the catalog.
+   * LiftPause ends a model's Retry-After pause; with Redis, fleet-wide.
+   * NOT_FOUND for a model not in the catalog.
    *
    * @generated from rpc sidecar.v1.Admin.LiftPause
    */
@@ -576,7 +636,8 @@ export const Admin: GenService<{
     output: typeof LiftPauseResponseSchema;
   },
   /**
-   * ResetSpend sets a workflow's recorded spend back to 0 (this replica's view).
+   * ResetSpend forgives a workflow's recorded spend (what was_usd says); with
+   * Redis, fleet-wide.
    *
    * @generated from rpc sidecar.v1.Admin.ResetSpend
    */

@@ -261,8 +261,8 @@ public final class AdminGrpc {
 
     /**
      * <pre>
-     * LiftPause ends a model's Retry-After pause (this replica). NOT_FOUND for a
-     * model not in the catalog.
+     * LiftPause ends a model's Retry-After pause; with Redis, fleet-wide.
+     * NOT_FOUND for a model not in the catalog.
      * </pre>
      */
     default void liftPause(dev.sidecar.v1.LiftPauseRequest request,
@@ -272,7 +272,8 @@ public final class AdminGrpc {
 
     /**
      * <pre>
-     * ResetSpend sets a workflow's recorded spend back to 0 (this replica's view).
+     * ResetSpend forgives a workflow's recorded spend (what was_usd says); with
+     * Redis, fleet-wide.
      * </pre>
      */
     default void resetSpend(dev.sidecar.v1.ResetSpendRequest request,
@@ -353,8 +354,8 @@ public final class AdminGrpc {
 
     /**
      * <pre>
-     * LiftPause ends a model's Retry-After pause (this replica). NOT_FOUND for a
-     * model not in the catalog.
+     * LiftPause ends a model's Retry-After pause; with Redis, fleet-wide.
+     * NOT_FOUND for a model not in the catalog.
      * </pre>
      */
     public void liftPause(dev.sidecar.v1.LiftPauseRequest request,
@@ -365,7 +366,8 @@ public final class AdminGrpc {
 
     /**
      * <pre>
-     * ResetSpend sets a workflow's recorded spend back to 0 (this replica's view).
+     * ResetSpend forgives a workflow's recorded spend (what was_usd says); with
+     * Redis, fleet-wide.
      * </pre>
      */
     public void resetSpend(dev.sidecar.v1.ResetSpendRequest request,
@@ -432,8 +434,8 @@ public final class AdminGrpc {
 
     /**
      * <pre>
-     * LiftPause ends a model's Retry-After pause (this replica). NOT_FOUND for a
-     * model not in the catalog.
+     * LiftPause ends a model's Retry-After pause; with Redis, fleet-wide.
+     * NOT_FOUND for a model not in the catalog.
      * </pre>
      */
     public dev.sidecar.v1.LiftPauseResponse liftPause(dev.sidecar.v1.LiftPauseRequest request) throws io.grpc.StatusException {
@@ -443,7 +445,8 @@ public final class AdminGrpc {
 
     /**
      * <pre>
-     * ResetSpend sets a workflow's recorded spend back to 0 (this replica's view).
+     * ResetSpend forgives a workflow's recorded spend (what was_usd says); with
+     * Redis, fleet-wide.
      * </pre>
      */
     public dev.sidecar.v1.ResetSpendResponse resetSpend(dev.sidecar.v1.ResetSpendRequest request) throws io.grpc.StatusException {
@@ -508,8 +511,8 @@ public final class AdminGrpc {
 
     /**
      * <pre>
-     * LiftPause ends a model's Retry-After pause (this replica). NOT_FOUND for a
-     * model not in the catalog.
+     * LiftPause ends a model's Retry-After pause; with Redis, fleet-wide.
+     * NOT_FOUND for a model not in the catalog.
      * </pre>
      */
     public dev.sidecar.v1.LiftPauseResponse liftPause(dev.sidecar.v1.LiftPauseRequest request) {
@@ -519,7 +522,8 @@ public final class AdminGrpc {
 
     /**
      * <pre>
-     * ResetSpend sets a workflow's recorded spend back to 0 (this replica's view).
+     * ResetSpend forgives a workflow's recorded spend (what was_usd says); with
+     * Redis, fleet-wide.
      * </pre>
      */
     public dev.sidecar.v1.ResetSpendResponse resetSpend(dev.sidecar.v1.ResetSpendRequest request) {
@@ -586,8 +590,8 @@ public final class AdminGrpc {
 
     /**
      * <pre>
-     * LiftPause ends a model's Retry-After pause (this replica). NOT_FOUND for a
-     * model not in the catalog.
+     * LiftPause ends a model's Retry-After pause; with Redis, fleet-wide.
+     * NOT_FOUND for a model not in the catalog.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.sidecar.v1.LiftPauseResponse> liftPause(
@@ -598,7 +602,8 @@ public final class AdminGrpc {
 
     /**
      * <pre>
-     * ResetSpend sets a workflow's recorded spend back to 0 (this replica's view).
+     * ResetSpend forgives a workflow's recorded spend (what was_usd says); with
+     * Redis, fleet-wide.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.sidecar.v1.ResetSpendResponse> resetSpend(

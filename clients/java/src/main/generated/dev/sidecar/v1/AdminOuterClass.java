@@ -141,34 +141,38 @@ public final class AdminOuterClass extends com.google.protobuf.GeneratedFile {
       "\010_cap_usd\"b\n\014BackendState\022\030\n\007backend\030\001 \001" +
       "(\tR\007backend\022\034\n\treachable\030\002 \001(\010R\treachabl" +
       "e\022\032\n\010replicas\030\003 \001(\005R\010replicas\")\n\023CloseCi" +
-      "rcuitRequest\022\022\n\004name\030\001 \001(\tR\004name\"0\n\024Clos" +
+      "rcuitRequest\022\022\n\004name\030\001 \001(\tR\004name\"Z\n\024Clos" +
       "eCircuitResponse\022\030\n\007changed\030\001 \001(\010R\007chang" +
-      "ed\"(\n\020LiftPauseRequest\022\024\n\005model\030\001 \001(\tR\005m" +
-      "odel\"-\n\021LiftPauseResponse\022\030\n\007changed\030\001 \001" +
-      "(\010R\007changed\"/\n\021ResetSpendRequest\022\032\n\010work" +
-      "flow\030\001 \001(\tR\010workflow\"-\n\022ResetSpendRespon" +
-      "se\022\027\n\007was_usd\030\001 \001(\001R\006wasUsd\"\017\n\rReloadReq" +
-      "uest\"\257\001\n\016ReloadResponse\022\030\n\007applied\030\001 \001(\010" +
-      "R\007applied\022\024\n\005error\030\002 \001(\tR\005error\0222\n\007worke" +
-      "rs\030\003 \003(\0132\030.sidecar.v1.WorkerReloadR\007work" +
-      "ers\022%\n\016restart_needed\030\004 \003(\tR\rrestartNeed" +
-      "ed\022\022\n\004note\030\005 \001(\tR\004note\"f\n\014WorkerReload\022\024" +
-      "\n\005index\030\001 \001(\005R\005index\022\030\n\007applied\030\002 \001(\010R\007a" +
-      "pplied\022\024\n\005error\030\003 \001(\tR\005error\022\020\n\003pid\030\004 \001(" +
-      "\005R\003pid2\371\002\n\005Admin\022E\n\010GetState\022\033.sidecar.v" +
-      "1.GetStateRequest\032\034.sidecar.v1.GetStateR" +
-      "esponse\022Q\n\014CloseCircuit\022\037.sidecar.v1.Clo" +
-      "seCircuitRequest\032 .sidecar.v1.CloseCircu" +
-      "itResponse\022H\n\tLiftPause\022\034.sidecar.v1.Lif" +
-      "tPauseRequest\032\035.sidecar.v1.LiftPauseResp" +
-      "onse\022K\n\nResetSpend\022\035.sidecar.v1.ResetSpe" +
-      "ndRequest\032\036.sidecar.v1.ResetSpendRespons" +
-      "e\022?\n\006Reload\022\031.sidecar.v1.ReloadRequest\032\032" +
-      ".sidecar.v1.ReloadResponseB\235\001\n\016dev.sidec" +
-      "ar.v1P\001ZBgithub.com/sidecar-dev/sidecar/" +
-      "clients/go/gen/sidecar/v1;sidecarv1\242\002\003SX" +
-      "X\252\002\nSidecar.V1\312\002\nSidecar\\V1\342\002\026Sidecar\\V1" +
-      "\\GPBMetadata\352\002\013Sidecar::V1b\006proto3"
+      "ed\022\024\n\005reach\030\002 \001(\tR\005reach\022\022\n\004note\030\003 \001(\tR\004" +
+      "note\"(\n\020LiftPauseRequest\022\024\n\005model\030\001 \001(\tR" +
+      "\005model\"W\n\021LiftPauseResponse\022\030\n\007changed\030\001" +
+      " \001(\010R\007changed\022\024\n\005reach\030\002 \001(\tR\005reach\022\022\n\004n" +
+      "ote\030\003 \001(\tR\004note\"/\n\021ResetSpendRequest\022\032\n\010" +
+      "workflow\030\001 \001(\tR\010workflow\"W\n\022ResetSpendRe" +
+      "sponse\022\027\n\007was_usd\030\001 \001(\001R\006wasUsd\022\024\n\005reach" +
+      "\030\002 \001(\tR\005reach\022\022\n\004note\030\003 \001(\tR\004note\"\017\n\rRel" +
+      "oadRequest\"\257\001\n\016ReloadResponse\022\030\n\007applied" +
+      "\030\001 \001(\010R\007applied\022\024\n\005error\030\002 \001(\tR\005error\0222\n" +
+      "\007workers\030\003 \003(\0132\030.sidecar.v1.WorkerReload" +
+      "R\007workers\022%\n\016restart_needed\030\004 \003(\tR\rresta" +
+      "rtNeeded\022\022\n\004note\030\005 \001(\tR\004note\"\202\001\n\014WorkerR" +
+      "eload\022\024\n\005index\030\001 \001(\005R\005index\022\030\n\007applied\030\002" +
+      " \001(\010R\007applied\022\024\n\005error\030\003 \001(\tR\005error\022\020\n\003p" +
+      "id\030\004 \001(\005R\003pid\022\032\n\010reported\030\005 \001(\010R\010reporte" +
+      "d2\371\002\n\005Admin\022E\n\010GetState\022\033.sidecar.v1.Get" +
+      "StateRequest\032\034.sidecar.v1.GetStateRespon" +
+      "se\022Q\n\014CloseCircuit\022\037.sidecar.v1.CloseCir" +
+      "cuitRequest\032 .sidecar.v1.CloseCircuitRes" +
+      "ponse\022H\n\tLiftPause\022\034.sidecar.v1.LiftPaus" +
+      "eRequest\032\035.sidecar.v1.LiftPauseResponse\022" +
+      "K\n\nResetSpend\022\035.sidecar.v1.ResetSpendReq" +
+      "uest\032\036.sidecar.v1.ResetSpendResponse\022?\n\006" +
+      "Reload\022\031.sidecar.v1.ReloadRequest\032\032.side" +
+      "car.v1.ReloadResponseB\235\001\n\016dev.sidecar.v1" +
+      "P\001ZBgithub.com/sidecar-dev/sidecar/clien" +
+      "ts/go/gen/sidecar/v1;sidecarv1\242\002\003SXX\252\002\nS" +
+      "idecar.V1\312\002\nSidecar\\V1\342\002\026Sidecar\\V1\\GPBM" +
+      "etadata\352\002\013Sidecar::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -223,7 +227,7 @@ public final class AdminOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_sidecar_v1_CloseCircuitResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_CloseCircuitResponse_descriptor,
-        new java.lang.String[] { "Changed", });
+        new java.lang.String[] { "Changed", "Reach", "Note", });
     internal_static_sidecar_v1_LiftPauseRequest_descriptor =
       getDescriptor().getMessageType(8);
     internal_static_sidecar_v1_LiftPauseRequest_fieldAccessorTable = new
@@ -235,7 +239,7 @@ public final class AdminOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_sidecar_v1_LiftPauseResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_LiftPauseResponse_descriptor,
-        new java.lang.String[] { "Changed", });
+        new java.lang.String[] { "Changed", "Reach", "Note", });
     internal_static_sidecar_v1_ResetSpendRequest_descriptor =
       getDescriptor().getMessageType(10);
     internal_static_sidecar_v1_ResetSpendRequest_fieldAccessorTable = new
@@ -247,7 +251,7 @@ public final class AdminOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_sidecar_v1_ResetSpendResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ResetSpendResponse_descriptor,
-        new java.lang.String[] { "WasUsd", });
+        new java.lang.String[] { "WasUsd", "Reach", "Note", });
     internal_static_sidecar_v1_ReloadRequest_descriptor =
       getDescriptor().getMessageType(12);
     internal_static_sidecar_v1_ReloadRequest_fieldAccessorTable = new
@@ -265,7 +269,7 @@ public final class AdminOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_sidecar_v1_WorkerReload_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_WorkerReload_descriptor,
-        new java.lang.String[] { "Index", "Applied", "Error", "Pid", });
+        new java.lang.String[] { "Index", "Applied", "Error", "Pid", "Reported", });
     descriptor.resolveAllFeaturesImmutable();
     com.google.protobuf.TimestampProto.getDescriptor();
     dev.sidecar.v1.SidecarOuterClass.getDescriptor();

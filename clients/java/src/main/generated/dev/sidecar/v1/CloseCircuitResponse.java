@@ -32,6 +32,8 @@ private static final long serialVersionUID = 0L;
     super(builder);
   }
   private CloseCircuitResponse() {
+    reach_ = "";
+    note_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -67,6 +69,106 @@ private static final long serialVersionUID = 0L;
     return changed_;
   }
 
+  public static final int REACH_FIELD_NUMBER = 2;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object reach_ = "";
+  /**
+   * <pre>
+   * How far the action reached: "fleet" (published to every replica through
+   * the state backend), "queued" (the backend is unreachable: applied on this
+   * replica, published to the fleet once it answers, before its re-sync), or
+   * "local" (a backend of one process: this process is the whole sidecar).
+   * </pre>
+   *
+   * <code>string reach = 2 [json_name = "reach"];</code>
+   * @return The reach.
+   */
+  @java.lang.Override
+  public java.lang.String getReach() {
+    java.lang.Object ref = reach_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      reach_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * How far the action reached: "fleet" (published to every replica through
+   * the state backend), "queued" (the backend is unreachable: applied on this
+   * replica, published to the fleet once it answers, before its re-sync), or
+   * "local" (a backend of one process: this process is the whole sidecar).
+   * </pre>
+   *
+   * <code>string reach = 2 [json_name = "reach"];</code>
+   * @return The bytes for reach.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getReachBytes() {
+    java.lang.Object ref = reach_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      reach_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int NOTE_FIELD_NUMBER = 3;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object note_ = "";
+  /**
+   * <pre>
+   * The same in words, for a person.
+   * </pre>
+   *
+   * <code>string note = 3 [json_name = "note"];</code>
+   * @return The note.
+   */
+  @java.lang.Override
+  public java.lang.String getNote() {
+    java.lang.Object ref = note_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      note_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * The same in words, for a person.
+   * </pre>
+   *
+   * <code>string note = 3 [json_name = "note"];</code>
+   * @return The bytes for note.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getNoteBytes() {
+    java.lang.Object ref = note_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      note_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -84,6 +186,12 @@ private static final long serialVersionUID = 0L;
     if (changed_ != false) {
       output.writeBool(1, changed_);
     }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(reach_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 2, reach_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(note_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 3, note_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -91,6 +199,12 @@ private static final long serialVersionUID = 0L;
     if (changed_ != false) {
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(1, changed_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(reach_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(2, reach_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(note_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(3, note_);
     }
     return size;
   }
@@ -118,6 +232,10 @@ private static final long serialVersionUID = 0L;
 
     if (getChanged()
         != other.getChanged()) return false;
+    if (!getReach()
+        .equals(other.getReach())) return false;
+    if (!getNote()
+        .equals(other.getNote())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -132,6 +250,10 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + CHANGED_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getChanged());
+    hash = (37 * hash) + REACH_FIELD_NUMBER;
+    hash = (53 * hash) + getReach().hashCode();
+    hash = (37 * hash) + NOTE_FIELD_NUMBER;
+    hash = (53 * hash) + getNote().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -268,6 +390,8 @@ private static final long serialVersionUID = 0L;
       super.clear();
       bitField0_ = 0;
       changed_ = false;
+      reach_ = "";
+      note_ = "";
       return this;
     }
 
@@ -304,6 +428,12 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000001) != 0)) {
         result.changed_ = changed_;
       }
+      if (((from_bitField0_ & 0x00000002) != 0)) {
+        result.reach_ = reach_;
+      }
+      if (((from_bitField0_ & 0x00000004) != 0)) {
+        result.note_ = note_;
+      }
     }
 
     @java.lang.Override
@@ -320,6 +450,16 @@ private static final long serialVersionUID = 0L;
       if (other == dev.sidecar.v1.CloseCircuitResponse.getDefaultInstance()) return this;
       if (other.getChanged() != false) {
         setChanged(other.getChanged());
+      }
+      if (!other.getReach().isEmpty()) {
+        reach_ = other.reach_;
+        bitField0_ |= 0x00000002;
+        onChanged();
+      }
+      if (!other.getNote().isEmpty()) {
+        note_ = other.note_;
+        bitField0_ |= 0x00000004;
+        onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -350,6 +490,16 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000001;
               break;
             } // case 8
+            case 18: {
+              reach_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000002;
+              break;
+            } // case 18
+            case 26: {
+              note_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000004;
+              break;
+            } // case 26
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -407,6 +557,205 @@ private static final long serialVersionUID = 0L;
     public Builder clearChanged() {
       bitField0_ = (bitField0_ & ~0x00000001);
       changed_ = false;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object reach_ = "";
+    /**
+     * <pre>
+     * How far the action reached: "fleet" (published to every replica through
+     * the state backend), "queued" (the backend is unreachable: applied on this
+     * replica, published to the fleet once it answers, before its re-sync), or
+     * "local" (a backend of one process: this process is the whole sidecar).
+     * </pre>
+     *
+     * <code>string reach = 2 [json_name = "reach"];</code>
+     * @return The reach.
+     */
+    public java.lang.String getReach() {
+      java.lang.Object ref = reach_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        reach_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * How far the action reached: "fleet" (published to every replica through
+     * the state backend), "queued" (the backend is unreachable: applied on this
+     * replica, published to the fleet once it answers, before its re-sync), or
+     * "local" (a backend of one process: this process is the whole sidecar).
+     * </pre>
+     *
+     * <code>string reach = 2 [json_name = "reach"];</code>
+     * @return The bytes for reach.
+     */
+    public com.google.protobuf.ByteString
+        getReachBytes() {
+      java.lang.Object ref = reach_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        reach_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * How far the action reached: "fleet" (published to every replica through
+     * the state backend), "queued" (the backend is unreachable: applied on this
+     * replica, published to the fleet once it answers, before its re-sync), or
+     * "local" (a backend of one process: this process is the whole sidecar).
+     * </pre>
+     *
+     * <code>string reach = 2 [json_name = "reach"];</code>
+     * @param value The reach to set.
+     * @return This builder for chaining.
+     */
+    public Builder setReach(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      reach_ = value;
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * How far the action reached: "fleet" (published to every replica through
+     * the state backend), "queued" (the backend is unreachable: applied on this
+     * replica, published to the fleet once it answers, before its re-sync), or
+     * "local" (a backend of one process: this process is the whole sidecar).
+     * </pre>
+     *
+     * <code>string reach = 2 [json_name = "reach"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearReach() {
+      reach_ = getDefaultInstance().getReach();
+      bitField0_ = (bitField0_ & ~0x00000002);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * How far the action reached: "fleet" (published to every replica through
+     * the state backend), "queued" (the backend is unreachable: applied on this
+     * replica, published to the fleet once it answers, before its re-sync), or
+     * "local" (a backend of one process: this process is the whole sidecar).
+     * </pre>
+     *
+     * <code>string reach = 2 [json_name = "reach"];</code>
+     * @param value The bytes for reach to set.
+     * @return This builder for chaining.
+     */
+    public Builder setReachBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      reach_ = value;
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object note_ = "";
+    /**
+     * <pre>
+     * The same in words, for a person.
+     * </pre>
+     *
+     * <code>string note = 3 [json_name = "note"];</code>
+     * @return The note.
+     */
+    public java.lang.String getNote() {
+      java.lang.Object ref = note_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        note_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The same in words, for a person.
+     * </pre>
+     *
+     * <code>string note = 3 [json_name = "note"];</code>
+     * @return The bytes for note.
+     */
+    public com.google.protobuf.ByteString
+        getNoteBytes() {
+      java.lang.Object ref = note_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        note_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The same in words, for a person.
+     * </pre>
+     *
+     * <code>string note = 3 [json_name = "note"];</code>
+     * @param value The note to set.
+     * @return This builder for chaining.
+     */
+    public Builder setNote(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      note_ = value;
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The same in words, for a person.
+     * </pre>
+     *
+     * <code>string note = 3 [json_name = "note"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearNote() {
+      note_ = getDefaultInstance().getNote();
+      bitField0_ = (bitField0_ & ~0x00000004);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The same in words, for a person.
+     * </pre>
+     *
+     * <code>string note = 3 [json_name = "note"];</code>
+     * @param value The bytes for note to set.
+     * @return This builder for chaining.
+     */
+    public Builder setNoteBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      note_ = value;
+      bitField0_ |= 0x00000004;
       onChanged();
       return this;
     }

@@ -124,7 +124,8 @@ private static final long serialVersionUID = 0L;
   private java.util.List<dev.sidecar.v1.WorkerReload> workers_;
   /**
    * <pre>
-   * Each worker's outcome (with --workers N); empty in a single process.
+   * Each worker's outcome (with --workers N: every worker, collected by the
+   * supervisor within server.reload_wait_s); empty in a single process.
    * </pre>
    *
    * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -135,7 +136,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Each worker's outcome (with --workers N); empty in a single process.
+   * Each worker's outcome (with --workers N: every worker, collected by the
+   * supervisor within server.reload_wait_s); empty in a single process.
    * </pre>
    *
    * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -147,7 +149,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Each worker's outcome (with --workers N); empty in a single process.
+   * Each worker's outcome (with --workers N: every worker, collected by the
+   * supervisor within server.reload_wait_s); empty in a single process.
    * </pre>
    *
    * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -158,7 +161,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Each worker's outcome (with --workers N); empty in a single process.
+   * Each worker's outcome (with --workers N: every worker, collected by the
+   * supervisor within server.reload_wait_s); empty in a single process.
    * </pre>
    *
    * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -169,7 +173,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Each worker's outcome (with --workers N); empty in a single process.
+   * Each worker's outcome (with --workers N: every worker, collected by the
+   * supervisor within server.reload_wait_s); empty in a single process.
    * </pre>
    *
    * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -897,7 +902,8 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * Each worker's outcome (with --workers N); empty in a single process.
+     * Each worker's outcome (with --workers N: every worker, collected by the
+     * supervisor within server.reload_wait_s); empty in a single process.
      * </pre>
      *
      * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -911,7 +917,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Each worker's outcome (with --workers N); empty in a single process.
+     * Each worker's outcome (with --workers N: every worker, collected by the
+     * supervisor within server.reload_wait_s); empty in a single process.
      * </pre>
      *
      * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -925,7 +932,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Each worker's outcome (with --workers N); empty in a single process.
+     * Each worker's outcome (with --workers N: every worker, collected by the
+     * supervisor within server.reload_wait_s); empty in a single process.
      * </pre>
      *
      * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -939,7 +947,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Each worker's outcome (with --workers N); empty in a single process.
+     * Each worker's outcome (with --workers N: every worker, collected by the
+     * supervisor within server.reload_wait_s); empty in a single process.
      * </pre>
      *
      * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -958,7 +967,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Each worker's outcome (with --workers N); empty in a single process.
+     * Each worker's outcome (with --workers N: every worker, collected by the
+     * supervisor within server.reload_wait_s); empty in a single process.
      * </pre>
      *
      * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -976,7 +986,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Each worker's outcome (with --workers N); empty in a single process.
+     * Each worker's outcome (with --workers N: every worker, collected by the
+     * supervisor within server.reload_wait_s); empty in a single process.
      * </pre>
      *
      * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -994,7 +1005,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Each worker's outcome (with --workers N); empty in a single process.
+     * Each worker's outcome (with --workers N: every worker, collected by the
+     * supervisor within server.reload_wait_s); empty in a single process.
      * </pre>
      *
      * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -1013,7 +1025,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Each worker's outcome (with --workers N); empty in a single process.
+     * Each worker's outcome (with --workers N: every worker, collected by the
+     * supervisor within server.reload_wait_s); empty in a single process.
      * </pre>
      *
      * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -1031,7 +1044,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Each worker's outcome (with --workers N); empty in a single process.
+     * Each worker's outcome (with --workers N: every worker, collected by the
+     * supervisor within server.reload_wait_s); empty in a single process.
      * </pre>
      *
      * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -1049,7 +1063,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Each worker's outcome (with --workers N); empty in a single process.
+     * Each worker's outcome (with --workers N: every worker, collected by the
+     * supervisor within server.reload_wait_s); empty in a single process.
      * </pre>
      *
      * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -1068,7 +1083,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Each worker's outcome (with --workers N); empty in a single process.
+     * Each worker's outcome (with --workers N: every worker, collected by the
+     * supervisor within server.reload_wait_s); empty in a single process.
      * </pre>
      *
      * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -1085,7 +1101,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Each worker's outcome (with --workers N); empty in a single process.
+     * Each worker's outcome (with --workers N: every worker, collected by the
+     * supervisor within server.reload_wait_s); empty in a single process.
      * </pre>
      *
      * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -1102,7 +1119,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Each worker's outcome (with --workers N); empty in a single process.
+     * Each worker's outcome (with --workers N: every worker, collected by the
+     * supervisor within server.reload_wait_s); empty in a single process.
      * </pre>
      *
      * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -1113,7 +1131,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Each worker's outcome (with --workers N); empty in a single process.
+     * Each worker's outcome (with --workers N: every worker, collected by the
+     * supervisor within server.reload_wait_s); empty in a single process.
      * </pre>
      *
      * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -1127,7 +1146,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Each worker's outcome (with --workers N); empty in a single process.
+     * Each worker's outcome (with --workers N: every worker, collected by the
+     * supervisor within server.reload_wait_s); empty in a single process.
      * </pre>
      *
      * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -1142,7 +1162,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Each worker's outcome (with --workers N); empty in a single process.
+     * Each worker's outcome (with --workers N: every worker, collected by the
+     * supervisor within server.reload_wait_s); empty in a single process.
      * </pre>
      *
      * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -1153,7 +1174,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Each worker's outcome (with --workers N); empty in a single process.
+     * Each worker's outcome (with --workers N: every worker, collected by the
+     * supervisor within server.reload_wait_s); empty in a single process.
      * </pre>
      *
      * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -1165,7 +1187,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Each worker's outcome (with --workers N); empty in a single process.
+     * Each worker's outcome (with --workers N: every worker, collected by the
+     * supervisor within server.reload_wait_s); empty in a single process.
      * </pre>
      *
      * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>

@@ -42,7 +42,8 @@ public interface ReloadResponseOrBuilder extends
 
   /**
    * <pre>
-   * Each worker's outcome (with --workers N); empty in a single process.
+   * Each worker's outcome (with --workers N: every worker, collected by the
+   * supervisor within server.reload_wait_s); empty in a single process.
    * </pre>
    *
    * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -51,7 +52,8 @@ public interface ReloadResponseOrBuilder extends
       getWorkersList();
   /**
    * <pre>
-   * Each worker's outcome (with --workers N); empty in a single process.
+   * Each worker's outcome (with --workers N: every worker, collected by the
+   * supervisor within server.reload_wait_s); empty in a single process.
    * </pre>
    *
    * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -59,7 +61,8 @@ public interface ReloadResponseOrBuilder extends
   dev.sidecar.v1.WorkerReload getWorkers(int index);
   /**
    * <pre>
-   * Each worker's outcome (with --workers N); empty in a single process.
+   * Each worker's outcome (with --workers N: every worker, collected by the
+   * supervisor within server.reload_wait_s); empty in a single process.
    * </pre>
    *
    * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -67,7 +70,8 @@ public interface ReloadResponseOrBuilder extends
   int getWorkersCount();
   /**
    * <pre>
-   * Each worker's outcome (with --workers N); empty in a single process.
+   * Each worker's outcome (with --workers N: every worker, collected by the
+   * supervisor within server.reload_wait_s); empty in a single process.
    * </pre>
    *
    * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>
@@ -76,7 +80,8 @@ public interface ReloadResponseOrBuilder extends
       getWorkersOrBuilderList();
   /**
    * <pre>
-   * Each worker's outcome (with --workers N); empty in a single process.
+   * Each worker's outcome (with --workers N: every worker, collected by the
+   * supervisor within server.reload_wait_s); empty in a single process.
    * </pre>
    *
    * <code>repeated .sidecar.v1.WorkerReload workers = 3 [json_name = "workers"];</code>

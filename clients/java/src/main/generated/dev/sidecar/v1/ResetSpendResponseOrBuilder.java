@@ -19,4 +19,50 @@ public interface ResetSpendResponseOrBuilder extends
    * @return The wasUsd.
    */
   double getWasUsd();
+
+  /**
+   * <pre>
+   * How far the action reached: "fleet" (published to every replica through
+   * the state backend), "queued" (the backend is unreachable: applied on this
+   * replica, published to the fleet once it answers, before its re-sync), or
+   * "local" (a backend of one process: this process is the whole sidecar).
+   * </pre>
+   *
+   * <code>string reach = 2 [json_name = "reach"];</code>
+   * @return The reach.
+   */
+  java.lang.String getReach();
+  /**
+   * <pre>
+   * How far the action reached: "fleet" (published to every replica through
+   * the state backend), "queued" (the backend is unreachable: applied on this
+   * replica, published to the fleet once it answers, before its re-sync), or
+   * "local" (a backend of one process: this process is the whole sidecar).
+   * </pre>
+   *
+   * <code>string reach = 2 [json_name = "reach"];</code>
+   * @return The bytes for reach.
+   */
+  com.google.protobuf.ByteString
+      getReachBytes();
+
+  /**
+   * <pre>
+   * The same in words, for a person.
+   * </pre>
+   *
+   * <code>string note = 3 [json_name = "note"];</code>
+   * @return The note.
+   */
+  java.lang.String getNote();
+  /**
+   * <pre>
+   * The same in words, for a person.
+   * </pre>
+   *
+   * <code>string note = 3 [json_name = "note"];</code>
+   * @return The bytes for note.
+   */
+  com.google.protobuf.ByteString
+      getNoteBytes();
 }

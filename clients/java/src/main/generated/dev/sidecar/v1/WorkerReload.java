@@ -145,6 +145,22 @@ private static final long serialVersionUID = 0L;
     return pid_;
   }
 
+  public static final int REPORTED_FIELD_NUMBER = 5;
+  private boolean reported_ = false;
+  /**
+   * <pre>
+   * False: it did not report within server.reload_wait_s (or was not running);
+   * `error` says which.
+   * </pre>
+   *
+   * <code>bool reported = 5 [json_name = "reported"];</code>
+   * @return The reported.
+   */
+  @java.lang.Override
+  public boolean getReported() {
+    return reported_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -171,6 +187,9 @@ private static final long serialVersionUID = 0L;
     if (pid_ != 0) {
       output.writeInt32(4, pid_);
     }
+    if (reported_ != false) {
+      output.writeBool(5, reported_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -189,6 +208,10 @@ private static final long serialVersionUID = 0L;
     if (pid_ != 0) {
       size += com.google.protobuf.CodedOutputStream
         .computeInt32Size(4, pid_);
+    }
+    if (reported_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(5, reported_);
     }
     return size;
   }
@@ -222,6 +245,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getError())) return false;
     if (getPid()
         != other.getPid()) return false;
+    if (getReported()
+        != other.getReported()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -242,6 +267,9 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getError().hashCode();
     hash = (37 * hash) + PID_FIELD_NUMBER;
     hash = (53 * hash) + getPid();
+    hash = (37 * hash) + REPORTED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getReported());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -381,6 +409,7 @@ private static final long serialVersionUID = 0L;
       applied_ = false;
       error_ = "";
       pid_ = 0;
+      reported_ = false;
       return this;
     }
 
@@ -426,6 +455,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000008) != 0)) {
         result.pid_ = pid_;
       }
+      if (((from_bitField0_ & 0x00000010) != 0)) {
+        result.reported_ = reported_;
+      }
     }
 
     @java.lang.Override
@@ -453,6 +485,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getPid() != 0) {
         setPid(other.getPid());
+      }
+      if (other.getReported() != false) {
+        setReported(other.getReported());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -498,6 +533,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000008;
               break;
             } // case 32
+            case 40: {
+              reported_ = input.readBool();
+              bitField0_ |= 0x00000010;
+              break;
+            } // case 40
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -735,6 +775,53 @@ private static final long serialVersionUID = 0L;
     public Builder clearPid() {
       bitField0_ = (bitField0_ & ~0x00000008);
       pid_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private boolean reported_ ;
+    /**
+     * <pre>
+     * False: it did not report within server.reload_wait_s (or was not running);
+     * `error` says which.
+     * </pre>
+     *
+     * <code>bool reported = 5 [json_name = "reported"];</code>
+     * @return The reported.
+     */
+    @java.lang.Override
+    public boolean getReported() {
+      return reported_;
+    }
+    /**
+     * <pre>
+     * False: it did not report within server.reload_wait_s (or was not running);
+     * `error` says which.
+     * </pre>
+     *
+     * <code>bool reported = 5 [json_name = "reported"];</code>
+     * @param value The reported to set.
+     * @return This builder for chaining.
+     */
+    public Builder setReported(boolean value) {
+
+      reported_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * False: it did not report within server.reload_wait_s (or was not running);
+     * `error` says which.
+     * </pre>
+     *
+     * <code>bool reported = 5 [json_name = "reported"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearReported() {
+      bitField0_ = (bitField0_ & ~0x00000010);
+      reported_ = false;
       onChanged();
       return this;
     }

@@ -59,4 +59,15 @@ public interface WorkerReloadOrBuilder extends
    * @return The pid.
    */
   int getPid();
+
+  /**
+   * <pre>
+   * False: it did not report within server.reload_wait_s (or was not running);
+   * `error` says which.
+   * </pre>
+   *
+   * <code>bool reported = 5 [json_name = "reported"];</code>
+   * @return The reported.
+   */
+  boolean getReported();
 }
