@@ -31,8 +31,7 @@ import logging
 import os
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -226,23 +225,33 @@ class LeanSpan(trace.Span):
         return True
 
     def set_attribute(self, key: str, value: Any) -> None:
-        if self._ended("set_attribute"):
+        if self._end is not None:
+            self._ended("set_attribute")
             return
+        self._set(key, value)
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        if self._end is not None:
+            self._ended("set_attributes")
+            return
+        put = self._set
+        for key, value in attributes.items():
+            put(key, value)
+
+    def _set(self, key: str, value: Any) -> None:
         attributes = self._attributes
         limits = self._limits
-        if limits.attributes is not None and len(attributes) >= limits.attributes and key not in attributes:
-            return
-        if type(value) is not str or (limits.length is not None and len(value) > limits.length):
+        kind = type(value)
+        if kind is str:
+            if limits.length is not None and len(value) > limits.length:
+                value = value[: limits.length]
+        elif kind is not int and kind is not float and kind is not bool:
             value = _clean(key, value, limits.length)
             if value is None:
                 return
-        attributes[key] = value
-
-    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
-        if self._ended("set_attributes"):
+        if limits.attributes is not None and len(attributes) >= limits.attributes and key not in attributes:
             return
-        for key, value in attributes.items():
-            self.set_attribute(key, value)
+        attributes[key] = value
 
     def add_event(self, name: str, attributes: Attributes = None, timestamp: int | None = None) -> None:
         if self._ended("add_event"):
@@ -356,15 +365,25 @@ class _LeanTracer(trace.Tracer):
         parent = current if current.is_valid else None
         ids = provider.ids
         trace_id = parent.trace_id if parent is not None else ids.generate_trace_id()
-        sampled = provider.sampler.should_sample(context, trace_id, name, kind, attributes, links)
-        trace_state = sampled.trace_state if sampled.trace_state is not None else _NO_STATE
-        if sampled.decision is not Decision.RECORD_AND_SAMPLE:  # DROP (no built-in sampler says RECORD_ONLY)
+        sampler = provider.sampler
+        if sampler is sdk_sampling.DEFAULT_ON or sampler is sdk_sampling.ALWAYS_ON:
+            # what those two answer, without building a SamplingResult: the parent's decision (always
+            # on: yes) and its trace state, the attributes as given
+            keep = parent is None or sampler is sdk_sampling.ALWAYS_ON or parent.trace_flags.sampled
+            trace_state = parent.trace_state if parent is not None else _NO_STATE
+            given = attributes
+        else:
+            sampled = sampler.should_sample(context, trace_id, name, kind, attributes, links)
+            keep = sampled.decision is Decision.RECORD_AND_SAMPLE  # DROP (no built-in sampler says RECORD_ONLY)
+            trace_state = sampled.trace_state if sampled.trace_state is not None else _NO_STATE
+            # the sampler's attributes are the span's (the SDK's rule; the built-in ones hand back the given)
+            given = sampled.attributes if sampled.attributes else attributes
+        if not keep:
             span_context = SpanContext(trace_id, ids.generate_span_id(), False, TraceFlags(0), trace_state)
             return NonRecordingSpan(span_context)
         span_context = SpanContext(trace_id, ids.generate_span_id(), False, _SAMPLED, trace_state)
         limits = provider.limits
-        # the sampler's attributes are the span's (the SDK's rule; the built-in ones hand back the given)
-        attrs = _cleaned(sampled.attributes if sampled.attributes else attributes, limits.attributes, limits.length)
+        attrs = _cleaned(given, limits.attributes, limits.length)
         link_fields = [
             (_context_fields(link.context), _cleaned(link.attributes, limits.link_attributes, limits.other_length))
             for link in (links or ())
@@ -384,7 +403,6 @@ class _LeanTracer(trace.Tracer):
             set_status_on_exception,
         )
 
-    @contextmanager
     def start_as_current_span(  # type: ignore[override]  # noqa: PLR0913 - the API's signature
         self,
         name: str,
@@ -396,23 +414,41 @@ class _LeanTracer(trace.Tracer):
         record_exception: bool = True,
         set_status_on_exception: bool = True,
         end_on_exit: bool = True,
-    ) -> Iterator[trace.Span]:
+    ) -> _Current:
         span = self.start_span(
             name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
         )
-        token = otel_context.attach(trace.set_span_in_context(span))
+        return _Current(span, record_exception, set_status_on_exception, end_on_exit)
+
+
+class _Current:
+    """``with`` it: the span current inside, an escaping exception recorded, the span ended after (as the
+    API's ``use_span`` with ``end_on_exit``); a class rather than a generator, which costs twice as much."""
+
+    __slots__ = ("_end", "_record", "_span", "_status", "_token")
+
+    def __init__(self, span: trace.Span, record: bool, status: bool, end: bool) -> None:
+        self._span = span
+        self._record = record
+        self._status = status
+        self._end = end
+        self._token: object = None
+
+    def __enter__(self) -> trace.Span:
+        self._token = otel_context.attach(trace.set_span_in_context(self._span))
+        return self._span
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        span = self._span
         try:
-            yield span
-        except BaseException as exc:
-            if span.is_recording() and not isinstance(exc, GeneratorExit):
-                if record_exception:
+            if exc is not None and span.is_recording() and not isinstance(exc, GeneratorExit):
+                if self._record:
                     span.record_exception(exc, escaped=True)
-                if set_status_on_exception:
+                if self._status:
                     span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-            raise
         finally:
-            otel_context.detach(token)
-            if end_on_exit:
+            otel_context.detach(self._token)  # type: ignore[arg-type]
+            if self._end:
                 span.end()
 
 
