@@ -56,6 +56,8 @@ from typing import Any
 import aiohttp
 import httpx
 
+from sidecar.core import overhead
+
 __all__ = [
     "BODY_SLICE_BYTES",
     "MAX_HEADER_BYTES",
@@ -129,11 +131,16 @@ class _Body(httpx.AsyncByteStream):
         self._response = response
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in self._response.content.iter_any():
-                yield chunk
-        except aiohttp.ClientError as exc:
-            raise _mapped(exc) from exc
+        chunks = self._response.content.iter_any()
+        while True:
+            try:
+                with overhead.upstream():  # the wait for the upstream's bytes, not what is done with them
+                    chunk = await anext(chunks)
+            except StopAsyncIteration:
+                return
+            except aiohttp.ClientError as exc:
+                raise _mapped(exc) from exc
+            yield chunk
 
     async def aclose(self) -> None:
         self._response.release()
@@ -233,18 +240,19 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
         timeout, head = _timeouts(request)
         try:
-            async with asyncio.timeout(head):
-                response = await session.request(
-                    request.method,
-                    str(request.url),
-                    data=data,
-                    headers=headers,
-                    timeout=timeout,
-                    allow_redirects=False,
-                    compress=None,
-                    middlewares=None if request.method in RESENT_METHODS else (),
-                    skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
-                )
+            with overhead.upstream():  # aiohttp's send, up to the response's head read (core.overhead)
+                async with asyncio.timeout(head):
+                    response = await session.request(
+                        request.method,
+                        str(request.url),
+                        data=data,
+                        headers=headers,
+                        timeout=timeout,
+                        allow_redirects=False,
+                        compress=None,
+                        middlewares=None if request.method in RESENT_METHODS else (),
+                        skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
+                    )
         except aiohttp.ClientError as exc:  # aiohttp's own timeouts among them
             raise _mapped(exc) from exc
         except TimeoutError:

@@ -4,7 +4,8 @@
     the server      ``uvicorn.Server(config).serve()`` as a task of the running loop: no thread, no
                     second process. No signal handlers of its own (``SidecarApp.stop`` ends it), no
                     logging config of its own (its lines go through the sidecar's JSON logging), no
-                    access log, no ``Server`` header, no proxy headers trusted; h11
+                    access log, no ``Server`` header, no proxy headers trusted; h11 (``_Stamped``: each
+                    request's first bytes read stamped, where its overhead stopwatch begins)
     the socket      bound here before serving: an address in use is an OSError at once, port 0 a free port;
                     SO_REUSEPORT for one of several workers serving the same host:port (``serve --workers``)
     TLS             ``server.tls`` (``security.server_ssl_context``: mTLS when ``client_ca`` is set)
@@ -32,6 +33,7 @@ import json
 import math
 import socket
 import ssl
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -42,8 +44,10 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from sidecar.config import ServerConfig
+from sidecar.core import overhead
 from sidecar.core.taxonomy import SidecarFailure, as_failure
 from sidecar.server.auth import Tokens
 from sidecar.server.http.access import Access
@@ -82,6 +86,15 @@ def _plain_fault(failure: SidecarFailure) -> tuple[int, dict[str, Any]]:
     """The answer at a path no door claims: OpenAI's error shape (the ``error`` object most clients read)."""
     error = {"message": failure.message, "type": "server_error", "param": None, "code": "internal_error"}
     return 500, {"error": error}
+
+
+class _Stamped(H11Protocol):
+    """uvicorn's h11 protocol, which stamps when it read bytes (``overhead.arrived``): a request's task is
+    made while its head is parsed, in this context, so its stopwatch begins at its first bytes read."""
+
+    def data_received(self, data: bytes) -> None:
+        overhead.arrived(time.perf_counter())
+        super().data_received(data)
 
 
 class _OnTheLoop(uvicorn.Server):
@@ -133,7 +146,7 @@ class HttpHosting:
                 log_level=None,
                 access_log=False,
                 lifespan="on",
-                http="h11",
+                http=_Stamped,
                 ws="none",
                 interface="asgi3",
                 server_header=False,
