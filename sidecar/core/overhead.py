@@ -5,9 +5,9 @@
     the services                      with joined() as watch:           the door's, or a fresh one (no door)
                                       watch.at_end(report)              report(seconds) when the stopwatch's
                                                                         own block ends (the histogram)
-    net.backend (the upstream's       with upstream():                  aiohttp's send up to the response's
-    HTTP transport), a stream's                                         head, each wait for a body chunk; a
-    exchange, an MCP tool call                                          stream's exchange; an MCP call
+    net.backend (the upstream's       watch.enter() / leave(),          a body's write to the response's head
+    HTTP transport), a stream's       with upstream():                  (else aiohttp's send), each wait for a
+    exchange, an MCP tool call                                          body chunk; a stream's exchange; an MCP call
     the engine, tools.once            with waiting():                   a backoff, a throttle, a Retry-After pause
     the door, at its answer           watch.seconds()                   x-sidecar-overhead-ms (header, trailer)
 
