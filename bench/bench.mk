@@ -2,7 +2,8 @@
 # and runs every scenario (see BENCHMARKS.md). Included by the main Makefile;
 # paths are relative to the repository root. Not part of `make test`.
 #
-#   make bench            every scenario, ~10 s per point (about 12 minutes on 2 cores)
+#   make bench            every scenario, ~10 s per point (about 14 minutes on 2 cores; the paired
+#                         tracing A/B, bench/ab.py --traced, 10 rounds of 3 s, among them)
 #   make bench-quick      2 s per point: a smoke test of the harness
 #   make bench-build      the Go upstream, load generator and OTLP sink, with Go stubs
 #   make bench-litellm    LiteLLM proxy in its own virtualenv

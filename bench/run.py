@@ -10,6 +10,8 @@ what sits between the load generator (bench/cmd/loadgen) and that upstream:
     direct     loadgen --HTTP--> upstream                       the floor
     sidecar    loadgen --gRPC--> sidecar --HTTP--> upstream     CallModel, ExecuteTool
     traced     the same, with 100 % of traces batch-exported to a local OTLP sink
+    tracing_ab the same build twice, traced beside untraced, in alternating bursts (bench/ab.py
+               --traced): the paired throughput ratio, the figure the tracing target reads
     litellm    loadgen --HTTP--> LiteLLM proxy --HTTP--> upstream
 
 Every point runs at a fixed concurrency for a fixed time (closed loop). For the
@@ -43,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
-from report import GROUPS, closed, fmt, write_results
+from report import GROUPS, TRACING_AB, closed, fmt, write_results
 from scenario_http import scenario_http
 from scenario_image import scenario_image
 from scenario_stream import scenario_stream
@@ -63,6 +65,8 @@ PACED_CONCURRENCY = 16
 PACED_RATE = 500.0  # requests per second for the paced points ...
 PACED_FRACTION = 0.5  # ... or this share of the path's closed-loop throughput at that concurrency, if lower
 TRACED_POINTS = (("grpc-model", 1), ("grpc-model", 16), ("grpc-model", 64), ("grpc-tool", 64))
+AB_ROUNDS, AB_BURST_S = 10, 3.0  # the paired tracing A/B (bench/ab.py): about two minutes
+AB_QUICK_ROUNDS, AB_QUICK_BURST_S = 2, 2.0
 IDLE_CPU_SHARE = 0.05  # after a point, wait until the watched process is this idle ...
 IDLE_SAMPLE_S = 0.5  # ... over this long ...
 IDLE_LIMIT_S = 60.0  # ... or this long has passed
@@ -561,6 +565,21 @@ def scenario_traced(b: Bench) -> list[dict[str, Any]]:
     return out
 
 
+def scenario_tracing_ab(b: Bench) -> list[dict[str, Any]]:
+    """Tracing's cost as a paired A/B (bench/ab.py --traced): one build twice, B traced, A not, short
+    bursts to each in turn; the ratio B/A and its quartiles go to tracing_ab.json (report.py reads it)."""
+    rounds, burst = (AB_QUICK_ROUNDS, AB_QUICK_BURST_S) if b.args.quick else (AB_ROUNDS, AB_BURST_S)
+    argv = [sys.executable, str(BENCH / "ab.py"), "--traced", "--rounds", str(rounds), "--burst", f"{burst:g}"]
+    argv += ["--a", b.args.sidecar_cmd, "--b", b.args.sidecar_cmd, "--out", str(TRACING_AB)]
+    done = subprocess.run(argv, check=False, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    (RAW / "tracing_ab.log").write_text(done.stdout)
+    if done.returncode != 0:
+        raise RuntimeError(f"bench/ab.py --traced failed ({done.returncode}): {done.stdout[-500:]}")
+    for line in done.stdout.splitlines()[-3:]:
+        log(f"tracing A/B: {line}")
+    return []
+
+
 def write_litellm_config(b: Bench) -> Path:
     text = (BENCH / "litellm.yaml.tmpl").read_text().replace("{{UPSTREAM_PORT}}", str(b.upstream_port))
     path = RAW / "litellm.yaml"
@@ -722,6 +741,7 @@ SCENARIOS = {
     "direct": scenario_direct,
     "sidecar": scenario_sidecar,
     "traced": scenario_traced,
+    "tracing_ab": scenario_tracing_ab,
     "litellm": scenario_litellm,
     "http": scenario_http,
     "image": scenario_image,
@@ -818,7 +838,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(RAW)
     RAW.mkdir(parents=True)
     if set(args.only) == set(SCENARIOS):  # a whole run replaces every group; a partial one only its own
-        for stale in [*(RESULTS / f"{g}.json" for g in GROUPS), RESULTS / "summary.md"]:
+        for stale in [*(RESULTS / f"{g}.json" for g in GROUPS), TRACING_AB, RESULTS / "summary.md"]:
             stale.unlink(missing_ok=True)
 
     started = time.time()

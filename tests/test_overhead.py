@@ -19,6 +19,7 @@ from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar.core import overhead
 from sidecar.core.clock import FakeClock
+from sidecar.server.http.hosting import _Joined
 from tests.conftest import Running, Start
 
 UPSTREAM_MS = 300
@@ -54,6 +55,55 @@ def test_the_stopwatch_leaves_out_excluded_time_once_however_blocks_overlap() ->
     assert watch.seconds() == pytest.approx(0.005)
     assert watch.milliseconds() == "5.000"
     assert overhead.current() is None
+
+
+def test_the_figure_is_reported_once_when_the_block_that_began_it_ends() -> None:
+    now = [0.0]
+    reported: list[float] = []
+    with overhead.measured("http", lambda: now[0], began=-0.001):  # the request's bytes read 1 ms before
+        now[0] += 0.002
+        with overhead.joined() as watch:  # the service's block: names what is reported
+            watch.at_end(reported.append)
+            now[0] += 0.001
+        assert reported == []  # the door's block has not ended: its render and its write still count
+        now[0] += 0.004
+    assert reported == [pytest.approx(0.008)]
+    with overhead.joined() as fresh:  # no door: the service's own block ends it (real time)
+        fresh.at_end(reported.append)
+        assert len(reported) == 1
+    assert len(reported) == 2
+    assert 0 <= reported[1] < 1
+
+
+class _Transport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.sent.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+async def test_an_answers_head_and_body_leave_the_http_port_in_one_write() -> None:
+    real = _Transport()
+    joined = _Joined(real)
+    joined.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+    joined.write(b"{}")
+    joined.write(b"")
+    assert real.sent == []  # written at the end of the loop's step
+    await asyncio.sleep(0)
+    assert real.sent == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"]
+    joined.write(b"bye")
+    joined.close()  # what is held goes out first
+    assert real.sent[-1] == b"bye"
+    assert real.closed
 
 
 def _slow_then_retry(r: Running) -> None:

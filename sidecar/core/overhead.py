@@ -1,8 +1,13 @@
 """The sidecar's own time in one call: its whole time less the upstream's and the deliberate waits.
 
     door (gRPC servicer, HTTP port)   with measured("grpc") as watch:   the call's stopwatch, from its arrival
+                                      (the HTTP port: began=arrival()   from the request's first bytes read)
     the services                      with joined() as watch:           the door's, or a fresh one (no door)
-    the senders                       with upstream():                  request sent to response read
+                                      watch.at_end(report)              report(seconds) when the stopwatch's
+                                                                        own block ends (the histogram)
+    net.backend (the upstream's       watch.enter() / leave(),          a body's write to the response's head
+    HTTP transport), a stream's       with upstream():                  (else aiohttp's send), each wait for a
+    exchange, an MCP tool call                                          body chunk; a stream's exchange; an MCP call
     the engine, tools.once            with waiting():                   a backoff, a throttle, a Retry-After pause
     the door, at its answer           watch.seconds()                   x-sidecar-overhead-ms (header, trailer)
 
@@ -19,7 +24,7 @@ from collections.abc import Callable
 from contextvars import ContextVar, Token
 from types import TracebackType
 
-__all__ = ["HEADER", "Stopwatch", "current", "joined", "measured", "upstream", "waiting"]
+__all__ = ["HEADER", "Stopwatch", "arrival", "arrived", "current", "joined", "measured", "upstream", "waiting"]
 
 HEADER = "x-sidecar-overhead-ms"
 """The answer's header (HTTP) and trailing metadata entry (gRPC): the overhead so far, in milliseconds."""
@@ -28,15 +33,28 @@ HEADER = "x-sidecar-overhead-ms"
 class Stopwatch:
     """One call's clock: ``seconds()`` is the time since it began, less the time excluded."""
 
-    __slots__ = ("_began", "_depth", "_excluded", "_now", "_since", "door")
+    __slots__ = ("_began", "_depth", "_end", "_excluded", "_now", "_since", "door")
 
-    def __init__(self, door: str = "", now: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self, door: str = "", now: Callable[[], float] = time.perf_counter, began: float | None = None
+    ) -> None:
         self._now = now
-        self._began = now()
+        self._began = now() if began is None else began
         self._excluded = 0.0
         self._depth = 0
         self._since = 0.0
+        self._end: Callable[[float], None] | None = None
         self.door = door
+
+    def at_end(self, report: Callable[[float], None]) -> None:
+        """Call ``report(seconds())`` once, when the block that began this stopwatch ends (the door's,
+        after its answer went out; a call no door measures: the service's own block)."""
+        self._end = report
+
+    def end(self) -> None:
+        report, self._end = self._end, None
+        if report is not None:
+            report(self.seconds())
 
     def enter(self) -> None:
         if self._depth == 0:
@@ -86,11 +104,27 @@ class _Measured:
         if self._token is not None:
             _WATCH.reset(self._token)
             self._token = None
+            assert self._watch is not None
+            self._watch.end()
 
 
-def measured(door: str, now: Callable[[], float] = time.perf_counter) -> _Measured:
-    """A new stopwatch for a call arriving at ``door``, current within the block."""
-    return _Measured(Stopwatch(door, now))
+def measured(door: str, now: Callable[[], float] = time.perf_counter, began: float | None = None) -> _Measured:
+    """A new stopwatch for a call arriving at ``door`` (at ``began``, else now), current within the block."""
+    return _Measured(Stopwatch(door, now, began))
+
+
+_ARRIVAL: ContextVar[float | None] = ContextVar("sidecar_arrival", default=None)
+
+
+def arrived(at: float) -> None:
+    """The HTTP server read a request's first bytes at ``at`` (``perf_counter``): the request's task,
+    made in this context, begins its stopwatch there (``arrival()``)."""
+    _ARRIVAL.set(at)
+
+
+def arrival() -> float | None:
+    """When the HTTP server read this request's first bytes, if it said (``arrived``)."""
+    return _ARRIVAL.get()
 
 
 def joined() -> _Measured:

@@ -30,6 +30,11 @@ one. One the server *wrote to* while idle and left open is not noticed (aiohttp 
 as the next request's response; httpcore's pool asked each idle connection first); servers that
 write there (a 408 on an idle timeout) close the connection with it, and the close is noticed.
 
+The upstream's time is left out of the call's overhead (``core.overhead``) here: a whole request
+body's time from its write (``_Sent``, an ``aiohttp.BytesPayload``: aiohttp has built the request
+and got its connection) to the response's head; a request without one, or streamed, aiohttp's
+whole send; each wait for a body chunk. The sidecar's code around them counts.
+
 Responses are read raw (``auto_decompress=False``): httpx decodes ``content-encoding`` itself. A
 response's body streams as aiohttp reads it; past its buffer, aiohttp stops reading the socket, so
 a slow reader slows the server (flow control). Closing a response before its end closes its
@@ -49,12 +54,15 @@ Errors, as httpx's (``httpx_error``; ``net.transport.fault_of`` maps those onto 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import httpx
+
+from sidecar.core import overhead
 
 __all__ = [
     "BODY_SLICE_BYTES",
@@ -129,11 +137,16 @@ class _Body(httpx.AsyncByteStream):
         self._response = response
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in self._response.content.iter_any():
-                yield chunk
-        except aiohttp.ClientError as exc:
-            raise _mapped(exc) from exc
+        chunks = self._response.content.iter_any()
+        while True:
+            try:
+                with overhead.upstream():  # the wait for the upstream's bytes, not what is done with them
+                    chunk = await anext(chunks)
+            except StopAsyncIteration:
+                return
+            except aiohttp.ClientError as exc:
+                raise _mapped(exc) from exc
+            yield chunk
 
     async def aclose(self) -> None:
         self._response.release()
@@ -187,6 +200,45 @@ class _Upload:
         self.sent = True
 
 
+class _Exchange:
+    """One request's upstream time (``core.overhead``): from its body's write (aiohttp has built the
+    request and got a connection) to the response's head; begun at most once, ended once."""
+
+    __slots__ = ("_done", "_on", "_watch")
+
+    def __init__(self, watch: overhead.Stopwatch) -> None:
+        self._watch = watch
+        self._on = self._done = False
+
+    def begin(self) -> None:
+        if not (self._on or self._done):
+            self._on = True
+            self._watch.enter()
+
+    def end(self) -> None:
+        self._done = True
+        if self._on:
+            self._on = False
+            self._watch.leave()
+
+
+class _Sent(aiohttp.BytesPayload):
+    """A whole request body that begins its exchange's upstream time as aiohttp writes it (with the
+    head it coalesces): what aiohttp did before, building the request, counts as the sidecar's."""
+
+    def __init__(self, value: bytes, exchange: _Exchange) -> None:
+        super().__init__(value)
+        self._exchange = exchange
+
+    async def write(self, writer: aiohttp.abc.AbstractStreamWriter) -> None:
+        self._exchange.begin()
+        await super().write(writer)
+
+    async def write_with_length(self, writer: aiohttp.abc.AbstractStreamWriter, content_length: int | None) -> None:
+        self._exchange.begin()
+        await super().write_with_length(writer, content_length)
+
+
 def _timeouts(request: httpx.Request) -> tuple[aiohttp.ClientTimeout, float | None]:
     """httpx's timeouts as aiohttp's, and the bound on sending the request and reading its head (the
     module docstring's table)."""
@@ -232,25 +284,34 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         data = upload.body(request)
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
         timeout, head = _timeouts(request)
+        # upstream time (core.overhead): a whole body's write to the response's head read (_Sent), else
+        # aiohttp's whole send (no body, or one it streams)
+        watch = overhead.current()
+        exchange = _Exchange(watch) if watch is not None and isinstance(data, bytes) else None
+        body = _Sent(data, exchange) if exchange is not None and isinstance(data, bytes) else data
         try:
-            async with asyncio.timeout(head):
-                response = await session.request(
-                    request.method,
-                    str(request.url),
-                    data=data,
-                    headers=headers,
-                    timeout=timeout,
-                    allow_redirects=False,
-                    compress=None,
-                    middlewares=None if request.method in RESENT_METHODS else (),
-                    skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
-                )
+            with overhead.upstream() if exchange is None else contextlib.nullcontext():
+                async with asyncio.timeout(head):
+                    response = await session.request(
+                        request.method,
+                        str(request.url),
+                        data=body,
+                        headers=headers,
+                        timeout=timeout,
+                        allow_redirects=False,
+                        compress=None,
+                        middlewares=None if request.method in RESENT_METHODS else (),
+                        skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
+                    )
         except aiohttp.ClientError as exc:  # aiohttp's own timeouts among them
             raise _mapped(exc) from exc
         except TimeoutError:
             if upload.sent:
                 raise httpx.ReadTimeout("no response in time") from None
             raise httpx.WriteTimeout("the request body was not taken in time") from None
+        finally:
+            if exchange is not None:
+                exchange.end()
         return httpx.Response(
             status_code=response.status,
             headers=list(response.raw_headers),

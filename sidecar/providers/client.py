@@ -39,7 +39,6 @@ import httpx
 
 from sidecar.config import ModelConfig, ProviderConfig
 from sidecar.config.catalog import AttemptTimeouts
-from sidecar.core import overhead
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import Usage
 from sidecar.core.kinds import RetrySignal, TransportFault
@@ -280,18 +279,17 @@ class ModelSender:
         if header_s is not None:
             header_s = min(header_s, provider.config.timeout_s)
         head_due = None if header_s is None or attempt.clipped(header_s) else attempt.clock.time() + header_s
-        try:
-            with overhead.upstream():
-                try:
-                    async with Timer(attempt.clock, head_due):
-                        response = await provider.transport.send(request)
-                except TimedOut:
-                    assert header_s is not None
-                    return self._timed_out(attempt, HEADER_TIMEOUT, f"no response headers within {header_s:g} s")
-                try:
-                    raw = await read_capped(response, MAX_REPLY_BYTES)
-                finally:
-                    await response.aclose()
+        try:  # the transport excludes the upstream's time from the overhead (net.backend), its own work counted
+            try:
+                async with Timer(attempt.clock, head_due):
+                    response = await provider.transport.send(request)
+            except TimedOut:
+                assert header_s is not None
+                return self._timed_out(attempt, HEADER_TIMEOUT, f"no response headers within {header_s:g} s")
+            try:
+                raw = await read_capped(response, MAX_REPLY_BYTES)
+            finally:
+                await response.aclose()
         except httpx.HTTPError as exc:
             fault = fault_of(exc)
             attempt.record.transport_fault("timeout" if "time" in fault.detail else type(exc).__name__, fault.detail)

@@ -418,11 +418,9 @@ class ModelService:
         if routed:
             start = self.routes.call_start(request, streamed=outlet is not None)
         with overhead.joined() as watch:
-            try:
-                return await self._recorded(request, options, outlet, start, routed)
-            finally:
-                measured = OverheadMeasured("chat", request.model, start.known, watch.door, watch.seconds())
-                self._observer.event(measured)
+            event, name, known = self._observer.event, request.model, start.known
+            watch.at_end(lambda seconds: event(OverheadMeasured("chat", name, known, watch.door, seconds)))
+            return await self._recorded(request, options, outlet, start, routed)
 
     async def _recorded(
         self, request: ModelRequest, options: CallOptions, outlet: Outlet | None, start: ModelCallStart, routed: bool

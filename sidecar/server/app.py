@@ -7,6 +7,7 @@ process's own, or shared through ``state.backend: redis`` (``sidecar.state.redis
 before the port opens, closed after the last call). What a call passes through, outermost first::
 
     TLS / mTLS handshake          server.tls (security.server_credentials)
+    the arrival stamp             where the overhead stopwatch begins (grpc.servicer.Arrival)
     bearer token                  server.auth (grpc.auth.BearerTokenInterceptor); health exempt
     the given interceptors        the server span (grpc.spans)
     decoding                      undecodable bytes -> INVALID_ARGUMENT (grpc.handlers.register_sidecar)
@@ -53,7 +54,7 @@ from sidecar.server.grpc.admin import ADMIN_SERVICE_NAME, AdminServicer
 from sidecar.server.grpc.auth import BearerTokenInterceptor
 from sidecar.server.grpc.handlers import InFlight, register_sidecar
 from sidecar.server.grpc.masking import SecretMaskingInterceptor
-from sidecar.server.grpc.servicer import SidecarServicer
+from sidecar.server.grpc.servicer import Arrival, SidecarServicer
 from sidecar.server.http.doors import DoorParts, build_doors
 from sidecar.server.http.hosting import HttpHosting
 from sidecar.server.live import Core, Live, build_core
@@ -236,13 +237,13 @@ class SidecarApp:
             worker=self.worker,
             wait_s=cfg.server.reload_wait_s,
         )
-        interceptors: list[Any] = []
+        interceptors: list[Any] = [Arrival()]  # first: the overhead stopwatch's start (grpc.servicer)
         self._masking = SecretMaskingInterceptor(cfg.secrets)
         if cfg.server.auth is not None:
             interceptors.append(BearerTokenInterceptor(t.get_secret_value() for t in cfg.server.auth.tokens))
         limit = cfg.server.max_message_bytes
         self.server = grpc.aio.server(
-            # the bearer check first (no span, no slot for a refused caller); masking innermost: every answer
+            # the arrival stamp, then the bearer check (no span, no slot for a refused caller); masking innermost
             interceptors=[*interceptors, *self.interceptors, self._masking],
             options=[
                 ("grpc.max_receive_message_length", limit),

@@ -27,7 +27,6 @@ import httpx
 from jsonschema import Draft202012Validator
 
 from sidecar.config import ToolConfig
-from sidecar.core import overhead
 from sidecar.core.conversation import ToolResult
 from sidecar.core.kinds import FailureKind, RetrySignal, TransportFault
 from sidecar.core.observer import AttemptStart, Target
@@ -170,12 +169,12 @@ class ToolSender:
     async def _exchange(self, attempt: Attempt) -> tuple[Observation, bool]:
         """What came back (a response, or a transport fault), and whether the request may have reached it."""
         try:
-            with overhead.upstream():
-                response = await self._transport.send(self._request)
-                try:
-                    raw = await read_capped(response, MAX_BODY_BYTES)
-                finally:
-                    await response.aclose()
+            # the transport excludes the upstream's time from the overhead (net.backend), its own work counted
+            response = await self._transport.send(self._request)
+            try:
+                raw = await read_capped(response, MAX_BODY_BYTES)
+            finally:
+                await response.aclose()
             body = text_of(response, raw)
         except httpx.HTTPError as exc:
             fault = fault_of(exc)

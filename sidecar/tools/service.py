@@ -199,11 +199,9 @@ class ToolService:
             arguments_json=request.arguments_json,
         )
         with overhead.joined() as watch:
-            try:
-                return await self._recorded(tool, mcp, request, options, start)
-            finally:
-                measured = OverheadMeasured("execute_tool", request.tool, start.known, watch.door, watch.seconds())
-                self._observer.event(measured)
+            event, name, known = self._observer.event, request.tool, start.known
+            watch.at_end(lambda seconds: event(OverheadMeasured("execute_tool", name, known, watch.door, seconds)))
+            return await self._recorded(tool, mcp, request, options, start)
 
     async def _recorded(
         self, tool: Tool | None, mcp: McpTool | None, request: ToolRequest, options: CallOptions, start: ToolCallStart

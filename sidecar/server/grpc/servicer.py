@@ -12,11 +12,17 @@ next call, the call in flight ends on the core it started on.
 
 Spans, metrics and logs are the core's (through its observer); what happens here is only the
 contract: ``server.convert`` both ways, ``server.grpc.status`` for a failed CallModel.
+
+The call's overhead stopwatch (``core.overhead``) begins when gRPC handed the RPC to Python
+(``Arrival``, the first interceptor: the interceptors and the request's decoding counted) and
+ends when the servicer hands its answer back (the trailer); the masking of the answer, its
+encoding and its write come after.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,9 +40,22 @@ from sidecar.server import convert
 from sidecar.server.grpc.status import to_status
 from sidecar.server.live import Core, Live
 
-__all__ = ["SidecarServicer"]
+__all__ = ["Arrival", "SidecarServicer"]
 
 Context = grpc.aio.ServicerContext[Any, Any]
+
+
+class Arrival(grpc.aio.ServerInterceptor):
+    """The first interceptor: stamps when gRPC handed the RPC to Python (``overhead.arrived``), in the
+    RPC's own task, where the servicer's stopwatch begins."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        overhead.arrived(time.perf_counter())
+        return await continuation(handler_call_details)
 
 
 class SidecarServicer(pb_grpc.SidecarServicer):
@@ -57,7 +76,7 @@ class SidecarServicer(pb_grpc.SidecarServicer):
 
     async def ExecuteTool(self, request: pb.ExecuteToolRequest, context: Context) -> pb.ExecuteToolResponse:
         tools = self._live.core.tools
-        with overhead.measured("grpc") as watch:
+        with overhead.measured("grpc", began=overhead.arrival()) as watch:
             outcome = await tools.execute(convert.tool_request(request), self._options(request.job, context))
             answer = convert.tool_response(outcome, request.call_id)
             context.set_trailing_metadata(((overhead.HEADER, watch.milliseconds()),))
@@ -65,7 +84,7 @@ class SidecarServicer(pb_grpc.SidecarServicer):
 
     async def CallModel(self, request: pb.CallModelRequest, context: Context) -> pb.CallModelResponse:
         models = self._live.core.models
-        with overhead.measured("grpc") as watch:
+        with overhead.measured("grpc", began=overhead.arrival()) as watch:
             try:
                 response = await models.call(convert.model_request(request), self._options(request.job, context))
             except SidecarFailure as failure:  # the call's span has ended: the abort is the RPC's outcome
@@ -88,7 +107,8 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         return self._listed()[1]
 
     async def StreamModel(self, request: pb.CallModelRequest, context: Context) -> AsyncIterator[pb.StreamModelEvent]:
-        with overhead.measured("grpc") as watch:  # current across the yields: the producer task shares it
+        # the stopwatch is current across the yields: the producer task shares it
+        with overhead.measured("grpc", began=overhead.arrival()) as watch:
             events = self._live.core.models.stream(convert.model_request(request), self._options(request.job, context))
             try:
                 async for event in events:

@@ -10,8 +10,9 @@
 
     answer header                 what it says
     x-sidecar-attempts            the upstream attempts the call made
-    x-sidecar-overhead-ms         the time the sidecar itself added (``core.overhead``), up to the answer's
-                                  head: every answer of the port (``Overhead``, an ASGI wrapper)
+    x-sidecar-overhead-ms         the time the sidecar itself added (``core.overhead``), from the request's
+                                  first bytes read (``hosting``'s protocol) up to the answer's head: every
+                                  answer of the port (``Overhead``, an ASGI wrapper)
     x-should-retry                whether an SDK should retry (``failures.py`` says when)
 
 The model doors (``fronts.py``) read all of them; the MCP door (``mcp_front.py``) reads the Job's.
@@ -110,7 +111,11 @@ def mid_stream_of(headers: Mapping[str, str]) -> tuple[str, bool]:
 
 class Overhead:
     """An ASGI wrapper: each HTTP exchange measured (``core.overhead``, door ``http``), its answer's head
-    carrying ``x-sidecar-overhead-ms`` (for a stream: up to the head, sent with the first event)."""
+    carrying ``x-sidecar-overhead-ms`` (for a stream: up to the head, sent with the first event).
+
+    The stopwatch begins when the server read the request's first bytes (``overhead.arrival``: the
+    server's parsing counted) and ends, for the histogram, when the exchange ends: the answer written,
+    a stream's chunks but for their sends (the caller's pace, a wait) counted."""
 
     def __init__(self, app: Any) -> None:
         self._app = app
@@ -119,12 +124,17 @@ class Overhead:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        with overhead.measured("http") as watch:
+        with overhead.measured("http", began=overhead.arrival()) as watch:
 
             async def timed(message: Any) -> None:
-                if message["type"] == "http.response.start":
+                kind = message["type"]
+                if kind == "http.response.start":
                     headers = [*message.get("headers", ()), (_OVERHEAD_KEY, watch.milliseconds().encode())]
                     message = {**message, "headers": headers}
+                elif kind == "http.response.body" and message.get("more_body", False):
+                    with overhead.waiting():  # a stream's chunk: written at the caller's pace
+                        await send(message)
+                    return
                 await send(message)
 
             await self._app(scope, receive, timed)
