@@ -11,10 +11,13 @@ import pytest
 
 from sidecar.config import ConfigError, GuardrailConfig, parse_config
 from sidecar.core.cpu_budget import TooCostly, checks, timed_by
+from sidecar.core.json_depth import TooDeep, loads
 from sidecar.core.json_input import depth_over, load_json, nested_over
 from sidecar.core.json_schemas import check_schema, errors, validator_for
 from sidecar.core.patterns import PatternError, compile_pattern, search
+from sidecar.core.redact import redact_body
 from sidecar.core.taxonomy import InvalidInput, JsonParse, ModelNotFound
+from sidecar.core.tool_failures import said
 from sidecar.providers.replies import parse_reply
 from sidecar.server.grpc.status import TRAILER_BUDGET_BYTES, _trailer_bytes, to_status
 from sidecar.tools.guardrails import Guardrails
@@ -134,6 +137,33 @@ def test_a_deep_text_is_refused_before_it_takes_the_stack_a_finaliser_needs(read
         read()
     assert "deeper than 64" in str(caught.value) or "nested at most 64 levels deep" in str(caught.value)
     assert short == []
+
+
+@pytest.mark.parametrize(
+    "body", [("[" * 100_000).encode(), '{"a": ' + "[" * 201 + "]" * 201 + "}"], ids=["unclosed", "202 deep"]
+)
+def test_a_deep_body_is_not_read_and_leaves_a_finaliser_its_room(body: str | bytes) -> None:
+    with collections_with_room() as short, pytest.raises(TooDeep) as caught:
+        loads(body)
+    assert isinstance(caught.value, ValueError)  # what every reader of a body catches already
+    assert caught.value.limit == 200
+    assert short == []
+
+
+@pytest.mark.parametrize(
+    "read",
+    [lambda: redact_body('{"error": ' + "[" * 100_000), lambda: said("[" * 100_000 + "]" * 100_000)],
+    ids=["an error body to redact", "a tool service's answer"],
+)
+def test_a_deep_body_is_kept_as_text_and_leaves_a_finaliser_its_room(read: Callable[[], str]) -> None:
+    with collections_with_room() as short:
+        assert read().startswith(("[[[", '{"error": [[['))
+    assert short == []
+
+
+def test_a_body_200_deep_is_read() -> None:
+    assert loads("[" * 200 + "]" * 200) == json.loads("[" * 200 + "]" * 200)
+    assert loads('{"a": [1, {"b": "[[["}]}'.encode("utf-16")) == {"a": [1, {"b": "[[["}]}
 
 
 @pytest.mark.parametrize(
