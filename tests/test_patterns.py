@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from sidecar.config import ConfigError, GuardrailConfig, parse_config
 from sidecar.core.cpu_budget import TooCostly, checks, timed_by
+from sidecar.core.json_depth import TooDeep, loads
 from sidecar.core.json_input import depth_over, load_json, nested_over
 from sidecar.core.json_schemas import check_schema, errors, validator_for
 from sidecar.core.patterns import PatternError, compile_pattern, search
-from sidecar.core.taxonomy import InvalidInput, ModelNotFound
+from sidecar.core.redact import redact_body
+from sidecar.core.taxonomy import InvalidInput, JsonParse, ModelNotFound
+from sidecar.core.tool_failures import said
+from sidecar.providers.replies import parse_reply
 from sidecar.server.grpc.status import TRAILER_BUDGET_BYTES, _trailer_bytes, to_status
 from sidecar.tools.guardrails import Guardrails
+from tests.gc_room import collections_with_room
 
 HOSTILE = "a" * 100_000 + "b"  # Python's re would need 2**100000 steps for ^(a+)+$
 
@@ -109,6 +116,83 @@ def test_depth_is_read_from_the_text_as_from_the_value() -> None:
     for value in values:
         for limit in range(5):
             assert nested_over(json.dumps(value), limit) == depth_over(value, limit)
+
+
+DEEP = '{"query": ' + "[" * 1000 + "]" * 1000 + "}"
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda: load_json(DEEP, "f", max_bytes=1 << 20, expected="JSON"),
+        lambda: load_json("[" * 1000 + "x", "f", max_bytes=1 << 20, expected="JSON"),
+        lambda: parse_reply(DEEP, {"type": "object"}, "gpt"),
+    ],
+    ids=["deep JSON", "deep not JSON", "a deep reply"],
+)
+def test_a_deep_text_is_refused_before_it_takes_the_stack_a_finaliser_needs(read: Callable[[], Any]) -> None:
+    # The CI failure: json.loads climbed to the recursion limit on 1,000 levels, a collection that
+    # one of its allocations started ran a finaliser there, which failed (an unraisable RecursionError).
+    with collections_with_room() as short, pytest.raises((InvalidInput, JsonParse)) as caught:
+        read()
+    assert "deeper than 64" in str(caught.value) or "nested at most 64 levels deep" in str(caught.value)
+    assert short == []
+
+
+@pytest.mark.parametrize(
+    "body", [("[" * 100_000).encode(), '{"a": ' + "[" * 201 + "]" * 201 + "}"], ids=["unclosed", "202 deep"]
+)
+def test_a_deep_body_is_not_read_and_leaves_a_finaliser_its_room(body: str | bytes) -> None:
+    with collections_with_room() as short, pytest.raises(TooDeep) as caught:
+        loads(body)
+    assert isinstance(caught.value, ValueError)  # what every reader of a body catches already
+    assert caught.value.limit == 200
+    assert short == []
+
+
+@pytest.mark.parametrize(
+    "read",
+    [lambda: redact_body('{"error": ' + "[" * 100_000), lambda: said("[" * 100_000 + "]" * 100_000)],
+    ids=["an error body to redact", "a tool service's answer"],
+)
+def test_a_deep_body_is_kept_as_text_and_leaves_a_finaliser_its_room(read: Callable[[], str]) -> None:
+    with collections_with_room() as short:
+        assert read().startswith(("[[[", '{"error": [[['))
+    assert short == []
+
+
+def test_a_body_200_deep_is_read() -> None:
+    assert loads("[" * 200 + "]" * 200) == json.loads("[" * 200 + "]" * 200)
+    assert loads('{"a": [1, {"b": "[[["}]}'.encode("utf-16")) == {"a": [1, {"b": "[[["}]}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 64 + "x",
+        "[" * 64 + "]" * 70 + "[" * 64,
+        "[" * 53 + '{"a": 1' + "[" * 10,
+        '"]]]]' + "[" * 64,
+        "[" * 60 + '"a\\\n"' + "[" * 4,
+        '{"a": "]]]]' + "[" * 10 + '", "b": ' + "[" * 63 + "1" + "]" * 63 + "}",
+        "[" * 30 + "}" + "[" * 34,
+        "[1, 2" * 64,
+    ],
+)
+def test_json_loads_never_climbs_deeper_than_the_text_read_says(text: str) -> None:
+    assert not nested_over(text, 64)  # JSON or not: none of these is refused as too deep
+    depth = 0
+    frame = sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth + 64 + 10)  # room for these frames, json.loads's own and 64 levels
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 @pytest.mark.parametrize(

@@ -5,31 +5,27 @@
                         checked before parsing
     syntax              json.loads                              must be <what was expected> (<the parser's reason>)
     depth               ``MAX_JSON_DEPTH`` (64) nested arrays    must be nested at most 64 levels deep
-                        and objects, checked before any
-                        (recursive) validator sees the value
+                        and objects, read from the text before
+                        json.loads or any (recursive) validator
+                        sees it
     integer length      Python's limit (4,300 digits)           must not hold an integer of more than 4300 digits
 
-``json.loads`` itself recurses only to about 1,000 levels before RecursionError, and the validators
-after it (jsonschema, protobuf's Struct, the adapters) recurse with far less room to spare: the
-depth bound is what makes them safe, and it is applied before them.
+The depth is read from the text (``json_depth.nested_over``) before json.loads or any of the
+(recursive) validators after it (jsonschema, protobuf's Struct, the adapters) see it: json.loads
+recurses on the interpreter's one recursion budget too, and a parse climbing to the limit leaves
+no room for the finalisers a garbage collection runs meanwhile (``sidecar.core.json_depth``).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from typing import Any
 
+from sidecar.core.json_depth import MAX_JSON_DEPTH, nested_over
 from sidecar.core.taxonomy import InvalidInput
 
 __all__ = ["MAX_JSON_DEPTH", "depth_over", "json_bytes", "load_json", "nested_over"]
-
-MAX_JSON_DEPTH = 64
-"""Arrays and objects nested deeper than this are refused (a value at the top level is depth 1)."""
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_INNERMOST = re.compile(r"\[\]|\{\}")
 
 
 def json_bytes(text: str) -> int:
@@ -51,21 +47,6 @@ def depth_over(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
-def nested_over(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether valid JSON ``text`` nests arrays and objects deeper than ``limit``, read from the text.
-
-    Strings are dropped, then only brackets kept, then each pass removes the innermost pairs (one
-    level): what is left after ``limit`` passes is deeper. All of it runs in the regex engine's C
-    loop: a megabyte of a million small values costs milliseconds, where walking them costs tenths.
-    """
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    for _ in range(limit):
-        if not brackets:
-            return False
-        brackets = _INNERMOST.sub("", brackets)
-    return bool(brackets)
-
-
 def load_json(text: str, field: str, *, max_bytes: int, expected: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """``text`` parsed, or InvalidInput naming ``field`` and the bound it broke.
 
@@ -74,15 +55,12 @@ def load_json(text: str, field: str, *, max_bytes: int, expected: str, max_depth
     size = len(text) if len(text) > max_bytes else json_bytes(text)  # a str is never fewer bytes than characters
     if size > max_bytes:
         raise InvalidInput(field, text, f"must be at most {max_bytes} bytes of JSON (got {size})")
+    if nested_over(text, max_depth):  # before json.loads: it would recurse as deep (see the module's docstring)
+        raise InvalidInput(field, text, f"must be nested at most {max_depth} levels deep")
     try:
-        value = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidInput(field, text, f"must be {expected} ({exc.msg} at {exc.pos})") from None
-    except RecursionError:
-        raise InvalidInput(field, text, f"must be nested at most {max_depth} levels deep") from None
     except ValueError:  # the only other refusal of json.loads: an integer past Python's digit limit
         digits = sys.get_int_max_str_digits()
         raise InvalidInput(field, text, f"must not hold an integer of more than {digits} digits") from None
-    if nested_over(text, max_depth):
-        raise InvalidInput(field, text, f"must be nested at most {max_depth} levels deep")
-    return value

@@ -31,6 +31,8 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
+from sidecar.core.json_depth import loads
+
 __all__ = [
     "ACCOUNT_KEYS",
     "MIN_SECRET_CHARS",
@@ -163,8 +165,8 @@ def redact_body(body: str, status: int | None = None, secrets: Iterable[str] = (
         return ""
     body = mask_secrets(body, secrets)  # first, as sent: no id pattern may take half of a secret
     try:
-        text = json.dumps(_redact_json(json.loads(body)), ensure_ascii=False)
-    except (ValueError, RecursionError):  # not JSON, or nested too deep to walk: redacted as text
+        text = json.dumps(_redact_json(loads(body)), ensure_ascii=False)
+    except ValueError:  # not JSON, or nested too deep to walk (TooDeep): redacted as text
         text = _ids(body)
     return mask_keys(text, secrets)
 

@@ -18,7 +18,6 @@ idempotent, a report does not (its message says to check "unless it is idempoten
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from datetime import datetime
 
 from sidecar.core.backoff import parse_retry_after, retry_after_raw
 from sidecar.core.details import HttpInfo, Trigger
+from sidecar.core.json_depth import loads
 from sidecar.core.kinds import FailureKind, TransportFault
 from sidecar.core.redact import mask_keys, redact_body
 from sidecar.core.settings import Quirk
@@ -94,8 +94,8 @@ def _fault_words(fault: TransportFault) -> str:
 def said(body: str) -> str:
     """What the service said: the error message inside a JSON body, else the text."""
     try:
-        parsed = json.loads(body)
-    except (ValueError, RecursionError):
+        parsed = loads(body)
+    except ValueError:
         return body.strip()
     for path in (("error", "message"), ("error",), ("message",), ("detail",), ("error_description",), ("title",)):
         node: object = parsed

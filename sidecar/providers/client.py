@@ -41,6 +41,7 @@ from sidecar.config import ModelConfig, ProviderConfig
 from sidecar.config.catalog import AttemptTimeouts
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import Usage
+from sidecar.core.json_depth import loads
 from sidecar.core.kinds import RetrySignal, TransportFault
 from sidecar.core.observer import AttemptStart, Target
 from sidecar.core.rate_budget import Budget
@@ -340,8 +341,8 @@ class ModelSender:
         upstream = scope.provider.upstream
         if 200 <= status < 300:
             try:
-                parsed = json.loads(text)
-            except (ValueError, RecursionError):
+                parsed = loads(text)
+            except ValueError:
                 return Retry(RetrySignal.TRANSIENT, "the provider's reply was not JSON")
             if not isinstance(parsed, dict):
                 return Retry(RetrySignal.TRANSIENT, "the provider's reply was not a JSON object")

@@ -20,7 +20,6 @@ retried. Every other answer is decided from the body before the status, in this 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from typing import Any
 
 from sidecar.core.backoff import parse_retry_after, retry_after_raw
 from sidecar.core.details import HttpInfo, ProviderDetail
+from sidecar.core.json_depth import loads
 from sidecar.core.kinds import RetrySignal
 from sidecar.core.redact import mask_keys, redact_body
 from sidecar.core.retry import Retry
@@ -68,8 +68,8 @@ class Target:
 def _error_fields(body: str) -> tuple[str, str, str]:
     """(message, type, code) of an OpenAI or Anthropic error body."""
     try:
-        parsed: Any = json.loads(body)
-    except (ValueError, RecursionError):
+        parsed: Any = loads(body)
+    except ValueError:
         return body.strip(), "", ""
     err = parsed.get("error") if isinstance(parsed, dict) else None
     if isinstance(err, dict):

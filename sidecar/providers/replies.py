@@ -48,17 +48,15 @@ def parse_reply(text: str, schema: dict[str, Any], model: str) -> dict[str, Any]
         body = fenced.group(1).strip()
     if not body:
         raise JsonParse("the reply was empty", shape_of(schema), model=model)
+    if nested_over(body, MAX_JSON_DEPTH):  # before json.loads, which would recurse as deep (core.json_input)
+        raise JsonParse(_TOO_DEEP, shape_of(schema), model=model)
     try:
         parsed = json.loads(body)
     except json.JSONDecodeError as exc:
         raise JsonParse(f"{exc.msg} at line {exc.lineno} column {exc.colno}", shape_of(schema), model=model) from None
-    except RecursionError:
-        raise JsonParse(_TOO_DEEP, shape_of(schema), model=model) from None
     except ValueError:  # json.loads' only other refusal: an integer past Python's digit limit
         reason = f"the reply held an integer of more than {sys.get_int_max_str_digits()} digits"
         raise JsonParse(reason, shape_of(schema), model=model) from None
-    if nested_over(body, MAX_JSON_DEPTH):
-        raise JsonParse(_TOO_DEEP, shape_of(schema), model=model)
     if not isinstance(parsed, dict):
         raise JsonParse(f"the reply was a JSON {type(parsed).__name__}, not an object", shape_of(schema), model=model)
     return parsed

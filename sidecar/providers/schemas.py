@@ -15,8 +15,9 @@
     response_schema_json                      deep, a Draft 2020-12 schema whose patterns RE2 can run,
                                               every $ref and $dynamicRef resolving
                                               (sidecar.core.json_schemas)
-    messages[i].tool_calls[j].arguments_json  at most policy.max_argument_bytes; when it is JSON,
-                                              nested at most 64 deep (an adapter parses it again)
+    messages[i].tool_calls[j].arguments_json  at most policy.max_argument_bytes; brackets nested at
+                                              most 64 deep, read from the text before json.loads,
+                                              JSON or not (an adapter parses it again)
     the reply                                 parse_reply, validate_reply (sidecar.providers.replies)
 
 Every failure is INVALID_INPUT naming the field (the reply's own are JSON_PARSE / RESPONSE_VALIDATION,
@@ -178,14 +179,12 @@ class CallChecks:
         size = len(text) if len(text) > self._max_bytes else json_bytes(text)
         if size > self._max_bytes:
             raise InvalidInput(name, text, f"must be at most {self._max_bytes} bytes of JSON (got {size})")
+        if nested_over(text, MAX_JSON_DEPTH):  # before json.loads, which would recurse as deep (json_input)
+            raise InvalidInput(name, text, f"must be nested at most {MAX_JSON_DEPTH} levels deep")
         try:
             json.loads(text)
-        except RecursionError:
-            raise InvalidInput(name, text, f"must be nested at most {MAX_JSON_DEPTH} levels deep") from None
         except ValueError:  # not JSON: sent on as the model wrote it (an adapter keeps it as raw text)
             return
-        if nested_over(text, MAX_JSON_DEPTH):
-            raise InvalidInput(name, text, f"must be nested at most {MAX_JSON_DEPTH} levels deep")
 
     def _remember(self, text: str, checked: _Checked) -> None:
         self._cache[text] = checked

@@ -28,6 +28,7 @@ from jsonschema import Draft202012Validator
 
 from sidecar.config import ToolConfig
 from sidecar.core.conversation import ToolResult
+from sidecar.core.json_depth import loads
 from sidecar.core.kinds import FailureKind, RetrySignal, TransportFault
 from sidecar.core.observer import AttemptStart, Target
 from sidecar.core.retry import Attempt, Done, Fail, Retry
@@ -238,8 +239,8 @@ def _is_empty(body: str) -> bool:
     if not body.strip():
         return True
     try:
-        parsed = json.loads(body)
-    except (ValueError, RecursionError):
+        parsed = loads(body)
+    except ValueError:
         return False
     if parsed in ([], {}, None):
         return True

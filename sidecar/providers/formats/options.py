@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from sidecar.core.json_depth import loads
 from sidecar.core.taxonomy import InvalidInput
 
 __all__ = ["options_by_format", "options_for"]
@@ -25,8 +26,8 @@ def options_by_format(raw: str) -> dict[str, dict[str, Any]]:
     if not raw:
         return {}
     try:
-        options = json.loads(raw)
-    except (ValueError, RecursionError):
+        options = loads(raw)
+    except ValueError:
         options = None
     if not isinstance(options, dict):
         raise InvalidInput(FIELD, raw[:80], 'must be a JSON object of one object per wire format: {"openai": {...}}')

@@ -57,6 +57,7 @@ from starlette.types import Receive, Scope, Send
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import CallOptions, ModelResponse
 from sidecar.core.details import InvalidInputDetail
+from sidecar.core.json_depth import loads
 from sidecar.core.redact import mask_secrets
 from sidecar.core.stream import (
     Continued,
@@ -182,8 +183,8 @@ def _too_large(limit: int) -> SidecarFailure:
 
 def _json_object(raw: bytes) -> dict[str, Any]:
     try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError):
+        body = loads(raw)
+    except ValueError:
         raise InvalidInput("body", f"{len(raw)} bytes", "must be a JSON object (the request's JSON body)") from None
     if not isinstance(body, dict):
         raise InvalidInput("body", type(body).__name__, "must be a JSON object (the request's JSON body)")

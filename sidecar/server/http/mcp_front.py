@@ -41,6 +41,7 @@ from starlette.types import Message, Receive, Scope, Send
 from sidecar import __version__
 from sidecar.core.conversation import CallOptions, ToolOutcome, ToolRequest
 from sidecar.core.details import InvalidInputDetail
+from sidecar.core.json_depth import loads
 from sidecar.core.redact import mask_secrets
 from sidecar.core.taxonomy import SidecarFailure
 from sidecar.server.admission import Admission
@@ -85,8 +86,8 @@ def _checked(body: bytes) -> tuple[int, dict[str, Any]] | None:
     invalid request (-32600) or, inside ``params``, invalid params (-32602) naming the JSON path.
     """
     try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):
+        message = loads(body)
+    except ValueError:
         return 400, rpc_error(PARSE_ERROR, f"Parse error: the body ({len(body)} bytes) is not JSON")
     try:
         check_unicode(message)

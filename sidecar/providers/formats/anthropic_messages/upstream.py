@@ -110,6 +110,7 @@ from sidecar.core.conversation import (
     TextPart,
     ToolCall,
 )
+from sidecar.core.json_depth import loads
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.rate_budget import Budget
 from sidecar.core.retry import Retry
@@ -318,8 +319,8 @@ _CONTENT_FILTER = re.compile(r"content filtering policy", re.I)
 def error_refusal(body: str) -> tuple[str, str] | None:
     """(category, the provider's words) when an error body is Anthropic's content-filter refusal; None otherwise."""
     try:
-        parsed: Any = json.loads(body)
-    except (ValueError, RecursionError):
+        parsed: Any = loads(body)
+    except ValueError:
         return None
     error = parsed.get("error") if isinstance(parsed, dict) else None
     message = error.get("message") if isinstance(error, dict) else None
@@ -386,8 +387,8 @@ class AnthropicStream:
         if not data.strip():
             return []  # an event with no data: nothing this reader needs
         try:
-            body = json.loads(data)
-        except (ValueError, RecursionError):
+            body = loads(data)
+        except ValueError:
             raise StreamFault("the stream sent an event that is not JSON") from None
         if not isinstance(body, dict):
             raise StreamFault("the stream sent an event that is not a JSON object")
@@ -501,8 +502,8 @@ class AnthropicStream:
 def _streamed_arguments(joined: str) -> str:
     """A streamed tool call's fragments as a whole reply's ``input`` renders them; as sent when not JSON."""
     try:
-        return json.dumps(json.loads(joined or "{}"))
-    except (ValueError, RecursionError):
+        return json.dumps(loads(joined or "{}"))
+    except ValueError:
         return joined
 
 

@@ -111,6 +111,7 @@ from sidecar.core.conversation import (
     ToolCall,
 )
 from sidecar.core.details import ProviderDetail
+from sidecar.core.json_depth import loads
 from sidecar.core.kinds import FinishReason, RetrySignal, Role
 from sidecar.core.rate_budget import Budget
 from sidecar.core.redact import redact_body
@@ -404,8 +405,8 @@ def error_type_of(headers: Mapping[str, str], body: str) -> tuple[str, str]:
     (``com.amazon.coral#ThrottlingException``); "" when neither says."""
     named = next((v for k, v in headers.items() if k.lower() == ERROR_HEADER), "")
     try:
-        parsed: Any = json.loads(body)
-    except (ValueError, RecursionError):
+        parsed: Any = loads(body)
+    except ValueError:
         parsed = None
     fields = parsed if isinstance(parsed, dict) else {}
     message = text_or_empty(fields.get("message")) or text_or_empty(fields.get("Message"))
@@ -563,8 +564,8 @@ class BedrockStream:
     def feed(self, event: str, data: str) -> list[Delta]:
         if is_exception(event):
             try:
-                said: Any = json.loads(data) if data.strip() else {}
-            except (ValueError, RecursionError):
+                said: Any = loads(data) if data.strip() else {}
+            except ValueError:
                 said = {}
             said = said if isinstance(said, dict) else {}
             message = text_or_empty(said.get("message"))
@@ -574,8 +575,8 @@ class BedrockStream:
         if event not in EVENTS:
             return []
         try:
-            body = json.loads(data)
-        except (ValueError, RecursionError):
+            body = loads(data)
+        except ValueError:
             raise StreamFault(f"the stream sent a {event} event that is not JSON") from None
         if not isinstance(body, dict):
             raise StreamFault(f"the stream sent a {event} event that is not a JSON object")
@@ -669,7 +670,7 @@ def _call(parts: list[str]) -> ToolCall:
     if len(fragments) == 1 and not joined.startswith("{"):
         return ToolCall(call_id, name, joined)  # a whole reply's arguments, already the reply's text
     try:
-        value = json.loads(joined or "{}")
-    except (ValueError, RecursionError):
+        value = loads(joined or "{}")
+    except ValueError:
         return ToolCall(call_id, name, joined)
     return ToolCall(call_id, name, arguments_of(value))

@@ -83,6 +83,7 @@ from sidecar.core.conversation import (
     ToolCall,
 )
 from sidecar.core.details import ProviderDetail
+from sidecar.core.json_depth import loads
 from sidecar.core.kinds import FinishReason, RetrySignal, Role
 from sidecar.core.rate_budget import Budget
 from sidecar.core.redact import redact_body
@@ -272,8 +273,8 @@ class GeminiUpstream:
 def error_fields(body: str) -> tuple[str, str, list[dict[str, Any]], int] | None:
     """(message, status, details, code) of a Google error body; None when the body is not one."""
     try:
-        parsed: Any = json.loads(body)
-    except (ValueError, RecursionError):
+        parsed: Any = loads(body)
+    except ValueError:
         return None
     error = parsed.get("error") if isinstance(parsed, dict) else None
     if isinstance(parsed, list) and parsed and isinstance(parsed[0], dict):  # a stream's error, as a JSON array
@@ -459,8 +460,8 @@ class GeminiStream:
         if not data.strip():
             return []
         try:
-            body = json.loads(data)
-        except (ValueError, RecursionError):
+            body = loads(data)
+        except ValueError:
             raise StreamFault("the stream sent a chunk that is not JSON") from None
         if not isinstance(body, dict):
             raise StreamFault("the stream sent a chunk that is not a JSON object")

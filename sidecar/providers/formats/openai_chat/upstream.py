@@ -105,6 +105,7 @@ from sidecar.core.conversation import (
     ToolCallResult,
     ToolChoice,
 )
+from sidecar.core.json_depth import loads
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.rate_budget import Budget
 from sidecar.core.retry import Retry
@@ -528,8 +529,8 @@ class OpenAIStream:
         if event == "error":
             raise StreamFault("the stream sent an error event", error_body=data)
         try:
-            chunk = json.loads(data)
-        except (ValueError, RecursionError):
+            chunk = loads(data)
+        except ValueError:
             raise StreamFault("the stream sent an event that is not JSON") from None
         if not isinstance(chunk, dict):
             raise StreamFault("the stream sent an event that is not a JSON object")

@@ -55,11 +55,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from sidecar.core.json_depth import loads
 from sidecar.core.kinds import FinishReason
 from sidecar.core.rate_budget import Allowance, Budget
 from sidecar.providers.formats.chat import EMPTY_PARAMETERS
@@ -197,8 +197,8 @@ def error_refusal(body: str) -> tuple[str, str] | None:
     """(category, the provider's words) when an error body is a content-policy refusal (the module's table);
     None when it is any other error."""
     try:
-        parsed: Any = json.loads(body)
-    except (ValueError, RecursionError):
+        parsed: Any = loads(body)
+    except ValueError:
         return None
     error = parsed.get("error") if isinstance(parsed, dict) else None
     if not isinstance(error, dict):

@@ -101,6 +101,7 @@ from sidecar.core.conversation import (
     ToolCall,
     ToolCallResult,
 )
+from sidecar.core.json_depth import loads
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.rate_budget import Budget
 from sidecar.core.retry import Retry
@@ -324,8 +325,8 @@ _EMPTY: dict[str, Any] = {"type": "object", "properties": {}}
 
 def _error_code(body: str) -> str:
     try:
-        parsed: Any = json.loads(body)
-    except (ValueError, RecursionError):
+        parsed: Any = loads(body)
+    except ValueError:
         return ""
     error = parsed.get("error") if isinstance(parsed, dict) else None
     return text_or_empty(error.get("code")) if isinstance(error, dict) else ""
@@ -544,8 +545,8 @@ class ResponsesStream:
         if not data.strip():
             return []
         try:
-            body = json.loads(data)
-        except (ValueError, RecursionError):
+            body = loads(data)
+        except ValueError:
             raise StreamFault("the stream sent an event that is not JSON") from None
         if not isinstance(body, dict):
             raise StreamFault("the stream sent an event that is not a JSON object")
