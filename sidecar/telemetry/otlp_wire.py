@@ -49,6 +49,8 @@ _HAS_IS_REMOTE = 0x100
 _IS_REMOTE = 0x200
 MEMO_ENTRIES = 8192
 """Encoded key-value pairs kept; past this the memo starts again (a bound, not an eviction policy)."""
+MEMO_CHARS = 256
+"""A string value longer than this (recorded content, a long reason) is encoded each time, never kept."""
 
 
 def _varint(n: int) -> bytes:
@@ -134,7 +136,7 @@ class SpanEncoder:
     def _pair(self, key: str, value: Any) -> bytes:
         """A KeyValue's body, masked, from the memo when the pair is hashable."""
         kind = type(value)
-        if kind is str or kind is int or kind is bool or kind is float:
+        if (kind is str and len(value) <= MEMO_CHARS) or kind is int or kind is bool or kind is float:
             memo_key = (key, kind, value)
             found = self._memo.get(memo_key)
             if found is not None:
