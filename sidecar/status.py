@@ -170,8 +170,20 @@ def document(state: apb.GetStateResponse) -> dict[str, Any]:
             {"workflow": w.workflow, "spent_usd": w.spent_usd, "cap_usd": _optional(w, "cap_usd")}
             for w in state.workflows
         ],
-        "state": {"backend": state.state.backend, "reachable": state.state.reachable, "replicas": state.state.replicas},
+        "state": _backend(state.state),
     }
+
+
+def _backend(b: apb.BackendState) -> dict[str, Any]:
+    """The backend section as ``GET /admin/state`` has it: a shared backend (``pending_actions`` set) has
+    ``staleness_s`` (None: never reached) and ``pending_actions``, and ``last_error`` while unreachable."""
+    doc: dict[str, Any] = {"backend": b.backend, "reachable": b.reachable, "replicas": b.replicas}
+    if b.HasField("pending_actions"):
+        doc["staleness_s"] = _optional(b, "staleness_s")
+        doc["pending_actions"] = b.pending_actions
+    if b.HasField("last_error"):
+        doc["last_error"] = b.last_error
+    return doc
 
 
 def _num(value: Any) -> str:

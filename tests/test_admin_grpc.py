@@ -34,7 +34,8 @@ from sidecar.server.app import SidecarApp, running
 from sidecar.server.reload import ReloadOutcome, WorkerOutcome
 from sidecar.status import TOKEN_ENV, document, run_action, run_reload, run_status
 from tests.conftest import Running, Start, ThreadedServer, base_config
-from tests.test_admin import ADMIN, AGENT, SECRET, _admin_sidecar, _get, _seed
+from tests.redis_server import RedisServer, free_port, redis_server  # noqa: F401  (the fixture)
+from tests.test_admin import ADMIN, AGENT, HTTP, SECRET, _admin_sidecar, _get, _seed, _url
 
 pytestmark = pytest.mark.asyncio
 
@@ -128,6 +129,119 @@ async def test_get_state_is_the_http_document_typed(channel: tuple[Running, apb_
     assert (state.state.backend, state.state.reachable, state.state.replicas) == ("memory", True, 1)
     answer = await _get(r, ADMIN)
     assert document(state) == answer.json()  # the same view, field for field (the fake clock stood still)
+
+
+async def _eventually(check: Any, what: str, timeout_s: float = 15.0) -> None:
+    """Real time: a replica noticing Redis go away takes a heartbeat (a second) and a timeout."""
+    end = asyncio.get_running_loop().time() + timeout_s
+    while not await check():
+        if asyncio.get_running_loop().time() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def _same_view(grpc_doc: dict[str, Any], http_doc: dict[str, Any]) -> float | None:
+    """The two documents equal, but for the staleness (real time: the HTTP read came later); the gRPC one's."""
+    grpc_stale = grpc_doc["state"].pop("staleness_s")
+    http_stale = http_doc["state"].pop("staleness_s")
+    assert grpc_doc == http_doc
+    assert (grpc_stale is None) == (http_stale is None)
+    if grpc_stale is not None:
+        assert 0 <= grpc_stale <= http_stale < grpc_stale + 5
+    return None if grpc_stale is None else float(grpc_stale)
+
+
+async def test_get_state_with_redis_stopped_carries_staleness_the_error_and_the_queued_actions(
+    start_sidecar: Start,
+    redis_server: RedisServer,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The backend section of GET /admin/state, field for field over gRPC, from a real Redis stopped
+    under the sidecar: staleness_s (seconds since Redis last answered), last_error (what its last
+    operation raised) and pending_actions (two operator actions queued for the fleet)."""
+    state = {"backend": "redis", "url": redis_server.url, "prefix": "admin-grpc", "timeout_ms": 200}
+    r = await start_sidecar(
+        http=HTTP,
+        server={"auth": {"tokens": [AGENT]}, "admin": {"tokens": [ADMIN]}},
+        policy={"spend_caps": {"wf-1": 2.5}},
+        state=state,
+    )
+    async with grpc.aio.insecure_channel(r.app.address) as ch:
+        stub = apb_grpc.AdminStub(ch)
+
+        async def backend() -> apb.BackendState:
+            answer: apb.GetStateResponse = await stub.GetState(apb.GetStateRequest(), metadata=ADMIN_MD)
+            return answer.state
+
+        async def reachable() -> bool:
+            return (await backend()).reachable
+
+        async def unreachable() -> bool:
+            return not (await backend()).reachable
+
+        await _eventually(reachable, "the sidecar to reach Redis")
+        up = await backend()
+        assert (up.backend, up.HasField("staleness_s"), up.HasField("last_error")) == ("redis", True, False)
+        assert (up.HasField("pending_actions"), up.pending_actions) == (True, 0)
+        _seed(r)
+        redis_server.kill()
+        await _eventually(unreachable, "the sidecar to notice Redis stopped")
+        lifted = await stub.LiftPause(apb.LiftPauseRequest(model="gpt"), metadata=ADMIN_MD)
+        reset = await stub.ResetSpend(apb.ResetSpendRequest(workflow="wf-1"), metadata=ADMIN_MD)
+        assert (lifted.changed, lifted.reach, reset.was_usd, reset.reach) == (True, "queued", 1.25, "queued")
+
+        answer = await stub.GetState(apb.GetStateRequest(), metadata=ADMIN_MD)
+        http_doc = (await _get(r, ADMIN)).json()
+    down = answer.state
+    assert (down.backend, down.reachable, down.replicas) == ("redis", False, http_doc["state"]["replicas"])
+    assert down.HasField("staleness_s")
+    assert down.HasField("last_error")
+    assert down.last_error == http_doc["state"]["last_error"] != ""
+    assert down.pending_actions == http_doc["state"]["pending_actions"] == 2
+    grpc_doc = document(answer)
+    keys = {"backend", "reachable", "replicas", "staleness_s", "last_error", "pending_actions"}
+    assert set(grpc_doc["state"]) == set(http_doc["state"]) == keys
+    stale = _same_view(grpc_doc, http_doc)  # every section, the backend's new fields with real values
+    assert stale is not None
+
+    monkeypatch.setenv(TOKEN_ENV, ADMIN)  # sidecar status over gRPC shows what the HTTP form shows
+    consoles = []
+    for target in (r.app.address, _url(r).removesuffix("/admin/state")):
+        console = Console(record=True, width=240, file=io.StringIO())
+        assert await asyncio.to_thread(run_status, target, None, console) == 0
+        consoles.append(console.export_text())
+    over_grpc, over_http = consoles
+    cells = _backend_row(over_grpc)
+    assert cells[:3] == ["redis", "False", str(down.replicas)]
+    assert float(cells[3]) >= stale  # the staleness, read a little later
+    assert cells[4] == "2"  # the actions queued
+    assert cells[5].startswith(down.last_error[:30])
+    http_cells = _backend_row(over_http)
+    assert cells[:3] + cells[4:] == http_cells[:3] + http_cells[4:]
+    assert _other_lines(over_grpc) == _other_lines(over_http)  # every other table the same
+
+
+def _backend_row(text: str) -> list[str]:
+    row = next(line for line in text.splitlines() if line.startswith("│ redis"))
+    return [cell.strip() for cell in row.strip("│ ").split("│")]
+
+
+def _other_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if not line.startswith("│ redis")]
+
+
+async def test_get_state_of_a_redis_never_reached_is_the_http_document(
+    start_sidecar: Start,
+) -> None:
+    state = {"backend": "redis", "url": f"redis://127.0.0.1:{free_port()}/0", "prefix": "admin-bad", "timeout_ms": 50}
+    r = await start_sidecar(http=HTTP, server={"admin": {"tokens": [ADMIN]}}, state=state)
+    async with grpc.aio.insecure_channel(r.app.address) as ch:
+        answer = await apb_grpc.AdminStub(ch).GetState(apb.GetStateRequest(), metadata=ADMIN_MD)
+    http_doc = (await _get(r, ADMIN)).json()
+    assert not answer.state.HasField("staleness_s")  # never heard from: None in the JSON, unset here
+    assert answer.state.last_error
+    assert document(answer) == http_doc
+    assert document(answer)["state"]["staleness_s"] is None
 
 
 async def test_a_secret_in_an_opening_response_never_leaves(channel: tuple[Running, apb_grpc.AdminStub]) -> None:

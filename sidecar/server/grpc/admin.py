@@ -110,7 +110,14 @@ def state_response(doc: dict[str, Any]) -> apb.GetStateResponse:
             apb.WorkflowSpend(workflow=w["workflow"], spent_usd=w["spent_usd"], cap_usd=w["cap_usd"])
             for w in doc["workflows"]
         ],
-        state=apb.BackendState(backend=state["backend"], reachable=state["reachable"], replicas=state["replicas"]),
+        state=apb.BackendState(
+            backend=state["backend"],
+            reachable=state["reachable"],
+            replicas=state["replicas"],
+            staleness_s=state.get("staleness_s"),
+            last_error=state.get("last_error"),
+            pending_actions=state.get("pending_actions"),
+        ),
     )
 
 

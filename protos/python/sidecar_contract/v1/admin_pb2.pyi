@@ -80,14 +80,20 @@ class WorkflowSpend(_message.Message):
     def __init__(self, workflow: _Optional[str] = ..., spent_usd: _Optional[float] = ..., cap_usd: _Optional[float] = ...) -> None: ...
 
 class BackendState(_message.Message):
-    __slots__ = ("backend", "reachable", "replicas")
+    __slots__ = ("backend", "reachable", "replicas", "staleness_s", "last_error", "pending_actions")
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     REACHABLE_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    STALENESS_S_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    PENDING_ACTIONS_FIELD_NUMBER: _ClassVar[int]
     backend: str
     reachable: bool
     replicas: int
-    def __init__(self, backend: _Optional[str] = ..., reachable: _Optional[bool] = ..., replicas: _Optional[int] = ...) -> None: ...
+    staleness_s: float
+    last_error: str
+    pending_actions: int
+    def __init__(self, backend: _Optional[str] = ..., reachable: _Optional[bool] = ..., replicas: _Optional[int] = ..., staleness_s: _Optional[float] = ..., last_error: _Optional[str] = ..., pending_actions: _Optional[int] = ...) -> None: ...
 
 class CloseCircuitRequest(_message.Message):
     __slots__ = ("name",)

@@ -443,9 +443,21 @@ type BackendState struct {
 	// Whether it is reachable.
 	Reachable bool `protobuf:"varint,2,opt,name=reachable,proto3" json:"reachable,omitempty"`
 	// Live replicas sharing it.
-	Replicas      int32 `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Replicas int32 `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// Seconds since the shared backend last answered this replica (a heartbeat
+	// every second, a published change, a re-sync); unset: never reached, or
+	// the memory backend.
+	StalenessS *float64 `protobuf:"fixed64,4,opt,name=staleness_s,json=stalenessS,proto3,oneof" json:"staleness_s,omitempty"`
+	// While the shared backend is not reachable: what its last operation raised
+	// ("not reached yet" before the first); unset while it is reachable, and
+	// with the memory backend.
+	LastError *string `protobuf:"bytes,5,opt,name=last_error,json=lastError,proto3,oneof" json:"last_error,omitempty"`
+	// Operator actions applied on this replica that the shared backend has not
+	// taken yet (queued while it is unreachable, published once it answers);
+	// unset with the memory backend.
+	PendingActions *int32 `protobuf:"varint,6,opt,name=pending_actions,json=pendingActions,proto3,oneof" json:"pending_actions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BackendState) Reset() {
@@ -495,6 +507,27 @@ func (x *BackendState) GetReachable() bool {
 func (x *BackendState) GetReplicas() int32 {
 	if x != nil {
 		return x.Replicas
+	}
+	return 0
+}
+
+func (x *BackendState) GetStalenessS() float64 {
+	if x != nil && x.StalenessS != nil {
+		return *x.StalenessS
+	}
+	return 0
+}
+
+func (x *BackendState) GetLastError() string {
+	if x != nil && x.LastError != nil {
+		return *x.LastError
+	}
+	return ""
+}
+
+func (x *BackendState) GetPendingActions() int32 {
+	if x != nil && x.PendingActions != nil {
+		return *x.PendingActions
 	}
 	return 0
 }
@@ -1085,11 +1118,19 @@ const file_sidecar_v1_admin_proto_rawDesc = "" +
 	"\tspent_usd\x18\x02 \x01(\x01R\bspentUsd\x12\x1c\n" +
 	"\acap_usd\x18\x03 \x01(\x01H\x00R\x06capUsd\x88\x01\x01B\n" +
 	"\n" +
-	"\b_cap_usd\"b\n" +
+	"\b_cap_usd\"\x8d\x02\n" +
 	"\fBackendState\x12\x18\n" +
 	"\abackend\x18\x01 \x01(\tR\abackend\x12\x1c\n" +
 	"\treachable\x18\x02 \x01(\bR\treachable\x12\x1a\n" +
-	"\breplicas\x18\x03 \x01(\x05R\breplicas\")\n" +
+	"\breplicas\x18\x03 \x01(\x05R\breplicas\x12$\n" +
+	"\vstaleness_s\x18\x04 \x01(\x01H\x00R\n" +
+	"stalenessS\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"last_error\x18\x05 \x01(\tH\x01R\tlastError\x88\x01\x01\x12,\n" +
+	"\x0fpending_actions\x18\x06 \x01(\x05H\x02R\x0ependingActions\x88\x01\x01B\x0e\n" +
+	"\f_staleness_sB\r\n" +
+	"\v_last_errorB\x12\n" +
+	"\x10_pending_actions\")\n" +
 	"\x13CloseCircuitRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"Z\n" +
 	"\x14CloseCircuitResponse\x12\x18\n" +
@@ -1198,6 +1239,7 @@ func file_sidecar_v1_admin_proto_init() {
 	file_sidecar_v1_sidecar_proto_init()
 	file_sidecar_v1_admin_proto_msgTypes[2].OneofWrappers = []any{}
 	file_sidecar_v1_admin_proto_msgTypes[4].OneofWrappers = []any{}
+	file_sidecar_v1_admin_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -138,41 +138,46 @@ public final class AdminOuterClass extends com.google.protobuf.GeneratedFile {
       "R\013probeHolder\"r\n\rWorkflowSpend\022\032\n\010workfl" +
       "ow\030\001 \001(\tR\010workflow\022\033\n\tspent_usd\030\002 \001(\001R\010s" +
       "pentUsd\022\034\n\007cap_usd\030\003 \001(\001H\000R\006capUsd\210\001\001B\n\n" +
-      "\010_cap_usd\"b\n\014BackendState\022\030\n\007backend\030\001 \001" +
-      "(\tR\007backend\022\034\n\treachable\030\002 \001(\010R\treachabl" +
-      "e\022\032\n\010replicas\030\003 \001(\005R\010replicas\")\n\023CloseCi" +
-      "rcuitRequest\022\022\n\004name\030\001 \001(\tR\004name\"Z\n\024Clos" +
-      "eCircuitResponse\022\030\n\007changed\030\001 \001(\010R\007chang" +
-      "ed\022\024\n\005reach\030\002 \001(\tR\005reach\022\022\n\004note\030\003 \001(\tR\004" +
-      "note\"(\n\020LiftPauseRequest\022\024\n\005model\030\001 \001(\tR" +
-      "\005model\"W\n\021LiftPauseResponse\022\030\n\007changed\030\001" +
-      " \001(\010R\007changed\022\024\n\005reach\030\002 \001(\tR\005reach\022\022\n\004n" +
-      "ote\030\003 \001(\tR\004note\"/\n\021ResetSpendRequest\022\032\n\010" +
-      "workflow\030\001 \001(\tR\010workflow\"W\n\022ResetSpendRe" +
-      "sponse\022\027\n\007was_usd\030\001 \001(\001R\006wasUsd\022\024\n\005reach" +
-      "\030\002 \001(\tR\005reach\022\022\n\004note\030\003 \001(\tR\004note\"\017\n\rRel" +
-      "oadRequest\"\257\001\n\016ReloadResponse\022\030\n\007applied" +
-      "\030\001 \001(\010R\007applied\022\024\n\005error\030\002 \001(\tR\005error\0222\n" +
-      "\007workers\030\003 \003(\0132\030.sidecar.v1.WorkerReload" +
-      "R\007workers\022%\n\016restart_needed\030\004 \003(\tR\rresta" +
-      "rtNeeded\022\022\n\004note\030\005 \001(\tR\004note\"\202\001\n\014WorkerR" +
-      "eload\022\024\n\005index\030\001 \001(\005R\005index\022\030\n\007applied\030\002" +
-      " \001(\010R\007applied\022\024\n\005error\030\003 \001(\tR\005error\022\020\n\003p" +
-      "id\030\004 \001(\005R\003pid\022\032\n\010reported\030\005 \001(\010R\010reporte" +
-      "d2\371\002\n\005Admin\022E\n\010GetState\022\033.sidecar.v1.Get" +
-      "StateRequest\032\034.sidecar.v1.GetStateRespon" +
-      "se\022Q\n\014CloseCircuit\022\037.sidecar.v1.CloseCir" +
-      "cuitRequest\032 .sidecar.v1.CloseCircuitRes" +
-      "ponse\022H\n\tLiftPause\022\034.sidecar.v1.LiftPaus" +
-      "eRequest\032\035.sidecar.v1.LiftPauseResponse\022" +
-      "K\n\nResetSpend\022\035.sidecar.v1.ResetSpendReq" +
-      "uest\032\036.sidecar.v1.ResetSpendResponse\022?\n\006" +
-      "Reload\022\031.sidecar.v1.ReloadRequest\032\032.side" +
-      "car.v1.ReloadResponseB\235\001\n\016dev.sidecar.v1" +
-      "P\001ZBgithub.com/sidecar-dev/sidecar/clien" +
-      "ts/go/gen/sidecar/v1;sidecarv1\242\002\003SXX\252\002\nS" +
-      "idecar.V1\312\002\nSidecar\\V1\342\002\026Sidecar\\V1\\GPBM" +
-      "etadata\352\002\013Sidecar::V1b\006proto3"
+      "\010_cap_usd\"\215\002\n\014BackendState\022\030\n\007backend\030\001 " +
+      "\001(\tR\007backend\022\034\n\treachable\030\002 \001(\010R\treachab" +
+      "le\022\032\n\010replicas\030\003 \001(\005R\010replicas\022$\n\013stalen" +
+      "ess_s\030\004 \001(\001H\000R\nstalenessS\210\001\001\022\"\n\nlast_err" +
+      "or\030\005 \001(\tH\001R\tlastError\210\001\001\022,\n\017pending_acti" +
+      "ons\030\006 \001(\005H\002R\016pendingActions\210\001\001B\016\n\014_stale" +
+      "ness_sB\r\n\013_last_errorB\022\n\020_pending_action" +
+      "s\")\n\023CloseCircuitRequest\022\022\n\004name\030\001 \001(\tR\004" +
+      "name\"Z\n\024CloseCircuitResponse\022\030\n\007changed\030" +
+      "\001 \001(\010R\007changed\022\024\n\005reach\030\002 \001(\tR\005reach\022\022\n\004" +
+      "note\030\003 \001(\tR\004note\"(\n\020LiftPauseRequest\022\024\n\005" +
+      "model\030\001 \001(\tR\005model\"W\n\021LiftPauseResponse\022" +
+      "\030\n\007changed\030\001 \001(\010R\007changed\022\024\n\005reach\030\002 \001(\t" +
+      "R\005reach\022\022\n\004note\030\003 \001(\tR\004note\"/\n\021ResetSpen" +
+      "dRequest\022\032\n\010workflow\030\001 \001(\tR\010workflow\"W\n\022" +
+      "ResetSpendResponse\022\027\n\007was_usd\030\001 \001(\001R\006was" +
+      "Usd\022\024\n\005reach\030\002 \001(\tR\005reach\022\022\n\004note\030\003 \001(\tR" +
+      "\004note\"\017\n\rReloadRequest\"\257\001\n\016ReloadRespons" +
+      "e\022\030\n\007applied\030\001 \001(\010R\007applied\022\024\n\005error\030\002 \001" +
+      "(\tR\005error\0222\n\007workers\030\003 \003(\0132\030.sidecar.v1." +
+      "WorkerReloadR\007workers\022%\n\016restart_needed\030" +
+      "\004 \003(\tR\rrestartNeeded\022\022\n\004note\030\005 \001(\tR\004note" +
+      "\"\202\001\n\014WorkerReload\022\024\n\005index\030\001 \001(\005R\005index\022" +
+      "\030\n\007applied\030\002 \001(\010R\007applied\022\024\n\005error\030\003 \001(\t" +
+      "R\005error\022\020\n\003pid\030\004 \001(\005R\003pid\022\032\n\010reported\030\005 " +
+      "\001(\010R\010reported2\371\002\n\005Admin\022E\n\010GetState\022\033.si" +
+      "decar.v1.GetStateRequest\032\034.sidecar.v1.Ge" +
+      "tStateResponse\022Q\n\014CloseCircuit\022\037.sidecar" +
+      ".v1.CloseCircuitRequest\032 .sidecar.v1.Clo" +
+      "seCircuitResponse\022H\n\tLiftPause\022\034.sidecar" +
+      ".v1.LiftPauseRequest\032\035.sidecar.v1.LiftPa" +
+      "useResponse\022K\n\nResetSpend\022\035.sidecar.v1.R" +
+      "esetSpendRequest\032\036.sidecar.v1.ResetSpend" +
+      "Response\022?\n\006Reload\022\031.sidecar.v1.ReloadRe" +
+      "quest\032\032.sidecar.v1.ReloadResponseB\235\001\n\016de" +
+      "v.sidecar.v1P\001ZBgithub.com/sidecar-dev/s" +
+      "idecar/clients/go/gen/sidecar/v1;sidecar" +
+      "v1\242\002\003SXX\252\002\nSidecar.V1\312\002\nSidecar\\V1\342\002\026Sid" +
+      "ecar\\V1\\GPBMetadata\352\002\013Sidecar::V1b\006proto" +
+      "3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -215,7 +220,7 @@ public final class AdminOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_sidecar_v1_BackendState_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_BackendState_descriptor,
-        new java.lang.String[] { "Backend", "Reachable", "Replicas", });
+        new java.lang.String[] { "Backend", "Reachable", "Replicas", "StalenessS", "LastError", "PendingActions", });
     internal_static_sidecar_v1_CloseCircuitRequest_descriptor =
       getDescriptor().getMessageType(6);
     internal_static_sidecar_v1_CloseCircuitRequest_fieldAccessorTable = new

@@ -33,6 +33,7 @@ private static final long serialVersionUID = 0L;
   }
   private BackendState() {
     backend_ = "";
+    lastError_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -53,6 +54,7 @@ private static final long serialVersionUID = 0L;
             dev.sidecar.v1.BackendState.class, dev.sidecar.v1.BackendState.Builder.class);
   }
 
+  private int bitField0_;
   public static final int BACKEND_FIELD_NUMBER = 1;
   @SuppressWarnings("serial")
   private volatile java.lang.Object backend_ = "";
@@ -130,6 +132,133 @@ private static final long serialVersionUID = 0L;
     return replicas_;
   }
 
+  public static final int STALENESS_S_FIELD_NUMBER = 4;
+  private double stalenessS_ = 0D;
+  /**
+   * <pre>
+   * Seconds since the shared backend last answered this replica (a heartbeat
+   * every second, a published change, a re-sync); unset: never reached, or
+   * the memory backend.
+   * </pre>
+   *
+   * <code>optional double staleness_s = 4 [json_name = "stalenessS"];</code>
+   * @return Whether the stalenessS field is set.
+   */
+  @java.lang.Override
+  public boolean hasStalenessS() {
+    return ((bitField0_ & 0x00000001) != 0);
+  }
+  /**
+   * <pre>
+   * Seconds since the shared backend last answered this replica (a heartbeat
+   * every second, a published change, a re-sync); unset: never reached, or
+   * the memory backend.
+   * </pre>
+   *
+   * <code>optional double staleness_s = 4 [json_name = "stalenessS"];</code>
+   * @return The stalenessS.
+   */
+  @java.lang.Override
+  public double getStalenessS() {
+    return stalenessS_;
+  }
+
+  public static final int LAST_ERROR_FIELD_NUMBER = 5;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object lastError_ = "";
+  /**
+   * <pre>
+   * While the shared backend is not reachable: what its last operation raised
+   * ("not reached yet" before the first); unset while it is reachable, and
+   * with the memory backend.
+   * </pre>
+   *
+   * <code>optional string last_error = 5 [json_name = "lastError"];</code>
+   * @return Whether the lastError field is set.
+   */
+  @java.lang.Override
+  public boolean hasLastError() {
+    return ((bitField0_ & 0x00000002) != 0);
+  }
+  /**
+   * <pre>
+   * While the shared backend is not reachable: what its last operation raised
+   * ("not reached yet" before the first); unset while it is reachable, and
+   * with the memory backend.
+   * </pre>
+   *
+   * <code>optional string last_error = 5 [json_name = "lastError"];</code>
+   * @return The lastError.
+   */
+  @java.lang.Override
+  public java.lang.String getLastError() {
+    java.lang.Object ref = lastError_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      lastError_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * While the shared backend is not reachable: what its last operation raised
+   * ("not reached yet" before the first); unset while it is reachable, and
+   * with the memory backend.
+   * </pre>
+   *
+   * <code>optional string last_error = 5 [json_name = "lastError"];</code>
+   * @return The bytes for lastError.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getLastErrorBytes() {
+    java.lang.Object ref = lastError_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      lastError_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int PENDING_ACTIONS_FIELD_NUMBER = 6;
+  private int pendingActions_ = 0;
+  /**
+   * <pre>
+   * Operator actions applied on this replica that the shared backend has not
+   * taken yet (queued while it is unreachable, published once it answers);
+   * unset with the memory backend.
+   * </pre>
+   *
+   * <code>optional int32 pending_actions = 6 [json_name = "pendingActions"];</code>
+   * @return Whether the pendingActions field is set.
+   */
+  @java.lang.Override
+  public boolean hasPendingActions() {
+    return ((bitField0_ & 0x00000004) != 0);
+  }
+  /**
+   * <pre>
+   * Operator actions applied on this replica that the shared backend has not
+   * taken yet (queued while it is unreachable, published once it answers);
+   * unset with the memory backend.
+   * </pre>
+   *
+   * <code>optional int32 pending_actions = 6 [json_name = "pendingActions"];</code>
+   * @return The pendingActions.
+   */
+  @java.lang.Override
+  public int getPendingActions() {
+    return pendingActions_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -153,6 +282,15 @@ private static final long serialVersionUID = 0L;
     if (replicas_ != 0) {
       output.writeInt32(3, replicas_);
     }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      output.writeDouble(4, stalenessS_);
+    }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 5, lastError_);
+    }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      output.writeInt32(6, pendingActions_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -167,6 +305,17 @@ private static final long serialVersionUID = 0L;
     if (replicas_ != 0) {
       size += com.google.protobuf.CodedOutputStream
         .computeInt32Size(3, replicas_);
+    }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeDoubleSize(4, stalenessS_);
+    }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(5, lastError_);
+    }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt32Size(6, pendingActions_);
     }
     return size;
   }
@@ -198,6 +347,22 @@ private static final long serialVersionUID = 0L;
         != other.getReachable()) return false;
     if (getReplicas()
         != other.getReplicas()) return false;
+    if (hasStalenessS() != other.hasStalenessS()) return false;
+    if (hasStalenessS()) {
+      if (java.lang.Double.doubleToLongBits(getStalenessS())
+          != java.lang.Double.doubleToLongBits(
+              other.getStalenessS())) return false;
+    }
+    if (hasLastError() != other.hasLastError()) return false;
+    if (hasLastError()) {
+      if (!getLastError()
+          .equals(other.getLastError())) return false;
+    }
+    if (hasPendingActions() != other.hasPendingActions()) return false;
+    if (hasPendingActions()) {
+      if (getPendingActions()
+          != other.getPendingActions()) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -216,6 +381,19 @@ private static final long serialVersionUID = 0L;
         getReachable());
     hash = (37 * hash) + REPLICAS_FIELD_NUMBER;
     hash = (53 * hash) + getReplicas();
+    if (hasStalenessS()) {
+      hash = (37 * hash) + STALENESS_S_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          java.lang.Double.doubleToLongBits(getStalenessS()));
+    }
+    if (hasLastError()) {
+      hash = (37 * hash) + LAST_ERROR_FIELD_NUMBER;
+      hash = (53 * hash) + getLastError().hashCode();
+    }
+    if (hasPendingActions()) {
+      hash = (37 * hash) + PENDING_ACTIONS_FIELD_NUMBER;
+      hash = (53 * hash) + getPendingActions();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -354,6 +532,9 @@ private static final long serialVersionUID = 0L;
       backend_ = "";
       reachable_ = false;
       replicas_ = 0;
+      stalenessS_ = 0D;
+      lastError_ = "";
+      pendingActions_ = 0;
       return this;
     }
 
@@ -396,6 +577,20 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000004) != 0)) {
         result.replicas_ = replicas_;
       }
+      int to_bitField0_ = 0;
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        result.stalenessS_ = stalenessS_;
+        to_bitField0_ |= 0x00000001;
+      }
+      if (((from_bitField0_ & 0x00000010) != 0)) {
+        result.lastError_ = lastError_;
+        to_bitField0_ |= 0x00000002;
+      }
+      if (((from_bitField0_ & 0x00000020) != 0)) {
+        result.pendingActions_ = pendingActions_;
+        to_bitField0_ |= 0x00000004;
+      }
+      result.bitField0_ |= to_bitField0_;
     }
 
     @java.lang.Override
@@ -420,6 +615,17 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getReplicas() != 0) {
         setReplicas(other.getReplicas());
+      }
+      if (other.hasStalenessS()) {
+        setStalenessS(other.getStalenessS());
+      }
+      if (other.hasLastError()) {
+        lastError_ = other.lastError_;
+        bitField0_ |= 0x00000010;
+        onChanged();
+      }
+      if (other.hasPendingActions()) {
+        setPendingActions(other.getPendingActions());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -460,6 +666,21 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000004;
               break;
             } // case 24
+            case 33: {
+              stalenessS_ = input.readDouble();
+              bitField0_ |= 0x00000008;
+              break;
+            } // case 33
+            case 42: {
+              lastError_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000010;
+              break;
+            } // case 42
+            case 48: {
+              pendingActions_ = input.readInt32();
+              bitField0_ |= 0x00000020;
+              break;
+            } // case 48
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -653,6 +874,249 @@ private static final long serialVersionUID = 0L;
     public Builder clearReplicas() {
       bitField0_ = (bitField0_ & ~0x00000004);
       replicas_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private double stalenessS_ ;
+    /**
+     * <pre>
+     * Seconds since the shared backend last answered this replica (a heartbeat
+     * every second, a published change, a re-sync); unset: never reached, or
+     * the memory backend.
+     * </pre>
+     *
+     * <code>optional double staleness_s = 4 [json_name = "stalenessS"];</code>
+     * @return Whether the stalenessS field is set.
+     */
+    @java.lang.Override
+    public boolean hasStalenessS() {
+      return ((bitField0_ & 0x00000008) != 0);
+    }
+    /**
+     * <pre>
+     * Seconds since the shared backend last answered this replica (a heartbeat
+     * every second, a published change, a re-sync); unset: never reached, or
+     * the memory backend.
+     * </pre>
+     *
+     * <code>optional double staleness_s = 4 [json_name = "stalenessS"];</code>
+     * @return The stalenessS.
+     */
+    @java.lang.Override
+    public double getStalenessS() {
+      return stalenessS_;
+    }
+    /**
+     * <pre>
+     * Seconds since the shared backend last answered this replica (a heartbeat
+     * every second, a published change, a re-sync); unset: never reached, or
+     * the memory backend.
+     * </pre>
+     *
+     * <code>optional double staleness_s = 4 [json_name = "stalenessS"];</code>
+     * @param value The stalenessS to set.
+     * @return This builder for chaining.
+     */
+    public Builder setStalenessS(double value) {
+
+      stalenessS_ = value;
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Seconds since the shared backend last answered this replica (a heartbeat
+     * every second, a published change, a re-sync); unset: never reached, or
+     * the memory backend.
+     * </pre>
+     *
+     * <code>optional double staleness_s = 4 [json_name = "stalenessS"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearStalenessS() {
+      bitField0_ = (bitField0_ & ~0x00000008);
+      stalenessS_ = 0D;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object lastError_ = "";
+    /**
+     * <pre>
+     * While the shared backend is not reachable: what its last operation raised
+     * ("not reached yet" before the first); unset while it is reachable, and
+     * with the memory backend.
+     * </pre>
+     *
+     * <code>optional string last_error = 5 [json_name = "lastError"];</code>
+     * @return Whether the lastError field is set.
+     */
+    public boolean hasLastError() {
+      return ((bitField0_ & 0x00000010) != 0);
+    }
+    /**
+     * <pre>
+     * While the shared backend is not reachable: what its last operation raised
+     * ("not reached yet" before the first); unset while it is reachable, and
+     * with the memory backend.
+     * </pre>
+     *
+     * <code>optional string last_error = 5 [json_name = "lastError"];</code>
+     * @return The lastError.
+     */
+    public java.lang.String getLastError() {
+      java.lang.Object ref = lastError_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        lastError_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * While the shared backend is not reachable: what its last operation raised
+     * ("not reached yet" before the first); unset while it is reachable, and
+     * with the memory backend.
+     * </pre>
+     *
+     * <code>optional string last_error = 5 [json_name = "lastError"];</code>
+     * @return The bytes for lastError.
+     */
+    public com.google.protobuf.ByteString
+        getLastErrorBytes() {
+      java.lang.Object ref = lastError_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        lastError_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * While the shared backend is not reachable: what its last operation raised
+     * ("not reached yet" before the first); unset while it is reachable, and
+     * with the memory backend.
+     * </pre>
+     *
+     * <code>optional string last_error = 5 [json_name = "lastError"];</code>
+     * @param value The lastError to set.
+     * @return This builder for chaining.
+     */
+    public Builder setLastError(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      lastError_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * While the shared backend is not reachable: what its last operation raised
+     * ("not reached yet" before the first); unset while it is reachable, and
+     * with the memory backend.
+     * </pre>
+     *
+     * <code>optional string last_error = 5 [json_name = "lastError"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearLastError() {
+      lastError_ = getDefaultInstance().getLastError();
+      bitField0_ = (bitField0_ & ~0x00000010);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * While the shared backend is not reachable: what its last operation raised
+     * ("not reached yet" before the first); unset while it is reachable, and
+     * with the memory backend.
+     * </pre>
+     *
+     * <code>optional string last_error = 5 [json_name = "lastError"];</code>
+     * @param value The bytes for lastError to set.
+     * @return This builder for chaining.
+     */
+    public Builder setLastErrorBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      lastError_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+
+    private int pendingActions_ ;
+    /**
+     * <pre>
+     * Operator actions applied on this replica that the shared backend has not
+     * taken yet (queued while it is unreachable, published once it answers);
+     * unset with the memory backend.
+     * </pre>
+     *
+     * <code>optional int32 pending_actions = 6 [json_name = "pendingActions"];</code>
+     * @return Whether the pendingActions field is set.
+     */
+    @java.lang.Override
+    public boolean hasPendingActions() {
+      return ((bitField0_ & 0x00000020) != 0);
+    }
+    /**
+     * <pre>
+     * Operator actions applied on this replica that the shared backend has not
+     * taken yet (queued while it is unreachable, published once it answers);
+     * unset with the memory backend.
+     * </pre>
+     *
+     * <code>optional int32 pending_actions = 6 [json_name = "pendingActions"];</code>
+     * @return The pendingActions.
+     */
+    @java.lang.Override
+    public int getPendingActions() {
+      return pendingActions_;
+    }
+    /**
+     * <pre>
+     * Operator actions applied on this replica that the shared backend has not
+     * taken yet (queued while it is unreachable, published once it answers);
+     * unset with the memory backend.
+     * </pre>
+     *
+     * <code>optional int32 pending_actions = 6 [json_name = "pendingActions"];</code>
+     * @param value The pendingActions to set.
+     * @return This builder for chaining.
+     */
+    public Builder setPendingActions(int value) {
+
+      pendingActions_ = value;
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Operator actions applied on this replica that the shared backend has not
+     * taken yet (queued while it is unreachable, published once it answers);
+     * unset with the memory backend.
+     * </pre>
+     *
+     * <code>optional int32 pending_actions = 6 [json_name = "pendingActions"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearPendingActions() {
+      bitField0_ = (bitField0_ & ~0x00000020);
+      pendingActions_ = 0;
       onChanged();
       return this;
     }

@@ -49,4 +49,85 @@ public interface BackendStateOrBuilder extends
    * @return The replicas.
    */
   int getReplicas();
+
+  /**
+   * <pre>
+   * Seconds since the shared backend last answered this replica (a heartbeat
+   * every second, a published change, a re-sync); unset: never reached, or
+   * the memory backend.
+   * </pre>
+   *
+   * <code>optional double staleness_s = 4 [json_name = "stalenessS"];</code>
+   * @return Whether the stalenessS field is set.
+   */
+  boolean hasStalenessS();
+  /**
+   * <pre>
+   * Seconds since the shared backend last answered this replica (a heartbeat
+   * every second, a published change, a re-sync); unset: never reached, or
+   * the memory backend.
+   * </pre>
+   *
+   * <code>optional double staleness_s = 4 [json_name = "stalenessS"];</code>
+   * @return The stalenessS.
+   */
+  double getStalenessS();
+
+  /**
+   * <pre>
+   * While the shared backend is not reachable: what its last operation raised
+   * ("not reached yet" before the first); unset while it is reachable, and
+   * with the memory backend.
+   * </pre>
+   *
+   * <code>optional string last_error = 5 [json_name = "lastError"];</code>
+   * @return Whether the lastError field is set.
+   */
+  boolean hasLastError();
+  /**
+   * <pre>
+   * While the shared backend is not reachable: what its last operation raised
+   * ("not reached yet" before the first); unset while it is reachable, and
+   * with the memory backend.
+   * </pre>
+   *
+   * <code>optional string last_error = 5 [json_name = "lastError"];</code>
+   * @return The lastError.
+   */
+  java.lang.String getLastError();
+  /**
+   * <pre>
+   * While the shared backend is not reachable: what its last operation raised
+   * ("not reached yet" before the first); unset while it is reachable, and
+   * with the memory backend.
+   * </pre>
+   *
+   * <code>optional string last_error = 5 [json_name = "lastError"];</code>
+   * @return The bytes for lastError.
+   */
+  com.google.protobuf.ByteString
+      getLastErrorBytes();
+
+  /**
+   * <pre>
+   * Operator actions applied on this replica that the shared backend has not
+   * taken yet (queued while it is unreachable, published once it answers);
+   * unset with the memory backend.
+   * </pre>
+   *
+   * <code>optional int32 pending_actions = 6 [json_name = "pendingActions"];</code>
+   * @return Whether the pendingActions field is set.
+   */
+  boolean hasPendingActions();
+  /**
+   * <pre>
+   * Operator actions applied on this replica that the shared backend has not
+   * taken yet (queued while it is unreachable, published once it answers);
+   * unset with the memory backend.
+   * </pre>
+   *
+   * <code>optional int32 pending_actions = 6 [json_name = "pendingActions"];</code>
+   * @return The pendingActions.
+   */
+  int getPendingActions();
 }
