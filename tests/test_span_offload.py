@@ -118,3 +118,29 @@ def test_offloaded_spans_arrive_whole_and_masked(receiver: list[bytes]) -> None:
     assert link.span_id == chat.span_id
     assert _attrs(link.attributes) == {"l": 1}
     assert chat.end_time_unix_nano >= chat.start_time_unix_nano > 0
+
+
+def test_the_lean_tracers_spans_cross_to_the_child_whole(receiver: list[bytes]) -> None:
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState, set_span_in_context
+
+    from sidecar.telemetry.lean import LeanTracerProvider
+
+    masking.register([SECRET])
+    offload = OffloadSpanProcessor("http/protobuf", Resource.create({"service.name": "offload-lean"}))
+    provider = LeanTracerProvider(offload.sink, force_flush=offload.force_flush, shutdown=offload.shutdown)
+    remote = SpanContext(0xAB, 0xCD, is_remote=True, trace_flags=TraceFlags(1), trace_state=TraceState([("k", "v")]))
+    tracer = provider.get_tracer("sidecar.test")
+    parent_context = set_span_in_context(NonRecordingSpan(remote))
+    with tracer.start_as_current_span("chat gpt", context=parent_context, attributes={"why": SECRET}) as span:
+        span.add_link(remote, {"l": 2})
+    provider.shutdown()
+    (chat,) = [s for body in receiver for rs in ExportTraceServiceRequest.FromString(body).resource_spans
+               for ss in rs.scope_spans for s in ss.spans]  # fmt: skip
+    assert chat.trace_id == (0xAB).to_bytes(16, "big")
+    assert chat.parent_span_id == (0xCD).to_bytes(8, "big")
+    assert chat.flags == 0x300  # a remote parent
+    assert chat.trace_state == "k=v"
+    assert SECRET not in _attrs(chat.attributes)["why"]
+    (link,) = chat.links
+    assert link.span_id == (0xCD).to_bytes(8, "big")
+    assert _attrs(link.attributes) == {"l": 2}

@@ -56,10 +56,10 @@ __all__ = ["Fields", "LeanSpan", "LeanTracerProvider", "sdk_sampler"]
 
 _log = logging.getLogger("sidecar.telemetry")
 
-Context = tuple[int, int, int, tuple[tuple[str, str], ...], bool]
 Fields = tuple[Any, ...]
-"""An ended span: name, context, parent, kind, start, end, attributes, events, links, status code,
-status description, scope (name, version, schema_url) — ``offload._fields``'s shape."""
+"""An ended span: name, context (a ``SpanContext``), parent (one, or None), kind (the SDK's value),
+start, end (ns), attributes (a dict), events ((name, attributes, ns)), links ((``SpanContext``,
+attributes)), status code (the SDK's value), status description, scope (name, version, schema_url)."""
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _NO_STATE = TraceState()
@@ -97,13 +97,6 @@ def sdk_sampler() -> sdk_sampling.Sampler:
         _warn_once("sampler", "OTEL_TRACES_SAMPLER=%s is not a sampler this sidecar knows: parentbased_always_on", name)
         return sdk_sampling.DEFAULT_ON
     return make()
-
-
-def _context_fields(ctx: SpanContext | None) -> Context | None:
-    if ctx is None:
-        return None
-    state = ctx.trace_state
-    return (ctx.trace_id, ctx.span_id, int(ctx.trace_flags), tuple(state.items()) if state else (), ctx.is_remote)
 
 
 class _Limits:
@@ -148,7 +141,13 @@ def _cleaned(attributes: Attributes, limit: int | None, length: int | None) -> d
     for key, value in attributes.items():
         if limit is not None and len(out) >= limit and key not in out:
             break
-        if type(value) is str and (length is None or len(value) <= length):
+        kind = type(value)
+        if (
+            kind is int
+            or kind is bool
+            or kind is float
+            or (isinstance(value, str) and kind is str and (length is None or len(value) <= length))
+        ):
             out[key] = value
             continue
         cleaned = _clean(key, value, length)
@@ -187,7 +186,7 @@ class LeanSpan(trace.Span):
         parent: SpanContext | None,
         kind: SpanKind,
         attributes: dict[str, Any],
-        links: list[tuple[Context | None, dict[str, Any]]],
+        links: list[tuple[SpanContext, dict[str, Any]]],
         start: int,
         scope: tuple[str, str | None, str | None],
         record_exception: bool,
@@ -268,9 +267,7 @@ class LeanSpan(trace.Span):
         limits = self._limits
         if limits.links is not None and len(self._links) >= limits.links:
             return
-        self._links.append(
-            (_context_fields(context), _cleaned(attributes, limits.link_attributes, limits.other_length))
-        )
+        self._links.append((context, _cleaned(attributes, limits.link_attributes, limits.other_length)))
 
     def update_name(self, name: str) -> None:
         if not self._ended("update_name"):
@@ -316,8 +313,8 @@ class LeanSpan(trace.Span):
         self._provider.sink(
             (
                 self._name,
-                _context_fields(self._context),
-                _context_fields(self._parent),
+                self._context,
+                self._parent,
                 self._kind.value,
                 self._start,
                 end,
@@ -385,7 +382,7 @@ class _LeanTracer(trace.Tracer):
         limits = provider.limits
         attrs = _cleaned(given, limits.attributes, limits.length)
         link_fields = [
-            (_context_fields(link.context), _cleaned(link.attributes, limits.link_attributes, limits.other_length))
+            (link.context, _cleaned(link.attributes, limits.link_attributes, limits.other_length))
             for link in (links or ())
             if link.context.is_valid
         ][: limits.links]

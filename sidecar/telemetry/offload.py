@@ -100,6 +100,26 @@ def _fields(span: ReadableSpan) -> tuple[Any, ...]:
     )
 
 
+def _picklable(fields: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A lean span's fields with its contexts as plain tuples (``SpanContext`` does not pickle)."""
+    links = [(_context(link_ctx), attrs) for link_ctx, attrs in fields[8]]
+    return (fields[0], _context(fields[1]), _context(fields[2]), *fields[3:8], links, *fields[9:])
+
+
+def _revived(fields: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``_picklable``'s and ``_fields``'s tuples back to the fields ``otlp_wire`` encodes (in the child)."""
+    from opentelemetry.trace import SpanContext, TraceFlags, TraceState
+
+    def context(values: Any) -> SpanContext | None:
+        if values is None:
+            return None
+        trace_id, span_id, flags, state, remote = values
+        return SpanContext(trace_id, span_id, remote, TraceFlags(flags), TraceState(state))
+
+    links = [(context(link_ctx), attrs) for link_ctx, attrs in fields[8]]
+    return (fields[0], context(fields[1]), context(fields[2]), *fields[3:8], links, *fields[9:])
+
+
 class OffloadSpanProcessor(SpanProcessor):
     """Queues ended spans and sends them in batches to a child process that masks, encodes and exports."""
 
@@ -167,7 +187,7 @@ class OffloadSpanProcessor(SpanProcessor):
             batch: list[tuple[Any, ...]] = []
             while queue and len(batch) < self._batch:
                 item = queue.popleft()
-                batch.append(item if isinstance(item, tuple) else _fields(item))
+                batch.append(_picklable(item) if isinstance(item, tuple) else _fields(item))
             secrets = masking.known()
             if secrets != self._secrets_sent:
                 self._send(("secrets", secrets))
@@ -256,7 +276,7 @@ def child(protocol: str) -> int:
             match message[0]:
                 case "spans":
                     if message[1]:
-                        sender.send(encoder.request(message[1]))
+                        sender.send(encoder.request([_revived(f) for f in message[1]]))
                 case "secrets":
                     masking.register(message[1])
                     encoder.forget()

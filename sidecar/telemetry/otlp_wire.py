@@ -109,8 +109,9 @@ def _trace_state(state: Iterable[tuple[str, str]]) -> str:
     return ",".join(f"{key}={value}" for key, value in state)
 
 
-def _flags(parent: tuple[Any, ...] | None) -> int:
-    return _HAS_IS_REMOTE | _IS_REMOTE if parent is not None and parent[4] else _HAS_IS_REMOTE
+def _flags(parent: Any) -> int:
+    """The SDK encoder's span flags: a parent (a ``SpanContext``) remote or not."""
+    return _HAS_IS_REMOTE | _IS_REMOTE if parent is not None and parent.is_remote else _HAS_IS_REMOTE
 
 
 class SpanEncoder:
@@ -163,12 +164,12 @@ class SpanEncoder:
     def span(self, fields: Sequence[Any]) -> bytes:
         """One Span's body."""
         name, ctx, parent, kind, start, end, attributes, events, links, code, description, _scope = fields
-        trace_id, span_id, _flags_byte, state, _remote = ctx
-        parts = [_ids(trace_id, span_id)]
+        parts = [_ids(ctx.trace_id, ctx.span_id)]
+        state = ctx.trace_state
         if state:
-            parts.append(_str(3, _trace_state(state)))
+            parts.append(_str(3, _trace_state(state.items())))
         if parent is not None:
-            parts.append(b"\x22\x08" + parent[1].to_bytes(8, "big"))
+            parts.append(b"\x22\x08" + parent.span_id.to_bytes(8, "big"))
         if name:
             parts.append(_str(5, masking.mask_value(name)))
         parts.append(b"\x30" + _varint(kind + 1))
@@ -184,7 +185,7 @@ class SpanEncoder:
             body += self._attributes(3, event_attributes)
             parts.append(_len(11, body))
         for link_ctx, link_attributes in links or ():
-            body = _ids(link_ctx[0], link_ctx[1])  # no trace state: the SDK's encoder sends none for a link
+            body = _ids(link_ctx.trace_id, link_ctx.span_id)  # no trace state: the SDK's encoder sends none for a link
             body += self._attributes(4, link_attributes)
             body += b"\x35" + _FIXED32.pack(_flags(link_ctx))
             parts.append(_len(13, body))

@@ -39,7 +39,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from sidecar.telemetry.lean import Fields, LeanTracerProvider
 from sidecar.telemetry.masking import MaskingSpanExporter
@@ -114,26 +114,17 @@ def install_in_memory() -> InMemoryTelemetry:
         return _installed
 
 
-def _context(values: Any) -> SpanContext | None:
-    if values is None:
-        return None
-    trace_id, span_id, flags, state, remote = values
-    return SpanContext(
-        trace_id, span_id, is_remote=remote, trace_flags=TraceFlags(flags), trace_state=TraceState(state)
-    )
-
-
 def as_readable(fields: Fields, resource: Resource) -> ReadableSpan:
     """An ended lean span as the SDK's ``ReadableSpan`` (what an SDK exporter reads), unmasked."""
     name, ctx, parent, kind, start, end, attributes, events, links, code, description, scope = fields
     return ReadableSpan(
         name=name,
-        context=_context(ctx),
-        parent=_context(parent),
+        context=ctx,
+        parent=parent,
         resource=resource,
         attributes=dict(attributes),
         events=[Event(e_name, e_attrs, ts) for e_name, e_attrs, ts in events],
-        links=[Link(_context(link_ctx), link_attrs) for link_ctx, link_attrs in links],  # type: ignore[arg-type]
+        links=[Link(link_ctx, link_attrs) for link_ctx, link_attrs in links],
         kind=SpanKind(kind),
         status=Status(StatusCode(code), description),
         start_time=start,
