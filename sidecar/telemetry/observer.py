@@ -91,12 +91,6 @@ _CHAT_SPAN: ContextVar[Span | None] = ContextVar("sidecar_chat_span", default=No
 an attempt (its CLIENT span current) is sending."""
 
 
-@contextmanager
-def _current(span: Span) -> Iterator[None]:
-    with use_span(span):
-        yield
-
-
 def _bounded(name: str) -> str:
     """A caller's model or tool name as a span name or attribute: at most NAME_CHARS (a caller
     can send a name of any length; an unknown one is answered with a failure, its span still named)."""
@@ -201,8 +195,8 @@ class _Attempt:
             self._labels = self._metrics.chunk_labels(self._start.name, self._start.provider)
         return self._labels
 
-    def active(self) -> AbstractContextManager[None]:
-        return _current(self._span)
+    def active(self) -> AbstractContextManager[Any]:
+        return use_span(self._span)
 
     def trace_headers(self) -> dict[str, str]:
         headers: dict[str, str] = {}

@@ -198,18 +198,19 @@ class SpanEncoder:
 
     def request(self, batch: Iterable[Sequence[Any]]) -> bytes:
         """An ExportTraceServiceRequest of the batch: one ResourceSpans, a ScopeSpans per scope."""
+        return self.request_of((fields[11], self.span(fields)) for fields in batch)
+
+    def request_of(self, encoded: Iterable[tuple[Any, bytes]]) -> bytes:
+        """The request of spans already encoded (``span``), each with its scope (name, version, schema_url)."""
         scopes: dict[Any, list[bytes]] = {}
-        for fields in batch:
-            encoded = self.span(fields)
-            scope = fields[11]
+        for scope, span in encoded:
             found = scopes.get(scope)
             if found is None:
-                scopes[scope] = [encoded]
+                scopes[scope] = [span]
             else:
-                found.append(encoded)
+                found.append(span)
         scope_spans = []
         for scope, spans in scopes.items():
-            body = b""
             if scope is not None:
                 scope_name, version, _schema_url = scope
                 body = _len(1, _str(1, scope_name or "") + _str(2, version or ""))

@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN, ProxyTracerProvider, Span, SpanKind
 
@@ -77,8 +78,29 @@ class Tracer:
         return self._tracer.start_span(name, kind=kind, attributes=attributes)
 
 
+class _Current(AbstractContextManager[Span]):
+    """``span`` current inside (attached, then detached), nothing recorded on it: the API's
+    ``use_span(end_on_exit=False, record_exception=False, set_status_on_exception=False)``, as a
+    class rather than the API's generator (a third of the cost, once per attempt)."""
+
+    __slots__ = ("_span", "_token")
+
+    def __init__(self, span: Span) -> None:
+        self._span = span
+        self._token: object = None
+
+    def __enter__(self) -> Span:
+        self._token = otel_context.attach(trace.set_span_in_context(self._span))
+        return self._span
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        otel_context.detach(self._token)  # type: ignore[arg-type]
+
+
 def use_span(span: Span) -> AbstractContextManager[Span]:
     """Make ``span`` current (neither ending it nor recording exceptions on it); free for the invalid span."""
     if span is INVALID_SPAN:
         return _NOTHING
-    return trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False)
+    return _Current(span)
