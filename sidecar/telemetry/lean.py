@@ -135,21 +135,23 @@ def _clean(key: str, value: Any, length: int | None) -> Any:
 
 
 def _cleaned(attributes: Attributes, limit: int | None, length: int | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
     if not attributes:
+        return {}
+    if length is None and (limit is None or len(attributes) <= limit):
+        out = dict(attributes)  # the common case: copy, then clean only what is not plain
+        for key, value in attributes.items():
+            kind = type(value)
+            if kind is not str and kind is not int and kind is not float and kind is not bool:
+                cleaned = _clean(key, value, length)
+                if cleaned is None:
+                    del out[key]
+                else:
+                    out[key] = cleaned
         return out
+    out = {}
     for key, value in attributes.items():
         if limit is not None and len(out) >= limit and key not in out:
             break
-        kind = type(value)
-        if (
-            kind is int
-            or kind is bool
-            or kind is float
-            or (isinstance(value, str) and kind is str and (length is None or len(value) <= length))
-        ):
-            out[key] = value
-            continue
         cleaned = _clean(key, value, length)
         if cleaned is not None:
             out[key] = cleaned
@@ -233,9 +235,18 @@ class LeanSpan(trace.Span):
         if self._end is not None:
             self._ended("set_attributes")
             return
-        put = self._set
+        mine = self._attributes
+        limits = self._limits
+        if limits.length is None and (limits.attributes is None or len(mine) + len(attributes) <= limits.attributes):
+            for key, value in attributes.items():  # the common case, inline
+                kind = type(value)
+                if kind is str or kind is int or kind is float or kind is bool:
+                    mine[key] = value
+                else:
+                    self._set(key, value)
+            return
         for key, value in attributes.items():
-            put(key, value)
+            self._set(key, value)
 
     def _set(self, key: str, value: Any) -> None:
         attributes = self._attributes

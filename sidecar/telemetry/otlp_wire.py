@@ -53,6 +53,12 @@ MEMO_CHARS = 256
 """A string value longer than this (recorded content, a long reason) is encoded each time, never kept."""
 
 
+_FLAGS_LOCAL = b"\x85\x01" + _FIXED32.pack(_HAS_IS_REMOTE)
+_FLAGS_REMOTE = b"\x85\x01" + _FIXED32.pack(_HAS_IS_REMOTE | _IS_REMOTE)
+_KINDS = tuple(b"\x30" + bytes((kind + 1,)) for kind in range(5))
+"""Span.kind for each SDK kind (INTERNAL .. CONSUMER): OTLP's is the SDK's + 1."""
+
+
 def _varint(n: int) -> bytes:
     if n < 0x80:
         return bytes((n,))
@@ -118,9 +124,10 @@ class SpanEncoder:
     """Encodes batches of ``lean.Fields``; keeps the bytes of the key-value pairs it has seen."""
 
     __slots__ = ("_memo", "_resource", "_resource_schema")
+    _memo: dict[Any, bytes]
 
     def __init__(self, resource: Mapping[str, Any] | None = None, schema_url: str = "") -> None:
-        self._memo: dict[tuple[str, type, Any], bytes] = {}
+        self._memo = {}
         self._resource = self._resource_schema = b""
         self.resource(resource or {}, schema_url)
 
@@ -135,44 +142,56 @@ class SpanEncoder:
         self._memo.clear()
 
     def _pair(self, key: str, value: Any) -> bytes:
-        """A KeyValue's body, masked, from the memo when the pair is hashable."""
-        kind = type(value)
-        if (kind is str and len(value) <= MEMO_CHARS) or kind is int or kind is bool or kind is float:
-            memo_key = (key, kind, value)
-            found = self._memo.get(memo_key)
-            if found is not None:
-                return found
-            encoded = _str(1, key) + _len(2, _any(value))
-            memo = self._memo
-            if len(memo) >= MEMO_ENTRIES:
-                memo.clear()
-            memo[memo_key] = encoded
-            return encoded
+        """A KeyValue's body, masked."""
         return _str(1, key) + _len(2, _any(value))
 
     def _attributes(self, field: int, attributes: Mapping[str, Any] | None) -> bytes:
+        """The attributes as repeated KeyValue fields; a pair seen before is one dict lookup (its field kept)."""
         if not attributes:
             return b""
-        tag = _varint(field << 3 | 2)
-        pair = self._pair
+        memo = self._memo
         out = []
         for key, value in attributes.items():
-            body = pair(key, value)
-            out.append(tag + _varint(len(body)) + body)
+            kind = type(value)
+            if kind is str:
+                memo_key: Any = (field, key, value) if len(value) <= MEMO_CHARS else None
+            elif kind is int or kind is bool or kind is float:
+                memo_key = (field, key, kind, value)
+            else:
+                memo_key = None
+            if memo_key is None:
+                out.append(_len(field, _str(1, key) + _len(2, _any(value))))
+                continue
+            found = memo.get(memo_key)
+            if found is None:
+                if len(memo) >= MEMO_ENTRIES:
+                    memo.clear()
+                found = memo[memo_key] = _len(field, _str(1, key) + _len(2, _any(value)))
+            out.append(found)
         return b"".join(out)
+
+    def _name(self, field: int, name: str) -> bytes:
+        """A span's or event's name field, masked (kept: names repeat)."""
+        memo_key = (field, name)
+        found = self._memo.get(memo_key)
+        if found is None:
+            found = _str(field, masking.mask_value(name)) if name else b""
+            if len(name) <= MEMO_CHARS:
+                if len(self._memo) >= MEMO_ENTRIES:
+                    self._memo.clear()
+                self._memo[memo_key] = found
+        return found
 
     def span(self, fields: Sequence[Any]) -> bytes:
         """One Span's body."""
         name, ctx, parent, kind, start, end, attributes, events, links, code, description, _scope = fields
-        parts = [_ids(ctx.trace_id, ctx.span_id)]
+        head = b"\x0a\x10" + ctx.trace_id.to_bytes(16, "big") + b"\x12\x08" + ctx.span_id.to_bytes(8, "big")
         state = ctx.trace_state
         if state:
-            parts.append(_str(3, _trace_state(state.items())))
+            head += _str(3, _trace_state(state.items()))
         if parent is not None:
-            parts.append(b"\x22\x08" + parent.span_id.to_bytes(8, "big"))
-        if name:
-            parts.append(_str(5, masking.mask_value(name)))
-        parts.append(b"\x30" + _varint(kind + 1))
+            head += b"\x22\x08" + parent.span_id.to_bytes(8, "big")
+        parts = [head, self._name(5, name), _KINDS[kind] if 0 <= kind < len(_KINDS) else b"\x30" + _varint(kind + 1)]
         if start:
             parts.append(b"\x39" + _FIXED64.pack(start))
         if end:
@@ -180,20 +199,21 @@ class SpanEncoder:
         parts.append(self._attributes(9, attributes))
         for event_name, event_attributes, timestamp in events or ():
             body = b"\x09" + _FIXED64.pack(timestamp) if timestamp else b""
-            if event_name:
-                body += _str(2, masking.mask_value(event_name))
-            body += self._attributes(3, event_attributes)
+            body += self._name(2, event_name) + self._attributes(3, event_attributes)
             parts.append(_len(11, body))
         for link_ctx, link_attributes in links or ():
             body = _ids(link_ctx.trace_id, link_ctx.span_id)  # no trace state: the SDK's encoder sends none for a link
             body += self._attributes(4, link_attributes)
             body += b"\x35" + _FIXED32.pack(_flags(link_ctx))
             parts.append(_len(13, body))
-        status = _str(2, masking.mask(description)) if description else b""
-        if code:
-            status += b"\x18" + _varint(code)
-        parts.append(_len(15, status))
-        parts.append(b"\x85\x01" + _FIXED32.pack(_flags(parent)))
+        if description or code:
+            status = _str(2, masking.mask(description)) if description else b""
+            if code:
+                status += b"\x18" + _varint(code)
+            parts.append(_len(15, status))
+        else:
+            parts.append(b"\x7a\x00")  # an empty Status, as the SDK's encoder always sends one
+        parts.append(_FLAGS_REMOTE if parent is not None and parent.is_remote else _FLAGS_LOCAL)
         return b"".join(parts)
 
     def request(self, batch: Iterable[Sequence[Any]]) -> bytes:
