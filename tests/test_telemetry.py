@@ -825,13 +825,14 @@ def test_the_standard_variables_configure_the_sdk() -> None:
     assert "traces over OTLP http/protobuf to http://127.0.0.1:9" in got["describe"]
 
 
-def test_spans_are_encoded_and_sent_in_process_by_default() -> None:
+def test_spans_are_encoded_and_sent_in_process_on_request() -> None:
     got = _probe(
         {
             "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
             "OTEL_BSP_SCHEDULE_DELAY": "123",
             "OTEL_METRICS_EXPORTER": "none",
+            "SIDECAR_TRACES_OFFLOAD": "false",
         }
     )
     assert got["tracer_provider"] == "LeanTracerProvider"
@@ -860,6 +861,7 @@ def test_the_sdks_exporter_on_request() -> None:
 
 def test_grpc_is_the_default_protocol_and_the_service_is_named_sidecar() -> None:
     got = _probe({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
+    assert got["processors"] == ["OffloadSpanProcessor"]  # the default: a child process encodes and sends
     assert got["exporters"] == ["grpc"]
     assert got["resource"]["service.name"] == "sidecar"
     assert got["readers"] == ["PeriodicExportingMetricReader"]

@@ -21,10 +21,12 @@ and meter answer every span and metric, and the gRPC server runs without the spa
 OTEL_EXPORTER_PROMETHEUS_PORT, default 9464) serves a Prometheus scrape endpoint on
 OTEL_EXPORTER_PROMETHEUS_HOST (default 127.0.0.1).
 
-Every span exporter is wrapped in ``masking.MaskingSpanExporter``: spans leave the process with
-every configured secret masked. With SIDECAR_TRACES_OFFLOAD=true, OTLP spans are masked,
-encoded and exported by a child process (``offload.OffloadSpanProcessor``: off the serving
-process's GIL, but more CPU in all); by default the SDK's in-process ``BatchSpanProcessor``.
+OTLP spans are recorded by ``lean.LeanTracerProvider`` and, by default, masked, encoded
+(``otlp_wire``) and sent (``otlp_send``) by a child process (``offload.OffloadSpanProcessor``: the
+serving process only pickles plain fields down a pipe). SIDECAR_TRACES_OFFLOAD=false encodes and
+sends from a thread of the serving process instead (``batching.SpanBatcher``);
+SIDECAR_TRACES_SDK=true (and console export) uses the SDK's ``TracerProvider`` and
+``BatchSpanProcessor``, every exporter wrapped in ``masking.MaskingSpanExporter``.
 """
 
 from __future__ import annotations
@@ -131,7 +133,7 @@ def _install_tracing(out: Telemetry, resource: Any, *, otlp: bool, console: bool
         from sidecar.telemetry.lean import LeanTracerProvider
 
         exporter: Any
-        if _env("SIDECAR_TRACES_OFFLOAD").lower() == "true":
+        if _env("SIDECAR_TRACES_OFFLOAD", "true").lower() != "false":
             from sidecar.telemetry.offload import OffloadSpanProcessor
 
             exporter = OffloadSpanProcessor(protocol, resource)
