@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import pickle
 import struct
 import subprocess
@@ -44,22 +43,13 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from sidecar.telemetry import masking
+from sidecar.telemetry.batching import DEFAULT_BATCH, DEFAULT_MAX_QUEUE, DEFAULT_SCHEDULE_DELAY_MS
+from sidecar.telemetry.batching import env_int as _env_int
 
 __all__ = ["OffloadSpanProcessor"]
 
 _log = logging.getLogger("sidecar.telemetry")
 _FRAME = struct.Struct("!I")
-DEFAULT_SCHEDULE_DELAY_MS = 5000
-DEFAULT_MAX_QUEUE = 2048
-DEFAULT_BATCH = 512
-
-
-def _env_int(name: str, default: int) -> int:
-    try:
-        value = int(os.environ.get(name, "").strip() or default)
-    except ValueError:
-        return default
-    return value if value > 0 else default
 
 
 def _plain(attributes: Any) -> dict[str, Any] | None:
