@@ -920,3 +920,45 @@ def test_recorded_content_shows_parts_by_size_and_reasoning_by_its_text_never_th
     ]  # fmt: skip
     assert "sig" not in shown
     assert "zz" not in shown
+
+
+class _HeaderPropagator(propagate.textmap.TextMapPropagator):
+    """A propagator that reads a field of its own (as B3 or Jaeger's do)."""
+
+    def extract(self, carrier: Any, context: Any = None, getter: Any = propagate.textmap.default_getter) -> Any:
+        from opentelemetry import baggage
+        from opentelemetry import context as otel_context
+
+        value = getter.get(carrier, "x-custom-ctx")
+        return baggage.set_baggage("custom", value[0], context) if value else (context or otel_context.get_current())
+
+    def inject(self, carrier: Any, context: Any = None, setter: Any = propagate.textmap.default_setter) -> None:
+        return None
+
+    @property
+    def fields(self) -> set[str]:
+        return {"x-custom-ctx"}
+
+
+def test_a_carrier_without_w3c_fields_propagates_nothing_and_others_always_extract() -> None:
+    from opentelemetry import baggage
+
+    from sidecar.telemetry.tracing import propagated
+
+    assert propagated({"content-type": "application/grpc", "user-agent": "x"}) is None  # the W3C default: nothing
+    parent = propagated({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+    assert parent is not None
+    assert trace.get_current_span(parent).get_span_context().trace_id == 0x0AF7651916CD43DD8448EB211C80319C
+    carried = propagated({"baggage": "tenant=a"})
+    assert carried is not None
+    assert baggage.get_baggage("tenant", carried) == "a"
+    before = propagate.get_global_textmap()
+    propagate.set_global_textmap(_HeaderPropagator())
+    try:  # a propagator of other fields is always asked, never second-guessed
+        extracted = propagated({"x-custom-ctx": "v"})
+        assert extracted is not None
+        assert baggage.get_baggage("custom", extracted) == "v"
+        assert propagated({"content-type": "application/grpc"}) is not None
+    finally:
+        propagate.set_global_textmap(before)
+    assert propagated({"content-type": "application/grpc"}) is None

@@ -8,19 +8,25 @@ through the sidecar pays a type check per span. Once an SDK is installed (``setu
 
 With no SDK no span records, so nothing is lost: no code reads the current span to do anything
 but record on it, and the guarded work (``span.is_recording()``) is skipped either way.
+
+Once a provider is installed, ``Tracer`` asks it for its tracer once and calls that tracer directly:
+the API's proxy tracer would wrap every ``start_as_current_span`` in a generator context manager of
+its own around the real one (about a fifth of a traced call's span work, profiled in BENCHMARKS.md).
+A provider installed later (tests install one per test) is noticed at the next call.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from opentelemetry.trace import INVALID_SPAN, ProxyTracerProvider, Span, SpanKind
 
-__all__ = ["Tracer", "sdk_installed", "use_span"]
+__all__ = ["Tracer", "propagated", "sdk_installed", "use_span"]
 
 
 class _Nothing(AbstractContextManager[Span]):
@@ -46,10 +52,23 @@ def sdk_installed() -> bool:
 
 
 class Tracer:
-    __slots__ = ("_tracer",)
+    __slots__ = ("_name", "_provider", "_tracer")
 
     def __init__(self, name: str) -> None:
-        self._tracer = trace.get_tracer(name)
+        self._name = name
+        self._provider: trace.TracerProvider | None = None
+        self._tracer: trace.Tracer = trace.NoOpTracer()
+
+    def _current(self) -> trace.Tracer | None:
+        """The installed provider's tracer (asked for once per provider), or None while none is installed."""
+        provider = trace.get_tracer_provider()
+        if provider is self._provider:
+            return self._tracer
+        if isinstance(provider, ProxyTracerProvider):
+            return None
+        self._tracer = provider.get_tracer(self._name)
+        self._provider = provider
+        return self._tracer
 
     def start_as_current_span(
         self,
@@ -60,9 +79,10 @@ class Tracer:
         record_exception: bool = True,
         set_status_on_exception: bool = True,
     ) -> AbstractContextManager[Span]:
-        if not sdk_installed():
+        tracer = self._current()
+        if tracer is None:
             return _NOTHING
-        return self._tracer.start_as_current_span(
+        return tracer.start_as_current_span(
             name,
             kind=kind,
             attributes=attributes,
@@ -71,11 +91,17 @@ class Tracer:
         )
 
     def start_span(
-        self, name: str, *, kind: SpanKind = SpanKind.INTERNAL, attributes: dict[str, Any] | None = None
+        self,
+        name: str,
+        *,
+        context: otel_context.Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: dict[str, Any] | None = None,
     ) -> Span:
-        if not sdk_installed():
+        tracer = self._current()
+        if tracer is None:
             return INVALID_SPAN
-        return self._tracer.start_span(name, kind=kind, attributes=attributes)
+        return tracer.start_span(name, context=context, kind=kind, attributes=attributes)
 
 
 class _Current(AbstractContextManager[Span]):
@@ -104,3 +130,22 @@ def use_span(span: Span) -> AbstractContextManager[Span]:
     if span is INVALID_SPAN:
         return _NOTHING
     return _Current(span)
+
+
+_W3C_FIELDS = frozenset({"traceparent", "tracestate", "baggage"})
+"""What the W3C propagators (``tracecontext``, ``baggage``: the default ``OTEL_PROPAGATORS``) read."""
+
+_w3c_only: tuple[object, bool] = (None, False)  # (the global propagator, whether it reads only _W3C_FIELDS)
+
+
+def propagated(carrier: Mapping[str, str]) -> otel_context.Context | None:
+    """The context a caller's (lower-case) headers or metadata propagate, by the global propagators; None
+    when the propagators are the W3C ones and ``carrier`` holds none of their fields (extracting then
+    hands back the current context: nothing to attach). Other propagators always extract."""
+    global _w3c_only
+    textmap = propagate.get_global_textmap()
+    if _w3c_only[0] is not textmap:
+        _w3c_only = (textmap, set(textmap.fields) <= _W3C_FIELDS)
+    if _w3c_only[1] and _W3C_FIELDS.isdisjoint(carrier):
+        return None
+    return propagate.extract(carrier)

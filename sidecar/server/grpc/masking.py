@@ -32,7 +32,7 @@ from google.protobuf.message import Message
 from google.rpc import status_pb2
 
 from sidecar.core.redact import mask_secrets
-from sidecar.server.grpc.spans import EXCLUDED_SERVICES
+from sidecar.server.grpc.spans import EXCLUDED_SERVICES, MAX_METHODS
 
 __all__ = ["SecretMaskingInterceptor", "mask_message"]
 
@@ -157,6 +157,7 @@ class SecretMaskingInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, secrets: Iterable[str], excluded: Iterable[str] = EXCLUDED_SERVICES) -> None:
         self._secrets = tuple(secrets)
         self._excluded = frozenset(excluded)
+        self._wrapped: dict[str, tuple[Any, Any]] = {}  # method -> (its handler, that handler masked)
 
     def mask(self, text: str) -> str:
         return mask_secrets(text, self._secrets)
@@ -171,9 +172,23 @@ class SecretMaskingInterceptor(grpc.aio.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler: Any = await continuation(handler_call_details)
-        service = (handler_call_details.method or "").lstrip("/").partition("/")[0]
-        if handler is None or service in self._excluded or not self._secrets:
+        if handler is None or not self._secrets:
             return handler  # type: ignore[no-any-return]
+        method = handler_call_details.method or ""
+        known = self._wrapped.get(method)
+        if known is not None and known[0] is handler:
+            return known[1]  # type: ignore[no-any-return]
+        wrapped = self._wrapped_handler(method, handler)
+        if len(self._wrapped) < MAX_METHODS:
+            self._wrapped[method] = (handler, wrapped)
+        return wrapped  # type: ignore[no-any-return]
+
+    def _wrapped_handler(self, method: str, handler: Any) -> Any:
+        """``handler`` with its answers masked (built once per method, then reused: ``mask`` reads the
+        secrets of the moment)."""
+        service = method.lstrip("/").partition("/")[0]
+        if service in self._excluded:
+            return handler
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 self._wrap(handler.unary_unary),
@@ -186,7 +201,7 @@ class SecretMaskingInterceptor(grpc.aio.ServerInterceptor):
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
-        return handler  # type: ignore[no-any-return]
+        return handler
 
     def _wrap(self, behavior: Behavior) -> Behavior:
         mask = self.mask

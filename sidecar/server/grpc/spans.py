@@ -28,12 +28,13 @@ from typing import Any
 
 import grpc
 from opentelemetry import context as otel_context
-from opentelemetry import propagate, trace
+from opentelemetry import trace
 
 from sidecar.telemetry import names as n
 from sidecar.telemetry.setup import Telemetry
+from sidecar.telemetry.tracing import propagated
 
-__all__ = ["EXCLUDED_SERVICES", "ServerSpanInterceptor", "span_interceptors"]
+__all__ = ["EXCLUDED_SERVICES", "MAX_METHODS", "ServerSpanInterceptor", "span_interceptors"]
 
 EXCLUDED_SERVICES = frozenset(
     {"grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection", "grpc.reflection.v1.ServerReflection"}
@@ -49,6 +50,8 @@ _SERVER_ERRORS = frozenset(
     }
 )
 
+MAX_METHODS = 256  # wrapped handlers kept; a method name is the caller's text, so the memo is bounded
+
 Behavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
 StreamBehavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[Any]]
 
@@ -59,6 +62,7 @@ class ServerSpanInterceptor(grpc.aio.ServerInterceptor):
     ) -> None:
         self._tracer = trace.get_tracer(n.TRACER, tracer_provider=tracer_provider)
         self._excluded = frozenset(excluded)
+        self._wrapped: dict[str, tuple[Any, Any]] = {}  # method -> (its handler, that handler traced)
 
     async def intercept_service(
         self,
@@ -67,23 +71,33 @@ class ServerSpanInterceptor(grpc.aio.ServerInterceptor):
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler: Any = await continuation(handler_call_details)
         method: str = handler_call_details.method or ""
+        known = self._wrapped.get(method)
+        if known is not None and known[0] is handler:
+            return known[1]  # type: ignore[no-any-return]
+        wrapped = self._wrapped_handler(method, handler)
+        if handler is not None and len(self._wrapped) < MAX_METHODS:
+            self._wrapped[method] = (handler, wrapped)
+        return wrapped  # type: ignore[no-any-return]
+
+    def _wrapped_handler(self, method: str, handler: Any) -> Any:
+        """``handler`` with its behaviour traced (built once per method, then reused)."""
         full = method.lstrip("/")
         service, _, name = full.partition("/")
         if handler is None or service in self._excluded:
-            return handler  # type: ignore[no-any-return]
+            return handler
         base = {n.RPC_SYSTEM: "grpc", n.RPC_SERVICE: service, n.RPC_METHOD: name}
         if handler.unary_unary is not None:
-            return handler._replace(unary_unary=self._wrap(handler.unary_unary, full, base))  # type: ignore[no-any-return]
+            return handler._replace(unary_unary=self._wrap(handler.unary_unary, full, base))
         if handler.unary_stream is not None:
-            traced = self._wrap_stream(handler.unary_stream, full, base)
-            return handler._replace(unary_stream=traced)  # type: ignore[no-any-return]
-        return handler  # type: ignore[no-any-return]
+            return handler._replace(unary_stream=self._wrap_stream(handler.unary_stream, full, base))
+        return handler
 
     def _wrap(self, behavior: Behavior, span_name: str, base: dict[str, str]) -> Behavior:
         tracer = self._tracer
 
         async def traced(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            token = otel_context.attach(propagate.extract(_carrier(context.invocation_metadata())))
+            parent = propagated(_carrier(context.invocation_metadata()))
+            token = otel_context.attach(parent) if parent is not None else None
             try:
                 with tracer.start_as_current_span(
                     span_name,
@@ -109,7 +123,8 @@ class ServerSpanInterceptor(grpc.aio.ServerInterceptor):
                     _end(span, _code(context) or grpc.StatusCode.OK)
                     return response
             finally:
-                otel_context.detach(token)
+                if token is not None:
+                    otel_context.detach(token)
 
         return traced
 
@@ -117,7 +132,8 @@ class ServerSpanInterceptor(grpc.aio.ServerInterceptor):
         tracer = self._tracer
 
         async def traced(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
-            token = otel_context.attach(propagate.extract(_carrier(context.invocation_metadata())))
+            parent = propagated(_carrier(context.invocation_metadata()))
+            token = otel_context.attach(parent) if parent is not None else None
             try:
                 with tracer.start_as_current_span(
                     span_name,
@@ -143,7 +159,8 @@ class ServerSpanInterceptor(grpc.aio.ServerInterceptor):
                         raise
                     _end(span, _code(context) or grpc.StatusCode.OK)
             finally:
-                otel_context.detach(token)
+                if token is not None:
+                    otel_context.detach(token)
 
         return traced
 

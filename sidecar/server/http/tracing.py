@@ -21,11 +21,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry import propagate, trace
+from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
 
 from sidecar.telemetry import names as n
-from sidecar.telemetry.tracing import Tracer, sdk_installed
+from sidecar.telemetry.tracing import Tracer, propagated
 
 __all__ = ["server_span", "start_server_span"]
 
@@ -35,14 +35,16 @@ _tracer = Tracer(n.TRACER)
 @contextmanager
 def server_span(name: str, headers: Mapping[str, str], attributes: dict[str, Any]) -> Iterator[Span]:
     """A SERVER span whose parent is the context ``headers`` carry, current (with that context) inside."""
-    token = otel_context.attach(propagate.extract(dict(headers)))
+    parent = propagated(dict(headers))
+    token = otel_context.attach(parent) if parent is not None else None
     try:
         with _tracer.start_as_current_span(
             name, kind=SpanKind.SERVER, attributes=attributes, record_exception=False, set_status_on_exception=False
         ) as span:
             yield span
     finally:
-        otel_context.detach(token)
+        if token is not None:
+            otel_context.detach(token)
 
 
 def start_server_span(
@@ -50,8 +52,10 @@ def start_server_span(
 ) -> tuple[Span, otel_context.Context]:
     """A SERVER span (not ended, not current) whose parent is the context ``headers`` carry, and that
     context with the span in it: attach it while the door's call starts, end the span when it is done."""
-    parent = propagate.extract(dict(headers))
-    if not sdk_installed():
+    parent = propagated(dict(headers))
+    if parent is None:
+        parent = otel_context.get_current()
+    span = _tracer.start_span(name, context=parent, kind=SpanKind.SERVER, attributes=attributes)
+    if span is INVALID_SPAN:
         return INVALID_SPAN, parent
-    span = trace.get_tracer(n.TRACER).start_span(name, context=parent, kind=SpanKind.SERVER, attributes=attributes)
     return span, trace.set_span_in_context(span, parent)
