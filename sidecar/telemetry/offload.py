@@ -1,22 +1,20 @@
-"""Spans exported by a child process: masking and OTLP encoding leave the serving process's GIL.
+"""Spans exported by a child process: OTLP encoding and sending leave the serving process's GIL.
 
-Opt-in (``SIDECAR_TRACES_OFFLOAD=true``): it costs more CPU in all than the in-process export (the
-child rebuilds every span before the SDK encodes it), so it pays only with a core to spare
-(BENCHMARKS.md, the tracing rows).
+The default export (``SIDECAR_TRACES_OFFLOAD=false`` keeps it in a thread, ``batching.py``):
 
-    OffloadSpanProcessor(protocol)   a span processor: each ended span is queued (a deque append on
-                                     the event loop); a thread hands batches, as plain fields
-                                     pickled, down a pipe to the child
+    OffloadSpanProcessor(protocol, resource)
+                                     each ended span (a ``lean.LeanSpan``'s fields, or an SDK span's
+                                     copied into the same tuple) is queued: a deque append on the
+                                     event loop; a thread pickles batches down a pipe to the child
     python -m sidecar.telemetry.offload PROTOCOL
-                                     the child: rebuilds each ReadableSpan masked (as
-                                     ``MaskingSpanExporter`` masks) and exports it with the OTLP exporter of PROTOCOL
-                                     (``grpc`` or ``http/protobuf``), configured by the same
+                                     the child: encodes each batch, masked, straight to OTLP bytes
+                                     (``otlp_wire.SpanEncoder``) and sends them (``otlp_send.OtlpSender``,
+                                     ``grpc`` or ``http/protobuf``), configured by the same
                                      OTEL_EXPORTER_OTLP_* variables (it inherits the environment)
 
-Why: with the SDK's ``BatchSpanProcessor`` the export thread masks and encodes (the OTLP encoder
-is Python) while holding the GIL the event loop needs: about a seventh of a traced sidecar's
-samples (BENCHMARKS.md, the tracing rows). Here the serving process only copies each span's
-fields into tuples and pickles them (C); the child does the rest, on another core.
+Why: in the serving process, encoding holds the GIL the event loop needs. Here the serving process
+only turns each span's contexts into plain tuples and pickles the batch (C); the child does the rest,
+on another core (BENCHMARKS.md, the tracing rows).
 
 The child is told the process's secrets (``masking.known()``) with every batch after they change,
 over the same pipe, so what it exports is masked exactly as ``MaskingSpanExporter`` masks in

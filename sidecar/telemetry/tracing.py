@@ -3,16 +3,18 @@
 With no SDK installed the OpenTelemetry API still builds a context manager, a non-recording span
 and a context to attach for every ``start_as_current_span`` (about 10 µs through the proxy
 tracer). ``Tracer`` answers those calls with one shared, empty context manager instead, so a call
-through the sidecar pays a type check per span. Once an SDK is installed (``setup_telemetry``, or
-``install_in_memory`` in tests, at any time) every call goes to the API's proxy tracer as usual.
+through the sidecar pays a type check per span. Once a provider is installed (``setup_telemetry``,
+or ``install_in_memory`` in tests, at any time) every call goes to that provider's tracer.
 
 With no SDK no span records, so nothing is lost: no code reads the current span to do anything
 but record on it, and the guarded work (``span.is_recording()``) is skipped either way.
 
 Once a provider is installed, ``Tracer`` asks it for its tracer once and calls that tracer directly:
 the API's proxy tracer would wrap every ``start_as_current_span`` in a generator context manager of
-its own around the real one (about a fifth of a traced call's span work, profiled in BENCHMARKS.md).
-A provider installed later (tests install one per test) is noticed at the next call.
+its own around the real one. A provider installed later is noticed at the next call.
+
+``propagated`` is the server spans' extraction: with the W3C propagators (the default) and none of
+their fields in the caller's headers, extracting would hand back the current context, so it is skipped.
 """
 
 from __future__ import annotations
