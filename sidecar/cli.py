@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TextIO
 
 from sidecar import __version__
 from sidecar.config import (
@@ -21,7 +21,6 @@ from sidecar.config import (
     workers_refusal,
 )
 from sidecar.server.cores import worker_count
-from sidecar.server.workers import say
 
 if TYPE_CHECKING:
     from sidecar.server.app import SidecarApp
@@ -129,7 +128,7 @@ async def _serve(
         banner = WORKER_BANNER.format(
             version=__version__, index=role.index, count=role.count, pid=os.getpid(), address=app.address
         )
-        say(sys.stdout, banner)
+        _line(sys.stdout, banner)
     else:
         _banner(config, source, app.address, app.embedded, telemetry.describe(), _http_banner(app))
     app.reload_on_signals(
@@ -139,11 +138,19 @@ async def _serve(
     received = await stop
     if role is not None:
         watcher.cancel()
-    say(sys.stderr, f"sidecar: {received} received; finishing in-flight calls")
+    _line(sys.stderr, f"sidecar: {received} received; finishing in-flight calls")
     await app.stop()
     telemetry.shutdown()
-    say(sys.stderr, "sidecar: stopped")
+    _line(sys.stderr, "sidecar: stopped")
     return 0
+
+
+def _line(stream: TextIO, text: str) -> None:
+    """``text`` and its newline in one write: the workers of ``--workers N`` share the supervisor's stdout
+    and stderr, and ``print`` writes the text and the newline apart (unbuffered, two writes), so two
+    workers' lines could run together. One write of less than a pipe's buffer is never split."""
+    stream.write(text + "\n")
+    stream.flush()
 
 
 def _http_refusals(config: Config, *, workers: bool = False) -> list[str | None]:

@@ -239,7 +239,7 @@ def test_a_workers_line_is_one_write_so_two_workers_lines_never_run_together() -
     ``taskset -c 0``). A line from a worker is one write, which a pipe never splits or interleaves."""
     import io
 
-    from sidecar.server.workers import say
+    from sidecar.cli import _line
 
     class Writes(io.StringIO):
         def __init__(self) -> None:
@@ -251,5 +251,5 @@ def test_a_workers_line_is_one_write_so_two_workers_lines_never_run_together() -
             return super().write(s)
 
     stream = Writes()
-    say(stream, "sidecar 0.1.0 worker 1/2 (pid 7) listening on 127.0.0.1:1")
+    _line(stream, "sidecar 0.1.0 worker 1/2 (pid 7) listening on 127.0.0.1:1")
     assert stream.writes == ["sidecar 0.1.0 worker 1/2 (pid 7) listening on 127.0.0.1:1\n"]

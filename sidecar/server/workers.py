@@ -38,7 +38,7 @@ import socket
 import sys
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal, TextIO
+from typing import Any, Literal
 
 from sidecar.config import Config
 from sidecar.server.cores import worker_count
@@ -277,7 +277,7 @@ async def supervise(
         worker.started = loop.time()
         worker.waiter = asyncio.create_task(worker.proc.wait())
 
-    say(sys.stdout, f"sidecar supervisor (pid {os.getpid()}): {count} workers on {listen}")
+    print(f"sidecar supervisor (pid {os.getpid()}): {count} workers on {listen}", flush=True)
     for worker in pool:
         await start(worker)
     try:
@@ -290,7 +290,7 @@ async def supervise(
                 await _restart(waiters[task], task.result(), loop.time(), stop, start)
     finally:
         why = stop.result() if stop.done() else "shutdown"
-        say(sys.stderr, f"sidecar supervisor: {why}; draining {count} workers")
+        print(f"sidecar supervisor: {why}; draining {count} workers", file=sys.stderr, flush=True)
         await rounds.aclose()
         await _stop_all(pool, config.server.grace_period_s + STOP_MARGIN_S)
         for worker in pool:
@@ -299,7 +299,7 @@ async def supervise(
         os.close(report_fd)
         for fake in reversed(fakes):
             await fake.stop()
-    say(sys.stderr, "sidecar supervisor: every worker stopped")
+    print("sidecar supervisor: every worker stopped", file=sys.stderr, flush=True)
     return 0
 
 
@@ -381,11 +381,3 @@ async def _start_fakes(config: Config) -> tuple[list[Any], dict[str, str]]:
     from sidecar.server.app import start_embedded
 
     return await start_embedded(config.embedded)
-
-
-def say(stream: TextIO, text: str) -> None:
-    """``text`` and its newline in one write. The supervisor and its workers share stdout and stderr,
-    and ``print`` writes the text and the newline apart (unbuffered: two writes), so two processes'
-    lines could run together on one line. One write of less than a pipe's buffer is never split."""
-    stream.write(text + "\n")
-    stream.flush()
