@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal, TextIO
+from typing import TYPE_CHECKING, Literal
 
 from sidecar import __version__
 from sidecar.config import (
@@ -128,7 +128,7 @@ async def _serve(
         banner = WORKER_BANNER.format(
             version=__version__, index=role.index, count=role.count, pid=os.getpid(), address=app.address
         )
-        _line(sys.stdout, banner)
+        print(banner, flush=True)
     else:
         _banner(config, source, app.address, app.embedded, telemetry.describe(), _http_banner(app))
     app.reload_on_signals(
@@ -138,19 +138,11 @@ async def _serve(
     received = await stop
     if role is not None:
         watcher.cancel()
-    _line(sys.stderr, f"sidecar: {received} received; finishing in-flight calls")
+    print(f"sidecar: {received} received; finishing in-flight calls", file=sys.stderr, flush=True)
     await app.stop()
     telemetry.shutdown()
-    _line(sys.stderr, "sidecar: stopped")
+    print("sidecar: stopped", file=sys.stderr, flush=True)
     return 0
-
-
-def _line(stream: TextIO, text: str) -> None:
-    """``text`` and its newline in one write: the workers of ``--workers N`` share the supervisor's stdout
-    and stderr, and ``print`` writes the text and the newline apart (unbuffered, two writes), so two
-    workers' lines could run together. One write of less than a pipe's buffer is never split."""
-    stream.write(text + "\n")
-    stream.flush()
 
 
 def _http_refusals(config: Config, *, workers: bool = False) -> list[str | None]:

@@ -231,25 +231,3 @@ def test_sigterm_drains_every_worker_health_not_serving_meanwhile(
     assert isinstance(text, str), text
     assert supervisor.proc.wait(WAIT_S) == 0
     assert "every worker stopped" in supervisor.stderr()
-
-
-def test_a_workers_line_is_one_write_so_two_workers_lines_never_run_together() -> None:
-    """The workers share the supervisor's stdout and stderr; ``print`` writes a line's text and its
-    newline apart when unbuffered, and two banners once ran together on one line (seen under
-    ``taskset -c 0``). A line from a worker is one write, which a pipe never splits or interleaves."""
-    import io
-
-    from sidecar.cli import _line
-
-    class Writes(io.StringIO):
-        def __init__(self) -> None:
-            super().__init__()
-            self.writes: list[str] = []
-
-        def write(self, s: str) -> int:
-            self.writes.append(s)
-            return super().write(s)
-
-    stream = Writes()
-    _line(stream, "sidecar 0.1.0 worker 1/2 (pid 7) listening on 127.0.0.1:1")
-    assert stream.writes == ["sidecar 0.1.0 worker 1/2 (pid 7) listening on 127.0.0.1:1\n"]
