@@ -15,7 +15,7 @@ import asyncio
 import json
 import logging
 import signal
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -151,21 +151,34 @@ async def test_more_calls_at_once_than_connections_wait_for_one_not_an_outage(
         await state.close()
 
 
+def _redis_ms(client: Any) -> int:
+    """Redis's own clock (TIME), in ms: what every instant kept in Redis is on."""
+    sec, usec = client.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+@pytest.mark.parametrize("skew_s", [0.0, 3600.0, -3600.0], ids=["synced", "wall-1h-ahead", "wall-1h-behind"])
 async def test_actions_made_while_redis_is_away_reach_it_first_and_undo_only_what_is_older(
     redis_server: RedisServer,  # noqa: F811
+    skew_s: float,
 ) -> None:
     """An operator's lift, reset and closes while Redis does not answer (stopped: SIGSTOP, its data kept)
     are kept and sent when it answers again (SIGCONT), before the re-sync reads the fleet back: the
     pause, the spend and the opening made before them are gone, and not read back into the view; a
-    pause and an opening made after them (by the fake wall clock) stay."""
-    clock = FakeClock(wall=datetime(2026, 12, 3, 12, 0, tzinfo=UTC))
-    at = clock.wall().timestamp()
+    pause and an opening made after them stay. The actions were made 60 s before Redis answered (the
+    fake monotonic clock); the fleet's pause and opening are 90 s old (older) and 30 s old (newer), on
+    Redis's clock. The replica's wall clock is off by ``skew_s``: it changes nothing (before, an action
+    was timed by it: an hour ahead, it deleted the newer pause and opening; behind, it undid nothing)."""
+    real = datetime.now(UTC)
+    clock = FakeClock(wall=real + timedelta(seconds=skew_s))
     client = redis_server.client()
-    client.set("act:mpause:gpt", repr(at - 100), px=120_000)  # paused before the lift
-    client.set("act:mpause:claude", repr(at + 100), px=120_000)  # paused after it, on another replica
+    now = _redis_ms(client)
+    old, new = now - 90_000, now - 30_000
+    client.set("act:mpause:gpt", str(old), px=120_000)  # paused before the lift
+    client.set("act:mpause:claude", str(new), px=120_000)  # paused after it, on another replica
     client.set("act:spend:wf", "1.25", px=120_000)
-    client.set("act:open:old", json.dumps({"cooldown": 30, "since": at - 50, "probe": 60}), px=120_000)
-    client.set("act:open:new", json.dumps({"cooldown": 30, "since": at + 50, "probe": 60}), px=120_000)
+    client.set("act:open:old", json.dumps({"cooldown": 30, "since": 0, "probe": 60, "at": old}), px=120_000)
+    client.set("act:open:new", json.dumps({"cooldown": 30, "since": 0, "probe": 60, "at": new}), px=120_000)
     view = View()
     state = RedisState(redis_server.url, "act", 100, clock=clock)
     await state.start(view)
@@ -186,24 +199,28 @@ async def test_actions_made_while_redis_is_away_reach_it_first_and_undo_only_wha
                 state.publish(change)
             assert state.pending_actions == 5
             view.applied.clear()
+            clock.advance(60.0)  # the actions are 60 s old when Redis answers
         finally:
             redis_server.proc.send_signal(signal.SIGCONT)
         await _until(lambda: state.available, "back")
         assert state.pending_actions == 0
         assert client.exists("act:mpause:gpt", "act:spend:wf", "act:open:old") == 0  # undone, before the read back
         assert client.exists("act:mpause:claude", "act:open:new") == 2  # newer than the actions: kept
-        assert float(client.get("act:mlift:gpt") or 0) == at  # remembered for replicas that re-sync later
-        assert float(client.get("act:sreset:wf") or 0) == at
-        assert float(client.get("act:closed:old") or 0) == at
+        back = _redis_ms(client)
+        for record in ("act:mlift:gpt", "act:sreset:wf", "act:closed:old"):  # remembered for later re-syncs
+            at = float(client.get(record) or 0)  # when, on Redis's clock: 60 s before it answered
+            assert back - 60_000 - 5_000 <= at <= back - 60_000 + 1_000, (record, back - at)
         pauses = {c.model for c in view.applied if isinstance(c, ModelPause)}
         assert pauses == {"claude"}  # the re-sync read back only the newer pause
+        claude = next(c for c in view.applied if isinstance(c, ModelPause))
+        assert 29.0 <= claude.age_s <= 40.0  # with its age, on Redis's clock
         assert not [c for c in view.applied if isinstance(c, SpendTotal) and c.usd > 0]
         opened = {c.service for c in view.applied if isinstance(c, CircuitOpened)}
         assert opened == {"new"}
-        lifted = [c for c in view.applied if isinstance(c, PauseLifted | SpendReset)]
-        assert {type(c).__name__ for c in lifted} == {"PauseLifted", "SpendReset"}  # the records, read first
+        lifted = [c for c in view.applied if isinstance(c, PauseLifted | SpendReset | CircuitClosed)]
+        assert {type(c).__name__ for c in lifted} == {"PauseLifted", "SpendReset", "CircuitClosed"}  # read first
         assert view.applied.index(lifted[0]) < min(
-            view.applied.index(c) for c in view.applied if isinstance(c, ModelPause)
+            view.applied.index(c) for c in view.applied if isinstance(c, ModelPause | CircuitOpened)
         )
     finally:
         await state.close()
