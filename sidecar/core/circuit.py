@@ -34,7 +34,8 @@ Shared by a fleet (``state``, a ``core.state`` backend; the memory default share
                                      (``claim``: one atomic claim, held probe_timeout_s); the others
                                      learn ProbeTaken and refuse as half-open; a replica that loses
                                      the claim refuses its call the same way
-    HALF_OPEN -> CLOSED              published (CircuitClosed): every replica closes
+    HALF_OPEN -> CLOSED              published (CircuitClosed, with its age): every replica closes an
+                                     opening older than the close (a newer one stands)
     a probe held elsewhere           timed out after probe_timeout_s like a local one (reopens)
 
 Guards (``ServiceGuards``)::

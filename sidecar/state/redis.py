@@ -4,22 +4,28 @@ Every replica that names the same Redis and prefix shares the changes of ``core.
 change is one Lua script (redis-py ``register_script``: atomic, no read-modify-write race) that
 updates its key *and* publishes the change on the prefix's channel; every other replica's
 subscriber applies it to its local view (``core.fleet_view``). A healthy call awaits none of
-this: ``publish`` queues, one writer task sends. Keys (every one with a TTL)::
+this: ``publish`` queues, one writer task sends. Every instant kept in Redis is on Redis's own
+clock (``TIME`` inside the script, in ms) less the age the replica sends (how long ago it
+happened, on its monotonic clock): what is older than what never depends on a replica's wall
+clock. Keys (every one with a TTL)::
 
     {prefix}:events              the pub/sub channel of every change (JSON, with the origin replica)
     {prefix}:mthrottle:{model}   the last raise of a model's throttle      TTL THROTTLE_TTL_S (60 s)
-    {prefix}:mpause:{model}      a Retry-After pause                       TTL = the pause (raised, never shortened)
+    {prefix}:mpause:{model}      a Retry-After pause: when it began        TTL = the pause (raised, never shortened)
     {prefix}:sthrottle:{svc}     the last raise of a service's throttle    TTL THROTTLE_TTL_S
-    {prefix}:open:{svc}          an open circuit: cooldown, trigger, since TTL = seconds open + probe_timeout_s
+    {prefix}:open:{svc}          an open circuit: cooldown, trigger, since, TTL = seconds open + probe_timeout_s
+                                 at (when it opened)
     {prefix}:probe:{svc}         the one half-open probe (SET NX)          TTL = probe_timeout_s
-    {prefix}:closed:{svc}        when it last closed (a stale re-push loses) TTL CLOSED_TTL_S (1 h)
+    {prefix}:closed:{svc}        when it last closed (read back; a stale    TTL CLOSED_TTL_S (1 h)
+                                 re-push loses)
     {prefix}:spend:{workflow}    the workflow's spend, INCRBYFLOAT         TTL SPEND_TTL_S (7 days), renewed per add
     {prefix}:mlift:{model}       when an operator last lifted its pause    TTL ACTION_TTL_S (1 h)
     {prefix}:sreset:{workflow}   when an operator last reset its spend     TTL ACTION_TTL_S
-    (an operator's action: lift-pause deletes a pause set before it, reset-spend takes what the
-    operator was shown off the total, close-circuit deletes an opening older than it; each publishes,
-    so every replica lifts / forgets / closes; the mlift / sreset record is read first on every
-    re-sync, so a replica cut off at the time drops its stale pause or spend before pushing it back)
+    (an operator's action: lift-pause deletes a pause begun before it, reset-spend takes what the
+    operator was shown off the total, close-circuit deletes an opening older than it; each publishes
+    with its age, so every replica lifts / forgets / closes what is older; the mlift / sreset /
+    closed record is read first on every re-sync, so a replica cut off at the time drops its stale
+    pause, spend or opening before pushing it back, and keeps one begun after the action)
     {prefix}:replicas            live replicas (a sorted set of expiries)  TTL HEARTBEAT_TTL_S (3 s), beat every 1 s
     {prefix}:call:{hash}         a tool call's intent, then its outcome    TTL the dedupe window (and the call's
                                  (core.state.CallRecords; tools.once)          longest run, for an intent)
@@ -49,16 +55,20 @@ When Redis is not there (slower than ``timeout_ms``, down, restarted)::
     meanwhile               every decision local; throttle and circuit changes stay in the local view;
                             spend added is kept and sent later (nothing lost); probes are granted locally;
                             an operator action (lift-pause, reset-spend, close-circuit, and a probe's close)
-                            is applied here and kept, with its wall-clock time, for the fleet
+                            is applied here and kept, with its monotonic time, for the fleet
     reconnect               with exponential backoff and jitter (redis-py's), RECONNECT_MIN_S to RECONNECT_MAX_S
     re-sync                 subscribe first; then the actions kept, oldest first, each undoing only what is
                             older than it (a pause set later, an opening since, a cost added elsewhere stay);
-                            then read every key of the prefix into the local view (the mlift / sreset
-                            records first); then push the local view back (raises and pauses merged by max,
-                            an opening only where no later close is recorded, spend as a floor), then the
+                            then read every key of the prefix, and Redis's TIME, into the local view (the
+                            mlift / sreset / closed records first, as ages); then push the local view back
+                            (raises and pauses merged by max, a pause or an opening with its age and the
+                            seconds it has left when sent: not where a later lift or close is recorded,
+                            not once run out; spend as a floor), then the
                             spend kept meanwhile. An action is never dropped for a re-sync: it is sent before
                             the fleet's state is read back over it (why: docs/operations.md)
     back                    INFO once, StateBackendChanged(available=True)
+    shutdown                actions still queued tried again for shutdown_flush_s (state.shutdown_flush_s),
+                            then each one left named in a WARNING (lost to the fleet); never longer
 """
 
 from __future__ import annotations
