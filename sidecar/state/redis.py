@@ -142,6 +142,8 @@ MAX_ACTIONS = 10_000
 """Operator actions kept while Redis is not there (one per target: a later one on it replaces it)."""
 SHUTDOWN_FLUSH_S = 5.0
 """At shutdown, how long to keep trying to hand Redis the operator actions still queued (state.shutdown_flush_s)."""
+LISTED = 50
+"""Actions named one by one in the shutdown WARNING (the rest counted)."""
 MAX_CONNECTIONS = 100
 """The pool's connections (redis-py's default size); a call past them waits for one, within timeout_ms."""
 
@@ -684,10 +686,10 @@ class RedisState:
             )
         if self._pending:
             now = self._mono()
-            listed = "; ".join(
-                f"{_describe(a)} (made {max(now - a.made, 0.0):.1f} s ago)"
-                for a in sorted(self._pending.values(), key=lambda a: a.made)
-            )
+            left = sorted(self._pending.values(), key=lambda a: a.made)
+            listed = "; ".join(f"{_describe(a)} (made {max(now - a.made, 0.0):.1f} s ago)" for a in left[:LISTED])
+            if len(left) > LISTED:
+                listed += f"; and {len(left) - LISTED} more"
             _log.warning(
                 "state backend %s: %d operator actions never reached the fleet: Redis did not answer within "
                 "state.shutdown_flush_s (%.1f s) at shutdown (%s). They took effect on this replica only, "
