@@ -544,7 +544,7 @@ async def test_actions_still_queued_when_the_flush_time_runs_out_are_named_and_s
             started = asyncio.get_running_loop().time()
             await state.close()
             took = asyncio.get_running_loop().time() - started
-        assert took < 2.0  # 0.5 s, and one try's timeout past it at most
+        assert took < 3.0  # 0.5 s, one try's timeout past it at most, and the disconnect
         assert state.pending_actions == 3
         lost = [r for r in caplog.records if "never reached the fleet" in r.getMessage()]
         assert len(lost) == 1
