@@ -35,6 +35,7 @@ PREFIX = "admin-fleet"
 class Replica:
     def __init__(self, tmp: Path, provider: str, backend: str, redis_url: str) -> None:
         self.http = free_port()
+        self.stderr = tmp / "stderr.log"
         cfg = base_config(
             provider,
             backend,
@@ -244,3 +245,27 @@ def test_a_close_while_redis_is_down_reaches_the_replica_cut_off_with_it(
     client = redis.client()
     assert client.exists(f"{PREFIX}:open:flaky") == 0
     assert client.exists(f"{PREFIX}:closed:flaky") == 1
+
+
+def test_a_replica_stopped_with_actions_queued_tries_then_names_each_one_lost(
+    fleet: tuple[Replica, Replica, RedisServer],
+) -> None:
+    """SIGTERM on A with a lift queued and Redis still down: A tries for state.shutdown_flush_s (5 s by
+    default), then exits, its log naming the action lost to the fleet; B still holds the pause."""
+    a, b, redis = fleet
+    _until(lambda: _pause(a) > 60 and _pause(b) > 60, "both replicas to read the pause")
+    redis.kill()
+    _until(lambda: not a.state()["state"]["reachable"], "A to notice the outage")
+    lifted = a.act("lift-pause", "gpt")
+    assert lifted["reach"] == "queued"
+    assert "state.shutdown_flush_s (5 s) more" in lifted["note"]
+    started = time.monotonic()
+    a.stop()
+    took = time.monotonic() - started
+    assert a.proc.returncode == 0
+    assert 5.0 <= took < 15.0  # the grace period (1 s, nothing in flight), the 5 s of tries, the exit
+    log = a.stderr.read_text()
+    assert "1 operator actions never reached the fleet" in log
+    assert "lift-pause gpt (made " in log
+    assert "Repeat them on a running replica once Redis answers" in log
+    assert _pause(b) > 60  # the fleet was never told
