@@ -226,6 +226,7 @@ async def test_a_redis_never_reached_is_unreachable_with_its_error(
     start_sidecar: Start, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     state = {"backend": "redis", "url": f"redis://127.0.0.1:{free_port()}/0", "prefix": "admin-bad", "timeout_ms": 50}
+    state["shutdown_flush_s"] = 0.2  # the lift below stays queued: its shutdown retry, kept short
     r = await start_sidecar(http=HTTP, server={"admin": {"tokens": [ADMIN]}}, state=state)
     doc = (await _get(r, ADMIN)).json()["state"]
     assert doc["backend"] == "redis"
@@ -241,6 +242,7 @@ async def test_a_redis_never_reached_is_unreachable_with_its_error(
     assert doc["last_error"][:30] in text
     lifted = (await _act(r, "lift-pause", "gpt")).json()
     assert lifted["reach"] == "queued"  # applied here, kept for the fleet: said, not silent
+    assert "state.shutdown_flush_s (0.2 s) more, then logs the action as not delivered" in lifted["note"]
     assert (await _get(r, ADMIN)).json()["state"]["pending_actions"] == 1
     console = Console(record=True, width=240, file=io.StringIO())
     assert await asyncio.to_thread(run_status, _url(r).removesuffix("/admin/state"), None, console) == 0

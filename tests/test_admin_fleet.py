@@ -4,10 +4,12 @@ A Retry-After pause of ``gpt`` and 1.25 USD of ``wf-1``'s spend are in Redis bef
 (each reads them back at connect, as a replica joining a fleet does). An operator lifts the pause
 and resets the spend on replica A; replica B's admin view shows both gone, and the shared ledger
 key is gone from Redis. Each replica's state section says how fresh its view of the fleet is.
+An opening of ``flaky`` is there too: a close made on A while Redis is down reaches B.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -33,6 +35,7 @@ PREFIX = "admin-fleet"
 class Replica:
     def __init__(self, tmp: Path, provider: str, backend: str, redis_url: str) -> None:
         self.http = free_port()
+        self.stderr = tmp / "stderr.log"
         cfg = base_config(
             provider,
             backend,
@@ -100,6 +103,10 @@ def _pause(r: Replica) -> float:
     return float(next(m for m in r.state()["models"] if m["model"] == "gpt")["pause_left_s"])
 
 
+def _circuit(r: Replica) -> str:
+    return str(next((g["circuit"] for g in r.state()["services"] if g["name"] == "flaky"), "none"))
+
+
 def _spent(r: Replica) -> float:
     return float(next(w for w in r.state()["workflows"] if w["workflow"] == "wf-1")["spent_usd"])
 
@@ -109,6 +116,9 @@ def fleet(tmp_path: Path, redis_server: RedisServer) -> Iterator[tuple[Replica, 
     client = redis_server.client()
     client.set(f"{PREFIX}:mpause:gpt", "1", px=120_000)
     client.set(f"{PREFIX}:spend:wf-1", "1.25", px=120_000)
+    sec, usec = client.time()  # an opening 5 s old on Redis's clock (the instants kept in Redis are on it)
+    opened = {"cooldown": 300, "since": time.time() - 5, "probe": 60, "at": sec * 1000 + usec // 1000 - 5000}
+    client.set(f"{PREFIX}:open:flaky", json.dumps(opened), px=600_000)
     replicas: list[Replica] = []
     with ThreadedServer(FakeProvider()) as provider, ThreadedServer(FakeToolBackend()) as backend:
         try:
@@ -203,3 +213,59 @@ def test_actions_while_redis_is_down_are_queued_and_survive_the_resync(
     assert client.exists(f"{PREFIX}:mpause:gpt") == 0
     assert float(client.get(f"{PREFIX}:spend:wf-1") or 0) == 0
     assert client.exists(f"{PREFIX}:mlift:gpt", f"{PREFIX}:sreset:wf-1") == 2
+
+
+def test_a_close_while_redis_is_down_reaches_the_replica_cut_off_with_it(
+    fleet: tuple[Replica, Replica, RedisServer],
+) -> None:
+    """``flaky``'s circuit is open on both (read from Redis at start). Redis killed; the operator closes
+    it on A (``queued``); B, cut off too, still refuses. Redis restarted empty, with B held
+    (SIGSTOP) until A has replayed the close, so that B hears no publish and must read the ``closed``
+    record back: B's admin view shows it closed, on both, and Redis holds no opening. Before, B kept
+    its opening until its own cooldown (300 s) and probe (this test failed)."""
+    a, b, redis = fleet
+    _until(lambda: _circuit(a) == "open" and _circuit(b) == "open", "both replicas to read the opening")
+    redis.kill()
+    _until(lambda: not a.state()["state"]["reachable"] and not b.state()["state"]["reachable"], "the outage")
+    closed = a.act("close-circuit", "flaky")
+    assert (closed["changed"], closed["reach"]) == (True, "queued")
+    assert _circuit(a) == "closed"
+    assert _circuit(b) == "open"  # B was not reached
+    b.proc.send_signal(signal.SIGSTOP)  # B re-syncs after A has replayed the close (it hears no publish)
+    try:
+        redis.start()
+        _until(lambda: redis.client().exists(f"{PREFIX}:closed:flaky") == 1, "A to replay the close")
+    finally:
+        b.proc.send_signal(signal.SIGCONT)
+    _until(lambda: a.state()["state"]["reachable"] and b.state()["state"]["reachable"], "both back")
+    _until(lambda: _circuit(b) == "closed", "B to close the circuit")
+    assert a.state()["state"]["pending_actions"] == 0
+    time.sleep(2.5)  # real time: two heartbeats and any late re-push between two processes
+    assert (_circuit(a), _circuit(b)) == ("closed", "closed")
+    client = redis.client()
+    assert client.exists(f"{PREFIX}:open:flaky") == 0
+    assert client.exists(f"{PREFIX}:closed:flaky") == 1
+
+
+def test_a_replica_stopped_with_actions_queued_tries_then_names_each_one_lost(
+    fleet: tuple[Replica, Replica, RedisServer],
+) -> None:
+    """SIGTERM on A with a lift queued and Redis still down: A tries for state.shutdown_flush_s (5 s by
+    default), then exits, its log naming the action lost to the fleet; B still holds the pause."""
+    a, b, redis = fleet
+    _until(lambda: _pause(a) > 60 and _pause(b) > 60, "both replicas to read the pause")
+    redis.kill()
+    _until(lambda: not a.state()["state"]["reachable"], "A to notice the outage")
+    lifted = a.act("lift-pause", "gpt")
+    assert lifted["reach"] == "queued"
+    assert "state.shutdown_flush_s (5 s) more" in lifted["note"]
+    started = time.monotonic()
+    a.stop()
+    took = time.monotonic() - started
+    assert a.proc.returncode == 0
+    assert 5.0 <= took < 15.0  # the grace period (1 s, nothing in flight), the 5 s of tries, the exit
+    log = a.stderr.read_text()
+    assert "1 operator actions never reached the fleet" in log
+    assert "lift-pause gpt (made " in log
+    assert "Repeat them on a running replica once Redis answers" in log
+    assert _pause(b) > 60  # the fleet was never told

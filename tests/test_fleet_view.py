@@ -18,9 +18,11 @@ from sidecar.core.spend import SpendLedger
 from sidecar.core.state import (
     MEMORY,
     Change,
+    CircuitClosed,
     CircuitOpened,
     ModelPause,
     ModelRaised,
+    PauseLifted,
     Replicas,
     SpendAdded,
     SpendTotal,
@@ -188,6 +190,34 @@ async def test_the_snapshot_holds_what_a_reconnecting_backend_pushes_again(
     a.ledger.record("wf", 0.25)
     kinds = {type(c) for c in a.view.snapshot()}
     assert {ModelRaised, ModelPause, CircuitOpened, SpendTotal} <= kinds
+
+
+def test_a_lift_or_a_close_undoes_only_what_began_before_it(clock: FakeClock) -> None:
+    """Ages, read on the receiver's clock: a lift 20 s old lifts a pause begun 30 s ago, not one begun
+    10 s ago; a close 20 s old closes an opening 30 s old, not one 10 s old; the snapshot carries them."""
+    replica = Replica(Loopback(), clock)
+    view = replica.view
+    view.apply(ModelPause("m", 120.0, 10.0))
+    view.apply(PauseLifted("m", 20.0))
+    assert replica.throttle.pause_left() == 120.0  # begun after the lift: stands
+    snap = next(c for c in view.snapshot() if isinstance(c, ModelPause))
+    assert (snap.seconds, snap.age_s) == (120.0, 10.0)
+    clock.advance(5.0)
+    assert next(c for c in view.snapshot() if isinstance(c, ModelPause)).age_s == 15.0
+    view.apply(PauseLifted("m", 0.0))  # a lift just now
+    assert replica.throttle.pause_left() == 0.0
+    view.apply(ModelPause("m", 120.0, 30.0))
+    view.apply(PauseLifted("m", 20.0))
+    assert replica.throttle.pause_left() == 0.0  # begun before the lift: lifted
+
+    replica.guards.get("svc")
+    opened = CircuitOpened("svc", 60.0, 30.0, Trigger(503, "down"), clock.wall(), "test", 60.0, 10.0)
+    view.apply(opened)
+    view.apply(CircuitClosed("svc", 20.0))
+    assert replica.guards.get("svc").state is CircuitState.OPEN  # opened after the close: stands
+    assert next(c for c in view.snapshot() if isinstance(c, CircuitOpened)).age_s == 10.0
+    view.apply(CircuitClosed("svc", 5.0))
+    assert replica.guards.get("svc").state is CircuitState.CLOSED
 
 
 def test_memory_shares_nothing_and_grants_every_probe() -> None:

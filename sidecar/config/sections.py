@@ -186,6 +186,9 @@ class StateConfig(Strict):
     """Every key and the change channel start with it: replicas with the same prefix share state."""
     timeout_ms: Annotated[int, Field(ge=1, le=MAX_STATE_TIMEOUT_MS)] = DEFAULT_STATE_TIMEOUT_MS
     """A Redis operation slower than this is given up; the call goes on under local state."""
+    shutdown_flush_s: Annotated[float, Field(ge=0, le=60)] = 5.0
+    """At shutdown, how long operator actions still queued (Redis not reachable) are tried again
+    before they are given up, each named in a WARNING (0: not tried)."""
 
     @model_validator(mode="after")
     def _url(self) -> StateConfig:

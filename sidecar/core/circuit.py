@@ -34,7 +34,8 @@ Shared by a fleet (``state``, a ``core.state`` backend; the memory default share
                                      (``claim``: one atomic claim, held probe_timeout_s); the others
                                      learn ProbeTaken and refuse as half-open; a replica that loses
                                      the claim refuses its call the same way
-    HALF_OPEN -> CLOSED              published (CircuitClosed): every replica closes
+    HALF_OPEN -> CLOSED              published (CircuitClosed, with its age): every replica closes an
+                                     opening older than the close (a newer one stands)
     a probe held elsewhere           timed out after probe_timeout_s like a local one (reopens)
 
 Guards (``ServiceGuards``)::
@@ -123,6 +124,7 @@ class ServiceGuard:
         "_observer",
         "_open_until",
         "_opened_at",
+        "_opened_mono",
         "_pressure",
         "_probe",
         "_state",
@@ -156,6 +158,8 @@ class ServiceGuard:
         self._cooldown = circuit.cooldown_s
         self._open_until = 0.0
         self._opened_at: datetime | None = None
+        self._opened_mono = 0.0
+        """When (this clock) the opening in force began: a close made before it leaves it open."""
         self._trigger: Trigger | None = None
         self._probe: Admission | None = None
 
@@ -354,11 +358,13 @@ class ServiceGuard:
 
     def opened_elsewhere(self, opened: CircuitOpened) -> None:
         """Another replica opened the circuit: refuse for the seconds left, quoting its trigger."""
-        until = self._clock.time() + opened.seconds
+        now = self._clock.time()
+        until = now + opened.seconds
         if self.state is CircuitState.OPEN and self._open_until >= until:
             return
         self.state = CircuitState.OPEN
         self._open_until = until
+        self._opened_mono = now - max(opened.age_s, 0.0)
         self._cooldown = min(max(opened.cooldown_s, self.circuit.cooldown_s), self.circuit.max_cooldown_s)
         self._trigger = opened.trigger or self._trigger
         self._opened_at = opened.since
@@ -383,9 +389,12 @@ class ServiceGuard:
         self._probe = Admission(probe=True, started=started, remote=True)
         self._event(CircuitEvent.HALF_OPEN, reason="the probe is out on another replica")
 
-    def closed_elsewhere(self) -> None:
-        """Another replica's probe succeeded: closed."""
+    def closed_elsewhere(self, age_s: float = 0.0) -> None:
+        """Another replica's probe succeeded, or an operator closed it there, ``age_s`` ago: closed,
+        unless the opening in force here began after that (a newer failure stands)."""
         if self.state is CircuitState.CLOSED:
+            return
+        if self._opened_mono > self._clock.time() - max(age_s, 0.0) + 1e-6:
             return
         if self._probe is not None and not self._probe.remote:
             self._probe.settled = True  # this replica's own probe, if still out, decides nothing now
@@ -393,7 +402,7 @@ class ServiceGuard:
         self.state = CircuitState.CLOSED
         self._cooldown = self.circuit.cooldown_s
         self._failures_at_max = 0
-        self._event(CircuitEvent.CLOSED, reason="closed by another replica's probe")
+        self._event(CircuitEvent.CLOSED, reason="closed by another replica (its probe, or an operator)")
 
     def shared_state(self) -> list[CircuitOpened | ServiceRaised]:
         """What this guard holds that the fleet should know (pushed again after a backend outage)."""
@@ -406,8 +415,9 @@ class ServiceGuard:
 
     def _opened(self, seconds: float, reason: str) -> CircuitOpened:
         since = self._opened_at or self._clock.wall()
+        age = max(self._clock.time() - self._opened_mono, 0.0)
         return CircuitOpened(
-            self.name, seconds, self._cooldown, self._trigger, since, reason, self.circuit.probe_timeout_s
+            self.name, seconds, self._cooldown, self._trigger, since, reason, self.circuit.probe_timeout_s, age
         )
 
     # ------------------------------------------------------------------ internals
@@ -418,6 +428,7 @@ class ServiceGuard:
         self.state = CircuitState.OPEN
         self._open_until = now + length
         self._opened_at = self._clock.wall()
+        self._opened_mono = now
         self._failures_at_max = 0
         trigger = self._trigger
         self._event(
@@ -429,7 +440,8 @@ class ServiceGuard:
         if doubled:
             self._cooldown = min(self._cooldown * 2, self.circuit.max_cooldown_s)
         self.state = CircuitState.OPEN
-        self._open_until = (self._clock.time() if at is None else at) + self._cooldown
+        self._opened_mono = self._clock.time() if at is None else at
+        self._open_until = self._opened_mono + self._cooldown
         self._event(CircuitEvent.REOPENED, cooldown_s=self._cooldown)
         self._state.publish(self._opened(self._cooldown, "the probe was lost"))
 

@@ -15,8 +15,9 @@
     SpendAdded       nothing: only a backend adds it up
 
 ``snapshot`` is the reverse: what this replica holds, as changes a reconnecting backend pushes
-again (raises, pauses with the seconds left, open circuits, spend totals), all merged by max on
-the other side, so pushing twice is harmless.
+again (raises, pauses with the seconds left and their age, open circuits with theirs, spend
+totals), all merged by max on the other side, so pushing twice is harmless. A lift or a close
+carries its age: it undoes a pause or an opening that began before it, never a newer one.
 """
 
 from __future__ import annotations
@@ -88,9 +89,9 @@ class FleetView:
             case ModelRaised(model, throttle, step):
                 if (t := self._models.get(model)) is not None:
                     t.raised_elsewhere(throttle, step)
-            case ModelPause(model, seconds):
+            case ModelPause(model, seconds, age_s):
                 if (t := self._models.get(model)) is not None:
-                    t.paused_elsewhere(seconds)
+                    t.paused_elsewhere(seconds, age_s)
             case ServiceRaised(service, throttle):
                 if (g := self._guard(service, create=True)) is not None:
                     g.raised_elsewhere(throttle)
@@ -100,9 +101,9 @@ class FleetView:
             case ProbeTaken(service, seconds):
                 if (g := self._guard(service, create=False)) is not None:
                     g.probe_elsewhere(seconds)
-            case CircuitClosed(service):
+            case CircuitClosed(service, age_s):
                 if (g := self._guard(service, create=False)) is not None:
-                    g.closed_elsewhere()
+                    g.closed_elsewhere(age_s)
             case SpendTotal(workflow, usd):
                 self._ledger.total_elsewhere(workflow, usd)
             case Replicas(count):
@@ -110,9 +111,9 @@ class FleetView:
                     self.replicas = count
                     for t in self._models.values():
                         t.split(count)
-            case PauseLifted(model):
+            case PauseLifted(model, age_s):
                 if (t := self._models.get(model)) is not None:
-                    t.lifted_elsewhere()
+                    t.lifted_elsewhere(age_s)
             case SpendReset(workflow):
                 self._ledger.reset_elsewhere(workflow)
             case SpendAdded():
@@ -124,7 +125,7 @@ class FleetView:
             if t.throttle > 0:
                 out.append(ModelRaised(model, t.throttle, 0.0))
             if (left := t.pause_left()) > 0:
-                out.append(ModelPause(model, left))
+                out.append(ModelPause(model, left, t.pause_age()))
         for guard in self._guards.all():
             out.extend(guard.shared_state())
         for guard in self._deployments.all() if self._deployments is not None else []:

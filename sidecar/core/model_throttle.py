@@ -163,6 +163,7 @@ class ModelThrottle:
         "_latency",
         "_observer",
         "_pause_cause",
+        "_paused_at",
         "_pressure",
         "_queued",
         "_requests",
@@ -191,6 +192,8 @@ class ModelThrottle:
         self._observer = observer
         self.throttle = 0.0
         self.paused_until = 0.0
+        self._paused_at = 0.0
+        """When (this clock) the pause that holds began: a lift made before it leaves it."""
         self._pause_cause = PAUSED
         self._pressure = Pressure()
         self._state: StateBackend = MEMORY
@@ -236,11 +239,13 @@ class ModelThrottle:
         self._epoch, self._epoch_step = self._sends, step
         self._set(throttle)
 
-    def paused_elsewhere(self, seconds: float) -> None:
-        """Another replica was told Retry-After: pause for the ``seconds`` left, from now."""
-        until = self._clock.time() + seconds
+    def paused_elsewhere(self, seconds: float, age_s: float = 0.0) -> None:
+        """Another replica was told Retry-After ``age_s`` ago: pause for the ``seconds`` left, from now."""
+        now = self._clock.time()
+        until = now + seconds
         if until > self.paused_until + EPSILON:
             self.paused_until, self._pause_cause = until, PAUSED
+            self._paused_at = now - max(age_s, 0.0)
             self._observer.event(ModelPaused(self.model, seconds))
 
     def split(self, replicas: int) -> None:
@@ -274,9 +279,15 @@ class ModelThrottle:
         self._state.publish(PauseLifted(self.model))
         return held
 
-    def lifted_elsewhere(self) -> None:
-        """An operator lifted the pause on another replica: lift it here too."""
-        self.paused_until = 0.0
+    def lifted_elsewhere(self, age_s: float = 0.0) -> None:
+        """An operator lifted the pause on another replica ``age_s`` ago: lift it here too, unless the
+        pause that holds here began after the lift (a fresh Retry-After stands)."""
+        if self._paused_at <= self._clock.time() - max(age_s, 0.0) + EPSILON:
+            self.paused_until = 0.0
+
+    def pause_age(self) -> float:
+        """Seconds since the pause that holds began (0: none holds)."""
+        return max(self._clock.time() - self._paused_at, 0.0) if self.pause_left() > 0 else 0.0
 
     def pause_left(self) -> float:
         """Seconds the Retry-After pause still holds (0: none)."""
@@ -390,6 +401,7 @@ class ModelThrottle:
         until = self._clock.time() + seconds
         if until > self.paused_until + EPSILON:
             self.paused_until, self._pause_cause = until, cause
+            self._paused_at = self._clock.time()
             self._observer.event(ModelPaused(self.model, seconds, cause))
             self._state.publish(ModelPause(self.model, seconds))
 

@@ -23,8 +23,10 @@ Rules every backend keeps:
 
 - ``publish`` never blocks and never raises: a change that cannot cross (the backend is slow or
   down) is dropped, and the local view alone decides (``snapshot`` re-pushes it on reconnect).
-- Time crosses as *seconds left*, read against the receiver's own clock on arrival, never as
-  an instant of another machine's clock.
+- Time crosses as *seconds left* and *ages* (how long ago a pause began, a circuit opened or
+  closed, an operator acted), read against the receiver's own monotonic clock on arrival, never as
+  an instant of another machine's clock: an operator's action undoes only what began before it,
+  whatever the replicas' wall clocks say (Redis keeps its own instants on its own clock, TIME).
 - ``claim_probe`` is the one await the shared state adds, and only on a half-open circuit: the
   one probe of the fleet. It answers within the backend's timeout; a backend that cannot answer
   says True (the local decision stands: a probe more, never a call hung).
@@ -103,6 +105,8 @@ class ModelPause:
 
     model: str
     seconds: float
+    age_s: float = 0.0
+    """How long ago the pause began (0: now): a lift made after it lifts it, one made before does not."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +132,8 @@ class CircuitOpened:
     reason: str = ""
     probe_timeout_s: float = 60.0
     """How long after ``seconds`` the opening still matters (a probe may be out that long)."""
+    age_s: float = 0.0
+    """How long ago it opened (0: now): a close made after it closes it, one made before does not."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,9 +146,11 @@ class ProbeTaken:
 
 @dataclass(frozen=True, slots=True)
 class CircuitClosed:
-    """A probe succeeded: the service's circuit is closed."""
+    """A probe succeeded (or an operator closed it): the service's circuit is closed."""
 
     service: str
+    age_s: float = 0.0
+    """How long ago it closed (0: now): an opening older than that closes, a newer one stands."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +174,8 @@ class PauseLifted:
     """An operator lifted a model's Retry-After pause (``sidecar admin lift-pause``): every replica lifts it."""
 
     model: str
+    age_s: float = 0.0
+    """How long ago the operator lifted it (0: now): a pause begun after that stands."""
 
 
 @dataclass(frozen=True, slots=True)

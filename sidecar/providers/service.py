@@ -337,7 +337,7 @@ class ModelService:
         if old is not None:  # new rates: its pacing starts again, its pressure does not
             throttle.raised_elsewhere(old.throttle, 0.0)
             if (left := old.pause_left()) > 0:
-                throttle.paused_elsewhere(left)
+                throttle.paused_elsewhere(left, old.pause_age())
         return throttle
 
     def throttle(self, model_id: str) -> ModelThrottle:

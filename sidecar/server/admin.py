@@ -187,10 +187,12 @@ class StateView:
             return "local", "applied (state.backend memory: this process is the whole sidecar)"
         if getattr(self.state, "available", False):
             return "fleet", "applied here and published to every replica through Redis"
+        flush = getattr(self.state, "shutdown_flush_s", 0.0)
         return "queued", (
             "applied on this replica only for now: Redis is not reachable; queued, and published to the fleet "
             "when Redis answers again, before the re-sync reads the fleet's state back (a pause set, an opening, "
-            "or a cost added elsewhere after this action stays)"
+            "or a cost added elsewhere after this action stays). If this replica stops first, it tries for "
+            f"state.shutdown_flush_s ({flush:g} s) more, then logs the action as not delivered: repeat it then"
         )
 
     def _backend(self) -> dict[str, Any]:

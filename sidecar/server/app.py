@@ -206,7 +206,7 @@ class SidecarApp:
         observer = TelemetryObserver(
             self.clock, metrics, record_content=cfg.telemetry.record_content, secrets=cfg.secrets
         )
-        self.state = state = _state_backend(cfg, observer)
+        self.state = state = _state_backend(cfg, observer, self.clock)
         core = await build_core(
             cfg, clock=self.clock, observer=observer, state=state, embedded=self.embedded, rng=self.rng
         )
@@ -392,13 +392,21 @@ async def start_embedded(wanted: set[str]) -> tuple[list[Any], dict[str, str]]:
     return fakes, urls
 
 
-def _state_backend(cfg: Config, observer: Observer) -> StateBackend:
+def _state_backend(cfg: Config, observer: Observer, clock: Clock) -> StateBackend:
     """The configured state backend (``state.backend``): this process's own, or a Redis shared by the fleet."""
     if cfg.state.backend == "memory" or cfg.state.url is None:
         return MEMORY
     from sidecar.state.redis import RedisState
 
-    return RedisState(cfg.state.url, cfg.state.prefix, cfg.state.timeout_ms, observer=observer)
+    state = cfg.state
+    return RedisState(
+        cfg.state.url,
+        state.prefix,
+        state.timeout_ms,
+        observer=observer,
+        clock=clock,
+        shutdown_flush_s=state.shutdown_flush_s,
+    )
 
 
 async def _share(state: StateBackend, view: FleetView, observer: Observer) -> list[Callable[[], Awaitable[None]]]:

@@ -4,22 +4,28 @@ Every replica that names the same Redis and prefix shares the changes of ``core.
 change is one Lua script (redis-py ``register_script``: atomic, no read-modify-write race) that
 updates its key *and* publishes the change on the prefix's channel; every other replica's
 subscriber applies it to its local view (``core.fleet_view``). A healthy call awaits none of
-this: ``publish`` queues, one writer task sends. Keys (every one with a TTL)::
+this: ``publish`` queues, one writer task sends. Every instant kept in Redis is on Redis's own
+clock (``TIME`` inside the script, in ms) less the age the replica sends (how long ago it
+happened, on its monotonic clock): what is older than what never depends on a replica's wall
+clock. Keys (every one with a TTL)::
 
     {prefix}:events              the pub/sub channel of every change (JSON, with the origin replica)
     {prefix}:mthrottle:{model}   the last raise of a model's throttle      TTL THROTTLE_TTL_S (60 s)
-    {prefix}:mpause:{model}      a Retry-After pause                       TTL = the pause (raised, never shortened)
+    {prefix}:mpause:{model}      a Retry-After pause: when it began        TTL = the pause (raised, never shortened)
     {prefix}:sthrottle:{svc}     the last raise of a service's throttle    TTL THROTTLE_TTL_S
-    {prefix}:open:{svc}          an open circuit: cooldown, trigger, since TTL = seconds open + probe_timeout_s
+    {prefix}:open:{svc}          an open circuit: cooldown, trigger, since, TTL = seconds open + probe_timeout_s
+                                 at (when it opened)
     {prefix}:probe:{svc}         the one half-open probe (SET NX)          TTL = probe_timeout_s
-    {prefix}:closed:{svc}        when it last closed (a stale re-push loses) TTL CLOSED_TTL_S (1 h)
+    {prefix}:closed:{svc}        when it last closed (read back; a stale    TTL CLOSED_TTL_S (1 h)
+                                 re-push loses)
     {prefix}:spend:{workflow}    the workflow's spend, INCRBYFLOAT         TTL SPEND_TTL_S (7 days), renewed per add
     {prefix}:mlift:{model}       when an operator last lifted its pause    TTL ACTION_TTL_S (1 h)
     {prefix}:sreset:{workflow}   when an operator last reset its spend     TTL ACTION_TTL_S
-    (an operator's action: lift-pause deletes a pause set before it, reset-spend takes what the
-    operator was shown off the total, close-circuit deletes an opening older than it; each publishes,
-    so every replica lifts / forgets / closes; the mlift / sreset record is read first on every
-    re-sync, so a replica cut off at the time drops its stale pause or spend before pushing it back)
+    (an operator's action: lift-pause deletes a pause begun before it, reset-spend takes what the
+    operator was shown off the total, close-circuit deletes an opening older than it; each publishes
+    with its age, so every replica lifts / forgets / closes what is older; the mlift / sreset /
+    closed record is read first on every re-sync, so a replica cut off at the time drops its stale
+    pause, spend or opening before pushing it back, and keeps one begun after the action)
     {prefix}:replicas            live replicas (a sorted set of expiries)  TTL HEARTBEAT_TTL_S (3 s), beat every 1 s
     {prefix}:call:{hash}         a tool call's intent, then its outcome    TTL the dedupe window (and the call's
                                  (core.state.CallRecords; tools.once)          longest run, for an intent)
@@ -49,16 +55,20 @@ When Redis is not there (slower than ``timeout_ms``, down, restarted)::
     meanwhile               every decision local; throttle and circuit changes stay in the local view;
                             spend added is kept and sent later (nothing lost); probes are granted locally;
                             an operator action (lift-pause, reset-spend, close-circuit, and a probe's close)
-                            is applied here and kept, with its wall-clock time, for the fleet
+                            is applied here and kept, with its monotonic time, for the fleet
     reconnect               with exponential backoff and jitter (redis-py's), RECONNECT_MIN_S to RECONNECT_MAX_S
     re-sync                 subscribe first; then the actions kept, oldest first, each undoing only what is
                             older than it (a pause set later, an opening since, a cost added elsewhere stay);
-                            then read every key of the prefix into the local view (the mlift / sreset
-                            records first); then push the local view back (raises and pauses merged by max,
-                            an opening only where no later close is recorded, spend as a floor), then the
+                            then read every key of the prefix, and Redis's TIME, into the local view (the
+                            mlift / sreset / closed records first, as ages); then push the local view back
+                            (raises and pauses merged by max, a pause or an opening with its age and the
+                            seconds it has left when sent: not where a later lift or close is recorded,
+                            not once run out; spend as a floor), then the
                             spend kept meanwhile. An action is never dropped for a re-sync: it is sent before
                             the fleet's state is read back over it (why: docs/operations.md)
     back                    INFO once, StateBackendChanged(available=True)
+    shutdown                actions still queued tried again for shutdown_flush_s (state.shutdown_flush_s),
+                            then each one left named in a WARNING (lost to the fleet); never longer
 """
 
 from __future__ import annotations
@@ -73,7 +83,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -130,11 +140,15 @@ ACTION_TTL_S = 3600.0
 """How long an operator's lift or reset is remembered for replicas that re-sync after it (as CLOSED_TTL_S)."""
 MAX_ACTIONS = 10_000
 """Operator actions kept while Redis is not there (one per target: a later one on it replaces it)."""
+SHUTDOWN_FLUSH_S = 5.0
+"""At shutdown, how long to keep trying to hand Redis the operator actions still queued (state.shutdown_flush_s)."""
+LISTED = 50
+"""Actions named one by one in the shutdown WARNING (the rest counted)."""
 MAX_CONNECTIONS = 100
 """The pool's connections (redis-py's default size); a call past them waits for one, within timeout_ms."""
 
-_KINDS = frozenset({"mthrottle", "mpause", "sthrottle", "open", "probe", "spend", "mlift", "sreset"})
-"""The kinds of key read back on re-sync (``closed`` only guards a push; ``replicas`` is counted by beats)."""
+_KINDS = frozenset({"mthrottle", "mpause", "sthrottle", "open", "probe", "spend", "mlift", "sreset", "closed"})
+"""The kinds of key read back on re-sync (``replicas`` is counted by beats, ``call`` read by the call)."""
 _log = logging.getLogger("sidecar.state")
 
 _SET_AND_PUBLISH = """
@@ -142,43 +156,61 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 """
-_PAUSE = """
-local left = redis.call('PTTL', KEYS[1])
-if left >= tonumber(ARGV[1]) then return 0 end
-redis.call('SET', KEYS[1], ARGV[4], 'PX', ARGV[1])
-redis.call('PUBLISH', ARGV[2], ARGV[3])
+_NOW = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+"""
+"""Lua: Redis's own clock, in ms (every instant kept in Redis is on it: no replica's wall clock)."""
+_PAUSE = (
+    _NOW
+    + """
+local at = now - tonumber(ARGV[2])
+if tonumber(redis.call('GET', KEYS[2]) or '-1') >= at then return 0 end
+if redis.call('PTTL', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('SET', KEYS[1], tostring(at), 'PX', ARGV[1])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 """
-_OPEN = """
+)
+"""A pause (KEYS: mpause, mlift; ARGV: ms left, its age in ms, channel, payload): one begun before the
+last lift is not written again (a re-push does not resurrect it); a longer one in Redis stays."""
+_OPEN = (
+    _NOW
+    + """
+local at = now - tonumber(ARGV[3])
 if ARGV[6] == '0' then
-  local closed = tonumber(redis.call('GET', KEYS[2]) or '-1')
-  if closed >= tonumber(ARGV[3]) then return 0 end
+  if tonumber(redis.call('GET', KEYS[2]) or '-1') >= at then return 0 end
   if redis.call('PTTL', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
 else
   redis.call('DEL', KEYS[3])
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local data = cjson.decode(ARGV[1])
+data['at'] = at
+redis.call('SET', KEYS[1], cjson.encode(data), 'PX', ARGV[2])
 redis.call('PUBLISH', ARGV[4], ARGV[5])
 return 1
 """
-_CLOSE = """
-redis.call('DEL', KEYS[1], KEYS[3])
-redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
-redis.call('PUBLISH', ARGV[3], ARGV[4])
-return 1
-"""
-_LIFT = """
+)
+"""An opening (KEYS: open, closed, probe; ARGV: its JSON, ms, its age in ms, channel, payload, live): kept
+with ``at``, when it opened; a re-push ('0') of one older than the last close is not written again."""
+_LIFT = (
+    _NOW
+    + """
+local at = now - tonumber(ARGV[1])
+if tonumber(redis.call('GET', KEYS[2]) or '-1') < at then redis.call('SET', KEYS[2], tostring(at), 'PX', ARGV[2]) end
 local set = tonumber(redis.call('GET', KEYS[1]) or 'x')
-local at = tonumber(ARGV[1])
-if tonumber(redis.call('GET', KEYS[2]) or '0') < at then redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2]) end
 if set ~= nil and set > at then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 """
-_RESET = """
-local at = tonumber(ARGV[1])
-if tonumber(redis.call('GET', KEYS[2]) or '0') < at then redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2]) end
+)
+"""An operator's lift (KEYS: mpause, mlift; ARGV: its age in ms, the record's ttl, channel, payload)."""
+_RESET = (
+    _NOW
+    + """
+local at = now - tonumber(ARGV[1])
+if tonumber(redis.call('GET', KEYS[2]) or '-1') < at then redis.call('SET', KEYS[2], tostring(at), 'PX', ARGV[2]) end
 local left = tonumber(redis.call('GET', KEYS[1]) or '0') - tonumber(ARGV[3])
 redis.call('PUBLISH', ARGV[5], ARGV[6])
 if left <= 1e-9 then
@@ -189,18 +221,24 @@ redis.call('SET', KEYS[1], tostring(left), 'PX', ARGV[4])
 redis.call('PUBLISH', ARGV[5], cjson.encode({o = ARGV[7], k = 'spend', n = ARGV[8], usd = left}))
 return tostring(left)
 """
-_CLOSE_OLDER = """
-local at = tonumber(ARGV[1])
-if tonumber(redis.call('GET', KEYS[2]) or '-1') < at then redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2]) end
+)
+_CLOSE_OLDER = (
+    _NOW
+    + """
+local at = now - tonumber(ARGV[1])
+if tonumber(redis.call('GET', KEYS[2]) or '-1') < at then redis.call('SET', KEYS[2], tostring(at), 'PX', ARGV[2]) end
 local raw = redis.call('GET', KEYS[1])
 if raw then
   local ok, data = pcall(cjson.decode, raw)
-  if ok and type(data) == 'table' and tonumber(data['since'] or 0) > at then return 0 end
+  if ok and type(data) == 'table' and tonumber(data['at'] or 0) > at then return 0 end
 end
 redis.call('DEL', KEYS[1], KEYS[3])
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 """
+)
+"""A close, an operator's or a probe's (KEYS: open, closed, probe; ARGV: its age in ms, ttl, channel,
+payload): the ``closed`` record keeps when; an opening made after it stays."""
 _CLAIM = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   redis.call('PUBLISH', ARGV[3], ARGV[4])
@@ -292,14 +330,33 @@ def _since(value: Any) -> datetime:
         return datetime.now(UTC)
 
 
+def _age(data: dict[str, Any]) -> float:
+    """A change's age in seconds, as published (0: an older replica's change, or none given)."""
+    try:
+        return max(float(data.get("age", 0.0)), 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _describe(action: _Action) -> str:
+    """An action as the operator typed it: ``lift-pause gpt``."""
+    match action.change:
+        case PauseLifted(model):
+            return f"lift-pause {model}"
+        case SpendReset(workflow):
+            return f"reset-spend {workflow} ({action.forgiven:.6f} USD)"
+        case CircuitClosed(service):
+            return f"close-circuit {service}"
+
+
 def encode(change: Change, origin: str) -> dict[str, Any]:
     """A change as the JSON object published on the channel."""
     out: dict[str, Any] = {"o": origin}
     match change:
         case ModelRaised(model, throttle, step):
             out.update(k="mraise", n=model, v=throttle, step=step)
-        case ModelPause(model, seconds):
-            out.update(k="mpause", n=model, s=seconds)
+        case ModelPause(model, seconds, age):
+            out.update(k="mpause", n=model, s=seconds, age=age)
         case ServiceRaised(service, throttle):
             out.update(k="sraise", n=service, v=throttle)
         case CircuitOpened():
@@ -312,20 +369,21 @@ def encode(change: Change, origin: str) -> dict[str, Any]:
                 since=change.since.timestamp(),
                 reason=change.reason,
                 probe=change.probe_timeout_s,
+                age=change.age_s,
                 trigger=None
                 if t is None
                 else {"status": t.status_code, "detail": t.detail, "retry_after": t.retry_after_raw},
             )
         case ProbeTaken(service, seconds):
             out.update(k="probe", n=service, s=seconds)
-        case CircuitClosed(service):
-            out.update(k="closed", n=service)
+        case CircuitClosed(service, age):
+            out.update(k="closed", n=service, age=age)
         case SpendAdded(workflow, usd) | SpendTotal(workflow, usd):
             out.update(k="spend", n=workflow, usd=usd)
         case Replicas(count):
             out.update(k="replicas", v=count)
-        case PauseLifted(model):
-            out.update(k="mlift", n=model)
+        case PauseLifted(model, age):
+            out.update(k="mlift", n=model, age=age)
         case SpendReset(workflow):
             out.update(k="sreset", n=workflow)
     return out
@@ -341,7 +399,7 @@ def decode(data: Any) -> Change | None:
             case "mraise":
                 return ModelRaised(name, float(data["v"]), float(data.get("step", 0.0)))
             case "mpause":
-                return ModelPause(name, float(data["s"]))
+                return ModelPause(name, float(data["s"]), _age(data))
             case "sraise":
                 return ServiceRaised(name, float(data["v"]))
             case "open":
@@ -353,15 +411,16 @@ def decode(data: Any) -> Change | None:
                     _since(data.get("since")),
                     str(data.get("reason", "")),
                     float(data.get("probe", 60.0)),
+                    _age(data),
                 )
             case "probe":
                 return ProbeTaken(name, float(data["s"]))
             case "closed":
-                return CircuitClosed(name)
+                return CircuitClosed(name, _age(data))
             case "spend":
                 return SpendTotal(name, float(data["usd"]))
             case "mlift":
-                return PauseLifted(name)
+                return PauseLifted(name, _age(data))
             case "sreset":
                 return SpendReset(name)
     except (KeyError, TypeError, ValueError):
@@ -371,11 +430,12 @@ def decode(data: Any) -> Change | None:
 
 @dataclass(frozen=True, slots=True)
 class _Action:
-    """An operator's action (or a probe's close) as it goes to Redis: the change, its wall-clock time
-    (it undoes only what is older), and for a reset what is taken off the fleet's total."""
+    """An operator's action (or a probe's close) as it goes to Redis: the change, when it was made on
+    this replica's monotonic clock (sent as its age: Redis's TIME less it is the action's instant, and
+    it undoes only what is older), and for a reset what is taken off the fleet's total."""
 
     change: PauseLifted | SpendReset | CircuitClosed
-    at: float
+    made: float
     forgiven: float = 0.0
 
     @property
@@ -401,6 +461,7 @@ class RedisState:
         observer: Observer = NULL_OBSERVER,
         replica: str | None = None,
         clock: Clock | None = None,
+        shutdown_flush_s: float = SHUTDOWN_FLUSH_S,
     ) -> None:
         self.url = url
         self.prefix = prefix
@@ -409,7 +470,9 @@ class RedisState:
         self.channel = f"{prefix}:events"
         self._observer = observer
         self._clock = clock
-        """The wall clock an operator action is timed by (None: the system's; a test's fake one)."""
+        """The monotonic clock an action's and a change's age is read on (None: the system's; a test's
+        fake one): the same clock as the local view's, whose pauses and openings carry their age."""
+        self.shutdown_flush_s = shutdown_flush_s
         pool = BlockingConnectionPool.from_url(
             url,
             max_connections=MAX_CONNECTIONS,
@@ -420,8 +483,8 @@ class RedisState:
             health_check_interval=0,
         )
         self._client = Redis.from_pool(pool)
-        scripts = (_SET_AND_PUBLISH, _PAUSE, _OPEN, _CLOSE, _CLAIM, _SPEND, _SPEND_FLOOR, _HEARTBEAT)
-        self._set, self._pause, self._open, self._close, self._claim, self._spend, self._floor, self._beat = (
+        scripts = (_SET_AND_PUBLISH, _PAUSE, _OPEN, _CLAIM, _SPEND, _SPEND_FLOOR, _HEARTBEAT)
+        self._set, self._pause, self._open, self._claim, self._spend, self._floor, self._beat = (
             self._client.register_script(s) for s in scripts
         )
         self._call_claim = self._client.register_script(_CALL_CLAIM)
@@ -431,7 +494,8 @@ class RedisState:
         self._close_older = self._client.register_script(_CLOSE_OLDER)
         self._backoff = ExponentialWithJitterBackoff(cap=RECONNECT_MAX_S, base=RECONNECT_MIN_S)
         self._view: LocalView | None = None
-        self._queue: deque[Change | _Action] = deque(maxlen=MAX_QUEUED)
+        self._queue: deque[tuple[Change | _Action, float]] = deque(maxlen=MAX_QUEUED)
+        """What ``publish`` queued for the writer, with when (``_mono``): its age grows while it waits."""
         self._pending: dict[tuple[str, str], _Action] = {}
         """Operator actions Redis has not taken yet (made while it was not there): sent first on re-sync."""
         self._unsent: dict[str, float] = {}
@@ -481,19 +545,20 @@ class RedisState:
     @property
     def pending_actions(self) -> int:
         """Operator actions applied here that the fleet has not had yet (Redis not there): sent on re-sync."""
-        return len(self._pending) + sum(isinstance(c, _Action) for c in self._queue)
+        return len(self._pending) + sum(isinstance(c, _Action) for c, _ in self._queue)
 
     def publish(self, change: Change) -> None:
         item: Change | _Action = change
+        now = self._mono()
         if isinstance(change, SpendReset):  # what was added here before the reset is not in Redis: not taken off
             unsent = self._unsent.pop(change.workflow, 0.0)
-            item = _Action(change, self._now(), max(change.usd - unsent, 0.0))
+            item = _Action(change, now, max(change.usd - unsent, 0.0))
         elif isinstance(change, PauseLifted | CircuitClosed):
-            item = _Action(change, self._now())
+            item = _Action(change, now - change.age_s)
         if isinstance(change, SpendAdded):
             self._unsent[change.workflow] = self._unsent.get(change.workflow, 0.0) + change.usd
         elif self._available:
-            self._queue.append(item)
+            self._queue.append((item, now))
         elif isinstance(item, _Action):
             self._keep_action(item)
         if self._available:
@@ -501,15 +566,15 @@ class RedisState:
         else:
             self._note_in_call()
 
-    def _now(self) -> float:
-        """Wall-clock seconds (UTC epoch): an action's time, and a pause's, compared across replicas."""
-        return self._clock.wall().timestamp() if self._clock is not None else time.time()
+    def _mono(self) -> float:
+        """Monotonic seconds on this replica: how old an action or a change is when Redis gets it."""
+        return self._clock.time() if self._clock is not None else time.monotonic()
 
     def _keep_action(self, action: _Action) -> None:
         """An action for the next re-sync; a later one on the same target replaces it (a reset adds up)."""
         held = self._pending.pop(action.target, None)
         if held is not None and isinstance(action.change, SpendReset):
-            action = _Action(action.change, action.at, action.forgiven + held.forgiven)
+            action = _Action(action.change, action.made, action.forgiven + held.forgiven)
         if len(self._pending) >= MAX_ACTIONS:
             self._pending.pop(next(iter(self._pending)))
         self._pending[action.target] = action
@@ -572,7 +637,11 @@ class RedisState:
         ]
 
     async def close(self) -> None:
-        """Send what is queued (within the timeout), leave the replica count, disconnect."""
+        """Send what is queued (within the timeout), leave the replica count, disconnect.
+
+        Operator actions still queued (Redis not there) get ``shutdown_flush_s`` more: tried again,
+        with backoff, until Redis takes them or the time is up (never longer: shutdown does not hang
+        on Redis); what is left is named in a WARNING, one line per action, as lost to the fleet."""
         self._closing = True
         for task in self._tasks:
             task.cancel()
@@ -581,17 +650,65 @@ class RedisState:
                 await task
         if self._available:
             await self._flush()
-            await self._run(self._client.zrem(self._key("replicas"), self.replica))
-        if self.pending_actions:
-            _log.warning(
-                "state backend %s: %d operator actions were applied on this replica only (Redis was not reachable)",
-                redacted(self.url),
-                self.pending_actions,
-                extra={"state_backend": BACKEND},
-            )
+        if self.pending_actions or self._unsent:
+            await self._flush_at_shutdown()
+        if self._available:
+            await self._run(self._client.zrem(self._key("replicas"), self.replica), quiet=True)
         await self._drop_pubsub()
         with contextlib.suppress(RedisError, OSError):
             await self._client.aclose()
+
+    async def _flush_at_shutdown(self) -> None:
+        """The actions still queued (and the spend not counted yet) to Redis within ``shutdown_flush_s``."""
+        for item, _ in self._queue:
+            if isinstance(item, _Action):
+                self._keep_action(item)
+        self._queue.clear()
+        queued = len(self._pending)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        failures = 0
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.shutdown_flush_s):
+                while True:
+                    if await self._replay() and await self._flush_spend(quiet=True):
+                        break
+                    await asyncio.sleep(max(self._backoff.compute(failures), RECONNECT_MIN_S))
+                    failures += 1
+        spent = loop.time() - start
+        if queued and not self._pending:
+            _log.info(
+                "state backend %s: the %d operator actions still queued were sent to the fleet at shutdown (%.1f s)",
+                redacted(self.url),
+                queued,
+                spent,
+                extra={"state_backend": BACKEND},
+            )
+        if self._pending:
+            now = self._mono()
+            left = sorted(self._pending.values(), key=lambda a: a.made)
+            listed = "; ".join(f"{_describe(a)} (made {max(now - a.made, 0.0):.1f} s ago)" for a in left[:LISTED])
+            if len(left) > LISTED:
+                listed += f"; and {len(left) - LISTED} more"
+            _log.warning(
+                "state backend %s: %d operator actions never reached the fleet: Redis did not answer within "
+                "state.shutdown_flush_s (%.1f s) at shutdown (%s). They took effect on this replica only, "
+                "which is stopping: the other replicas still hold what they undid. Repeat them on a running "
+                "replica once Redis answers: %s",
+                redacted(self.url),
+                len(self._pending),
+                self.shutdown_flush_s,
+                self._last_error or "not reachable",
+                listed,
+                extra={"state_backend": BACKEND, "lost_actions": len(self._pending)},
+            )
+        if self._unsent:
+            _log.warning(
+                "state backend %s: spend recorded here and not counted in Redis was dropped at shutdown: %s",
+                redacted(self.url),
+                ", ".join(f"{w} {usd:.6f} USD" for w, usd in sorted(self._unsent.items())),
+                extra={"state_backend": BACKEND},
+            )
 
     # ------------------------------------------------------------------ internals
 
@@ -648,7 +765,7 @@ class RedisState:
                 await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
             return False
         self._pubsub = pubsub
-        for item in self._queue:  # an action is an absence the local view cannot push again: kept
+        for item, _ in self._queue:  # an action is an absence the local view cannot push again: kept
             if isinstance(item, _Action):
                 self._keep_action(item)
         self._queue.clear()  # the rest is in the local view: the push sends it
@@ -671,8 +788,8 @@ class RedisState:
         """The operator actions kept while Redis was not there, oldest first, before the fleet's state is
         read back (each undoes only what is older than it); False, the rest kept, at the first failure."""
         sent = 0
-        for target, action in sorted(self._pending.items(), key=lambda item: item[1].at):
-            if not await self._send(action, resync=True):
+        for target, action in sorted(self._pending.items(), key=lambda item: item[1].made):
+            if not await self._send(action, action.made, resync=True):
                 return False
             self._pending.pop(target, None)
             sent += 1
@@ -696,12 +813,14 @@ class RedisState:
                     if kind in _KINDS:  # the replicas' sorted set is not state to read back
                         keys.append(key)
                 pipe = self._client.pipeline(transaction=False)
+                pipe.time()  # Redis's clock: what the instants kept in it are read against (their age)
                 for key in keys:
                     pipe.get(key)
                     pipe.pttl(key)
-                values = await pipe.execute()
+                clock, *values = await pipe.execute()
         except (RedisError, OSError, TimeoutError):
             return False
+        now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
         changes: list[tuple[int, Change]] = []
         head = f"{self.prefix}:"
         for i, raw in enumerate(keys):
@@ -710,10 +829,14 @@ class RedisState:
             value, ttl = values[2 * i], values[2 * i + 1]
             if value is None or not name or ttl == -2:
                 continue
-            change = self._read(kind, name, value, ttl / 1000 if ttl > 0 else 0.0)
-            if change is not None:  # an operator's lift or reset first: a pause or total read after it stands
+            change = self._read(kind, name, value, ttl / 1000 if ttl > 0 else 0.0, now_ms)
+            if change is not None:  # a lift, reset or close first: each undoes only what is older than it
                 order = (
-                    0 if isinstance(change, PauseLifted | SpendReset) else 2 if isinstance(change, ProbeTaken) else 1
+                    0
+                    if isinstance(change, PauseLifted | SpendReset | CircuitClosed)
+                    else 2
+                    if isinstance(change, ProbeTaken)
+                    else 1
                 )
                 changes.append((order, change))
         for _, change in sorted(changes, key=lambda c: c[0]):
@@ -721,26 +844,36 @@ class RedisState:
         return True
 
     @staticmethod
-    def _read(kind: str, name: str, value: bytes, left: float) -> Change | None:
+    def _read(kind: str, name: str, value: bytes, left: float, now_ms: int) -> Change | None:
+        """A key read back (``now_ms``: Redis's TIME, against which its instants become ages)."""
+
+        def age(stamp: Any) -> float:
+            try:
+                return max(now_ms - float(stamp), 0.0) / 1000
+            except (TypeError, ValueError):
+                return 0.0
+
         try:
             match kind:
                 case "mthrottle":
                     return ModelRaised(name, float(value), 0.0)
                 case "mpause":
-                    return ModelPause(name, left) if left > 0 else None
+                    return ModelPause(name, left, age(value)) if left > 0 else None
                 case "sthrottle":
                     return ServiceRaised(name, float(value))
                 case "open":
                     data = json.loads(value)
                     probe = float(data.get("probe", 60.0))
-                    opened = decode({**data, "n": name, "k": "open", "s": max(left - probe, 0.0)})
-                    return opened
+                    s = max(left - probe, 0.0)
+                    return decode({**data, "n": name, "k": "open", "s": s, "age": age(data.get("at", 0))})
+                case "closed":
+                    return CircuitClosed(name, age(value))
                 case "probe":
                     return ProbeTaken(name, left) if left > 0 else None
                 case "spend":
                     return SpendTotal(name, float(value))
                 case "mlift":
-                    return PauseLifted(name)
+                    return PauseLifted(name, age(value))
                 case "sreset":
                     return SpendReset(name)
         except (TypeError, ValueError):
@@ -748,10 +881,12 @@ class RedisState:
         return None
 
     async def _push(self) -> bool:
-        """The local view back to Redis and the fleet, each change merged by max on the other side."""
+        """The local view back to Redis and the fleet, each change merged by max on the other side (a
+        pause and an opening with their age: one older than a lift or a close recorded is not pushed)."""
         assert self._view is not None
+        taken = self._mono()
         for change in self._view.snapshot():
-            if not await self._send(change, resync=True):
+            if not await self._send(change, taken, resync=True):
                 return False
         return True
 
@@ -765,42 +900,51 @@ class RedisState:
         self._view.apply(Replicas(int(count)))
         return True
 
-    async def _send(self, item: Change | _Action, *, resync: bool = False) -> bool:
-        """One change's script; False when Redis did not take it."""
+    async def _send(self, item: Change | _Action, made: float, *, resync: bool = False) -> bool:
+        """One change's script (``made``: when, on ``_mono``, it was published or snapshotted: a pause's
+        seconds left shrink and its age grows by the wait); False when Redis did not take it."""
         if isinstance(item, _Action):
             return await self._send_action(item, resync=resync)
         change = item
-        payload = json.dumps(encode(change, self.replica))
+        waited = max(self._mono() - made, 0.0)
         op: Awaitable[Any]
         match change:
             case ModelRaised(model, throttle, _):
+                payload = json.dumps(encode(change, self.replica))
                 op = self._set(
                     keys=[self._key("mthrottle", model)], args=[throttle, _ms(THROTTLE_TTL_S), self.channel, payload]
                 )
-            case ModelPause(model, seconds):  # the value: when it was set (a re-push: of unknown age, 0)
-                at = "0" if resync else repr(self._now())
-                op = self._pause(keys=[self._key("mpause", model)], args=[_ms(seconds), self.channel, payload, at])
+            case ModelPause(model, seconds, age):  # kept: when it began on Redis's clock (TIME less its age)
+                left, age = seconds - waited, age + waited
+                if left <= 0:
+                    return True  # ran out on the way: not written again
+                payload = json.dumps(encode(ModelPause(model, left, age), self.replica))
+                keys = [self._key("mpause", model), self._key("mlift", model)]
+                op = self._pause(keys=keys, args=[_ms(left), int(age * 1000), self.channel, payload])
             case ServiceRaised(service, throttle):
+                payload = json.dumps(encode(change, self.replica))
                 op = self._set(
                     keys=[self._key("sthrottle", service)], args=[throttle, _ms(THROTTLE_TTL_S), self.channel, payload]
                 )
             case CircuitOpened():
+                left = change.seconds - waited
+                aged = replace(change, seconds=max(left, 0.0), age_s=change.age_s + waited)
+                payload = json.dumps(encode(aged, self.replica))
                 stored = json.dumps(
-                    {k: v for k, v in encode(change, self.replica).items() if k not in ("o", "n", "k", "s")}
+                    {k: v for k, v in encode(aged, self.replica).items() if k not in ("o", "n", "k", "s", "age")}
                 )
                 keys = [
                     self._key("open", change.service),
                     self._key("closed", change.service),
                     self._key("probe", change.service),
                 ]
-                ttl = _ms(change.seconds + change.probe_timeout_s)
-                since = change.since.timestamp()
-                op = self._open(keys=keys, args=[stored, ttl, since, self.channel, payload, "0" if resync else "1"])
-            case CircuitClosed(service):  # not from publish (an _Action): a push of the view, if ever
-                keys = [self._key("open", service), self._key("closed", service), self._key("probe", service)]
-                op = self._close(
-                    keys=keys, args=[datetime.now(UTC).timestamp(), _ms(CLOSED_TTL_S), self.channel, payload]
-                )
+                ttl = _ms(left + change.probe_timeout_s)
+                if left + change.probe_timeout_s <= 0:
+                    return True
+                age_ms = int(aged.age_s * 1000)
+                op = self._open(keys=keys, args=[stored, ttl, age_ms, self.channel, payload, "0" if resync else "1"])
+            case CircuitClosed():  # not from publish (an _Action): a push of the view, if ever
+                return await self._send_action(_Action(change, made - change.age_s), resync=resync)
             case SpendTotal(workflow, usd):  # a re-sync: the total known here, less what Redis has not counted yet
                 floor = usd - self._unsent.get(workflow, 0.0)
                 if floor <= 0:
@@ -812,28 +956,32 @@ class RedisState:
         return await self._run(op, quiet=resync) is not None
 
     async def _send_action(self, action: _Action, *, resync: bool) -> bool:
-        """An operator action's script (``_LIFT``, ``_RESET``, ``_CLOSE_OLDER``): it undoes only what is older."""
-        payload = json.dumps(encode(action.change, self.replica))
-        at = repr(action.at)
+        """An operator action's script (``_LIFT``, ``_RESET``, ``_CLOSE_OLDER``): sent with its age, so its
+        instant is on Redis's clock (TIME less the age), and it undoes only what began before it."""
+        age = max(self._mono() - action.made, 0.0)
+        age_ms = int(age * 1000)
         op: Awaitable[Any]
         match action.change:
             case PauseLifted(model):
+                payload = json.dumps(encode(PauseLifted(model, age), self.replica))
                 keys = [self._key("mpause", model), self._key("mlift", model)]
-                op = self._lift(keys=keys, args=[at, _ms(ACTION_TTL_S), self.channel, payload])
+                op = self._lift(keys=keys, args=[age_ms, _ms(ACTION_TTL_S), self.channel, payload])
             case SpendReset(workflow):
+                payload = json.dumps(encode(action.change, self.replica))
                 keys = [self._key("spend", workflow), self._key("sreset", workflow)]
-                args: list[str | int] = [at, _ms(ACTION_TTL_S), repr(action.forgiven), _ms(SPEND_TTL_S)]
+                args: list[str | int] = [age_ms, _ms(ACTION_TTL_S), repr(action.forgiven), _ms(SPEND_TTL_S)]
                 op = self._reset(keys=keys, args=[*args, self.channel, payload, self.replica, workflow])
             case CircuitClosed(service):
+                payload = json.dumps(encode(CircuitClosed(service, age), self.replica))
                 keys = [self._key("open", service), self._key("closed", service), self._key("probe", service)]
-                op = self._close_older(keys=keys, args=[at, _ms(CLOSED_TTL_S), self.channel, payload])
+                op = self._close_older(keys=keys, args=[age_ms, _ms(CLOSED_TTL_S), self.channel, payload])
         return await self._run(op, quiet=resync) is not None
 
     async def _flush(self) -> bool:
         """Everything queued, then the spend kept, in order; False at the first failure."""
         while self._queue and self._available:
-            change = self._queue.popleft()
-            if not await self._send(change):
+            change, made = self._queue.popleft()
+            if not await self._send(change, made):
                 if isinstance(change, _Action):  # Redis went away under it: sent on the re-sync
                     self._keep_action(change)
                 return False
