@@ -392,11 +392,15 @@ class _LeanTracer(trace.Tracer):
         span_context = SpanContext(trace_id, ids.generate_span_id(), False, _SAMPLED, trace_state)
         limits = provider.limits
         attrs = _cleaned(given, limits.attributes, limits.length)
-        link_fields = [
-            (link.context, _cleaned(link.attributes, limits.link_attributes, limits.other_length))
-            for link in (links or ())
-            if link.context.is_valid
-        ][: limits.links]
+        link_fields = (
+            [
+                (link.context, _cleaned(link.attributes, limits.link_attributes, limits.other_length))
+                for link in links
+                if link.context.is_valid
+            ][: limits.links]
+            if links
+            else []
+        )
         return LeanSpan(
             provider,
             name,
