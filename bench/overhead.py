@@ -15,23 +15,25 @@ meets all alike):
 
 The baseline, the same at both doors: *added, less the hop* = the sidecar's latency over the direct
 call, less what the hop costs outside the stopwatch (the null hop's latency over the direct call
-less its own figure): the same as the sidecar's latency over the null hop's plus the null hop's
-figure. The direct call cancels out of it, and so do the clients: the null hop is called with the
-door's own client. What the hop costs outside the clock: the client's send and the kernel, the
-event loop's wakeup before uvicorn or gRPC hand the bytes to Python, the answer's write, the
-client's wakeup and its reading; at the gRPC door also the two clients' difference (grpc.aio's
-C core costs less CPU than httpx, so there it is negative). The null hop's answers carry where
-its stopwatch began and when it answered (``perf_counter``: CLOCK_MONOTONIC, one clock across
-processes): the hop's way in and way out, reported beside it.
+less its own figure), each call's latency with the CPU time the bench process spent in it taken
+out (``time.process_time``; at c=1 the bench does nothing else): that is, the sidecar's latency
+over the null hop's plus the null hop's figure. The direct call cancels out of it, and so do the
+clients (the null hop is called with the door's own client; what is left of them, reading the
+sidecar's longer answer, is their CPU time). What the hop costs outside the clock: the kernel
+both ways, the event loop's wakeup before uvicorn or gRPC hand the bytes to Python, the answer's
+write syscall, the client's wakeup. The null hop's answers carry where its stopwatch began and
+when it answered (``perf_counter``: CLOCK_MONOTONIC, one clock across processes): its way in and
+way out (with the client's work), in the results.
 
-Also reported, as before: *added, raw* (the door's mean latency less the direct calls') and *added,
-clients' CPU out* (per call, the CPU time the bench process spent in it, ``time.process_time``,
-subtracted from its latency; at c=1 it does nothing else), which leaves the hop in.
+Also reported: *added, raw* (the door's mean latency less the direct calls'), *added, clients' CPU
+out* (the hop left in), and the time the sidecar's threads waited on a run queue over the null
+hop's, per triple (``/proc/PID/task/*/schedstat``): on a busy machine the process that used more
+CPU may wait longer at each wakeup (a guess: the scheduler favours sleepers), a wait outside both stopwatches
+that the null hop cannot calibrate.
 
 Per round: the mean of x-sidecar-overhead-ms, the mean of ``sidecar.overhead.duration`` from the
 scrape (its _sum / _count deltas), each as a ratio of *added, less the hop*; the 1-minute load
-average; the time each process's threads waited on a run queue per triple
-(``/proc/PID/task/*/schedstat``).
+average.
 
 Results: ``bench/results/overhead.json``. Short by design: the machine may be shared.
 """
@@ -280,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
                         row = _row(door, c, args.calls, base, through, hop, before, after)
                         row["loadavg_1m"] = load
                         for name, w in zip(("sidecar", "fake", "bench", "null"), waited, strict=True):
-                            row[f"{name}_runq_ms_per_pair"] = w / args.calls * 1000
+                            row[f"{name}_runq_ms_per_triple"] = w / args.calls * 1000
+                        row["extra_runq_ms"] = row["sidecar_runq_ms_per_triple"] - row["null_runq_ms_per_triple"]
                         rows.append(row)
         finally:
             for child in (proc, null, fake):
@@ -289,18 +292,20 @@ def main(argv: list[str] | None = None) -> int:
     summary = _summary(rows, levels)
     args.out.write_text(json.dumps({"rounds": args.rounds, "rows": rows, "summary": summary}, indent=2) + "\n")
     print(
-        "| door | conc. | added ms, raw | null hop: added ms | its figure ms | hop outside its clock ms (in + out) |"
-        " added less the hop ms | header ms | histogram ms | header ÷ (added less the hop): median (rounds) |"
-        " histogram ÷ it | header ÷ added, clients' CPU out |"
+        "| door | conc. | added ms, raw | added ms, clients' CPU out | null hop: added ms (CPU out) | its figure ms |"
+        " hop outside its clock ms | added less the hop ms | header ms | histogram ms |"
+        " header ÷ (added less the hop): median (rounds) | histogram ÷ it | header ÷ added, CPU out |"
+        " sidecar's run-queue wait over the null hop's, ms per triple | load |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in summary:
         rounds = ", ".join(f"{x:.2f}" for x in s["header_ratios"])
         print(
-            f"| {s['door']} | {s['concurrency']} | {s['added_raw_ms']:.3f} | {s['null_added_ms']:.3f} | "
-            f"{s['null_header_ms']:.3f} | {s['hop_ms']:.3f} ({s['null_in_ms']:.3f} + {s['null_out_ms']:.3f}) | "
-            f"{s['added_net_ms']:.3f} | {s['header_mean_ms']:.3f} | {s['histogram_mean_ms']:.3f} | "
-            f"{s['header_ratio']:.2f} ({rounds}) | {s['histogram_ratio']:.2f} | {s['cpu_out_ratio']:.2f} |"
+            f"| {s['door']} | {s['concurrency']} | {s['added_raw_ms']:.3f} | {s['added_ms']:.3f} | "
+            f"{s['null_added_ms']:.3f} | {s['null_header_ms']:.3f} | {s['hop_ms']:.3f} | {s['added_net_ms']:.3f} | "
+            f"{s['header_mean_ms']:.3f} | {s['histogram_mean_ms']:.3f} | {s['header_ratio']:.2f} ({rounds}) | "
+            f"{s['histogram_ratio']:.2f} | {s['cpu_out_ratio']:.2f} | {s['extra_runq_ms']:.2f} | "
+            f"{s['loadavg_1m']:.1f} |"
         )
     return 0
 
@@ -325,7 +330,8 @@ def _row(
     direct_ms, door_ms, null_ms = _mean_ms(base.latency), _mean_ms(through.latency), _mean_ms(hop.latency)
     direct_cpu, door_cpu = _mean_ms(base.client_cpu), _mean_ms(through.client_cpu)
     null_header = statistics.fmean(hop.overhead_ms) if hop.overhead_ms else float("nan")
-    hop_ms = null_ms - direct_ms - null_header
+    null_cpu = _mean_ms(hop.client_cpu)
+    hop_ms = (null_ms - null_cpu) - (direct_ms - direct_cpu) - null_header
     return {
         "door": door,
         "concurrency": c,
@@ -335,16 +341,17 @@ def _row(
         "null_mean_ms": null_ms,
         "direct_client_cpu_ms": direct_cpu,
         "door_client_cpu_ms": door_cpu,
-        "null_client_cpu_ms": _mean_ms(hop.client_cpu),
+        "null_client_cpu_ms": null_cpu,
         "added_raw_ms": door_ms - direct_ms,
         "added_ms": (door_ms - door_cpu) - (direct_ms - direct_cpu),
-        "null_added_ms": null_ms - direct_ms,
+        "null_added_raw_ms": null_ms - direct_ms,
+        "null_added_ms": (null_ms - null_cpu) - (direct_ms - direct_cpu),
         "null_header_ms": null_header,
         "null_in_ms": _mean_ms(hop.way_in),
         "null_out_ms": _mean_ms(hop.way_out),
         "null_upstream_ms": null_ms - _mean_ms(hop.way_in) - _mean_ms(hop.way_out) - null_header,
         "hop_ms": hop_ms,
-        "added_net_ms": door_ms - direct_ms - hop_ms,
+        "added_net_ms": (door_ms - door_cpu) - (direct_ms - direct_cpu) - hop_ms,
         "header_mean_ms": statistics.fmean(through.overhead_ms) if through.overhead_ms else None,
         "header_count": len(through.overhead_ms),
         "histogram_mean_ms": (after[0] - before[0]) / count * 1000 if count else None,
@@ -366,7 +373,8 @@ def _summary(rows: list[dict[str, Any]], levels: list[int]) -> list[dict[str, An
             hist = [(r["histogram_mean_ms"] or 0.0) / r["added_net_ms"] for r in mine if r["added_net_ms"] > 0]
             cpu_out = [(r["header_mean_ms"] or 0.0) / r["added_ms"] for r in mine if r["added_ms"] > 0]
             keys = ("added_raw_ms", "added_ms", "null_added_ms", "null_header_ms", "null_in_ms", "null_out_ms")
-            keys += ("null_upstream_ms", "direct_mean_ms", "hop_ms", "added_net_ms", "header_mean_ms")
+            keys += ("null_upstream_ms", "direct_mean_ms", "hop_ms", "added_net_ms", "header_mean_ms", "extra_runq_ms")
+            keys += ("loadavg_1m", "null_added_raw_ms")
             out.append(
                 {
                     "door": door,
