@@ -307,6 +307,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{s['histogram_ratio']:.2f} | {s['cpu_out_ratio']:.2f} | {s['extra_runq_ms']:.2f} | "
             f"{s['loadavg_1m']:.1f} | {s['median_ratio']:.2f} ({', '.join(f'{x:.2f}' for x in s['median_ratios'])}) |"
         )
+    for s in summary:
+        if "ratio_at_no_extra_wait" in s:
+            print(
+                f"{s['door']}, c={s['concurrency']}: the gap left against the sidecar's extra run-queue wait, round by "
+                f"round: r = {s['gap_vs_wait_correlation']:.2f}, {s['gap_per_wait_ms']:.2f} ms per ms; at none, "
+                f"{s['gap_at_no_extra_wait_ms']:.3f} ms: header ÷ (added less the hop) = "
+                f"{s['ratio_at_no_extra_wait']:.2f}"
+            )
     return 0
 
 
@@ -402,10 +410,29 @@ def _summary(rows: list[dict[str, Any]], levels: list[int]) -> list[dict[str, An
                     "histogram_ratios": hist,
                     "cpu_out_ratio": statistics.median(cpu_out) if cpu_out else float("nan"),
                     "median_ratio": statistics.median(r["median_ratio"] for r in mine),
+                    **_against_the_wait(mine),
                     "median_ratios": [r["median_ratio"] for r in mine],
                 }
             )
     return out
+
+
+def _against_the_wait(mine: list[dict[str, Any]]) -> dict[str, float]:
+    """The gap left (the added latency less the hop, less the header), round by round, against the time the
+    sidecar's threads waited on a run queue over the null hop's: the correlation, and the gap and the
+    ratio where that extra wait is none (the fit's intercept)."""
+    xs = [r["extra_runq_ms"] for r in mine]
+    gaps = [r["added_net_ms"] - (r["header_mean_ms"] or 0.0) for r in mine]
+    if len(mine) < 3 or len(set(xs)) < 2 or len(set(gaps)) < 2:
+        return {}
+    fit = statistics.linear_regression(xs, gaps)
+    header = statistics.median(r["header_mean_ms"] or 0.0 for r in mine)
+    return {
+        "gap_vs_wait_correlation": statistics.correlation(xs, gaps),
+        "gap_per_wait_ms": fit.slope,
+        "gap_at_no_extra_wait_ms": fit.intercept,
+        "ratio_at_no_extra_wait": header / (header + fit.intercept),
+    }
 
 
 if __name__ == "__main__":
