@@ -13,8 +13,8 @@ what the hop costs outside the sidecar's clock:
                  answer's head and body in one write) under the sidecar's ``Overhead`` wrapper;
                  the body forwarded as it came on the sidecar's transport (``net.backend``: aiohttp
                  beneath httpx, the upstream's time excluded), the upstream's bytes answered as they came
-    gRPC door    grpc.aio with the sidecar's ``Arrival`` interceptor; CallModel posts the request's
-                 text and answers the reply's text; the trailer when the servicer hands its answer back
+    gRPC door    grpc.aio with the sidecar's ``Arrival`` interceptor (its stopwatch, its trailer when
+                 the answer is back); CallModel posts the request's text and answers the reply's text
 
 Each answer also carries ``x-null-arrived`` and ``x-null-answered`` (``perf_counter``, which on Linux
 is CLOCK_MONOTONIC, one clock for every process): where the stopwatch began and when the answer was
@@ -91,16 +91,14 @@ class NullServicer(pb_grpc.SidecarServicer):
         self._forward = forward
 
     async def CallModel(self, request: pb.CallModelRequest, context: Any) -> pb.CallModelResponse:
-        with overhead.measured("grpc", began=overhead.arrival()) as watch:
-            text = request.messages[0].text if request.messages else ""
-            body = {"model": "fake", "messages": [{"role": "user", "content": text}]}
-            reply = json.loads(await self._forward.post(json.dumps(body).encode()))
-            answer = pb.CallModelResponse(message=pb.Message(text=reply["choices"][0]["message"]["content"]))
-            arrived, answered = _stamps()
-            context.set_trailing_metadata(
-                ((overhead.HEADER, watch.milliseconds()), (ARRIVED, arrived), (ANSWERED, answered))
-            )
-            return answer
+        # the stopwatch is Arrival's (as the sidecar's): it sets the overhead trailer when the answer is back
+        text = request.messages[0].text if request.messages else ""
+        body = {"model": "fake", "messages": [{"role": "user", "content": text}]}
+        reply = json.loads(await self._forward.post(json.dumps(body).encode()))
+        answer = pb.CallModelResponse(message=pb.Message(text=reply["choices"][0]["message"]["content"]))
+        arrived, answered = _stamps()
+        context.set_trailing_metadata(((ARRIVED, arrived), (ANSWERED, answered)))
+        return answer
 
 
 async def serve(grpc_listen: str, http_listen: str, upstream: str, key: str) -> None:
