@@ -106,6 +106,30 @@ async def test_an_answers_head_and_body_leave_the_http_port_in_one_write() -> No
     assert real.closed
 
 
+async def test_the_http_header_is_read_again_as_the_answer_is_written() -> None:
+    """The head's x-sidecar-overhead-ms counts what comes after it was set (h11's encoding, the app's way
+    out): the joined write reads the call's stopwatch again; the body and other writes are left alone."""
+    now = [0.0]
+    real = _Transport()
+    joined = _Joined(real)
+    body = b"x-sidecar-overhead-ms: 9.000\r\n"
+    with overhead.measured("http", lambda: now[0]):
+        now[0] += 0.002
+        joined.write(b"HTTP/1.1 200 OK\r\nx-sidecar-overhead-ms: 2.000\r\ncontent-length: 29\r\n\r\n")
+        joined.write(body)
+        now[0] += 0.001  # the rest of the step: encoding the body, the app's return
+        with overhead.upstream():
+            now[0] += 1.0  # excluded, as anywhere
+    await asyncio.sleep(0)
+    assert real.sent == [b"HTTP/1.1 200 OK\r\nx-sidecar-overhead-ms: 3.000\r\ncontent-length: 29\r\n\r\n" + body]
+    joined.write(body)  # not a head: as it is
+    await asyncio.sleep(0)
+    assert real.sent[-1] == body
+    joined.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # a head without the header, no stopwatch
+    await asyncio.sleep(0)
+    assert real.sent[-1] == b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
 def _slow_then_retry(r: Running) -> None:
     r.provider.script(
         "fake-gpt",

@@ -11,8 +11,9 @@
     answer header                 what it says
     x-sidecar-attempts            the upstream attempts the call made
     x-sidecar-overhead-ms         the time the sidecar itself added (``core.overhead``), from the request's
-                                  first bytes read (``hosting``'s protocol) up to the answer's head: every
-                                  answer of the port (``Overhead``, an ASGI wrapper)
+                                  first bytes read (``hosting``'s protocol) up to the answer's write (the
+                                  head's value read again there, ``hosting._Joined``): every answer of the
+                                  port (``Overhead``, an ASGI wrapper)
     x-should-retry                whether an SDK should retry (``failures.py`` says when)
 
 The model doors (``fronts.py``) read all of them; the MCP door (``mcp_front.py``) reads the Job's.
@@ -111,7 +112,8 @@ def mid_stream_of(headers: Mapping[str, str]) -> tuple[str, bool]:
 
 class Overhead:
     """An ASGI wrapper: each HTTP exchange measured (``core.overhead``, door ``http``), its answer's head
-    carrying ``x-sidecar-overhead-ms`` (for a stream: up to the head, sent with the first event).
+    carrying ``x-sidecar-overhead-ms`` (for a stream: up to the head, sent with the first event). The
+    value set here is read again as the head is written (``hosting._Joined``: h11's encoding counted).
 
     The stopwatch begins when the server read the request's first bytes (``overhead.arrival``: the
     server's parsing counted) and ends, for the histogram, when the exchange ends: the answer written,
