@@ -85,7 +85,7 @@ async def _serve(
     from sidecar.server.app import SidecarApp
     from sidecar.server.grpc.spans import span_interceptors
     from sidecar.server.security import exposure_refusal
-    from sidecar.server.workers import watch_parent, worker_role
+    from sidecar.server.workers import say, watch_parent, worker_role
     from sidecar.telemetry.logs import configure_logging
     from sidecar.telemetry.setup import setup_telemetry
 
@@ -128,7 +128,7 @@ async def _serve(
         banner = WORKER_BANNER.format(
             version=__version__, index=role.index, count=role.count, pid=os.getpid(), address=app.address
         )
-        print(banner, flush=True)
+        say(banner)  # one write: the other workers print theirs at the same time to the same stdout
     else:
         _banner(config, source, app.address, app.embedded, telemetry.describe(), _http_banner(app))
     app.reload_on_signals(
@@ -138,10 +138,10 @@ async def _serve(
     received = await stop
     if role is not None:
         watcher.cancel()
-    print(f"sidecar: {received} received; finishing in-flight calls", file=sys.stderr, flush=True)
+    say(f"sidecar: {received} received; finishing in-flight calls", sys.stderr)
     await app.stop()
     telemetry.shutdown()
-    print("sidecar: stopped", file=sys.stderr, flush=True)
+    say("sidecar: stopped", sys.stderr)
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -17,6 +18,37 @@ from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
 from sidecar.server.app import SidecarApp, running
 
 FAST = {"rate_limit": [5, 30], "overload": [15, 90], "transient": [5, 30]}
+ANSWER_MARGIN_S = 30.0
+"""``fail_fetch``'s and ``fail_search``'s read timeout: the fake backend answers a fault mode in milliseconds, so
+no machine, however slow or busy, turns an answer into a timeout; only a service that never answers times out."""
+SILENCE_S = 0.2
+"""A read timeout for a service that never answers (``hang``): the timeout is the only way such a call ends, so
+the outcome is the same on any machine (a slower one only takes longer to get there)."""
+
+
+SETTLE_S = 60.0
+"""How long a test waits (real time) for the sidecar to reach a state it is sure to reach: generous, since
+only a bug takes that long, and a slow or busy machine must not fail a test by being slow."""
+
+
+async def until(condition: Callable[[], bool], what: str, within_s: float = SETTLE_S) -> None:
+    """Poll ``condition`` (the calls cross real sockets) until it holds; fail naming ``what`` past ``within_s``."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within_s
+    while not condition():
+        if loop.time() > end:
+            raise AssertionError(f"not within {within_s:g} s: {what}")
+        await asyncio.sleep(0.005)
+
+
+async def timer_set(clock: FakeClock, what: str, due_within_s: float | None = None) -> None:
+    """Until a timer is set on ``clock`` (falling due within ``due_within_s`` from now, when given): the waiter
+    the test is about to advance the clock for is waiting (an advance before it would pass it by; an idle
+    sidecar sets none)."""
+    await until(
+        lambda: any(due_within_s is None or when <= clock.now + due_within_s for when in clock.timers),
+        f"{what}: its timer set",
+    )
 
 
 def tool(url: str, kind: str = "fetch", service: str = "svc", method: str = "GET", **extra: Any) -> dict[str, Any]:
@@ -40,9 +72,19 @@ def tool(url: str, kind: str = "fetch", service: str = "svc", method: str = "GET
     }
 
 
+def fail_tool(tools_url: str, kind: str = "fetch", timeout_s: float = ANSWER_MARGIN_S) -> dict[str, Any]:
+    """The fake backend's ``/fail/{mode}`` as a tool of the ``flaky`` service (``fail_fetch``, ``fail_search``)."""
+    mode = {"type": "object", "properties": {"mode": {"type": "string"}}, "required": ["mode"]}
+    return tool(tools_url + "/fail/{mode}", kind, "flaky", parameters=mode, timeout_s=timeout_s)
+
+
+def silent_tools(tools_url: str) -> dict[str, Any]:
+    """``tools=`` for ``start_sidecar``: ``fail_fetch`` waits SILENCE_S for an answer (for its ``hang`` mode)."""
+    return {"fail_fetch": fail_tool(tools_url, "fetch", SILENCE_S)}
+
+
 def base_config(provider_url: str, tools_url: str, **sections: Any) -> dict[str, Any]:
     """A config with both wire formats and a tool per mapping row, against the fakes."""
-    mode = {"type": "object", "properties": {"mode": {"type": "string"}}, "required": ["mode"]}
     query = {"type": "object", "properties": {"query": {"type": "string", "minLength": 1}}, "required": ["query"]}
     cfg: dict[str, Any] = {
         "server": {"listen": "127.0.0.1:0", "grace_period_s": 5},
@@ -88,8 +130,8 @@ def base_config(provider_url: str, tools_url: str, **sections: Any) -> dict[str,
         "tools": {
             "search": tool(tools_url + "/search?q={query}", "search", "docs", parameters=query),
             "fetch": tool(tools_url + "/docs/{id}", "fetch", "docs", resource_type="document"),
-            "fail_fetch": tool(tools_url + "/fail/{mode}", "fetch", "flaky", parameters=mode, timeout_s=0.5),
-            "fail_search": tool(tools_url + "/fail/{mode}", "search", "flaky", parameters=mode, timeout_s=0.5),
+            "fail_fetch": fail_tool(tools_url, "fetch"),
+            "fail_search": fail_tool(tools_url, "search"),
             "note": tool(
                 tools_url + "/notes",
                 "fetch",

@@ -181,9 +181,7 @@ PROBE_MS = 1000
 
 
 async def test_concurrent_callers_during_a_probe_are_refused(start_sidecar: Start) -> None:
-    tools = (await start_sidecar()).app.config.model_dump()["tools"]
-    tools["fail_fetch"]["timeout_s"] = 30  # far past the probe's answer (the base config's 0.5 s is not)
-    sidecar = await start_sidecar(tools=tools)
+    sidecar = await start_sidecar()  # fail_fetch's timeout (ANSWER_MARGIN_S) is far past the probe's answer
     g = sidecar.app.guards.get("flaky")  # type: ignore[union-attr]
     fail(g, 12)
     sidecar.clock.advance(30)

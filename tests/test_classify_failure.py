@@ -6,7 +6,8 @@ import pytest
 from sidecar_client import job, pb
 
 from sidecar.core.circuit import CircuitState
-from tests.conftest import Running
+from sidecar.fakes import FakeToolBackend, ThreadedServer
+from tests.conftest import Running, Start, silent_tools
 
 # (tool, scripted upstream answer or a fault, the transport fault ClassifyFailure is told)
 CASES = [
@@ -65,8 +66,16 @@ async def test_execute_tool_and_classify_failure_agree(
     ],
 )
 async def test_faults_and_quirks_classify_the_same_way(
-    sidecar: Running, tool: str, args: dict[str, str], service: str, endpoint: str, observed: int
+    start_sidecar: Start,
+    backend: ThreadedServer[FakeToolBackend],
+    tool: str,
+    args: dict[str, str],
+    service: str,
+    endpoint: str,
+    observed: int,
 ) -> None:
+    hang = args.get("mode") == "hang"  # only the read timeout ends it: a short one; any answer gets the long one
+    sidecar = await start_sidecar(**({"tools": silent_tools(backend.url)} if hang else {}))
     executed = await sidecar.client.execute_tool(tool, args, job=job(upstream_retries=0))
     url = endpoint if endpoint.startswith("http") else sidecar.backend.url + endpoint
     param, value = next(iter(args.items()))

@@ -9,7 +9,7 @@ from sidecar_client import job, pb
 
 from sidecar.core.taxonomy import CORRECTABLE_LINE, UNCORRECTABLE_LINE
 from sidecar.fakes import FakeToolBackend, ThreadedServer
-from tests.conftest import Running, Start, tool
+from tests.conftest import Running, Start, silent_tools, tool
 
 C, U = True, False
 
@@ -147,7 +147,8 @@ async def test_dns_failure_has_no_http(sidecar: Running) -> None:
     )
 
 
-async def test_timeout_has_no_http(sidecar: Running) -> None:
+async def test_timeout_has_no_http(start_sidecar: Start, backend: ThreadedServer[FakeToolBackend]) -> None:
+    sidecar = await start_sidecar(tools=silent_tools(backend.url))  # a hang: only the read timeout ends it
     resp = await sidecar.client.execute_tool("fail_fetch", {"mode": "hang"}, job=job(upstream_retries=0))
     assert kind(resp) == "EXTERNAL_SERVICE"
     assert not resp.failure.HasField("http")

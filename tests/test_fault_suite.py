@@ -33,7 +33,7 @@ from sidecar.config.bounds import INTERACTIVE_FIRST_TOKEN_TIMEOUT_S, INTERACTIVE
 from sidecar.core.clock import FakeClock
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
 from sidecar.server.app import SidecarApp, running
-from tests.conftest import base_config
+from tests.conftest import base_config, timer_set, until
 
 REPLY_WORDS = 60
 PROMPT = "tell me about retries " + " ".join(f"w{i}" for i in range(REPLY_WORDS - 4))
@@ -78,6 +78,8 @@ class Suite:
     clock: FakeClock
     provider: FakeProvider
     sdk: openai.AsyncOpenAI
+    read: list[str] = field(default_factory=list)
+    """The text deltas the caller has read so far of a streamed call (``streamed``)."""
 
     def attempts(self, upstream: str) -> list[dict[str, Any]]:
         return self.provider.requests(model=upstream)
@@ -117,6 +119,8 @@ async def streamed(s: Suite) -> tuple[str, str]:
         model = chunk.model
         for choice in chunk.choices:
             text.append(choice.delta.content or "")
+            if choice.delta.content:
+                s.read.append(choice.delta.content)
     return "".join(text), model
 
 
@@ -131,21 +135,16 @@ def _no_hammering(s: Suite) -> None:
             assert before["status_sent"] not in (400, 404), f"{upstream}: retried a {before['status_sent']}"
 
 
-async def until(predicate: Callable[[], bool], what: str) -> None:
-    """Poll the fake (a few seconds of real time at most) until ``predicate`` holds."""
-    for _ in range(1000):
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"never happened: {what}")
+def stalled(upstream: str, deltas: int, seconds: float) -> Callable[[Suite], Awaitable[None]]:
+    """Once ``upstream`` has sent ``deltas`` deltas of its stream and gone quiet, ``seconds`` pass.
 
-
-def stalled(upstream: str, chunks: int, seconds: float) -> Callable[[Suite], Awaitable[None]]:
-    """Once ``upstream`` has sent ``chunks`` events of its stream and gone quiet, ``seconds`` pass."""
+    The caller holding every one of them is what says the sidecar has read them all: it hands a delta on
+    before it reads on, and it does not count a silence while a delta is on its way to the caller (an
+    advance then would pass the stall by)."""
 
     async def drive(s: Suite) -> None:
-        await until(lambda: any(r.get("chunks_sent", 0) >= chunks for r in s.attempts(upstream)), "the stall")
-        await asyncio.sleep(0.05)  # the sidecar has read what came
+        await until(lambda: len(s.read) >= deltas, f"the caller read the {deltas} deltas before the stall")
+        await timer_set(s.clock, "the stream's idle watch", seconds)
         s.clock.advance(seconds)
 
     return drive
@@ -156,7 +155,7 @@ def silent(upstream: str, seconds: float) -> Callable[[Suite], Awaitable[None]]:
 
     async def drive(s: Suite) -> None:
         await until(lambda: any(r["status_sent"] in (None, 200) for r in s.attempts(upstream)), f"{upstream} asked")
-        await asyncio.sleep(0.05)  # the attempt is waiting on its socket
+        await timer_set(s.clock, "the attempt's timeout", seconds)  # set before the request went out
         s.clock.advance(seconds)
 
     return drive

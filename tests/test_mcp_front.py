@@ -14,7 +14,7 @@ import socket
 import ssl
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -26,10 +26,11 @@ from mcp.client.streamable_http import streamable_http_client
 from opentelemetry import propagate, trace
 
 from sidecar.cli import main
+from sidecar.fakes import FakeToolBackend, ThreadedServer
 from sidecar.server.http.access import FORBIDDEN_ORIGIN, MISDIRECTED, UNAUTHENTICATED
 from sidecar.telemetry import names as n
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
-from tests.conftest import Running, Start
+from tests.conftest import ANSWER_MARGIN_S, Running, Start, silent_tools, tool
 from tests.mcp_server import STDIO_COMMAND
 from tests.redis_server import RedisServer, free_port, redis_server  # noqa: F401  (the fixture)
 from tests.test_http_openai import holding_the_one_slot
@@ -56,6 +57,15 @@ async def mcp_client(address: str, **client: Any) -> AsyncIterator[ClientSession
     ):
         await session.initialize()
         yield session
+
+
+async def until(condition: Callable[[], bool], what: str, within_s: float = 60.0) -> None:
+    """Poll ``condition`` (real time: the calls cross real sockets); fail naming ``what`` if it never holds."""
+    end = asyncio.get_running_loop().time() + within_s
+    while not condition():
+        if asyncio.get_running_loop().time() > end:
+            raise AssertionError(f"not within {within_s:g} s: {what}")
+        await asyncio.sleep(0.005)
 
 
 def text(result: types.CallToolResult) -> str:
@@ -269,25 +279,49 @@ def test_serve_refuses_an_http_port_beyond_loopback_without_security(
 # ---------------------------------------------------------------- start and stop
 
 
+@asynccontextmanager
+async def held_service() -> AsyncIterator[tuple[str, asyncio.Event]]:
+    """A loopback service that answers every request (``{}``) only once ``release`` is set: a call to it
+    stays in flight for as long as the test needs, on any machine."""
+    release = asyncio.Event()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            await release.wait()
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
+            await writer.drain()
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}", release
+    finally:
+        release.set()
+        server.close()
+        await server.wait_closed()
+
+
 async def test_while_draining_health_is_503_and_a_new_call_is_refused_as_is_error(start_sidecar: Start) -> None:
-    sc = await start_sidecar(http=HTTP)
-    admission = sc.app.admission
-    assert admission is not None
-    async with mcp_client(url(sc)) as mcp, httpx.AsyncClient() as http:
-        slow = asyncio.ensure_future(mcp.call_tool("fail_fetch", {"mode": "slow"}))  # in flight: the drain waits
-        for _ in range(1000):
-            if admission.in_flight:
-                break
-            await asyncio.sleep(0.005)
-        stopping = asyncio.ensure_future(sc.app.stop(grace=10))
-        for _ in range(1000):
-            if admission.draining:
-                break
-            await asyncio.sleep(0.005)
-        health = await http.get(url(sc, "/healthz"))
-        refused = await mcp.call_tool("fetch", {"id": "doc-1"})
-        await slow
-        await stopping
+    async with held_service() as (held_url, release):
+        held = tool(held_url + "/held/{id}", "fetch", "held", timeout_s=ANSWER_MARGIN_S)
+        sc = await start_sidecar(http=HTTP, tools={"held": held})
+        admission = sc.app.admission
+        assert admission is not None
+        async with mcp_client(url(sc)) as mcp, httpx.AsyncClient() as http:
+            slow = asyncio.ensure_future(mcp.call_tool("held", {"id": "x"}))  # in flight until released
+            await until(lambda: admission.in_flight > 0, "the held call is in flight")
+            stopping = asyncio.ensure_future(sc.app.stop(grace=ANSWER_MARGIN_S))  # the drain waits for it
+            await until(lambda: admission.draining, "the drain began")
+            health = await http.get(url(sc, "/healthz"))
+            refused = await mcp.call_tool("fetch", {"id": "doc-1"})
+            assert not slow.done()  # still in flight: the drain waits for it
+            slow.cancel()  # the client leaves while the held call keeps the port open: none of its requests
+            await asyncio.gather(slow, return_exceptions=True)  # meets a port closing under it
+        release.set()
+        await stopping  # the held call answered: the drain ends
     assert health.status_code == 503
     assert health.json() == {"status": "NOT_SERVING"}
     assert refused.isError
@@ -321,21 +355,21 @@ async def test_an_http_address_in_use_fails_the_start_naming_it(start_sidecar: S
         await start_sidecar(http={"listen": taken})
 
 
-async def test_stopping_lets_a_call_in_flight_finish_then_closes_the_port(start_sidecar: Start) -> None:
-    sc = await start_sidecar(http=HTTP)
-    sc.backend.script("/fail/slow", [{"delay_ms": 30_000, "repeat": 3}])  # each try: past the tool's 0.5 s
+async def test_stopping_lets_a_call_in_flight_finish_then_closes_the_port(
+    start_sidecar: Start, backend: ThreadedServer[FakeToolBackend]
+) -> None:
+    sc = await start_sidecar(http=HTTP, tools=silent_tools(backend.url))  # each try ends at its read timeout
     address = url(sc)
     async with mcp_client(address) as mcp:
-        slow = asyncio.ensure_future(mcp.call_tool("fail_fetch", {"mode": "slow"}))
-        assert sc.app.admission is not None
-        for _ in range(1000):
-            if sc.app.admission.in_flight:
-                break
-            await asyncio.sleep(0.005)
-        await sc.app.stop(grace=10)
+        slow = asyncio.ensure_future(mcp.call_tool("fail_fetch", {"mode": "hang"}))
+        admission = sc.app.admission
+        assert admission is not None
+        await until(lambda: admission.in_flight > 0, "the call is in flight")
+        await sc.app.stop(grace=ANSWER_MARGIN_S)  # far past its tries' timeouts: it finishes, not cut
         result = await slow
-    assert result.isError  # fail_fetch's timeout_s (0.5) is far shorter than the backend's 30 s
+    assert result.isError  # the service never answered: every try timed out
     assert text(result).startswith("The flaky service failed at")
+    assert "did not answer" in text(result)
     async with httpx.AsyncClient() as http:
         with pytest.raises(httpx.ConnectError):
             await http.get(address.replace("/mcp", "/healthz"))

@@ -22,7 +22,7 @@ from sidecar_client import job, pb, user
 
 from sidecar.telemetry import names as n
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
-from tests.conftest import Running, Start
+from tests.conftest import Running, Start, timer_set
 from tests.test_stream_model import DELTAS, REPLY, TEXT, failing, kinds, restarts, texts, until
 from tests.test_telemetry import events as span_events
 from tests.test_telemetry import settled
@@ -152,8 +152,8 @@ async def test_a_stall_is_continued_on_the_fake_clock(sidecar: Running, model: s
     script(sidecar, model, {"stream_fault": "stall", "after_deltas": 2}, {})
     call = sidecar.client.stream_model(model, [user(TEXT)], mid_stream=CONTINUE)
     events = [await call.__anext__(), await call.__anext__()]
-    assert texts(events) == DELTAS[:2]
-    await asyncio.sleep(0.05)
+    assert texts(events) == DELTAS[:2]  # held by the caller: the sidecar handed them on and reads on
+    await timer_set(sidecar.clock, "the stream's idle watch", 30)
     sidecar.clock.advance(30)  # stream_idle_timeout_s: 30 s without a byte
     events += [event async for event in call]
     (cont,) = continued(events)
@@ -403,7 +403,7 @@ async def test_a_stall_through_the_openai_front_is_continued(sidecar: Running) -
 
         reading = asyncio.ensure_future(read())
         await until(lambda: "".join(pieces) == "".join(DELTAS[:2]), "the first two deltas were read")
-        await asyncio.sleep(0.05)
+        await timer_set(sidecar.clock, "the stream's idle watch", 30)  # the caller holds them: read on
         sidecar.clock.advance(30)
         await asyncio.wait_for(reading, 30)
     assert "".join(pieces) == REPLY

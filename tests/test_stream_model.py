@@ -19,7 +19,7 @@ from google.rpc import error_details_pb2, status_pb2
 from sidecar_client import job, pb, user
 
 from sidecar.providers.streaming import MAX_STREAM_BYTES, STREAM_BUFFER_EVENTS
-from tests.conftest import Running, base_config
+from tests.conftest import Running, base_config, timer_set
 from tests.socket_buffers import receive_buffer_max, send_buffer_max
 
 MODELS = {"gpt": "fake-gpt", "claude": "fake-claude"}
@@ -433,7 +433,7 @@ async def test_the_idle_timeout_is_configured_per_provider(start_sidecar: Any, p
     script(r, model, {"stream_fault": "stall", "after_deltas": 0}, {})
     call = r.client.stream_model(model, [user(TEXT)])
     await until(lambda: len(sent(r, model)) == 1, "the first attempt was sent")
-    await asyncio.sleep(0.05)
+    await timer_set(r.clock, "the stream's idle watch", 5)  # set before the request went out
     r.clock.advance(5)
     events = [event async for event in call]
     assert restarts(events) == []  # stalled before its first delta: a plain retry

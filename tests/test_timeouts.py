@@ -24,7 +24,7 @@ from sidecar_client import pb, user
 from sidecar.config import PRESETS, Config, ConfigError, parse_config
 from sidecar.config.bounds import INTERACTIVE_FIRST_TOKEN_TIMEOUT_S, INTERACTIVE_HEADER_TIMEOUT_S
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
-from tests.conftest import Running, Start, base_config
+from tests.conftest import Running, Start, base_config, timer_set
 
 PRIMARY = "fake-gpt-a"
 FALLBACK = "fake-claude"
@@ -92,7 +92,7 @@ async def until(condition: Callable[[], bool], what: str) -> None:
 async def silence_for(r: Running, seconds: float, upstream: str = PRIMARY, attempts: int = 1) -> None:
     """Once the primary holds its ``attempts``-th request, ``seconds`` pass on the sidecar's clock."""
     await until(lambda: len(sent(r, upstream)) == attempts, f"attempt {attempts} reached {upstream}")
-    await asyncio.sleep(0.05)  # the attempt is waiting on its socket
+    await timer_set(r.clock, f"attempt {attempts}'s timeout")  # set before the request went out
     r.clock.advance(seconds)
 
 

@@ -105,7 +105,7 @@ class Supervisor:
                 line = self.lines.get(timeout=max(end - time.monotonic(), 0.01))
             except queue.Empty:
                 pytest.fail(f"worker banners: {found}, wanted {count}; stderr: {self.stderr_after_kill()}")
-            if m := BANNER.search(line):
+            for m in BANNER.finditer(line):  # every banner on the line: two written at once may share one
                 found.append((int(m.group(1)), int(m.group(3))))
                 self.workers[int(m.group(1))] = int(m.group(3))
         return found

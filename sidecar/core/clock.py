@@ -2,7 +2,8 @@
 
 ``RealClock`` is the event loop's monotonic time. ``FakeClock`` is virtual time for tests:
 ``sleep`` advances it at once (recording the wait), ``advance`` moves it by hand, and timers
-set through ``call_at`` fire as it passes them, so waits are tested exactly and instantly.
+set through ``call_at`` fire as it passes them (``timers`` says which are set), so waits are tested
+exactly and instantly.
 """
 
 from __future__ import annotations
@@ -79,6 +80,12 @@ class FakeClock:
             self.now = max(self.now, when)
             callback()
         self.now = target
+
+    @property
+    def timers(self) -> list[float]:
+        """When each timer set through ``call_at``, not yet fired nor cancelled, falls due (soonest first):
+        a test waits for the waiter's timer to be set before it advances the clock past it."""
+        return sorted(when for when, _, _ in self._timers)
 
     def call_at(self, when: float, callback: Callable[[], None]) -> Callable[[], None]:
         entry = (when, next(self._count), callback)

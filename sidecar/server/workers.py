@@ -38,7 +38,7 @@ import socket
 import sys
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 from sidecar.config import Config
 from sidecar.server.cores import worker_count
@@ -50,6 +50,7 @@ __all__ = [
     "RESTART_MIN_S",
     "WORKER_ENV",
     "WorkerRole",
+    "say",
     "supervise",
     "worker_role",
 ]
@@ -77,6 +78,16 @@ class WorkerRole:
     count: int
     embedded: dict[str, str]
     parent: int
+
+
+def say(line: str, stream: TextIO | None = None) -> None:
+    """``line`` and its newline in one write, flushed (stdout by default). The supervisor and its workers share
+    stdout and stderr: ``print`` under PYTHONUNBUFFERED (the image sets it) writes the text and the newline
+    apart, so two workers starting at once could write ``banner banner\n\n`` and a reader of lines would miss
+    the second banner. One write of a line under PIPE_BUF is never split by another process's."""
+    out = sys.stdout if stream is None else stream
+    out.write(line + "\n")
+    out.flush()
 
 
 def worker_role() -> WorkerRole | None:
@@ -277,7 +288,7 @@ async def supervise(
         worker.started = loop.time()
         worker.waiter = asyncio.create_task(worker.proc.wait())
 
-    print(f"sidecar supervisor (pid {os.getpid()}): {count} workers on {listen}", flush=True)
+    say(f"sidecar supervisor (pid {os.getpid()}): {count} workers on {listen}")
     for worker in pool:
         await start(worker)
     try:
@@ -290,7 +301,7 @@ async def supervise(
                 await _restart(waiters[task], task.result(), loop.time(), stop, start)
     finally:
         why = stop.result() if stop.done() else "shutdown"
-        print(f"sidecar supervisor: {why}; draining {count} workers", file=sys.stderr, flush=True)
+        say(f"sidecar supervisor: {why}; draining {count} workers", sys.stderr)
         await rounds.aclose()
         await _stop_all(pool, config.server.grace_period_s + STOP_MARGIN_S)
         for worker in pool:
@@ -299,7 +310,7 @@ async def supervise(
         os.close(report_fd)
         for fake in reversed(fakes):
             await fake.stop()
-    print("sidecar supervisor: every worker stopped", file=sys.stderr, flush=True)
+    say("sidecar supervisor: every worker stopped", sys.stderr)
     return 0
 
 
