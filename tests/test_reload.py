@@ -94,7 +94,7 @@ class Served:
         )
         self.log = path.with_suffix(".log")
         assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
+        line = self.first_line = self.proc.stdout.readline()
         assert "listening" in line or "workers on" in line, line
 
     def stop(self) -> None:
@@ -286,9 +286,10 @@ async def test_kept_names_keep_their_state_removed_ones_go(
 
 
 def _worker_pids(banners: list[str]) -> dict[int, int]:
-    """Each worker's index and pid, from its banner (``worker 1/2 (pid 4242) listening on``)."""
-    found = [re.search(r"worker (\d+)/\d+ \(pid (\d+)\)", b) for b in banners]
-    return {int(m.group(1)): int(m.group(2)) for m in found if m is not None}
+    """Each worker's index and pid, from its banners (``worker 1/2 (pid 4242) listening on``), every
+    banner on a line counted."""
+    found = [m for b in banners for m in re.finditer(r"worker (\d+)/\d+ \(pid (\d+)\)", b)]
+    return {int(m.group(1)): int(m.group(2)) for m in found}
 
 
 class TwoWorkers:
@@ -301,10 +302,17 @@ class TwoWorkers:
         cfg["state"] = {"backend": "redis", "url": redis_url, "prefix": "reload-test"}
         _write(self.path, cfg)
         self.served = Served(self.path, "--workers", "2")
-        assert self.served.proc.stdout is not None
-        banners = [self.served.proc.stdout.readline() for _ in range(2)]  # each worker's, once it serves
-        self.pids = _worker_pids(banners)
-        assert sorted(self.pids) == [0, 1], banners
+        stdout = self.served.proc.stdout
+        assert stdout is not None
+        banners = [self.served.first_line]  # the supervisor's line, or a worker's banner if it came first
+        try:  # each worker's banner, once it serves; a line at a time until both are read (or stdout ends)
+            while len(_worker_pids(banners)) < 2 and (line := stdout.readline()):
+                banners.append(line)
+            self.pids = _worker_pids(banners)
+            assert sorted(self.pids) == [0, 1], banners
+        except BaseException:
+            self.served.stop()  # a failed start leaves no workers behind to hold the port
+            raise
         self.target = f"127.0.0.1:{self.served.grpc_port}"
 
     async def serving(self) -> None:
