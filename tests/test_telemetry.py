@@ -962,3 +962,42 @@ def test_a_carrier_without_w3c_fields_propagates_nothing_and_others_always_extra
     finally:
         propagate.set_global_textmap(before)
     assert propagated({"content-type": "application/grpc"}) is None
+
+
+def test_grpc_metadata_propagates_as_its_string_pairs_and_binary_values_carry_nothing() -> None:
+    from sidecar.telemetry.tracing import propagated_metadata
+
+    parent_id = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    assert propagated_metadata(None) is None
+    assert propagated_metadata((("user-agent", "grpc-go"), ("x-blob-bin", b"\x00"))) is None
+    parent = propagated_metadata((("x-blob-bin", b"\x00"), ("traceparent", parent_id)))
+    assert parent is not None
+    assert trace.get_current_span(parent).get_span_context().span_id == 0xB7AD6B7169203331
+    before = propagate.get_global_textmap()
+    propagate.set_global_textmap(_HeaderPropagator())
+    try:  # another propagator reads other keys: it is always asked
+        extracted = propagated_metadata((("x-custom-ctx", "v"),))
+        assert extracted is not None
+        assert baggage_of(extracted, "custom") == "v"
+    finally:
+        propagate.set_global_textmap(before)
+
+
+def baggage_of(context: Any, key: str) -> object:
+    from opentelemetry import baggage
+
+    return baggage.get_baggage(key, context)
+
+
+def test_the_server_span_parses_each_peer_once_and_its_memo_is_bounded() -> None:
+    from sidecar.server.grpc import spans
+
+    interceptor = spans.ServerSpanInterceptor()
+    first = interceptor._peer("ipv4:127.0.0.1:5000")
+    assert first == {n.NETWORK_PEER_ADDRESS: "127.0.0.1", n.NETWORK_PEER_PORT: 5000}
+    assert interceptor._peer("ipv4:127.0.0.1:5000") is first
+    assert interceptor._peer("ipv6:[::1]:6000") == {n.NETWORK_PEER_ADDRESS: "::1", n.NETWORK_PEER_PORT: 6000}
+    assert interceptor._peer("unix:/tmp/s.sock") == {}
+    for port in range(spans.MAX_PEERS + 10):
+        interceptor._peer(f"ipv4:10.0.0.1:{port}")
+    assert len(interceptor._peers) <= spans.MAX_PEERS

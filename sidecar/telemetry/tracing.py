@@ -13,13 +13,14 @@ Once a provider is installed, ``Tracer`` asks it for its tracer once and calls t
 the API's proxy tracer would wrap every ``start_as_current_span`` in a generator context manager of
 its own around the real one. A provider installed later is noticed at the next call.
 
-``propagated`` is the server spans' extraction: with the W3C propagators (the default) and none of
-their fields in the caller's headers, extracting would hand back the current context, so it is skipped.
+``propagated`` (headers) and ``propagated_metadata`` (gRPC metadata) are the server spans' extraction:
+with the W3C propagators (the default) and none of their fields in the caller's headers, extracting
+would hand back the current context, so it is skipped (for metadata, without building a carrier).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any
@@ -28,7 +29,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import INVALID_SPAN, ProxyTracerProvider, Span, SpanKind
 
-__all__ = ["Tracer", "propagated", "sdk_installed", "use_span"]
+__all__ = ["Tracer", "propagated", "propagated_metadata", "sdk_installed", "use_span"]
 
 
 class _Nothing(AbstractContextManager[Span]):
@@ -140,14 +141,28 @@ _W3C_FIELDS = frozenset({"traceparent", "tracestate", "baggage"})
 _w3c_only: tuple[object, bool] = (None, False)  # (the global propagator, whether it reads only _W3C_FIELDS)
 
 
-def propagated(carrier: Mapping[str, str]) -> otel_context.Context | None:
-    """The context a caller's (lower-case) headers or metadata propagate, by the global propagators; None
-    when the propagators are the W3C ones and ``carrier`` holds none of their fields (extracting then
-    hands back the current context: nothing to attach). Other propagators always extract."""
+def _w3c_only_now() -> bool:
+    """Whether the global propagators read only ``_W3C_FIELDS`` (decided once per propagator installed)."""
     global _w3c_only
     textmap = propagate.get_global_textmap()
     if _w3c_only[0] is not textmap:
         _w3c_only = (textmap, set(textmap.fields) <= _W3C_FIELDS)
-    if _w3c_only[1] and _W3C_FIELDS.isdisjoint(carrier):
+    return _w3c_only[1]
+
+
+def propagated(carrier: Mapping[str, str]) -> otel_context.Context | None:
+    """The context a caller's (lower-case) headers or metadata propagate, by the global propagators; None
+    when the propagators are the W3C ones and ``carrier`` holds none of their fields (extracting then
+    hands back the current context: nothing to attach). Other propagators always extract."""
+    if _w3c_only_now() and _W3C_FIELDS.isdisjoint(carrier):
         return None
     return propagate.extract(carrier)
+
+
+def propagated_metadata(metadata: Iterable[tuple[str, str | bytes]] | None) -> otel_context.Context | None:
+    """``propagated`` for gRPC metadata (key, value) pairs: binary (``-bin``) values carry no trace
+    context; with the W3C propagators and none of their keys present, no carrier is built at all."""
+    pairs = metadata or ()
+    if _w3c_only_now() and not any(key in _W3C_FIELDS for key, _ in pairs):
+        return None
+    return propagate.extract({key: value for key, value in pairs if isinstance(value, str)})

@@ -32,9 +32,9 @@ from opentelemetry import trace
 
 from sidecar.telemetry import names as n
 from sidecar.telemetry.setup import Telemetry
-from sidecar.telemetry.tracing import propagated
+from sidecar.telemetry.tracing import propagated_metadata
 
-__all__ = ["EXCLUDED_SERVICES", "MAX_METHODS", "ServerSpanInterceptor", "span_interceptors"]
+__all__ = ["EXCLUDED_SERVICES", "MAX_METHODS", "MAX_PEERS", "ServerSpanInterceptor", "span_interceptors"]
 
 EXCLUDED_SERVICES = frozenset(
     {"grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection", "grpc.reflection.v1.ServerReflection"}
@@ -51,6 +51,7 @@ _SERVER_ERRORS = frozenset(
 )
 
 MAX_METHODS = 256  # wrapped handlers kept; a method name is the caller's text, so the memo is bounded
+MAX_PEERS = 1024  # parsed peers kept (one per client connection); past it the memo starts again
 
 Behavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
 StreamBehavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[Any]]
@@ -63,6 +64,16 @@ class ServerSpanInterceptor(grpc.aio.ServerInterceptor):
         self._tracer = trace.get_tracer(n.TRACER, tracer_provider=tracer_provider)
         self._excluded = frozenset(excluded)
         self._wrapped: dict[str, tuple[Any, Any]] = {}  # method -> (its handler, that handler traced)
+        self._peers: dict[str, dict[str, str | int]] = {}  # peer -> its attributes (one per connection)
+
+    def _peer(self, peer: str) -> dict[str, str | int]:
+        """The network.peer.* attributes of ``peer``, parsed once per connection (bounded: MAX_PEERS)."""
+        attributes = self._peers.get(peer)
+        if attributes is None:
+            if len(self._peers) >= MAX_PEERS:
+                self._peers.clear()
+            attributes = self._peers[peer] = _peer_attributes(peer)
+        return attributes
 
     async def intercept_service(
         self,
@@ -96,7 +107,7 @@ class ServerSpanInterceptor(grpc.aio.ServerInterceptor):
         tracer = self._tracer
 
         async def traced(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            parent = propagated(_carrier(context.invocation_metadata()))
+            parent = propagated_metadata(context.invocation_metadata())
             token = otel_context.attach(parent) if parent is not None else None
             try:
                 with tracer.start_as_current_span(
@@ -107,7 +118,7 @@ class ServerSpanInterceptor(grpc.aio.ServerInterceptor):
                     set_status_on_exception=False,
                 ) as span:
                     if span.is_recording():
-                        _peer(span, context.peer())
+                        span.set_attributes(self._peer(context.peer()))
                     try:
                         response = await behavior(request, context)
                     except asyncio.CancelledError:
@@ -132,7 +143,7 @@ class ServerSpanInterceptor(grpc.aio.ServerInterceptor):
         tracer = self._tracer
 
         async def traced(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
-            parent = propagated(_carrier(context.invocation_metadata()))
+            parent = propagated_metadata(context.invocation_metadata())
             token = otel_context.attach(parent) if parent is not None else None
             try:
                 with tracer.start_as_current_span(
@@ -143,7 +154,7 @@ class ServerSpanInterceptor(grpc.aio.ServerInterceptor):
                     set_status_on_exception=False,
                 ) as span:
                     if span.is_recording():
-                        _peer(span, context.peer())
+                        span.set_attributes(self._peer(context.peer()))
                     try:
                         async for response in behavior(request, context):
                             yield response
@@ -172,14 +183,6 @@ def span_interceptors(telemetry: Telemetry) -> list[grpc.aio.ServerInterceptor]:
     return [ServerSpanInterceptor(telemetry.tracer_provider)]
 
 
-def _carrier(metadata: Any) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for key, value in metadata or ():
-        if isinstance(value, str):  # binary (-bin) values carry no trace context
-            out[key] = value
-    return out
-
-
 def _code(context: grpc.aio.ServicerContext[Any, Any]) -> grpc.StatusCode | None:
     try:
         code = context.code()
@@ -205,13 +208,12 @@ def _end(span: trace.Span, code: grpc.StatusCode) -> None:
         span.set_status(trace.StatusCode.ERROR, code.name)
 
 
-def _peer(span: trace.Span, peer: str) -> None:
-    """``ipv4:127.0.0.1:5000`` / ``ipv6:[::1]:5000`` -> network.peer.address and .port."""
+def _peer_attributes(peer: str) -> dict[str, str | int]:
+    """``ipv4:127.0.0.1:5000`` / ``ipv6:[::1]:5000`` -> network.peer.address and .port (none for a unix socket)."""
     kind, _, rest = peer.partition(":")
     if kind not in ("ipv4", "ipv6") or not rest:
-        return
+        return {}
     host, _, port = rest.rpartition(":")
     if port.isdigit():
-        span.set_attributes({n.NETWORK_PEER_ADDRESS: host.strip("[]"), n.NETWORK_PEER_PORT: int(port)})
-    else:
-        span.set_attribute(n.NETWORK_PEER_ADDRESS, host.strip("[]"))
+        return {n.NETWORK_PEER_ADDRESS: host.strip("[]"), n.NETWORK_PEER_PORT: int(port)}
+    return {n.NETWORK_PEER_ADDRESS: host.strip("[]")}
