@@ -1001,3 +1001,45 @@ def test_the_server_span_parses_each_peer_once_and_its_memo_is_bounded() -> None
     for port in range(spans.MAX_PEERS + 10):
         interceptor._peer(f"ipv4:10.0.0.1:{port}")
     assert len(interceptor._peers) <= spans.MAX_PEERS
+
+
+def test_injected_headers_are_what_the_global_propagators_inject() -> None:
+    from opentelemetry import baggage
+    from opentelemetry import context as otel_context
+    from opentelemetry.propagators.composite import CompositePropagator
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    from sidecar.telemetry.tracing import injected
+
+    def both(span: Any) -> tuple[dict[str, str], dict[str, str]]:
+        token = otel_context.attach(trace.set_span_in_context(span))
+        try:
+            expected: dict[str, str] = {}
+            propagate.inject(expected)
+            return injected(span), expected
+        finally:
+            otel_context.detach(token)
+
+    plain = NonRecordingSpan(SpanContext(0xABC, 0x12, False, TraceFlags(TraceFlags.SAMPLED)))
+    stated = NonRecordingSpan(SpanContext(1, 2, False, TraceFlags(0), TraceState([("vendor", "v1")])))
+    got, expected = both(plain)
+    assert got == expected == {"traceparent": f"00-{0xABC:032x}-{0x12:016x}-01"}
+    got, expected = both(stated)
+    assert got == expected
+    assert expected["tracestate"] == "vendor=v1"
+    token = otel_context.attach(baggage.set_baggage("tenant", "a"))
+    try:  # baggage in the context: the propagators' own injection, baggage carried
+        got, expected = both(plain)
+        assert got == expected
+        assert expected["baggage"] == "tenant=a"
+    finally:
+        otel_context.detach(token)
+    before = propagate.get_global_textmap()
+    for other in (CompositePropagator([TraceContextTextMapPropagator()]), _HeaderPropagator()):
+        propagate.set_global_textmap(other)
+        try:
+            got, expected = both(plain)
+            assert got == expected
+        finally:
+            propagate.set_global_textmap(before)

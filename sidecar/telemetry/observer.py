@@ -25,7 +25,7 @@ from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from opentelemetry import propagate, trace
+from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, StatusCode
 
 from sidecar.core.clock import Clock
@@ -70,7 +70,7 @@ from sidecar.core.taxonomy import SidecarFailure
 from sidecar.core.text import cap
 from sidecar.telemetry import names as n
 from sidecar.telemetry.metrics import OTHER, Metrics
-from sidecar.telemetry.tracing import Tracer, use_span
+from sidecar.telemetry.tracing import Tracer, injected, use_span
 
 __all__ = ["TelemetryObserver"]
 
@@ -199,10 +199,9 @@ class _Attempt:
         return use_span(self._span)
 
     def trace_headers(self) -> dict[str, str]:
-        headers: dict[str, str] = {}
-        if self._span.is_recording():  # the upstream may continue the trace from this attempt
-            propagate.inject(headers)
-        return headers
+        if not self._span.is_recording():
+            return {}
+        return injected(self._span)  # the upstream may continue the trace from this attempt (current: active())
 
     def answered(self, status: int) -> None:
         if status >= 400 and self._outcome == "ok":

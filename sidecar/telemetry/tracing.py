@@ -16,6 +16,8 @@ its own around the real one. A provider installed later is noticed at the next c
 ``propagated`` (headers) and ``propagated_metadata`` (gRPC metadata) are the server spans' extraction:
 with the W3C propagators (the default) and none of their fields in the caller's headers, extracting
 would hand back the current context, so it is skipped (for metadata, without building a carrier).
+``injected`` is the attempts' injection: with the default propagators and no baggage, ``traceparent``
+formatted directly (the composite propagator's walk, a context lookup per propagator, skipped).
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any
 
+from opentelemetry import baggage, propagate, trace
 from opentelemetry import context as otel_context
-from opentelemetry import propagate, trace
 from opentelemetry.trace import INVALID_SPAN, ProxyTracerProvider, Span, SpanKind
 
-__all__ = ["Tracer", "propagated", "propagated_metadata", "sdk_installed", "use_span"]
+__all__ = ["Tracer", "injected", "propagated", "propagated_metadata", "sdk_installed", "use_span"]
 
 
 class _Nothing(AbstractContextManager[Span]):
@@ -139,6 +141,7 @@ _W3C_FIELDS = frozenset({"traceparent", "tracestate", "baggage"})
 """What the W3C propagators (``tracecontext``, ``baggage``: the default ``OTEL_PROPAGATORS``) read."""
 
 _w3c_only: tuple[object, bool] = (None, False)  # (the global propagator, whether it reads only _W3C_FIELDS)
+_w3c_default: tuple[object, bool] = (None, False)  # (the global propagator, whether it is exactly the default)
 
 
 def _w3c_only_now() -> bool:
@@ -166,3 +169,25 @@ def propagated_metadata(metadata: Iterable[tuple[str, str | bytes]] | None) -> o
     if _w3c_only_now() and not any(key in _W3C_FIELDS for key, _ in pairs):
         return None
     return propagate.extract({key: value for key, value in pairs if isinstance(value, str)})
+
+
+def injected(span: Span) -> dict[str, str]:
+    """The headers the global propagators inject for ``span`` while it is the current span.
+
+    With the default propagators (``tracecontext,baggage``: exactly their three fields) and no
+    baggage in the current context, that is ``traceparent`` (and ``tracestate`` when the span has
+    one), formatted here as the W3C propagator formats it; anything else goes through
+    ``propagate.inject``."""
+    global _w3c_default
+    textmap = propagate.get_global_textmap()
+    if _w3c_default[0] is not textmap:
+        _w3c_default = (textmap, set(textmap.fields) == _W3C_FIELDS)
+    context = span.get_span_context()
+    if _w3c_default[1] and context.is_valid and not baggage.get_all():
+        headers = {"traceparent": f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"}
+        if context.trace_state:
+            headers["tracestate"] = context.trace_state.to_header()
+        return headers
+    headers = {}
+    propagate.inject(headers)
+    return headers
