@@ -32,6 +32,7 @@ from google.protobuf.message import Message
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 from sidecar_contract.v1 import admin_pb2 as apb
 from sidecar_contract.v1 import admin_pb2_grpc as apb_grpc
 from sidecar_contract.v1 import sidecar_pb2 as pb
@@ -190,13 +191,20 @@ def _num(value: Any) -> str:
     return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def _add(table: Table, *cells: str) -> None:
+    """A row of plain text: a quoted upstream answer, a Redis error or a reported name may hold
+    ``[...]``, which rich would otherwise read as markup (and raise on, or restyle)."""
+    table.add_row(*(Text(cell) for cell in cells))
+
+
 def render(doc: dict[str, Any]) -> Group:
     """The view's document as four tables."""
     models = Table(title="models", title_justify="left")
     for col in ("model", "throttle", "paced/s", "pause left s", "in flight", "queued", "last signal", "age s"):
         models.add_column(col)
     for m in doc.get("models", []):
-        models.add_row(
+        _add(
+            models,
             m["model"],
             _num(m["throttle"]),
             _num(m["paced_per_s"]),
@@ -211,7 +219,8 @@ def render(doc: dict[str, Any]) -> Group:
         circuits.add_column(col)
     for kind in ("services", "deployments"):
         for g in doc.get(kind, []):
-            circuits.add_row(
+            _add(
+                circuits,
                 kind[:-1],
                 g["name"],
                 g["circuit"],
@@ -224,12 +233,13 @@ def render(doc: dict[str, Any]) -> Group:
     for col in ("workflow", "spent $", "cap $"):
         spend.add_column(col)
     for w in doc.get("workflows", []):
-        spend.add_row(w["workflow"], _num(w["spent_usd"]), _num(w["cap_usd"]))
+        _add(spend, w["workflow"], _num(w["spent_usd"]), _num(w["cap_usd"]))
     state = doc.get("state", {})
     backend = Table(title="state backend", title_justify="left")
     for col in ("backend", "reachable", "replicas", "staleness s", "actions queued", "last error"):
         backend.add_column(col)
-    backend.add_row(
+    _add(
+        backend,
         str(state.get("backend", "?")),
         str(state.get("reachable", "?")),
         _num(state.get("replicas")),

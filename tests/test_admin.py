@@ -247,3 +247,33 @@ async def test_a_redis_never_reached_is_unreachable_with_its_error(
     console = Console(record=True, width=240, file=io.StringIO())
     assert await asyncio.to_thread(run_status, _url(r).removesuffix("/admin/state"), None, console) == 0
     assert "actions queued" in console.export_text()
+
+
+async def test_the_status_tables_print_bracketed_text_as_it_is() -> None:
+    from rich.console import Console
+
+    from sidecar.status import render
+
+    quoted = "HTTP 503 [/internal] busy [red]hot[/red]"
+    doc = {
+        "models": [],
+        "services": [
+            {
+                "name": "svc[x]",
+                "circuit": "open",
+                "throttle": 1.0,
+                "cooldown_left_s": 3.0,
+                "probe_holder": None,
+                "opened_by": quoted,
+            }
+        ],
+        "deployments": [],
+        "workflows": [],
+        "state": {"backend": "redis", "reachable": False, "last_error": "ConnectionError [Errno 111]"},
+    }
+    console = Console(width=400, record=True, color_system=None)
+    console.print(render(doc))  # markup would raise MarkupError on "[/internal]"
+    text = console.export_text()
+    assert quoted in text
+    assert "svc[x]" in text
+    assert "ConnectionError [Errno 111]" in text
