@@ -67,6 +67,24 @@ def test_weak_or_repeated_tokens_are_refused_without_showing_them(
     assert all(v not in str(caught.value) for v in values)
 
 
+def test_an_admin_token_is_neither_repeated_nor_an_agents_and_is_not_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    agent, other = "agent-token-0123456789", "operator-token-0123456789"
+    monkeypatch.setenv("T0", agent)
+    monkeypatch.setenv("T1", other)
+    with pytest.raises(ConfigError) as caught:
+        parse_config("server: {auth: {tokens: ['${T1}', '${T0}']}, admin: {tokens: ['${T0}']}}\n")
+    assert "server: admin.tokens[0]: the same token as auth.tokens[1]" in str(caught.value)
+    assert agent not in str(caught.value)
+    assert other not in str(caught.value)
+    with pytest.raises(ConfigError) as caught:
+        parse_config("server: {admin: {tokens: ['${T1}', '${T1}']}}\n")
+    assert "server.admin: tokens[1]: the same token as tokens[0]" in str(caught.value)
+    assert other not in str(caught.value)
+    apart = parse_config("server: {auth: {tokens: ['${T0}']}, admin: {tokens: ['${T1}']}}\n").server
+    assert apart.admin is not None
+    assert [t.get_secret_value() for t in apart.admin.tokens] == [other]
+
+
 def test_no_tokens_at_all_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"server\.auth\.tokens"):
         parse_config("server: {auth: {tokens: []}}\n")

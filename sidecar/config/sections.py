@@ -85,6 +85,8 @@ class ServerAdminConfig(Strict):
         for i, value in enumerate(values):  # the messages never show a token
             if len(value) < MIN_TOKEN_CHARS:
                 raise ValueError(f"tokens[{i}]: must be at least {MIN_TOKEN_CHARS} characters (value not shown)")
+            if value in values[:i]:
+                raise ValueError(f"tokens[{i}]: the same token as tokens[{values.index(value)}] (value not shown)")
         return self
 
 
@@ -111,6 +113,22 @@ class ServerConfig(Strict):
     reload_wait_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
     """With ``workers`` > 1: how long the supervisor waits for each worker's reload outcome; a worker
     silent that long is named in the answer as not having reported (docs/operations.md)."""
+
+    @model_validator(mode="after")
+    def _admin_apart(self) -> ServerConfig:
+        """An operator's token must not also be an agent's: an agent holding it would be admitted to the
+        admin door, and its calls would read as the operator's."""
+        if self.admin is None or self.auth is None:
+            return self
+        agents = [t.get_secret_value() for t in self.auth.tokens]
+        for i, token in enumerate(self.admin.tokens):
+            value = token.get_secret_value()
+            if value in agents:
+                raise ValueError(
+                    f"admin.tokens[{i}]: the same token as auth.tokens[{agents.index(value)}]; an operator's "
+                    "token must not also be an agent's (value not shown)"
+                )
+        return self
 
 
 class HttpConfig(Strict):
