@@ -94,6 +94,18 @@ def test_the_configmaps_config_is_valid_in_the_sidecar_containers_environment(mo
     assert server.auth is not None
     assert [t.get_secret_value() for t in server.auth.tokens] == [env["AGENT_TOKEN"]]
     assert exposure_refusal(server.listen, server) is None  # `sidecar serve` starts on it
+    # The admin door is on, with the operator's own token, on the HTTP port on the pod's loopback
+    # (kubectl port-forward reaches it; no other pod does).
+    assert server.admin is not None
+    assert [t.get_secret_value() for t in server.admin.tokens] == [env["SIDECAR_ADMIN_TOKEN"]]
+    assert env["SIDECAR_ADMIN_TOKEN"] != env["AGENT_TOKEN"]
+    assert config.http is not None
+    assert config.http.listen == "127.0.0.1:8080"
+    # One worker, so the one port the prometheus.io/port annotation names is every metric of the pod
+    # (worker i serves prometheus_port + i).
+    assert server.workers == 1
+    annotations = _one("agent.yaml", "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/port"] == str(config.telemetry.prometheus_port)
 
     state = config.model_dump()["state"]
     assert (state["backend"], state["prefix"], state["timeout_ms"]) == ("redis", "sidecar", 50)
@@ -101,7 +113,7 @@ def test_the_configmaps_config_is_valid_in_the_sidecar_containers_environment(mo
     assert env["REDIS_URL"] == f"redis://:{env['REDIS_PASSWORD']}@sidecar-redis:6379/0"
 
     secrets = config.secrets
-    for name in ("AGENT_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+    for name in ("AGENT_TOKEN", "SIDECAR_ADMIN_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         assert env[name] in secrets, f"{name} would not be masked"
     assert (
         server.grace_period_s
@@ -125,15 +137,15 @@ def test_sidecar_check_config_accepts_the_configmaps_config(tmp_path: Path) -> N
     )
     assert checked.returncode == 0, checked.stderr
     assert f"{path}: ok (2 models, 0 tools, 2 providers)" in checked.stdout
-    for name in ("AGENT_TOKEN", "REDIS_PASSWORD", "OPENAI_API_KEY"):
+    for name in ("AGENT_TOKEN", "SIDECAR_ADMIN_TOKEN", "REDIS_PASSWORD", "OPENAI_API_KEY"):
         assert env[name] not in checked.stdout + checked.stderr
 
 
 def test_the_configmaps_config_reads_every_secret_from_the_environment() -> None:
     text, _env = _kube_config_and_env()
     raw = yaml.safe_load(text)
-    assert raw["server"]["workers"] == "auto"
     assert raw["server"]["auth"]["tokens"] == ["${AGENT_TOKEN}"]
+    assert raw["server"]["admin"]["tokens"] == ["${SIDECAR_ADMIN_TOKEN}"]
     assert raw["state"]["url"] == "${REDIS_URL}"
     assert {p["api_key"] for p in raw["providers"].values()} == {"${OPENAI_API_KEY}", "${ANTHROPIC_API_KEY}"}
     secret = _one("secret.example.yaml", "Secret")["stringData"]

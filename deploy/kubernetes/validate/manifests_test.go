@@ -371,8 +371,18 @@ func TestTheSidecarListensWhereTheProbesDialAndRequiresAToken(t *testing.T) {
 	if state["backend"] != "redis" || state["url"] != "${REDIS_URL}" {
 		t.Errorf("state is %v, want backend redis at ${REDIS_URL}", state)
 	}
-	if server["workers"] != "auto" {
-		t.Errorf("server.workers is %v, want auto", server["workers"])
+	// One worker: worker i serves its metrics on prometheus_port + i, and the pod's one
+	// prometheus.io/port annotation names a single port.
+	if server["workers"] != float64(1) { // sigs.k8s.io/yaml reads a number as float64
+		t.Errorf("server.workers is %v, want 1", server["workers"])
+	}
+	admin, _ := server["admin"].(map[string]any)
+	if adminTokens, _ := admin["tokens"].([]any); len(adminTokens) != 1 || adminTokens[0] != "${SIDECAR_ADMIN_TOKEN}" {
+		t.Errorf("server.admin.tokens is %v, want the operator's token from the environment", admin["tokens"])
+	}
+	http, _ := config["http"].(map[string]any)
+	if listen, _ := http["listen"].(string); !strings.HasPrefix(listen, "127.0.0.1:") {
+		t.Errorf("http.listen is %v, want the pod's loopback (the admin routes are served there)", http["listen"])
 	}
 	if strings.Contains(text, "allow_insecure: true") {
 		t.Error("the config allows an insecure listener")
