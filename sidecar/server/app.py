@@ -61,7 +61,7 @@ from sidecar.server.live import Core, Live, build_core
 from sidecar.server.reload import Reload, Reloader, ReloadOutcome
 from sidecar.server.security import server_credentials
 from sidecar.telemetry import masking
-from sidecar.telemetry.metrics import Metrics
+from sidecar.telemetry.metrics import OTHER, Metrics
 from sidecar.telemetry.observer import TelemetryObserver
 from sidecar.tools.service import ToolService
 
@@ -72,6 +72,8 @@ _log = logging.getLogger("sidecar.server")
 EMBEDDED_PORTS = {"provider": 8787, "tools": 8788}
 """Where the embedded fakes listen when the port is free (``sidecar demo`` scripts them there)."""
 _CIRCUIT_VALUE = {CircuitState.CLOSED: 0, CircuitState.HALF_OPEN: 1, CircuitState.OPEN: 2}
+
+
 CUT_SETTLE_S = 2.0
 """After the grace period, how long (real time) the calls cut have to send their UNAVAILABLE answer."""
 PENDING_CALLS_LIMIT = 16384
@@ -218,13 +220,7 @@ class SidecarApp:
         self._closers.extend(await _share(state, view, observer))
         metrics.observe_gauges(
             lambda: [(m, live.core.models.throttle(m).throttle) for m in live.core.config.models],
-            lambda: [
-                *((g.name, g.throttle, _CIRCUIT_VALUE[g.state]) for g in live.core.guards.all()),
-                *(  # a route deployment's circuit, named as in the shared state
-                    (DEPLOYMENT_NAMESPACE + g.name, g.throttle, _CIRCUIT_VALUE[g.state])
-                    for g in live.core.models.routes.guards.all()
-                ),
-            ],
+            lambda: _service_gauges(live.core),
         )
         self.servicer = SidecarServicer(live, self.clock)
         self.reloader = Reloader(
@@ -390,6 +386,28 @@ async def start_embedded(wanted: set[str]) -> tuple[list[Any], dict[str, str]]:
         fakes.append(fake)
         urls[name] = fake.url
     return fakes, urls
+
+
+def _service_gauges(core: Core) -> list[tuple[str, float, int]]:
+    """Each service's throttle and circuit state, for the gauges: the services the config names or the
+    sidecar calls by name, and each route deployment (named as in the shared state). The services known
+    only from ClassifyFailure reports (up to ``MAX_REPORTED``, named by callers) are one ``_OTHER``
+    series, the worst throttle and circuit among them: a label value is never a caller's free text.
+    """
+    out: list[tuple[str, float, int]] = []
+    other: tuple[float, int] | None = None
+    for g in core.guards.all():
+        if core.guards.is_own(g.name):
+            out.append((g.name, g.throttle, _CIRCUIT_VALUE[g.state]))
+        else:
+            mine = (g.throttle, _CIRCUIT_VALUE[g.state])
+            other = mine if other is None else (max(other[0], mine[0]), max(other[1], mine[1]))
+    if other is not None:
+        out.append((OTHER, *other))
+    out.extend(
+        (DEPLOYMENT_NAMESPACE + g.name, g.throttle, _CIRCUIT_VALUE[g.state]) for g in core.models.routes.guards.all()
+    )
+    return out
 
 
 def _state_backend(cfg: Config, observer: Observer, clock: Clock) -> StateBackend:
