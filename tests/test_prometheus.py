@@ -46,6 +46,8 @@ class Sidecar:
         )
         for p in cfg["providers"].values():
             p["api_key"] = "${PROM_TEST_KEY}"  # a file holds no secret
+        for m in cfg["models"].values():  # priced, so the spend counter counts
+            m.update(input_price_per_mtok=3.0, output_price_per_mtok=15.0)
         path = tmp / "sidecar.yaml"
         path.write_text(yaml.safe_dump(cfg))
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}, "OTEL_TRACES_EXPORTER": "none"}
@@ -92,6 +94,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
 async def _warm(s: Sidecar, provider: FakeProvider) -> str:
     """One of each kind of call, so that every series exists; the scrape then."""
     provider.script("fake-gpt", [{"status": 429, "headers": {"retry-after": "0.05"}}])
+    usage = {"cache_read_input_tokens": 40, "cache_write_input_tokens": 20, "reasoning_tokens": 10}
+    provider.script("fake-claude", [{"preset": "reply", "text": "ok", "usage": usage}])
     async with grpc.aio.insecure_channel(f"127.0.0.1:{s.port}") as channel:
         stub = pb_grpc.SidecarStub(channel)
         await stub.CallModel(pb.CallModelRequest(model="gpt", messages=[user("hi")]))
@@ -113,6 +117,10 @@ async def _jobs(s: Sidecar) -> None:
                 calls.append(stub.CallModel(pb.CallModelRequest(model="gpt", messages=[user(f"hi {i}")], job=job)))
                 args = json.dumps({"id": f"doc-{i}"})
                 calls.append(stub.ExecuteTool(pb.ExecuteToolRequest(tool="fetch", arguments_json=args, job=job)))
+                report = pb.ClassifyFailureRequest(service=f"their-svc-{i}", endpoint="https://their.example/x")
+                report.attempts = 1
+                report.response.status_code = 503
+                calls.append(stub.ClassifyFailure(report))  # a service named by a caller, in no config
             await asyncio.gather(*calls)
 
 
@@ -146,6 +154,13 @@ def test_the_scrape_carries_the_sidecars_own_metrics(served: tuple[str, str]) ->
     assert any('sidecar_attempt_outcome="ok"' in a and 'sidecar_retry_signal="none"' in a for a in attempts)
     assert any('sidecar_retry_signal="rate_limit"' in a for a in attempts)  # the scripted 429
     assert any('sidecar_attempt_kind="service"' in a for a in attempts)
+    tokens = [line for line in served[1].splitlines() if line.startswith("sidecar_tokens_total{")]
+    for kind in ("input", "output", "cache_read", "cache_write", "reasoning"):
+        counted = [t for t in tokens if f'sidecar_token_type="{kind}"' in t]
+        assert counted, (kind, tokens)
+        assert any(float(t.rsplit(" ", 1)[1]) > 0 for t in counted), (kind, counted)
+    spend = [line for line in served[1].splitlines() if line.startswith("sidecar_spend_USD_total{")]
+    assert any('gen_ai_request_model="claude"' in s and float(s.rsplit(" ", 1)[1]) > 0 for s in spend), spend
 
 
 def test_the_attempts_counter_is_bounded_under_a_thousand_jobs(served: tuple[str, str]) -> None:
@@ -170,6 +185,17 @@ def test_a_thousand_jobs_and_workflows_add_no_series(served: tuple[str, str]) ->
     assert len(added) < 200, sorted(added)[:20]  # new label combinations of our own values, never one per job
     assert "job-1" not in served[1]
     assert "wf-1" not in served[1]
+
+
+def test_services_named_only_in_reports_are_one_other_series(served: tuple[str, str]) -> None:
+    """1,000 services named by callers in ClassifyFailure reports: their guards exist (the admin view
+    lists them), but the service gauges carry them as one ``_OTHER`` series beside the configured ones."""
+    assert "their-svc-" not in served[1]
+    circuits = {s for s in _series(served[1]) if s.startswith("sidecar_service_circuit_state{")}
+    services = {m for s in circuits for m in re.findall(r'sidecar_service="([^"]*)"', s)}
+    assert "_OTHER" in services
+    assert "docs" in services  # a configured tool's service, under its own name
+    assert len(services) < 10, sorted(services)
 
 
 def _exprs(dashboard: dict[str, object]) -> list[str]:

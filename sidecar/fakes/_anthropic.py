@@ -436,7 +436,8 @@ class _Anthropic(Wire):
         if thought is not None:
             thinking = tokens_for(len(thought.text) or len(thought.redacted_data))
             out.reasoning, out.output_tokens, out.reasoning_tokens = [thought], out.output_tokens + thinking, thinking
-        out.cache_read_input_tokens, out.cache_write_input_tokens, _, _ = _account(asked, ex.prompt_cache)
+        if asked.breakpoints:  # the prompt cache's own accounting; without breakpoints, the step's usage
+            out.cache_read_input_tokens, out.cache_write_input_tokens, _, _ = _account(asked, ex.prompt_cache)
         if asked.met_stop is not None:
             out.raw_finish = "stop_sequence"
         return out

@@ -185,6 +185,13 @@ def test_a_cached_prefix_is_written_once_then_read(client: httpx.Client, provide
     assert whole(client, provider, system=system).usage.cache_creation_input_tokens == first.cache_creation_input_tokens
 
 
+def test_a_scripted_usage_is_reported_when_the_request_marks_no_cache(client: httpx.Client, provider: Srv) -> None:
+    usage = {"cache_read_input_tokens": 40, "cache_write_input_tokens": 20, "reasoning_tokens": 10}
+    script(client, provider.url, [{"preset": "reply", "text": "ok", "usage": usage}], model="claude-fake")
+    reported = whole(client, provider).usage
+    assert (reported.cache_read_input_tokens, reported.cache_creation_input_tokens) == (40, 20)
+
+
 def test_a_stop_sequence_ends_the_reply_before_it(client: httpx.Client, provider: Srv) -> None:
     message = whole(client, provider, stop_sequences=["hel"])
     assert (message.content[0].text, message.stop_reason, message.stop_sequence) == ("You said: ", "stop_sequence",  # type: ignore[union-attr]
