@@ -144,6 +144,9 @@ async def test_operator_actions_close_lift_and_reset_and_are_logged(
     assert any("lifted the pause of model gpt" in line for line in logged)
     assert any("reset the spend of workflow wf-1" in line for line in logged)
     assert (await _act(r, "lift-pause", "no-such-model")).status_code == 404
+    never = await _act(r, "reset-spend", "wf-never-seen")  # a workflow is any id: nothing held here
+    assert never.status_code == 200
+    assert never.json()["was_usd"] == 0
     assert (await _act(r, "explode", "gpt")).status_code in (401, 404)  # not an admin path: the caller check
 
 

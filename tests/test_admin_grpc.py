@@ -270,6 +270,8 @@ async def test_each_action_works_and_is_logged(
     assert next(w for w in state.workflows if w.workflow == "wf-1").spent_usd == 0
     logged = [rec.getMessage() for rec in caplog.records if rec.name == "sidecar.admin"]
     assert any("closed the circuit of flaky" in line and "(gRPC)" in line for line in logged)
+    assert all(line.startswith("admin: server.admin.tokens[0] from ") for line in logged)  # named, never shown
+    assert not any(ADMIN in line for line in logged)
     assert any("lifted the pause of model gpt" in line for line in logged)
     assert any("reset the spend of workflow wf-1" in line for line in logged)
     again = await stub.CloseCircuit(apb.CloseCircuitRequest(name="flaky"), metadata=ADMIN_MD)

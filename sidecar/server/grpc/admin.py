@@ -137,12 +137,14 @@ class AdminServicer(apb_grpc.AdminServicer):
                 PermissionDenied.worded(OFF, detail=PermissionDetail(resource=ADMIN_SERVICE_NAME)),
                 grpc.StatusCode.PERMISSION_DENIED,
             )
-        elif not self._tokens.authorized(bearer_token(context.invocation_metadata())):
+            raise AssertionError("unreachable: abort_with_status raises")
+        index = self._tokens.which(bearer_token(context.invocation_metadata()))
+        if index is None:
             detail = ServiceDetail(
                 service=SIDECAR_SERVICE, endpoint=f"{ADMIN_SERVICE_NAME}/{method}", detail="admin token refused"
             )
             await _abort(context, Unauthorized.worded(REFUSED, detail=detail), grpc.StatusCode.UNAUTHENTICATED)
-        return f"an admin token from {context.peer()} (gRPC)"
+        return f"server.admin.tokens[{index}] from {context.peer()} (gRPC)"  # the token's name, never the token
 
     async def _act(self, context: Context, method: str, field: str, name: str, act: Callable[[str, str], _R]) -> _R:
         who = await self._admitted(context, method)
