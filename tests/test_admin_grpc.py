@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx
 import pytest
 import pytest_asyncio
 from google.protobuf import any_pb2
@@ -337,12 +338,22 @@ async def test_an_unknown_target_is_not_found_naming_it(channel: tuple[Running, 
 
 
 async def test_reload_without_a_config_file_is_refused_and_says_why(
-    channel: tuple[Running, apb_grpc.AdminStub],
+    channel: tuple[Running, apb_grpc.AdminStub], caplog: pytest.LogCaptureFixture
 ) -> None:
-    _, stub = channel  # this sidecar was given a Config, no file: there is nothing to read again
-    answer = await stub.Reload(apb.ReloadRequest(), metadata=ADMIN_MD)
+    r, stub = channel  # this sidecar was given a Config, no file: there is nothing to read again
+    with caplog.at_level("WARNING", logger="sidecar.admin"):
+        answer = await stub.Reload(apb.ReloadRequest(), metadata=ADMIN_MD)
+        async with httpx.AsyncClient() as http:  # the HTTP door's reload, the same entry
+            url = _url(r).replace("/admin/state", "/admin/reload")
+            refused = await http.post(url, headers={"authorization": f"Bearer {ADMIN}"})
     assert not answer.applied
     assert answer.error.startswith("no config file to reload")
+    assert refused.status_code == 422
+    assert refused.json()["error"].startswith("no config file to reload")
+    asked = [rec.getMessage() for rec in caplog.records if "asked for a reload" in rec.getMessage()]
+    assert len(asked) == 2
+    assert all(line.startswith("admin: server.admin.tokens[0] from ") for line in asked)  # who, never the token
+    assert not any(ADMIN in line for line in asked)
 
 
 @pytest_asyncio.fixture

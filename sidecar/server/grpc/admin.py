@@ -14,6 +14,7 @@ FAILED_PRECONDITION.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -42,6 +43,8 @@ from sidecar.server.refusals import SIDECAR_SERVICE
 from sidecar.server.reload import Reload, ReloadOutcome
 
 __all__ = ["ADMIN_SERVICE_NAME", "AdminServicer", "state_response"]
+
+_log = logging.getLogger("sidecar.admin")
 
 ADMIN_SERVICE_NAME = apb.DESCRIPTOR.services_by_name["Admin"].full_name
 OFF = "The admin service is off: set server.admin.tokens (names of environment variables holding operator tokens)."
@@ -191,7 +194,7 @@ class AdminServicer(apb_grpc.AdminServicer):
         return self._view.reset_spend(name, who=who)
 
     async def Reload(self, request: apb.ReloadRequest, context: Context) -> apb.ReloadResponse:
-        await self._admitted(context, "Reload")
+        _log.warning("admin: %s asked for a reload", await self._admitted(context, "Reload"))
         if self._reload is None:
             failure = SystemFailure.worded(NO_RELOAD, detail=SystemDetail(component="reload"))
             await _abort(context, failure, grpc.StatusCode.FAILED_PRECONDITION)

@@ -64,6 +64,12 @@ def admin_door(
             return _error(401, "unauthenticated", _REFUSED)
         return None
 
+    def _who(request: Request) -> str:
+        """The admitted caller, for the log: its token's name, never the token."""
+        peer = request.client.host if request.client is not None else "unknown"
+        index = tokens.which(bearer_token(request.headers.items())) if tokens is not None else None
+        return f"server.admin.tokens[{index}] from {peer}"
+
     async def state(request: Request) -> JSONResponse:
         return refused(request) or JSONResponse(view.read())
 
@@ -80,9 +86,7 @@ def admin_door(
             name = None
         if not isinstance(name, str) or not name:
             return _error(400, "invalid_request", 'the body must be {"name": "<target>"}')
-        peer = request.client.host if request.client is not None else "unknown"
-        index = tokens.which(bearer_token(request.headers.items())) if tokens is not None else None
-        who = f"server.admin.tokens[{index}] from {peer}"  # the token's name, never the token
+        who = _who(request)
         try:
             if what == "close-circuit":
                 result: dict[str, Any] = {"changed": view.close_circuit(name, who=who)}
@@ -100,8 +104,7 @@ def admin_door(
             return refusal
         if reload is None:
             return _error(503, "unavailable", "this sidecar cannot reload its config")
-        peer = request.client.host if request.client is not None else "unknown"
-        _log.warning("admin: an admin token from %s asked for a reload", peer)
+        _log.warning("admin: %s asked for a reload", _who(request))
         outcome = await reload()
         body = outcome.as_dict()
         if not outcome.applied:  # a worker silent past server.reload_wait_s is not a refused file
