@@ -184,3 +184,33 @@ async def test_http_header_at_the_model_front_and_the_mcp_front(start_sidecar: S
         answer = await http.post("/mcp", json=mcp, headers=headers)
         assert answer.status_code == 200, answer.text
         assert float(answer.headers[overhead.HEADER]) < LIMIT_MS
+
+
+async def test_http_header_on_streams_and_at_the_anthropic_front(start_sidecar: Start) -> None:
+    """The header on each kind of HTTP answer: a stream's head (its figure up to the head, sent with the
+    first event) at the OpenAI front, and the Anthropic front's whole answer and stream; each call
+    slowed upstream and retried after a wait, none of which the figure counts."""
+    r = await start_sidecar(http={"listen": "127.0.0.1:0"})
+    assert r.app.http is not None
+    base = f"http://127.0.0.1:{r.app.http.port}"
+    calls = [
+        ("/v1/chat/completions", "fake-gpt", {"model": "gpt", "stream": True}),
+        ("/v1/messages", "fake-claude", {"model": "claude", "max_tokens": 64}),
+        ("/v1/messages", "fake-claude", {"model": "claude", "max_tokens": 64, "stream": True}),
+    ]
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        for path, upstream, extra in calls:
+            r.provider.script(
+                upstream,
+                [{"status": 429, "headers": {"retry-after": "2"}, "delay_ms": UPSTREAM_MS}, {"delay_ms": UPSTREAM_MS}],
+            )
+            body = {"messages": [{"role": "user", "content": "hi"}], **extra}
+            began = time.perf_counter()
+            async with http.stream("POST", path, json=body) as answer:
+                text = (await answer.aread()).decode()
+            took_ms = (time.perf_counter() - began) * 1000
+            assert answer.status_code == 200, (path, text)
+            assert took_ms > 2 * UPSTREAM_MS + PAUSE_S * 1000, path
+            assert 0 < float(answer.headers[overhead.HEADER]) < LIMIT_MS, (path, extra)
+            if extra.get("stream"):
+                assert "data:" in text, path
