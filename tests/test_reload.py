@@ -1,7 +1,9 @@
 """Reload without a restart, on a real process under load (``server/reload.py``).
 
 64 CallModel calls stay in flight (the fake provider answers each after a deliberate delay) while the
-config file is reloaded 20 times: none fails. A removed model's in-flight calls finish, its next call
+config file is reloaded 20 times: none fails, and what the process learned before (a tool service's
+open circuit, a route deployment's, a model's Retry-After pause, a workflow's spend) is all still
+there after, read from GET /admin/state. A removed model's in-flight calls finish, its next call
 is MODEL_NOT_FOUND; a bad file is refused with check-config's error and the old config still serves;
 SIGHUP, POST /admin/reload and ``server.watch_config`` (a ConfigMap-style ``..data`` swap) each
 trigger it; ``--workers 2`` reloads both workers; ``sidecar.config.reloads`` counts both outcomes.
@@ -119,13 +121,75 @@ async def _until(check: Any, what: str, tries: int = 200) -> None:
     raise AssertionError(f"never: {what}")
 
 
+KEPT_COOLDOWN = {"cooldown_s": 3600, "max_cooldown_s": 3600}
+"""An opened circuit stays open the whole test, however slow the machine."""
+
+
+def _with_state_to_keep(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Names whose state the reloads must keep: the refusing service ``down``, a route ``assistant`` of
+    one deployment ``gpt-dep`` (its upstream failing), and a capped workflow."""
+    cfg["policy"]["tool_retries"] = 0
+    cfg["policy"]["spend_caps"] = {"wf-kept": 100.0}
+    cfg["services"]["down"] = {"circuit": {**KEPT_COOLDOWN, "max_throttle": 1, "failures_to_open": 2}}  # 3 calls
+    cfg["models"]["gpt-dep"] = {**cfg["models"]["gpt"], "upstream_model": "fake-dep"}
+    cfg["models"]["assistant"] = {"route": {"balance": {"gpt-dep": 1}, "circuit": KEPT_COOLDOWN}}
+    return cfg
+
+
+async def _admin_state(http: int) -> dict[str, Any]:
+    async with httpx.AsyncClient(timeout=30) as client:
+        answer = await client.get(f"http://127.0.0.1:{http}/admin/state", headers={"authorization": f"Bearer {ADMIN}"})
+    assert answer.status_code == 200, answer.text
+    state: dict[str, Any] = answer.json()
+    return state
+
+
+def _kept(state: dict[str, Any]) -> tuple[str, str, bool, float]:
+    """What the reloads must keep: the circuit of ``down`` and of the deployment ``gpt-dep``, whether
+    ``claude`` is paused, and the spend of ``wf-kept``."""
+    services = {s["name"]: s["circuit"] for s in state["services"]}
+    deployments = {d["name"]: d["circuit"] for d in state["deployments"]}
+    paused = {m["model"]: m["pause_left_s"] > 0 for m in state["models"]}
+    spent = {w["workflow"]: w["spent_usd"] for w in state["workflows"]}
+    return (
+        services.get("down", "-"),
+        deployments.get("gpt-dep", "-"),
+        paused.get("claude", False),
+        spent.get("wf-kept", 0),
+    )
+
+
+async def _seed_state_to_keep(stub: pb_grpc.SidecarStub, http: int) -> tuple[str, str, bool, float]:
+    """Through real calls: ``down``'s circuit opened by refused connections, ``gpt-dep``'s by 500s,
+    ``claude`` paused by a 429's Retry-After, and ``wf-kept`` charged for a call."""
+    once = pb.Job(upstream_retries=0)
+    for _ in range(4):
+        await stub.ExecuteTool(pb.ExecuteToolRequest(tool="refused", arguments_json='{"id": "a"}', job=once))
+    for _ in range(4):
+        with pytest.raises(grpc.aio.AioRpcError):
+            await stub.CallModel(pb.CallModelRequest(model="assistant", messages=[user("x")], job=once))
+    with pytest.raises(grpc.aio.AioRpcError):
+        await stub.CallModel(pb.CallModelRequest(model="claude", messages=[user("x")], job=once), timeout=30)
+    await stub.CallModel(pb.CallModelRequest(model="gpt", messages=[user("x")], job=pb.Job(workflow_id="wf-kept")))
+    kept = _kept(await _admin_state(http))
+    assert kept[:3] == ("open", "open", True), kept
+    assert kept[3] > 0, kept
+    return kept
+
+
 async def test_twenty_reloads_under_load_fail_no_call(tmp_path: Path) -> None:
     with ThreadedServer(FakeProvider()) as provider, ThreadedServer(FakeToolBackend()) as backend:
         provider.server.script("fake-gpt", [{"delay_ms": 100, "repeat": 1_000_000}])
         provider.server.script("fake-old", [{"delay_ms": 600, "repeat": 1_000_000}])
+        provider.server.script("fake-dep", [{"status": 500, "repeat": 1_000_000}])
+        provider.server.script("fake-claude", [{"status": 429, "headers": {"retry-after": "3000"}}])
         http, prom = _port(), _port()
-        with_old = _config(provider.url, backend.url, http, prom, old_model=True, watch_config=True)
-        without_old = _config(provider.url, backend.url, http, prom, old_model=False, watch_config=True)
+        with_old = _with_state_to_keep(
+            _config(provider.url, backend.url, http, prom, old_model=True, watch_config=True)
+        )
+        without_old = _with_state_to_keep(
+            _config(provider.url, backend.url, http, prom, old_model=False, watch_config=True)
+        )
         # laid out as a Kubernetes ConfigMap volume: config.yaml -> ..data/config.yaml, ..data -> ..v1
         first, second = tmp_path / "..v1", tmp_path / "..v2"
         first.mkdir()
@@ -140,6 +204,7 @@ async def test_twenty_reloads_under_load_fail_no_call(tmp_path: Path) -> None:
         try:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{served.grpc_port}") as channel:
                 stub = pb_grpc.SidecarStub(channel)
+                kept = await _seed_state_to_keep(stub, http)
                 ok, failed = [0], [0]
                 stop = asyncio.Event()
 
@@ -203,6 +268,8 @@ async def test_twenty_reloads_under_load_fail_no_call(tmp_path: Path) -> None:
                 await asyncio.gather(*callers)
                 assert failed[0] == 0, f"{failed[0]} calls failed across {RELOADS} reloads"
                 assert ok[0] > RELOADS * IN_FLIGHT
+                # every name kept its state through the 20 reloads, the refusal, SIGHUP and the swap
+                assert _kept(await _admin_state(http)) == kept
             async with httpx.AsyncClient() as client:
                 scrape = (await client.get(f"http://127.0.0.1:{prom}/metrics")).text
             assert (_counter(scrape, "sidecar_config_reloads", outcome="applied") or 0) >= RELOADS + 1
