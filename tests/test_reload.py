@@ -32,6 +32,7 @@ from sidecar_contract.v1 import admin_pb2 as apb
 from sidecar_contract.v1 import admin_pb2_grpc as apb_grpc
 from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
+from sidecar.config import Config
 from sidecar.core.circuit import CircuitState
 from sidecar.core.details import Trigger
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
@@ -350,6 +351,32 @@ async def test_kept_names_keep_their_state_removed_ones_go(
     assert outcome.applied
     assert outcome.restart_needed == ("server.max_in_flight",)
     assert app.live.core.config.server.max_in_flight != 7
+
+
+async def test_a_built_core_changes_nothing_of_the_serving_one_until_the_swap(start_sidecar: Start) -> None:
+    """The next core's settings for what it takes over (a kept guard's circuit, the ledger's caps) are
+    staged: the core before serves as it was until ``Live.swap``, so a reload refused after the build
+    leaves it whole."""
+    r = await start_sidecar(policy={"spend_caps": {"wf-1": 2.5}})
+    app = r.app
+    assert app.live is not None
+    old = app.live.core
+    guard = old.guards.get("flaky")
+    circuit_before = guard.circuit
+    cfg = base_config(r.provider.url, r.backend.url)
+    cfg["policy"]["spend_caps"] = {"wf-1": 5.0}
+    cfg["services"]["flaky"]["circuit"] = {"failures_to_open": 7, "cooldown_s": 90, "max_cooldown_s": 900}
+    core = await app.next_core(Config.model_validate(cfg), old)
+    try:
+        assert core.guards.get("flaky") is guard  # taken over ...
+        assert guard.circuit is circuit_before  # ... its settings not yet changed
+        assert old.ledger.cap_for("wf-1") == 2.5
+        app.live.swap(core)
+        assert guard.circuit.failures_to_open == 7
+        assert guard.cooldown == 90
+        assert core.ledger.cap_for("wf-1") == 5.0
+    finally:
+        await (core if app.live.core is not core else old).aclose()  # the one no longer serving
 
 
 def _worker_pids(banners: list[str]) -> dict[int, int]:

@@ -487,7 +487,7 @@ class ServiceGuard:
 class ServiceGuards:
     """Every service's guard, shared by all calls to that service (see the module docstring)."""
 
-    __slots__ = ("_clock", "_config", "_default", "_guards", "_observer", "_own", "_reported", "_state")
+    __slots__ = ("_clock", "_config", "_default", "_guards", "_observer", "_own", "_pending", "_reported", "_state")
 
     def __init__(
         self,
@@ -507,6 +507,8 @@ class ServiceGuards:
         self._guards: dict[str, ServiceGuard] = {}
         self._reported: OrderedDict[str, ServiceGuard] = OrderedDict()
         self._default = default_circuit
+        self._pending: list[tuple[ServiceGuard, ServiceConfig, CircuitConfig]] = []
+        """A reload's settings for the guards taken over, applied when this config serves (``settle``)."""
 
     def is_own(self, name: str) -> bool:
         """A service the sidecar configures or calls itself (not one only named in reports)."""
@@ -546,15 +548,17 @@ class ServiceGuards:
         """A reload: take over ``old``'s guards (made for the config before this one).
 
         A service this config still has (in ``services:`` or a tool's) keeps its guard, with this
-        config's settings (``ServiceGuard.reconfigure``); a reported service's guard is kept while
-        this config does not name it (named now: it becomes the service's own guard). A service
-        the config dropped loses its guard. The names whose guard was kept, in ``old``'s order.
+        config's settings (``ServiceGuard.reconfigure``) once it serves (``settle``: until then the
+        guard serves the config before as it was, and a reload refused later leaves it untouched); a
+        reported service's guard is kept while this config does not name it (named now: it becomes the
+        service's own guard). A service the config dropped loses its guard. The names whose guard was
+        kept, in ``old``'s order.
         """
         kept: list[str] = []
         for name, guard in [*old._guards.items(), *old._reported.items()]:
             if name in self._own:
                 service = self._config.get(name) or ServiceConfig()
-                guard.reconfigure(service, service.circuit or self._default)
+                self._pending.append((guard, service, service.circuit or self._default))
                 self._guards[name] = guard
             elif name in old._reported:
                 self._reported[name] = guard
@@ -562,6 +566,12 @@ class ServiceGuards:
                 continue
             kept.append(name)
         return kept
+
+    def settle(self) -> None:
+        """This config serves from now on: the guards taken over get its settings (``carry``)."""
+        pending, self._pending = self._pending, []
+        for guard, service, circuit in pending:
+            guard.reconfigure(service, circuit)
 
     def peek(self, name: str) -> ServiceGuard | None:
         """The guard of ``name`` if there is one, created for nothing and used for nothing."""

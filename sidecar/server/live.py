@@ -6,7 +6,7 @@ its end, under the config it started with. A reload builds the next ``Core`` com
 (``build_core``, its state carried over from the one before), then replaces ``live.core`` in one
 assignment (``Live.swap``): no call ever sees half of each.
 
-    kept across cores     the spend ledger (the same object, its caps replaced), the admission limit,
+    kept across cores     the spend ledger (the same object, its caps replaced at the swap), the admission limit,
                           the state backend, the metrics; a kept model's throttle, a kept service's or
                           route deployment's guard, the record of tool calls (``carry=`` of each service)
     new with each core    the config, the provider and tool clients, MCP sessions, the observer (its
@@ -52,6 +52,15 @@ class Core:
         await self.models.calls.drained()
         await self.tools.calls.drained()
 
+    def settle(self) -> None:
+        """These services serve from now on (``Live.swap``, in the same step): what a reload staged on the
+        objects handed over is applied now, never while the core before still serves alone (kept guards'
+        settings, the ledger's caps, the record of tool calls)."""
+        self.guards.settle()
+        self.models.routes.guards.settle()
+        self.ledger.recap(dict(self.config.policy.spend_caps))
+        self.tools.settle()
+
     async def aclose(self) -> None:
         await self.tools.aclose()
         await self.models.aclose()
@@ -68,8 +77,9 @@ async def build_core(
     carry: Core | None = None,
 ) -> Core:
     """Every service of ``config``, started (MCP servers opened and listed); from ``carry`` (the core
-    before, on a reload) its state. Nothing of ``carry`` changes until this returns, but for the
-    objects handed over (guards, throttles, the ledger's caps: see each ``carry``)."""
+    before, on a reload) its state. Nothing of ``carry`` changes: what the new core changes on the
+    objects handed over (guards' settings, the ledger's caps, the record of tool calls) is staged and
+    applied by ``Core.settle`` when it serves, so a build that fails part way leaves the old core whole."""
     tool_services = {t.service for t in config.tools.values()}
     guards = ServiceGuards(config.services, config.policy.circuit, clock, tool_services, observer=observer, state=state)
     tools = ToolService(
@@ -89,8 +99,7 @@ async def build_core(
         raise
     if carry is not None:
         guards.carry(carry.guards)
-        ledger = carry.ledger
-        ledger.recap(dict(config.policy.spend_caps))
+        ledger = carry.ledger  # its caps replaced at Core.settle
     else:
         ledger = SpendLedger(dict(config.policy.spend_caps), state=state)
     models = ModelService(
@@ -119,7 +128,9 @@ class Live:
         self.secrets: tuple[str, ...] = core.config.secrets
 
     def swap(self, core: Core) -> Core:
-        """``core`` serves the next call; the one before (its calls still finishing on it)."""
+        """``core`` serves the next call; the one before (its calls still finishing on it, on the guards
+        and ledger they share, which take ``core``'s settings now: ``Core.settle``)."""
+        core.settle()
         old, self.core = self.core, core
         self.secrets = tuple(sorted({*self.secrets, *core.config.secrets}, key=lambda s: (-len(s), s)))
         return old

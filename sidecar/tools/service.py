@@ -146,14 +146,19 @@ class ToolService:
             if carry is not None
             else Once(clock, state if isinstance(state, CallRecords) else None, self._secrets)
         )
-        self._owns_once = True
-        """Whether ``aclose`` closes the record: a reload hands it to the next service."""
-        if carry is not None:
-            carry._owns_once = False
+        self._owns_once = carry is None
+        """Whether ``aclose`` closes the record: a reload hands it to the next service once that one
+        serves (``settle``), so a reload refused after this was built leaves the record open."""
+        self._handed_by = carry
         self._transport = fast_transport(TOOL_CLIENT_LIMITS)
         self._client = httpx.AsyncClient(  # builds each request; attempts go on the transport (AiohttpTransport.send)
             transport=self._transport, follow_redirects=False, cookies=NoCookies(), trust_env=False
         )
+
+    def settle(self) -> None:
+        """This service serves from now on: the record of tool calls is its own to close."""
+        if self._handed_by is not None:
+            self._handed_by._owns_once, self._owns_once, self._handed_by = False, True, None
 
     async def start(self) -> None:
         """Open every MCP server's session and list its tools (``McpUnavailable``, ``ConfigError``)."""
