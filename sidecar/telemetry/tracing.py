@@ -140,17 +140,22 @@ def use_span(span: Span) -> AbstractContextManager[Span]:
 _W3C_FIELDS = frozenset({"traceparent", "tracestate", "baggage"})
 """What the W3C propagators (``tracecontext``, ``baggage``: the default ``OTEL_PROPAGATORS``) read."""
 
-_w3c_only: tuple[object, bool] = (None, False)  # (the global propagator, whether it reads only _W3C_FIELDS)
-_w3c_default: tuple[object, bool] = (None, False)  # (the global propagator, whether it is exactly the default)
+_fields: tuple[object, frozenset[str]] = (None, frozenset())
+"""The global propagator last seen and the fields it reads (read again only when another is installed)."""
+
+
+def _fields_now() -> frozenset[str]:
+    """The fields the global propagators read (decided once per propagator installed)."""
+    global _fields
+    textmap = propagate.get_global_textmap()
+    if _fields[0] is not textmap:
+        _fields = (textmap, frozenset(textmap.fields))
+    return _fields[1]
 
 
 def _w3c_only_now() -> bool:
-    """Whether the global propagators read only ``_W3C_FIELDS`` (decided once per propagator installed)."""
-    global _w3c_only
-    textmap = propagate.get_global_textmap()
-    if _w3c_only[0] is not textmap:
-        _w3c_only = (textmap, set(textmap.fields) <= _W3C_FIELDS)
-    return _w3c_only[1]
+    """Whether the global propagators read only ``_W3C_FIELDS``."""
+    return _fields_now() <= _W3C_FIELDS
 
 
 def propagated(carrier: Mapping[str, str]) -> otel_context.Context | None:
@@ -178,12 +183,8 @@ def injected(span: Span) -> dict[str, str]:
     baggage in the current context, that is ``traceparent`` (and ``tracestate`` when the span has
     one), formatted here as the W3C propagator formats it; anything else goes through
     ``propagate.inject``."""
-    global _w3c_default
-    textmap = propagate.get_global_textmap()
-    if _w3c_default[0] is not textmap:
-        _w3c_default = (textmap, set(textmap.fields) == _W3C_FIELDS)
     context = span.get_span_context()
-    if _w3c_default[1] and context.is_valid and not baggage.get_all():
+    if _fields_now() == _W3C_FIELDS and context.is_valid and not baggage.get_all():
         headers = {"traceparent": f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"}
         if context.trace_state:
             headers["tracestate"] = context.trace_state.to_header()
