@@ -54,7 +54,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,8 +64,8 @@ import pytest
 import yaml
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from sidecar_contract.v1 import sidecar_pb2 as pb
 from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
@@ -314,6 +314,22 @@ def served(
         proc.stdout.close()  # here, not when a later test's collection finalizes it
 
 
+class _Told(SpanExporter):
+    """The agent's exporter, keeping what each export answered (a lost agent span is then named)."""
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+        self.results: list[SpanExportResult] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = self.inner.export(spans)
+        self.results.append(result)
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+
 # ---------------------------------------------------------------- reading Jaeger's JSON
 
 
@@ -361,9 +377,9 @@ def logs(span: dict[str, Any]) -> list[dict[str, Any]]:
     return [{f["key"]: f["value"] for f in entry["fields"]} for entry in ordered]
 
 
-def _wait_for_trace(jaeger: Jaeger, trace_id: str) -> JTrace:
+def _wait_for_trace(jaeger: Jaeger, served: Served, trace_id: str) -> JTrace:
     deadline = time.monotonic() + ARRIVAL_S
-    seen = 0
+    seen, drawn = 0, "nothing"
     while time.monotonic() < deadline:
         try:
             data = jaeger.api(f"traces/{trace_id}")["data"]
@@ -372,12 +388,16 @@ def _wait_for_trace(jaeger: Jaeger, trace_id: str) -> JTrace:
                 raise
             data = []
         if data:
-            seen = len(data[0]["spans"])
+            seen, drawn = len(data[0]["spans"]), JTrace(data[0]).draw()
             if seen >= EXPECTED_SPANS:
                 time.sleep(0.5)  # anything late would show now
                 return JTrace(jaeger.api(f"traces/{trace_id}")["data"][0])
         time.sleep(0.2)
-    pytest.fail(f"Jaeger holds {seen} of the {EXPECTED_SPANS} spans of trace {trace_id} after {ARRIVAL_S:.0f} s")
+    warnings = "\n".join(line for line in served.stderr.read_text().splitlines() if "WARNING" in line)
+    pytest.fail(
+        f"Jaeger holds {seen} of the {EXPECTED_SPANS} spans of trace {trace_id} after {ARRIVAL_S:.0f} s:\n{drawn}"
+        f"\n--- the sidecar's warnings:\n{warnings}\n--- Jaeger's log:\n{jaeger.log_tail()}"
+    )
 
 
 # ---------------------------------------------------------------- the tests
@@ -394,9 +414,8 @@ def test_every_attempt_is_visible_in_jaeger(
     expected = f"traces over OTLP {protocol} to {jaeger.otlp_endpoint(protocol)}"
     assert any(expected in line for line in served.banner), served.banner
     agent_provider = TracerProvider(resource=Resource.create({"service.name": "agent"}))
-    agent_provider.add_span_processor(
-        SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"127.0.0.1:{jaeger.otlp_grpc}", insecure=True))
-    )
+    agent_exporter = _Told(OTLPSpanExporter(endpoint=f"127.0.0.1:{jaeger.otlp_grpc}", insecure=True))
+    agent_provider.add_span_processor(SimpleSpanProcessor(agent_exporter))
     tracer = agent_provider.get_tracer("agent")
     propagator = TraceContextTextMapPropagator()
     provider.server.script("fake-gpt", [{"preset": "rate_limit"}, {"preset": "overloaded"}, {"preset": "bad_json"}])
@@ -423,11 +442,12 @@ def test_every_attempt_is_visible_in_jaeger(
             trace_id = format(turn.get_span_context().trace_id, "032x")
     finally:
         agent_provider.shutdown()
+    assert agent_exporter.results == [SpanExportResult.SUCCESS], "the agent's own span was not exported"
     assert (reply.attempts, reply.corrections) == (4, 1), reply
     assert (pb.FailureKind.Name(failed.failure.kind), failed.attempts) == ("FAILURE_KIND_EXTERNAL_SERVICE", 2), failed
     assert (pb.FailureKind.Name(refused.failure.kind), refused.attempts) == ("FAILURE_KIND_CIRCUIT_OPEN", 0), refused
 
-    t = _wait_for_trace(jaeger, trace_id)
+    t = _wait_for_trace(jaeger, served, trace_id)
     drawn = t.draw()
     assert len(t.spans) == EXPECTED_SPANS, drawn
 
