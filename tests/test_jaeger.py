@@ -379,7 +379,7 @@ def logs(span: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _wait_for_trace(jaeger: Jaeger, served: Served, trace_id: str) -> JTrace:
     deadline = time.monotonic() + ARRIVAL_S
-    seen, drawn = 0, "nothing"
+    seen, last = 0, None
     while time.monotonic() < deadline:
         try:
             data = jaeger.api(f"traces/{trace_id}")["data"]
@@ -388,11 +388,12 @@ def _wait_for_trace(jaeger: Jaeger, served: Served, trace_id: str) -> JTrace:
                 raise
             data = []
         if data:
-            seen, drawn = len(data[0]["spans"]), JTrace(data[0]).draw()
+            seen, last = len(data[0]["spans"]), data[0]
             if seen >= EXPECTED_SPANS:
                 time.sleep(0.5)  # anything late would show now
                 return JTrace(jaeger.api(f"traces/{trace_id}")["data"][0])
         time.sleep(0.2)
+    drawn = JTrace(last).draw() if last is not None else "nothing"
     warnings = "\n".join(line for line in served.stderr.read_text().splitlines() if "WARNING" in line)
     pytest.fail(
         f"Jaeger holds {seen} of the {EXPECTED_SPANS} spans of trace {trace_id} after {ARRIVAL_S:.0f} s:\n{drawn}"
