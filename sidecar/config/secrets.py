@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -18,10 +19,11 @@ if TYPE_CHECKING:
     from sidecar.config.document import Config
 
 __all__ = [
-    "AWS_SECRETS",
+    "AWS_ENVIRONMENT",
     "CREDENTIAL_HEADER",
     "ENV",
     "FROM_ENVIRONMENT",
+    "AwsEnvironment",
     "discover",
     "expand",
     "literal_secrets",
@@ -34,8 +36,31 @@ _URL = re.compile(r"^https?://[^\s]+$")
 """A value read from the environment that is a whole URL: an address to show, save for its password."""
 CREDENTIAL_HEADER = re.compile(r"(?i)auth|token|secret|key|cookie|password")
 """A header whose name matches carries a credential: its value is one of ``Config.secrets``."""
-AWS_SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK")
-"""The environment variables a Bedrock provider's credentials come from (``formats.bedrock_converse``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AwsEnvironment:
+    """The environment variables a Bedrock provider's credentials come from, each by what it holds.
+
+    The one list: ``formats.bedrock_converse`` reads its credentials from exactly these (botocore's
+    ``EnvProvider`` given them as its mapping, the bearer key by name), and ``discover`` makes the
+    value of every one a secret, the access key id included (it is in every SigV4 ``Authorization``).
+    """
+
+    access_key: str = "AWS_ACCESS_KEY_ID"
+    secret_key: str = "AWS_SECRET_ACCESS_KEY"
+    tokens: tuple[str, ...] = ("AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN")
+    """A session token: the first set of these (botocore's order; ``AWS_SECURITY_TOKEN`` is the older name)."""
+    bearer: str = "AWS_BEARER_TOKEN_BEDROCK"
+    """A Bedrock API key, sent as ``Authorization: Bearer`` (the provider's ``api_key`` comes first)."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every variable above: each one's value is a secret."""
+        return (self.access_key, self.secret_key, *self.tokens, self.bearer)
+
+
+AWS_ENVIRONMENT = AwsEnvironment()
 FROM_ENVIRONMENT = "secrets_from_environment"
 """The validation context's key for the values ``expand`` read from the environment."""
 
@@ -108,10 +133,12 @@ def discover(config: Config, from_environment: Iterable[str] = ()) -> tuple[str,
     """What is masked wherever text leaves the sidecar, longest first.
 
     Every value read from the environment (``${NAME}``, ``from_environment``) but a whole ``http(s)://``
-    URL, which is an address (only its ``user:password@`` password is a secret); each provider's API key;
-    with a Bedrock provider, the AWS credentials its format reads from the environment (``AWS_SECRETS``);
-    the value of every provider or tool header named like a credential (``CREDENTIAL_HEADER``), and the
-    part after its scheme word (``Bearer <token>``); a password written in a URL (``user:pass@``).
+    URL, which is an address (only its ``user:password@`` password is a secret); each provider's API key
+    and Azure Entra token; the agents' and the operators' tokens; with a Bedrock provider, the value of
+    every variable its credentials come from (``AWS_ENVIRONMENT``: the access key id, the secret key,
+    the session token, the bearer key); the value of every provider, tool or MCP server header and MCP
+    server ``env`` variable named like a credential (``CREDENTIAL_HEADER``), and the part after its
+    scheme word (``Bearer <token>``); a password written in a URL (``user:pass@``).
     """
     found = [*from_environment]
     found += [p.api_key.get_secret_value() for p in config.providers.values() if p.api_key]
@@ -132,5 +159,5 @@ def discover(config: Config, from_environment: Iterable[str] = ()) -> tuple[str,
     if config.state.url:
         found.append(password(config.state.url))
     if any(p.wire_format == "bedrock_converse" for p in config.providers.values()):
-        found += [os.environ.get(name, "") for name in AWS_SECRETS]  # read by the format itself, not ${NAME}
+        found += [os.environ.get(name, "") for name in AWS_ENVIRONMENT.names]  # read by the format, not ${NAME}
     return tuple(sorted({k for k in found if len(k) >= MIN_SECRET_CHARS}, key=len, reverse=True))
