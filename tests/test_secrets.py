@@ -563,6 +563,32 @@ def test_the_secrets_include_credential_headers_and_url_passwords() -> None:
     assert set(cfg.secrets) == {"Basic dXNlcjpwYXNz", "dXNlcjpwYXNz", "hunter22", "tok-12345"}
 
 
+def test_the_credentials_a_url_carries_are_secrets_wherever_the_url_is_configured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SEARCH_URL", "https://search.example/v1?key=qk-from-env-7890")
+    params = {"type": "object", "properties": {"token": {"type": "string"}}, "required": ["token"]}
+    tool = {"description": "d", "kind": "search", "service": "s", "parameters": params}
+    cfg = parse_config(
+        yaml.safe_dump(
+            {
+                "providers": {
+                    "p": {"wire_format": "openai", "base_url": "https://api.example/v1?api-key=qk-prov-1234"}
+                },
+                "tools": {
+                    "t": {**tool, "url": "${SEARCH_URL}&q={token}"},  # a placeholder is the agent's, not ours
+                    "u": {**tool, "url": "https://h/x?token={token}&n=1"},
+                },
+                "mcp_servers": {
+                    "m": {"command": ["mcp-db"], "env": {"DATABASE_URL": "postgres://app:pg-pass-9012@db/x"}},
+                },
+                "state": {"backend": "redis", "url": "redis://app@redis:6379/0?password=rd-pass-3456"},
+            }
+        )
+    )
+    assert set(cfg.secrets) == {"qk-from-env-7890", "qk-prov-1234", "pg-pass-9012", "rd-pass-3456"}
+
+
 def test_every_credential_the_bedrock_format_signs_with_is_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     """The access key id, the secret key and a session token under either of botocore's names, and the
     bearer key: read from the environment by the format itself, each one of ``Config.secrets``, and

@@ -8,7 +8,7 @@ import os
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from sidecar.config.errors import ConfigError
 from sidecar.core.redact import MIN_SECRET_CHARS
@@ -28,12 +28,14 @@ __all__ = [
     "expand",
     "literal_secrets",
     "password",
+    "url_secrets",
 ]
 
 ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 """``${NAME}`` or ``${NAME:-default}``: a value read from the environment."""
 _URL = re.compile(r"^https?://[^\s]+$")
-"""A value read from the environment that is a whole URL: an address to show, save for its password."""
+"""A value read from the environment that is a whole URL: an address to show, save for its credentials
+(``url_secrets``)."""
 CREDENTIAL_HEADER = re.compile(r"(?i)auth|token|secret|key|cookie|password")
 """A header whose name matches carries a credential: its value is one of ``Config.secrets``."""
 
@@ -73,6 +75,18 @@ def password(url: str) -> str:
         return ""
 
 
+def url_secrets(url: str) -> list[str]:
+    """The credentials a URL carries: its ``user:password@`` password, and the value of every query
+    parameter named like a credential (``?key=``, ``?api_key=``, redis-py's ``?password=``) but a
+    ``{param}`` a tool call fills in."""
+    try:
+        query = parse_qsl(urlsplit(url).query)
+    except ValueError:  # not a URL urlsplit can read: nothing to find
+        return []
+    named = [v for k, v in query if CREDENTIAL_HEADER.search(k) and "{" not in v]
+    return [password(url), *named]
+
+
 def expand(value: Any, path: str, found: list[str]) -> Any:
     """``value`` with every ``${NAME}`` replaced from the environment; ``found`` collects what came in."""
     if isinstance(value, dict):
@@ -88,7 +102,7 @@ def expand(value: Any, path: str, found: list[str]) -> Any:
                 if default is not None:
                     return default
                 raise ConfigError(f"{path}: environment variable {name} is not set (the value is ${{{name}}})")
-            found.append(password(got) if _URL.match(got) else got)  # a URL is an address, not a secret
+            found.extend(url_secrets(got) if _URL.match(got) else [got])  # a URL is an address, not a secret
             return got
 
         return ENV.sub(sub, value)
@@ -138,7 +152,8 @@ def discover(config: Config, from_environment: Iterable[str] = ()) -> tuple[str,
     every variable its credentials come from (``AWS_ENVIRONMENT``: the access key id, the secret key,
     the session token, the bearer key); the value of every provider, tool or MCP server header and MCP
     server ``env`` variable named like a credential (``CREDENTIAL_HEADER``), and the part after its
-    scheme word (``Bearer <token>``); a password written in a URL (``user:pass@``).
+    scheme word (``Bearer <token>``); the credentials of every URL configured (``url_secrets``: the
+    providers', tools', MCP servers' and the state backend's, and one in a header or ``env`` value).
     """
     found = [*from_environment]
     found += [p.api_key.get_secret_value() for p in config.providers.values() if p.api_key]
@@ -146,18 +161,18 @@ def discover(config: Config, from_environment: Iterable[str] = ()) -> tuple[str,
     http_tools = config.http_tools.values()
     headers = [p.headers for p in config.providers.values()] + [t.headers for t in http_tools]
     headers += [m.headers for m in config.mcp_servers.values()] + [m.env for m in config.mcp_servers.values()]
+    urls = [p.base_url for p in config.providers.values()] + [t.url for t in http_tools]
+    urls += [m.url for m in config.mcp_servers.values() if m.url] + [config.state.url or ""]
     for name, value in ((k, v.strip()) for h in headers for k, v in h.items()):
         if CREDENTIAL_HEADER.search(name):
             found += [value, value.partition(" ")[2].strip()]
-    urls = [p.base_url for p in config.providers.values()] + [t.url for t in http_tools]
-    for url in urls + [m.url for m in config.mcp_servers.values() if m.url]:
-        found.append(password(url))
+        urls.append(value)  # a URL in any header or env value (DATABASE_URL=postgres://u:p@h): its credentials
+    for url in urls:
+        found += url_secrets(url)
     if config.server.auth is not None:
         found += [t.get_secret_value() for t in config.server.auth.tokens]
     if config.server.admin is not None:
         found += [t.get_secret_value() for t in config.server.admin.tokens]
-    if config.state.url:
-        found.append(password(config.state.url))
     if any(p.wire_format == "bedrock_converse" for p in config.providers.values()):
         found += [os.environ.get(name, "") for name in AWS_ENVIRONMENT.names]  # read by the format, not ${NAME}
     return tuple(sorted({k for k in found if len(k) >= MIN_SECRET_CHARS}, key=len, reverse=True))
