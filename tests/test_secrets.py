@@ -34,13 +34,16 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from sidecar_client import AsyncSidecarClient, SidecarError, pb, user
 
-from sidecar.config import Config, parse_config
+from sidecar.config import AWS_ENVIRONMENT, Config, parse_config
 from sidecar.core.clock import FakeClock
 from sidecar.core.redact import REDACTED, mask_keys, mask_secrets, redact_body, secret_forms
+from sidecar.core.split_secrets import HOLD_FROM
 from sidecar.core.text import endpoint_of
 from sidecar.core.tool_failures import Observation, classify
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
+from sidecar.fakes._bedrock import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 from sidecar.providers.errors import Target, classify_response
+from sidecar.providers.formats.bedrock_converse.upstream import BedrockUpstream
 from sidecar.server.app import SidecarApp, running
 from sidecar.server.grpc.masking import SecretMaskingInterceptor
 from sidecar.server.grpc.spans import ServerSpanInterceptor
@@ -65,14 +68,14 @@ PROPERTY = settings(max_examples=300, deadline=None, derandomize=True, database=
 # ---------------------------------------------------------------- what "leaked" means
 
 
-def leaks(text: str) -> list[str]:
+def leaks(text: str, secrets: list[str] = ALL) -> list[str]:
     """Every form of a configured secret in ``text``, and the marker itself if it is there."""
-    found = [form for secret in ALL for form in secret_forms(secret) if form in text]
+    found = [form for secret in secrets for form in secret_forms(secret) if form in text]
     return found + ([MARK] if MARK in text else [])
 
 
-def assert_clean(text: str, where: str) -> None:
-    found = leaks(text)
+def assert_clean(text: str, where: str, secrets: list[str] = ALL) -> None:
+    found = leaks(text, secrets)
     assert not found, f"{where} leaked {found[:3]}: {text[:300]!r}"
 
 
@@ -143,31 +146,35 @@ class Leaky:
         return caught.value, rpc
 
     def assert_telemetry_clean(self) -> None:
-        """No log line, span (name, attribute, event, link, status) or metric label holds a secret."""
-        for line in self.lines.text.splitlines():
-            assert_clean(line, "log line")
-            for text in strings(json.loads(line)):
-                assert_clean(text, "log field")
-        spans = self.otel.spans()
-        assert spans
-        for s in spans:
-            assert_clean(s.name, "span name")
-            assert_clean(s.status.description or "", f"status of {s.name}")
-            for k, v in (s.attributes or {}).items():
+        assert_telemetry_clean(self.lines, self.otel)
+
+
+def assert_telemetry_clean(lines: Lines, otel: InMemoryTelemetry, secrets: list[str] = ALL) -> None:
+    """No log line, span (name, attribute, event, link, status) or metric label holds a secret."""
+    for line in lines.text.splitlines():
+        assert_clean(line, "log line", secrets)
+        for text in strings(json.loads(line)):
+            assert_clean(text, "log field", secrets)
+    spans = otel.spans()
+    assert spans
+    for s in spans:
+        assert_clean(s.name, "span name", secrets)
+        assert_clean(s.status.description or "", f"status of {s.name}", secrets)
+        for k, v in (s.attributes or {}).items():
+            for text in strings(v):
+                assert_clean(text, f"{s.name} {k}", secrets)
+        for e in s.events:
+            assert_clean(e.name, f"event of {s.name}", secrets)
+            for k, v in (e.attributes or {}).items():
                 for text in strings(v):
-                    assert_clean(text, f"{s.name} {k}")
-            for e in s.events:
-                assert_clean(e.name, f"event of {s.name}")
-                for k, v in (e.attributes or {}).items():
-                    for text in strings(v):
-                        assert_clean(text, f"{s.name} event {e.name} {k}")
-            for link in s.links:
-                for text in strings(dict(link.attributes or {})):
-                    assert_clean(text, f"link of {s.name}")
-        for name, points in self.otel.metrics().items():
-            for point in points:
-                for text in strings(dict(point.attributes or {})):
-                    assert_clean(text, f"metric {name} label")
+                    assert_clean(text, f"{s.name} event {e.name} {k}", secrets)
+        for link in s.links:
+            for text in strings(dict(link.attributes or {})):
+                assert_clean(text, f"link of {s.name}", secrets)
+    for name, points in otel.metrics().items():
+        for point in points:
+            for text in strings(dict(point.attributes or {})):
+                assert_clean(text, f"metric {name} label", secrets)
 
 
 def leaky_config(provider_url: str, backend_url: str) -> str:
@@ -556,6 +563,56 @@ def test_the_secrets_include_credential_headers_and_url_passwords() -> None:
     assert set(cfg.secrets) == {"Basic dXNlcjpwYXNz", "dXNlcjpwYXNz", "hunter22", "tok-12345"}
 
 
+def test_the_credentials_a_url_carries_are_secrets_wherever_the_url_is_configured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SEARCH_URL", "https://search.example/v1?key=qk-from-env-7890")
+    params = {"type": "object", "properties": {"token": {"type": "string"}}, "required": ["token"]}
+    tool = {"description": "d", "kind": "search", "service": "s", "parameters": params}
+    cfg = parse_config(
+        yaml.safe_dump(
+            {
+                "providers": {
+                    "p": {"wire_format": "openai", "base_url": "https://api.example/v1?api-key=qk-prov-1234"}
+                },
+                "tools": {
+                    "t": {**tool, "url": "${SEARCH_URL}&q={token}"},  # a placeholder is the agent's, not ours
+                    "u": {**tool, "url": "https://h/x?token={token}&n=1"},
+                },
+                "mcp_servers": {
+                    "m": {"command": ["mcp-db"], "env": {"DATABASE_URL": "postgres://app:pg-pass-9012@db/x"}},
+                },
+                "state": {"backend": "redis", "url": "redis://app@redis:6379/0?password=rd-pass-3456"},
+            }
+        )
+    )
+    assert set(cfg.secrets) == {"qk-from-env-7890", "qk-prov-1234", "pg-pass-9012", "rd-pass-3456"}
+
+
+def test_every_credential_the_bedrock_format_signs_with_is_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The access key id, the secret key and a session token under either of botocore's names, and the
+    bearer key: read from the environment by the format itself, each one of ``Config.secrets``, and
+    nothing the format sends is left unmasked by them."""
+    for name in AWS_ENVIRONMENT.names:
+        monkeypatch.delenv(name, raising=False)
+    config = {"providers": {"bed": {"wire_format": "bedrock_converse", "base_url": "https://h", "region": "us-east-1"}}}
+    assert Config.model_validate(config).secrets == ()
+    for token_name in AWS_ENVIRONMENT.tokens:
+        values = {AWS_ENVIRONMENT.access_key: "AKIDEXAMPLE", AWS_ENVIRONMENT.secret_key: FAKE_SECRET_KEY}
+        for name, value in {**values, token_name: SESSION_TOKEN}.items():
+            monkeypatch.setenv(name, value)
+        cfg = Config.model_validate(config)
+        assert set(cfg.secrets) == {"AKIDEXAMPLE", FAKE_SECRET_KEY, SESSION_TOKEN}
+        headers = BedrockUpstream(cfg.providers["bed"]).sign("POST", "https://h/model/m/converse", {}, b"{}")
+        assert headers["x-amz-security-token"] == SESSION_TOKEN  # the format read the token by that name
+        assert "Credential=AKIDEXAMPLE/" in headers["authorization"]
+        shown = mask_secrets(json.dumps(headers), cfg.secrets)
+        assert not [v for v in (*values.values(), SESSION_TOKEN) if v in shown], shown
+        monkeypatch.delenv(token_name)
+    monkeypatch.setenv(AWS_ENVIRONMENT.bearer, "ABSKQmVkcm9ja0FQSUtleS1example")
+    assert "ABSKQmVkcm9ja0FQSUtleS1example" in Config.model_validate(config).secrets
+
+
 def test_the_secrets_are_found_once_at_load_and_kept_by_a_copy(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ONCE_KEY", "sk-once-0123456789")
     cfg = parse_config(
@@ -649,3 +706,162 @@ async def test_with_no_secret_configured_the_handler_is_left_as_it_is() -> None:
 def test_text_without_a_secret_is_left_as_it_is(text: str) -> None:
     assume(MARK not in text)
     assert mask_secrets(text, ALL) == text
+
+
+# ---------------------------------------------------------------- a Bedrock upstream that echoes what it was sent
+
+BEDROCK_MODEL = "anthropic.claude-sonnet-4-20250514-v1:0"
+SESSION_TOKEN = "IQoJb3JpZ2luX2VjEXAMPLE/session+token=="
+GATEWAY_TOKEN = "gw-token-for-the-bedrock-gateway"
+ADMIN_TOKEN = "admin-token-0123456789abcdef"
+AWS_CREDENTIALS = [FAKE_ACCESS_KEY, FAKE_SECRET_KEY, SESSION_TOKEN]
+BEDROCK_SECRETS = [*AWS_CREDENTIALS, GATEWAY_TOKEN, ADMIN_TOKEN]
+ECHOED = [
+    re.compile(rf"{head}.{{0,{HOLD_FROM - 1}}}«redacted»{tail}")
+    for head, tail in (("Credential=", "/"), ("x-amz-security-token: ", "\n"), ("x-gateway-token: ", "\n"))
+]
+"""What a reply echoing the signed request's headers says, its credentials masked (in a stream, a
+secret's first characters may go out before it is known to be one: ``core.split_secrets``)."""
+SPLIT = 7
+"""The fake's delta size in a stream: the 20-character access key id comes across three or four deltas."""
+
+
+@dataclass
+class Echoing:
+    app: SidecarApp
+    client: AsyncSidecarClient
+    provider: FakeProvider
+    otel: InMemoryTelemetry
+    lines: Lines
+    http: httpx.AsyncClient
+
+    def echo(self, *, stream: bool = False) -> None:
+        step: dict[str, Any] = {"echo_headers": True, **({"delta_chars": SPLIT} if stream else {})}
+        self.provider.script(BEDROCK_MODEL, [step])
+
+
+@pytest_asyncio.fixture(params=["AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"])
+async def echoing(
+    request: pytest.FixtureRequest,
+    provider: ThreadedServer[FakeProvider],
+    otel: InMemoryTelemetry,
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[Echoing]:
+    """A sidecar whose Bedrock provider signs with SigV4 from the environment (a session token under
+    either name botocore reads), a gateway header from ``${NAME}``, admin tokens, both ports."""
+    env = {"AWS_ACCESS_KEY_ID": FAKE_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": FAKE_SECRET_KEY, request.param: SESSION_TOKEN}
+    for name in ("AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_BEARER_TOKEN_BEDROCK"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {**env, "GATEWAY_TOKEN": GATEWAY_TOKEN, "ADMIN_TOKEN": ADMIN_TOKEN}.items():
+        monkeypatch.setenv(name, value)
+    model = {"context_window": 8000, "max_output_tokens": 2048, "default_output_tokens": 256}
+    bed = {"wire_format": "bedrock_converse", "base_url": provider.url, "region": "us-west-2"}
+    cfg = {
+        "server": {"listen": "127.0.0.1:0", "grace_period_s": 5, "admin": {"tokens": ["${ADMIN_TOKEN}"]}},
+        "http": {"listen": "127.0.0.1:0"},
+        "telemetry": {"record_content": True},
+        "providers": {"bed": {**bed, "headers": {"x-gateway-token": "${GATEWAY_TOKEN}"}}},
+        "models": {"bed": {"provider": "bed", "upstream_model": BEDROCK_MODEL, **model}},
+    }
+    config = parse_config(yaml.safe_dump(cfg), "echoing.yaml")
+    lines = Lines(config.secrets)
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(lines.handler)
+    root.setLevel(logging.DEBUG)
+    otel.clear()
+    try:
+        spans = [ServerSpanInterceptor()]
+        async with running(
+            config, listen="127.0.0.1:0", clock=FakeClock(), rng=random.Random(7), interceptors=spans
+        ) as app:
+            assert app.http is not None
+            client = AsyncSidecarClient(app.address)
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{app.http.port}", timeout=30) as http:
+                yield Echoing(app, client, provider.server, otel, lines, http)
+            await client.close()
+    finally:
+        root.removeHandler(lines.handler)
+        root.setLevel(level)
+
+
+def assert_echoed_clean(text: str, where: str) -> None:
+    """``text`` says what the signed request carried, and none of the credentials themselves."""
+    for said in ECHOED:
+        assert said.search(text), f"{where} does not echo {said.pattern!r}: {text[:600]!r}"
+    assert_clean(text, where, BEDROCK_SECRETS)
+
+
+FRONTS = {  # door: (path, the request's body)
+    "openai": ("/v1/chat/completions", {"model": "bed", "messages": [{"role": "user", "content": "hi"}]}),
+    "anthropic": ("/v1/messages", {"model": "bed", "max_tokens": 256, "messages": [{"role": "user", "content": "hi"}]}),
+    "responses": ("/v1/responses", {"model": "bed", "input": "hi"}),
+}
+
+
+def whole_text(door: str, body: dict[str, Any]) -> str:
+    if door == "openai":
+        return str(body["choices"][0]["message"]["content"])
+    if door == "anthropic":
+        return "".join(b["text"] for b in body["content"] if b["type"] == "text")
+    return "".join(c["text"] for item in body["output"] if item["type"] == "message" for c in item["content"])
+
+
+def streamed_text(door: str, raw: str) -> str:
+    """The text deltas of a streamed answer, joined."""
+    out = []
+    for line in raw.splitlines():
+        if not line.startswith("data:") or line == "data: [DONE]":
+            continue
+        data = json.loads(line.removeprefix("data:"))
+        if door == "openai" and data.get("choices"):
+            out.append(data["choices"][0]["delta"].get("content") or "")
+        elif door == "anthropic" and data.get("type") == "content_block_delta":
+            out.append(data["delta"].get("text", ""))
+        elif door == "responses" and data.get("type") == "response.output_text.delta":
+            out.append(data["delta"])
+    return "".join(out)
+
+
+async def test_a_bedrock_reply_echoing_the_signed_headers_shows_no_credential_at_any_door(echoing: Echoing) -> None:
+    """The access key id (in SigV4's ``Credential=``), the session token, a gateway header's token: none
+    goes out through CallModel, StreamModel (a key split across deltas), any HTTP front whole or
+    streamed, a span, a log line, a metric label or the state view."""
+    echoing.echo()
+    reply = await echoing.client.call_model("bed", [user("hi")])
+    assert_echoed_clean(reply.message.text, "CallModel")
+    assert_message_clean(reply, "CallModel response")
+    for text in strings(json_format.MessageToDict(reply)):
+        assert_clean(text, "CallModel response", BEDROCK_SECRETS)
+    sent = echoing.provider.requests(model=BEDROCK_MODEL)[-1]["headers"]
+    assert f"Credential={FAKE_ACCESS_KEY}/" in sent["authorization"]  # what the fake was sent, and echoed
+    assert sent["x-amz-security-token"] == SESSION_TOKEN
+
+    echoing.echo(stream=True)
+    events = [e async for e in echoing.client.stream_model("bed", [user("hi")])]
+    deltas = [e.text.text for e in events if e.WhichOneof("event") == "text"]
+    assert len(deltas) > 1
+    assert_echoed_clean("".join(deltas), "StreamModel deltas")
+    assert_echoed_clean(events[-1].final.message.text, "StreamModel final")
+    for event in events:
+        for text in strings(json_format.MessageToDict(event)):
+            assert_clean(text, "StreamModel event", BEDROCK_SECRETS)
+
+    for door, (path, body) in FRONTS.items():
+        echoing.echo()
+        whole = await echoing.http.post(path, json=body)
+        assert whole.status_code == 200, whole.text
+        assert_echoed_clean(whole_text(door, whole.json()), f"{door} front")
+        assert_clean(whole.text + str(whole.headers), f"{door} front", BEDROCK_SECRETS)
+        echoing.echo(stream=True)
+        streamed = await echoing.http.post(path, json={**body, "stream": True})
+        assert streamed.status_code == 200, streamed.text
+        assert_echoed_clean(streamed_text(door, streamed.text), f"{door} front, streamed")
+        assert_clean(streamed.text + str(streamed.headers), f"{door} front, streamed", BEDROCK_SECRETS)
+
+    view = await echoing.http.get("/admin/state", headers={"authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert view.status_code == 200, view.text
+    assert_clean(view.text, "the state view", BEDROCK_SECRETS)
+    assert_telemetry_clean(echoing.lines, echoing.otel, BEDROCK_SECRETS)
+    spoken = [v for s in echoing.otel.spans() for v in (s.attributes or {}).values() if isinstance(v, str)]
+    assert any("Credential=«redacted»/" in v for v in spoken)  # the echoed reply is recorded (content on), masked

@@ -65,6 +65,7 @@ from sidecar.config.checks import workers_refusal
 from sidecar.config.document import Config
 from sidecar.config.errors import ConfigError
 from sidecar.config.loading import load_config, load_default_config, parse_config
+from sidecar.config.secrets import AWS_ENVIRONMENT, AwsEnvironment
 from sidecar.config.sections import (
     HttpConfig,
     PolicyConfig,
@@ -78,6 +79,7 @@ from sidecar.config.tools import AnyToolConfig, GuardrailConfig, McpServerConfig
 from sidecar.core.settings import PRESETS, CircuitConfig, Quirk, ServiceConfig, Window, Windows
 
 __all__ = [
+    "AWS_ENVIRONMENT",
     "DEFAULT_CHECK_TIME_LIMIT_S",
     "DEFAULT_CONFIG",
     "DEFAULT_GRACE_PERIOD_S",
@@ -106,6 +108,7 @@ __all__ = [
     "MIN_TOKEN_CHARS",
     "PRESETS",
     "AnyToolConfig",
+    "AwsEnvironment",
     "CircuitConfig",
     "Config",
     "ConfigError",

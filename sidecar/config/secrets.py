@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from sidecar.config.errors import ConfigError
 from sidecar.core.redact import MIN_SECRET_CHARS
@@ -18,24 +19,50 @@ if TYPE_CHECKING:
     from sidecar.config.document import Config
 
 __all__ = [
-    "AWS_SECRETS",
+    "AWS_ENVIRONMENT",
     "CREDENTIAL_HEADER",
     "ENV",
     "FROM_ENVIRONMENT",
+    "AwsEnvironment",
     "discover",
     "expand",
     "literal_secrets",
     "password",
+    "url_secrets",
 ]
 
 ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 """``${NAME}`` or ``${NAME:-default}``: a value read from the environment."""
 _URL = re.compile(r"^https?://[^\s]+$")
-"""A value read from the environment that is a whole URL: an address to show, save for its password."""
+"""A value read from the environment that is a whole URL: an address to show, save for its credentials
+(``url_secrets``)."""
 CREDENTIAL_HEADER = re.compile(r"(?i)auth|token|secret|key|cookie|password")
 """A header whose name matches carries a credential: its value is one of ``Config.secrets``."""
-AWS_SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK")
-"""The environment variables a Bedrock provider's credentials come from (``formats.bedrock_converse``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AwsEnvironment:
+    """The environment variables a Bedrock provider's credentials come from, each by what it holds.
+
+    The one list: ``formats.bedrock_converse`` reads its credentials from exactly these (botocore's
+    ``EnvProvider`` given them as its mapping, the bearer key by name), and ``discover`` makes the
+    value of every one a secret, the access key id included (it is in every SigV4 ``Authorization``).
+    """
+
+    access_key: str = "AWS_ACCESS_KEY_ID"
+    secret_key: str = "AWS_SECRET_ACCESS_KEY"
+    tokens: tuple[str, ...] = ("AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN")
+    """A session token: the first set of these (botocore's order; ``AWS_SECURITY_TOKEN`` is the older name)."""
+    bearer: str = "AWS_BEARER_TOKEN_BEDROCK"
+    """A Bedrock API key, sent as ``Authorization: Bearer`` (the provider's ``api_key`` comes first)."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every variable above: each one's value is a secret."""
+        return (self.access_key, self.secret_key, *self.tokens, self.bearer)
+
+
+AWS_ENVIRONMENT = AwsEnvironment()
 FROM_ENVIRONMENT = "secrets_from_environment"
 """The validation context's key for the values ``expand`` read from the environment."""
 
@@ -46,6 +73,18 @@ def password(url: str) -> str:
         return urlsplit(url).password or ""
     except ValueError:  # not a URL urlsplit can read (a bracket left open): no password to find
         return ""
+
+
+def url_secrets(url: str) -> list[str]:
+    """The credentials a URL carries: its ``user:password@`` password, and the value of every query
+    parameter named like a credential (``?key=``, ``?api_key=``, redis-py's ``?password=``) but a
+    ``{param}`` a tool call fills in."""
+    try:
+        query = parse_qsl(urlsplit(url).query)
+    except ValueError:  # not a URL urlsplit can read: nothing to find
+        return []
+    named = [v for k, v in query if CREDENTIAL_HEADER.search(k) and "{" not in v]
+    return [password(url), *named]
 
 
 def expand(value: Any, path: str, found: list[str]) -> Any:
@@ -63,7 +102,7 @@ def expand(value: Any, path: str, found: list[str]) -> Any:
                 if default is not None:
                     return default
                 raise ConfigError(f"{path}: environment variable {name} is not set (the value is ${{{name}}})")
-            found.append(password(got) if _URL.match(got) else got)  # a URL is an address, not a secret
+            found.extend(url_secrets(got) if _URL.match(got) else [got])  # a URL is an address, not a secret
             return got
 
         return ENV.sub(sub, value)
@@ -108,10 +147,13 @@ def discover(config: Config, from_environment: Iterable[str] = ()) -> tuple[str,
     """What is masked wherever text leaves the sidecar, longest first.
 
     Every value read from the environment (``${NAME}``, ``from_environment``) but a whole ``http(s)://``
-    URL, which is an address (only its ``user:password@`` password is a secret); each provider's API key;
-    with a Bedrock provider, the AWS credentials its format reads from the environment (``AWS_SECRETS``);
-    the value of every provider or tool header named like a credential (``CREDENTIAL_HEADER``), and the
-    part after its scheme word (``Bearer <token>``); a password written in a URL (``user:pass@``).
+    URL, which is an address (only its ``user:password@`` password is a secret); each provider's API key
+    and Azure Entra token; the agents' and the operators' tokens; with a Bedrock provider, the value of
+    every variable its credentials come from (``AWS_ENVIRONMENT``: the access key id, the secret key,
+    the session token, the bearer key); the value of every provider, tool or MCP server header and MCP
+    server ``env`` variable named like a credential (``CREDENTIAL_HEADER``), and the part after its
+    scheme word (``Bearer <token>``); the credentials of every URL configured (``url_secrets``: the
+    providers', tools', MCP servers' and the state backend's, and one in a header or ``env`` value).
     """
     found = [*from_environment]
     found += [p.api_key.get_secret_value() for p in config.providers.values() if p.api_key]
@@ -119,18 +161,18 @@ def discover(config: Config, from_environment: Iterable[str] = ()) -> tuple[str,
     http_tools = config.http_tools.values()
     headers = [p.headers for p in config.providers.values()] + [t.headers for t in http_tools]
     headers += [m.headers for m in config.mcp_servers.values()] + [m.env for m in config.mcp_servers.values()]
+    urls = [p.base_url for p in config.providers.values()] + [t.url for t in http_tools]
+    urls += [m.url for m in config.mcp_servers.values() if m.url] + [config.state.url or ""]
     for name, value in ((k, v.strip()) for h in headers for k, v in h.items()):
         if CREDENTIAL_HEADER.search(name):
             found += [value, value.partition(" ")[2].strip()]
-    urls = [p.base_url for p in config.providers.values()] + [t.url for t in http_tools]
-    for url in urls + [m.url for m in config.mcp_servers.values() if m.url]:
-        found.append(password(url))
+        urls.append(value)  # a URL in any header or env value (DATABASE_URL=postgres://u:p@h): its credentials
+    for url in urls:
+        found += url_secrets(url)
     if config.server.auth is not None:
         found += [t.get_secret_value() for t in config.server.auth.tokens]
     if config.server.admin is not None:
         found += [t.get_secret_value() for t in config.server.admin.tokens]
-    if config.state.url:
-        found.append(password(config.state.url))
     if any(p.wire_format == "bedrock_converse" for p in config.providers.values()):
-        found += [os.environ.get(name, "") for name in AWS_SECRETS]  # read by the format itself, not ${NAME}
+        found += [os.environ.get(name, "") for name in AWS_ENVIRONMENT.names]  # read by the format, not ${NAME}
     return tuple(sorted({k for k in found if len(k) >= MIN_SECRET_CHARS}, key=len, reverse=True))

@@ -74,6 +74,9 @@ the step's ``categories`` filtered, default hate; Anthropic as ``content_policy`
 ``truncated``, ``bad_json``, ``missing_fields``, ``refusal``.  ``categories`` (a list of hate,
 jailbreak, self_harm, sexual, violence) also makes an OpenAI reply that finishes ``content_filter``
 carry Azure's ``content_filter_results``.  ``status`` overrides a preset's status.
+``echo_headers: true`` (no preset, or ``reply``) answers a reply whose text is the request's
+headers as they came, a ``name: value`` line each: the credentials the client sent (a key, a SigV4
+``Authorization``, a session token), whole or streamed, as an upstream that echoes its request.
 
 Streaming (provider only): a request with ``"stream": true`` gets the same reply as SSE, flushed
 event by event over chunked transfer-encoding -- OpenAI ``chat.completion.chunk`` data lines

@@ -49,6 +49,7 @@ PRESET_PARAMS = (
     "usage",
     "refuse_prefill",
     "categories",
+    "echo_headers",
     *STREAM_PARAMS,
 )
 FINISHES = ("stop", "length", "tool_calls", "content_filter", "refusal")
@@ -76,6 +77,10 @@ def validate_step(step: Step) -> None:
         k in USAGE_FIELDS and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in usage.items()
     ):
         raise ValueError(f"'usage' must be an object of token counts: {', '.join(USAGE_FIELDS)}")
+    if not isinstance(p.get("echo_headers", False), bool):
+        raise ValueError("'echo_headers' must be true or false")
+    if p.get("echo_headers") and (step.preset not in (None, "reply") or "text" in p or _is_error_step(step)):
+        raise ValueError("'echo_headers' is a reply's text: no 'text', preset but 'reply', body or error status")
     categories = p.get("categories", [])
     if not isinstance(categories, list) or not all(c in FILTER_CATEGORIES for c in categories):
         raise ValueError(f"'categories' must be a list of: {', '.join(FILTER_CATEGORIES)}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sidecar.core.clock import Clock, RealClock
@@ -223,6 +224,9 @@ class FakeProvider(FakeServer):
         ex = Exchange(record.seq, model, key, conversation, usage, self._prompt_cache, categories)
         if step is None:
             return render_default(wire, ex)
+        if step.params.get("echo_headers"):  # the reply's text: the request's headers, as they came
+            echoed = "\n".join(f"{name}: {value}" for name, value in request.headers.items())
+            step = replace(step, preset="reply", params={**step.params, "text": echoed})
         return render_step(step, wire, ex)
 
 

@@ -11,6 +11,7 @@ import pytest
 from sidecar.fakes import FakeProvider, ThreadedServer
 
 from .helpers import WIRES, chat, error_of, finish_of, script, text_of
+from .sse import assemble, body_for, events
 
 Srv = ThreadedServer[FakeProvider]
 
@@ -285,3 +286,34 @@ def test_unknown_preset_is_rejected(provider: Srv, client: httpx.Client) -> None
     resp = client.post(provider.url + "/_fake/script", json={"model": "m", "steps": [{"preset": "nope"}]})
     assert resp.status_code == 400
     assert "unknown preset" in resp.json()["error"]
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_echo_headers_answers_the_request_headers_as_the_reply_whole_or_streamed(
+    provider: Srv, client: httpx.Client, wire: str
+) -> None:
+    script(client, provider.url, [{"echo_headers": True}, {"echo_headers": True, "delta_chars": 5}], model="m")
+    whole = chat(client, provider.url, wire)
+    said = text_of(wire, whole.json()) or ""
+    sent = provider.server.requests()[-1]["headers"]
+    assert said == "\n".join(f"{name}: {value}" for name, value in sent.items())
+    assert ("authorization: Bearer sk-test-" if wire == "openai" else "x-api-key: sk-ant-test-") in said
+    got = assemble(wire, events(client, provider.url, wire, body_for(wire)))
+    assert len(got.deltas) > 1
+    sent = provider.server.requests()[-1]["headers"]
+    assert "".join(got.deltas) == "\n".join(f"{name}: {value}" for name, value in sent.items())
+
+
+ECHO_REFUSED = [
+    {"echo_headers": "yes"},
+    {"echo_headers": True, "text": "hi"},
+    {"echo_headers": True, "preset": "refusal"},
+    {"echo_headers": True, "status": 500},
+]
+
+
+@pytest.mark.parametrize("step", ECHO_REFUSED)
+def test_echo_headers_is_a_replys_text_alone(provider: Srv, client: httpx.Client, step: dict[str, Any]) -> None:
+    answer = client.post(provider.url + "/_fake/script", json={"model": "m", "steps": [step]})
+    assert answer.status_code == 400
+    assert "echo_headers" in answer.json()["error"]

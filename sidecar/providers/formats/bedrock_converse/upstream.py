@@ -33,13 +33,12 @@ is a budget), an image by a URL that is not s3:// (Converse takes the bytes or a
 image type Converse has no format for, an image's detail "low", a document title Converse refuses
 as a name, an assistant message's image or document, provider options that set a key the sidecar sets.
 
-Requests are signed per request (``sign``): with a Bedrock API key (the provider's ``api_key``,
-else ``AWS_BEARER_TOKEN_BEDROCK``) it is ``Authorization: Bearer`` (``headers``) and ``sign`` adds
-nothing; without one, SigV4 through botocore's signer (``SigV4Auth``, service ``bedrock``), the
-credentials from the standard environment variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
-``AWS_SESSION_TOKEN``: botocore's ``EnvProvider``), the region the provider's ``region``, else
-the base URL's (``bedrock-runtime.<region>.amazonaws.com``), else ``AWS_REGION`` /
-``AWS_DEFAULT_REGION``. Signed: host, content-type, x-amz-date (and the session token).
+Requests are signed per request (``sign``): with a Bedrock API key (the provider's ``api_key``, else
+``AWS_BEARER_TOKEN_BEDROCK``) it is ``Authorization: Bearer`` (``headers``) and ``sign`` adds nothing;
+without one, SigV4 by botocore's signer (``SigV4Auth``, service ``bedrock``), the credentials from the
+variables of ``config.AWS_ENVIRONMENT`` (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, a session token;
+read by botocore's ``EnvProvider``, each value masked), the region the provider's ``region``, else the base
+URL's, else ``AWS_REGION`` / ``AWS_DEFAULT_REGION``. Signed: host, content-type, x-amz-date (and the session token).
 No credentials at all is UNAUTHORIZED before anything is sent (``check``).
 
 A reply (``parse``)::
@@ -130,6 +129,7 @@ from sidecar.providers.errors import Target, classify_response
 from sidecar.providers.formats.bedrock_converse.vocab import (
     BEARER_ENV,
     BLOCKED,
+    ENV_CREDENTIALS,
     ERROR_HEADER,
     ERROR_STATUS,
     EVENTS,
@@ -238,7 +238,7 @@ class BedrockUpstream:
         key = provider.api_key.get_secret_value() if provider.api_key else ""
         self._bearer = key or os.environ.get(BEARER_ENV, "")
         self._region = _region(provider)
-        self._credentials: Credentials | None = None if self._bearer else EnvProvider().load()
+        self._credentials: Credentials | None = None if self._bearer else EnvProvider(mapping=ENV_CREDENTIALS).load()
 
     def check(self, request: ModelRequest, model_id: str) -> None:
         if not plain(request):

@@ -46,6 +46,7 @@ import mimetypes
 from collections.abc import Mapping
 from typing import Any
 
+from sidecar.config import AWS_ENVIRONMENT
 from sidecar.core.conversation import CacheBreakpoint, DocumentPart, ImagePart, Part, TextPart
 from sidecar.core.kinds import FinishReason
 from sidecar.providers.formats.chat import compact_json
@@ -53,6 +54,7 @@ from sidecar.providers.formats.chat import compact_json
 __all__ = [
     "BEARER_ENV",
     "BLOCKED",
+    "ENV_CREDENTIALS",
     "ERROR_HEADER",
     "ERROR_STATUS",
     "EVENTS",
@@ -78,8 +80,14 @@ __all__ = [
 FORMAT_NAME = "bedrock_converse"
 SERVICE = "bedrock"
 """The SigV4 signing name of bedrock-runtime (its service model's ``signingName``)."""
-BEARER_ENV = "AWS_BEARER_TOKEN_BEDROCK"
+BEARER_ENV = AWS_ENVIRONMENT.bearer
 """The environment variable of a Bedrock API key (sent as ``Authorization: Bearer``), as the AWS SDKs read it."""
+ENV_CREDENTIALS: Mapping[str, str | list[str]] = {
+    "access_key": AWS_ENVIRONMENT.access_key,
+    "secret_key": AWS_ENVIRONMENT.secret_key,
+    "token": list(AWS_ENVIRONMENT.tokens),
+}
+"""botocore's ``EnvProvider`` mapping: SigV4 credentials from ``AWS_ENVIRONMENT``'s variables, the ones masked."""
 ERROR_HEADER = "x-amzn-errortype"
 RAW_ARGUMENTS = "_raw"
 """The one key of a toolUse's ``input`` that carries arguments that were not a JSON object, as written."""
