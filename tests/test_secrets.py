@@ -482,6 +482,15 @@ def test_a_secret_never_survives_masking_whatever_surrounds_it(
     assert REDACTED in masked
     assert encoded not in mask_keys(before + encoded + after, ["unrelated-secret", secret])
 
+def test_a_json_writer_escaping_both_slash_and_control_characters_is_masked() -> None:
+    """The property above found it (json-slash, secret '00/\\x7f'): a writer escaping "/" as "\\/" and
+    DEL as "\\u007f" at once was no form of the secret."""
+    secret = "00/\x7f"
+    written = json.dumps(secret)[1:-1].replace("/", "\\/")
+    assert written == "00\\/\\u007f"
+    assert mask_secrets(f"x{written}y", [secret]) == f"x{REDACTED}y"
+
+
 
 @PROPERTY
 @given(secret=_SECRET, before=_AROUND, after=_AROUND, status=st.sampled_from([400, 404, 429, 500, 503]))

@@ -84,11 +84,13 @@ _FREE_IDS = re.compile(
 def _escapes(text: str) -> set[str]:
     """``text`` as JSON and Python would write it inside a string literal."""
     as_json = json.dumps(text, ensure_ascii=False)[1:-1]
+    as_ascii = json.dumps(text)[1:-1]
     return {
         text,
         as_json,
-        json.dumps(text)[1:-1],
+        as_ascii,
         as_json.replace("/", "\\/"),
+        as_ascii.replace("/", "\\/"),  # a writer that escapes both: "\/" and "\u007f"
         repr(text)[1:-1],
     }
 
