@@ -482,6 +482,7 @@ def test_a_secret_never_survives_masking_whatever_surrounds_it(
     assert REDACTED in masked
     assert encoded not in mask_keys(before + encoded + after, ["unrelated-secret", secret])
 
+
 def test_a_json_writer_escaping_both_slash_and_control_characters_is_masked() -> None:
     """The property above found it (json-slash, secret '00/\\x7f'): a writer escaping "/" as "\\/" and
     DEL as "\\u007f" at once was no form of the secret."""
@@ -489,7 +490,6 @@ def test_a_json_writer_escaping_both_slash_and_control_characters_is_masked() ->
     written = json.dumps(secret)[1:-1].replace("/", "\\/")
     assert written == "00\\/\\u007f"
     assert mask_secrets(f"x{written}y", [secret]) == f"x{REDACTED}y"
-
 
 
 @PROPERTY
