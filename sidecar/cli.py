@@ -277,6 +277,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     admin.add_argument("action", choices=["close-circuit", "lift-pause", "reset-spend", "reload"])
     admin.add_argument("name", nargs="?", help="the service or deployment, model, or workflow (not for reload)")
     admin.add_argument("--target", help=f"{TARGET_HELP}; reload: default {DEFAULT_GRPC}")
+    admin.add_argument(
+        "--force",
+        action="store_true",
+        help="reload: apply a file that keeps none of the models and tools served (every call naming one fails)",
+    )
     for door in (status, admin):
         _tls_flags(door)
     raw = list(sys.argv[1:] if argv is None else argv)
@@ -305,7 +310,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.action == "reload":
             if args.name is not None:
                 parser.error("admin reload takes no NAME")
-            return run_reload(args.target or DEFAULT_GRPC, transport=_transport(args))
+            return run_reload(args.target or DEFAULT_GRPC, transport=_transport(args), force=args.force)
+        if args.force:
+            parser.error(f"--force is for admin reload, not admin {args.action}")
         if args.name is None:
             parser.error(f"admin {args.action} needs a NAME")
         return run_action(args.target or DEFAULT_HTTP, args.action, args.name, transport=_transport(args))

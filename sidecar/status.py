@@ -2,7 +2,7 @@
 
     sidecar status [--target http://127.0.0.1:8080] [--watch [SECONDS]]
     sidecar admin close-circuit|lift-pause|reset-spend NAME [--target ...]
-    sidecar admin reload [--target 127.0.0.1:50051]
+    sidecar admin reload [--target 127.0.0.1:50051] [--force]
 
 A target with a scheme (``http://``, ``https://``) is the HTTP port; ``host:port`` (or ``unix:...``)
 is the gRPC port, where the same view and actions are ``sidecar.v1.Admin``.
@@ -370,13 +370,16 @@ RELOAD_TIMEOUT_S = 60.0
 """How long ``sidecar admin reload`` waits: a reload builds the next core (MCP servers opened) first."""
 
 
-def run_reload(target: str, console: Console | None = None, *, transport: Transport = PLAIN) -> int:
+def run_reload(
+    target: str, console: Console | None = None, *, transport: Transport = PLAIN, force: bool = False
+) -> int:
     """``sidecar admin reload``: ``sidecar.v1.Admin/Reload`` on the gRPC port (``POST /admin/reload`` for an
-    ``http://`` target), every worker reloading; 0 when applied, 1 when refused (the config before keeps serving)."""
+    ``http://`` target), every worker reloading; 0 when applied, 1 when refused (the config before keeps serving).
+    ``force`` (``--force``): applied even when the file keeps none of the models and tools served."""
     console = console or Console()
     try:
         if is_http(target):
-            return _http_reload(target, console, transport)
+            return _http_reload(target, console, transport, force)
         channel = transport.channel(target)
     except TransportError as exc:
         console.print(f"sidecar admin reload: {exc}", style="red", markup=False, soft_wrap=True)
@@ -385,7 +388,7 @@ def run_reload(target: str, console: Console | None = None, *, transport: Transp
         try:
             # a reload validates a whole file (and waits for every worker): more than one state read's time
             outcome = apb_grpc.AdminStub(channel).Reload(
-                apb.ReloadRequest(), metadata=_metadata(), timeout=RELOAD_TIMEOUT_S
+                apb.ReloadRequest(force=force), metadata=_metadata(), timeout=RELOAD_TIMEOUT_S
             )
         except grpc.RpcError as exc:
             console.print(f"sidecar admin reload: {_rpc_message(exc)}", style="red")
@@ -408,9 +411,10 @@ def _worker_line(console: Console, index: Any, pid: Any, applied: bool, error: s
     console.print(f"worker {index} (pid {pid}): {'applied' if applied else 'not applied: ' + error}", markup=False)
 
 
-def _http_reload(target: str, console: Console, transport: Transport) -> int:
-    """``POST /admin/reload`` on the HTTP port."""
-    posted = _post(target, "/admin/reload", None, RELOAD_TIMEOUT_S, console, transport)
+def _http_reload(target: str, console: Console, transport: Transport, force: bool) -> int:
+    """``POST /admin/reload`` on the HTTP port (``?force=true`` when forced)."""
+    path = "/admin/reload?force=true" if force else "/admin/reload"
+    posted = _post(target, path, None, RELOAD_TIMEOUT_S, console, transport)
     if posted is None:
         return 1
     answer, body = posted

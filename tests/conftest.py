@@ -72,6 +72,14 @@ def tool(url: str, kind: str = "fetch", service: str = "svc", method: str = "GET
     }
 
 
+ONE_TOOL = (
+    "tools: {unused: {description: a tool no test calls, kind: search, service: unused, "
+    "url: 'http://127.0.0.1:9/search'}}\n"
+)
+"""A YAML line that makes a config file serve something, for a test of another section: a file with no
+model and no tool is refused (``sidecar.config.serving``)."""
+
+
 def fail_tool(tools_url: str, kind: str = "fetch", timeout_s: float = ANSWER_MARGIN_S) -> dict[str, Any]:
     """The fake backend's ``/fail/{mode}`` as a tool of the ``flaky`` service (``fail_fetch``, ``fail_search``)."""
     mode = {"type": "object", "properties": {"mode": {"type": "string"}}, "required": ["mode"]}

@@ -363,7 +363,7 @@ async def reloading(
     """A sidecar whose Reload answers the outcomes queued in the list, one per call."""
     outcomes: list[ReloadOutcome] = []
 
-    async def reload() -> ReloadOutcome:
+    async def reload(*, force: bool = False) -> ReloadOutcome:
         return outcomes.pop(0)
 
     cfg = Config.model_validate(

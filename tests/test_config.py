@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from sidecar.config import MAX_CONFIG_BYTES, ConfigError, load_config, load_default_config, parse_config
+from sidecar.config import MAX_CONFIG_BYTES, ConfigError, load_config, load_default_config, parse_config, served
 
 CONFIGS = Path(__file__).parent / "configs"
 
@@ -92,6 +93,37 @@ def test_check_config_cli_exits_nonzero_with_the_message() -> None:
     good = _cli("check-config", str(CONFIGS / "good.yaml"))
     assert good.returncode == 0, good.stderr
     assert "ok (1 models, 0 tools, 1 providers)" in good.stdout
+
+
+SERVES_NOTHING = "the config serves nothing: no model (models:) and no tool (tools:)"
+
+
+@pytest.mark.parametrize("text", ["", "# the editor saved only the header\n# and a second comment\n"])
+def test_an_empty_or_comments_only_file_is_refused_by_check_config_and_at_start(tmp_path: Path, text: str) -> None:
+    """It once loaded as a config of nothing: check-config said ok (0 models, 0 tools, 0 providers) and a
+    sidecar served it, answering every call NOT_FOUND. Refused now with one text, whoever reads it."""
+    path = tmp_path / "empty.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    words = f"sidecar: {caught.value}"
+    assert words.startswith(f"sidecar: {path}: {SERVES_NOTHING}")
+    check = _cli("check-config", str(path))
+    assert (check.returncode, check.stdout, check.stderr.strip()) == (2, "", words)
+    for workers in ("1", "2"):  # one process, and the supervisor of --workers 2, before either listens
+        serve = _cli("serve", "--config", str(path), "--listen", "127.0.0.1:0", "--workers", workers)
+        assert (serve.returncode, serve.stdout, serve.stderr.strip()) == (2, "", words)
+
+
+def test_only_a_file_must_serve_something() -> None:
+    """A file holding only ``server:`` serves nothing either; text parsed on its own (a fragment) is still
+    valid, and no --config is the embedded default, which serves its models and tools."""
+    with pytest.raises(ConfigError, match=re.escape(SERVES_NOTHING)):
+        load_config(CONFIGS / "serves_nothing.yaml")
+    assert served(parse_config("server: {listen: '127.0.0.1:0'}\n")) == ([], [])
+    models, tools = served(load_default_config())
+    assert models
+    assert tools
 
 
 def test_serve_refuses_a_bad_config_before_listening() -> None:

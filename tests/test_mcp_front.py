@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry import propagate, trace
@@ -30,7 +31,7 @@ from sidecar.fakes import FakeToolBackend, ThreadedServer
 from sidecar.server.http.access import FORBIDDEN_ORIGIN, MISDIRECTED, UNAUTHENTICATED
 from sidecar.telemetry import names as n
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
-from tests.conftest import ANSWER_MARGIN_S, Running, Start, silent_tools, tool
+from tests.conftest import ANSWER_MARGIN_S, ONE_TOOL, Running, Start, silent_tools, tool
 from tests.mcp_server import STDIO_COMMAND
 from tests.redis_server import RedisServer, free_port, redis_server  # noqa: F401  (the fixture)
 from tests.test_http_openai import holding_the_one_slot
@@ -271,7 +272,7 @@ def test_serve_refuses_an_http_port_beyond_loopback_without_security(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = tmp_path / "sidecar.yaml"
-    config.write_text("server: {listen: '127.0.0.1:0'}\nhttp: {listen: '0.0.0.0:0'}\n")
+    config.write_text("server: {listen: '127.0.0.1:0'}\nhttp: {listen: '0.0.0.0:0'}\n" + ONE_TOOL)
     assert main(["serve", "--config", str(config)]) == 2
     assert "sidecar: refusing to listen on 0.0.0.0:0 without transport security" in capsys.readouterr().err
 
@@ -336,7 +337,7 @@ def test_serve_with_workers_refuses_an_http_port_each_would_pick_alone(
     config = tmp_path / "sidecar.yaml"
     config.write_text(
         "server: {listen: '127.0.0.1:0', workers: 2}\nstate: {backend: redis, url: 'redis://127.0.0.1:1/0'}\n"
-        "http: {listen: '127.0.0.1:0'}\n"
+        "http: {listen: '127.0.0.1:0'}\n" + ONE_TOOL
     )
     assert main(["serve", "--config", str(config)]) == 2
     assert "sidecar: http.listen: 127.0.0.1:0 would give each worker a port of its own" in capsys.readouterr().err
@@ -425,6 +426,7 @@ def test_two_workers_share_one_http_port(tmp_path: Path, redis_server: RedisServ
                 "server": {"listen": f"127.0.0.1:{free_port()}"},
                 "state": {"backend": "redis", "url": redis_server.url, "prefix": "mcp-workers"},
                 "http": {"listen": f"127.0.0.1:{port}"},
+                **yaml.safe_load(ONE_TOOL),
             }
         )
     )

@@ -7,12 +7,15 @@ there after, read from GET /admin/state. A removed model's in-flight calls finis
 is MODEL_NOT_FOUND; a bad file is refused with check-config's error and the old config still serves;
 SIGHUP, POST /admin/reload and ``server.watch_config`` (a ConfigMap-style ``..data`` swap) each
 trigger it; ``--workers 2`` reloads both workers; ``sidecar.config.reloads`` counts both outcomes.
-Counts prove it, not timing: every call's outcome is tallied.
+A file that would empty the sidecar (empty, only comments, or keeping none of its models and tools)
+is refused at every door and under ``watch_config`` with calls in flight; the last kind is applied
+when an operator forces it. Counts prove it, not timing: every call's outcome is tallied.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -32,10 +35,12 @@ from sidecar_contract.v1 import admin_pb2 as apb
 from sidecar_contract.v1 import admin_pb2_grpc as apb_grpc
 from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
+from sidecar.cli import main
 from sidecar.config import Config
 from sidecar.core.circuit import CircuitState
 from sidecar.core.details import Trigger
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
+from sidecar.server.reload import FORCE_HINT
 from tests.conftest import Start, base_config
 from tests.redis_server import RedisServer, redis_server  # noqa: F401  (the fixture)
 
@@ -109,9 +114,10 @@ class Served:
 ADMIN_GRPC_MD = (("authorization", f"Bearer {ADMIN}"),)
 
 
-async def _admin_reload(http: int) -> httpx.Response:
+async def _admin_reload(http: int, query: str = "") -> httpx.Response:
     async with httpx.AsyncClient(timeout=30) as client:
-        return await client.post(f"http://127.0.0.1:{http}/admin/reload", headers={"authorization": f"Bearer {ADMIN}"})
+        url = f"http://127.0.0.1:{http}/admin/reload{query}"
+        return await client.post(url, headers={"authorization": f"Bearer {ADMIN}"})
 
 
 async def _until(check: Any, what: str, tries: int = 200) -> None:
@@ -511,3 +517,278 @@ async def test_a_silent_worker_is_named_in_the_answer(tmp_path: Path, redis_serv
             assert f"worker 1 (pid {fleet.pids[1]}): did not report its reload within 1 s" in body["error"]
         finally:
             served.stop()
+
+
+# ---------------------------------------------------------------- a file that would empty the sidecar
+
+SERVES_NOTHING = "the config serves nothing: no model (models:) and no tool (tools:)"
+EMPTY_FILES = ("", "# the editor saved only the header\n# and a second comment\n")
+
+
+def _renamed(cfg: dict[str, Any]) -> dict[str, Any]:
+    """``cfg`` with every model and tool under a new name: valid, serving, and keeping none of them."""
+    return {
+        **cfg,
+        "models": {f"{k}-v2": v for k, v in cfg["models"].items()},
+        "tools": {f"{k}-v2": v for k, v in cfg["tools"].items()},
+    }
+
+
+def _messages(log: Path) -> list[str]:
+    """The message of each JSON log line the process wrote so far."""
+    found = []
+    for line in log.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("message"), str):
+            found.append(record["message"])
+    return found
+
+
+def _admin_cli(target: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``sidecar admin reload --target TARGET ARGS``, its lines unwrapped (a wide console)."""
+    env = {**os.environ, "SIDECAR_ADMIN_TOKEN": ADMIN, "COLUMNS": "10000"}
+    command = [sys.executable, "-m", "sidecar", "admin", "reload", "--target", target, *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=False)
+
+
+async def _answers(stub: pb_grpc.SidecarStub, model: str) -> bool:
+    """Whether a CallModel naming ``model`` is answered (False: NOT_FOUND)."""
+    try:
+        await stub.CallModel(pb.CallModelRequest(model=model, messages=[user("x")]), timeout=30)
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() != grpc.StatusCode.NOT_FOUND:
+            raise
+        return False
+    return True
+
+
+async def test_an_empty_or_comments_only_file_is_refused_at_every_reload_door(tmp_path: Path) -> None:
+    """It was applied (POST /admin/reload answered 200 and the next call was NOT_FOUND "Models that exist:
+    none"). Each door now refuses it with check-config's words, ``force`` or not (a config serving
+    nothing is never applied); the config before keeps serving."""
+    with ThreadedServer(FakeProvider()) as provider, ThreadedServer(FakeToolBackend()) as backend:
+        http, prom = _port(), _port()
+        path = tmp_path / "config.yaml"
+        _write(path, _config(provider.url, backend.url, http, prom, old_model=False))
+        served = Served(path)
+        grpc_target, http_target = f"127.0.0.1:{served.grpc_port}", f"http://127.0.0.1:{http}"
+        try:
+            async with grpc.aio.insecure_channel(grpc_target) as channel:
+                stub, admin = pb_grpc.SidecarStub(channel), apb_grpc.AdminStub(channel)
+                assert await _answers(stub, "gpt")
+                for text in EMPTY_FILES:
+                    _write(path, text)
+                    check = await asyncio.to_thread(_check_config, path)
+                    words = check.stderr.strip().removeprefix("sidecar: ")
+                    assert words.startswith(f"{path}: {SERVES_NOTHING}"), check.stderr
+                    for query in ("", "?force=true"):
+                        answer = await _admin_reload(http, query)
+                        assert answer.status_code == 422, answer.text
+                        body = answer.json()
+                        assert (body["applied"], body["error"], body["error_type"]) == (False, words, "config_refused")
+                        assert body["force_required"] is False  # forcing cannot make it serve
+                    for force in (False, True):
+                        request = apb.ReloadRequest(force=force)
+                        outcome = await admin.Reload(request, metadata=ADMIN_GRPC_MD, timeout=30)
+                        assert (outcome.applied, outcome.error, outcome.force_required) == (False, words, False)
+                    for target, args in ((grpc_target, ("--force",)), (http_target, ())):
+                        cli = await asyncio.to_thread(_admin_cli, target, *args)
+                        assert cli.returncode == 1, cli.stdout + cli.stderr
+                        assert words in cli.stdout
+                    said = f"reload (SIGHUP) refused, the config before keeps serving: {words}"
+                    served.proc.send_signal(signal.SIGHUP)
+                    await _until(lambda s=said: _true(s in _messages(served.log)), "the SIGHUP reload refused")  # type: ignore[misc]
+                    assert await _answers(stub, "gpt")
+                models = await stub.ListModels(pb.ListModelsRequest())
+                assert {m.id for m in models.models} == {"gpt", "claude"}
+            async with httpx.AsyncClient() as client:
+                scrape = (await client.get(f"http://127.0.0.1:{prom}/metrics")).text
+            assert _counter(scrape, "sidecar_config_reloads", outcome="refused") == 2 * 7  # 2 + 2 + 2 + SIGHUP
+            assert _counter(scrape, "sidecar_config_reloads", outcome="applied") is None
+        finally:
+            served.stop()
+
+
+async def test_a_reload_that_keeps_no_served_model_or_tool_is_refused_unless_forced(tmp_path: Path) -> None:
+    """A valid file naming every model and tool anew would answer every call of every agent NOT_FOUND:
+    refused at each door, saying what it removes and how to force it; SIGHUP cannot force. Forced at the
+    HTTP door, the Admin RPC and ``sidecar admin reload --force``, it is applied."""
+    with ThreadedServer(FakeProvider()) as provider, ThreadedServer(FakeToolBackend()) as backend:
+        http, prom = _port(), _port()
+        path = tmp_path / "config.yaml"
+        first = _config(provider.url, backend.url, http, prom, old_model=False)
+        second = _renamed(first)
+        _write(path, first)
+        served = Served(path)
+        target = f"127.0.0.1:{served.grpc_port}"
+        try:
+            async with grpc.aio.insecure_channel(target) as channel:
+                stub, admin = pb_grpc.SidecarStub(channel), apb_grpc.AdminStub(channel)
+                _write(path, second)
+                answer = await _admin_reload(http)
+                assert answer.status_code == 422, answer.text
+                body = answer.json()
+                assert (body["applied"], body["error_type"], body["force_required"]) == (False, "force_required", True)
+                error = body["error"]
+                assert error.startswith(
+                    "the new config would remove every model and tool this sidecar serves (models claude, gpt; "
+                    "tools dns, fail_fetch, fail_search, fetch, note, refused, search): it keeps none of them"
+                ), error
+                assert "(it has models claude-v2, gpt-v2; tools dns-v2," in error
+                assert error.endswith(FORCE_HINT)
+                outcome = await admin.Reload(apb.ReloadRequest(), metadata=ADMIN_GRPC_MD, timeout=30)
+                assert (outcome.applied, outcome.error, outcome.force_required) == (False, error, True)
+                cli = await asyncio.to_thread(_admin_cli, target)
+                assert cli.returncode == 1
+                assert error in cli.stdout
+                served.proc.send_signal(signal.SIGHUP)
+                said = f"reload (SIGHUP) refused, the config before keeps serving: {error}"
+                await _until(lambda: _true(said in _messages(served.log)), "the SIGHUP reload refused")
+                for query, field in (
+                    ("?force=yes", "'force'"),
+                    ("?froce=true", "'froce'"),
+                    ("?force=true&force=true", "'force'"),
+                ):
+                    bad = await _admin_reload(http, query)
+                    assert bad.status_code == 400, bad.text
+                    assert bad.json()["error"]["type"] == "invalid_request"
+                    assert field in bad.json()["error"]["message"]
+                assert await _answers(stub, "gpt")
+                assert not await _answers(stub, "gpt-v2")
+                # forced: at the HTTP door, then back through the Admin RPC, then with the command
+                answer = await _admin_reload(http, "?force=true")
+                assert answer.status_code == 200, answer.text
+                assert answer.json()["note"].startswith("forced: the new config would remove every model and tool")
+                assert not await _answers(stub, "gpt")
+                assert await _answers(stub, "gpt-v2")
+                _write(path, first)
+                outcome = await admin.Reload(apb.ReloadRequest(force=True), metadata=ADMIN_GRPC_MD, timeout=30)
+                assert (outcome.applied, outcome.error, outcome.force_required) == (True, "", False)
+                assert await _answers(stub, "gpt")
+                _write(path, second)
+                cli = await asyncio.to_thread(_admin_cli, target, "--force")
+                assert cli.returncode == 0, cli.stdout + cli.stderr
+                assert "reload applied" in cli.stdout
+                assert await _answers(stub, "gpt-v2")
+            async with httpx.AsyncClient() as client:
+                scrape = (await client.get(f"http://127.0.0.1:{prom}/metrics")).text
+            assert _counter(scrape, "sidecar_config_reloads", outcome="refused") == 4  # HTTP, RPC, command, SIGHUP
+            assert _counter(scrape, "sidecar_config_reloads", outcome="applied") == 3
+        finally:
+            served.stop()
+        forced = [m for m in _messages(served.log) if "forced by the operator" in m]
+        assert len(forced) == 3
+
+
+async def test_watch_config_keeps_serving_while_the_file_is_empty_or_would_empty_it(tmp_path: Path) -> None:
+    """``server.watch_config`` with calls in flight: the file left empty, of only comments, naming every
+    model anew, half written. Each is seen and refused (the test waits for each refusal in the log, then
+    for IN_FLIGHT more answers while that file is in place); the good file back is applied. No call fails
+    (1,106 of 1,522 failed when an empty file was applied)."""
+    with ThreadedServer(FakeProvider()) as provider, ThreadedServer(FakeToolBackend()) as backend:
+        provider.server.script("fake-gpt", [{"delay_ms": 50, "repeat": 1_000_000}])
+        http, prom = _port(), _port()
+        path = tmp_path / "config.yaml"
+        good = _config(provider.url, backend.url, http, prom, old_model=False, watch_config=True)
+        text = yaml.safe_dump(good)
+        _write(path, text)
+        served = Served(path)
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{served.grpc_port}") as channel:
+                stub = pb_grpc.SidecarStub(channel)
+                ok, failed = [0], [0]
+                stop = asyncio.Event()
+
+                async def caller() -> None:
+                    while not stop.is_set():
+                        try:
+                            await stub.CallModel(pb.CallModelRequest(model="gpt", messages=[user("hi")]))
+                            ok[0] += 1
+                        except grpc.aio.AioRpcError:
+                            failed[0] += 1
+
+                callers = [asyncio.create_task(caller()) for _ in range(IN_FLIGHT)]
+                await _until(lambda: _true(ok[0] > IN_FLIGHT), "calls answered")
+                bad = (*EMPTY_FILES, yaml.safe_dump(_renamed(good)), text[: len(text) // 2])
+                refused = "reload (watch_config) refused, the config before keeps serving: "
+                for i, content in enumerate(bad, 1):
+                    _write(path, content)
+
+                    def seen(count: int = i) -> bool:
+                        return sum(m.startswith(refused) for m in _messages(served.log)) >= count
+
+                    await _until(lambda: _true(seen()), f"the watcher refused file {i}")
+                    before = ok[0]
+                    await _until(lambda b=before: _true(ok[0] > b + IN_FLIGHT), f"calls while file {i} is in place")  # type: ignore[misc]
+                errors = [m.removeprefix(refused) for m in _messages(served.log) if m.startswith(refused)]
+                assert [SERVES_NOTHING in e for e in errors] == [True, True, False, False]
+                assert "SIGHUP and server.watch_config cannot force a reload" in errors[2]
+                _write(path, text)
+                applied = "reload (watch_config): the new config serves the next call"
+                await _until(lambda: _true(applied in _messages(served.log)), "the good file applied")
+                stop.set()
+                await asyncio.gather(*callers)
+            assert failed[0] == 0, f"{failed[0]} of {ok[0] + failed[0]} calls failed"
+        finally:
+            served.stop()
+
+
+async def test_two_workers_refuse_what_would_empty_them_and_apply_it_forced(
+    tmp_path: Path,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    """``--workers 2``: SIGHUP to the supervisor with a file renaming everything: each worker refuses it
+    (SIGHUP cannot force); with an empty file the supervisor refuses it and tells no worker; an admin
+    reload is refused by the worker asked, before any round; forced, both workers apply it."""
+    with ThreadedServer(FakeProvider()) as provider, ThreadedServer(FakeToolBackend()) as backend:
+        fleet = TwoWorkers(tmp_path, provider.url, backend.url, redis_server.url)
+        served = fleet.served
+        good = yaml.safe_load(fleet.path.read_text())
+        try:
+            await fleet.serving()
+            _write(fleet.path, _renamed(good))
+            served.proc.send_signal(signal.SIGHUP)
+
+            def refused_by_workers() -> list[str]:
+                return [m for m in _messages(served.log) if "reload refused: the new config would remove" in m]
+
+            await _until(lambda: _true(len(refused_by_workers()) >= 2), "both workers refused the SIGHUP round")
+            assert sorted(m.split(" (pid")[0] for m in refused_by_workers()) == ["worker 0", "worker 1"]
+            rounds = sum("workers told to reload" in m for m in _messages(served.log))
+            _write(fleet.path, "")
+            served.proc.send_signal(signal.SIGHUP)
+            by_supervisor = (
+                "reload (SIGHUP) refused by the supervisor, no worker told; the config before keeps serving: "
+            )
+            await _until(
+                lambda: _true(any(m.startswith(by_supervisor) and SERVES_NOTHING in m for m in _messages(served.log))),
+                "the supervisor refused the empty file",
+            )
+            assert sum("workers told to reload" in m for m in _messages(served.log)) == rounds
+            _write(fleet.path, _renamed(good))
+            answer = await _admin_reload(fleet.http)
+            assert answer.status_code == 422, answer.text
+            body = answer.json()
+            assert (body["error_type"], body["force_required"]) == ("force_required", True)
+            assert body["note"] == "refused by this worker before asking the others (they read the same file)"
+            assert [(w["pid"] in fleet.pids.values(), w["applied"]) for w in body["workers"]] == [(True, False)]
+            answer = await _admin_reload(fleet.http, "?force=true")
+            assert answer.status_code == 200, answer.text
+            workers = sorted((w["worker"], w["pid"], w["applied"]) for w in answer.json()["workers"])
+            assert workers == [(i, fleet.pids[i], True) for i in (0, 1)]
+            async with grpc.aio.insecure_channel(fleet.target) as channel:
+                stub = pb_grpc.SidecarStub(channel)
+                assert await _answers(stub, "gpt-v2")
+                assert not await _answers(stub, "gpt")
+        finally:
+            served.stop()
+
+
+async def test_force_is_an_argument_of_admin_reload_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["admin", "close-circuit", "docs", "--force"])
+    assert caught.value.code == 2
+    assert "--force is for admin reload, not admin close-circuit" in capsys.readouterr().err

@@ -20,6 +20,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 from sidecar_client import SidecarClient, pb
 
+from tests.conftest import ONE_TOOL
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -130,7 +132,7 @@ def test_unix_socket() -> None:
 def test_message_size_limit_is_a_clear_error(tmp_path: Path) -> None:
     cfg = tmp_path / "small.yaml"
     port = _free_port()
-    cfg.write_text(f"server: {{listen: '127.0.0.1:{port}', max_message_bytes: 1024}}\n")
+    cfg.write_text(f"server: {{listen: '127.0.0.1:{port}', max_message_bytes: 1024}}\n{ONE_TOOL}")
     proc = Proc("--config", str(cfg))
     try:
         with SidecarClient(f"127.0.0.1:{port}") as client, pytest.raises(grpc.RpcError) as caught:
@@ -225,7 +227,7 @@ def test_beyond_loopback_without_tls_or_tokens_is_refused_with_exit_2() -> None:
 def test_beyond_loopback_with_tokens_from_the_environment_serves(tmp_path: Path) -> None:
     port = _free_port()
     cfg = tmp_path / "tokens.yaml"
-    cfg.write_text(f"server: {{listen: '0.0.0.0:{port}', auth: {{tokens: ['${{AGENT_A_TOKEN}}']}}}}\n")
+    cfg.write_text(f"server: {{listen: '0.0.0.0:{port}', auth: {{tokens: ['${{AGENT_A_TOKEN}}']}}}}\n{ONE_TOOL}")
     token = "agent-a-" + "0" * 24
     proc = subprocess.Popen(
         [sys.executable, "-m", "sidecar", "serve", "--config", str(cfg)],
@@ -252,7 +254,7 @@ def test_beyond_loopback_with_tokens_from_the_environment_serves(tmp_path: Path)
 def test_allow_insecure_serves_beyond_loopback(tmp_path: Path) -> None:
     port = _free_port()
     cfg = tmp_path / "open.yaml"
-    cfg.write_text(f"server: {{listen: '0.0.0.0:{port}', allow_insecure: true}}\n")
+    cfg.write_text(f"server: {{listen: '0.0.0.0:{port}', allow_insecure: true}}\n{ONE_TOOL}")
     proc = Proc("--config", str(cfg))
     try:
         assert f"listening on 0.0.0.0:{port}" in proc.banner
@@ -266,7 +268,9 @@ def test_allow_insecure_serves_beyond_loopback(tmp_path: Path) -> None:
 def test_an_unreadable_tls_file_exits_2_naming_the_key(tmp_path: Path) -> None:
     cfg = tmp_path / "tls.yaml"
     missing = tmp_path / "missing.pem"
-    cfg.write_text(f"server: {{listen: '127.0.0.1:{_free_port()}', tls: {{cert: '{missing}', key: '{missing}'}}}}\n")
+    cfg.write_text(
+        f"server: {{listen: '127.0.0.1:{_free_port()}', tls: {{cert: '{missing}', key: '{missing}'}}}}\n{ONE_TOOL}"
+    )
     proc = _serve_briefly("--config", str(cfg))
     assert proc.returncode == 2
     assert f"server.tls.cert: cannot read {missing}" in proc.stderr

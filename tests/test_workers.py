@@ -29,7 +29,7 @@ from sidecar_client import SidecarClient, SidecarError, user
 
 from sidecar.config import ConfigError, parse_config
 from sidecar.fakes import FakeProvider, ThreadedServer
-from tests.conftest import base_config
+from tests.conftest import ONE_TOOL, base_config
 from tests.redis_server import RedisServer, free_port, redis_server  # noqa: F401  (the fixture)
 
 KEY_ENV = "WORKERS_TEST_KEY"
@@ -65,7 +65,7 @@ def test_memory_state_with_several_workers_is_refused_naming_the_fix() -> None:
 
 def test_a_unix_socket_with_several_workers_is_refused_saying_why(tmp_path: Path) -> None:
     cfg = tmp_path / "unix.yaml"
-    cfg.write_text("state: {backend: redis, url: 'redis://127.0.0.1:1/0'}\n")
+    cfg.write_text("state: {backend: redis, url: 'redis://127.0.0.1:1/0'}\n" + ONE_TOOL)
     proc = _serve("--config", str(cfg), "--workers", "2", "--listen", f"unix:{tmp_path}/s.sock")
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2

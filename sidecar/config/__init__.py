@@ -27,7 +27,10 @@ One module per concern; import from the package (``from sidecar.config import Co
     secrets    ${NAME} from the environment, secrets written in the file refused, what is masked
     checks     the references across sections (routes, providers, tools, MCP servers, workers)
     document   Config: the whole file, its secrets found once (``Config.secrets``)
-    loading    the hardened YAML loader: parse_config, load_config, load_default_config
+    serving    what a config serves (its models and tools): one serving nothing refused, a reload
+               removing all of it detected
+    loading    the hardened YAML loader: parse_config, load_config (a file: it must serve something),
+               load_default_config
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ from sidecar.config.sections import (
     TelemetryConfig,
     TlsConfig,
 )
+from sidecar.config.serving import removes_everything, served
 from sidecar.config.tools import AnyToolConfig, GuardrailConfig, McpServerConfig, McpToolConfig, ToolConfig
 from sidecar.core.settings import PRESETS, CircuitConfig, Quirk, ServiceConfig, Window, Windows
 
@@ -134,5 +138,7 @@ __all__ = [
     "load_config",
     "load_default_config",
     "parse_config",
+    "removes_everything",
+    "served",
     "workers_refusal",
 ]

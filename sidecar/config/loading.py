@@ -8,6 +8,8 @@ What the loader refuses before any validation (each a ConfigError, never a trace
     more than MAX_CONFIG_NODES nodes, aliases expanded    the key where it went past (a "billion laughs")
     an alias inside the node it names                     the key of the alias (it would never end)
     a value YAML cannot construct (2001-13-45, 5000 digits) its line and column
+
+and, for a file (``load_config``), one that serves nothing: no model and no tool (``serving``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from sidecar.config.bounds import DEFAULT_CONFIG, MAX_CONFIG_BYTES, MAX_CONFIG_D
 from sidecar.config.document import Config
 from sidecar.config.errors import ConfigError
 from sidecar.config.secrets import FROM_ENVIRONMENT, expand, literal_secrets
+from sidecar.config.serving import check_serves_something
 from sidecar.config.tools import TOOL_TAGS
 from sidecar.core.redact import mask_keys
 
@@ -202,13 +205,16 @@ def parse_config(text: str, source: str = "<config>") -> Config:
 
 
 def load_config(path: str | Path) -> Config:
+    """The config file at ``path``, validated whole (``parse_config``) and serving something: a file
+    with no model and no tool is refused (``serving``), whoever reads it (check-config, serve, a reload).
+    ``parse_config`` alone takes any valid text, a fragment included."""
     p = Path(path)
     try:
         with p.open("rb") as f:
             data = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read the config file: {exc.strerror}") from None
-    return parse_config(_decode(data, str(p)), str(p))
+    return check_serves_something(parse_config(_decode(data, str(p)), str(p)), str(p))
 
 
 def load_default_config() -> Config:

@@ -172,11 +172,12 @@ class SidecarApp:
             return ReloadOutcome(False, "the sidecar has not started")
         return await self.reloader.reload(trigger)
 
-    async def reload_fleet(self, trigger: str = "admin") -> ReloadOutcome:
-        """An operator's reload: this process, or under a supervisor every worker (``Reloader.reload_fleet``)."""
+    async def reload_fleet(self, trigger: str = "admin", *, force: bool = False) -> ReloadOutcome:
+        """An operator's reload: this process, or under a supervisor every worker (``Reloader.reload_fleet``);
+        ``force``: applied even when the file keeps none of the models and tools served."""
         if self.reloader is None:
             return ReloadOutcome(False, "the sidecar has not started")
-        return await self.reloader.reload_fleet(trigger)
+        return await self.reloader.reload_fleet(trigger, force=force)
 
     def reload_on_signals(self, *, pending: bool = False) -> None:
         """SIGHUP reloads (``server.watch_config``: the file's changes too), as a task of the loop;

@@ -3,13 +3,18 @@
     triggers          SIGHUP; ``POST /admin/reload`` (``sidecar admin reload``); the gRPC Admin Reload;
                       ``server.watch_config: true`` (the file's directory watched: a ConfigMap's ..data swap)
     1. load           the file read and validated as ``sidecar check-config`` does (``load_config``): a bad
-                      file is refused with check-config's error, logged, counted; nothing changes
-    2. restart-only   ``server``, ``http``, ``telemetry``, ``state`` (the listeners, TLS, tokens, workers,
+                      file, or one that serves nothing (no model, no tool: empty, only comments), is
+                      refused with check-config's error, logged, counted; nothing changes
+    2. keep           a file that keeps none of the running config's models and tools (``config.serving``:
+                      every call naming one would answer NOT_FOUND) is refused the same way, unless the
+                      operator forces it (``force``: POST /admin/reload?force=true, the Admin Reload's
+                      ``force``, ``sidecar admin reload --force``); SIGHUP and watch_config cannot force
+    3. restart-only   ``server``, ``http``, ``telemetry``, ``state`` (the listeners, TLS, tokens, workers,
                       the in-flight limit, the backend): a change there is NOT applied; the running values
                       stay until the next restart, and the outcome and the log name the changed keys
-    3. build          the next core (``live.build_core``) from the one before: kept names keep their state
-    4. swap           ``live.swap``: the next call runs on the new core; calls in flight end on the old one
-    5. drain          the old core is closed once its calls are done (at most the grace period), in the
+    4. build          the next core (``live.build_core``) from the one before: kept names keep their state
+    5. swap           ``live.swap``: the next call runs on the new core; calls in flight end on the old one
+    6. drain          the old core is closed once its calls are done (at most the grace period), in the
                       background: a removed model's in-flight calls finish, its next call is MODEL_NOT_FOUND
 
 Each attempt is counted in ``sidecar.config.reloads`` (``outcome``: applied | refused). Reloads run
@@ -18,9 +23,9 @@ one at a time.
 Under a supervisor (``--workers N``) an admin reload is a *round* of the whole fleet, and its answer
 carries every worker's outcome (``server.workers``)::
 
-    the worker asked    checks the file (a bad one: refused here, as check-config says; no round)
-                        writes {"ask": ROUND} on the shared report pipe (REPORT_FD_ENV)
-    the supervisor      writes {"reload": ROUND} on each live worker's own command pipe (COMMAND_FD_ENV)
+    the worker asked    checks the file (a bad one, or one keeping nothing unforced: refused here; no round)
+                        writes {"ask": ROUND, "force": F} on the shared report pipe (REPORT_FD_ENV)
+    the supervisor      writes {"reload": ROUND, "force": F} on each live worker's command pipe (COMMAND_FD_ENV)
     each worker         reloads, writes {"worker", "pid", "applied", "error", "round": ROUND} on the report pipe
     the supervisor      waits for every worker's line, at most ``server.reload_wait_s``; a worker silent that
                         long (stopped, wedged, gone) is named: applied false, "did not report ... within N s"
@@ -33,8 +38,9 @@ pipe, and nothing else on the host can reach it (a unix socket or a file would b
 process of the same user, and would outlive a killed supervisor). The shared report pipe carries
 lines shorter than PIPE_BUF, so concurrent writers never interleave; each command pipe has one
 writer, the supervisor, so its lines (a round's set may be longer) need no such bound. SIGHUP to the
-supervisor runs the same round with no one to answer (each outcome logged); SIGHUP to one worker
-reloads that worker alone.
+supervisor runs the same round, unforced, with no one to answer (each outcome logged; a file that
+serves nothing is refused by the supervisor itself, before the round); SIGHUP to one worker reloads
+that worker alone.
 """
 
 from __future__ import annotations
@@ -49,14 +55,15 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from sidecar.config import Config, ConfigError, load_config
+from sidecar.config import Config, ConfigError, load_config, removes_everything
 from sidecar.server.live import Core, Live
 from sidecar.telemetry.metrics import Metrics
 
 __all__ = [
     "COMMAND_FD_ENV",
+    "FORCE_HINT",
     "REPORT_FD_ENV",
     "RESTART_ONLY",
     "Reload",
@@ -84,6 +91,12 @@ REPORT_MAX_ERROR = 2000
 """An error is cut to this many characters on the pipe (a line under PIPE_BUF is written whole)."""
 WATCH_DEBOUNCE_MS = 300
 """``server.watch_config``: changes within this long are one reload."""
+FORCE_HINT = (
+    "Refused: the config before keeps serving. To apply it anyway, an operator forces it: "
+    "POST /admin/reload?force=true, sidecar.v1.Admin/Reload with force: true, or sidecar admin reload --force "
+    "(SIGHUP and server.watch_config cannot force a reload)"
+)
+"""How a reload refused for keeping nothing (``config.removes_everything``) is applied anyway."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +109,8 @@ class WorkerOutcome:
     error: str | None = None
     reported: bool = True
     """False: the worker did not report within ``server.reload_wait_s`` (``error`` says so)."""
+    force_required: bool = False
+    """Refused only because the file keeps none of the models and tools served: a forced reload applies it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,11 +124,15 @@ class ReloadOutcome:
     workers: tuple[WorkerOutcome, ...] = ()
     """Under a supervisor: the outcome of each worker, where known."""
     note: str | None = None
+    force_required: bool = False
+    """Refused only because the file keeps none of the running config's models and tools (``error``
+    names them): the same reload with ``force`` applies it."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "applied": self.applied,
             "error": self.error,
+            "force_required": self.force_required,
             "restart_needed": list(self.restart_needed),
             "workers": [
                 {"worker": w.worker, "pid": w.pid, "applied": w.applied, "error": w.error, "reported": w.reported}
@@ -123,8 +142,11 @@ class ReloadOutcome:
         }
 
 
-Reload = Callable[[], Awaitable[ReloadOutcome]]
-"""A reload as a door calls it: the config file again, validated whole, swapped in when good; what happened."""
+class Reload(Protocol):
+    """A reload as a door calls it: the config file again, validated whole, swapped in when good; what
+    happened. ``force``: applied even when it keeps none of the models and tools served (an operator asked)."""
+
+    def __call__(self, *, force: bool = False) -> Awaitable[ReloadOutcome]: ...
 
 
 def restart_needed(running: Config, loaded: Config) -> tuple[str, ...]:
@@ -154,6 +176,7 @@ def _fleet_outcome(reports: list[dict[str, Any]], parent: int) -> ReloadOutcome:
                 bool(r["applied"]),
                 r.get("error") or None,
                 bool(r.get("reported", True)),
+                r.get("force_required") is True,
             )
         except (KeyError, TypeError, ValueError):
             continue
@@ -167,7 +190,8 @@ def _fleet_outcome(reports: list[dict[str, Any]], parent: int) -> ReloadOutcome:
         error = "the supervisor reported no worker"
     done = sum(w.applied for w in workers)
     note = f"reloaded through the supervisor (pid {parent}): {done} of {len(workers)} workers applied it"
-    return ReloadOutcome(applied, error, tuple(later), tuple(workers), note)
+    force_required = bool(failed) and all(w.force_required for w in failed)
+    return ReloadOutcome(applied, error, tuple(later), tuple(workers), note, force_required)
 
 
 @dataclass
@@ -193,37 +217,40 @@ class Reloader:
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _digest: bytes = b""
 
-    async def reload(self, trigger: str = "admin", round_id: str | None = None) -> ReloadOutcome:
-        """Load, check, build and swap (see the module docstring); the outcome, never raised."""
+    async def reload(
+        self, trigger: str = "admin", round_id: str | None = None, *, force: bool = False
+    ) -> ReloadOutcome:
+        """Load, check, build and swap (see the module docstring); the outcome, never raised. ``force``:
+        applied even when the file keeps none of the models and tools served (an operator asked)."""
         async with self._lock:
-            outcome = await self._reload(trigger)
+            outcome = await self._reload(trigger, force)
         self._report(outcome, trigger, round_id)
         return outcome
 
-    async def reload_fleet(self, trigger: str = "admin") -> ReloadOutcome:
+    async def reload_fleet(self, trigger: str = "admin", *, force: bool = False) -> ReloadOutcome:
         """Every process of this sidecar: this one alone, or, under a supervisor, every worker in one
         round (the file checked here first), answered with each worker's outcome."""
         fd = os.environ.get(COMMAND_FD_ENV)
         if self.worker is None or not fd or not os.environ.get(REPORT_FD_ENV):
-            return await self.reload(trigger)
+            return await self.reload(trigger, force=force)
         index, parent = self.worker
-        try:
-            self._load()
-        except ConfigError:
-            outcome = await self.reload(trigger)  # refused here too: logged, counted, the same error
+        if self._refusal(force) is not None:
+            outcome = await self.reload(trigger, force=force)  # refused here too: logged, counted, the same error
             note = "refused by this worker before asking the others (they read the same file)"
-            me = WorkerOutcome(index, os.getpid(), False, outcome.error)
-            return ReloadOutcome(False, outcome.error, (), (me,), note)
+            me = WorkerOutcome(index, os.getpid(), False, outcome.error, force_required=outcome.force_required)
+            return ReloadOutcome(False, outcome.error, (), (me,), note, outcome.force_required)
         round_id = uuid.uuid4().hex
         future: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()
         self._rounds[round_id] = future
         try:
-            if not self._write({"ask": round_id, "worker": index, "pid": os.getpid()}):
+            if not self._write({"ask": round_id, "worker": index, "pid": os.getpid(), "force": force}):
                 _log.warning("reload: cannot reach the supervisor (pid %d); reloading this worker alone", parent)
-                alone = await self.reload(trigger)
-                me = WorkerOutcome(index, os.getpid(), alone.applied, alone.error)
+                alone = await self.reload(trigger, force=force)
+                me = WorkerOutcome(index, os.getpid(), alone.applied, alone.error, force_required=alone.force_required)
                 note = f"the supervisor (pid {parent}) could not be asked: this worker alone reloaded"
-                return ReloadOutcome(alone.applied, alone.error, alone.restart_needed, (me,), note)
+                return ReloadOutcome(
+                    alone.applied, alone.error, alone.restart_needed, (me,), note, alone.force_required
+                )
             try:
                 reports = await asyncio.wait_for(asyncio.shield(future), self.wait_s + ANSWER_MARGIN_S)
             except TimeoutError:
@@ -253,7 +280,8 @@ class Reloader:
                 if not isinstance(command, dict):
                     continue
                 if isinstance(command.get("reload"), str):
-                    task = loop.create_task(self.reload("supervisor", command["reload"]))
+                    force = command.get("force") is True  # an operator's forced reload, relayed
+                    task = loop.create_task(self.reload("supervisor", command["reload"], force=force))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
                 elif isinstance(command.get("round"), str) and isinstance(command.get("workers"), list):
@@ -284,13 +312,25 @@ class Reloader:
         config = load_config(self.path)
         return self.adjust(config) if self.adjust is not None else config
 
-    async def _reload(self, trigger: str) -> ReloadOutcome:
+    def _refusal(self, force: bool) -> str | None:
+        """Why a reload of the file now would be refused before its build (a bad file, one serving nothing,
+        one keeping nothing served unforced), or None."""
+        try:
+            loaded = self._load()
+        except ConfigError as exc:
+            return str(exc)
+        return None if force else removes_everything(self.live.core.config, loaded)
+
+    async def _reload(self, trigger: str, force: bool) -> ReloadOutcome:
         try:
             loaded = self._load()
         except ConfigError as exc:
             return ReloadOutcome(False, str(exc))
         old = self.live.core
         running = old.config
+        removed = removes_everything(running, loaded)
+        if removed is not None and not force:
+            return ReloadOutcome(False, f"{removed}. {FORCE_HINT}", force_required=True)
         later = restart_needed(running, loaded)
         missing = loaded.embedded - running.embedded
         if missing:
@@ -306,6 +346,9 @@ class Reloader:
         task = asyncio.get_running_loop().create_task(self._retire(old))
         self._draining.add(task)
         task.add_done_callback(self._draining.discard)
+        if removed is not None:
+            _log.warning("reload (%s) forced by the operator: %s", trigger, removed)
+            return ReloadOutcome(True, None, later, note=f"forced: {removed}")
         return ReloadOutcome(True, None, later)
 
     async def _retire(self, old: Core) -> None:
@@ -344,6 +387,7 @@ class Reloader:
                 "applied": outcome.applied,
                 "error": (outcome.error or "")[:REPORT_MAX_ERROR] or None,
                 "restart_needed": list(outcome.restart_needed)[:20],
+                "force_required": outcome.force_required,
             }
             if round_id is not None:
                 line["round"] = round_id

@@ -11,9 +11,11 @@
     restarts a worker that dies: after              every PARENT_CHECK_S)
       RESTART_MIN_S, doubling to RESTART_MAX_S
       while it keeps dying within STABLE_S
-    SIGHUP, or a worker's {"ask"} (an admin       {"reload": ROUND} on its command pipe: the config
-      reload): a round, {"reload": ROUND} on each   file reloaded (server.reload); its outcome written
-      worker's command pipe (COMMAND_FD_ENV);       to the report pipe (REPORT_FD_ENV) with the round
+    SIGHUP (the file checked first: a bad one,    {"reload": ROUND} on its command pipe: the config
+      or one serving nothing, refused here), or     file reloaded (server.reload); its outcome written
+      a worker's {"ask"} (an admin reload, maybe    to the report pipe (REPORT_FD_ENV) with the round
+      forced): a round, {"reload": ROUND, "force"}
+      on each worker's command pipe (COMMAND_FD_ENV);
       every outcome read from the report pipe,      an admin reload: {"ask"} on the report pipe, then
       logged, at most server.reload_wait_s; the     the round's set from its command pipe: every
       whole set to the worker that asked            worker's outcome in the answer (server.reload)
@@ -40,7 +42,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO
 
-from sidecar.config import Config
+from sidecar.config import Config, ConfigError, load_config
 from sidecar.server.cores import worker_count
 from sidecar.server.reload import COMMAND_FD_ENV, REPORT_FD_ENV
 
@@ -167,8 +169,9 @@ class _Rounds:
         self.rounds: dict[str, _Round] = {}
         self.tasks: set[asyncio.Task[None]] = set()
 
-    def start(self, round_id: str, asker: tuple[int, int] | None) -> None:
-        task = asyncio.get_running_loop().create_task(self._run(round_id, asker))
+    def start(self, round_id: str, asker: tuple[int, int] | None, *, force: bool = False) -> None:
+        """A round; ``force``: an operator forced the reload (each worker applies a file keeping nothing served)."""
+        task = asyncio.get_running_loop().create_task(self._run(round_id, asker, force))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
@@ -183,12 +186,12 @@ class _Rounds:
             if len(held.reports) == len(held.expected):
                 held.complete.set()
 
-    async def _run(self, round_id: str, asker: tuple[int, int] | None) -> None:
+    async def _run(self, round_id: str, asker: tuple[int, int] | None, force: bool) -> None:
         held = _Round(asker, {})
         self.rounds[round_id] = held
         absent: list[dict[str, Any]] = []
         for w in self.pool:
-            if w.proc is not None and w.send({"reload": round_id}):
+            if w.proc is not None and w.send({"reload": round_id, "force": force}):
                 held.expected[w.index] = w.proc.pid
             else:
                 pid = w.proc.pid if w.proc is not None else 0
@@ -261,7 +264,21 @@ async def supervise(
         loop.add_signal_handler(sig, received, sig.name)
     pool = [_Worker(i) for i in range(count)]
     rounds = _Rounds(pool, config.server.reload_wait_s)
-    loop.add_signal_handler(signal.SIGHUP, lambda: rounds.start(uuid.uuid4().hex, None))
+
+    def sighup() -> None:
+        """A round of every worker, once the file is one they could apply (check-config's check)."""
+        if config_path is not None:
+            try:
+                load_config(config_path)
+            except ConfigError as exc:
+                _log.error(
+                    "reload (SIGHUP) refused by the supervisor, no worker told; the config before keeps serving: %s",
+                    exc,
+                )
+                return
+        rounds.start(uuid.uuid4().hex, None)
+
+    loop.add_signal_handler(signal.SIGHUP, sighup)
     reports, report_fd = os.pipe()  # every worker writes its reload outcomes here, one JSON line each
     reader = asyncio.create_task(_read_reports(reports, rounds))
     fakes, embedded = await _start_fakes(config)
@@ -327,10 +344,11 @@ async def _read_reports(fd: int, rounds: _Rounds) -> None:
             try:
                 report = json.loads(line)
                 if isinstance(report.get("ask"), str):
-                    _log.info(
-                        "reload: worker %d (pid %d) asked for a reload of every worker", report["worker"], report["pid"]
-                    )
-                    rounds.start(report["ask"], (int(report["worker"]), int(report["pid"])))
+                    force = report.get("force") is True
+                    asker = (int(report["worker"]), int(report["pid"]))
+                    what = "a forced reload" if force else "a reload"
+                    _log.info("reload: worker %d (pid %d) asked for %s of every worker", *asker, what)
+                    rounds.start(report["ask"], asker, force=force)
                     continue
                 index, pid, applied = int(report["worker"]), int(report["pid"]), bool(report["applied"])
                 rounds.report(report)

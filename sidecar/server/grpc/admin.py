@@ -194,12 +194,13 @@ class AdminServicer(apb_grpc.AdminServicer):
         return self._view.reset_spend(name, who=who)
 
     async def Reload(self, request: apb.ReloadRequest, context: Context) -> apb.ReloadResponse:
-        _log.warning("admin: %s asked for a reload", await self._admitted(context, "Reload"))
+        who = await self._admitted(context, "Reload")
+        _log.warning("admin: %s asked for a %sreload", who, "forced " if request.force else "")
         if self._reload is None:
             failure = SystemFailure.worded(NO_RELOAD, detail=SystemDetail(component="reload"))
             await _abort(context, failure, grpc.StatusCode.FAILED_PRECONDITION)
             raise AssertionError("unreachable: abort_with_status raises")
-        outcome: ReloadOutcome = await self._reload()
+        outcome: ReloadOutcome = await self._reload(force=request.force)
         return apb.ReloadResponse(
             applied=outcome.applied,
             error=outcome.error or "",
@@ -209,4 +210,5 @@ class AdminServicer(apb_grpc.AdminServicer):
             ],
             restart_needed=list(outcome.restart_needed),
             note=outcome.note or "",
+            force_required=outcome.force_required,
         )

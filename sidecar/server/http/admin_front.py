@@ -8,9 +8,12 @@
 checks, then the operator action on this replica (logged on ``sidecar.admin``); a close is
 published fleet-wide like a probe's. 404 for a name this process does not hold.
 
-``POST /admin/reload`` (no body): the same checks, then the config file read again on every
-worker (``server.reload``): 200 with the outcome when applied, 422 with check-config's error when
-refused (the config before keeps serving), 503 when there is nothing to reload.
+``POST /admin/reload`` (no body; ``?force=true`` applies a file that keeps none of the models and
+tools served): the same checks, then the config file read again on every worker (``server.reload``):
+200 with the outcome when applied, 422 with check-config's error when refused (the config before
+keeps serving; ``error_type`` ``force_required`` when only ``force`` would apply it), 400 naming a
+query parameter other than ``force``, or a ``force`` that is not ``true`` or ``false``; 503 when
+there is nothing to reload.
 
 The caller-token check of ``access.Access`` does not apply to this path: only admin tokens
 (``Authorization: Bearer``), compared in constant time (``auth.Tokens``).
@@ -20,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -30,7 +32,7 @@ from starlette.routing import Route
 from sidecar.server.admin import StateView, UnknownTarget
 from sidecar.server.auth import Tokens, bearer_token
 from sidecar.server.http.hosting import Door
-from sidecar.server.reload import ReloadOutcome
+from sidecar.server.reload import Reload
 
 __all__ = ["ACTIONS", "ADMIN_STATE_PATH", "RELOAD_PATH", "admin_door"]
 
@@ -52,11 +54,28 @@ ACTION_PATH = "/admin/actions/{action}"
 RELOAD_PATH = "/admin/reload"
 ACTIONS = ("close-circuit", "lift-pause", "reset-spend")
 MAX_ACTION_BYTES = 4096
+FORCE_VALUES = {"true": True, "false": False}
+"""``POST /admin/reload?force=...``: the only values taken."""
 
 
-def admin_door(
-    tokens: Tokens | None, view: StateView, reload: Callable[[], Awaitable[ReloadOutcome]] | None = None
-) -> Door:
+def _force(request: Request) -> bool | str:
+    """``?force=true|false`` of a reload (absent: false), or why the query is refused (naming the parameter)."""
+    params = request.query_params
+    unknown = sorted(k for k in params if k != "force")
+    if unknown:
+        return f"unknown query parameter {unknown[0][:64]!r}: POST {RELOAD_PATH} takes only force=true|false"
+    given = params.getlist("force")
+    if len(given) > 1:
+        return "query parameter 'force' given more than once"
+    if not given:
+        return False
+    value = FORCE_VALUES.get(given[0])
+    if value is None:
+        return f"query parameter 'force' must be true or false (got {given[0][:64]!r})"
+    return value
+
+
+def admin_door(tokens: Tokens | None, view: StateView, reload: Reload | None = None) -> Door:
     def refused(request: Request) -> JSONResponse | None:
         if tokens is None:
             return _error(403, "admin_off", _OFF)
@@ -102,14 +121,18 @@ def admin_door(
     async def reloaded(request: Request) -> JSONResponse:
         if (refusal := refused(request)) is not None:
             return refusal
+        force = _force(request)
+        if isinstance(force, str):
+            return _error(400, "invalid_request", force)
         if reload is None:
             return _error(503, "unavailable", "this sidecar cannot reload its config")
-        _log.warning("admin: %s asked for a reload", _who(request))
-        outcome = await reload()
+        _log.warning("admin: %s asked for a %sreload", _who(request), "forced " if force else "")
+        outcome = await reload(force=force)
         body = outcome.as_dict()
         if not outcome.applied:  # a worker silent past server.reload_wait_s is not a refused file
             silent = any(not w.reported for w in outcome.workers)
-            body["error_type"] = "workers_not_reported" if silent else "config_refused"
+            kind = "force_required" if outcome.force_required else "config_refused"
+            body["error_type"] = "workers_not_reported" if silent else kind
         return JSONResponse(body, status_code=200 if outcome.applied else 422)
 
     routes = [

@@ -21,7 +21,6 @@ front is one more ``endpoint`` of ``model_door`` over a registered format's fron
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +41,7 @@ from sidecar.server.http.hosting import Door
 from sidecar.server.http.mcp_front import mcp_door
 from sidecar.server.http.models_front import models_routes
 from sidecar.server.live import Live
-from sidecar.server.reload import ReloadOutcome
+from sidecar.server.reload import Reload
 
 __all__ = ["DoorParts", "build_doors"]
 
@@ -60,7 +59,7 @@ class DoorParts:
     """``server.max_in_flight``: one limit for the calls of every door."""
     admin_view: StateView | None = None
     """The admin state view and its actions (``server.admin.StateView``); None: no admin door."""
-    reload: Callable[[], Awaitable[ReloadOutcome]] | None = None
+    reload: Reload | None = None
     """``POST /admin/reload``: the config file again, on every worker (``server.reload``)."""
 
 

@@ -144,22 +144,26 @@ class ResetSpendResponse(_message.Message):
     def __init__(self, was_usd: _Optional[float] = ..., reach: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
 
 class ReloadRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("force",)
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    force: bool
+    def __init__(self, force: _Optional[bool] = ...) -> None: ...
 
 class ReloadResponse(_message.Message):
-    __slots__ = ("applied", "error", "workers", "restart_needed", "note")
+    __slots__ = ("applied", "error", "workers", "restart_needed", "note", "force_required")
     APPLIED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
     RESTART_NEEDED_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
+    FORCE_REQUIRED_FIELD_NUMBER: _ClassVar[int]
     applied: bool
     error: str
     workers: _containers.RepeatedCompositeFieldContainer[WorkerReload]
     restart_needed: _containers.RepeatedScalarFieldContainer[str]
     note: str
-    def __init__(self, applied: _Optional[bool] = ..., error: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[WorkerReload, _Mapping]]] = ..., restart_needed: _Optional[_Iterable[str]] = ..., note: _Optional[str] = ...) -> None: ...
+    force_required: bool
+    def __init__(self, applied: _Optional[bool] = ..., error: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[WorkerReload, _Mapping]]] = ..., restart_needed: _Optional[_Iterable[str]] = ..., note: _Optional[str] = ..., force_required: _Optional[bool] = ...) -> None: ...
 
 class WorkerReload(_message.Message):
     __slots__ = ("index", "applied", "error", "pid", "reported")

@@ -103,7 +103,10 @@ class AdminServicer:
     def Reload(self, request, context):
         """Reload loads the config file again and swaps it in when it is valid; a
         refused file is answered OK with `applied` false and the error
-        check-config gives. FAILED_PRECONDITION when this process cannot reload.
+        check-config gives (a file serving no model and no tool is refused). A
+        file that keeps none of the running config's models and tools is refused
+        too (`force_required`), unless the request sets `force`.
+        FAILED_PRECONDITION when this process cannot reload.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -64,7 +64,10 @@ class AdminStub:
     Reload: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ReloadRequest, _admin_pb2.ReloadResponse]
     """Reload loads the config file again and swaps it in when it is valid; a
     refused file is answered OK with `applied` false and the error
-    check-config gives. FAILED_PRECONDITION when this process cannot reload.
+    check-config gives (a file serving no model and no tool is refused). A
+    file that keeps none of the running config's models and tools is refused
+    too (`force_required`), unless the request sets `force`.
+    FAILED_PRECONDITION when this process cannot reload.
     """
 
 @_typing.type_check_only
@@ -92,7 +95,10 @@ class AdminAsyncStub(AdminStub):
     Reload: _aio.UnaryUnaryMultiCallable[_admin_pb2.ReloadRequest, _admin_pb2.ReloadResponse]  # type: ignore[assignment]
     """Reload loads the config file again and swaps it in when it is valid; a
     refused file is answered OK with `applied` false and the error
-    check-config gives. FAILED_PRECONDITION when this process cannot reload.
+    check-config gives (a file serving no model and no tool is refused). A
+    file that keeps none of the running config's models and tools is refused
+    too (`force_required`), unless the request sets `force`.
+    FAILED_PRECONDITION when this process cannot reload.
     """
 
 class AdminServicer(metaclass=_abc_1.ABCMeta):
@@ -147,7 +153,10 @@ class AdminServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_admin_pb2.ReloadResponse, _abc.Awaitable[_admin_pb2.ReloadResponse]]:
         """Reload loads the config file again and swaps it in when it is valid; a
         refused file is answered OK with `applied` false and the error
-        check-config gives. FAILED_PRECONDITION when this process cannot reload.
+        check-config gives (a file serving no model and no tool is refused). A
+        file that keeps none of the running config's models and tools is refused
+        too (`force_required`), unless the request sets `force`.
+        FAILED_PRECONDITION when this process cannot reload.
         """
 
 def add_AdminServicer_to_server(servicer: AdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -873,7 +873,11 @@ func (x *ResetSpendResponse) GetNote() string {
 
 // ReloadRequest asks for a reload of the config file.
 type ReloadRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Apply the file even when it keeps none of the models and tools the
+	// running config serves (every call naming one would then answer
+	// NOT_FOUND). A file that serves nothing at all is refused even so.
+	Force         bool `protobuf:"varint,1,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -908,6 +912,13 @@ func (*ReloadRequest) Descriptor() ([]byte, []int) {
 	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
+func (x *ReloadRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
 // ReloadResponse is the outcome of a reload.
 type ReloadResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -922,7 +933,11 @@ type ReloadResponse struct {
 	// the next restart.
 	RestartNeeded []string `protobuf:"bytes,4,rep,name=restart_needed,json=restartNeeded,proto3" json:"restart_needed,omitempty"`
 	// A remark on the outcome (for example: on a worker, every worker reloads through the supervisor).
-	Note          string `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
+	Note string `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
+	// True when the file was refused only because it keeps none of the models
+	// and tools served (`error` names them): the same request with `force`
+	// applies it.
+	ForceRequired bool `protobuf:"varint,6,opt,name=force_required,json=forceRequired,proto3" json:"force_required,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -990,6 +1005,13 @@ func (x *ReloadResponse) GetNote() string {
 		return x.Note
 	}
 	return ""
+}
+
+func (x *ReloadResponse) GetForceRequired() bool {
+	if x != nil {
+		return x.ForceRequired
+	}
+	return false
 }
 
 // WorkerReload is one worker's outcome of a reload.
@@ -1148,14 +1170,16 @@ const file_sidecar_v1_admin_proto_rawDesc = "" +
 	"\x12ResetSpendResponse\x12\x17\n" +
 	"\awas_usd\x18\x01 \x01(\x01R\x06wasUsd\x12\x14\n" +
 	"\x05reach\x18\x02 \x01(\tR\x05reach\x12\x12\n" +
-	"\x04note\x18\x03 \x01(\tR\x04note\"\x0f\n" +
-	"\rReloadRequest\"\xaf\x01\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"%\n" +
+	"\rReloadRequest\x12\x14\n" +
+	"\x05force\x18\x01 \x01(\bR\x05force\"\xd6\x01\n" +
 	"\x0eReloadResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x122\n" +
 	"\aworkers\x18\x03 \x03(\v2\x18.sidecar.v1.WorkerReloadR\aworkers\x12%\n" +
 	"\x0erestart_needed\x18\x04 \x03(\tR\rrestartNeeded\x12\x12\n" +
-	"\x04note\x18\x05 \x01(\tR\x04note\"\x82\x01\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\x12%\n" +
+	"\x0eforce_required\x18\x06 \x01(\bR\rforceRequired\"\x82\x01\n" +
 	"\fWorkerReload\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x18\n" +
 	"\aapplied\x18\x02 \x01(\bR\aapplied\x12\x14\n" +

@@ -58,7 +58,10 @@ type AdminClient interface {
 	ResetSpend(ctx context.Context, in *ResetSpendRequest, opts ...grpc.CallOption) (*ResetSpendResponse, error)
 	// Reload loads the config file again and swaps it in when it is valid; a
 	// refused file is answered OK with `applied` false and the error
-	// check-config gives. FAILED_PRECONDITION when this process cannot reload.
+	// check-config gives (a file serving no model and no tool is refused). A
+	// file that keeps none of the running config's models and tools is refused
+	// too (`force_required`), unless the request sets `force`.
+	// FAILED_PRECONDITION when this process cannot reload.
 	Reload(ctx context.Context, in *ReloadRequest, opts ...grpc.CallOption) (*ReloadResponse, error)
 }
 
@@ -141,7 +144,10 @@ type AdminServer interface {
 	ResetSpend(context.Context, *ResetSpendRequest) (*ResetSpendResponse, error)
 	// Reload loads the config file again and swaps it in when it is valid; a
 	// refused file is answered OK with `applied` false and the error
-	// check-config gives. FAILED_PRECONDITION when this process cannot reload.
+	// check-config gives (a file serving no model and no tool is refused). A
+	// file that keeps none of the running config's models and tools is refused
+	// too (`force_required`), unless the request sets `force`.
+	// FAILED_PRECONDITION when this process cannot reload.
 	Reload(context.Context, *ReloadRequest) (*ReloadResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }

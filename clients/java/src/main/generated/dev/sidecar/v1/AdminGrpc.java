@@ -285,7 +285,10 @@ public final class AdminGrpc {
      * <pre>
      * Reload loads the config file again and swaps it in when it is valid; a
      * refused file is answered OK with `applied` false and the error
-     * check-config gives. FAILED_PRECONDITION when this process cannot reload.
+     * check-config gives (a file serving no model and no tool is refused). A
+     * file that keeps none of the running config's models and tools is refused
+     * too (`force_required`), unless the request sets `force`.
+     * FAILED_PRECONDITION when this process cannot reload.
      * </pre>
      */
     default void reload(dev.sidecar.v1.ReloadRequest request,
@@ -380,7 +383,10 @@ public final class AdminGrpc {
      * <pre>
      * Reload loads the config file again and swaps it in when it is valid; a
      * refused file is answered OK with `applied` false and the error
-     * check-config gives. FAILED_PRECONDITION when this process cannot reload.
+     * check-config gives (a file serving no model and no tool is refused). A
+     * file that keeps none of the running config's models and tools is refused
+     * too (`force_required`), unless the request sets `force`.
+     * FAILED_PRECONDITION when this process cannot reload.
      * </pre>
      */
     public void reload(dev.sidecar.v1.ReloadRequest request,
@@ -458,7 +464,10 @@ public final class AdminGrpc {
      * <pre>
      * Reload loads the config file again and swaps it in when it is valid; a
      * refused file is answered OK with `applied` false and the error
-     * check-config gives. FAILED_PRECONDITION when this process cannot reload.
+     * check-config gives (a file serving no model and no tool is refused). A
+     * file that keeps none of the running config's models and tools is refused
+     * too (`force_required`), unless the request sets `force`.
+     * FAILED_PRECONDITION when this process cannot reload.
      * </pre>
      */
     public dev.sidecar.v1.ReloadResponse reload(dev.sidecar.v1.ReloadRequest request) throws io.grpc.StatusException {
@@ -535,7 +544,10 @@ public final class AdminGrpc {
      * <pre>
      * Reload loads the config file again and swaps it in when it is valid; a
      * refused file is answered OK with `applied` false and the error
-     * check-config gives. FAILED_PRECONDITION when this process cannot reload.
+     * check-config gives (a file serving no model and no tool is refused). A
+     * file that keeps none of the running config's models and tools is refused
+     * too (`force_required`), unless the request sets `force`.
+     * FAILED_PRECONDITION when this process cannot reload.
      * </pre>
      */
     public dev.sidecar.v1.ReloadResponse reload(dev.sidecar.v1.ReloadRequest request) {
@@ -616,7 +628,10 @@ public final class AdminGrpc {
      * <pre>
      * Reload loads the config file again and swaps it in when it is valid; a
      * refused file is answered OK with `applied` false and the error
-     * check-config gives. FAILED_PRECONDITION when this process cannot reload.
+     * check-config gives (a file serving no model and no tool is refused). A
+     * file that keeps none of the running config's models and tools is refused
+     * too (`force_required`), unless the request sets `force`.
+     * FAILED_PRECONDITION when this process cannot reload.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.sidecar.v1.ReloadResponse> reload(

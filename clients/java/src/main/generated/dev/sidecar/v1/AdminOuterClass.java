@@ -155,29 +155,30 @@ public final class AdminOuterClass extends com.google.protobuf.GeneratedFile {
       "dRequest\022\032\n\010workflow\030\001 \001(\tR\010workflow\"W\n\022" +
       "ResetSpendResponse\022\027\n\007was_usd\030\001 \001(\001R\006was" +
       "Usd\022\024\n\005reach\030\002 \001(\tR\005reach\022\022\n\004note\030\003 \001(\tR" +
-      "\004note\"\017\n\rReloadRequest\"\257\001\n\016ReloadRespons" +
-      "e\022\030\n\007applied\030\001 \001(\010R\007applied\022\024\n\005error\030\002 \001" +
-      "(\tR\005error\0222\n\007workers\030\003 \003(\0132\030.sidecar.v1." +
-      "WorkerReloadR\007workers\022%\n\016restart_needed\030" +
-      "\004 \003(\tR\rrestartNeeded\022\022\n\004note\030\005 \001(\tR\004note" +
-      "\"\202\001\n\014WorkerReload\022\024\n\005index\030\001 \001(\005R\005index\022" +
-      "\030\n\007applied\030\002 \001(\010R\007applied\022\024\n\005error\030\003 \001(\t" +
-      "R\005error\022\020\n\003pid\030\004 \001(\005R\003pid\022\032\n\010reported\030\005 " +
-      "\001(\010R\010reported2\371\002\n\005Admin\022E\n\010GetState\022\033.si" +
-      "decar.v1.GetStateRequest\032\034.sidecar.v1.Ge" +
-      "tStateResponse\022Q\n\014CloseCircuit\022\037.sidecar" +
-      ".v1.CloseCircuitRequest\032 .sidecar.v1.Clo" +
-      "seCircuitResponse\022H\n\tLiftPause\022\034.sidecar" +
-      ".v1.LiftPauseRequest\032\035.sidecar.v1.LiftPa" +
-      "useResponse\022K\n\nResetSpend\022\035.sidecar.v1.R" +
-      "esetSpendRequest\032\036.sidecar.v1.ResetSpend" +
-      "Response\022?\n\006Reload\022\031.sidecar.v1.ReloadRe" +
-      "quest\032\032.sidecar.v1.ReloadResponseB\235\001\n\016de" +
-      "v.sidecar.v1P\001ZBgithub.com/sidecar-dev/s" +
-      "idecar/clients/go/gen/sidecar/v1;sidecar" +
-      "v1\242\002\003SXX\252\002\nSidecar.V1\312\002\nSidecar\\V1\342\002\026Sid" +
-      "ecar\\V1\\GPBMetadata\352\002\013Sidecar::V1b\006proto" +
-      "3"
+      "\004note\"%\n\rReloadRequest\022\024\n\005force\030\001 \001(\010R\005f" +
+      "orce\"\326\001\n\016ReloadResponse\022\030\n\007applied\030\001 \001(\010" +
+      "R\007applied\022\024\n\005error\030\002 \001(\tR\005error\0222\n\007worke" +
+      "rs\030\003 \003(\0132\030.sidecar.v1.WorkerReloadR\007work" +
+      "ers\022%\n\016restart_needed\030\004 \003(\tR\rrestartNeed" +
+      "ed\022\022\n\004note\030\005 \001(\tR\004note\022%\n\016force_required" +
+      "\030\006 \001(\010R\rforceRequired\"\202\001\n\014WorkerReload\022\024" +
+      "\n\005index\030\001 \001(\005R\005index\022\030\n\007applied\030\002 \001(\010R\007a" +
+      "pplied\022\024\n\005error\030\003 \001(\tR\005error\022\020\n\003pid\030\004 \001(" +
+      "\005R\003pid\022\032\n\010reported\030\005 \001(\010R\010reported2\371\002\n\005A" +
+      "dmin\022E\n\010GetState\022\033.sidecar.v1.GetStateRe" +
+      "quest\032\034.sidecar.v1.GetStateResponse\022Q\n\014C" +
+      "loseCircuit\022\037.sidecar.v1.CloseCircuitReq" +
+      "uest\032 .sidecar.v1.CloseCircuitResponse\022H" +
+      "\n\tLiftPause\022\034.sidecar.v1.LiftPauseReques" +
+      "t\032\035.sidecar.v1.LiftPauseResponse\022K\n\nRese" +
+      "tSpend\022\035.sidecar.v1.ResetSpendRequest\032\036." +
+      "sidecar.v1.ResetSpendResponse\022?\n\006Reload\022" +
+      "\031.sidecar.v1.ReloadRequest\032\032.sidecar.v1." +
+      "ReloadResponseB\235\001\n\016dev.sidecar.v1P\001ZBgit" +
+      "hub.com/sidecar-dev/sidecar/clients/go/g" +
+      "en/sidecar/v1;sidecarv1\242\002\003SXX\252\002\nSidecar." +
+      "V1\312\002\nSidecar\\V1\342\002\026Sidecar\\V1\\GPBMetadata" +
+      "\352\002\013Sidecar::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -262,13 +263,13 @@ public final class AdminOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_sidecar_v1_ReloadRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ReloadRequest_descriptor,
-        new java.lang.String[] { });
+        new java.lang.String[] { "Force", });
     internal_static_sidecar_v1_ReloadResponse_descriptor =
       getDescriptor().getMessageType(13);
     internal_static_sidecar_v1_ReloadResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ReloadResponse_descriptor,
-        new java.lang.String[] { "Applied", "Error", "Workers", "RestartNeeded", "Note", });
+        new java.lang.String[] { "Applied", "Error", "Workers", "RestartNeeded", "Note", "ForceRequired", });
     internal_static_sidecar_v1_WorkerReload_descriptor =
       getDescriptor().getMessageType(14);
     internal_static_sidecar_v1_WorkerReload_fieldAccessorTable = new

@@ -52,6 +52,23 @@ private static final long serialVersionUID = 0L;
             dev.sidecar.v1.ReloadRequest.class, dev.sidecar.v1.ReloadRequest.Builder.class);
   }
 
+  public static final int FORCE_FIELD_NUMBER = 1;
+  private boolean force_ = false;
+  /**
+   * <pre>
+   * Apply the file even when it keeps none of the models and tools the
+   * running config serves (every call naming one would then answer
+   * NOT_FOUND). A file that serves nothing at all is refused even so.
+   * </pre>
+   *
+   * <code>bool force = 1 [json_name = "force"];</code>
+   * @return The force.
+   */
+  @java.lang.Override
+  public boolean getForce() {
+    return force_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -66,7 +83,18 @@ private static final long serialVersionUID = 0L;
   @java.lang.Override
   public void writeTo(com.google.protobuf.CodedOutputStream output)
                       throws java.io.IOException {
+    if (force_ != false) {
+      output.writeBool(1, force_);
+    }
     getUnknownFields().writeTo(output);
+  }
+  private int computeSerializedSize_0() {
+    int size = 0;
+    if (force_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(1, force_);
+    }
+    return size;
   }
   @java.lang.Override
   public int getSerializedSize() {
@@ -74,6 +102,7 @@ private static final long serialVersionUID = 0L;
     if (size != -1) return size;
 
     size = 0;
+    size += computeSerializedSize_0();
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
     return size;
@@ -89,6 +118,8 @@ private static final long serialVersionUID = 0L;
     }
     dev.sidecar.v1.ReloadRequest other = (dev.sidecar.v1.ReloadRequest) obj;
 
+    if (getForce()
+        != other.getForce()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -100,6 +131,9 @@ private static final long serialVersionUID = 0L;
     }
     int hash = 41;
     hash = (19 * hash) + getDescriptor().hashCode();
+    hash = (37 * hash) + FORCE_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getForce());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -234,6 +268,8 @@ private static final long serialVersionUID = 0L;
     @java.lang.Override
     public Builder clear() {
       super.clear();
+      bitField0_ = 0;
+      force_ = false;
       return this;
     }
 
@@ -260,8 +296,16 @@ private static final long serialVersionUID = 0L;
     @java.lang.Override
     public dev.sidecar.v1.ReloadRequest buildPartial() {
       dev.sidecar.v1.ReloadRequest result = new dev.sidecar.v1.ReloadRequest(this);
+      if (bitField0_ != 0) { buildPartial0(result); }
       onBuilt();
       return result;
+    }
+
+    private void buildPartial0(dev.sidecar.v1.ReloadRequest result) {
+      int from_bitField0_ = bitField0_;
+      if (((from_bitField0_ & 0x00000001) != 0)) {
+        result.force_ = force_;
+      }
     }
 
     @java.lang.Override
@@ -276,6 +320,9 @@ private static final long serialVersionUID = 0L;
 
     public Builder mergeFrom(dev.sidecar.v1.ReloadRequest other) {
       if (other == dev.sidecar.v1.ReloadRequest.getDefaultInstance()) return this;
+      if (other.getForce() != false) {
+        setForce(other.getForce());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -300,6 +347,11 @@ private static final long serialVersionUID = 0L;
             case 0:
               done = true;
               break;
+            case 8: {
+              force_ = input.readBool();
+              bitField0_ |= 0x00000001;
+              break;
+            } // case 8
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -313,6 +365,57 @@ private static final long serialVersionUID = 0L;
       } finally {
         onChanged();
       } // finally
+      return this;
+    }
+    private int bitField0_;
+
+    private boolean force_ ;
+    /**
+     * <pre>
+     * Apply the file even when it keeps none of the models and tools the
+     * running config serves (every call naming one would then answer
+     * NOT_FOUND). A file that serves nothing at all is refused even so.
+     * </pre>
+     *
+     * <code>bool force = 1 [json_name = "force"];</code>
+     * @return The force.
+     */
+    @java.lang.Override
+    public boolean getForce() {
+      return force_;
+    }
+    /**
+     * <pre>
+     * Apply the file even when it keeps none of the models and tools the
+     * running config serves (every call naming one would then answer
+     * NOT_FOUND). A file that serves nothing at all is refused even so.
+     * </pre>
+     *
+     * <code>bool force = 1 [json_name = "force"];</code>
+     * @param value The force to set.
+     * @return This builder for chaining.
+     */
+    public Builder setForce(boolean value) {
+
+      force_ = value;
+      bitField0_ |= 0x00000001;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Apply the file even when it keeps none of the models and tools the
+     * running config serves (every call naming one would then answer
+     * NOT_FOUND). A file that serves nothing at all is refused even so.
+     * </pre>
+     *
+     * <code>bool force = 1 [json_name = "force"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearForce() {
+      bitField0_ = (bitField0_ & ~0x00000001);
+      force_ = false;
+      onChanged();
       return this;
     }
 

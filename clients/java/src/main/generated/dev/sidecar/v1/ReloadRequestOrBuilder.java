@@ -9,4 +9,16 @@ package dev.sidecar.v1;
 public interface ReloadRequestOrBuilder extends
     // @@protoc_insertion_point(interface_extends:sidecar.v1.ReloadRequest)
     com.google.protobuf.MessageOrBuilder {
+
+  /**
+   * <pre>
+   * Apply the file even when it keeps none of the models and tools the
+   * running config serves (every call naming one would then answer
+   * NOT_FOUND). A file that serves nothing at all is refused even so.
+   * </pre>
+   *
+   * <code>bool force = 1 [json_name = "force"];</code>
+   * @return The force.
+   */
+  boolean getForce();
 }

@@ -289,6 +289,23 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int FORCE_REQUIRED_FIELD_NUMBER = 6;
+  private boolean forceRequired_ = false;
+  /**
+   * <pre>
+   * True when the file was refused only because it keeps none of the models
+   * and tools served (`error` names them): the same request with `force`
+   * applies it.
+   * </pre>
+   *
+   * <code>bool force_required = 6 [json_name = "forceRequired"];</code>
+   * @return The forceRequired.
+   */
+  @java.lang.Override
+  public boolean getForceRequired() {
+    return forceRequired_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -317,6 +334,9 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(note_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 5, note_);
+    }
+    if (forceRequired_ != false) {
+      output.writeBool(6, forceRequired_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -348,6 +368,10 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(note_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(5, note_);
+    }
+    if (forceRequired_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(6, forceRequired_);
     }
     return size;
   }
@@ -383,6 +407,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getRestartNeededList())) return false;
     if (!getNote()
         .equals(other.getNote())) return false;
+    if (getForceRequired()
+        != other.getForceRequired()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -409,6 +435,9 @@ private static final long serialVersionUID = 0L;
     }
     hash = (37 * hash) + NOTE_FIELD_NUMBER;
     hash = (53 * hash) + getNote().hashCode();
+    hash = (37 * hash) + FORCE_REQUIRED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getForceRequired());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -556,6 +585,7 @@ private static final long serialVersionUID = 0L;
       restartNeeded_ =
           com.google.protobuf.LazyStringArrayList.emptyList();
       note_ = "";
+      forceRequired_ = false;
       return this;
     }
 
@@ -614,6 +644,9 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00000010) != 0)) {
         result.note_ = note_;
+      }
+      if (((from_bitField0_ & 0x00000020) != 0)) {
+        result.forceRequired_ = forceRequired_;
       }
     }
 
@@ -678,6 +711,9 @@ private static final long serialVersionUID = 0L;
         bitField0_ |= 0x00000010;
         onChanged();
       }
+      if (other.getForceRequired() != false) {
+        setForceRequired(other.getForceRequired());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -735,6 +771,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000010;
               break;
             } // case 42
+            case 48: {
+              forceRequired_ = input.readBool();
+              bitField0_ |= 0x00000020;
+              break;
+            } // case 48
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1456,6 +1497,56 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       note_ = value;
       bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+
+    private boolean forceRequired_ ;
+    /**
+     * <pre>
+     * True when the file was refused only because it keeps none of the models
+     * and tools served (`error` names them): the same request with `force`
+     * applies it.
+     * </pre>
+     *
+     * <code>bool force_required = 6 [json_name = "forceRequired"];</code>
+     * @return The forceRequired.
+     */
+    @java.lang.Override
+    public boolean getForceRequired() {
+      return forceRequired_;
+    }
+    /**
+     * <pre>
+     * True when the file was refused only because it keeps none of the models
+     * and tools served (`error` names them): the same request with `force`
+     * applies it.
+     * </pre>
+     *
+     * <code>bool force_required = 6 [json_name = "forceRequired"];</code>
+     * @param value The forceRequired to set.
+     * @return This builder for chaining.
+     */
+    public Builder setForceRequired(boolean value) {
+
+      forceRequired_ = value;
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * True when the file was refused only because it keeps none of the models
+     * and tools served (`error` names them): the same request with `force`
+     * applies it.
+     * </pre>
+     *
+     * <code>bool force_required = 6 [json_name = "forceRequired"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearForceRequired() {
+      bitField0_ = (bitField0_ & ~0x00000020);
+      forceRequired_ = false;
       onChanged();
       return this;
     }

@@ -153,4 +153,16 @@ public interface ReloadResponseOrBuilder extends
    */
   com.google.protobuf.ByteString
       getNoteBytes();
+
+  /**
+   * <pre>
+   * True when the file was refused only because it keeps none of the models
+   * and tools served (`error` names them): the same request with `force`
+   * applies it.
+   * </pre>
+   *
+   * <code>bool force_required = 6 [json_name = "forceRequired"];</code>
+   * @return The forceRequired.
+   */
+  boolean getForceRequired();
 }
