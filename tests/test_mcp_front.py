@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
@@ -49,10 +50,10 @@ def url(sc: Running, path: str = "/mcp") -> str:
 
 @asynccontextmanager
 async def mcp_client(address: str, **client: Any) -> AsyncIterator[ClientSession]:
-    """The official MCP client, initialized, over an httpx client of the test's (headers, TLS)."""
+    """The official MCP client, initialized, over an httpx2 client of the test's (headers, TLS)."""
     async with (
-        httpx.AsyncClient(timeout=30, **client) as http,
-        streamable_http_client(address, http_client=http) as (read, write, _),
+        httpx2.AsyncClient(timeout=30, **client) as http,
+        streamable_http_client(address, http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
@@ -82,13 +83,13 @@ async def test_an_mcp_client_lists_the_tools_list_tools_lists(start_sidecar: Sta
     grpc_listed = await sc.client.list_tools()
     async with mcp_client(url(sc)) as mcp:
         listed = await mcp.list_tools()
-        assert mcp.get_server_capabilities() is not None
+        assert mcp.server_capabilities is not None
     assert [t.name for t in listed.tools] == [t.definition.name for t in grpc_listed]
     for mine, theirs in zip(listed.tools, grpc_listed, strict=True):
         assert mine.description == theirs.definition.description
-        assert mine.inputSchema == json.loads(theirs.definition.parameters_json)
+        assert mine.input_schema == json.loads(theirs.definition.parameters_json)
         assert mine.annotations is not None
-        assert mine.annotations.idempotentHint is theirs.idempotent
+        assert mine.annotations.idempotent_hint is theirs.idempotent
 
 
 async def test_a_call_that_succeeds_answers_what_execute_tool_answers(start_sidecar: Start) -> None:
@@ -96,7 +97,7 @@ async def test_a_call_that_succeeds_answers_what_execute_tool_answers(start_side
     over_grpc = await sc.client.execute_tool("fetch", {"id": "doc-1"})
     async with mcp_client(url(sc)) as mcp:
         result = await mcp.call_tool("fetch", {"id": "doc-1"})
-    assert not result.isError
+    assert not result.is_error
     assert text(result) == over_grpc.model_text
     assert result.meta == {"sidecar/attempts": 1}
 
@@ -108,14 +109,14 @@ async def test_a_call_that_fails_is_is_error_with_the_model_text(start_sidecar: 
         missing = await mcp.call_tool("fetch", {"id": "doc-404"})
         invalid = await mcp.call_tool("fetch", {"id": ""})
         unknown = await mcp.call_tool("nope", {})
-    assert missing.isError
+    assert missing.is_error
     assert text(missing) == over_grpc.model_text
     assert missing.meta == {"sidecar/attempts": 1, "sidecar/kind": "RESOURCE_NOT_FOUND", "sidecar/correctable": True}
-    assert invalid.isError
+    assert invalid.is_error
     assert text(invalid).startswith("Invalid value for parameter 'id' (got \"\")")
     assert invalid.meta is not None
     assert invalid.meta["sidecar/kind"] == "INVALID_INPUT"
-    assert unknown.isError
+    assert unknown.is_error
     assert text(unknown).startswith("Invalid value for parameter 'tool' (got nope): must name a tool that exists")
 
 
@@ -161,7 +162,7 @@ async def test_the_in_flight_limit_counts_the_calls_of_both_ports(start_sidecar:
         if admission.in_flight == 0:
             break
         await asyncio.sleep(0.01)
-    assert shed.isError
+    assert shed.is_error
     assert text(shed).startswith("The sidecar is serving its limit of 1 calls at once (server.max_in_flight)")
     assert shed.meta is not None
     assert shed.meta["sidecar/kind"] == "UPSTREAM_THROTTLE"
@@ -261,7 +262,7 @@ async def test_the_http_port_serves_tls_with_the_grpc_ports_certificate(start_si
     trusted = ssl.create_default_context(cafile=str(pki.ca))
     async with mcp_client(url(sc), verify=trusted) as mcp:
         result = await mcp.call_tool("fetch", {"id": "doc-1"})
-    assert not result.isError
+    assert not result.is_error
     async with httpx.AsyncClient() as http:
         with pytest.raises(httpx.RemoteProtocolError):
             await http.get(url(sc, "/healthz").replace("https://", "http://"))
@@ -324,7 +325,7 @@ async def test_while_draining_health_is_503_and_a_new_call_is_refused_as_is_erro
         await stopping  # the held call answered: the drain ends
     assert health.status_code == 503
     assert health.json() == {"status": "NOT_SERVING"}
-    assert refused.isError
+    assert refused.is_error
     assert text(refused).startswith("The sidecar is shutting down: it finishes the calls in flight")
     assert refused.meta is not None
     assert refused.meta["sidecar/kind"] == "UPSTREAM_THROTTLE"
@@ -367,7 +368,7 @@ async def test_stopping_lets_a_call_in_flight_finish_then_closes_the_port(
         await until(lambda: admission.in_flight > 0, "the call is in flight")
         await sc.app.stop(grace=ANSWER_MARGIN_S)  # far past its tries' timeouts: it finishes, not cut
         result = await slow
-    assert result.isError  # the service never answered: every try timed out
+    assert result.is_error  # the service never answered: every try timed out
     assert text(result).startswith("The flaky service failed at")
     assert "did not answer" in text(result)
     async with httpx.AsyncClient() as http:
