@@ -7,6 +7,7 @@ with what ExecuteTool and ListTools give for the same calls.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import signal
@@ -35,6 +36,7 @@ from tests.conftest import ANSWER_MARGIN_S, Running, Start, silent_tools, tool
 from tests.mcp_server import STDIO_COMMAND
 from tests.redis_server import RedisServer, free_port, redis_server  # noqa: F401  (the fixture)
 from tests.test_http_openai import holding_the_one_slot
+from tests.test_server_process import Proc, _free_port
 from tests.test_telemetry import attrs, tree
 from tests.test_transport_security import Pki, pki  # noqa: F401  (the module's throwaway CA)
 from tests.test_workers import WAIT_S, Supervisor
@@ -437,3 +439,37 @@ def test_two_workers_share_one_http_port(tmp_path: Path, redis_server: RedisServ
                 assert http.get(f"http://127.0.0.1:{port}/healthz").json() == {"status": "SERVING"}
     finally:
         supervisor.stop()
+
+
+# ---------------------------------------------------------------- the documented client
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "mcp.md"
+DOC_ADDRESS = "127.0.0.1:8080"
+"""Where the snippet's sidecar listens: the test's own port takes its place, and nothing else changes."""
+
+
+def doc_snippet() -> str:
+    """The Python block of docs/mcp.md that follows "Any MCP client connects to", as written."""
+    after = DOC.read_text(encoding="utf-8").split("Any MCP client connects to", 1)[1]
+    return after.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+async def test_the_mcp_client_snippet_of_the_docs_runs_against_a_serving_sidecar(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    snippet = doc_snippet()
+    assert snippet.count(DOC_ADDRESS) == 1
+    http = f"127.0.0.1:{_free_port()}"
+    proc = Proc("--listen", f"127.0.0.1:{_free_port()}", "--http", http)  # the embedded default: fetch_doc
+    try:
+        assert proc.popen.stdout is not None
+        banner = [proc.popen.stdout.readline() for _ in range(8)]
+        assert any(f"http://{http}/mcp" in line for line in banner), banner
+        code = compile(snippet.replace(DOC_ADDRESS, http), str(DOC), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        ran = eval(code, {})  # the snippet's top-level awaits make it a coroutine
+        await ran
+    finally:
+        proc.stop()
+    verdict, said = capsys.readouterr().out.split(" ", 1)
+    assert verdict == "False"  # result.is_error
+    assert json.loads(said)["id"] == "doc-1"  # result.content[0].text: the embedded backend's document
