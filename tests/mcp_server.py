@@ -16,7 +16,8 @@
 serves its HTTP port): ``await start()``, ``await stop()`` (the port closes: a transport fault for
 its clients), ``await start()`` again on the same port; ``fail_posts = n`` answers the next n POSTs
 HTTP 503; with ``token`` set, a request without ``Authorization: Bearer <token>`` is answered 401.
-``calls`` records every tools/call (name, arguments, ``_meta``). As a script,
+``calls`` records every tools/call (name, arguments, ``_meta``), ``cancelled`` each one the client
+cancelled. As a script,
 ``python tests/mcp_server.py`` serves the same tools on stdio.
 """
 
@@ -96,6 +97,8 @@ class Tools:
     """The tools' behaviour, and every call made to them."""
 
     calls: list[Call] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+    """The tools whose call the client cancelled (``notifications/cancelled``) while it ran."""
 
     def server(self) -> Server[Any]:
         async def list_tools(
@@ -126,7 +129,11 @@ class Tools:
         if name == "crash":
             raise MCPError(types.INTERNAL_ERROR, "the index is corrupt")
         if name == "slow":
-            await asyncio.Event().wait()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.cancelled.append(name)
+                raise
         if name == "badout":
             return types.CallToolResult(content=[], structured_content={"n": "three"})
         if name == "exit":

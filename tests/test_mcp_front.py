@@ -122,6 +122,29 @@ async def test_a_call_that_fails_is_is_error_with_the_model_text(start_sidecar: 
     assert text(unknown).startswith("Invalid value for parameter 'tool' (got nope): must name a tool that exists")
 
 
+async def test_a_client_of_the_2026_revision_is_served_without_initialize(start_sidecar: Start) -> None:
+    # new with the SDK 2.x: the 2026-07-28 revision (server/discover, the version on every request) beside
+    # the initialize handshake, the same tools and the same answers
+    sc = await start_sidecar(http=HTTP)
+    over_grpc = await sc.client.execute_tool("fetch", {"id": "doc-404"})
+    async with (
+        httpx2.AsyncClient(timeout=30) as http,
+        streamable_http_client(url(sc), http_client=http) as (read, write),
+        ClientSession(read, write) as mcp,
+    ):
+        await mcp.discover()
+        listed = await mcp.list_tools()
+        missing = await mcp.call_tool("fetch", {"id": "doc-404"})
+    assert mcp.protocol_version == "2026-07-28"
+    assert mcp.server_info is not None
+    assert mcp.server_info.name == "sidecar"
+    assert [t.name for t in listed.tools] == [d.definition.name for d in await sc.client.list_tools()]
+    assert missing.is_error
+    assert text(missing) == over_grpc.model_text
+    assert missing.meta is not None
+    assert missing.meta["sidecar/kind"] == "RESOURCE_NOT_FOUND"
+
+
 async def test_the_front_keeps_no_session_a_restart_would_lose(start_sidecar: Start) -> None:
     sc = await start_sidecar(http=HTTP)
     params = {"name": "fetch", "arguments": {"id": "doc-1"}}
