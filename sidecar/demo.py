@@ -199,6 +199,7 @@ async def _play_http(base: str, provider: str) -> int:
     except ImportError:
         print("sidecar demo --http: it needs the openai package (pip install openai)")
         return 1
+    import httpx2
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
@@ -208,13 +209,13 @@ async def _play_http(base: str, provider: str) -> int:
     sdk = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)  # the sidecar retries
     try:
         async with (
-            httpx.AsyncClient(timeout=60, headers=_traced(), trust_env=False) as http,
-            streamable_http_client(f"{base}/mcp", http_client=http) as (read, write, _),
+            httpx2.AsyncClient(timeout=60, headers=_traced(), trust_env=False) as http,
+            streamable_http_client(f"{base}/mcp", http_client=http) as (read, write),
             ClientSession(read, write) as mcp,
         ):
             await mcp.initialize()
             return await _session_http(sdk, mcp, t)
-    except (httpx.HTTPError, OSError, openai.APIConnectionError) as exc:
+    except (httpx2.HTTPError, OSError, openai.APIConnectionError) as exc:
         print(f"sidecar demo: cannot reach the sidecar's HTTP port at {base} ({exc}); serve it with --http")
         return 1
     finally:
@@ -226,7 +227,7 @@ async def _session_http(sdk: Any, mcp: Any, t: Timeline) -> int:
 
     listed = await mcp.list_tools()
     tools = [
-        {"type": "function", "function": {"name": x.name, "description": x.description, "parameters": x.inputSchema}}
+        {"type": "function", "function": {"name": x.name, "description": x.description, "parameters": x.input_schema}}
         for x in listed.tools
         if x.name in ("fetch_doc", "search_docs")
     ]
@@ -252,7 +253,7 @@ async def _session_http(sdk: Any, mcp: Any, t: Timeline) -> int:
             for call in calls:
                 result = await mcp.call_tool(call.function.name, json.loads(call.function.arguments or "{}"))
                 meta = result.meta or {}
-                verdict = meta.get("sidecar/kind", "result") if result.isError else "result"
+                verdict = meta.get("sidecar/kind", "result") if result.is_error else "result"
                 text = result.content[0].text if result.content else ""
                 attempts = meta.get("sidecar/attempts")
                 t.say(f"agent → MCP tools/call {call.function.name}: {verdict}, {attempts} attempt(s)")

@@ -1,22 +1,23 @@
 """A small real MCP server of the tests' own, on the official SDK: streamable HTTP in-process, or stdio.
 
     tool      annotations         does
-    search    readOnlyHint        answers "results for <query>: doc-1, doc-2" (text)
-    lookup    readOnlyHint        answers structuredContent only ({"id", "title"})
+    search    read_only_hint       answers "results for <query>: doc-1, doc-2" (text)
+    lookup    read_only_hint      answers structured_content only ({"id", "title"})
     note      (none: not          answers "noted: <text>"
               idempotent)
-    refuse    readOnlyHint        a result with isError: "No document '<id>' exists; ..."
+    refuse    read_only_hint      a result with is_error: "No document '<id>' exists; ..."
     strict                        JSON-RPC error -32602 (invalid params)
-    crash     idempotentHint      JSON-RPC error -32603 (internal error)
-    slow      readOnlyHint        never answers
-    badout    readOnlyHint        structuredContent that breaks its own outputSchema
+    crash     idempotent_hint     JSON-RPC error -32603 (internal error)
+    slow      read_only_hint       never answers
+    badout    read_only_hint      structured_content that breaks its own output_schema
     exit      (stdio only)        the process exits at once
 
 ``McpHttpServer`` serves it on 127.0.0.1 on the test's own event loop (uvicorn, as the sidecar
 serves its HTTP port): ``await start()``, ``await stop()`` (the port closes: a transport fault for
 its clients), ``await start()`` again on the same port; ``fail_posts = n`` answers the next n POSTs
 HTTP 503; with ``token`` set, a request without ``Authorization: Bearer <token>`` is answered 401.
-``calls`` records every tools/call (name, arguments, ``_meta``). As a script,
+``calls`` records every tools/call (name, arguments, ``_meta``), ``cancelled`` each one the client
+cancelled. As a script,
 ``python tests/mcp_server.py`` serves the same tools on stdio.
 """
 
@@ -32,7 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
-from mcp import McpError, types
+from mcp import MCPError, types
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
@@ -42,12 +44,12 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 ID = {"type": "object", "properties": {"id": {"type": "string", "minLength": 1}}, "required": ["id"]}
-READ_ONLY = types.ToolAnnotations(readOnlyHint=True)
+READ_ONLY = types.ToolAnnotations(read_only_hint=True)
 TOOLS = [
     types.Tool(
         name="search",
         description="Search the docs.",
-        inputSchema={
+        input_schema={
             "type": "object",
             "properties": {"query": {"type": "string", "minLength": 1}},
             "required": ["query"],
@@ -55,29 +57,29 @@ TOOLS = [
         },
         annotations=READ_ONLY,
     ),
-    types.Tool(name="lookup", description="A document's title.", inputSchema=ID, annotations=READ_ONLY),
+    types.Tool(name="lookup", description="A document's title.", input_schema=ID, annotations=READ_ONLY),
     types.Tool(
         name="note",
         description="Write a note.",
-        inputSchema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        input_schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
     ),
-    types.Tool(name="refuse", description="Always refuses.", inputSchema=ID, annotations=READ_ONLY),
-    types.Tool(name="strict", description="Refuses the arguments.", inputSchema=ID),
+    types.Tool(name="refuse", description="Always refuses.", input_schema=ID, annotations=READ_ONLY),
+    types.Tool(name="strict", description="Refuses the arguments.", input_schema=ID),
     types.Tool(
         name="crash",
         description="Fails inside.",
-        inputSchema={"type": "object", "properties": {}},
-        annotations=types.ToolAnnotations(idempotentHint=True),
+        input_schema={"type": "object", "properties": {}},
+        annotations=types.ToolAnnotations(idempotent_hint=True),
     ),
-    types.Tool(name="slow", description="Never answers.", inputSchema={"type": "object"}, annotations=READ_ONLY),
+    types.Tool(name="slow", description="Never answers.", input_schema={"type": "object"}, annotations=READ_ONLY),
     types.Tool(
         name="badout",
         description="Answers what its outputSchema forbids.",
-        inputSchema={"type": "object"},
-        outputSchema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        input_schema={"type": "object"},
+        output_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
         annotations=READ_ONLY,
     ),
-    types.Tool(name="exit", description="Exits the process.", inputSchema={"type": "object"}),
+    types.Tool(name="exit", description="Exits the process.", input_schema={"type": "object"}),
 ]
 REFUSAL = "No document '{id}' exists; search first and use an id the search returns."
 STRICT = "id must look like doc-<number>"
@@ -95,49 +97,52 @@ class Tools:
     """The tools' behaviour, and every call made to them."""
 
     calls: list[Call] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+    """The tools whose call the client cancelled (``notifications/cancelled``) while it ran."""
 
-    def server(self) -> Server[Any, Any]:
-        server: Server[Any, Any] = Server("tests-mcp", version="1.0")
+    def server(self) -> Server[Any]:
+        async def list_tools(
+            _ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
+        ) -> types.ListToolsResult:
+            return types.ListToolsResult(tools=TOOLS)
 
-        async def list_tools(_req: types.ListToolsRequest) -> types.ServerResult:
-            return types.ServerResult(types.ListToolsResult(tools=TOOLS))
+        return Server("tests-mcp", version="1.0", on_list_tools=list_tools, on_call_tool=self._call)
 
-        server.request_handlers[types.ListToolsRequest] = list_tools
-        server.request_handlers[types.CallToolRequest] = self._call
-        return server
-
-    async def _call(self, req: types.CallToolRequest) -> types.ServerResult:
-        name, args = req.params.name, req.params.arguments or {}
-        meta = req.params.meta.model_dump(exclude_none=True) if req.params.meta else {}
+    async def _call(
+        self, _ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        name, args = params.name, params.arguments or {}
+        meta = dict(params.meta) if params.meta else {}
         self.calls.append(Call(name, args, meta))
         if name == "search":
             return _text(f"results for {args.get('query')}: doc-1, doc-2")
         if name == "lookup":
-            return types.ServerResult(
-                types.CallToolResult(content=[], structuredContent={"id": args.get("id"), "title": "Retries"})
-            )
+            return types.CallToolResult(content=[], structured_content={"id": args.get("id"), "title": "Retries"})
         if name == "note":
             return _text(f"noted: {args.get('text')}")
         if name == "refuse":
-            result = types.CallToolResult(
-                content=[types.TextContent(type="text", text=REFUSAL.format(id=args.get("id")))], isError=True
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=REFUSAL.format(id=args.get("id")))], is_error=True
             )
-            return types.ServerResult(result)
         if name == "strict":
-            raise McpError(types.ErrorData(code=types.INVALID_PARAMS, message=STRICT))
+            raise MCPError(types.INVALID_PARAMS, STRICT)
         if name == "crash":
-            raise McpError(types.ErrorData(code=types.INTERNAL_ERROR, message="the index is corrupt"))
+            raise MCPError(types.INTERNAL_ERROR, "the index is corrupt")
         if name == "slow":
-            await asyncio.Event().wait()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.cancelled.append(name)
+                raise
         if name == "badout":
-            return types.ServerResult(types.CallToolResult(content=[], structuredContent={"n": "three"}))
+            return types.CallToolResult(content=[], structured_content={"n": "three"})
         if name == "exit":
             os._exit(3)
-        raise McpError(types.ErrorData(code=types.INVALID_PARAMS, message=f"no tool {name}"))
+        raise MCPError(types.INVALID_PARAMS, f"no tool {name}")
 
 
-def _text(text: str) -> types.ServerResult:
-    return types.ServerResult(types.CallToolResult(content=[types.TextContent(type="text", text=text)]))
+def _text(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
 
 class _OnTheLoop(uvicorn.Server):

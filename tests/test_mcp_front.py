@@ -7,6 +7,7 @@ with what ExecuteTool and ListTools give for the same calls.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import signal
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 import yaml
 from mcp import ClientSession, types
@@ -35,6 +37,7 @@ from tests.conftest import ANSWER_MARGIN_S, ONE_TOOL, Running, Start, silent_too
 from tests.mcp_server import STDIO_COMMAND
 from tests.redis_server import RedisServer, free_port, redis_server  # noqa: F401  (the fixture)
 from tests.test_http_openai import holding_the_one_slot
+from tests.test_server_process import Proc, _free_port
 from tests.test_telemetry import attrs, tree
 from tests.test_transport_security import Pki, pki  # noqa: F401  (the module's throwaway CA)
 from tests.test_workers import WAIT_S, Supervisor
@@ -50,10 +53,10 @@ def url(sc: Running, path: str = "/mcp") -> str:
 
 @asynccontextmanager
 async def mcp_client(address: str, **client: Any) -> AsyncIterator[ClientSession]:
-    """The official MCP client, initialized, over an httpx client of the test's (headers, TLS)."""
+    """The official MCP client, initialized, over an httpx2 client of the test's (headers, TLS)."""
     async with (
-        httpx.AsyncClient(timeout=30, **client) as http,
-        streamable_http_client(address, http_client=http) as (read, write, _),
+        httpx2.AsyncClient(timeout=30, **client) as http,
+        streamable_http_client(address, http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
@@ -83,13 +86,13 @@ async def test_an_mcp_client_lists_the_tools_list_tools_lists(start_sidecar: Sta
     grpc_listed = await sc.client.list_tools()
     async with mcp_client(url(sc)) as mcp:
         listed = await mcp.list_tools()
-        assert mcp.get_server_capabilities() is not None
+        assert mcp.server_capabilities is not None
     assert [t.name for t in listed.tools] == [t.definition.name for t in grpc_listed]
     for mine, theirs in zip(listed.tools, grpc_listed, strict=True):
         assert mine.description == theirs.definition.description
-        assert mine.inputSchema == json.loads(theirs.definition.parameters_json)
+        assert mine.input_schema == json.loads(theirs.definition.parameters_json)
         assert mine.annotations is not None
-        assert mine.annotations.idempotentHint is theirs.idempotent
+        assert mine.annotations.idempotent_hint is theirs.idempotent
 
 
 async def test_a_call_that_succeeds_answers_what_execute_tool_answers(start_sidecar: Start) -> None:
@@ -97,7 +100,7 @@ async def test_a_call_that_succeeds_answers_what_execute_tool_answers(start_side
     over_grpc = await sc.client.execute_tool("fetch", {"id": "doc-1"})
     async with mcp_client(url(sc)) as mcp:
         result = await mcp.call_tool("fetch", {"id": "doc-1"})
-    assert not result.isError
+    assert not result.is_error
     assert text(result) == over_grpc.model_text
     assert result.meta == {"sidecar/attempts": 1}
 
@@ -109,15 +112,38 @@ async def test_a_call_that_fails_is_is_error_with_the_model_text(start_sidecar: 
         missing = await mcp.call_tool("fetch", {"id": "doc-404"})
         invalid = await mcp.call_tool("fetch", {"id": ""})
         unknown = await mcp.call_tool("nope", {})
-    assert missing.isError
+    assert missing.is_error
     assert text(missing) == over_grpc.model_text
     assert missing.meta == {"sidecar/attempts": 1, "sidecar/kind": "RESOURCE_NOT_FOUND", "sidecar/correctable": True}
-    assert invalid.isError
+    assert invalid.is_error
     assert text(invalid).startswith("Invalid value for parameter 'id' (got \"\")")
     assert invalid.meta is not None
     assert invalid.meta["sidecar/kind"] == "INVALID_INPUT"
-    assert unknown.isError
+    assert unknown.is_error
     assert text(unknown).startswith("Invalid value for parameter 'tool' (got nope): must name a tool that exists")
+
+
+async def test_a_client_of_the_2026_revision_is_served_without_initialize(start_sidecar: Start) -> None:
+    # new with the SDK 2.x: the 2026-07-28 revision (server/discover, the version on every request) beside
+    # the initialize handshake, the same tools and the same answers
+    sc = await start_sidecar(http=HTTP)
+    over_grpc = await sc.client.execute_tool("fetch", {"id": "doc-404"})
+    async with (
+        httpx2.AsyncClient(timeout=30) as http,
+        streamable_http_client(url(sc), http_client=http) as (read, write),
+        ClientSession(read, write) as mcp,
+    ):
+        await mcp.discover()
+        listed = await mcp.list_tools()
+        missing = await mcp.call_tool("fetch", {"id": "doc-404"})
+    assert mcp.protocol_version == "2026-07-28"
+    assert mcp.server_info is not None
+    assert mcp.server_info.name == "sidecar"
+    assert [t.name for t in listed.tools] == [d.definition.name for d in await sc.client.list_tools()]
+    assert missing.is_error
+    assert text(missing) == over_grpc.model_text
+    assert missing.meta is not None
+    assert missing.meta["sidecar/kind"] == "RESOURCE_NOT_FOUND"
 
 
 async def test_the_front_keeps_no_session_a_restart_would_lose(start_sidecar: Start) -> None:
@@ -162,7 +188,7 @@ async def test_the_in_flight_limit_counts_the_calls_of_both_ports(start_sidecar:
         if admission.in_flight == 0:
             break
         await asyncio.sleep(0.01)
-    assert shed.isError
+    assert shed.is_error
     assert text(shed).startswith("The sidecar is serving its limit of 1 calls at once (server.max_in_flight)")
     assert shed.meta is not None
     assert shed.meta["sidecar/kind"] == "UPSTREAM_THROTTLE"
@@ -262,7 +288,7 @@ async def test_the_http_port_serves_tls_with_the_grpc_ports_certificate(start_si
     trusted = ssl.create_default_context(cafile=str(pki.ca))
     async with mcp_client(url(sc), verify=trusted) as mcp:
         result = await mcp.call_tool("fetch", {"id": "doc-1"})
-    assert not result.isError
+    assert not result.is_error
     async with httpx.AsyncClient() as http:
         with pytest.raises(httpx.RemoteProtocolError):
             await http.get(url(sc, "/healthz").replace("https://", "http://"))
@@ -325,7 +351,7 @@ async def test_while_draining_health_is_503_and_a_new_call_is_refused_as_is_erro
         await stopping  # the held call answered: the drain ends
     assert health.status_code == 503
     assert health.json() == {"status": "NOT_SERVING"}
-    assert refused.isError
+    assert refused.is_error
     assert text(refused).startswith("The sidecar is shutting down: it finishes the calls in flight")
     assert refused.meta is not None
     assert refused.meta["sidecar/kind"] == "UPSTREAM_THROTTLE"
@@ -368,7 +394,7 @@ async def test_stopping_lets_a_call_in_flight_finish_then_closes_the_port(
         await until(lambda: admission.in_flight > 0, "the call is in flight")
         await sc.app.stop(grace=ANSWER_MARGIN_S)  # far past its tries' timeouts: it finishes, not cut
         result = await slow
-    assert result.isError  # the service never answered: every try timed out
+    assert result.is_error  # the service never answered: every try timed out
     assert text(result).startswith("The flaky service failed at")
     assert "did not answer" in text(result)
     async with httpx.AsyncClient() as http:
@@ -438,3 +464,37 @@ def test_two_workers_share_one_http_port(tmp_path: Path, redis_server: RedisServ
                 assert http.get(f"http://127.0.0.1:{port}/healthz").json() == {"status": "SERVING"}
     finally:
         supervisor.stop()
+
+
+# ---------------------------------------------------------------- the documented client
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "mcp.md"
+DOC_ADDRESS = "127.0.0.1:8080"
+"""Where the snippet's sidecar listens: the test's own port takes its place, and nothing else changes."""
+
+
+def doc_snippet() -> str:
+    """The Python block of docs/mcp.md that follows "Any MCP client connects to", as written."""
+    after = DOC.read_text(encoding="utf-8").split("Any MCP client connects to", 1)[1]
+    return after.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+async def test_the_mcp_client_snippet_of_the_docs_runs_against_a_serving_sidecar(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    snippet = doc_snippet()
+    assert snippet.count(DOC_ADDRESS) == 1
+    http = f"127.0.0.1:{_free_port()}"
+    proc = Proc("--listen", f"127.0.0.1:{_free_port()}", "--http", http)  # the embedded default: fetch_doc
+    try:
+        assert proc.popen.stdout is not None
+        banner = [proc.popen.stdout.readline() for _ in range(8)]
+        assert any(f"http://{http}/mcp" in line for line in banner), banner
+        code = compile(snippet.replace(DOC_ADDRESS, http), str(DOC), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        ran = eval(code, {})  # the snippet's top-level awaits make it a coroutine
+        await ran
+    finally:
+        proc.stop()
+    verdict, said = capsys.readouterr().out.split(" ", 1)
+    assert verdict == "False"  # result.is_error
+    assert json.loads(said)["id"] == "doc-1"  # result.content[0].text: the embedded backend's document

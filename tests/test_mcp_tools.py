@@ -24,7 +24,7 @@ from sidecar.server.app import running
 from sidecar.telemetry import names as n
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 from sidecar.tools.mcp_sessions import McpUnavailable
-from tests.conftest import Running, Start, base_config
+from tests.conftest import Running, Start, base_config, until
 from tests.mcp_server import REFUSAL, STDIO_COMMAND, STRICT, McpHttpServer
 from tests.test_telemetry import attrs, tree
 
@@ -244,6 +244,18 @@ async def test_a_tool_that_does_not_answer_in_time_is_external_service(
     assert resp.attempts == 1
     after = await sc.client.execute_tool("search", {"query": "q"})  # the session is still good
     assert after.model_text.startswith("results for q")
+
+
+async def test_a_call_given_up_for_time_is_cancelled_on_the_server(
+    mcp_http: McpHttpServer, start_sidecar: Start
+) -> None:
+    # the SDK 2.x sends notifications/cancelled for a request its caller abandons (1.x sent nothing)
+    sections = mcp_sections(mcp_http.url)
+    sections["tools"]["slow"] = {"kind": "mcp", "server": "docs-mcp", "timeout_s": 0.2, "idempotent": False}
+    sc = await start_sidecar(**sections)
+    resp = await sc.client.execute_tool("slow", {})
+    assert kind(resp) == "EXTERNAL_SERVICE"
+    await until(lambda: mcp_http.tools.cancelled == ["slow"], "the server saw the call cancelled")
 
 
 async def test_the_callers_deadline_cut_short_is_job_timeout(mcp_http: McpHttpServer) -> None:

@@ -52,6 +52,8 @@ from opentelemetry.trace import (
 )
 from opentelemetry.util.types import Attributes
 
+from sidecar.telemetry.quiet import quiet_tracer
+
 __all__ = ["Fields", "LeanSpan", "LeanTracerProvider", "sdk_sampler"]
 
 _log = logging.getLogger("sidecar.telemetry")
@@ -490,7 +492,7 @@ class LeanTracerProvider(trace.TracerProvider):
         self.limits = _Limits(SpanLimits())
         self._flush = force_flush
         self._shutdown = shutdown
-        self._tracers: dict[tuple[str, str | None, str | None], _LeanTracer] = {}
+        self._tracers: dict[tuple[str, str | None, str | None], trace.Tracer] = {}
 
     def get_tracer(
         self,
@@ -501,8 +503,8 @@ class LeanTracerProvider(trace.TracerProvider):
     ) -> trace.Tracer:
         scope = (instrumenting_module_name, instrumenting_library_version, schema_url)
         tracer = self._tracers.get(scope)
-        if tracer is None:
-            tracer = self._tracers[scope] = _LeanTracer(self, scope)
+        if tracer is None:  # a quiet scope's is the no-op tracer (telemetry.quiet)
+            tracer = self._tracers[scope] = quiet_tracer(instrumenting_module_name) or _LeanTracer(self, scope)
         return tracer
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:

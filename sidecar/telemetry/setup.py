@@ -122,10 +122,10 @@ def _resource(resource_cls: Any) -> Any:
 
 
 def _install_tracing(out: Telemetry, resource: Any, *, otlp: bool, console: bool) -> None:
-    from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
     from sidecar.telemetry.masking import MaskingSpanExporter
+    from sidecar.telemetry.quiet import sdk_tracer_provider
 
     protocol = "http/protobuf" if _protocol("TRACES").startswith("http") else "grpc"
     where = f"traces over OTLP {protocol} to {_endpoint('TRACES')}"
@@ -151,7 +151,7 @@ def _install_tracing(out: Telemetry, resource: Any, *, otlp: bool, console: bool
         out._closers.append(lean.shutdown)
         out.tracer_provider = lean
         return
-    provider = TracerProvider(resource=resource)  # the sampler comes from OTEL_TRACES_SAMPLER / _ARG
+    provider = sdk_tracer_provider(resource=resource)  # the sampler comes from OTEL_TRACES_SAMPLER / _ARG
     if otlp:
         if protocol.startswith("http"):
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpans

@@ -3,18 +3,18 @@
 At start every server a ``kind: mcp`` tool names is opened (``tools.mcp_sessions``) and its tools
 listed; the sidecar does not start without them (``McpUnavailable``: the server cannot be used;
 ``ConfigError``: it lists no such tool, or a schema the sidecar cannot run). A tool's definition
-is the server's (name on the server, description unless the config gives one, ``inputSchema``);
+is the server's (name on the server, description unless the config gives one, ``input_schema``);
 it is idempotent when the config says so, else when the server's annotations do
-(``readOnlyHint`` or ``idempotentHint``), else not.
+(``read_only_hint`` or ``idempotent_hint``), else not.
 
 One ``tools/call`` is ``McpSender``, the Sender the engine runs behind the service's ``ServicePacer``
 (the same throttle and circuit as an HTTP tool's), one attempt span each (``tools/call`` to the
 server's endpoint; the attempt's ``traceparent`` goes in the request's ``_meta``). What it saw::
 
     a result                                     -> Done(its content as text: text blocks joined, else
-                                                    the structuredContent as JSON; images and other
+                                                    the structured_content as JSON; images and other
                                                     blobs described, not inlined), cut at MAX_RESULT_CHARS
-    a result with isError                        -> Fail(INVALID_INPUT, correctable): the message is the
+    a result with is_error                       -> Fail(INVALID_INPUT, correctable): the message is the
                                                     server's own text (masked), charged to no one
     JSON-RPC error -32602 (invalid params)       -> Fail(INVALID_INPUT): the rule quotes the server
     JSON-RPC error -32603 (internal error)       -> EXTERNAL_SERVICE, transient (re-sent when idempotent)
@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from jsonschema import Draft202012Validator
 from mcp import types
@@ -63,7 +63,7 @@ __all__ = ["MCP_ERROR_CHARS", "MCP_METHOD", "McpSender", "McpTool", "McpTools", 
 MCP_METHOD = "tools/call"
 """The method of every MCP attempt (its span is ``tools/call {the server's tool name}``)."""
 MCP_ERROR_CHARS = 4000
-"""A tool's own error text (``isError``) is kept up to this many characters for the model."""
+"""A tool's own error text (``is_error``) is kept up to this many characters for the model."""
 _FAULT_TYPES: dict[TransportFault, str] = {
     TransportFault.TIMEOUT: "timeout",
     TransportFault.REFUSED: "connection_refused",
@@ -145,14 +145,14 @@ class McpTools:
             raise ConfigError(
                 f"tools.{name}.{key}: the MCP server {cfg.server} lists no tool {remote!r} (it lists: {names})"
             )
-        schema = dict(found.inputSchema)
+        schema = dict(found.input_schema)
         problem = check_schema(schema)
         if problem is None and schema.get("type") != "object":
             problem = 'have "type": "object"'
         if problem is not None:
             raise ConfigError(f"tools.{name}: the inputSchema the MCP server {cfg.server} lists must {problem}")
         hints = found.annotations
-        hinted = bool(hints and (hints.readOnlyHint or hints.idempotentHint))
+        hinted = bool(hints and (hints.read_only_hint or hints.idempotent_hint))
         server = self._config.mcp_servers[cfg.server]
         return McpTool(
             name=name,
@@ -176,7 +176,7 @@ def result_text(result: types.CallToolResult) -> tuple[str, str]:
             parts.append(block.text)
         elif isinstance(block, types.ImageContent | types.AudioContent):
             what = "image" if isinstance(block, types.ImageContent) else "audio"
-            parts.append(f"[{what} {block.mimeType}, {len(block.data) * 3 // 4} bytes, not shown]")
+            parts.append(f"[{what} {block.mime_type}, {len(block.data) * 3 // 4} bytes, not shown]")
         elif isinstance(block, types.ResourceLink):
             parts.append(f"[resource {block.uri}" + (f" ({block.name})" if block.name else "") + "]")
         elif isinstance(block, types.EmbeddedResource):
@@ -184,15 +184,16 @@ def result_text(result: types.CallToolResult) -> tuple[str, str]:
             if isinstance(res, types.TextResourceContents):
                 parts.append(res.text)
             else:
-                parts.append(f"[resource {res.uri}, {res.mimeType or 'binary'}, not shown]")
-    if not parts and result.structuredContent is not None:
-        return json.dumps(result.structuredContent, ensure_ascii=False), "application/json"
+                parts.append(f"[resource {res.uri}, {res.mime_type or 'binary'}, not shown]")
+    if not parts and result.structured_content is not None:
+        return json.dumps(result.structured_content, ensure_ascii=False), "application/json"
     return "\n".join(parts), "text/plain"
 
 
-def trace_meta(headers: dict[str, str]) -> dict[str, Any]:
+def trace_meta(headers: dict[str, str]) -> types.RequestParamsMeta:
     """The attempt's W3C trace context for ``params._meta`` (what MCP servers read it from)."""
-    return {k: v for k, v in headers.items() if k in ("traceparent", "tracestate", "baggage")}
+    meta = {k: v for k, v in headers.items() if k in ("traceparent", "tracestate", "baggage")}
+    return cast("types.RequestParamsMeta", meta)  # an open map (extra_items), which mypy does not read yet
 
 
 class McpSender:
@@ -236,7 +237,7 @@ class McpSender:
 
     def _judge(self, seen: Seen, attempt: Attempt) -> Done[ToolResult] | Fail | Retry:
         record = attempt.record
-        if isinstance(seen, Answered) and not seen.result.isError:
+        if isinstance(seen, Answered) and not seen.result.is_error:
             content, ctype = result_text(seen.result)
             if len(content) > MAX_RESULT_CHARS:
                 content = content[:MAX_RESULT_CHARS] + f"\n[result cut at {MAX_RESULT_CHARS} characters]"
@@ -267,7 +268,7 @@ class McpSender:
         return redact_body(text, None, self._secrets)
 
     def _tool_error(self, result: types.CallToolResult) -> SidecarFailure:
-        """``isError``: the server's own words for the model, a correctable INVALID_INPUT."""
+        """``is_error``: the server's own words for the model, a correctable INVALID_INPUT."""
         text = self._said(result_text(result)[0]).strip()
         if len(text) > MCP_ERROR_CHARS:
             text = text[: MCP_ERROR_CHARS - 1] + "…"

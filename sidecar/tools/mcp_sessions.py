@@ -1,8 +1,9 @@
 """Sessions with MCP servers: one per server, opened at start, kept open, opened again after a fault.
 
     transport     ``url``: the official SDK's streamable    ``command``: the SDK's stdio client (the
-                  HTTP client on the sidecar's own httpx     program started with a minimal environment
-                  transport (``net.backend``), ``headers``   plus ``env``; its stderr is the sidecar's)
+                  HTTP client (httpx2) on the sidecar's own  program started with a minimal environment
+                  httpx transport (``tools.mcp_http``),      plus ``env``; its stderr is the sidecar's)
+                  ``headers``
     endpoint      the URL, masked, query string cut          ``stdio:<command>``, masked
     opening       connect or spawn, ``initialize``: at most ``connect_timeout_s``; one opening at a time,
                   shared by the calls that wait for it, each within its own attempt's time (a call out
@@ -11,13 +12,13 @@
 A session is held open by a task of its own (the SDK's transports are context managers whose task
 groups one task must enter and leave); calls from any task share it. What one call sees::
 
-    the server answered (``isError`` included)             Answered(result)
+    the server answered (``is_error`` included)            Answered(result)
     a JSON-RPC error of the server                         RpcError(code, message)
     an answer the SDK refused (not its tool's outputSchema) Unusable(detail)
     no answer within the attempt's time                    Broken(TIMEOUT; reached unless still opening)
     the session broke: a transport fault (httpx's, as       Broken(fault, may_have_reached, detail[, HTTP
       ``net.transport.fault_of`` reads it), an HTTP error     status]); the session is closed and the next
-      status, the stdio process exited                        call opens another
+      status (``tools.mcp_http``), the stdio process exited   call opens another
     the server no longer knew the session (HTTP 404)       Broken(RESET, never reached): the call never ran
     it cannot be opened (refused, no such program, ...)    Broken(..., never reached)
 
@@ -35,7 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx
-from mcp import ClientSession, McpError, StdioServerParameters, types
+import httpx2
+from mcp import ClientSession, MCPError, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -45,6 +47,7 @@ from sidecar.core.redact import mask_keys
 from sidecar.core.text import cap, endpoint_of
 from sidecar.net.backend import fast_transport
 from sidecar.net.transport import fault_of
+from sidecar.tools.mcp_http import McpTransport
 
 __all__ = [
     "MCP_CLIENT_LIMITS",
@@ -66,8 +69,8 @@ CLOSE_WAIT_S = 5.0
 COMMAND_CHARS = 200
 """A stdio server's command is shown up to this many characters."""
 T = TypeVar("T")
-_SESSION_GONE = 32600
-"""What the SDK (1.x) answers a call whose session the server answered 404 for: "Session terminated"."""
+_SESSION_GONE = (types.INVALID_REQUEST, "Session terminated")
+"""What the SDK answers a call whose session the server answered 404 for (1.x said code 32600, unsigned)."""
 
 
 class McpUnavailable(OSError):
@@ -132,7 +135,7 @@ class McpSession:
         self._held: _Held | None = None
         self._opening: asyncio.Task[_Held] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._client: httpx.AsyncClient | None = None
+        self._client: httpx2.AsyncClient | None = None
         self.host = ""
         self.port: int | None = None
         if config.url is not None:
@@ -156,20 +159,20 @@ class McpSession:
                     params = types.PaginatedRequestParams(cursor=cursor)
                     page = await self._within(held, held.session.list_tools(params=params))
                     tools += page.tools
-                    cursor = page.nextCursor
+                    cursor = page.next_cursor
                     if not cursor:
                         return tools
         except _Unopened as exc:
             why = exc.broken.detail
         except TimeoutError:
             why = f"no session and tool list within {limit:g} s (mcp_servers.{self.name}.connect_timeout_s)"
-        except McpError as exc:
+        except MCPError as exc:
             why = f"tools/list was answered with JSON-RPC error {exc.error.code}: {cap(exc.error.message)}"
         else:
             why = f"tools/list went on past {MAX_LIST_PAGES} pages"
         raise McpUnavailable(f"the MCP server {self.name} ({self.endpoint}) cannot be used: {why}")
 
-    async def call(self, tool: str, arguments: dict[str, Any], timeout: float, meta: dict[str, Any]) -> Seen:
+    async def call(self, tool: str, arguments: dict[str, Any], timeout: float, meta: types.RequestParamsMeta) -> Seen:
         """One ``tools/call``, answered within ``timeout`` seconds (a session opened first when needed)."""
         opening = True
         try:
@@ -267,18 +270,15 @@ class McpSession:
         cfg = self._config
         if cfg.url is not None:
             if self._client is None:
-                self._client = httpx.AsyncClient(
-                    transport=fast_transport(MCP_CLIENT_LIMITS),
+                self._client = httpx2.AsyncClient(
+                    transport=McpTransport(fast_transport(MCP_CLIENT_LIMITS)),
                     headers=cfg.headers,
                     # no read timeout: a call's own time bounds it (the server's event stream stays open)
-                    timeout=httpx.Timeout(None, connect=cfg.connect_timeout_s),
+                    timeout=httpx2.Timeout(None, connect=cfg.connect_timeout_s),
                     follow_redirects=False,
                     trust_env=False,
                 )
-            read, write, _session_id = await stack.enter_async_context(
-                streamable_http_client(cfg.url, http_client=self._client)
-            )
-            return read, write
+            return await stack.enter_async_context(streamable_http_client(cfg.url, http_client=self._client))
         assert cfg.command is not None
         params = StdioServerParameters(command=cfg.command[0], args=cfg.command[1:], env=dict(cfg.env), cwd=cfg.cwd)
         return await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
@@ -291,21 +291,24 @@ class McpSession:
 
     # ---------------------------------------------------------------- one call
 
-    async def _call(self, held: _Held, tool: str, arguments: dict[str, Any], meta: dict[str, Any]) -> Seen:
+    async def _call(self, held: _Held, tool: str, arguments: dict[str, Any], meta: types.RequestParamsMeta) -> Seen:
         try:
             return Answered(await self._within(held, held.session.call_tool(tool, arguments, meta=meta or None)))
         except _Unopened as lost:
             return lost.broken
-        except McpError as exc:
+        except MCPError as exc:
             code, message = exc.error.code, exc.error.message
             if code == types.CONNECTION_CLOSED and (held.ended.done() or message == "Connection closed"):
                 self._discard(held)
+                # the SDK wakes the call as its streams close, before the session's task has ended with what
+                # closed them (an HTTP status, a transport fault): its end is read, not guessed
+                await asyncio.wait({held.ended}, timeout=CLOSE_WAIT_S)
                 reason = held.ended.result() if held.ended.done() else None
                 if reason is not None:
                     return self._broken(reason, opening=False)
                 gone = "the server process exited" if self._config.command else "the session was closed"
                 return Broken(TransportFault.RESET, True, gone)
-            if code == _SESSION_GONE and message == "Session terminated":
+            if (code, message) == _SESSION_GONE:
                 self._discard(held)
                 return Broken(TransportFault.RESET, False, "the server no longer knew the session (HTTP 404)")
             return RpcError(code, message)
@@ -343,7 +346,7 @@ class McpSession:
         if isinstance(leaf, OSError) and self._config.command is not None:  # the program could not be started
             why = leaf.strerror or str(leaf)
             return Broken(TransportFault.REFUSED, False, f"cannot start {self._config.command[0]}: {why}")
-        if isinstance(leaf, McpError):
+        if isinstance(leaf, MCPError):
             return Broken(TransportFault.UNSPECIFIED, not opening, f"initialize failed: {cap(leaf.error.message)}")
         if leaf is None:
             what = "the server process exited" if self._config.command else "the session ended"

@@ -3,12 +3,15 @@
     MCP                          the core
     initialize                   the official SDK's low-level ``Server`` ("sidecar", the package's version),
                                  stateless, answering JSON: no session to keep (a restarted sidecar goes on
-                                 serving its clients), no event stream (only POST; GET and DELETE are 405)
+                                 serving its clients), no event stream (only POST; GET and DELETE are 405);
+                                 the SDK 2.x also serves the 2026-07-28 revision (``server/discover``, no
+                                 initialize) to a client that names it in ``MCP-Protocol-Version``
     tools/list                   ``ToolService.catalog()``: the names, descriptions and JSON schemas ListTools gives
     tools/call                   ``ToolService.execute``: the same checks, retries, throttles, circuits, spans,
                                  metrics and logs as ExecuteTool (the SDK validates nothing itself)
       a result                -> ``content: [text: model_text]``, ``isError: false``
       a failure               -> ``content: [text: model_text]``, ``isError: true`` (what the model reads)
+      spans                      the sidecar's own (``tracing.py``); the SDK's span middleware is taken off
       either                     ``_meta``: sidecar/kind, sidecar/correctable, sidecar/attempts
       server.max_in_flight       calls in flight on every door together: shed as ``isError`` (UPSTREAM_THROTTLE);
                                  while the process drains (SIGTERM), refused the same way
@@ -31,9 +34,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp import types
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.datastructures import Headers
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
@@ -141,26 +146,30 @@ class _Endpoint:
 
 @dataclass
 class _Front:
-    server: Server[Any, Any]
     live: Live
     """The core each call runs on (read once, as the call starts)."""
     admission: Admission
 
-    async def list_tools(self) -> list[types.Tool]:
-        return [
+    async def list_tools(
+        self, _ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        tools = [
             types.Tool(
                 name=t.name,
                 description=self._masked(t.description),
-                inputSchema=dict(t.parameters),
-                annotations=types.ToolAnnotations(idempotentHint=t.idempotent),
+                input_schema=dict(t.parameters),
+                annotations=types.ToolAnnotations(idempotent_hint=t.idempotent),
             )
             for t in self.live.core.tools.catalog()
         ]
+        return types.ListToolsResult(tools=tools)
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        context = self.server.request_context
+    async def call_tool(
+        self, context: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        name, arguments = params.name, params.arguments or {}
         http = context.request
-        headers = http.headers if http is not None else Headers()
+        headers = http.headers if isinstance(http, Request) else Headers()
         request = ToolRequest(
             tool=name, arguments_json=json.dumps(arguments), call_id=str(context.request_id), job=job_of(headers)
         )
@@ -187,7 +196,7 @@ class _Front:
             meta |= {META_KIND: failure.kind_name, META_CORRECTABLE: failure.correctable}
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=self._masked(outcome.model_text))],
-            isError=failure is not None,
+            is_error=failure is not None,
             _meta=meta,
         )
 
@@ -197,10 +206,11 @@ class _Front:
 
 def mcp_door(live: Live, admission: Admission, max_body_bytes: int) -> Door:
     """The MCP front as a door of the HTTP port: its route and its session manager's lifespan."""
-    server: Server[Any, Any] = Server(SERVER_NAME, version=__version__)
-    front = _Front(server, live, admission)
-    server.list_tools()(front.list_tools)  # type: ignore[no-untyped-call]  # untyped in the SDK (1.x)
-    server.call_tool(validate_input=False)(front.call_tool)
+    front = _Front(live, admission)
+    server: Server[Any] = Server(
+        SERVER_NAME, version=__version__, on_list_tools=front.list_tools, on_call_tool=front.call_tool
+    )
+    server.middleware.clear()  # the SDK's own SERVER span per message: the front makes its own (tracing.py)
     # Stateless: sessions saved 1-3 ms a tools/call (p50 4.0-6.1 against 6.9-7.5 ms, measured), but a
     # restarted sidecar would answer every client's next call "session not found".
     manager = StreamableHTTPSessionManager(
