@@ -43,8 +43,10 @@ CONTRACT_PY := $(wildcard protos/python/sidecar_contract/v1/*.py*)
 # The contract (protos/python) is a dependency of both the client (sidecar-contract==its version,
 # as a package index takes it) and the server (by its path); it is installed from its folder, named
 # first, so pip never looks for it on an index, and reinstalled whenever `make proto` regenerates it.
+# The venv is cleared first: a package an older pin pulled in (mcp 1.x's pydantic-settings) is not
+# left behind to fail the check below on a machine that had the old venv.
 $(STAMP): pyproject.toml clients/python/pyproject.toml clients/python/hatch_build.py protos/python/pyproject.toml $(CONSTRAINTS) $(CONTRACT_PY)
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv --clear $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip -c $(CONSTRAINTS)
 	$(PY) -m pip install --quiet -c $(CONSTRAINTS) --build-constraint $(CONSTRAINTS) ./protos/python -e clients/python -e ".[dev]"
 	$(PY) -m pip install --quiet --build-constraint $(CONSTRAINTS) --force-reinstall --no-deps ./protos/python
