@@ -9,6 +9,8 @@
     not the same call                   other arguments, no job id, no call id: sent
     nothing reached the service         not recorded: a re-send is sent (connection refused)
     the caller cancels mid-send         a re-send answers "outcome unknown, not sent again"
+    the outcome's write to Redis fails  tried again before the answer leaves, on both doors (a proxy cuts or
+                                        stalls the first write); a caller gone meanwhile leaves it written
 
 Each is run with the memory backend and with a real Redis (tests/redis_server.py) inside one
 process; tests/test_tool_once_kill.py kills a process with -9 under 200 calls.
@@ -26,9 +28,12 @@ from sidecar_client import job, pb
 
 from sidecar.fakes import FakeToolBackend, ThreadedServer
 from sidecar.fakes.tool_backend import IDEMPOTENCY_HEADER
+from sidecar.state.redis import RECORD_TRIES
 from sidecar.tools.once import KEY_PREFIX, UNKNOWN
 from tests.conftest import Running, Start, tool
+from tests.redis_proxy import Fault, RedisProxy
 from tests.redis_server import RedisServer
+from tests.test_mcp_front import mcp_client, url
 
 NOTE_PARAMS = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 POLL_S = 30.0
@@ -292,4 +297,105 @@ async def test_a_re_send_to_another_replica_waits_for_the_first_and_gets_its_out
     assert len(_posts(one)) == 1
     later = await two.client.execute_tool("note", {"text": "shared"}, **ids)
     assert later == second
+    assert len(_posts(one)) == 1
+
+
+# ---------------------------------------------------------------------------- the outcome, before the answer
+
+
+@pytest.fixture
+def redis_proxy() -> Iterator[tuple[RedisServer, RedisProxy]]:
+    """A real Redis behind a proxy that can fail the write of one outcome (tests/redis_proxy.py)."""
+    server = RedisServer().start()
+    proxy = RedisProxy(server.port).start()
+    try:
+        yield server, proxy
+    finally:
+        proxy.stop()
+        server.kill()
+
+
+async def _proxied(start_sidecar: Start, proxy: RedisProxy) -> Running:
+    state = {"backend": "redis", "url": proxy.url, "prefix": "once", "timeout_ms": 1000}
+    return await _start(start_sidecar, state, http={"listen": "127.0.0.1:0"})
+
+
+async def _note_by(door: str, running: Running, text: str, job_id: str) -> Any:
+    """One call of ``note`` by a door: ExecuteTool (call id c1), or the MCP SDK's tools/call (JSON-RPC id 1)."""
+    if door == "grpc":
+        return await running.client.execute_tool("note", {"text": text}, call_id="c1", job=job(job_id))
+    async with mcp_client(url(running), headers={"x-sidecar-job-id": job_id}) as mcp:
+        return await mcp.call_tool("note", {"text": text})
+
+
+async def _back(running: Running) -> None:
+    """Until the sidecar has re-synced after the fault (a failed write begins an outage: meanwhile every
+    claim is this process's own, and a re-send would be sent, as docs/retries.md says of an outage)."""
+    await _until(lambda: getattr(running.app.state, "available", False), "Redis available again")
+
+
+def _recorded(redis: RedisServer) -> bytes:
+    """What Redis holds for the one call: ``o`` and its outcome, or ``i`` and its intent."""
+    client = redis.client()
+    (key,) = client.scan_iter(match="once:call:*")
+    return client.get(key) or b""
+
+
+@pytest.mark.parametrize("fault", ["reset", "stall"])
+@pytest.mark.parametrize("door", ["grpc", "mcp"])
+async def test_an_answer_leaves_only_once_redis_holds_its_outcome(
+    start_sidecar: Start,
+    redis_proxy: tuple[RedisServer, RedisProxy],
+    door: str,
+    fault: Fault,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    redis, proxy = redis_proxy
+    running = await _proxied(start_sidecar, proxy)
+    proxy.fail_next_outcome(fault)  # the first write of the outcome: its connection cut, or held past timeout_ms
+    first = await _note_by(door, running, "kept", f"j-{door}-{fault}")
+    assert proxy.failed.is_set()
+    assert _recorded(redis).startswith(b"o{")  # read once the answer came: the outcome, not the intent
+    assert "did not take the outcome" not in caplog.text  # in before the answer, not written after it
+    ok = _kind(first) == "OK" if door == "grpc" else not first.isError
+    assert ok, first
+    await _back(running)
+    again = await _note_by(door, running, "kept", f"j-{door}-{fault}")
+    assert again == first
+    assert len(_posts(running)) == 1
+
+
+async def test_a_caller_gone_while_its_outcome_is_written_leaves_it_recorded(
+    start_sidecar: Start, redis_proxy: tuple[RedisServer, RedisProxy]
+) -> None:
+    redis, proxy = redis_proxy
+    running = await _proxied(start_sidecar, proxy)
+    proxy.fail_next_outcome("stall")
+    ids = {"call_id": "c1", "job": job("j-gone")}
+    first = asyncio.create_task(running.client.execute_tool("note", {"text": "left"}, **ids))
+    await _until(proxy.failed.is_set, "the outcome's write held")
+    first.cancel()  # the agent leaves while the sidecar writes the outcome
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await _until(lambda: _recorded(redis).startswith(b"o{"), "the outcome in Redis")
+    await _back(running)
+    again = await running.client.execute_tool("note", {"text": "left"}, **ids)
+    assert _kind(again) == "OK", again
+    assert len(_posts(running)) == 1
+
+
+async def test_an_outcome_redis_never_took_is_answered_and_written_once_redis_is_back(
+    start_sidecar: Start, redis_proxy: tuple[RedisServer, RedisProxy], caplog: pytest.LogCaptureFixture
+) -> None:
+    redis, proxy = redis_proxy
+    one = await _proxied(start_sidecar, proxy)
+    proxy.fail_next_outcome("reset", times=RECORD_TRIES)  # every write of the call's outcome cut
+    ids = {"call_id": "c1", "job": job("j-kept")}
+    first = await one.client.execute_tool("note", {"text": "kept here"}, **ids)
+    assert _kind(first) == "OK", first  # answered all the same: the note was made
+    assert "did not take the outcome of call c1" in caplog.text
+    await _until(lambda: _recorded(redis).startswith(b"o{"), "the outcome written once Redis was back")
+    direct = {"backend": "redis", "url": redis.url, "prefix": "once", "timeout_ms": 2000}
+    two = await _start(start_sidecar, direct)  # another replica: it reads Redis, not one's memory
+    assert await two.client.execute_tool("note", {"text": "kept here"}, **ids) == first
     assert len(_posts(one)) == 1

@@ -10,28 +10,43 @@
                 the 200 get EXTERNAL_SERVICE "outcome unknown, not sent again", not correctable
                 no record in Redis holds the tool's token or a note's text (only outcomes are kept)
 
+The same through the MCP front (the official MCP SDK's client, a JSON-RPC id as the call id), with
+a proxy in front of Redis (tests/redis_proxy.py) that cuts the first write of one call's outcome:
+
+    1 call answered though its outcome's first write was cut, then 50 answered, then 100 in flight
+    held at the backend; kill -9; serve again; each session re-sent as it was sent (same ids)
+
+    must hold   0 texts reach the backend twice
+                the 51 answered get their answers, exactly as first answered: none "outcome unknown"
+                the 100 get "outcome unknown, not sent again" (isError, EXTERNAL_SERVICE)
+
 Nothing is timed: each step polls for a state within a generous bound.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
+from mcp import ClientSession, types
 from sidecar_client import AsyncSidecarClient, job, pb
 
 from sidecar.fakes import FakeToolBackend, ThreadedServer
 from sidecar.tools.once import UNKNOWN
 from tests.conftest import base_config, tool
+from tests.redis_proxy import RedisProxy
 from tests.redis_server import RedisServer, free_port
+from tests.test_mcp_front import mcp_client
 
 IN_FLIGHT = 200
 ANSWERED = 20
@@ -162,3 +177,109 @@ async def test_kill_9_under_200_calls_then_every_one_re_sent_reaches_the_backend
     assert len(values) == ANSWERED + IN_FLIGHT
     assert not [v for v in values if TOKEN.encode() in v or b"text-" in v]
     assert all(redis.client().pttl(k) > 0 for k in redis.client().scan_iter(match="kill:call:*"))
+
+
+# ---------------------------------------------------------------------------- through the MCP front
+
+MCP_ANSWERED = 50
+MCP_IN_FLIGHT = 100
+MCP_JOB = "kill-mcp-job"
+BACK_AGAIN = "available again"
+"""The sidecar's INFO once it has re-synced with Redis (docs/fleet.md)."""
+
+
+@pytest.fixture
+def mcp_world(tmp_path: Path) -> Iterator[tuple[RedisProxy, FakeToolBackend, Path, Path, str]]:
+    redis = RedisServer().start()
+    proxy = RedisProxy(redis.port).start()
+    backend = ThreadedServer(FakeToolBackend()).start()
+    http_port = free_port()
+    cfg = _config(backend.url, proxy.url, free_port())
+    cfg["http"] = {"listen": f"127.0.0.1:{http_port}"}
+    config = tmp_path / "sidecar.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    try:
+        yield proxy, backend.server, config, tmp_path / "sidecar.log", f"http://127.0.0.1:{http_port}/mcp"
+    finally:
+        backend.stop()
+        proxy.stop()
+        redis.kill()
+
+
+@contextlib.asynccontextmanager
+async def _session(address: str) -> AsyncIterator[ClientSession]:
+    """An MCP session as an agent's: initialized (id 0) and the tools listed (id 1), so each tools/call
+    after it takes the next JSON-RPC id, the same in every session that makes the same calls in order."""
+    limits = httpx.Limits(max_connections=MCP_IN_FLIGHT + 10)
+    async with mcp_client(address, headers={"x-sidecar-job-id": MCP_JOB}, limits=limits) as mcp:
+        await mcp.list_tools()
+        yield mcp
+
+
+def _backs(log: Path) -> int:
+    """How many times the sidecars have re-synced with Redis after an outage."""
+    return log.read_text().count(BACK_AGAIN)
+
+
+def _mcp_note(mcp: ClientSession, i: int) -> Any:
+    return mcp.call_tool("note", {"text": f"mcp-{i}"})
+
+
+async def _answered(address: str, proxy: RedisProxy | None, log: Path) -> list[types.CallToolResult]:
+    """Call 0 (its outcome's first write cut, when ``proxy``), then the re-sync awaited, then the rest at once."""
+    async with _session(address) as mcp:
+        back = _backs(log)
+        if proxy is not None:
+            proxy.fail_next_outcome("reset")
+        cut = await _mcp_note(mcp, 0)
+        if proxy is not None:  # the cut began an outage: the calls after it claim in Redis once it is over
+            assert proxy.failed.is_set()
+            await _until(lambda: _backs(log) > back, "Redis re-synced after the cut write")
+        rest = await asyncio.gather(*(_mcp_note(mcp, i) for i in range(1, MCP_ANSWERED + 1)))
+    return [cut, *rest]
+
+
+async def test_kill_9_under_mcp_calls_then_every_answered_call_re_sent_gets_its_first_answer(
+    mcp_world: tuple[RedisProxy, FakeToolBackend, Path, Path, str],
+) -> None:
+    proxy, backend, config, log, address = mcp_world
+    total = MCP_ANSWERED + 1 + MCP_IN_FLIGHT
+    first = Serve(config, log)
+    assert "listening on" in first.banner, log.read_text()
+    try:
+        answered = await _answered(address, proxy, log)
+        assert not any(r.isError for r in answered), answered
+        backend.script("/notes", [{"delay_ms": 600_000, "repeat": MCP_IN_FLIGHT}])  # read, note created, held
+
+        async def flying() -> list[Any]:
+            async with _session(address) as mcp:
+                calls = range(MCP_ANSWERED + 1, total)
+                return await asyncio.gather(*(_mcp_note(mcp, i) for i in calls), return_exceptions=True)
+
+        held = asyncio.create_task(flying())
+        await _until(lambda: backend.notes_received == total, f"{MCP_IN_FLIGHT} calls at the backend")
+        assert not held.done()
+        first.kill()  # -9, with the 100 in flight: their session ends in the transport's error
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(held, CALL_TIMEOUT_S)
+    finally:
+        first.kill()
+    again = Serve(config, log)  # the same ports, a new replica: its predecessor's intents are in Redis
+    assert "listening on" in again.banner, log.read_text()
+    try:
+        resent = await _answered(address, None, log)
+        async with _session(address) as mcp:
+            unknown = await asyncio.gather(*(_mcp_note(mcp, i) for i in range(MCP_ANSWERED + 1, total)))
+    finally:
+        again.kill()
+
+    assert backend.notes_repeated() == {}  # 0 of 151 reached the backend twice
+    assert backend.notes_received == total
+    assert resent == answered  # each as first answered: 0 "outcome unknown" for an answer the agent had
+    for result in unknown:
+        assert result.isError, result
+        assert result.meta is not None
+        assert result.meta["sidecar/kind"] == "EXTERNAL_SERVICE"
+        (block,) = result.content
+        assert isinstance(block, types.TextContent)
+        assert UNKNOWN in block.text.lower()

@@ -36,7 +36,11 @@ replica is still in the heartbeat set; ``finish_call`` a SET of the outcome; ``a
 a compare-and-delete of the intent). Its value is ``i`` and the intent's JSON (replica, since), or
 ``o`` and the outcome as the tools layer encoded it (a result or a failure, secrets masked; never
 a request, its headers or its arguments). While Redis is not there, ``claim_call`` says None and
-the tools layer keeps the record in the process.
+the tools layer keeps the record in the process. The call's answer waits for ``finish_call``: it
+is tried up to RECORD_TRIES times whatever the outage flag says (the claim put the intent in
+Redis, and only this write replaces it); an outcome none of them got in is kept, and written once
+Redis takes it (by the writer, or first thing on the re-sync), over this replica's own intent only
+(``_CALL_FINISH_KEPT``): a replica polling that intent gets the outcome, not a wait to its deadline.
 
 Staleness: a change reaches the other replicas in one publish (measured in docs/fleet.md: a
 few milliseconds). The replica count lags by at most HEARTBEAT_TTL_S.
@@ -44,7 +48,8 @@ few milliseconds). The replica count lags by at most HEARTBEAT_TTL_S.
 When Redis is not there (slower than ``timeout_ms``, down, restarted)::
 
     every operation         bounded by timeout_ms (socket timeouts and an asyncio timeout; no retries inside
-                            redis-py): a call never waits longer, and never fails because of Redis
+                            redis-py): a call never waits longer, and never fails because of Redis (a
+                            tool call's outcome: RECORD_TRIES writes at most, then kept for later)
     a burst of calls        waits for one of the pool's MAX_CONNECTIONS (a blocking pool, within the same
                             timeout_ms): more calls at once than connections is not an outage (redis-py's
                             default pool raised MaxConnectionsError at its 101st, and 220 tool calls at once
@@ -59,6 +64,7 @@ When Redis is not there (slower than ``timeout_ms``, down, restarted)::
     reconnect               with exponential backoff and jitter (redis-py's), RECONNECT_MIN_S to RECONNECT_MAX_S
     re-sync                 subscribe first; then the actions kept, oldest first, each undoing only what is
                             older than it (a pause set later, an opening since, a cost added elsewhere stay);
+                            then the tool call outcomes kept (each over this replica's intent);
                             then read every key of the prefix, and Redis's TIME, into the local view (the
                             mlift / sreset / closed records first, as ages); then push the local view back
                             (raises and pauses merged by max, a pause or an opening with its age and the
@@ -67,8 +73,9 @@ When Redis is not there (slower than ``timeout_ms``, down, restarted)::
                             spend kept meanwhile. An action is never dropped for a re-sync: it is sent before
                             the fleet's state is read back over it (why: docs/operations.md)
     back                    INFO once, StateBackendChanged(available=True)
-    shutdown                actions still queued tried again for shutdown_flush_s (state.shutdown_flush_s),
-                            then each one left named in a WARNING (lost to the fleet); never longer
+    shutdown                actions (and outcomes) still queued tried again for shutdown_flush_s
+                            (state.shutdown_flush_s), then each action left named in a WARNING (lost to the
+                            fleet), the outcomes counted; never longer
 """
 
 from __future__ import annotations
@@ -146,6 +153,11 @@ LISTED = 50
 """Actions named one by one in the shutdown WARNING (the rest counted)."""
 MAX_CONNECTIONS = 100
 """The pool's connections (redis-py's default size); a call past them waits for one, within timeout_ms."""
+RECORD_TRIES = 3
+"""A tool call's outcome is written this many times at most (each within timeout_ms) before its call is
+answered without it in Redis (kept, and written once Redis takes it)."""
+MAX_KEPT_OUTCOMES = 10_000
+"""Outcomes kept for Redis (it did not take them); past it the oldest go (this process still holds them)."""
 
 _KINDS = frozenset({"mthrottle", "mpause", "sthrottle", "open", "probe", "spend", "mlift", "sreset", "closed"})
 """The kinds of key read back on re-sync (``replicas`` is counted by beats, ``call`` read by the call)."""
@@ -286,6 +298,16 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
+_CALL_FINISH_KEPT = """
+local held = redis.call('GET', KEYS[1])
+if not held or string.sub(held, 1, 1) ~= 'i' then return 0 end
+local ok, intent = pcall(cjson.decode, string.sub(held, 2))
+if not ok or type(intent) ~= 'table' or intent['r'] ~= ARGV[3] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+"""An outcome Redis did not take when its call ended, written on re-sync (KEYS: the call; ARGV: the
+outcome, ms left, this replica): only over this replica's own intent (a later outcome or claim stands)."""
 _HEARTBEAT = """
 local now = redis.call('TIME')
 local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
@@ -489,6 +511,7 @@ class RedisState:
         )
         self._call_claim = self._client.register_script(_CALL_CLAIM)
         self._call_abandon = self._client.register_script(_CALL_ABANDON)
+        self._call_kept = self._client.register_script(_CALL_FINISH_KEPT)
         self._lift = self._client.register_script(_LIFT)
         self._reset = self._client.register_script(_RESET)
         self._close_older = self._client.register_script(_CLOSE_OLDER)
@@ -500,6 +523,8 @@ class RedisState:
         """Operator actions Redis has not taken yet (made while it was not there): sent first on re-sync."""
         self._unsent: dict[str, float] = {}
         """Spend added here that Redis has not counted yet (sent on the next wake, or after an outage)."""
+        self._kept_outcomes: dict[str, tuple[str, float]] = {}
+        """Tool calls' outcomes Redis did not take (the value, until when on ``_mono``): written on re-sync."""
         self._wake = asyncio.Event()
         self._available = False
         self._noted_in_call = False
@@ -615,14 +640,31 @@ class RedisState:
             return InProgress("", 0.0, alive=False)  # unreadable: no one can say it was not sent
 
     async def finish_call(self, key: str, outcome: str, ttl_s: float) -> bool:
-        if not self._available:
-            return False
-        done = await self._run(self._client.set(self._key("call", key), "o" + outcome, px=_ms(ttl_s)))
-        return bool(done)
+        # Tried whatever the outage flag says: the call's intent is in Redis (its claim was), and only
+        # this write replaces it with what a re-send must get; the call's answer waits for it.
+        for _ in range(RECORD_TRIES):
+            if await self._run(self._client.set(self._key("call", key), "o" + outcome, px=_ms(ttl_s))):
+                return True
+        if len(self._kept_outcomes) >= MAX_KEPT_OUTCOMES:
+            self._kept_outcomes.pop(next(iter(self._kept_outcomes)))
+        self._kept_outcomes[key] = ("o" + outcome, self._mono() + ttl_s)
+        self._wake.set()  # the writer, or the re-sync once Redis is back, writes it
+        return False
 
     async def abandon_call(self, key: str, token: str) -> None:
         if self._available:
             await self._run(self._call_abandon(keys=[self._key("call", key)], args=[token]))
+
+    async def _finish_kept(self, *, quiet: bool = True) -> bool:
+        """The outcomes Redis did not take, over this replica's intents; False, the rest kept, at a failure."""
+        for key, (value, until) in list(self._kept_outcomes.items()):
+            left = until - self._mono()
+            if left > 0:
+                write = self._call_kept(keys=[self._key("call", key)], args=[value, _ms(left), self.replica])
+                if await self._run(write, quiet=quiet) is None:
+                    return False
+            self._kept_outcomes.pop(key, None)
+        return True
 
     # ------------------------------------------------------------------ life
 
@@ -650,7 +692,7 @@ class RedisState:
                 await task
         if self._available:
             await self._flush()
-        if self.pending_actions or self._unsent:
+        if self.pending_actions or self._unsent or self._kept_outcomes:
             await self._flush_at_shutdown()
         if self._available:
             await self._run(self._client.zrem(self._key("replicas"), self.replica), quiet=True)
@@ -671,7 +713,7 @@ class RedisState:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.shutdown_flush_s):
                 while True:
-                    if await self._replay() and await self._flush_spend(quiet=True):
+                    if await self._replay() and await self._finish_kept() and await self._flush_spend(quiet=True):
                         break
                     await asyncio.sleep(max(self._backoff.compute(failures), RECONNECT_MIN_S))
                     failures += 1
@@ -701,6 +743,14 @@ class RedisState:
                 self._last_error or "not reachable",
                 listed,
                 extra={"state_backend": BACKEND, "lost_actions": len(self._pending)},
+            )
+        if self._kept_outcomes:
+            _log.warning(
+                "state backend %s: %d tool call outcomes answered here never reached Redis (shutdown): a re-send "
+                "of one is answered 'outcome unknown', not sent again",
+                redacted(self.url),
+                len(self._kept_outcomes),
+                extra={"state_backend": BACKEND},
             )
         if self._unsent:
             _log.warning(
@@ -770,7 +820,11 @@ class RedisState:
                 self._keep_action(item)
         self._queue.clear()  # the rest is in the local view: the push sends it
         synced = (
-            await self._replay() and await self._pull() and await self._push() and await self._heartbeat(quiet=True)
+            await self._replay()
+            and await self._finish_kept()
+            and await self._pull()
+            and await self._push()
+            and await self._heartbeat(quiet=True)
         )
         if not synced or not await self._flush_spend(quiet=True):
             await self._drop_pubsub()
@@ -978,14 +1032,14 @@ class RedisState:
         return await self._run(op, quiet=resync) is not None
 
     async def _flush(self) -> bool:
-        """Everything queued, then the spend kept, in order; False at the first failure."""
+        """Everything queued, then the outcomes and the spend kept, in order; False at the first failure."""
         while self._queue and self._available:
             change, made = self._queue.popleft()
             if not await self._send(change, made):
                 if isinstance(change, _Action):  # Redis went away under it: sent on the re-sync
                     self._keep_action(change)
                 return False
-        return await self._flush_spend()
+        return await self._finish_kept(quiet=False) and await self._flush_spend()
 
     async def _flush_spend(self, *, quiet: bool = False) -> bool:
         """The spend added here and not yet counted, one INCRBYFLOAT per workflow; kept again on failure."""

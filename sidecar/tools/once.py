@@ -13,6 +13,10 @@ idempotency key a tool with ``idempotency_header`` sends on every attempt (``ide
     the record (claim_call)           free -> the intent is written, the call is sent, its
                                       outcome recorded for the window (nothing reached the
                                       service -> the intent is removed: a re-send is sent)
+                                      before the call returns, so before any door answers: the
+                                      backend's write awaited (Redis: acknowledged), and written
+                                      whole even if the caller leaves meanwhile; one the backend
+                                      does not take is kept in this process, logged, and answered
                                       an outcome -> that outcome, nothing sent
                                       an intent of a live replica -> polled until it is an outcome
                                       an intent whose replica is gone (killed, restarted) ->
@@ -35,7 +39,7 @@ import hashlib
 import json
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
@@ -333,24 +337,35 @@ class Once:
                 cancelled = isinstance(exc, asyncio.CancelledError)
                 why = f"the call sending it {'was cancelled' if cancelled else 'failed'} before the service answered"
                 lost = encode(_outcome(unknown(call, since, why), call), self._secrets)
-                self._soon(self._finish(records, key, lost, call.window_s))
+                self._soon(self._finish(call, records, lost))
             elif token is not None:
                 self._soon(records.abandon_call(key, token))
             raise
-        if reached:
-            await self._finish(records, key, encode(outcome, self._secrets), call.window_s)
+        if reached:  # recorded before the answer leaves; written whole even if the caller leaves meanwhile
+            await asyncio.shield(self._soon(self._finish(call, records, encode(outcome, self._secrets))))
         elif token is not None:  # nothing reached the service: a re-send may go
             await records.abandon_call(key, token)
         return outcome
 
-    async def _finish(self, records: CallRecords, key: str, text: str, ttl_s: float) -> None:
-        if not await records.finish_call(key, text, ttl_s) and records is not self._local:
-            await self._local.finish_call(key, text, ttl_s)  # the backend went: this process remembers
+    async def _finish(self, call: OnceCall, records: CallRecords, text: str) -> None:
+        assert call.key is not None
+        if await records.finish_call(call.key, text, call.window_s) or records is self._local:
+            return
+        await self._local.finish_call(call.key, text, call.window_s)  # the backend did not take it: kept here
+        _log.warning(
+            "tool %s: the state backend did not take the outcome of call %s: answered, and kept in this process "
+            "until the backend takes it; a re-send elsewhere meanwhile waits for it, or is answered 'outcome "
+            "unknown' (not sent again) if this process stops first",
+            call.tool,
+            cap(call.call_id, 80),
+            extra={"tool": call.tool, "call_id": call.call_id},
+        )
 
-    def _soon(self, work: Awaitable[Any]) -> None:
-        task = asyncio.ensure_future(work)
+    def _soon(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(work)
         self._later.add(task)
         task.add_done_callback(self._later.discard)
+        return task
 
     def _replay(self, call: OnceCall, text: str) -> ToolOutcome:
         try:
