@@ -357,7 +357,7 @@ async def test_an_answer_leaves_only_once_redis_holds_its_outcome(
     assert proxy.failed.is_set()
     assert _recorded(redis).startswith(b"o{")  # read once the answer came: the outcome, not the intent
     assert "did not take the outcome" not in caplog.text  # in before the answer, not written after it
-    ok = _kind(first) == "OK" if door == "grpc" else not first.isError
+    ok = _kind(first) == "OK" if door == "grpc" else not first.is_error
     assert ok, first
     await _back(running)
     again = await _note_by(door, running, "kept", f"j-{door}-{fault}")

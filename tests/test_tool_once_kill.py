@@ -18,7 +18,7 @@ a proxy in front of Redis (tests/redis_proxy.py) that cuts the first write of on
 
     must hold   0 texts reach the backend twice
                 the 51 answered get their answers, exactly as first answered: none "outcome unknown"
-                the 100 get "outcome unknown, not sent again" (isError, EXTERNAL_SERVICE)
+                the 100 get "outcome unknown, not sent again" (is_error, EXTERNAL_SERVICE)
 
 Nothing is timed: each step polls for a state within a generous bound.
 """
@@ -248,7 +248,7 @@ async def test_kill_9_under_mcp_calls_then_every_answered_call_re_sent_gets_its_
     assert "listening on" in first.banner, log.read_text()
     try:
         answered = await _answered(address, proxy, log)
-        assert not any(r.isError for r in answered), answered
+        assert not any(r.is_error for r in answered), answered
         backend.script("/notes", [{"delay_ms": 600_000, "repeat": MCP_IN_FLIGHT}])  # read, note created, held
 
         async def flying() -> list[Any]:
@@ -277,7 +277,7 @@ async def test_kill_9_under_mcp_calls_then_every_answered_call_re_sent_gets_its_
     assert backend.notes_received == total
     assert resent == answered  # each as first answered: 0 "outcome unknown" for an answer the agent had
     for result in unknown:
-        assert result.isError, result
+        assert result.is_error, result
         assert result.meta is not None
         assert result.meta["sidecar/kind"] == "EXTERNAL_SERVICE"
         (block,) = result.content
