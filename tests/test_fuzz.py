@@ -44,7 +44,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +105,8 @@ RESPONSES: dict[str, Any] = {
     "ListModels": pb.ListModelsResponse,
 }
 NEVER = (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
+LOGGED_BUGS = ("Traceback (most recent call last)", "was never awaited")
+"""What a process log never holds: an exception that escaped to gRPC, a coroutine a wrapper never awaited."""
 GUARDRAIL = {"name": "pii", "deny_pattern": r"[\w.+-]+@[\w-]+\.\w+", "reason": "must not contain an email address"}
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "sidecar" / "default_config.yaml"
 
@@ -160,10 +162,12 @@ class Served:
     channel: grpc.Channel | None = None
     stub: pb_grpc.SidecarStub | None = None
     restarts: int = 0
+    env: dict[str, str] = field(default_factory=dict)
+    """Set in the process's environment (the tokens a config names as ``${NAME}``)."""
 
     def start(self) -> None:
         self.address = f"127.0.0.1:{_free_port()}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")} | self.env
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "sidecar", "serve", "--config", str(self.config_path), "--listen", self.address],
@@ -211,6 +215,19 @@ class Served:
 
     def log_tail(self, lines: int = 30) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def log_mark(self) -> int:
+        """Where the process log ends now: ``assert_no_traceback`` reads what came after."""
+        return self.log_path.stat().st_size if self.log_path.exists() else 0
+
+    def assert_no_traceback(self, since: int = 0, what: str = "") -> None:
+        """The log written after ``since`` holds no traceback and no coroutine left unawaited: every
+        refusal and bad input is answered, never an exception escaping to gRPC (which logs one)."""
+        with open(self.log_path, "rb") as log:
+            log.seek(since)
+            written = log.read().decode("utf-8", "replace")
+        for sign in LOGGED_BUGS:
+            assert sign not in written, f"{what}: the sidecar logged {sign!r}:\n{written[-4000:]}"
 
     def raw(self, method: str) -> Callable[..., bytes]:
         assert self.channel is not None
