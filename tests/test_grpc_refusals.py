@@ -1,6 +1,9 @@
 """The gRPC port's own refusals, through a real ``sidecar serve`` process: each a precise status, no traceback.
 
     StreamModel with no token, a wrong one, an admin's      UNAUTHENTICATED (kind UNAUTHORIZED), as CallModel
+    bytes that are not the request, to every Admin method   INVALID_ARGUMENT naming the request type, with no
+      (no token, an agent's, an operator's)                   token, an agent's or an operator's
+    the same to grpc.health.v1.Health and to reflection      INVALID_ARGUMENT naming the request type
 
 and after each, the process log holds no traceback and no coroutine left unawaited (an exception
 that escapes to gRPC is answered UNKNOWN and logged with its traceback: a log any local caller
@@ -17,15 +20,20 @@ import grpc
 import pytest
 import sidecar_client as sc
 import yaml
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2
 from sidecar_client import pb
+from sidecar_contract.v1 import admin_pb2 as apb
 
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
-from tests.test_fuzz import Served, fuzz_config
+from tests.test_fuzz import Served, failure_of, fuzz_config
 
 AGENT = "agent-token-0123456789abcdef"
 ADMIN = "admin-token-0123456789abcdef"
 ENV = {"REFUSALS_AGENT_TOKEN": AGENT, "REFUSALS_ADMIN_TOKEN": ADMIN}
+MALFORMED = bytes.fromhex("0a056162")  # field 1, length 5, two bytes: "Wire format was corrupt"
 DEADLINE_S = 20.0
+ADMIN_METHODS = [m.name for m in apb.DESCRIPTOR.services_by_name["Admin"].methods]
 WITH = {
     "no token": (),
     "a wrong token": (("authorization", "Bearer wrong-token-0123456789abcdef"),),
@@ -82,3 +90,52 @@ def test_stream_model_without_an_agents_token_is_unauthenticated(guarded: Served
 def test_stream_model_with_an_agents_token_streams(guarded: Served) -> None:
     request = pb.CallModelRequest(model="local-gpt", messages=[sc.user("hi")]).SerializeToString()
     _stream(guarded, "/sidecar.v1.Sidecar/StreamModel", request, WITH["an agent's token"])
+
+
+@pytest.mark.parametrize("method", ADMIN_METHODS)
+def test_undecodable_bytes_to_every_admin_method_are_invalid_argument(guarded: Served, method: str) -> None:
+    request_type = apb.DESCRIPTOR.services_by_name["Admin"].methods_by_name[method].input_type.full_name
+    assert guarded.channel is not None
+    call = guarded.channel.unary_unary(f"/sidecar.v1.Admin/{method}")
+    for who in ("no token", "an agent's token", "an operator's token"):
+        since = guarded.log_mark()
+        err = _refused(lambda: call(MALFORMED, timeout=DEADLINE_S, metadata=WITH[who]))  # noqa: B023
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (who, err)  # type: ignore[attr-defined]
+        assert f"could not be decoded as {request_type}" in err.details(), err  # type: ignore[attr-defined]
+        failure = failure_of(err)
+        assert failure is not None
+        assert failure.kind == pb.FAILURE_KIND_INVALID_INPUT
+        assert failure.invalid_input.parameter == "request"
+        guarded.assert_no_traceback(since, f"Admin/{method} with {who}")
+
+
+def test_undecodable_bytes_to_health_and_reflection_are_invalid_argument(guarded: Served) -> None:
+    assert guarded.channel is not None
+    since = guarded.log_mark()
+    check = guarded.channel.unary_unary("/grpc.health.v1.Health/Check")
+    for err in (
+        _refused(lambda: check(MALFORMED, timeout=DEADLINE_S)),
+        _refused(lambda: _stream(guarded, "/grpc.health.v1.Health/Watch", MALFORMED, ())),
+    ):
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err  # type: ignore[attr-defined]
+        assert health_pb2.HealthCheckRequest.DESCRIPTOR.full_name in err.details()  # type: ignore[attr-defined]
+    reflect = guarded.channel.stream_stream("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
+    listed = reflection_pb2.ServerReflectionRequest(list_services="").SerializeToString()
+    err = _refused(
+        lambda: list(reflect(iter([listed, MALFORMED]), timeout=DEADLINE_S, metadata=WITH["an agent's token"]))
+    )
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err  # type: ignore[attr-defined]
+    assert reflection_pb2.ServerReflectionRequest.DESCRIPTOR.full_name in err.details()  # type: ignore[attr-defined]
+    guarded.assert_no_traceback(since, "health and reflection")
+
+
+def test_health_watch_still_streams_through_the_lenient_registration(guarded: Served) -> None:
+    """Watch writes with ``context.write`` (gRPC's writer API); its registration runs it inside a generator."""
+    assert guarded.channel is not None
+    watch = health_pb2_grpc.HealthStub(guarded.channel).Watch(
+        health_pb2.HealthCheckRequest(service="sidecar.v1.Sidecar"), timeout=DEADLINE_S
+    )
+    try:
+        assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        watch.cancel()
