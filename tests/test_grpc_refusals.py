@@ -58,7 +58,7 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             yield served
         finally:
             served.stop()
-        served.assert_no_traceback(what="the whole run")
+        served.assert_no_traceback(what="the whole run", strict=True)
 
 
 def _refused(call: Any) -> grpc.RpcError:
@@ -84,7 +84,7 @@ def test_stream_model_without_an_agents_token_is_unauthenticated(guarded: Served
     assert "server.auth.tokens" in refusal.message
     for token in (AGENT, ADMIN, "wrong-token"):
         assert token not in str(err)
-    guarded.assert_no_traceback(since, f"StreamModel with {who}")
+    guarded.assert_no_traceback(since, f"StreamModel with {who}", strict=True)
 
 
 def test_stream_model_with_an_agents_token_streams(guarded: Served) -> None:
@@ -106,7 +106,7 @@ def test_undecodable_bytes_to_every_admin_method_are_invalid_argument(guarded: S
         assert failure is not None
         assert failure.kind == pb.FAILURE_KIND_INVALID_INPUT
         assert failure.invalid_input.parameter == "request"
-        guarded.assert_no_traceback(since, f"Admin/{method} with {who}")
+        guarded.assert_no_traceback(since, f"Admin/{method} with {who}", strict=True)
 
 
 def test_undecodable_bytes_to_health_and_reflection_are_invalid_argument(guarded: Served) -> None:
@@ -126,7 +126,7 @@ def test_undecodable_bytes_to_health_and_reflection_are_invalid_argument(guarded
     )
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err  # type: ignore[attr-defined]
     assert reflection_pb2.ServerReflectionRequest.DESCRIPTOR.full_name in err.details()  # type: ignore[attr-defined]
-    guarded.assert_no_traceback(since, "health and reflection")
+    guarded.assert_no_traceback(since, "health and reflection", strict=True)
 
 
 def test_health_watch_still_streams_through_the_lenient_registration(guarded: Served) -> None:
