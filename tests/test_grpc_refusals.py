@@ -9,10 +9,17 @@ and after each, the process log holds no traceback and no coroutine left unawait
 that escapes to gRPC is answered UNKNOWN and logged with its traceback: a log any local caller
 could flood). One process for the module, with ``server.auth`` and ``server.admin`` tokens from
 its environment, the project's fakes behind it.
+
+Then the sweep of the whole chain, in process (the server span needs an in-memory exporter): every
+refusal the port makes (the token, undecodable bytes at every service, the unnamed enum, shedding,
+draining), in every shape it has (unary, server-streaming, bidi), with the span and masking
+interceptors on, keeps its code, and its SERVER span records that code.
 """
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,10 +29,17 @@ import sidecar_client as sc
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2
+from opentelemetry import trace
 from sidecar_client import pb
 from sidecar_contract.v1 import admin_pb2 as apb
 
+from sidecar.config import Config
+from sidecar.core.clock import FakeClock
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
+from sidecar.server.app import running
+from sidecar.server.grpc.spans import ServerSpanInterceptor
+from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
+from tests.conftest import base_config, until
 from tests.test_fuzz import Served, failure_of, fuzz_config
 
 AGENT = "agent-token-0123456789abcdef"
@@ -139,3 +153,103 @@ def test_health_watch_still_streams_through_the_lenient_registration(guarded: Se
         assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
     finally:
         watch.cancel()
+
+
+# ---------------------------------------------------------------- every refusal through every interceptor
+
+SIDECAR = pb.DESCRIPTOR.services_by_name["Sidecar"]
+REFLECTION = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+AGENT_MD = (("authorization", f"Bearer {AGENT}"),)
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def _answer(channel: grpc.aio.Channel, path: str, shape: str, data: bytes, md: Any = ()) -> grpc.StatusCode:
+    """The code a call of ``shape`` (unary, stream: server-streaming, bidi) ended with."""
+    try:
+        if shape == "unary":
+            await channel.unary_unary(path)(data, timeout=DEADLINE_S, metadata=md)
+        elif shape == "stream":
+            async for _ in channel.unary_stream(path)(data, timeout=DEADLINE_S, metadata=md):
+                pass
+        else:
+            async for _ in channel.stream_stream(path)(iter([data]), timeout=DEADLINE_S, metadata=md):
+                pass
+    except grpc.aio.AioRpcError as err:
+        return err.code()
+    return grpc.StatusCode.OK
+
+
+def _shape(method: Any) -> str:
+    return "bidi" if method.client_streaming else "stream" if method.server_streaming else "unary"
+
+
+def _server_span(otel: InMemoryTelemetry, path: str) -> Any:
+    """The one SERVER span of the call to ``path`` since ``otel.clear()``, or None."""
+    spans = [s for s in otel.spans() if s.kind == trace.SpanKind.SERVER]
+    assert len(spans) <= 1, [s.name for s in spans]
+    if spans:
+        assert spans[0].name == path.lstrip("/")
+    return spans[0] if spans else None
+
+
+async def test_every_refusal_passes_every_interceptor_in_both_shapes(
+    provider: ThreadedServer[FakeProvider],
+    backend: ThreadedServer[FakeToolBackend],
+    clock: FakeClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With the server span and masking on (OTLP export, a configured key), each refusal of each shape
+    (unary, server-streaming, bidi) keeps its own code through every wrapper, and the SERVER span says
+    that code (a call refused for its token has none: the token is checked before the span; health
+    and reflection are not traced); nothing is logged with a traceback."""
+    otel = install_in_memory()
+    sections = {"server": {"auth": {"tokens": [AGENT]}, "admin": {"tokens": [ADMIN]}, "max_in_flight": 1}}
+    cfg = Config.model_validate(base_config(provider.url, backend.url, **sections))
+    spans = ServerSpanInterceptor(otel.tracer_provider)
+    unnamed = pb.CallModelRequest(model="gpt", messages=[sc.user("hi")])
+    unnamed.mid_stream = 4  # type: ignore[assignment]
+    whole = pb.CallModelRequest(model="gpt", messages=[sc.user("hi")]).SerializeToString()
+    call_model, stream_model = f"/{SIDECAR.full_name}/CallModel", f"/{SIDECAR.full_name}/StreamModel"
+    cases: list[tuple[str, str, bytes, Any, grpc.StatusCode]] = [
+        (call_model, "unary", whole, (), grpc.StatusCode.UNAUTHENTICATED),
+        (stream_model, "stream", whole, (), grpc.StatusCode.UNAUTHENTICATED),
+        (REFLECTION, "bidi", b"", (), grpc.StatusCode.UNAUTHENTICATED),
+        (REFLECTION, "bidi", MALFORMED, AGENT_MD, INVALID),
+        ("/grpc.health.v1.Health/Check", "unary", MALFORMED, (), INVALID),
+        ("/grpc.health.v1.Health/Watch", "stream", MALFORMED, (), INVALID),
+        (stream_model, "stream", unnamed.SerializeToString(), AGENT_MD, INVALID),
+    ]
+    for service, md in ((SIDECAR, AGENT_MD), (apb.DESCRIPTOR.services_by_name["Admin"], ())):
+        cases += [(f"/{service.full_name}/{m.name}", _shape(m), MALFORMED, md, INVALID) for m in service.methods]
+    async with (
+        running(cfg, listen="127.0.0.1:0", clock=clock, rng=random.Random(7), interceptors=[spans]) as app,
+        grpc.aio.insecure_channel(app.address) as channel,
+    ):
+
+        async def judged(path: str, shape: str, data: bytes, md: Any, code: grpc.StatusCode) -> None:
+            otel.clear()
+            assert await _answer(channel, path, shape, data, md) == code, (path, shape, md)
+            span = _server_span(otel, path)
+            untraced = code is grpc.StatusCode.UNAUTHENTICATED or path.startswith(("/grpc.health", "/grpc.refl"))
+            if untraced:
+                assert span is None, (path, code)
+            else:
+                assert span is not None, (path, code)
+                assert span.attributes["rpc.grpc.status_code"] == code.value[0], (path, span.attributes)
+
+        for case in cases:
+            await judged(*case)
+        provider.server.script("fake-gpt", [{"fault": "hang", "repeat": 3}])
+        held = asyncio.ensure_future(_answer(channel, call_model, "unary", whole, AGENT_MD))
+        await until(lambda: len(provider.server.requests(model="fake-gpt")) == 1, "the held call reaching the provider")
+        for path, shape in ((call_model, "unary"), (stream_model, "stream")):
+            await judged(path, shape, whole, AGENT_MD, grpc.StatusCode.RESOURCE_EXHAUSTED)
+        assert app.admission is not None
+        drained = asyncio.ensure_future(app.admission.drain())
+        for path, shape in ((call_model, "unary"), (stream_model, "stream")):
+            await judged(path, shape, whole, AGENT_MD, grpc.StatusCode.UNAVAILABLE)
+        held.cancel()
+        await drained
+    for record in caplog.records:
+        assert "raised by servicer method" not in record.getMessage()
+        assert record.exc_info is None or record.name == "sidecar.failures", record.getMessage()
