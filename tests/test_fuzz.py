@@ -11,19 +11,31 @@
     ClassifyFailure   services, endpoints, status codes, headers (Retry-After  a Failure, never SYSTEM
                       forms), bodies, transport faults, probes, attempts
     raw bytes         undecodable or odd request bytes to all five methods     never INTERNAL/UNKNOWN
+    StreamModel       CallModel's requests with any mid_stream number; bytes   undecodable or unnamed: INVALID_ARGUMENT
+    sidecar.v1.Admin  every method: its request (fields drawn by type) or      undecodable: INVALID_ARGUMENT; else no
+                      bytes, each from every caller (CALLERS); the service     operator's token UNAUTHENTICATED; off:
+                      on (``guarded``) and off (``served``)                    PERMISSION_DENIED
+    the refusals      StreamModel's (and CallModel's) bytes from every caller  UNAUTHENTICATED, INVALID_ARGUMENT,
+                      with server.auth on: as it starts, its one slot held     RESOURCE_EXHAUSTED or UNAVAILABLE with a
+                      (``shedding``), SIGTERM'd with that call in flight       wait, each exactly where it belongs
+                      (``draining``)
     every RPC         (the above)                                              an answer within the call's gRPC
                                                                                deadline: DEADLINE_EXCEEDED with no
-                                                                               Failure is a hang; the process lives
+                                                                               Failure is a hang; the process lives;
+                                                                               nothing in its log a bug writes
+                                                                               (LOGGED_BUGS), after a refusal no
+                                                                               traceback at all
     parse_config      any text, YAML-ish token soup, random sections,          only ConfigError comes out
                       the embedded default with random mutations
 
-One real ``sidecar serve`` process for the module (``served``), on real gRPC, with the project's
-fakes behind it on loopback (they answer normally unless scripted). Its config is the embedded
-default's tools and models pointed at the fakes, plus ``guarded_fetch``: a fetch tool with the
-guardrail of the ``sidecar.tools.guardrails`` docstring and no length limit, as an operator writes
-it. Short tool timeouts and zero retry windows keep every example well inside its deadline; a
-call that hangs is reported and the process restarted, so one hang does not fail every example
-after it.
+Real ``sidecar serve`` processes, module-scoped, on real gRPC, with the project's fakes behind
+them on loopback (they answer normally unless scripted): ``served`` with no tokens, and three of
+``guarded_config`` (an agent's and an operator's token from the environment, one slot). The config
+is the embedded default's tools and models pointed at the fakes, plus ``guarded_fetch``: a fetch
+tool with the guardrail of the ``sidecar.tools.guardrails`` docstring and no length limit, as an
+operator writes it. Short tool timeouts and zero retry windows keep every example well inside its
+deadline; a call that hangs is reported and the process restarted, so one hang does not fail every
+example after it.
 
 Reproducible: every test is ``derandomize=True`` (its examples follow from the test's own code)
 with no example database, so CI sees the same inputs on every run; ``max_examples`` is bounded
@@ -44,18 +56,21 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 import yaml
+from google.protobuf import message_factory
+from google.protobuf.descriptor import FieldDescriptor
 from google.rpc import status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from sidecar_client import pb
+from sidecar_contract.v1 import admin_pb2 as apb
 from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar.config import ConfigError, parse_config
@@ -105,6 +120,13 @@ RESPONSES: dict[str, Any] = {
     "ListModels": pb.ListModelsResponse,
 }
 NEVER = (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
+Metadata = tuple[tuple[str, str], ...]
+LOGGED_BUGS = ("raised by servicer method", "answering an RPC", "unexpected error in", "was never awaited")
+"""What a process log never holds: an exception that escaped to gRPC (gRPC's own line, or
+``grpc.masking``'s), a SYSTEM failure (``taxonomy.as_failure``), a coroutine a wrapper never awaited."""
+TRACEBACK = "Traceback (most recent call last)"
+FAILURE_LOG = '"logger": "sidecar.failures"'
+"""An upstream's failure is logged with its stack by design (``taxonomy.log_failure``), one JSON line."""
 GUARDRAIL = {"name": "pii", "deny_pattern": r"[\w.+-]+@[\w-]+\.\w+", "reason": "must not contain an email address"}
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "sidecar" / "default_config.yaml"
 
@@ -160,10 +182,12 @@ class Served:
     channel: grpc.Channel | None = None
     stub: pb_grpc.SidecarStub | None = None
     restarts: int = 0
+    env: dict[str, str] = field(default_factory=dict)
+    """Set in the process's environment (the tokens a config names as ``${NAME}``)."""
 
     def start(self) -> None:
         self.address = f"127.0.0.1:{_free_port()}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")} | self.env
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "sidecar", "serve", "--config", str(self.config_path), "--listen", self.address],
@@ -211,6 +235,22 @@ class Served:
 
     def log_tail(self, lines: int = 30) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def log_mark(self) -> int:
+        """Where the process log ends now: ``assert_no_traceback`` reads what came after."""
+        return self.log_path.stat().st_size if self.log_path.exists() else 0
+
+    def assert_no_traceback(self, since: int = 0, what: str = "", *, strict: bool = False) -> None:
+        """The log written after ``since`` holds no sign of a bug (``LOGGED_BUGS``: an exception that
+        escaped to gRPC, a SYSTEM failure, a coroutine never awaited). ``strict``: no traceback at all,
+        not even an upstream failure's own (``taxonomy.log_failure``), as after a call refused before work."""
+        with open(self.log_path, "rb") as log:
+            log.seek(since)
+            written = log.read().decode("utf-8", "replace")
+        for line in written.splitlines():
+            assert not any(sign in line for sign in LOGGED_BUGS), f"{what}: the sidecar logged:\n{line[:4000]}"
+            stack = TRACEBACK in line and (strict or FAILURE_LOG not in line)
+            assert not stack, f"{what}: the sidecar logged a traceback:\n{line[:4000]}"
 
     def raw(self, method: str) -> Callable[..., bytes]:
         assert self.channel is not None
@@ -272,24 +312,57 @@ def _judge_response(method: str, response: Any) -> None:
 
 
 def answer(served: Served, method: str, request: Any) -> Any:
-    """Call ``method``; assert the answer is a result or a precise failure; the response or None."""
+    """Call ``method``; assert the answer is a result or a precise failure, and nothing in the log a
+    bug leaves (``LOGGED_BUGS``); the response or None."""
     assert served.stub is not None
+    since = served.log_mark()
     try:
         response = getattr(served.stub, method)(request, timeout=DEADLINE_S)
     except grpc.RpcError as err:
         _judge_error(served, method, err)
+        served.assert_no_traceback(since, method)
         return None
     _judge_response(method, response)
+    served.assert_no_traceback(since, method)
     return response
 
 
 def answer_raw(served: Served, method: str, data: bytes) -> None:
+    since = served.log_mark()
     try:
         reply = served.raw(method)(data, timeout=DEADLINE_S)
     except grpc.RpcError as err:
         _judge_error(served, method, err)
+        served.assert_no_traceback(since, method)
         return
     _judge_response(method, RESPONSES[method].FromString(reply))
+    served.assert_no_traceback(since, method)
+
+
+def ask(
+    served: Served, path: str, data: bytes, metadata: Metadata = (), *, stream: bool = False, strict: bool = False
+) -> grpc.RpcError | None:
+    """Send the bytes ``data`` to ``path`` (``/service/Method``; ``stream``: read every event), judged
+    as ``answer`` judges (never a hang, UNKNOWN or INTERNAL, no bug in the log; ``strict``: no
+    traceback at all); the error, or None."""
+    assert served.channel is not None
+    since = served.log_mark()
+    try:
+        if stream:
+            for _ in served.channel.unary_stream(path)(data, timeout=DEADLINE_S, metadata=metadata):
+                pass
+        else:
+            served.channel.unary_unary(path)(data, timeout=DEADLINE_S, metadata=metadata)
+    except grpc.RpcError as err:
+        _judge_error(served, path, err)
+        served.assert_no_traceback(since, path, strict=strict)
+        return err
+    served.assert_no_traceback(since, path, strict=strict)
+    return None
+
+
+def code_of(err: grpc.RpcError | None) -> grpc.StatusCode:
+    return grpc.StatusCode.OK if err is None else err.code()  # type: ignore[attr-defined,no-any-return]
 
 
 # ----------------------------------------------------------------------------- strategies
@@ -656,6 +729,272 @@ def test_the_lists_answer(served: Served) -> None:
     models = answer(served, "ListModels", pb.ListModelsRequest())
     assert {t.definition.name for t in tools.tools} == set(TOOLS)
     assert {m.id for m in models.models} == set(MODELS)
+
+
+# ----------------------------------------------------------------------------- the admin door and the refusals
+
+AGENT_TOKEN = "agent-token-fuzz-0123456789abcdef"
+ADMIN_TOKEN = "admin-token-fuzz-0123456789abcdef"
+TOKEN_ENV = {"FUZZ_AGENT_TOKEN": AGENT_TOKEN, "FUZZ_ADMIN_TOKEN": ADMIN_TOKEN}
+CALLERS: dict[str, Metadata] = {
+    "no token": (),
+    "an agent": (("authorization", f"Bearer {AGENT_TOKEN}"),),
+    "an operator": (("authorization", f"Bearer {ADMIN_TOKEN}"),),
+    "a wrong token": (("authorization", "Bearer wrong-token-fuzz-0123456789abcdef"),),
+    "the operator's token less a character": (("authorization", f"Bearer {ADMIN_TOKEN[:-1]}"),),
+    "a token with no scheme": (("authorization", ADMIN_TOKEN),),
+    "basic credentials": (("authorization", f"Basic {AGENT_TOKEN}"),),
+    "a bare scheme": (("authorization", "Bearer"),),
+    "an agent's and an operator's token": (
+        ("authorization", f"Bearer {AGENT_TOKEN}"),
+        ("authorization", f"Bearer {ADMIN_TOKEN}"),
+    ),
+}
+"""Who calls, as the ``authorization`` metadata it sends."""
+NOT_AGENTS = ("no token", "an operator", "a wrong token")
+"""Callers server.auth refuses (an operator's token is not an agent's)."""
+NOT_OPERATORS = ("no token", "an agent", "a wrong token")
+"""Callers server.admin refuses."""
+ADMIN_SERVICE = apb.DESCRIPTOR.services_by_name["Admin"]
+STREAM_MODEL = f"/{SERVICE}/StreamModel"
+CALL_MODEL = f"/{SERVICE}/CallModel"
+MALFORMED = bytes.fromhex("0a056162")
+"""Field 1, five bytes long, two sent: what issue 36 found answered UNKNOWN by every Admin method."""
+TARGETS = ("docs", "notes", "flaky", "local-gpt", "local-claude", "wf-1", "", " ")
+"""Names an operator action takes: the config's services and models, a workflow, none."""
+HOLD_S = 600.0
+"""The deadline of the call that holds the one slot (cancelled when its test ends)."""
+
+
+def guarded_config(provider_url: str, tools_url: str) -> dict[str, Any]:
+    """The fuzz config with an agent's and an operator's token (from the environment) and one slot."""
+    cfg = fuzz_config(provider_url, tools_url)
+    cfg["server"].update(
+        auth={"tokens": ["${FUZZ_AGENT_TOKEN}"]},
+        admin={"tokens": ["${FUZZ_ADMIN_TOKEN}"]},
+        max_in_flight=1,
+        grace_period_s=HOLD_S,
+    )
+    cfg["telemetry"] = {"log_level": "WARNING"}
+    return cfg
+
+
+@contextlib.contextmanager
+def guarded_process(tmp: Path) -> Iterator[tuple[Served, FakeProvider]]:
+    """A ``sidecar serve`` of ``guarded_config`` and its fake provider; its whole log checked at the end."""
+    with ThreadedServer(FakeProvider()) as provider, ThreadedServer(FakeToolBackend()) as backend:
+        config_path = tmp / "guarded.yaml"
+        config_path.write_text(yaml.safe_dump(guarded_config(provider.url, backend.url)))
+        served = Served(config_path, tmp / "sidecar.log", env=TOKEN_ENV)
+        served.start()
+        try:
+            yield served, provider.server
+        finally:
+            served.stop()
+        served.assert_no_traceback(what="the process's whole run")  # an agent's calls may fail upstream
+
+
+def hold_the_slot(served: Served, provider: FakeProvider) -> grpc.Future:
+    """An agent's CallModel that takes the one slot (server.max_in_flight 1) and holds it: the provider
+    never answers. Returned once the provider has it; cancel it to end it."""
+    assert served.stub is not None
+    provider.script("fake-gpt", [{"fault": "hang", "repeat": 3}])
+    request = pb.CallModelRequest(model="local-gpt", messages=[pb.Message(role=pb.ROLE_USER, text="hold")])
+    held: grpc.Future = served.stub.CallModel.future(request, timeout=HOLD_S, metadata=CALLERS["an agent"])
+    limit = time.monotonic() + START_TIMEOUT_S
+    while not provider.requests(model="fake-gpt"):
+        assert not held.done(), f"the call meant to hold the slot ended: {held.exception()}"
+        assert time.monotonic() < limit, "the call meant to hold the slot never reached the provider"
+        time.sleep(0.05)
+    return held
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """server.auth and server.admin on, nothing in flight."""
+    with guarded_process(tmp_path_factory.mktemp("fuzz-guarded")) as (served, _):
+        yield served
+
+
+@pytest.fixture(scope="module")
+def shedding(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """As ``guarded``, its one slot held: every further CallModel and StreamModel is shed."""
+    with guarded_process(tmp_path_factory.mktemp("fuzz-shedding")) as (served, provider):
+        held = hold_the_slot(served, provider)
+        try:
+            yield served
+        finally:
+            held.cancel()
+
+
+@pytest.fixture(scope="module")
+def draining(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """As ``guarded``, SIGTERM'd while a call holds its slot: draining until that call ends, then exits 0."""
+    with guarded_process(tmp_path_factory.mktemp("fuzz-draining")) as (served, provider):
+        held = hold_the_slot(served, provider)
+        assert served.proc is not None
+        served.proc.send_signal(signal.SIGTERM)
+        health = health_pb2_grpc.HealthStub(served.channel)
+        limit = time.monotonic() + START_TIMEOUT_S
+        ask_health = health_pb2.HealthCheckRequest(service=SERVICE)
+        while health.Check(ask_health, timeout=DEADLINE_S).status != health_pb2.HealthCheckResponse.NOT_SERVING:
+            assert time.monotonic() < limit, "the process never started draining"
+            time.sleep(0.05)
+        try:
+            yield served
+        finally:
+            held.cancel()  # the drain ends with the last call in flight: the process stops
+            assert served.proc.wait(timeout=START_TIMEOUT_S) == 0, served.log_tail()
+
+
+def decodes(message_type: Any, data: bytes) -> bool:
+    """Whether ``data`` parses as ``message_type`` (a descriptor), as the sidecar parses it."""
+    try:
+        message_factory.GetMessageClass(message_type).FromString(data)
+    except Exception:  # whatever the parser raises, the sidecar reads as undecodable too
+        return False
+    return True
+
+
+def refused_before_admission(data: bytes, stream: bool) -> bool:
+    """Whether the bytes are refused INVALID_ARGUMENT before any other work: not a CallModelRequest, or
+    (StreamModel) a ``mid_stream`` number the contract does not name."""
+    if not decodes(pb.CallModelRequest.DESCRIPTOR, data):
+        return True
+    return stream and pb.CallModelRequest.FromString(data).mid_stream not in pb.MidStreamPolicy.values()
+
+
+@st.composite
+def admin_calls(draw: st.DrawFn) -> tuple[str, bytes]:
+    """An Admin method and its request bytes: random, or its message with each field drawn by its type."""
+    method = draw(st.sampled_from(list(ADMIN_SERVICE.methods)))
+    if draw(st.booleans()):
+        return method.name, draw(RAW)
+    fields: dict[str, Any] = {}
+    for f in method.input_type.fields:
+        if f.type == FieldDescriptor.TYPE_STRING:
+            fields[f.name] = draw(st.one_of(st.sampled_from(TARGETS), TEXT))
+        elif f.type == FieldDescriptor.TYPE_BOOL:
+            fields[f.name] = draw(st.booleans())
+    return method.name, message_factory.GetMessageClass(method.input_type)(**fields).SerializeToString()
+
+
+MID_STREAM = st.one_of(st.sampled_from(list(pb.MidStreamPolicy.values())), st.integers(-(2**31), 2**31 - 1))
+
+
+@st.composite
+def model_call_bytes(draw: st.DrawFn) -> bytes:
+    """A CallModelRequest (plausible or hostile, any ``mid_stream`` number) as bytes, or random bytes."""
+    if draw(st.integers(0, 3)) == 0:
+        return draw(st.one_of(st.just(MALFORMED), RAW))
+    request = draw(st.one_of(plausible_call_model_requests(), hostile_call_model_requests()))
+    request.mid_stream = draw(MID_STREAM)
+    return request.SerializeToString()
+
+
+def _admin(served: Served, method: str, data: bytes, caller: str) -> grpc.StatusCode:
+    """The call from ``caller``, judged, none leaving a traceback; undecodable bytes INVALID_ARGUMENT."""
+    path = f"/{ADMIN_SERVICE.full_name}/{method}"
+    code = code_of(ask(served, path, data, CALLERS[caller], strict=True))
+    if not decodes(ADMIN_SERVICE.methods_by_name[method].input_type, data):
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, (method, caller, code)
+    return code
+
+
+STREAM_UNNAMED = pb.CallModelRequest(model="local-gpt", messages=[pb.Message(role=pb.ROLE_USER, text="hi")])
+STREAM_UNNAMED.mid_stream = 4  # type: ignore[assignment]  # one past MID_STREAM_POLICY_CONTINUE
+
+
+@fuzz(0.3)
+@given(call=admin_calls())
+@example(call=("GetState", MALFORMED))
+@example(call=("Reload", b""))
+def test_the_admin_door_answers_every_input_precisely(guarded: Served, call: tuple[str, bytes]) -> None:
+    """sidecar.v1.Admin with server.admin on: every method, the same bytes from every caller."""
+    method, data = call
+    for caller in CALLERS:
+        code = _admin(guarded, method, data, caller)
+        if caller in NOT_OPERATORS and decodes(ADMIN_SERVICE.methods_by_name[method].input_type, data):
+            assert code == grpc.StatusCode.UNAUTHENTICATED, (method, caller, code)
+
+
+@fuzz(0.2)
+@given(call=admin_calls())
+def test_the_admin_door_when_off_answers_every_input_precisely(served: Served, call: tuple[str, bytes]) -> None:
+    """sidecar.v1.Admin without server.admin: PERMISSION_DENIED to whatever decodes, whoever asks."""
+    method, data = call
+    for caller in CALLERS:
+        code = _admin(served, method, data, caller)
+        if decodes(ADMIN_SERVICE.methods_by_name[method].input_type, data):
+            assert code == grpc.StatusCode.PERMISSION_DENIED, (method, caller, code)
+
+
+@fuzz(1.0)
+@given(data=model_call_bytes())
+@example(data=MALFORMED)
+@example(data=STREAM_UNNAMED.SerializeToString())
+def test_stream_model_answers_every_input_precisely(served: Served, data: bytes) -> None:
+    """StreamModel with no server.auth: an unnamed mid_stream or undecodable bytes INVALID_ARGUMENT."""
+    code = code_of(ask(served, STREAM_MODEL, data, stream=True))
+    if refused_before_admission(data, stream=True):
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, code
+
+
+def _refusals(served: Served, path: str, data: bytes, caller: str, *, held: bool = False) -> grpc.RpcError | None:
+    """The call, judged; from a caller without an agent's token UNAUTHENTICATED, from an agent with
+    bytes refused before admission INVALID_ARGUMENT; the error (None: an answer). ``held``: the one
+    slot is taken, so every call is refused, and none may log a traceback."""
+    stream = path == STREAM_MODEL
+    refused = held or caller in NOT_AGENTS or refused_before_admission(data, stream)
+    err = ask(served, path, data, CALLERS[caller], stream=stream, strict=refused)
+    if caller in NOT_AGENTS:
+        assert code_of(err) == grpc.StatusCode.UNAUTHENTICATED, (caller, code_of(err))
+    elif caller == "an agent" and refused_before_admission(data, stream):
+        assert code_of(err) == grpc.StatusCode.INVALID_ARGUMENT, code_of(err)
+    return err
+
+
+@fuzz(0.3)
+@given(data=model_call_bytes())
+@example(data=MALFORMED)
+@example(data=STREAM_UNNAMED.SerializeToString())
+def test_stream_model_refusals_for_a_token(guarded: Served, data: bytes) -> None:
+    """StreamModel with server.auth on: the same bytes from every caller."""
+    for caller in CALLERS:
+        _refusals(guarded, STREAM_MODEL, data, caller)
+
+
+def _refused_with_a_wait(err: grpc.RpcError | None, code: grpc.StatusCode) -> None:
+    assert code_of(err) == code, code_of(err)
+    assert err is not None
+    failure = failure_of(err)
+    assert failure is not None, err
+    assert failure.kind == pb.FAILURE_KIND_UPSTREAM_THROTTLE, failure
+    assert failure.retry_after.ToTimedelta().total_seconds() > 0, failure
+
+
+@pytest.mark.parametrize("path", [STREAM_MODEL, CALL_MODEL])
+@fuzz(0.2)
+@given(data=model_call_bytes())
+@example(data=STREAM_UNNAMED.SerializeToString())
+def test_calls_past_the_limit_are_shed_precisely(shedding: Served, path: str, data: bytes) -> None:
+    """server.max_in_flight reached: RESOURCE_EXHAUSTED with a wait, after the token and decoding checks."""
+    for caller in CALLERS:
+        err = _refusals(shedding, path, data, caller, held=True)
+        if caller == "an agent" and not refused_before_admission(data, path == STREAM_MODEL):
+            _refused_with_a_wait(err, grpc.StatusCode.RESOURCE_EXHAUSTED)
+
+
+@pytest.mark.parametrize("path", [STREAM_MODEL, CALL_MODEL])
+@fuzz(0.2)
+@given(data=model_call_bytes())
+@example(data=STREAM_UNNAMED.SerializeToString())
+def test_calls_while_draining_are_refused_precisely(draining: Served, path: str, data: bytes) -> None:
+    """SIGTERM'd, a call still in flight: UNAVAILABLE with a wait, after the token and decoding checks."""
+    for caller in CALLERS:
+        err = _refusals(draining, path, data, caller, held=True)
+        if caller == "an agent" and not refused_before_admission(data, path == STREAM_MODEL):
+            _refused_with_a_wait(err, grpc.StatusCode.UNAVAILABLE)
 
 
 # ----------------------------------------------------------------------------- config loader fuzz tests

@@ -10,7 +10,7 @@ before the port opens, closed after the last call). What a call passes through, 
     the arrival stamp             where the overhead stopwatch begins (grpc.servicer.Arrival)
     bearer token                  server.auth (grpc.auth.BearerTokenInterceptor); health exempt
     the given interceptors        the server span (grpc.spans)
-    decoding                      undecodable bytes -> INVALID_ARGUMENT (grpc.handlers.register_sidecar)
+    decoding                      undecodable bytes -> INVALID_ARGUMENT, every service (grpc.handlers)
     the in-flight limit           CallModel, ExecuteTool: server.max_in_flight (admission.Admission)
     the servicer                  grpc.servicer; every answer masked on its way out (grpc.masking)
 
@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
-from sidecar_contract.v1 import admin_pb2_grpc
+from grpc_health.v1 import health, health_pb2
+from grpc_reflection.v1alpha import reflection, reflection_pb2
+from sidecar_contract.v1 import admin_pb2
 from sidecar_contract.v1 import sidecar_pb2 as pb
 
 from sidecar.config import Config
@@ -52,7 +52,7 @@ from sidecar.server.admission import Admission
 from sidecar.server.auth import Tokens
 from sidecar.server.grpc.admin import ADMIN_SERVICE_NAME, AdminServicer
 from sidecar.server.grpc.auth import BearerTokenInterceptor
-from sidecar.server.grpc.handlers import InFlight, register_sidecar
+from sidecar.server.grpc.handlers import InFlight, register_service, register_sidecar
 from sidecar.server.grpc.masking import SecretMaskingInterceptor
 from sidecar.server.grpc.servicer import Arrival, SidecarServicer
 from sidecar.server.http.doors import DoorParts, build_doors
@@ -255,15 +255,16 @@ class SidecarApp:
             self.metrics.admission = lambda: (admission.in_flight, admission.shed)
         register_sidecar(self.server, self.servicer, self.admission.wrap, self.admission.wrap_stream, self.in_flight)
         self._health = health.aio.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self._health, self.server)
+        register_service(self.server, health_pb2.DESCRIPTOR.services_by_name["Health"], self._health)
         assert self.state_view is not None
         admin_tokens = Tokens(t.get_secret_value() for t in cfg.server.admin.tokens) if cfg.server.admin else None
         # off (PERMISSION_DENIED) without admin tokens
         admin = AdminServicer(self.state_view, admin_tokens, self.admin_reload or self.reload_fleet)
-        admin_pb2_grpc.add_AdminServicer_to_server(admin, self.server)
+        register_service(self.server, admin_pb2.DESCRIPTOR.services_by_name["Admin"], admin)
         if cfg.server.reflection:
             names = (SERVICE_NAME, ADMIN_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
-            reflection.enable_server_reflection(names, self.server)
+            described = reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"]
+            register_service(self.server, described, reflection.aio.ReflectionServicer(names))
         listen = self.listen or cfg.server.listen
         try:
             if credentials is None:

@@ -1,5 +1,7 @@
 """``sidecar.v1.Admin``: the admin state view and the operator actions over gRPC (``server.admin``).
 
+    undecodable bytes     INVALID_ARGUMENT (kind INVALID_INPUT) naming the request type, whoever asks
+                          (``grpc.handlers.register_service``: decoded before any of this runs)
     server.admin unset    PERMISSION_DENIED (kind PERMISSION_DENIED): the admin service is off
     no admin token        UNAUTHENTICATED (kind UNAUTHORIZED); a caller's ``server.auth`` token too
     an admin token        the method's answer, from ``server.admin.StateView`` (masked)

@@ -14,7 +14,7 @@ slot nor write spans.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 import grpc
@@ -52,19 +52,26 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
 def _refusing(handler: grpc.RpcMethodHandler[Any, Any] | None, status: grpc.Status) -> grpc.RpcMethodHandler[Any, Any]:
     """A handler of the same shape as ``handler`` (unary or streaming) that answers ``status``.
 
-    No request deserializer: a refused request is not even decoded.
+    No request deserializer: a refused request is not even decoded. A streaming answer's refusal is
+    an async generator, as every stream of the port is: the interceptors outside this one iterate a
+    stream's behaviour (``servicer.Arrival``'s stopwatch), and a coroutine there was a TypeError,
+    answered UNKNOWN with a traceback in the log.
     """
 
     async def refuse(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         await context.abort_with_status(status)
         raise AssertionError("unreachable: abort_with_status raises")
 
+    async def refuse_stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+        await refuse(request, context)
+        yield  # never reached: the yield makes this the async generator a stream's wrappers iterate
+
     streams_in = handler is not None and handler.request_streaming
     streams_out = handler is not None and handler.response_streaming
     if streams_in and streams_out:
-        return grpc.stream_stream_rpc_method_handler(refuse)
+        return grpc.stream_stream_rpc_method_handler(refuse_stream)
     if streams_in:
         return grpc.stream_unary_rpc_method_handler(refuse)
     if streams_out:
-        return grpc.unary_stream_rpc_method_handler(refuse)
+        return grpc.unary_stream_rpc_method_handler(refuse_stream)
     return grpc.unary_unary_rpc_method_handler(refuse)
