@@ -578,10 +578,10 @@ def test_every_attempt_is_visible_in_jaeger(
     by_kind = {line.get("failure_kind"): line for line in lines if line.get("trace_id") == trace_id}
     assert by_kind["JSON_PARSE"]["level"] == "WARNING"
     assert by_kind["JSON_PARSE"]["span_id"] == chat["spanID"]
-    assert by_kind["EXTERNAL_SERVICE"]["level"] == "ERROR"
+    assert by_kind["EXTERNAL_SERVICE"]["level"] == "WARNING"  # an outage the retries handle: nobody's to act on
     assert by_kind["EXTERNAL_SERVICE"]["span_id"] == tool["spanID"]
     assert by_kind["CIRCUIT_OPEN"]["span_id"] == refusal["spanID"]
-    assert "stack" in by_kind["CIRCUIT_OPEN"]
+    assert "stack" not in by_kind["CIRCUIT_OPEN"]  # only a bug's line carries one
 
 
 # ---------------------------------------------------------------- docker-compose.yml (no Docker here: read it)

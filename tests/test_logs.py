@@ -5,16 +5,25 @@ from __future__ import annotations
 import io
 import json
 import logging
+import signal
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import pytest
-from sidecar_client import user
+import yaml
+from sidecar_client import ModelNotFoundError, SidecarClient, pb, user
 
-from sidecar.core.taxonomy import ExternalService, InvalidInput, SidecarFailure, log_failure
+from sidecar.core.clock import FakeClock
+from sidecar.core.failure_log import LINES_PER_WINDOW, WINDOW_S, FailureLog
+from sidecar.core.taxonomy import ExternalService, InvalidInput, SidecarFailure, SystemFailure
 from sidecar.telemetry.logs import QUIET_LOGGERS, JsonFormatter, TextFormatter, configure_logging
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
-from tests.conftest import Running
+from tests.conftest import Running, Start, base_config
 
 KEY = "sk-test-SECRETKEY1234567890"
 
@@ -103,23 +112,35 @@ def _raised(failure: SidecarFailure) -> SidecarFailure:
         return caught
 
 
-def test_a_correctable_failure_is_a_warning_without_a_stack(lines: Lines) -> None:
-    log_failure(_raised(InvalidInput("query", "", "must not be empty")), tool="search")
+def test_a_callers_mistake_is_a_warning_line_without_a_stack(lines: Lines) -> None:
+    FailureLog(FakeClock()).failed(_raised(InvalidInput("query", "", "must not be empty")), tool="search")
     (line,) = lines.json
     assert line["level"] == "WARNING"
     assert line["failure_kind"] == "INVALID_INPUT"
+    assert line["who_acts"] == "caller"
     assert line["correctable"] is True
     assert line["tool"] == "search"
     assert "stack" not in line
 
 
-def test_an_uncorrectable_failure_is_an_error_with_the_stack(lines: Lines) -> None:
+def test_a_services_outage_is_a_warning_line_without_a_stack(lines: Lines) -> None:
     failure = _raised(ExternalService("docs", "https://docs.example/x", "connection refused"))
-    log_failure(failure, tool="fetch")
+    FailureLog(FakeClock()).failed(failure, tool="fetch")
+    (line,) = lines.json
+    assert line["level"] == "WARNING"
+    assert line["failure_kind"] == "EXTERNAL_SERVICE"
+    assert line["who_acts"] == "nobody"
+    assert line["correctable"] is False
+    assert "stack" not in line
+
+
+def test_a_bug_is_an_error_line_with_the_stack(lines: Lines) -> None:
+    failure = _raised(SystemFailure("the model caller"))
+    FailureLog(FakeClock()).failed(failure, model="gpt")
     (line,) = lines.json
     assert line["level"] == "ERROR"
-    assert line["failure_kind"] == "EXTERNAL_SERVICE"
-    assert line["correctable"] is False
+    assert line["failure_kind"] == "SYSTEM"
+    assert line["who_acts"] == "operator"
     assert line["stack"].startswith("Traceback (most recent call last):")
     assert "in _raised" in line["stack"]
     assert line["stack"].rstrip().endswith(failure.message)
@@ -219,6 +240,98 @@ async def test_the_sidecars_failure_lines_lead_to_their_spans(
     assert correction["level"] == "WARNING"
     assert (correction["trace_id"], correction["span_id"]) == _ids(chat)
     failure = by_kind["EXTERNAL_SERVICE"]
-    assert failure["level"] == "ERROR"
+    assert failure["level"] == "WARNING"  # the service's outage, retried: nobody's to act on
+    assert "stack" not in failure
     assert failure["tool"] == "fail_fetch"
     assert (failure["trace_id"], failure["span_id"]) == _ids(tool)
+
+
+async def test_a_reload_keeps_each_kinds_budget_of_lines(
+    start_sidecar: Start, lines: Lines, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failure log is handed to the next core: a reload in the middle of a flood opens no new budget."""
+    r = await start_sidecar()
+    monkeypatch.setenv("SIDECAR_TEST_KEY", KEY)
+    cfg = base_config(r.provider.url, r.backend.url)
+    for provider in cfg["providers"].values():
+        provider["api_key"] = "${SIDECAR_TEST_KEY}"  # a config file names its secrets, never holds them
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    assert r.app.reloader is not None
+    r.app.reloader.path = str(path)
+    for _ in range(LINES_PER_WINDOW):
+        with pytest.raises(ModelNotFoundError):
+            await r.client.call_model("no-such-model", [user("hi")])
+    outcome = await r.app.reload()
+    assert outcome.applied, outcome.error
+    for _ in range(5):
+        with pytest.raises(ModelNotFoundError):
+            await r.client.call_model("no-such-model", [user("hi")])
+    unknown = [line for line in lines.json if line.get("failure_kind") == "MODEL_NOT_FOUND"]
+    assert len(unknown) == LINES_PER_WINDOW
+    r.clock.advance(WINDOW_S)
+    summary = lines.json[-1]
+    assert (summary["failure_kind"], summary["suppressed"]) == ("MODEL_NOT_FOUND", 5)
+
+
+# ---------------------------------------------------------------- a real `sidecar serve`: caller mistakes, a flood
+
+FLOOD = 1000
+"""Bad calls in the flood: far past a window's budget of lines."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve_logged(err: IO[str]) -> tuple[subprocess.Popen[str], str]:
+    """``sidecar serve`` (the embedded default) with its log on ``err`` (a file: a pipe the test does not
+    read would fill and stall the process's logging), once it listens."""
+    addr = f"127.0.0.1:{_free_port()}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sidecar", "serve", "--listen", addr], stdout=subprocess.PIPE, stderr=err, text=True
+    )
+    assert proc.stdout is not None
+    assert f"listening on {addr}" in proc.stdout.readline()
+    return proc, addr
+
+
+def test_a_real_sidecar_logs_callers_mistakes_as_warnings_and_a_flood_in_bounded_lines(tmp_path: Path) -> None:
+    log = tmp_path / "sidecar.log"
+    with log.open("w") as err:
+        proc, addr = _serve_logged(err)
+    try:
+        with SidecarClient(addr) as client:
+            with pytest.raises(ModelNotFoundError):
+                client.call_model("no-such-model", [user("hi")])
+            bad = client.execute_tool("search_docs", {"query": 7}, call_id="c1")
+            assert bad.failure.kind == pb.FAILURE_KIND_INVALID_INPUT
+            started = time.monotonic()
+            for _ in range(FLOOD):
+                with pytest.raises(ModelNotFoundError):
+                    client.call_model("no-such-model", [user("hi")])
+            took = time.monotonic() - started
+    finally:
+        proc.send_signal(signal.SIGTERM)  # stopping says the count of the window still open
+        proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    lines = [json.loads(text) for text in log.read_text().splitlines() if text.startswith("{")]
+    failures = [line for line in lines if line["logger"] == "sidecar.failures"]
+    assert [line for line in lines if line["level"] == "ERROR"] == []  # nothing an operator must act on
+    unknown = [line for line in failures if line["failure_kind"] == "MODEL_NOT_FOUND"]
+    first = unknown[0]
+    assert (first["level"], first["who_acts"], first["model"]) == ("WARNING", "caller", "no-such-model")
+    assert "stack" not in first
+    (argument,) = [line for line in failures if line["failure_kind"] == "INVALID_INPUT"]
+    assert (argument["level"], argument["who_acts"], argument["tool"]) == ("WARNING", "caller", "search_docs")
+    assert "stack" not in argument
+    # Bounded: at most the budget and one count per window the calls spanned (one, on any machine that
+    # makes 1,000 local calls in a minute), and every call is a line or in a count.
+    windows = 1 + int(took // WINDOW_S) + 1
+    assert len(unknown) <= windows * (LINES_PER_WINDOW + 1)
+    counted = [line["suppressed"] for line in unknown if "suppressed" in line]
+    assert counted
+    assert len(unknown) - len(counted) + sum(counted) == 1 + FLOOD
+    assert all("stack" not in line and line["level"] == "WARNING" for line in unknown)

@@ -227,11 +227,13 @@ class Scripted(pb_grpc.SidecarServicer):
             yield _text(pb.MidStreamPolicy.Name(request.mid_stream))
             yield _final("")
         elif request.model == "slow":
-            yield _text("Hel")
-            self.started.set()
             try:
+                yield _text("Hel")
+                self.started.set()
                 await asyncio.Event().wait()  # until the client cancels
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, GeneratorExit):
+                # Wherever the cancellation finds the handler: at the wait, or still in the yield while
+                # grpc sends "Hel" (then grpc is cancelled and closes this generator at the yield).
                 self.cancelled.set()
                 raise
 
@@ -354,6 +356,43 @@ async def test_breaking_out_of_the_iteration_cancels_the_rpc(scripted: ScriptedS
     await asyncio.wait_for(scripted.servicer.cancelled.wait(), WAIT_FOR_CANCEL_S)
 
 
+async def test_breaking_out_of_a_stream_the_caller_holds_cancels_the_rpc_at_the_break(
+    scripted: ScriptedServer,
+) -> None:
+    """The loop, not the stream, owns the cancellation: the caller's name keeps the stream (to read its
+    text after the loop), and the RPC is cancelled as the loop is left, before anything else runs."""
+    stream = scripted.client.stream_model("slow", [user("hi")])
+    async for event in stream:
+        assert event.text.text == "Hel"
+        break
+    assert not stream.cancel()  # True would mean this call cancelled it: the break had not
+    assert stream.text == "Hel"
+    await asyncio.wait_for(scripted.servicer.cancelled.wait(), WAIT_FOR_CANCEL_S)
+    with pytest.raises(sc.JobCancelledError):
+        await stream.collect()
+
+
+async def _fail_inside_the_loop(stream: sc.AsyncModelStream) -> None:
+    async for _ in stream:
+        raise LookupError("the caller's own")
+
+
+async def test_an_exception_out_of_the_loop_cancels_the_rpc(scripted: ScriptedServer) -> None:
+    stream = scripted.client.stream_model("slow", [user("hi")])
+    with pytest.raises(LookupError, match="the caller's own"):
+        await _fail_inside_the_loop(stream)
+    assert not stream.cancel()
+    await asyncio.wait_for(scripted.servicer.cancelled.wait(), WAIT_FOR_CANCEL_S)
+
+
+async def test_a_loop_that_reads_to_the_end_cancels_nothing(scripted: ScriptedServer) -> None:
+    stream = scripted.client.stream_model("deltas", [user("hi")])
+    async for _ in stream:
+        pass
+    assert stream.final is not None
+    assert [e async for e in stream] == []  # a second loop over an ended stream: its end, not a failure
+
+
 async def test_leaving_the_async_with_block_cancels_the_rpc(scripted: ScriptedServer) -> None:
     async with scripted.client.stream_model("slow", [user("hi")]) as stream:
         await stream.__anext__()
@@ -415,6 +454,22 @@ async def test_breaking_out_of_a_blocking_stream_cancels_the_rpc(scripted: Scrip
                 break
 
     await asyncio.to_thread(work)
+    await asyncio.wait_for(scripted.servicer.cancelled.wait(), WAIT_FOR_CANCEL_S)
+
+
+async def test_breaking_out_of_a_blocking_stream_the_caller_holds_cancels_the_rpc_at_the_break(
+    scripted: ScriptedServer,
+) -> None:
+    def work() -> tuple[bool, str]:
+        with SidecarClient(scripted.address) as client:
+            stream = client.stream_model("slow", [user("hi")])
+            for _ in stream:
+                break
+            return stream.cancel(), stream.text
+
+    cancelled_here, text = await asyncio.to_thread(work)
+    assert not cancelled_here  # the break had cancelled it
+    assert text == "Hel"
     await asyncio.wait_for(scripted.servicer.cancelled.wait(), WAIT_FOR_CANCEL_S)
 
 

@@ -36,8 +36,10 @@ const NoFinalMessage = "The StreamModel stream ended without its final event."
 // the final reply's reasoning is the same, with the wire format that made it.
 //
 // A failure ends the stream with the *Error CallModel returns for it, after
-// every event sent before it. Cancel (or the context's cancellation, or
-// breaking out of Events) cancels the RPC. A ModelStream is for one goroutine.
+// every event sent before it. Cancel, the context's cancellation, or leaving
+// the range over Events early (break, return, a panic: its deferred Cancel
+// runs) cancels the RPC. Leaving a Recv loop cancels nothing: write
+// defer stream.Cancel() after StreamModel. A ModelStream is for one goroutine.
 type ModelStream struct {
 	rpc       grpc.ServerStreamingClient[sidecarv1.StreamModelEvent]
 	cancel    context.CancelFunc

@@ -37,7 +37,9 @@ the model reads: the message, a newline, and one of the two retry lines.
 Plain Python throughout: kinds are ``core.kinds.FailureKind``, details are ``core.details``
 records. The gRPC boundary converts them (``sidecar.server.convert``) and carries them in a
 rich status (``sidecar.server.grpc.status``). ``as_failure()`` is the one boundary that turns any
-other exception into ``SystemFailure``. A failure's ``str()`` is its message, always.
+other exception into ``SystemFailure``. A failure's ``str()`` is its message, always. How a failed
+call is logged (who acts on each kind, so at which level; each kind's lines bounded) is
+``core.failure_log``'s table.
 
 Which kinds are correctable, and the two retry lines, are the contract's words (options of
 ``FailureKind`` in sidecar.proto), taken from the table tools/protogen.py generates from it
@@ -112,7 +114,6 @@ __all__ = [
     "as_failure",
     "failure_class",
     "log_classified",
-    "log_failure",
 ]
 
 
@@ -715,18 +716,6 @@ def failure_class(kind: FailureKind) -> type[SidecarFailure]:
 
 
 _log = logging.getLogger("sidecar.failures")
-
-
-def log_failure(failure: SidecarFailure, *, cause: BaseException | None = None, **context: object) -> None:
-    """Correctable failures are the normal back-and-forth: WARNING. The rest: ERROR with the stack."""
-    extra = {"failure_kind": failure.kind_name, "correctable": failure.correctable, **context}
-    if failure.correctable:
-        _log.warning("%s: %s", failure.kind_name, failure.message, extra=extra)
-    else:
-        exc = cause or failure
-        _log.error(
-            "%s: %s", failure.kind_name, failure.message, extra=extra, exc_info=(type(exc), exc, exc.__traceback__)
-        )
 
 
 def log_classified(failure: SidecarFailure, **context: object) -> None:

@@ -57,6 +57,7 @@ from sidecar.core.content import Limits, check_content, parts_tokens
 from sidecar.core.conversation import CallOptions, Message, ModelRequest, ModelResponse
 from sidecar.core.details import ReplyDetail
 from sidecar.core.draining import CallCount
+from sidecar.core.failure_log import FailureLog
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.model_throttle import ModelThrottle
 from sidecar.core.observer import CallRecord, ModelCallStart, Observer, OutputBudgetRaised, OverheadMeasured
@@ -79,7 +80,6 @@ from sidecar.core.taxonomy import (
     TokenEstimateExceedsLimit,
     UpstreamRetriesExhausted,
     as_failure,
-    log_failure,
 )
 from sidecar.core.text import clause
 from sidecar.providers.client import CallScope, ModelSender, ProviderClient, Spent
@@ -301,6 +301,7 @@ class ModelService:
     ) -> None:
         self._config = config
         self._clock = clock
+        self.failures: FailureLog = carry.failures if carry is not None else FailureLog(clock)  # kept across reloads
         self._ledger = ledger
         self.calls = CallCount()
         """The calls in flight on this service (a reload waits for them before closing it)."""
@@ -434,13 +435,13 @@ class ModelService:
                     call = await self._run(request, options, record, outlet)
             except asyncio.CancelledError as exc:
                 cancelled = self._cancelled(request, options, outlet, by_shutdown=JobCancelled.cut(exc))
-                log_failure(cancelled, model=request.model)
+                self.failures.failed(cancelled, model=request.model)
                 record.failed(cancelled)
                 raise
             except Exception as exc:  # the one boundary: anything not of the taxonomy is SYSTEM
                 failure = as_failure(exc, "the model caller")
                 if failure is exc:
-                    log_failure(failure, model=request.model)
+                    self.failures.failed(failure, model=request.model)
                 record.failed(failure)
             else:
                 record.succeeded(call)

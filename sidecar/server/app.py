@@ -336,6 +336,7 @@ class SidecarApp:
         if self.reloader is not None:
             await self.reloader.aclose()  # the configs before: closed, their calls done or cut
         if self.live is not None:
+            self.live.core.close_logs()
             await self.live.core.aclose()
         for close in self._closers:  # the redis backend: what is queued is sent, then it disconnects
             await close()

@@ -8,7 +8,8 @@ assignment (``Live.swap``): no call ever sees half of each.
 
     kept across cores     the spend ledger (the same object, its caps replaced at the swap), the admission limit,
                           the state backend, the metrics; a kept model's throttle, a kept service's or
-                          route deployment's guard, the record of tool calls (``carry=`` of each service)
+                          route deployment's guard, the record of tool calls, the failure logs (``carry=``
+                          of each service)
     new with each core    the config, the provider and tool clients, MCP sessions, the observer (its
                           secrets: every one any config named), ClassifyFailure's reports
 """
@@ -60,6 +61,12 @@ class Core:
         self.models.routes.guards.settle()
         self.ledger.recap(dict(self.config.policy.spend_caps))
         self.tools.settle()
+
+    def close_logs(self) -> None:
+        """The failure logs' counts not yet written are written (the sidecar is stopping; a reload hands
+        the logs on to the next core instead)."""
+        self.tools.failures.close()
+        self.models.failures.close()
 
     async def aclose(self) -> None:
         await self.tools.aclose()

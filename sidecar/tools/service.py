@@ -45,6 +45,7 @@ from sidecar.core.conversation import (
     Usage,
 )
 from sidecar.core.draining import CallCount
+from sidecar.core.failure_log import FailureLog
 from sidecar.core.observer import Observer, OverheadMeasured, ToolCallStart
 from sidecar.core.retry import MAX_UPSTREAM_RETRIES, Retry, RetryPolicy, Tally, run_attempts
 from sidecar.core.settings import Windows
@@ -56,7 +57,6 @@ from sidecar.core.taxonomy import (
     SidecarFailure,
     SystemFailure,
     as_failure,
-    log_failure,
 )
 from sidecar.core.text import endpoint_of
 from sidecar.net.backend import fast_transport
@@ -125,6 +125,8 @@ class ToolService:
     ) -> None:
         self._config = config
         self._clock = clock
+        self.failures: FailureLog = carry.failures if carry is not None else FailureLog(clock)
+        """The failed calls' log lines, each kind's bounded (the same object across reloads)."""
         self._guards = guards
         self.calls = CallCount()
         """The calls in flight on this service (a reload waits for them before closing it)."""
@@ -217,14 +219,14 @@ class ToolService:
                 outcome = await self._execute(tool, mcp, request, options, replay)
             except asyncio.CancelledError as exc:
                 cancelled = JobCancelled(f"tool {request.tool}", by_shutdown=JobCancelled.cut(exc))
-                log_failure(cancelled, tool=request.tool)
+                self.failures.failed(cancelled, tool=request.tool)
                 record.failed(cancelled)
                 raise
             except Exception as exc:  # the one boundary: anything not of the taxonomy is SYSTEM (logged there)
                 outcome = ToolOutcome(None, as_failure(exc, "the tool runner"), 0)
             record.tally(0 if replay.replayed else outcome.attempts, 0, Usage())  # a replay sent nothing
             if outcome.failure is not None and not isinstance(outcome.failure, SystemFailure):
-                log_failure(outcome.failure, tool=request.tool, call_id=request.call_id)
+                self.failures.failed(outcome.failure, tool=request.tool, call_id=request.call_id)
             record.tool_finished(outcome)
             return outcome
 

@@ -21,9 +21,15 @@ reasoning is the same, with the wire format that made it.
 
 A failure ends the iteration with the ``SidecarError`` subclass CallModel raises for its kind,
 after every event sent before it; ``STREAM_INTERRUPTED`` (``StreamInterruptedError``) carries the
-partial text. Cancelling the stream (``cancel()``, leaving its ``with`` block, dropping it after a
-``break`` — at once in CPython, whose reference counting frees it there —, or cancelling the task
-that awaits it) cancels the RPC; a read after ``cancel()`` raises ``JobCancelledError``.
+partial text.
+
+Cancelling: ``cancel()``, leaving the stream's ``with`` block (the idiom: certain in any Python),
+cancelling the task that awaits it, or leaving a ``for`` / ``async for`` loop over it before its end
+(``break``, ``return``, an exception) cancels the RPC; a read after that raises ``JobCancelledError``.
+A loop owns the cancellation because Python gives a loop no hook on ``break``: each loop iterates a
+``_Loop`` of its own, which only the loop holds, so CPython frees it, and it cancels the RPC, as the
+loop is left, even while the caller still holds the stream (to read ``text`` after the loop). A
+stream dropped unfinished (read with ``__anext__`` / ``next``, never looped) cancels when it is freed.
 """
 
 from __future__ import annotations
@@ -120,6 +126,44 @@ class StreamAccumulator:
         return self.final
 
 
+class _Loop:
+    """One ``for`` loop over a ``ModelStream``: left before the stream's end, it cancels the RPC."""
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, stream: ModelStream) -> None:
+        self._stream = stream
+
+    def __iter__(self) -> _Loop:
+        return self
+
+    def __next__(self) -> pb.StreamModelEvent:
+        return next(self._stream)
+
+    def __del__(self) -> None:
+        # The loop was left (its only reference dropped): the RPC is cancelled unless it has ended.
+        self._stream.cancel()
+
+
+class _AsyncLoop:
+    """One ``async for`` loop over an ``AsyncModelStream``: left before the stream's end, it cancels the RPC."""
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, stream: AsyncModelStream) -> None:
+        self._stream = stream
+
+    def __aiter__(self) -> _AsyncLoop:
+        return self
+
+    async def __anext__(self) -> pb.StreamModelEvent:
+        return await self._stream.__anext__()
+
+    def __del__(self) -> None:
+        # The loop was left (its only reference dropped): the RPC is cancelled unless it has ended.
+        self._stream._cancel_unfinished()
+
+
 class ModelStream(StreamAccumulator):
     """A StreamModel call, read as a blocking iterator of ``pb.StreamModelEvent``."""
 
@@ -127,8 +171,9 @@ class ModelStream(StreamAccumulator):
         super().__init__()
         self._call = call
 
-    def __iter__(self) -> ModelStream:
-        return self
+    def __iter__(self) -> _Loop:
+        """A loop of its own over the rest of the stream (leaving it early cancels the RPC)."""
+        return _Loop(self)
 
     def __next__(self) -> pb.StreamModelEvent:
         try:
@@ -168,8 +213,9 @@ class AsyncModelStream(StreamAccumulator):
         self._call = call
         self._cancelled = False
 
-    def __aiter__(self) -> AsyncModelStream:
-        return self
+    def __aiter__(self) -> _AsyncLoop:
+        """A loop of its own over the rest of the stream (leaving it early cancels the RPC)."""
+        return _AsyncLoop(self)
 
     async def __anext__(self) -> pb.StreamModelEvent:
         try:
@@ -195,10 +241,14 @@ class AsyncModelStream(StreamAccumulator):
         self.cancel()
 
     def __del__(self) -> None:
-        # Dropped unfinished (a ``break`` out of ``async for``): the RPC is cancelled at once. The
+        # Dropped unfinished (read with __anext__, never looped): the RPC is cancelled at once. The
         # grpc.aio call would cancel itself only when the cycle collector frees it, much later.
-        if getattr(self, "_call", None) is not None and not self._call.done():
-            self._call.cancel()
+        if getattr(self, "_call", None) is not None:
+            self._cancel_unfinished()
+
+    def _cancel_unfinished(self) -> None:
+        if not self._call.done():
+            self.cancel()
 
     def cancel(self) -> bool:
         """Cancels the RPC (a read still pending raises JobCancelledError); False when it had ended."""
