@@ -52,6 +52,7 @@ from sidecar.server.admission import Admission
 from sidecar.server.auth import Tokens
 from sidecar.server.grpc.admin import ADMIN_SERVICE_NAME, AdminServicer
 from sidecar.server.grpc.auth import BearerTokenInterceptor
+from sidecar.server.grpc.connections import connection_options
 from sidecar.server.grpc.handlers import InFlight, register_sidecar
 from sidecar.server.grpc.masking import SecretMaskingInterceptor
 from sidecar.server.grpc.servicer import Arrival, SidecarServicer
@@ -247,6 +248,7 @@ class SidecarApp:
                 ("grpc.so_reuseport", 1 if self.reuse_port else 0),
                 ("grpc.server.max_pending_requests", PENDING_CALLS_LIMIT),
                 ("grpc.server.max_pending_requests_hard_limit", PENDING_CALLS_LIMIT),
+                *connection_options(cfg.server.connections),  # handshake, idle, age, keepalive, how many
             ],
         )
         self.admission = admission = Admission(cfg.server.max_in_flight, self.clock)
