@@ -17,6 +17,9 @@ __all__ = [
     "DEFAULT_GRPC_KEEPALIVE_TIME_S",
     "DEFAULT_GRPC_MAX_AGE_S",
     "DEFAULT_GRPC_MIN_PING_INTERVAL_S",
+    "DEFAULT_HTTP_BODY_TIMEOUT_S",
+    "DEFAULT_HTTP_HEAD_TIMEOUT_S",
+    "DEFAULT_HTTP_IDLE_TIMEOUT_S",
     "DEFAULT_LISTEN",
     "DEFAULT_MAX_ARGUMENT_BYTES",
     "DEFAULT_MAX_CONNECTIONS",
@@ -107,7 +110,7 @@ DEFAULT_MCP_CONNECT_TIMEOUT_S = 10.0
 """Opening a session with an MCP server (connect or spawn, initialize, list its tools) takes at most this."""
 
 DEFAULT_MAX_CONNECTIONS = 1000
-"""Connections the gRPC port holds at once (``server.connections``; per process): four
+"""Connections each port holds at once (``http.connections``, ``server.connections``; per process): four
 times ``max_in_flight``'s default, so a real load (every call in flight on its own connection, and an SDK
 pool's idle ones beside them) stays under it, and far under a pod's file descriptor limit (often 1,048,576,
 at least 1,024 less the process's own)."""
@@ -115,6 +118,19 @@ MAX_CONNECTIONS_LIMIT = 100_000
 """The highest ``max_connections`` accepted: a guard against a typo's million."""
 MAX_CONNECTION_WAIT_S = 86_400.0
 """The longest any connection limit may be (a day): the gRPC port's are milliseconds in a 32-bit int."""
+DEFAULT_HTTP_HEAD_TIMEOUT_S = 30.0
+"""A request head (at most 16 KiB, h11's cap) must arrive whole within this, from its first byte. An SDK
+writes its head in one send: on the slowest link it arrives in one round trip, and TCP's retransmissions
+of a lost segment (1, 2, 4, 8 s) still fit twice over."""
+DEFAULT_HTTP_BODY_TIMEOUT_S = 300.0
+"""A request body must arrive whole within this, from the end of its head: 20 MB at 67 KB/s (0.53 Mbit/s),
+five times ``server.max_message_bytes``' default at 14 KB/s. Raise it with ``max_message_bytes`` for
+larger bodies on slower links."""
+DEFAULT_HTTP_IDLE_TIMEOUT_S = 120.0
+"""A connection with no request under way (accepted, or its last answer sent) is closed after this. Above
+every client pool's own idle expiry (httpx and the openai and anthropic SDKs 5 s, aiohttp 15 s, Node 4-5 s,
+Go's net/http 90 s), so a client always drops an idle connection before the sidecar does, and never sends
+a request on one the sidecar is closing (uvicorn's own default, 5 s, raced httpx's 5 s)."""
 DEFAULT_GRPC_HANDSHAKE_TIMEOUT_S = 30.0
 """A gRPC connection must finish its handshake (TLS, and the HTTP/2 preface and settings) within this
 (``grpc.server_handshake_timeout_ms``; gRPC's own default is 120 s): a real client does it in a few round

@@ -1,5 +1,5 @@
-"""The sections about this process: ``server`` (with its TLS, tokens and connection limits), ``http``,
-``policy``, ``telemetry`` and ``state``."""
+"""The sections about this process: ``server`` (with its TLS, tokens and connection limits), ``http``
+(with its connection limits), ``policy``, ``telemetry`` and ``state``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ from sidecar.config.bounds import (
     DEFAULT_GRPC_KEEPALIVE_TIMEOUT_S,
     DEFAULT_GRPC_MAX_AGE_S,
     DEFAULT_GRPC_MIN_PING_INTERVAL_S,
+    DEFAULT_HTTP_BODY_TIMEOUT_S,
+    DEFAULT_HTTP_HEAD_TIMEOUT_S,
+    DEFAULT_HTTP_IDLE_TIMEOUT_S,
     DEFAULT_LISTEN,
     DEFAULT_MAX_ARGUMENT_BYTES,
     DEFAULT_MAX_CONNECTIONS,
@@ -43,6 +46,7 @@ from sidecar.core.settings import MAX_WAIT_S, PRESETS, CircuitConfig, Strict, Wi
 __all__ = [
     "GrpcConnectionsConfig",
     "HttpConfig",
+    "HttpConnectionsConfig",
     "PolicyConfig",
     "ServerAdminConfig",
     "ServerAuthConfig",
@@ -128,6 +132,21 @@ class GrpcConnectionsConfig(Strict):
     """A client pinging more often is sent GOAWAY (too_many_pings)."""
 
 
+class HttpConnectionsConfig(Strict):
+    """How long the HTTP port waits on a client, and how many connections it holds (the defaults and why:
+    ``bounds``, docs/security.md). An answer being sent, however long (a stream), is never cut."""
+
+    max_connections: MaxConnections = DEFAULT_MAX_CONNECTIONS
+    """Connections held at once; past it the longest idle one is closed, else one still sending its head,
+    else the new one (never a request being read or answered)."""
+    head_timeout_s: Wait = DEFAULT_HTTP_HEAD_TIMEOUT_S
+    """A request head must arrive whole within this from its first byte."""
+    body_timeout_s: Wait = DEFAULT_HTTP_BODY_TIMEOUT_S
+    """A request body must arrive whole within this from the end of its head."""
+    idle_timeout_s: Wait = DEFAULT_HTTP_IDLE_TIMEOUT_S
+    """A connection with no request under way (new, or its last answer sent) is closed after this."""
+
+
 class ServerConfig(Strict):
     listen: Listen = DEFAULT_LISTEN
     """``host:port`` or ``unix:/path/to.sock``."""
@@ -188,6 +207,8 @@ class HttpConfig(Strict):
     """Serve the OpenAI-compatible front: ``POST /v1/chat/completions``, ``GET /v1/models``."""
     anthropic: bool = True
     """Serve the Anthropic-compatible front: ``POST /v1/messages`` (and ``GET /v1/models`` in its shape)."""
+    connections: HttpConnectionsConfig = HttpConnectionsConfig()
+    """The HTTP port's connection limits: head, body, idle, how many."""
 
 
 class PolicyConfig(Strict):

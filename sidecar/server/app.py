@@ -291,7 +291,10 @@ class SidecarApp:
         assert self.admission is not None
         parts = DoorParts(cfg, self.clock, self.live, self.admission, self.state_view, self.reload_fleet)
         doors = build_doors(parts)
-        self.http = HttpHosting(cfg.http.listen, cfg.server, doors, reuse_port=self.reuse_port)
+        closed = self.metrics.connection_closed if self.metrics is not None else None
+        self.http = HttpHosting(
+            cfg.http.listen, cfg.server, doors, reuse_port=self.reuse_port, limits=cfg.http.connections, closed=closed
+        )
         await self.http.start()
 
     async def _start_fakes(self) -> None:
