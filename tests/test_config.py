@@ -181,6 +181,17 @@ def test_a_file_past_the_size_cap_is_refused_unparsed(tmp_path: Path) -> None:
         ("services: {s: {circuit: {cooldown_s: 60, max_cooldown_s: 30}}}\n", ["must not be below cooldown_s"]),
         ("policy: {circuit: {probe_timeout_s: 1e-300}}\n", ["policy.circuit.probe_timeout_s", "0.001"]),
         ("policy: {spend_caps: {'*': .inf}}\n", ["policy.spend_caps.*", "finite number"]),
+        ("server: {connections: {keepalive_time_s: 0}}\n", ["server.connections.keepalive_time_s", "greater than 0"]),
+        ("server: {connections: {max_age_s: 1e9}}\n", ["server.connections.max_age_s", "less than or equal to 86400"]),
+        ("server: {connections: {max_connections: 0}}\n", ["server.connections.max_connections", "or equal to 1"]),
+        (
+            "http: {listen: '127.0.0.1:0', connections: {head_timeout_s: -1}}\n",
+            ["http.connections.head_timeout_s", "than 0"],
+        ),
+        (
+            "http: {listen: '127.0.0.1:0', connections: {body_timeout_s: .nan}}\n",
+            ["http.connections.body_timeout_s", "finite"],
+        ),
     ],
 )
 def test_values_yaml_cannot_read_or_that_break_the_arithmetic_are_refused(text: str, expected: list[str]) -> None:

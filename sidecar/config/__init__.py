@@ -21,7 +21,7 @@ One module per concern; import from the package (``from sidecar.config import Co
     errors     ConfigError
     bounds     the defaults and the bounds of the values, the embedded URLs
     fields     the checks several sections share: a listen address, an http(s) URL
-    sections   server (TLS, tokens), http, policy, telemetry, state
+    sections   server (TLS, tokens, connection limits), http (connection limits), policy, telemetry, state
     catalog    providers, models: deployments and routes
     tools      tools (HTTP or MCP), mcp_servers, guardrails
     secrets    ${NAME} from the environment, secrets written in the file refused, what is masked
@@ -70,7 +70,9 @@ from sidecar.config.errors import ConfigError
 from sidecar.config.loading import load_config, load_default_config, parse_config
 from sidecar.config.secrets import AWS_ENVIRONMENT, AwsEnvironment
 from sidecar.config.sections import (
+    GrpcConnectionsConfig,
     HttpConfig,
+    HttpConnectionsConfig,
     PolicyConfig,
     ServerAuthConfig,
     ServerConfig,
@@ -116,8 +118,10 @@ __all__ = [
     "CircuitConfig",
     "Config",
     "ConfigError",
+    "GrpcConnectionsConfig",
     "GuardrailConfig",
     "HttpConfig",
+    "HttpConnectionsConfig",
     "McpServerConfig",
     "McpToolConfig",
     "ModelConfig",

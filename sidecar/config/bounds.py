@@ -10,8 +10,19 @@ __all__ = [
     "DEFAULT_CHECK_TIME_LIMIT_S",
     "DEFAULT_CONFIG",
     "DEFAULT_GRACE_PERIOD_S",
+    "DEFAULT_GRPC_AGE_GRACE_S",
+    "DEFAULT_GRPC_HANDSHAKE_TIMEOUT_S",
+    "DEFAULT_GRPC_IDLE_TIMEOUT_S",
+    "DEFAULT_GRPC_KEEPALIVE_TIMEOUT_S",
+    "DEFAULT_GRPC_KEEPALIVE_TIME_S",
+    "DEFAULT_GRPC_MAX_AGE_S",
+    "DEFAULT_GRPC_MIN_PING_INTERVAL_S",
+    "DEFAULT_HTTP_BODY_TIMEOUT_S",
+    "DEFAULT_HTTP_HEAD_TIMEOUT_S",
+    "DEFAULT_HTTP_IDLE_TIMEOUT_S",
     "DEFAULT_LISTEN",
     "DEFAULT_MAX_ARGUMENT_BYTES",
+    "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_CORRECTIONS",
     "DEFAULT_MAX_IN_FLIGHT",
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -30,6 +41,8 @@ __all__ = [
     "MAX_CONFIG_BYTES",
     "MAX_CONFIG_DEPTH",
     "MAX_CONFIG_NODES",
+    "MAX_CONNECTIONS_LIMIT",
+    "MAX_CONNECTION_WAIT_S",
     "MAX_IN_FLIGHT_LIMIT",
     "MAX_PORT",
     "MAX_PROVIDER_CONNECTIONS",
@@ -95,3 +108,52 @@ DEFAULT_MCP_TIMEOUT_S = 30.0
 """One call of an MCP server's tool (an attempt) waits this long for its answer."""
 DEFAULT_MCP_CONNECT_TIMEOUT_S = 10.0
 """Opening a session with an MCP server (connect or spawn, initialize, list its tools) takes at most this."""
+
+DEFAULT_MAX_CONNECTIONS = 1000
+"""Connections each port holds at once (``http.connections``, ``server.connections``; per process): four
+times ``max_in_flight``'s default, so a real load (every call in flight on its own connection, and an SDK
+pool's idle ones beside them) stays under it, and far under a pod's file descriptor limit (often 1,048,576,
+at least 1,024 less the process's own)."""
+MAX_CONNECTIONS_LIMIT = 100_000
+"""The highest ``max_connections`` accepted: a guard against a typo's million."""
+MAX_CONNECTION_WAIT_S = 86_400.0
+"""The longest any connection limit may be (a day): the gRPC port's are milliseconds in a 32-bit int."""
+DEFAULT_HTTP_HEAD_TIMEOUT_S = 30.0
+"""A request head (at most 16 KiB, h11's cap) must arrive whole within this, from its first byte. An SDK
+writes its head in one send: on the slowest link it arrives in one round trip, and TCP's retransmissions
+of a lost segment (1, 2, 4, 8 s) still fit twice over."""
+DEFAULT_HTTP_BODY_TIMEOUT_S = 300.0
+"""A request body must arrive whole within this, from the end of its head: 20 MB at 67 KB/s (0.53 Mbit/s),
+five times ``server.max_message_bytes``' default at 14 KB/s. Raise it with ``max_message_bytes`` for
+larger bodies on slower links."""
+DEFAULT_HTTP_IDLE_TIMEOUT_S = 120.0
+"""A connection with no request under way (accepted, or its last answer sent) is closed after this. Above
+every client pool's own idle expiry (httpx and the openai and anthropic SDKs 5 s, aiohttp 15 s, Node 4-5 s,
+Go's net/http 90 s), so a client always drops an idle connection before the sidecar does, and never sends
+a request on one the sidecar is closing (uvicorn's own default, 5 s, raced httpx's 5 s)."""
+DEFAULT_GRPC_HANDSHAKE_TIMEOUT_S = 30.0
+"""A gRPC connection must finish its handshake (TLS, and the HTTP/2 preface and settings) within this
+(``grpc.server_handshake_timeout_ms``; gRPC's own default is 120 s): a real client does it in a few round
+trips."""
+DEFAULT_GRPC_IDLE_TIMEOUT_S = 300.0
+"""A gRPC connection with no call for this long is sent GOAWAY and closed (``grpc.max_connection_idle_ms``).
+A client's channel reconnects at its next call (one handshake); a call racing the GOAWAY is retried by
+the client's gRPC library, never lost."""
+DEFAULT_GRPC_MAX_AGE_S = 3600.0
+"""A gRPC connection this old (gRPC adds ±10 % jitter) is sent GOAWAY: its calls in flight go on, new
+ones go to a new connection (``grpc.max_connection_age_ms``); None: never."""
+DEFAULT_GRPC_AGE_GRACE_S = 3600.0
+"""After an aged connection's GOAWAY, its calls in flight have this long to end; a call still running then
+is cut, UNAVAILABLE ``max connection age`` (``grpc.max_connection_age_grace_ms``). So a call is never cut
+by age unless it runs longer than this: an hour-long StreamModel is served whole."""
+DEFAULT_GRPC_KEEPALIVE_TIME_S = 60.0
+"""The server pings a connection silent for this long (``grpc.keepalive_time_ms``; gRPC's own default is
+2 h): a peer that vanished (its machine gone, a NAT that dropped the flow) is found and its connection
+closed, calls and all. Every gRPC client answers pings by itself."""
+DEFAULT_GRPC_KEEPALIVE_TIMEOUT_S = 20.0
+"""A ping unanswered this long closes the connection (``grpc.keepalive_timeout_ms``, gRPC's default)."""
+DEFAULT_GRPC_MIN_PING_INTERVAL_S = 10.0
+"""A client may ping at most this often (``grpc.http2.min_ping_interval_without_data_ms``, with calls or
+without): a third ping sooner (two strikes, gRPC's count) is answered GOAWAY ``too_many_pings``. Ten
+seconds is the floor grpc-go and grpc-java clients hold their keepalive to; gRPC's own default (5 min)
+refuses clients configured with the common 30 s or 60 s."""

@@ -1,5 +1,5 @@
-"""The sections about this process: ``server`` (with its TLS and tokens), ``http``, ``policy``,
-``telemetry`` and ``state``."""
+"""The sections about this process: ``server`` (with its TLS, tokens and connection limits), ``http``
+(with its connection limits), ``policy``, ``telemetry`` and ``state``."""
 
 from __future__ import annotations
 
@@ -11,8 +11,19 @@ from pydantic import Field, SecretStr, model_validator
 from sidecar.config.bounds import (
     DEFAULT_CHECK_TIME_LIMIT_S,
     DEFAULT_GRACE_PERIOD_S,
+    DEFAULT_GRPC_AGE_GRACE_S,
+    DEFAULT_GRPC_HANDSHAKE_TIMEOUT_S,
+    DEFAULT_GRPC_IDLE_TIMEOUT_S,
+    DEFAULT_GRPC_KEEPALIVE_TIME_S,
+    DEFAULT_GRPC_KEEPALIVE_TIMEOUT_S,
+    DEFAULT_GRPC_MAX_AGE_S,
+    DEFAULT_GRPC_MIN_PING_INTERVAL_S,
+    DEFAULT_HTTP_BODY_TIMEOUT_S,
+    DEFAULT_HTTP_HEAD_TIMEOUT_S,
+    DEFAULT_HTTP_IDLE_TIMEOUT_S,
     DEFAULT_LISTEN,
     DEFAULT_MAX_ARGUMENT_BYTES,
+    DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_CORRECTIONS,
     DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -20,6 +31,8 @@ from sidecar.config.bounds import (
     DEFAULT_STATE_TIMEOUT_MS,
     DEFAULT_TOOL_RETRIES,
     DEFAULT_UPSTREAM_RETRIES,
+    MAX_CONNECTION_WAIT_S,
+    MAX_CONNECTIONS_LIMIT,
     MAX_IN_FLIGHT_LIMIT,
     MAX_PORT,
     MAX_STATE_TIMEOUT_MS,
@@ -31,7 +44,9 @@ from sidecar.config.tools import DEFAULT_DEDUPE_WINDOW_S, DedupeWindow
 from sidecar.core.settings import MAX_WAIT_S, PRESETS, CircuitConfig, Strict, Window, Windows
 
 __all__ = [
+    "GrpcConnectionsConfig",
     "HttpConfig",
+    "HttpConnectionsConfig",
     "PolicyConfig",
     "ServerAdminConfig",
     "ServerAuthConfig",
@@ -90,6 +105,48 @@ class ServerAdminConfig(Strict):
         return self
 
 
+Wait = Annotated[float, Field(gt=0, le=MAX_CONNECTION_WAIT_S)]
+"""A connection limit in seconds: above 0, at most a day."""
+MaxConnections = Annotated[int, Field(ge=1, le=MAX_CONNECTIONS_LIMIT)]
+
+
+class GrpcConnectionsConfig(Strict):
+    """How long the gRPC port keeps a connection, and how many it holds (gRPC core's channel arguments;
+    the defaults and why: ``bounds``, docs/security.md)."""
+
+    max_connections: MaxConnections = DEFAULT_MAX_CONNECTIONS
+    """Connections held at once; past it gRPC closes a new one as it is accepted (the client: UNAVAILABLE)."""
+    handshake_timeout_s: Wait = DEFAULT_GRPC_HANDSHAKE_TIMEOUT_S
+    """TLS and the HTTP/2 preface must be through within this, or the connection is closed."""
+    idle_timeout_s: Wait = DEFAULT_GRPC_IDLE_TIMEOUT_S
+    """A connection with no call this long is sent GOAWAY and closed."""
+    max_age_s: Wait | None = DEFAULT_GRPC_MAX_AGE_S
+    """A connection this old takes no new call (GOAWAY); None: no age limit."""
+    age_grace_s: Wait = DEFAULT_GRPC_AGE_GRACE_S
+    """After an age GOAWAY, how long the calls in flight may still run before they are cut (UNAVAILABLE)."""
+    keepalive_time_s: Wait = DEFAULT_GRPC_KEEPALIVE_TIME_S
+    """The server pings a connection silent this long, to find a peer that is gone."""
+    keepalive_timeout_s: Wait = DEFAULT_GRPC_KEEPALIVE_TIMEOUT_S
+    """A ping unanswered this long closes the connection."""
+    min_ping_interval_s: Wait = DEFAULT_GRPC_MIN_PING_INTERVAL_S
+    """A client pinging more often is sent GOAWAY (too_many_pings)."""
+
+
+class HttpConnectionsConfig(Strict):
+    """How long the HTTP port waits on a client, and how many connections it holds (the defaults and why:
+    ``bounds``, docs/security.md). An answer being sent, however long (a stream), is never cut."""
+
+    max_connections: MaxConnections = DEFAULT_MAX_CONNECTIONS
+    """Connections held at once; past it the longest idle one is closed, else one still sending its head,
+    else the new one (never a request being read or answered)."""
+    head_timeout_s: Wait = DEFAULT_HTTP_HEAD_TIMEOUT_S
+    """A request head must arrive whole within this from its first byte."""
+    body_timeout_s: Wait = DEFAULT_HTTP_BODY_TIMEOUT_S
+    """A request body must arrive whole within this from the end of its head."""
+    idle_timeout_s: Wait = DEFAULT_HTTP_IDLE_TIMEOUT_S
+    """A connection with no request under way (new, or its last answer sent) is closed after this."""
+
+
 class ServerConfig(Strict):
     listen: Listen = DEFAULT_LISTEN
     """``host:port`` or ``unix:/path/to.sock``."""
@@ -113,6 +170,8 @@ class ServerConfig(Strict):
     reload_wait_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
     """With ``workers`` > 1: how long the supervisor waits for each worker's reload outcome; a worker
     silent that long is named in the answer as not having reported (docs/operations.md)."""
+    connections: GrpcConnectionsConfig = GrpcConnectionsConfig()
+    """The gRPC port's connection limits: handshake, idle, age, keepalive, how many."""
 
     @model_validator(mode="after")
     def _admin_apart(self) -> ServerConfig:
@@ -148,6 +207,8 @@ class HttpConfig(Strict):
     """Serve the OpenAI-compatible front: ``POST /v1/chat/completions``, ``GET /v1/models``."""
     anthropic: bool = True
     """Serve the Anthropic-compatible front: ``POST /v1/messages`` (and ``GET /v1/models`` in its shape)."""
+    connections: HttpConnectionsConfig = HttpConnectionsConfig()
+    """The HTTP port's connection limits: head, body, idle, how many."""
 
 
 class PolicyConfig(Strict):

@@ -52,6 +52,7 @@ from sidecar.server.admission import Admission
 from sidecar.server.auth import Tokens
 from sidecar.server.grpc.admin import ADMIN_SERVICE_NAME, AdminServicer
 from sidecar.server.grpc.auth import BearerTokenInterceptor
+from sidecar.server.grpc.connections import connection_options
 from sidecar.server.grpc.handlers import InFlight, register_service, register_sidecar
 from sidecar.server.grpc.masking import SecretMaskingInterceptor
 from sidecar.server.grpc.servicer import Arrival, SidecarServicer
@@ -248,6 +249,7 @@ class SidecarApp:
                 ("grpc.so_reuseport", 1 if self.reuse_port else 0),
                 ("grpc.server.max_pending_requests", PENDING_CALLS_LIMIT),
                 ("grpc.server.max_pending_requests_hard_limit", PENDING_CALLS_LIMIT),
+                *connection_options(cfg.server.connections),  # handshake, idle, age, keepalive, how many
             ],
         )
         self.admission = admission = Admission(cfg.server.max_in_flight, self.clock)
@@ -291,7 +293,10 @@ class SidecarApp:
         assert self.admission is not None
         parts = DoorParts(cfg, self.clock, self.live, self.admission, self.state_view, self.reload_fleet)
         doors = build_doors(parts)
-        self.http = HttpHosting(cfg.http.listen, cfg.server, doors, reuse_port=self.reuse_port)
+        closed = self.metrics.connection_closed if self.metrics is not None else None
+        self.http = HttpHosting(
+            cfg.http.listen, cfg.server, doors, reuse_port=self.reuse_port, limits=cfg.http.connections, closed=closed
+        )
         await self.http.start()
 
     async def _start_fakes(self) -> None:

@@ -25,6 +25,8 @@
                                                              unbounded; a workflow's spend is the admin state's)
     sidecar.in_flight                  {call}     gauge      (none): calls holding an admission slot
     sidecar.admission.rejected         {call}     counter    (none): calls shed past server.max_in_flight
+    sidecar.http.connections.closed    {connection} counter  reason = head_timeout | body_timeout | idle_timeout |
+                                                             evicted | refused (http.connections)
     sidecar.overhead.duration          s          histogram  gen_ai.operation.name, gen_ai.request.model |
                                                              gen_ai.tool.name, sidecar.door = grpc | http | internal
 
@@ -121,6 +123,11 @@ class _Instruments:
             n.METRIC_TOKENS_TOTAL, unit="{token}", description="Tokens spent, cache and reasoning tokens included"
         )
         self.spend = meter.create_counter(n.METRIC_SPEND, unit="USD", description="Spend of model calls, priced")
+        self.connections_closed = meter.create_counter(
+            n.METRIC_CONNECTIONS_CLOSED,
+            unit="{connection}",
+            description="HTTP connections closed by the port's limits (a slow or idle client, past the cap)",
+        )
         self.reloads = meter.create_counter(
             n.METRIC_RELOADS, unit="{reload}", description="Config reloads tried, by outcome (applied, refused)"
         )
@@ -247,6 +254,10 @@ class Metrics:
     def reloaded(self, outcome: str) -> None:
         """One config reload: ``applied`` or ``refused``."""
         self._i.reloads.add(1, {n.RELOAD_OUTCOME: outcome})
+
+    def connection_closed(self, reason: str) -> None:
+        """An HTTP connection the port's limits closed: ``reason`` is one of ``connections.REASONS``."""
+        self._i.connections_closed.add(1, {n.CLOSE_REASON: reason})
 
     def chunk_labels(self, model: str, provider: str) -> dict[str, Any]:
         """The label set of a model's stream timings, built once per attempt."""

@@ -6,6 +6,9 @@
                     logging config of its own (its lines go through the sidecar's JSON logging), no
                     access log, no ``Server`` header, no proxy headers trusted; h11 (``_Stamped``: each
                     request's first bytes read stamped, where its overhead stopwatch begins)
+    connections     ``http.connections`` (``connections.py``): a request's head and body each within a
+                    time limit, idle connections closed, at most ``max_connections`` open (past it the
+                    longest idle goes first); an answer being sent is never cut
     the socket      bound here before serving: an address in use is an OSError at once, port 0 a free port;
                     SO_REUSEPORT for one of several workers serving the same host:port (``serve --workers``)
     TLS             ``server.tls`` (``security.server_ssl_context``: mTLS when ``client_ca`` is set)
@@ -37,8 +40,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+import h11
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -46,11 +50,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from sidecar.config import ServerConfig
+from sidecar.config import HttpConnectionsConfig, ServerConfig
 from sidecar.core import overhead
 from sidecar.core.taxonomy import SidecarFailure, as_failure
 from sidecar.server.auth import Tokens
 from sidecar.server.http.access import Access
+from sidecar.server.http.connections import Connection, Connections, Phase
 from sidecar.server.http.envelope import OVERHEAD_HEADER, Overhead
 from sidecar.server.security import is_local, server_ssl_context
 
@@ -61,6 +66,9 @@ STOP_MARGIN_S = 5.0
 """Past the grace period, stopping waits this much longer for uvicorn to cancel what is left."""
 LISTEN_BACKLOG = 2048
 """Connections the kernel holds for the port before uvicorn accepts them (uvicorn's default)."""
+KEEP_ALIVE_BACKSTOP_S = 5
+"""uvicorn's own idle timer (``timeout_keep_alive``, armed after each answer) fires this long after
+``idle_timeout_s``: the port's own closes the connection first (and counts it)."""
 
 
 Fault = Callable[[str, SidecarFailure], "tuple[int, dict[str, Any]] | None"]
@@ -91,14 +99,57 @@ def _plain_fault(failure: SidecarFailure) -> tuple[int, dict[str, Any]]:
 class _Stamped(H11Protocol):
     """uvicorn's h11 protocol, which stamps when it read bytes (``overhead.arrived``): a request's task is
     made while its head is parsed, in this context, so its stopwatch begins at its first bytes read. Its
-    writes go through ``_Joined``: an answer's head and body leave in one write."""
+    writes go through ``_Joined``: an answer's head and body leave in one write.
+
+    It tells the port's ``port_connections`` (a subclass per port: ``_protocol``) each phase of the
+    exchange, read from h11's states (h11's public API) after each read and each answer."""
+
+    port_connections: ClassVar[Connections]
+    _watched: Connection
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(_Joined(transport))
+        joined = _Joined(transport)
+        super().connection_made(joined)
+        self._watched = self.port_connections.opened(joined)  # past the cap, another or this one is closed
 
     def data_received(self, data: bytes) -> None:
         overhead.arrived(time.perf_counter())
+        watched = self._watched
+        heading = watched.phase is Phase.IDLE or watched.phase is Phase.HEAD
+        if watched.phase is Phase.IDLE:
+            self.port_connections.enter(watched, Phase.HEAD)  # a request's first bytes
         super().data_received(data)
+        self.port_connections.enter(watched, self._phase(Phase.HEAD if heading else Phase.IDLE))
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # the next request, when one is waiting, is under way now
+        self.port_connections.enter(self._watched, self._phase(Phase.IDLE))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self.port_connections.lost(self._watched)
+
+    def _phase(self, between: Phase) -> Phase:
+        """The exchange's phase by h11's states; ``between``: what no request under way means here (after a
+        read: a head arriving; after an answer: idle)."""
+        theirs, ours = self.conn.their_state, self.conn.our_state
+        if theirs is h11.SEND_BODY:
+            return Phase.BODY  # the head read, its body arriving (the answer may have begun)
+        if theirs is h11.IDLE and ours is h11.IDLE:
+            return between
+        if ours is h11.SEND_RESPONSE or ours is h11.SEND_BODY or theirs is h11.DONE or theirs is h11.MUST_CLOSE:
+            return Phase.ANSWERING
+        return Phase.IDLE  # closed or broken: uvicorn is closing it
+
+
+def _protocol(connections: Connections) -> type[_Stamped]:
+    """``_Stamped`` for one port: uvicorn makes each connection's protocol from the class alone."""
+
+    class Watched(_Stamped):
+        pass
+
+    Watched.port_connections = connections
+    return Watched
 
 
 class _Joined(asyncio.Transport):
@@ -201,10 +252,16 @@ class HttpHosting:
     server: ServerConfig
     doors: Sequence[Door]
     reuse_port: bool = False
+    limits: HttpConnectionsConfig = field(default_factory=HttpConnectionsConfig)
+    """``http.connections``: the time limits of a request's parts, idle connections, how many are open."""
+    closed: Callable[[str], None] | None = None
+    """Counts a connection the limits closed, by reason (``connections.REASONS``): the metric."""
     draining: bool = False
     """Set when the process drains: ``GET /healthz`` answers 503 NOT_SERVING."""
     address: str = ""
     port: int = 0
+    connections: Connections | None = field(default=None, init=False)
+    """The open connections, once started."""
     _uvicorn: _OnTheLoop | None = field(default=None, init=False)
     _task: asyncio.Task[None] | None = field(default=None, init=False)
 
@@ -220,13 +277,15 @@ class HttpHosting:
             self.port = sock.getsockname()[1]
             host = self.listen.rpartition(":")[0]
             self.address = f"{host}:{self.port}"
+            connections = self.connections = Connections(self.limits, closed=self.closed)
             config = uvicorn.Config(
                 self._app(),
                 log_config=None,
                 log_level=None,
                 access_log=False,
                 lifespan="on",
-                http=_Stamped,
+                http=_protocol(connections),
+                timeout_keep_alive=math.ceil(self.limits.idle_timeout_s) + KEEP_ALIVE_BACKSTOP_S,
                 ws="none",
                 interface="asgi3",
                 server_header=False,
@@ -244,10 +303,13 @@ class HttpHosting:
             serving.cancel()
             task.result()  # raises what kept it from serving
             raise OSError(f"the HTTP port {self.listen} stopped before it served")
+        connections.start()
 
     async def stop(self, grace: float) -> None:
         """Stop taking connections; requests in flight get ``grace`` seconds, then are cancelled."""
         server, task = self._uvicorn, self._task
+        if self.connections is not None:
+            self.connections.stop()
         if server is None or task is None:
             return
         server.config.timeout_graceful_shutdown = math.ceil(grace)
