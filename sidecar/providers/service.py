@@ -17,7 +17,7 @@ what it hands the engine and what it tells its caller on the way::
 
                           call(request, options)         stream(request, options)
     the call's span       chat {model}                   the same, sidecar.streamed = true
-    one attempt           client.ModelSender (whole)     streaming.StreamSender (SSE, deltas to the Outlet)
+    one attempt           client.ModelSender (whole)     streaming.sender.StreamSender (SSE, deltas to the Outlet)
     giving up             UPSTREAM_RETRIES_EXHAUSTED,    the same, but STREAM_INTERRUPTED (the partial text)
                           JOB_TIMEOUT at the deadline    when a mid-stream fault left no restart
     a truncation re-run   the engine again               the same; what the caller holds is voided
@@ -88,7 +88,8 @@ from sidecar.providers.formats.registry import check_options
 from sidecar.providers.pacing import ModelPacer
 from sidecar.providers.routes import RouteCaller
 from sidecar.providers.schemas import CallChecks, check_request
-from sidecar.providers.streaming import Outlet, StreamSender
+from sidecar.providers.streaming.outlet import Outlet
+from sidecar.providers.streaming.sender import StreamSender
 
 __all__ = ["CHARS_PER_TOKEN", "TOKENS_PER_MESSAGE", "ModelService", "estimate_tokens"]
 
