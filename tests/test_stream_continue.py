@@ -288,7 +288,7 @@ async def test_an_unreadable_event_is_skipped_with_a_warning(sidecar: Running, m
 
 
 async def test_more_unreadable_events_than_are_skipped_are_a_fault_that_is_continued(sidecar: Running) -> None:
-    from sidecar.providers.streaming import MAX_SKIPPED_EVENTS
+    from sidecar.providers.streaming.sender import MAX_SKIPPED_EVENTS
 
     garbled = MAX_SKIPPED_EVENTS + 1
     one_char = {"delta_chars": 1}  # 37 deltas: room for the garbled events and more

@@ -18,7 +18,8 @@ import sidecar_client as sc
 from google.rpc import error_details_pb2, status_pb2
 from sidecar_client import job, pb, user
 
-from sidecar.providers.streaming import MAX_STREAM_BYTES, STREAM_BUFFER_EVENTS
+from sidecar.providers.streaming.outlet import STREAM_BUFFER_EVENTS
+from sidecar.providers.streaming.sender import MAX_STREAM_BYTES
 from tests.conftest import Running, base_config, timer_set
 from tests.socket_buffers import receive_buffer_max, send_buffer_max
 

@@ -14,7 +14,7 @@ from sidecar.core.stream import ReasoningDelta, TextDelta, ToolCallDelta
 from sidecar.providers.formats.anthropic_messages.upstream import AnthropicStream
 from sidecar.providers.formats.chat import StreamFault
 from sidecar.providers.formats.openai_chat.upstream import OpenAIStream
-from sidecar.providers.streaming import Stalled, Watch
+from sidecar.providers.streaming.watch import Stalled, Watch
 
 
 def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> str:

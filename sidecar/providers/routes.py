@@ -65,7 +65,7 @@ from sidecar.core.taxonomy import (
 )
 from sidecar.core.text import cap, clause
 from sidecar.providers.schemas import CallChecks, check_request
-from sidecar.providers.streaming import Outlet
+from sidecar.providers.streaming.outlet import Outlet
 
 __all__ = ["HOP_MESSAGE_CHARS", "HOP_REASON_CHARS", "MIXED_PROVIDERS", "SERVED", "RouteCaller", "route_of"]
 

@@ -11,13 +11,15 @@
 
 Corrections and re-runs are further runs of the engine within the same call: they share its
 attempt count, its retry budget and its deadline. Every door (gRPC, the HTTP fronts) runs this.
+The request fitted to its deployment (the token estimate) is ``fitting``'s, each reply's verdict
+``judging``'s, what giving up means ``give_up``'s.
 
 CallModel and StreamModel are one path (``_observed`` -> ``_run``); a stream differs only in
 what it hands the engine and what it tells its caller on the way::
 
                           call(request, options)         stream(request, options)
     the call's span       chat {model}                   the same, sidecar.streamed = true
-    one attempt           client.ModelSender (whole)     streaming.StreamSender (SSE, deltas to the Outlet)
+    one attempt           client.ModelSender (whole)     streaming.sender.StreamSender (SSE, deltas to the Outlet)
     giving up             UPSTREAM_RETRIES_EXHAUSTED,    the same, but STREAM_INTERRUPTED (the partial text)
                           JOB_TIMEOUT at the deadline    when a mid-stream fault left no restart
     a truncation re-run   the engine again               the same; what the caller holds is voided
@@ -43,26 +45,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import random
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field, replace
-from typing import Any
 
 from sidecar.config import Config, ModelConfig
 from sidecar.config.catalog import accepts_prefill
 from sidecar.core import overhead
 from sidecar.core.clock import Clock
-from sidecar.core.content import Limits, check_content, parts_tokens
+from sidecar.core.content import check_content
 from sidecar.core.conversation import CallOptions, Message, ModelRequest, ModelResponse
-from sidecar.core.details import ReplyDetail
 from sidecar.core.draining import CallCount
 from sidecar.core.failure_log import FailureLog
-from sidecar.core.kinds import FinishReason, Role
+from sidecar.core.kinds import Role
 from sidecar.core.model_throttle import ModelThrottle
 from sidecar.core.observer import CallRecord, ModelCallStart, Observer, OutputBudgetRaised, OverheadMeasured
 from sidecar.core.observer import Correction as CorrectionEvent
-from sidecar.core.retry import Attempt, Retry, RetryPolicy, Sender, Tally, run_attempts
+from sidecar.core.retry import RetryPolicy, Sender, Tally, run_attempts
 from sidecar.core.spend import SpendLedger
 from sidecar.core.state import MEMORY, StateBackend
 from sidecar.core.stream import RestartCause, StreamEvent
@@ -70,212 +68,28 @@ from sidecar.core.taxonomy import (
     InvalidInput,
     JobCancelled,
     JobTimeout,
-    JsonParse,
     ModelNotFound,
     NotCarried,
-    OutputTruncated,
-    ProviderRefusal,
     SidecarFailure,
-    StreamInterrupted,
     TokenEstimateExceedsLimit,
-    UpstreamRetriesExhausted,
     as_failure,
 )
 from sidecar.core.text import clause
-from sidecar.providers.client import CallScope, ModelSender, ProviderClient, Spent
+from sidecar.providers.client import CallScope, ModelSender, ProviderClient
+from sidecar.providers.fitting import estimate_tokens, limits, own_reasoning
 from sidecar.providers.formats.chat import ChatReply, ChatRequest
 from sidecar.providers.formats.registry import check_options
+from sidecar.providers.give_up import GiveUp, StreamGiveUp
+from sidecar.providers.judging import Call, Verdict, response_of
 from sidecar.providers.pacing import ModelPacer
 from sidecar.providers.routes import RouteCaller
 from sidecar.providers.schemas import CallChecks, check_request
-from sidecar.providers.streaming import Outlet, StreamSender
+from sidecar.providers.streaming.outlet import Outlet
+from sidecar.providers.streaming.sender import StreamSender
 
-__all__ = ["CHARS_PER_TOKEN", "TOKENS_PER_MESSAGE", "ModelService", "estimate_tokens"]
+__all__ = ["ModelService"]
 
-CHARS_PER_TOKEN = 4
-"""The estimate: a token per four characters, plus a few per message."""
-TOKENS_PER_MESSAGE = 4
 _log = logging.getLogger("sidecar.models")
-
-
-def estimate_tokens(req: ModelRequest) -> int:
-    """The conversation's input tokens, estimated (characters / 4, plus 4 per message, plus images and PDFs)."""
-    chars = len(req.system) + len(req.response_schema_json)
-    tokens = 0
-    for m in req.messages:
-        chars += len(m.text) + sum(len(c.arguments_json) + len(c.name) for c in m.tool_calls)
-        chars += sum(len(r.content) for r in m.tool_results)
-        chars += sum(len(r.text) + len(r.signature) + len(r.redacted_data) for r in m.reasoning)
-        for part_list in (m.parts, *(r.parts for r in m.tool_results)):
-            if part_list:
-                part_tokens, part_chars = parts_tokens(part_list)
-                tokens += part_tokens
-                chars += part_chars
-    for t in req.tools:
-        chars += len(t.name) + len(t.description) + len(t.parameters_json)
-    return tokens + math.ceil(chars / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * (len(req.messages) + 1)
-
-
-def _own_reasoning(request: ModelRequest, wire_format: str) -> tuple[ModelRequest, str]:
-    """The request without the reasoning another wire format made (only its own provider can verify a
-    signature or redacted data), and the warning that says so ("" when nothing was dropped)."""
-    dropped: dict[str, int] = {}
-    messages = list(request.messages)
-    for i, m in enumerate(messages):
-        own = tuple(r for r in m.reasoning if r.format in ("", wire_format))
-        if len(own) != len(m.reasoning):
-            for r in m.reasoning:
-                if r.format not in ("", wire_format):
-                    dropped[r.format] = dropped.get(r.format, 0) + 1
-            messages[i] = replace(m, reasoning=own)
-    if not dropped:
-        return request, ""
-    made = ", ".join(f"{n} by the {f} format" for f, n in sorted(dropped.items()))
-    warning = (
-        f"reasoning dropped: {made}; model {request.model} speaks {wire_format}, and only the provider that "
-        "made reasoning can verify it"
-    )
-    return replace(request, messages=tuple(messages)), warning
-
-
-def _limits(model_id: str, model: ModelConfig) -> Limits:
-    p = model.parts
-    return Limits(
-        model_id, p.max_parts, p.max_image_bytes, p.max_document_bytes, p.image_media_types, p.document_media_types
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _GiveUp:
-    """What stopping means for a model call: UPSTREAM_RETRIES_EXHAUSTED, or JOB_TIMEOUT at the deadline."""
-
-    model_id: str
-    provider: str
-    tally: Tally
-
-    def exhausted(self, retry: Retry, tally: Tally) -> SidecarFailure:
-        return UpstreamRetriesExhausted(
-            f"Model {self.model_id} ({self.provider})",
-            tally.budget,
-            retry.signal,
-            retry.detail,
-            http=retry.http,
-            retry_after=retry.retry_after,
-        )
-
-    def too_long(self, retry: Retry, max_wait_s: float) -> SidecarFailure:
-        return UpstreamRetriesExhausted(
-            f"Model {self.model_id} ({self.provider})",
-            self.tally.budget,
-            retry.signal,
-            retry.detail,
-            http=retry.http,
-            retry_after=retry.retry_after,
-            asked_too_long=max_wait_s,
-        )
-
-    def past_deadline(self, retry: Retry, wait_s: float, left_s: float) -> SidecarFailure:
-        return JobTimeout(
-            f"model {self.model_id}",
-            f"the next retry would wait {wait_s:.1f} s after a {retry.signal.words} ({retry.detail}), "
-            f"but only {left_s:.1f} s remain",
-            signal=retry.signal,
-            http=retry.http,
-            retry_after=wait_s,
-            budget=self.tally.budget,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class _StreamGiveUp:
-    """A stream's give-up: a model call's, but STREAM_INTERRUPTED when a mid-stream fault voided what
-    the caller holds and no restart is left (the deadline stays JOB_TIMEOUT)."""
-
-    call: _GiveUp
-    outlet: Outlet
-
-    def _interrupted(self, retry: Retry, why: str) -> SidecarFailure | None:
-        fault = self.outlet.interrupted()
-        if fault is None:
-            return None
-        outlet = self.outlet
-        reason = f"{fault.reason}; {why}"
-        return StreamInterrupted(self.call.model_id, reason, outlet.partial_text, outlet.deltas, http=retry.http)
-
-    def exhausted(self, retry: Retry, tally: Tally) -> SidecarFailure:
-        why = f"no restart is left (the retry budget of {tally.budget} is spent)"
-        return self._interrupted(retry, why) or self.call.exhausted(retry, tally)
-
-    def too_long(self, retry: Retry, max_wait_s: float) -> SidecarFailure:
-        why = f"no restart: the provider asked for a wait longer than {max_wait_s:g} s"
-        return self._interrupted(retry, why) or self.call.too_long(retry, max_wait_s)
-
-    def past_deadline(self, retry: Retry, wait_s: float, left_s: float) -> SidecarFailure:
-        return self.call.past_deadline(retry, wait_s, left_s)
-
-
-@dataclass(frozen=True, slots=True)
-class _Verdict:
-    """What one reply means to the call."""
-
-    reply: ChatReply
-    parsed: dict[str, Any] | None = None
-    raise_budget: bool = False
-    correction: SidecarFailure | None = None
-    failure: SidecarFailure | None = None
-    warning: str = ""
-
-
-@dataclass(slots=True)
-class _Call:
-    """One model call's running state, across its runs of the engine."""
-
-    request: ModelRequest
-    model: ModelConfig
-    checks: CallChecks
-    schema: dict[str, Any] | None
-    budget_tokens: int
-    max_corrections: int
-    tally: Tally
-    conversation: list[Message]
-    spent: Spent = field(default_factory=Spent)
-    corrections: int = 0
-    raised: bool = False
-    warnings: list[str] = field(default_factory=list)
-
-    async def judge(self, reply: ChatReply, attempt: Attempt) -> _Verdict:
-        """Refusal, truncation, then the schema; a correction is marked on the attempt's span."""
-        model_id = self.request.model
-        if reply.refusal is not None or reply.finish is FinishReason.CONTENT_FILTER:
-            category = reply.refusal_category or (
-                "refusal" if reply.raw_finish in ("refusal", "stop") or reply.refusal else reply.raw_finish
-            )
-            refusal = ProviderRefusal(model_id, category or "content_filter", reply.refusal or "")
-            return _Verdict(reply, failure=refusal)
-        if reply.finish is FinishReason.LENGTH:
-            if not self.raised and self.budget_tokens < self.model.max_output_tokens:
-                return _Verdict(reply, raise_budget=True)
-            return _Verdict(reply, failure=OutputTruncated(model_id, self.budget_tokens, self.model.max_output_tokens))
-        if self.schema is None or reply.tool_calls:  # a tool call is not the answer yet
-            return _Verdict(reply)
-        try:  # the caller's schema runs off the event loop, within the time limit (CallChecks)
-            parsed, problem = await self.checks.reply(
-                reply.text, self.schema, model_id, self.request.response_schema_json
-            )
-        except JsonParse as failure:
-            if self.corrections >= self.max_corrections:
-                return _Verdict(reply, failure=failure)
-            attempt.record.correction(failure.kind_name)
-            return _Verdict(reply, correction=failure)
-        if problem is None:
-            return _Verdict(reply, parsed=parsed)
-        if self.corrections < self.max_corrections:
-            attempt.record.correction(problem.kind_name)
-            return _Verdict(reply, correction=problem)
-        assert isinstance(problem.detail, ReplyDetail)
-        fields = "; ".join(f"{f.field} {f.problem}" for f in problem.detail.fields)
-        warning = f"required fields still empty after {self.corrections} corrections: {fields}"
-        return _Verdict(reply, parsed=parsed, warning=warning)
 
 
 class ModelService:
@@ -466,10 +280,10 @@ class ModelService:
         model = self._config.models.get(request.model)
         if model is None:
             raise ModelNotFound(request.model, self._config.catalog)
-        check_content(request, _limits(request.model, model))
+        check_content(request, limits(request.model, model))
         check_options(request.controls.provider_options_json)
         provider = self._providers[model.provider]
-        request, dropped = _own_reasoning(request, provider.config.wire_format)
+        request, dropped = own_reasoning(request, provider.config.wire_format)
         try:
             provider.upstream.check(request, request.model)
         except InvalidInput as refused:  # this deployment's format: a route's next deployment may carry it
@@ -484,14 +298,12 @@ class ModelService:
         tally = Tally(self._config.model_retries(request.model, options.upstream_retries))
         windows = policy.windows_for(model.preset, model.windows)
         max_corrections = model.max_corrections if model.max_corrections is not None else policy.max_corrections
-        call = _Call(
-            request, model, self._checks, schema, budget_tokens, max_corrections, tally, list(request.messages)
-        )
+        call = Call(request, model, self._checks, schema, budget_tokens, max_corrections, tally, list(request.messages))
         if dropped:
             call.warnings.append(dropped)
             _log.warning("%s: %s", request.model, dropped)
-        give_up = _GiveUp(request.model, provider.name, tally)
-        retry = RetryPolicy(windows, give_up if outlet is None else _StreamGiveUp(give_up, outlet), self._rng)
+        give_up = GiveUp(request.model, provider.name, tally)
+        retry = RetryPolicy(windows, give_up if outlet is None else StreamGiveUp(give_up, outlet), self._rng)
         mid_stream = request.mid_stream or policy.mid_stream
         # a prefill continues text only where the format allows it (Anthropic: not with thinking on)
         prefill = accepts_prefill(model, provider.config) and request.controls.reasoning is None
@@ -521,14 +333,14 @@ class ModelService:
                     temperature=request.temperature,
                     controls=request.controls,
                 )
-                sender: Sender[_Verdict] = (
+                sender: Sender[Verdict] = (
                     ModelSender(scope, chat)
                     if outlet is None
                     else StreamSender(
                         scope, chat, outlet=outlet, mid_stream=mid_stream, prefill=prefill, input_tokens=input_tokens
                     )
                 )
-                verdict: _Verdict = await run_attempts(
+                verdict: Verdict = await run_attempts(
                     sender,
                     policy=retry,
                     clock=self._clock,
@@ -561,39 +373,16 @@ class ModelService:
                     )
                 if outlet is not None:  # a re-run that wrote nothing still voids what the caller holds
                     await outlet.flush(tally.attempts)
-                return self._response(call, provider.name, verdict, outlet)
+                return response_of(call, provider.name, verdict, outlet)
         except SidecarFailure as failure:
             failure.with_attempts(tally.attempts)
             raise
         finally:
             record.tally(tally.attempts, call.corrections, call.spent.usage)
 
-    def _correct(self, call: _Call, reply: ChatReply, problem: SidecarFailure) -> None:
+    def _correct(self, call: Call, reply: ChatReply, problem: SidecarFailure) -> None:
         call.corrections += 1
         call.conversation.append(Message(Role.ASSISTANT, reply.text, tuple(reply.tool_calls)))
         call.conversation.append(Message(Role.USER, problem.explain_to_llm()))
         self._observer.event(CorrectionEvent(problem.kind_name, call.corrections))
         _log.warning("correction %d: %s", call.corrections, problem.message, extra={"failure_kind": problem.kind_name})
-
-    @staticmethod
-    def _response(call: _Call, provider: str, verdict: _Verdict, outlet: Outlet | None) -> ModelResponse:
-        reply = verdict.reply
-        warnings = (*call.warnings, *(outlet.warnings if outlet is not None else ()))
-        return ModelResponse(
-            message=Message(Role.ASSISTANT, reply.text, tuple(reply.tool_calls), reasoning=tuple(reply.reasoning)),
-            finish_reason=reply.finish,
-            usage=reply.usage,
-            parsed=verdict.parsed,
-            attempts=call.tally.attempts,
-            corrections=call.corrections,
-            output_budget_raised=call.raised,
-            warnings=warnings,
-            provider=provider,
-            response_model=reply.response_model,
-            total_usage=call.spent.usage,
-            cost_usd=call.spent.cost_usd,
-            response_id=reply.response_id,
-            raw_finish=reply.raw_finish,
-            served_by=call.request.model,
-            continuations=tuple(outlet.continuations) if outlet is not None else (),
-        )

@@ -10,7 +10,7 @@ import pytest
 from sidecar.config.catalog import PRESET_TIMEOUTS, AttemptTimeouts
 from sidecar.core.clock import FakeClock
 from sidecar.providers.client import TimedOut, Timer
-from sidecar.providers.streaming import Stalled, Watch
+from sidecar.providers.streaming.watch import Stalled, Watch
 
 
 async def test_the_timer_cancels_the_block_at_its_time_and_says_so() -> None:

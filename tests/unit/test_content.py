@@ -194,7 +194,7 @@ def test_every_feature_a_request_asks_is_named_and_a_format_refuses_what_it_does
 
 
 def test_reasoning_another_format_made_is_dropped_with_a_warning_and_its_own_kept() -> None:
-    from sidecar.providers.service import _own_reasoning
+    from sidecar.providers.fitting import own_reasoning
 
     theirs, mine, unmarked = (
         ReasoningPart("t", "s", format="openai"),
@@ -202,10 +202,10 @@ def test_reasoning_another_format_made_is_dropped_with_a_warning_and_its_own_kep
         (ReasoningPart("w", "x")),
     )
     req = request(Message(Role.USER, "hi"), Message(Role.ASSISTANT, "ok", reasoning=(theirs, mine, unmarked)))
-    kept, warning = _own_reasoning(req, "anthropic")
+    kept, warning = own_reasoning(req, "anthropic")
     assert kept.messages[1].reasoning == (mine, unmarked)
     assert warning.startswith("reasoning dropped: 1 by the openai format; model vision speaks anthropic")
-    assert _own_reasoning(kept, "anthropic") == (kept, "")
+    assert own_reasoning(kept, "anthropic") == (kept, "")
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """The engine's event-stream reader: botocore's parser over the fake's frames, however the bytes arrive.
 
-``providers.streaming.event_stream_events`` gives each frame of an ``application/vnd.amazon.eventstream``
+``providers.streaming.readers.event_stream_events`` gives each frame of an ``application/vnd.amazon.eventstream``
 body as (event, data), the pairs ``StreamDecoder.feed`` takes: an event by its ``:event-type``, an
 exception by its ``:exception-type``; a frame cut across reads is read whole once it is; a frame whose
 checksum does not hold is ``BrokenFrames`` (the framing is lost: a mid-stream fault, never skipped).
@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from sidecar.fakes._bedrock import frame
-from sidecar.providers.streaming import BrokenFrames, event_stream_events
+from sidecar.providers.streaming.readers import BrokenFrames, event_stream_events
 
 EVENT = {":event-type": "contentBlockDelta", ":content-type": "application/json", ":message-type": "event"}
 THROTTLED = {":exception-type": "throttlingException", ":content-type": "application/json",

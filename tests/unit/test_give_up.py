@@ -22,7 +22,7 @@ from sidecar.core.observer import NULL_OBSERVER, AttemptStart, Target
 from sidecar.core.retry import Attempt, Done, Fail, GiveUp, Retry, RetryPolicy, Tally, run_attempts
 from sidecar.core.settings import Window, Windows
 from sidecar.core.taxonomy import ExternalService, JobTimeout, SidecarFailure, UpstreamRetriesExhausted
-from sidecar.providers.service import _GiveUp as ModelGiveUp
+from sidecar.providers.give_up import GiveUp as ModelGiveUp
 from sidecar.tools.service import _GiveUp as ToolGiveUp
 
 HTTP = HttpInfo(429, "oai", "https://api.example/v1/chat/completions", '{"error": "busy"}', "500")
