@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -20,7 +21,15 @@ from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar.core import correctability
 from sidecar.core import taxonomy as t
-from sidecar.core.kinds import CORRECTABLE_KINDS, FailureKind, RetrySignal
+from sidecar.core.kinds import (
+    CORRECTABLE_KINDS,
+    CircuitState,
+    FailureKind,
+    FinishReason,
+    RetrySignal,
+    Role,
+    TransportFault,
+)
 from sidecar.core.taxonomy import CORRECTABLE_LINE, UNCORRECTABLE_LINE, HttpInfo, Trigger
 from sidecar.server import convert
 from sidecar.server.grpc.status import GRPC_CODE, to_status
@@ -225,3 +234,22 @@ def test_status_carries_one_error_info_and_the_standard_details(name: str) -> No
         assert any(d.Is(error_details_pb2.QuotaFailure.DESCRIPTOR) for d in status.details)
     if name == "MODEL_NOT_FOUND":
         assert any(d.Is(error_details_pb2.ResourceInfo.DESCRIPTOR) for d in status.details)
+
+
+@pytest.mark.parametrize(
+    ("core", "proto", "prefix"),
+    [
+        (FailureKind, pb.FailureKind, "FAILURE_KIND_"),
+        (RetrySignal, pb.RetrySignal, "RETRY_SIGNAL_"),
+        (TransportFault, pb.TransportFault, "TRANSPORT_FAULT_"),
+        (CircuitState, pb.CircuitState, "CIRCUIT_STATE_"),
+        (FinishReason, pb.FinishReason, "FINISH_REASON_"),
+        (Role, pb.Role, "ROLE_"),
+    ],
+)
+def test_each_core_enum_has_its_proto_counterparts_names_and_numbers(
+    core: type[enum.IntEnum], proto: Any, prefix: str
+) -> None:
+    """``server.convert`` converts these enums by number: the core's and the contract's must agree exactly."""
+    contract = {v.name.removeprefix(prefix): v.number for v in proto.DESCRIPTOR.values}
+    assert {k.name: k.value for k in core} == contract
