@@ -41,7 +41,8 @@ from sidecar.core.state import (
     SpendReset,
     SpendTotal,
 )
-from sidecar.state.redis import MAX_CONNECTIONS, RedisState
+from sidecar.state.redis import RedisState
+from sidecar.state.redis.connection import MAX_CONNECTIONS
 from tests.redis_server import RedisServer, redis_server  # noqa: F401  (the fixture)
 
 POLL_S = 20.0
