@@ -55,10 +55,10 @@ def _redis() -> tuple[subprocess.Popen[bytes], str]:
 
 async def _receiver(url: str, prefix: str) -> None:
     """B: a replica's view; prints when each change has made it refuse."""
-    from sidecar.core.circuit import ServiceGuards
     from sidecar.core.clock import RealClock
     from sidecar.core.fleet_view import FleetView
     from sidecar.core.model_throttle import ModelThrottle
+    from sidecar.core.service_guards import ServiceGuards
     from sidecar.core.settings import CircuitConfig
     from sidecar.core.spend import SpendLedger
     from sidecar.state.redis import RedisState
@@ -88,11 +88,11 @@ async def _receiver(url: str, prefix: str) -> None:
 
 
 async def _sender(url: str, prefix: str, trials: int) -> dict[str, float]:
-    from sidecar.core.circuit import ServiceGuards
     from sidecar.core.clock import RealClock
     from sidecar.core.details import Trigger
     from sidecar.core.kinds import RetrySignal
     from sidecar.core.model_throttle import ModelThrottle
+    from sidecar.core.service_guards import ServiceGuards
     from sidecar.core.settings import CircuitConfig
     from sidecar.state.redis import RedisState
 

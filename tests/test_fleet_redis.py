@@ -20,12 +20,13 @@ from typing import Any
 
 import pytest
 
-from sidecar.core.circuit import CircuitState, ServiceGuards
+from sidecar.core.circuit import CircuitState
 from sidecar.core.clock import FakeClock
 from sidecar.core.details import Trigger
 from sidecar.core.fleet_view import FleetView
 from sidecar.core.model_throttle import ModelThrottle
 from sidecar.core.observer import NullObserver, StateBackendChanged
+from sidecar.core.service_guards import ServiceGuards
 from sidecar.core.settings import CircuitConfig
 from sidecar.core.spend import SpendLedger
 from sidecar.core.state import (
@@ -40,7 +41,8 @@ from sidecar.core.state import (
     SpendReset,
     SpendTotal,
 )
-from sidecar.state.redis import MAX_CONNECTIONS, RedisState
+from sidecar.state.redis import RedisState
+from sidecar.state.redis.connection import MAX_CONNECTIONS
 from tests.redis_server import RedisServer, redis_server  # noqa: F401  (the fixture)
 
 POLL_S = 20.0

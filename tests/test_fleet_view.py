@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.core.circuit import CircuitState, ServiceGuards
+from sidecar.core.circuit import CircuitState
 from sidecar.core.clock import FakeClock
 from sidecar.core.details import Trigger
 from sidecar.core.fleet_view import FleetView
 from sidecar.core.kinds import RetrySignal
 from sidecar.core.model_throttle import ModelThrottle, Overdue
+from sidecar.core.service_guards import ServiceGuards
 from sidecar.core.settings import CircuitConfig
 from sidecar.core.spend import SpendLedger
 from sidecar.core.state import (

@@ -28,7 +28,7 @@ from sidecar_client import job, pb
 
 from sidecar.fakes import FakeToolBackend, ThreadedServer
 from sidecar.fakes.tool_backend import IDEMPOTENCY_HEADER
-from sidecar.state.redis import RECORD_TRIES
+from sidecar.state.redis.calls import RECORD_TRIES
 from sidecar.tools.once import KEY_PREFIX, UNKNOWN
 from tests.conftest import Running, Start, tool
 from tests.redis_proxy import Fault, RedisProxy

@@ -25,8 +25,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from sidecar.core.circuit import ServiceGuard, ServiceGuards
+from sidecar.core.circuit import ServiceGuard
 from sidecar.core.model_throttle import ModelThrottle
+from sidecar.core.service_guards import ServiceGuards
 from sidecar.core.spend import SpendLedger
 from sidecar.core.state import (
     DEPLOYMENT_NAMESPACE,

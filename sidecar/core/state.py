@@ -47,7 +47,7 @@ view: the tools' dedupe (``tools.once``) writes an *intent* before a call is sen
     abandon_call(key, token)      the intent removed (only this claim's): nothing may have been sent
 
 ``MemoryRecords`` keeps them in this process (on the injected clock, within a size budget);
-``state/redis.py`` keeps them in Redis, so that they hold across the fleet and across a replica
+``state/redis/`` keeps them in Redis, so that they hold across the fleet and across a replica
 killed with -9. A backend that cannot answer says None: the caller decides locally.
 """
 

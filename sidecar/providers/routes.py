@@ -32,7 +32,7 @@ from typing import Any
 
 from sidecar.config import Config
 from sidecar.config.catalog import accepts_prefill
-from sidecar.core.circuit import Admission, ServiceGuard, ServiceGuards
+from sidecar.core.circuit import Admission, ServiceGuard
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import CallOptions, MidStream, ModelRequest, ModelResponse, Usage
 from sidecar.core.details import CircuitDetail, Hop, RetryDetail, Trigger
@@ -49,6 +49,7 @@ from sidecar.core.routing import (
     settle,
     timeout_moves_on,
 )
+from sidecar.core.service_guards import ServiceGuards
 from sidecar.core.settings import ServiceConfig
 from sidecar.core.spend import cost_of
 from sidecar.core.state import DEPLOYMENT_NAMESPACE, MEMORY, Namespaced, StateBackend

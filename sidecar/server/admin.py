@@ -26,9 +26,10 @@ from typing import Any
 
 from opentelemetry import trace
 
-from sidecar.core.circuit import GuardSnapshot, ServiceGuards
+from sidecar.core.circuit import GuardSnapshot
 from sidecar.core.fleet_view import FleetView
 from sidecar.core.redact import mask_secrets
+from sidecar.core.service_guards import ServiceGuards
 from sidecar.core.spend import SpendLedger
 from sidecar.core.state import StateBackend
 from sidecar.providers.service import ModelService

@@ -41,10 +41,11 @@ from sidecar_contract.v1 import admin_pb2
 from sidecar_contract.v1 import sidecar_pb2 as pb
 
 from sidecar.config import Config
-from sidecar.core.circuit import CircuitState, ServiceGuards
+from sidecar.core.circuit import CircuitState
 from sidecar.core.clock import Clock, RealClock
 from sidecar.core.fleet_view import FleetView
 from sidecar.core.observer import Observer, StateBackendChanged
+from sidecar.core.service_guards import ServiceGuards
 from sidecar.core.state import DEPLOYMENT_NAMESPACE, MEMORY, StateBackend
 from sidecar.providers.service import ModelService
 from sidecar.server.admin import StateView

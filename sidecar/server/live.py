@@ -20,9 +20,9 @@ import random
 from dataclasses import dataclass
 
 from sidecar.config import Config
-from sidecar.core.circuit import ServiceGuards
 from sidecar.core.clock import Clock
 from sidecar.core.observer import Observer
+from sidecar.core.service_guards import ServiceGuards
 from sidecar.core.spend import SpendLedger
 from sidecar.core.state import StateBackend
 from sidecar.providers.service import ModelService

@@ -33,7 +33,6 @@ import httpx
 
 from sidecar.config import Config
 from sidecar.core import overhead
-from sidecar.core.circuit import ServiceGuards
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import (
     EMPTY_RESULT_TEXT,
@@ -48,6 +47,7 @@ from sidecar.core.draining import CallCount
 from sidecar.core.failure_log import FailureLog
 from sidecar.core.observer import Observer, OverheadMeasured, ToolCallStart
 from sidecar.core.retry import MAX_UPSTREAM_RETRIES, Retry, RetryPolicy, Tally, run_attempts
+from sidecar.core.service_guards import ServiceGuards
 from sidecar.core.settings import Windows
 from sidecar.core.state import MEMORY, CallRecords, StateBackend
 from sidecar.core.taxonomy import (
