@@ -720,6 +720,9 @@ _PROBE = textwrap.dedent(
         "recording": trace.get_tracer("x").start_span("s").is_recording(),
     }
     from sidecar.telemetry.tracing import Tracer, sdk_installed
+    if sdk_installed():
+        from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+        out["sdk_tracer_provider"] = isinstance(tp, SdkTracerProvider)
     with Tracer("x").start_as_current_span("s") as span:
         out["sidecar_span"] = type(span).__name__
         out["sidecar_span_valid"] = span.get_span_context().is_valid
@@ -852,7 +855,8 @@ def test_the_sdks_exporter_on_request() -> None:
             "SIDECAR_TRACES_SDK": "true",
         }
     )
-    assert got["tracer_provider"] == "TracerProvider"
+    assert got["tracer_provider"] == "QuietTracerProvider"  # the SDK's, its quiet scopes' tracers no-ops
+    assert got["sdk_tracer_provider"] is True
     assert got["processors"] == ["BatchSpanProcessor"]
     assert got["masked"] == [True]
     assert got["exporters"] == ["opentelemetry.exporter.otlp.proto.http.trace_exporter"]

@@ -31,9 +31,9 @@ def sdk_tracer_provider(**kwargs: Any) -> Any:
     """The SDK's ``TracerProvider`` (``kwargs`` its own), its quiet scopes' tracers no-ops."""
     from opentelemetry.sdk.trace import TracerProvider
 
-    class _Quiet(TracerProvider):
+    class QuietTracerProvider(TracerProvider):
         def get_tracer(self, instrumenting_module_name: str, *args: Any, **kw: Any) -> trace.Tracer:
             quiet = quiet_tracer(instrumenting_module_name)
             return quiet if quiet is not None else super().get_tracer(instrumenting_module_name, *args, **kw)
 
-    return _Quiet(**kwargs)
+    return QuietTracerProvider(**kwargs)
