@@ -10,7 +10,8 @@
     /v1/responses,          (tests/unit/shapes.py) with any JSON value at any of its
     /v1/messages            positions (tests/unit/test_front_hostile.py's)
     /mcp                    JSON-RPC requests (tools/call, tools/list) with the same    no 500; a JSON-RPC error or
-                            values; deep bodies                                         result
+                            values, any value as the id, method or tool name; deep      result
+                            bodies
     GET /admin/state,       no token, a wrong one, an agent's, an operator's (and       the admin door's own status
     POST /admin/actions/*,  odd Authorization values); bodies of every JSON type,       (``ADMIN_STATUSES``) in its
     POST /admin/reload      {"name": ...} with any value, lone surrogates, deep,        JSON shape: 200, or 4xx with
@@ -284,10 +285,11 @@ def test_every_front_answers_any_value_at_any_position_of_its_requests(
 def rpc_bodies(draw: st.DrawFn) -> bytes:
     if draw(st.integers(0, 4)) == 0:
         return ("[" * draw(st.integers(900, 120_000))).encode()
-    params = {"name": draw(st.one_of(st.sampled_from(["fetch", "search", *LONE]), texts)),
+    params = {"name": draw(st.one_of(st.sampled_from(["fetch", "search", *LONE]), texts, values(["name"]))),
               "arguments": draw(values(["id", "query", "q"]))}  # fmt: skip
-    method = draw(st.sampled_from(["tools/call", "tools/call", "tools/list", *LONE]))
-    message = {"jsonrpc": "2.0", "id": draw(st.one_of(st.integers(0, 99), texts)), "method": method, "params": params}
+    method = draw(st.one_of(st.sampled_from(["tools/call", "tools/call", "tools/list", *LONE]), values(["method"])))
+    request_id = draw(st.one_of(st.integers(0, 99), texts, values(["id"])))  # any JSON value: the SDK's to refuse
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
     return json.dumps(message).encode()
 
 

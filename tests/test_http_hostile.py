@@ -276,3 +276,21 @@ async def test_a_value_of_the_wrong_type_is_a_bad_request_naming_it(
     error = _refused(answer)
     assert error["sidecar"]["failure"]["invalid_input"]["parameter"] == param, error
     assert r.provider.requests() == []
+
+
+@pytest.mark.parametrize("request_id", [{}, [], [1], 2.5, True, None])
+async def test_an_mcp_request_whose_id_is_no_string_or_integer_is_an_invalid_request(
+    start_sidecar: Start, request_id: Any
+) -> None:
+    r = await start_sidecar(http=HTTP)
+    assert r.app.http is not None
+    url = f"http://127.0.0.1:{r.app.http.port}/mcp"
+    call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": "search", "arguments": {}}}
+    async with httpx.AsyncClient() as http:
+        answer = await http.post(url, content=json.dumps(call).encode(), headers=MCP_ACCEPT)
+    assert answer.status_code == 400, answer.text  # was 202 and no body: read as a notification, the call dropped
+    assert answer.json()["id"] is None
+    assert answer.json()["error"]["code"] == -32600
+    assert "'id'" in answer.json()["error"]["message"]
+    assert answer.json()["error"]["data"]["parameter"] == "id"
+    assert r.backend.requests() == []
