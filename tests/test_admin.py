@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 from typing import Any
 
 import httpx
@@ -15,6 +16,7 @@ import pytest
 from rich.console import Console
 
 from sidecar.core.details import Trigger
+from sidecar.server.admin import StateView
 from sidecar.status import TOKEN_ENV, run_action, run_status
 from sidecar.telemetry.testing import install_in_memory
 from tests.conftest import Running, Start
@@ -280,3 +282,121 @@ async def test_the_status_tables_print_bracketed_text_as_it_is() -> None:
     assert quoted in text
     assert "svc[x]" in text
     assert "ConnectionError [Errno 111]" in text
+
+
+# ---------------------------------------------------------------- hostile bodies at the admin door
+
+LONE = "\ud800"
+"""A lone surrogate: ``json.dumps`` writes its escape, which ``json.loads`` reads back as text no encoder writes."""
+
+
+async def _post_raw(r: Running, path: str, content: bytes, token: str | None = ADMIN) -> httpx.Response:
+    headers = {"content-type": "application/json", **({"authorization": f"Bearer {token}"} if token else {})}
+    async with httpx.AsyncClient() as http:
+        return await http.post(_url(r).replace("/admin/state", path), content=content, headers=headers)
+
+
+@pytest.mark.parametrize("action", ["close-circuit", "lift-pause", "reset-spend"])
+async def test_a_name_holding_a_lone_surrogate_is_a_bad_request_naming_it(
+    start_sidecar: Start, action: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    r = await _admin_sidecar(start_sidecar)
+    _seed(r)
+    with caplog.at_level("WARNING", logger="sidecar.admin"):
+        answer = await _post_raw(r, f"/admin/actions/{action}", json.dumps({"name": f"wf-1{LONE}"}).encode())
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["type"] == "invalid_request"
+    assert "'name'" in error["message"]
+    assert "surrogate" in error["message"]
+    assert not [rec for rec in caplog.records if rec.name == "sidecar.admin"]  # refused before any action
+    assert next(w for w in (await _get(r, ADMIN)).json()["workflows"] if w["workflow"] == "wf-1")["spent_usd"] == 1.25
+
+
+HOSTILE_ACTION_BODIES = [
+    b"",
+    b"not json",
+    b"\xff\xfe",
+    b"[" * 4000,  # deeper than json.loads recurses, well inside the size limit
+    b'{"name": ' * 400,
+    b"[]",
+    b'"gpt"',
+    b"null",
+    b'{"name": 7}',
+    b'{"name": ""}',
+    b'{"name": {}}',
+    b'{"name": ["gpt"]}',
+    b'{"Name": "gpt"}',
+]
+
+
+async def test_every_hostile_action_body_is_a_precise_bad_request(start_sidecar: Start) -> None:
+    r = await _admin_sidecar(start_sidecar)
+    for content in HOSTILE_ACTION_BODIES:
+        answer = await _post_raw(r, "/admin/actions/lift-pause", content)
+        assert answer.status_code == 400, (content[:20], answer.status_code, answer.text)
+        assert answer.headers["content-type"] == "application/json"
+        assert answer.json()["error"]["type"] == "invalid_request"
+        assert "'name'" in answer.json()["error"]["message"] or "the body" in answer.json()["error"]["message"]
+
+
+async def _declared_but_not_sent(r: Running, path: str, declared: int) -> bytes:
+    """The answer's head to a POST declaring ``declared`` bytes of body and sending 1 KiB of it, the
+    connection then held open: only a door that answers from the declared length answers at all."""
+    assert r.app.http is not None
+    reader, writer = await asyncio.open_connection("127.0.0.1", r.app.http.port)
+    try:
+        head = (
+            f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {ADMIN}\r\n"
+            f"content-type: application/json\r\ncontent-length: {declared}\r\n\r\n"
+        )
+        writer.write(head.encode() + b" " * 1024)
+        await writer.drain()
+        async with asyncio.timeout(20):  # real time: a door reading the whole body waits for ever
+            return await reader.readuntil(b"\r\n\r\n")
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("path", ["/admin/actions/reset-spend", "/admin/reload"])
+async def test_a_body_declared_past_the_limit_is_413_before_a_byte_is_read(start_sidecar: Start, path: str) -> None:
+    r = await _admin_sidecar(start_sidecar)
+    head = await _declared_but_not_sent(r, path, 10_000_000)
+    assert head.startswith(b"HTTP/1.1 413 "), head
+
+
+async def test_a_chunked_body_past_the_limit_is_413_and_refused_like_the_fronts(start_sidecar: Start) -> None:
+    r = await _admin_sidecar(start_sidecar)
+    _seed(r)
+
+    async def chunks() -> Any:  # no content-length: the door counts what comes
+        yield b'{"name": "wf-1", "pad": "'
+        for _ in range(16):
+            yield b"x" * 4096
+        yield b'"}'
+
+    headers = {"authorization": f"Bearer {ADMIN}", "content-type": "application/json"}
+    async with httpx.AsyncClient() as http:
+        url = _url(r).replace("/admin/state", "/admin/actions/reset-spend")
+        answer = await http.post(url, content=chunks(), headers=headers)
+    assert answer.status_code == 413, answer.text
+    assert answer.json()["error"]["type"] == "too_large"
+    assert "4096 bytes" in answer.json()["error"]["message"]
+    assert next(w for w in (await _get(r, ADMIN)).json()["workflows"] if w["workflow"] == "wf-1")["spent_usd"] == 1.25
+
+
+async def test_a_fault_inside_the_admin_door_is_answered_in_its_own_shape(
+    start_sidecar: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r = await _admin_sidecar(start_sidecar)
+    assert r.app.state_view is not None
+
+    def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("a bug, not the operator's")
+
+    monkeypatch.setattr(StateView, "reset_spend", broken)  # a frozen view: its class's method
+    answer = await _act(r, "reset-spend", "wf-1")
+    assert answer.status_code == 500
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.json()["error"]["type"] == "internal_error"
+    assert "a bug" not in answer.text  # the details are the log's

@@ -216,3 +216,81 @@ async def test_a_fault_inside_a_door_is_a_system_failure_in_the_doors_shape(
     assert openai_.json()["error"]["type"] == "server_error"
     assert anthropic_.json()["type"] == "error"
     assert anthropic_.json()["error"]["type"] == "api_error"
+
+
+# ---------------------------------------------------------------- values of the wrong type: a word looked up, text read
+
+CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+USE = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}
+RESULT = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}
+WRONG_TYPED: list[tuple[str, str, dict[str, Any]]] = [
+    # a caller's object or list looked up among words: TypeError (unhashable), answered 500 (tests/unit/
+    # test_front_hostile.py sweeps every position of every format)
+    ("/v1/messages", "tool_choice.type", {"tool_choice": {"type": {}}}),
+    ("/v1/messages", "tool_choice.type", {"tool_choice": {"type": []}}),
+    ("/v1/messages", "tool_choice.type", {"tool_choice": {"type": ["auto"]}}),
+    ("/v1/messages", "tool_choice", {"tool_choice": []}),
+    # an empty object read as absent, an object read as its Python repr, a boolean's word read as false
+    ("/v1/messages", "messages[0].content[0].cache_control.ttl",
+     {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi",
+                                                 "cache_control": {"type": "ephemeral", "ttl": {}}}]}]}),
+    ("/v1/messages", "messages[1].content[0].id",
+     {"messages": [*USER, {"role": "assistant", "content": [{**USE, "id": {"a": 1}}]}]}),
+    ("/v1/messages", "messages[2].content[0].tool_use_id",
+     {"messages": [*USER, {"role": "assistant", "content": [USE]},
+                   {"role": "user", "content": [{**RESULT, "tool_use_id": 7}]}]}),
+    ("/v1/messages", "messages[2].content[0].is_error",
+     {"messages": [*USER, {"role": "assistant", "content": [USE]},
+                   {"role": "user", "content": [{**RESULT, "is_error": "yes"}]}]}),
+    ("/v1/messages", "tools[0].description", {"tools": [{"name": "f", "description": 7, "input_schema": {}}]}),
+    ("/v1/chat/completions", "messages[1].tool_calls[0].id",
+     {"messages": [*USER, {"role": "assistant", "tool_calls": [{**CALL, "id": {}}]}]}),
+    ("/v1/chat/completions", "messages[1].tool_calls[0].type",
+     {"messages": [*USER, {"role": "assistant", "tool_calls": [{**CALL, "type": "custom"}]}]}),
+    ("/v1/chat/completions", "messages[2].tool_call_id",
+     {"messages": [*USER, {"role": "assistant", "tool_calls": [CALL]},
+                   {"role": "tool", "tool_call_id": ["call_1"], "content": "ok"}]}),
+    ("/v1/chat/completions", "tools[0].function.description",
+     {"tools": [{"type": "function", "function": {"name": "f", "description": {"a": 1}}}]}),
+    ("/v1/chat/completions", "n", {"n": True}),
+    ("/v1/chat/completions", "stream_options.include_usage",
+     {"stream": True, "stream_options": {"include_usage": "yes"}}),
+    ("/v1/responses", "reasoning.summary", {"reasoning": {"effort": "low", "summary": 7}}),
+    ("/v1/responses", "tools[0].description", {"tools": [{"type": "function", "name": "f", "description": []}]}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "param", "fields"), WRONG_TYPED, ids=[f"{p} {n}" for p, n, _ in WRONG_TYPED])
+async def test_a_value_of_the_wrong_type_is_a_bad_request_naming_it(
+    start_sidecar: Start, path: str, param: str, fields: dict[str, Any]
+) -> None:
+    r = await start_sidecar(http=HTTP)
+    assert r.app.http is not None
+    url = f"http://127.0.0.1:{r.app.http.port}{path}"
+    base: dict[str, Any] = {"model": "claude" if path == "/v1/messages" else "gpt", "messages": USER}
+    if path == "/v1/messages":
+        base["max_tokens"] = 5
+    if path == "/v1/responses":
+        base = {"model": "gpt", "input": "hi"}
+    answer = await _post(url, {**base, **fields})
+    error = _refused(answer)
+    assert error["sidecar"]["failure"]["invalid_input"]["parameter"] == param, error
+    assert r.provider.requests() == []
+
+
+@pytest.mark.parametrize("request_id", [{}, [], [1], 2.5, True, None])
+async def test_an_mcp_request_whose_id_is_no_string_or_integer_is_an_invalid_request(
+    start_sidecar: Start, request_id: Any
+) -> None:
+    r = await start_sidecar(http=HTTP)
+    assert r.app.http is not None
+    url = f"http://127.0.0.1:{r.app.http.port}/mcp"
+    call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": "search", "arguments": {}}}
+    async with httpx.AsyncClient() as http:
+        answer = await http.post(url, content=json.dumps(call).encode(), headers=MCP_ACCEPT)
+    assert answer.status_code == 400, answer.text  # was 202 and no body: read as a notification, the call dropped
+    assert answer.json()["id"] is None
+    assert answer.json()["error"]["code"] == -32600
+    assert "'id'" in answer.json()["error"]["message"]
+    assert answer.json()["error"]["data"]["parameter"] == "id"
+    assert r.backend.requests() == []

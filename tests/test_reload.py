@@ -114,10 +114,10 @@ class Served:
 ADMIN_GRPC_MD = (("authorization", f"Bearer {ADMIN}"),)
 
 
-async def _admin_reload(http: int, query: str = "") -> httpx.Response:
+async def _admin_reload(http: int, query: str = "", body: bytes = b"") -> httpx.Response:
     async with httpx.AsyncClient(timeout=30) as client:
         url = f"http://127.0.0.1:{http}/admin/reload{query}"
-        return await client.post(url, headers={"authorization": f"Bearer {ADMIN}"})
+        return await client.post(url, headers={"authorization": f"Bearer {ADMIN}"}, content=body)
 
 
 async def _until(check: Any, what: str, tries: int = 200) -> None:
@@ -656,6 +656,12 @@ async def test_a_reload_that_keeps_no_served_model_or_tool_is_refused_unless_for
                     assert bad.status_code == 400, bad.text
                     assert bad.json()["error"]["type"] == "invalid_request"
                     assert field in bad.json()["error"]["message"]
+                # force asked in a body is not dropped (it would be refused, force_required): a 400 naming the query
+                for body in (b'{"force": true}', b"force=true", b"[]"):
+                    bad = await _admin_reload(http, "", body)
+                    assert bad.status_code == 400, bad.text
+                    assert "?force=true" in bad.json()["error"]["message"]
+                assert (await _admin_reload(http, "", b" {} ")).json()["force_required"] is True  # {}: no body
                 assert await _answers(stub, "gpt")
                 assert not await _answers(stub, "gpt-v2")
                 # forced: at the HTTP door, then back through the Admin RPC, then with the command
@@ -675,7 +681,7 @@ async def test_a_reload_that_keeps_no_served_model_or_tool_is_refused_unless_for
                 assert await _answers(stub, "gpt-v2")
             async with httpx.AsyncClient() as client:
                 scrape = (await client.get(f"http://127.0.0.1:{prom}/metrics")).text
-            assert _counter(scrape, "sidecar_config_reloads", outcome="refused") == 4  # HTTP, RPC, command, SIGHUP
+            assert _counter(scrape, "sidecar_config_reloads", outcome="refused") == 5  # HTTP (twice), RPC, command, SIGHUP
             assert _counter(scrape, "sidecar_config_reloads", outcome="applied") == 3
         finally:
             served.stop()

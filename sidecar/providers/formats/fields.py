@@ -1,9 +1,12 @@
 """Reading the fields of a JSON body, for every format: what a front refuses, and what a reader tolerates.
 
-a front reads a caller's request (strict: a field of the wrong type is INVALID_INPUT naming it)
+a front reads a caller's request (strict: a field of the wrong type is INVALID_INPUT naming its JSON path,
+``at`` the path of the object it is read from, when that is not the body)
     shown(value)                    a value as a failure quotes it
     number_field(body, key, kind)   an int or float, None when absent
     bool_field(body, key)           true or false, False when absent
+    text_field(obj, key, where)     a string, "" (or a default) when absent or null
+    one_of(value, words, where)     one of a set of words: a caller's object or list is never looked up
     object_list(body, key)          a list of JSON objects
     schema_text(value, where)       a JSON schema object as compact JSON text
     positive_budget(request, key)   an output budget below 1 refused
@@ -15,7 +18,7 @@ an upstream reads a provider's answer (tolerant: what is not what the wire sends
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from sidecar.core.conversation import ModelRequest
@@ -27,9 +30,11 @@ __all__ = [
     "count",
     "number_field",
     "object_list",
+    "one_of",
     "positive_budget",
     "schema_text",
     "shown",
+    "text_field",
     "text_or_empty",
 ]
 
@@ -39,13 +44,17 @@ def shown(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)[:200]
 
 
-def number_field(body: Mapping[str, Any], key: str, kind: type[int] | type[float]) -> Any:
+def _path(at: str, key: str) -> str:
+    return f"{at}.{key}" if at else key
+
+
+def number_field(body: Mapping[str, Any], key: str, kind: type[int] | type[float], *, at: str = "") -> Any:
     """``body[key]`` as an int or float, None when absent or null; INVALID_INPUT when it is another type."""
     value = body.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or (kind is int and not isinstance(value, int)):
-        raise InvalidInput(key, shown(value), f"must be {'an integer' if kind is int else 'a number'}")
+        raise InvalidInput(_path(at, key), shown(value), f"must be {'an integer' if kind is int else 'a number'}")
     return kind(value)
 
 
@@ -57,6 +66,25 @@ def bool_field(body: Mapping[str, Any], key: str) -> bool:
     return bool(value)
 
 
+def text_field(obj: Mapping[str, Any], key: str, where: str, default: str = "") -> str:
+    """``obj[key]`` as a string, ``default`` when absent or null; INVALID_INPUT naming ``where`` (its JSON
+    path) for any other type: an object, a list, a number or a boolean is never read as text, nor as absent."""
+    value = obj.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise InvalidInput(where, shown(value), "must be a string")
+    return value
+
+
+def one_of(value: Any, words: Collection[str], where: str, rule: str) -> str:
+    """``value`` when it is one of ``words``; INVALID_INPUT naming ``where`` with ``rule`` otherwise. Its type
+    is checked first: a caller's object or list looked up in a dict of words is a TypeError (unhashable)."""
+    if not isinstance(value, str) or value not in words:
+        raise InvalidInput(where, shown(value), rule)
+    return value
+
+
 def optional_bool(body: Mapping[str, Any], key: str, where: str) -> bool | None:
     """``body[key]`` as true or false, None when absent or null (unset differs from false); INVALID_INPUT
     naming ``where`` when it is another type."""
@@ -66,13 +94,16 @@ def optional_bool(body: Mapping[str, Any], key: str, where: str) -> bool | None:
     return value
 
 
-def object_list(body: Mapping[str, Any], key: str, *, required: bool = False) -> list[dict[str, Any]]:
+def object_list(body: Mapping[str, Any], key: str, *, required: bool = False, at: str = "") -> list[dict[str, Any]]:
     """``body[key]`` as a list of JSON objects (empty when absent and not required)."""
     value = body.get(key)
     if value is None and not required:
         return []
-    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise InvalidInput(key, shown(value), "must be a list of JSON objects")
+    if not isinstance(value, list):
+        raise InvalidInput(_path(at, key), shown(value), "must be a list of JSON objects")
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise InvalidInput(f"{_path(at, key)}[{i}]", shown(item), "must be a JSON object")
     return value
 
 

@@ -12,8 +12,16 @@ published fleet-wide like a probe's. 404 for a name this process does not hold.
 tools served): the same checks, then the config file read again on every worker (``server.reload``):
 200 with the outcome when applied, 422 with check-config's error when refused (the config before
 keeps serving; ``error_type`` ``force_required`` when only ``force`` would apply it), 400 naming a
-query parameter other than ``force``, or a ``force`` that is not ``true`` or ``false``; 503 when
-there is nothing to reload.
+query parameter other than ``force``, a ``force`` that is not ``true`` or ``false``, or a body other
+than an empty one or ``{}`` (nothing sent is dropped: ``{"force": true}`` is refused, naming the query);
+503 when there is nothing to reload.
+
+A POST's body is read after the token check, through the fronts' own bounded read
+(``bodies.bounded_body``): past ``MAX_BODY_BYTES`` it is 413 ``too_large``, read no further (a
+declared ``content-length`` past it: not a byte). An action's body that is not JSON, nested past
+``json_depth.MAX_BODY_DEPTH``, not ``{"name": "<non-empty string>"}``, or holding a lone surrogate
+escape is 400 ``invalid_request`` naming ``name`` or the body. Every refusal, and a fault of the
+door's own (500 ``internal_error``, its details only in the log), is ``{"error": {"type", "message"}}``.
 
 The caller-token check of ``access.Access`` does not apply to this path: only admin tokens
 (``Authorization: Bearer``), compared in constant time (``auth.Tokens``).
@@ -21,7 +29,6 @@ The caller-token check of ``access.Access`` does not apply to this path: only ad
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -29,8 +36,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from sidecar.core.json_depth import loads
+from sidecar.core.taxonomy import SidecarFailure
 from sidecar.server.admin import StateView, UnknownTarget
 from sidecar.server.auth import Tokens, bearer_token
+from sidecar.server.http.bodies import TooLarge, bounded_body
+from sidecar.server.http.fronts import check_unicode
 from sidecar.server.http.hosting import Door
 from sidecar.server.reload import Reload
 
@@ -53,7 +64,37 @@ def _error(status: int, kind: str, message: str) -> JSONResponse:
 ACTION_PATH = "/admin/actions/{action}"
 RELOAD_PATH = "/admin/reload"
 ACTIONS = ("close-circuit", "lift-pause", "reset-spend")
-MAX_ACTION_BYTES = 4096
+MAX_BODY_BYTES = 4096
+"""An admin POST's body past this is 413, read no further (an action's is ``{"name": "<target>"}``)."""
+_SHAPE = 'the body must be {"name": "<target>"}'
+_TOO_LARGE = f"the body is too large: an admin request's body is at most {MAX_BODY_BYTES} bytes ({_SHAPE})"
+
+
+async def _body(request: Request) -> bytes | JSONResponse:
+    """The request's body, or the 413 past ``MAX_BODY_BYTES``."""
+    try:
+        return await bounded_body(request, MAX_BODY_BYTES)
+    except TooLarge:
+        return _error(413, "too_large", _TOO_LARGE)
+
+
+def _target(body: bytes) -> str | JSONResponse:
+    """The action's ``name``, or the 400 naming what is wrong with the body."""
+    try:
+        sent = loads(body)
+    except ValueError as exc:  # not JSON, not UTF-8, or nested too deep (json_depth.TooDeep)
+        return _error(400, "invalid_request", f"{_SHAPE}; it is not JSON that can be read ({exc})"[:300])
+    try:
+        check_unicode(sent)  # a lone surrogate escape: text no encoder writes, echoed or logged
+    except SidecarFailure as failure:
+        return _error(400, "invalid_request", failure.message)
+    name = sent.get("name") if isinstance(sent, dict) else None
+    if not isinstance(name, str) or not name:
+        return _error(400, "invalid_request", f"{_SHAPE}: 'name' must be a non-empty string")
+    return name
+
+
+_RELOAD_BODY = f"POST {RELOAD_PATH} takes no body (an empty one, or {{}}): ask for force with the query, ?force=true"
 FORCE_VALUES = {"true": True, "false": False}
 """``POST /admin/reload?force=...``: the only values taken."""
 
@@ -98,13 +139,10 @@ def admin_door(tokens: Tokens | None, view: StateView, reload: Reload | None = N
         what = request.path_params["action"]
         if what not in ACTIONS:
             return _error(404, "not_found", f"no admin action {what[:64]!r}; one of {', '.join(ACTIONS)}")
-        body = await request.body()
-        try:
-            name = json.loads(body)["name"] if len(body) <= MAX_ACTION_BYTES else None
-        except (ValueError, KeyError, TypeError):
-            name = None
-        if not isinstance(name, str) or not name:
-            return _error(400, "invalid_request", 'the body must be {"name": "<target>"}')
+        if isinstance(body := await _body(request), JSONResponse):
+            return body
+        if isinstance(name := _target(body), JSONResponse):
+            return name
         who = _who(request)
         try:
             if what == "close-circuit":
@@ -121,6 +159,10 @@ def admin_door(tokens: Tokens | None, view: StateView, reload: Reload | None = N
     async def reloaded(request: Request) -> JSONResponse:
         if (refusal := refused(request)) is not None:
             return refusal
+        if isinstance(body := await _body(request), JSONResponse):
+            return body
+        if body.strip() not in (b"", b"{}"):  # nothing sent is dropped: force is the query's
+            return _error(400, "invalid_request", _RELOAD_BODY)
         force = _force(request)
         if isinstance(force, str):
             return _error(400, "invalid_request", force)
@@ -128,12 +170,12 @@ def admin_door(tokens: Tokens | None, view: StateView, reload: Reload | None = N
             return _error(503, "unavailable", "this sidecar cannot reload its config")
         _log.warning("admin: %s asked for a %sreload", _who(request), "forced " if force else "")
         outcome = await reload(force=force)
-        body = outcome.as_dict()
+        answer = outcome.as_dict()
         if not outcome.applied:  # a worker silent past server.reload_wait_s is not a refused file
             silent = any(not w.reported for w in outcome.workers)
             kind = "force_required" if outcome.force_required else "config_refused"
-            body["error_type"] = "workers_not_reported" if silent else kind
-        return JSONResponse(body, status_code=200 if outcome.applied else 422)
+            answer["error_type"] = "workers_not_reported" if silent else kind
+        return JSONResponse(answer, status_code=200 if outcome.applied else 422)
 
     routes = [
         Route(ADMIN_STATE_PATH, state, methods=["GET"]),
@@ -141,4 +183,9 @@ def admin_door(tokens: Tokens | None, view: StateView, reload: Reload | None = N
         Route(ACTION_PATH, action, methods=["POST"]),
     ]
     paths = frozenset({ADMIN_STATE_PATH, RELOAD_PATH, *(ACTION_PATH.replace("{action}", a) for a in ACTIONS)})
-    return Door("admin", routes, open_paths=paths)
+
+    def fault(path: str, failure: SidecarFailure) -> tuple[int, dict[str, Any]] | None:
+        mine = path in paths or path.startswith(ACTION_PATH.removesuffix("{action}"))
+        return (500, {"error": {"type": "internal_error", "message": failure.message}}) if mine else None
+
+    return Door("admin", routes, fault=fault, open_paths=paths)

@@ -73,6 +73,7 @@ from sidecar.core.taxonomy import InvalidInput, SidecarFailure, StreamInterrupte
 from sidecar.providers.formats.chat import ChatReply, compact_json
 from sidecar.providers.formats.protocol import Ask, Front, ReplyHead, Sse, StreamWriter
 from sidecar.server.admission import Admission
+from sidecar.server.http.bodies import TooLarge, bounded_body
 from sidecar.server.http.envelope import (
     ATTEMPTS_HEADER,
     MID_STREAM_HEADER,
@@ -147,30 +148,6 @@ def chat_reply(response: ModelResponse) -> ChatReply:
 
 
 # ---------------------------------------------------------------------------- reading the request
-
-
-class _TooLarge(Exception):
-    pass
-
-
-async def _body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if (
-        declared is not None
-        and declared.isascii()
-        and declared.isdigit()
-        and len(declared) < 20
-        and int(declared) > limit
-    ):
-        raise _TooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _TooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _too_large(limit: int) -> SidecarFailure:
@@ -352,8 +329,8 @@ class ModelEndpoint:
 
     async def _answer(self, request: Request, exchange: _Exchange) -> Response:
         try:
-            raw = await _body(request, self._limit)
-        except _TooLarge:
+            raw = await bounded_body(request, self._limit)
+        except TooLarge:
             return self._failed(_too_large(self._limit), exchange, status=413)
         try:
             ask = self._front.parse(_json_object(raw))

@@ -21,7 +21,9 @@
     every text it answers        configured secrets masked, as the gRPC port's last step masks them
     a body the SDK cannot take   checked before the SDK reads it (``_checked``), 400: not JSON (100,000 ``[``)
                                  -32700; a lone surrogate escape -32602 in ``params`` (else -32600), naming
-                                 the JSON path; a fault of the front's own: 500 -32603 (``hosting.py``)
+                                 the JSON path; a request's id neither a string nor an integer -32600
+                                 (the SDK read it as a notification: 202, the call dropped); a fault of
+                                 the front's own: 500 -32603 (``hosting.py``)
 
 A call has no deadline of its own (MCP carries none): each attempt is bounded by the tool's
 timeout and the call by its retry budget, as an ExecuteTool without a deadline.
@@ -48,7 +50,7 @@ from sidecar.core.conversation import CallOptions, ToolOutcome, ToolRequest
 from sidecar.core.details import InvalidInputDetail
 from sidecar.core.json_depth import loads
 from sidecar.core.redact import mask_secrets
-from sidecar.core.taxonomy import SidecarFailure
+from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.server.admission import Admission
 from sidecar.server.http.envelope import job_of
 from sidecar.server.http.fronts import check_unicode
@@ -96,6 +98,7 @@ def _checked(body: bytes) -> tuple[int, dict[str, Any]] | None:
         return 400, rpc_error(PARSE_ERROR, f"Parse error: the body ({len(body)} bytes) is not JSON")
     try:
         check_unicode(message)
+        _check_id(message)
     except SidecarFailure as failure:
         where = failure.detail.parameter if isinstance(failure.detail, InvalidInputDetail) else ""
         code = INVALID_PARAMS if where.startswith("params") or ".params" in where else INVALID_REQUEST
@@ -105,6 +108,15 @@ def _checked(body: bytes) -> tuple[int, dict[str, Any]] | None:
         data = {"kind": failure.kind_name, "parameter": where}
         return 400, rpc_error(code, failure.message, request_id, data)
     return None
+
+
+def _check_id(message: Any) -> None:
+    """INVALID_INPUT naming ``id`` when a request's id is neither a string nor an integer (MCP: never null).
+    The SDK reads such a request as a notification: 202 with no body, and the call silently dropped."""
+    if isinstance(message, dict) and "method" in message and "id" in message:
+        request_id = message["id"]
+        if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+            raise InvalidInput("id", json.dumps(request_id)[:100], "must be a string or an integer (never null)")
 
 
 class _Endpoint:

@@ -113,10 +113,12 @@ from sidecar.providers.formats.fields import (
     bool_field,
     number_field,
     object_list,
+    one_of,
     optional_bool,
     positive_budget,
     schema_text,
     shown,
+    text_field,
 )
 from sidecar.providers.formats.protocol import Ask, ReplyHead, Sse
 
@@ -457,10 +459,9 @@ def _controls(body: Mapping[str, Any], output: Mapping[str, Any], system_cache: 
 def _tool_choice(value: Any) -> tuple[ToolChoice | None, bool | None]:
     if value is None:
         return None, None
-    if not isinstance(value, dict) or value.get("type") not in _CHOICES:
-        kind = value.get("type") if isinstance(value, dict) else value
-        raise InvalidInput("tool_choice.type", shown(kind), "must be auto, any, none or tool")
-    kind = value["type"]
+    if not isinstance(value, dict):
+        raise InvalidInput("tool_choice", shown(value), 'must be an object: {"type": auto, any, none or tool}')
+    kind = one_of(value.get("type"), _CHOICES, "tool_choice.type", "must be auto, any, none or tool")
     known = {"type", "name"} if kind == "tool" else {"type"}
     if kind != "none":
         known.add("disable_parallel_tool_use")
@@ -504,7 +505,7 @@ def _cache(block: Mapping[str, Any], where: str) -> CacheBreakpoint | None:
     if not isinstance(value, dict) or value.get("type") != CACHE_TYPE:
         raise InvalidInput(f"{where}.cache_control", shown(value), f'must be {{"type": "{CACHE_TYPE}"}}')
     _refuse_unknown(value, frozenset({"type", "ttl"}), f"{where}.cache_control")
-    ttl = value.get("ttl") or ""
+    ttl = text_field(value, "ttl", f"{where}.cache_control.ttl")
     if ttl and ttl not in _TTLS:
         raise InvalidInput(f"{where}.cache_control.ttl", shown(ttl), "must be 5m or 1h")
     return CacheBreakpoint(ttl)
@@ -579,10 +580,7 @@ def _part(block: dict[str, Any], where: str, allowed: tuple[str, ...]) -> Part:
     at = f"{where}.source"
     if kind == "image":
         return _image(source, at, cache)
-    title = block.get("title") or ""
-    if not isinstance(title, str):
-        raise InvalidInput(f"{where}.title", shown(title), "must be a string")
-    return _document(source, at, title, cache)
+    return _document(source, at, text_field(block, "title", f"{where}.title"), cache)
 
 
 def _data(source: Mapping[str, Any], where: str) -> bytes:
@@ -655,7 +653,7 @@ def _assistant(blocks: list[dict[str, Any]], where: str, names: dict[str, str]) 
                 flush()
             reasoning.append(_reasoning_part(block, kind, at))
         elif kind == "tool_use":
-            name, call_id = block.get("name"), str(block.get("id") or "")
+            name, call_id = block.get("name"), text_field(block, "id", f"{at}.id")
             if not isinstance(name, str):
                 raise InvalidInput(f"{at}.name", shown(name), "must name the tool called")
             names[call_id] = name
@@ -707,8 +705,9 @@ def _user(blocks: list[dict[str, Any]], where: str, names: dict[str, str]) -> li
 def _tool_result(block: dict[str, Any], where: str, names: dict[str, str]) -> ToolCallResult:
     """A tool_result: its content as text (a string, or one text block) or as text and image parts; its
     cache_control is a breakpoint on its last part."""
-    call_id = str(block.get("tool_use_id") or "")
-    result = ToolCallResult(call_id, "", block.get("is_error") is True, names.get(call_id, ""))
+    call_id = text_field(block, "tool_use_id", f"{where}.tool_use_id")
+    error = optional_bool(block, "is_error", f"{where}.is_error") is True
+    result = ToolCallResult(call_id, "", error, names.get(call_id, ""))
     content = block.get("content")
     if isinstance(content, str) or content is None:
         text, parts = content or "", []
@@ -739,7 +738,8 @@ def _tool(t: dict[str, Any], where: str) -> ToolDefinition:
     schema = t.get("input_schema")
     params = "" if schema is None else schema_text(schema, f"{where}.input_schema")
     strict = optional_bool(t, "strict", f"{where}.strict")
-    return ToolDefinition(name, str(t.get("description") or ""), params, _cache(t, where), strict)
+    description = text_field(t, "description", f"{where}.description")
+    return ToolDefinition(name, description, params, _cache(t, where), strict)
 
 
 def output_schema(body: Mapping[str, Any]) -> str | None:

@@ -86,7 +86,15 @@ from sidecar.providers.formats.bedrock_converse.vocab import (
     input_of,
 )
 from sidecar.providers.formats.chat import JSON_INSTRUCTION, ChatReply, compact_json
-from sidecar.providers.formats.fields import number_field, object_list, positive_budget, schema_text, shown
+from sidecar.providers.formats.fields import (
+    number_field,
+    object_list,
+    one_of,
+    positive_budget,
+    schema_text,
+    shown,
+    text_field,
+)
 from sidecar.providers.formats.protocol import Ask, ReplyHead, Sse
 
 __all__ = ["BedrockFront", "BedrockWriter", "parse_request", "stop_reason"]
@@ -375,7 +383,7 @@ def parse_request(body: Mapping[str, Any]) -> ModelRequest:
     for i, m in enumerate(object_list(body, "messages", required=True)):
         where = f"messages[{i}]"
         _refuse_unknown(m, frozenset({"role", "content"}), where)
-        blocks = object_list(m, "content", required=True)
+        blocks = object_list(m, "content", required=True, at=where)
         if m.get("role") == "assistant":
             messages.append(_assistant(blocks, f"{where}.content", names))
         elif m.get("role") == "user":
@@ -395,13 +403,13 @@ def parse_request(body: Mapping[str, Any]) -> ModelRequest:
         system=system,
         tools=tools,
         response_schema_json=schema,
-        max_output_tokens=number_field(inference, "maxTokens", int),
-        temperature=number_field(inference, "temperature", float),
+        max_output_tokens=number_field(inference, "maxTokens", int, at="inferenceConfig"),
+        temperature=number_field(inference, "temperature", float, at="inferenceConfig"),
         controls=Controls(
             reasoning=reasoning,
             tool_choice=choice,
             stop=tuple(stop or ()),
-            top_p=number_field(inference, "topP", float),
+            top_p=number_field(inference, "topP", float, at="inferenceConfig"),
             system_cache=system_cache,
             provider_options_json=options,
         ),
@@ -413,7 +421,7 @@ def _cache(block: Mapping[str, Any], where: str) -> CacheBreakpoint:
     _refuse_unknown(point, frozenset({"type", "ttl"}), f"{where}.cachePoint")
     if point.get("type") != "default":
         raise InvalidInput(f"{where}.cachePoint.type", shown(point.get("type")), "must be default")
-    ttl = point.get("ttl") or ""
+    ttl = text_field(point, "ttl", f"{where}.cachePoint.ttl")
     if ttl not in ("", "5m", "1h"):
         raise InvalidInput(f"{where}.cachePoint.ttl", shown(ttl), "must be 5m or 1h")
     return CacheBreakpoint(str(ttl))
@@ -460,7 +468,7 @@ def _tool_config(value: Any) -> tuple[tuple[ToolDefinition, ...], ToolChoice | N
         raise InvalidInput("toolConfig", shown(value), "must be an object")
     _refuse_unknown(value, frozenset({"tools", "toolChoice"}), "toolConfig")
     tools: list[ToolDefinition] = []
-    for i, tool in enumerate(object_list(value, "tools", required=True)):
+    for i, tool in enumerate(object_list(value, "tools", required=True, at="toolConfig")):
         where = f"toolConfig.tools[{i}]"
         kind = _only(tool, where)
         if kind == "cachePoint" and tools:
@@ -474,9 +482,7 @@ def _tool_config(value: Any) -> tuple[tuple[ToolDefinition, ...], ToolChoice | N
         schema = _object(spec, "inputSchema", f"{at}.inputSchema")
         _refuse_unknown(schema, frozenset({"json"}), f"{at}.inputSchema")
         parameters = schema_text(schema.get("json"), f"{at}.inputSchema.json")
-        description = spec.get("description") or ""
-        if not isinstance(description, str):
-            raise InvalidInput(f"{at}.description", shown(description), "must be a string")
+        description = text_field(spec, "description", f"{at}.description")
         tools.append(ToolDefinition(_string(spec, "name", at), description, parameters))
     choice = value.get("toolChoice")
     if choice is None:
@@ -502,7 +508,7 @@ def _extra(body: Mapping[str, Any]) -> tuple[Reasoning | None, str]:
         if not isinstance(thinking, dict) or thinking.get("type") != "enabled":
             raise InvalidInput(where, shown(thinking), 'the sidecar reads {"type": "enabled", "budget_tokens"}')
         _refuse_unknown(thinking, frozenset({"type", "budget_tokens"}), where)
-        reasoning = Reasoning(budget_tokens=number_field(thinking, "budget_tokens", int))
+        reasoning = Reasoning(budget_tokens=number_field(thinking, "budget_tokens", int, at=where))
     options = {k: body[k] for k in sorted(OPTION_KEYS) if body.get(k) is not None}
     if extra:
         options["additionalModelRequestFields"] = extra
@@ -522,8 +528,7 @@ def _image(block: Mapping[str, Any], where: str) -> ImagePart:
     at = f"{where}.image"
     _refuse_unknown(image, frozenset({"format", "source"}), at)
     fmt = image.get("format")
-    if fmt not in _FORMATS:
-        raise InvalidInput(f"{at}.format", shown(fmt), f"must be one of {', '.join(_FORMATS)}")
+    one_of(fmt, _FORMATS, f"{at}.format", f"must be one of {', '.join(_FORMATS)}")
     source = _object(image, "source", f"{at}.source")
     kind = _only(source, f"{at}.source")
     if kind == "s3Location":
@@ -591,7 +596,7 @@ def _user(blocks: list[dict[str, Any]], where: str, names: dict[str, str]) -> li
     results: list[ToolCallResult] = []
     content: list[tuple[str, dict[str, Any]]] = []
     for j, block in enumerate(blocks):
-        if "toolResult" in block:
+        if block.get("toolResult") is not None:
             results.append(_result(block, f"{where}[{j}]", names))
         else:
             content.append((f"{where}[{j}]", block))
@@ -605,15 +610,15 @@ def _user(blocks: list[dict[str, Any]], where: str, names: dict[str, str]) -> li
 
 
 def _result(block: Mapping[str, Any], where: str, names: dict[str, str]) -> ToolCallResult:
-    _refuse_unknown(block, frozenset({"toolResult"}), where)
+    _only(block, where)  # a toolResult and a text in one block: the block is wrong, not the text
     result = _object(block, "toolResult", f"{where}.toolResult")
     at = f"{where}.toolResult"
     _refuse_unknown(result, frozenset({"toolUseId", "content", "status"}), at)
     call_id = _string(result, "toolUseId", at)
-    status = result.get("status") or "success"
+    status = text_field(result, "status", f"{at}.status", "success")
     if status not in ("success", "error"):
         raise InvalidInput(f"{at}.status", shown(status), "must be success or error")
-    listed = object_list(result, "content", required=True)
+    listed = object_list(result, "content", required=True, at=at)
     parts = _parts([(f"{at}.content[{j}]", b) for j, b in enumerate(listed)], frozenset({"text", "image"}))
     name = names.get(call_id, "")
     if len(parts) == 1 and isinstance(parts[0], TextPart):
@@ -665,7 +670,5 @@ def _reasoning(block: Mapping[str, Any], where: str) -> ReasoningPart:
         raise InvalidInput(at, kind, "must be reasoningText or redactedContent")
     text = _object(content, "reasoningText", f"{at}.reasoningText")
     _refuse_unknown(text, frozenset({"text", "signature"}), f"{at}.reasoningText")
-    signature = text.get("signature") or ""
-    if not isinstance(signature, str):
-        raise InvalidInput(f"{at}.reasoningText.signature", shown(signature), "must be a string")
+    signature = text_field(text, "signature", f"{at}.reasoningText.signature")
     return ReasoningPart(_string(text, "text", f"{at}.reasoningText"), signature)

@@ -66,7 +66,15 @@ from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta
 from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.chat import ChatReply, compact_json
-from sidecar.providers.formats.fields import number_field, object_list, positive_budget, schema_text, shown
+from sidecar.providers.formats.fields import (
+    number_field,
+    object_list,
+    one_of,
+    positive_budget,
+    schema_text,
+    shown,
+    text_field,
+)
 from sidecar.providers.formats.gemini.upstream import API_PATH, CALL_ID_PREFIX, signed_parts
 from sidecar.providers.formats.gemini.vocab import (
     API_KEY_HEADER,
@@ -337,19 +345,20 @@ def _camel_key(key: str) -> str:
     return head + "".join(word[:1].upper() + word[1:] for word in rest)
 
 
-def camel(value: Any) -> Any:
+def camel(value: Any, where: str = "") -> Any:
     """A request with each key in lowerCamelCase, as Google's JSON reads ``snake_case`` names too (the SDK sends
     ``thinking_budget``, ``parameters_json_schema`` ...); what ``_OPAQUE`` keys hold is left as sent."""
     if isinstance(value, list):
-        return [camel(v) for v in value]
+        return [camel(v, f"{where}[{i}]") for i, v in enumerate(value)]
     if not isinstance(value, dict):
         return value
     out: dict[str, Any] = {}
     for key, item in value.items():
         name = _camel_key(key) if isinstance(key, str) else key
+        at = f"{where}.{name}" if where else name
         if name in out:
-            raise InvalidInput(name, shown(item), f"is given twice ({key} and {name})")
-        out[name] = item if name in _OPAQUE else camel(item)
+            raise InvalidInput(at, shown(item), f"is given twice ({key} and {name})")
+        out[name] = item if name in _OPAQUE else camel(item, at)
     return out
 
 
@@ -365,8 +374,8 @@ def parse_request(body: Mapping[str, Any]) -> ModelRequest:
     for i, content in enumerate(object_list(body, "contents", required=True)):
         where = f"contents[{i}]"
         _refuse_unknown(content, frozenset({"role", "parts"}), where)
-        parts = object_list(content, "parts", required=True)
-        role = content.get("role") or "user"
+        parts = object_list(content, "parts", required=True, at=where)
+        role = text_field(content, "role", f"{where}.role") or "user"
         if role == "model":
             messages.append(_model(parts, f"{where}.parts", names, i))
         elif role == "user":
@@ -381,8 +390,8 @@ def parse_request(body: Mapping[str, Any]) -> ModelRequest:
         system=system,
         tools=_tools(body),
         response_schema_json=_schema(generation),
-        max_output_tokens=number_field(generation, "maxOutputTokens", int),
-        temperature=number_field(generation, "temperature", float),
+        max_output_tokens=number_field(generation, "maxOutputTokens", int, at="generationConfig"),
+        temperature=number_field(generation, "temperature", float, at="generationConfig"),
         controls=_controls(body, generation),
     )
 
@@ -394,7 +403,7 @@ def _system(value: Any) -> str:
         raise InvalidInput("systemInstruction", shown(value), "must be a content object")
     _refuse_unknown(value, frozenset({"role", "parts"}), "systemInstruction")
     texts = []
-    for j, part in enumerate(object_list(value, "parts", required=True)):
+    for j, part in enumerate(object_list(value, "parts", required=True, at="systemInstruction")):
         _refuse_unknown(part, frozenset({"text"}), f"systemInstruction.parts[{j}]")
         texts.append(_string(part, "text", f"systemInstruction.parts[{j}]"))
     return "".join(texts)
@@ -404,14 +413,12 @@ def _tools(body: Mapping[str, Any]) -> tuple[ToolDefinition, ...]:
     out = []
     for i, tool in enumerate(object_list(body, "tools")):
         _refuse_unknown(tool, frozenset({"functionDeclarations"}), f"tools[{i}]")
-        for j, d in enumerate(object_list(tool, "functionDeclarations")):
+        for j, d in enumerate(object_list(tool, "functionDeclarations", at=f"tools[{i}]")):
             where = f"tools[{i}].functionDeclarations[{j}]"
             _refuse_unknown(d, frozenset({"name", "description", "parametersJsonSchema"}), where)
             schema = d.get("parametersJsonSchema")
             parameters = "" if schema is None else schema_text(schema, f"{where}.parametersJsonSchema")
-            description = d.get("description") or ""
-            if not isinstance(description, str):
-                raise InvalidInput(f"{where}.description", shown(description), "must be a string")
+            description = text_field(d, "description", f"{where}.description")
             out.append(ToolDefinition(_string(d, "name", where), description, parameters))
     return tuple(out)
 
@@ -438,11 +445,11 @@ def _controls(body: Mapping[str, Any], generation: Mapping[str, Any]) -> Control
         reasoning=_reasoning(generation.get("thinkingConfig")),
         tool_choice=_tool_choice(body.get("toolConfig")),
         stop=tuple(stop or ()),
-        top_p=number_field(generation, "topP", float),
-        top_k=number_field(generation, "topK", int),
-        seed=number_field(generation, "seed", int),
-        presence_penalty=number_field(generation, "presencePenalty", float),
-        frequency_penalty=number_field(generation, "frequencyPenalty", float),
+        top_p=number_field(generation, "topP", float, at="generationConfig"),
+        top_k=number_field(generation, "topK", int, at="generationConfig"),
+        seed=number_field(generation, "seed", int, at="generationConfig"),
+        presence_penalty=number_field(generation, "presencePenalty", float, at="generationConfig"),
+        frequency_penalty=number_field(generation, "frequencyPenalty", float, at="generationConfig"),
     )
 
 
@@ -455,12 +462,10 @@ def _tool_choice(value: Any) -> ToolChoice | None:
     config = _object(value, "functionCallingConfig", "toolConfig.functionCallingConfig")
     where = "toolConfig.functionCallingConfig"
     _refuse_unknown(config, frozenset({"mode", "allowedFunctionNames"}), where)
-    mode = config.get("mode")
-    if mode not in _MODES:
-        raise InvalidInput(f"{where}.mode", shown(mode), "must be AUTO, ANY or NONE")
+    mode = one_of(config.get("mode"), _MODES, f"{where}.mode", "must be AUTO, ANY or NONE")
     names = config.get("allowedFunctionNames")
     if names is None:
-        return ToolChoice(_MODES[str(mode)])
+        return ToolChoice(_MODES[mode])
     if mode != "ANY" or not isinstance(names, list) or len(names) != 1 or not isinstance(names[0], str):
         rule = "the sidecar forces one tool: mode ANY with one name (or no allowedFunctionNames)"
         raise InvalidInput(f"{where}.allowedFunctionNames", shown(names), rule)
@@ -474,7 +479,7 @@ def _reasoning(value: Any) -> Reasoning | None:
         raise InvalidInput("generationConfig.thinkingConfig", shown(value), "must be an object")
     where = "generationConfig.thinkingConfig"
     _refuse_unknown(value, frozenset({"thinkingBudget", "thinkingLevel", "includeThoughts"}), where)
-    budget = number_field(value, "thinkingBudget", int)
+    budget = number_field(value, "thinkingBudget", int, at=where)
     level = value.get("thinkingLevel")
     if budget is not None:
         return Reasoning(budget_tokens=budget)
@@ -514,7 +519,7 @@ def _content(part: Mapping[str, Any], where: str) -> Part:
         file = _object(part, "fileData", f"{where}.fileData")
         _refuse_unknown(file, frozenset({"mimeType", "fileUri"}), f"{where}.fileData")
         uri = _string(file, "fileUri", f"{where}.fileData")
-        mime = file.get("mimeType") or ""
+        mime = text_field(file, "mimeType", f"{where}.fileData.mimeType")
         if mime == PDF:
             return DocumentPart(url=uri)
         if isinstance(mime, str) and mime.startswith("image/"):
@@ -539,7 +544,7 @@ def _user(parts: list[dict[str, Any]], where: str, names: dict[str, str]) -> lis
     for j, part in enumerate(parts):
         at = f"{where}[{j}]"
         _refuse_unknown(part, _PART_KEYS - {"thought", "thoughtSignature", "functionCall"}, at)
-        if "functionResponse" in part:
+        if part.get("functionResponse") is not None:
             results.append(_result(part, at, names, len(results)))
         else:
             content.append(_content(part, at))
@@ -552,7 +557,8 @@ def _user(parts: list[dict[str, Any]], where: str, names: dict[str, str]) -> lis
 
 
 def _result(part: Mapping[str, Any], where: str, names: dict[str, str], n: int) -> ToolCallResult:
-    _refuse_unknown(part, frozenset({"functionResponse"}), where)
+    if len([k for k, v in part.items() if v is not None]) > 1:  # a response and a text: the part is wrong
+        raise InvalidInput(where, shown(sorted(part)), "must be a part of exactly one kind")
     reply = _object(part, "functionResponse", f"{where}.functionResponse")
     at = f"{where}.functionResponse"
     _refuse_unknown(reply, frozenset({"id", "name", "response"}), at)
@@ -605,9 +611,7 @@ def _model(parts: list[dict[str, Any]], where: str, names: dict[str, str], turn:
             call = _object(rest, "functionCall", f"{at}.functionCall")
             _refuse_unknown(call, frozenset({"id", "name", "args"}), f"{at}.functionCall")
             name = _string(call, "name", f"{at}.functionCall")
-            call_id = call.get("id") or f"{CALL_ID_PREFIX}{turn}_{len(calls)}"
-            if not isinstance(call_id, str):
-                raise InvalidInput(f"{at}.functionCall.id", shown(call_id), "must be a string")
+            call_id = text_field(call, "id", f"{at}.functionCall.id") or f"{CALL_ID_PREFIX}{turn}_{len(calls)}"
             names[call_id] = name
             calls.append(ToolCall(call_id, name, _arguments(call.get("args"), f"{at}.functionCall.args")))
         else:

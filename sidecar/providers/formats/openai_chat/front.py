@@ -101,6 +101,7 @@ from sidecar.providers.formats.fields import (
     positive_budget,
     schema_text,
     shown,
+    text_field,
 )
 from sidecar.providers.formats.openai_chat.vocab import (
     END_MARKER,
@@ -150,13 +151,13 @@ class OpenAIFront:
         positive_budget(request, "max_tokens" if body.get("max_tokens") is not None else "max_completion_tokens")
         stream = bool_field(body, "stream")
         choices = body.get("n")
-        if choices not in (None, 1):
+        if choices is not None and (type(choices) is not int or choices != 1):
             raise InvalidInput("n", shown(choices), "must be 1 (the sidecar answers with one choice)")
         options = body.get("stream_options")
         if options is not None and not isinstance(options, dict):
             raise InvalidInput("stream_options", shown(options), 'must be an object: {"include_usage": true}')
         _carried_only(options or {}, frozenset({"include_usage"}), "stream_options")
-        include_usage = stream and isinstance(options, dict) and options.get("include_usage") is True
+        include_usage = optional_bool(options or {}, "include_usage", "stream_options.include_usage") is True and stream
         return Ask(request, stream, include_usage)
 
     def render(self, reply: ChatReply, head: ReplyHead, extension: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -398,7 +399,8 @@ class _Reader:
         return tuple(self.messages)
 
     def _assistant(self, m: dict[str, Any], where: str) -> None:
-        calls = tuple(_read_call(c, f"{where}.tool_calls[{j}]") for j, c in enumerate(object_list(m, "tool_calls")))
+        listed = object_list(m, "tool_calls", at=where)
+        calls = tuple(_read_call(c, f"{where}.tool_calls[{j}]") for j, c in enumerate(listed))
         self.names.update((c.id, c.name) for c in calls)
         read = _text_content(m.get("content"), f"{where}.content")
         refusal = m.get("refusal")
@@ -412,7 +414,7 @@ class _Reader:
         self.messages.append(Message(Role.ASSISTANT, text, calls, parts=parts))
 
     def _tool(self, m: dict[str, Any], where: str) -> None:
-        call_id = str(m.get("tool_call_id") or "")
+        call_id = text_field(m, "tool_call_id", f"{where}.tool_call_id")
         name = self.names.get(call_id, "")
         content = m.get("content")
         if content is None or isinstance(content, str):
@@ -520,7 +522,7 @@ def _image(part: dict[str, Any], at: str) -> ImagePart:
     if not isinstance(image, dict) or not isinstance(image.get("url"), str):
         raise InvalidInput(at, shown(image), 'an image_url part is {"image_url": {"url": an https or data: URL}}')
     _carried_only(image, frozenset({"url", "detail"}), f"{at}.image_url")
-    detail = image.get("detail") or ""
+    detail = text_field(image, "detail", f"{at}.image_url.detail")
     if detail and detail not in _DETAILS:
         raise InvalidInput(f"{at}.image_url.detail", shown(detail), "must be auto, low or high")
     url: str = image["url"]
@@ -649,9 +651,11 @@ def _read_call(c: dict[str, Any], where: str) -> ToolCall:
     function = c.get("function")
     if not isinstance(function, dict) or not isinstance(function.get("name"), str):
         raise InvalidInput(f"{where}.function", shown(function), "must name the function called")
+    if c.get("type") not in (None, "function"):  # a custom tool's call is no function's
+        raise InvalidInput(f"{where}.type", shown(c.get("type")), 'must be "function"')
     arguments = function.get("arguments")
     text = arguments if isinstance(arguments, str) else compact_json(arguments if arguments is not None else {})
-    return ToolCall(str(c.get("id") or ""), function["name"], text)
+    return ToolCall(text_field(c, "id", f"{where}.id"), function["name"], text)
 
 
 def _tool(t: dict[str, Any], where: str) -> ToolDefinition:
@@ -666,7 +670,8 @@ def _tool(t: dict[str, Any], where: str) -> ToolDefinition:
     strict = optional_bool(function, "strict", f"{where}.function.strict")
     parameters = function.get("parameters")
     params = "" if parameters is None else schema_text(parameters, f"{where}.function.parameters")
-    return ToolDefinition(name, str(function.get("description") or ""), params, strict=strict)
+    described = text_field(function, "description", f"{where}.function.description")
+    return ToolDefinition(name, described, params, strict=strict)
 
 
 def _response_schema(fmt: Any) -> str:
@@ -681,6 +686,8 @@ def _response_schema(fmt: Any) -> str:
         if isinstance(spec, dict):
             _carried_only(spec, frozenset({"name", "description", "schema", "strict"}), "response_format.json_schema")
             optional_bool(spec, "strict", "response_format.json_schema.strict")  # the sidecar validates either way
+            for key in ("name", "description"):  # not sent on (the schema is what the sidecar holds to): but text
+                text_field(spec, key, f"response_format.json_schema.{key}")
             schema = spec.get("schema")
         return schema_text(schema, "response_format.json_schema.schema")
     if kind == "json_object":

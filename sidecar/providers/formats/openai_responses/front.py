@@ -86,6 +86,7 @@ from sidecar.providers.formats.fields import (
     positive_budget,
     schema_text,
     shown,
+    text_field,
 )
 from sidecar.providers.formats.openai_chat.front import OpenAIFront
 from sidecar.providers.formats.openai_responses.upstream import reasoning_items
@@ -577,7 +578,7 @@ def _reasoning(item: dict[str, Any], where: str) -> list[ReasoningPart]:
     encrypted = item.get("encrypted_content")
     if encrypted is not None and not isinstance(encrypted, str):
         raise InvalidInput(f"{where}.encrypted_content", shown(encrypted), "must be a string")
-    summary = item.get("summary") or []
+    summary = [] if item.get("summary") is None else item["summary"]
     if not isinstance(summary, list):
         raise InvalidInput(f"{where}.summary", shown(summary), "must be a list of summary_text parts")
     texts = []
@@ -644,7 +645,7 @@ def _image(part: dict[str, Any], at: str) -> ImagePart:
     if part.get("file_id") is not None:
         raise InvalidInput(f"{at}.file_id", shown(part["file_id"]), "names a file uploaded to OpenAI: send image_url")
     url = _string(part, "image_url", at)
-    detail = part.get("detail") or "auto"
+    detail = text_field(part, "detail", f"{at}.detail") or "auto"
     if detail not in _DETAILS:
         raise InvalidInput(f"{at}.detail", shown(detail), "must be auto, low or high")
     detail = "" if detail == "auto" else detail
@@ -744,9 +745,7 @@ def _tool(t: dict[str, Any], where: str) -> ToolDefinition:
     _carried_only(t, frozenset({"type", "name", "description", "parameters", "strict"}), where)
     strict = optional_bool(t, "strict", f"{where}.strict")
     name = _string(t, "name", where)
-    description = t.get("description") or ""
-    if not isinstance(description, str):
-        raise InvalidInput(f"{where}.description", shown(description), "must be a string")
+    description = text_field(t, "description", f"{where}.description")
     parameters = t.get("parameters")
     params = "" if parameters is None else schema_text(parameters, f"{where}.parameters")
     return ToolDefinition(name, description, params, strict=strict)
@@ -767,6 +766,8 @@ def _response_schema(text: Any) -> str:
     if kind == "json_schema":
         _carried_only(fmt, frozenset({"type", "name", "schema", "strict", "description"}), "text.format")
         optional_bool(fmt, "strict", "text.format.strict")  # either way the sidecar holds the reply to the schema
+        for key in ("name", "description"):  # not sent on (the schema is what the sidecar holds to): but text
+            text_field(fmt, key, f"text.format.{key}")
         return schema_text(fmt.get("schema"), "text.format.schema")
     if kind == "json_object":
         return compact_json({"type": "object"})
@@ -782,6 +783,7 @@ def _controls(body: Mapping[str, Any], tools: bool) -> Controls:
         if not isinstance(reasoning, dict):
             raise InvalidInput("reasoning", shown(reasoning), "must be an object")
         _carried_only(reasoning, frozenset({"effort", "summary"}), "reasoning")
+        text_field(reasoning, "summary", "reasoning.summary")  # implied by the effort (module docstring): but text
         effort = reasoning.get("effort")
         if effort is not None and effort not in _EFFORTS:
             raise InvalidInput("reasoning.effort", shown(effort), f"must be one of {', '.join(_EFFORTS)}")
