@@ -46,8 +46,9 @@ def _load(path: str | None) -> tuple[Config, str]:
 DEFAULT_HTTP = "http://127.0.0.1:8080"
 """Where ``sidecar demo --http`` looks for the HTTP port when given no URL (``serve --http``'s example)."""
 DEFAULT_GRPC = "127.0.0.1:50051"
-"""Where ``sidecar admin reload`` looks for the gRPC port (the Admin service) when given no target."""
-TARGET_HELP = f"the HTTP port (a URL, default {DEFAULT_HTTP}) or the gRPC port (HOST:PORT: the Admin service)"
+"""Where ``sidecar status`` and ``sidecar admin reload`` look for the gRPC port (the Admin service) when given
+no target: the embedded default's ``server.listen``, so both work against ``make run`` with no flag."""
+TARGET_HELP = "the HTTP port (a URL) or the gRPC port (HOST:PORT: the Admin service)"
 WORKER_BANNER = "sidecar {version} worker {index}/{count} (pid {pid}) listening on {address}"
 
 
@@ -259,8 +260,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     tb = sub.add_parser("tool-backend", help="run the bundled local tool backend", add_help=False)
     tb.add_argument("rest", nargs=argparse.REMAINDER)
     demo = sub.add_parser("demo", help="play a short scripted agent session against a running sidecar")
-    demo.add_argument("--target", default="127.0.0.1:50051")
-    demo.add_argument("--provider", default="http://127.0.0.1:8787", help="the local provider the sidecar uses")
+    demo.add_argument("--target", default=DEFAULT_GRPC)
+    demo.add_argument(
+        "--provider",
+        help="the fake provider the sidecar uses (default: the one the sidecar's admin view names: "
+        "its embedded local provider)",
+    )
     demo.add_argument(
         "--http",
         nargs="?",
@@ -268,15 +273,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="URL",
         help=f"play it through the HTTP port (the OpenAI SDK, the MCP client) at URL (default {DEFAULT_HTTP})",
     )
-    status = sub.add_parser("status", help="print the admin state view (token: $SIDECAR_ADMIN_TOKEN)")
-    status.add_argument("--target", default=DEFAULT_HTTP, help=TARGET_HELP)
+    status = sub.add_parser(
+        "status", help="print the admin state view (token: $SIDECAR_ADMIN_TOKEN; none on loopback with make run)"
+    )
+    status.add_argument("--target", default=DEFAULT_GRPC, help=f"{TARGET_HELP}; default {DEFAULT_GRPC}")
     status.add_argument(
         "--watch", nargs="?", type=float, const=2.0, metavar="SECONDS", help="redraw in place every SECONDS (2)"
     )
     admin = sub.add_parser("admin", help="an operator action on a running sidecar (token: $SIDECAR_ADMIN_TOKEN)")
     admin.add_argument("action", choices=["close-circuit", "lift-pause", "reset-spend", "reload"])
     admin.add_argument("name", nargs="?", help="the service or deployment, model, or workflow (not for reload)")
-    admin.add_argument("--target", help=f"{TARGET_HELP}; reload: default {DEFAULT_GRPC}")
+    admin.add_argument("--target", help=f"{TARGET_HELP}; default {DEFAULT_HTTP}, reload: {DEFAULT_GRPC}")
     admin.add_argument(
         "--force",
         action="store_true",

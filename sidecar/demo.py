@@ -1,6 +1,7 @@
 """``sidecar demo``: a short scripted agent session against a running sidecar, as a timeline.
 
-It scripts the local provider the embedded default uses (``make run``), then plays an agent:
+It scripts the local provider of the sidecar it plays against, the embedded default's (``make run``),
+then plays an agent:
 a model call that meets a 429 the sidecar waits out, a tool call that fails and that the model
 recovers from, a structured answer that is corrected once, and a streamed reply that the
 provider breaks off with an overload: the sidecar restarts it, and the agent sees a ``restart``.
@@ -9,11 +10,19 @@ provider breaks off with an overload: the sidecar restarts it, and the agent see
 official ``openai`` SDK (``base_url`` the port's ``/v1``, its own retries off), the tool calls
 with the official MCP client at ``/mcp``; the restart arrives as the sidecar's extension chunk,
 asked for with ``x-sidecar-mid-stream: restart``.
+
+Which provider: the one the sidecar itself names. Its admin view (``GetState`` on the gRPC port, or
+``GET /admin/state`` on the HTTP port) tells the URL of each embedded fake it runs
+(``x-sidecar-embedded-provider``); the embedded default lets a loopback caller read that view with no
+token (``server.admin.read_on_loopback``), an operator elsewhere sends ``$SIDECAR_ADMIN_TOKEN``. The fakes
+listen on free ports, so a second sidecar's demo never scripts the first's provider. ``--provider URL``
+names one instead (a config of your own pointing at ``sidecar fake-provider``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -21,6 +30,8 @@ from typing import Any
 import grpc
 import httpx
 from sidecar_client import SidecarClient, SidecarError, assistant, pb, tool_results, user
+from sidecar_contract.v1 import admin_pb2 as apb
+from sidecar_contract.v1 import admin_pb2_grpc as apb_grpc
 
 __all__ = ["run_demo"]
 
@@ -51,9 +62,56 @@ def _scripted(provider: str) -> bool:
             http.post(f"{provider}/_fake/reset").raise_for_status()
             http.post(f"{provider}/_fake/script", json={"model": UPSTREAM, "steps": _steps()}).raise_for_status()
     except httpx.HTTPError as exc:
-        print(f"sidecar demo: cannot reach the local provider at {provider} ({exc}); is `make run` running?")
+        print(f"sidecar demo: cannot reach the local provider at {provider} ({exc})")
         return False
     return True
+
+
+def _provider_of(target: str, http: str | None) -> str | None:
+    """The URL of the embedded provider of the sidecar at ``target`` (the gRPC port) or ``http`` (the HTTP
+    port), as its admin view tells it; None, and why printed, when it does not."""
+    from sidecar.server.admin import EMBEDDED_HEADER
+    from sidecar.status import TOKEN_ENV
+
+    key = EMBEDDED_HEADER.format(name="provider")
+    token = os.environ.get(TOKEN_ENV, "")
+    where = http or target
+    refusal: str | None = None
+    try:
+        if http is not None:
+            with httpx.Client(timeout=5, trust_env=False) as client:
+                headers = {"authorization": f"Bearer {token}"} if token else {}
+                answer = client.get(f"{http}/admin/state", headers=headers)
+            told = answer.headers.get(key)
+            if answer.status_code != 200:
+                refusal = f"HTTP {answer.status_code}: {answer.text[:300]}"
+        else:
+            metadata = (("authorization", f"Bearer {token}"),) if token else ()
+            with grpc.insecure_channel(target) as channel:
+                _, call = apb_grpc.AdminStub(channel).GetState.with_call(
+                    apb.GetStateRequest(), metadata=metadata, timeout=5
+                )
+            told = next((str(v) for k, v in call.trailing_metadata() or () if k == key), None)
+    except grpc.RpcError as exc:
+        if not isinstance(exc, grpc.Call) or exc.code() == grpc.StatusCode.UNAVAILABLE:
+            print(f"sidecar demo: cannot reach the sidecar at {where}; is `make run` running?")
+            return None
+        told, refusal = None, f"{exc.code().name}: {exc.details()}"
+    except httpx.HTTPError as exc:
+        print(f"sidecar demo: cannot reach the sidecar at {where} ({exc}); is `make run` running?")
+        return None
+    if refusal is not None:
+        print(
+            f"sidecar demo: the sidecar at {where} did not say where its local provider is ({refusal}); the demo "
+            "plays against the embedded default (make run), whose state view answers a caller on loopback; "
+            f"else set ${TOKEN_ENV} to an operator token, or give --provider URL"
+        )
+    elif told is None:
+        print(
+            f"sidecar demo: the sidecar at {where} runs no embedded local provider (it serves a config of its "
+            "own); give --provider URL: the fake provider (sidecar fake-provider) that config names"
+        )
+    return told if refusal is None else None
 
 
 def _attempts(reply: pb.CallModelResponse) -> str:
@@ -65,15 +123,18 @@ def _attempts(reply: pb.CallModelResponse) -> str:
     return f" ({', '.join(extra)})" if extra else ""
 
 
-def run_demo(target: str, provider: str, http: str | None = None) -> int:
-    """Play the session (over gRPC at ``target``, or through the HTTP port at ``http``); with
-    OTEL_EXPORTER_OTLP_ENDPOINT set, it is one trace under "agent.demo"."""
-    import os
-
+def run_demo(target: str, provider: str | None = None, http: str | None = None) -> int:
+    """Play the session (over gRPC at ``target``, or through the HTTP port at ``http``) with the provider
+    at ``provider`` scripted (None: the one that sidecar names); with OTEL_EXPORTER_OTLP_ENDPOINT set, it is
+    one trace under "agent.demo"."""
     from opentelemetry import trace
 
     from sidecar.telemetry.setup import setup_telemetry
 
+    if http is not None:
+        http = http.rstrip("/")
+    if provider is None and (provider := _provider_of(target, http)) is None:
+        return 1
     os.environ.setdefault("OTEL_SERVICE_NAME", "sidecar-demo-agent")
     os.environ.setdefault("OTEL_METRICS_EXPORTER", "none")
     telemetry = setup_telemetry()
@@ -82,7 +143,7 @@ def run_demo(target: str, provider: str, http: str | None = None) -> int:
             if http is not None:
                 import asyncio
 
-                return asyncio.run(_play_http(http.rstrip("/"), provider))
+                return asyncio.run(_play_http(http, provider))
             return _play(target, provider)
     finally:
         telemetry.shutdown()
@@ -305,4 +366,4 @@ async def _stream_turn_http(sdk: Any, conversation: list[dict[str, Any]], header
 
 
 if __name__ == "__main__":
-    sys.exit(run_demo(*(sys.argv[1:3] or ["127.0.0.1:50051", "http://127.0.0.1:8787"])))
+    sys.exit(run_demo(*(sys.argv[1:3] or ["127.0.0.1:50051"])))

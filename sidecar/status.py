@@ -1,6 +1,6 @@
 """``sidecar status``: the admin state view (``GET /admin/state``) as tables, with ``rich``.
 
-    sidecar status [--target http://127.0.0.1:8080] [--watch [SECONDS]]
+    sidecar status [--target 127.0.0.1:50051] [--watch [SECONDS]]
     sidecar admin close-circuit|lift-pause|reset-spend NAME [--target ...]
     sidecar admin reload [--target 127.0.0.1:50051] [--force]
 
@@ -12,7 +12,9 @@ TLS (a sidecar with ``server.tls``, which both ports share): ``--tls`` for a gRP
 implies ``--tls``); ``--cert FILE --key FILE`` present a client certificate (mTLS: ``server.tls.client_ca``);
 ``--server-name NAME`` checks that name in the sidecar's certificate when the target's differs.
 The operator token is read from the environment (``SIDECAR_ADMIN_TOKEN``), never from the
-command line (where ``ps`` shows it). ``--watch`` redraws in place (``rich.live.Live``) until Ctrl-C.
+command line (where ``ps`` shows it). ``status`` reads the gRPC port by default, the one port every
+sidecar serves: against ``make run`` (the embedded default, ``server.admin.read_on_loopback``) it
+needs no flag and no token. ``--watch`` redraws in place (``rich.live.Live``) until Ctrl-C.
 """
 
 from __future__ import annotations

@@ -86,16 +86,29 @@ class ServerAuthConfig(Strict):
 
 
 class ServerAdminConfig(Strict):
-    """Operator tokens for the admin state view (``GET /admin/state``): ``Authorization: Bearer <one of them>``.
+    """Who may read the admin state view (``GET /admin/state``, ``sidecar.v1.Admin/GetState``) and who may act
+    (the operator actions, reload): ``Authorization: Bearer <one of tokens>`` for both; with ``read_on_loopback``,
+    a caller on this machine's loopback reads the view without one.
 
     A caller's token (``server.auth``) is refused there. Unset, the admin view is off (403).
     """
 
-    tokens: Annotated[list[SecretStr], Field(min_length=1)]
-    """Each from the environment (``${SIDECAR_ADMIN_TOKEN}``), never written in the file."""
+    tokens: list[SecretStr] = []
+    """Each from the environment (``${SIDECAR_ADMIN_TOKEN}``), never written in the file. None: no operator
+    may act (the actions and reload are refused), and only ``read_on_loopback`` opens the view."""
+    read_on_loopback: bool = False
+    """The view answers a caller whose address is loopback (127.0.0.0/8, ::1) without a token; actions and
+    reload still need one of ``tokens``. The embedded default sets it (``sidecar status`` against ``make run``
+    needs no setup). Not where a proxy on this machine forwards other hosts' requests to the port: their
+    address would be the proxy's (docs/security.md)."""
 
     @model_validator(mode="after")
     def _strong(self) -> ServerAdminConfig:
+        if not self.tokens and not self.read_on_loopback:
+            raise ValueError(
+                "give tokens (names of environment variables holding operator tokens) or read_on_loopback: true; "
+                "an admin section with neither opens nothing"
+            )
         values = [t.get_secret_value() for t in self.tokens]
         for i, value in enumerate(values):  # the messages never show a token
             if len(value) < MIN_TOKEN_CHARS:
@@ -158,7 +171,8 @@ class ServerConfig(Strict):
     tls: TlsConfig | None = None
     auth: ServerAuthConfig | None = None
     admin: ServerAdminConfig | None = None
-    """The operator's tokens for the admin view; unset: the admin view is off."""
+    """The operator's tokens for the admin view and actions, and whether loopback reads it without one;
+    unset: the admin view is off."""
     allow_insecure: bool = False
     """Serve a non-loopback address with neither ``tls`` nor ``auth`` (only on a private network)."""
     workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = 1

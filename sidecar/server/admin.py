@@ -10,6 +10,11 @@
                 second, a published change, a re-sync; None: never reached) and, while it is
                 not reachable, last_error (what the last Redis operation raised)
 
+Beside the document (a header of ``GET /admin/state``, trailing metadata of ``GetState``), a process
+that runs the embedded fakes tells their URLs: ``x-sidecar-embedded-provider``, ``x-sidecar-embedded-tools``
+(``sidecar demo`` scripts the provider of the very sidecar it plays against). Only the admin view
+tells them: no agent's door does, and a config naming no ``embedded://`` URL has none to tell.
+
 Read from the core objects' public ``snapshot`` methods only (nothing changes, no event is
 reported). Every string is masked against the configured secrets before it leaves (``mask``);
 the quoted opening response was already redacted where it entered the circuit.
@@ -21,7 +26,7 @@ import logging
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
@@ -36,10 +41,12 @@ from sidecar.providers.service import ModelService
 from sidecar.server.live import Live
 from sidecar.telemetry import names as n
 
-__all__ = ["StateView", "UnknownTarget"]
+__all__ = ["EMBEDDED_HEADER", "StateView", "UnknownTarget"]
 
 _log = logging.getLogger("sidecar.admin")
 _tracer = trace.get_tracer(n.TRACER)
+EMBEDDED_HEADER = "x-sidecar-embedded-{name}"
+"""The header (HTTP) and trailing metadata key (gRPC) of the view's answer telling an embedded fake's URL."""
 
 
 class UnknownTarget(LookupError):
@@ -83,6 +90,12 @@ class StateView:
     live: Live
     state: StateBackend
     fleet: FleetView
+    embedded: dict[str, str] = field(default_factory=dict)
+    """The embedded fakes this process runs, by name (``provider``, ``tools``): their URLs."""
+
+    def told(self) -> list[tuple[str, str]]:
+        """The embedded fakes' URLs, as the header or metadata each answer of the view carries."""
+        return [(EMBEDDED_HEADER.format(name=name), url) for name, url in sorted(self.embedded.items())]
 
     @property
     def models(self) -> ModelService:

@@ -71,8 +71,6 @@ __all__ = ["SERVICE_NAME", "SidecarApp", "running", "start_embedded"]
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Sidecar"].full_name
 _log = logging.getLogger("sidecar.server")
-EMBEDDED_PORTS = {"provider": 8787, "tools": 8788}
-"""Where the embedded fakes listen when the port is free (``sidecar demo`` scripts them there)."""
 _CIRCUIT_VALUE = {CircuitState.CLOSED: 0, CircuitState.HALF_OPEN: 1, CircuitState.OPEN: 2}
 
 
@@ -219,7 +217,7 @@ class SidecarApp:
         models = core.models
         throttles = {m: models.throttle(m) for m in cfg.models}
         self._fleet = view = FleetView(throttles, core.guards, core.ledger, deployments=models.routes.guards)
-        self.state_view = StateView(live, state, view)
+        self.state_view = StateView(live, state, view, dict(self.embedded))
         self._closers.extend(await _share(state, view, observer))
         metrics.observe_gauges(
             lambda: [(m, live.core.models.throttle(m).throttle) for m in live.core.config.models],
@@ -260,9 +258,13 @@ class SidecarApp:
         self._health = health.aio.HealthServicer()
         register_service(self.server, health_pb2.DESCRIPTOR.services_by_name["Health"], self._health)
         assert self.state_view is not None
-        admin_tokens = Tokens(t.get_secret_value() for t in cfg.server.admin.tokens) if cfg.server.admin else None
-        # off (PERMISSION_DENIED) without admin tokens
-        admin = AdminServicer(self.state_view, admin_tokens, self.admin_reload or self.reload_fleet)
+        given = cfg.server.admin
+        admin_tokens = Tokens(t.get_secret_value() for t in given.tokens) if given and given.tokens else None
+        # off (PERMISSION_DENIED) without admin tokens, but for GetState from loopback with read_on_loopback
+        loopback = given is not None and given.read_on_loopback
+        admin = AdminServicer(
+            self.state_view, admin_tokens, self.admin_reload or self.reload_fleet, read_on_loopback=loopback
+        )
         register_service(self.server, admin_pb2.DESCRIPTOR.services_by_name["Admin"], admin)
         if cfg.server.reflection:
             names = (SERVICE_NAME, ADMIN_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
@@ -375,8 +377,13 @@ class SidecarApp:
 
 
 async def start_embedded(wanted: set[str]) -> tuple[list[Any], dict[str, str]]:
-    """Start the bundled fakes named in ``wanted`` (``provider``, ``tools``): each on its well-known
-    port when free, else on any; the started fakes and their URLs."""
+    """Start the bundled fakes named in ``wanted`` (``provider``, ``tools``), each on a free loopback port;
+    the started fakes and their URLs.
+
+    No well-known port: a second sidecar (another ``make run``, a CI job) would find it taken and a
+    client scripting it there would script the first sidecar's provider. Who needs a URL reads it from
+    the banner or from the admin view (``StateView.told``: ``sidecar demo`` does), never from an agent's door.
+    """
     from sidecar.fakes import FakeProvider, FakeToolBackend
 
     fakes: list[Any] = []
@@ -384,14 +391,8 @@ async def start_embedded(wanted: set[str]) -> tuple[list[Any], dict[str, str]]:
     for name, cls in (("provider", FakeProvider), ("tools", FakeToolBackend)):
         if name not in wanted:
             continue
-        fake: Any = None
-        for port in (EMBEDDED_PORTS[name], 0):  # the well-known port when free, else any
-            fake = cls(port=port)
-            try:
-                await fake.start()
-                break
-            except OSError:
-                continue
+        fake = cls(port=0)
+        await fake.start()
         fakes.append(fake)
         urls[name] = fake.url
     return fakes, urls

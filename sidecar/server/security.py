@@ -8,7 +8,8 @@
 ``exposure_refusal`` is what ``sidecar serve`` checks before it binds: an address beyond loopback
 with neither TLS nor tokens is refused unless ``allow_insecure`` says so. Loopback is 127.0.0.0/8,
 ::1 and ``localhost``; a unix socket is local. Any other host, ``0.0.0.0`` and ``[::]`` included,
-is beyond loopback.
+is beyond loopback. ``is_loopback_peer`` is the same question about a caller: whether the address it
+called from is loopback (``server.admin.read_on_loopback``).
 
 ``server_credentials`` reads the PEM files once, when the server starts; a file that cannot be
 read, is not PEM, or a key that does not match the certificate is a ``ConfigError`` naming the key.
@@ -19,12 +20,13 @@ from __future__ import annotations
 import ipaddress
 import ssl
 from pathlib import Path
+from urllib.parse import unquote
 
 import grpc
 
 from sidecar.config import ConfigError, ServerConfig, TlsConfig
 
-__all__ = ["exposure_refusal", "is_local", "server_credentials", "server_ssl_context"]
+__all__ = ["exposure_refusal", "is_local", "is_loopback_peer", "server_credentials", "server_ssl_context"]
 
 _PEM_BEGIN = b"-----BEGIN "
 
@@ -40,6 +42,20 @@ def is_local(listen: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False  # a host name: it may resolve to anything
+
+
+def is_loopback_peer(peer: str) -> bool:
+    """Whether a caller's address is loopback (127.0.0.0/8, ::1, either mapped into IPv6): an HTTP client's
+    host (``127.0.0.1``, ``::1``) or gRPC's peer (``ipv4:127.0.0.1:5000``, ``ipv6:[::1]:5000``, the brackets
+    possibly %-escaped). A unix socket's peer, a name or anything unparsable is not."""
+    scheme, colon, rest = peer.partition(":")
+    host = unquote(rest).rpartition(":")[0] if colon and scheme in ("ipv4", "ipv6") else peer
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 def exposure_refusal(listen: str, server: ServerConfig) -> str | None:

@@ -3,8 +3,13 @@
     undecodable bytes     INVALID_ARGUMENT (kind INVALID_INPUT) naming the request type, whoever asks
                           (``grpc.handlers.register_service``: decoded before any of this runs)
     server.admin unset    PERMISSION_DENIED (kind PERMISSION_DENIED): the admin service is off
-    no admin token        UNAUTHENTICATED (kind UNAUTHORIZED); a caller's ``server.auth`` token too
+    read_on_loopback      GetState from a loopback peer: the answer, without a token
+    no admin token        UNAUTHENTICATED (kind UNAUTHORIZED); a caller's ``server.auth`` token too;
+                          PERMISSION_DENIED when ``server.admin.tokens`` is empty (only loopback reads)
     an admin token        the method's answer, from ``server.admin.StateView`` (masked)
+
+GetState's answer carries ``x-sidecar-embedded-provider`` / ``-tools`` trailing metadata in a process
+running the embedded fakes (``StateView.told``).
 
 The same checks as the HTTP port's admin door (``http.admin_front``): only admin tokens, from the
 ``authorization: Bearer`` metadata, compared in constant time (``auth.Tokens``). The caller-token
@@ -43,6 +48,7 @@ from sidecar.server.auth import Tokens, bearer_token
 from sidecar.server.grpc.status import to_status
 from sidecar.server.refusals import SIDECAR_SERVICE
 from sidecar.server.reload import Reload, ReloadOutcome
+from sidecar.server.security import is_loopback_peer
 
 __all__ = ["ADMIN_SERVICE_NAME", "AdminServicer", "state_response"]
 
@@ -53,6 +59,10 @@ OFF = "The admin service is off: set server.admin.tokens (names of environment v
 REFUSED = (
     "The sidecar refused this call: the admin service needs an operator token "
     "(metadata 'authorization: Bearer <token>' with one of server.admin.tokens); an agent's token is refused."
+)
+LOOPBACK_ONLY = (
+    "This sidecar has no operator token (server.admin.tokens): its state view answers callers on loopback only "
+    "(server.admin.read_on_loopback), and operator actions and reload are off."
 )
 NO_RELOAD = "reload is not available in this process"
 
@@ -127,19 +137,24 @@ def state_response(doc: dict[str, Any]) -> apb.GetStateResponse:
 
 
 class AdminServicer(apb_grpc.AdminServicer):
-    """The admin service over one process's ``StateView``; ``tokens`` None: off. ``reload`` None: no reload here."""
+    """The admin service over one process's ``StateView``; ``tokens`` None: no operator may act (off, unless
+    ``read_on_loopback`` lets a loopback peer read the view). ``reload`` None: no reload here."""
 
-    def __init__(self, view: StateView, tokens: Tokens | None, reload: Reload | None = None) -> None:
+    def __init__(
+        self, view: StateView, tokens: Tokens | None, reload: Reload | None = None, *, read_on_loopback: bool = False
+    ) -> None:
         self._view = view
         self._tokens = tokens
         self._reload = reload
+        self._read_on_loopback = read_on_loopback
 
     async def _admitted(self, context: Context, method: str) -> str:
         """Who calls (for the log), once the admin token is checked; aborts the call otherwise."""
         if self._tokens is None:
+            said = LOOPBACK_ONLY if self._read_on_loopback else OFF
             await _abort(
                 context,
-                PermissionDenied.worded(OFF, detail=PermissionDetail(resource=ADMIN_SERVICE_NAME)),
+                PermissionDenied.worded(said, detail=PermissionDetail(resource=ADMIN_SERVICE_NAME)),
                 grpc.StatusCode.PERMISSION_DENIED,
             )
             raise AssertionError("unreachable: abort_with_status raises")
@@ -168,7 +183,10 @@ class AdminServicer(apb_grpc.AdminServicer):
             raise AssertionError("unreachable: abort_with_status raises") from exc
 
     async def GetState(self, request: apb.GetStateRequest, context: Context) -> apb.GetStateResponse:
-        await self._admitted(context, "GetState")
+        if not (self._read_on_loopback and is_loopback_peer(context.peer())):
+            await self._admitted(context, "GetState")
+        if told := self._view.told():
+            context.set_trailing_metadata(told)
         return state_response(self._view.read())
 
     async def CloseCircuit(self, request: apb.CloseCircuitRequest, context: Context) -> apb.CloseCircuitResponse:

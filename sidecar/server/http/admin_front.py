@@ -1,8 +1,13 @@
 """The admin door: ``GET /admin/state``, the live policy state as JSON (``server.admin``).
 
     server.admin unset    403 admin_off: the view is off (no token opens it)
-    no admin token        401 unauthenticated (a caller's ``server.auth`` token is refused here too)
+    read_on_loopback      GET /admin/state from a loopback address: 200 without a token
+    no admin token        401 unauthenticated (a caller's ``server.auth`` token is refused here too);
+                          403 admin_off when ``server.admin.tokens`` is empty (only loopback reads)
     an admin token        200, the document of ``server.admin.StateView`` (masked)
+
+A 200 of the view carries ``x-sidecar-embedded-provider`` / ``-tools`` in a process running the embedded
+fakes (``StateView.told``).
 
 ``POST /admin/actions/{close-circuit|lift-pause|reset-spend}`` with ``{"name": ...}``: the same
 checks, then the operator action on this replica (logged on ``sidecar.admin``); a close is
@@ -44,12 +49,17 @@ from sidecar.server.http.bodies import TooLarge, bounded_body
 from sidecar.server.http.fronts import check_unicode
 from sidecar.server.http.hosting import Door
 from sidecar.server.reload import Reload
+from sidecar.server.security import is_loopback_peer
 
 __all__ = ["ACTIONS", "ADMIN_STATE_PATH", "RELOAD_PATH", "admin_door"]
 
 _log = logging.getLogger("sidecar.admin")
 ADMIN_STATE_PATH = "/admin/state"
 _OFF = "The admin view is off: set server.admin.tokens (names of environment variables holding operator tokens)."
+_LOOPBACK_ONLY = (
+    "This sidecar has no operator token (server.admin.tokens): its state view answers callers on loopback only "
+    "(server.admin.read_on_loopback), and operator actions and reload are off."
+)
 _REFUSED = (
     "The sidecar refused this request: the admin view needs an operator token "
     "(header 'Authorization: Bearer <token>' with one of server.admin.tokens); an agent's token is refused."
@@ -116,10 +126,14 @@ def _force(request: Request) -> bool | str:
     return value
 
 
-def admin_door(tokens: Tokens | None, view: StateView, reload: Reload | None = None) -> Door:
+def admin_door(
+    tokens: Tokens | None, view: StateView, reload: Reload | None = None, *, read_on_loopback: bool = False
+) -> Door:
+    """``tokens`` None: no operator may act; ``read_on_loopback``: a loopback caller reads the view without one."""
+
     def refused(request: Request) -> JSONResponse | None:
         if tokens is None:
-            return _error(403, "admin_off", _OFF)
+            return _error(403, "admin_off", _LOOPBACK_ONLY if read_on_loopback else _OFF)
         if not tokens.authorized(bearer_token(request.headers.items())):
             return _error(401, "unauthenticated", _REFUSED)
         return None
@@ -131,7 +145,10 @@ def admin_door(tokens: Tokens | None, view: StateView, reload: Reload | None = N
         return f"server.admin.tokens[{index}] from {peer}"
 
     async def state(request: Request) -> JSONResponse:
-        return refused(request) or JSONResponse(view.read())
+        local = read_on_loopback and request.client is not None and is_loopback_peer(request.client.host)
+        if not local and (refusal := refused(request)) is not None:
+            return refusal
+        return JSONResponse(view.read(), headers=dict(view.told()))
 
     async def action(request: Request) -> JSONResponse:
         if (refusal := refused(request)) is not None:

@@ -75,8 +75,9 @@ def build_doors(parts: DoorParts) -> list[Door]:
         doors.append(model_door(parts))
     if parts.admin_view is not None:
         admin = parts.config.server.admin
-        tokens = Tokens(t.get_secret_value() for t in admin.tokens) if admin is not None else None
-        doors.append(admin_door(tokens, parts.admin_view, parts.reload))
+        tokens = Tokens(t.get_secret_value() for t in admin.tokens) if admin is not None and admin.tokens else None
+        loopback = admin is not None and admin.read_on_loopback
+        doors.append(admin_door(tokens, parts.admin_view, parts.reload, read_on_loopback=loopback))
     return doors
 
 
