@@ -681,7 +681,7 @@ async def test_a_reload_that_keeps_no_served_model_or_tool_is_refused_unless_for
                 assert await _answers(stub, "gpt-v2")
             async with httpx.AsyncClient() as client:
                 scrape = (await client.get(f"http://127.0.0.1:{prom}/metrics")).text
-            assert _counter(scrape, "sidecar_config_reloads", outcome="refused") == 5  # HTTP (twice), RPC, command, SIGHUP
+            assert _counter(scrape, "sidecar_config_reloads", outcome="refused") == 5  # HTTP x2, RPC, CLI, SIGHUP
             assert _counter(scrape, "sidecar_config_reloads", outcome="applied") == 3
         finally:
             served.stop()
