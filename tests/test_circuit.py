@@ -10,7 +10,8 @@ from sidecar_client import job, pb
 from sidecar.config import CircuitConfig, ServiceConfig
 from sidecar.core.circuit import Admission, CircuitState, ServiceGuard
 from sidecar.core.clock import FakeClock
-from sidecar.core.taxonomy import CircuitOpen, Trigger
+from sidecar.core.details import Trigger
+from sidecar.core.taxonomy import CircuitOpen
 from sidecar.server import convert
 from tests.conftest import Running, Start
 

@@ -20,8 +20,8 @@ from sidecar_client import AsyncSidecarClient, job, pb
 from sidecar.config import CircuitConfig, Config
 from sidecar.core.circuit import CircuitState
 from sidecar.core.clock import FakeClock
+from sidecar.core.details import Trigger
 from sidecar.core.service_guards import MAX_REPORTED, MAX_SERVICE_NAME_CHARS, ServiceGuards
-from sidecar.core.taxonomy import Trigger
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
 from sidecar.server.app import running
 from sidecar.server.grpc.spans import ServerSpanInterceptor

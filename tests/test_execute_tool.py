@@ -7,7 +7,7 @@ import json
 import pytest
 from sidecar_client import job, pb
 
-from sidecar.core.taxonomy import CORRECTABLE_LINE, UNCORRECTABLE_LINE
+from sidecar.core.correctability import CORRECTABLE_LINE, UNCORRECTABLE_LINE
 from sidecar.fakes import FakeToolBackend, ThreadedServer
 from tests.conftest import Running, Start, silent_tools, tool
 

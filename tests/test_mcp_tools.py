@@ -19,7 +19,7 @@ from sidecar_client import pb
 from sidecar.config import Config, ConfigError
 from sidecar.core.clock import FakeClock
 from sidecar.core.conversation import CallOptions, ToolRequest
-from sidecar.core.taxonomy import CORRECTABLE_LINE, UNCORRECTABLE_LINE
+from sidecar.core.correctability import CORRECTABLE_LINE, UNCORRECTABLE_LINE
 from sidecar.server.app import running
 from sidecar.telemetry import names as n
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory

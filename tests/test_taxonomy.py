@@ -21,6 +21,8 @@ from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar.core import correctability
 from sidecar.core import taxonomy as t
+from sidecar.core.correctability import CORRECTABLE_LINE, UNCORRECTABLE_LINE
+from sidecar.core.details import HttpInfo, Trigger
 from sidecar.core.kinds import (
     CORRECTABLE_KINDS,
     CircuitState,
@@ -30,7 +32,6 @@ from sidecar.core.kinds import (
     Role,
     TransportFault,
 )
-from sidecar.core.taxonomy import CORRECTABLE_LINE, UNCORRECTABLE_LINE, HttpInfo, Trigger
 from sidecar.server import convert
 from sidecar.server.grpc.status import GRPC_CODE, to_status
 

@@ -117,7 +117,7 @@ def _core_table(facts: dict[str, Any]) -> str:
         "\n"
         "Read from the options of ``FailureKind`` in protos/sidecar/v1/sidecar.proto: the kinds marked\n"
         "``(sidecar.v1.correctable)`` and the enum's ``(sidecar.v1.correctable_line)`` and\n"
-        "``(sidecar.v1.uncorrectable_line)``. ``core.kinds`` and ``core.taxonomy`` take them from here;\n"
+        "``(sidecar.v1.uncorrectable_line)``. ``core.kinds`` and ``core.failure`` take them from here;\n"
         "``tools/protogen.py --check`` fails when this file no longer says what the contract says.\n"
         '"""\n'
         "\n"

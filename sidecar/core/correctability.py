@@ -3,7 +3,7 @@
 
 Read from the options of ``FailureKind`` in protos/sidecar/v1/sidecar.proto: the kinds marked
 ``(sidecar.v1.correctable)`` and the enum's ``(sidecar.v1.correctable_line)`` and
-``(sidecar.v1.uncorrectable_line)``. ``core.kinds`` and ``core.taxonomy`` take them from here;
+``(sidecar.v1.uncorrectable_line)``. ``core.kinds`` and ``core.failure`` take them from here;
 ``tools/protogen.py --check`` fails when this file no longer says what the contract says.
 """
 

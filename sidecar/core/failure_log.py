@@ -36,6 +36,8 @@ lines per ``WINDOW_S`` seconds of the injected clock: the window opens at its fi
 lines past the budget are counted, and one line says how many when the window closes ("suppressed
 K more INVALID_INPUT warnings in the last 60 s"), or at ``close()``. A flood of bad calls is then
 at most ``LINES_PER_WINDOW + 1`` lines a minute per kind, however many calls it is.
+
+A ClassifyFailure answer is not a failed call: ``log_classified`` writes its line at INFO, no stack.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from sidecar.core.clock import Clock
 from sidecar.core.kinds import FailureKind
 from sidecar.core.taxonomy import ModelNotFound, SidecarFailure
 
-__all__ = ["LINES_PER_WINDOW", "WHO_ACTS", "WINDOW_S", "FailureLog", "Who", "who_acts"]
+__all__ = ["LINES_PER_WINDOW", "WHO_ACTS", "WINDOW_S", "FailureLog", "Who", "log_classified", "who_acts"]
 
 LINES_PER_WINDOW = 10
 """How many lines one (kind, who) writes per window; the rest are counted."""
@@ -189,3 +191,11 @@ class FailureLog:
             self._window_s,
             extra={"failure_kind": kind.name, "who_acts": str(who), "suppressed": window.suppressed},
         )
+
+
+def log_classified(failure: SidecarFailure, **context: object) -> None:
+    """A ClassifyFailure answer: INFO, no stack. Nothing failed in the sidecar (an agent asked what its
+    own tool's failure was), and any caller can send reports: at ERROR with a stack each, forged
+    reports flooded the log with one traceback per request."""
+    extra = {"failure_kind": failure.kind_name, "correctable": failure.correctable, **context}
+    _log.info("%s: %s", failure.kind_name, failure.message, extra=extra)

@@ -35,11 +35,13 @@ the model reads: the message, a newline, and one of the two retry lines.
         └── StreamInterrupted               a stream failed after deltas reached the caller (partial text kept)
 
 Plain Python throughout: kinds are ``core.kinds.FailureKind``, details are ``core.details``
-records. The gRPC boundary converts them (``sidecar.server.convert``) and carries them in a
-rich status (``sidecar.server.grpc.status``). ``as_failure()`` is the one boundary that turns any
-other exception into ``SystemFailure``. A failure's ``str()`` is its message, always. How a failed
-call is logged (who acts on each kind, so at which level; each kind's lines bounded) is
-``core.failure_log``'s table.
+records. The classes live by branch (``core.failure``: ``SidecarFailure`` and the two branches;
+``core.correctable_failures``; ``core.uncorrectable_failures``), and every caller imports them from
+here, as it does ``failure_class`` (the class of a kind). The gRPC boundary converts them
+(``sidecar.server.convert``) and carries them in a rich status (``sidecar.server.grpc.status``).
+``as_failure()`` is the one boundary that turns any other exception into ``SystemFailure``. A
+failure's ``str()`` is its message, always. How a failed call is logged (who acts on each kind, so
+at which level; each kind's lines bounded) is ``core.failure_log``'s table.
 
 Which kinds are correctable, and the two retry lines, are the contract's words (options of
 ``FailureKind`` in sidecar.proto), taken from the table tools/protogen.py generates from it
@@ -48,47 +50,44 @@ Which kinds are correctable, and the two retry lines, are the contract's words (
 
 from __future__ import annotations
 
-import difflib
 import logging
-from collections.abc import Sequence
-from datetime import datetime
-from typing import Any, ClassVar, Self
 
-from sidecar.core.correctability import CORRECTABLE_LINE, UNCORRECTABLE_LINE
-from sidecar.core.details import (
-    CircuitDetail,
-    Detail,
-    FieldProblem,
-    Hop,
-    HttpInfo,
-    InvalidInputDetail,
-    PermissionDetail,
-    ProviderDetail,
-    RefusalDetail,
-    ReplyDetail,
-    ResourceDetail,
-    RetryDetail,
-    ServiceDetail,
-    SpendDetail,
-    StreamDetail,
-    SystemDetail,
-    TokenLimitDetail,
-    Trigger,
-    TruncationDetail,
+from sidecar.core.correctable_failures import (
+    Guardrail,
+    InvalidInput,
+    JsonParse,
+    NotCarried,
+    ResourceNotFound,
+    ResponseValidation,
 )
-from sidecar.core.kinds import CORRECTABLE_KINDS, CircuitState, FailureKind, RetrySignal, TransportFault
-from sidecar.core.text import cap, clause
+from sidecar.core.failure import CorrectableFailure, SidecarFailure, UncorrectableFailure
+from sidecar.core.kinds import FailureKind
+from sidecar.core.uncorrectable_failures import (
+    CircuitOpen,
+    ContextOverflow,
+    ExternalService,
+    JobCancelled,
+    JobTimeout,
+    ModelNotFound,
+    OutputTruncated,
+    PermissionDenied,
+    ProviderRefusal,
+    QuotaExhausted,
+    SpendCapExceeded,
+    StreamInterrupted,
+    SystemFailure,
+    TokenEstimateExceedsLimit,
+    Unauthorized,
+    UpstreamRetriesExhausted,
+    UpstreamThrottle,
+)
 
 __all__ = [
-    "CORRECTABLE_LINE",
-    "SHUTTING_DOWN",
-    "UNCORRECTABLE_LINE",
     "CircuitOpen",
     "ContextOverflow",
     "CorrectableFailure",
     "ExternalService",
     "Guardrail",
-    "HttpInfo",
     "InvalidInput",
     "JobCancelled",
     "JobTimeout",
@@ -106,581 +105,13 @@ __all__ = [
     "StreamInterrupted",
     "SystemFailure",
     "TokenEstimateExceedsLimit",
-    "Trigger",
     "Unauthorized",
     "UncorrectableFailure",
     "UpstreamRetriesExhausted",
     "UpstreamThrottle",
     "as_failure",
     "failure_class",
-    "log_classified",
 ]
-
-
-class SidecarFailure(Exception):
-    """A failure of the taxonomy. Subclasses fix ``kind`` and ``correctable`` (the branch the contract names)."""
-
-    kind: ClassVar[FailureKind] = FailureKind.UNSPECIFIED
-    correctable: ClassVar[bool] = False
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "kind" in cls.__dict__ and cls.correctable is not (cls.kind in CORRECTABLE_KINDS):
-            said = "correctable" if cls.kind in CORRECTABLE_KINDS else "not correctable"
-            raise TypeError(f"{cls.__name__}: the contract says {cls.kind.name} is {said}")
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        http: HttpInfo | None = None,
-        retry_after: float | None = None,
-        attempts: int = 0,
-        detail: Detail | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.http = http
-        self.retry_after = retry_after
-        self.attempts = attempts
-        self.detail = detail
-        self.hops: tuple[Hop, ...] = ()
-
-    @property
-    def kind_name(self) -> str:
-        return self.kind.name
-
-    def explain_to_llm(self) -> str:
-        """The message and the retry line: exactly what the model reads."""
-        return f"{self.message}\n{CORRECTABLE_LINE if self.correctable else UNCORRECTABLE_LINE}"
-
-    def with_attempts(self, attempts: int) -> SidecarFailure:
-        self.attempts = attempts
-        return self
-
-    @classmethod
-    def worded(
-        cls,
-        message: str,
-        *,
-        detail: Detail | None = None,
-        http: HttpInfo | None = None,
-        retry_after: float | None = None,
-    ) -> Self:
-        """A failure of this kind in words of its own, not the kind's template (the sidecar's refusals)."""
-        failure = cls.__new__(cls)
-        SidecarFailure.__init__(failure, message, http=http, retry_after=retry_after, detail=detail)
-        return failure
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.message!r}, attempts={self.attempts})"
-
-
-class CorrectableFailure(SidecarFailure):
-    """The call was wrong; a corrected call may succeed."""
-
-    correctable = True
-
-
-class UncorrectableFailure(SidecarFailure):
-    """The tool or model cannot do this now, whatever the input."""
-
-    correctable = False
-
-
-def _show(value: str) -> str:
-    return '""' if value == "" else cap(value, 80)
-
-
-ECHO_CHARS = 200
-"""A value a caller sent (a parameter's value, a model id, an identifier) is echoed up to this many
-characters, then "…" and its full length: a failure must fit gRPC's trailers whatever was sent."""
-RULE_CHARS = 500
-"""A rule or reason is kept up to this many characters (it may quote a caller's schema)."""
-MAX_PROBLEMS = 20
-"""A reply's problems listed one per line, at most this many (then how many more there were)."""
-
-
-def _echo(value: str, limit: int = ECHO_CHARS) -> str:
-    """``value`` as sent when short; else its first ``limit`` characters, "…" and its length."""
-    if len(value) <= limit:
-        return value
-    return f"{value[:limit]}… ({len(value)} characters)"
-
-
-# ---------------------------------------------------------------------------- correctable
-
-
-class InvalidInput(CorrectableFailure):
-    """The input broke a rule; the rule is written as the way to get it right."""
-
-    kind = FailureKind.INVALID_INPUT
-
-    def __init__(self, parameter: str, value: str, rule: str, *, http: HttpInfo | None = None) -> None:
-        parameter, value, rule = _echo(parameter), _echo(value), _echo(rule, RULE_CHARS)
-        super().__init__(
-            f"Invalid value for parameter '{parameter}' (got {_show(value)}): {rule}",
-            http=http,
-            detail=InvalidInputDetail(parameter=parameter, value=value, rule=rule),
-        )
-
-
-class NotCarried(InvalidInput):
-    """INVALID_INPUT from a deployment's wire format, before sending: the request is well-formed, and
-    this format cannot carry a part of it or breaks a rule of its own (another deployment may carry it)."""
-
-    @classmethod
-    def of(cls, refused: InvalidInput) -> NotCarried:
-        detail = refused.detail
-        assert isinstance(detail, InvalidInputDetail)
-        return cls(detail.parameter, detail.value, detail.rule, http=refused.http)
-
-
-class ResourceNotFound(CorrectableFailure):
-    """A well-formed identifier that names nothing."""
-
-    kind = FailureKind.RESOURCE_NOT_FOUND
-
-    def __init__(self, resource_type: str, identifier: str, *, http: HttpInfo | None = None, where: str = "") -> None:
-        identifier = _echo(identifier)
-        at = f" at {_echo(where)}" if where else ""
-        super().__init__(
-            f"No {resource_type} '{identifier}' exists{at}. Try another identifier or another tool.",
-            http=http,
-            detail=ResourceDetail(resource_type=resource_type, identifier=identifier),
-        )
-
-
-class Guardrail(CorrectableFailure):
-    """A guardrail refused the call."""
-
-    kind = FailureKind.GUARDRAIL
-
-    def __init__(self, guardrail: str, reason: str, value: str = "") -> None:
-        reason, value = _echo(reason, RULE_CHARS), _echo(value)
-        super().__init__(
-            f"The {guardrail} guardrail refused the call: {reason}",
-            detail=InvalidInputDetail(parameter=guardrail, value=value, rule=reason),
-        )
-
-
-class JsonParse(CorrectableFailure):
-    """The reply was not the JSON object asked for."""
-
-    kind = FailureKind.JSON_PARSE
-
-    def __init__(self, reason: str, expected_shape: str, *, model: str = "") -> None:
-        reason, expected_shape = _echo(reason, RULE_CHARS), _echo(expected_shape, RULE_CHARS)
-        super().__init__(
-            f"Your reply was not the JSON object asked for: {reason}. "
-            f"Reply with only a JSON object, no prose or code fences, of this shape: {expected_shape}",
-            detail=ReplyDetail(parser_reason=reason, expected_shape=expected_shape, model=model),
-        )
-
-
-class ResponseValidation(CorrectableFailure):
-    """The reply parsed but left required fields empty: every failed field, one per line."""
-
-    kind = FailureKind.RESPONSE_VALIDATION
-
-    def __init__(self, problems: list[tuple[str, str]], *, model: str = "") -> None:
-        more = len(problems) - MAX_PROBLEMS
-        problems = [(_echo(f), _echo(p)) for f, p in problems[:MAX_PROBLEMS]]
-        if more > 0:
-            problems.append(("(more)", f"{more} more problems not listed"))
-        lines = "\n".join(f"- {field}: {problem}" for field, problem in problems)
-        super().__init__(
-            f"Your reply left required fields empty or invalid; reply again with every field filled:\n{lines}",
-            detail=ReplyDetail(fields=tuple(FieldProblem(field=f, problem=p) for f, p in problems), model=model),
-        )
-
-
-# ---------------------------------------------------------------------------- uncorrectable
-
-
-class ExternalService(UncorrectableFailure):
-    """The service is down, answered with a server error, or could not be reached.
-
-    Without a response, what the message says depends on whether the request may have been
-    delivered (``sent``: a reset or a read timeout after it went out) and may simply be repeated::
-
-        never sent                      it could not be reached (connection refused)
-        sent, idempotent                it did not answer (connection reset)    -- re-sent, transient
-        sent, not idempotent            ... may have been delivered; the outcome is unknown -- check
-                                        before repeating this call (it is not idempotent)
-        sent, idempotency not known     ... check before repeating this call unless it is idempotent
-    """
-
-    kind = FailureKind.EXTERNAL_SERVICE
-
-    def __init__(
-        self,
-        service: str,
-        endpoint: str,
-        detail: str,
-        *,
-        http: HttpInfo | None = None,
-        fault: TransportFault = TransportFault.UNSPECIFIED,
-        retry_after: float | None = None,
-        sent: bool = False,
-        idempotent: bool | None = None,
-    ) -> None:
-        if http is None and not sent:
-            said = f"it could not be reached ({cap(detail)})"
-        elif http is None and idempotent:
-            said = f"it did not answer ({cap(detail)})"
-        elif http is None:
-            what = _AFTER_SENT.get(clause(detail), f"the call failed ({clause(detail)})")
-            repeat = "(it is not idempotent)" if idempotent is False else "unless it is idempotent"
-            said = (
-                f"{what} after the request was sent, so it may have been delivered; the outcome is unknown "
-                f"— check before repeating this call {repeat}"
-            )
-        elif clause(detail) in ("", f"HTTP {http.status_code}"):
-            said = f"it answered HTTP {http.status_code}"
-        else:
-            said = f"it answered HTTP {http.status_code}: {clause(detail)}"
-        super().__init__(
-            f"The {service} service failed at {endpoint}: {said}.",
-            http=http,
-            retry_after=retry_after,
-            detail=ServiceDetail(service=service, endpoint=endpoint, detail=cap(detail), fault=fault),
-        )
-
-
-_AFTER_SENT: dict[str, str] = {
-    "connection reset": "the connection was reset",
-    "no response in time": "no response came in time",
-}
-"""How a fault's usual words read once the request went out; other details are quoted."""
-
-
-class UpstreamThrottle(UncorrectableFailure):
-    """The service is throttling us."""
-
-    kind = FailureKind.UPSTREAM_THROTTLE
-
-    def __init__(
-        self, service: str, endpoint: str, detail: str, *, http: HttpInfo | None, retry_after: float | None = None
-    ) -> None:
-        status = f"HTTP {http.status_code}" if http else "a throttle"
-        asked = ""
-        if http is not None and http.retry_after_raw is not None:
-            asked = f" It asked to retry after {cap(http.retry_after_raw, 40)}."
-        super().__init__(
-            f"The {service} service is throttling requests at {endpoint} ({status}: {cap(detail)}).{asked}",
-            http=http,
-            retry_after=retry_after,
-            detail=ServiceDetail(service=service, endpoint=endpoint, detail=cap(detail)),
-        )
-
-
-class Unauthorized(UncorrectableFailure):
-    """The service or provider rejected the sidecar's own credentials."""
-
-    kind = FailureKind.UNAUTHORIZED
-
-    def __init__(
-        self,
-        service: str,
-        reason: str,
-        *,
-        http: HttpInfo | None = None,
-        endpoint: str = "",
-        provider: ProviderDetail | None = None,
-    ) -> None:
-        at = f" at {endpoint}" if endpoint else ""
-        super().__init__(
-            f"The {service} service rejected the sidecar's credentials{at}: {clause(reason)}. "
-            "An operator must fix the configured key.",
-            http=http,
-            detail=provider or ServiceDetail(service=service, endpoint=endpoint, detail=cap(reason)),
-        )
-
-
-class PermissionDenied(UncorrectableFailure):
-    """The person the work runs for lacks access, by the application's own rules."""
-
-    kind = FailureKind.PERMISSION_DENIED
-
-    def __init__(self, message: str, resource: str = "", *, http: HttpInfo | None = None) -> None:
-        super().__init__(message, http=http, detail=PermissionDetail(resource=resource))
-
-
-class SystemFailure(UncorrectableFailure):
-    """An unexpected internal error: the model learns only that something broke."""
-
-    kind = FailureKind.SYSTEM
-
-    def __init__(self, component: str) -> None:
-        super().__init__(
-            f"A system error occurred in {component}. The operation could not be completed.",
-            detail=SystemDetail(component=component),
-        )
-
-
-class CircuitOpen(UncorrectableFailure):
-    """The service's circuit is open; the refusal quotes the response that opened it."""
-
-    kind = FailureKind.CIRCUIT_OPEN
-
-    def __init__(
-        self,
-        service: str,
-        *,
-        remaining: float,
-        since: datetime,
-        cooldown: float,
-        trigger: Trigger,
-        half_open: bool = False,
-    ) -> None:
-        wait = max(1, round(remaining))
-        state = "is being probed" if half_open else "is switched off"
-        super().__init__(
-            f"The {service} service {state} after repeated failures (circuit open). Do not retry tools of "
-            f"this service for about {wait} s. It was switched off by: {trigger.describe()}.",
-            retry_after=max(remaining, 0.0),
-            detail=CircuitDetail(
-                service=service,
-                state=CircuitState.HALF_OPEN if half_open else CircuitState.OPEN,
-                since=since,
-                cooldown_s=cooldown,
-                opened_by=trigger,
-            ),
-        )
-
-
-class UpstreamRetriesExhausted(UncorrectableFailure):
-    """Rate limits, overloads or transient faults outlasted the retry budget."""
-
-    kind = FailureKind.UPSTREAM_RETRIES_EXHAUSTED
-
-    def __init__(
-        self,
-        target: str,
-        budget: int,
-        signal: RetrySignal,
-        last: str,
-        *,
-        http: HttpInfo | None,
-        retry_after: float | None,
-        asked_too_long: float | None = None,
-    ) -> None:
-        if asked_too_long is not None and retry_after is not None:
-            why = (
-                f"{target} was told to wait {retry_after:.0f} s, past the {asked_too_long:.0f} s a wait may last "
-                f"(the call's budget is {budget} upstream retries)"
-            )
-        else:
-            why = f"{target} still failed after {budget} upstream retries (the call's budget)"
-        super().__init__(
-            f"{why}; last signal: {signal.words} ({cap(last)}).",
-            http=http,
-            retry_after=retry_after,
-            detail=RetryDetail(budget=budget, last_signal=signal, target=target),
-        )
-
-
-class QuotaExhausted(UncorrectableFailure):
-    """The provider account is out of money: fund it or raise its budget."""
-
-    kind = FailureKind.QUOTA_EXHAUSTED
-
-    def __init__(self, provider: str, account: str, model: str, said: str, *, http: HttpInfo | None) -> None:
-        acct = f" (account {account})" if account else ""
-        super().__init__(
-            f"The {provider} account{acct} is out of quota for model {model}: {clause(said)}. "
-            "Waiting will not help; fund the account or raise its spend budget.",
-            http=http,
-            detail=ProviderDetail(provider=provider, account=account, model=model, provider_message=cap(said)),
-        )
-
-
-class SpendCapExceeded(UncorrectableFailure):
-    """The workflow's recorded spend has reached its configured cap."""
-
-    kind = FailureKind.SPEND_CAP_EXCEEDED
-
-    def __init__(self, workflow_id: str, spent: float, cap_usd: float) -> None:
-        workflow_id = _echo(workflow_id)
-        super().__init__(
-            f"Workflow '{workflow_id}' has spent ${spent:.4f} of its ${cap_usd:.4f} cap; the call was not sent. "
-            "Raise the cap or end the workflow.",
-            detail=SpendDetail(workflow_id=workflow_id, spent_usd=spent, cap_usd=cap_usd),
-        )
-
-
-MAX_MODELS_LISTED = 20
-"""How many catalog ids a MODEL_NOT_FOUND names: the failure travels in a status's trailers, which a
-client bounds (grpc-java: 8 KiB), so a large catalog is named in part (ListModels names it whole)."""
-
-
-def _listed_models(model: str, available: Sequence[str]) -> tuple[tuple[str, ...], str]:
-    """The ids a MODEL_NOT_FOUND names (the closest to ``model`` first when not all fit) and its words."""
-    if not available:
-        return (), "none"
-    if len(available) <= MAX_MODELS_LISTED:
-        return tuple(available), ", ".join(available)
-    close = difflib.get_close_matches(model, available, n=5, cutoff=0.5)
-    named = (*close, *(m for m in available if m not in close))[:MAX_MODELS_LISTED]
-    more = len(available) - len(named)
-    return named, f"{', '.join(named)} and {more} more (ListModels lists every one)"
-
-
-class ModelNotFound(UncorrectableFailure):
-    """A model id the catalog does not hold."""
-
-    kind = FailureKind.MODEL_NOT_FOUND
-
-    def __init__(
-        self, model: str, available: Sequence[str], *, http: HttpInfo | None = None, message: str | None = None
-    ) -> None:
-        model = _echo(model)
-        named, listed = _listed_models(model, available)
-        super().__init__(
-            message or f"Model '{cap(model, 80)}' is not in the catalog. Models that exist: {listed}.",
-            http=http,
-            detail=ResourceDetail(resource_type="model", identifier=model, available=named),
-        )
-
-    @classmethod
-    def at_provider(
-        cls, provider: str, upstream_model: str, model_id: str, said: str, *, http: HttpInfo | None
-    ) -> ModelNotFound:
-        """The catalog holds the model, but its provider answered 404: the catalog entry is wrong."""
-        return cls(
-            model_id,
-            (),
-            http=http,
-            message=(
-                f"The {provider} provider does not serve model '{upstream_model}' (catalog id '{model_id}'): "
-                f"{said}. Fix the catalog entry or choose another model."
-            ),
-        )
-
-
-class ProviderRefusal(UncorrectableFailure):
-    """The provider declined the call; never re-rolled on the same model.
-
-    ``category`` says why, in the provider's own terms: the categories its content filter marked
-    filtered, comma-separated (Azure: ``hate``, ``sexual``, ``violence``, ``self_harm``,
-    ``jailbreak`` ...); else its error code (``content_policy_violation``, ``content_filter``,
-    ``invalid_prompt``); else ``refusal`` (the model declined in words) or the finish reason. A
-    refusal that came as an error answer keeps it in ``http``.
-    """
-
-    kind = FailureKind.PROVIDER_REFUSAL
-
-    def __init__(self, model: str, category: str, explanation: str, *, http: HttpInfo | None = None) -> None:
-        model, category = _echo(model), _echo(category)
-        said = f": {clause(explanation)}" if explanation else ""
-        words = category.replace(",", ", ")
-        super().__init__(
-            f"Model {model} refused the request ({words}){said}. Retrying the same model will not help.",
-            http=http,
-            detail=RefusalDetail(model=model, category=category, explanation=cap(explanation)),
-        )
-
-
-class TokenEstimateExceedsLimit(UncorrectableFailure):
-    """Before sending, the estimated conversation does not fit the context window."""
-
-    kind = FailureKind.TOKEN_ESTIMATE_EXCEEDS_LIMIT
-
-    def __init__(self, model: str, estimate: int, limit: int) -> None:
-        overflow = estimate - limit
-        ratio = estimate / limit if limit else float("inf")
-        super().__init__(
-            f"The conversation is estimated at {estimate} tokens (input plus output budget), over model {model}'s "
-            f"{limit}-token context window by {overflow} ({ratio:.2f}x). This is the sidecar's estimate, not a "
-            "provider response; shorten or compact the conversation.",
-            detail=TokenLimitDetail(estimate=estimate, limit=limit, overflow=overflow, ratio=ratio, model=model),
-        )
-
-
-class ContextOverflow(UncorrectableFailure):
-    """The provider itself says the context is too long."""
-
-    kind = FailureKind.CONTEXT_OVERFLOW
-
-    def __init__(self, provider: str, model: str, said: str, *, http: HttpInfo | None) -> None:
-        super().__init__(
-            f"The {provider} provider says the conversation is too long for model {model}: {clause(said)}.",
-            http=http,
-            detail=ProviderDetail(provider=provider, model=model, provider_message=cap(said)),
-        )
-
-
-class OutputTruncated(UncorrectableFailure):
-    """The reply was cut off at the output limit, even at the model's maximum."""
-
-    kind = FailureKind.OUTPUT_TRUNCATED
-
-    def __init__(self, model: str, budget: int, model_max: int) -> None:
-        super().__init__(
-            f"Model {model}'s reply was cut off at its output limit of {budget} tokens "
-            f"(the model's maximum is {model_max}). Ask for a shorter answer or split the task.",
-            detail=TruncationDetail(model=model, max_output_tokens=budget, model_max_output_tokens=model_max),
-        )
-
-
-class JobTimeout(UncorrectableFailure):
-    """The caller's deadline ends before the call could."""
-
-    kind = FailureKind.JOB_TIMEOUT
-
-    def __init__(
-        self,
-        target: str,
-        reason: str,
-        *,
-        signal: RetrySignal = RetrySignal.UNSPECIFIED,
-        http: HttpInfo | None = None,
-        retry_after: float | None = None,
-        budget: int = 0,
-    ) -> None:
-        target = _echo(target)
-        super().__init__(
-            f"The call to {target} would not finish before the caller's deadline: {reason}.",
-            http=http,
-            retry_after=retry_after,
-            detail=RetryDetail(target=target, budget=budget, last_signal=signal, next_wait_s=retry_after),
-        )
-
-
-SHUTTING_DOWN = "the sidecar is shutting down"
-"""The message a shutdown cancels the calls it cuts with (``task.cancel(SHUTTING_DOWN)``): a call that
-sees it was stopped by the sidecar, not cancelled by its caller."""
-
-
-class JobCancelled(UncorrectableFailure):
-    """The caller cancelled the call (or, ``by_shutdown``, the sidecar's shutdown cut it)."""
-
-    kind = FailureKind.JOB_CANCELLED
-
-    def __init__(self, target: str, *, by_shutdown: bool = False) -> None:
-        target = _echo(target)
-        words = f"was stopped: {SHUTTING_DOWN}" if by_shutdown else "was cancelled by the caller"
-        super().__init__(f"The call to {target} {words}.", detail=RetryDetail(target=target))
-
-    @staticmethod
-    def cut(exc: BaseException) -> bool:
-        """Whether a ``CancelledError`` is a shutdown's cut (its message SHUTTING_DOWN)."""
-        return SHUTTING_DOWN in exc.args
-
-
-class StreamInterrupted(UncorrectableFailure):
-    """A stream failed after deltas had reached the caller, and no restart was allowed or left."""
-
-    kind = FailureKind.STREAM_INTERRUPTED
-
-    def __init__(self, model: str, reason: str, partial_text: str, deltas_sent: int, *, http: HttpInfo | None = None):
-        super().__init__(
-            f"The stream from model {model} broke off after {deltas_sent} deltas had been sent: {clause(reason)}. "
-            "The partial reply is in the failure; what was sent before is incomplete.",
-            http=http,
-            detail=StreamDetail(partial_text=partial_text, reason=reason, deltas_sent=deltas_sent),
-        )
 
 
 _CLASSES: list[type[SidecarFailure]] = [
@@ -716,14 +147,6 @@ def failure_class(kind: FailureKind) -> type[SidecarFailure]:
 
 
 _log = logging.getLogger("sidecar.failures")
-
-
-def log_classified(failure: SidecarFailure, **context: object) -> None:
-    """A ClassifyFailure answer: INFO, no stack. Nothing failed in the sidecar (an agent asked what its
-    own tool's failure was), and any caller can send reports: at ERROR with a stack each, forged
-    reports flooded the log with one traceback per request."""
-    extra = {"failure_kind": failure.kind_name, "correctable": failure.correctable, **context}
-    _log.info("%s: %s", failure.kind_name, failure.message, extra=extra)
 
 
 def as_failure(exc: BaseException, component: str) -> SidecarFailure:

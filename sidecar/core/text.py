@@ -12,6 +12,10 @@ MESSAGE_CAP = 200
 
 ELLIPSIS = "…"
 
+ECHO_CHARS = 200
+"""A value a caller sent (a parameter's value, a model id, an identifier) is echoed up to this many
+characters, then "…" and its full length: a failure must fit gRPC's trailers whatever was sent."""
+
 
 def cap(text: str, limit: int = MESSAGE_CAP) -> str:
     """``text`` on one line, cut to ``limit`` characters with ``…`` when longer."""
@@ -24,6 +28,13 @@ def cap(text: str, limit: int = MESSAGE_CAP) -> str:
 def clause(text: str, limit: int = MESSAGE_CAP) -> str:
     """``cap(text)`` without a closing period, for quoting inside a sentence of our own."""
     return cap(text, limit).rstrip(" .")
+
+
+def echo(value: str, limit: int = ECHO_CHARS) -> str:
+    """``value`` as sent when short; else its first ``limit`` characters, "…" and its length."""
+    if len(value) <= limit:
+        return value
+    return f"{value[:limit]}… ({len(value)} characters)"
 
 
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*+://)[^/?#]*@")

@@ -55,7 +55,6 @@ from sidecar.core.spend import cost_of
 from sidecar.core.state import DEPLOYMENT_NAMESPACE, MEMORY, Namespaced, StateBackend
 from sidecar.core.stream import RestartCause
 from sidecar.core.taxonomy import (
-    SHUTTING_DOWN,
     CircuitOpen,
     InvalidInput,
     JobCancelled,
@@ -65,6 +64,7 @@ from sidecar.core.taxonomy import (
     as_failure,
 )
 from sidecar.core.text import cap, clause
+from sidecar.core.uncorrectable_failures import SHUTTING_DOWN
 from sidecar.providers.schemas import CallChecks, check_request
 from sidecar.providers.streaming.outlet import Outlet
 

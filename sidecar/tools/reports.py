@@ -25,10 +25,11 @@ from sidecar.config import Config
 from sidecar.core.circuit import Admission, ServiceGuard
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import Report, ReportAnswer
+from sidecar.core.failure_log import log_classified
 from sidecar.core.kinds import TransportFault
 from sidecar.core.observer import Observer, ReportAccepted
 from sidecar.core.service_guards import MAX_SERVICE_NAME_CHARS, ServiceGuards
-from sidecar.core.taxonomy import InvalidInput, SidecarFailure, log_classified
+from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.core.text import ELLIPSIS, cap, endpoint_of
 from sidecar.core.tool_failures import Observation, classify, is_service_failure, trigger_of
 

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from sidecar.config import GuardrailConfig
 from sidecar.core.details import InvalidInputDetail
 from sidecar.core.kinds import FailureKind
-from sidecar.core.taxonomy import ECHO_CHARS, Guardrail
+from sidecar.core.taxonomy import Guardrail
+from sidecar.core.text import ECHO_CHARS
 from sidecar.tools.guardrails import Guardrails
 from tests.unit.profile import PROPERTY
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sidecar.core.taxonomy import MAX_MODELS_LISTED, ModelNotFound
+from sidecar.core.taxonomy import ModelNotFound
+from sidecar.core.uncorrectable_failures import MAX_MODELS_LISTED
 
 
 def test_a_small_catalog_is_named_whole_in_its_order() -> None:

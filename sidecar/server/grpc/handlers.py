@@ -56,7 +56,8 @@ from grpc_status import rpc_status
 from sidecar_contract.v1 import sidecar_pb2 as pb
 
 from sidecar.core.details import ServiceDetail
-from sidecar.core.taxonomy import SHUTTING_DOWN, InvalidInput, SidecarFailure, UpstreamThrottle
+from sidecar.core.taxonomy import InvalidInput, SidecarFailure, UpstreamThrottle
+from sidecar.core.uncorrectable_failures import SHUTTING_DOWN
 from sidecar.server.admission import Behavior, StreamBehavior
 from sidecar.server.grpc.refusals import undecodable
 from sidecar.server.grpc.status import to_status

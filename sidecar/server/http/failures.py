@@ -65,9 +65,10 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from sidecar.core.correctability import CORRECTABLE_LINE, UNCORRECTABLE_LINE
 from sidecar.core.details import Hop, InvalidInputDetail, RetryDetail, ServiceDetail
 from sidecar.core.kinds import FailureKind, RetrySignal
-from sidecar.core.taxonomy import CORRECTABLE_LINE, UNCORRECTABLE_LINE, SidecarFailure
+from sidecar.core.taxonomy import SidecarFailure
 from sidecar.providers.formats.protocol import Front
 from sidecar.server import convert
 from sidecar.server.http.envelope import ATTEMPTS_HEADER, SHOULD_RETRY_HEADER
