@@ -127,14 +127,20 @@ def default_sidecar() -> Iterator[Served]:
         yield running
 
 
-def anthropic_agent(served: Served) -> Agent[None, str]:
-    """pydantic-ai's Anthropic model as it comes: for a model it does not know, ``max_tokens: 16384``."""
-    provider = AnthropicProvider(anthropic_client=AsyncAnthropic(base_url=served.http, api_key="unused", max_retries=0))
-    return Agent(AnthropicModel("local-claude", provider=provider), instructions="Be brief.")
+@pytest_asyncio.fixture
+async def anthropic_agent(default_sidecar: Served) -> AsyncIterator[Agent[None, str]]:
+    """pydantic-ai's Anthropic model as it comes: for a model it does not know, ``max_tokens: 16384``.
+    Its client is closed after the test: one left to the garbage collector, collected during a later
+    ``ast.parse``, trips CPython 3.11.7's "AST constructor recursion depth mismatch" (tests/test_layout.py)."""
+    async with AsyncAnthropic(base_url=default_sidecar.http, api_key="unused", max_retries=0) as client:
+        provider = AnthropicProvider(anthropic_client=client)
+        yield Agent(AnthropicModel("local-claude", provider=provider), instructions="Be brief.")
 
 
-async def test_the_anthropic_model_at_its_defaults_runs_against_the_embedded_default(default_sidecar: Served) -> None:
-    result = await anthropic_agent(default_sidecar).run("hello")
+async def test_the_anthropic_model_at_its_defaults_runs_against_the_embedded_default(
+    default_sidecar: Served, anthropic_agent: Agent[None, str]
+) -> None:
+    result = await anthropic_agent.run("hello")
     assert result.output == "You said: hello"
     body = received(default_sidecar, "fake-claude")[-1]
     assert body["max_tokens"] == 16_384  # its default, taken as Anthropic takes it
@@ -142,9 +148,9 @@ async def test_the_anthropic_model_at_its_defaults_runs_against_the_embedded_def
 
 
 async def test_the_anthropic_model_at_its_defaults_streams_against_the_embedded_default(
-    default_sidecar: Served,
+    default_sidecar: Served, anthropic_agent: Agent[None, str]
 ) -> None:
-    async with anthropic_agent(default_sidecar).run_stream("hello there") as stream:
+    async with anthropic_agent.run_stream("hello there") as stream:
         pieces = [piece async for piece in stream.stream_text(delta=True, debounce_by=None)]
     assert "".join(pieces) == "You said: hello there"
     body = received(default_sidecar, "fake-claude")[-1]
