@@ -220,7 +220,7 @@ async def test_the_deadline_header_is_a_gateway_timeout(
         ({"model": "claude", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image"}]}]},
          "messages[0].content[0]"),
         ({"model": "claude", "max_tokens": 5, "messages": user("hi"), "tool_choice": {"type": "any"}},
-         "tool_choice.mode"),  # carried since issue 21: refused here for naming no tool to call
+         "tool_choice.type"),  # carried since issue 21: refused for naming no tool to call, by the caller's key
         ({"model": "claude", "max_tokens": 5, "messages": user("hi"), "cache_control": {"type": "ephemeral"}},
          "cache_control"),  # automatic caching: not carried
         ({"model": "claude", "max_tokens": 5, "messages": user("hi"), "output_config": {"format": {"type": "xml"}}},

@@ -5,20 +5,28 @@ against the sidecar, which calls the fake provider. Its two tools are the sideca
 through ExecuteTool: ``fetch`` answers, ``fail_fetch`` fails (the fake tool backend's 422), and the
 tool function hands the sidecar's ``model_text`` back to the model as pydantic-ai's ``ModelRetry``.
 The fake provider's next request carries that text in the tool message: the model reads it.
+
+pydantic-ai's ``AnthropicModel`` at its defaults (``max_tokens: 16384`` for a model it does not know)
+runs whole and streamed against ``sidecar serve --http`` on the embedded default, as ``make run`` serves.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import pytest
 import pytest_asyncio
+from anthropic import AsyncAnthropic
 from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from tests.conftest import Running, Start
+from tests.test_http_limits import Served, received, serving_the_default
 
 UPSTREAM = "fake-gpt"
 FAIL = {"preset": "reply", "tool_calls": [{"name": "fail_fetch", "arguments": {"mode": "422"}}]}
@@ -108,3 +116,42 @@ async def test_a_streamed_run_reads_the_failing_tools_model_text_and_streams_the
     assert all(r["body"].get("stream") for r in requests)
     (fail_msg, _) = tool_messages(http_sidecar)
     assert failed in error_of(fail_msg)
+
+
+# ---------------------------------------------------------------- the Anthropic model at its defaults
+
+
+@pytest.fixture(scope="module")
+def default_sidecar() -> Iterator[Served]:
+    with serving_the_default() as running:
+        yield running
+
+
+@pytest_asyncio.fixture
+async def anthropic_agent(default_sidecar: Served) -> AsyncIterator[Agent[None, str]]:
+    """pydantic-ai's Anthropic model as it comes: for a model it does not know, ``max_tokens: 16384``.
+    Its client is closed after the test: one left to the garbage collector, collected during a later
+    ``ast.parse``, trips CPython 3.11.7's "AST constructor recursion depth mismatch" (tests/test_layout.py)."""
+    async with AsyncAnthropic(base_url=default_sidecar.http, api_key="unused", max_retries=0) as client:
+        provider = AnthropicProvider(anthropic_client=client)
+        yield Agent(AnthropicModel("local-claude", provider=provider), instructions="Be brief.")
+
+
+async def test_the_anthropic_model_at_its_defaults_runs_against_the_embedded_default(
+    default_sidecar: Served, anthropic_agent: Agent[None, str]
+) -> None:
+    result = await anthropic_agent.run("hello")
+    assert result.output == "You said: hello"
+    body = received(default_sidecar, "fake-claude")[-1]
+    assert body["max_tokens"] == 16_384  # its default, taken as Anthropic takes it
+    assert not body.get("stream")
+
+
+async def test_the_anthropic_model_at_its_defaults_streams_against_the_embedded_default(
+    default_sidecar: Served, anthropic_agent: Agent[None, str]
+) -> None:
+    async with anthropic_agent.run_stream("hello there") as stream:
+        pieces = [piece async for piece in stream.stream_text(delta=True, debounce_by=None)]
+    assert "".join(pieces) == "You said: hello there"
+    body = received(default_sidecar, "fake-claude")[-1]
+    assert (body["max_tokens"], body["stream"]) == (16_384, True)

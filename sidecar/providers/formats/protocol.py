@@ -52,6 +52,7 @@ __all__ = [
     "SSE",
     "Ask",
     "Front",
+    "ParamNames",
     "ReplyHead",
     "Sse",
     "StreamDecoder",
@@ -64,6 +65,13 @@ SSE = "text/event-stream"
 """``Upstream.stream_type`` of a format that streams server-sent events."""
 EVENT_STREAM = "application/vnd.amazon.eventstream"
 """``Upstream.stream_type`` of a format that streams AWS event-stream frames (botocore reads them)."""
+
+ParamNames = Mapping[str, "str | tuple[str, ...]"]
+"""A front's names for the core's parameter paths (``server/http/params.py`` reads them): a core path
+with its indices written ``[]`` (``tools[].parameters_json``) -> the caller's path, its ``[]`` the same
+indices in order (``tools[].input_schema``), or the request keys that mean it, the first one a caller
+sent naming it (``("max_tokens", "max_completion_tokens")``). A path it does not name is the same at
+the door; ``messages`` names the list the caller's messages are in."""
 
 Sse = tuple[str, "dict[str, Any] | str"]
 """A server-sent event: its name ("" for none) and its data (an object, or raw text like ``[DONE]``)."""
@@ -190,6 +198,12 @@ class Front(Protocol):
     """The format in the sidecar's words ("an OpenAI-compatible")."""
     id_prefix: str
     """What its reply ids begin with (``chatcmpl-``)."""
+
+    @property
+    def params(self) -> ParamNames:
+        """The caller's names of the core's parameters (``ParamNames``), so that an INVALID_INPUT the core
+        raises names what the caller sent (``max_output_tokens`` is Anthropic's ``max_tokens``)."""
+        ...
 
     def parse(self, body: dict[str, Any]) -> Ask:
         """A request as the core's; INVALID_INPUT naming the field it cannot carry."""

@@ -8,7 +8,9 @@
                        deadline, the budget override, the mid-stream policy;
                        traceparent / tracestate                  -> the SERVER span's parent
     admission          server.max_in_flight, one limit for every door            shed / draining (failures.py)
-    the call           ModelService.call, or .stream for "stream": true          the failure table (failures.py)
+    the call           ModelService.call, or .stream for "stream": true          the failure table (failures.py);
+                                                                                 a parameter in the caller's
+                                                                                 names (params.py)
     the caller leaves  the call is cancelled (JOB_CANCELLED), its upstream closed, its slot given back
     every answer       x-sidecar-attempts; the configured secrets masked in every string
 
@@ -82,6 +84,7 @@ from sidecar.server.http.envelope import (
     mid_stream_of,
 )
 from sidecar.server.http.failures import answer_of, error_of, failure_headers, hop_json
+from sidecar.server.http.params import callers_failure
 from sidecar.server.http.tracing import start_server_span
 from sidecar.server.live import Live
 from sidecar.telemetry import names as n
@@ -333,7 +336,8 @@ class ModelEndpoint:
         except TooLarge:
             return self._failed(_too_large(self._limit), exchange, status=413)
         try:
-            ask = self._front.parse(_json_object(raw))
+            body = _json_object(raw)
+            ask = self._front.parse(body)
             mid_stream, restarts = mid_stream_of(request.headers)
             job = job_of(request.headers)
             ask = replace(ask, request=replace(ask.request, job=job, mid_stream=mid_stream if ask.stream else None))
@@ -345,12 +349,12 @@ class ModelEndpoint:
             return self._failed(refused, exchange)
         exchange.admitted = True
         if ask.stream:
-            return await self._stream(ask, options, restarts, request, exchange)
+            return await self._stream(ask, body, options, restarts, request, exchange)
         try:
             call = self._live.core.models.call(ask.request, options)
             response: ModelResponse = await _unless_gone(call, request.receive)
         except SidecarFailure as failure:
-            return self._failed(failure, exchange)
+            return self._failed(callers_failure(self._front, failure, body), exchange)
         head = self._head(served_model(response, ask.request.model))
         body = self._front.render(chat_reply(response), head, reply_extension(response))
         exchange.answered(200)
@@ -374,7 +378,13 @@ class ModelEndpoint:
     # ------------------------------------------------------------------ a stream
 
     async def _stream(
-        self, ask: Ask, options: CallOptions, restarts: bool, request: Request, exchange: _Exchange
+        self,
+        ask: Ask,
+        body: Mapping[str, Any],
+        options: CallOptions,
+        restarts: bool,
+        request: Request,
+        exchange: _Exchange,
     ) -> Response:
         events = self._live.core.models.stream(ask.request, options)
         exchange.closers.append(events.aclose)  # the call cancelled, its upstream closed, whatever happens
@@ -385,11 +395,11 @@ class ModelEndpoint:
                 model = first.model
                 first = await _unless_gone(anext(events), request.receive)
         except SidecarFailure as failure:
-            return self._failed(failure, exchange)
+            return self._failed(callers_failure(self._front, failure, body), exchange)
         except StopAsyncIteration:  # pragma: no cover - the core always ends with Final or a failure
             return self._failed(SystemFailure("the HTTP front"), exchange)
         writer = self._front.writer(self._head(model), include_usage=ask.include_usage)
-        pump = self._pump(first, events, writer, ask.request.model, restarts, exchange)
+        pump = self._pump(first, events, writer, ask.request.model, restarts, exchange, body)
         exchange.closers.append(pump.aclose)
         exchange.answered(200)
         return StreamingResponse(pump, media_type=SSE_MEDIA, headers={"cache-control": "no-store"})
@@ -402,6 +412,7 @@ class ModelEndpoint:
         model: str,
         restarts: bool,
         exchange: _Exchange,
+        body: Mapping[str, Any],
     ) -> AsyncGenerator[bytes, None]:
         yield self._encode(writer.start())
         sent, partial = 0, []
@@ -432,7 +443,7 @@ class ModelEndpoint:
                         return
                 event = await anext(events, None)
         except SidecarFailure as failure:
-            yield self._encode_failure(failure, writer, exchange)
+            yield self._encode_failure(callers_failure(self._front, failure, body), writer, exchange)
 
     def _cannot_restart(self, model: str, restart: Restart, partial: str, sent: int) -> SidecarFailure:
         reason = (

@@ -120,7 +120,7 @@ from sidecar.providers.formats.fields import (
     shown,
     text_field,
 )
-from sidecar.providers.formats.protocol import Ask, ReplyHead, Sse
+from sidecar.providers.formats.protocol import Ask, ParamNames, ReplyHead, Sse
 
 __all__ = ["MESSAGES_ROUTE", "RESTART_EVENT", "AnthropicFront", "EventWriter", "parse_request", "stop_reason"]
 
@@ -181,6 +181,25 @@ _ANSWERS: Mapping[str, tuple[str, int | None]] = {
 }
 """``error.type`` of a sidecar failure by its code, and the status when it is not the door's (402, 529);
 every other code: api_error."""
+_PARAMS: ParamNames = {
+    "max_output_tokens": "max_tokens",
+    "tools[].name": "tools[].name",
+    "tools[].parameters_json": "tools[].input_schema",
+    "tools[].cache": "tools[].cache_control",
+    "tools[].strict": "tools[].strict",
+    "response_schema_json": "output_config.format.schema",
+    "reasoning": "thinking",
+    "reasoning.budget_tokens": "thinking.budget_tokens",
+    "reasoning.effort": "output_config.effort",
+    "tool_choice.mode": "tool_choice.type",
+    "tool_choice.name": "tool_choice.name",
+    "parallel_tool_calls": "tool_choice.disable_parallel_tool_use",
+    "stop": "stop_sequences",
+    "stop[]": "stop_sequences[]",
+    "end_user": "metadata.user_id",
+    "system_cache": "system",
+}
+"""The core's parameters by the names this front's callers send (``ParamNames``)."""
 
 
 class AnthropicFront:
@@ -189,6 +208,7 @@ class AnthropicFront:
     path = MESSAGES_ROUTE
     words = "an Anthropic-compatible"
     id_prefix = "msg_"
+    params = _PARAMS
 
     def parse(self, body: dict[str, Any]) -> Ask:
         request = parse_request(body)
@@ -232,6 +252,8 @@ class AnthropicFront:
         request_id: str | None = None,
     ) -> dict[str, Any]:
         error: dict[str, Any] = {"type": error_type, "message": message}
+        if param is not None:
+            error["param"] = param  # the field at fault, as OpenAI's error names it (Anthropic's has none)
         if extension is not None:
             error["sidecar"] = dict(extension)
         out: dict[str, Any] = {"type": "error", "error": error}

@@ -95,7 +95,7 @@ from sidecar.providers.formats.fields import (
     shown,
     text_field,
 )
-from sidecar.providers.formats.protocol import Ask, ReplyHead, Sse
+from sidecar.providers.formats.protocol import Ask, ParamNames, ReplyHead, Sse
 
 __all__ = ["BedrockFront", "BedrockWriter", "parse_request", "stop_reason"]
 
@@ -130,6 +130,8 @@ _STATUS_TYPES: Mapping[int, str] = {
     500: "InternalServerException",
     503: "ServiceUnavailableException",
 }
+_NO_DOOR: ParamNames = {}
+"""No door serves the format (only its fake speaks it): no parameter is renamed (``ParamNames``)."""
 _ANSWERS: Mapping[str, str] = {
     "invalid_value": "ValidationException",
     "context_length_exceeded": "ValidationException",
@@ -154,6 +156,7 @@ class BedrockFront:
     """The prefix of every model's routes (``{path}/{modelId}/converse``)."""
     words = "a Bedrock Converse"
     id_prefix = ""
+    params = _NO_DOOR
 
     def routed(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """``body`` with the model and the streaming the URL ``path`` names; None for a path that is not a

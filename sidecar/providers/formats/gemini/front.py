@@ -87,7 +87,7 @@ from sidecar.providers.formats.gemini.vocab import (
     STATUS_NAMES,
     args_of,
 )
-from sidecar.providers.formats.protocol import Ask, ReplyHead, Sse
+from sidecar.providers.formats.protocol import Ask, ParamNames, ReplyHead, Sse
 
 __all__ = ["GeminiFront", "GeminiWriter", "finish_reason", "parse_request"]
 
@@ -110,6 +110,8 @@ _GENERATION = frozenset(
 _PART_KEYS = frozenset({"text", "thought", "thoughtSignature", "inlineData", "fileData", "functionCall",
                         "functionResponse"})  # fmt: skip
 _MODES = {"AUTO": "auto", "NONE": "none", "ANY": "required"}
+_NO_DOOR: ParamNames = {}
+"""No door serves the format (only its fake speaks it): no parameter is renamed (``ParamNames``)."""
 _ANSWERS: Mapping[str, str] = {
     "invalid_value": "INVALID_ARGUMENT",
     "context_length_exceeded": "INVALID_ARGUMENT",
@@ -134,6 +136,7 @@ class GeminiFront:
     """The prefix of every model's routes (``{path}/{model}:generateContent``)."""
     words = "a Gemini-compatible"
     id_prefix = ""
+    params = _NO_DOOR
 
     def routed(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """``body`` with the model and the streaming the URL ``path`` names; None for a path that is not a

@@ -114,7 +114,7 @@ from sidecar.providers.formats.openai_chat.vocab import (
     tool_image_placeholder,
     tool_image_slot,
 )
-from sidecar.providers.formats.protocol import Ask, ReplyHead, Sse
+from sidecar.providers.formats.protocol import Ask, ParamNames, ReplyHead, Sse
 
 __all__ = ["CHAT_ROUTE", "REQUEST_KEYS", "ChunkWriter", "OpenAIFront", "finish_name", "parse_request"]
 
@@ -137,6 +137,21 @@ _TYPES: Mapping[str, str] = {
     "cancelled": "cancelled",
 }
 """``error.type`` of a sidecar failure by its code (``server/http/failures.py``); every other code: server_error."""
+_PARAMS: ParamNames = {
+    "max_output_tokens": ("max_tokens", "max_completion_tokens"),
+    "system": "messages",
+    "system_cache": "messages",
+    "tools[].name": "tools[].function.name",
+    "tools[].parameters_json": "tools[].function.parameters",
+    "tools[].strict": "tools[].function.strict",
+    "tools[].cache": "tools[]",
+    "response_schema_json": "response_format.json_schema.schema",
+    "reasoning": "reasoning_effort",
+    "tool_choice.mode": "tool_choice",
+    "tool_choice.name": "tool_choice.function.name",
+    "end_user": "user",
+}
+"""The core's parameters by the names this front's callers send (``ParamNames``)."""
 
 
 class OpenAIFront:
@@ -145,6 +160,7 @@ class OpenAIFront:
     path = CHAT_ROUTE
     words = "an OpenAI-compatible"
     id_prefix = "chatcmpl-"
+    params = _PARAMS
 
     def parse(self, body: dict[str, Any]) -> Ask:
         request = parse_request(body)

@@ -100,7 +100,7 @@ from sidecar.providers.formats.openai_responses.vocab import (
     parts_of_item,
     read_data_url,
 )
-from sidecar.providers.formats.protocol import Ask, ReplyHead, Sse
+from sidecar.providers.formats.protocol import Ask, ParamNames, ReplyHead, Sse
 
 __all__ = ["REQUEST_KEYS", "RESPONSES_ROUTE", "ResponsesFront", "ResponsesWriter", "parse_request"]
 
@@ -137,6 +137,22 @@ _EFFORTS = ("minimal", "low", "medium", "high")
 _DETAILS = ("auto", "low", "high")
 _CHAT = OpenAIFront()
 """What is the same as Chat Completions: the error body, its types, the key."""
+_PARAMS: ParamNames = {
+    "messages": "input",
+    "system": "instructions",
+    "system_cache": "instructions",
+    "tools[].name": "tools[].name",
+    "tools[].parameters_json": "tools[].parameters",
+    "tools[].strict": "tools[].strict",
+    "tools[].cache": "tools[]",
+    "response_schema_json": "text.format.schema",
+    "reasoning.budget_tokens": "reasoning.effort",
+    "reasoning.effort": "reasoning.effort",
+    "tool_choice.mode": "tool_choice",
+    "tool_choice.name": "tool_choice.name",
+    "end_user": ("safety_identifier", "user"),
+}
+"""The core's parameters by the names this front's callers send (``ParamNames``)."""
 
 
 class ResponsesFront:
@@ -145,6 +161,7 @@ class ResponsesFront:
     path = RESPONSES_ROUTE
     words = "an OpenAI Responses"
     id_prefix = "resp_"
+    params = _PARAMS
 
     def parse(self, body: dict[str, Any]) -> Ask:
         request = parse_request(body)
