@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import grpc
 import pytest
@@ -72,6 +73,7 @@ async def test_a_mid_stream_policy_the_contract_does_not_name_is_invalid_argumen
 async def test_calls_cut_at_the_end_of_the_grace_period_say_the_sidecar_is_shutting_down(
     sidecar: Running, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="sidecar.failures")  # a call the shutdown stopped: INFO (failure_log)
     sidecar.provider.script("fake-gpt", [{"fault": "hang"}, {"fault": "hang"}])
     whole = asyncio.ensure_future(sidecar.client.call_model("gpt", [sc.user("hi")]))
 
