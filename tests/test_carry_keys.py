@@ -3,8 +3,9 @@
 A real sidecar process with its HTTP port, the fake provider behind it (which records the body it got), and
 the official SDK as the client. A key the sidecar has never heard of, at the body, a message, a content block,
 a tool and a tool's schema (and the Vercel AI SDK's ``eager_input_streaming``), reaches an Anthropic
-deployment as sent, whole and streamed. To a deployment of another format it is refused by name before
-anything is sent; a route moves on to a deployment of the key's own format.
+deployment as sent, whole and streamed; the same through the OpenAI front (a content part, a tool's
+function and its parameters, stream_options) to an OpenAI deployment. To a deployment of another format
+it is refused by name before anything is sent; a route moves on to a deployment of the key's own format.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anthropic
+import openai
 import pytest
 import pytest_asyncio
 
 from tests.conftest import Running, Start
 from tests.test_http_anthropic import base_url
+from tests.test_http_openai import base_url as openai_url
 
 GEMINI = {"wire_format": "gemini", "base_url": "", "api_key": "key-gemini-1234567890abcdef"}
 DEPLOYMENTS = {
@@ -108,3 +111,43 @@ async def test_a_route_moves_on_to_a_deployment_of_the_keys_own_format(
     assert http_sidecar.provider.requests(model="fake-flash") == []
     (sent,) = http_sidecar.provider.requests(model="fake-claude")
     assert_arrived_as_sent(sent["body"])
+
+
+# ---------------------------------------------------------------- the OpenAI front to an OpenAI deployment
+
+FUNCTION = {"name": "search", "description": "Search.", "parameters": SCHEMA, "x_function": 1}
+OPENAI_TOOL = {"type": "function", "function": FUNCTION, "x_tool": {"b": [True]}}
+PART = {"type": "text", "text": "hi", "x_part": "p"}
+OPENAI_MESSAGE = {"role": "user", "content": [PART], "x_message": 7}
+OPENAI_BODY = {"metadata": {"run": "7", "deep": "x"}, "service_tier": "flex"}
+"""Body keys the API knows and the sidecar does not interpret (the fake, as the API, refuses one it never heard of)."""
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_unknown_keys_at_every_depth_reach_an_openai_deployment_as_sent(
+    http_sidecar: Running, streamed: bool
+) -> None:
+    async with openai.AsyncOpenAI(base_url=openai_url(http_sidecar), api_key="unused", max_retries=0) as client:
+        kwargs: Any = {
+            "model": "gpt",
+            "messages": [copy.deepcopy(OPENAI_MESSAGE)],
+            "tools": [copy.deepcopy(OPENAI_TOOL)],
+            "extra_body": copy.deepcopy(OPENAI_BODY),
+        }
+        if streamed:
+            options = {"include_usage": True, "include_obfuscation": False}
+            chunks = [
+                c async for c in await client.chat.completions.create(stream=True, stream_options=options, **kwargs)
+            ]
+            assert chunks
+        else:
+            assert (await client.chat.completions.create(**kwargs)).choices
+    (sent,) = http_sidecar.provider.requests(model="fake-gpt")
+    body = sent["body"]
+    for key, value in OPENAI_BODY.items():
+        assert body[key] == value
+    assert body["tools"] == [OPENAI_TOOL]
+    (message,) = body["messages"]
+    assert message == {**OPENAI_MESSAGE, "content": [PART]}
+    if streamed:
+        assert body["stream_options"] == {"include_usage": True, "include_obfuscation": False}
