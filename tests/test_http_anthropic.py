@@ -221,8 +221,6 @@ async def test_the_deadline_header_is_a_gateway_timeout(
          "messages[0].content[0]"),
         ({"model": "claude", "max_tokens": 5, "messages": user("hi"), "tool_choice": {"type": "any"}},
          "tool_choice.mode"),  # carried since issue 21: refused here for naming no tool to call
-        ({"model": "claude", "max_tokens": 5, "messages": user("hi"), "cache_control": {"type": "ephemeral"}},
-         "cache_control"),  # automatic caching: not carried
         ({"model": "claude", "max_tokens": 5, "messages": user("hi"), "output_config": {"format": {"type": "xml"}}},
          "output_config.format.type"),
     ],
