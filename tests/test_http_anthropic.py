@@ -221,8 +221,6 @@ async def test_the_deadline_header_is_a_gateway_timeout(
          "messages[0].content[0]"),
         ({"model": "claude", "max_tokens": 5, "messages": user("hi"), "tool_choice": {"type": "any"}},
          "tool_choice.type"),  # carried since issue 21: refused for naming no tool to call, by the caller's key
-        ({"model": "claude", "max_tokens": 5, "messages": user("hi"), "cache_control": {"type": "ephemeral"}},
-         "cache_control"),  # automatic caching: not carried
         ({"model": "claude", "max_tokens": 5, "messages": user("hi"), "output_config": {"format": {"type": "xml"}}},
          "output_config.format.type"),
     ],
@@ -502,14 +500,13 @@ async def test_adaptive_thinking_at_an_effort_reaches_the_provider(
 @pytest.mark.parametrize(
     ("extra", "parameter"),
     [
-        ({"bogus": 1}, "bogus"),
-        ({"service_tier": "auto"}, "service_tier"),
-        ({"thinking": {"type": "enabled", "budget_tokens": 1024, "display": "omitted"}}, "thinking.display"),
-        ({"metadata": {"user_id": "u", "team": "x"}}, "metadata.team"),
+        ({"system": [{"type": "text", "text": "be brief", "bogus": 1}]}, "system[0].bogus"),
+        ({"thinking": {"type": "disabled", "display": "omitted"}}, "thinking.display"),
+        ({"output_config": {"format": {"type": "json_schema", "schema": {}, "x": 1}}}, "output_config.format.x"),
         ({"tools": [{**SEARCH[0], "strict": "yes"}]}, "tools[0].strict"),
     ],
 )
-async def test_an_unknown_or_uncarried_key_is_a_400_naming_it(
+async def test_a_key_no_element_can_carry_or_a_wrong_value_is_a_400_naming_it(
     http_sidecar: Running, client: anthropic.AsyncAnthropic, extra: dict[str, Any], parameter: str
 ) -> None:
     with pytest.raises(anthropic.BadRequestError) as caught:

@@ -18,6 +18,9 @@ A message's content is its ``text``, or its ordered ``parts`` (never both: the d
                     message's first content, passed back byte-identical in a later turn
     Controls        what else a request says: reasoning, tool choice, sampling, stop, the end user,
                     per-format provider options; each carried by a format or refused by name
+    Carried         what a front read but did not interpret (keys of one wire format, verbatim): on the
+                    request, a message, a part, a tool, a call or a result; sent only to a deployment
+                    of that same format, refused by name on any other (docs/carried.md)
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from sidecar.core.taxonomy import SidecarFailure
 __all__ = [
     "CacheBreakpoint",
     "CallOptions",
+    "Carried",
     "Continuation",
     "Controls",
     "DocumentPart",
@@ -81,6 +85,29 @@ class CallOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class Carried:
+    """Keys a front did not interpret, carried verbatim to a deployment of the same wire format.
+
+    ``keys`` are JSON values as the caller wrote them; a key under a sub-object the front does
+    interpret is kept as a nested partial object (``{"thinking": {"display": "omitted"}}``), which the
+    upstream deep-merges into the object it renders. ``at`` is the caller's path of the element
+    ("" for the body, ``tools[0]``, ``messages[2].content[1]``) and ``names`` each key's path below it
+    (``thinking.display``), for a refusal to name them.
+    """
+
+    format: str
+    keys: Mapping[str, Any]
+    at: str = ""
+    names: tuple[str, ...] = ()
+
+    @property
+    def first(self) -> str:
+        """The caller's path of the first carried key (what a refusal names)."""
+        name = self.names[0] if self.names else next(iter(self.keys), "")
+        return f"{self.at}.{name}" if self.at else name
+
+
+@dataclass(frozen=True, slots=True)
 class CacheBreakpoint:
     """The prompt up to here is cached; ``ttl`` "" is the provider's default, else "5m" or "1h"."""
 
@@ -91,6 +118,7 @@ class CacheBreakpoint:
 class TextPart:
     text: str
     cache: CacheBreakpoint | None = None
+    carried: Carried | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +130,7 @@ class ImagePart:
     url: str = ""
     detail: str = ""
     cache: CacheBreakpoint | None = None
+    carried: Carried | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +143,7 @@ class DocumentPart:
     text: str | None = None
     title: str = ""
     cache: CacheBreakpoint | None = None
+    carried: Carried | None = None
 
 
 Part = TextPart | ImagePart | DocumentPart
@@ -134,6 +164,7 @@ class ToolCall:
     id: str
     name: str
     arguments_json: str
+    carried: Carried | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +175,7 @@ class ToolCallResult:
     name: str = ""
     parts: tuple[Part, ...] = ()
     """The content as text and image parts, instead of ``content``."""
+    carried: Carried | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +188,7 @@ class Message:
     """The content as ordered parts, instead of ``text``."""
     reasoning: tuple[ReasoningPart, ...] = ()
     """An assistant message's reasoning, before the rest of its content."""
+    carried: Carried | None = None
 
     @property
     def content(self) -> tuple[Part, ...]:
@@ -172,6 +205,7 @@ class ToolDefinition:
     strict: bool | None = None
     """Strict function calling: True asks it (``carried``'s ``tools.strict``), False asks it off, None: the
     format's default."""
+    carried: Carried | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +298,8 @@ class ModelRequest:
     mid_stream: str | None = None
     """``MidStream.RESTART``, ``FAIL`` or ``CONTINUE``; None for the configured policy."""
     controls: Controls = Controls()
+    carried: Carried | None = None
+    """The body's keys the front did not interpret."""
 
 
 @dataclass(frozen=True, slots=True)

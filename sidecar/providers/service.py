@@ -332,6 +332,7 @@ class ModelService:
                     max_tokens=call.budget_tokens,
                     temperature=request.temperature,
                     controls=request.controls,
+                    carried=request.carried,
                 )
                 sender: Sender[Verdict] = (
                     ModelSender(scope, chat)

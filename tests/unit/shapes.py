@@ -213,6 +213,7 @@ def chat(request: ModelRequest) -> ChatRequest:
         max_tokens=request.max_output_tokens or DEFAULT_MAX_TOKENS,
         temperature=request.temperature,
         controls=request.controls,
+        carried=request.carried,
     )
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from sidecar.core.conversation import (
     CacheBreakpoint,
+    Carried,
     Controls,
     Message,
     ModelRequest,
@@ -132,13 +133,15 @@ def test_a_run_of_blocks_is_one_message_and_one_plain_text_block_its_text() -> N
     assert two.messages == (Message(Role.USER, parts=(TextPart("a"), TextPart("b"))),)
 
 
-def test_a_null_key_says_nothing_and_an_unknown_one_is_refused() -> None:
+def test_a_null_key_says_nothing_and_an_unknown_one_is_carried() -> None:
     echoed = {"type": "text", "text": "ok", "citations": None}
     body = {"model": "m", "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": [echoed]}]}
-    assert parse_request(body).messages[1] == Message(Role.ASSISTANT, "ok")
-    with pytest.raises(InvalidInput) as caught:
-        parse_request({**body, "container": "c1"})
-    assert caught.value.detail.parameter == "container"  # type: ignore[union-attr]
+    request = parse_request(body)
+    assert request.messages[1] == Message(Role.ASSISTANT, "ok")
+    assert request.carried is None
+    assert parse_request({**body, "container": "c1"}).carried == Carried(
+        "anthropic", {"container": "c1"}, "", ("container",)
+    )
 
 
 def test_a_cache_control_on_a_system_block_but_the_last_is_refused() -> None:

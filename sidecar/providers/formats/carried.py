@@ -22,16 +22,48 @@ table of every feature against every format::
     reasoning, tool_choice, parallel_tool_calls, stop, top_p, top_k, seed, presence_penalty,
     frequency_penalty, end_user, system_cache, provider_options_json
                             the request's control of that name (``Controls.asked``)
+
+What a front reads but does not interpret is carried, not refused (``core.conversation.Carried``)::
+
+    Unknown(format)         a front gathers one element's keys it does not interpret (``take``), nested
+                            under the sub-object they were found in; ``carried(at)`` is the element's Carried
+    merge_carried           an upstream deep-merges an element's carried keys of its own format into the
+                            object it rendered (objects key by key; a key the upstream sets itself: refused)
+    refuse_foreign          every upstream's ``check`` (by ``refuse_uncarried``): the first element carrying
+                            another format's keys, refused by name before anything is sent (on a route:
+                            NotCarried, so a deployment of that format is tried next)
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import copy
+import json
+from collections.abc import Collection, Iterator, Mapping
+from typing import Any
 
-from sidecar.core.conversation import Controls, DocumentPart, ImagePart, ModelRequest, Part, TextPart
+from sidecar.core.conversation import (
+    Carried,
+    Controls,
+    DocumentPart,
+    ImagePart,
+    Message,
+    ModelRequest,
+    Part,
+    TextPart,
+)
 from sidecar.core.taxonomy import InvalidInput
 
-__all__ = ["CONTROLS", "FEATURES", "asked", "plain", "refuse_uncarried"]
+__all__ = [
+    "CONTROLS",
+    "FEATURES",
+    "Unknown",
+    "asked",
+    "carried_elements",
+    "merge_carried",
+    "plain",
+    "refuse_foreign",
+    "refuse_uncarried",
+]
 
 CONTROLS = (
     "reasoning",
@@ -85,10 +117,11 @@ _NO_CONTROLS = Controls()
 
 
 def plain(request: ModelRequest) -> bool:
-    """The request asks for no feature (text, tool calls and results as text): nothing to refuse, and no
-    format rule applies (every rule is about a feature). Most calls are: a format's ``check`` returns."""
+    """The request asks for no feature (text, tool calls and results as text) and carries no key: nothing to
+    refuse, and no format rule applies (every rule is about a feature). Most calls are: ``check`` returns."""
     return (
         request.controls == _NO_CONTROLS
+        and next(carried_elements(request), None) is None
         and not any(m.parts or m.reasoning or any(r.parts for r in m.tool_results) for m in request.messages)
         and not any(t.cache is not None or t.strict for t in request.tools)
     )
@@ -114,7 +147,9 @@ def asked(request: ModelRequest) -> Iterator[tuple[str, str]]:
 
 
 def refuse_uncarried(request: ModelRequest, carries: frozenset[str], format_name: str, model_id: str) -> None:
-    """InvalidInput naming the first field whose feature the format does not carry."""
+    """InvalidInput naming the first key carried for another format (``refuse_foreign``), else the first
+    field whose feature the format does not carry."""
+    refuse_foreign(request, format_name, model_id)
     for feature, field in asked(request):
         if feature not in carries:
             raise InvalidInput(
@@ -123,3 +158,92 @@ def refuse_uncarried(request: ModelRequest, carries: frozenset[str], format_name
                 f"model {model_id} speaks the {format_name} wire format, which does not carry {feature} "
                 "(docs/carried.md)",
             )
+
+
+# ---------------------------------------------------------------------------- keys carried, not interpreted
+
+
+class Unknown:
+    """The keys of one element a front does not interpret, gathered for its ``Carried``."""
+
+    __slots__ = ("_format", "_keys", "_names")
+
+    def __init__(self, format_name: str) -> None:
+        self._format = format_name
+        self._keys: dict[str, Any] = {}
+        self._names: list[str] = []
+
+    def take(self, value: Mapping[str, Any], known: Collection[str], *under: str) -> None:
+        """Every key of ``value`` not in ``known`` (a null one says nothing), nested under ``under``: the
+        keys that lead from the element to ``value`` (``take(source, KNOWN, "source")``)."""
+        for key, item in value.items():
+            if key in known or item is None:
+                continue
+            node = self._keys
+            for parent in under:
+                node = node.setdefault(parent, {})
+            node[key] = item
+            self._names.append(".".join((*under, key)))
+
+    def carried(self, at: str) -> Carried | None:
+        """The element's Carried (``at`` its caller's path), None when it has no such key."""
+        if not self._keys:
+            return None
+        return Carried(self._format, self._keys, at, tuple(self._names))
+
+
+def _message_elements(m: Message) -> Iterator[Carried | None]:
+    yield m.carried
+    for part in m.parts:
+        yield part.carried
+    for call in m.tool_calls:
+        yield call.carried
+    for r in m.tool_results:
+        yield r.carried
+        for part in r.parts:
+            yield part.carried
+
+
+def carried_elements(request: ModelRequest) -> Iterator[Carried]:
+    """Every element's Carried, in the request's order (the body first)."""
+    elements: list[Carried | None] = [request.carried]
+    for m in request.messages:
+        elements.extend(_message_elements(m))
+    elements.extend(t.carried for t in request.tools)
+    yield from (c for c in elements if c is not None)
+
+
+def refuse_foreign(request: ModelRequest, format_name: str, model_id: str) -> None:
+    """InvalidInput naming the first key carried for a format other than ``format_name``: it was never
+    interpreted, so only a deployment of the format it was written in can be sent it."""
+    for c in carried_elements(request):
+        if c.format != format_name:
+            value = json.dumps(next(iter(c.keys.values()), None))[:200]
+            raise InvalidInput(
+                c.first,
+                value,
+                f"is not interpreted by the sidecar and is carried only to a deployment of the {c.format} "
+                f"wire format; model {model_id} speaks {format_name} (docs/carried.md)",
+            )
+
+
+def _merge(into: dict[str, Any], keys: Mapping[str, Any], at: str) -> None:
+    for key, value in keys.items():
+        path = f"{at}.{key}" if at else key
+        mine = into.get(key)
+        if key not in into:
+            into[key] = copy.deepcopy(value)
+        elif isinstance(mine, dict) and isinstance(value, Mapping):
+            _merge(mine, value, path)
+        else:
+            rule = "is a key the sidecar sets itself from the request's own fields: set it there"
+            raise InvalidInput(path, json.dumps(value)[:200], rule)
+
+
+def merge_carried(rendered: dict[str, Any], carried: Carried | None, format_name: str) -> dict[str, Any]:
+    """``rendered`` with the carried keys of ``format_name`` deep-merged into it (objects key by key); a key the
+    upstream rendered itself is refused by name. Another format's keys are not sent (``refuse_foreign`` has
+    refused them in ``check``)."""
+    if carried is not None and carried.format == format_name:
+        _merge(rendered, carried.keys, carried.at)
+    return rendered

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from sidecar.core.conversation import Controls, Message, ReasoningPart, ToolCall, ToolDefinition, Usage
+from sidecar.core.conversation import Carried, Controls, Message, ReasoningPart, ToolCall, ToolDefinition, Usage
 from sidecar.core.kinds import FinishReason
 
 __all__ = ["EMPTY_PARAMETERS", "JSON_INSTRUCTION", "ChatReply", "ChatRequest", "StreamFault", "compact_json"]
@@ -43,6 +43,8 @@ class ChatRequest:
     max_tokens: int
     temperature: float | None
     controls: Controls = field(default_factory=Controls)
+    carried: Carried | None = None
+    """The body's keys the front did not interpret (``ModelRequest.carried``)."""
 
 
 @dataclass(slots=True)

@@ -31,10 +31,14 @@
 
 Blocks (``vocab``'s table): text {text}, image {source: base64 {media_type, data} | url {url}}, document
 {source: base64 application/pdf | text text/plain | url, title}, each with an optional cache_control;
-thinking {thinking, signature} and redacted_thinking {data}. Nothing is accepted and then dropped: any
-other key, block type or source (a file id, citations, server tools, top-level cache_control ...) is
-INVALID_INPUT naming it. A key whose value is null says nothing and is passed over (an SDK that echoes
-a reply's blocks back sends ``"citations": null``).
+thinking {thinking, signature} and redacted_thinking {data}. Nothing is accepted and then dropped: a
+key the front does not interpret (at the body, a message, a block, a tool, under a source, cache_control,
+thinking, tool_choice, metadata or output_config) is carried verbatim as its element's ``Carried``, sent
+only to an Anthropic deployment (``carried.merge_carried``) and refused by name on any other; where no
+element can carry it (a system block, a thinking block, output_config.format) it is INVALID_INPUT naming
+it, as is a block type or source the front does not read (a file id, server tools ...). A key whose
+value is null says nothing and is passed over (an SDK that echoes a reply's blocks back sends
+``"citations": null``).
 
 ``render``, ``writer`` and ``error_body`` answer in the format::
 
@@ -78,6 +82,7 @@ from typing import Any
 
 from sidecar.core.conversation import (
     CacheBreakpoint,
+    Carried,
     Controls,
     DocumentPart,
     ImagePart,
@@ -102,12 +107,14 @@ from sidecar.providers.formats.anthropic_messages.vocab import (
     ERROR_TYPES,
     FINISH,
     FINISH_NAMES,
+    FORMAT_NAME,
     PDF,
     RAW_ARGUMENTS,
     TEXT_PLAIN,
     input_of,
     reasoning_block,
 )
+from sidecar.providers.formats.carried import Unknown
 from sidecar.providers.formats.chat import JSON_INSTRUCTION, ChatReply, compact_json
 from sidecar.providers.formats.fields import (
     bool_field,
@@ -158,6 +165,8 @@ _BLOCK_KEYS: Mapping[str, frozenset[str]] = {
     "thinking": frozenset({"type", "thinking", "signature"}),
     "redacted_thinking": frozenset({"type", "data"}),
 }
+_CHOICE_KEYS = frozenset({"type", "name", "disable_parallel_tool_use"})
+_TOOL_KEYS = frozenset({"name", "description", "input_schema", "cache_control", "type", "strict"})
 _USER_BLOCKS = ("text", "image", "document", "tool_result")
 _ASSISTANT_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use")
 _CHOICES = {"auto": "auto", "any": "required", "none": "none", "tool": "tool"}
@@ -411,9 +420,27 @@ def _refuse_unknown(value: Mapping[str, Any], known: frozenset[str], where: str)
             raise InvalidInput(at, shown(item), "is not carried by the sidecar (docs/carried.md): leave it out")
 
 
+def _refuse_carried(carried: Carried) -> None:
+    """INVALID_INPUT naming the first key of a place where no element of the core can carry it."""
+    value = next(iter(carried.keys.values()))
+    raise InvalidInput(
+        carried.first, shown(value), "is not carried by the sidecar here (docs/carried.md): leave it out"
+    )
+
+
+def _carrying(messages: list[Message], carried: Carried | None) -> list[Message]:
+    """The messages of one request message, its carried keys on the first of them."""
+    if carried is None:
+        return messages
+    if not messages:
+        _refuse_carried(carried)
+    return [replace(messages[0], carried=carried), *messages[1:]]
+
+
 def parse_request(body: Mapping[str, Any]) -> ModelRequest:
     """An Anthropic Messages request as the core's ModelRequest (the module's table)."""
-    _refuse_unknown(body, _KEYS, "")
+    unknown = Unknown(FORMAT_NAME)
+    unknown.take(body, _KEYS)
     model = body.get("model")
     if not isinstance(model, str):
         raise InvalidInput("model", shown(model), "must be the model's name (a string)")
@@ -423,16 +450,17 @@ def parse_request(body: Mapping[str, Any]) -> ModelRequest:
     names: dict[str, str] = {}
     for i, m in enumerate(object_list(body, "messages", required=True)):
         role, where = m.get("role"), f"messages[{i}]"
-        _refuse_unknown(m, frozenset({"role", "content"}), where)
+        own = Unknown(FORMAT_NAME)
+        own.take(m, frozenset({"role", "content"}))
         blocks = _blocks(m.get("content"), f"{where}.content")
         if role == "assistant":
-            messages.extend(_assistant(blocks, where, names))
+            messages.extend(_carrying(_assistant(blocks, where, names), own.carried(where)))
         elif role == "user":
-            messages.extend(_user(blocks, where, names))
+            messages.extend(_carrying(_user(blocks, where, names), own.carried(where)))
         else:
             raise InvalidInput(f"{where}.role", shown(role), "must be user or assistant")
     output = _object(body, "output_config")
-    _refuse_unknown(output, frozenset({"format", "effort"}), "output_config")
+    unknown.take(output, frozenset({"format", "effort"}), "output_config")
     response_schema = output_schema(body)
     tools = tuple(_tool(t, f"tools[{i}]") for i, t in enumerate(object_list(body, "tools")))
     return ModelRequest(
@@ -443,7 +471,8 @@ def parse_request(body: Mapping[str, Any]) -> ModelRequest:
         response_schema_json=response_schema if response_schema is not None else schema,
         max_output_tokens=number_field(body, "max_tokens", int),
         temperature=number_field(body, "temperature", float),
-        controls=_controls(body, output, system_cache),
+        controls=_controls(body, output, system_cache, unknown),
+        carried=unknown.carried(""),
     )
 
 
@@ -456,18 +485,20 @@ def _object(body: Mapping[str, Any], key: str) -> dict[str, Any]:
     return value
 
 
-def _controls(body: Mapping[str, Any], output: Mapping[str, Any], system_cache: CacheBreakpoint | None) -> Controls:
-    choice, parallel = _tool_choice(body.get("tool_choice"))
+def _controls(
+    body: Mapping[str, Any], output: Mapping[str, Any], system_cache: CacheBreakpoint | None, unknown: Unknown
+) -> Controls:
+    choice, parallel = _tool_choice(body.get("tool_choice"), unknown)
     stop = body.get("stop_sequences")
     if stop is not None and (not isinstance(stop, list) or not all(isinstance(s, str) for s in stop)):
         raise InvalidInput("stop_sequences", shown(stop), "must be a list of strings")
     metadata = _object(body, "metadata")
-    _refuse_unknown(metadata, frozenset({"user_id"}), "metadata")
+    unknown.take(metadata, frozenset({"user_id"}), "metadata")
     user = metadata.get("user_id")
     if user is not None and not isinstance(user, str):
         raise InvalidInput("metadata.user_id", shown(user), "must be a string")
     return Controls(
-        reasoning=_reasoning(body.get("thinking"), output.get("effort")),
+        reasoning=_reasoning(body.get("thinking"), output.get("effort"), unknown),
         tool_choice=choice,
         parallel_tool_calls=parallel,
         stop=tuple(stop or ()),
@@ -478,7 +509,7 @@ def _controls(body: Mapping[str, Any], output: Mapping[str, Any], system_cache: 
     )
 
 
-def _tool_choice(value: Any) -> tuple[ToolChoice | None, bool | None]:
+def _tool_choice(value: Any, unknown: Unknown) -> tuple[ToolChoice | None, bool | None]:
     if value is None:
         return None, None
     if not isinstance(value, dict):
@@ -487,7 +518,8 @@ def _tool_choice(value: Any) -> tuple[ToolChoice | None, bool | None]:
     known = {"type", "name"} if kind == "tool" else {"type"}
     if kind != "none":
         known.add("disable_parallel_tool_use")
-    _refuse_unknown(value, frozenset(known), "tool_choice")
+    unknown.take(value, _CHOICE_KEYS, "tool_choice")
+    _refuse_unknown({k: v for k, v in value.items() if k in _CHOICE_KEYS}, frozenset(known), "tool_choice")
     name = value.get("name") or ""
     if kind == "tool" and (not isinstance(name, str) or not name):
         raise InvalidInput("tool_choice.name", shown(name), "must name the tool to call")
@@ -497,36 +529,36 @@ def _tool_choice(value: Any) -> tuple[ToolChoice | None, bool | None]:
     return ToolChoice(_CHOICES[kind], name), None if disable is None else not disable
 
 
-def _reasoning(thinking: Any, effort: Any) -> Reasoning | None:
+def _reasoning(thinking: Any, effort: Any, unknown: Unknown) -> Reasoning | None:
     if thinking is not None and not isinstance(thinking, dict):
         raise InvalidInput("thinking", shown(thinking), "must be an object")
     kind = (thinking or {}).get("type")
     if effort is not None and kind != "adaptive":
         raise InvalidInput("output_config.effort", shown(effort), 'goes with thinking {"type": "adaptive"}')
     if thinking is None or kind == "disabled":
-        _refuse_unknown(thinking or {}, frozenset({"type"}), "thinking")
+        _refuse_unknown(thinking or {}, frozenset({"type"}), "thinking")  # nothing is rendered to carry them in
         return None
     if kind == "enabled":
-        _refuse_unknown(thinking, frozenset({"type", "budget_tokens"}), "thinking")
+        unknown.take(thinking, frozenset({"type", "budget_tokens"}), "thinking")
         budget = thinking.get("budget_tokens")
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise InvalidInput("thinking.budget_tokens", shown(budget), "must be a whole number of tokens")
         return Reasoning(budget_tokens=budget)
     if kind == "adaptive":
-        _refuse_unknown(thinking, frozenset({"type"}), "thinking")
+        unknown.take(thinking, frozenset({"type"}), "thinking")
         if effort is not None and effort not in EFFORTS:
             raise InvalidInput("output_config.effort", shown(effort), f"must be one of {', '.join(EFFORTS)}")
         return Reasoning(effort=effort or _DEFAULT_EFFORT)
     raise InvalidInput("thinking.type", shown(kind), "must be enabled, adaptive or disabled")
 
 
-def _cache(block: Mapping[str, Any], where: str) -> CacheBreakpoint | None:
+def _cache(block: Mapping[str, Any], where: str, unknown: Unknown) -> CacheBreakpoint | None:
     value = block.get("cache_control")
     if value is None:
         return None
     if not isinstance(value, dict) or value.get("type") != CACHE_TYPE:
         raise InvalidInput(f"{where}.cache_control", shown(value), f'must be {{"type": "{CACHE_TYPE}"}}')
-    _refuse_unknown(value, frozenset({"type", "ttl"}), f"{where}.cache_control")
+    unknown.take(value, frozenset({"type", "ttl"}), "cache_control")
     ttl = text_field(value, "ttl", f"{where}.cache_control.ttl")
     if ttl and ttl not in _TTLS:
         raise InvalidInput(f"{where}.cache_control.ttl", shown(ttl), "must be 5m or 1h")
@@ -543,6 +575,8 @@ def _system(value: Any) -> tuple[str, CacheBreakpoint | None]:
     for j, b in enumerate(blocks):
         where = f"system[{j}]"
         part = _part(b, where, ("text",))
+        if part.carried is not None:  # the core joins the system prompt into one string: no block to carry it
+            _refuse_carried(part.carried)
         texts.append(part.text if isinstance(part, TextPart) else "")
         if part.cache is not None and j != len(blocks) - 1:
             rule = "the sidecar caches the system prompt whole: put cache_control on its last block"
@@ -574,11 +608,15 @@ def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
     return content
 
 
-def _kind(block: dict[str, Any], where: str, allowed: tuple[str, ...]) -> str:
+def _kind(block: dict[str, Any], where: str, allowed: tuple[str, ...], unknown: Unknown | None = None) -> str:
+    """The block's type; its other keys the front does not read gathered in ``unknown`` (None: refused)."""
     kind = block.get("type")
     if kind not in allowed:
         raise InvalidInput(where, shown(kind), f"must be a block of type {', '.join(allowed)}")
-    _refuse_unknown(block, _BLOCK_KEYS[str(kind)], where)
+    if unknown is None:
+        _refuse_unknown(block, _BLOCK_KEYS[str(kind)], where)
+    else:
+        unknown.take(block, _BLOCK_KEYS[str(kind)])
     return str(kind)
 
 
@@ -591,18 +629,22 @@ def _string(block: Mapping[str, Any], key: str, where: str, rule: str) -> str:
 
 def _part(block: dict[str, Any], where: str, allowed: tuple[str, ...]) -> Part:
     """A text, image or document block as a part (``vocab``'s table)."""
-    kind = _kind(block, where, allowed)
-    cache = _cache(block, where)
+    unknown = Unknown(FORMAT_NAME)
+    kind = _kind(block, where, allowed, unknown)
+    cache = _cache(block, where, unknown)
     if kind == "text":
-        return TextPart(_string(block, "text", where, "must be the block's text"), cache)
+        return TextPart(_string(block, "text", where, "must be the block's text"), cache, unknown.carried(where))
     source = block.get("source")
     if not isinstance(source, dict) or not source:
         sources = "base64 or url" if kind == "image" else "base64, text or url"
         raise InvalidInput(where, kind, f"an {kind} block needs its source: {sources}")
     at = f"{where}.source"
+    part: Part
     if kind == "image":
-        return _image(source, at, cache)
-    return _document(source, at, text_field(block, "title", f"{where}.title"), cache)
+        part = _image(source, at, cache, unknown)
+    else:
+        part = _document(source, at, text_field(block, "title", f"{where}.title"), cache, unknown)
+    return replace(part, carried=unknown.carried(where))
 
 
 def _data(source: Mapping[str, Any], where: str) -> bytes:
@@ -613,43 +655,54 @@ def _data(source: Mapping[str, Any], where: str) -> bytes:
         raise InvalidInput(f"{where}.data", text[:40], "must be base64 text") from None
 
 
-def _image(source: dict[str, Any], where: str, cache: CacheBreakpoint | None) -> ImagePart:
+def _image(source: dict[str, Any], where: str, cache: CacheBreakpoint | None, unknown: Unknown) -> ImagePart:
     kind = source.get("type")
     if kind == "base64":
-        _refuse_unknown(source, frozenset({"type", "media_type", "data"}), where)
+        unknown.take(source, frozenset({"type", "media_type", "data"}), "source")
         media_type = _string(source, "media_type", where, "must be the image's media type")
         return ImagePart(media_type, _data(source, where), cache=cache)
     if kind == "url":
-        _refuse_unknown(source, frozenset({"type", "url"}), where)
+        unknown.take(source, frozenset({"type", "url"}), "source")
         return ImagePart(url=_string(source, "url", where, "must be the image's URL"), cache=cache)
     raise InvalidInput(f"{where}.type", shown(kind), "must be base64 or url (the sidecar carries no file ids)")
 
 
-def _document(source: dict[str, Any], where: str, title: str, cache: CacheBreakpoint | None) -> DocumentPart:
+def _document(
+    source: dict[str, Any], where: str, title: str, cache: CacheBreakpoint | None, unknown: Unknown
+) -> DocumentPart:
     kind = source.get("type")
     if kind == "base64":
-        _refuse_unknown(source, frozenset({"type", "media_type", "data"}), where)
+        unknown.take(source, frozenset({"type", "media_type", "data"}), "source")
         media_type = source.get("media_type")
         if media_type != PDF:
             raise InvalidInput(f"{where}.media_type", shown(media_type), f"must be {PDF}")
         return DocumentPart(PDF, _data(source, where), title=title, cache=cache)
     if kind == "text":
-        _refuse_unknown(source, frozenset({"type", "media_type", "data"}), where)
+        unknown.take(source, frozenset({"type", "media_type", "data"}), "source")
         if source.get("media_type") != TEXT_PLAIN:
             raise InvalidInput(f"{where}.media_type", shown(source.get("media_type")), f"must be {TEXT_PLAIN}")
         text = _string(source, "data", where, "must be the document's text")
         return DocumentPart(TEXT_PLAIN, text=text, title=title, cache=cache)
     if kind == "url":
-        _refuse_unknown(source, frozenset({"type", "url"}), where)
+        unknown.take(source, frozenset({"type", "url"}), "source")
         return DocumentPart(url=_string(source, "url", where, "must be the document's URL"), title=title, cache=cache)
     raise InvalidInput(f"{where}.type", shown(kind), "must be base64, text or url (the sidecar carries no file ids)")
 
 
 def _content(parts: list[Part]) -> dict[str, Any]:
-    """A run of parts as a message's content: its text when it is one text part without a breakpoint."""
-    if len(parts) == 1 and isinstance(parts[0], TextPart) and parts[0].cache is None:
-        return {"text": parts[0].text}
+    """A run of parts as a message's content: its text when it is one text part with nothing more (no
+    breakpoint, nothing carried)."""
+    text = _bare_text(parts)
+    if text is not None:
+        return {"text": text}
     return {"parts": tuple(parts)}
+
+
+def _bare_text(parts: list[Part]) -> str | None:
+    """The text of parts that are one text part with nothing more (no breakpoint, nothing carried), else None."""
+    if len(parts) == 1 and isinstance(parts[0], TextPart) and parts[0].cache is None and parts[0].carried is None:
+        return parts[0].text
+    return None
 
 
 def _assistant(blocks: list[dict[str, Any]], where: str, names: dict[str, str]) -> list[Message]:
@@ -669,21 +722,24 @@ def _assistant(blocks: list[dict[str, Any]], where: str, names: dict[str, str]) 
 
     for j, block in enumerate(blocks):
         at = f"{where}.content[{j}]"
-        kind = _kind(block, at, _ASSISTANT_BLOCKS)
-        if kind in ("thinking", "redacted_thinking"):
+        kind = _kind(block, at, _ASSISTANT_BLOCKS, Unknown(FORMAT_NAME))  # its keys are read below, by kind
+        if kind in ("thinking", "redacted_thinking"):  # a ReasoningPart passes back as it came: it carries nothing
+            _kind(block, at, _ASSISTANT_BLOCKS)
             if parts or calls:
                 flush()
             reasoning.append(_reasoning_part(block, kind, at))
         elif kind == "tool_use":
+            unknown = Unknown(FORMAT_NAME)
+            _kind(block, at, _ASSISTANT_BLOCKS, unknown)
             name, call_id = block.get("name"), text_field(block, "id", f"{at}.id")
             if not isinstance(name, str):
                 raise InvalidInput(f"{at}.name", shown(name), "must name the tool called")
             names[call_id] = name
-            calls.append(ToolCall(call_id, name, _arguments(block.get("input"))))
+            calls.append(ToolCall(call_id, name, _arguments(block.get("input")), unknown.carried(at)))
         else:
             if calls:
                 flush()
-            parts.append(_part(block, at, ("text",)))
+            parts.append(_part(block, at, _ASSISTANT_BLOCKS[:1]))
     flush()
     return out
 
@@ -708,8 +764,8 @@ def _user(blocks: list[dict[str, Any]], where: str, names: dict[str, str]) -> li
     run: list[Part] = []
     for j, block in enumerate(blocks):
         at = f"{where}.content[{j}]"
-        if _kind(block, at, _USER_BLOCKS) != "tool_result":
-            run.append(_part(block, at, ("text", "image", "document")))
+        if _kind(block, at, _USER_BLOCKS, Unknown(FORMAT_NAME)) != "tool_result":  # its keys are read below
+            run.append(_part(block, at, _USER_BLOCKS[:3]))
             continue
         if run:
             out.append(Message(Role.USER, **_content(run)))
@@ -727,6 +783,8 @@ def _user(blocks: list[dict[str, Any]], where: str, names: dict[str, str]) -> li
 def _tool_result(block: dict[str, Any], where: str, names: dict[str, str]) -> ToolCallResult:
     """A tool_result: its content as text (a string, or one text block) or as text and image parts; its
     cache_control is a breakpoint on its last part."""
+    unknown = Unknown(FORMAT_NAME)
+    _kind(block, where, _USER_BLOCKS, unknown)
     call_id = text_field(block, "tool_use_id", f"{where}.tool_use_id")
     error = optional_bool(block, "is_error", f"{where}.is_error") is True
     result = ToolCallResult(call_id, "", error, names.get(call_id, ""))
@@ -737,9 +795,10 @@ def _tool_result(block: dict[str, Any], where: str, names: dict[str, str]) -> To
         at = f"{where}.content"
         parts = [_part(b, f"{at}[{k}]", ("text", "image")) for k, b in enumerate(_blocks(content, at))]
         text = ""
-        if len(parts) == 1 and isinstance(parts[0], TextPart) and parts[0].cache is None:
-            text, parts = parts[0].text, []
-    cache = _cache(block, where)
+        bare = _bare_text(parts)
+        if bare is not None:
+            text, parts = bare, []
+    cache = _cache(block, where, unknown)
     if cache is not None:
         if not parts and not text:
             raise InvalidInput(f"{where}.cache_control", CACHE_TYPE, "marks a tool result that has no content")
@@ -747,11 +806,12 @@ def _tool_result(block: dict[str, Any], where: str, names: dict[str, str]) -> To
             raise InvalidInput(f"{where}.cache_control", CACHE_TYPE, "its last block holds a breakpoint already")
         parts = [*parts[:-1], replace(parts[-1], cache=cache)] if parts else [TextPart(text, cache)]
         text = ""
-    return replace(result, content=text, parts=tuple(parts))
+    return replace(result, content=text, parts=tuple(parts), carried=unknown.carried(where))
 
 
 def _tool(t: dict[str, Any], where: str) -> ToolDefinition:
-    _refuse_unknown(t, frozenset({"name", "description", "input_schema", "cache_control", "type", "strict"}), where)
+    unknown = Unknown(FORMAT_NAME)
+    unknown.take(t, _TOOL_KEYS)
     if t.get("type") not in (None, "custom"):
         raise InvalidInput(f"{where}.type", shown(t.get("type")), "must be custom: the sidecar carries no server tools")
     name = t.get("name")
@@ -761,7 +821,8 @@ def _tool(t: dict[str, Any], where: str) -> ToolDefinition:
     params = "" if schema is None else schema_text(schema, f"{where}.input_schema")
     strict = optional_bool(t, "strict", f"{where}.strict")
     description = text_field(t, "description", f"{where}.description")
-    return ToolDefinition(name, description, params, _cache(t, where), strict)
+    cache = _cache(t, where, unknown)
+    return ToolDefinition(name, description, params, cache, strict, unknown.carried(where))
 
 
 def output_schema(body: Mapping[str, Any]) -> str | None:

@@ -139,7 +139,7 @@ from sidecar.providers.formats.anthropic_messages.vocab import (
     reasoning_block,
     render_tool,
 )
-from sidecar.providers.formats.carried import CONTROLS, plain, refuse_uncarried
+from sidecar.providers.formats.carried import CONTROLS, merge_carried, plain, refuse_uncarried
 from sidecar.providers.formats.chat import JSON_INSTRUCTION, ChatReply, ChatRequest, StreamFault, compact_json
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.options import options_for
@@ -227,6 +227,7 @@ class AnthropicUpstream:
                 messages[-1]["content"].extend(blocks)  # the API wants roles to alternate
             else:
                 messages.append({"role": role, "content": blocks})
+            merge_carried(messages[-1], m.carried, FORMAT_NAME)
         body: dict[str, Any] = {
             "model": request.upstream_model,
             "max_tokens": request.max_tokens,
@@ -240,12 +241,16 @@ class AnthropicUpstream:
             body["temperature"] = request.temperature
         if request.tools:
             body["tools"] = [
-                render_tool(
-                    t.name,
-                    t.description,
-                    json.loads(t.parameters_json) if t.parameters_json else None,
-                    t.cache,
-                    t.strict,
+                merge_carried(
+                    render_tool(
+                        t.name,
+                        t.description,
+                        json.loads(t.parameters_json) if t.parameters_json else None,
+                        t.cache,
+                        t.strict,
+                    ),
+                    t.carried,
+                    FORMAT_NAME,
                 )
                 for t in request.tools
             ]
@@ -253,7 +258,7 @@ class AnthropicUpstream:
         body.update(provider_options(controls.provider_options_json))
         if stream:
             body["stream"] = True
-        return body
+        return merge_carried(body, request.carried, FORMAT_NAME)
 
     def stream_decoder(self) -> AnthropicStream:
         return AnthropicStream()
@@ -513,23 +518,33 @@ def _streamed_arguments(joined: str) -> str:
 def _message(m: Message) -> tuple[str, list[dict[str, Any]]]:
     if m.role == Role.ASSISTANT:
         blocks = [reasoning_block(r) for r in m.reasoning]  # first, as the API wants them back
-        blocks += [content_block(p) for p in m.content]
+        blocks += [_block(p) for p in m.content]
         for c in m.tool_calls:
-            blocks.append({"type": "tool_use", "id": c.id, "name": c.name, "input": input_of(c.arguments_json)})
+            call = {"type": "tool_use", "id": c.id, "name": c.name, "input": input_of(c.arguments_json)}
+            blocks.append(merge_carried(call, c.carried, FORMAT_NAME))
         return "assistant", blocks
     blocks = [
-        {
-            "type": "tool_result",
-            "tool_use_id": r.call_id,
-            "content": [content_block(p) for p in r.parts] if r.parts else r.content,
-            "is_error": r.is_error,
-        }
+        merge_carried(
+            {
+                "type": "tool_result",
+                "tool_use_id": r.call_id,
+                "content": [_block(p) for p in r.parts] if r.parts else r.content,
+                "is_error": r.is_error,
+            },
+            r.carried,
+            FORMAT_NAME,
+        )
         for r in m.tool_results
     ]
-    blocks += [content_block(p) for p in m.content]
+    blocks += [_block(p) for p in m.content]
     if not blocks:
         blocks.append({"type": "text", "text": ""})
     return "user", blocks
+
+
+def _block(part: Part) -> dict[str, Any]:
+    """A part as its content block, with the keys it carries."""
+    return merge_carried(content_block(part), part.carried, FORMAT_NAME)
 
 
 def _controls(c: Controls, max_tokens: int) -> dict[str, Any]:

@@ -76,6 +76,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sidecar.core.conversation import (
+    Carried,
     Controls,
     DocumentPart,
     ImagePart,
@@ -92,6 +93,7 @@ from sidecar.core.conversation import (
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta
 from sidecar.core.taxonomy import InvalidInput
+from sidecar.providers.formats.carried import Unknown
 from sidecar.providers.formats.chat import ChatReply, compact_json
 from sidecar.providers.formats.fields import (
     bool_field,
@@ -107,6 +109,7 @@ from sidecar.providers.formats.openai_chat.vocab import (
     END_MARKER,
     ERROR_TYPES,
     FINISH_NAMES,
+    FORMAT_NAME,
     TOOL_ERROR_PREFIX,
     api_key_of,
     read_data_url,
@@ -172,7 +175,7 @@ class OpenAIFront:
         options = body.get("stream_options")
         if options is not None and not isinstance(options, dict):
             raise InvalidInput("stream_options", shown(options), 'must be an object: {"include_usage": true}')
-        _carried_only(options or {}, frozenset({"include_usage"}), "stream_options")
+        # its other keys are carried (``parse_request``)
         include_usage = optional_bool(options or {}, "include_usage", "stream_options.include_usage") is True and stream
         return Ask(request, stream, include_usage)
 
@@ -339,7 +342,7 @@ REQUEST_KEYS = frozenset(
         "n",
     }
 )
-"""The request keys the front reads (the module's table); any other one that is not null is refused."""
+"""The request keys the front reads (the module's table); any other one that is not null is carried."""
 _MESSAGE_KEYS: Mapping[str, frozenset[str]] = {
     "system": frozenset({"role", "content"}),
     "developer": frozenset({"role", "content"}),
@@ -367,17 +370,20 @@ def _carried_only(obj: Mapping[str, Any], keys: frozenset[str], where: str) -> N
 class _Result:
     """A tool result being read: its content, or its parts with the slots of the images it moved."""
 
-    __slots__ = ("call_id", "content", "error", "name", "parts")
+    __slots__ = ("call_id", "carried", "content", "error", "name", "parts")
 
-    def __init__(self, call_id: str, name: str, content: str, parts: list[Part | int], error: bool) -> None:
+    def __init__(
+        self, call_id: str, name: str, content: str, parts: list[Part | int], error: bool, carried: Carried | None
+    ) -> None:
         self.call_id, self.name, self.content, self.parts, self.error = call_id, name, content, parts, error
+        self.carried = carried
 
     def result(self, images: Mapping[int, ImagePart]) -> ToolCallResult:
         """The result, each slot the image it stands for (or, without one, the placeholder's own text)."""
         parts = tuple(
             p if not isinstance(p, int) else images.get(p) or TextPart(tool_image_placeholder(p)) for p in self.parts
         )
-        return ToolCallResult(self.call_id, self.content, self.error, self.name, parts)
+        return ToolCallResult(self.call_id, self.content, self.error, self.name, parts, self.carried)
 
 
 class _Reader:
@@ -397,24 +403,28 @@ class _Reader:
             self._end_turn(None, where)
         if not isinstance(role, str) or role not in _MESSAGE_KEYS:
             raise InvalidInput(f"{where}.role", shown(role), "must be system, developer, user, assistant or tool")
-        _carried_only(m, _MESSAGE_KEYS[role], where)
+        unknown = Unknown(FORMAT_NAME)
+        unknown.take(m, _MESSAGE_KEYS[role])
+        carried = unknown.carried(where)
         content = m.get("content")
-        if role in ("system", "developer"):
+        if role in ("system", "developer"):  # the core joins the system prompt into one string: nothing carries it
+            _carried_only(m, _MESSAGE_KEYS[role], where)
             self.system.append(_joined(content, f"{where}.content"))
         elif role == "user":
             read = _user_content(content, f"{where}.content")
-            self.messages.append(Message(Role.USER, read) if isinstance(read, str) else Message(Role.USER, parts=read))
+            text, parts = (read, ()) if isinstance(read, str) else ("", read)
+            self.messages.append(Message(Role.USER, text, parts=parts, carried=carried))
         elif role == "assistant":
-            self._assistant(m, where)
+            self._assistant(m, where, carried)
         else:
-            self._tool(m, where)
+            self._tool(m, where, carried)
 
     def end(self, where: str) -> tuple[Message, ...]:
         if self.results:
             self._end_turn(None, where)
         return tuple(self.messages)
 
-    def _assistant(self, m: dict[str, Any], where: str) -> None:
+    def _assistant(self, m: dict[str, Any], where: str, carried: Carried | None) -> None:
         listed = object_list(m, "tool_calls", at=where)
         calls = tuple(_read_call(c, f"{where}.tool_calls[{j}]") for j, c in enumerate(listed))
         self.names.update((c.id, c.name) for c in calls)
@@ -427,19 +437,19 @@ class _Reader:
                 )
             read = refusal  # what the model said when it refused: its words, carried as its text
         text, parts = (read, ()) if isinstance(read, str) else ("", read)
-        self.messages.append(Message(Role.ASSISTANT, text, calls, parts=parts))
+        self.messages.append(Message(Role.ASSISTANT, text, calls, parts=parts, carried=carried))
 
-    def _tool(self, m: dict[str, Any], where: str) -> None:
+    def _tool(self, m: dict[str, Any], where: str, carried: Carried | None) -> None:
         call_id = text_field(m, "tool_call_id", f"{where}.tool_call_id")
         name = self.names.get(call_id, "")
         content = m.get("content")
         if content is None or isinstance(content, str):
             text = content or ""
             error = text.startswith(TOOL_ERROR_PREFIX)
-            self.results.append(_Result(call_id, name, text.removeprefix(TOOL_ERROR_PREFIX), [], error))
+            self.results.append(_Result(call_id, name, text.removeprefix(TOOL_ERROR_PREFIX), [], error, carried))
             return
         parts: list[Part | int] = []
-        read = _text_content(content, f"{where}.content")
+        read = _text_content(content, f"{where}.content", carry=False)
         for part in () if isinstance(read, str) else read:
             slot = tool_image_slot(part.text)
             parts.append(part if slot is None else slot)
@@ -448,7 +458,7 @@ class _Reader:
         if error and isinstance(first, TextPart):
             rest = first.text.removeprefix(TOOL_ERROR_PREFIX)
             parts[0:1] = [TextPart(rest)] if rest else []
-        self.results.append(_Result(call_id, name, "", parts, error))
+        self.results.append(_Result(call_id, name, "", parts, error, carried))
 
     def _end_turn(self, user: dict[str, Any] | None, where: str) -> bool:
         """Close the turn's tool results; True when ``user`` is the message carrying their images (read)."""
@@ -486,12 +496,13 @@ def _moved_images(m: dict[str, Any], slots: list[tuple[int, str]], where: str) -
 
 def _joined(content: Any, where: str) -> str:
     """A system message's content: a string, null, or a list of text parts (joined)."""
-    read = _text_content(content, where)
+    read = _text_content(content, where, carry=False)
     return read if isinstance(read, str) else "".join(p.text for p in read)
 
 
-def _text_content(content: Any, where: str) -> str | tuple[TextPart, ...]:
-    """A string, null (""), or a list of text parts."""
+def _text_content(content: Any, where: str, *, carry: bool = True) -> str | tuple[TextPart, ...]:
+    """A string, null (""), or a list of text parts (``carry``: the keys of each it does not read carried, else
+    refused: a system message's parts are joined, a tool message's are read as its result's text)."""
     if content is None or isinstance(content, str):
         return content or ""
     if not isinstance(content, list):
@@ -501,15 +512,21 @@ def _text_content(content: Any, where: str) -> str | tuple[TextPart, ...]:
         if not isinstance(part, dict) or part.get("type") != "text":
             kind = part.get("type") if isinstance(part, dict) else part
             raise InvalidInput(f"{where}[{j}]", shown(kind), "must be a text part (this message carries text only)")
+        if not carry:
+            _carried_only(part, _TEXT_KEYS, f"{where}[{j}]")
         parts.append(_text_part(part, f"{where}[{j}]"))
     return tuple(parts)
 
 
+_TEXT_KEYS = frozenset({"type", "text"})
+
+
 def _text_part(part: dict[str, Any], at: str) -> TextPart:
-    _carried_only(part, frozenset({"type", "text"}), at)
+    unknown = Unknown(FORMAT_NAME)
+    unknown.take(part, _TEXT_KEYS)
     if not isinstance(part.get("text"), str):
         raise InvalidInput(f"{at}.text", shown(part.get("text")), "must be the text (a string)")
-    return TextPart(part["text"])
+    return TextPart(part["text"], carried=unknown.carried(at))
 
 
 def _user_content(content: Any, where: str) -> str | tuple[Part, ...]:
@@ -533,30 +550,34 @@ def _user_content(content: Any, where: str) -> str | tuple[Part, ...]:
 
 def _image(part: dict[str, Any], at: str) -> ImagePart:
     """``{"type": "image_url", "image_url": {"url", "detail"}}``: a data: URL is read as its bytes."""
-    _carried_only(part, frozenset({"type", "image_url"}), at)
+    unknown = Unknown(FORMAT_NAME)
+    unknown.take(part, frozenset({"type", "image_url"}))
     image = part.get("image_url")
     if not isinstance(image, dict) or not isinstance(image.get("url"), str):
         raise InvalidInput(at, shown(image), 'an image_url part is {"image_url": {"url": an https or data: URL}}')
-    _carried_only(image, frozenset({"url", "detail"}), f"{at}.image_url")
+    unknown.take(image, frozenset({"url", "detail"}), "image_url")
+    carried = unknown.carried(at)
     detail = text_field(image, "detail", f"{at}.image_url.detail")
     if detail and detail not in _DETAILS:
         raise InvalidInput(f"{at}.image_url.detail", shown(detail), "must be auto, low or high")
     url: str = image["url"]
     if not url.startswith("data:"):
-        return ImagePart(url=url, detail=detail)
+        return ImagePart(url=url, detail=detail, carried=carried)
     read = read_data_url(url)
     if read is None:
         raise InvalidInput(f"{at}.image_url.url", url[:60], "a data: URL is data:<media type>;base64,<the bytes>")
-    return ImagePart(read[0], read[1], detail=detail)
+    return ImagePart(read[0], read[1], detail=detail, carried=carried)
 
 
 def _file(part: dict[str, Any], at: str) -> DocumentPart:
     """``{"type": "file", "file": {"file_data": a data: URL, "filename"}}``; a ``file_id`` has nothing to carry."""
-    _carried_only(part, frozenset({"type", "file"}), at)
+    unknown = Unknown(FORMAT_NAME)
+    unknown.take(part, frozenset({"type", "file"}))
     file = part.get("file")
     if not isinstance(file, dict):
         raise InvalidInput(at, shown(file), 'a file part is {"file": {"file_data", "filename"}}')
-    _carried_only(file, frozenset({"file_data", "filename", "file_id"}), f"{at}.file")
+    unknown.take(file, frozenset({"file_data", "filename", "file_id"}), "file")
+    carried = unknown.carried(at)
     if file.get("file_id") is not None:
         raise InvalidInput(
             f"{at}.file.file_id",
@@ -573,16 +594,20 @@ def _file(part: dict[str, Any], at: str) -> DocumentPart:
         raise InvalidInput(f"{at}.file.filename", shown(filename), "must be the file's name (a string)")
     media_type, raw = read
     if media_type != "text/plain":
-        return DocumentPart(media_type, raw, title=filename or "")
+        return DocumentPart(media_type, raw, title=filename or "", carried=carried)
     try:
-        return DocumentPart(media_type, text=raw.decode("utf-8"), title=filename or "")
+        return DocumentPart(media_type, text=raw.decode("utf-8"), title=filename or "", carried=carried)
     except UnicodeDecodeError:
         raise InvalidInput(f"{at}.file.file_data", "text/plain", "a text/plain file must be UTF-8") from None
 
 
 def parse_request(body: Mapping[str, Any]) -> ModelRequest:
     """An OpenAI Chat Completions request as the core's ModelRequest (the module's table)."""
-    _carried_only(body, REQUEST_KEYS, "")
+    unknown = Unknown(FORMAT_NAME)
+    unknown.take(body, REQUEST_KEYS)
+    options = body.get("stream_options")
+    if isinstance(options, dict):  # OpenAIFront.parse reads include_usage
+        unknown.take(options, frozenset({"include_usage"}), "stream_options")
     model = body.get("model")
     if not isinstance(model, str):
         raise InvalidInput("model", shown(model), "must be the model's name (a string)")
@@ -602,18 +627,19 @@ def parse_request(body: Mapping[str, Any]) -> ModelRequest:
         response_schema_json=_response_schema(body.get("response_format")),
         max_output_tokens=max_tokens,
         temperature=number_field(body, "temperature", float),
-        controls=_controls(body, bool(tools)),
+        controls=_controls(body, bool(tools), unknown),
+        carried=unknown.carried(""),
     )
 
 
-def _controls(body: Mapping[str, Any], tools: bool) -> Controls:
+def _controls(body: Mapping[str, Any], tools: bool, unknown: Unknown) -> Controls:
     effort = body.get("reasoning_effort")
     if effort is not None and effort not in _EFFORTS:
         raise InvalidInput("reasoning_effort", shown(effort), f"must be one of {', '.join(_EFFORTS)}")
     parallel = body.get("parallel_tool_calls")
     if parallel is not None and not isinstance(parallel, bool):
         raise InvalidInput("parallel_tool_calls", shown(parallel), "must be true or false")
-    choice = _tool_choice(body.get("tool_choice"))
+    choice = _tool_choice(body.get("tool_choice"), unknown)
     for key, value in (("tool_choice", choice), ("parallel_tool_calls", parallel)):
         if value is not None and not tools:
             raise InvalidInput(key, shown(body[key]), f"{key} is only allowed when tools are given")
@@ -633,7 +659,7 @@ def _controls(body: Mapping[str, Any], tools: bool) -> Controls:
     )
 
 
-def _tool_choice(value: Any) -> ToolChoice | None:
+def _tool_choice(value: Any, unknown: Unknown) -> ToolChoice | None:
     if value is None:
         return None
     if value in ("auto", "none", "required"):
@@ -648,8 +674,8 @@ def _tool_choice(value: Any) -> ToolChoice | None:
             shown(value),
             'must be "auto", "none", "required" or {"type": "function", "function": {"name": a tool\'s name}}',
         )
-    _carried_only(value, frozenset({"type", "function"}), "tool_choice")
-    _carried_only(function, frozenset({"name"}), "tool_choice.function")
+    unknown.take(value, frozenset({"type", "function"}), "tool_choice")
+    unknown.take(function, frozenset({"name"}), "tool_choice", "function")
     return ToolChoice("tool", name)
 
 
@@ -671,23 +697,27 @@ def _read_call(c: dict[str, Any], where: str) -> ToolCall:
         raise InvalidInput(f"{where}.type", shown(c.get("type")), 'must be "function"')
     arguments = function.get("arguments")
     text = arguments if isinstance(arguments, str) else compact_json(arguments if arguments is not None else {})
-    return ToolCall(text_field(c, "id", f"{where}.id"), function["name"], text)
+    unknown = Unknown(FORMAT_NAME)
+    unknown.take(c, frozenset({"id", "type", "function"}))
+    unknown.take(function, frozenset({"name", "arguments"}), "function")
+    return ToolCall(text_field(c, "id", f"{where}.id"), function["name"], text, unknown.carried(where))
 
 
 def _tool(t: dict[str, Any], where: str) -> ToolDefinition:
     function = t.get("function")
     if t.get("type", "function") != "function" or not isinstance(function, dict):
         raise InvalidInput(where, shown(t.get("type")), 'must be {"type": "function", "function": {...}}')
-    _carried_only(t, frozenset({"type", "function"}), where)
+    unknown = Unknown(FORMAT_NAME)
+    unknown.take(t, frozenset({"type", "function"}))
     name = function.get("name")
     if not isinstance(name, str):
         raise InvalidInput(f"{where}.function.name", shown(name), "must be the tool's name")
-    _carried_only(function, frozenset({"name", "description", "parameters", "strict"}), f"{where}.function")
+    unknown.take(function, frozenset({"name", "description", "parameters", "strict"}), "function")
     strict = optional_bool(function, "strict", f"{where}.function.strict")
     parameters = function.get("parameters")
     params = "" if parameters is None else schema_text(parameters, f"{where}.function.parameters")
     described = text_field(function, "description", f"{where}.function.description")
-    return ToolDefinition(name, described, params, strict=strict)
+    return ToolDefinition(name, described, params, strict=strict, carried=unknown.carried(where))
 
 
 def _response_schema(fmt: Any) -> str:

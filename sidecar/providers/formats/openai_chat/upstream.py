@@ -113,7 +113,7 @@ from sidecar.core.stream import Delta, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.providers.errors import Target, classify_response, refused
 from sidecar.providers.formats.azure import CHAT, AzureWire
-from sidecar.providers.formats.carried import asked, plain, refuse_uncarried
+from sidecar.providers.formats.carried import asked, merge_carried, plain, refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.openai_chat.vocab import (
@@ -243,8 +243,12 @@ class OpenAIUpstream:
             body["temperature"] = request.temperature
         if request.tools:
             body["tools"] = [
-                render_tool(
-                    t.name, t.description, json.loads(t.parameters_json) if t.parameters_json else None, t.strict
+                merge_carried(
+                    render_tool(
+                        t.name, t.description, json.loads(t.parameters_json) if t.parameters_json else None, t.strict
+                    ),
+                    t.carried,
+                    FORMAT_NAME,
                 )
                 for t in request.tools
             ]
@@ -258,7 +262,7 @@ class OpenAIUpstream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
         body.update(provider_options(controls))
-        return body
+        return merge_carried(body, request.carried, FORMAT_NAME)
 
     def stream_decoder(self) -> OpenAIStream:
         return OpenAIStream()
@@ -429,6 +433,11 @@ def _choice(choice: ToolChoice) -> str | dict[str, Any]:
 
 
 def _part(part: Part) -> dict[str, Any]:
+    """A part as its content part, with the keys it carries."""
+    return merge_carried(_rendered_part(part), part.carried, FORMAT_NAME)
+
+
+def _rendered_part(part: Part) -> dict[str, Any]:
     match part:
         case TextPart():
             return {"type": "text", "text": part.text}
@@ -451,13 +460,21 @@ def _message(m: Message) -> list[dict[str, Any]]:
         msg: dict[str, Any] = {"role": "assistant", "content": _content(m) or None}
         if m.tool_calls:
             msg["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json or "{}"}}
+                merge_carried(
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments_json or "{}"},
+                    },
+                    c.carried,
+                    FORMAT_NAME,
+                )
                 for c in m.tool_calls
             ]
-        return [msg]
+        return [merge_carried(msg, m.carried, FORMAT_NAME)]
     out = _tool_messages(m.tool_results)
     if m.text or m.parts or not m.tool_results:
-        out.append({"role": "user", "content": _content(m)})
+        out.append(merge_carried({"role": "user", "content": _content(m)}, m.carried, FORMAT_NAME))
     return out
 
 
@@ -468,7 +485,9 @@ def _tool_messages(results: tuple[ToolCallResult, ...]) -> list[dict[str, Any]]:
     for r in results:
         if not r.parts:
             content: str | list[dict[str, Any]] = TOOL_ERROR_PREFIX + r.content if r.is_error else r.content
-            out.append({"role": "tool", "tool_call_id": r.call_id, "content": content})
+            out.append(
+                merge_carried({"role": "tool", "tool_call_id": r.call_id, "content": content}, r.carried, FORMAT_NAME)
+            )
             continue
         parts: list[dict[str, Any]] = []
         for part in r.parts:
@@ -484,7 +503,7 @@ def _tool_messages(results: tuple[ToolCallResult, ...]) -> list[dict[str, Any]]:
                 parts[0] = {"type": "text", "text": TOOL_ERROR_PREFIX + first.text}
             else:
                 parts.insert(0, {"type": "text", "text": TOOL_ERROR_PREFIX})
-        out.append({"role": "tool", "tool_call_id": r.call_id, "content": parts})
+        out.append(merge_carried({"role": "tool", "tool_call_id": r.call_id, "content": parts}, r.carried, FORMAT_NAME))
     if images:
         out.append({"role": "user", "content": images})
     return out
