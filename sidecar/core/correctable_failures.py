@@ -39,13 +39,18 @@ class InvalidInput(CorrectableFailure):
 
     kind = FailureKind.INVALID_INPUT
 
-    def __init__(self, parameter: str, value: str, rule: str, *, http: HttpInfo | None = None) -> None:
+    def __init__(
+        self, parameter: str, value: str, rule: str, *, http: HttpInfo | None = None, as_sent: bool = False
+    ) -> None:
         parameter, value, rule = echo(parameter), echo(value), echo(rule, RULE_CHARS)
         super().__init__(
             f"Invalid value for parameter '{parameter}' (got {_show(value)}): {rule}",
             http=http,
             detail=InvalidInputDetail(parameter=parameter, value=value, rule=rule),
         )
+        self.as_sent = as_sent
+        """``parameter`` is already the path in the caller's own request (a key the sidecar carried as it was
+        sent, never interpreted): a door names it as it is, with no translation from the contract's names."""
 
 
 class NotCarried(InvalidInput):
@@ -56,7 +61,7 @@ class NotCarried(InvalidInput):
     def of(cls, refused: InvalidInput) -> NotCarried:
         detail = refused.detail
         assert isinstance(detail, InvalidInputDetail)
-        return cls(detail.parameter, detail.value, detail.rule, http=refused.http)
+        return cls(detail.parameter, detail.value, detail.rule, http=refused.http, as_sent=refused.as_sent)
 
 
 class ResourceNotFound(CorrectableFailure):

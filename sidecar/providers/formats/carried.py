@@ -224,6 +224,7 @@ def refuse_foreign(request: ModelRequest, format_name: str, model_id: str) -> No
                 value,
                 f"is not interpreted by the sidecar and is carried only to a deployment of the {c.format} "
                 f"wire format; model {model_id} speaks {format_name} (docs/carried.md)",
+                as_sent=True,
             )
 
 
@@ -237,7 +238,7 @@ def _merge(into: dict[str, Any], keys: Mapping[str, Any], at: str) -> None:
             _merge(mine, value, path)
         else:
             rule = "is a key the sidecar sets itself from the request's own fields: set it there"
-            raise InvalidInput(path, json.dumps(value)[:200], rule)
+            raise InvalidInput(path, json.dumps(value)[:200], rule, as_sent=True)
 
 
 def merge_carried(rendered: dict[str, Any], carried: Carried | None, format_name: str) -> dict[str, Any]:

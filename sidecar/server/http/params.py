@@ -20,6 +20,8 @@ extension's Failure detail::
                                 ``max_completion_tokens``)
     job.upstream_retries        the header that sets it, on every door
     unnamed                     its first segment, the same key at the door (``temperature``)
+    as sent                     as it is: a carried key's path (``InvalidInput.as_sent``) is the
+                                caller's own (``tools[0].eager_input_streaming``)
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 
 from sidecar.core.conversation import Message
 from sidecar.core.details import InvalidInputDetail
-from sidecar.core.taxonomy import SidecarFailure
+from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.providers.formats.protocol import Front, ParamNames
 
 __all__ = ["caller_path", "callers_failure"]
@@ -46,8 +48,8 @@ _EVERY_DOOR: ParamNames = {"job.upstream_retries": "header x-sidecar-upstream-re
 def callers_failure(front: Front, failure: SidecarFailure, body: Mapping[str, Any]) -> SidecarFailure:
     """``failure`` naming the caller's parameter (the module's table); any other failure as it is."""
     detail = failure.detail
-    if not isinstance(detail, InvalidInputDetail):
-        return failure
+    if not isinstance(detail, InvalidInputDetail) or (isinstance(failure, InvalidInput) and failure.as_sent):
+        return failure  # as_sent: the caller's path already
     named = caller_path(front, detail.parameter, body)
     if named == detail.parameter:
         return failure
