@@ -10,6 +10,8 @@
     admission          server.max_in_flight, one limit for every door            shed / draining (failures.py)
     the call           ModelService.call, or .stream for "stream": true          the failure table (failures.py)
     the caller leaves  the call is cancelled (JOB_CANCELLED), its upstream closed, its slot given back
+    a re-sent failure  the same caller's same request inside the failure's window: its answer again,
+                       with no call (``resends.py``)
     every answer       x-sidecar-attempts; the configured secrets masked in every string
 
 Each door is one ``ModelEndpoint`` over one format's front half (``providers.formats``): the
@@ -82,6 +84,7 @@ from sidecar.server.http.envelope import (
     mid_stream_of,
 )
 from sidecar.server.http.failures import answer_of, error_of, failure_headers, hop_json
+from sidecar.server.http.resends import Resend, Resends
 from sidecar.server.http.tracing import start_server_span
 from sidecar.server.live import Live
 from sidecar.telemetry import names as n
@@ -280,6 +283,7 @@ class ModelEndpoint:
         admission: Admission,
         clock: Clock,
         max_body_bytes: int,
+        resends: Resends | None = None,
     ) -> None:
         self._front = front
         self._route = route = front.path
@@ -288,6 +292,7 @@ class ModelEndpoint:
         self._clock = clock
         self._limit = max_body_bytes
         self._method = f"POST {route}"
+        self._resends = resends if resends is not None else Resends(clock)
 
     @property
     def _secrets(self) -> tuple[str, ...]:
@@ -332,6 +337,11 @@ class ModelEndpoint:
             raw = await bounded_body(request, self._limit)
         except TooLarge:
             return self._failed(_too_large(self._limit), exchange, status=413)
+        resend = self._resends.resend_of(request, self._route, raw)
+        replay = self._resends.replay(resend, exchange.span)
+        if replay is not None:  # a re-sent failure: its answer again, no call
+            exchange.answered(replay.status_code)
+            return replay
         try:
             ask = self._front.parse(_json_object(raw))
             mid_stream, restarts = mid_stream_of(request.headers)
@@ -345,12 +355,12 @@ class ModelEndpoint:
             return self._failed(refused, exchange)
         exchange.admitted = True
         if ask.stream:
-            return await self._stream(ask, options, restarts, request, exchange)
+            return await self._stream(ask, options, restarts, request, exchange, resend)
         try:
             call = self._live.core.models.call(ask.request, options)
             response: ModelResponse = await _unless_gone(call, request.receive)
         except SidecarFailure as failure:
-            return self._failed(failure, exchange)
+            return self._resends.keep(resend, failure, self._failed(failure, exchange))
         head = self._head(served_model(response, ask.request.model))
         body = self._front.render(chat_reply(response), head, reply_extension(response))
         exchange.answered(200)
@@ -374,7 +384,7 @@ class ModelEndpoint:
     # ------------------------------------------------------------------ a stream
 
     async def _stream(
-        self, ask: Ask, options: CallOptions, restarts: bool, request: Request, exchange: _Exchange
+        self, ask: Ask, options: CallOptions, restarts: bool, request: Request, exchange: _Exchange, resend: Resend
     ) -> Response:
         events = self._live.core.models.stream(ask.request, options)
         exchange.closers.append(events.aclose)  # the call cancelled, its upstream closed, whatever happens
@@ -385,7 +395,7 @@ class ModelEndpoint:
                 model = first.model
                 first = await _unless_gone(anext(events), request.receive)
         except SidecarFailure as failure:
-            return self._failed(failure, exchange)
+            return self._resends.keep(resend, failure, self._failed(failure, exchange))
         except StopAsyncIteration:  # pragma: no cover - the core always ends with Final or a failure
             return self._failed(SystemFailure("the HTTP front"), exchange)
         writer = self._front.writer(self._head(model), include_usage=ask.include_usage)
