@@ -12,8 +12,8 @@ the same request from memory::
                          ``Authorization: Bearer`` or ``x-api-key``, a server.auth token or, without
                          auth, whatever the SDK sends), the same door (its path), the same
                          ``x-sidecar-*`` request headers (a new deadline, budget or job is another
-                         request) and the same body bytes; kept as one keyed BLAKE2b digest (a key
-                         random per process: no credential, body or hash of either is held)
+                         request) and the same body bytes; kept as one HMAC-SHA-256 digest (its key
+                         random per process: no credential, body or plain hash of either is held)
     what is remembered   a failure of the call the sidecar judged (``window_of``): retries exhausted,
                          a final failure (quota, invalid input, an unknown model, a refusal ...), a
                          throttle; never a success, never the sidecar's own refusals (shed, draining:
@@ -40,7 +40,7 @@ and honour the Failure's RetryInfo and retry line (a non-retryable failure is no
 
 from __future__ import annotations
 
-import hashlib
+import hmac
 import math
 import os
 from collections import OrderedDict
@@ -155,7 +155,7 @@ class Resends:
 
     def resend_of(self, request: Request, route: str, body: bytes) -> Resend:
         """``request`` (its body read: ``body``) at the door ``route`` as the memo knows it."""
-        digest = hashlib.blake2b(key=self._secret, digest_size=32)
+        digest = hmac.new(self._secret, digestmod="sha256")  # SHA-256: twice BLAKE2b on CPUs with SHA instructions
         peer = request.client.host if request.client is not None else ""
         headers = request.headers
         credential = bearer_token(headers.items()) or headers.get(API_KEY_HEADER) or ""
