@@ -287,8 +287,8 @@ async def test_failures_are_the_sdks_exceptions_in_openais_error_shape(
     assert caught.value.code == "context_length_exceeded"
     assert caught.value.response.headers["x-sidecar-attempts"] == "1"
     front.provider.script(UPSTREAMS[model], [{"preset": "insufficient_quota"}])
-    with pytest.raises(openai.RateLimitError) as quota:
-        await client.responses.create(model=model, input="hi")
+    with pytest.raises(openai.RateLimitError) as quota:  # another input: "hi" again is the failure replayed
+        await client.responses.create(model=model, input="hi again")
     assert quota.value.code == "insufficient_quota"
 
 

@@ -294,7 +294,9 @@ class SidecarApp:
             return
         assert self.live is not None
         assert self.admission is not None
-        parts = DoorParts(cfg, self.clock, self.live, self.admission, self.state_view, self.reload_fleet)
+        parts = DoorParts(
+            cfg, self.clock, self.live, self.admission, self.state_view, self.reload_fleet, metrics=self.metrics
+        )
         doors = build_doors(parts)
         closed = self.metrics.connection_closed if self.metrics is not None else None
         self.http = HttpHosting(

@@ -128,16 +128,20 @@ async def build_core(
 class Live:
     """The core the next call runs on, and every secret any core's config named (masked everywhere)."""
 
-    __slots__ = ("core", "secrets")
+    __slots__ = ("core", "secrets", "swaps")
 
     def __init__(self, core: Core) -> None:
         self.core = core
         self.secrets: tuple[str, ...] = core.config.secrets
+        self.swaps = 0
+        """How many reloads were applied: what an answer was judged under (``http.resends`` keeps no
+        failure past the config it was answered by)."""
 
     def swap(self, core: Core) -> Core:
         """``core`` serves the next call; the one before (its calls still finishing on it, on the guards
         and ledger they share, which take ``core``'s settings now: ``Core.settle``)."""
         core.settle()
         old, self.core = self.core, core
+        self.swaps += 1
         self.secrets = tuple(sorted({*self.secrets, *core.config.secrets}, key=lambda s: (-len(s), s)))
         return old

@@ -29,6 +29,8 @@
                                                              evicted | refused (http.connections)
     sidecar.overhead.duration          s          histogram  gen_ai.operation.name, gen_ai.request.model |
                                                              gen_ai.tool.name, sidecar.door = grpc | http | internal
+    sidecar.http.replayed              {request}  counter    http.route (a model front's path), sidecar.failure.kind:
+                                                             re-sent failures answered again with no call
 
 The two GenAI histograms carry the conventions' advised bucket boundaries. A model or tool name
 the configuration does not know is recorded as ``_OTHER``, so a caller cannot grow the number of
@@ -127,6 +129,11 @@ class _Instruments:
             n.METRIC_CONNECTIONS_CLOSED,
             unit="{connection}",
             description="HTTP connections closed by the port's limits (a slow or idle client, past the cap)",
+        )
+        self.replayed = meter.create_counter(
+            n.METRIC_REPLAYED,
+            unit="{request}",
+            description="Re-sent failures an HTTP model front answered again at once, with no upstream call",
         )
         self.reloads = meter.create_counter(
             n.METRIC_RELOADS, unit="{reload}", description="Config reloads tried, by outcome (applied, refused)"
@@ -258,6 +265,10 @@ class Metrics:
     def connection_closed(self, reason: str) -> None:
         """An HTTP connection the port's limits closed: ``reason`` is one of ``connections.REASONS``."""
         self._i.connections_closed.add(1, {n.CLOSE_REASON: reason})
+
+    def replayed(self, route: str, kind: str) -> None:
+        """A re-sent failure answered again with no call: the front's ``route`` (its path), the failure's ``kind``."""
+        self._i.replayed.add(1, _labels({n.HTTP_ROUTE: route, n.FAILURE_KIND: kind}))
 
     def chunk_labels(self, model: str, provider: str) -> dict[str, Any]:
         """The label set of a model's stream timings, built once per attempt."""

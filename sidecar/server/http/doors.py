@@ -40,8 +40,10 @@ from sidecar.server.http.fronts import ModelEndpoint
 from sidecar.server.http.hosting import Door
 from sidecar.server.http.mcp_front import mcp_door
 from sidecar.server.http.models_front import models_routes
+from sidecar.server.http.resends import Resends
 from sidecar.server.live import Live
 from sidecar.server.reload import Reload
+from sidecar.telemetry.metrics import Metrics
 
 __all__ = ["DoorParts", "build_doors"]
 
@@ -61,6 +63,8 @@ class DoorParts:
     """The admin state view and its actions (``server.admin.StateView``); None: no admin door."""
     reload: Reload | None = None
     """``POST /admin/reload``: the config file again, on every worker (``server.reload``)."""
+    metrics: Metrics | None = None
+    """Where the doors count what they do of their own (``sidecar.http.replayed``); None: not counted."""
 
 
 def build_doors(parts: DoorParts) -> list[Door]:
@@ -89,9 +93,11 @@ def model_door(parts: DoorParts) -> Door:
     limit = parts.config.server.max_message_bytes
 
     fronts: dict[str, Front] = {}
+    counted = parts.metrics.replayed if parts.metrics is not None else None
+    resends = Resends(parts.clock, counted=counted)  # one memo for every model front: its key holds the door
 
     def endpoint(front: Front) -> Route:
-        app = ModelEndpoint(front, parts.live, parts.admission, parts.clock, limit)
+        app = ModelEndpoint(front, parts.live, parts.admission, parts.clock, limit, resends)
         fronts[front.path] = front
         return Route(front.path, endpoint=app, methods=["POST"])
 

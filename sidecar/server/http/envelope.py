@@ -15,6 +15,7 @@
                                   head's value read again there, ``hosting._Joined``): every answer of the
                                   port (``Overhead``, an ASGI wrapper)
     x-should-retry                whether an SDK should retry (``failures.py`` says when)
+    x-sidecar-replayed            true: the answer of a failure the caller re-sent, from memory (``resends.py``)
 
 The model doors (``fronts.py``) read all of them; the MCP door (``mcp_front.py``) reads the Job's.
 """

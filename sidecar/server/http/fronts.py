@@ -12,6 +12,8 @@
                                                                                  a parameter in the caller's
                                                                                  names (params.py)
     the caller leaves  the call is cancelled (JOB_CANCELLED), its upstream closed, its slot given back
+    a re-sent failure  the same caller's same request inside the failure's window: its answer again,
+                       with no call (``resends.py``)
     every answer       x-sidecar-attempts; the configured secrets masked in every string
 
 Each door is one ``ModelEndpoint`` over one format's front half (``providers.formats``): the
@@ -85,6 +87,7 @@ from sidecar.server.http.envelope import (
 )
 from sidecar.server.http.failures import answer_of, error_of, failure_headers, hop_json
 from sidecar.server.http.params import callers_failure
+from sidecar.server.http.resends import Resend, Resends
 from sidecar.server.http.tracing import start_server_span
 from sidecar.server.live import Live
 from sidecar.telemetry import names as n
@@ -283,6 +286,7 @@ class ModelEndpoint:
         admission: Admission,
         clock: Clock,
         max_body_bytes: int,
+        resends: Resends | None = None,
     ) -> None:
         self._front = front
         self._route = route = front.path
@@ -291,6 +295,7 @@ class ModelEndpoint:
         self._clock = clock
         self._limit = max_body_bytes
         self._method = f"POST {route}"
+        self._resends = resends if resends is not None else Resends(clock)
 
     @property
     def _secrets(self) -> tuple[str, ...]:
@@ -335,6 +340,11 @@ class ModelEndpoint:
             raw = await bounded_body(request, self._limit)
         except TooLarge:
             return self._failed(_too_large(self._limit), exchange, status=413)
+        resend = self._resends.resend_of(request, self._route, raw, self._live.swaps)
+        replay = self._resends.replay(resend, exchange.span)
+        if replay is not None:  # a re-sent failure: its answer again, no call
+            exchange.answered(replay.status_code)
+            return replay
         try:
             body = _json_object(raw)
             ask = self._front.parse(body)
@@ -349,12 +359,14 @@ class ModelEndpoint:
             return self._failed(refused, exchange)
         exchange.admitted = True
         if ask.stream:
-            return await self._stream(ask, body, options, restarts, request, exchange)
+            return await self._stream(ask, body, options, restarts, request, exchange, resend)
         try:
             call = self._live.core.models.call(ask.request, options)
             response: ModelResponse = await _unless_gone(call, request.receive)
         except SidecarFailure as failure:
-            return self._failed(callers_failure(self._front, failure, body), exchange)
+            return self._resends.keep(
+                resend, failure, self._failed(callers_failure(self._front, failure, body), exchange)
+            )
         head = self._head(served_model(response, ask.request.model))
         body = self._front.render(chat_reply(response), head, reply_extension(response))
         exchange.answered(200)
@@ -385,6 +397,7 @@ class ModelEndpoint:
         restarts: bool,
         request: Request,
         exchange: _Exchange,
+        resend: Resend,
     ) -> Response:
         events = self._live.core.models.stream(ask.request, options)
         exchange.closers.append(events.aclose)  # the call cancelled, its upstream closed, whatever happens
@@ -395,7 +408,9 @@ class ModelEndpoint:
                 model = first.model
                 first = await _unless_gone(anext(events), request.receive)
         except SidecarFailure as failure:
-            return self._failed(callers_failure(self._front, failure, body), exchange)
+            return self._resends.keep(
+                resend, failure, self._failed(callers_failure(self._front, failure, body), exchange)
+            )
         except StopAsyncIteration:  # pragma: no cover - the core always ends with Final or a failure
             return self._failed(SystemFailure("the HTTP front"), exchange)
         writer = self._front.writer(self._head(model), include_usage=ask.include_usage)

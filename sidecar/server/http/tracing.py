@@ -9,6 +9,9 @@
                            children, exactly as under the gRPC port's server span
     a streamed answer      ``start_server_span``: the span and the context to attach while the call is
                            started; the door ends the span when the stream has ended
+    a replayed failure     ``replayed``: the event ``sidecar.replayed`` on the SERVER span of a re-send the
+                           model fronts answered again with no call (``resends.py``): the failure's kind,
+                           the attempts its first answer made, the seconds left of its window
 
 As on the gRPC port (``server.grpc.spans``), with no SDK installed nothing is recorded and
 the span is free (``telemetry.tracing.Tracer``).
@@ -27,7 +30,7 @@ from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
 from sidecar.telemetry import names as n
 from sidecar.telemetry.tracing import Tracer, propagated
 
-__all__ = ["server_span", "start_server_span"]
+__all__ = ["replayed", "server_span", "start_server_span"]
 
 _tracer = Tracer(n.TRACER)
 
@@ -59,3 +62,12 @@ def start_server_span(
     if span is INVALID_SPAN:
         return INVALID_SPAN, parent
     return span, trace.set_span_in_context(span, parent)
+
+
+def replayed(span: Span, kind: str, attempts: int, window_left_s: float) -> None:
+    """The event on ``span`` (a SERVER span) saying its answer is a failure replayed, with no call."""
+    if span.is_recording():
+        span.add_event(
+            n.EVENT_REPLAYED,
+            {n.FAILURE_KIND: kind, n.REPLAYED_ATTEMPTS: attempts, n.REPLAYED_WINDOW_LEFT: round(window_left_s, 3)},
+        )

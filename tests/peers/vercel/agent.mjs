@@ -1,19 +1,35 @@
 // The Vercel AI SDK (`ai` + `@ai-sdk/openai-compatible`) as a peer of the sidecar's HTTP port.
 //
-//   node agent.mjs <sidecar HTTP url> generate|stream
+//   node agent.mjs <sidecar HTTP url> generate|stream|resend
 //
 // The model is the sidecar's OpenAI-compatible front (<url>/v1); the tools are the sidecar's own,
 // listed and called over its MCP front (<url>/mcp, JSON-RPC tools/list and tools/call). A tool whose
 // call the sidecar answers with isError goes back to the model as the SDK's error-text output: the
 // sidecar's model_text, byte for byte (a thrown Error would reach the model as "Error: ..."). Runs generateText or streamText with a tool loop and prints
-// one JSON line: what the run saw. tests/test_peer_vercel_ai.py drives it.
+// one JSON line: what the run saw. tests/test_peer_vercel_ai.py drives it. `resend` is one generateText
+// with no tools and the SDK's default retries (2, re-sending a 429 or 5xx 2 s, then 4 s, apart): it prints
+// each try's status and x-sidecar-replayed header (tests/test_http_resends.py).
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { generateText, jsonSchema, stepCountIs, streamText, tool } from "ai";
 
 const [base, mode] = process.argv.slice(2);
-if (!base || !["generate", "stream"].includes(mode)) {
-  console.error("usage: node agent.mjs <sidecar HTTP url> generate|stream");
+if (!base || !["generate", "stream", "resend"].includes(mode)) {
+  console.error("usage: node agent.mjs <sidecar HTTP url> generate|stream|resend");
   process.exit(2);
+}
+
+if (mode === "resend") {
+  const sidecar = createOpenAICompatible({ name: "sidecar", baseURL: `${base}/v1`, apiKey: "unused-by-the-sidecar" });
+  try {
+    await generateText({ model: sidecar.chatModel("gpt"), prompt: "hi" }); // maxRetries left at its default
+    console.log(JSON.stringify({ statuses: [], replayed: [] }));
+  } catch (error) {
+    const tries = error.errors ?? [error]; // a RetryError holds every try's error
+    const statuses = tries.map((e) => e.statusCode ?? null);
+    const replayed = tries.map((e) => e.responseHeaders?.["x-sidecar-replayed"] ?? null);
+    console.log(JSON.stringify({ statuses, replayed }));
+  }
+  process.exit(0);
 }
 
 let rpcId = 0;
