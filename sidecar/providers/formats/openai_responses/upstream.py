@@ -128,7 +128,7 @@ from sidecar.providers.formats.openai_responses.vocab import (
     parts_of_item,
     signature_of,
 )
-from sidecar.providers.formats.options import options_for
+from sidecar.providers.formats.options import merge_options, options_for
 from sidecar.providers.formats.protocol import SSE
 
 __all__ = [
@@ -294,8 +294,7 @@ class ResponsesUpstream:
         body.update(_controls(request.controls))
         if stream:
             body["stream"] = True
-        body.update(provider_options(request.controls))
-        return body
+        return merge_options(body, provider_options(request.controls), FORMAT_NAME, SIDECAR_KEYS)
 
     def stream_decoder(self) -> ResponsesStream:
         return ResponsesStream()
