@@ -546,3 +546,47 @@ async def test_what_a_format_does_not_carry_is_refused_naming_it_and_nothing_is_
     assert f"does not carry {feature}" in err.message
     assert f"model {model} speaks the" in err.message
     assert sent(sidecar, model) == []
+
+
+# ---------------------------------------------------------------- provider options reach a nested object
+
+
+async def test_provider_options_reach_one_tool_and_one_content_block_of_the_upstream_body(sidecar: Running) -> None:
+    tools = await sidecar.client.list_tools()
+    asked = pb.Message(role=pb.ROLE_USER, parts=[pb.Part(text="first"), pb.Part(text="second")])
+    options = {
+        "anthropic": {
+            "tools": [{"eager_input_streaming": True}],
+            "messages": [{"content": [{}, {"cache_control": {"type": "ephemeral", "ttl": "1h"}}]}],
+            "service_tier": "auto",
+        }
+    }
+    await sidecar.client.call_model("claude", [asked], tools=[tools[0]], provider_options=options)
+    body = sent(sidecar, "claude")[-1]["body"]
+    assert body["tools"][0]["eager_input_streaming"] is True
+    assert body["tools"][0]["name"] == tools[0].definition.name
+    first, second = body["messages"][0]["content"]
+    assert first == {"type": "text", "text": "first"}
+    assert second == {"type": "text", "text": "second", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    assert body["service_tier"] == "auto"
+
+
+@pytest.mark.parametrize(
+    ("options", "parameter", "words"),
+    [
+        ({"tools": [{}, {"eager_input_streaming": True}]}, "provider_options_json.anthropic.tools",
+         "has 2 elements and the body the sidecar renders has 1"),
+        ({"messages": [{"role": "assistant"}]}, "provider_options_json.anthropic.messages[0].role",
+         "the sidecar sets itself"),
+        ({"model": "other"}, "provider_options_json.anthropic.model", "the sidecar sets itself"),
+        ({"temperature": 0.5}, "provider_options_json.anthropic.temperature", "the sidecar sets itself"),
+    ],
+)  # fmt: skip
+async def test_provider_options_a_list_too_long_or_a_value_the_sidecar_sets_is_refused_by_name(
+    sidecar: Running, options: dict[str, Any], parameter: str, words: str
+) -> None:
+    (tool, *_) = await sidecar.client.list_tools()
+    err = await fails(sidecar, "claude", sc.InvalidInputError, tools=[tool], provider_options={"anthropic": options})
+    assert err.detail.parameter == parameter
+    assert words in err.message
+    assert sent(sidecar, "claude") == []

@@ -298,3 +298,43 @@ async def test_a_failure_after_the_stream_began_is_an_error_event(front: Running
     got = [e async for e in stream]
     assert got[-1].type == "error"
     assert got[-1].code == "content_policy_violation"
+
+
+# ---------------------------------------------------------------- keys the sidecar does not interpret (issue 37)
+
+R_SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "x-never-heard": {"deep": [1, 2]}}
+R_TOOL = {"type": "function", "name": "search", "description": "Search.", "parameters": R_SCHEMA, "strict": False,
+          "x_tool": {"b": [True]}}  # fmt: skip
+R_PART = {"type": "input_text", "text": "hi", "x_part": "p"}
+R_MESSAGE = {"type": "message", "role": "user", "content": [R_PART], "x_message": 7}
+R_CALL = {"type": "function_call", "call_id": "c1", "name": "search", "arguments": "{}", "x_call": 1}
+R_OUTPUT = {"type": "function_call_output", "call_id": "c1", "output": "found", "x_output": [2]}
+R_BODY = {"metadata": {"run": "7"}, "service_tier": "flex", "x_body": "v"}
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_unknown_keys_at_every_depth_reach_a_responses_deployment_as_sent(
+    front: Running, client: openai.AsyncOpenAI, streamed: bool
+) -> None:
+    asked: dict[str, Any] = {
+        "model": "resp",
+        "input": [R_MESSAGE, R_CALL, R_OUTPUT, {"role": "user", "content": "go on"}],
+        "tools": [R_TOOL],
+        "text": {"format": {"type": "json_schema", "name": "r", "schema": R_SCHEMA, "x_format": 1}, "verbosity": "low"},
+        "reasoning": {"effort": "low", "x_reasoning": True},
+        "extra_body": R_BODY,
+    }
+    if streamed:
+        async with await client.responses.create(**asked, stream=True) as stream:
+            [event async for event in stream]
+    else:
+        await client.responses.create(**asked)
+    (body,) = upstream_bodies(front, "resp")
+    assert {k: body[k] for k in R_BODY} == R_BODY
+    assert body["tools"] == [R_TOOL]
+    assert (body["text"]["format"]["x_format"], body["text"]["verbosity"]) == (1, "low")
+    assert body["reasoning"]["x_reasoning"] is True
+    message, call, output, _ = body["input"]
+    assert message == R_MESSAGE
+    assert call == {"type": "function_call", "call_id": "c1", "name": "search", "arguments": "{}", "x_call": 1}
+    assert output == R_OUTPUT

@@ -123,7 +123,6 @@ def test_a_reasoning_item_from_the_front_goes_upstream_byte_identical() -> None:
         ({"store": True}, "store"),
         ({"background": True}, "background"),
         ({"include": ["file_search_call.results"]}, "include[0]"),
-        ({"metadata": {"a": "b"}}, "metadata"),
         ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
         ({"tools": [{"type": "function", "name": "f", "strict": "yes"}]}, "tools[0].strict"),
         ({"text": {"format": {"type": "json_schema", "name": "r", "schema": {}, "strict": 1}}}, "text.format.strict"),

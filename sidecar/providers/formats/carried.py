@@ -59,6 +59,7 @@ __all__ = [
     "Unknown",
     "asked",
     "carried_elements",
+    "kept",
     "merge_carried",
     "plain",
     "refuse_foreign",
@@ -190,6 +191,13 @@ class Unknown:
         if not self._keys:
             return None
         return Carried(self._format, self._keys, at, tuple(self._names))
+
+
+def kept(format_name: str, value: Mapping[str, Any], known: Collection[str], at: str) -> Carried | None:
+    """The Carried of one element's keys not in ``known`` (an element with no sub-object to look into)."""
+    unknown = Unknown(format_name)
+    unknown.take(value, known)
+    return unknown.carried(at)
 
 
 def _message_elements(m: Message) -> Iterator[Carried | None]:

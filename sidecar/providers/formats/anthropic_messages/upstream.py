@@ -142,7 +142,7 @@ from sidecar.providers.formats.anthropic_messages.vocab import (
 from sidecar.providers.formats.carried import CONTROLS, merge_carried, plain, refuse_uncarried
 from sidecar.providers.formats.chat import JSON_INSTRUCTION, ChatReply, ChatRequest, StreamFault, compact_json
 from sidecar.providers.formats.fields import count, text_or_empty
-from sidecar.providers.formats.options import options_for
+from sidecar.providers.formats.options import merge_options, options_for
 from sidecar.providers.formats.protocol import SSE
 
 __all__ = ["MESSAGES_PATH", "AnthropicStream", "AnthropicUpstream", "error_refusal", "provider_options"]
@@ -255,9 +255,9 @@ class AnthropicUpstream:
                 for t in request.tools
             ]
         body.update(_controls(controls, request.max_tokens))
-        body.update(provider_options(controls.provider_options_json))
         if stream:
             body["stream"] = True
+        merge_options(body, provider_options(controls.provider_options_json), FORMAT_NAME, SIDECAR_KEYS)
         return merge_carried(body, request.carried, FORMAT_NAME)
 
     def stream_decoder(self) -> AnthropicStream:

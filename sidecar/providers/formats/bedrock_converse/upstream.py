@@ -151,7 +151,7 @@ from sidecar.providers.formats.bedrock_converse.vocab import (
 from sidecar.providers.formats.carried import CONTROLS, plain, refuse_uncarried
 from sidecar.providers.formats.chat import EMPTY_PARAMETERS, JSON_INSTRUCTION, ChatReply, ChatRequest, StreamFault
 from sidecar.providers.formats.fields import count, text_or_empty
-from sidecar.providers.formats.options import FIELD, options_for
+from sidecar.providers.formats.options import FIELD, merge_options, options_for
 from sidecar.providers.formats.protocol import EVENT_STREAM
 
 __all__ = [
@@ -341,8 +341,7 @@ class BedrockUpstream:
             extra["thinking"] = {"type": "enabled", "budget_tokens": c.reasoning.budget_tokens}
         if extra:
             body["additionalModelRequestFields"] = extra
-        body.update(options)
-        return body
+        return merge_options(body, options, FORMAT_NAME, SIDECAR_KEYS)
 
     def stream_decoder(self) -> BedrockStream:
         return BedrockStream()

@@ -116,7 +116,7 @@ from sidecar.providers.formats.gemini.vocab import (
     data_url,
     url_media_type,
 )
-from sidecar.providers.formats.options import FIELD, options_for
+from sidecar.providers.formats.options import FIELD, merge_options, options_for
 from sidecar.providers.formats.protocol import SSE
 
 __all__ = [
@@ -217,8 +217,7 @@ class GeminiUpstream:
         options = provider_options(request.controls.provider_options_json)
         generation.update(options.pop("generationConfig", {}))
         body["generationConfig"] = generation
-        body.update(options)
-        return body
+        return merge_options(body, options, FORMAT_NAME, SIDECAR_KEYS - {"generationConfig"})
 
     def stream_decoder(self) -> GeminiStream:
         return GeminiStream()

@@ -132,7 +132,7 @@ from sidecar.providers.formats.openai_chat.vocab import (
     tool_image_label,
     tool_image_placeholder,
 )
-from sidecar.providers.formats.options import options_for
+from sidecar.providers.formats.options import merge_options, options_for
 from sidecar.providers.formats.protocol import SSE
 
 __all__ = ["CHAT_PATH", "SIDECAR_KEYS", "OpenAIStream", "OpenAIUpstream", "provider_options"]
@@ -261,7 +261,7 @@ class OpenAIUpstream:
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
-        body.update(provider_options(controls))
+        merge_options(body, provider_options(controls), FORMAT_NAME, SIDECAR_KEYS)
         return merge_carried(body, request.carried, FORMAT_NAME)
 
     def stream_decoder(self) -> OpenAIStream:

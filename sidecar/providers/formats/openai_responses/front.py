@@ -58,6 +58,7 @@ naming the key; the caller sends the whole conversation, as the upstream half do
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from sidecar.core.conversation import (
@@ -78,6 +79,7 @@ from sidecar.core.conversation import (
 from sidecar.core.kinds import Role
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta
 from sidecar.core.taxonomy import InvalidInput
+from sidecar.providers.formats.carried import Unknown, kept
 from sidecar.providers.formats.chat import ChatReply, compact_json
 from sidecar.providers.formats.fields import (
     bool_field,
@@ -89,16 +91,17 @@ from sidecar.providers.formats.fields import (
     text_field,
 )
 from sidecar.providers.formats.openai_chat.front import OpenAIFront
-from sidecar.providers.formats.openai_responses.upstream import reasoning_items
+from sidecar.providers.formats.openai_responses.items import reasoning_items
 from sidecar.providers.formats.openai_responses.vocab import (
     FINISH_NAMES,
-    INCLUDE,
+    FORMAT_NAME,
     REDACTED_ID,
     TOOL_ERROR_PREFIX,
     api_key_of,
     item_of,
     parts_of_item,
     read_data_url,
+    refuse_stateful,
 )
 from sidecar.providers.formats.protocol import Ask, ParamNames, ReplyHead, Sse
 
@@ -127,12 +130,6 @@ REQUEST_KEYS = frozenset(
     }
 )
 """The request keys the front reads (the module's table); any other one that is not null is refused."""
-_STATELESS = {
-    "previous_response_id": "the sidecar keeps no responses (it runs stateless): send the whole conversation "
-    "in input, the reasoning items with their encrypted_content",
-    "conversation": "the sidecar keeps no conversations (it runs stateless): send the whole conversation in input",
-    "background": "the sidecar answers in the request (it keeps no responses to poll): leave background out",
-}
 _EFFORTS = ("minimal", "low", "medium", "high")
 _DETAILS = ("auto", "low", "high")
 _CHAT = OpenAIFront()
@@ -477,24 +474,6 @@ def _string(obj: Mapping[str, Any], key: str, where: str) -> str:
     return value
 
 
-def _stateless(body: Mapping[str, Any]) -> None:
-    for key, why in _STATELESS.items():
-        if body.get(key) not in (None, False):
-            raise InvalidInput(key, shown(body[key]), why)
-    if body.get("store") not in (None, False):
-        rule = "must be false: the sidecar keeps no responses (it runs stateless), so none could be retrieved"
-        raise InvalidInput("store", shown(body["store"]), rule)
-    include = body.get("include")
-    if include is None:
-        return
-    if not isinstance(include, list):
-        raise InvalidInput("include", shown(include), f'must be a list: ["{INCLUDE}"]')
-    for i, name in enumerate(include):
-        if name != INCLUDE:
-            rule = f"the sidecar includes {INCLUDE} (always) and nothing else"
-            raise InvalidInput(f"include[{i}]", shown(name), rule)
-
-
 class _Reader:
     """The input items, in order, as the core's messages (the module's table)."""
 
@@ -511,8 +490,9 @@ class _Reader:
         if self._assistant is None and not self._calls and not self._reasoning:
             return
         m = self._assistant or Message(Role.ASSISTANT)
+        calls, thoughts = tuple(self._calls), tuple(self._reasoning)
         self.messages.append(
-            Message(Role.ASSISTANT, m.text, tuple(self._calls), parts=m.parts, reasoning=tuple(self._reasoning))
+            Message(Role.ASSISTANT, m.text, calls, parts=m.parts, reasoning=thoughts, carried=m.carried)
         )
         self._assistant, self._calls, self._reasoning = None, [], []
 
@@ -527,15 +507,19 @@ class _Reader:
             self._message(item, where)
         elif kind == "function_call":
             self._flush_results()
-            _carried_only(item, frozenset({"type", "id", "call_id", "name", "arguments", "status"}), where)
-            call = ToolCall(_string(item, "call_id", where), _string(item, "name", where), _arguments(item, where))
+            carried = kept(
+                FORMAT_NAME, item, frozenset({"type", "id", "call_id", "name", "arguments", "status"}), where
+            )
+            call_id, name = _string(item, "call_id", where), _string(item, "name", where)
+            call = ToolCall(call_id, name, _arguments(item, where), carried)
             self._names[call.id] = call.name
             self._calls.append(call)
         elif kind == "function_call_output":
             self._flush_assistant()
-            _carried_only(item, frozenset({"type", "id", "call_id", "output", "status"}), where)
+            carried = kept(FORMAT_NAME, item, frozenset({"type", "id", "call_id", "output", "status"}), where)
             call_id = _string(item, "call_id", where)
-            self._results.append(_result(item.get("output"), call_id, self._names.get(call_id, ""), where))
+            read = _result(item.get("output"), call_id, self._names.get(call_id, ""), where)
+            self._results.append(replace(read, carried=carried))
         elif kind == "reasoning":
             self._flush_results()
             if self._assistant is not None or self._calls:
@@ -553,20 +537,21 @@ class _Reader:
             self.system.append(_joined(content, f"{where}.content"))
             return
         if role == "user":
-            _carried_only(item, frozenset({"type", "role", "content"}), where)
+            carried = kept(FORMAT_NAME, item, frozenset({"type", "role", "content"}), where)
             self._flush_assistant()
             self._flush_results()
             read = _user_content(content, f"{where}.content")
-            self.messages.append(Message(Role.USER, read) if isinstance(read, str) else Message(Role.USER, parts=read))
+            text, parts = (read, ()) if isinstance(read, str) else ("", read)
+            self.messages.append(Message(Role.USER, text, parts=parts, carried=carried))
             return
         if role == "assistant":
-            _carried_only(item, frozenset({"type", "role", "content", "id", "status", "phase"}), where)
+            carried = kept(FORMAT_NAME, item, frozenset({"type", "role", "content", "id", "status", "phase"}), where)
             self._flush_results()
             if self._assistant is not None or self._calls:
                 self._flush_assistant()
             read = _assistant_content(content, f"{where}.content")
             text, parts = (read, ()) if isinstance(read, str) else ("", read)
-            self._assistant = Message(Role.ASSISTANT, text, parts=parts)
+            self._assistant = Message(Role.ASSISTANT, text, parts=parts, carried=carried)
             return
         raise InvalidInput(f"{where}.role", shown(role), "must be system, developer, user or assistant")
 
@@ -647,18 +632,18 @@ def _parts(content: Any, where: str, kinds: tuple[str, ...]) -> tuple[Part, ...]
 
 def _part(part: dict[str, Any], kind: str, at: str) -> Part:
     if kind in ("input_text", "output_text"):
-        _carried_only(part, frozenset({"type", "text", "annotations", "logprobs"}), at)
-        return TextPart(_string(part, "text", at))
+        carried = kept(FORMAT_NAME, part, frozenset({"type", "text", "annotations", "logprobs"}), at)
+        return TextPart(_string(part, "text", at), carried=carried)
     if kind == "refusal":
-        _carried_only(part, frozenset({"type", "refusal"}), at)
-        return TextPart(_string(part, "refusal", at))  # what the model said when it refused: its words
+        carried = kept(FORMAT_NAME, part, frozenset({"type", "refusal"}), at)
+        return TextPart(_string(part, "refusal", at), carried=carried)  # what the model said when it refused
     if kind == "input_image":
         return _image(part, at)
     return _file(part, at)
 
 
 def _image(part: dict[str, Any], at: str) -> ImagePart:
-    _carried_only(part, frozenset({"type", "image_url", "detail", "file_id"}), at)
+    carried = kept(FORMAT_NAME, part, frozenset({"type", "image_url", "detail", "file_id"}), at)
     if part.get("file_id") is not None:
         raise InvalidInput(f"{at}.file_id", shown(part["file_id"]), "names a file uploaded to OpenAI: send image_url")
     url = _string(part, "image_url", at)
@@ -667,21 +652,21 @@ def _image(part: dict[str, Any], at: str) -> ImagePart:
         raise InvalidInput(f"{at}.detail", shown(detail), "must be auto, low or high")
     detail = "" if detail == "auto" else detail
     if not url.startswith("data:"):
-        return ImagePart(url=url, detail=detail)
+        return ImagePart(url=url, detail=detail, carried=carried)
     read = read_data_url(url)
     if read is None:
         raise InvalidInput(f"{at}.image_url", url[:60], "a data: URL is data:<media type>;base64,<the bytes>")
-    return ImagePart(read[0], read[1], detail=detail)
+    return ImagePart(read[0], read[1], detail=detail, carried=carried)
 
 
 def _file(part: dict[str, Any], at: str) -> DocumentPart:
-    _carried_only(part, frozenset({"type", "file_data", "file_url", "filename", "file_id"}), at)
+    carried = kept(FORMAT_NAME, part, frozenset({"type", "file_data", "file_url", "filename", "file_id"}), at)
     if part.get("file_id") is not None:
         raise InvalidInput(
             f"{at}.file_id", shown(part["file_id"]), "names a file uploaded to OpenAI: send file_data or file_url"
         )
     if part.get("file_url") is not None:
-        return DocumentPart(url=_string(part, "file_url", at))
+        return DocumentPart(url=_string(part, "file_url", at), carried=carried)
     data = part.get("file_data")
     read = read_data_url(data) if isinstance(data, str) else None
     if read is None:
@@ -692,10 +677,10 @@ def _file(part: dict[str, Any], at: str) -> DocumentPart:
     media_type, raw = read
     if media_type == "text/plain":
         try:
-            return DocumentPart(media_type, text=raw.decode("utf-8"), title=filename or "")
+            return DocumentPart(media_type, text=raw.decode("utf-8"), title=filename or "", carried=carried)
         except UnicodeDecodeError:
             raise InvalidInput(f"{at}.file_data", "text/plain", "a text/plain file must be UTF-8") from None
-    return DocumentPart(media_type, raw, title=filename or "")
+    return DocumentPart(media_type, raw, title=filename or "", carried=carried)
 
 
 def _result(output: Any, call_id: str, name: str, where: str) -> ToolCallResult:
@@ -714,8 +699,9 @@ def _result(output: Any, call_id: str, name: str, where: str) -> ToolCallResult:
 
 def parse_request(body: Mapping[str, Any]) -> ModelRequest:
     """A Responses request as the core's ModelRequest (the module's table)."""
-    _stateless(body)
-    _carried_only(body, REQUEST_KEYS, "")
+    refuse_stateful(body)
+    unknown = Unknown(FORMAT_NAME)
+    unknown.take(body, REQUEST_KEYS)
     model = body.get("model")
     if not isinstance(model, str):
         raise InvalidInput("model", shown(model), "must be the model's name (a string)")
@@ -739,10 +725,11 @@ def parse_request(body: Mapping[str, Any]) -> ModelRequest:
         messages=messages,
         system=system,
         tools=tools,
-        response_schema_json=_response_schema(body.get("text")),
+        response_schema_json=_response_schema(body.get("text"), unknown),
         max_output_tokens=number_field(body, "max_output_tokens", int),
         temperature=number_field(body, "temperature", float),
-        controls=_controls(body, bool(tools)),
+        controls=_controls(body, bool(tools), unknown),
+        carried=unknown.carried(""),
     )
 
 
@@ -759,21 +746,21 @@ def _tool(t: dict[str, Any], where: str) -> ToolDefinition:
     if t.get("type") != "function":
         rule = "must be a function tool (the sidecar carries no built-in tools)"
         raise InvalidInput(f"{where}.type", shown(t.get("type")), rule)
-    _carried_only(t, frozenset({"type", "name", "description", "parameters", "strict"}), where)
+    carried = kept(FORMAT_NAME, t, frozenset({"type", "name", "description", "parameters", "strict"}), where)
     strict = optional_bool(t, "strict", f"{where}.strict")
     name = _string(t, "name", where)
     description = text_field(t, "description", f"{where}.description")
     parameters = t.get("parameters")
     params = "" if parameters is None else schema_text(parameters, f"{where}.parameters")
-    return ToolDefinition(name, description, params, strict=strict)
+    return ToolDefinition(name, description, params, strict=strict, carried=carried)
 
 
-def _response_schema(text: Any) -> str:
+def _response_schema(text: Any, unknown: Unknown) -> str:
     if text is None:
         return ""
     if not isinstance(text, dict):
         raise InvalidInput("text", shown(text), "must be an object")
-    _carried_only(text, frozenset({"format"}), "text")
+    unknown.take(text, frozenset({"format"}), "text")
     fmt = text.get("format")
     if fmt is None:
         return ""
@@ -781,7 +768,7 @@ def _response_schema(text: Any) -> str:
         raise InvalidInput("text.format", shown(fmt), "must be an object")
     kind = fmt.get("type")
     if kind == "json_schema":
-        _carried_only(fmt, frozenset({"type", "name", "schema", "strict", "description"}), "text.format")
+        unknown.take(fmt, frozenset({"type", "name", "schema", "strict", "description"}), "text", "format")
         optional_bool(fmt, "strict", "text.format.strict")  # either way the sidecar holds the reply to the schema
         for key in ("name", "description"):  # not sent on (the schema is what the sidecar holds to): but text
             text_field(fmt, key, f"text.format.{key}")
@@ -793,13 +780,13 @@ def _response_schema(text: Any) -> str:
     raise InvalidInput("text.format.type", shown(kind), "must be text, json_object or json_schema")
 
 
-def _controls(body: Mapping[str, Any], tools: bool) -> Controls:
+def _controls(body: Mapping[str, Any], tools: bool, unknown: Unknown) -> Controls:
     reasoning = body.get("reasoning")
     effort = None
     if reasoning is not None:
         if not isinstance(reasoning, dict):
             raise InvalidInput("reasoning", shown(reasoning), "must be an object")
-        _carried_only(reasoning, frozenset({"effort", "summary"}), "reasoning")
+        unknown.take(reasoning, frozenset({"effort", "summary"}), "reasoning")
         text_field(reasoning, "summary", "reasoning.summary")  # implied by the effort (module docstring): but text
         effort = reasoning.get("effort")
         if effort is not None and effort not in _EFFORTS:
@@ -807,7 +794,7 @@ def _controls(body: Mapping[str, Any], tools: bool) -> Controls:
     parallel = body.get("parallel_tool_calls")
     if parallel is not None and not isinstance(parallel, bool):
         raise InvalidInput("parallel_tool_calls", shown(parallel), "must be true or false")
-    choice = _tool_choice(body.get("tool_choice"))
+    choice = _tool_choice(body.get("tool_choice"), unknown)
     for key, value in (("tool_choice", choice), ("parallel_tool_calls", parallel)):
         if value is not None and not tools:
             raise InvalidInput(key, shown(body[key]), f"{key} is only allowed when tools are given")
@@ -825,13 +812,13 @@ def _controls(body: Mapping[str, Any], tools: bool) -> Controls:
     )
 
 
-def _tool_choice(value: Any) -> ToolChoice | None:
+def _tool_choice(value: Any, unknown: Unknown) -> ToolChoice | None:
     if value is None:
         return None
     if value in ("auto", "none", "required"):
         return ToolChoice(value)
     if isinstance(value, dict) and value.get("type") == "function" and isinstance(value.get("name"), str):
-        _carried_only(value, frozenset({"type", "name"}), "tool_choice")
+        unknown.take(value, frozenset({"type", "name"}), "tool_choice")
         return ToolChoice("tool", value["name"])
     rule = 'must be "auto", "none", "required" or {"type": "function", "name": a tool\'s name}'
     raise InvalidInput("tool_choice", shown(value), rule)

@@ -3,7 +3,7 @@
 Every request is ``store: false`` with ``include: ["reasoning.encrypted_content"]`` and never a
 ``previous_response_id``: the whole conversation goes each time, reasoning items included, so a
 retry or a route's failover hop depends on nothing held at one provider. ``ResponsesUpstream.body``
-renders a ChatRequest (``front.py`` reads one back: its inverse)::
+renders a ChatRequest (``front.py`` reads one back: its inverse; ``items.py`` renders the input items)::
 
     core (ChatRequest)                          Responses body
     system                                      instructions
@@ -92,14 +92,10 @@ from typing import Any
 from sidecar.core.conversation import (
     Controls,
     DocumentPart,
-    ImagePart,
-    Message,
     ModelRequest,
-    Part,
     ReasoningPart,
     TextPart,
     ToolCall,
-    ToolCallResult,
 )
 from sidecar.core.json_depth import loads
 from sidecar.core.kinds import FinishReason, Role
@@ -109,36 +105,30 @@ from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.providers.errors import Target, classify_response, refused
 from sidecar.providers.formats.azure import RESPONSES, AzureWire
-from sidecar.providers.formats.carried import asked, plain, refuse_uncarried
+from sidecar.providers.formats.carried import asked, merge_carried, plain, refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.openai_chat.vocab import rate_budget
+from sidecar.providers.formats.openai_responses.items import input_items
 from sidecar.providers.formats.openai_responses.vocab import (
-    DEFAULT_FILENAME,
     FORMAT_NAME,
     INCLUDE,
     INCOMPLETE,
-    REDACTED_ID,
     RESPONSES_PATH,
-    TOOL_ERROR_PREFIX,
-    data_url,
     effort_for_budget,
     error_refusal,
-    item_of,
     parts_of_item,
     signature_of,
 )
-from sidecar.providers.formats.options import options_for
+from sidecar.providers.formats.options import merge_options, options_for
 from sidecar.providers.formats.protocol import SSE
 
 __all__ = [
     "SIDECAR_KEYS",
     "ResponsesStream",
     "ResponsesUpstream",
-    "input_items",
     "provider_options",
     "read_response",
-    "render_part",
 ]
 
 SIDECAR_KEYS = frozenset(
@@ -279,13 +269,17 @@ class ResponsesUpstream:
             body["temperature"] = request.temperature
         if request.tools:
             body["tools"] = [
-                {
-                    "type": "function",
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": json.loads(t.parameters_json) if t.parameters_json else _EMPTY,
-                    "strict": t.strict is True,  # unset: false, not the API's default true
-                }
+                merge_carried(
+                    {
+                        "type": "function",
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": json.loads(t.parameters_json) if t.parameters_json else _EMPTY,
+                        "strict": t.strict is True,  # unset: false, not the API's default true
+                    },
+                    t.carried,
+                    FORMAT_NAME,
+                )
                 for t in request.tools
             ]
         if request.response_schema is not None:
@@ -294,8 +288,8 @@ class ResponsesUpstream:
         body.update(_controls(request.controls))
         if stream:
             body["stream"] = True
-        body.update(provider_options(request.controls))
-        return body
+        merge_options(body, provider_options(request.controls), FORMAT_NAME, SIDECAR_KEYS)
+        return merge_carried(body, request.carried, FORMAT_NAME)
 
     def stream_decoder(self) -> ResponsesStream:
         return ResponsesStream()
@@ -359,80 +353,6 @@ def _controls(c: Controls) -> dict[str, Any]:
         out["top_p"] = c.top_p
     if c.end_user:
         out["safety_identifier"] = c.end_user
-    return out
-
-
-def render_part(part: Part) -> dict[str, Any]:
-    """A content part as an input part (the module's table)."""
-    match part:
-        case TextPart():
-            return {"type": "input_text", "text": part.text}
-        case ImagePart():
-            url = part.url or data_url(part.media_type, part.data)
-            return {"type": "input_image", "image_url": url, "detail": part.detail or "auto"}
-        case DocumentPart(url=url) if url:
-            return {"type": "input_file", "file_url": url}
-        case DocumentPart():
-            pdf = data_url(part.media_type or "application/pdf", part.data)
-            return {"type": "input_file", "filename": part.title or DEFAULT_FILENAME, "file_data": pdf}
-
-
-def reasoning_items(reasoning: Iterable[ReasoningPart], start: int = 0) -> list[dict[str, Any]]:
-    """Reasoning parts as reasoning items (``vocab``'s table): a part with a signature begins an item, one
-    without is the next summary of the item before it."""
-    items: list[dict[str, Any]] = []
-    for n, r in enumerate(reasoning, start):
-        if r.redacted_data:
-            items.append({"type": "reasoning", "id": f"{REDACTED_ID}{n}", "summary": [],
-                          "encrypted_content": r.redacted_data})  # fmt: skip
-            continue
-        if r.signature or not items:
-            item_id, encrypted = item_of(r.signature, n)
-            item: dict[str, Any] = {"type": "reasoning", "id": item_id, "summary": []}
-            if encrypted:
-                item["encrypted_content"] = encrypted
-            items.append(item)
-        if r.text:
-            items[-1]["summary"].append({"type": "summary_text", "text": r.text})
-    return items
-
-
-def _output(r: ToolCallResult) -> str | list[dict[str, Any]]:
-    if not r.parts:
-        return TOOL_ERROR_PREFIX + r.content if r.is_error else r.content
-    parts = [render_part(p) for p in r.parts]
-    if r.is_error:
-        first = r.parts[0]
-        if isinstance(first, TextPart):
-            parts[0] = {"type": "input_text", "text": TOOL_ERROR_PREFIX + first.text}
-        else:
-            parts.insert(0, {"type": "input_text", "text": TOOL_ERROR_PREFIX})
-    return parts
-
-
-def input_items(messages: Iterable[Message]) -> list[dict[str, Any]]:
-    """The conversation as ``input`` items (the module's table)."""
-    out: list[dict[str, Any]] = []
-    made = 0
-    for m in messages:
-        if m.role is Role.ASSISTANT:
-            out += reasoning_items(m.reasoning, made)
-            made += len(m.reasoning)
-            if m.parts:
-                content: Any = [{"type": "output_text", "text": p.text} for p in m.parts if isinstance(p, TextPart)]
-                out.append({"type": "message", "role": "assistant", "content": content})
-            elif m.text:
-                out.append({"type": "message", "role": "assistant", "content": m.text})
-            out += [
-                {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments_json or "{}"}
-                for c in m.tool_calls
-            ]
-            continue
-        out += [{"type": "function_call_output", "call_id": r.call_id, "output": _output(r)} for r in m.tool_results]
-        if m.parts:
-            out.append({"type": "message", "role": "user", "content": [render_part(p) for p in m.parts]})
-        elif m.text or not m.tool_results:
-            out.append({"type": "message", "role": "user", "content": m.text})
     return out
 
 

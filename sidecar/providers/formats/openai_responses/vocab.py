@@ -32,9 +32,12 @@ Redacted reasoning (another format's ``redacted_data``) goes the same way, under
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from sidecar.core.conversation import ReasoningPart
 from sidecar.core.kinds import FinishReason
+from sidecar.core.taxonomy import InvalidInput
+from sidecar.providers.formats.fields import shown
 from sidecar.providers.formats.openai_chat.vocab import (
     API_KEY_HEADER,
     DEFAULT_FILENAME,
@@ -68,6 +71,7 @@ __all__ = [
     "item_of",
     "parts_of_item",
     "read_data_url",
+    "refuse_stateful",
     "signature_of",
 ]
 
@@ -119,3 +123,30 @@ def parts_of_item(item_id: str, encrypted: str, summaries: Sequence[str], made_b
         return [ReasoningPart(redacted_data=encrypted, format=made_by)]
     signature = signature_of(item_id, encrypted)
     return [ReasoningPart(t, signature if k == 0 else "", "", made_by) for k, t in enumerate(summaries or [""])]
+
+
+_STATELESS = {
+    "previous_response_id": "the sidecar keeps no responses (it runs stateless): send the whole conversation "
+    "in input, the reasoning items with their encrypted_content",
+    "conversation": "the sidecar keeps no conversations (it runs stateless): send the whole conversation in input",
+    "background": "the sidecar answers in the request (it keeps no responses to poll): leave background out",
+}
+
+
+def refuse_stateful(body: Mapping[str, Any]) -> None:
+    """INVALID_INPUT naming a request key that asks the sidecar to keep a response or a conversation."""
+    for key, why in _STATELESS.items():
+        if body.get(key) not in (None, False):
+            raise InvalidInput(key, shown(body[key]), why)
+    if body.get("store") not in (None, False):
+        rule = "must be false: the sidecar keeps no responses (it runs stateless), so none could be retrieved"
+        raise InvalidInput("store", shown(body["store"]), rule)
+    include = body.get("include")
+    if include is None:
+        return
+    if not isinstance(include, list):
+        raise InvalidInput("include", shown(include), f'must be a list: ["{INCLUDE}"]')
+    for i, name in enumerate(include):
+        if name != INCLUDE:
+            rule = f"the sidecar includes {INCLUDE} (always) and nothing else"
+            raise InvalidInput(f"include[{i}]", shown(name), rule)
