@@ -126,6 +126,8 @@ def test_a_reasoning_item_from_the_front_goes_upstream_byte_identical() -> None:
         ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
         ({"tools": [{"type": "function", "name": "f", "strict": "yes"}]}, "tools[0].strict"),
         ({"text": {"format": {"type": "json_schema", "name": "r", "schema": {}, "strict": 1}}}, "text.format.strict"),
+        ({"text": {"format": {"type": "json_object", "x_mode": "fast"}}}, "text.format.x_mode"),  # nowhere to carry it
+        ({"text": {"format": {"type": "text", "x_mode": "fast"}}}, "text.format.x_mode"),
     ],
 )
 def test_the_front_refuses_what_a_stateless_sidecar_cannot_carry(extra: dict[str, Any], key: str) -> None:

@@ -773,10 +773,9 @@ def _response_schema(text: Any, unknown: Unknown) -> str:
         for key in ("name", "description"):  # not sent on (the schema is what the sidecar holds to): but text
             text_field(fmt, key, f"text.format.{key}")
         return schema_text(fmt.get("schema"), "text.format.schema")
-    if kind == "json_object":
-        return compact_json({"type": "object"})
-    if kind == "text":
-        return ""
+    if kind in ("json_object", "text"):  # nothing is rendered for them to carry a key into: refused, not dropped
+        _carried_only(fmt, frozenset({"type"}), "text.format")
+        return compact_json({"type": "object"}) if kind == "json_object" else ""
     raise InvalidInput("text.format.type", shown(kind), "must be text, json_object or json_schema")
 
 
