@@ -183,6 +183,10 @@ def _shape(method: Any) -> str:
     return "bidi" if method.client_streaming else "stream" if method.server_streaming else "unary"
 
 
+SPAN_POLLS, SPAN_POLL_S = 1000, 0.01
+"""How long a test waits for a SERVER span to end (10 s: an event, never a bound on speed)."""
+
+
 def _server_span(otel: InMemoryTelemetry, path: str) -> Any:
     """The one SERVER span of the call to ``path`` since ``otel.clear()``, or None."""
     spans = [s for s in otel.spans() if s.kind == trace.SpanKind.SERVER]
@@ -229,13 +233,16 @@ async def test_every_refusal_passes_every_interceptor_in_both_shapes(
         async def judged(path: str, shape: str, data: bytes, md: Any, code: grpc.StatusCode) -> None:
             otel.clear()
             assert await _answer(channel, path, shape, data, md) == code, (path, shape, md)
-            span = _server_span(otel, path)
             untraced = code is grpc.StatusCode.UNAUTHENTICATED or path.startswith(("/grpc.health", "/grpc.refl"))
-            if untraced:
-                assert span is None, (path, code)
-            else:
-                assert span is not None, (path, code)
-                assert span.attributes["rpc.grpc.status_code"] == code.value[0], (path, span.attributes)
+            if untraced:  # refused before the span interceptor: no span is ever begun
+                assert _server_span(otel, path) is None, (path, code)
+                return
+            for _ in range(SPAN_POLLS):  # the server span ends after the status is on its way to the caller
+                if (span := _server_span(otel, path)) is not None:
+                    break
+                await asyncio.sleep(SPAN_POLL_S)
+            assert span is not None, (path, code)
+            assert span.attributes["rpc.grpc.status_code"] == code.value[0], (path, span.attributes)
 
         for case in cases:
             await judged(*case)
