@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,8 @@ import pytest_asyncio
 
 from tests.conftest import Running, Start, base_config
 
-PEER = Path(__file__).resolve().parent / "peers" / "vercel"
+# make peers-latest points it at a scratch copy holding the newest releases (tools/peers_latest.py)
+PEER = Path(os.environ.get("SIDECAR_PEER_VERCEL") or Path(__file__).resolve().parent / "peers" / "vercel")
 # the provider package: (the upstream model its front's model maps to, the fake's wire format)
 PROVIDERS = {
     "compatible": ("fake-gpt", "openai"),
