@@ -33,6 +33,7 @@ help:
 	@echo "make bench   run the benchmarks (not part of make test; BENCHMARKS.md)"
 	@echo "make soak    faults, SIGTERM drain, kill -9 and restart (not part of make test; docs/reliability.md)"
 	@echo "make constraints  re-resolve the Python dependencies and rewrite the pins of constraints.txt"
+	@echo "make peers-latest  run the peer tests against the newest SDKs and frameworks (docs/peers.md)"
 
 # ---------------------------------------------------------------- setup
 
@@ -112,7 +113,7 @@ run: $(STAMP)
 .PHONY: test
 test: $(STAMP) $(BUF) $(JAEGER) $(GRPCURL) redis-server lint proto-check python-test python-packages clients-test-if-any deploy-check
 
-# The Vercel AI SDK peer (tests/test_peer_vercel_ai.py): ai and @ai-sdk/openai-compatible at its lock's pins.
+# The Vercel AI SDK peer (tests/test_peer_vercel_ai.py): ai and its provider packages at its lock's pins.
 PEERS_VERCEL       := tests/peers/vercel
 PEERS_VERCEL_STAMP := $(PEERS_VERCEL)/node_modules/.installed
 
@@ -122,6 +123,13 @@ $(PEERS_VERCEL_STAMP): $(PEERS_VERCEL)/package.json $(PEERS_VERCEL)/package-lock
 
 .PHONY: peers-deps
 peers-deps: $(PEERS_VERCEL_STAMP)
+
+# The peer tests against the newest releases of the SDKs and frameworks, in a scratch venv and npm
+# folder under .cache/peers-latest (never .venv or tests/peers); prints a table of what broke.
+# Not part of make test (it reaches the registries for whatever is newest); docs/peers.md.
+.PHONY: peers-latest
+peers-latest:
+	$(PYTHON) tools/peers_latest.py
 
 .PHONY: python-test
 python-test: $(STAMP) $(JAEGER) $(GRPCURL) redis-server $(PEERS_VERCEL_STAMP)
@@ -147,7 +155,7 @@ python-packages: $(STAMP)
 .PHONY: lint
 lint: $(STAMP) $(BUF)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check sidecar clients/python/sidecar_client tests tools/protogen.py
+	$(VENV)/bin/ruff format --check sidecar clients/python/sidecar_client tests tools/protogen.py tools/peers_latest.py
 	$(VENV)/bin/mypy
 	cd protos && ../$(BUF) lint
 	cd protos && ../$(BUF) breaking --against '../.git#ref=$(CONTRACT_BASE),depth=$(CONTRACT_DEPTH),subdir=protos'

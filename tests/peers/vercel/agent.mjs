@@ -1,27 +1,38 @@
-// The Vercel AI SDK (`ai` + `@ai-sdk/openai-compatible`) as a peer of the sidecar's HTTP port.
+// The Vercel AI SDK (`ai` + a provider package) as a peer of the sidecar's HTTP port.
 //
-//   node agent.mjs <sidecar HTTP url> generate|stream|resend
+//   node agent.mjs <sidecar HTTP url> generate|stream|resend [compatible|openai|anthropic]
 //
-// The model is the sidecar's OpenAI-compatible front (<url>/v1); the tools are the sidecar's own,
+// The model is one of the sidecar's fronts, through the provider package named last (each at its defaults):
+// `compatible` (the default) is @ai-sdk/openai-compatible's chat model on <url>/v1/chat/completions,
+// `openai` is @ai-sdk/openai's default model, which speaks the Responses API (<url>/v1/responses), and
+// `anthropic` is @ai-sdk/anthropic's (<url>/v1/messages; its tools carry `eager_input_streaming: true`).
+// The tools are the sidecar's own,
 // listed and called over its MCP front (<url>/mcp, JSON-RPC tools/list and tools/call). A tool whose
 // call the sidecar answers with isError goes back to the model as the SDK's error-text output: the
 // sidecar's model_text, byte for byte (a thrown Error would reach the model as "Error: ..."). Runs generateText or streamText with a tool loop and prints
 // one JSON line: what the run saw. tests/test_peer_vercel_ai.py drives it. `resend` is one generateText
 // with no tools and the SDK's default retries (2, re-sending a 429 or 5xx 2 s, then 4 s, apart): it prints
 // each try's status and x-sidecar-replayed header (tests/test_http_resends.py).
+import { createAnthropic } from "@ai-sdk/anthropic";
+import { createOpenAI } from "@ai-sdk/openai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { generateText, jsonSchema, stepCountIs, streamText, tool } from "ai";
 
-const [base, mode] = process.argv.slice(2);
-if (!base || !["generate", "stream", "resend"].includes(mode)) {
-  console.error("usage: node agent.mjs <sidecar HTTP url> generate|stream|resend");
+const [base, mode, providerName = "compatible"] = process.argv.slice(2);
+const providers = {
+  compatible: () => createOpenAICompatible({ name: "sidecar", baseURL: `${base}/v1`, apiKey: "unused-by-the-sidecar" }).chatModel("gpt"),
+  openai: () => createOpenAI({ baseURL: `${base}/v1`, apiKey: "unused-by-the-sidecar" })("gpt"),
+  anthropic: () => createAnthropic({ baseURL: `${base}/v1`, apiKey: "unused-by-the-sidecar" })("claude"),
+};
+if (!base || !["generate", "stream", "resend"].includes(mode) || !(providerName in providers)) {
+  console.error("usage: node agent.mjs <sidecar HTTP url> generate|stream|resend [compatible|openai|anthropic]");
   process.exit(2);
 }
+const model = providers[providerName]();
 
 if (mode === "resend") {
-  const sidecar = createOpenAICompatible({ name: "sidecar", baseURL: `${base}/v1`, apiKey: "unused-by-the-sidecar" });
   try {
-    await generateText({ model: sidecar.chatModel("gpt"), prompt: "hi" }); // maxRetries left at its default
+    await generateText({ model, prompt: "hi" }); // maxRetries left at its default
     console.log(JSON.stringify({ statuses: [], replayed: [] }));
   } catch (error) {
     const tries = error.errors ?? [error]; // a RetryError holds every try's error
@@ -66,8 +77,6 @@ const tools = Object.fromEntries(
     ]),
 );
 
-const sidecar = createOpenAICompatible({ name: "sidecar", baseURL: `${base}/v1`, apiKey: "unused-by-the-sidecar" });
-const model = sidecar.chatModel("gpt");
 const common = { model, tools, stopWhen: stepCountIs(5), maxRetries: 0, prompt: "read doc-1" };
 
 function stepsOf(steps) {
