@@ -33,7 +33,8 @@ TOOL = {"name": "search", "description": "Search.", "input_schema": SCHEMA, "eag
 BLOCK = {"type": "text", "text": "hi", "x_block": [1, "two", None]}
 MESSAGE = {"role": "user", "content": [BLOCK], "x_message": {"a": 1}}
 THINKING = {"type": "enabled", "budget_tokens": 1024, "display": "omitted"}
-BODY_KEYS = {"context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]}, "x_body": "v"}
+BODY_KEYS = {"context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]}, "container": "c-1"}
+"""Keys of the API the sidecar does not read (the fake, as the API, refuses a body key the API does not have)."""
 
 
 @pytest_asyncio.fixture

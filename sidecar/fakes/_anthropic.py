@@ -43,7 +43,14 @@ from sidecar.providers.formats.chat import ChatReply
 from sidecar.providers.formats.protocol import Sse
 
 from ._anthropic_answers import Asked, account, asked_of, stopped, stopped_plan, thought_of
-from ._anthropic_checks import check_cache, check_prefill, check_signatures, check_sources, check_thinking
+from ._anthropic_checks import (
+    check_cache,
+    check_keys,
+    check_prefill,
+    check_signatures,
+    check_sources,
+    check_thinking,
+)
 from ._brain import Reply, tokens_for
 from ._conversation import Conversation, Hints, conversation_of
 from ._limits import Taken
@@ -87,6 +94,7 @@ class _Anthropic(Wire):
     call_prefix = "toolu_fake"
 
     def parse(self, body: dict[str, Any]) -> Conversation:
+        check_keys(body)  # the API's schema first: a key it does not have (the front would carry it)
         hints, rest = self.hints(body)
         ask = self.front.parse(rest)
         for check in (check_thinking, check_prefill, check_signatures, check_cache, check_sources):

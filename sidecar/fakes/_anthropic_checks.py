@@ -1,8 +1,9 @@
 """What the fake Anthropic checks, as the API does (a 400 ``invalid_request_error`` with the API's words)::
 
-    the request's shape           the format's front reads it (an unknown key, block or source is refused);
-                                  beside what it carries it takes output_format, service_tier,
-                                  inference_geo, speed and container (recorded, not acted on)
+    the request's shape           the format's front reads it (an unknown block or source is refused; a key
+                                  it does not read is carried); a request key the API does not have is
+                                  refused (``API_KEYS``); beside what it carries it takes output_format,
+                                  service_tier, inference_geo, speed and container (recorded, not acted on)
     thinking (enabled/adaptive)   budget_tokens >= 1024 and < max_tokens; temperature only 1; no top_k;
                                   top_p in [0.95, 1]; tool_choice auto or none; no assistant prefill;
                                   a tool turn (the last message has tool_result blocks) whose assistant
@@ -51,6 +52,24 @@ _DOCS = "Please consult our documentation at https://docs.claude.com/en/docs/bui
 
 def _refused(message: str, parameter: str = "") -> InvalidInput:
     return InvalidInput.worded(message, detail=InvalidInputDetail(parameter=parameter, value="", rule=message))
+
+
+API_KEYS = frozenset(
+    {
+        "model", "messages", "max_tokens", "system", "metadata", "stop_sequences", "stream", "temperature",
+        "top_p", "top_k", "tools", "tool_choice", "thinking", "output_config", "output_format", "service_tier",
+        "container", "mcp_servers", "context_management", "inference_geo", "speed", "cache_control",
+    }
+)  # fmt: skip
+"""The Messages API's request keys: another is refused, as the API refuses it ("Extra inputs are not permitted"),
+though the sidecar's front carries a key it does not read to an Anthropic deployment."""
+
+
+def check_keys(body: dict[str, Any]) -> None:
+    """The API's 400 for the first request key it does not have."""
+    for key in body:
+        if key not in API_KEYS:
+            raise _refused(f"{key}: Extra inputs are not permitted", key)
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
