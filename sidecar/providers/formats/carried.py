@@ -52,6 +52,7 @@ from sidecar.core.conversation import (
     TextPart,
 )
 from sidecar.core.taxonomy import InvalidInput
+from sidecar.providers.formats.fields import shown
 
 __all__ = [
     "CONTROLS",
@@ -64,6 +65,7 @@ __all__ = [
     "plain",
     "refuse_foreign",
     "refuse_uncarried",
+    "refuse_unknown",
 ]
 
 CONTROLS = (
@@ -219,6 +221,17 @@ def carried_elements(request: ModelRequest) -> Iterator[Carried]:
         elements.extend(_message_elements(m))
     elements.extend(t.carried for t in request.tools)
     yield from (c for c in elements if c is not None)
+
+
+def refuse_unknown(value: Mapping[str, Any], known: Collection[str], where: str = "", *, here: bool = False) -> None:
+    """INVALID_INPUT naming the first key of ``value`` not in ``known`` whose value is not null: a front's
+    refusal of a key where no element of the core can carry it (``here``: a place whose other keys are
+    carried, a system block beside a message's)."""
+    for key, item in value.items():
+        if key not in known and item is not None:
+            at = f"{where}.{key}" if where else key
+            rule = f"is not carried by the sidecar{' here' if here else ''} (docs/carried.md): leave it out"
+            raise InvalidInput(at, shown(item), rule, as_sent=True)
 
 
 def refuse_foreign(request: ModelRequest, format_name: str, model_id: str) -> None:

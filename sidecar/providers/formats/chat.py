@@ -20,7 +20,16 @@ from typing import Any
 from sidecar.core.conversation import Carried, Controls, Message, ReasoningPart, ToolCall, ToolDefinition, Usage
 from sidecar.core.kinds import FinishReason
 
-__all__ = ["EMPTY_PARAMETERS", "JSON_INSTRUCTION", "ChatReply", "ChatRequest", "StreamFault", "compact_json"]
+__all__ = [
+    "EMPTY_PARAMETERS",
+    "JSON_INSTRUCTION",
+    "ChatReply",
+    "ChatRequest",
+    "StreamFault",
+    "compact_json",
+    "split_schema",
+    "with_schema",
+]
 
 JSON_INSTRUCTION = "Respond with a single JSON object matching this JSON schema:"
 """Before the schema, where a format asks for JSON in words (a system prompt) rather than a field."""
@@ -31,6 +40,30 @@ EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 def compact_json(value: Any) -> str:
     """``value`` as JSON text without spaces (the form a schema is rendered in)."""
     return json.dumps(value, separators=(",", ":"))
+
+
+_SCHEMA_MARK = f"{JSON_INSTRUCTION}\n"
+
+
+def with_schema(system: str, schema: str) -> str:
+    """A system prompt asking for JSON in words: ``schema`` (compact JSON text) after JSON_INSTRUCTION, last."""
+    return f"{system}\n\n{_SCHEMA_MARK}{schema}".strip()
+
+
+def split_schema(system: str) -> tuple[str, str]:
+    """The inverse of ``with_schema``: the system prompt and the response schema appended to it ("" when
+    it ends with none)."""
+    at = system.rfind(_SCHEMA_MARK)
+    if at < 0 or (at > 0 and not system[:at].endswith("\n\n")):
+        return system, ""
+    text = system[at + len(_SCHEMA_MARK) :]
+    try:
+        schema = json.loads(text)
+    except ValueError:
+        return system, ""
+    if not isinstance(schema, dict) or compact_json(schema) != text:
+        return system, ""
+    return system[:at].removesuffix("\n\n"), text
 
 
 @dataclass(slots=True)

@@ -75,7 +75,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -115,7 +114,7 @@ from sidecar.providers.formats.anthropic_messages.vocab import (
     reasoning_block,
 )
 from sidecar.providers.formats.carried import Unknown
-from sidecar.providers.formats.chat import JSON_INSTRUCTION, ChatReply, compact_json
+from sidecar.providers.formats.chat import ChatReply, compact_json, split_schema
 from sidecar.providers.formats.fields import (
     bool_field,
     number_field,
@@ -133,7 +132,6 @@ __all__ = ["MESSAGES_ROUTE", "RESTART_EVENT", "AnthropicFront", "EventWriter", "
 
 MESSAGES_ROUTE = "/v1/messages"
 RESTART_EVENT = "sidecar_restart"
-_SCHEMA_MARK = f"{JSON_INSTRUCTION}\n"
 _DEFAULT_EFFORT = "high"
 """What Anthropic's adaptive thinking does when no effort is asked."""
 
@@ -445,7 +443,7 @@ def parse_request(body: Mapping[str, Any]) -> ModelRequest:
     if not isinstance(model, str):
         raise InvalidInput("model", shown(model), "must be the model's name (a string)")
     text, system_cache = _system(body.get("system"))
-    system, schema = _split_system(text)
+    system, schema = split_schema(text)
     messages: list[Message] = []
     names: dict[str, str] = {}
     for i, m in enumerate(object_list(body, "messages", required=True)):
@@ -583,21 +581,6 @@ def _system(value: Any) -> tuple[str, CacheBreakpoint | None]:
             raise InvalidInput(f"{where}.cache_control", shown(b["cache_control"]), rule)
         cache = part.cache
     return "".join(texts), cache
-
-
-def _split_system(system: str) -> tuple[str, str]:
-    """The system prompt and the response schema ``body`` appended to it ("" when there is none)."""
-    at = system.rfind(_SCHEMA_MARK)
-    if at < 0 or (at > 0 and not system[:at].endswith("\n\n")):
-        return system, ""
-    text = system[at + len(_SCHEMA_MARK) :]
-    try:
-        schema = json.loads(text)
-    except ValueError:
-        return system, ""
-    if not isinstance(schema, dict) or compact_json(schema) != text:
-        return system, ""
-    return system[:at].removesuffix("\n\n"), text
 
 
 def _blocks(content: Any, where: str) -> list[dict[str, Any]]:

@@ -140,7 +140,7 @@ from sidecar.providers.formats.anthropic_messages.vocab import (
     render_tool,
 )
 from sidecar.providers.formats.carried import CONTROLS, merge_carried, plain, refuse_uncarried
-from sidecar.providers.formats.chat import JSON_INSTRUCTION, ChatReply, ChatRequest, StreamFault, compact_json
+from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault, compact_json, with_schema
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.options import merge_options, options_for
 from sidecar.providers.formats.protocol import SSE
@@ -219,7 +219,7 @@ class AnthropicUpstream:
         controls = request.controls
         system = request.system
         if request.response_schema is not None:
-            system = f"{system}\n\n{JSON_INSTRUCTION}\n{compact_json(request.response_schema)}".strip()
+            system = with_schema(system, compact_json(request.response_schema))
         messages: list[dict[str, Any]] = []
         for m in request.messages:
             role, blocks = _message(m)

@@ -45,11 +45,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
-from urllib.parse import unquote
 
 from sidecar.core.conversation import (
     CacheBreakpoint,
@@ -85,7 +83,7 @@ from sidecar.providers.formats.bedrock_converse.vocab import (
     exception_event,
     input_of,
 )
-from sidecar.providers.formats.chat import JSON_INSTRUCTION, ChatReply, compact_json
+from sidecar.providers.formats.chat import ChatReply, compact_json, split_schema
 from sidecar.providers.formats.fields import (
     number_field,
     object_list,
@@ -96,6 +94,7 @@ from sidecar.providers.formats.fields import (
     text_field,
 )
 from sidecar.providers.formats.protocol import Ask, ParamNames, ReplyHead, Sse
+from sidecar.providers.formats.routes import model_route
 
 __all__ = ["BedrockFront", "BedrockWriter", "parse_request", "stop_reason"]
 
@@ -118,7 +117,6 @@ _KEYS = frozenset(
 _INFERENCE = frozenset({"maxTokens", "temperature", "topP", "stopSequences"})
 _FORMATS = {v: k for k, v in IMAGE_FORMATS.items()}
 _CHOICES = {"auto": "auto", "any": "required"}
-_SCHEMA_MARK = f"{JSON_INSTRUCTION}\n"
 _STATUS_TYPES: Mapping[int, str] = {
     400: "ValidationException",
     401: "UnrecognizedClientException",
@@ -161,13 +159,8 @@ class BedrockFront:
     def routed(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """``body`` with the model and the streaming the URL ``path`` names; None for a path that is not a
         Converse one."""
-        rest = path.split("?", 1)[0]
-        if not rest.startswith(MODEL_PATH):
-            return None
-        model, slash, method = rest[len(MODEL_PATH) :].rpartition("/")
-        if not slash or not model or method not in ("converse", "converse-stream"):
-            return None
-        return {**body, "modelId": unquote(model), "stream": method == "converse-stream"}
+        found = model_route(path, MODEL_PATH, "/", ("converse", "converse-stream"))
+        return None if found is None else {**body, "modelId": found[0], "stream": found[1]}
 
     def parse(self, body: dict[str, Any]) -> Ask:
         request = parse_request(body)
@@ -380,7 +373,7 @@ def parse_request(body: Mapping[str, Any]) -> ModelRequest:
     if not isinstance(model, str) or not model:
         raise InvalidInput("modelId", shown(model), "must be the model's id (in the URL)")
     system, system_cache = _system(body.get("system"))
-    system, schema = _split_system(system)
+    system, schema = split_schema(system)
     messages: list[Message] = []
     names: dict[str, str] = {}
     for i, m in enumerate(object_list(body, "messages", required=True)):
@@ -447,21 +440,6 @@ def _system(value: Any) -> tuple[str, CacheBreakpoint | None]:
         else:
             raise InvalidInput(where, kind, "a system block the sidecar reads is text, and a last cachePoint")
     return "".join(texts), cache
-
-
-def _split_system(system: str) -> tuple[str, str]:
-    """The system prompt and the response schema ``body`` appended to it ("" when there is none)."""
-    at = system.rfind(_SCHEMA_MARK)
-    if at < 0 or (at > 0 and not system[:at].endswith("\n\n")):
-        return system, ""
-    text = system[at + len(_SCHEMA_MARK) :]
-    try:
-        schema = json.loads(text)
-    except ValueError:
-        return system, ""
-    if not isinstance(schema, dict) or compact_json(schema) != text:
-        return system, ""
-    return system[:at].removesuffix("\n\n"), text
 
 
 def _tool_config(value: Any) -> tuple[tuple[ToolDefinition, ...], ToolChoice | None]:

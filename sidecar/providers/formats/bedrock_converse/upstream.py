@@ -149,7 +149,7 @@ from sidecar.providers.formats.bedrock_converse.vocab import (
     url_format,
 )
 from sidecar.providers.formats.carried import CONTROLS, plain, refuse_uncarried
-from sidecar.providers.formats.chat import EMPTY_PARAMETERS, JSON_INSTRUCTION, ChatReply, ChatRequest, StreamFault
+from sidecar.providers.formats.chat import EMPTY_PARAMETERS, ChatReply, ChatRequest, StreamFault, with_schema
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.options import FIELD, merge_options, options_for
 from sidecar.providers.formats.protocol import EVENT_STREAM
@@ -304,7 +304,7 @@ class BedrockUpstream:
         system = request.system
         if request.response_schema is not None:
             schema = json.dumps(request.response_schema, separators=(",", ":"))
-            system = f"{system}\n\n{JSON_INSTRUCTION}\n{schema}".strip()
+            system = with_schema(system, schema)
         c = request.controls
         if system or c.system_cache is not None:
             body["system"] = [{"text": system}] if system else []

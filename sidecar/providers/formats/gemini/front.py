@@ -88,6 +88,7 @@ from sidecar.providers.formats.gemini.vocab import (
     args_of,
 )
 from sidecar.providers.formats.protocol import Ask, ParamNames, ReplyHead, Sse
+from sidecar.providers.formats.routes import model_route
 
 __all__ = ["GeminiFront", "GeminiWriter", "finish_reason", "parse_request"]
 
@@ -141,13 +142,8 @@ class GeminiFront:
     def routed(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """``body`` with the model and the streaming the URL ``path`` names; None for a path that is not a
         generateContent one."""
-        rest = path.split("?", 1)[0]
-        if not rest.startswith(API_PATH):
-            return None
-        model, colon, method = rest[len(API_PATH) :].rpartition(":")
-        if not colon or not model or method not in ("generateContent", "streamGenerateContent"):
-            return None
-        return {**body, "model": model, "stream": method == "streamGenerateContent"}
+        found = model_route(path, API_PATH, ":", ("generateContent", "streamGenerateContent"))
+        return None if found is None else {**body, "model": found[0], "stream": found[1]}
 
     def parse(self, body: dict[str, Any]) -> Ask:
         request = parse_request(camel(body))

@@ -1,0 +1,129 @@
+"""A format's request shape, declared once as types, and the one boundary that reads a body against it.
+
+Each format declares what a caller may send as ``TypedDict``s in its folder's ``shapes.py``, following
+the request types its provider's official SDK publishes, at the version pinned in constraints.txt
+(``tests/formats/test_shapes_follow_sdks.py`` compares them key by key). A front checks a body
+against its shape first, then reads it knowing every declared key has its declared type::
+
+    Shape(RequestType)      the declared shape, compiled once when the format is imported
+      .check(body)          nothing, or INVALID_INPUT naming the caller's path of the first wrong value
+                            (``messages[2].content[0].text``), its value, and the rule in plain words
+    declared(TypedDictType) the keys a shape declares: the ones the front interprets (any other key of
+                            that object is not interpreted, and is carried: ``carried.Unknown``)
+
+The check is strict: no value is converted ("5" is not a number, true is not an integer). A key
+the shape does not declare is let through, to be carried; a null value is absent wherever a shape
+writes ``X | None``. What the types cannot say (one block after another, a tool result's call id
+that names an earlier call) a front checks by hand after this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
+
+from sidecar.core.taxonomy import InvalidInput
+from sidecar.providers.formats.fields import shown
+
+__all__ = ["Shape", "declared"]
+
+_RULES: Mapping[str, str] = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "dict_type": "a JSON object",
+    "typed_dict_type": "a JSON object",
+    "model_type": "a JSON object",
+    "list_type": "a list",
+    "none_required": "null",
+}
+"""A type error's rule by pydantic's error type: ``must be`` one of these."""
+
+
+class Shape:
+    """A declared request shape (a ``TypedDict``, or any type pydantic reads), checked strictly."""
+
+    __slots__ = ("_adapter",)
+
+    def __init__(self, shape: Any) -> None:
+        self._adapter: TypeAdapter[Any] = TypeAdapter(shape)
+
+    def check(self, body: Any, *, at: str = "") -> None:
+        """Nothing when ``body`` has the shape; else INVALID_INPUT naming the first wrong value (the
+        deepest one the shape reached), its caller's path below ``at``."""
+        try:
+            self._adapter.validate_python(body, strict=True)
+        except ValidationError as e:
+            raise _refusal(e.errors(include_url=False), body, at) from None
+
+
+def declared(shape: Any) -> frozenset[str]:
+    """The keys a ``TypedDict`` declares, required or not."""
+    return frozenset(shape.__required_keys__) | frozenset(shape.__optional_keys__)
+
+
+def _refusal(errors: list[ErrorDetails], body: Any, at: str) -> InvalidInput:
+    """The deepest error as INVALID_INPUT; a value several members of a union refused: their rules joined."""
+    found = [(_path(e["loc"], body), e) for e in errors]
+    deepest = max(len(steps) for steps, _ in found)
+    steps, first = next((s, e) for s, e in found if len(s) == deepest)
+    rules = list(dict.fromkeys(_rule(e) for s, e in found if s == steps))
+    path = _written(steps, at)
+    if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        key = str(first.get("ctx", {}).get("discriminator", "'type'")).strip("'")
+        tag = first["input"].get(key) if isinstance(first["input"], Mapping) else None
+        return InvalidInput(f"{path}.{key}" if path else key, shown(tag), rules[0], as_sent=True)
+    value = "" if first["type"] == "missing" else shown(first["input"])
+    if len(rules) > 1 and all(r.startswith("must be ") for r in rules):
+        rules = ["must be " + " or ".join(r.removeprefix("must be ") for r in rules)]
+    return InvalidInput(path or "body", value, "; ".join(rules), as_sent=True)
+
+
+def _path(loc: tuple[int | str, ...], body: Any) -> tuple[int | str, ...]:
+    """The steps of ``loc`` that are the body's own keys and indices (pydantic adds the names of a union's
+    members and a tagged union's tags, which the caller never wrote)."""
+    steps: list[int | str] = []
+    value = body
+    for step in loc:
+        keyed = isinstance(value, Mapping) and isinstance(step, str) and step in value
+        if keyed or (isinstance(value, list) and isinstance(step, int) and 0 <= step < len(value)):
+            value = value[step]
+        elif isinstance(value, Mapping) and isinstance(step, str) and step == loc[-1]:
+            pass  # a missing key: named, though the body has none
+        else:
+            continue
+        steps.append(step)
+    return tuple(steps)
+
+
+def _written(steps: tuple[int | str, ...], at: str) -> str:
+    out = at
+    for step in steps:
+        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else step)
+    return out
+
+
+def _rule(error: ErrorDetails) -> str:
+    kind, ctx = error["type"], error.get("ctx", {})
+    if kind in _RULES:
+        return f"must be {_RULES[kind]}"
+    if kind == "missing":
+        return "is required"
+    if kind == "literal_error":
+        return f"must be {ctx.get('expected', '')}"
+    if kind == "union_tag_invalid":
+        return f"must be one of {ctx.get('expected_tags', '')}"
+    if kind == "union_tag_not_found":
+        return "is required"
+    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        bound = next(iter(ctx.values()), "")
+        words = {"greater_than_equal": "at least", "greater_than": "more than", "less_than_equal": "at most"}
+        return f"must be {words.get(kind, 'less than')} {bound}"
+    if kind == "too_short":
+        return f"must have at least {ctx.get('min_length', 1)} items"
+    return str(error["msg"]).lower()
