@@ -147,12 +147,8 @@ FINISH: Mapping[str, FinishReason] = {
     "function_call": FinishReason.TOOL_CALLS,
     "content_filter": FinishReason.CONTENT_FILTER,
 }
-FINISH_NAMES: Mapping[FinishReason, str] = {
-    FinishReason.STOP: "stop",
-    FinishReason.LENGTH: "length",
-    FinishReason.TOOL_CALLS: "tool_calls",
-    FinishReason.CONTENT_FILTER: "content_filter",
-}
+FINISH_NAMES: Mapping[FinishReason, str] = {reason: name for name, reason in FINISH.items() if name != "function_call"}
+"""The wire's name of each finish (the module's table: the inverse of FINISH, function_call being the old name)."""
 
 ERROR_TYPES: Mapping[int, tuple[str, str | None]] = {
     400: ("invalid_request_error", None),
