@@ -177,8 +177,6 @@ STILL_TOO_LONG = {
     "providers/formats/bedrock_converse/upstream.py": 675,
     "providers/formats/gemini/front.py": 628,
     "providers/formats/gemini/upstream.py": 580,
-    "providers/formats/openai_chat/front.py": 743,
-    "providers/formats/openai_chat/upstream.py": 628,
     "providers/formats/openai_responses/front.py": 824,
     "providers/formats/openai_responses/upstream.py": 596,
 }

@@ -1,22 +1,30 @@
 """The OpenAI Chat Completions wire, declared once as types: the request a caller sends, the reply and the chunks.
 
-They follow the ``openai`` Python SDK 3.57.0 (pinned in constraints.txt; the sidecar never imports it):
-``openai.types.chat.completion_create_params.CompletionCreateParamsBase`` and the ``ChatCompletion*Param``
-TypedDicts it names for the request, ``openai.types.chat.ChatCompletion`` and ``ChatCompletionChunk`` for the
-reply. ``tests/formats/test_openai_chat_shapes.py`` holds every key declared here to the SDK's.
+They follow the ``openai`` Python SDK 3.57.0 (pinned in constraints.txt; the sidecar never imports it), the
+``openai.types.chat`` types below; ``tests/formats/test_openai_chat_shapes.py`` holds every key declared here
+to the SDK's. ``REQUEST`` is the request's shape, checked once by ``request.parse_request``::
 
-    shape               what it is                                  where the SDK is wider
-    Request             the body ``front.parse`` reads              keys not declared here: carried
-    Message             a message, tagged by its role               function, audio, name: carried (or refused
-                                                                    on a system message, which no element holds)
-    UserPart            a user message's part, tagged by its type   input_audio: refused (not carried)
-    Tool                a function tool                             custom tools: refused by the type
-    ToolChoice          a mode, or one function by name             allowed_tools, custom: refused
-    ResponseFormat      text, json_object or json_schema
-    Completion, Chunk   what ``render`` and ``ChunkWriter`` write
+    shape                   the SDK's                                   where the SDK is wider
+    Request                 completion_create_params.                   a key not declared here: carried
+                              CompletionCreateParams(Non)Streaming
+    Message (by role)       ChatCompletion{System,Developer,User,       name, audio, function_call: carried
+                              Assistant,Tool}MessageParam               (on a system message: refused)
+    UserPart (by type)      ChatCompletionContentPart{Text,Image}Param, input_audio: refused (not carried)
+                              chat_completion_content_part_param.File
+    ToolCall                ChatCompletionMessageFunctionToolCallParam  a custom tool's call: refused
+    Tool                    ChatCompletionFunctionToolParam,            a custom tool: refused
+                              shared_params.FunctionDefinition
+    tool_choice             a mode, ChatCompletionNamedToolChoiceParam  allowed_tools, custom: refused
+    ResponseFormat          shared_params.ResponseFormat{Text,
+                              JSONObject,JSONSchema}
+    StreamOptions           ChatCompletionStreamOptionsParam
+    Completion              ChatCompletion (ChatCompletionMessage,      what ``render`` writes
+                              CompletionUsage ...)
+    Chunk                   ChatCompletionChunk (chat_completion_chunk  what ``ChunkWriter`` writes
+                              .ChoiceDelta ...)
 
 Declared narrower than the SDK, as the sidecar reads them (the type says the rule): ``n`` is 1 (one
-choice is read), ``reasoning_effort`` one of the four levels, a tool call's ``type`` ``function``. Declared
+choice is read), ``reasoning_effort`` one of four levels, a tool call's ``type`` ``function``. Declared
 wider, to read what SDKs send back: an assistant's ``annotations`` (on the API's reply message, which an SDK
 passes back), a tool call's ``arguments`` as any JSON (read as compact JSON text), a tool message's
 ``tool_call_id`` absent (read as ""). Null is absent wherever a key is ``X | None``.
@@ -31,19 +39,45 @@ from sidecar.providers.formats.shapes import Shape
 
 __all__ = [
     "REQUEST",
+    "AssistantMessage",
+    "Choice",
+    "ChoiceFunction",
     "Chunk",
     "ChunkChoice",
+    "ChunkToolCall",
     "Completion",
+    "CompletionDetails",
+    "Delta",
+    "DeveloperMessage",
+    "Effort",
+    "File",
+    "FilePart",
+    "Function",
+    "FunctionCall",
     "FunctionDefinition",
     "ImagePart",
     "ImageURL",
+    "JSONSchema",
+    "Message",
     "NamedToolChoice",
+    "PromptDetails",
+    "ReplyMessage",
+    "ReplyToolCall",
     "Request",
+    "ResponseFormat",
+    "ResponseFormatJSONObject",
     "ResponseFormatJSONSchema",
+    "ResponseFormatText",
+    "StreamOptions",
+    "SystemMessage",
+    "Text",
     "TextPart",
     "Tool",
     "ToolCall",
+    "ToolMessage",
     "Usage",
+    "UserMessage",
+    "UserPart",
 ]
 
 Effort = Literal["minimal", "low", "medium", "high"]
@@ -52,8 +86,6 @@ Effort = Literal["minimal", "low", "medium", "high"]
 
 
 class TextPart(TypedDict):
-    """``ChatCompletionContentPartTextParam``."""
-
     type: Literal["text"]
     text: str
 
@@ -64,8 +96,6 @@ class ImageURL(TypedDict):
 
 
 class ImagePart(TypedDict):
-    """``ChatCompletionContentPartImageParam``."""
-
     type: Literal["image_url"]
     image_url: ImageURL
 
@@ -77,8 +107,6 @@ class File(TypedDict):
 
 
 class FilePart(TypedDict):
-    """``completion_create_params``' ``File`` part (``ChatCompletionContentPartParam``)."""
-
     type: Literal["file"]
     file: File
 
@@ -94,16 +122,12 @@ class Function(TypedDict):
 
 
 class ToolCall(TypedDict):
-    """``ChatCompletionMessageFunctionToolCallParam``."""
-
     id: NotRequired[str | None]
     type: NotRequired[Literal["function"] | None]
     function: Function
 
 
 class SystemMessage(TypedDict):
-    """``ChatCompletionSystemMessageParam`` (``ChatCompletionDeveloperMessageParam``: the same, role developer)."""
-
     role: Literal["system"]
     content: NotRequired[Text]
 
@@ -114,15 +138,11 @@ class DeveloperMessage(TypedDict):
 
 
 class UserMessage(TypedDict):
-    """``ChatCompletionUserMessageParam``."""
-
     role: Literal["user"]
     content: NotRequired[str | list[UserPart] | None]
 
 
 class AssistantMessage(TypedDict):
-    """``ChatCompletionAssistantMessageParam``, and ``annotations`` of ``ChatCompletionMessage``."""
-
     role: Literal["assistant"]
     content: NotRequired[Text]
     tool_calls: NotRequired[list[ToolCall] | None]
@@ -131,8 +151,6 @@ class AssistantMessage(TypedDict):
 
 
 class ToolMessage(TypedDict):
-    """``ChatCompletionToolMessageParam``."""
-
     role: Literal["tool"]
     content: NotRequired[Text]
     tool_call_id: NotRequired[str | None]
@@ -144,8 +162,6 @@ Message = Annotated[
 
 
 class FunctionDefinition(TypedDict):
-    """``shared_params.FunctionDefinition``."""
-
     name: str
     description: NotRequired[str | None]
     parameters: NotRequired[dict[str, Any] | None]
@@ -153,8 +169,6 @@ class FunctionDefinition(TypedDict):
 
 
 class Tool(TypedDict):
-    """``ChatCompletionFunctionToolParam``."""
-
     type: NotRequired[Literal["function"]]
     function: FunctionDefinition
 
@@ -164,8 +178,6 @@ class ChoiceFunction(TypedDict):
 
 
 class NamedToolChoice(TypedDict):
-    """``ChatCompletionNamedToolChoiceParam``."""
-
     type: Literal["function"]
     function: ChoiceFunction
 
@@ -186,8 +198,6 @@ class JSONSchema(TypedDict):
 
 
 class ResponseFormatJSONSchema(TypedDict):
-    """``shared_params.ResponseFormatJSONSchema``."""
-
     type: Literal["json_schema"]
     json_schema: JSONSchema
 
@@ -198,14 +208,10 @@ ResponseFormat = Annotated[
 
 
 class StreamOptions(TypedDict):
-    """``ChatCompletionStreamOptionsParam``."""
-
     include_usage: NotRequired[bool | None]
 
 
 class Request(TypedDict):
-    """``CompletionCreateParamsBase``: the keys the front interprets."""
-
     model: str
     messages: list[Message]
     tools: NotRequired[list[Tool] | None]
@@ -228,7 +234,6 @@ class Request(TypedDict):
 
 
 REQUEST = Shape(Request)
-"""The request's shape, compiled once."""
 
 # ---------------------------------------------------------------------------- the reply
 
@@ -239,16 +244,12 @@ class FunctionCall(TypedDict):
 
 
 class ReplyToolCall(TypedDict):
-    """``ChatCompletionMessageFunctionToolCall``."""
-
     id: str
     type: Literal["function"]
     function: FunctionCall
 
 
 class ReplyMessage(TypedDict):
-    """``ChatCompletionMessage``."""
-
     role: Literal["assistant"]
     content: str | None
     refusal: str | None
@@ -272,8 +273,6 @@ class CompletionDetails(TypedDict):
 
 
 class Usage(TypedDict):
-    """``CompletionUsage``."""
-
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
@@ -282,8 +281,6 @@ class Usage(TypedDict):
 
 
 class Completion(TypedDict):
-    """``ChatCompletion``, and the sidecar's extension."""
-
     id: str
     object: Literal["chat.completion"]
     created: int
@@ -295,8 +292,6 @@ class Completion(TypedDict):
 
 
 class ChunkToolCall(TypedDict):
-    """``choice_delta_tool_call.ChoiceDeltaToolCall``: id, type and name on a call's first fragment only."""
-
     index: int
     id: NotRequired[str]
     type: NotRequired[Literal["function"]]
@@ -304,8 +299,6 @@ class ChunkToolCall(TypedDict):
 
 
 class Delta(TypedDict, total=False):
-    """``chat_completion_chunk.ChoiceDelta``."""
-
     role: Literal["assistant"]
     content: str
     refusal: str | None
@@ -320,8 +313,6 @@ class ChunkChoice(TypedDict):
 
 
 class Chunk(TypedDict):
-    """``ChatCompletionChunk``, and the sidecar's extension."""
-
     id: str
     object: Literal["chat.completion.chunk"]
     created: int

@@ -1,6 +1,6 @@
 """The OpenAI Chat Completions upstream (also vLLM, Ollama and the compatible servers), whole and streamed.
 
-``OpenAIUpstream.body`` renders a ChatRequest in the shapes of ``shapes.py`` (``front.py`` reads one back:
+``OpenAIUpstream.body`` renders a ChatRequest in the shapes of ``shapes.py`` (``request.py`` reads one back:
 its inverse)::
 
     core (ChatRequest)                  OpenAI body
@@ -25,7 +25,7 @@ its inverse)::
 Tool results with images (a tool message is text only), the turn's images numbered n = 1, 2, ... in order:
 in its tool message each ImagePart is the text part ``tool_image_placeholder(n)``; right after the turn's
 tool messages ONE user message holds, for each image, the text part ``tool_image_label(n, call_id)`` and the
-image. ``front.parse_request`` reads that message back into the results' parts, so the request reads back
+image. ``request.parse_request`` reads that message back into the results' parts, so the request reads back
 as the core request it was (``tests/unit/test_formats.py``); the model reads where each image came from.
 
 ``check`` refuses before sending (INVALID_INPUT naming the field, the model and the rule) what the format
@@ -33,27 +33,9 @@ does not carry (``carries``, with the reasons of ``_WHY``), then OpenAI's rules:
 messages only; at most MAX_STOP stop sequences; tool_choice and parallel_tool_calls only with tools; no
 temperature but the default with reasoning; provider options without a key the sidecar sets.
 
-A reply (``shapes.Completion``) is read tolerantly: what is not what the wire sends is skipped. Its
-``usage``: prompt_tokens (cached included), completion_tokens (reasoning included), ``cached_tokens``
-(cache_read_input_tokens), ``reasoning_tokens``; Chat Completions sends no reasoning text. A stream is
-``data:`` events (``shapes.Chunk``), read by ``OpenAIStream``::
-
-    data                                        becomes
-    a content delta                             TextDelta (an empty string: nothing)
-    a refusal delta                             kept for the reply's refusal (never sent as text)
-    a tool_calls delta                          ToolCallDelta: the call numbered in the order its first
-                                                fragment came; id and name on that fragment
-    a choice's finish_reason                    the reply's finish
-    content_filter_results,                     the categories Azure marks filtered, for a refusal's
-      prompt_filter_results                       category (``vocab.filtered_categories``)
-    usage (any chunk's)                         the reply's tokens
-    {"error": {...}}, ``event: error``          StreamFault with the error body (classified as an error)
-    [DONE]                                      the end marker
-    not JSON, not an object                     StreamFault (garbled)
-    anything else                               ignored, as the API asks of clients
-
-Error answers (and a stream's error events) are a content-policy refusal first (``vocab.error_refusal``:
-PROVIDER_REFUSAL, never retried, whatever the status), else classified by
+A reply (``shapes.Completion``) is read tolerantly, a stream by ``stream.OpenAIStream``: what is not what
+the wire sends is skipped. Error answers (and a stream's error events) are a content-policy refusal first
+(``vocab.error_refusal``: PROVIDER_REFUSAL, never retried, whatever the status), else classified by
 ``providers.errors.classify_response``.
 """
 
@@ -61,7 +43,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -79,21 +60,18 @@ from sidecar.core.conversation import (
     ToolChoice,
     ToolDefinition,
 )
-from sidecar.core.json_depth import loads
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.rate_budget import Budget
 from sidecar.core.retry import Retry
-from sidecar.core.stream import Delta, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.providers.errors import Target, classify_response, refused
 from sidecar.providers.formats.azure import CHAT, AzureWire
 from sidecar.providers.formats.carried import asked, merge_carried, plain, refuse_uncarried
-from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault
-from sidecar.providers.formats.fields import count, text_or_empty
+from sidecar.providers.formats.chat import ChatReply, ChatRequest
 from sidecar.providers.formats.openai_chat.shapes import Request
+from sidecar.providers.formats.openai_chat.stream import OpenAIStream, read_usage
 from sidecar.providers.formats.openai_chat.vocab import (
     DEFAULT_FILENAME,
-    END_MARKER,
     FINISH,
     FORMAT_NAME,
     MAX_STOP,
@@ -241,7 +219,7 @@ class OpenAIUpstream:
                 filtered_categories(choice.get("content_filter_results"), body.get("prompt_filter_results"))
             ),
         )
-        _read_usage(body.get("usage") or {}, reply)
+        read_usage(body.get("usage") or {}, reply)
         return reply
 
     def classify(
@@ -260,18 +238,6 @@ class OpenAIUpstream:
 
     def budget(self, headers: Mapping[str, str], now: datetime) -> Budget:
         return rate_budget(headers)
-
-
-def _read_usage(usage: Mapping[str, Any], reply: ChatReply) -> None:
-    """The tokens of a ``usage`` object into ``reply`` (a count absent, or not a count, leaves it as it was)."""
-    reply.input_tokens = count(usage.get("prompt_tokens")) or reply.input_tokens
-    reply.output_tokens = count(usage.get("completion_tokens")) or reply.output_tokens
-    prompt = usage.get("prompt_tokens_details")
-    if isinstance(prompt, dict):
-        reply.cache_read_input_tokens = count(prompt.get("cached_tokens")) or reply.cache_read_input_tokens
-    completion = usage.get("completion_tokens_details")
-    if isinstance(completion, dict):
-        reply.reasoning_tokens = count(completion.get("reasoning_tokens")) or reply.reasoning_tokens
 
 
 # ---------------------------------------------------------------------------- checks before sending
@@ -428,118 +394,3 @@ def _tool_messages(results: tuple[ToolCallResult, ...]) -> list[dict[str, Any]]:
     if images:
         out.append({"role": "user", "content": images})
     return out
-
-
-# ---------------------------------------------------------------------------- streams
-
-
-class _Call:
-    __slots__ = ("arguments", "id", "name")
-
-    def __init__(self) -> None:
-        self.id = ""
-        self.name = ""
-        self.arguments: list[str] = []
-
-
-class OpenAIStream:
-    """One streamed Chat Completions reply, chunk by chunk (the table of the module)."""
-
-    def __init__(self) -> None:
-        self._text: list[str] = []
-        self._refusal: list[str] = []
-        self._calls: dict[int, _Call] = {}
-        """Tool calls by the wire's index, in the order their first fragment came."""
-        self._finish: str | None = None
-        self._usage = ChatReply("")
-        """The tokens any chunk's usage said (the reply's other fields are set when it ends)."""
-        self.model = ""
-        """The model the stream says wrote it, as far as read."""
-        self._id = ""
-        self._filtered: list[str] = []
-        """The categories Azure's filter results marked filtered, in any chunk."""
-        self.complete = False
-
-    def feed(self, event: str, data: str) -> list[Delta]:
-        if event not in ("", "message", "error") or not data.strip():
-            return []  # a named event this wire does not define, or one with no data
-        if data.strip() == END_MARKER:
-            self.complete = True
-            return []
-        if event == "error":
-            raise StreamFault("the stream sent an error event", error_body=data)
-        try:
-            chunk = loads(data)
-        except ValueError:
-            raise StreamFault("the stream sent an event that is not JSON") from None
-        if not isinstance(chunk, dict):
-            raise StreamFault("the stream sent an event that is not a JSON object")
-        if "error" in chunk:
-            raise StreamFault("the stream sent an error event", error_body=data)
-        self.model = text_or_empty(chunk.get("model")) or self.model
-        self._id = text_or_empty(chunk.get("id")) or self._id
-        usage = chunk.get("usage")
-        if isinstance(usage, dict):
-            _read_usage(usage, self._usage)
-        self._filter(chunk.get("prompt_filter_results"))
-        choices = chunk.get("choices")
-        if not isinstance(choices, list):
-            return []
-        out: list[Delta] = []
-        for choice in choices:
-            if isinstance(choice, dict) and choice.get("index", 0) == 0:
-                out.extend(self._choice(choice))
-        return out
-
-    def _filter(self, *results: Any) -> None:
-        self._filtered += [c for c in filtered_categories(*results) if c not in self._filtered]
-
-    def _choice(self, choice: dict[str, Any]) -> list[Delta]:
-        if choice.get("finish_reason"):
-            self._finish = str(choice["finish_reason"])
-        self._filter(choice.get("content_filter_results"))
-        delta = choice.get("delta")
-        if not isinstance(delta, dict):
-            return []
-        out: list[Delta] = []
-        content = delta.get("content")
-        if isinstance(content, str) and content:
-            self._text.append(content)
-            out.append(TextDelta(content))
-        refusal = delta.get("refusal")
-        if isinstance(refusal, str):
-            self._refusal.append(refusal)
-        for piece in delta.get("tool_calls") or []:
-            if isinstance(piece, dict):
-                out.append(self._tool_piece(piece))
-        return out
-
-    def _tool_piece(self, piece: dict[str, Any]) -> ToolCallDelta:
-        wire_index = piece.get("index", 0)
-        key = wire_index if isinstance(wire_index, int) else 0
-        call = self._calls.setdefault(key, _Call())
-        function = piece.get("function")
-        function = function if isinstance(function, dict) else {}
-        new_id = "" if call.id else text_or_empty(piece.get("id"))  # each is sent once, when first known
-        new_name = "" if call.name else text_or_empty(function.get("name"))
-        call.id = call.id or new_id
-        call.name = call.name or new_name
-        fragment = text_or_empty(function.get("arguments"))
-        call.arguments.append(fragment)
-        return ToolCallDelta(list(self._calls).index(key), new_id, new_name, fragment)
-
-    def reply(self) -> ChatReply | None:
-        if self._finish is None:
-            return None
-        calls = [ToolCall(c.id, c.name, "".join(c.arguments) or "{}") for c in self._calls.values()]
-        return replace(
-            self._usage,
-            text="".join(self._text),
-            tool_calls=calls,
-            finish=FINISH.get(self._finish, FinishReason.UNSPECIFIED),
-            raw_finish=self._finish,
-            refusal="".join(self._refusal) or None,
-            response_model=self.model,
-            response_id=self._id,
-            refusal_category=",".join(self._filtered),
-        )

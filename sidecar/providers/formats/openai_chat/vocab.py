@@ -38,7 +38,7 @@ is_error flag); a stream ends with ``END_MARKER``. The key goes in ``authorizati
 
 A tool message carries text only: a tool result's images go in one user message after the turn's
 tool messages, each where it stood marked in its tool message by ``tool_image_placeholder(n)`` and
-labelled in the user message by ``tool_image_label(n, call_id)`` (``upstream.py``'s table).
+labelled in the user message by ``tool_image_label(n, call_id)`` (``upstream.py``'s rule).
 Binary content (an image, a PDF) travels as a ``data:`` URL (``data_url``, ``read_data_url``).
 
 A reasoning budget (``Reasoning.budget_tokens``) is sent as the ``reasoning_effort`` level of
