@@ -60,6 +60,7 @@ __all__ = [
     "JSONSchema",
     "Message",
     "NamedToolChoice",
+    "One",
     "PromptDetails",
     "ReplyMessage",
     "ReplyToolCall",
@@ -81,6 +82,8 @@ __all__ = [
 ]
 
 Effort = Literal["minimal", "low", "medium", "high"]
+One = Annotated[int, Field(ge=1, le=1)]
+"""1 and no other number (not ``Literal[1]``, which takes true): ``n``, one choice read."""
 
 # ---------------------------------------------------------------------------- the request
 
@@ -230,7 +233,7 @@ class Request(TypedDict):
     reasoning_effort: NotRequired[Effort | None]
     stream: NotRequired[bool | None]
     stream_options: NotRequired[StreamOptions | None]
-    n: NotRequired[Literal[1] | None]
+    n: NotRequired[One | None]
 
 
 REQUEST = Shape(Request)
