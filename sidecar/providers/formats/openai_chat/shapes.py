@@ -40,35 +40,25 @@ from sidecar.providers.formats.shapes import Shape
 __all__ = [
     "REQUEST",
     "AssistantMessage",
-    "Choice",
     "ChoiceFunction",
     "Chunk",
     "ChunkChoice",
     "ChunkToolCall",
     "Completion",
-    "CompletionDetails",
     "Delta",
     "DeveloperMessage",
-    "Effort",
     "File",
     "FilePart",
     "Function",
-    "FunctionCall",
     "FunctionDefinition",
     "ImagePart",
     "ImageURL",
     "JSONSchema",
     "Message",
     "NamedToolChoice",
-    "One",
-    "PromptDetails",
     "ReplyMessage",
     "ReplyToolCall",
     "Request",
-    "ResponseFormat",
-    "ResponseFormatJSONObject",
-    "ResponseFormatJSONSchema",
-    "ResponseFormatText",
     "StreamOptions",
     "SystemMessage",
     "Text",
@@ -78,11 +68,10 @@ __all__ = [
     "ToolMessage",
     "Usage",
     "UserMessage",
-    "UserPart",
 ]
 
-Effort = Literal["minimal", "low", "medium", "high"]
-One = Annotated[int, Field(ge=1, le=1)]
+_Effort = Literal["minimal", "low", "medium", "high"]
+_One = Annotated[int, Field(ge=1, le=1)]
 """1 and no other number (not ``Literal[1]``, which takes true): ``n``, one choice read."""
 
 # ---------------------------------------------------------------------------- the request
@@ -114,7 +103,7 @@ class FilePart(TypedDict):
     file: File
 
 
-UserPart = Annotated[TextPart | ImagePart | FilePart, Field(discriminator="type")]
+_UserPart = Annotated[TextPart | ImagePart | FilePart, Field(discriminator="type")]
 Text = str | list[TextPart] | None
 """A content that is text: a string, or text parts."""
 
@@ -142,7 +131,7 @@ class DeveloperMessage(TypedDict):
 
 class UserMessage(TypedDict):
     role: Literal["user"]
-    content: NotRequired[str | list[UserPart] | None]
+    content: NotRequired[str | list[_UserPart] | None]
 
 
 class AssistantMessage(TypedDict):
@@ -185,11 +174,11 @@ class NamedToolChoice(TypedDict):
     function: ChoiceFunction
 
 
-class ResponseFormatText(TypedDict):
+class _ResponseFormatText(TypedDict):
     type: Literal["text"]
 
 
-class ResponseFormatJSONObject(TypedDict):
+class _ResponseFormatJSONObject(TypedDict):
     type: Literal["json_object"]
 
 
@@ -200,13 +189,13 @@ class JSONSchema(TypedDict):
     strict: NotRequired[bool | None]
 
 
-class ResponseFormatJSONSchema(TypedDict):
+class _ResponseFormatJSONSchema(TypedDict):
     type: Literal["json_schema"]
     json_schema: JSONSchema
 
 
-ResponseFormat = Annotated[
-    ResponseFormatText | ResponseFormatJSONObject | ResponseFormatJSONSchema, Field(discriminator="type")
+_ResponseFormat = Annotated[
+    _ResponseFormatText | _ResponseFormatJSONObject | _ResponseFormatJSONSchema, Field(discriminator="type")
 ]
 
 
@@ -220,7 +209,7 @@ class Request(TypedDict):
     tools: NotRequired[list[Tool] | None]
     tool_choice: NotRequired[Literal["auto", "none", "required"] | NamedToolChoice | None]
     parallel_tool_calls: NotRequired[bool | None]
-    response_format: NotRequired[ResponseFormat | None]
+    response_format: NotRequired[_ResponseFormat | None]
     max_tokens: NotRequired[int | None]
     max_completion_tokens: NotRequired[int | None]
     temperature: NotRequired[float | None]
@@ -230,10 +219,10 @@ class Request(TypedDict):
     presence_penalty: NotRequired[float | None]
     frequency_penalty: NotRequired[float | None]
     user: NotRequired[str | None]
-    reasoning_effort: NotRequired[Effort | None]
+    reasoning_effort: NotRequired[_Effort | None]
     stream: NotRequired[bool | None]
     stream_options: NotRequired[StreamOptions | None]
-    n: NotRequired[One | None]
+    n: NotRequired[_One | None]
 
 
 REQUEST = Shape(Request)
@@ -241,7 +230,7 @@ REQUEST = Shape(Request)
 # ---------------------------------------------------------------------------- the reply
 
 
-class FunctionCall(TypedDict):
+class _FunctionCall(TypedDict):
     name: str
     arguments: str
 
@@ -249,7 +238,7 @@ class FunctionCall(TypedDict):
 class ReplyToolCall(TypedDict):
     id: str
     type: Literal["function"]
-    function: FunctionCall
+    function: _FunctionCall
 
 
 class ReplyMessage(TypedDict):
@@ -260,18 +249,18 @@ class ReplyMessage(TypedDict):
     tool_calls: NotRequired[list[ReplyToolCall]]
 
 
-class Choice(TypedDict):
+class _Choice(TypedDict):
     index: int
     message: ReplyMessage
     logprobs: None
     finish_reason: str
 
 
-class PromptDetails(TypedDict):
+class _PromptDetails(TypedDict):
     cached_tokens: int
 
 
-class CompletionDetails(TypedDict):
+class _CompletionDetails(TypedDict):
     reasoning_tokens: int
 
 
@@ -279,8 +268,8 @@ class Usage(TypedDict):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
-    prompt_tokens_details: PromptDetails
-    completion_tokens_details: CompletionDetails
+    prompt_tokens_details: _PromptDetails
+    completion_tokens_details: _CompletionDetails
 
 
 class Completion(TypedDict):
@@ -288,7 +277,7 @@ class Completion(TypedDict):
     object: Literal["chat.completion"]
     created: int
     model: str
-    choices: list[Choice]
+    choices: list[_Choice]
     usage: Usage
     system_fingerprint: str | None
     sidecar: NotRequired[dict[str, Any]]
