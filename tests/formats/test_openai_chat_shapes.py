@@ -132,6 +132,7 @@ TOOL = {"type": "function", "function": FUNCTION}
 WRONG: list[tuple[str, dict[str, Any], str]] = [
     ("body", {"temperature": "hot"}, "temperature"),
     ("body", {"stop": [1]}, "stop[0]"),
+    ("message", {"messages": ["hi"]}, "messages[0]"),
     ("message", {"messages": [{"role": "user", "content": 7}]}, "messages[0].content"),
     ("message", {"messages": [*USER, {"role": "tool", "tool_call_id": ["c"], "content": "ok"}]},
      "messages[1].tool_call_id"),
