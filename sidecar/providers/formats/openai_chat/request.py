@@ -76,8 +76,7 @@ _MESSAGE_KEYS: Mapping[str, frozenset[str]] = {
     "assistant": declared(shapes.AssistantMessage),
     "tool": declared(shapes.ToolMessage),
 }
-"""Each role's message keys. An assistant's ``annotations`` are what the API wrote on a reply (its url
-citations), which an SDK's message sends back with it: read and set aside, they ask nothing."""
+"""Each role's message keys (an assistant's ``annotations``, which an SDK sends back: read and set aside)."""
 _TEXT_KEYS = declared(shapes.TextPart)
 _keys = cache(declared)
 """The keys a shape declares, each set made once."""
