@@ -10,10 +10,12 @@ raises, and the agent hands the exception's text, the sidecar's ``model_text``, 
 fake provider's next request carries it. The agent runs at its defaults (``streaming=True``: every model
 call streamed) and whole (``streaming=False``).
 
-LlamaIndex does not read ``x-should-retry``: its OpenAI LLM wraps each call in retries of its own (tenacity;
-``max_retries=3`` tries in all, on a 429, a 5xx, a timeout or a connection error, the 429's ``retry-after``
-or 1 to 20 s apart), and so re-sends a failure the sidecar already judged final. The last test proves the
-re-sends are answered from memory (server/http/resends.py): the provider is called once.
+LlamaIndex does not read ``x-should-retry``: its OpenAI LLM wraps each whole call in retries of its own
+(tenacity; ``max_retries=3`` tries in all within 60 s, on a 429, a 5xx, a timeout or a connection error,
+the 429's ``retry-after`` or else 1 s, then 1 to 2 s, apart), and so re-sends a failure the sidecar already
+judged final; a streamed call's request is made after those retries returned the stream, so it is not
+re-sent. The last test proves both, and that the re-sends are answered from memory
+(server/http/resends.py): the provider is called once.
 """
 
 from __future__ import annotations
