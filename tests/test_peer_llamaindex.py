@@ -33,7 +33,8 @@ from sidecar.telemetry import names as n
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 from tests.conftest import Running, Start
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "sidecar" / "__init__.py").is_file())
+"""The checkout: wherever in tests/ this file is moved."""
 SCRIPT = ROOT / "tests" / "peers" / "llamaindex" / "agent.py"
 # make peers-latest points it at a scratch venv holding the newest releases (tools/peers_latest.py)
 PYTHON = Path(os.environ.get("SIDECAR_PEER_LLAMAINDEX") or ROOT / ".venv-peers" / "llamaindex") / "bin" / "python"
