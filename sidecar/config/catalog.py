@@ -136,8 +136,9 @@ class ProviderConfig(Strict):
     @field_validator("wire_format")
     @classmethod
     def _registered(cls, v: str) -> str:
-        names = [repr(name) for name in registered()]
-        if v not in registered():
+        known = registered()
+        if v not in known:
+            names = [repr(name) for name in known]
             listed = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
             raise ValueError(f"must be a wire format: {listed}")
         return v
