@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from sidecar.config import ProviderConfig
+from sidecar.config import Config, ProviderConfig
 from sidecar.core.conversation import ToolCall
 from sidecar.core.kinds import FailureKind, FinishReason, RetrySignal
 from sidecar.core.rate_budget import Allowance, Budget
@@ -31,6 +31,7 @@ from sidecar.fakes._limits import Taken
 from sidecar.fakes.provider import wires
 from sidecar.providers.errors import Target
 from sidecar.providers.formats.chat import ChatReply, ChatRequest
+from sidecar.providers.formats.names import registered
 from sidecar.providers.formats.protocol import ReplyHead, Sse, Upstream, WireFormat
 from sidecar.providers.formats.registry import FORMATS
 from tests.unit.shapes import SHAPES, as_sent, chat, features, read_back
@@ -235,3 +236,18 @@ def test_the_configuration_the_fake_and_the_doors_know_every_format() -> None:
         "gemini": None,
         "bedrock_converse": None,
     }
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if registered()[n].environment])
+def test_what_a_format_reads_from_the_environment_is_a_secret_where_it_is_configured(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its registry line's ``environment`` (Bedrock's AWS credentials): masked with a provider of the format, and
+    only then."""
+    values = {var: f"{name}-credential-{i}-value" for i, var in enumerate(registered()[name].environment)}
+    for var, value in values.items():
+        monkeypatch.setenv(var, value)
+    other = next(n for n in NAMES if not registered()[n].environment)
+    for wire_format, masked in ((name, set(values.values())), (other, set())):
+        config = Config.model_validate({"providers": {"p": {"wire_format": wire_format, "base_url": "https://h"}}})
+        assert set(config.secrets) == masked
