@@ -101,6 +101,7 @@ from sidecar.providers.errors import Target, classify_response
 from sidecar.providers.formats.carried import CONTROLS, plain, refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault
 from sidecar.providers.formats.fields import count, text_or_empty
+from sidecar.providers.formats.gemini.shapes import Content, FunctionCall, FunctionResponse, Part, ThinkingConfig
 from sidecar.providers.formats.gemini.vocab import (
     API_KEY_HEADER,
     BLOCKED,
@@ -120,7 +121,9 @@ from sidecar.providers.formats.options import FIELD, merge_options, options_for
 from sidecar.providers.formats.protocol import SSE
 
 __all__ = [
+    "API_PATH",
     "CALL_ID_PREFIX",
+    "LEVELS",
     "GeminiStream",
     "GeminiUpstream",
     "error_fields",
@@ -350,28 +353,24 @@ def provider_options(raw: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- a request rendered
 
 
+_AS_THEY_ARE = (("top_p", "topP"), ("top_k", "topK"), ("seed", "seed"), ("presence_penalty", "presencePenalty"),
+                ("frequency_penalty", "frequencyPenalty"))  # fmt: skip
+"""The controls that are a generationConfig key as they are: (control, key)."""
+
+
 def _generation(request: ChatRequest) -> dict[str, Any]:
     c: Controls = request.controls
     out: dict[str, Any] = {"maxOutputTokens": request.max_tokens}
     if request.temperature is not None:
         out["temperature"] = request.temperature
-    if c.top_p is not None:
-        out["topP"] = c.top_p
-    if c.top_k is not None:
-        out["topK"] = c.top_k
+    out.update((key, getattr(c, name)) for name, key in _AS_THEY_ARE if getattr(c, name) is not None)
     if c.stop:
         out["stopSequences"] = list(c.stop)
-    if c.seed is not None:
-        out["seed"] = c.seed
-    if c.presence_penalty is not None:
-        out["presencePenalty"] = c.presence_penalty
-    if c.frequency_penalty is not None:
-        out["frequencyPenalty"] = c.frequency_penalty
     if request.response_schema is not None:
         out["responseMimeType"] = "application/json"
         out["responseJsonSchema"] = request.response_schema
     if c.reasoning is not None:
-        thinking: dict[str, Any] = {"includeThoughts": True}
+        thinking: ThinkingConfig = {"includeThoughts": True}
         if c.reasoning.budget_tokens is not None:
             thinking["thinkingBudget"] = c.reasoning.budget_tokens
         else:
@@ -380,23 +379,23 @@ def _generation(request: ChatRequest) -> dict[str, Any]:
     return out
 
 
-def signed_parts(message: Message) -> list[dict[str, Any]]:
+def signed_parts(message: Message) -> list[Part]:
     """An assistant message's parts: thoughts first, then text and function calls, each signature that came
     on a part that is not a thought put back on the first function call (or the last text part)."""
-    parts: list[dict[str, Any]] = []
+    parts: list[Part] = []
     loose: list[str] = []
     for r in message.reasoning:
         if r.redacted_data:
             parts.append({"text": "", "thought": True, "thoughtSignature": r.redacted_data})
         elif r.text:
-            thought: dict[str, Any] = {"text": r.text, "thought": True}
+            thought: Part = {"text": r.text, "thought": True}
             if r.signature:
                 thought["thoughtSignature"] = r.signature
             parts.append(thought)
         elif r.signature:
             loose.append(r.signature)
     content = [content_part(p) for p in message.content]
-    calls = [{"functionCall": _function_call(c)} for c in message.tool_calls]
+    calls: list[Part] = [{"functionCall": _function_call(c)} for c in message.tool_calls]
     if not content and not calls:
         content = [{"text": ""}]
     slots = calls or content[-1:]
@@ -405,26 +404,26 @@ def signed_parts(message: Message) -> list[dict[str, Any]]:
     return [*parts, *content, *calls]
 
 
-def _function_call(c: ToolCall) -> dict[str, Any]:
-    call: dict[str, Any] = {"name": c.name, "args": args_of(c.arguments_json)}
+def _function_call(c: ToolCall) -> FunctionCall:
+    call: FunctionCall = {"name": c.name, "args": args_of(c.arguments_json)}
     if c.id and not c.id.startswith(CALL_ID_PREFIX):
         call = {"id": c.id, **call}
     return call
 
 
-def render_contents(messages: Iterable[Message]) -> list[dict[str, Any]]:
+def render_contents(messages: Iterable[Message]) -> list[Content]:
     """The conversation as ``contents`` (the module's table): one content for each message."""
-    out: list[dict[str, Any]] = []
+    out: list[Content] = []
     names: dict[str, str] = {}
     for m in messages:
         if m.role is Role.ASSISTANT:
             names.update((c.id, c.name) for c in m.tool_calls)
             out.append({"role": "model", "parts": signed_parts(m)})
             continue
-        parts: list[dict[str, Any]] = []
+        parts: list[Part] = []
         for r in m.tool_results:
             response = {"error" if r.is_error else "output": r.content}
-            reply: dict[str, Any] = {"name": r.name or names.get(r.call_id, ""), "response": response}
+            reply: FunctionResponse = {"name": r.name or names.get(r.call_id, ""), "response": response}
             if r.call_id and not r.call_id.startswith(CALL_ID_PREFIX):
                 reply = {"id": r.call_id, **reply}
             parts.append({"functionResponse": reply})

@@ -46,6 +46,9 @@ from typing import Any
 from sidecar.core.conversation import DocumentPart, ImagePart, Part, TextPart
 from sidecar.core.kinds import FinishReason
 from sidecar.providers.formats.chat import compact_json
+from sidecar.providers.formats.gemini.shapes import GenerationConfig, Request
+from sidecar.providers.formats.gemini.shapes import Part as WirePart
+from sidecar.providers.formats.shapes import declared
 
 __all__ = [
     "API_KEY_HEADER",
@@ -132,25 +135,9 @@ STATUS_NAMES: Mapping[int, str] = {
 }
 """The ``error.status`` of a bare HTTP status (another 5xx: UNAVAILABLE; another 4xx: INVALID_ARGUMENT)."""
 
-SIDECAR_KEYS = frozenset(
-    {"contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "model", "stream"}
-)
+SIDECAR_KEYS = declared(Request)
 """The body's keys the sidecar sets from the request's own fields: provider options may not set them."""
-GENERATION_KEYS = frozenset(
-    {
-        "maxOutputTokens",
-        "temperature",
-        "topP",
-        "topK",
-        "stopSequences",
-        "seed",
-        "presencePenalty",
-        "frequencyPenalty",
-        "responseMimeType",
-        "responseJsonSchema",
-        "thinkingConfig",
-    }
-)
+GENERATION_KEYS = declared(GenerationConfig)
 """The ``generationConfig`` keys the sidecar sets (the rest of it a provider option may set)."""
 
 
@@ -187,11 +174,11 @@ def url_media_type(url: str) -> str:
     return guessed if guessed and guessed.startswith("image/") else ""
 
 
-def _inline(media_type: str, data: bytes) -> dict[str, Any]:
+def _inline(media_type: str, data: bytes) -> WirePart:
     return {"inlineData": {"mimeType": media_type, "data": base64.b64encode(data).decode("ascii")}}
 
 
-def content_part(part: Part) -> dict[str, Any]:
+def content_part(part: Part) -> WirePart:
     """A part as a Gemini part (the module's table; ``upstream.GeminiUpstream.check`` refused the rest)."""
     match part:
         case TextPart():

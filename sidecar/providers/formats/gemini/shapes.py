@@ -1,0 +1,188 @@
+"""The Gemini request and reply as types: the REST ``generateContent`` body as ``google-genai`` 3.3.0 types it.
+
+Each ``TypedDict`` follows the SDK's model of that name (``google.genai.types``, compared by their camelCase
+aliases in ``tests/formats/test_gemini_shapes.py``), keeping only the keys the sidecar interprets; the
+sidecar never imports the SDK. A request is read after ``front.camel`` (snake_case keys in camelCase)::
+
+    Request             the REST body: InlinedRequest's model and contents, GenerateContentConfig's
+                        systemInstruction, tools and toolConfig, a GenerationConfig; ``stream`` the URL's
+    Content, Part       Content, Part (Blob, FileData, FunctionCall, FunctionResponse)
+    System              systemInstruction: a Content of text parts
+    Tool                Tool, FunctionDeclaration
+    ToolConfig          ToolConfig, FunctionCallingConfig
+    GenerationConfig    GenerationConfig, ThinkingConfig
+    Response            GenerateContentResponse, Candidate, GenerateContentResponseUsageMetadata: what
+                        ``render`` and the stream writer write (the upstream reads a reply tolerantly)
+    ErrorBody           Google's error body ``{"error": {"code", "message", "status"}}``
+
+The format has no door, so its request shapes are closed (``CLOSED``): a key they do not declare is
+refused by name, not carried (nothing is accepted and then dropped).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, NotRequired
+
+from pydantic import ConfigDict, Field, with_config
+from typing_extensions import TypedDict
+
+from sidecar.providers.formats.shapes import Shape
+
+__all__ = ["REQUEST", "Content", "ErrorBody", "FunctionCall", "Part", "Request", "Response", "UsageMetadata"]
+
+CLOSED = ConfigDict(extra="forbid")
+
+
+@with_config(CLOSED)
+class Blob(TypedDict):
+    mimeType: str
+    data: str
+
+
+@with_config(CLOSED)
+class FileData(TypedDict):
+    mimeType: NotRequired[str | None]
+    fileUri: str
+
+
+@with_config(CLOSED)
+class FunctionCall(TypedDict):
+    id: NotRequired[str | None]
+    name: str
+    args: NotRequired[dict[str, Any] | None]
+
+
+@with_config(CLOSED)
+class FunctionResponse(TypedDict):
+    id: NotRequired[str | None]
+    name: str
+    response: NotRequired[dict[str, Any] | None]
+
+
+@with_config(CLOSED)
+class Part(TypedDict, total=False):
+    text: str | None
+    thought: bool | None
+    thoughtSignature: str | None
+    inlineData: Blob | None
+    fileData: FileData | None
+    functionCall: FunctionCall | None
+    functionResponse: FunctionResponse | None
+
+
+@with_config(CLOSED)
+class Content(TypedDict):
+    role: NotRequired[Literal["user", "model", ""] | None]
+    parts: list[Part]
+
+
+@with_config(CLOSED)
+class SystemPart(TypedDict):
+    text: str
+
+
+@with_config(CLOSED)
+class System(TypedDict):
+    role: NotRequired[str | None]
+    parts: list[SystemPart]
+
+
+@with_config(CLOSED)
+class FunctionDeclaration(TypedDict):
+    name: str
+    description: NotRequired[str | None]
+    parametersJsonSchema: NotRequired[dict[str, Any] | None]
+
+
+@with_config(CLOSED)
+class Tool(TypedDict, total=False):
+    functionDeclarations: list[FunctionDeclaration] | None
+
+
+@with_config(CLOSED)
+class FunctionCallingConfig(TypedDict):
+    mode: Literal["AUTO", "NONE", "ANY"]
+    allowedFunctionNames: NotRequired[list[str] | None]
+
+
+@with_config(CLOSED)
+class ToolConfig(TypedDict):
+    functionCallingConfig: FunctionCallingConfig
+
+
+@with_config(CLOSED)
+class ThinkingConfig(TypedDict, total=False):
+    thinkingBudget: int | None
+    thinkingLevel: str | None
+    includeThoughts: bool | None
+
+
+@with_config(CLOSED)
+class GenerationConfig(TypedDict, total=False):
+    maxOutputTokens: int | None
+    temperature: float | None
+    topP: float | None
+    topK: int | None
+    stopSequences: list[str] | None
+    seed: int | None
+    presencePenalty: float | None
+    frequencyPenalty: float | None
+    responseMimeType: Literal["text/plain", "application/json"] | None
+    responseJsonSchema: dict[str, Any] | None
+    thinkingConfig: ThinkingConfig | None
+
+
+@with_config(CLOSED)
+class Request(TypedDict):
+    model: Annotated[str, Field(min_length=1)]
+    stream: NotRequired[bool | None]
+    contents: list[Content]
+    systemInstruction: NotRequired[System | None]
+    tools: NotRequired[list[Tool] | None]
+    toolConfig: NotRequired[ToolConfig | None]
+    generationConfig: NotRequired[GenerationConfig | None]
+
+
+REQUEST = Shape(Request)
+
+
+# ---------------------------------------------------------------------------- what the sidecar answers
+
+
+class ReplyContent(TypedDict):
+    role: Literal["model"]
+    parts: list[Part]
+
+
+class Candidate(TypedDict):
+    content: NotRequired[ReplyContent]
+    finishReason: NotRequired[str]
+    finishMessage: NotRequired[str]
+    index: int
+
+
+class UsageMetadata(TypedDict):
+    promptTokenCount: int
+    candidatesTokenCount: int
+    totalTokenCount: int
+    cachedContentTokenCount: NotRequired[int]
+    thoughtsTokenCount: NotRequired[int]
+
+
+class Response(TypedDict):
+    candidates: list[Candidate]
+    usageMetadata: NotRequired[UsageMetadata]
+    modelVersion: str
+    responseId: str
+    sidecar: NotRequired[dict[str, Any]]
+
+
+class Error(TypedDict):
+    code: int
+    message: str
+    status: str
+    sidecar: NotRequired[dict[str, Any]]
+
+
+class ErrorBody(TypedDict):
+    error: Error
