@@ -361,11 +361,18 @@ def _controls(request: Request, generation: shapes.GenerationConfig) -> Controls
         tool_choice=_tool_choice(request.get("toolConfig")),
         stop=tuple(generation.get("stopSequences") or ()),
         top_p=_float(generation.get("topP")),
-        top_k=generation.get("topK"),
+        top_k=_top_k(generation.get("topK")),
         seed=generation.get("seed"),
         presence_penalty=_float(generation.get("presencePenalty")),
         frequency_penalty=_float(generation.get("frequencyPenalty")),
     )
+
+
+def _top_k(value: float | None) -> int | None:
+    """topK: a whole number, which the SDK types a float (and sends 20 as 20.0)."""
+    if value is not None and not float(value).is_integer():
+        raise InvalidInput("generationConfig.topK", shown(value), "must be a whole number")
+    return None if value is None else int(value)
 
 
 def _tool_choice(config: shapes.ToolConfig | None) -> ToolChoice | None:

@@ -122,7 +122,7 @@ class GenerationConfig(TypedDict, total=False):
     maxOutputTokens: int | None
     temperature: float | None
     topP: float | None
-    topK: int | None
+    topK: float | None
     stopSequences: list[str] | None
     seed: int | None
     presencePenalty: float | None

@@ -76,18 +76,9 @@ RAW_ARGUMENTS = "_raw"
 REFUSAL_TEXT = "the model's answer was blocked"
 """A refusal's explanation when Gemini gave none (a safety block says only its reason)."""
 PDF = "application/pdf"
-MODELS_PREFIX = "models/"
 
 BLOCKED = frozenset(
-    {
-        "SAFETY",
-        "RECITATION",
-        "BLOCKLIST",
-        "PROHIBITED_CONTENT",
-        "SPII",
-        "IMAGE_SAFETY",
-        "IMAGE_PROHIBITED_CONTENT",
-    }
+    {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT"}
 )
 """The finish reasons that are a block: the answer was refused, its category the reason."""
 FINISH: Mapping[str, FinishReason] = {
@@ -120,20 +111,9 @@ STATUS_CODES: Mapping[str, int] = {
     "DEADLINE_EXCEEDED": 504,
 }
 """``error.status`` and the HTTP status Google answers it with (``error.code``)."""
-STATUS_NAMES: Mapping[int, str] = {
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    409: "ABORTED",
-    429: "RESOURCE_EXHAUSTED",
-    499: "CANCELLED",
-    500: "INTERNAL",
-    501: "NOT_IMPLEMENTED",
-    503: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
-}
-"""The ``error.status`` of a bare HTTP status (another 5xx: UNAVAILABLE; another 4xx: INVALID_ARGUMENT)."""
+STATUS_NAMES: Mapping[int, str] = {code: name for name, code in reversed(list(STATUS_CODES.items()))}
+"""The ``error.status`` of a bare HTTP status: the first of ``STATUS_CODES`` with it (another 5xx: UNAVAILABLE;
+another 4xx: INVALID_ARGUMENT)."""
 
 SIDECAR_KEYS = declared(Request)
 """The body's keys the sidecar sets from the request's own fields: provider options may not set them."""
