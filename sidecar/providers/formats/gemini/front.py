@@ -22,7 +22,7 @@ forced tool. ``render``, ``writer`` and ``error_body`` answer in the format (``s
 
     ChatReply               one candidate: content {"role": "model", "parts"}, finishReason, index 0,
       reasoning, text,      usageMetadata, modelVersion, responseId; thought parts, a text part,
-      tool calls            functionCall parts (``upstream.signed_parts``)
+      tool calls            functionCall parts (``vocab.signed_parts``)
       a refusal             no content; finishReason the reply's block reason (else SAFETY),
                             finishMessage its words
     a stream                one chunk for each delta (a function call whole, when its arguments end),
@@ -60,10 +60,11 @@ from sidecar.providers.formats.chat import ChatReply, compact_json
 from sidecar.providers.formats.fields import positive_budget, shown
 from sidecar.providers.formats.gemini import shapes
 from sidecar.providers.formats.gemini.shapes import REQUEST, Candidate, Request, Response, UsageMetadata
-from sidecar.providers.formats.gemini.upstream import API_PATH, CALL_ID_PREFIX, LEVELS, signed_parts
+from sidecar.providers.formats.gemini.upstream import API_PATH, LEVELS
 from sidecar.providers.formats.gemini.vocab import (
     API_KEY_HEADER,
     BLOCKED,
+    CALL_ID_PREFIX,
     FINISH,
     FINISH_NAMES,
     PDF,
@@ -71,6 +72,7 @@ from sidecar.providers.formats.gemini.vocab import (
     STATUS_NAMES,
     args_of,
     arguments_of,
+    signed_parts,
 )
 from sidecar.providers.formats.protocol import Ask, ParamNames, ReplyHead, Sse
 from sidecar.providers.formats.routes import model_route
@@ -86,16 +88,11 @@ _MODEL_PART = declared(shapes.Part) - {"functionResponse"}
 _NO_DOOR: ParamNames = {}
 """No door serves the format (only its fake speaks it): no parameter is renamed (``ParamNames``)."""
 _ANSWERS: Mapping[str, str] = {
-    "invalid_value": "INVALID_ARGUMENT",
-    "context_length_exceeded": "INVALID_ARGUMENT",
-    "content_policy_violation": "INVALID_ARGUMENT",
+    **dict.fromkeys(("invalid_value", "context_length_exceeded", "content_policy_violation"), "INVALID_ARGUMENT"),
     "output_truncated": "INVALID_ARGUMENT",
+    **dict.fromkeys(("insufficient_quota", "spend_cap_exceeded", "rate_limit_exceeded"), "RESOURCE_EXHAUSTED"),
+    **dict.fromkeys(("model_not_found", "resource_not_found"), "NOT_FOUND"),
     "permission_denied": "PERMISSION_DENIED",
-    "model_not_found": "NOT_FOUND",
-    "resource_not_found": "NOT_FOUND",
-    "insufficient_quota": "RESOURCE_EXHAUSTED",
-    "spend_cap_exceeded": "RESOURCE_EXHAUSTED",
-    "rate_limit_exceeded": "RESOURCE_EXHAUSTED",
     "overloaded": "UNAVAILABLE",
     "deadline_exceeded": "DEADLINE_EXCEEDED",
 }
@@ -438,8 +435,6 @@ def _data(text: str, where: str) -> bytes:
 def _message_of(role: Role, parts: list[Part]) -> Message:
     if len(parts) == 1 and isinstance(parts[0], TextPart):
         return Message(role, parts[0].text)
-    if not parts:
-        return Message(role, "")
     return Message(role, parts=tuple(parts))
 
 

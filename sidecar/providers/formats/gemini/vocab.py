@@ -43,16 +43,17 @@ import mimetypes
 from collections.abc import Mapping
 from typing import Any
 
-from sidecar.core.conversation import DocumentPart, ImagePart, Part, TextPart
+from sidecar.core.conversation import DocumentPart, ImagePart, Message, Part, TextPart, ToolCall
 from sidecar.core.kinds import FinishReason
 from sidecar.providers.formats.chat import compact_json
-from sidecar.providers.formats.gemini.shapes import GenerationConfig, Request
+from sidecar.providers.formats.gemini.shapes import FunctionCall, GenerationConfig, Request
 from sidecar.providers.formats.gemini.shapes import Part as WirePart
 from sidecar.providers.formats.shapes import declared
 
 __all__ = [
     "API_KEY_HEADER",
     "BLOCKED",
+    "CALL_ID_PREFIX",
     "FINISH",
     "FINISH_NAMES",
     "FORMAT_NAME",
@@ -66,11 +67,14 @@ __all__ = [
     "arguments_of",
     "content_part",
     "data_url",
+    "signed_parts",
     "url_media_type",
 ]
 
 FORMAT_NAME = "gemini"
 API_KEY_HEADER = "x-goog-api-key"
+CALL_ID_PREFIX = "gemini_call_"
+"""The id a tool call gets when Gemini gave it none (sent back without it: Gemini matches by name)."""
 RAW_ARGUMENTS = "_raw"
 """The one key of a functionCall's ``args`` that carries arguments that were not a JSON object, as written."""
 REFUSAL_TEXT = "the model's answer was blocked"
@@ -172,3 +176,35 @@ def content_part(part: Part) -> WirePart:
             if part.url:
                 return {"fileData": {"mimeType": PDF, "fileUri": part.url}}
             return _inline(part.media_type or PDF, part.data)
+
+
+def signed_parts(message: Message) -> list[WirePart]:
+    """An assistant message's parts: thoughts first, then text and function calls, each signature that came
+    on a part that is not a thought put back on the first function call (or the last text part)."""
+    parts: list[WirePart] = []
+    loose: list[str] = []
+    for r in message.reasoning:
+        if r.redacted_data:
+            parts.append({"text": "", "thought": True, "thoughtSignature": r.redacted_data})
+        elif r.text:
+            thought: WirePart = {"text": r.text, "thought": True}
+            if r.signature:
+                thought["thoughtSignature"] = r.signature
+            parts.append(thought)
+        elif r.signature:
+            loose.append(r.signature)
+    content = [content_part(p) for p in message.content]
+    calls: list[WirePart] = [{"functionCall": _function_call(c)} for c in message.tool_calls]
+    if not content and not calls:
+        content = [{"text": ""}]
+    slots = calls or content[-1:]
+    for slot, signature in zip(slots, loose, strict=False):
+        slot["thoughtSignature"] = signature
+    return [*parts, *content, *calls]
+
+
+def _function_call(c: ToolCall) -> FunctionCall:
+    call: FunctionCall = {"name": c.name, "args": args_of(c.arguments_json)}
+    if c.id and not c.id.startswith(CALL_ID_PREFIX):
+        call = {"id": c.id, **call}
+    return call
