@@ -404,7 +404,7 @@ def _kind(part: shapes.Part, known: frozenset[str], at: str) -> str:
     """The one kind of content a part holds (of ``_KINDS``), its other keys among ``known``."""
     refuse_unknown(part, known, at, here=True)
     kinds = [k for k in _KINDS if part.get(k) is not None]
-    if len(kinds) != 1:  # one of several keys
+    if len(kinds) != 1:  # exactly one of several keys
         rule = f"must be a part of exactly one kind: {', '.join(k for k in _KINDS if k in known)}"
         raise InvalidInput(at, shown(sorted(part)), rule)
     return kinds[0]

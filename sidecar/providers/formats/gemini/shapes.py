@@ -15,8 +15,8 @@ sidecar never imports the SDK. A request is read after ``front.camel`` (snake_ca
                         ``render`` and the stream writer write (the upstream reads a reply tolerantly)
     ErrorBody           Google's error body ``{"error": {"code", "message", "status"}}``
 
-The format has no door, so its request shapes are closed (``CLOSED``): a key they do not declare is
-refused by name, not carried (nothing is accepted and then dropped).
+The format has no door, so its request is closed (``extra="forbid"``, at every depth): a key its shapes
+do not declare is refused by name, not carried (nothing is accepted and then dropped).
 """
 
 from __future__ import annotations
@@ -30,36 +30,29 @@ from sidecar.providers.formats.shapes import Shape
 
 __all__ = ["REQUEST", "Content", "ErrorBody", "FunctionCall", "Part", "Request", "Response", "UsageMetadata"]
 
-CLOSED = ConfigDict(extra="forbid")
 
-
-@with_config(CLOSED)
 class Blob(TypedDict):
     mimeType: str
     data: str
 
 
-@with_config(CLOSED)
 class FileData(TypedDict):
     mimeType: NotRequired[str | None]
     fileUri: str
 
 
-@with_config(CLOSED)
 class FunctionCall(TypedDict):
     id: NotRequired[str | None]
     name: str
     args: NotRequired[dict[str, Any] | None]
 
 
-@with_config(CLOSED)
 class FunctionResponse(TypedDict):
     id: NotRequired[str | None]
     name: str
     response: NotRequired[dict[str, Any] | None]
 
 
-@with_config(CLOSED)
 class Part(TypedDict, total=False):
     text: str | None
     thought: bool | None
@@ -70,54 +63,45 @@ class Part(TypedDict, total=False):
     functionResponse: FunctionResponse | None
 
 
-@with_config(CLOSED)
 class Content(TypedDict):
     role: NotRequired[Literal["user", "model", ""] | None]
     parts: list[Part]
 
 
-@with_config(CLOSED)
 class SystemPart(TypedDict):
     text: str
 
 
-@with_config(CLOSED)
 class System(TypedDict):
     role: NotRequired[str | None]
     parts: list[SystemPart]
 
 
-@with_config(CLOSED)
 class FunctionDeclaration(TypedDict):
     name: str
     description: NotRequired[str | None]
     parametersJsonSchema: NotRequired[dict[str, Any] | None]
 
 
-@with_config(CLOSED)
 class Tool(TypedDict, total=False):
     functionDeclarations: list[FunctionDeclaration] | None
 
 
-@with_config(CLOSED)
 class FunctionCallingConfig(TypedDict):
     mode: Literal["AUTO", "NONE", "ANY"]
     allowedFunctionNames: NotRequired[list[str] | None]
 
 
-@with_config(CLOSED)
 class ToolConfig(TypedDict):
     functionCallingConfig: FunctionCallingConfig
 
 
-@with_config(CLOSED)
 class ThinkingConfig(TypedDict, total=False):
     thinkingBudget: int | None
     thinkingLevel: str | None
     includeThoughts: bool | None
 
 
-@with_config(CLOSED)
 class GenerationConfig(TypedDict, total=False):
     maxOutputTokens: int | None
     temperature: float | None
@@ -132,7 +116,7 @@ class GenerationConfig(TypedDict, total=False):
     thinkingConfig: ThinkingConfig | None
 
 
-@with_config(CLOSED)
+@with_config(ConfigDict(extra="forbid"))  # pydantic carries it to the TypedDicts inside
 class Request(TypedDict):
     model: Annotated[str, Field(min_length=1)]
     stream: NotRequired[bool | None]

@@ -55,37 +55,31 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sidecar.core.backoff import parse_retry_after
-from sidecar.core.conversation import (
-    Controls,
-    DocumentPart,
-    ImagePart,
-    Message,
-    ModelRequest,
-    TextPart,
-)
+from sidecar.core.conversation import Controls, DocumentPart, ImagePart, Message, ModelRequest, TextPart, ToolDefinition
 from sidecar.core.details import ProviderDetail
 from sidecar.core.json_depth import loads
 from sidecar.core.kinds import RetrySignal, Role
 from sidecar.core.rate_budget import Budget
 from sidecar.core.redact import redact_body
 from sidecar.core.retry import Retry
-from sidecar.core.taxonomy import (
-    ContextOverflow,
-    InvalidInput,
-    QuotaExhausted,
-    SidecarFailure,
-    Unauthorized,
-)
+from sidecar.core.taxonomy import ContextOverflow, InvalidInput, QuotaExhausted, SidecarFailure, Unauthorized
 from sidecar.core.text import cap
 from sidecar.providers.errors import Target, classify_response
 from sidecar.providers.formats.carried import CONTROLS, plain, refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.gemini.replies import GeminiStream
-from sidecar.providers.formats.gemini.shapes import Content, FunctionResponse, Part, ThinkingConfig
+from sidecar.providers.formats.gemini.shapes import (
+    Content,
+    FunctionCallingConfig,
+    FunctionDeclaration,
+    FunctionResponse,
+    Part,
+    ThinkingConfig,
+)
 from sidecar.providers.formats.gemini.vocab import (
     API_KEY_HEADER,
     CALL_ID_PREFIX,
@@ -115,7 +109,12 @@ API_PATH = "/v1beta/models/"
 LEVELS = ("minimal", "low", "medium", "high")
 """The core's efforts Gemini has a thinkingLevel for (all four)."""
 _UNCARRIED = frozenset({"parallel_tool_calls", "end_user", "system_cache"})
-_CHOICE_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY", "tool": "ANY"}
+_CHOICE_MODES: Mapping[str, Literal["AUTO", "NONE", "ANY"]] = {
+    "auto": "AUTO",
+    "none": "NONE",
+    "required": "ANY",
+    "tool": "ANY",
+}
 _PER_DAY = re.compile(r"per\s*day|perday", re.I)
 _CONTEXT = re.compile(r"input token count.*exceeds|exceeds the maximum number of tokens", re.I)
 _OVERLOADED = re.compile(r"overloaded", re.I)
@@ -178,16 +177,10 @@ class GeminiUpstream:
         if request.system:
             body["systemInstruction"] = {"parts": [{"text": request.system}]}
         if request.tools:
-            declarations = []
-            for t in request.tools:
-                declaration: dict[str, Any] = {"name": t.name, "description": t.description}
-                if t.parameters_json:
-                    declaration["parametersJsonSchema"] = json.loads(t.parameters_json)
-                declarations.append(declaration)
-            body["tools"] = [{"functionDeclarations": declarations}]
+            body["tools"] = [{"functionDeclarations": [_declaration(t) for t in request.tools]}]
         choice = request.controls.tool_choice
         if choice is not None:
-            calling: dict[str, Any] = {"mode": _CHOICE_MODES[choice.mode]}
+            calling: FunctionCallingConfig = {"mode": _CHOICE_MODES[choice.mode]}
             if choice.mode == "tool":
                 calling["allowedFunctionNames"] = [choice.name]
             body["toolConfig"] = {"functionCallingConfig": calling}
@@ -203,9 +196,7 @@ class GeminiUpstream:
     def parse(self, body: dict[str, Any]) -> ChatReply:
         stream = GeminiStream()
         stream.read(body)
-        reply = stream.reply()
-        if reply is None:  # a reply with no finish at all: what it holds, unfinished
-            reply = stream.reply(finished=False)
+        reply = stream.reply() or stream.reply(finished=False)  # no finish at all: what it holds, unfinished
         assert reply is not None
         return reply
 
@@ -351,6 +342,13 @@ def _generation(request: ChatRequest) -> dict[str, Any]:
         else:
             thinking["thinkingLevel"] = c.reasoning.effort.upper()
         out["thinkingConfig"] = thinking
+    return out
+
+
+def _declaration(tool: ToolDefinition) -> FunctionDeclaration:
+    out: FunctionDeclaration = {"name": tool.name, "description": tool.description}
+    if tool.parameters_json:
+        out["parametersJsonSchema"] = json.loads(tool.parameters_json)
     return out
 
 
