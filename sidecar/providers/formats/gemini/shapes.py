@@ -11,9 +11,11 @@ sidecar never imports the SDK. A request is read after ``front.camel`` (snake_ca
     Tool                Tool, FunctionDeclaration
     ToolConfig          ToolConfig, FunctionCallingConfig
     GenerationConfig    GenerationConfig, ThinkingConfig
-    Response            GenerateContentResponse, Candidate, GenerateContentResponseUsageMetadata: what
-                        ``render`` and the stream writer write (the upstream reads a reply tolerantly)
-    ErrorBody           Google's error body ``{"error": {"code", "message", "status"}}``
+    Response            GenerateContentResponse, Candidate, GenerateContentResponseUsageMetadata,
+                        GenerateContentResponsePromptFeedback, SafetyRating: what ``render`` and the
+                        stream writer write and ``replies`` reads (tolerantly: a key of another type
+                        there is skipped, not refused)
+    ErrorBody           Google's error body ``{"error": {"code", "message", "status", "details"}}``
 
 The format has no door, so its request is closed (``extra="forbid"``, at every depth): a key its shapes
 do not declare is refused by name, not carried (nothing is accepted and then dropped).
@@ -130,7 +132,12 @@ class Request(TypedDict):
 REQUEST = Shape(Request)
 
 
-# ---------------------------------------------------------------------------- what the sidecar answers
+# ---------------------------------------------------------------------------- a reply (written, and read back)
+
+
+class SafetyRating(TypedDict):
+    category: str
+    blocked: NotRequired[bool]
 
 
 class ReplyContent(TypedDict):
@@ -142,6 +149,7 @@ class Candidate(TypedDict):
     content: NotRequired[ReplyContent]
     finishReason: NotRequired[str]
     finishMessage: NotRequired[str]
+    safetyRatings: NotRequired[list[SafetyRating]]
     index: int
 
 
@@ -151,11 +159,19 @@ class UsageMetadata(TypedDict):
     totalTokenCount: int
     cachedContentTokenCount: NotRequired[int]
     thoughtsTokenCount: NotRequired[int]
+    toolUsePromptTokenCount: NotRequired[int]
+
+
+class PromptFeedback(TypedDict):
+    blockReason: str
+    blockReasonMessage: NotRequired[str]
+    safetyRatings: NotRequired[list[SafetyRating]]
 
 
 class Response(TypedDict):
     candidates: list[Candidate]
     usageMetadata: NotRequired[UsageMetadata]
+    promptFeedback: NotRequired[PromptFeedback]
     modelVersion: str
     responseId: str
     sidecar: NotRequired[dict[str, Any]]
@@ -165,6 +181,7 @@ class Error(TypedDict):
     code: int
     message: str
     status: str
+    details: NotRequired[list[dict[str, Any]]]
     sidecar: NotRequired[dict[str, Any]]
 
 
