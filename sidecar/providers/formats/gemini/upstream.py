@@ -4,24 +4,21 @@
 the key in ``x-goog-api-key``. ``GeminiUpstream.body`` renders a ChatRequest (``front.py`` reads one
 back: its inverse)::
 
-    core (ChatRequest)                          Gemini body
-    system                                      systemInstruction {"parts": [{"text"}]}
-    Message(USER, text | parts)                 {"role": "user", "parts": [text, inlineData, fileData]}
-    Message(ASSISTANT, reasoning, text | parts, {"role": "model", "parts": [thought parts first, text,
-            tool_calls)                         functionCall {id, name, args}]}, each thought signature on
-                                                its part (``vocab``'s table), byte-identical
-    Message(TOOL, tool_results)                 {"role": "user", "parts": [functionResponse {id, name,
-                                                response {"output" | "error": content}}]}
-    tools                                       [{"functionDeclarations": [{name, description,
-                                                parametersJsonSchema}]}]
-    tool_choice auto | none | required | tool   toolConfig.functionCallingConfig {"mode": AUTO | NONE | ANY,
-                                                "allowedFunctionNames": [name] (tool)}
-    max_tokens, temperature, top_p, top_k,      generationConfig {maxOutputTokens, temperature, topP, topK,
-      stop, seed, presence / frequency penalty  stopSequences, seed, presencePenalty, frequencyPenalty}
-    response schema                             generationConfig {responseMimeType: "application/json",
-                                                responseJsonSchema} (the structured-output loop)
-    reasoning.budget_tokens | effort            generationConfig.thinkingConfig {thinkingBudget |
-                                                thinkingLevel, "includeThoughts": true}
+    core (ChatRequest)                          Gemini body (``shapes.Request``)
+    system                                      systemInstruction, one text part
+    Message(USER, text | parts)                 a "user" content: text, inlineData, fileData parts
+    Message(ASSISTANT, reasoning, text | parts, a "model" content: thought parts first, then text and
+            tool_calls)                         functionCall parts, each thought signature on its part
+                                                (``vocab``'s table), byte-identical
+    Message(TOOL, tool_results)                 a "user" content of functionResponse parts
+    tools                                       one tool's functionDeclarations
+    tool_choice auto | none | required | tool   functionCallingConfig mode AUTO | NONE | ANY | ANY with
+                                                allowedFunctionNames [name]
+    max_tokens, temperature, top_p, top_k,      generationConfig maxOutputTokens, temperature, topP, topK,
+      stop, seed, presence / frequency penalty  stopSequences, seed, presencePenalty, frequencyPenalty
+    response schema                             responseMimeType application/json and responseJsonSchema
+                                                (the structured-output loop)
+    reasoning.budget_tokens | effort            thinkingConfig thinkingBudget | thinkingLevel, includeThoughts
     provider_options_json {"gemini": {...}}     that object's keys merged into the body (safetySettings,
                                                 cachedContent, ...); its generationConfig merged into the
                                                 sidecar's (none of the keys the sidecar sets)
@@ -29,10 +26,10 @@ back: its inverse)::
 Not carried, so refused by name before sending (``carried.refuse_uncarried``): cache breakpoints
 (parts.cache, tools.cache, system_cache: Gemini caches through a cachedContent resource), a plain-text
 document, a tool result given as parts, strict function calling (tools.strict: Gemini has no strict
-mode), parallel_tool_calls and end_user (no field). ``check`` then
-refuses, naming the field: an image's detail "low", an image URL whose media type its extension does
-not say, a document with a title (Gemini has no field for it), an assistant message's image or
-document, a reasoning effort Gemini has no thinkingLevel for.
+mode), parallel_tool_calls and end_user (no field). ``check`` then refuses, naming the field: an
+image's detail "low", an image URL whose media type its extension does not say, a document with a
+title (Gemini has no field for it), an assistant message's image or document, a reasoning effort
+Gemini has no thinkingLevel for.
 
 A reply and a stream are read by ``replies.GeminiStream`` (its table).
 

@@ -13,19 +13,18 @@
 The key goes in ``x-goog-api-key``. Parts, both ways (``content_part`` renders one; the front reads
 them back)::
 
-    core                                    part
-    TextPart(text)                          {"text"}
-    ImagePart(media_type, data)             {"inlineData": {"mimeType", "data": base64}} (a data: URL: the
-                                            bytes it holds)
-    ImagePart(url)                          {"fileData": {"mimeType": by the URL's extension, "fileUri"}}
-    DocumentPart(data) (a PDF)              {"inlineData": {"mimeType": "application/pdf", "data"}}
-    DocumentPart(url)                       {"fileData": {"mimeType": "application/pdf", "fileUri"}}
-    ToolCall(id, name, arguments)           {"functionCall": {"id", "name", "args"}} (arguments that are not
-                                            a JSON object: args {"_raw": text})
-    ToolCallResult(call_id, content,        {"functionResponse": {"id", "name", "response": {"output": content}
-      is_error, name)                       | {"error": content}}}
-    ReasoningPart(text, signature)          {"text", "thought": true, "thoughtSignature"?}
-    ReasoningPart(redacted_data)            {"text": "", "thought": true, "thoughtSignature": data}
+    core                                    part (``shapes.Part``)
+    TextPart(text)                          text
+    ImagePart(media_type, data)             inlineData, the bytes in base64 (a data: URL: the bytes it holds)
+    ImagePart(url)                          fileData, its mimeType by the URL's extension
+    DocumentPart(data) (a PDF)              inlineData application/pdf
+    DocumentPart(url)                       fileData application/pdf
+    ToolCall(id, name, arguments)           functionCall (arguments that are not a JSON object: args
+                                            {"_raw": text})
+    ToolCallResult(call_id, content,        functionResponse, its response {"output": content} or
+      is_error, name)                       {"error": content}
+    ReasoningPart(text, signature)          text, thought true, thoughtSignature
+    ReasoningPart(redacted_data)            text "", thought true, thoughtSignature the data
     ReasoningPart(signature) (no text)      the signature Gemini put on a part that is not a thought (a
                                             functionCall, a text part): ``thoughtSignature`` on the
                                             message's first functionCall part, or on its last text part
