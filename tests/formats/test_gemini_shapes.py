@@ -132,8 +132,10 @@ WRONG = [
      "must be 'AUTO', 'NONE' or 'ANY'"),
     ({**ASK, "generationConfig": {"thinkingConfig": {"thinkingBudget": "1024"}}},
      "generationConfig.thinkingConfig.thinkingBudget", "must be an integer"),
-    ({**ASK, "generation_config": {"stop_sequences": ["a", 2]}}, "generationConfig.stopSequences[1]",
+    ({**ASK, "generation_config": {"stop_sequences": ["a", 2]}}, "generation_config.stop_sequences[1]",
      "must be a string"),
+    ({**ASK, "generationConfig": {"thinking_config": {"thinking_level": "EXTREME"}}},
+     "generationConfig.thinking_config.thinking_level", "must be MINIMAL, LOW, MEDIUM or HIGH"),
     ({**ASK, "generationConfig": {"topK": 2.5}}, "generationConfig.topK", "must be a whole number"),
     ({"contents": [{"parts": [{"text": "hi", "bogus": True}]}]}, "contents[0].parts[0].bogus",
      "is not carried by the sidecar"),
@@ -182,12 +184,23 @@ def test_the_sdks_request_with_every_declared_option_is_read(fake: ThreadedServe
     assert set(sent["generationConfig"]) == declared(shapes.GenerationConfig)
 
 
-def test_a_wrong_type_the_sdk_sends_in_extra_body_is_named(fake: ThreadedServer[FakeProvider]) -> None:
-    options = types.HttpOptions(extra_body={"generationConfig": {"topP": "most"}})
+@pytest.mark.parametrize(
+    ("extra", "path"),
+    [
+        ({"generationConfig": {"topP": "most"}}, "generationConfig.topP"),
+        ({"generationConfig": {"thinkingConfig": {"thinking_budget": "many"}}},
+         "generationConfig.thinkingConfig.thinking_budget"),
+    ],
+)  # fmt: skip
+def test_a_wrong_type_the_sdk_sends_in_extra_body_is_named_as_it_sent_it(
+    fake: ThreadedServer[FakeProvider], extra: dict[str, Any], path: str
+) -> None:
+    """The SDK writes some keys in snake_case (``thinking_budget``): the path names them so."""
+    options = types.HttpOptions(extra_body=extra)
+    thinking = types.ThinkingConfig(include_thoughts=True)
+    config = types.GenerateContentConfig(thinking_config=thinking, http_options=options)
     sdk = client(fake)
     with pytest.raises(errors.ClientError) as caught:
-        sdk.models.generate_content(
-            model=MODEL, contents="hi", config=types.GenerateContentConfig(http_options=options)
-        )
+        sdk.models.generate_content(model=MODEL, contents="hi", config=config)
     assert (caught.value.code, caught.value.status) == (400, "INVALID_ARGUMENT")
-    assert "Invalid value for parameter 'generationConfig.topP'" in (caught.value.message or "")
+    assert f"Invalid value for parameter '{path}'" in (caught.value.message or "")
