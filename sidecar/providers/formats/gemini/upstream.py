@@ -316,8 +316,13 @@ def provider_options(raw: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- a request rendered
 
 
-_AS_THEY_ARE = (("top_p", "topP"), ("top_k", "topK"), ("seed", "seed"), ("presence_penalty", "presencePenalty"),
-                ("frequency_penalty", "frequencyPenalty"))  # fmt: skip
+_AS_THEY_ARE = (
+    ("top_p", "topP"),
+    ("top_k", "topK"),
+    ("seed", "seed"),
+    ("presence_penalty", "presencePenalty"),
+    ("frequency_penalty", "frequencyPenalty"),
+)
 """The controls that are a generationConfig key as they are: (control, key)."""
 
 
