@@ -59,8 +59,6 @@ _USER_PART = declared(shapes.Part) - {"thought", "thoughtSignature", "functionCa
 _MODEL_PART = declared(shapes.Part) - {"functionResponse"}
 _STEP = re.compile(r"\[(\d+)\]|\.?([^.\[]+)")
 """One step of a path: ``[2]`` or a key."""
-
-
 _OPAQUE = frozenset({"parametersJsonSchema", "responseJsonSchema", "args", "response"})
 """Keys whose values are the caller's own JSON (a schema, arguments, a result), never renamed."""
 
