@@ -222,8 +222,6 @@ STILL_TOO_LONG = {
     "providers/formats/anthropic_messages/upstream.py": 666,
     "providers/formats/bedrock_converse/front.py": 677,
     "providers/formats/bedrock_converse/upstream.py": 675,
-    "providers/formats/gemini/front.py": 628,
-    "providers/formats/gemini/upstream.py": 580,
     "providers/formats/openai_chat/front.py": 743,
     "providers/formats/openai_chat/upstream.py": 628,
     "providers/formats/openai_responses/front.py": 824,
