@@ -130,23 +130,13 @@ _STATELESS = {
     "in input, the reasoning items with their encrypted_content",
     "conversation": "the sidecar keeps no conversations (it runs stateless): send the whole conversation in input",
     "background": "the sidecar answers in the request (it keeps no responses to poll): leave background out",
+    "store": "must be false: the sidecar keeps no responses (it runs stateless), so none could be retrieved",
 }
 
 
 def refuse_stateful(body: Mapping[str, Any]) -> None:
-    """INVALID_INPUT naming a request key that asks the sidecar to keep a response or a conversation."""
+    """INVALID_INPUT naming a request key that asks the sidecar to keep a response or a conversation (before the
+    shape's check, so that such a key is refused with the reason whatever its value)."""
     for key, why in _STATELESS.items():
         if body.get(key) not in (None, False):
             raise InvalidInput(key, shown(body[key]), why)
-    if body.get("store") not in (None, False):
-        rule = "must be false: the sidecar keeps no responses (it runs stateless), so none could be retrieved"
-        raise InvalidInput("store", shown(body["store"]), rule)
-    include = body.get("include")
-    if include is None:
-        return
-    if not isinstance(include, list):
-        raise InvalidInput("include", shown(include), f'must be a list: ["{INCLUDE}"]')
-    for i, name in enumerate(include):
-        if name != INCLUDE:
-            rule = f"the sidecar includes {INCLUDE} (always) and nothing else"
-            raise InvalidInput(f"include[{i}]", shown(name), rule)
