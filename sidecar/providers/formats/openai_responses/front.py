@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import cache
 from typing import Any, Literal, cast
 
 from typing_extensions import Unpack
@@ -74,35 +75,8 @@ from sidecar.providers.formats.carried import Unknown, kept, refuse_unknown
 from sidecar.providers.formats.chat import ChatReply, compact_json
 from sidecar.providers.formats.fields import shown
 from sidecar.providers.formats.openai_chat.front import OpenAIFront
+from sidecar.providers.formats.openai_responses import shapes
 from sidecar.providers.formats.openai_responses.items import reasoning_items
-from sidecar.providers.formats.openai_responses.shapes import (
-    REQUEST,
-    AssistantMessage,
-    Event,
-    FunctionCall,
-    FunctionCallOutput,
-    FunctionTool,
-    InputFile,
-    InputImage,
-    InputText,
-    JsonSchemaFormat,
-    OutputCall,
-    OutputItem,
-    OutputMessage,
-    OutputReasoning,
-    OutputText,
-    ReasoningConfig,
-    ReasoningItem,
-    Refusal,
-    Request,
-    Response,
-    SummaryText,
-    SystemMessage,
-    TextConfig,
-    ToolChoiceFunction,
-    Usage,
-    UserMessage,
-)
 from sidecar.providers.formats.openai_responses.vocab import (
     FINISH_NAMES,
     FORMAT_NAME,
@@ -120,31 +94,11 @@ from sidecar.providers.formats.shapes import declared
 __all__ = ["REQUEST_KEYS", "RESPONSES_ROUTE", "ResponsesFront", "ResponsesWriter", "parse_request"]
 
 RESPONSES_ROUTE = "/v1/responses"
-REQUEST_KEYS = declared(Request)
+REQUEST_KEYS = declared(shapes.Request)
 """The request keys the front reads; any other one is carried (``carried.Unknown``)."""
-_KEYS = {
-    name: declared(shape)
-    for name, shape in {
-        "system": SystemMessage,
-        "user": UserMessage,
-        "assistant": AssistantMessage,
-        "function_call": FunctionCall,
-        "function_call_output": FunctionCallOutput,
-        "reasoning": ReasoningItem,
-        "summary_text": SummaryText,
-        "input_text": InputText,
-        "output_text": OutputText,
-        "refusal": Refusal,
-        "input_image": InputImage,
-        "input_file": InputFile,
-        "function": FunctionTool,
-        "text": TextConfig,
-        "json_schema": JsonSchemaFormat,
-        "reasoning_config": ReasoningConfig,
-        "tool_choice": ToolChoiceFunction,
-    }.items()
-}
-"""The keys each element's shape declares, by its type (a message's by its role): the others are carried."""
+_keys = cache(declared)
+"""The keys an element's shape declares: the others are carried (or refused where nothing holds them)."""
+_TEXTS = {"input_text": shapes.InputText, "output_text": shapes.OutputText, "refusal": shapes.Refusal}
 _CHAT = OpenAIFront()
 """What is the same as Chat Completions: the error body, its types, the key."""
 _PARAMS: ParamNames = {
@@ -207,7 +161,7 @@ class ResponsesFront:
 # ---------------------------------------------------------------------------- replies rendered
 
 
-def usage_of(reply: ChatReply) -> Usage:
+def usage_of(reply: ChatReply) -> shapes.Usage:
     return {
         "input_tokens": reply.input_tokens,
         "input_tokens_details": {
@@ -223,17 +177,17 @@ def usage_of(reply: ChatReply) -> Usage:
 def response_object(
     reply: ChatReply | None,
     head: ReplyHead,
-    output: list[OutputItem],
+    output: list[shapes.OutputItem],
     status: str,
     extension: Mapping[str, Any] | None = None,
-) -> Response:
+) -> shapes.Response:
     """The Response object: ``reply`` None for the one a stream opens with (``status`` in_progress)."""
     incomplete = None
     if reply is not None:
         reason = FINISH_NAMES.get(reply.finish)
         status = "incomplete" if reason is not None and reply.refusal is None else "completed"
         incomplete = {"reason": reason} if reason is not None and reply.refusal is None else None
-    out: Response = {
+    out: shapes.Response = {
         "id": head.reply_id,
         "object": "response",
         "created_at": head.created,
@@ -262,11 +216,11 @@ def response_object(
     return out
 
 
-def output_items(reply: ChatReply, head: ReplyHead) -> list[OutputItem]:
+def output_items(reply: ChatReply, head: ReplyHead) -> list[shapes.OutputItem]:
     """A reply's output items: its reasoning, its message, its calls."""
-    out: list[OutputItem] = []
+    out: list[shapes.OutputItem] = []
     for made in reasoning_items(reply.reasoning):
-        item = cast(OutputReasoning, made)
+        item = cast(shapes.OutputReasoning, made)
         out.append(
             {**item, "status": "completed"} if "encrypted_content" in item else {**item, "encrypted_content": None}
         )
@@ -278,15 +232,15 @@ def output_items(reply: ChatReply, head: ReplyHead) -> list[OutputItem]:
     return out
 
 
-def _text_part(text: str) -> OutputText:
+def _text_part(text: str) -> shapes.OutputText:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def _message(head: ReplyHead, content: list[OutputText | Refusal], status: str) -> OutputMessage:
+def _message(head: ReplyHead, content: list[shapes.OutputText | shapes.Refusal], status: str) -> shapes.OutputMessage:
     return {"type": "message", "id": f"msg_{head.reply_id}", "role": "assistant", "status": status, "content": content}
 
 
-def _call(head: ReplyHead, c: ToolCall, index: int, arguments: str, status: str) -> OutputCall:
+def _call(head: ReplyHead, c: ToolCall, index: int, arguments: str, status: str) -> shapes.OutputCall:
     return {"type": "function_call", "id": f"fc_{head.reply_id}_{index}", "call_id": c.id, "name": c.name,
             "arguments": arguments, "status": status}  # fmt: skip
 
@@ -297,7 +251,7 @@ class ResponsesWriter:
     def __init__(self, head: ReplyHead) -> None:
         self._head = head
         self._seq = 0
-        self._open: OutputItem | None = None
+        self._open: shapes.OutputItem | None = None
         """The output item being streamed (its deltas so far in it)."""
         self._index = -1
         """Its output index."""
@@ -308,9 +262,9 @@ class ResponsesWriter:
         """The core's index of the open reasoning item's first part."""
         self._signed = False
         """The open reasoning item has its id and encrypted content."""
-        self._done: list[OutputItem] = []
+        self._done: list[shapes.OutputItem] = []
 
-    def _event(self, kind: str, at: Event | None = None, /, **fields: Unpack[Event]) -> Sse:
+    def _event(self, kind: str, at: shapes.Event | None = None, /, **fields: Unpack[shapes.Event]) -> Sse:
         """An event: its type, its number, the item it is about (``at``) and its ``fields``."""
         data: dict[str, Any] = {"type": kind, "sequence_number": self._seq, **(at or {}), **fields}
         self._seq += 1
@@ -321,7 +275,7 @@ class ResponsesWriter:
         if item is None:
             return []
         out: list[Sse] = []
-        at: Event = {"item_id": item["id"], "output_index": self._index}
+        at: shapes.Event = {"item_id": item["id"], "output_index": self._index}
         if item["type"] == "message":
             part = item["content"][0]
             if part["type"] == "output_text":
@@ -343,11 +297,11 @@ class ResponsesWriter:
         out.append(self._event("response.output_item.done", output_index=self._index, item=item))
         return out
 
-    def _begin(self, item: OutputItem) -> list[Sse]:
+    def _begin(self, item: shapes.OutputItem) -> list[Sse]:
         out = self._close()
         self._index += 1
         self._open = item
-        added: OutputItem = {**item, "content": []} if item["type"] == "message" else item.copy()
+        added: shapes.OutputItem = {**item, "content": []} if item["type"] == "message" else item.copy()
         out.append(self._event("response.output_item.added", output_index=self._index, item=added))
         return out
 
@@ -362,13 +316,15 @@ class ResponsesWriter:
         out: list[Sse] = []
         item = self._open
         if item is None or item["type"] != "message" or item["content"][0]["type"] != kind:
-            part: OutputText | Refusal = _text_part("") if kind == "output_text" else {"type": "refusal", "refusal": ""}
+            part: shapes.OutputText | shapes.Refusal = (
+                _text_part("") if kind == "output_text" else {"type": "refusal", "refusal": ""}
+            )
             item = _message(self._head, [part], "in_progress")
             out += self._begin(item)
             out.append(self._event("response.content_part.added", item_id=item["id"], output_index=self._index,
                                    content_index=0, part=part.copy()))  # fmt: skip
         part = item["content"][0]
-        at: Event = {"item_id": item["id"], "output_index": self._index, "content_index": 0}
+        at: shapes.Event = {"item_id": item["id"], "output_index": self._index, "content_index": 0}
         if part["type"] == "output_text":
             part["text"] += text
             out.append(self._event("response.output_text.delta", at, delta=text, logprobs=[]))
@@ -404,7 +360,7 @@ class ResponsesWriter:
             self._items += 1
             out += self._begin(item)
             self._first, self._signed = delta.index, False
-        at: Event = {"item_id": item["id"], "output_index": self._index}
+        at: shapes.Event = {"item_id": item["id"], "output_index": self._index}
         if delta.text:
             k = max(delta.index - self._first, 0)
             while len(item["summary"]) <= k:
@@ -437,7 +393,7 @@ class ResponsesWriter:
     def error(self, body: dict[str, Any]) -> list[Sse]:
         error = body.get("error")
         error = error if isinstance(error, dict) else {}
-        fields: Event = {"code": error.get("code"), "message": str(error.get("message") or ""),
+        fields: shapes.Event = {"code": error.get("code"), "message": str(error.get("message") or ""),
                          "param": error.get("param")}  # fmt: skip
         if "sidecar" in error:
             fields["sidecar"] = error["sidecar"]
@@ -450,8 +406,8 @@ class ResponsesWriter:
 def parse_request(body: Mapping[str, Any]) -> ModelRequest:
     """A Responses request as the core's ModelRequest (the module's table)."""
     refuse_stateful(body)
-    REQUEST.check(body)
-    request = cast(Request, body)
+    shapes.REQUEST.check(body)
+    request = cast(shapes.Request, body)
     unknown = Unknown(FORMAT_NAME)
     unknown.take(body, REQUEST_KEYS)
     reader = _Reader()
@@ -529,52 +485,52 @@ class _Reader:
         if self._assistant is not None or self._calls:
             self._flush_assistant()
 
-    def _system(self, item: SystemMessage, where: str) -> None:
-        refuse_unknown(item, _KEYS["system"], where, here=True)  # no element of the core holds its keys
+    def _system(self, item: shapes.SystemMessage, where: str) -> None:
+        refuse_unknown(item, _keys(shapes.SystemMessage), where, here=True)  # no element of the core holds its keys
         content = item["content"]
         for j, part in enumerate(content if isinstance(content, list) else ()):
-            refuse_unknown(part, _KEYS["input_text"], f"{where}.content[{j}]", here=True)
+            refuse_unknown(part, _keys(shapes.InputText), f"{where}.content[{j}]", here=True)
         self.system.append(content if isinstance(content, str) else "".join(p["text"] for p in content))
 
-    def _user(self, item: UserMessage, where: str) -> None:
+    def _user(self, item: shapes.UserMessage, where: str) -> None:
         self._flush_assistant()
         self._flush_results()
         text, parts = _content(item["content"], f"{where}.content")
         self.messages.append(
-            Message(Role.USER, text, parts=parts, carried=kept(FORMAT_NAME, item, _KEYS["user"], where))
+            Message(Role.USER, text, parts=parts, carried=kept(FORMAT_NAME, item, _keys(shapes.UserMessage), where))
         )
 
-    def _assistant_message(self, item: AssistantMessage, where: str) -> None:
+    def _assistant_message(self, item: shapes.AssistantMessage, where: str) -> None:
         self._next_turn()
         text, parts = _content(item["content"], f"{where}.content")
         if len(parts) == 1 and isinstance(parts[0], TextPart) and parts[0].carried is None:
             text, parts = parts[0].text, ()
-        carried = kept(FORMAT_NAME, item, _KEYS["assistant"], where)
+        carried = kept(FORMAT_NAME, item, _keys(shapes.AssistantMessage), where)
         self._assistant = Message(Role.ASSISTANT, text, parts=parts, carried=carried)
 
-    def _call(self, item: FunctionCall, where: str) -> None:
+    def _call(self, item: shapes.FunctionCall, where: str) -> None:
         self._flush_results()
         arguments = item.get("arguments")
-        carried = kept(FORMAT_NAME, item, _KEYS["function_call"], where)
+        carried = kept(FORMAT_NAME, item, _keys(shapes.FunctionCall), where)
         call = ToolCall(item["call_id"], item["name"], "{}" if arguments is None else arguments, carried)
         self._names[call.id] = call.name
         self._calls.append(call)
 
-    def _output(self, item: FunctionCallOutput, where: str) -> None:
+    def _output(self, item: shapes.FunctionCallOutput, where: str) -> None:
         self._flush_assistant()
         call_id = item["call_id"]
         read = _result(item.get("output"), call_id, self._names.get(call_id, ""), f"{where}.output")
-        self._results.append(replace(read, carried=kept(FORMAT_NAME, item, _KEYS["function_call_output"], where)))
+        self._results.append(replace(read, carried=kept(FORMAT_NAME, item, _keys(shapes.FunctionCallOutput), where)))
 
-    def _thought(self, item: ReasoningItem, where: str) -> None:
+    def _thought(self, item: shapes.ReasoningItem, where: str) -> None:
         self._next_turn()
-        refuse_unknown(item, _KEYS["reasoning"], where, here=True)
+        refuse_unknown(item, _keys(shapes.ReasoningItem), where, here=True)
         if item.get("content"):  # a list the type allows, but nothing in the core holds
             rule = "the sidecar carries a reasoning summary, not its text"
             raise InvalidInput(f"{where}.content", "reasoning_text", rule, as_sent=True)
         summary = item.get("summary") or []
         for k, s in enumerate(summary):
-            refuse_unknown(s, _KEYS["summary_text"], f"{where}.summary[{k}]", here=True)
+            refuse_unknown(s, _keys(shapes.SummaryText), f"{where}.summary[{k}]", here=True)
         texts = [s["text"] for s in summary]
         self._reasoning += parts_of_item(item["id"], item.get("encrypted_content") or "", texts)
 
@@ -588,27 +544,27 @@ def _content(content: str | list[Any], where: str) -> tuple[str, tuple[Part, ...
 def _part(part: Mapping[str, Any], at: str) -> Part:
     kind = part["type"]
     if kind == "input_image":
-        return _image(cast(InputImage, part), at)
+        return _image(cast(shapes.InputImage, part), at)
     if kind == "input_file":
-        return _file(cast(InputFile, part), at)
-    carried = kept(FORMAT_NAME, part, _KEYS[kind], at)  # a refusal: what the model said when it refused
+        return _file(cast(shapes.InputFile, part), at)
+    carried = kept(FORMAT_NAME, part, _keys(_TEXTS[kind]), at)  # a refusal: what the model said when it refused
     return TextPart(part["refusal"] if kind == "refusal" else part["text"], carried=carried)
 
 
-def _no_file_id(part: InputImage | InputFile, at: str, instead: str) -> None:
+def _no_file_id(part: shapes.InputImage | shapes.InputFile, at: str, instead: str) -> None:
     if part.get("file_id") is not None:
         rule = f"names a file uploaded to OpenAI, which the sidecar cannot read: send {instead}"
         raise InvalidInput(f"{at}.file_id", shown(part.get("file_id")), rule, as_sent=True)
 
 
-def _image(part: InputImage, at: str) -> ImagePart:
+def _image(part: shapes.InputImage, at: str) -> ImagePart:
     _no_file_id(part, at, "image_url")
     url = part.get("image_url")
     if url is None:  # optional in the type, for a file_id: the sidecar needs the image itself
         raise InvalidInput(f"{at}.image_url", "", "is required", as_sent=True)
     detail: str = part.get("detail") or "auto"
     detail = "" if detail == "auto" else detail
-    carried = kept(FORMAT_NAME, part, _KEYS["input_image"], at)
+    carried = kept(FORMAT_NAME, part, _keys(shapes.InputImage), at)
     if not url.startswith("data:"):
         return ImagePart(url=url, detail=detail, carried=carried)
     read = read_data_url(url)
@@ -617,9 +573,9 @@ def _image(part: InputImage, at: str) -> ImagePart:
     return ImagePart(read[0], read[1], detail=detail, carried=carried)
 
 
-def _file(part: InputFile, at: str) -> DocumentPart:
+def _file(part: shapes.InputFile, at: str) -> DocumentPart:
     _no_file_id(part, at, "file_data or file_url")
-    carried = kept(FORMAT_NAME, part, _KEYS["input_file"], at)
+    carried = kept(FORMAT_NAME, part, _keys(shapes.InputFile), at)
     url = part.get("file_url")
     if url is not None:
         return DocumentPart(url=url, carried=carried)
@@ -650,41 +606,41 @@ def _result(output: str | list[Any] | None, call_id: str, name: str, where: str)
     return ToolCallResult(call_id, "", error, name, tuple(parts))
 
 
-def _tool(tool: FunctionTool, where: str) -> ToolDefinition:
+def _tool(tool: shapes.FunctionTool, where: str) -> ToolDefinition:
     parameters = tool.get("parameters")
     return ToolDefinition(
         tool["name"],
         tool.get("description") or "",
         "" if parameters is None else compact_json(parameters),
         strict=tool.get("strict"),
-        carried=kept(FORMAT_NAME, tool, _KEYS["function"], where),
+        carried=kept(FORMAT_NAME, tool, _keys(shapes.FunctionTool), where),
     )
 
 
-def _response_schema(text: TextConfig | None, unknown: Unknown) -> str:
+def _response_schema(text: shapes.TextConfig | None, unknown: Unknown) -> str:
     fmt = None if text is None else text.get("format")
     if text is not None:
-        unknown.take(text, _KEYS["text"], "text")
+        unknown.take(text, _keys(shapes.TextConfig), "text")
     if fmt is None:
         return ""
     if fmt["type"] == "json_schema":  # strict or not, the sidecar holds every reply to the schema
-        unknown.take(fmt, _KEYS["json_schema"], "text", "format")
+        unknown.take(fmt, _keys(shapes.JsonSchemaFormat), "text", "format")
         return compact_json(fmt["schema"])
     refuse_unknown(fmt, ("type",), "text.format", here=True)  # nothing is rendered for them to carry a key into
     return compact_json({"type": "object"}) if fmt["type"] == "json_object" else ""
 
 
-def _controls(request: Request, tools: bool, unknown: Unknown) -> Controls:
+def _controls(request: shapes.Request, tools: bool, unknown: Unknown) -> Controls:
     reasoning = request.get("reasoning")
     if reasoning is not None:
-        unknown.take(reasoning, _KEYS["reasoning_config"], "reasoning")
+        unknown.take(reasoning, _keys(shapes.ReasoningConfig), "reasoning")
     effort = None if reasoning is None else reasoning.get("effort")
     choice, parallel = request.get("tool_choice"), request.get("parallel_tool_calls")
     for key, value in (("tool_choice", choice), ("parallel_tool_calls", parallel)):
         if value is not None and not tools:  # a rule across two keys
             raise InvalidInput(key, shown(value), f"{key} is only allowed when tools are given")
     if isinstance(choice, dict):
-        unknown.take(choice, _KEYS["tool_choice"], "tool_choice")
+        unknown.take(choice, _keys(shapes.ToolChoiceFunction), "tool_choice")
     user = request.get("safety_identifier")
     top_p = request.get("top_p")
     return Controls(

@@ -5,7 +5,7 @@ TypedDicts they copy as far as the sidecar reads them; the sidecar never imports
 ``tests/formats/test_openai_responses_shapes.py`` proves every key here is the SDK's::
 
     shape                           the SDK's type (openai.types.responses.)
-    Request                         response_create_params.ResponseCreateParamsBase
+    Request                         response_create_params.ResponseCreateParamsBase (stream: ...Streaming)
     SystemMessage, UserMessage,     easy_input_message_param.EasyInputMessageParam (and response_input_item_param
       AssistantMessage                .Message, response_output_message_param.ResponseOutputMessageParam)
     FunctionCall                    response_function_tool_call_param.ResponseFunctionToolCallParam

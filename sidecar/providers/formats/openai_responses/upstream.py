@@ -3,55 +3,43 @@
 Every request is ``store: false`` with ``include: ["reasoning.encrypted_content"]`` and never a
 ``previous_response_id``: the whole conversation goes each time, reasoning items included, so a
 retry or a route's failover hop depends on nothing held at one provider. ``ResponsesUpstream.body``
-renders a ChatRequest (``front.py`` reads one back: its inverse; ``items.py`` renders the input items)::
+renders a ChatRequest in the shapes ``front.py`` reads back (``shapes.Request``; ``items.py`` renders
+the input items)::
 
     core (ChatRequest)                          Responses body
     system                                      instructions
-    Message(USER, text)                         {"type": "message", "role": "user", "content": text}
-    Message(USER, parts)                        {"type": "message", "role": "user", "content": [part, ...]}:
-      TextPart                                    {"type": "input_text", "text"}
-      ImagePart data | url (detail)               {"type": "input_image", "image_url": a data: URL | the URL,
-                                                  "detail": detail or "auto"}
-      DocumentPart PDF data, title                {"type": "input_file", "filename": title (or DEFAULT_FILENAME),
-                                                  "file_data": a data: URL}
-      DocumentPart url                            {"type": "input_file", "file_url"}
-    Message(ASSISTANT, reasoning, text | text   the reasoning items (``vocab``'s table), then {"type": "message",
-      parts, tool_calls)                        "role": "assistant", "content": text | [{"type": "output_text",
-                                                "text"}, ...]} (when it has text), then one {"type":
-                                                "function_call", "call_id", "name", "arguments"} per call
-    Message(TOOL, tool_results)                 one {"type": "function_call_output", "call_id", "output"} per
-                                                result: its content, or its parts as input_text / input_image
-                                                parts; an error has TOOL_ERROR_PREFIX before it; then the
-                                                message's own text, if any, as a user message
-    tools (tools.strict)                        [{"type": "function", "name", "description", "parameters",
-                                                "strict"}] (flat; strict false unless the definition
-                                                asks true: the API's own default is true)
-    response schema                             text.format {"type": "json_schema", "name": "response", "schema",
-                                                "strict": false}
-    max_tokens                                  max_output_tokens
-    temperature, top_p, parallel_tool_calls     the same names
+    Message(USER, text | parts)                 a user message: its text, or input_text / input_image (a data:
+                                                URL or the URL; detail or "auto") / input_file parts (a PDF as a
+                                                data: URL named by its title or DEFAULT_FILENAME, or its URL)
+    Message(ASSISTANT, reasoning, text | text   the reasoning items (``vocab``'s table), an assistant message
+      parts, tool_calls)                        (when it has text: a string or output_text parts), then a
+                                                function_call item per call
+    Message(TOOL, tool_results)                 a function_call_output item per result: its content, or its
+                                                parts as input_text / input_image; TOOL_ERROR_PREFIX before an
+                                                error; then the message's own text, if any, as a user message
+    tools (tools.strict)                        flat function tools (strict false unless the definition asks
+                                                true: the API's own default is true)
+    response schema                             text.format json_schema, named "response", strict false
+    max_tokens, temperature, top_p,             max_output_tokens and the same names
+      parallel_tool_calls, tool_choice
     reasoning                                   reasoning {"effort": the effort, or the level of
                                                 ``vocab.effort_for_budget``, "summary": "auto"}
-    tool_choice                                 "auto" | "none" | "required" | {"type": "function", "name"}
     end_user                                    safety_identifier
     provider_options_json {"openai_responses"}  its keys merged into the body (``service_tier``,
                                                 ``prompt_cache_key``, ``truncation`` ...); ``store``,
                                                 ``previous_response_id`` and ``conversation`` refused
-    stream                                      "stream": true
 
 Not carried, so refused by name before sending: stop, seed, presence / frequency penalties and top_k
 (the Responses API has none of them), cache breakpoints (OpenAI caches by itself; usage reports the
 cached tokens), a plain-text document, an assistant's image or document, a document in a tool result.
 
-A reply (``parse``)::
+A reply (``parse``; read tolerantly: what is not what the wire sends is skipped)::
 
     output[]: message                   its output_text parts -> text; a refusal part -> the refusal
-    output[]: function_call             a tool call (call_id, name, arguments)
+    output[]: function_call             a tool call
     output[]: reasoning                 reasoning (``vocab``'s table; format "openai_responses")
     status, incomplete_details.reason   the finish (``vocab``'s table)
-    usage                               input_tokens (cached included), input_tokens_details.cached_tokens,
-                                        .cache_write_tokens, output_tokens (reasoning included),
-                                        output_tokens_details.reasoning_tokens
+    usage                               the token counts (cached and cache-written input, reasoning output)
     model, id                           the reply's model and id
 
 A 200 whose ``error`` is set (a response that ``failed``) is an error answer (``providers.client``).
@@ -77,9 +65,8 @@ A stream is named events, each data object carrying its ``type`` (read by ``Resp
 
 Error answers (and a stream's error events): a content-policy refusal first (``vocab.error_refusal``:
 PROVIDER_REFUSAL, never retried, whatever the status); then an error that came in a 200 (a failed
-response, a stream's error event, read as a 500) takes the status its ``code`` names
-(``rate_limit_exceeded`` 429, ``context_length_exceeded`` / ``invalid_prompt`` 400, ``server_error``
-500); then ``providers.errors.classify_response``, as for Chat Completions.
+response, a stream's error event, read as a 500) takes the status its ``code`` names (``_CODE_STATUS``);
+then ``providers.errors.classify_response``, as for Chat Completions.
 """
 
 from __future__ import annotations
@@ -110,6 +97,7 @@ from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.openai_chat.vocab import rate_budget
 from sidecar.providers.formats.openai_responses.items import input_items
+from sidecar.providers.formats.openai_responses.shapes import Request
 from sidecar.providers.formats.openai_responses.vocab import (
     FORMAT_NAME,
     INCLUDE,
@@ -122,6 +110,7 @@ from sidecar.providers.formats.openai_responses.vocab import (
 )
 from sidecar.providers.formats.options import merge_options, options_for
 from sidecar.providers.formats.protocol import SSE
+from sidecar.providers.formats.shapes import declared
 
 __all__ = [
     "SIDECAR_KEYS",
@@ -131,26 +120,9 @@ __all__ = [
     "read_response",
 ]
 
-SIDECAR_KEYS = frozenset(
-    {
-        "model",
-        "input",
-        "instructions",
-        "stream",
-        "tools",
-        "tool_choice",
-        "parallel_tool_calls",
-        "text",
-        "max_output_tokens",
-        "temperature",
-        "top_p",
-        "reasoning",
-        "safety_identifier",
-        "user",
-        "include",
-    }
-)
-"""The body keys the sidecar sets itself: refused in ``provider_options_json`` (set the request's own field)."""
+SIDECAR_KEYS = declared(Request) - {"store"}
+"""The body keys the sidecar sets itself, the front's (``store``: refused with its reason): refused in
+``provider_options_json`` (set the request's own field)."""
 _REFUSED_OPTIONS = {
     "store": "the sidecar runs the Responses API stateless (store: false): a retry or a failover hop must not "
     "depend on a response held at one provider",
