@@ -1,8 +1,8 @@
 """The OpenAI Responses vocabulary both halves share: statuses, reasoning items, keys, errors.
 
-What is the same as Chat Completions is ``openai_chat.vocab``'s, imported and not copied: the key
-(``authorization: Bearer``), the error body and its types by status, the content-policy refusals
-(``error_refusal``), ``data:`` URLs, the reasoning budget's effort, the tool-error prefix (a
+What is the same as Chat Completions is ``openai_chat.vocab``'s, imported from there and not copied:
+the key (``authorization: Bearer``), the error body and its types by status, the content-policy
+refusals (``error_refusal``), ``data:`` URLs, the reasoning budget's effort, the tool-error prefix (a
 ``function_call_output`` has no is_error flag either), the rate-limit headers.
 
     status / incomplete_details.reason (wire)   FinishReason (core)      rendered back as
@@ -38,39 +38,19 @@ from sidecar.core.conversation import ReasoningPart
 from sidecar.core.kinds import FinishReason
 from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.fields import shown
-from sidecar.providers.formats.openai_chat.vocab import (
-    API_KEY_HEADER,
-    DEFAULT_FILENAME,
-    ERROR_TYPES,
-    RATE_LIMIT_HEADERS,
-    TOOL_ERROR_PREFIX,
-    api_key_of,
-    data_url,
-    effort_for_budget,
-    error_refusal,
-    read_data_url,
-)
+from sidecar.providers.formats.openai_chat.vocab import effort_for_budget
 
 __all__ = [
-    "API_KEY_HEADER",
-    "DEFAULT_FILENAME",
-    "ERROR_TYPES",
     "FINISH_NAMES",
     "FORMAT_NAME",
     "INCLUDE",
     "INCOMPLETE",
-    "RATE_LIMIT_HEADERS",
     "REDACTED_ID",
     "RESPONSES_PATH",
     "SIDECAR_ID",
-    "TOOL_ERROR_PREFIX",
-    "api_key_of",
-    "data_url",
     "effort_for_budget",
-    "error_refusal",
     "item_of",
     "parts_of_item",
-    "read_data_url",
     "refuse_stateful",
     "signature_of",
 ]
