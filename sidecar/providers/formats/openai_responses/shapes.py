@@ -2,9 +2,10 @@
 
 They follow the ``openai`` SDK 3.57.0 (pinned in constraints.txt), whose ``openai.types.responses``
 TypedDicts they copy as far as the sidecar reads them; the sidecar never imports the SDK, and
-``tests/formats/test_openai_responses_shapes.py`` proves every key here is the SDK's::
+``tests/formats/test_openai_responses_shapes.py`` proves every key here is the SDK's (a reply's too, but for
+the sidecar's own extension and the two keys it names)::
 
-    shape                           the SDK's type (openai.types.responses.)
+    shape                           the SDK's type (openai.types.responses., or openai.types.shared_params.)
     Request                         response_create_params.ResponseCreateParamsBase (stream: ...Streaming)
     SystemMessage, UserMessage,     easy_input_message_param.EasyInputMessageParam (and response_input_item_param
       AssistantMessage                .Message, response_output_message_param.ResponseOutputMessageParam)
