@@ -179,20 +179,10 @@ class _Reader:
         self._assistant: Message | None = None
         self._results: list[ToolCallResult] = []
         self._names: dict[str, str] = {}
-        self._readers: Mapping[str, Callable[[Any, str], None]] = {
-            "system": self._system,
-            "developer": self._system,
-            "user": self._user,
-            "assistant": self._assistant_message,
-            "function_call": self._call,
-            "function_call_output": self._output,
-            "reasoning": self._thought,
-        }
-        """Each item's reader by its type (a message's by its role)."""
 
     def read(self, item: Mapping[str, Any], where: str) -> None:
         kind = item.get("type")
-        self._readers[item["role"] if kind in (None, "message") else kind](item, where)
+        _READERS[item["role"] if kind in (None, "message") else kind](self, item, where)
 
     def end(self) -> tuple[Message, ...]:
         self._flush_assistant()
@@ -268,6 +258,18 @@ class _Reader:
             refuse_unknown(s, _keys(shapes.SummaryText), f"{where}.summary[{k}]", here=True)
         texts = [s["text"] for s in summary]
         self._reasoning += parts_of_item(item["id"], item.get("encrypted_content") or "", texts)
+
+
+_READERS: Mapping[str, Callable[[_Reader, Any, str], None]] = {
+    "system": _Reader._system,
+    "developer": _Reader._system,
+    "user": _Reader._user,
+    "assistant": _Reader._assistant_message,
+    "function_call": _Reader._call,
+    "function_call_output": _Reader._output,
+    "reasoning": _Reader._thought,
+}
+"""Each input item's reader by its type (a message's by its role)."""
 
 
 def _content(content: str | list[Any], where: str) -> tuple[str, tuple[Part, ...]]:
