@@ -36,7 +36,7 @@ cached tokens), a plain-text document, an assistant's image or document, a docum
 A reply, whole and streamed, is read by ``decoder.py``; a 200 whose ``error`` is set (a response that
 ``failed``) is an error answer (``providers.client``).
 
-Error answers (and a stream's error events): a content-policy refusal first (``vocab.error_refusal``:
+Error answers (and a stream's error events): a content-policy refusal first (``openai_chat.vocab.error_refusal``:
 PROVIDER_REFUSAL, never retried, whatever the status); then an error that came in a 200 (a failed
 response, a stream's error event, read as a 500) takes the status its ``code`` names (``_CODE_STATUS``);
 then ``providers.errors.classify_response``, as for Chat Completions.

@@ -262,8 +262,8 @@ class ResponsesWriter:
     def error(self, body: dict[str, Any]) -> list[Sse]:
         error = body.get("error")
         error = error if isinstance(error, dict) else {}
-        fields: shapes.Event = {"code": error.get("code"), "message": str(error.get("message") or ""),
-                         "param": error.get("param")}  # fmt: skip
+        fields: shapes.Event = {"code": error.get("code"), "param": error.get("param")}
+        fields["message"] = str(error.get("message") or "")
         if "sidecar" in error:
             fields["sidecar"] = error["sidecar"]
         return [self._event("error", **fields)]
