@@ -158,9 +158,11 @@ WRONG: list[tuple[str, dict[str, Any], str, str]] = [
     ("the body", {"input": "hi", "temperature": "hot"}, "temperature", "must be a number"),
     ("the body", {"input": "hi", "max_output_tokens": 2.5}, "max_output_tokens", "must be an integer"),
     ("the body", {"input": 7}, "input", "must be a string or a list"),
+    ("the body", {"input": "hi", "user": 7}, "user", "must be a string"),  # was named safety_identifier
     ("an item", {"input": [{"role": "user", "content": 7}]}, "input[0].content", "must be a string or a list"),
     ("an item", {"input": [{"role": "critic", "content": "hi"}]}, "input[0].role", "must be one of 'system'"),
     ("an item", {"input": [{"type": "web_search_call"}]}, "input[0].type", "must be one of 'message'"),
+    ("an item", {"input": [{"role": "assistant", "content": "hi", "id": {}}]}, "input[0].id", "must be a string"),
     ("an item", {"input": [{"role": "user", "content": "hi"}, {**CALL, "call_id": 9}]}, "input[1].call_id",
      "must be a string"),
     ("a part", {"input": [{"role": "user", "content": [{"type": "input_text", "text": ["hi"]}]}]},
