@@ -41,6 +41,7 @@ _RULES: Mapping[str, str] = {
     "dict_type": "a JSON object",
     "typed_dict_type": "a JSON object",
     "model_type": "a JSON object",
+    "model_attributes_type": "a JSON object",
     "list_type": "a list",
     "none_required": "null",
 }
@@ -71,7 +72,7 @@ def declared(shape: Any) -> frozenset[str]:
 
 def _refusal(errors: list[ErrorDetails], body: Any, at: str) -> InvalidInput:
     """The deepest error as INVALID_INPUT; a value several members of a union refused: their rules joined."""
-    found = [(_path(e["loc"], body), e) for e in errors]
+    found = [(_path(e["loc"], body, missing=e["type"] == "missing"), e) for e in errors]
     deepest = max(len(steps) for steps, _ in found)
     steps, first = next((s, e) for s, e in found if len(s) == deepest)
     rules = list(dict.fromkeys(_rule(e) for s, e in found if s == steps))
@@ -86,16 +87,16 @@ def _refusal(errors: list[ErrorDetails], body: Any, at: str) -> InvalidInput:
     return InvalidInput(path or "body", value, "; ".join(rules), as_sent=True)
 
 
-def _path(loc: tuple[int | str, ...], body: Any) -> tuple[int | str, ...]:
+def _path(loc: tuple[int | str, ...], body: Any, *, missing: bool) -> tuple[int | str, ...]:
     """The steps of ``loc`` that are the body's own keys and indices (pydantic adds the names of a union's
-    members and a tagged union's tags, which the caller never wrote)."""
+    members and a tagged union's tags, which the caller never wrote), and a ``missing`` key last."""
     steps: list[int | str] = []
     value = body
     for step in loc:
         keyed = isinstance(value, Mapping) and isinstance(step, str) and step in value
         if keyed or (isinstance(value, list) and isinstance(step, int) and 0 <= step < len(value)):
             value = value[step]
-        elif isinstance(value, Mapping) and isinstance(step, str) and step == loc[-1]:
+        elif missing and isinstance(value, Mapping) and isinstance(step, str) and step == loc[-1]:
             pass  # a missing key: named, though the body has none
         else:
             continue
