@@ -12,7 +12,8 @@ against its shape first, then reads it knowing every declared key has its declar
                             that object is not interpreted, and is carried: ``carried.Unknown``)
 
 The check is strict: no value is converted ("5" is not a number, true is not an integer). A key
-the shape does not declare is let through, to be carried; a null value is absent wherever a shape
+the shape does not declare is let through, to be carried (a shape closed by ``ConfigDict(extra="forbid")``
+refuses it in ``carried.refuse_unknown``'s words); a null value is absent wherever a shape
 writes ``X | None``. What the types cannot say (one block after another, a tool result's call id
 that names an earlier call) a front checks by hand after this.
 """
@@ -26,6 +27,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
 from sidecar.core.taxonomy import InvalidInput
+from sidecar.providers.formats.carried import UNCARRIED
 from sidecar.providers.formats.fields import shown
 
 __all__ = ["Shape", "declared"]
@@ -87,8 +89,8 @@ def _refusal(errors: list[ErrorDetails], body: Any, at: str) -> InvalidInput:
 
 def _path(loc: tuple[int | str, ...], body: Any, *, missing: bool) -> tuple[int | str, ...]:
     """The steps of ``loc`` that are the body's own keys and indices (pydantic adds the names of a union's
-    members and a tagged union's tags, which the caller never wrote; ``missing``: its last step is a key
-    the body lacks)."""
+    members and a tagged union's tags, which the caller never wrote), and a ``missing`` key last (only the
+    last step: a tag of the same name as the key, ``image_url`` of an image_url part, is the union's)."""
     steps: list[int | str] = []
     value = body
     for i, step in enumerate(loc):
@@ -116,6 +118,8 @@ def _rule(error: ErrorDetails) -> str:
         return f"must be {_RULES[kind]}"
     if kind == "missing":
         return "is required"
+    if kind == "extra_forbidden":  # a key a closed shape (``ConfigDict(extra="forbid")``) does not declare
+        return UNCARRIED.format("")
     if kind == "literal_error":
         return f"must be {ctx.get('expected', '')}"
     if kind == "union_tag_invalid":
