@@ -75,7 +75,7 @@ def test_every_core_path_is_a_key_the_door_reads(front: Front, keys: frozenset[s
         (ResponsesFront(), "messages", {}, "input"),
         (OpenAIFront(), "job.upstream_retries", {}, "header x-sidecar-upstream-retries"),
     ],
-    ids=str,
+    ids=lambda v: getattr(v, "path", str(v)),  # a front by its route: the same id in every xdist worker
 )
 def test_a_name_the_front_declares(front: Front, path: str, body: dict[str, Any], named: str) -> None:
     assert caller_path(front, path, body) == named
