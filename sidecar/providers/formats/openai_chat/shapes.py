@@ -37,39 +37,6 @@ from typing_extensions import TypedDict
 
 from sidecar.providers.formats.shapes import Shape
 
-__all__ = [
-    "REQUEST",
-    "AssistantMessage",
-    "ChoiceFunction",
-    "Chunk",
-    "ChunkChoice",
-    "ChunkToolCall",
-    "Completion",
-    "Delta",
-    "DeveloperMessage",
-    "File",
-    "FilePart",
-    "Function",
-    "FunctionDefinition",
-    "ImagePart",
-    "ImageURL",
-    "JSONSchema",
-    "Message",
-    "NamedToolChoice",
-    "ReplyMessage",
-    "ReplyToolCall",
-    "Request",
-    "StreamOptions",
-    "SystemMessage",
-    "Text",
-    "TextPart",
-    "Tool",
-    "ToolCall",
-    "ToolMessage",
-    "Usage",
-    "UserMessage",
-]
-
 _Effort = Literal["minimal", "low", "medium", "high"]
 _One = Annotated[int, Field(ge=1, le=1)]
 """1 and no other number (not ``Literal[1]``, which takes true): ``n``, one choice read."""
