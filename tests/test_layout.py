@@ -222,8 +222,6 @@ STILL_TOO_LONG = {
     "providers/formats/anthropic_messages/upstream.py": 666,
     "providers/formats/bedrock_converse/front.py": 677,
     "providers/formats/bedrock_converse/upstream.py": 675,
-    "providers/formats/openai_chat/front.py": 743,
-    "providers/formats/openai_chat/upstream.py": 628,
 }
 """The format modules the wire formats' redeclaration (issue 37) still has to bring under the limit, each
 at most the length it had when this test was written: none may grow, and one that shrinks under the limit

@@ -113,7 +113,7 @@ def test_the_anthropic_parser_reads_string_content_and_system_blocks() -> None:
         (
             openai.parse_request,
             {"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
-            "messages[0].content[0]",
+            "messages[0].content[0].image_url.url",
         ),
         (openai.parse_request, {"model": "m", "messages": [], "max_tokens": "many"}, "max_tokens"),
         (

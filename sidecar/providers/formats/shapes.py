@@ -89,14 +89,15 @@ def _refusal(errors: list[ErrorDetails], body: Any, at: str) -> InvalidInput:
 
 def _path(loc: tuple[int | str, ...], body: Any, *, missing: bool) -> tuple[int | str, ...]:
     """The steps of ``loc`` that are the body's own keys and indices (pydantic adds the names of a union's
-    members and a tagged union's tags, which the caller never wrote), and a ``missing`` key last."""
+    members and a tagged union's tags, which the caller never wrote), and a ``missing`` key last (only the
+    last step: a tag of the same name as the key, ``image_url`` of an image_url part, is the union's)."""
     steps: list[int | str] = []
     value = body
-    for step in loc:
+    for i, step in enumerate(loc):
         keyed = isinstance(value, Mapping) and isinstance(step, str) and step in value
         if keyed or (isinstance(value, list) and isinstance(step, int) and 0 <= step < len(value)):
             value = value[step]
-        elif missing and isinstance(value, Mapping) and isinstance(step, str) and step == loc[-1]:
+        elif missing and i == len(loc) - 1 and isinstance(value, Mapping) and isinstance(step, str):
             pass  # a missing key: named, though the body has none
         else:
             continue

@@ -38,7 +38,7 @@ is_error flag); a stream ends with ``END_MARKER``. The key goes in ``authorizati
 
 A tool message carries text only: a tool result's images go in one user message after the turn's
 tool messages, each where it stood marked in its tool message by ``tool_image_placeholder(n)`` and
-labelled in the user message by ``tool_image_label(n, call_id)`` (``upstream.py``'s table).
+labelled in the user message by ``tool_image_label(n, call_id)`` (``upstream.py``'s rule).
 Binary content (an image, a PDF) travels as a ``data:`` URL (``data_url``, ``read_data_url``).
 
 A reasoning budget (``Reasoning.budget_tokens``) is sent as the ``reasoning_effort`` level of
@@ -147,12 +147,8 @@ FINISH: Mapping[str, FinishReason] = {
     "function_call": FinishReason.TOOL_CALLS,
     "content_filter": FinishReason.CONTENT_FILTER,
 }
-FINISH_NAMES: Mapping[FinishReason, str] = {
-    FinishReason.STOP: "stop",
-    FinishReason.LENGTH: "length",
-    FinishReason.TOOL_CALLS: "tool_calls",
-    FinishReason.CONTENT_FILTER: "content_filter",
-}
+FINISH_NAMES: Mapping[FinishReason, str] = {reason: name for name, reason in FINISH.items() if name != "function_call"}
+"""The wire's name of each finish (the module's table: the inverse of FINISH, function_call being the old name)."""
 
 ERROR_TYPES: Mapping[int, tuple[str, str | None]] = {
     400: ("invalid_request_error", None),
