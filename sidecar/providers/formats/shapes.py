@@ -12,9 +12,10 @@ against its shape first, then reads it knowing every declared key has its declar
                             that object is not interpreted, and is carried: ``carried.Unknown``)
 
 The check is strict: no value is converted ("5" is not a number, true is not an integer). A key
-the shape does not declare is let through, to be carried; a null value is absent wherever a shape
-writes ``X | None``. What the types cannot say (one block after another, a tool result's call id
-that names an earlier call) a front checks by hand after this.
+the shape does not declare is let through, to be carried (a closed one, ``TypedDict(..., closed=True)``,
+refuses it by name); a null value is absent wherever a shape writes ``X | None``. What the types cannot
+say (one block after another, a tool result's call id that names an earlier call) a front checks by hand
+after this.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ _RULES: Mapping[str, str] = {
     "dict_type": "a JSON object",
     "typed_dict_type": "a JSON object",
     "model_type": "a JSON object",
+    "model_attributes_type": "a JSON object",
     "list_type": "a list",
     "none_required": "null",
 }
@@ -114,6 +116,8 @@ def _rule(error: ErrorDetails) -> str:
         return f"must be {_RULES[kind]}"
     if kind == "missing":
         return "is required"
+    if kind == "extra_forbidden":  # a key a closed shape does not declare: carried.refuse_unknown's wording
+        return "is not carried by the sidecar (docs/carried.md): leave it out"
     if kind == "literal_error":
         return f"must be {ctx.get('expected', '')}"
     if kind == "union_tag_invalid":

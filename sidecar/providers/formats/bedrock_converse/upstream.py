@@ -144,8 +144,9 @@ from sidecar.providers.formats.bedrock_converse.vocab import (
     cache_point,
     content_block,
     data_url,
-    input_of,
     is_exception,
+    reasoning_blocks,
+    tool_use_blocks,
     url_format,
 )
 from sidecar.providers.formats.carried import CONTROLS, plain, refuse_uncarried
@@ -459,28 +460,18 @@ def _check_part(at: str, part: Any) -> None:
 # ---------------------------------------------------------------------------- a request rendered
 
 
-def _assistant(m: Message) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for r in m.reasoning:
-        if r.redacted_data:
-            out.append({"reasoningContent": {"redactedContent": r.redacted_data}})
-        elif r.text or r.signature:
-            text: dict[str, Any] = {"text": r.text}
-            if r.signature:
-                text["signature"] = r.signature
-            out.append({"reasoningContent": {"reasoningText": text}})
+def _assistant(m: Message) -> list[Mapping[str, Any]]:
+    out: list[Mapping[str, Any]] = [*reasoning_blocks(m.reasoning)]
     if m.parts:
         for n, p in enumerate(m.parts):
             out += content_block(p, n)
     elif m.text or not m.tool_calls:
         out.append({"text": m.text})
-    for c in m.tool_calls:
-        out.append({"toolUse": {"toolUseId": c.id, "name": c.name, "input": input_of(c.arguments_json)}})
-    return out
+    return [*out, *tool_use_blocks(m.tool_calls)]
 
 
-def _user(m: Message) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def _user(m: Message) -> list[Mapping[str, Any]]:
+    out: list[Mapping[str, Any]] = []
     for r in m.tool_results:
         if r.parts:
             content: list[dict[str, Any]] = []

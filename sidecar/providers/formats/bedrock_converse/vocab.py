@@ -43,12 +43,13 @@ from __future__ import annotations
 import base64
 import json
 import mimetypes
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sidecar.config import AWS_ENVIRONMENT
-from sidecar.core.conversation import CacheBreakpoint, DocumentPart, ImagePart, Part, TextPart
+from sidecar.core.conversation import CacheBreakpoint, DocumentPart, ImagePart, Part, ReasoningPart, TextPart, ToolCall
 from sidecar.core.kinds import FinishReason
+from sidecar.providers.formats.bedrock_converse.shapes import ReasoningText, ReplyBlock
 from sidecar.providers.formats.chat import compact_json
 
 __all__ = [
@@ -74,6 +75,8 @@ __all__ = [
     "exception_event",
     "input_of",
     "is_exception",
+    "reasoning_blocks",
+    "tool_use_blocks",
     "url_format",
 ]
 
@@ -171,6 +174,23 @@ def arguments_of(value: Any) -> str:
     if isinstance(value, dict) and list(value) == [RAW_ARGUMENTS] and isinstance(value[RAW_ARGUMENTS], str):
         return str(value[RAW_ARGUMENTS])
     return compact_json(value if value is not None else {})
+
+
+def reasoning_blocks(parts: Iterable[ReasoningPart]) -> list[ReplyBlock]:
+    """An assistant turn's reasoning as its first blocks, byte-identical (a part with nothing in it: none)."""
+    out: list[ReplyBlock] = []
+    for r in parts:
+        if r.redacted_data:
+            out.append({"reasoningContent": {"redactedContent": r.redacted_data}})
+        elif r.text or r.signature:
+            text: ReasoningText = {"text": r.text, "signature": r.signature} if r.signature else {"text": r.text}
+            out.append({"reasoningContent": {"reasoningText": text}})
+    return out
+
+
+def tool_use_blocks(calls: Iterable[ToolCall]) -> list[ReplyBlock]:
+    """An assistant turn's tool calls as its last blocks."""
+    return [{"toolUse": {"toolUseId": c.id, "name": c.name, "input": input_of(c.arguments_json)}} for c in calls]
 
 
 def cache_point(cache: CacheBreakpoint) -> dict[str, Any]:
