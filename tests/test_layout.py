@@ -173,8 +173,6 @@ MAX_MODULE_LINES = 500
 STILL_TOO_LONG = {
     "providers/formats/anthropic_messages/front.py": 842,
     "providers/formats/anthropic_messages/upstream.py": 666,
-    "providers/formats/bedrock_converse/front.py": 677,
-    "providers/formats/bedrock_converse/upstream.py": 675,
     "providers/formats/gemini/front.py": 628,
     "providers/formats/gemini/upstream.py": 580,
     "providers/formats/openai_chat/front.py": 743,

@@ -6,20 +6,11 @@ model and whether it streams in its URL (``/model/{modelId}/converse`` or ``/con
 ``routed(path, body)`` puts them in the body as ``modelId`` and ``stream``.
 
 ``BedrockFront.parse`` checks a request against ``shapes.ConverseRequest`` (a key it does not declare,
-or a wrong value, is INVALID_INPUT naming it) and reads it into the core's (the inverse of
-``upstream.BedrockUpstream.body``)::
-
-    request                         ModelRequest
-    a user message                  toolResult blocks a tool message (status error: is_error); its text,
-                                    image and document blocks a user message (one text block: its text)
-    an assistant message            reasoningContent its reasoning, text its text, toolUse its tool calls
-    a cachePoint block              the cache breakpoint of the block or the tool before it; after the
-                                    system prompt: system_cache
-    system                          the system prompt (a response schema appended to it read back)
-    inferenceConfig                 max_output_tokens, temperature, top_p, stop
-    toolConfig                      tools; toolChoice auto | any | tool -> auto | required | tool
-    additionalModelRequestFields    its thinking the reasoning's budget; the rest provider options, as
-                                    are the request's other keys (guardrailConfig ...: ``OPTION_KEYS``)
+or a wrong value, is INVALID_INPUT naming it) and reads it into the core's: the inverse of
+``upstream.BedrockUpstream.body`` (its table, and ``vocab``'s of the blocks). What only reading does: a
+user message's toolResult blocks are a tool message before it, one text block is its text, an empty
+text beside tool calls is none; the request's keys of ``OPTION_KEYS`` (guardrailConfig ...) and
+additionalModelRequestFields but its thinking are provider options, as they are.
 
 Checked by hand, what the types cannot say: a union block holds one member, a cachePoint follows a
 block, a blob is base64 (a txt document's UTF-8 text). ``render``, ``writer`` and ``error_body``
@@ -147,9 +138,9 @@ class BedrockFront:
 
     def render(self, reply: ChatReply, head: ReplyHead, extension: Mapping[str, Any] | None = None) -> dict[str, Any]:
         if reply.refusal is not None:
-            content: list[shapes.ReplyBlock] = [{"text": reply.refusal}]
+            content: list[shapes.AssistantBlock] = [{"text": reply.refusal}]
         else:
-            text: list[shapes.ReplyBlock] = [{"text": reply.text}] if reply.text or not reply.tool_calls else []
+            text: list[shapes.AssistantBlock] = [{"text": reply.text}] if reply.text or not reply.tool_calls else []
             content = [*reasoning_blocks(reply.reasoning), *text, *tool_use_blocks(reply.tool_calls)]
         out: shapes.Response = {
             "output": {"message": {"role": "assistant", "content": content}},

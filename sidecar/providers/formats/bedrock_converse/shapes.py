@@ -13,7 +13,8 @@ each optional: that it holds exactly one is the front's check (``front._only``):
     SystemBlock, ToolEntry          SystemContentBlock, Tool
     ModelFields, Thinking           additionalModelRequestFields (a Document: the model's own keys; the
                                     front reads Anthropic's ``thinking``, the rest travels as options)
-    Response, ReplyBlock, Usage     ConverseResponse, ContentBlock, TokenUsage: what ``render`` writes
+    Response, Usage                 ConverseResponse, TokenUsage: what ``render`` writes (its message an
+                                    AssistantMessage)
     MessageStart ... Metadata       ConverseStreamOutput's events: what the stream writer writes
 
 The replies are what the sidecar writes, checked by mypy; the upstream reads a provider's reply
@@ -36,7 +37,6 @@ __all__ = [
     "ConverseRequest",
     "ErrorBody",
     "Metadata",
-    "ReplyBlock",
     "Response",
     "Usage",
     "UserBlock",
@@ -207,14 +207,6 @@ REQUEST = Shape(ConverseRequest)
 # ---------------------------------------------------------------------------- what the sidecar writes
 
 
-class ReplyBlock(TypedDict, total=False):
-    """ContentBlock as a reply holds it: text, reasoningContent, toolUse."""
-
-    text: str
-    reasoningContent: ReasoningContent
-    toolUse: ToolUse
-
-
 class Usage(TypedDict):
     inputTokens: int
     outputTokens: int
@@ -227,13 +219,8 @@ class Metrics(TypedDict):
     latencyMs: int
 
 
-class ReplyMessage(TypedDict):
-    role: Literal["assistant"]
-    content: list[ReplyBlock]
-
-
 class Output(TypedDict):
-    message: ReplyMessage
+    message: AssistantMessage
 
 
 class Response(TypedDict):

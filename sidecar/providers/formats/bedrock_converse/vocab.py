@@ -49,7 +49,7 @@ from typing import Any
 from sidecar.config import AWS_ENVIRONMENT
 from sidecar.core.conversation import CacheBreakpoint, DocumentPart, ImagePart, Part, ReasoningPart, TextPart, ToolCall
 from sidecar.core.kinds import FinishReason
-from sidecar.providers.formats.bedrock_converse.shapes import ReasoningText, ReplyBlock
+from sidecar.providers.formats.bedrock_converse.shapes import AssistantBlock, ReasoningText
 from sidecar.providers.formats.chat import compact_json
 
 __all__ = [
@@ -176,9 +176,9 @@ def arguments_of(value: Any) -> str:
     return compact_json(value if value is not None else {})
 
 
-def reasoning_blocks(parts: Iterable[ReasoningPart]) -> list[ReplyBlock]:
+def reasoning_blocks(parts: Iterable[ReasoningPart]) -> list[AssistantBlock]:
     """An assistant turn's reasoning as its first blocks, byte-identical (a part with nothing in it: none)."""
-    out: list[ReplyBlock] = []
+    out: list[AssistantBlock] = []
     for r in parts:
         if r.redacted_data:
             out.append({"reasoningContent": {"redactedContent": r.redacted_data}})
@@ -188,7 +188,7 @@ def reasoning_blocks(parts: Iterable[ReasoningPart]) -> list[ReplyBlock]:
     return out
 
 
-def tool_use_blocks(calls: Iterable[ToolCall]) -> list[ReplyBlock]:
+def tool_use_blocks(calls: Iterable[ToolCall]) -> list[AssistantBlock]:
     """An assistant turn's tool calls as its last blocks."""
     return [{"toolUse": {"toolUseId": c.id, "name": c.name, "input": input_of(c.arguments_json)}} for c in calls]
 
