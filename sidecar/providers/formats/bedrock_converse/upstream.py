@@ -81,6 +81,7 @@ from sidecar.core.conversation import (
     Message,
     ModelRequest,
     TextPart,
+    ToolCallResult,
 )
 from sidecar.core.details import ProviderDetail
 from sidecar.core.json_depth import loads
@@ -414,33 +415,25 @@ def _check_part(at: str, part: Any) -> None:
 # ---------------------------------------------------------------------------- a request rendered
 
 
-def _assistant(m: Message) -> list[Mapping[str, Any]]:
-    out: list[Mapping[str, Any]] = [*reasoning_blocks(m.reasoning)]
+def _content(m: Message, beside: bool) -> list[Mapping[str, Any]]:
+    """A message's parts as blocks, else its text (none when empty ``beside`` tool calls or results)."""
     if m.parts:
-        for n, p in enumerate(m.parts):
-            out += content_block(p, n)
-    elif m.text or not m.tool_calls:
-        out.append({"text": m.text})
-    return [*out, *tool_use_blocks(m.tool_calls)]
+        return [block for n, part in enumerate(m.parts) for block in content_block(part, n)]
+    return [{"text": m.text}] if m.text or not beside else []
 
 
-def _user(m: Message) -> list[Mapping[str, Any]]:
-    out: list[Mapping[str, Any]] = []
-    for r in m.tool_results:
-        if r.parts:
-            content: list[dict[str, Any]] = []
-            for n, p in enumerate(r.parts):
-                content += [b for b in content_block(p, n) if "cachePoint" not in b]
-        else:
-            content = [{"text": r.content}]
-        out.append({"toolResult": {"toolUseId": r.call_id, "content": content,
-                                   "status": "error" if r.is_error else "success"}})  # fmt: skip
-    if m.parts:
-        for n, p in enumerate(m.parts):
-            out += content_block(p, n)
-    elif m.text or not m.tool_results:
-        out.append({"text": m.text})
-    return out
+def _result(r: ToolCallResult) -> Mapping[str, Any]:
+    if r.parts:  # a tool result's content holds no cachePoint
+        content = [b for n, part in enumerate(r.parts) for b in content_block(part, n) if "cachePoint" not in b]
+    else:
+        content = [{"text": r.content}]
+    return {"toolResult": {"toolUseId": r.call_id, "content": content, "status": "error" if r.is_error else "success"}}
+
+
+def _blocks(m: Message) -> list[Mapping[str, Any]]:
+    if m.role is Role.ASSISTANT:
+        return [*reasoning_blocks(m.reasoning), *_content(m, bool(m.tool_calls)), *tool_use_blocks(m.tool_calls)]
+    return [*(_result(r) for r in m.tool_results), *_content(m, bool(m.tool_results))]
 
 
 def render_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
@@ -448,7 +441,7 @@ def render_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for m in messages:
         role = "assistant" if m.role is Role.ASSISTANT else "user"
-        blocks = _assistant(m) if role == "assistant" else _user(m)
+        blocks = _blocks(m)
         if out and out[-1]["role"] == role:
             out[-1]["content"] += blocks
         else:
