@@ -230,6 +230,15 @@ def test_a_wrong_value_at_each_depth_is_a_validation_exception_naming_its_path(
     assert rule in message
 
 
+def test_a_null_key_no_shape_declares_is_absent_as_a_null_value_is(fake: ThreadedServer[FakeProvider]) -> None:
+    body = {**said("user", {"text": "hi", "video": None}), "bogus": None, "guardrailConfig": None}
+    answer = httpx.post(
+        f"{fake.url}/model/{MODEL}/converse", json=body, headers={"authorization": "Bearer test-key"}, timeout=30
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["output"]["message"]["content"] == [{"text": "You said: hi"}]
+
+
 @pytest.mark.parametrize(
     ("sent", "path", "rule"),
     [
