@@ -2,37 +2,32 @@
 
 ``POST {base}/model/{modelId}/converse`` (streamed: ``/converse-stream``, answered as
 ``application/vnd.amazon.eventstream`` frames; a reply and a stream are read by ``reply.py``).
-``BedrockUpstream.body`` renders a ChatRequest
-(``front.py`` reads one back: its inverse)::
+``BedrockUpstream.body`` renders a ChatRequest (``front.py`` reads one back: its inverse)::
 
-    core (ChatRequest)                          Converse body
-    system, response schema, system_cache       system [{"text": system + "\\n\\n" JSON_INSTRUCTION "\\n" schema},
-                                                {"cachePoint"}?]
-    Message(USER, text | parts)                 {"role": "user", "content": [text, image, document blocks,
-                                                each cache breakpoint a cachePoint after its block]}
-    Message(ASSISTANT, reasoning, text | parts, {"role": "assistant", "content": [reasoningContent blocks
-            tool_calls)                         first (byte-identical), text, toolUse {toolUseId, name, input}]}
-    Message(TOOL, tool_results)                 {"role": "user", "content": [toolResult {toolUseId, content
-                                                [text | image], status}]}
+    core (ChatRequest)                          Converse body (its keys: ``shapes.ConverseRequest``)
+    system, response schema, system_cache       system: the prompt, the schema appended (``chat.with_schema``),
+                                                then a cachePoint
+    Message(USER, text | parts)                 a user message: its blocks (``vocab``'s table)
+    Message(ASSISTANT, reasoning, text | parts, an assistant message: its reasoning first (byte-identical),
+            tool_calls)                         its text or parts, its tool calls (toolUse)
+    Message(TOOL, tool_results)                 a user message of toolResult blocks
     consecutive messages of one role            merged into one (Converse wants the roles to alternate)
-    tools (tools.cache)                         toolConfig.tools [{"toolSpec": {name, description?,
-                                                inputSchema {"json"}}}, {"cachePoint"}?]
-    tool_choice auto | required | tool          toolConfig.toolChoice {"auto": {}} | {"any": {}} | {"tool": {name}}
-    max_tokens, temperature, top_p, stop        inferenceConfig {maxTokens, temperature, topP, stopSequences}
-    reasoning.budget_tokens                     additionalModelRequestFields.thinking {"type": "enabled",
-                                                "budget_tokens"} (Anthropic's models on Bedrock)
-    provider_options_json {"bedrock_converse":  that object's keys merged into the body (guardrailConfig,
-      {...}}                                    performanceConfig, requestMetadata ...); its
-                                                additionalModelRequestFields merged into the sidecar's
+    tools (tools.cache), tool_choice            toolConfig: a toolSpec each (a cachePoint after one);
+                                                toolChoice auto, any (required) or a named tool
+    max_tokens, temperature, top_p, stop        inferenceConfig
+    reasoning.budget_tokens                     additionalModelRequestFields.thinking (Anthropic's models on
+                                                Bedrock)
+    provider_options_json {"bedrock_converse":  that object's keys merged into the body (guardrailConfig ...);
+      {...}}                                    its additionalModelRequestFields merged into the sidecar's
 
 Not carried, so refused by name before sending (``carried.refuse_uncarried``): a document by URL,
 top_k, seed, presence_penalty, frequency_penalty (model-specific: give them in
 additionalModelRequestFields), end_user, parallel_tool_calls and strict function calling (tools.strict)
-(no field). ``check`` then refuses,
-naming the field: tool_choice none (Converse has none: send no tools), a reasoning effort (thinking
-is a budget), an image by a URL that is not s3:// (Converse takes the bytes or an S3 location), an
-image type Converse has no format for, an image's detail "low", a document title Converse refuses
-as a name, an assistant message's image or document, provider options that set a key the sidecar sets.
+(no field). ``check`` then refuses, naming the field: tool_choice none (Converse has none: send no
+tools), a reasoning effort (thinking is a budget), an image by a URL that is not s3:// (Converse takes
+the bytes or an S3 location), an image type Converse has no format for, an image's detail "low", a
+document title Converse refuses as a name, an assistant message's image or document, provider options
+that set a key the sidecar sets.
 
 Requests are signed per request (``sign``): with a Bedrock API key (the provider's ``api_key``, else
 ``AWS_BEARER_TOKEN_BEDROCK``) it is ``Authorization: Bearer`` (``headers``) and ``sign`` adds nothing;
