@@ -13,8 +13,8 @@ text beside tool calls is none; the request's keys of ``OPTION_KEYS`` (guardrail
 additionalModelRequestFields but its thinking are provider options, as they are.
 
 Checked by hand, what the types cannot say: a union block holds one member, a cachePoint follows a
-block, a blob is base64 (a txt document's UTF-8 text). ``render``, ``writer`` and ``error_body``
-answer in the format (``shapes.Response``, the stream's events, ``shapes.ErrorBody``)::
+block, a blob is base64 (a txt document's UTF-8 text), the model id is not empty. ``render``, ``writer``
+and ``error_body`` answer in the format (``shapes.Response``, the stream's events, ``shapes.ErrorBody``)::
 
     ChatReply       output.message.content [reasoningContent, text, toolUse], stopReason, usage
                     (inputTokens without the cache's), metrics
