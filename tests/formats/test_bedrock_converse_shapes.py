@@ -32,10 +32,10 @@ from botocore.model import ListShape, MapShape, ServiceModel, Shape, StringShape
 from sidecar_client import pb, user
 from typing_extensions import TypedDict, is_typeddict
 
-from sidecar.fakes._bedrock import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 from sidecar.fakes._threaded import ThreadedServer
 from sidecar.fakes.provider import FakeProvider
 from sidecar.providers.formats.bedrock_converse import shapes
+from sidecar.providers.formats.bedrock_converse.fake import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 from tests.conftest import Running, Start
 
 MODEL = "anthropic.claude-sonnet-4-20250514-v1:0"

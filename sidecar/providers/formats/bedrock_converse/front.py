@@ -1,6 +1,6 @@
 """The Bedrock Converse front: a Converse request read, the answer rendered (whole, streamed, failed).
 
-The sidecar has no Bedrock door; this half is what the fake provider speaks (``fakes/_bedrock.py``)
+The sidecar has no Bedrock door; this half is what the fake provider speaks (``fake.py``)
 and what ``tests/unit/test_formats.py`` reads the upstream's bodies back with. A request names its
 model and whether it streams in its URL (``/model/{modelId}/converse`` or ``/converse-stream``):
 ``routed(path, body)`` puts them in the body as ``modelId`` and ``stream``.
