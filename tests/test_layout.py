@@ -220,12 +220,8 @@ MAX_MODULE_LINES = 500
 STILL_TOO_LONG = {
     "providers/formats/anthropic_messages/front.py": 842,
     "providers/formats/anthropic_messages/upstream.py": 666,
-    "providers/formats/gemini/front.py": 628,
-    "providers/formats/gemini/upstream.py": 580,
     "providers/formats/openai_chat/front.py": 743,
     "providers/formats/openai_chat/upstream.py": 628,
-    "providers/formats/openai_responses/front.py": 824,
-    "providers/formats/openai_responses/upstream.py": 596,
 }
 """The format modules the wire formats' redeclaration (issue 37) still has to bring under the limit, each
 at most the length it had when this test was written: none may grow, and one that shrinks under the limit

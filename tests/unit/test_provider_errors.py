@@ -288,8 +288,7 @@ def test_other_4xx_are_invalid_input_with_the_providers_words_as_the_rule(status
     assert failure.kind is FailureKind.INVALID_INPUT
     assert failure.correctable
     assert failure.message == (
-        f"Invalid value for parameter 'body' (got \"\"): the oai provider rejected the request "
-        f"(HTTP {status}: {said})"
+        f"Invalid value for parameter 'body' (got \"\"): the oai provider rejected the request (HTTP {status}: {said})"
     )
 
 

@@ -12,10 +12,10 @@ against its shape first, then reads it knowing every declared key has its declar
                             that object is not interpreted, and is carried: ``carried.Unknown``)
 
 The check is strict: no value is converted ("5" is not a number, true is not an integer). A key
-the shape does not declare is let through, to be carried (a closed one, ``TypedDict(..., closed=True)``,
-refuses it by name unless it is null); a null value is absent wherever a shape writes ``X | None``. What
-the types cannot say (one block after another, a tool result's call id that names an earlier call) a
-front checks by hand after this.
+the shape does not declare is let through, to be carried (a shape closed by ``ConfigDict(extra="forbid")``
+or ``TypedDict(..., closed=True)`` refuses it in ``carried.refuse_unknown``'s words, unless it is null);
+a null value is absent wherever a shape writes ``X | None``. What the types cannot say (one block after
+another, a tool result's call id that names an earlier call) a front checks by hand after this.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
 from sidecar.core.taxonomy import InvalidInput
+from sidecar.providers.formats.carried import UNCARRIED
 from sidecar.providers.formats.fields import shown
 
 __all__ = ["Shape", "declared"]
@@ -75,7 +76,7 @@ def declared(shape: Any) -> frozenset[str]:
 
 def _refusal(errors: list[ErrorDetails], body: Any, at: str) -> InvalidInput:
     """The deepest error as INVALID_INPUT; a value several members of a union refused: their rules joined."""
-    found = [(_path(e["loc"], body), e) for e in errors]
+    found = [(_path(e["loc"], body, missing=e["type"] == "missing"), e) for e in errors]
     deepest = max(len(steps) for steps, _ in found)
     steps, first = next((s, e) for s, e in found if len(s) == deepest)
     rules = list(dict.fromkeys(_rule(e) for s, e in found if s == steps))
@@ -90,16 +91,16 @@ def _refusal(errors: list[ErrorDetails], body: Any, at: str) -> InvalidInput:
     return InvalidInput(path or "body", value, "; ".join(rules), as_sent=True)
 
 
-def _path(loc: tuple[int | str, ...], body: Any) -> tuple[int | str, ...]:
+def _path(loc: tuple[int | str, ...], body: Any, *, missing: bool) -> tuple[int | str, ...]:
     """The steps of ``loc`` that are the body's own keys and indices (pydantic adds the names of a union's
-    members and a tagged union's tags, which the caller never wrote)."""
+    members and a tagged union's tags, which the caller never wrote), and a ``missing`` key last."""
     steps: list[int | str] = []
     value = body
     for step in loc:
         keyed = isinstance(value, Mapping) and isinstance(step, str) and step in value
         if keyed or (isinstance(value, list) and isinstance(step, int) and 0 <= step < len(value)):
             value = value[step]
-        elif isinstance(value, Mapping) and isinstance(step, str) and step == loc[-1]:
+        elif missing and isinstance(value, Mapping) and isinstance(step, str) and step == loc[-1]:
             pass  # a missing key: named, though the body has none
         else:
             continue
@@ -120,8 +121,8 @@ def _rule(error: ErrorDetails) -> str:
         return f"must be {_RULES[kind]}"
     if kind == "missing":
         return "is required"
-    if kind == "extra_forbidden":  # a key a closed shape does not declare: carried.refuse_unknown's wording
-        return "is not carried by the sidecar (docs/carried.md): leave it out"
+    if kind == "extra_forbidden":  # a key a closed shape (``ConfigDict(extra="forbid")``) does not declare
+        return UNCARRIED.format("")
     if kind == "literal_error":
         return f"must be {ctx.get('expected', '')}"
     if kind == "union_tag_invalid":
