@@ -220,8 +220,6 @@ MAX_MODULE_LINES = 500
 STILL_TOO_LONG = {
     "providers/formats/anthropic_messages/front.py": 842,
     "providers/formats/anthropic_messages/upstream.py": 666,
-    "providers/formats/bedrock_converse/front.py": 677,
-    "providers/formats/bedrock_converse/upstream.py": 675,
 }
 """The format modules the wire formats' redeclaration (issue 37) still has to bring under the limit, each
 at most the length it had when this test was written: none may grow, and one that shrinks under the limit

@@ -13,9 +13,9 @@ against its shape first, then reads it knowing every declared key has its declar
 
 The check is strict: no value is converted ("5" is not a number, true is not an integer). A key
 the shape does not declare is let through, to be carried (a shape closed by ``ConfigDict(extra="forbid")``
-refuses it in ``carried.refuse_unknown``'s words); a null value is absent wherever a shape
-writes ``X | None``. What the types cannot say (one block after another, a tool result's call id
-that names an earlier call) a front checks by hand after this.
+or ``TypedDict(..., closed=True)`` refuses it in ``carried.refuse_unknown``'s words, unless it is null);
+a null value is absent wherever a shape writes ``X | None``. What the types cannot say (one block after
+another, a tool result's call id that names an earlier call) a front checks by hand after this.
 """
 
 from __future__ import annotations
@@ -61,8 +61,12 @@ class Shape:
         deepest one the shape reached), its caller's path below ``at``."""
         try:
             self._adapter.validate_python(body, strict=True)
-        except ValidationError as e:
-            raise _refusal(e.errors(include_url=False), body, at) from None
+        except ValidationError as failed:
+            errors = [
+                e for e in failed.errors(include_url=False) if e["type"] != "extra_forbidden" or e["input"] is not None
+            ]
+            if errors:  # a null key a closed shape does not declare says nothing, as everywhere (refuse_unknown)
+                raise _refusal(errors, body, at) from None
 
 
 def declared(shape: Any) -> frozenset[str]:

@@ -1,35 +1,23 @@
 """The Bedrock Converse front: a Converse request read, the answer rendered (whole, streamed, failed).
 
-The sidecar has no Bedrock door; this half is what the fake provider speaks (``fakes/_bedrock.py``)
+The sidecar has no Bedrock door; this half is what the fake provider speaks (``fake.py``)
 and what ``tests/unit/test_formats.py`` reads the upstream's bodies back with. A request names its
 model and whether it streams in its URL (``/model/{modelId}/converse`` or ``/converse-stream``):
 ``routed(path, body)`` puts them in the body as ``modelId`` and ``stream``.
 
-``BedrockFront.parse`` reads a request into the core's (the inverse of ``upstream.BedrockUpstream.body``)::
+``BedrockFront.parse`` checks a request against ``shapes.ConverseRequest`` (a key it does not declare,
+or a wrong value, is INVALID_INPUT naming it) and reads it into the core's: the inverse of
+``upstream.BedrockUpstream.body`` (its table, and ``vocab``'s of the blocks). What only reading does: a
+user message's toolResult blocks are a tool message before it, one text block is its text, an empty
+text beside tool calls is none; the request's keys of ``OPTION_KEYS`` (guardrailConfig ...) and
+additionalModelRequestFields but its thinking are provider options, as they are.
 
-    request key                 what is read
-    modelId, stream             from the URL (``routed``)
-    messages                    user: toolResult blocks are a tool message (toolUseId, content [text |
-                                image], status error: is_error), text, image and document blocks a user
-                                message (its text when it is one text block, else its parts); assistant:
-                                reasoningContent its reasoning, text its text, toolUse its tool calls;
-                                a cachePoint is the cache breakpoint of the block before it
-    system                      text blocks the system prompt (a response schema appended to it read back
-                                from its end); a cachePoint after them: system_cache
-    inferenceConfig             maxTokens, temperature, topP, stopSequences
-    toolConfig                  tools (toolSpec {name, description, inputSchema.json}, a cachePoint: the
-                                tool before it cached); toolChoice auto | any | tool -> auto | required | tool
-    additionalModelRequestFields  thinking {"type": "enabled", "budget_tokens"}: reasoning; the rest
-                                provider options, as are guardrailConfig, performanceConfig,
-                                requestMetadata, promptVariables, additionalModelResponseFieldPaths,
-                                serviceTier, outputConfig
+Checked by hand, what the types cannot say: a union block holds one member, a cachePoint follows a
+block, a blob is base64 (a txt document's UTF-8 text), the model id is not empty. ``render``, ``writer``
+and ``error_body`` answer in the format (``shapes.Response``, the stream's events, ``shapes.ErrorBody``)::
 
-Any other key (of the body, a block ...) is INVALID_INPUT naming it. ``render``, ``writer`` and
-``error_body`` answer in the format::
-
-    ChatReply       {"output": {"message": {"role": "assistant", "content": [reasoningContent, text, toolUse]}},
-                    "stopReason", "usage": {inputTokens, outputTokens, totalTokens, cacheReadInputTokens?,
-                    cacheWriteInputTokens?}, "metrics": {"latencyMs"}} (inputTokens without the cache's)
+    ChatReply       output.message.content [reasoningContent, text, toolUse], stopReason, usage
+                    (inputTokens without the cache's), metrics
       a refusal     one text block, its words; stopReason the reply's block reason, else content_filtered
     a stream        messageStart; per block: contentBlockStart (a tool call's id and name), contentBlockDelta
                     (text, toolUse.input fragments, reasoningContent text / signature / redactedContent),
@@ -47,7 +35,7 @@ import base64
 import binascii
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from sidecar.core.conversation import (
     CacheBreakpoint,
@@ -68,6 +56,7 @@ from sidecar.core.conversation import (
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta
 from sidecar.core.taxonomy import InvalidInput
+from sidecar.providers.formats.bedrock_converse import shapes
 from sidecar.providers.formats.bedrock_converse.upstream import MODEL_PATH
 from sidecar.providers.formats.bedrock_converse.vocab import (
     BLOCKED,
@@ -78,43 +67,23 @@ from sidecar.providers.formats.bedrock_converse.vocab import (
     FORMAT_NAME,
     IMAGE_FORMATS,
     PDF,
-    RAW_ARGUMENTS,
+    SIDECAR_KEYS,
     TEXT,
+    arguments_of,
     exception_event,
-    input_of,
+    reasoning_blocks,
+    tool_use_blocks,
 )
 from sidecar.providers.formats.chat import ChatReply, compact_json, split_schema
-from sidecar.providers.formats.fields import (
-    number_field,
-    object_list,
-    one_of,
-    positive_budget,
-    schema_text,
-    shown,
-    text_field,
-)
+from sidecar.providers.formats.fields import positive_budget, shown
 from sidecar.providers.formats.protocol import Ask, ParamNames, ReplyHead, Sse
 from sidecar.providers.formats.routes import model_route
+from sidecar.providers.formats.shapes import declared
 
-__all__ = ["BedrockFront", "BedrockWriter", "parse_request", "stop_reason"]
+__all__ = ["OPTION_KEYS", "BedrockFront", "BedrockWriter", "parse_request", "stop_reason"]
 
-OPTION_KEYS = frozenset(
-    {
-        "guardrailConfig",
-        "performanceConfig",
-        "requestMetadata",
-        "promptVariables",
-        "additionalModelResponseFieldPaths",
-        "serviceTier",
-        "outputConfig",
-    }
-)
-"""Keys of a request the front reads as provider options, as they are."""
-_KEYS = frozenset(
-    {"modelId", "stream", "messages", "system", "inferenceConfig", "toolConfig", "additionalModelRequestFields"}
-    | OPTION_KEYS
-)
-_INFERENCE = frozenset({"maxTokens", "temperature", "topP", "stopSequences"})
+OPTION_KEYS = declared(shapes.ConverseRequest) - SIDECAR_KEYS - {"additionalModelRequestFields"}
+"""The request's keys read as provider options, as they are (guardrailConfig, performanceConfig ...)."""
 _FORMATS = {v: k for k, v in IMAGE_FORMATS.items()}
 _CHOICES = {"auto": "auto", "any": "required"}
 _STATUS_TYPES: Mapping[int, str] = {
@@ -169,10 +138,11 @@ class BedrockFront:
 
     def render(self, reply: ChatReply, head: ReplyHead, extension: Mapping[str, Any] | None = None) -> dict[str, Any]:
         if reply.refusal is not None:
-            content: list[dict[str, Any]] = [{"text": reply.refusal}]
+            content: list[shapes.AssistantBlock] = [{"text": reply.refusal}]
         else:
-            content = _reply_blocks(reply)
-        out: dict[str, Any] = {
+            text: list[shapes.AssistantBlock] = [{"text": reply.text}] if reply.text or not reply.tool_calls else []
+            content = [*reasoning_blocks(reply.reasoning), *text, *tool_use_blocks(reply.tool_calls)]
+        out: shapes.Response = {
             "output": {"message": {"role": "assistant", "content": content}},
             "stopReason": stop_reason(reply),
             "usage": usage_of(reply),
@@ -180,7 +150,7 @@ class BedrockFront:
         }
         if extension is not None:
             out["sidecar"] = dict(extension)
-        return out
+        return dict(out)
 
     def writer(self, head: ReplyHead, *, include_usage: bool = False) -> BedrockWriter:
         return BedrockWriter()
@@ -195,10 +165,10 @@ class BedrockFront:
         extension: Mapping[str, Any] | None = None,
         request_id: str | None = None,
     ) -> dict[str, Any]:
-        out: dict[str, Any] = {"message": message}
+        out: shapes.ErrorBody = {"message": message}
         if extension is not None:
             out["sidecar"] = dict(extension)
-        return out
+        return dict(out)
 
     def answer(self, code: str, status: int) -> tuple[int, str]:
         error_type = _ANSWERS.get(code) or self.error_type(status)
@@ -225,10 +195,10 @@ def stop_reason(reply: ChatReply) -> str:
     return FINISH_NAMES.get(reply.finish, "end_turn")
 
 
-def usage_of(reply: ChatReply) -> dict[str, int]:
+def usage_of(reply: ChatReply) -> shapes.Usage:
     """Converse's usage: inputTokens without the cache's (the core's input tokens count them)."""
     read, write = reply.cache_read_input_tokens, reply.cache_write_input_tokens
-    usage = {
+    usage: shapes.Usage = {
         "inputTokens": max(reply.input_tokens - read - write, 0),
         "outputTokens": reply.output_tokens,
         "totalTokens": reply.input_tokens + reply.output_tokens,
@@ -240,21 +210,8 @@ def usage_of(reply: ChatReply) -> dict[str, int]:
     return usage
 
 
-def _reply_blocks(reply: ChatReply) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for r in reply.reasoning:
-        if r.redacted_data:
-            out.append({"reasoningContent": {"redactedContent": r.redacted_data}})
-        elif r.text or r.signature:
-            text: dict[str, Any] = {"text": r.text}
-            if r.signature:
-                text["signature"] = r.signature
-            out.append({"reasoningContent": {"reasoningText": text}})
-    if reply.text or not reply.tool_calls:
-        out.append({"text": reply.text})
-    for c in reply.tool_calls:
-        out.append({"toolUse": {"toolUseId": c.id, "name": c.name, "input": input_of(c.arguments_json)}})
-    return out
+def _event(name: str, payload: Mapping[str, object]) -> Sse:
+    return name, dict(payload)
 
 
 class BedrockWriter:
@@ -266,25 +223,27 @@ class BedrockWriter:
         self._key: tuple[str, int] | None = None
         """What the open block holds: ("text", 0), ("tool", i), ("reasoning", i)."""
 
-    def _open(self, key: tuple[str, int], start: dict[str, Any] | None = None) -> list[Sse]:
+    def _open(self, key: tuple[str, int], start: shapes.BlockStart | None = None) -> list[Sse]:
         out = self._close()
         self._index += 1
         self._key = key
         if start is not None:
-            out.append(("contentBlockStart", {"start": start, "contentBlockIndex": self._index}))
+            out.append(
+                _event("contentBlockStart", shapes.ContentBlockStart(start=start, contentBlockIndex=self._index))
+            )
         return out
 
     def _close(self) -> list[Sse]:
         if self._key is None:
             return []
         self._key = None
-        return [("contentBlockStop", {"contentBlockIndex": self._index})]
+        return [_event("contentBlockStop", shapes.ContentBlockStop(contentBlockIndex=self._index))]
 
-    def _delta(self, delta: dict[str, Any]) -> Sse:
-        return ("contentBlockDelta", {"delta": delta, "contentBlockIndex": self._index})
+    def _delta(self, delta: shapes.BlockDelta) -> Sse:
+        return _event("contentBlockDelta", shapes.ContentBlockDelta(delta=delta, contentBlockIndex=self._index))
 
     def start(self, input_tokens: int = 0) -> list[Sse]:
-        return [("messageStart", {"role": "assistant"})]
+        return [_event("messageStart", shapes.MessageStart(role="assistant"))]
 
     def delta(self, delta: Delta) -> list[Sse]:
         out: list[Sse] = []
@@ -319,10 +278,11 @@ class BedrockWriter:
         return [*out, ("sidecarRestart", dict(words))]
 
     def final(self, reply: ChatReply, extension: Mapping[str, Any] | None = None) -> list[Sse]:
-        metadata: dict[str, Any] = {"usage": usage_of(reply), "metrics": {"latencyMs": 0}}
+        metadata: shapes.Metadata = {"usage": usage_of(reply), "metrics": {"latencyMs": 0}}
         if extension is not None:
             metadata["sidecar"] = dict(extension)
-        return [*self._close(), ("messageStop", {"stopReason": stop_reason(reply)}), ("metadata", metadata)]
+        stop = _event("messageStop", shapes.MessageStop(stopReason=stop_reason(reply)))
+        return [*self._close(), stop, _event("metadata", metadata)]
 
     def error(self, body: dict[str, Any]) -> list[Sse]:
         """An error (``{"message", "__type"?}``) as the exception message of its type."""
@@ -335,230 +295,141 @@ class BedrockWriter:
 # ---------------------------------------------------------------------------- requests read
 
 
-def _refuse_unknown(value: Mapping[str, Any], known: frozenset[str], where: str) -> None:
-    for key, item in value.items():
-        if key not in known and item is not None:
-            at = f"{where}.{key}" if where else key
-            raise InvalidInput(at, shown(item), "is not carried by the sidecar (docs/carried.md): leave it out")
-
-
-def _object(body: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
-    value = body.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InvalidInput(where, shown(value), "must be an object")
-    return value
-
-
-def _string(value: Mapping[str, Any], key: str, where: str) -> str:
-    got = value.get(key)
-    if not isinstance(got, str):
-        raise InvalidInput(f"{where}.{key}", shown(got), "must be a string")
-    return got
-
-
-def _only(block: Mapping[str, Any], where: str) -> str:
-    """The one key of a union block (``{"text": ...}``)."""
-    keys = [k for k, v in block.items() if v is not None]
-    if len(keys) != 1:
-        raise InvalidInput(where, shown(sorted(block)), "must be a block of exactly one kind")
-    return keys[0]
-
-
 def parse_request(body: Mapping[str, Any]) -> ModelRequest:
     """A Converse request (``routed``) as the core's ModelRequest (the module's table)."""
-    _refuse_unknown(body, _KEYS, "")
-    model = body.get("modelId")
-    if not isinstance(model, str) or not model:
-        raise InvalidInput("modelId", shown(model), "must be the model's id (in the URL)")
-    system, system_cache = _system(body.get("system"))
+    shapes.REQUEST.check(body)
+    request = cast(shapes.ConverseRequest, body)
+    if not request["modelId"]:
+        raise InvalidInput("modelId", "", "must be the model's id (in the URL)")
+    system, system_cache = _system(request.get("system") or [])
     system, schema = split_schema(system)
     messages: list[Message] = []
     names: dict[str, str] = {}
-    for i, m in enumerate(object_list(body, "messages", required=True)):
-        where = f"messages[{i}]"
-        _refuse_unknown(m, frozenset({"role", "content"}), where)
-        blocks = object_list(m, "content", required=True, at=where)
-        if m.get("role") == "assistant":
-            messages.append(_assistant(blocks, f"{where}.content", names))
-        elif m.get("role") == "user":
-            messages.extend(_user(blocks, f"{where}.content", names))
+    for i, m in enumerate(request["messages"]):
+        if m["role"] == "assistant":
+            messages.append(_assistant(m["content"], f"messages[{i}].content", names))
         else:
-            raise InvalidInput(f"{where}.role", shown(m.get("role")), "must be user or assistant")
-    inference = _object(body, "inferenceConfig", "inferenceConfig")
-    _refuse_unknown(inference, _INFERENCE, "inferenceConfig")
-    stop = inference.get("stopSequences")
-    if stop is not None and (not isinstance(stop, list) or not all(isinstance(s, str) for s in stop)):
-        raise InvalidInput("inferenceConfig.stopSequences", shown(stop), "must be a list of strings")
-    tools, choice = _tool_config(body.get("toolConfig"))
-    reasoning, options = _extra(body)
+            messages.extend(_user(m["content"], f"messages[{i}].content", names))
+    inference: shapes.InferenceConfig = request.get("inferenceConfig") or {}
+    tools, choice = _tool_config(request.get("toolConfig"))
+    fields = request.get("additionalModelRequestFields") or {}
+    thinking = fields.get("thinking")
+    options = {k: body[k] for k in sorted(OPTION_KEYS) if body.get(k) is not None}
+    extra = {k: v for k, v in fields.items() if k != "thinking"}
+    if extra:
+        options["additionalModelRequestFields"] = extra
     return ModelRequest(
-        model=model,
+        model=request["modelId"],
         messages=tuple(messages),
         system=system,
         tools=tools,
         response_schema_json=schema,
-        max_output_tokens=number_field(inference, "maxTokens", int, at="inferenceConfig"),
-        temperature=number_field(inference, "temperature", float, at="inferenceConfig"),
+        max_output_tokens=inference.get("maxTokens"),
+        temperature=_number(inference.get("temperature")),
         controls=Controls(
-            reasoning=reasoning,
+            reasoning=None if thinking is None else Reasoning(budget_tokens=thinking.get("budget_tokens")),
             tool_choice=choice,
-            stop=tuple(stop or ()),
-            top_p=number_field(inference, "topP", float, at="inferenceConfig"),
+            stop=tuple(inference.get("stopSequences") or ()),
+            top_p=_number(inference.get("topP")),
             system_cache=system_cache,
-            provider_options_json=options,
+            provider_options_json=compact_json({FORMAT_NAME: options}) if options else "",
         ),
     )
 
 
-def _cache(block: Mapping[str, Any], where: str) -> CacheBreakpoint:
-    point = _object(block, "cachePoint", f"{where}.cachePoint")
-    _refuse_unknown(point, frozenset({"type", "ttl"}), f"{where}.cachePoint")
-    if point.get("type") != "default":
-        raise InvalidInput(f"{where}.cachePoint.type", shown(point.get("type")), "must be default")
-    ttl = text_field(point, "ttl", f"{where}.cachePoint.ttl")
-    if ttl not in ("", "5m", "1h"):
-        raise InvalidInput(f"{where}.cachePoint.ttl", shown(ttl), "must be 5m or 1h")
-    return CacheBreakpoint(str(ttl))
+def _number(value: float | None) -> float | None:
+    return None if value is None else float(value)
 
 
-def _system(value: Any) -> tuple[str, CacheBreakpoint | None]:
-    if value is None:
-        return "", None
-    if not isinstance(value, list) or not all(isinstance(b, dict) for b in value):
-        raise InvalidInput("system", shown(value), "must be a list of blocks")
+def _only(union: Mapping[str, Any], where: str) -> tuple[str, Any]:
+    """The one member a union holds (``{"text": ...}``): one, and only one, is what a type cannot say."""
+    members = [(k, v) for k, v in union.items() if v is not None]
+    if len(members) != 1:
+        raise InvalidInput(where, shown(sorted(union)), "must be a block of exactly one kind")
+    return members[0]
+
+
+def _kinds(blocks: list[Any], where: str) -> list[tuple[str, str, Any]]:
+    """Each block's caller's path, the member it holds, and its value."""
+    return [(f"{where}[{j}]", *_only(block, f"{where}[{j}]")) for j, block in enumerate(blocks)]
+
+
+def _cache(point: shapes.CachePoint) -> CacheBreakpoint:
+    return CacheBreakpoint(point.get("ttl") or "")
+
+
+def _system(blocks: list[shapes.SystemBlock]) -> tuple[str, CacheBreakpoint | None]:
     texts: list[str] = []
     cache = None
-    for j, block in enumerate(value):
-        where = f"system[{j}]"
-        kind = _only(block, where)
-        if kind == "cachePoint" and j == len(value) - 1:
-            cache = _cache(block, where)
-        elif kind == "text":
-            texts.append(_string(block, "text", where))
+    for j, (at, kind, value) in enumerate(_kinds(blocks, "system")):
+        if kind == "text":
+            texts.append(value)
+        elif j == len(blocks) - 1:
+            cache = _cache(value)
         else:
-            raise InvalidInput(where, kind, "a system block the sidecar reads is text, and a last cachePoint")
+            raise InvalidInput(at, kind, "a cachePoint is the system prompt's last block")
     return "".join(texts), cache
 
 
-def _tool_config(value: Any) -> tuple[tuple[ToolDefinition, ...], ToolChoice | None]:
-    if value is None:
+def _tool_config(config: shapes.ToolConfig | None) -> tuple[tuple[ToolDefinition, ...], ToolChoice | None]:
+    if config is None:
         return (), None
-    if not isinstance(value, dict):
-        raise InvalidInput("toolConfig", shown(value), "must be an object")
-    _refuse_unknown(value, frozenset({"tools", "toolChoice"}), "toolConfig")
     tools: list[ToolDefinition] = []
-    for i, tool in enumerate(object_list(value, "tools", required=True, at="toolConfig")):
-        where = f"toolConfig.tools[{i}]"
-        kind = _only(tool, where)
-        if kind == "cachePoint" and tools:
-            tools[-1] = replace(tools[-1], cache=_cache(tool, where))
-            continue
-        if kind != "toolSpec":
-            raise InvalidInput(where, kind, "a tool the sidecar reads is a toolSpec (and a cachePoint after one)")
-        spec = _object(tool, "toolSpec", f"{where}.toolSpec")
-        at = f"{where}.toolSpec"
-        _refuse_unknown(spec, frozenset({"name", "description", "inputSchema"}), at)
-        schema = _object(spec, "inputSchema", f"{at}.inputSchema")
-        _refuse_unknown(schema, frozenset({"json"}), f"{at}.inputSchema")
-        parameters = schema_text(schema.get("json"), f"{at}.inputSchema.json")
-        description = text_field(spec, "description", f"{at}.description")
-        tools.append(ToolDefinition(_string(spec, "name", at), description, parameters))
-    choice = value.get("toolChoice")
+    for at, kind, value in _kinds(config["tools"], "toolConfig.tools"):
+        if kind == "toolSpec":
+            schema = compact_json(value["inputSchema"]["json"])
+            tools.append(ToolDefinition(value["name"], value.get("description") or "", schema))
+        elif tools:
+            tools[-1] = replace(tools[-1], cache=_cache(value))
+        else:
+            raise InvalidInput(at, kind, "a cachePoint follows the tool it caches")
+    choice = config.get("toolChoice")
     if choice is None:
         return tuple(tools), None
-    if not isinstance(choice, dict):
-        raise InvalidInput("toolConfig.toolChoice", shown(choice), "must be an object")
-    kind = _only(choice, "toolConfig.toolChoice")
-    if kind == "tool":
-        named = _object(choice, "tool", "toolConfig.toolChoice.tool")
-        return tuple(tools), ToolChoice("tool", _string(named, "name", "toolConfig.toolChoice.tool"))
-    if kind not in _CHOICES:
-        raise InvalidInput("toolConfig.toolChoice", kind, "must be auto, any or tool")
-    return tuple(tools), ToolChoice(_CHOICES[kind])
+    kind, value = _only(choice, "toolConfig.toolChoice")
+    return tuple(tools), ToolChoice("tool", value["name"]) if kind == "tool" else ToolChoice(_CHOICES[kind])
 
 
-def _extra(body: Mapping[str, Any]) -> tuple[Reasoning | None, str]:
-    """The reasoning ``additionalModelRequestFields.thinking`` asks, and the provider options (the rest)."""
-    extra = dict(_object(body, "additionalModelRequestFields", "additionalModelRequestFields"))
-    reasoning = None
-    thinking = extra.pop("thinking", None)
-    if thinking is not None:
-        where = "additionalModelRequestFields.thinking"
-        if not isinstance(thinking, dict) or thinking.get("type") != "enabled":
-            raise InvalidInput(where, shown(thinking), 'the sidecar reads {"type": "enabled", "budget_tokens"}')
-        _refuse_unknown(thinking, frozenset({"type", "budget_tokens"}), where)
-        reasoning = Reasoning(budget_tokens=number_field(thinking, "budget_tokens", int, at=where))
-    options = {k: body[k] for k in sorted(OPTION_KEYS) if body.get(k) is not None}
-    if extra:
-        options["additionalModelRequestFields"] = extra
-    return reasoning, compact_json({FORMAT_NAME: options}) if options else ""
-
-
-def _blob(value: Mapping[str, Any], key: str, where: str) -> bytes:
-    text = _string(value, key, where)
+def _blob(text: str, where: str) -> bytes:
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise InvalidInput(f"{where}.{key}", text[:40], "must be base64 text") from None
+        raise InvalidInput(where, text[:40], "must be base64 text") from None
 
 
-def _image(block: Mapping[str, Any], where: str) -> ImagePart:
-    image = _object(block, "image", f"{where}.image")
-    at = f"{where}.image"
-    _refuse_unknown(image, frozenset({"format", "source"}), at)
-    fmt = image.get("format")
-    one_of(fmt, _FORMATS, f"{at}.format", f"must be one of {', '.join(_FORMATS)}")
-    source = _object(image, "source", f"{at}.source")
-    kind = _only(source, f"{at}.source")
+def _image(image: shapes.Image, at: str) -> ImagePart:
+    kind, value = _only(image["source"], f"{at}.source")
     if kind == "s3Location":
-        location = _object(source, "s3Location", f"{at}.source.s3Location")
-        _refuse_unknown(location, frozenset({"uri"}), f"{at}.source.s3Location")
-        return ImagePart(url=_string(location, "uri", f"{at}.source.s3Location"))
-    if kind != "bytes":
-        raise InvalidInput(f"{at}.source", kind, "must be bytes or an s3Location")
-    return ImagePart(_FORMATS[str(fmt)], _blob(source, "bytes", f"{at}.source"))
+        return ImagePart(url=value["uri"])
+    return ImagePart(_FORMATS[image["format"]], _blob(value, f"{at}.source.bytes"))
 
 
-def _document(block: Mapping[str, Any], where: str) -> DocumentPart:
-    document = _object(block, "document", f"{where}.document")
-    at = f"{where}.document"
-    _refuse_unknown(document, frozenset({"format", "name", "source"}), at)
-    name = _string(document, "name", at)
+def _document(document: shapes.Document, at: str) -> DocumentPart:
+    name = document["name"]
     title = "" if name.startswith(DEFAULT_NAME) and name[len(DEFAULT_NAME) :].isdigit() else name
-    source = _object(document, "source", f"{at}.source")
-    _refuse_unknown(source, frozenset({"bytes"}), f"{at}.source")
-    data = _blob(source, "bytes", f"{at}.source")
-    fmt = document.get("format")
-    if fmt == "pdf":
+    data = _blob(document["source"]["bytes"], f"{at}.source.bytes")
+    if document["format"] == "pdf":
         return DocumentPart(PDF, data, title=title)
-    if fmt == "txt":
-        try:
-            return DocumentPart(TEXT, text=data.decode("utf-8"), title=title)
-        except UnicodeDecodeError:
-            raise InvalidInput(f"{at}.source.bytes", "", "a txt document is UTF-8 text") from None
-    raise InvalidInput(f"{at}.format", shown(fmt), "the sidecar reads pdf and txt documents")
+    try:
+        return DocumentPart(TEXT, text=data.decode("utf-8"), title=title)
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{at}.source.bytes", "", "a txt document is UTF-8 text") from None
 
 
-def _parts(blocks: list[tuple[str, dict[str, Any]]], kinds: frozenset[str]) -> list[Part]:
-    """Text, image and document blocks (each with where it is) as parts, a cachePoint the breakpoint of the
-    part before it."""
+def _parts(blocks: list[tuple[str, str, Any]]) -> list[Part]:
+    """Text, image and document blocks as parts, a cachePoint the breakpoint of the part before it."""
     out: list[Part] = []
-    for at, block in blocks:
-        kind = _only(block, at)
-        if kind not in kinds:
-            raise InvalidInput(at, kind, f"must be a block of: {', '.join(sorted(kinds))}")
+    for at, kind, value in blocks:
         if kind == "cachePoint":
             if not out:
                 raise InvalidInput(at, kind, "a cachePoint follows the block it caches")
-            out[-1] = replace(out[-1], cache=_cache(block, at))
+            out[-1] = replace(out[-1], cache=_cache(value))
         elif kind == "text":
-            out.append(TextPart(_string(block, "text", at)))
+            out.append(TextPart(value))
         elif kind == "image":
-            out.append(_image(block, at))
+            out.append(_image(value, f"{at}.image"))
         else:
-            out.append(_document(block, at))
+            out.append(_document(value, f"{at}.document"))
     return out
 
 
@@ -570,86 +441,45 @@ def _message_of(role: Role, parts: list[Part]) -> Message:
     return Message(role, parts=tuple(parts))
 
 
-_USER_BLOCKS = frozenset({"text", "image", "document", "cachePoint"})
-
-
-def _user(blocks: list[dict[str, Any]], where: str, names: dict[str, str]) -> list[Message]:
-    results: list[ToolCallResult] = []
-    content: list[tuple[str, dict[str, Any]]] = []
-    for j, block in enumerate(blocks):
-        if block.get("toolResult") is not None:
-            results.append(_result(block, f"{where}[{j}]", names))
-        else:
-            content.append((f"{where}[{j}]", block))
-    out = []
-    if results:
-        out.append(Message(Role.TOOL, tool_results=tuple(results)))
-    parts = _parts(content, _USER_BLOCKS)
+def _user(blocks: list[shapes.UserBlock], where: str, names: dict[str, str]) -> list[Message]:
+    kinds = _kinds(blocks, where)
+    results = [_result(value, f"{at}.toolResult", names) for at, kind, value in kinds if kind == "toolResult"]
+    parts = _parts([block for block in kinds if block[1] != "toolResult"])
+    out = [Message(Role.TOOL, tool_results=tuple(results))] if results else []
     if parts or not results:
         out.append(_message_of(Role.USER, parts))
     return out
 
 
-def _result(block: Mapping[str, Any], where: str, names: dict[str, str]) -> ToolCallResult:
-    _only(block, where)  # a toolResult and a text in one block: the block is wrong, not the text
-    result = _object(block, "toolResult", f"{where}.toolResult")
-    at = f"{where}.toolResult"
-    _refuse_unknown(result, frozenset({"toolUseId", "content", "status"}), at)
-    call_id = _string(result, "toolUseId", at)
-    status = text_field(result, "status", f"{at}.status", "success")
-    if status not in ("success", "error"):
-        raise InvalidInput(f"{at}.status", shown(status), "must be success or error")
-    listed = object_list(result, "content", required=True, at=at)
-    parts = _parts([(f"{at}.content[{j}]", b) for j, b in enumerate(listed)], frozenset({"text", "image"}))
-    name = names.get(call_id, "")
+def _result(result: shapes.ToolResult, at: str, names: dict[str, str]) -> ToolCallResult:
+    call_id, error = result["toolUseId"], result.get("status") == "error"
+    parts = _parts(_kinds(result["content"], f"{at}.content"))
     if len(parts) == 1 and isinstance(parts[0], TextPart):
-        return ToolCallResult(call_id, parts[0].text, status == "error", name)
-    return ToolCallResult(call_id, "", status == "error", name, tuple(parts))
+        return ToolCallResult(call_id, parts[0].text, error, names.get(call_id, ""))
+    return ToolCallResult(call_id, "", error, names.get(call_id, ""), tuple(parts))
 
 
-def _arguments(value: Any, where: str) -> str:
-    if value is None:
-        return "{}"
-    if not isinstance(value, dict):
-        raise InvalidInput(where, shown(value), "must be a JSON object")
-    if list(value) == [RAW_ARGUMENTS] and isinstance(value[RAW_ARGUMENTS], str):
-        return str(value[RAW_ARGUMENTS])
-    return compact_json(value)
-
-
-def _assistant(blocks: list[dict[str, Any]], where: str, names: dict[str, str]) -> Message:
+def _assistant(blocks: list[shapes.AssistantBlock], where: str, names: dict[str, str]) -> Message:
     reasoning: list[ReasoningPart] = []
-    content: list[tuple[str, dict[str, Any]]] = []
+    content: list[tuple[str, str, Any]] = []
     calls: list[ToolCall] = []
-    for j, block in enumerate(blocks):
-        at = f"{where}[{j}]"
-        kind = _only(block, at)
+    for at, kind, value in _kinds(blocks, where):
         if kind == "reasoningContent":
-            reasoning.append(_reasoning(block, at))
+            reasoning.append(_reasoning(value, f"{at}.reasoningContent"))
         elif kind == "toolUse":
-            use = _object(block, "toolUse", f"{at}.toolUse")
-            _refuse_unknown(use, frozenset({"toolUseId", "name", "input"}), f"{at}.toolUse")
-            call_id, name = _string(use, "toolUseId", f"{at}.toolUse"), _string(use, "name", f"{at}.toolUse")
-            names[call_id] = name
-            calls.append(ToolCall(call_id, name, _arguments(use.get("input"), f"{at}.toolUse.input")))
+            names[value["toolUseId"]] = value["name"]
+            calls.append(ToolCall(value["toolUseId"], value["name"], arguments_of(value.get("input"))))
         else:
-            content.append((at, block))
-    parts = _parts(content, frozenset({"text", "cachePoint"}))
+            content.append((at, kind, value))
+    parts = _parts(content)
     if calls and parts == [TextPart("")]:
         parts = []
     message = _message_of(Role.ASSISTANT, parts)
     return Message(Role.ASSISTANT, message.text, tuple(calls), parts=message.parts, reasoning=tuple(reasoning))
 
 
-def _reasoning(block: Mapping[str, Any], where: str) -> ReasoningPart:
-    content = _object(block, "reasoningContent", f"{where}.reasoningContent")
-    at = f"{where}.reasoningContent"
-    kind = _only(content, at)
+def _reasoning(content: shapes.ReasoningContent, at: str) -> ReasoningPart:
+    kind, value = _only(content, at)
     if kind == "redactedContent":
-        return ReasoningPart(redacted_data=_string(content, "redactedContent", at))
-    if kind != "reasoningText":
-        raise InvalidInput(at, kind, "must be reasoningText or redactedContent")
-    text = _object(content, "reasoningText", f"{at}.reasoningText")
-    _refuse_unknown(text, frozenset({"text", "signature"}), f"{at}.reasoningText")
-    signature = text_field(text, "signature", f"{at}.reasoningText.signature")
-    return ReasoningPart(_string(text, "text", f"{at}.reasoningText"), signature)
+        return ReasoningPart(redacted_data=value)
+    return ReasoningPart(value["text"], value.get("signature") or "")

@@ -1,37 +1,33 @@
 """The Amazon Bedrock Converse upstream (``converse``, ``converse-stream``), whole and streamed.
 
 ``POST {base}/model/{modelId}/converse`` (streamed: ``/converse-stream``, answered as
-``application/vnd.amazon.eventstream`` frames). ``BedrockUpstream.body`` renders a ChatRequest
-(``front.py`` reads one back: its inverse)::
+``application/vnd.amazon.eventstream`` frames; a reply and a stream are read by ``reply.py``).
+``BedrockUpstream.body`` renders a ChatRequest (``front.py`` reads one back: its inverse)::
 
-    core (ChatRequest)                          Converse body
-    system, response schema, system_cache       system [{"text": system + "\\n\\n" JSON_INSTRUCTION "\\n" schema},
-                                                {"cachePoint"}?]
-    Message(USER, text | parts)                 {"role": "user", "content": [text, image, document blocks,
-                                                each cache breakpoint a cachePoint after its block]}
-    Message(ASSISTANT, reasoning, text | parts, {"role": "assistant", "content": [reasoningContent blocks
-            tool_calls)                         first (byte-identical), text, toolUse {toolUseId, name, input}]}
-    Message(TOOL, tool_results)                 {"role": "user", "content": [toolResult {toolUseId, content
-                                                [text | image], status}]}
+    core (ChatRequest)                          Converse body (its keys: ``shapes.ConverseRequest``)
+    system, response schema, system_cache       system: the prompt, the schema appended (``chat.with_schema``),
+                                                then a cachePoint
+    Message(USER, text | parts)                 a user message: its blocks (``vocab``'s table)
+    Message(ASSISTANT, reasoning, text | parts, an assistant message: its reasoning first (byte-identical),
+            tool_calls)                         its text or parts, its tool calls (toolUse)
+    Message(TOOL, tool_results)                 a user message of toolResult blocks
     consecutive messages of one role            merged into one (Converse wants the roles to alternate)
-    tools (tools.cache)                         toolConfig.tools [{"toolSpec": {name, description?,
-                                                inputSchema {"json"}}}, {"cachePoint"}?]
-    tool_choice auto | required | tool          toolConfig.toolChoice {"auto": {}} | {"any": {}} | {"tool": {name}}
-    max_tokens, temperature, top_p, stop        inferenceConfig {maxTokens, temperature, topP, stopSequences}
-    reasoning.budget_tokens                     additionalModelRequestFields.thinking {"type": "enabled",
-                                                "budget_tokens"} (Anthropic's models on Bedrock)
-    provider_options_json {"bedrock_converse":  that object's keys merged into the body (guardrailConfig,
-      {...}}                                    performanceConfig, requestMetadata ...); its
-                                                additionalModelRequestFields merged into the sidecar's
+    tools (tools.cache), tool_choice            toolConfig: a toolSpec each (a cachePoint after one);
+                                                toolChoice auto, any (required) or a named tool
+    max_tokens, temperature, top_p, stop        inferenceConfig
+    reasoning.budget_tokens                     additionalModelRequestFields.thinking (Anthropic's models on
+                                                Bedrock)
+    provider_options_json {"bedrock_converse":  that object's keys merged into the body (guardrailConfig ...);
+      {...}}                                    its additionalModelRequestFields merged into the sidecar's
 
 Not carried, so refused by name before sending (``carried.refuse_uncarried``): a document by URL,
 top_k, seed, presence_penalty, frequency_penalty (model-specific: give them in
 additionalModelRequestFields), end_user, parallel_tool_calls and strict function calling (tools.strict)
-(no field). ``check`` then refuses,
-naming the field: tool_choice none (Converse has none: send no tools), a reasoning effort (thinking
-is a budget), an image by a URL that is not s3:// (Converse takes the bytes or an S3 location), an
-image type Converse has no format for, an image's detail "low", a document title Converse refuses
-as a name, an assistant message's image or document, provider options that set a key the sidecar sets.
+(no field). ``check`` then refuses, naming the field: tool_choice none (Converse has none: send no
+tools), a reasoning effort (thinking is a budget), an image by a URL that is not s3:// (Converse takes
+the bytes or an S3 location), an image type Converse has no format for, an image's detail "low", a
+document title Converse refuses as a name, an assistant message's image or document, provider options
+that set a key the sidecar sets.
 
 Requests are signed per request (``sign``): with a Bedrock API key (the provider's ``api_key``, else
 ``AWS_BEARER_TOKEN_BEDROCK``) it is ``Authorization: Bearer`` (``headers``) and ``sign`` adds nothing;
@@ -40,32 +36,6 @@ variables of ``config.AWS_ENVIRONMENT`` (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACC
 read by botocore's ``EnvProvider``, each value masked), the region the provider's ``region``, else the base
 URL's, else ``AWS_REGION`` / ``AWS_DEFAULT_REGION``. Signed: host, content-type, x-amz-date (and the session token).
 No credentials at all is UNAUTHORIZED before anything is sent (``check``).
-
-A reply (``parse``)::
-
-    output.message.content   text -> text; toolUse -> tool calls; reasoningContent -> reasoning (format
-                             "bedrock_converse"): reasoningText {text, signature}, redactedContent
-    stopReason               ``vocab.FINISH``; guardrail_intervened / content_filtered: a refusal, its
-                             category the stop reason, its words the reply's text
-    usage                    inputTokens + cacheReadInputTokens + cacheWriteInputTokens -> input (the core
-                             counts every input token); the cache's two -> cache read / write
-
-A stream is event-stream messages, the engine's reader gives each as (``:event-type``, payload)
-(an exception: (``:exception-type``, payload)), read by ``BedrockStream``::
-
-    event               payload                                  becomes
-    messageStart        role                                     -
-    contentBlockStart   start.toolUse {toolUseId, name}           ToolCallDelta (numbered among the calls)
-    contentBlockDelta   delta.text                               TextDelta
-                        delta.toolUse.input                      ToolCallDelta: an arguments fragment
-                        delta.reasoningContent text | signature  ReasoningDelta (numbered among the
-                          | redactedContent                        reply's reasoning parts)
-    contentBlockStop    -                                        -
-    messageStop         stopReason                               the reply's finish
-    metadata            usage, metrics                           the reply's tokens; the stream is complete
-    an exception        {"message"}                              StreamFault with an error body naming it
-    any other event                                              ignored
-    not a JSON object                                            StreamFault (garbled)
 
 Error answers (``classify``), by the type ``x-amzn-ErrorType`` names (in a stream: the exception's)::
 
@@ -105,17 +75,15 @@ from sidecar.core.conversation import (
     ImagePart,
     Message,
     ModelRequest,
-    ReasoningPart,
     TextPart,
-    ToolCall,
+    ToolCallResult,
 )
 from sidecar.core.details import ProviderDetail
 from sidecar.core.json_depth import loads
-from sidecar.core.kinds import FinishReason, RetrySignal, Role
+from sidecar.core.kinds import RetrySignal, Role
 from sidecar.core.rate_budget import Budget
 from sidecar.core.redact import redact_body
 from sidecar.core.retry import Retry
-from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import (
     ContextOverflow,
     InvalidInput,
@@ -126,36 +94,31 @@ from sidecar.core.taxonomy import (
 )
 from sidecar.core.text import cap
 from sidecar.providers.errors import Target, classify_response
+from sidecar.providers.formats.bedrock_converse.reply import BedrockStream, parse_reply
 from sidecar.providers.formats.bedrock_converse.vocab import (
     BEARER_ENV,
-    BLOCKED,
     ENV_CREDENTIALS,
     ERROR_HEADER,
     ERROR_STATUS,
-    EVENTS,
-    FINISH,
     FORMAT_NAME,
     IMAGE_FORMATS,
     PDF,
-    REFUSAL_TEXT,
     SERVICE,
     SIDECAR_KEYS,
-    arguments_of,
     cache_point,
     content_block,
     data_url,
-    input_of,
-    is_exception,
+    reasoning_blocks,
+    tool_use_blocks,
     url_format,
 )
 from sidecar.providers.formats.carried import CONTROLS, plain, refuse_uncarried
-from sidecar.providers.formats.chat import EMPTY_PARAMETERS, ChatReply, ChatRequest, StreamFault, with_schema
-from sidecar.providers.formats.fields import count, text_or_empty
+from sidecar.providers.formats.chat import EMPTY_PARAMETERS, ChatReply, ChatRequest, with_schema
+from sidecar.providers.formats.fields import text_or_empty
 from sidecar.providers.formats.options import FIELD, merge_options, options_for
 from sidecar.providers.formats.protocol import EVENT_STREAM
 
 __all__ = [
-    "BedrockStream",
     "BedrockUpstream",
     "converse_path",
     "error_type_of",
@@ -347,19 +310,7 @@ class BedrockUpstream:
         return BedrockStream()
 
     def parse(self, body: dict[str, Any]) -> ChatReply:
-        stream = BedrockStream()
-        output = body.get("output")
-        message = output.get("message") if isinstance(output, dict) else None
-        content = message.get("content") if isinstance(message, dict) else None
-        for block in content if isinstance(content, list) else []:
-            if isinstance(block, dict):
-                stream.block(block)
-        stream.stop(body)
-        stream.usage(body.get("usage"))
-        reply = stream.reply()
-        if reply is None:  # stopReason is required: not a Converse reply (the sender retries it as garbled)
-            raise ValueError("a Converse reply without a stopReason")
-        return reply
+        return parse_reply(body)
 
     def classify(
         self,
@@ -459,43 +410,25 @@ def _check_part(at: str, part: Any) -> None:
 # ---------------------------------------------------------------------------- a request rendered
 
 
-def _assistant(m: Message) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for r in m.reasoning:
-        if r.redacted_data:
-            out.append({"reasoningContent": {"redactedContent": r.redacted_data}})
-        elif r.text or r.signature:
-            text: dict[str, Any] = {"text": r.text}
-            if r.signature:
-                text["signature"] = r.signature
-            out.append({"reasoningContent": {"reasoningText": text}})
+def _content(m: Message, beside: bool) -> list[Mapping[str, Any]]:
+    """A message's parts as blocks, else its text (none when empty ``beside`` tool calls or results)."""
     if m.parts:
-        for n, p in enumerate(m.parts):
-            out += content_block(p, n)
-    elif m.text or not m.tool_calls:
-        out.append({"text": m.text})
-    for c in m.tool_calls:
-        out.append({"toolUse": {"toolUseId": c.id, "name": c.name, "input": input_of(c.arguments_json)}})
-    return out
+        return [block for n, part in enumerate(m.parts) for block in content_block(part, n)]
+    return [{"text": m.text}] if m.text or not beside else []
 
 
-def _user(m: Message) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for r in m.tool_results:
-        if r.parts:
-            content: list[dict[str, Any]] = []
-            for n, p in enumerate(r.parts):
-                content += [b for b in content_block(p, n) if "cachePoint" not in b]
-        else:
-            content = [{"text": r.content}]
-        out.append({"toolResult": {"toolUseId": r.call_id, "content": content,
-                                   "status": "error" if r.is_error else "success"}})  # fmt: skip
-    if m.parts:
-        for n, p in enumerate(m.parts):
-            out += content_block(p, n)
-    elif m.text or not m.tool_results:
-        out.append({"text": m.text})
-    return out
+def _result(r: ToolCallResult) -> Mapping[str, Any]:
+    if r.parts:  # a tool result's content holds no cachePoint
+        content = [b for n, part in enumerate(r.parts) for b in content_block(part, n) if "cachePoint" not in b]
+    else:
+        content = [{"text": r.content}]
+    return {"toolResult": {"toolUseId": r.call_id, "content": content, "status": "error" if r.is_error else "success"}}
+
+
+def _blocks(m: Message) -> list[Mapping[str, Any]]:
+    if m.role is Role.ASSISTANT:
+        return [*reasoning_blocks(m.reasoning), *_content(m, bool(m.tool_calls)), *tool_use_blocks(m.tool_calls)]
+    return [*(_result(r) for r in m.tool_results), *_content(m, bool(m.tool_results))]
 
 
 def render_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
@@ -503,173 +436,9 @@ def render_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for m in messages:
         role = "assistant" if m.role is Role.ASSISTANT else "user"
-        blocks = _assistant(m) if role == "assistant" else _user(m)
+        blocks = _blocks(m)
         if out and out[-1]["role"] == role:
             out[-1]["content"] += blocks
         else:
             out.append({"role": role, "content": blocks})
     return out
-
-
-# ---------------------------------------------------------------------------- a reply read
-
-
-class BedrockStream:
-    """One reply: a whole one's blocks (``block``) or a stream's events (``feed``); the module's tables."""
-
-    def __init__(self) -> None:
-        self._text: list[str] = []
-        self._calls: list[list[str]] = []
-        """Each tool call: id, name, its argument fragments."""
-        self._reasoning: list[list[str]] = []
-        """Each reasoning part: text, signature, redacted content."""
-        self._blocks: dict[int, tuple[str, int]] = {}
-        """A stream's content block index -> (``tool`` | ``reasoning`` | ``text``, its number among those)."""
-        self._finish: str | None = None
-        self._usage: dict[str, int] = {}
-        self.model = ""
-        self.complete = False
-
-    # -- a whole reply
-
-    def block(self, block: dict[str, Any]) -> None:
-        if isinstance(block.get("text"), str):
-            self._text.append(block["text"])
-        use = block.get("toolUse")
-        if isinstance(use, dict):
-            input_ = use.get("input")
-            self._calls.append(
-                [text_or_empty(use.get("toolUseId")), text_or_empty(use.get("name")), arguments_of(input_)]
-            )
-        reasoning = block.get("reasoningContent")
-        if isinstance(reasoning, dict):
-            text = reasoning.get("reasoningText")
-            if isinstance(text, dict):
-                self._reasoning.append([text_or_empty(text.get("text")), text_or_empty(text.get("signature")), ""])
-            elif isinstance(reasoning.get("redactedContent"), str):
-                self._reasoning.append(["", "", reasoning["redactedContent"]])
-
-    def stop(self, body: Mapping[str, Any]) -> None:
-        reason = text_or_empty(body.get("stopReason"))
-        if reason:
-            self._finish = reason
-
-    def usage(self, usage: Any) -> None:
-        if isinstance(usage, dict):
-            self._usage = {k: count(v) for k, v in usage.items()}
-
-    # -- a stream
-
-    def feed(self, event: str, data: str) -> list[Delta]:
-        if is_exception(event):
-            try:
-                said: Any = loads(data) if data.strip() else {}
-            except ValueError:
-                said = {}
-            said = said if isinstance(said, dict) else {}
-            message = text_or_empty(said.get("message"))
-            error_type = text_or_empty(said.get("__type")) or event[:1].upper() + event[1:]
-            body = json.dumps({"__type": error_type, "message": message or data[:200]})
-            raise StreamFault(f"the stream sent {error_type}", error_body=body)
-        if event not in EVENTS:
-            return []
-        try:
-            body = loads(data)
-        except ValueError:
-            raise StreamFault(f"the stream sent a {event} event that is not JSON") from None
-        if not isinstance(body, dict):
-            raise StreamFault(f"the stream sent a {event} event that is not a JSON object")
-        if event == "contentBlockStart":
-            return self._start(body)
-        if event == "contentBlockDelta":
-            return self._delta(body)
-        if event == "messageStop":
-            self.stop(body)
-        elif event == "metadata":
-            self.usage(body.get("usage"))
-            self.complete = True
-        return []
-
-    def _start(self, body: dict[str, Any]) -> list[Delta]:
-        start = body.get("start")
-        use = start.get("toolUse") if isinstance(start, dict) else None
-        if not isinstance(use, dict):
-            return []
-        index = len(self._calls)
-        call_id, name = text_or_empty(use.get("toolUseId")), text_or_empty(use.get("name"))
-        self._calls.append([call_id, name])
-        self._blocks[count(body.get("contentBlockIndex"))] = ("tool", index)
-        return [ToolCallDelta(index, call_id, name, "")]
-
-    def _delta(self, body: dict[str, Any]) -> list[Delta]:
-        delta = body.get("delta")
-        if not isinstance(delta, dict):
-            return []
-        at = count(body.get("contentBlockIndex"))
-        if isinstance(delta.get("text"), str):
-            self._blocks.setdefault(at, ("text", 0))
-            self._text.append(delta["text"])
-            return [TextDelta(delta["text"])] if delta["text"] else []
-        use = delta.get("toolUse")
-        kind, index = self._blocks.get(at, ("", 0))
-        if isinstance(use, dict) and kind == "tool":
-            fragment = text_or_empty(use.get("input"))
-            self._calls[index].append(fragment)
-            return [ToolCallDelta(index, "", "", fragment)] if fragment else []
-        reasoning = delta.get("reasoningContent")
-        if not isinstance(reasoning, dict):
-            return []
-        if kind != "reasoning":
-            index = len(self._reasoning)
-            self._reasoning.append(["", "", ""])
-            self._blocks[at] = ("reasoning", index)
-        part = self._reasoning[index]
-        if isinstance(reasoning.get("text"), str):
-            part[0] += reasoning["text"]
-            return [ReasoningDelta(index, text=reasoning["text"])]
-        if isinstance(reasoning.get("signature"), str):
-            part[1] += reasoning["signature"]
-            return [ReasoningDelta(index, signature=reasoning["signature"])]
-        if isinstance(reasoning.get("redactedContent"), str):
-            part[2] += reasoning["redactedContent"]
-            return [ReasoningDelta(index, redacted_data=reasoning["redactedContent"])]
-        return []
-
-    def reply(self) -> ChatReply | None:
-        if self._finish is None:
-            return None
-        raw = self._finish
-        text = "".join(self._text)
-        calls = [_call(c) for c in self._calls]
-        finish = FINISH.get(raw, FinishReason.UNSPECIFIED)
-        if finish is FinishReason.STOP and calls:
-            finish = FinishReason.TOOL_CALLS
-        blocked = raw in BLOCKED
-        u = self._usage
-        read, write = u.get("cacheReadInputTokens", 0), u.get("cacheWriteInputTokens", 0)
-        return ChatReply(
-            text=text,
-            tool_calls=calls,
-            finish=finish,
-            raw_finish=raw,
-            refusal=(text or REFUSAL_TEXT) if blocked else None,
-            input_tokens=u.get("inputTokens", 0) + read + write,
-            output_tokens=u.get("outputTokens", 0),
-            response_model=self.model,
-            reasoning=[ReasoningPart(t, s, d, FORMAT_NAME) for t, s, d in self._reasoning],
-            cache_read_input_tokens=read,
-            cache_write_input_tokens=write,
-            refusal_category=raw if blocked else "",
-        )
-
-
-def _call(parts: list[str]) -> ToolCall:
-    call_id, name, *fragments = parts
-    joined = "".join(fragments)
-    if len(fragments) == 1 and not joined.startswith("{"):
-        return ToolCall(call_id, name, joined)  # a whole reply's arguments, already the reply's text
-    try:
-        value = loads(joined or "{}")
-    except ValueError:
-        return ToolCall(call_id, name, joined)
-    return ToolCall(call_id, name, arguments_of(value))

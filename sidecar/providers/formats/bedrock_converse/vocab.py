@@ -10,23 +10,21 @@
                                             (a refusal, the stop reason its category)
     any other (malformed_model_output ...)  UNSPECIFIED             -
 
-Content blocks, both ways (``content_block`` renders one; the front reads them back)::
+Content blocks, both ways (``content_block`` renders a part; the front reads them back; their keys
+are ``shapes``')::
 
     core                                    block
-    TextPart(text, cache)                   {"text"}, then {"cachePoint": {"type": "default", "ttl"?}}
-    ImagePart(media_type, data)             {"image": {"format": png | jpeg | gif | webp, "source":
-                                            {"bytes": base64}}} (a data: URL: the bytes it holds)
-    ImagePart(url) (an s3:// URL)           {"image": {"format": by the URL's extension, "source":
-                                            {"s3Location": {"uri"}}}}
-    DocumentPart(data) (a PDF)              {"document": {"format": "pdf", "name", "source": {"bytes"}}}
-    DocumentPart(text) (plain text)         {"document": {"format": "txt", "name", "source": {"bytes"}}}
-                                            (its title the name; no title: ``document-<n>``, read back as none)
-    ToolCall(id, name, arguments)           {"toolUse": {"toolUseId", "name", "input"}} (arguments that are
-                                            not a JSON object: input {"_raw": text})
-    ToolCallResult(call_id, content | parts,{"toolResult": {"toolUseId", "content": [{"text"} | {"image"}],
-      is_error)                             "status": "success" | "error"}}
-    ReasoningPart(text, signature)          {"reasoningContent": {"reasoningText": {"text", "signature"?}}}
-    ReasoningPart(redacted_data)            {"reasoningContent": {"redactedContent": base64}}
+    TextPart(text, cache)                   text, then a cachePoint (its ttl) for a cache breakpoint
+    ImagePart(media_type, data)             image: its format, the bytes (a data: URL's: the bytes it holds)
+    ImagePart(url) (an s3:// URL)           image: the format by the URL's extension, an s3Location
+    DocumentPart(data) (a PDF)              document: pdf, its title the name
+    DocumentPart(text) (plain text)         document: txt, the text's bytes, its title the name
+                                            (no title: ``document-<n>``, read back as none)
+    ToolCall(id, name, arguments)           toolUse (arguments not a JSON object: input {"_raw": text})
+    ToolCallResult(call_id, content |       toolResult: its content as text or image blocks; status
+      parts, is_error)                      error when is_error
+    ReasoningPart(text, signature)          reasoningContent.reasoningText
+    ReasoningPart(redacted_data)            reasoningContent.redactedContent
 
 Blobs (an image's or a document's bytes, redacted reasoning) travel as base64 text in the JSON
 body, as the service's REST-JSON protocol sends a blob. Reasoning goes back byte-identical: the
@@ -43,12 +41,13 @@ from __future__ import annotations
 import base64
 import json
 import mimetypes
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sidecar.config import AWS_ENVIRONMENT
-from sidecar.core.conversation import CacheBreakpoint, DocumentPart, ImagePart, Part, TextPart
+from sidecar.core.conversation import CacheBreakpoint, DocumentPart, ImagePart, Part, ReasoningPart, TextPart, ToolCall
 from sidecar.core.kinds import FinishReason
+from sidecar.providers.formats.bedrock_converse.shapes import AssistantBlock, ReasoningText
 from sidecar.providers.formats.chat import compact_json
 
 __all__ = [
@@ -62,18 +61,16 @@ __all__ = [
     "FINISH_NAMES",
     "FORMAT_NAME",
     "IMAGE_FORMATS",
-    "RAW_ARGUMENTS",
     "REFUSAL_TEXT",
     "SERVICE",
     "SIDECAR_KEYS",
     "arguments_of",
-    "b64",
     "cache_point",
     "content_block",
-    "default_name",
     "exception_event",
-    "input_of",
     "is_exception",
+    "reasoning_blocks",
+    "tool_use_blocks",
     "url_format",
 ]
 
@@ -171,6 +168,23 @@ def arguments_of(value: Any) -> str:
     if isinstance(value, dict) and list(value) == [RAW_ARGUMENTS] and isinstance(value[RAW_ARGUMENTS], str):
         return str(value[RAW_ARGUMENTS])
     return compact_json(value if value is not None else {})
+
+
+def reasoning_blocks(parts: Iterable[ReasoningPart]) -> list[AssistantBlock]:
+    """An assistant turn's reasoning as its first blocks, byte-identical (a part with nothing in it: none)."""
+    out: list[AssistantBlock] = []
+    for r in parts:
+        if r.redacted_data:
+            out.append({"reasoningContent": {"redactedContent": r.redacted_data}})
+        elif r.text or r.signature:
+            text: ReasoningText = {"text": r.text, "signature": r.signature} if r.signature else {"text": r.text}
+            out.append({"reasoningContent": {"reasoningText": text}})
+    return out
+
+
+def tool_use_blocks(calls: Iterable[ToolCall]) -> list[AssistantBlock]:
+    """An assistant turn's tool calls as its last blocks."""
+    return [{"toolUse": {"toolUseId": c.id, "name": c.name, "input": input_of(c.arguments_json)}} for c in calls]
 
 
 def cache_point(cache: CacheBreakpoint) -> dict[str, Any]:
