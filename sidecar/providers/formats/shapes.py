@@ -39,6 +39,7 @@ _RULES: Mapping[str, str] = {
     "dict_type": "a JSON object",
     "typed_dict_type": "a JSON object",
     "model_type": "a JSON object",
+    "model_attributes_type": "a JSON object",
     "list_type": "a list",
     "none_required": "null",
 }
@@ -86,19 +87,19 @@ def _refusal(errors: list[ErrorDetails], body: Any, at: str) -> InvalidInput:
 
 def _path(loc: tuple[int | str, ...], body: Any) -> tuple[int | str, ...]:
     """The steps of ``loc`` that are the body's own keys and indices (pydantic adds the names of a union's
-    members and a tagged union's tags, which the caller never wrote)."""
-    steps: list[int | str] = []
-    value = body
-    for step in loc:
-        keyed = isinstance(value, Mapping) and isinstance(step, str) and step in value
-        if keyed or (isinstance(value, list) and isinstance(step, int) and 0 <= step < len(value)):
-            value = value[step]
-        elif isinstance(value, Mapping) and isinstance(step, str) and step == loc[-1]:
-            pass  # a missing key: named, though the body has none
-        else:
-            continue
-        steps.append(step)
-    return tuple(steps)
+    members and a tagged union's tags, which the caller never wrote). A tag that is also a key of its object
+    (a text block's tag "text") is read both ways: the reading that follows more of ``loc`` is the path."""
+    if not loc:
+        return ()
+    step, rest = loc[0], loc[1:]
+    keyed = isinstance(body, Mapping) and isinstance(step, str) and step in body
+    if keyed or (isinstance(body, list) and isinstance(step, int) and 0 <= step < len(body)):
+        taken = (step, *_path(rest, body[step]))
+        skipped = _path(rest, body) if keyed else ()
+        return taken if len(taken) >= len(skipped) else skipped
+    if isinstance(body, Mapping) and isinstance(step, str) and not rest:
+        return (step,)  # a missing key: named, though the body has none
+    return _path(rest, body)
 
 
 def _written(steps: tuple[int | str, ...], at: str) -> str:
