@@ -88,7 +88,8 @@ def _refusal(errors: list[ErrorDetails], body: Any, at: str) -> InvalidInput:
 def _path(loc: tuple[int | str, ...], body: Any) -> tuple[int | str, ...]:
     """The steps of ``loc`` that are the body's own keys and indices (pydantic adds the names of a union's
     members and a tagged union's tags, which the caller never wrote). A tag that is also a key of its object
-    (a text block's tag "text") is read both ways: the reading that follows more of ``loc`` is the path."""
+    (a text block's tag "text") is read both ways: the reading that follows more of ``loc`` is the path, and
+    the tag's on a tie."""
     if not loc:
         return ()
     step, rest = loc[0], loc[1:]
@@ -96,7 +97,8 @@ def _path(loc: tuple[int | str, ...], body: Any) -> tuple[int | str, ...]:
     if keyed or (isinstance(body, list) and isinstance(step, int) and 0 <= step < len(body)):
         taken = (step, *_path(rest, body[step]))
         skipped = _path(rest, body) if keyed else ()
-        return taken if len(taken) >= len(skipped) else skipped
+        tag = keyed and step in body.values()
+        return skipped if len(skipped) > len(taken) or (tag and len(skipped) == len(taken)) else taken
     if isinstance(body, Mapping) and isinstance(step, str) and not rest:
         return (step,)  # a missing key: named, though the body has none
     return _path(rest, body)

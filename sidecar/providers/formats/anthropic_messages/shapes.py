@@ -22,10 +22,10 @@ provider's reply tolerantly (a key of the wrong type is skipped), so it reads th
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import Field
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 __all__ = [
     "AssistantBlock",

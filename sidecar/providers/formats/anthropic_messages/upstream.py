@@ -517,7 +517,7 @@ def _streamed_arguments(joined: str) -> str:
 
 def _message(m: Message) -> tuple[str, list[dict[str, Any]]]:
     if m.role == Role.ASSISTANT:
-        blocks = [reasoning_block(r) for r in m.reasoning]  # first, as the API wants them back
+        blocks: list[dict[str, Any]] = [dict(reasoning_block(r)) for r in m.reasoning]  # first, as the API wants
         blocks += [_block(p) for p in m.content]
         for c in m.tool_calls:
             call = {"type": "tool_use", "id": c.id, "name": c.name, "input": input_of(c.arguments_json)}

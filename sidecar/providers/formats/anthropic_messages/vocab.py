@@ -44,6 +44,7 @@ from typing import Any
 from sidecar.core.conversation import CacheBreakpoint, DocumentPart, ImagePart, Part, ReasoningPart, TextPart
 from sidecar.core.kinds import FinishReason
 from sidecar.core.rate_budget import Allowance, Budget
+from sidecar.providers.formats.anthropic_messages.shapes import RedactedThinkingBlock, ThinkingBlock
 from sidecar.providers.formats.chat import EMPTY_PARAMETERS
 
 __all__ = [
@@ -279,7 +280,7 @@ def content_block(part: Part) -> dict[str, Any]:
     return block
 
 
-def reasoning_block(r: ReasoningPart) -> dict[str, Any]:
+def reasoning_block(r: ReasoningPart) -> ThinkingBlock | RedactedThinkingBlock:
     """A reasoning part as a thinking block (or a redacted_thinking one), its text and signature as they are."""
     if r.redacted_data:
         return {"type": "redacted_thinking", "data": r.redacted_data}
