@@ -92,34 +92,8 @@ from sidecar.core.conversation import (
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta
 from sidecar.core.taxonomy import InvalidInput
-from sidecar.providers.formats.anthropic_messages.shapes import (
-    Base64PDFSourceParam,
-    CacheControlEphemeralParam,
-    DocumentBlockParam,
-    ImageBlockParam,
-    JSONOutputFormatParam,
-    MessageCreateParams,
-    MessageReply,
-    MetadataParam,
-    OutputConfigParam,
-    PlainTextSourceParam,
-    RedactedThinkingBlockParam,
-    ReplyBlock,
-    TextBlockParam,
-    ThinkingBlockParam,
-    ThinkingConfigAdaptiveParam,
-    ThinkingConfigDisabledParam,
-    ThinkingConfigEnabledParam,
-    ToolChoiceAnyParam,
-    ToolChoiceAutoParam,
-    ToolChoiceNoneParam,
-    ToolChoiceToolParam,
-    ToolParam,
-    ToolResultBlockParam,
-    ToolUseBlockParam,
-    URLSourceParam,
-    UsageReply,
-)
+from sidecar.providers.formats.anthropic_messages import shapes
+from sidecar.providers.formats.anthropic_messages.shapes import MessageCreateParams, MessageReply, ReplyBlock, by_tag
 from sidecar.providers.formats.anthropic_messages.vocab import (
     API_KEY_HEADER,
     CACHE_TYPE,
@@ -264,11 +238,14 @@ def stop_reason(reply: ChatReply) -> str:
     return FINISH_NAMES.get(reply.finish, "end_turn")
 
 
-def _usage(reply: ChatReply) -> UsageReply:
+def _usage(reply: ChatReply) -> shapes.UsageReply:
     """Anthropic's usage: input_tokens without the cache's (the core's input_tokens counts them all); the
     cache's and the thinking's counts when there are any."""
     cached = reply.cache_read_input_tokens + reply.cache_write_input_tokens
-    usage: UsageReply = {"input_tokens": max(reply.input_tokens - cached, 0), "output_tokens": reply.output_tokens}
+    usage: shapes.UsageReply = {
+        "input_tokens": max(reply.input_tokens - cached, 0),
+        "output_tokens": reply.output_tokens,
+    }
     if cached:
         usage["cache_creation_input_tokens"] = reply.cache_write_input_tokens
         usage["cache_read_input_tokens"] = reply.cache_read_input_tokens
@@ -386,33 +363,14 @@ class EventWriter:
 _SHAPE = Shape(MessageCreateParams)
 _KEYS = declared(MessageCreateParams)
 """The request keys the front interprets (the module's table): any other is carried."""
-_BLOCK_KEYS: Mapping[str, frozenset[str]] = {
-    "text": declared(TextBlockParam),
-    "image": declared(ImageBlockParam),
-    "document": declared(DocumentBlockParam),
-    "tool_result": declared(ToolResultBlockParam),
-    "tool_use": declared(ToolUseBlockParam),
-    "thinking": declared(ThinkingBlockParam),
-    "redacted_thinking": declared(RedactedThinkingBlockParam),
-}
-_SOURCE_KEYS: Mapping[str, frozenset[str]] = {
-    "base64": declared(Base64PDFSourceParam),
-    "text": declared(PlainTextSourceParam),
-    "url": declared(URLSourceParam),
-}
-_CHOICES: Mapping[str, tuple[str, frozenset[str]]] = {
-    "auto": ("auto", declared(ToolChoiceAutoParam)),
-    "any": ("required", declared(ToolChoiceAnyParam)),
-    "none": ("none", declared(ToolChoiceNoneParam)),
-    "tool": ("tool", declared(ToolChoiceToolParam)),
-}
-"""A tool_choice's type: the core's mode, and the keys that type has."""
-_CHOICE_KEYS = frozenset().union(*(keys for _, keys in _CHOICES.values()))
-_THINKING_KEYS: Mapping[str, frozenset[str]] = {
-    "enabled": declared(ThinkingConfigEnabledParam),
-    "adaptive": declared(ThinkingConfigAdaptiveParam),
-    "disabled": declared(ThinkingConfigDisabledParam),
-}
+_BLOCK_KEYS = by_tag(shapes.UserBlock | shapes.AssistantBlock)
+_SOURCE_KEYS = by_tag(shapes.Source)
+_CHOICE_KEYS = by_tag(shapes.ToolChoiceParam)
+_EVERY_CHOICE_KEY = frozenset().union(*_CHOICE_KEYS.values())
+_CHOICES = {"auto": "auto", "any": "required", "none": "none", "tool": "tool"}
+_THINKING_KEYS = by_tag(shapes.ThinkingConfigParam)
+_CACHE_KEYS = declared(shapes.CacheControlEphemeralParam)
+_TOOL_KEYS = declared(shapes.ToolParam)
 
 
 def parse_request(body: Mapping[str, Any]) -> ModelRequest:
@@ -433,10 +391,10 @@ def parse_request(body: Mapping[str, Any]) -> ModelRequest:
         own = kept(FORMAT_NAME, m, ("role", "content"), where)
         messages.extend(_carrying(read(cast(list[Any], blocks), where, names), own))
     output = typed.get("output_config") or {}
-    unknown.take(output, declared(OutputConfigParam), "output_config")
+    unknown.take(output, declared(shapes.OutputConfigParam), "output_config")
     wanted = output.get("format")
     if wanted is not None:  # rendered as the system prompt's schema: nothing rendered to carry its keys in
-        refuse_unknown(wanted, declared(JSONOutputFormatParam), "output_config.format")
+        refuse_unknown(wanted, declared(shapes.JSONOutputFormatParam), "output_config.format")
     return ModelRequest(
         model=typed["model"],
         messages=tuple(messages),
@@ -469,7 +427,7 @@ def _carrying(messages: list[Message], carried: Carried | None) -> list[Message]
     return [replace(messages[0], carried=carried), *messages[1:]]
 
 
-def _system(value: str | list[TextBlockParam] | None) -> tuple[str, CacheBreakpoint | None]:
+def _system(value: str | list[shapes.TextBlockParam] | None) -> tuple[str, CacheBreakpoint | None]:
     """The system prompt's text, and the breakpoint on its last block (the core joins the blocks into one
     string: their keys it does not read are refused, as is a breakpoint before the last)."""
     if not isinstance(value, list):
@@ -485,9 +443,6 @@ def _system(value: str | list[TextBlockParam] | None) -> tuple[str, CacheBreakpo
                 raise InvalidInput(f"system[{j}].cache_control", shown(marked), rule, as_sent=True)
             cache = CacheBreakpoint(marked.get("ttl") or "")
     return "".join(block["text"] for block in value), cache
-
-
-_CACHE_KEYS = declared(CacheControlEphemeralParam)
 
 
 def _cache(block: Mapping[str, Any], unknown: Unknown) -> CacheBreakpoint | None:
@@ -633,7 +588,7 @@ def _tool_result(block: Mapping[str, Any], where: str, names: dict[str, str]) ->
     return ToolCallResult(call_id, text, error, names.get(call_id, ""), tuple(parts), unknown.carried(where))
 
 
-def _tool(t: ToolParam, where: str) -> ToolDefinition:
+def _tool(t: shapes.ToolParam, where: str) -> ToolDefinition:
     unknown = Unknown(FORMAT_NAME)
     unknown.take(t, _TOOL_KEYS)
     schema = t.get("input_schema")
@@ -642,15 +597,12 @@ def _tool(t: ToolParam, where: str) -> ToolDefinition:
     return ToolDefinition(t["name"], t.get("description") or "", params, cache, t.get("strict"), unknown.carried(where))
 
 
-_TOOL_KEYS = declared(ToolParam)
-
-
 def _controls(
-    body: MessageCreateParams, output: OutputConfigParam, system_cache: CacheBreakpoint | None, unknown: Unknown
+    body: MessageCreateParams, output: shapes.OutputConfigParam, system_cache: CacheBreakpoint | None, unknown: Unknown
 ) -> Controls:
     choice, parallel = _tool_choice(body.get("tool_choice"), unknown)
     metadata = body.get("metadata") or {}
-    unknown.take(metadata, declared(MetadataParam), "metadata")
+    unknown.take(metadata, declared(shapes.MetadataParam), "metadata")
     return Controls(
         reasoning=_reasoning(body.get("thinking"), output.get("effort"), unknown),
         tool_choice=choice,
@@ -666,10 +618,10 @@ def _controls(
 def _tool_choice(value: Mapping[str, Any] | None, unknown: Unknown) -> tuple[ToolChoice | None, bool | None]:
     if value is None:
         return None, None
-    mode, keys = _CHOICES[value["type"]]
-    unknown.take(value, _CHOICE_KEYS, "tool_choice")
-    own = {k: v for k, v in value.items() if k in _CHOICE_KEYS}  # a key of another type: none of this one
-    refuse_unknown(own, keys, "tool_choice")
+    mode = _CHOICES[value["type"]]
+    unknown.take(value, _EVERY_CHOICE_KEY, "tool_choice")
+    own = {k: v for k, v in value.items() if k in _EVERY_CHOICE_KEY}  # a key another type has: this one has none
+    refuse_unknown(own, _CHOICE_KEYS[value["type"]], "tool_choice")
     name = value.get("name") or ""
     if mode == "tool" and not name:
         raise InvalidInput("tool_choice.name", shown(name), "must name the tool to call", as_sent=True)

@@ -22,10 +22,12 @@ provider's reply tolerantly (a key of the wrong type is skipped), so it reads th
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired, get_args, get_type_hints
 
 from pydantic import Field
 from typing_extensions import TypedDict
+
+from sidecar.providers.formats.shapes import declared
 
 __all__ = [
     "AssistantBlock",
@@ -39,6 +41,7 @@ __all__ = [
     "ToolResultBlockParam",
     "UsageReply",
     "UserBlock",
+    "by_tag",
 ]
 
 # ---------------------------------------------------------------------------- the request
@@ -99,6 +102,9 @@ class ToolResultBlockParam(TypedDict):
     content: NotRequired[str | list[Annotated[TextBlockParam | ImageBlockParam, Field(discriminator="type")]] | None]
     is_error: NotRequired[bool | None]
     cache_control: NotRequired[CacheControlEphemeralParam | None]
+
+
+Source = Base64ImageSourceParam | Base64PDFSourceParam | PlainTextSourceParam | URLSourceParam
 
 
 class ToolUseBlockParam(TypedDict):
@@ -210,6 +216,11 @@ class MessageCreateParams(TypedDict):
     thinking: NotRequired[Annotated[ThinkingConfigParam, Field(discriminator="type")] | None]
     output_config: NotRequired[OutputConfigParam | None]
     stream: NotRequired[bool | None]
+
+
+def by_tag(union: Any, tag: str = "type") -> dict[str, frozenset[str]]:
+    """The keys each member of a tagged union declares, by the value of its tag."""
+    return {get_args(get_type_hints(member)[tag])[0]: declared(member) for member in get_args(union)}
 
 
 # ---------------------------------------------------------------------------- the reply

@@ -96,7 +96,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any
 
 from sidecar.core.conversation import (
     Controls,
@@ -139,7 +139,7 @@ from sidecar.providers.formats.anthropic_messages.vocab import (
     reasoning_block,
     render_tool,
 )
-from sidecar.providers.formats.carried import CONTROLS, merge_carried, plain, refuse_uncarried
+from sidecar.providers.formats.carried import FEATURES, merge_carried, plain, refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault, compact_json, with_schema
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.options import merge_options, options_for
@@ -152,27 +152,20 @@ MESSAGES_PATH = "/v1/messages"
 _UNCARRIED = frozenset({"seed", "presence_penalty", "frequency_penalty"})
 """The controls Anthropic has no field for."""
 _CHOICE_TYPES = {"auto": "auto", "none": "none", "required": "any", "tool": "tool"}
+_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "thinking_tokens",
+)
+"""A usage's counts (``thinking_tokens`` under ``output_tokens_details``)."""
 
 
 class AnthropicUpstream:
     """The sidecar as a Messages client (the module's tables)."""
 
-    carries: frozenset[str] = frozenset(
-        {
-            "parts.text",
-            "parts.image",
-            "parts.document",
-            "parts.document_url",
-            "parts.text_document",
-            "parts.cache",
-            "tool_results.parts",
-            "tool_results.image",
-            "reasoning.history",
-            "tools.cache",
-            "tools.strict",
-            *(c for c in CONTROLS if c not in _UNCARRIED),
-        }
-    )
+    carries = frozenset(FEATURES) - _UNCARRIED
     """Every feature but the controls Anthropic has no field for (seed, presence and frequency penalties)."""
 
     def check(self, request: ModelRequest, model_id: str) -> None:
@@ -264,40 +257,7 @@ class AnthropicUpstream:
         return AnthropicStream()
 
     def parse(self, body: dict[str, Any]) -> ChatReply:
-        texts: list[str] = []
-        calls: list[ToolCall] = []
-        reasoning: list[ReasoningPart] = []
-        for block in body.get("content") or []:
-            kind = block.get("type")
-            if kind == "text":
-                texts.append(str(block.get("text", "")))
-            elif kind == "tool_use":
-                calls.append(
-                    ToolCall(
-                        id=str(block.get("id", "")),
-                        name=str(block.get("name", "")),
-                        arguments_json=arguments_of(block.get("input")),
-                    )
-                )
-            elif kind == "thinking":
-                text, signature = text_or_empty(block.get("thinking")), text_or_empty(block.get("signature"))
-                reasoning.append(ReasoningPart(text, signature, format=FORMAT_NAME))
-            elif kind == "redacted_thinking":
-                reasoning.append(ReasoningPart(redacted_data=text_or_empty(block.get("data")), format=FORMAT_NAME))
-        raw_finish = str(body.get("stop_reason") or "")
-        tokens = _Tokens()
-        tokens.read(body.get("usage"))
-        return ChatReply(
-            text="".join(texts),
-            tool_calls=calls,
-            finish=FINISH.get(raw_finish, FinishReason.UNSPECIFIED),
-            raw_finish=raw_finish,
-            refusal=("".join(texts) or REFUSAL_TEXT) if raw_finish == "refusal" else None,
-            response_model=str(body.get("model") or ""),
-            response_id=str(body.get("id") or ""),
-            reasoning=reasoning,
-            **tokens.fields(),
-        )
+        return AnthropicStream().whole(body)
 
     def classify(
         self,
@@ -334,42 +294,6 @@ def error_refusal(body: str) -> tuple[str, str] | None:
     return None
 
 
-class _TokenFields(TypedDict):
-    input_tokens: int
-    output_tokens: int
-    cache_read_input_tokens: int
-    cache_write_input_tokens: int
-    reasoning_tokens: int
-
-
-class _Tokens:
-    """A reply's usage as Anthropic counts it (input without the cache's), kept as the core counts it."""
-
-    def __init__(self) -> None:
-        self.input = self.output = self.cache_read = self.cache_write = self.thinking = 0
-
-    def read(self, usage: Any) -> None:
-        """A usage object's counts; one it leaves out keeps the value before (message_start's)."""
-        if not isinstance(usage, dict):
-            return
-        self.input = count(usage.get("input_tokens")) or self.input
-        self.output = count(usage.get("output_tokens")) or self.output
-        self.cache_read = count(usage.get("cache_read_input_tokens")) or self.cache_read
-        self.cache_write = count(usage.get("cache_creation_input_tokens")) or self.cache_write
-        details = usage.get("output_tokens_details")
-        if isinstance(details, dict):
-            self.thinking = count(details.get("thinking_tokens")) or self.thinking
-
-    def fields(self) -> _TokenFields:
-        return {
-            "input_tokens": self.input + self.cache_read + self.cache_write,
-            "output_tokens": self.output,
-            "cache_read_input_tokens": self.cache_read,
-            "cache_write_input_tokens": self.cache_write,
-            "reasoning_tokens": self.thinking,
-        }
-
-
 class AnthropicStream:
     """One streamed Messages reply, event by event (the table of the module)."""
 
@@ -382,7 +306,8 @@ class AnthropicStream:
         self._reasoning: list[tuple[list[str], list[str], str]] = []
         """Each reasoning part: its text pieces, its signature (the last one sent), its redacted data."""
         self._finish: str | None = None
-        self._tokens = _Tokens()
+        self._usage = dict.fromkeys(_COUNTS, 0)
+        """The usage's counts, as Anthropic counts them (input without the cache's)."""
         self.model = ""
         """The model the stream says wrote it, as far as read."""
         self._id = ""
@@ -417,7 +342,7 @@ class AnthropicStream:
             return
         self._id = text_or_empty(message.get("id"))
         self.model = text_or_empty(message.get("model"))
-        self._tokens.read(message.get("usage"))
+        self._read_usage(message.get("usage"))
 
     def _block_start(self, body: dict[str, Any]) -> list[Delta]:
         index, block = body.get("index"), body.get("content_block")
@@ -481,13 +406,32 @@ class AnthropicStream:
         delta = body.get("delta")
         if isinstance(delta, dict) and delta.get("stop_reason"):
             self._finish = str(delta["stop_reason"])
-        self._tokens.read(body.get("usage"))
+        self._read_usage(body.get("usage"))
+
+    def _read_usage(self, usage: Any) -> None:
+        """A usage object's counts; one it leaves out keeps the value before (message_start's)."""
+        if not isinstance(usage, dict):
+            return
+        details = usage.get("output_tokens_details")
+        told = {**usage, **details} if isinstance(details, dict) else usage
+        for key, before in self._usage.items():
+            self._usage[key] = count(told.get(key)) or before
+
+    def whole(self, body: dict[str, Any]) -> ChatReply:
+        """A whole reply: its content blocks read as a stream's (a tool call's ``input`` its one fragment)."""
+        self._start(body)
+        for index, block in enumerate(body.get("content") or ()):
+            self._block_start({"index": index, "content_block": block})
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                self._calls[-1][2].append(arguments_of(block.get("input")))
+        return self._reply(str(body.get("stop_reason") or ""))
 
     def reply(self) -> ChatReply | None:
-        if self._finish is None:
-            return None
-        text = "".join(self._text)
-        raw_finish = self._finish
+        return None if self._finish is None else self._reply(self._finish)
+
+    def _reply(self, raw_finish: str) -> ChatReply:
+        text, usage = "".join(self._text), self._usage
+        cache_read, cache_write = usage["cache_read_input_tokens"], usage["cache_creation_input_tokens"]
         return ChatReply(
             text=text,
             tool_calls=[ToolCall(i, n, _streamed_arguments("".join(parts))) for i, n, parts in self._calls],
@@ -500,7 +444,11 @@ class AnthropicStream:
                 ReasoningPart("".join(texts), signatures[-1] if signatures else "", redacted, FORMAT_NAME)
                 for texts, signatures, redacted in self._reasoning
             ],
-            **self._tokens.fields(),
+            input_tokens=usage["input_tokens"] + cache_read + cache_write,
+            output_tokens=usage["output_tokens"],
+            cache_read_input_tokens=cache_read,
+            cache_write_input_tokens=cache_write,
+            reasoning_tokens=usage["thinking_tokens"],
         )
 
 
