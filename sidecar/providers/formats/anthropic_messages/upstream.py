@@ -1,30 +1,18 @@
 """The Anthropic Messages upstream, whole and streamed.
 
-``AnthropicUpstream.body`` renders a ChatRequest (``front.py`` reads one back: its inverse)::
+``AnthropicUpstream.body`` renders a ChatRequest as ``shapes.MessageCreateParams`` (``front.py`` reads it
+back: its table, inverted), with what is the upstream's own::
 
     core (ChatRequest)                          Anthropic body
-    system                                      "system": a string; with ``system_cache``, one text block
-                                                with its cache_control
+    system with ``system_cache``                one text block with its cache_control
     response schema                             appended to system: "\\n\\n" JSON_INSTRUCTION "\\n" compact schema
-    Message(USER, text | parts)                 {"role": "user", "content": [text, image, document blocks]}
-                                                (``vocab.content_block``: each part, its cache_control)
-    Message(ASSISTANT, reasoning, text | parts, {"role": "assistant", "content": [thinking / redacted_thinking
-            tool_calls)                         blocks first (byte-identical), text, {"type": "tool_use", input}]}
-                                                (arguments that are not JSON: input {"_raw": text})
-    Message(TOOL, tool_results)                 {"role": "user", "content": [{"type": "tool_result", tool_use_id,
-                                                content (a string, or text and image blocks), is_error}]}
+    parts, reasoning, tool calls and results    blocks (``vocab.content_block``); reasoning first, byte-identical
     consecutive messages of one role            merged into one (the API wants roles to alternate)
-    tools (tools.strict)                        [{name, description, input_schema, cache_control?, strict?}]
-    max_tokens, temperature                     max_tokens, temperature
-    tool_choice auto | none | required | tool   tool_choice {"type": "auto" | "none" | "any" | "tool", name}
     parallel_tool_calls                         tool_choice.disable_parallel_tool_use (its opposite; with no
                                                 tool choice: {"type": "auto", ...})
-    stop, top_p, top_k                          stop_sequences, top_p, top_k
-    end_user                                    metadata.user_id
-    reasoning.budget_tokens                     thinking {"type": "enabled", "budget_tokens"} as given
-    reasoning.effort low | medium | high        thinking {"type": "adaptive"}, output_config {"effort"}:
-                                                Anthropic's own effort levels (no "minimal": refused)
+    reasoning.budget_tokens | effort            thinking enabled with it | adaptive with output_config.effort
     provider_options_json {"anthropic": {...}}  that object's keys merged into the body (``provider_options``)
+    each element's carried keys                 merged back where they were (``carried.merge_carried``)
 
 Not carried, so refused by name before sending (``carried.refuse_uncarried``): seed, presence_penalty,
 frequency_penalty. ``check`` then refuses, as INVALID_INPUT naming the field and the rule, what
@@ -49,45 +37,28 @@ Anthropic's API refuses::
 A budget the request does not bound (no max_output_tokens: the model's default budget is known only
 when the body is rendered) is checked by ``body`` too, before anything is sent.
 
-A reply (``parse``)::
+A reply is read as ``front.render`` and ``front.EventWriter`` write it (``shapes.MessageReply``), tolerantly:
+a key of another type is skipped, a block or event of a type not read (server tools ...) is ignored, and
+its deltas too, as the API asks of clients. A whole reply's blocks are read as a stream's
+(``AnthropicStream.whole``)::
 
-    content                 text blocks -> text; tool_use -> tool calls; thinking {thinking, signature}
-                            and redacted_thinking {data} -> reasoning (format "anthropic"), as sent
-    usage                   input_tokens + cache_read_input_tokens + cache_creation_input_tokens -> input
-                            (the core counts every input token); the cache's two -> cache read / write;
-                            output_tokens_details.thinking_tokens -> reasoning tokens
+    read                                        becomes
+    message_start / the reply: id, model, usage the reply's id, model, tokens (input + the cache's two:
+                                                the core counts every input token; thinking_tokens ->
+                                                reasoning tokens); a count left out keeps the one before
+    text block, text_delta                      TextDelta
+    tool_use block, input_json_delta            ToolCallDelta (numbered among the reply's calls, from 0);
+                                                the arguments are the fragments joined, re-serialized as
+                                                a whole reply's ``input`` ({"_raw": text}: the text)
+    thinking / redacted_thinking block,         ReasoningDelta (numbered among the reply's reasoning
+      thinking_delta, signature_delta             parts), format "anthropic"
+    message_delta, message_stop                 the finish (``vocab.FINISH``) and tokens; the end marker
+    error event; data not a JSON object         StreamFault with the error body; StreamFault (garbled)
 
-A stream (``"stream": true``) is named events, read by ``AnthropicStream``::
-
-    event                 data                                       becomes
-    message_start         message: id, model, usage (input, cache)    the reply's id, model, tokens
-    content_block_start   text block (its text, if any)               TextDelta
-                          tool_use block: id, name                    ToolCallDelta (the call numbered among
-                                                                      the reply's tool calls, from 0)
-                          thinking block (its text, signature)        ReasoningDelta (numbered among the
-                                                                      reply's reasoning parts, from 0)
-                          redacted_thinking block: data               ReasoningDelta with the data
-                          any other block (server tools ...)          ignored, and its deltas too
-    content_block_delta   text_delta                                  TextDelta
-                          input_json_delta (partial_json)             ToolCallDelta: an arguments fragment
-                          thinking_delta (thinking)                   ReasoningDelta: text
-                          signature_delta (signature)                 ReasoningDelta: the signature, whole
-    content_block_stop    -                                           -
-    message_delta         delta.stop_reason, usage (output, input,    the reply's finish and tokens
-                          cache, thinking tokens)
-    message_stop          -                                           the end marker
-    ping                  -                                           -
-    error                 {"type": "error", "error": {...}}           StreamFault with the error body
-    not JSON, not an object                                           StreamFault (garbled)
-    any other event, an event with no data                            ignored, as the API asks of clients
-
-A tool call's arguments are its ``input`` as JSON (``{"_raw": text}``: the text, as the front renders
-arguments that are not JSON); streamed, the fragments joined, re-serialized like a whole reply's
-``input`` (so a streamed reply and a whole one are the same reply). Error answers (and a stream's
-``error`` events) are a content-policy refusal first, whatever the status: an error whose message says
-"content filtering policy" (Anthropic's "Output blocked by content filtering policy") is
-PROVIDER_REFUSAL, category ``content_filter``, never retried (``error_refusal``); every other is
-classified by ``providers.errors.classify_response``.
+Error answers (and a stream's ``error`` events) are a content-policy refusal first, whatever the status: an
+error whose message says "content filtering policy" (Anthropic's "Output blocked by content filtering
+policy") is PROVIDER_REFUSAL, category ``content_filter``, never retried (``error_refusal``); every other
+is classified by ``providers.errors.classify_response``.
 """
 
 from __future__ import annotations
@@ -117,6 +88,7 @@ from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.providers.errors import Target, classify_response, refused
+from sidecar.providers.formats.anthropic_messages.shapes import MessageCreateParams
 from sidecar.providers.formats.anthropic_messages.vocab import (
     API_KEY_HEADER,
     DEFAULT_VERSION,
@@ -127,7 +99,6 @@ from sidecar.providers.formats.anthropic_messages.vocab import (
     MIN_THINKING_BUDGET,
     PDF,
     REFUSAL_TEXT,
-    SIDECAR_KEYS,
     THINKING_TOP_P,
     VERSION_HEADER,
     arguments_of,
@@ -144,11 +115,14 @@ from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault, 
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.options import merge_options, options_for
 from sidecar.providers.formats.protocol import SSE
+from sidecar.providers.formats.shapes import declared
 
 __all__ = ["MESSAGES_PATH", "AnthropicStream", "AnthropicUpstream", "error_refusal", "provider_options"]
 
 MESSAGES_PATH = "/v1/messages"
 """Below the provider's base URL (``https://api.anthropic.com``)."""
+_SIDECAR_KEYS = declared(MessageCreateParams)
+"""The body's keys the sidecar sets from the request's own fields: provider options may not set them."""
 _UNCARRIED = frozenset({"seed", "presence_penalty", "frequency_penalty"})
 """The controls Anthropic has no field for."""
 _CHOICE_TYPES = {"auto": "auto", "none": "none", "required": "any", "tool": "tool"}
@@ -250,7 +224,7 @@ class AnthropicUpstream:
         body.update(_controls(controls, request.max_tokens))
         if stream:
             body["stream"] = True
-        merge_options(body, provider_options(controls.provider_options_json), FORMAT_NAME, SIDECAR_KEYS)
+        merge_options(body, provider_options(controls.provider_options_json), FORMAT_NAME, _SIDECAR_KEYS)
         return merge_carried(body, request.carried, FORMAT_NAME)
 
     def stream_decoder(self) -> AnthropicStream:
@@ -525,7 +499,7 @@ def _controls(c: Controls, max_tokens: int) -> dict[str, Any]:
 
 def provider_options(raw: str) -> dict[str, Any]:
     """The keys ``provider_options_json`` sets for this format (its ``"anthropic"`` object, ``formats.options``)."""
-    return options_for(raw, FORMAT_NAME, SIDECAR_KEYS)
+    return options_for(raw, FORMAT_NAME, _SIDECAR_KEYS)
 
 
 # ---------------------------------------------------------------------------- Anthropic's rules

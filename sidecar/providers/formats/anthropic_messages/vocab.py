@@ -62,7 +62,6 @@ __all__ = [
     "RATE_LIMIT_HEADERS",
     "RAW_ARGUMENTS",
     "REFUSAL_TEXT",
-    "SIDECAR_KEYS",
     "TEXT_PLAIN",
     "THINKING_TOP_P",
     "VERSION_HEADER",
@@ -85,6 +84,7 @@ DEFAULT_VERSION = "2023-06-01"
 RAW_ARGUMENTS = "_raw"
 """The one key of a tool_use input that carries arguments that were not JSON, as written."""
 REFUSAL_TEXT = "the model declined to answer"
+"""A refusal's explanation when the model wrote none."""
 CACHE_TYPE = "ephemeral"
 """The one kind of ``cache_control`` there is."""
 MAX_CACHE_BREAKPOINTS = 4
@@ -97,26 +97,6 @@ EFFORTS = ("low", "medium", "high")
 """The core's effort levels Anthropic has (``output_config.effort``; it has no "minimal")."""
 PDF = "application/pdf"
 TEXT_PLAIN = "text/plain"
-SIDECAR_KEYS = frozenset(
-    {
-        "model",
-        "messages",
-        "max_tokens",
-        "stream",
-        "system",
-        "tools",
-        "tool_choice",
-        "temperature",
-        "top_p",
-        "top_k",
-        "stop_sequences",
-        "metadata",
-        "thinking",
-        "output_config",
-    }
-)
-"""The body's keys the sidecar sets from the request's own fields: provider options may not set them."""
-"""A refusal's explanation when the model wrote none."""
 RATE_LIMIT_HEADERS = (
     "anthropic-ratelimit-requests-limit",
     "anthropic-ratelimit-requests-remaining",
