@@ -70,7 +70,7 @@ def declared(shape: Any) -> frozenset[str]:
 
 def _refusal(errors: list[ErrorDetails], body: Any, at: str) -> InvalidInput:
     """The deepest error as INVALID_INPUT; a value several members of a union refused: their rules joined."""
-    found = [(_path(e["loc"], body), e) for e in errors]
+    found = [(_path(e["loc"], body, missing=e["type"] == "missing"), e) for e in errors]
     deepest = max(len(steps) for steps, _ in found)
     steps, first = next((s, e) for s, e in found if len(s) == deepest)
     rules = list(dict.fromkeys(_rule(e) for s, e in found if s == steps))
@@ -85,7 +85,7 @@ def _refusal(errors: list[ErrorDetails], body: Any, at: str) -> InvalidInput:
     return InvalidInput(path or "body", value, "; ".join(rules), as_sent=True)
 
 
-def _path(loc: tuple[int | str, ...], body: Any) -> tuple[int | str, ...]:
+def _path(loc: tuple[int | str, ...], body: Any, *, missing: bool) -> tuple[int | str, ...]:
     """The steps of ``loc`` that are the body's own keys and indices (pydantic adds the names of a union's
     members and a tagged union's tags, which the caller never wrote). A tag that is also a key of its object
     (a text block's tag "text") is read both ways: the reading that follows more of ``loc`` is the path, and
@@ -95,13 +95,13 @@ def _path(loc: tuple[int | str, ...], body: Any) -> tuple[int | str, ...]:
     step, rest = loc[0], loc[1:]
     keyed = isinstance(body, Mapping) and isinstance(step, str) and step in body
     if keyed or (isinstance(body, list) and isinstance(step, int) and 0 <= step < len(body)):
-        taken = (step, *_path(rest, body[step]))
-        skipped = _path(rest, body) if keyed else ()
+        taken = (step, *_path(rest, body[step], missing=missing))
+        skipped = _path(rest, body, missing=missing) if keyed else ()
         tag = keyed and step in body.values()
         return skipped if len(skipped) > len(taken) or (tag and len(skipped) == len(taken)) else taken
-    if isinstance(body, Mapping) and isinstance(step, str) and not rest:
+    if missing and isinstance(body, Mapping) and isinstance(step, str) and not rest:
         return (step,)  # a missing key: named, though the body has none
-    return _path(rest, body)
+    return _path(rest, body, missing=missing)
 
 
 def _written(steps: tuple[int | str, ...], at: str) -> str:

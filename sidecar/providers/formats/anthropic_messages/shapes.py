@@ -14,6 +14,8 @@ sidecar reads a request otherwise than the SDK types it::
     blocks, sources, tools, thinking          those the core has a part or a field for (no server tool,
                                               search result, file source, or thinking between tools)
     output_config.effort                      the core's levels: low, medium, high
+    temperature, top_p, top_k                 read, though the SDK at this version types none of them (the
+                                              API's sampling parameters: callers send them, the core has them)
     max_tokens, thinking.budget_tokens        at least 1 (the API's own bounds are the upstream's ``check``)
 
 The reply shapes type what ``front.render`` and ``front.EventWriter`` write; ``upstream`` reads a
