@@ -7,7 +7,8 @@ front's one boundary names a wrong value by the caller's own path.
                                            TypedDicts, walked beside the shapes: a union's member found
                                            by its tag, ``type`` or ``role``)
     the reply follows the SDK              the same of the reply shapes against the SDK's ``Message``
-                                           (pydantic models), but for the sidecar's extension
+                                           and a stream's deltas (pydantic models), but for the
+                                           sidecar's extension
     a wrong type at each depth             through a running sidecar's Anthropic door, with the official
                                            SDK's client: a value of the wrong type at the body, a message,
                                            a block, a tool, a nested option is a 400 INVALID_INPUT naming
@@ -26,10 +27,10 @@ import httpx
 import pydantic
 import pytest
 import typing_extensions
-from anthropic.types import Message
+from anthropic.types import Message, RawContentBlockDeltaEvent
 from anthropic.types.message_create_params import MessageCreateParamsStreaming
 
-from sidecar.providers.formats.anthropic_messages.shapes import MessageCreateParams, MessageReply
+from sidecar.providers.formats.anthropic_messages.shapes import BlockDelta, MessageCreateParams, MessageReply
 from tests.conftest import Start
 from tests.test_http_openai import HTTP
 
@@ -112,6 +113,8 @@ def test_every_key_the_request_shapes_declare_is_the_sdks_at_the_same_place() ->
 
 def test_every_key_the_reply_shapes_declare_is_the_sdks_but_the_extension() -> None:
     assert _walk(MessageReply, [Message], "", EXTENSIONS) == []
+    deltas = _objects(RawContentBlockDeltaEvent.model_fields["delta"].annotation)
+    assert [m for delta in typing.get_args(BlockDelta) for m in _walk(delta, deltas, "delta", set())] == []
 
 
 def test_the_walk_finds_a_key_the_sdk_does_not_have() -> None:

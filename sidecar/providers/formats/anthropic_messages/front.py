@@ -296,6 +296,9 @@ class EventWriter:
         out.append(_event("content_block_start", index=self._index, content_block=block))
         return out
 
+    def _delta(self, body: shapes.BlockDelta) -> Sse:
+        return _event("content_block_delta", index=self._index, delta=body)
+
     def delta(self, delta: Delta) -> list[Sse]:
         if isinstance(delta, ReasoningDelta):
             return self._reasoning(delta)
@@ -303,38 +306,23 @@ class EventWriter:
         if isinstance(delta, TextDelta):
             if self._open is None or self._open[0] != "text":
                 out += self._begin({"type": "text", "text": ""}, ("text", 0))
-            body = {"type": "text_delta", "text": delta.text}
-        else:
-            what = ("call", delta.index)
-            if what not in self._started or self._open != what:
-                out += self._begin({"type": "tool_use", "id": delta.id, "name": delta.name, "input": {}}, what)
-            if not delta.arguments_fragment:
-                return out
-            body = {"type": "input_json_delta", "partial_json": delta.arguments_fragment}
-        out.append(_event("content_block_delta", index=self._index, delta=body))
+            return [*out, self._delta({"type": "text_delta", "text": delta.text})]
+        what = ("call", delta.index)
+        if what not in self._started or self._open != what:
+            out += self._begin({"type": "tool_use", "id": delta.id, "name": delta.name, "input": {}}, what)
+        if delta.arguments_fragment:
+            out.append(self._delta({"type": "input_json_delta", "partial_json": delta.arguments_fragment}))
         return out
 
     def _reasoning(self, delta: ReasoningDelta) -> list[Sse]:
         what = ("reasoning", delta.index)
-        out: list[Sse] = []
         if delta.redacted_data:
             return self._begin({"type": "redacted_thinking", "data": delta.redacted_data}, what)
-        if self._open != what:
-            out += self._begin({"type": "thinking", "thinking": "", "signature": ""}, what)
+        out = [] if self._open == what else self._begin({"type": "thinking", "thinking": "", "signature": ""}, what)
         if delta.text:
-            out.append(
-                _event(
-                    "content_block_delta", index=self._index, delta={"type": "thinking_delta", "thinking": delta.text}
-                )
-            )
+            out.append(self._delta({"type": "thinking_delta", "thinking": delta.text}))
         if delta.signature:
-            out.append(
-                _event(
-                    "content_block_delta",
-                    index=self._index,
-                    delta={"type": "signature_delta", "signature": delta.signature},
-                )
-            )
+            out.append(self._delta({"type": "signature_delta", "signature": delta.signature}))
         return out
 
     def refusal(self, text: str) -> list[Sse]:

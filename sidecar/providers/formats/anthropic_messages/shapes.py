@@ -33,6 +33,7 @@ from sidecar.providers.formats.shapes import declared
 
 __all__ = [
     "AssistantBlock",
+    "BlockDelta",
     "CacheControlEphemeralParam",
     "MessageCreateParams",
     "MessageReply",
@@ -252,6 +253,30 @@ class RedactedThinkingBlock(TypedDict):
 
 
 ReplyBlock = TextBlock | ToolUseBlock | ThinkingBlock | RedactedThinkingBlock
+
+
+class TextDelta(TypedDict):
+    type: Literal["text_delta"]
+    text: str
+
+
+class InputJSONDelta(TypedDict):
+    type: Literal["input_json_delta"]
+    partial_json: str
+
+
+class ThinkingDelta(TypedDict):
+    type: Literal["thinking_delta"]
+    thinking: str
+
+
+class SignatureDelta(TypedDict):
+    type: Literal["signature_delta"]
+    signature: str
+
+
+BlockDelta = TextDelta | InputJSONDelta | ThinkingDelta | SignatureDelta
+"""A ``content_block_delta`` event's ``delta``."""
 
 
 class OutputTokensDetails(TypedDict):
