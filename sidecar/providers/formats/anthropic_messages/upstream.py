@@ -14,28 +14,8 @@ back: its table, inverted), with what is the upstream's own::
     provider_options_json {"anthropic": {...}}  that object's keys merged into the body (``provider_options``)
     each element's carried keys                 merged back where they were (``carried.merge_carried``)
 
-Not carried, so refused by name before sending (``carried.refuse_uncarried``): seed, presence_penalty,
-frequency_penalty. ``check`` then refuses, as INVALID_INPUT naming the field and the rule, what
-Anthropic's API refuses::
-
-    rule                                                    field
-    thinking: budget_tokens >= 1024 and < max_tokens         reasoning.budget_tokens
-    thinking: effort low, medium or high                     reasoning.effort
-    thinking: no temperature but 1, no top_k, top_p in       temperature, top_k, top_p
-      [0.95, 1]
-    thinking: tool_choice auto or none only                  tool_choice.mode
-    thinking: no prefill (a last assistant message)          messages[i]
-    at most 4 cache breakpoints (system, tools, parts);      the fifth's field; the 1h one's
-      a 1h one before every 5m one
-    an image's detail "low" (Anthropic has no low look)      messages[i].parts[j].detail
-    an assistant message carries text parts only             messages[i].parts[j]
-    a document given as data is a PDF                        messages[i].parts[j].media_type
-    parallel_tool_calls with tool_choice none                parallel_tool_calls
-    provider options: an object of format names, each an     provider_options_json[.name[.key]]
-      object; none of the keys the sidecar sets
-
-A budget the request does not bound (no max_output_tokens: the model's default budget is known only
-when the body is rendered) is checked by ``body`` too, before anything is sent.
+``check`` refuses, before anything is sent, what the format does not carry and what Anthropic's API
+refuses (``rules``).
 
 A reply is read as ``front.render`` and ``front.EventWriter`` write it (``shapes.MessageReply``), tolerantly:
 a key of another type is skipped, a block or event of a type not read (server tools ...) is ignored, and
@@ -65,20 +45,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 from sidecar.core.conversation import (
     Controls,
-    DocumentPart,
-    ImagePart,
     Message,
     ModelRequest,
     Part,
-    Reasoning,
     ReasoningPart,
-    TextPart,
     ToolCall,
 )
 from sidecar.core.json_depth import loads
@@ -86,43 +62,34 @@ from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.rate_budget import Budget
 from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
-from sidecar.core.taxonomy import InvalidInput, SidecarFailure
+from sidecar.core.taxonomy import SidecarFailure
 from sidecar.providers.errors import Target, classify_response, refused
-from sidecar.providers.formats.anthropic_messages.shapes import MessageCreateParams
+from sidecar.providers.formats.anthropic_messages.rules import SIDECAR_KEYS, check, check_budget, check_effort
 from sidecar.providers.formats.anthropic_messages.vocab import (
     API_KEY_HEADER,
     DEFAULT_VERSION,
-    EFFORTS,
     FINISH,
     FORMAT_NAME,
-    MAX_CACHE_BREAKPOINTS,
-    MIN_THINKING_BUDGET,
-    PDF,
     REFUSAL_TEXT,
-    THINKING_TOP_P,
     VERSION_HEADER,
     arguments_of,
     cache_control,
     content_block,
-    data_url,
     input_of,
     rate_budget,
     reasoning_block,
     render_tool,
 )
-from sidecar.providers.formats.carried import FEATURES, merge_carried, plain, refuse_uncarried
+from sidecar.providers.formats.carried import FEATURES, merge_carried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault, compact_json, with_schema
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.options import merge_options, options_for
 from sidecar.providers.formats.protocol import SSE
-from sidecar.providers.formats.shapes import declared
 
 __all__ = ["MESSAGES_PATH", "AnthropicStream", "AnthropicUpstream", "error_refusal", "provider_options"]
 
 MESSAGES_PATH = "/v1/messages"
 """Below the provider's base URL (``https://api.anthropic.com``)."""
-_SIDECAR_KEYS = declared(MessageCreateParams)
-"""The body's keys the sidecar sets from the request's own fields: provider options may not set them."""
 _UNCARRIED = frozenset({"seed", "presence_penalty", "frequency_penalty"})
 """The controls Anthropic has no field for."""
 _CHOICE_TYPES = {"auto": "auto", "none": "none", "required": "any", "tool": "tool"}
@@ -143,27 +110,7 @@ class AnthropicUpstream:
     """Every feature but the controls Anthropic has no field for (seed, presence and frequency penalties)."""
 
     def check(self, request: ModelRequest, model_id: str) -> None:
-        if plain(request):
-            return
-        refuse_uncarried(request, self.carries, FORMAT_NAME, model_id)
-        controls = request.controls
-        if controls.reasoning is not None:
-            _check_thinking(request, controls.reasoning)
-        choice = controls.tool_choice
-        if controls.parallel_tool_calls is not None and choice is not None and choice.mode == "none":
-            raise InvalidInput(
-                "parallel_tool_calls",
-                str(controls.parallel_tool_calls).lower(),
-                "Anthropic's tool_choice none calls no tool: leave parallel_tool_calls unset",
-            )
-        for i, m in enumerate(request.messages):
-            for j, part in enumerate(m.parts):
-                _check_part(f"messages[{i}].parts[{j}]", part, m.role)
-            for k, r in enumerate(m.tool_results):
-                for j, part in enumerate(r.parts):
-                    _check_part(f"messages[{i}].tool_results[{k}].parts[{j}]", part, m.role)
-        _check_breakpoints(request)
-        provider_options(controls.provider_options_json)
+        check(request, model_id, self.carries)
 
     def __init__(self, version: str = DEFAULT_VERSION) -> None:
         self._version = version
@@ -224,7 +171,7 @@ class AnthropicUpstream:
         body.update(_controls(controls, request.max_tokens))
         if stream:
             body["stream"] = True
-        merge_options(body, provider_options(controls.provider_options_json), FORMAT_NAME, _SIDECAR_KEYS)
+        merge_options(body, provider_options(controls.provider_options_json), FORMAT_NAME, SIDECAR_KEYS)
         return merge_carried(body, request.carried, FORMAT_NAME)
 
     def stream_decoder(self) -> AnthropicStream:
@@ -488,10 +435,10 @@ def _controls(c: Controls, max_tokens: int) -> dict[str, Any]:
     if c.end_user:
         out["metadata"] = {"user_id": c.end_user}
     if c.reasoning is not None and c.reasoning.budget_tokens is not None:
-        _check_budget(c.reasoning.budget_tokens, max_tokens, "max_tokens")
+        check_budget(c.reasoning.budget_tokens, max_tokens, "max_tokens")
         out["thinking"] = {"type": "enabled", "budget_tokens": c.reasoning.budget_tokens}
     elif c.reasoning is not None:
-        _check_effort(c.reasoning.effort)
+        check_effort(c.reasoning.effort)
         out["thinking"] = {"type": "adaptive"}
         out["output_config"] = {"effort": c.reasoning.effort}
     return out
@@ -499,90 +446,4 @@ def _controls(c: Controls, max_tokens: int) -> dict[str, Any]:
 
 def provider_options(raw: str) -> dict[str, Any]:
     """The keys ``provider_options_json`` sets for this format (its ``"anthropic"`` object, ``formats.options``)."""
-    return options_for(raw, FORMAT_NAME, _SIDECAR_KEYS)
-
-
-# ---------------------------------------------------------------------------- Anthropic's rules
-
-
-def _check_budget(budget: int, max_tokens: int | None, bound: str) -> None:
-    if budget < MIN_THINKING_BUDGET:
-        rule = f"Anthropic's thinking.budget_tokens is at least {MIN_THINKING_BUDGET}"
-        raise InvalidInput("reasoning.budget_tokens", str(budget), rule)
-    if max_tokens is not None and budget >= max_tokens:
-        rule = f"must be below {bound} ({max_tokens}): Anthropic counts the thinking within max_tokens"
-        raise InvalidInput("reasoning.budget_tokens", str(budget), rule)
-
-
-def _check_effort(effort: str) -> None:
-    if effort not in EFFORTS:
-        rule = f"Anthropic's effort levels are {', '.join(EFFORTS)} (output_config.effort)"
-        raise InvalidInput("reasoning.effort", effort, rule)
-
-
-def _check_thinking(request: ModelRequest, reasoning: Reasoning) -> None:
-    """Anthropic's rules for a request with thinking on (the module's table)."""
-    controls = request.controls
-    if reasoning.budget_tokens is not None:
-        _check_budget(reasoning.budget_tokens, request.max_output_tokens, "max_output_tokens")
-    else:
-        _check_effort(reasoning.effort)
-    if request.temperature is not None and request.temperature != 1.0:
-        rule = "Anthropic takes no temperature but 1 with thinking on: leave it unset"
-        raise InvalidInput("temperature", str(request.temperature), rule)
-    if controls.top_k is not None:
-        raise InvalidInput("top_k", str(controls.top_k), "Anthropic takes no top_k with thinking on")
-    low, high = THINKING_TOP_P
-    if controls.top_p is not None and not low <= controls.top_p <= high:
-        raise InvalidInput("top_p", str(controls.top_p), f"with thinking on Anthropic takes a top_p in [{low}, {high}]")
-    if controls.tool_choice is not None and controls.tool_choice.mode not in ("auto", "none"):
-        rule = "with thinking on Anthropic's tool_choice is auto or none (it forces no tool)"
-        raise InvalidInput("tool_choice.mode", controls.tool_choice.mode, rule)
-    if request.messages and request.messages[-1].role is Role.ASSISTANT:
-        at = f"messages[{len(request.messages) - 1}]"
-        raise InvalidInput(at, "assistant", "with thinking on Anthropic continues no assistant message (prefill)")
-
-
-def _check_part(at: str, part: Part, role: Role) -> None:
-    if role is Role.ASSISTANT and not isinstance(part, TextPart):
-        raise InvalidInput(at, type(part).__name__, "an assistant message carries text parts only (Anthropic)")
-    if isinstance(part, ImagePart):
-        if part.detail == "low":
-            rule = "Anthropic has no low-detail look: it sees every image at full detail (leave detail unset)"
-            raise InvalidInput(f"{at}.detail", part.detail, rule)
-        if part.url.startswith("data:") and data_url(part.url) is None:
-            raise InvalidInput(f"{at}.url", part.url[:80], "a data: URL is data:<media type>;base64,<data>")
-    if isinstance(part, DocumentPart) and part.data and (part.media_type or PDF) != PDF:
-        rule = "a document given as data is a PDF for Anthropic (plain text goes as the part's text)"
-        raise InvalidInput(f"{at}.media_type", part.media_type, rule)
-
-
-def _breakpoints(request: ModelRequest) -> Iterator[tuple[str, str]]:
-    """``(field, ttl)`` of every cache breakpoint, in the order Anthropic reads the prompt: tools, system,
-    messages."""
-    for i, t in enumerate(request.tools):
-        if t.cache is not None:
-            yield f"tools[{i}].cache", t.cache.ttl
-    if request.controls.system_cache is not None:
-        yield "system_cache", request.controls.system_cache.ttl
-    for i, m in enumerate(request.messages):
-        for k, r in enumerate(m.tool_results):
-            for j, part in enumerate(r.parts):
-                if part.cache is not None:
-                    yield f"messages[{i}].tool_results[{k}].parts[{j}].cache", part.cache.ttl
-        for j, part in enumerate(m.parts):
-            if part.cache is not None:
-                yield f"messages[{i}].parts[{j}].cache", part.cache.ttl
-
-
-def _check_breakpoints(request: ModelRequest) -> None:
-    short = ""
-    for n, (field, ttl) in enumerate(_breakpoints(request), start=1):
-        if n > MAX_CACHE_BREAKPOINTS:
-            rule = f"Anthropic takes at most {MAX_CACHE_BREAKPOINTS} cache breakpoints (system, tools and parts)"
-            raise InvalidInput(field, f"breakpoint {n}", rule)
-        if ttl == "1h" and short:
-            rule = f"Anthropic wants a 1h breakpoint before every 5m one ({short} comes first)"
-            raise InvalidInput(field, ttl, rule)
-        if ttl != "1h":
-            short = short or field
+    return options_for(raw, FORMAT_NAME, SIDECAR_KEYS)
