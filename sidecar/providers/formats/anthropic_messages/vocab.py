@@ -10,25 +10,21 @@
 A tool_use ``input`` that carries arguments that were not JSON is ``{RAW_ARGUMENTS: text}``. The
 key goes in ``x-api-key``, the API version in ``anthropic-version``.
 
-Content blocks, both ways (``content_block`` renders a part; the front reads them back)::
+Content blocks, both ways (``content_block`` renders a part; ``request`` reads them back; their keys are
+``shapes``')::
 
     core                                    block
-    TextPart(text, cache)                   {"type": "text", "text", "cache_control"?}
-    ImagePart(media_type, data)             {"type": "image", "source": {"type": "base64", media_type, data}}
-    ImagePart(url)                          {"type": "image", "source": {"type": "url", url}}
-                                            (a data: URL is sent as the base64 source it holds)
-    DocumentPart(media_type, data, title)   {"type": "document", "source": {"type": "base64", "media_type":
-                                            "application/pdf", data}, "title"?}
-    DocumentPart(url, title)                {"type": "document", "source": {"type": "url", url}, "title"?}
-    DocumentPart(text, title)               {"type": "document", "source": {"type": "text", "media_type":
-                                            "text/plain", "data": text}, "title"?}
-    CacheBreakpoint(ttl)                    "cache_control": {"type": "ephemeral", "ttl"?: "5m" | "1h"}
-    ReasoningPart(text, signature)          {"type": "thinking", "thinking", "signature"}
-    ReasoningPart(redacted_data)            {"type": "redacted_thinking", "data"}
+    TextPart                                text
+    ImagePart given as data | by URL        image, source base64 | url (a data: URL: the base64 it holds)
+    DocumentPart given as data | by URL     document, source base64 application/pdf | url | text text/plain
+      | as text
+    CacheBreakpoint(ttl)                    the block's cache_control, ephemeral (its ttl when one is asked)
+    ReasoningPart(text, signature)          thinking, as it came
+    ReasoningPart(redacted_data)            redacted_thinking, as it came
 
 An image's ``detail`` has no field: Anthropic sees every image at its full detail (the long edge up
 to 1,568 px), which is what "", "auto" and "high" ask; "low" is refused before sending
-(``upstream.AnthropicUpstream.check``), and an image is read back with detail "".
+(``rules.check``), and an image is read back with detail "".
 """
 
 from __future__ import annotations
