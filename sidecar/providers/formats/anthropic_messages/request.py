@@ -87,6 +87,7 @@ _CHOICES = {"auto": "auto", "any": "required", "none": "none", "tool": "tool"}
 _THINKING_KEYS = by_tag(shapes.ThinkingConfigParam)
 _CACHE_KEYS = declared(shapes.CacheControlEphemeralParam)
 _TOOL_KEYS = declared(shapes.ToolParam)
+_MESSAGE_KEYS = declared(shapes.UserMessageParam)
 
 
 def parse_request(body: Mapping[str, Any]) -> ModelRequest:
@@ -103,9 +104,11 @@ def parse_request(body: Mapping[str, Any]) -> ModelRequest:
         where = f"messages[{i}]"
         content = m["content"]
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        read = _assistant if m["role"] == "assistant" else _user
-        own = kept(FORMAT_NAME, m, ("role", "content"), where)
-        messages.extend(_carrying(read(cast(list[Any], blocks), where, names), own))
+        reader = _assistant if m["role"] == "assistant" else _user
+        read = reader(cast(list[Any], blocks), where, names)
+        if not read:  # no message of the core to carry its keys
+            refuse_unknown(m, _MESSAGE_KEYS, where, here=True)
+        messages.extend(_carrying(read, kept(FORMAT_NAME, m, _MESSAGE_KEYS, where)))
     output = typed.get("output_config") or {}
     unknown.take(output, declared(shapes.OutputConfigParam), "output_config")
     wanted = output.get("format")
@@ -128,18 +131,10 @@ def _number(value: float | None) -> float | None:
     return None if value is None else float(value)
 
 
-def _refuse_carried(carried: Carried) -> None:
-    """INVALID_INPUT naming the first key of a place where no element of the core can carry it."""
-    rule = "is not carried by the sidecar here (docs/carried.md): leave it out"
-    raise InvalidInput(carried.first, shown(next(iter(carried.keys.values()))), rule, as_sent=True)
-
-
 def _carrying(messages: list[Message], carried: Carried | None) -> list[Message]:
     """The messages of one request message, its carried keys on the first of them."""
     if carried is None:
         return messages
-    if not messages:
-        _refuse_carried(carried)
     return [replace(messages[0], carried=carried), *messages[1:]]
 
 
