@@ -121,8 +121,26 @@ $(PEERS_VERCEL_STAMP): $(PEERS_VERCEL)/package.json $(PEERS_VERCEL)/package-lock
 	cd $(PEERS_VERCEL) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# The LlamaIndex peer (tests/test_peer_llamaindex.py, tests/peers/llamaindex/agent.py): a venv of its own, as
+# the Vercel peer has its own node_modules, since LlamaIndex's OpenAI LLM requires openai<3 and .venv pins
+# openai 3 for the other peers. Every package at its requirements.txt's pins; one it pulls in unpinned fails it.
+PEERS_LLAMAINDEX       := .venv-peers/llamaindex
+PEERS_LLAMAINDEX_PINS  := tests/peers/llamaindex/requirements.txt
+PEERS_LLAMAINDEX_STAMP := $(PEERS_LLAMAINDEX)/.installed
+
+$(PEERS_LLAMAINDEX_STAMP): $(PEERS_LLAMAINDEX_PINS)
+	$(PYTHON) -m venv --clear $(PEERS_LLAMAINDEX)
+	$(PEERS_LLAMAINDEX)/bin/python -m pip install --quiet --upgrade pip -c $(CONSTRAINTS)
+	$(PEERS_LLAMAINDEX)/bin/python -m pip install --quiet -r $(PEERS_LLAMAINDEX_PINS)
+	@unpinned=$$($(PEERS_LLAMAINDEX)/bin/python -m pip freeze --all | grep -v '^pip==' | grep -vixF -f <(grep -v '^#' $(PEERS_LLAMAINDEX_PINS) | grep .)); \
+	if [ -n "$$unpinned" ]; then \
+		echo "installed but not pinned in $(PEERS_LLAMAINDEX_PINS):"; \
+		echo "$$unpinned"; exit 1; \
+	fi
+	touch $@
+
 .PHONY: peers-deps
-peers-deps: $(PEERS_VERCEL_STAMP)
+peers-deps: $(PEERS_VERCEL_STAMP) $(PEERS_LLAMAINDEX_STAMP)
 
 # The peer tests against the newest releases of the SDKs and frameworks, in a scratch venv and npm
 # folder under .cache/peers-latest (never .venv or tests/peers); prints a table of what broke.
@@ -132,7 +150,7 @@ peers-latest:
 	$(PYTHON) tools/peers_latest.py
 
 .PHONY: python-test
-python-test: $(STAMP) $(JAEGER) $(GRPCURL) redis-server $(PEERS_VERCEL_STAMP)
+python-test: $(STAMP) $(JAEGER) $(GRPCURL) redis-server $(PEERS_VERCEL_STAMP) $(PEERS_LLAMAINDEX_STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # The two Python distributions a user installs from a package index: sidecar-contract
@@ -188,4 +206,4 @@ deploy-check:
 
 .PHONY: clean
 clean:
-	rm -rf $(VENV) $(LOCK_VENV) $(BUF_DIR)/node_modules $(PEERS_VERCEL)/node_modules .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOCK_VENV) $(BUF_DIR)/node_modules $(PEERS_VERCEL)/node_modules .venv-peers .mypy_cache .ruff_cache

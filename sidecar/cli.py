@@ -46,8 +46,8 @@ def _load(path: str | None) -> tuple[Config, str]:
 DEFAULT_HTTP = "http://127.0.0.1:8080"
 """Where ``sidecar demo --http`` looks for the HTTP port when given no URL (``serve --http``'s example)."""
 DEFAULT_GRPC = "127.0.0.1:50051"
-"""Where ``sidecar status`` and ``sidecar admin reload`` look for the gRPC port (the Admin service) when given
-no target: the embedded default's ``server.listen``, so both work against ``make run`` with no flag."""
+"""Where ``sidecar status`` and ``sidecar admin`` (an action, reload) look for the gRPC port (the Admin service)
+when given no target: the embedded default's ``server.listen``, so they work against ``make run`` with no flag."""
 TARGET_HELP = "the HTTP port (a URL) or the gRPC port (HOST:PORT: the Admin service)"
 WORKER_BANNER = "sidecar {version} worker {index}/{count} (pid {pid}) listening on {address}"
 
@@ -283,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     admin = sub.add_parser("admin", help="an operator action on a running sidecar (token: $SIDECAR_ADMIN_TOKEN)")
     admin.add_argument("action", choices=["close-circuit", "lift-pause", "reset-spend", "reload"])
     admin.add_argument("name", nargs="?", help="the service or deployment, model, or workflow (not for reload)")
-    admin.add_argument("--target", help=f"{TARGET_HELP}; default {DEFAULT_HTTP}, reload: {DEFAULT_GRPC}")
+    admin.add_argument("--target", help=f"{TARGET_HELP}; default {DEFAULT_GRPC}")
     admin.add_argument(
         "--force",
         action="store_true",
@@ -322,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--force is for admin reload, not admin {args.action}")
         if args.name is None:
             parser.error(f"admin {args.action} needs a NAME")
-        return run_action(args.target or DEFAULT_HTTP, args.action, args.name, transport=_transport(args))
+        return run_action(args.target or DEFAULT_GRPC, args.action, args.name, transport=_transport(args))
     if args.command == "demo":
         from sidecar.demo import run_demo
 

@@ -1,6 +1,7 @@
 """Azure OpenAI (``providers[].azure`` on ``wire_format: openai``) through the running sidecar.
 
-gRPC in, the fake provider's Azure mode out (``sidecar/fakes/_azure.py``), on loopback: deployment
+gRPC in, the fake provider's Azure mode out (``sidecar/providers/formats/openai_chat/fake_azure.py``), on
+loopback: deployment
 URLs with ``api-version`` and the v1 path; the key in ``api-key``, or an Entra token as a bearer;
 a 429's ``x-ms-retry-after-ms`` and ``retry-after-ms`` waited to the millisecond on the fake clock;
 Azure's content filter (a 400 ``content_filter`` / ResponsibleAIPolicyViolation, a reply and a
@@ -22,9 +23,9 @@ from sidecar.config.catalog import AZURE_API_VERSION
 from sidecar.config.errors import ConfigError
 from sidecar.config.loading import parse_config
 from sidecar.core.rate_budget import UNKNOWN_RESET_S
-from sidecar.fakes._azure import RETRY_AFTER_MS
 from sidecar.fakes._threaded import ThreadedServer
 from sidecar.fakes.provider import FakeProvider
+from sidecar.providers.formats.openai_chat.fake_azure import RETRY_AFTER_MS
 from tests.conftest import Running, Start, base_config
 
 KEY = "azure-test-SECRETKEY-1234567890"

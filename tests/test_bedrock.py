@@ -1,6 +1,7 @@
 """A model of the Amazon Bedrock Converse wire format (``wire_format: bedrock_converse``) through the running sidecar.
 
-gRPC in, the fake provider's Bedrock wire out (``sidecar/fakes/_bedrock.py``), on loopback. Requests are
+gRPC in, the fake provider's Bedrock wire out (``sidecar/providers/formats/bedrock_converse/fake.py``), on
+loopback. Requests are
 signed with SigV4 by botocore's signer from the standard AWS environment variables (the fake recomputes
 the signature of its own test credential and refuses one that does not match), or carry a Bedrock API
 key as a bearer token. A whole reply and a streamed one (binary event-stream frames the fake encodes and
@@ -26,9 +27,9 @@ import sidecar_client as sc
 from sidecar_client import pb, user
 from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
-from sidecar.fakes._bedrock import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, GUARDRAIL_TEXT
 from sidecar.fakes._threaded import ThreadedServer
 from sidecar.fakes.provider import FakeProvider
+from sidecar.providers.formats.bedrock_converse.fake import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, GUARDRAIL_TEXT
 from tests.conftest import Running, Start
 from tests.unit.shapes import PNG
 

@@ -1,6 +1,7 @@
 """botocore judges the fake: every Converse reply, stream frame and error the Bedrock wire sends is AWS's shape.
 
-The fake provider (``sidecar/fakes/_bedrock.py``) answers on loopback. botocore's own ``bedrock-runtime``
+The fake provider (``sidecar/providers/formats/bedrock_converse/fake.py``) answers on loopback. botocore's
+own ``bedrock-runtime``
 client (its service model, SigV4 signer, REST-JSON and event-stream parsers; ``botocore`` pinned in
 constraints.txt) is pointed at it: ``converse`` and ``converse_stream`` read its replies and streams, and
 its error answers raise botocore's ``ClientError`` / ``EventStreamError`` with their code. The fake in
@@ -25,9 +26,9 @@ from botocore.eventstream import EventStreamBuffer
 from botocore.exceptions import ClientError, EventStreamError
 from botocore.model import ListShape, MapShape, ServiceModel, Shape, StructureShape
 
-from sidecar.fakes._bedrock import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 from sidecar.fakes._threaded import ThreadedServer
 from sidecar.fakes.provider import FakeProvider
+from sidecar.providers.formats.bedrock_converse.fake import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 
 MODEL = "anthropic.claude-sonnet-4-20250514-v1:0"
 REGION = "us-east-1"

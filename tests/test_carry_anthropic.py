@@ -177,7 +177,7 @@ async def test_altered_or_missing_reasoning_is_the_providers_refusal_classified(
 
 
 async def test_redacted_thinking_comes_back_and_is_passed_back(claude: Running) -> None:
-    from sidecar.fakes._anthropic_answers import REDACTED_TRIGGER
+    from sidecar.providers.formats.anthropic_messages.fake_answers import REDACTED_TRIGGER
 
     first = await call(claude, request(user(REDACTED_TRIGGER), tools=[SEARCH], reasoning=THINK, max_output_tokens=2048))
     (thought,) = first.message.reasoning

@@ -2,7 +2,7 @@
 
 Each case sends a CallModelRequest (or StreamModel) with a part or a control and reads, in the body
 the fake received, the Chat Completions key it became; the fake validates the body as the API does
-(``sidecar/fakes/_openai.py``), so a body the API would refuse fails here. Usage with cached and
+(``sidecar/providers/formats/openai_chat/fake.py``), so a body the API would refuse fails here. Usage with cached and
 reasoning tokens comes back in the reply and is priced at the model's cache price.
 """
 

@@ -1,6 +1,6 @@
 """A model of the Gemini wire format (``wire_format: gemini``) through the running sidecar.
 
-gRPC in, the fake provider's Gemini wire out (``sidecar/fakes/_gemini.py``), on loopback: a whole
+gRPC in, the fake provider's Gemini wire out (``sidecar/providers/formats/gemini/fake.py``), on loopback: a whole
 reply and a streamed one, a tool round with the thought signature passed back byte-identical (the
 fake verifies it, and refuses a turn without it, as Gemini 3 does), structured output, and every
 failure Gemini answers with, each landing in the one taxonomy: a 429 with RetryInfo waits its

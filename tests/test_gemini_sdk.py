@@ -1,6 +1,6 @@
 """The official SDK judges the fake: every Gemini reply and stream chunk it sends is Google's shape.
 
-The fake provider (``sidecar/fakes/_gemini.py``) answers on loopback; each whole body and each
+The fake provider (``sidecar/providers/formats/gemini/fake.py``) answers on loopback; each whole body and each
 ``data:`` chunk of each stream is validated as ``google.genai.types.GenerateContentResponse``
 (``google-genai``, pinned in constraints.txt), whose models forbid any field Google does not define.
 Then the SDK's own client is pointed at the fake: ``generate_content`` and

@@ -417,7 +417,7 @@ async def test_streamed_thinking_is_thinking_and_signature_deltas(
 
 
 async def test_redacted_thinking_is_passed_through(http_sidecar: Running, client: anthropic.AsyncAnthropic) -> None:
-    from sidecar.fakes._anthropic_answers import REDACTED_TRIGGER
+    from sidecar.providers.formats.anthropic_messages.fake_answers import REDACTED_TRIGGER
 
     message = await client.messages.create(
         model="claude", max_tokens=2048, thinking=THINKING, messages=user(REDACTED_TRIGGER)

@@ -138,14 +138,20 @@ def test_status_prints_the_state_of_a_plain_embedded_default(embedded: tuple[Pro
         assert shown in status.stdout, status.stdout
 
 
-def test_status_and_the_demo_default_to_the_port_make_run_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_status_the_demo_and_admin_default_to_the_port_make_run_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every command that talks to a running sidecar, given no --target, finds the gRPC port ``make run`` serves
+    (the HTTP port is off in some configurations; the gRPC port never is)."""
     asked: dict[str, Any] = {}
     monkeypatch.setattr("sidecar.status.run_status", lambda target, watch, transport: asked.update(status=target))
     monkeypatch.setattr("sidecar.demo.run_demo", lambda target, provider, http: asked.update(demo=(target, provider)))
+    monkeypatch.setattr("sidecar.status.run_action", lambda target, action, name, transport: asked.update(admin=target))
+    monkeypatch.setattr("sidecar.status.run_reload", lambda target, transport, force: asked.update(reload=target))
     main(["status"])
     main(["demo"])
+    main(["admin", "close-circuit", "search"])
+    main(["admin", "reload"])
     listen = load_default_config().server.listen
-    assert asked == {"status": listen, "demo": (listen, None)}
+    assert asked == {"status": listen, "demo": (listen, None), "admin": listen, "reload": listen}
 
 
 def test_grpc_get_state_answers_a_loopback_caller_without_a_token(embedded: tuple[Proc, str, str]) -> None:

@@ -26,10 +26,10 @@ from sidecar.core.clock import FakeClock
 from sidecar.core.model_throttle import HELD, ModelThrottle
 from sidecar.core.observer import ModelPaused, NullObserver
 from sidecar.core.rate_budget import REQUESTS_FLOOR, UNKNOWN_RESET_S, Allowance, Budget, hold_s
-from sidecar.fakes._openai import duration
 from sidecar.fakes._threaded import ThreadedServer
 from sidecar.fakes.provider import FakeProvider
 from sidecar.providers.formats.anthropic_messages.vocab import rate_budget as anthropic_budget
+from sidecar.providers.formats.openai_chat.fake import duration
 from sidecar.providers.formats.openai_chat.vocab import parse_duration
 from sidecar.providers.formats.openai_chat.vocab import rate_budget as openai_budget
 from tests.conftest import Running, Start

@@ -1,6 +1,6 @@
 """A model of the OpenAI Responses wire format (``wire_format: openai_responses``) through the running sidecar.
 
-gRPC in, the fake provider's Responses wire out (``sidecar/fakes/_responses.py``), on loopback: a
+gRPC in, the fake provider's Responses wire out (``sidecar/providers/formats/openai_responses/fake.py``), on loopback: a
 whole reply and a streamed one, always stateless (``store: false``, the reasoning's encrypted
 content included, never a ``previous_response_id``), a tool loop, a reasoning item passed back
 byte-identical (the fake verifies its encrypted content, and refuses one without it, as the API

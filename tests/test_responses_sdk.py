@@ -1,6 +1,6 @@
 """The official ``openai`` SDK judges the Responses wire: the fake's shapes, and the sidecar's front.
 
-(a) The fake provider (``sidecar/fakes/_responses.py``) answers on loopback; each whole body is
+(a) The fake provider (``sidecar/providers/formats/openai_responses/fake.py``) answers on loopback; each whole body is
 validated as ``openai.types.responses.Response`` and each event of each stream as
 ``ResponseStreamEvent`` (a TypeAdapter over the SDK's union of every event type, so an event whose
 ``type`` or fields are not OpenAI's fails), so the fake cannot drift from the real shapes.

@@ -25,8 +25,8 @@ from sidecar.config import ConfigError, parse_config
 from sidecar.core.circuit import CircuitState
 from sidecar.core.routing import DEPLOYMENT_CIRCUIT
 from sidecar.fakes import FakeProvider, ThreadedServer
-from sidecar.fakes._anthropic_signing import sign_thinking
 from sidecar.providers.formats.anthropic_messages import front as anthropic
+from sidecar.providers.formats.anthropic_messages.fake_signing import sign_thinking
 from sidecar.providers.formats.openai_chat import front as openai
 from sidecar.telemetry.testing import install_in_memory
 from tests.conftest import Running, Start

@@ -41,8 +41,8 @@ from sidecar.core.split_secrets import HOLD_FROM
 from sidecar.core.text import endpoint_of
 from sidecar.core.tool_failures import Observation, classify
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
-from sidecar.fakes._bedrock import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 from sidecar.providers.errors import Target, classify_response
+from sidecar.providers.formats.bedrock_converse.fake import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 from sidecar.providers.formats.bedrock_converse.upstream import BedrockUpstream
 from sidecar.server.app import SidecarApp, running
 from sidecar.server.grpc.masking import SecretMaskingInterceptor

@@ -1,12 +1,13 @@
 """make peers-latest: the peer tests against the newest releases of the SDKs and frameworks (docs/peers.md).
 
 Installs the newest release of every official SDK and agent framework that `make test` pins as a peer
-into a scratch venv (.cache/peers-latest/venv, with the project and its test tools) and a scratch npm
-folder (.cache/peers-latest/vercel, a copy of tests/peers/vercel's package.json and agent.mjs), never
-the project's .venv or tests/peers. Then runs each framework's peer tests, at its defaults, with that
-venv's Python and that npm folder, and prints a table: framework, version tried, pass/fail, the first
-error line. Exits 1 when any framework failed. Nothing here moves a pin: the maintainer does that
-(docs/peers.md, "Moving the pins").
+into a scratch venv (.cache/peers-latest/venv, with the project and its test tools), a scratch npm
+folder (.cache/peers-latest/vercel, a copy of tests/peers/vercel's package.json and agent.mjs) and, for
+LlamaIndex, whose OpenAI LLM requires openai<3, a scratch venv of its own (.cache/peers-latest/llamaindex,
+as .venv-peers/llamaindex is), never the project's .venv, .venv-peers or tests/peers. Then runs each
+framework's peer tests, at its defaults, with that venv's Python, that npm folder and that LlamaIndex
+venv, and prints a table: framework, version tried, pass/fail, the first error line. Exits 1 when any
+framework failed. Nothing here moves a pin: the maintainer does that (docs/peers.md, "Moving the pins").
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ SCRATCH = ROOT / ".cache" / "peers-latest"
 VENV = SCRATCH / "venv"
 NPM = SCRATCH / "vercel"
 PY = VENV / "bin" / "python"
+LLAMAINDEX = SCRATCH / "llamaindex"
+LLAMAINDEX_PY = LLAMAINDEX / "bin" / "python"
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class Peer:
     packages: tuple[str, ...]  # the ones whose version the table shows
     tests: tuple[str, ...]
     npm: bool = False
+    python: Path = PY  # the venv its versions are read from
 
 
 PEERS = (
@@ -49,6 +53,12 @@ PEERS = (
         ("tests/test_peer_vercel_ai.py",),
         npm=True,
     ),
+    Peer(
+        "LlamaIndex function agent",
+        ("llama-index-core", "llama-index-llms-openai", "llama-index-llms-openai-like"),
+        ("tests/test_peer_llamaindex.py",),
+        python=LLAMAINDEX_PY,
+    ),
 )
 PYPI = (
     "openai",
@@ -63,6 +73,8 @@ PYPI = (
     "langchain-openai",
 )
 NPM_PACKAGES = ("ai", "@ai-sdk/openai-compatible", "@ai-sdk/openai", "@ai-sdk/anthropic")
+LLAMAINDEX_PYPI = ("llama-index-core", "llama-index-llms-openai", "llama-index-llms-openai-like")
+"""Into their own venv: the OpenAI LLM requires openai<3 (tests/peers/llamaindex/requirements.txt)."""
 
 
 def run(*argv: str | Path, cwd: Path = ROOT) -> None:
@@ -109,10 +121,15 @@ def install() -> None:
     (NPM / "package.json").write_text(json.dumps(package, indent=2) + "\n")
     latest = [f"{name}@latest" for name in NPM_PACKAGES]
     run("npm", "install", "--no-audit", "--no-fund", "--loglevel=error", *latest, cwd=NPM)
+    run(sys.executable, "-m", "venv", LLAMAINDEX)
+    run(LLAMAINDEX_PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    run(LLAMAINDEX_PY, "-m", "pip", "install", "--quiet", *LLAMAINDEX_PYPI)
 
 
-def versions() -> dict[str, str]:
-    out = subprocess.run([str(PY), "-m", "pip", "list", "--format=json"], capture_output=True, text=True, check=True)
+def versions(python: Path) -> dict[str, str]:
+    out = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=json"], capture_output=True, text=True, check=True
+    )
     found = {p["name"].lower(): p["version"] for p in json.loads(out.stdout)}
     for name in NPM_PACKAGES:
         manifest = NPM / "node_modules" / name / "package.json"
@@ -130,7 +147,7 @@ def first_error(output: str) -> str:
 
 
 def test(peer: Peer) -> tuple[bool, str]:
-    env = {**os.environ, "SIDECAR_PEER_VERCEL": str(NPM)}
+    env = {**os.environ, "SIDECAR_PEER_VERCEL": str(NPM), "SIDECAR_PEER_LLAMAINDEX": str(LLAMAINDEX)}
     argv = [str(PY), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *peer.tests]
     done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     if done.returncode == 0:
@@ -141,9 +158,9 @@ def test(peer: Peer) -> tuple[bool, str]:
 def main() -> int:
     if "--no-install" not in sys.argv[1:]:
         install()
-    found = versions()
     rows = []
     for peer in PEERS:
+        found = versions(peer.python)
         tried = ", ".join(f"{p} {found.get(p.lower(), 'missing')}" for p in peer.packages)
         print(f"testing {peer.name} ({tried})", flush=True)
         passed, error = test(peer)

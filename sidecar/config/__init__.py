@@ -22,7 +22,7 @@ One module per concern; import from the package (``from sidecar.config import Co
     bounds     the defaults and the bounds of the values, the embedded URLs
     fields     the checks several sections share: a listen address, an http(s) URL
     sections   server (TLS, tokens, connection limits), http (connection limits), policy, telemetry, state
-    catalog    providers, models: deployments and routes
+    catalog    providers (a wire_format of the formats' registry lines), models: deployments and routes
     tools      tools (HTTP or MCP), mcp_servers, guardrails
     secrets    ${NAME} from the environment, secrets written in the file refused, what is masked
     checks     the references across sections (routes, providers, tools, MCP servers, workers)

@@ -27,6 +27,7 @@ from sidecar.core.routing import (
     never_reason,
 )
 from sidecar.core.settings import MAX_WAIT_S, CircuitConfig, Strict, Windows
+from sidecar.providers.formats.names import registered
 
 __all__ = [
     "AZURE_API_VERSION",
@@ -101,7 +102,8 @@ class AzureConfig(Strict):
 
 
 class ProviderConfig(Strict):
-    wire_format: Literal["openai", "anthropic", "gemini", "openai_responses", "bedrock_converse"]
+    wire_format: str
+    """A registered wire format's name (``providers.formats.names``: the registry's lines)."""
     base_url: str
     api_key: SecretStr | None = None
     account: str = ""
@@ -130,6 +132,16 @@ class ProviderConfig(Strict):
     unset: the model's preset says."""
     azure: AzureConfig | None = None
     """Azure OpenAI's URLs and keys on an OpenAI wire format (``AzureConfig``)."""
+
+    @field_validator("wire_format")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        known = registered()
+        if v not in known:
+            names = [repr(name) for name in known]
+            listed = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+            raise ValueError(f"must be a wire format: {listed}")
+        return v
 
     @field_validator("base_url")
     @classmethod

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 from sidecar.config.errors import ConfigError
 from sidecar.core.redact import MIN_SECRET_CHARS
+from sidecar.providers.formats.names import AWS_ENVIRONMENT, AwsEnvironment, registered
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -40,29 +40,6 @@ CREDENTIAL_HEADER = re.compile(r"(?i)auth|token|secret|key|cookie|password")
 """A header whose name matches carries a credential: its value is one of ``Config.secrets``."""
 
 
-@dataclass(frozen=True, slots=True)
-class AwsEnvironment:
-    """The environment variables a Bedrock provider's credentials come from, each by what it holds.
-
-    The one list: ``formats.bedrock_converse`` reads its credentials from exactly these (botocore's
-    ``EnvProvider`` given them as its mapping, the bearer key by name), and ``discover`` makes the
-    value of every one a secret, the access key id included (it is in every SigV4 ``Authorization``).
-    """
-
-    access_key: str = "AWS_ACCESS_KEY_ID"
-    secret_key: str = "AWS_SECRET_ACCESS_KEY"
-    tokens: tuple[str, ...] = ("AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN")
-    """A session token: the first set of these (botocore's order; ``AWS_SECURITY_TOKEN`` is the older name)."""
-    bearer: str = "AWS_BEARER_TOKEN_BEDROCK"
-    """A Bedrock API key, sent as ``Authorization: Bearer`` (the provider's ``api_key`` comes first)."""
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """Every variable above: each one's value is a secret."""
-        return (self.access_key, self.secret_key, *self.tokens, self.bearer)
-
-
-AWS_ENVIRONMENT = AwsEnvironment()
 FROM_ENVIRONMENT = "secrets_from_environment"
 """The validation context's key for the values ``expand`` read from the environment."""
 
@@ -148,9 +125,10 @@ def discover(config: Config, from_environment: Iterable[str] = ()) -> tuple[str,
 
     Every value read from the environment (``${NAME}``, ``from_environment``) but a whole ``http(s)://``
     URL, which is an address (only its ``user:password@`` password is a secret); each provider's API key
-    and Azure Entra token; the agents' and the operators' tokens; with a Bedrock provider, the value of
-    every variable its credentials come from (``AWS_ENVIRONMENT``: the access key id, the secret key,
-    the session token, the bearer key); the value of every provider, tool or MCP server header and MCP
+    and Azure Entra token; the agents' and the operators' tokens; for each wire format configured, the
+    value of every variable it reads credentials from itself (its registry line's ``environment``: a
+    Bedrock provider's ``AWS_ENVIRONMENT``, the access key id, the secret key, the session token, the
+    bearer key); the value of every provider, tool or MCP server header and MCP
     server ``env`` variable named like a credential (``CREDENTIAL_HEADER``), and the part after its
     scheme word (``Bearer <token>``); the credentials of every URL configured (``url_secrets``: the
     providers', tools', MCP servers' and the state backend's, and one in a header or ``env`` value).
@@ -173,6 +151,7 @@ def discover(config: Config, from_environment: Iterable[str] = ()) -> tuple[str,
         found += [t.get_secret_value() for t in config.server.auth.tokens]
     if config.server.admin is not None:
         found += [t.get_secret_value() for t in config.server.admin.tokens]
-    if any(p.wire_format == "bedrock_converse" for p in config.providers.values()):
-        found += [os.environ.get(name, "") for name in AWS_ENVIRONMENT.names]  # read by the format, not ${NAME}
+    formats = registered()
+    for wire_format in {p.wire_format for p in config.providers.values()}:  # read by the format, not ${NAME}
+        found += [os.environ.get(name, "") for name in formats[wire_format].environment]
     return tuple(sorted({k for k in found if len(k) >= MIN_SECRET_CHARS}, key=len, reverse=True))

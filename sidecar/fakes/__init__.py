@@ -97,9 +97,10 @@ event clients must skip; ``truncated``: the reply stops and finishes ``length`` 
 "after_deltas": 3}`` then ``{}`` queues a failed stream and its clean restart. Details:
 :mod:`sidecar.fakes._stream`.
 
-Provider routes: ``POST /v1/chat/completions`` (or ``/chat/completions``) and
-``POST /v1/messages``; Gemini's (``_gemini``); Azure OpenAI's ``POST /openai/deployments/{deployment}/
-chat/completions?api-version=`` and ``POST /openai/v1/chat/completions`` (``_azure``: the OpenAI wire,
+Provider routes: each registered format's (its ``fakes``, in its folder of ``providers/formats/``):
+``POST /v1/chat/completions`` (or ``/chat/completions``), ``POST /v1/messages``, Gemini's, Bedrock's,
+Responses'; Azure OpenAI's ``POST /openai/deployments/{deployment}/chat/completions?api-version=`` and
+``POST /openai/v1/chat/completions`` (``openai_chat/fake_azure.py``: the OpenAI wire,
 the deployment as the model, ``api-key`` or a bearer required, Azure's error bodies and headers, a
 429's ``x-ms-retry-after-ms``).  ``FakeProvider.limit_requests(limit, clock, window_s=60)`` enforces
 a request limit in fixed windows on ``clock`` (a test's fake clock): past it a 429 with

@@ -1,4 +1,4 @@
-"""FakeProvider: an LLM endpoint speaking every wire format of ``providers.formats`` it has a ``Wire`` for.
+"""FakeProvider: an LLM endpoint speaking every registered wire format, each through its ``fakes`` (``Wire``s).
 
 Run it: ``python -m sidecar.fakes.provider --port 8787`` (prints its URL).
 See :mod:`sidecar.fakes` for the scripting and control API.
@@ -8,49 +8,71 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import cache
+from importlib import import_module
 from typing import Any
 
 from sidecar.core.clock import Clock, RealClock
 from sidecar.core.taxonomy import SidecarFailure
+from sidecar.providers.formats.registry import FORMATS
 
-from ._anthropic import ANTHROPIC
-from ._azure import AZURE
 from ._base import FakeServer
-from ._bedrock import BEDROCK
 from ._chaos import Chaos, ChaosConfig
 from ._cli import serve_forever
 from ._conversation import Conversation
-from ._gemini import GEMINI
 from ._http import Request, Response
 from ._limits import RequestLimit
-from ._openai import OPENAI
 from ._presets import PRESET_PARAMS, PRESETS, render_default, render_step, validate_step
-from ._responses import RESPONSES
 from ._script import Step
 from ._wire import ErrorSpec, Exchange, Wire
 
-__all__ = ["WIRES", "FakeProvider", "main"]
+__all__ = ["FakeProvider", "Wires", "main", "wires"]
 
-WIRES: dict[str, Wire] = {w.name: w for w in (OPENAI, ANTHROPIC, GEMINI, RESPONSES, BEDROCK)}
-"""The fake's wire of each format, by the format's name (``tests/unit/test_formats.py``: one for each)."""
+PLAIN = "openai"
+"""The format whose error shape answers a request to no route of any format (a 404)."""
 PREFILL_REFUSED = (
     "This model does not support assistant message prefill. The conversation must end with a user message."
 )
 """A step's ``refuse_prefill``: the 400 a provider that continues no last assistant message answers."""
-_ROUTES: dict[str, Wire] = {
-    path: w for w in WIRES.values() for path in (w.front.path, w.front.path.removeprefix("/v1"))
-}
-"""Each format's route (``Front.path``), and the same without ``/v1`` (a base URL that ends in it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Wires:
+    """The fake's wires, built from the registry: each registered format's ``fakes``, loaded on first use."""
+
+    by_name: dict[str, Wire]
+    """Each format's wire (the first of its ``fakes``), by the format's name."""
+    routes: dict[str, Wire]
+    """Each format's route (``Front.path``), and the same without ``/v1`` (a base URL that ends in it)."""
+    routed: tuple[Wire, ...]
+    """Every wire for ``Wire.routed``: the formats' own, then those behind other URLs (Azure OpenAI's)."""
+
+
+def _load(where: str) -> Wire:
+    module, _, name = where.partition(":")
+    wire: Wire = getattr(import_module(module), name)
+    return wire
+
+
+@cache
+def wires() -> Wires:
+    """The fake's wires of every registered format (``WireFormat.fakes``), loaded once: by the fake provider,
+    never by the sidecar (``tests/unit/test_formats.py``: one for each format)."""
+    loaded = {name: tuple(_load(w) for w in fmt.fakes) for name, fmt in FORMATS.items()}
+    by_name = {name: fakes[0] for name, fakes in loaded.items()}
+    routes = {path: w for w in by_name.values() for path in (w.front.path, w.front.path.removeprefix("/v1"))}
+    more = (w for fakes in loaded.values() for w in fakes[1:])
+    return Wires(by_name, routes, (*by_name.values(), *more))
 
 
 def _route(request: Request) -> tuple[Wire | None, Any]:
     """The wire a request's path is a route of, and its body (with what the path says: ``Wire.routed``)."""
     body = request.json_or_none()
-    wire = _ROUTES.get(request.path.rstrip("/"))
+    wire = wires().routes.get(request.path.rstrip("/"))
     if wire is not None:
         return wire, body
-    for candidate in (*WIRES.values(), AZURE):  # Azure OpenAI: the openai format behind Azure's URLs
+    for candidate in wires().routed:
         routed = candidate.routed(request.path, body)
         if routed is not None:
             return candidate, routed if isinstance(body, dict) else body
@@ -77,6 +99,7 @@ class FakeProvider(FakeServer):
         self._prompt_cache: set[str] = set()
         """What a wire's prompt caching has seen (Anthropic ``cache_control`` prefixes), until a reset."""
         self._limit: RequestLimit | None = None
+        wires()  # every registered format's wire, loaded now: a format registered later is not served
 
     # ---- Python control API (thread-safe) ------------------------------------------------------
 
@@ -160,7 +183,8 @@ class FakeProvider(FakeServer):
             record = self._record(request, wire=wire.name if wire else None, model=model, source="unknown_route")
             ex = Exchange(record.seq, model, "", Conversation(model=model))
             spec = ErrorSpec(404, "invalid_request_error", f"Unknown request URL: {request.method} {request.path}.")
-            return Response.json(OPENAI.error_body(spec, ex), status=404, headers=OPENAI.headers(ex, 404))
+            plain = wires().by_name[PLAIN]
+            return Response.json(plain.error_body(spec, ex), status=404, headers=plain.headers(ex, 404))
         if not isinstance(body, dict):
             record = self._record(request, wire=wire.name, model="", source="invalid_body")
             ex = Exchange(record.seq, "", wire.api_key(request.headers), Conversation())

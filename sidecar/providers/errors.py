@@ -81,6 +81,18 @@ def _error_fields(body: str) -> tuple[str, str, str]:
     return body.strip(), "", ""
 
 
+def _error_param(body: str) -> str:
+    """The parameter an error body names (OpenAI's ``error.param``, "tools[0].function.parameters"); "" when
+    it names none."""
+    try:
+        parsed: Any = loads(body)
+    except ValueError:
+        return ""
+    err = parsed.get("error") if isinstance(parsed, dict) else None
+    param = err.get("param") if isinstance(err, dict) else None
+    return param if isinstance(param, str) else ""
+
+
 def _http(status: int, headers: Mapping[str, str], body: str, target: Target, secrets: Iterable[str]) -> HttpInfo:
     safe = redact_body(body, status, secrets)
     raw = retry_after_raw(headers)  # reported as sent, for the host, but never with a secret in it
@@ -135,7 +147,7 @@ def classify_response(
     if status == 404:
         return ModelNotFound.at_provider(target.provider, target.upstream_model, target.model_id, words, http=http)
     if 400 <= status < 500:
-        return InvalidInput(
-            "messages", "", f"the {target.provider} provider rejected the request (HTTP {status}: {words})", http=http
-        )
+        param = _error_param(body)  # the provider's name for it, in its wire format: as sent to it
+        rule = f"the {target.provider} provider rejected the request (HTTP {status}: {words})"
+        return InvalidInput(param or "body", "", rule, http=http, as_sent=bool(param))
     return ExternalService(target.provider, target.endpoint, words, http=http)

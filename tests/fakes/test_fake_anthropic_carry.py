@@ -18,7 +18,7 @@ import pytest
 from anthropic.types import ErrorResponse, Message, RawMessageStreamEvent
 
 from sidecar.fakes import FakeProvider, ThreadedServer
-from sidecar.fakes._anthropic_answers import REDACTED_TRIGGER
+from sidecar.providers.formats.anthropic_messages.fake_answers import REDACTED_TRIGGER
 from tests.fakes.helpers import ANTHROPIC_PATH, script
 
 Srv = ThreadedServer[FakeProvider]

@@ -9,7 +9,7 @@ import pytest
 
 from sidecar.core.clock import FakeClock
 from sidecar.fakes import FakeProvider, ThreadedServer
-from sidecar.fakes._azure import RETRY_AFTER_MS, RETRY_AFTER_S
+from sidecar.providers.formats.openai_chat.fake_azure import RETRY_AFTER_MS, RETRY_AFTER_S
 
 from .helpers import WIRES, chat, script
 

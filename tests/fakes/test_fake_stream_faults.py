@@ -10,13 +10,13 @@ import pytest
 from httpx_sse import ServerSentEvent
 
 from sidecar.fakes import FakeProvider, ThreadedServer
-from sidecar.fakes._anthropic import ANTHROPIC
 from sidecar.fakes._brain import Reply
 from sidecar.fakes._conversation import Conversation
 from sidecar.fakes._http import StreamEnd
-from sidecar.fakes._openai import OPENAI
 from sidecar.fakes._stream import render_stream
 from sidecar.fakes._wire import Exchange
+from sidecar.providers.formats.anthropic_messages.fake import ANTHROPIC
+from sidecar.providers.formats.openai_chat.fake import OPENAI
 
 from .helpers import WIRES, chat, script, text_of
 from .sse import assemble, body_for, events, open_stream

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from sidecar.fakes._bedrock import frame
+from sidecar.providers.formats.bedrock_converse.fake import frame
 from sidecar.providers.streaming.readers import BrokenFrames, event_stream_events
 
 EVENT = {":event-type": "contentBlockDelta", ":content-type": "application/json", ":message-type": "event"}

@@ -8,19 +8,19 @@ For each format of ``providers.formats.registry.FORMATS``:
                                                                         gives the same deltas and reply
     an error     Front.error_body at a status -> Upstream.classify      the failure the status means
 
-and the configuration, the fake provider and the HTTP doors know every format the registry lists.
+and the configuration, the fake provider and the HTTP doors know every format the registry lists
+(``formats/names.py``: derived from its lines, listed nowhere else).
 """
 
 from __future__ import annotations
 
 import json
-import typing
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from sidecar.config import ProviderConfig
+from sidecar.config import Config, ProviderConfig
 from sidecar.core.conversation import ToolCall
 from sidecar.core.kinds import FailureKind, FinishReason, RetrySignal
 from sidecar.core.rate_budget import Allowance, Budget
@@ -28,9 +28,10 @@ from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta, TextDelta, ToolCallDelta
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.fakes._limits import Taken
-from sidecar.fakes.provider import WIRES
+from sidecar.fakes.provider import wires
 from sidecar.providers.errors import Target
 from sidecar.providers.formats.chat import ChatReply, ChatRequest
+from sidecar.providers.formats.names import registered
 from sidecar.providers.formats.protocol import ReplyHead, Sse, Upstream, WireFormat
 from sidecar.providers.formats.registry import FORMATS
 from tests.unit.shapes import SHAPES, as_sent, chat, features, read_back
@@ -50,7 +51,7 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def upstream(fmt: WireFormat) -> Upstream:
-    return fmt.upstream(ProviderConfig(wire_format=fmt.name, base_url="http://provider"))  # type: ignore[arg-type]
+    return fmt.upstream(ProviderConfig(wire_format=fmt.name, base_url="http://provider"))
 
 
 def arguments(calls: list[ToolCall]) -> list[tuple[str, str, Any]]:
@@ -210,15 +211,43 @@ def test_an_error_a_provider_of_the_format_sends_is_classified_by_its_upstream(
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_budget_a_fake_of_the_format_tells_reads_back_through_its_upstream(name: str) -> None:
-    told = WIRES[name].budget_headers(Taken(True, 5, 3, 42.5), NOW)
+    told = wires().by_name[name].budget_headers(Taken(True, 5, 3, 42.5), NOW)
     got = upstream(FORMATS[name]).budget(told, NOW)
     assert got == (Budget(Allowance(3, 42.5)) if told else Budget())  # a format whose fake tells none: nothing
     assert upstream(FORMATS[name]).budget({}, NOW) == Budget()
 
 
 def test_the_configuration_the_fake_and_the_doors_know_every_format() -> None:
-    allowed = typing.get_args(ProviderConfig.model_fields["wire_format"].annotation)
-    assert sorted(allowed) == NAMES  # a new format: its name in ProviderConfig.wire_format too
-    assert sorted(WIRES) == NAMES  # ... and a fake wire (sidecar/fakes/provider.py)
+    """All derived from the registry's lines (``formats/names.py``): nothing else lists the formats."""
+    for name in NAMES:  # the configuration takes every registered name, and names them all when refusing one
+        assert ProviderConfig(wire_format=name, base_url="http://provider").wire_format == name
+    with pytest.raises(ValueError, match="must be a wire format: 'openai', 'anthropic', 'gemini'") as refused:
+        ProviderConfig(wire_format="cohere", base_url="http://provider")
+    assert all(repr(name) in str(refused.value) for name in NAMES)
+    fakes = wires().by_name  # ... the fake provider has each format's wire (its ``fakes``), over its front
+    assert sorted(fakes) == NAMES
+    assert all(fakes[n].front is FORMATS[n].front for n in NAMES)
     paths = [FORMATS[n].front.path for n in NAMES]
-    assert len(set(paths)) == len(paths)  # one route each at the HTTP port
+    assert len(set(paths)) == len(paths)  # one route each, at the fake and at the HTTP port
+    assert {n: FORMATS[n].door for n in NAMES} == {
+        "openai": "openai",
+        "openai_responses": "openai",
+        "anthropic": "anthropic",
+        "gemini": None,
+        "bedrock_converse": None,
+    }
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if registered()[n].environment])
+def test_what_a_format_reads_from_the_environment_is_a_secret_where_it_is_configured(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its registry line's ``environment`` (Bedrock's AWS credentials): masked with a provider of the format, and
+    only then."""
+    values = {var: f"{name}-credential-{i}-value" for i, var in enumerate(registered()[name].environment)}
+    for var, value in values.items():
+        monkeypatch.setenv(var, value)
+    other = next(n for n in NAMES if not registered()[n].environment)
+    for wire_format, masked in ((name, set(values.values())), (other, set())):
+        config = Config.model_validate({"providers": {"p": {"wire_format": wire_format, "base_url": "https://h"}}})
+        assert set(config.secrets) == masked

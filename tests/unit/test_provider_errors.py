@@ -14,7 +14,7 @@ from sidecar.core.details import ProviderDetail, ResourceDetail
 from sidecar.core.kinds import FailureKind, RetrySignal
 from sidecar.core.redact import REDACTED
 from sidecar.core.retry import Retry
-from sidecar.core.taxonomy import SidecarFailure
+from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.providers.errors import Target, classify_response
 from tests.unit.profile import PROPERTY
 
@@ -288,9 +288,16 @@ def test_other_4xx_are_invalid_input_with_the_providers_words_as_the_rule(status
     assert failure.kind is FailureKind.INVALID_INPUT
     assert failure.correctable
     assert failure.message == (
-        f"Invalid value for parameter 'messages' (got \"\"): the oai provider rejected the request "
-        f"(HTTP {status}: {said})"
+        f"Invalid value for parameter 'body' (got \"\"): the oai provider rejected the request (HTTP {status}: {said})"
     )
+
+
+def test_a_4xx_naming_its_parameter_names_it_as_the_provider_wrote_it() -> None:
+    body = '{"error": {"message": "Invalid schema", "type": "invalid_request_error", "param": "tools[0].function"}}'
+    failure = failed(400, body)
+    assert isinstance(failure, InvalidInput)
+    assert failure.as_sent
+    assert failure.message.startswith("Invalid value for parameter 'tools[0].function' (got \"\"): the oai provider")
 
 
 @pytest.mark.parametrize(

@@ -57,6 +57,7 @@ from sidecar.providers.formats.fields import shown
 __all__ = [
     "CONTROLS",
     "FEATURES",
+    "UNCARRIED",
     "Unknown",
     "asked",
     "carried_elements",
@@ -67,6 +68,9 @@ __all__ = [
     "refuse_uncarried",
     "refuse_unknown",
 ]
+
+UNCARRIED = "is not carried by the sidecar{} (docs/carried.md): leave it out"
+"""The rule a key no element of the core carries is refused with (``refuse_unknown``, a closed ``shapes.Shape``)."""
 
 CONTROLS = (
     "reasoning",
@@ -230,8 +234,7 @@ def refuse_unknown(value: Mapping[str, Any], known: Collection[str], where: str 
     for key, item in value.items():
         if key not in known and item is not None:
             at = f"{where}.{key}" if where else key
-            rule = f"is not carried by the sidecar{' here' if here else ''} (docs/carried.md): leave it out"
-            raise InvalidInput(at, shown(item), rule, as_sent=True)
+            raise InvalidInput(at, shown(item), UNCARRIED.format(" here" if here else ""), as_sent=True)
 
 
 def refuse_foreign(request: ModelRequest, format_name: str, model_id: str) -> None:

@@ -1,7 +1,7 @@
 """What a wire format implements: ``WireFormat``, its upstream half and its front half.
 
-A format is one folder of ``sidecar/providers/formats/`` (``vocab``, ``upstream``, ``front``) and one
-line of ``registry.py``. Everything that speaks it goes through these protocols::
+A format is one folder of ``sidecar/providers/formats/`` (``vocab``, ``upstream``, ``front``, ``fake``) and
+one line of ``names.py``. Everything that speaks it goes through these protocols::
 
     who                              half        what it does with it
     ModelService (providers/client,  Upstream    the sidecar as a provider's client: where to send, the
@@ -9,8 +9,8 @@ line of ``registry.py``. Everything that speaks it goes through these protocols:
     the HTTP doors (server/http/)    Front       the sidecar as a provider: a caller's request read into
                                                  the core's ModelRequest, the answer (whole, streamed, a
                                                  failure) rendered in the format
-    the fake provider (fakes/)       Front       a scripted provider of the format: the same reader and
-                                                 renderers, with faults of its own
+    the fake provider (fakes/, each  Front       a scripted provider of the format: the same reader and
+      format's ``fakes``)                        renderers, with faults of its own
 
 The two halves are each other's inverse, which ``tests/unit/test_formats.py`` proves for every
 registered format: a ChatRequest rendered by ``Upstream.body`` reads back through ``Front.parse``,
@@ -250,6 +250,19 @@ class WireFormat(Protocol):
     @property
     def front(self) -> Front:
         """The server half (one for every door and fake)."""
+        ...
+
+    @property
+    def door(self) -> str | None:
+        """The HTTP door that serves ``front`` at its ``path``, by the ``http`` switch that turns it on
+        (``openai``, ``anthropic``: ``server/http/doors.py``); None: no door serves it."""
+        ...
+
+    @property
+    def fakes(self) -> tuple[str, ...]:
+        """Where the fake provider's wires of the format are (``module:NAME``, a ``sidecar.fakes`` ``Wire``),
+        loaded by the fake provider alone, never by the sidecar: the first answers at ``front.path``, any
+        more speak the format behind other URLs (Azure OpenAI's)."""
         ...
 
     def upstream(self, provider: ProviderConfig) -> Upstream:

@@ -12,7 +12,8 @@ against its shape first, then reads it knowing every declared key has its declar
                             that object is not interpreted, and is carried: ``carried.Unknown``)
 
 The check is strict: no value is converted ("5" is not a number, true is not an integer). A key
-the shape does not declare is let through, to be carried; a null value is absent wherever a shape
+the shape does not declare is let through, to be carried (a shape closed by ``ConfigDict(extra="forbid")``
+refuses it in ``carried.refuse_unknown``'s words); a null value is absent wherever a shape
 writes ``X | None``. What the types cannot say (one block after another, a tool result's call id
 that names an earlier call) a front checks by hand after this.
 """
@@ -26,6 +27,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
 from sidecar.core.taxonomy import InvalidInput
+from sidecar.providers.formats.carried import UNCARRIED
 from sidecar.providers.formats.fields import shown
 
 __all__ = ["Shape", "declared"]
@@ -87,9 +89,9 @@ def _refusal(errors: list[ErrorDetails], body: Any, at: str) -> InvalidInput:
 
 def _path(loc: tuple[int | str, ...], body: Any, *, missing: bool) -> tuple[int | str, ...]:
     """The steps of ``loc`` that are the body's own keys and indices (pydantic adds the names of a union's
-    members and a tagged union's tags, which the caller never wrote). A tag that is also a key of its object
-    (a text block's tag "text") is read both ways: the reading that follows more of ``loc`` is the path, and
-    the tag's on a tie."""
+    members and a tagged union's tags, which the caller never wrote), and a ``missing`` key last. A tag that
+    is also a key of its object (a text block's tag "text") is read both ways: the reading that follows more
+    of ``loc`` is the path, and the tag's on a tie (``cache_control`` of a text block, not its ``text``)."""
     if not loc:
         return ()
     step, rest = loc[0], loc[1:]
@@ -117,6 +119,8 @@ def _rule(error: ErrorDetails) -> str:
         return f"must be {_RULES[kind]}"
     if kind == "missing":
         return "is required"
+    if kind == "extra_forbidden":  # a key a closed shape (``ConfigDict(extra="forbid")``) does not declare
+        return UNCARRIED.format("")
     if kind == "literal_error":
         return f"must be {ctx.get('expected', '')}"
     if kind == "union_tag_invalid":

@@ -2,9 +2,11 @@
 
     door              path                    config          serves
     MCP front         /mcp                    http.mcp        the configured tools as an MCP server (mcp_front.py)
-    OpenAI front      /v1/chat/completions    http.openai     ModelService.call / .stream (formats/openai_chat)
-    Responses front   /v1/responses           http.openai     ModelService.call / .stream (formats/openai_responses)
-    Anthropic front   /v1/messages            http.anthropic  ModelService.call / .stream (formats/anthropic_messages)
+    the model fronts  each format's           http.openai,    ModelService.call / .stream, through each registered
+                      ``front.path``          http.anthropic  format whose ``door`` names the switch (``openai``:
+                                                              formats/openai_chat, /v1/chat/completions, and
+                                                              formats/openai_responses, /v1/responses;
+                                                              ``anthropic``: formats/anthropic_messages, /v1/messages)
     the model list    /v1/models[/{id}]       either of them  the catalog and routes (models_front.py)
     the admin view    /admin/state            server.admin    the live policy state, the actions, POST /admin/reload
                                                               (admin_front.py)
@@ -16,7 +18,8 @@ the SERVER span, the call, the failure table of ``failures.py``); each is one fo
 A new door is one more entry of ``build_doors``: its routes and lifespan (``hosting.Door``), built
 from ``DoorParts``, calling ``ModelService`` / ``ToolService`` of ``live.core`` (read once per call:
 a reload swaps it) like every other door; a new model
-front is one more ``endpoint`` of ``model_door`` over a registered format's front.
+front is a registered format whose ``door`` names one of the model door's switches (``model_door`` builds
+its routes from the registry).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from sidecar.config import Config
 from sidecar.core.clock import Clock
 from sidecar.core.taxonomy import SidecarFailure
 from sidecar.providers.formats.protocol import Front
-from sidecar.providers.formats.registry import format_named
+from sidecar.providers.formats.registry import FORMATS
 from sidecar.server.admin import StateView
 from sidecar.server.admission import Admission
 from sidecar.server.auth import Tokens
@@ -86,8 +89,8 @@ def build_doors(parts: DoorParts) -> list[Door]:
 
 
 def model_door(parts: DoorParts) -> Door:
-    """The OpenAI (Chat Completions and Responses) and Anthropic fronts (those the config turns on) and the model
-    list, as one door."""
+    """The fronts of the registered formats whose ``door`` the config turns on (``http.openai``: Chat Completions
+    and Responses; ``http.anthropic``: Messages) and the model list, as one door."""
     http = parts.config.http
     assert http is not None
     limit = parts.config.server.max_message_bytes
@@ -101,12 +104,13 @@ def model_door(parts: DoorParts) -> Door:
         fronts[front.path] = front
         return Route(front.path, endpoint=app, methods=["POST"])
 
+    switches = {"openai": http.openai, "anthropic": http.anthropic}  # a format's ``door``: the switch turning it on
     routes: list[BaseRoute] = []
-    if http.openai:
-        routes.append(endpoint(format_named("openai").front))
-        routes.append(endpoint(format_named("openai_responses").front))
-    if http.anthropic:
-        routes.append(endpoint(format_named("anthropic").front))
+    for name, fmt in FORMATS.items():
+        if fmt.door is not None and fmt.door not in switches:
+            raise ValueError(f"wire format {name}: its door {fmt.door!r} is none of {sorted(switches)}")
+        if fmt.door is not None and switches[fmt.door]:
+            routes.append(endpoint(fmt.front))
     live = parts.live
     routes.extend(models_routes(lambda: live.core.config, anthropic_shape=http.anthropic))
 

@@ -24,8 +24,8 @@
                     the doors' lifespans end
 
 A door is a front to the same core (``doors.py`` builds them): its routes, and a lifespan when
-it holds something open. A door reads its own request bodies and bounds them (the MCP front at
-``server.max_message_bytes``).
+it holds something open. A door reads its own request bodies and bounds them (``bodies.bounded_body``:
+the model fronts and the MCP front at ``server.max_message_bytes``, the admin door at its own limit).
 """
 
 from __future__ import annotations

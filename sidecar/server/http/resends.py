@@ -2,11 +2,11 @@
 
 Every failure a model front answers says ``x-should-retry: false`` (``failures.py``), and the
 official openai and anthropic SDKs obey it. Other clients do not read it: the Vercel AI SDK re-sends
-a 429 or a 5xx twice by default, LlamaIndex re-sends, smolagents re-sends any error whose text holds
-"429". Each re-send of a failure the sidecar already retried, or already judged final, would be a
-whole call again (a quota error reaching the provider once per re-send, a rate limit's retries
-run again). So the fronts remember the failures they answered, briefly, and answer a re-send of
-the same request from memory::
+a 429 or a 5xx twice by default, LlamaIndex a whole call's 429 or 5xx twice (a streamed call not at all),
+smolagents any error whose text holds "429". Each re-send of a failure the sidecar already retried, or
+already judged final, would be a whole call again (a quota error reaching the provider once per re-send,
+a rate limit's retries run again). So the fronts remember the failures they answered, briefly, and
+answer a re-send of the same request from memory::
 
     the same request     the same caller (the peer's address and the credential it presented:
                          ``Authorization: Bearer`` or ``x-api-key``, a server.auth token or, without

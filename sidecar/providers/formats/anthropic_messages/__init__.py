@@ -1,4 +1,5 @@
-"""The Anthropic Messages wire format (``wire_format: anthropic``): ``vocab``, ``upstream``, ``front``."""
+"""The Anthropic Messages wire format (``wire_format: anthropic``): ``vocab``, ``upstream``, ``front``, ``fake``
+(with ``fake_answers``, ``fake_checks``, ``fake_signing``); served at the ``anthropic`` door."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ __all__ = ["FORMAT", "AnthropicMessages"]
 class AnthropicMessages:
     name = FORMAT_NAME
     front = AnthropicFront()
+    door: str | None = "anthropic"
+    fakes = (f"{__name__}.fake:ANTHROPIC",)
 
     def upstream(self, provider: ProviderConfig) -> AnthropicUpstream:
         return AnthropicUpstream(provider.anthropic_version)

@@ -1,4 +1,5 @@
-"""The Amazon Bedrock Converse wire format (``wire_format: bedrock_converse``): ``vocab``, ``upstream``, ``front``."""
+"""The Amazon Bedrock Converse wire format (``wire_format: bedrock_converse``): ``vocab``, ``upstream``, ``front``,
+``fake``; no door."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ __all__ = ["FORMAT", "BedrockConverse"]
 class BedrockConverse:
     name = FORMAT_NAME
     front = BedrockFront()
+    door: str | None = None
+    fakes = (f"{__name__}.fake:BEDROCK",)
 
     def upstream(self, provider: ProviderConfig) -> BedrockUpstream:
         return BedrockUpstream(provider)

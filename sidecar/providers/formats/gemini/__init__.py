@@ -1,4 +1,4 @@
-"""The Gemini wire format (``wire_format: gemini``): ``vocab``, ``upstream``, ``front``."""
+"""The Gemini wire format (``wire_format: gemini``): ``vocab``, ``upstream``, ``front``, ``fake``; no door."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ __all__ = ["FORMAT", "Gemini"]
 class Gemini:
     name = FORMAT_NAME
     front = GeminiFront()
+    door: str | None = None
+    fakes = (f"{__name__}.fake:GEMINI",)
 
     def upstream(self, provider: ProviderConfig) -> GeminiUpstream:
         return GeminiUpstream()

@@ -4,24 +4,21 @@
 the key in ``x-goog-api-key``. ``GeminiUpstream.body`` renders a ChatRequest (``front.py`` reads one
 back: its inverse)::
 
-    core (ChatRequest)                          Gemini body
-    system                                      systemInstruction {"parts": [{"text"}]}
-    Message(USER, text | parts)                 {"role": "user", "parts": [text, inlineData, fileData]}
-    Message(ASSISTANT, reasoning, text | parts, {"role": "model", "parts": [thought parts first, text,
-            tool_calls)                         functionCall {id, name, args}]}, each thought signature on
-                                                its part (``vocab``'s table), byte-identical
-    Message(TOOL, tool_results)                 {"role": "user", "parts": [functionResponse {id, name,
-                                                response {"output" | "error": content}}]}
-    tools                                       [{"functionDeclarations": [{name, description,
-                                                parametersJsonSchema}]}]
-    tool_choice auto | none | required | tool   toolConfig.functionCallingConfig {"mode": AUTO | NONE | ANY,
-                                                "allowedFunctionNames": [name] (tool)}
-    max_tokens, temperature, top_p, top_k,      generationConfig {maxOutputTokens, temperature, topP, topK,
-      stop, seed, presence / frequency penalty  stopSequences, seed, presencePenalty, frequencyPenalty}
-    response schema                             generationConfig {responseMimeType: "application/json",
-                                                responseJsonSchema} (the structured-output loop)
-    reasoning.budget_tokens | effort            generationConfig.thinkingConfig {thinkingBudget |
-                                                thinkingLevel, "includeThoughts": true}
+    core (ChatRequest)                          Gemini body (``shapes.Request``)
+    system                                      systemInstruction, one text part
+    Message(USER, text | parts)                 a "user" content: text, inlineData, fileData parts
+    Message(ASSISTANT, reasoning, text | parts, a "model" content: thought parts first, then text and
+            tool_calls)                         functionCall parts, each thought signature on its part
+                                                (``vocab``'s table), byte-identical
+    Message(TOOL, tool_results)                 a "user" content of functionResponse parts
+    tools                                       one tool's functionDeclarations
+    tool_choice auto | none | required | tool   functionCallingConfig mode AUTO | NONE | ANY | ANY with
+                                                allowedFunctionNames [name]
+    max_tokens, temperature, top_p, top_k,      generationConfig maxOutputTokens, temperature, topP, topK,
+      stop, seed, presence / frequency penalty  stopSequences, seed, presencePenalty, frequencyPenalty
+    response schema                             responseMimeType application/json and responseJsonSchema
+                                                (the structured-output loop)
+    reasoning.budget_tokens | effort            thinkingConfig thinkingBudget | thinkingLevel, includeThoughts
     provider_options_json {"gemini": {...}}     that object's keys merged into the body (safetySettings,
                                                 cachedContent, ...); its generationConfig merged into the
                                                 sidecar's (none of the keys the sidecar sets)
@@ -29,26 +26,12 @@ back: its inverse)::
 Not carried, so refused by name before sending (``carried.refuse_uncarried``): cache breakpoints
 (parts.cache, tools.cache, system_cache: Gemini caches through a cachedContent resource), a plain-text
 document, a tool result given as parts, strict function calling (tools.strict: Gemini has no strict
-mode), parallel_tool_calls and end_user (no field). ``check`` then
-refuses, naming the field: an image's detail "low", an image URL whose media type its extension does
-not say, a document with a title (Gemini has no field for it), an assistant message's image or
-document, a reasoning effort Gemini has no thinkingLevel for.
+mode), parallel_tool_calls and end_user (no field). ``check`` then refuses, naming the field: an
+image's detail "low", an image URL whose media type its extension does not say, a document with a
+title (Gemini has no field for it), an assistant message's image or document, a reasoning effort
+Gemini has no thinkingLevel for.
 
-A reply (``parse``)::
-
-    candidates[0].content.parts     text -> text; functionCall -> tool calls (no id: ``gemini_call_<n>``);
-                                    thought parts and thoughtSignature -> reasoning (format "gemini")
-    candidates[0].finishReason      ``vocab.FINISH``; a block's finishMessage (or text) is the refusal
-    promptFeedback.blockReason      no candidates: the prompt was blocked, a refusal of that category
-    usageMetadata                   promptTokenCount (cached included) -> input; cachedContentTokenCount ->
-                                    cache read; candidatesTokenCount + thoughtsTokenCount -> output;
-                                    thoughtsTokenCount -> reasoning tokens
-    modelVersion, responseId        the reply's model and id
-
-A stream is ``data:`` chunks, each a GenerateContentResponse with the parts it adds (read by
-``GeminiStream``); it ends when the body ends (no end marker): the chunk with a finishReason (or a
-blocked prompt) completes it. A chunk ``{"error": {...}}`` is a StreamFault with its body; data that
-is not a JSON object is garbled.
+A reply and a stream are read by ``replies.GeminiStream`` (its table).
 
 Error answers (``classify``), decided from the body's ``error.status`` and ``details`` first::
 
@@ -69,59 +52,49 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sidecar.core.backoff import parse_retry_after
-from sidecar.core.conversation import (
-    Controls,
-    DocumentPart,
-    ImagePart,
-    Message,
-    ModelRequest,
-    ReasoningPart,
-    TextPart,
-    ToolCall,
-)
+from sidecar.core.conversation import Controls, DocumentPart, ImagePart, Message, ModelRequest, TextPart, ToolDefinition
 from sidecar.core.details import ProviderDetail
 from sidecar.core.json_depth import loads
-from sidecar.core.kinds import FinishReason, RetrySignal, Role
+from sidecar.core.kinds import RetrySignal, Role
 from sidecar.core.rate_budget import Budget
 from sidecar.core.redact import redact_body
 from sidecar.core.retry import Retry
-from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
-from sidecar.core.taxonomy import (
-    ContextOverflow,
-    InvalidInput,
-    QuotaExhausted,
-    SidecarFailure,
-    Unauthorized,
-)
+from sidecar.core.taxonomy import ContextOverflow, InvalidInput, QuotaExhausted, SidecarFailure, Unauthorized
 from sidecar.core.text import cap
 from sidecar.providers.errors import Target, classify_response
 from sidecar.providers.formats.carried import CONTROLS, plain, refuse_uncarried
-from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault
+from sidecar.providers.formats.chat import ChatReply, ChatRequest
 from sidecar.providers.formats.fields import count, text_or_empty
+from sidecar.providers.formats.gemini.replies import GeminiStream
+from sidecar.providers.formats.gemini.shapes import (
+    Content,
+    FunctionCallingConfig,
+    FunctionDeclaration,
+    FunctionResponse,
+    Part,
+    ThinkingConfig,
+)
 from sidecar.providers.formats.gemini.vocab import (
     API_KEY_HEADER,
-    BLOCKED,
-    FINISH,
+    CALL_ID_PREFIX,
     FORMAT_NAME,
     GENERATION_KEYS,
     PDF,
-    REFUSAL_TEXT,
     SIDECAR_KEYS,
-    args_of,
-    arguments_of,
     content_part,
     data_url,
+    signed_parts,
     url_media_type,
 )
 from sidecar.providers.formats.options import FIELD, merge_options, options_for
 from sidecar.providers.formats.protocol import SSE
 
 __all__ = [
-    "CALL_ID_PREFIX",
-    "GeminiStream",
+    "API_PATH",
+    "LEVELS",
     "GeminiUpstream",
     "error_fields",
     "generate_path",
@@ -130,14 +103,15 @@ __all__ = [
 ]
 
 API_PATH = "/v1beta/models/"
-CALL_ID_PREFIX = "gemini_call_"
-"""The id a tool call gets when Gemini gave it none (sent back without it: Gemini matches by name)."""
 LEVELS = ("minimal", "low", "medium", "high")
 """The core's efforts Gemini has a thinkingLevel for (all four)."""
-PROMPT_BLOCKED = "the prompt was blocked"
-"""A blocked prompt's explanation when Gemini gave none (``promptFeedback.blockReason``)."""
 _UNCARRIED = frozenset({"parallel_tool_calls", "end_user", "system_cache"})
-_CHOICE_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY", "tool": "ANY"}
+_CHOICE_MODES: Mapping[str, Literal["AUTO", "NONE", "ANY"]] = {
+    "auto": "AUTO",
+    "none": "NONE",
+    "required": "ANY",
+    "tool": "ANY",
+}
 _PER_DAY = re.compile(r"per\s*day|perday", re.I)
 _CONTEXT = re.compile(r"input token count.*exceeds|exceeds the maximum number of tokens", re.I)
 _OVERLOADED = re.compile(r"overloaded", re.I)
@@ -200,16 +174,10 @@ class GeminiUpstream:
         if request.system:
             body["systemInstruction"] = {"parts": [{"text": request.system}]}
         if request.tools:
-            declarations = []
-            for t in request.tools:
-                declaration: dict[str, Any] = {"name": t.name, "description": t.description}
-                if t.parameters_json:
-                    declaration["parametersJsonSchema"] = json.loads(t.parameters_json)
-                declarations.append(declaration)
-            body["tools"] = [{"functionDeclarations": declarations}]
+            body["tools"] = [{"functionDeclarations": [_declaration(t) for t in request.tools]}]
         choice = request.controls.tool_choice
         if choice is not None:
-            calling: dict[str, Any] = {"mode": _CHOICE_MODES[choice.mode]}
+            calling: FunctionCallingConfig = {"mode": _CHOICE_MODES[choice.mode]}
             if choice.mode == "tool":
                 calling["allowedFunctionNames"] = [choice.name]
             body["toolConfig"] = {"functionCallingConfig": calling}
@@ -225,9 +193,7 @@ class GeminiUpstream:
     def parse(self, body: dict[str, Any]) -> ChatReply:
         stream = GeminiStream()
         stream.read(body)
-        reply = stream.reply()
-        if reply is None:  # a reply with no finish at all: what it holds, unfinished
-            reply = stream.reply(finished=False)
+        reply = stream.reply() or stream.reply(finished=False)  # no finish at all: what it holds, unfinished
         assert reply is not None
         return reply
 
@@ -350,28 +316,29 @@ def provider_options(raw: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- a request rendered
 
 
+_AS_THEY_ARE = (
+    ("top_p", "topP"),
+    ("top_k", "topK"),
+    ("seed", "seed"),
+    ("presence_penalty", "presencePenalty"),
+    ("frequency_penalty", "frequencyPenalty"),
+)
+"""The controls that are a generationConfig key as they are: (control, key)."""
+
+
 def _generation(request: ChatRequest) -> dict[str, Any]:
     c: Controls = request.controls
     out: dict[str, Any] = {"maxOutputTokens": request.max_tokens}
     if request.temperature is not None:
         out["temperature"] = request.temperature
-    if c.top_p is not None:
-        out["topP"] = c.top_p
-    if c.top_k is not None:
-        out["topK"] = c.top_k
+    out.update((key, getattr(c, name)) for name, key in _AS_THEY_ARE if getattr(c, name) is not None)
     if c.stop:
         out["stopSequences"] = list(c.stop)
-    if c.seed is not None:
-        out["seed"] = c.seed
-    if c.presence_penalty is not None:
-        out["presencePenalty"] = c.presence_penalty
-    if c.frequency_penalty is not None:
-        out["frequencyPenalty"] = c.frequency_penalty
     if request.response_schema is not None:
         out["responseMimeType"] = "application/json"
         out["responseJsonSchema"] = request.response_schema
     if c.reasoning is not None:
-        thinking: dict[str, Any] = {"includeThoughts": True}
+        thinking: ThinkingConfig = {"includeThoughts": True}
         if c.reasoning.budget_tokens is not None:
             thinking["thinkingBudget"] = c.reasoning.budget_tokens
         else:
@@ -380,201 +347,29 @@ def _generation(request: ChatRequest) -> dict[str, Any]:
     return out
 
 
-def signed_parts(message: Message) -> list[dict[str, Any]]:
-    """An assistant message's parts: thoughts first, then text and function calls, each signature that came
-    on a part that is not a thought put back on the first function call (or the last text part)."""
-    parts: list[dict[str, Any]] = []
-    loose: list[str] = []
-    for r in message.reasoning:
-        if r.redacted_data:
-            parts.append({"text": "", "thought": True, "thoughtSignature": r.redacted_data})
-        elif r.text:
-            thought: dict[str, Any] = {"text": r.text, "thought": True}
-            if r.signature:
-                thought["thoughtSignature"] = r.signature
-            parts.append(thought)
-        elif r.signature:
-            loose.append(r.signature)
-    content = [content_part(p) for p in message.content]
-    calls = [{"functionCall": _function_call(c)} for c in message.tool_calls]
-    if not content and not calls:
-        content = [{"text": ""}]
-    slots = calls or content[-1:]
-    for slot, signature in zip(slots, loose, strict=False):
-        slot["thoughtSignature"] = signature
-    return [*parts, *content, *calls]
+def _declaration(tool: ToolDefinition) -> FunctionDeclaration:
+    out: FunctionDeclaration = {"name": tool.name, "description": tool.description}
+    if tool.parameters_json:
+        out["parametersJsonSchema"] = json.loads(tool.parameters_json)
+    return out
 
 
-def _function_call(c: ToolCall) -> dict[str, Any]:
-    call: dict[str, Any] = {"name": c.name, "args": args_of(c.arguments_json)}
-    if c.id and not c.id.startswith(CALL_ID_PREFIX):
-        call = {"id": c.id, **call}
-    return call
-
-
-def render_contents(messages: Iterable[Message]) -> list[dict[str, Any]]:
+def render_contents(messages: Iterable[Message]) -> list[Content]:
     """The conversation as ``contents`` (the module's table): one content for each message."""
-    out: list[dict[str, Any]] = []
+    out: list[Content] = []
     names: dict[str, str] = {}
     for m in messages:
         if m.role is Role.ASSISTANT:
             names.update((c.id, c.name) for c in m.tool_calls)
             out.append({"role": "model", "parts": signed_parts(m)})
             continue
-        parts: list[dict[str, Any]] = []
+        parts: list[Part] = []
         for r in m.tool_results:
             response = {"error" if r.is_error else "output": r.content}
-            reply: dict[str, Any] = {"name": r.name or names.get(r.call_id, ""), "response": response}
+            reply: FunctionResponse = {"name": r.name or names.get(r.call_id, ""), "response": response}
             if r.call_id and not r.call_id.startswith(CALL_ID_PREFIX):
                 reply = {"id": r.call_id, **reply}
             parts.append({"functionResponse": reply})
         parts += [content_part(p) for p in m.content]
         out.append({"role": "user", "parts": parts or [{"text": ""}]})
     return out
-
-
-# ---------------------------------------------------------------------------- a reply read
-
-
-class GeminiStream:
-    """One reply, chunk by chunk (a whole reply is one chunk): the module's table."""
-
-    def __init__(self) -> None:
-        self._text: list[str] = []
-        self._calls: list[ToolCall] = []
-        self._reasoning: list[list[str]] = []
-        """Each reasoning part: [text, signature, redacted data]."""
-        self._thinking = False
-        """The last part read was a thought (the next thought text goes on with it)."""
-        self._finish: str | None = None
-        self._message = ""
-        self._blocked = ""
-        self._categories: list[str] = []
-        self._usage: dict[str, int] = {}
-        self.model = ""
-        self._id = ""
-        self.complete = False
-
-    def feed(self, event: str, data: str) -> list[Delta]:
-        if not data.strip():
-            return []
-        try:
-            body = loads(data)
-        except ValueError:
-            raise StreamFault("the stream sent a chunk that is not JSON") from None
-        if not isinstance(body, dict):
-            raise StreamFault("the stream sent a chunk that is not a JSON object")
-        if "error" in body:
-            raise StreamFault("the stream sent an error", error_body=data)
-        return self.read(body)
-
-    def read(self, body: dict[str, Any]) -> list[Delta]:
-        """A GenerateContentResponse's parts as deltas, its finish, usage, model and id kept."""
-        self.model = text_or_empty(body.get("modelVersion")) or self.model
-        self._id = text_or_empty(body.get("responseId")) or self._id
-        usage = body.get("usageMetadata")
-        if isinstance(usage, dict):
-            self._usage = {k: count(v) for k, v in usage.items()}
-        feedback = body.get("promptFeedback")
-        if isinstance(feedback, dict) and text_or_empty(feedback.get("blockReason")):
-            self._blocked = str(feedback["blockReason"])
-            self._message = text_or_empty(feedback.get("blockReasonMessage"))
-            self._categories = _blocked_categories(feedback.get("safetyRatings"))
-            self._finish = self._blocked
-            self.complete = True
-        candidates = body.get("candidates")
-        if not isinstance(candidates, list) or not candidates or not isinstance(candidates[0], dict):
-            return []
-        candidate = candidates[0]
-        out: list[Delta] = []
-        content = candidate.get("content")
-        parts = content.get("parts") if isinstance(content, dict) else None
-        for part in parts if isinstance(parts, list) else []:
-            if isinstance(part, dict):
-                out += self._part(part)
-        reason = text_or_empty(candidate.get("finishReason"))
-        if reason and reason != "FINISH_REASON_UNSPECIFIED":
-            self._finish = reason
-            self._message = text_or_empty(candidate.get("finishMessage")) or self._message
-            self._categories = _blocked_categories(candidate.get("safetyRatings")) or self._categories
-            self.complete = True
-        return out
-
-    def _part(self, part: dict[str, Any]) -> list[Delta]:
-        out: list[Delta] = []
-        signature = text_or_empty(part.get("thoughtSignature"))
-        text = part.get("text")
-        if part.get("thought") is True:
-            text = text_or_empty(text)
-            if not text and signature:  # opaque: a signature with no thought text
-                self._thinking = False
-                self._reasoning.append(["", "", signature])
-                return [ReasoningDelta(len(self._reasoning) - 1, redacted_data=signature)]
-            if not self._thinking or (self._reasoning and self._reasoning[-1][1]):
-                self._reasoning.append(["", "", ""])
-            self._thinking = True
-            index = len(self._reasoning) - 1
-            self._reasoning[index][0] += text
-            if text:
-                out.append(ReasoningDelta(index, text=text))
-            if signature:
-                self._reasoning[index][1] = signature
-                out.append(ReasoningDelta(index, signature=signature))
-            return out
-        self._thinking = False
-        if signature:
-            self._reasoning.append(["", signature, ""])
-            out.append(ReasoningDelta(len(self._reasoning) - 1, signature=signature))
-        call = part.get("functionCall")
-        if isinstance(call, dict):
-            index = len(self._calls)
-            call_id = text_or_empty(call.get("id")) or f"{CALL_ID_PREFIX}{index}"
-            name, arguments = text_or_empty(call.get("name")), arguments_of(call.get("args"))
-            self._calls.append(ToolCall(call_id, name, arguments))
-            out += [ToolCallDelta(index, call_id, name, ""), ToolCallDelta(index, "", "", arguments)]
-        elif isinstance(text, str) and text:
-            self._text.append(text)
-            out.append(TextDelta(text))
-        return out
-
-    def reply(self, *, finished: bool = True) -> ChatReply | None:
-        if self._finish is None and finished:
-            return None
-        raw = self._finish or ""
-        text = "".join(self._text)
-        finish = FINISH.get(raw, FinishReason.UNSPECIFIED)
-        if finish is FinishReason.STOP and self._calls:
-            finish = FinishReason.TOOL_CALLS
-        blocked = raw in BLOCKED or bool(self._blocked)
-        category = ""
-        if blocked:
-            finish = FinishReason.CONTENT_FILTER
-            category = raw.lower() + (":" + ",".join(self._categories) if self._categories else "")
-        u = self._usage
-        thoughts = u.get("thoughtsTokenCount", 0)
-        return ChatReply(
-            text=text,
-            tool_calls=list(self._calls),
-            finish=finish,
-            raw_finish=raw,
-            refusal=(self._message or text or (PROMPT_BLOCKED if self._blocked else REFUSAL_TEXT)) if blocked else None,
-            input_tokens=u.get("promptTokenCount", 0) + u.get("toolUsePromptTokenCount", 0),
-            output_tokens=u.get("candidatesTokenCount", 0) + thoughts,
-            response_model=self.model,
-            response_id=self._id,
-            reasoning=[ReasoningPart(t, s, d, FORMAT_NAME) for t, s, d in self._reasoning],
-            cache_read_input_tokens=u.get("cachedContentTokenCount", 0),
-            reasoning_tokens=thoughts,
-            refusal_category=category,
-        )
-
-
-def _blocked_categories(ratings: Any) -> list[str]:
-    """The harm categories a block names (``HARM_CATEGORY_DANGEROUS_CONTENT`` -> ``dangerous_content``)."""
-    if not isinstance(ratings, list):
-        return []
-    return [
-        text_or_empty(r.get("category")).removeprefix("HARM_CATEGORY_").lower()
-        for r in ratings
-        if isinstance(r, dict) and r.get("blocked") is True and text_or_empty(r.get("category"))
-    ]

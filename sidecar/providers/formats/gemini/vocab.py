@@ -13,19 +13,18 @@
 The key goes in ``x-goog-api-key``. Parts, both ways (``content_part`` renders one; the front reads
 them back)::
 
-    core                                    part
-    TextPart(text)                          {"text"}
-    ImagePart(media_type, data)             {"inlineData": {"mimeType", "data": base64}} (a data: URL: the
-                                            bytes it holds)
-    ImagePart(url)                          {"fileData": {"mimeType": by the URL's extension, "fileUri"}}
-    DocumentPart(data) (a PDF)              {"inlineData": {"mimeType": "application/pdf", "data"}}
-    DocumentPart(url)                       {"fileData": {"mimeType": "application/pdf", "fileUri"}}
-    ToolCall(id, name, arguments)           {"functionCall": {"id", "name", "args"}} (arguments that are not
-                                            a JSON object: args {"_raw": text})
-    ToolCallResult(call_id, content,        {"functionResponse": {"id", "name", "response": {"output": content}
-      is_error, name)                       | {"error": content}}}
-    ReasoningPart(text, signature)          {"text", "thought": true, "thoughtSignature"?}
-    ReasoningPart(redacted_data)            {"text": "", "thought": true, "thoughtSignature": data}
+    core                                    part (``shapes.Part``)
+    TextPart(text)                          text
+    ImagePart(media_type, data)             inlineData, the bytes in base64 (a data: URL: the bytes it holds)
+    ImagePart(url)                          fileData, its mimeType by the URL's extension
+    DocumentPart(data) (a PDF)              inlineData application/pdf
+    DocumentPart(url)                       fileData application/pdf
+    ToolCall(id, name, arguments)           functionCall (arguments that are not a JSON object: args
+                                            {"_raw": text})
+    ToolCallResult(call_id, content,        functionResponse, its response {"output": content} or
+      is_error, name)                       {"error": content}
+    ReasoningPart(text, signature)          text, thought true, thoughtSignature
+    ReasoningPart(redacted_data)            text "", thought true, thoughtSignature the data
     ReasoningPart(signature) (no text)      the signature Gemini put on a part that is not a thought (a
                                             functionCall, a text part): ``thoughtSignature`` on the
                                             message's first functionCall part, or on its last text part
@@ -43,13 +42,17 @@ import mimetypes
 from collections.abc import Mapping
 from typing import Any
 
-from sidecar.core.conversation import DocumentPart, ImagePart, Part, TextPart
+from sidecar.core.conversation import DocumentPart, ImagePart, Message, Part, TextPart, ToolCall
 from sidecar.core.kinds import FinishReason
 from sidecar.providers.formats.chat import compact_json
+from sidecar.providers.formats.gemini.shapes import FunctionCall, GenerationConfig, Request
+from sidecar.providers.formats.gemini.shapes import Part as WirePart
+from sidecar.providers.formats.shapes import declared
 
 __all__ = [
     "API_KEY_HEADER",
     "BLOCKED",
+    "CALL_ID_PREFIX",
     "FINISH",
     "FINISH_NAMES",
     "FORMAT_NAME",
@@ -63,28 +66,22 @@ __all__ = [
     "arguments_of",
     "content_part",
     "data_url",
+    "signed_parts",
     "url_media_type",
 ]
 
 FORMAT_NAME = "gemini"
 API_KEY_HEADER = "x-goog-api-key"
+CALL_ID_PREFIX = "gemini_call_"
+"""The id a tool call gets when Gemini gave it none (sent back without it: Gemini matches by name)."""
 RAW_ARGUMENTS = "_raw"
 """The one key of a functionCall's ``args`` that carries arguments that were not a JSON object, as written."""
 REFUSAL_TEXT = "the model's answer was blocked"
 """A refusal's explanation when Gemini gave none (a safety block says only its reason)."""
 PDF = "application/pdf"
-MODELS_PREFIX = "models/"
 
 BLOCKED = frozenset(
-    {
-        "SAFETY",
-        "RECITATION",
-        "BLOCKLIST",
-        "PROHIBITED_CONTENT",
-        "SPII",
-        "IMAGE_SAFETY",
-        "IMAGE_PROHIBITED_CONTENT",
-    }
+    {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT"}
 )
 """The finish reasons that are a block: the answer was refused, its category the reason."""
 FINISH: Mapping[str, FinishReason] = {
@@ -117,40 +114,13 @@ STATUS_CODES: Mapping[str, int] = {
     "DEADLINE_EXCEEDED": 504,
 }
 """``error.status`` and the HTTP status Google answers it with (``error.code``)."""
-STATUS_NAMES: Mapping[int, str] = {
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    409: "ABORTED",
-    429: "RESOURCE_EXHAUSTED",
-    499: "CANCELLED",
-    500: "INTERNAL",
-    501: "NOT_IMPLEMENTED",
-    503: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
-}
-"""The ``error.status`` of a bare HTTP status (another 5xx: UNAVAILABLE; another 4xx: INVALID_ARGUMENT)."""
+STATUS_NAMES: Mapping[int, str] = {code: name for name, code in reversed(list(STATUS_CODES.items()))}
+"""The ``error.status`` of a bare HTTP status: the first of ``STATUS_CODES`` with it (another 5xx: UNAVAILABLE;
+another 4xx: INVALID_ARGUMENT)."""
 
-SIDECAR_KEYS = frozenset(
-    {"contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "model", "stream"}
-)
+SIDECAR_KEYS = declared(Request)
 """The body's keys the sidecar sets from the request's own fields: provider options may not set them."""
-GENERATION_KEYS = frozenset(
-    {
-        "maxOutputTokens",
-        "temperature",
-        "topP",
-        "topK",
-        "stopSequences",
-        "seed",
-        "presencePenalty",
-        "frequencyPenalty",
-        "responseMimeType",
-        "responseJsonSchema",
-        "thinkingConfig",
-    }
-)
+GENERATION_KEYS = declared(GenerationConfig)
 """The ``generationConfig`` keys the sidecar sets (the rest of it a provider option may set)."""
 
 
@@ -187,11 +157,11 @@ def url_media_type(url: str) -> str:
     return guessed if guessed and guessed.startswith("image/") else ""
 
 
-def _inline(media_type: str, data: bytes) -> dict[str, Any]:
+def _inline(media_type: str, data: bytes) -> WirePart:
     return {"inlineData": {"mimeType": media_type, "data": base64.b64encode(data).decode("ascii")}}
 
 
-def content_part(part: Part) -> dict[str, Any]:
+def content_part(part: Part) -> WirePart:
     """A part as a Gemini part (the module's table; ``upstream.GeminiUpstream.check`` refused the rest)."""
     match part:
         case TextPart():
@@ -205,3 +175,35 @@ def content_part(part: Part) -> dict[str, Any]:
             if part.url:
                 return {"fileData": {"mimeType": PDF, "fileUri": part.url}}
             return _inline(part.media_type or PDF, part.data)
+
+
+def signed_parts(message: Message) -> list[WirePart]:
+    """An assistant message's parts: thoughts first, then text and function calls, each signature that came
+    on a part that is not a thought put back on the first function call (or the last text part)."""
+    parts: list[WirePart] = []
+    loose: list[str] = []
+    for r in message.reasoning:
+        if r.redacted_data:
+            parts.append({"text": "", "thought": True, "thoughtSignature": r.redacted_data})
+        elif r.text:
+            thought: WirePart = {"text": r.text, "thought": True}
+            if r.signature:
+                thought["thoughtSignature"] = r.signature
+            parts.append(thought)
+        elif r.signature:
+            loose.append(r.signature)
+    content = [content_part(p) for p in message.content]
+    calls: list[WirePart] = [{"functionCall": _function_call(c)} for c in message.tool_calls]
+    if not content and not calls:
+        content = [{"text": ""}]
+    slots = calls or content[-1:]
+    for slot, signature in zip(slots, loose, strict=False):
+        slot["thoughtSignature"] = signature
+    return [*parts, *content, *calls]
+
+
+def _function_call(c: ToolCall) -> FunctionCall:
+    call: FunctionCall = {"name": c.name, "args": args_of(c.arguments_json)}
+    if c.id and not c.id.startswith(CALL_ID_PREFIX):
+        call = {"id": c.id, **call}
+    return call

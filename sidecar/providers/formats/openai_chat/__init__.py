@@ -1,4 +1,5 @@
-"""The OpenAI Chat Completions wire format (``wire_format: openai``): ``vocab``, ``upstream``, ``front``."""
+"""The OpenAI Chat Completions wire format (``wire_format: openai``): ``vocab``, ``upstream``, ``front``, ``fake``
+(the OpenAI wire) and ``fake_azure`` (the same behind Azure OpenAI's URLs); served at the ``openai`` door."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ __all__ = ["FORMAT", "OpenAIChat"]
 class OpenAIChat:
     name = FORMAT_NAME
     front = OpenAIFront()
+    door: str | None = "openai"
+    fakes = (f"{__name__}.fake:OPENAI", f"{__name__}.fake_azure:AZURE")
 
     def upstream(self, provider: ProviderConfig) -> OpenAIUpstream:
         return OpenAIUpstream(AzureWire.of(provider))

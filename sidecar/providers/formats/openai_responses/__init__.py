@@ -1,4 +1,5 @@
-"""The OpenAI Responses wire format (``wire_format: openai_responses``): ``vocab``, ``upstream``, ``front``."""
+"""The OpenAI Responses wire format (``wire_format: openai_responses``): ``vocab``, ``upstream``, ``front``, ``fake``;
+served at the ``openai`` door."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ __all__ = ["FORMAT", "OpenAIResponses"]
 class OpenAIResponses:
     name = FORMAT_NAME
     front = ResponsesFront()
+    door: str | None = "openai"
+    fakes = (f"{__name__}.fake:RESPONSES",)
 
     def upstream(self, provider: ProviderConfig) -> ResponsesUpstream:
         return ResponsesUpstream(AzureWire.of(provider))

@@ -1,65 +1,44 @@
 """The OpenAI Responses front (``POST /v1/responses``): a request read, the answer rendered (whole, streamed, failed).
 
-The sidecar is stateless: it keeps no response to continue from. So a request that asks it to
-(``previous_response_id``, ``conversation``, ``store: true``, ``background: true``) is refused, 400
-naming the key; the caller sends the whole conversation, as the upstream half does.
+A request is checked against ``shapes.Request`` first (a wrong value: INVALID_INPUT naming the caller's
+path), then read knowing its types hold. The sidecar is stateless: it keeps no response to continue
+from, so a request that asks it to (``previous_response_id``, ``conversation``, ``store: true``,
+``background: true``) is refused naming the key; the caller sends the whole conversation, as the
+upstream half does. ``ResponsesFront.parse`` is the inverse of ``upstream.ResponsesUpstream.body``::
 
-``ResponsesFront.parse`` reads a request into the core's (the inverse of ``upstream.ResponsesUpstream.body``)::
-
-    request key                    what is read
-    model                          the model id asked for (a catalog model or a route)
-    input                          a string (one user message), or items in order:
-      {"role", "content"}            a message ("type": "message" or none): system / developer -> the
-                                     system prompt; user -> text (a string, or input_text / input_image /
-                                     input_file parts); assistant -> text (a string, or output_text parts;
-                                     a refusal part's words as its text; id, status, annotations set aside)
-      {"type": "function_call"}      a tool call of the assistant turn it follows (call_id, name, arguments)
-      {"type": "function_call_output"} a tool result (output: a string, or input_text / input_image parts;
-                                     TOOL_ERROR_PREFIX marks an error)
-      {"type": "reasoning"}          reasoning of the next assistant turn (``vocab``'s table: id,
-                                     encrypted_content, summary, byte-identical)
-    instructions                   the system prompt (before the system messages of ``input``)
-    tools                          [{"type": "function", "name", "description", "parameters", "strict"}]
-                                   (strict carried: ToolDefinition.strict, unset when absent; a deployment
-                                   whose format has no strict mode refuses true, docs/carried.md tools.strict)
-    tool_choice                    "auto" | "none" | "required" | {"type": "function", "name"}; with
-                                   parallel_tool_calls, only when tools are given
-    text.format                    json_schema -> its schema; json_object -> {"type": "object"}; text: none
-                                   (strict true or false: every reply is validated against the schema
-                                   and corrected, docs/carried.md)
-    max_output_tokens              the output budget (at least 1)
-    temperature, top_p,            the same controls
+    request                        the core's
+    input: a string                one user message
+    input: items, in order
+      message                        system / developer -> the system prompt, after ``instructions``; user
+                                     -> text or parts; assistant -> text or parts (a refusal part's words
+                                     as its text)
+      function_call                  a tool call of the assistant turn it follows (no arguments: "{}")
+      function_call_output           a tool result (TOOL_ERROR_PREFIX marks an error)
+      reasoning                      reasoning of the next assistant turn (``vocab``'s table, byte-identical)
+    input_image, input_file        an image; a PDF or a UTF-8 text document (a data: URL or a URL, never a
+                                   file_id: the sidecar cannot read a file uploaded to OpenAI)
+    tools                          ToolDefinition (strict carried: docs/carried.md tools.strict)
+    tool_choice,                   the same controls, only when tools are given
       parallel_tool_calls
-    reasoning                      effort (minimal, low, medium, high); summary read and implied
+    text.format                    json_schema -> its schema (strict or not, every reply is validated and
+                                   corrected: docs/carried.md); json_object -> {"type": "object"}; text: none
+    reasoning                      its effort (the summary is implied)
     safety_identifier, user        end_user
-    store                          false only; include: "reasoning.encrypted_content" only (always sent)
-    stream                         a streamed answer
-    any other key                  INVALID_INPUT naming it (previous_response_id, conversation, background,
-                                   metadata, ...): nothing is accepted and then dropped. A key whose
-                                   value is null is absent.
+    store, include                 false, and the encrypted content only (the upstream sends both always)
+    any other key                  carried to a deployment of this format (docs/carried.md): on the body,
+                                   a user or assistant message, a part, a tool, a call, a result, text,
+                                   reasoning, tool_choice; refused where nothing can carry it (a system
+                                   message, a reasoning item, a text.format other than json_schema)
 
-``render``, ``writer`` and ``error_body`` answer in the format::
-
-    ChatReply                      {"object": "response", "status", "incomplete_details", "output": [reasoning
-                                   items, a message {output_text | refusal}, function_call items], "usage",
-                                   "error": null, ...}
-    a stream                       response.created, response.in_progress; each item's
-                                   response.output_item.added, its deltas (response.output_text.delta,
-                                   response.refusal.delta, response.function_call_arguments.delta,
-                                   response.reasoning_summary_text.delta), its *.done events and
-                                   response.output_item.done; then response.completed (or
-                                   response.incomplete) with the whole response; every event numbered
-                                   (``sequence_number``)
-      the sidecar's restart        an event ``sidecar.restart`` (clients skip event types they do not know)
-    a failure                      {"error": {"message", "type", "param", "code"}} (Chat Completions'); in a
-                                   stream, an ``error`` event {"type": "error", "code", "message", "param"}
+``render`` and ``writer`` answer in the format (``writer.py``); a failure is Chat Completions' error body.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from functools import cache
+from typing import Any, cast
 
 from sidecar.core.conversation import (
     Controls,
@@ -77,61 +56,26 @@ from sidecar.core.conversation import (
     ToolDefinition,
 )
 from sidecar.core.kinds import Role
-from sidecar.core.stream import Delta, ReasoningDelta, TextDelta
 from sidecar.core.taxonomy import InvalidInput
-from sidecar.providers.formats.carried import Unknown, kept
+from sidecar.providers.formats.carried import Unknown, kept, refuse_unknown
 from sidecar.providers.formats.chat import ChatReply, compact_json
-from sidecar.providers.formats.fields import (
-    bool_field,
-    number_field,
-    optional_bool,
-    positive_budget,
-    schema_text,
-    shown,
-    text_field,
-)
+from sidecar.providers.formats.fields import shown
 from sidecar.providers.formats.openai_chat.front import OpenAIFront
-from sidecar.providers.formats.openai_responses.items import reasoning_items
-from sidecar.providers.formats.openai_responses.vocab import (
-    FINISH_NAMES,
-    FORMAT_NAME,
-    REDACTED_ID,
-    TOOL_ERROR_PREFIX,
-    api_key_of,
-    item_of,
-    parts_of_item,
-    read_data_url,
-    refuse_stateful,
-)
-from sidecar.providers.formats.protocol import Ask, ParamNames, ReplyHead, Sse
+from sidecar.providers.formats.openai_chat.vocab import TOOL_ERROR_PREFIX, api_key_of, read_data_url
+from sidecar.providers.formats.openai_responses import shapes
+from sidecar.providers.formats.openai_responses.vocab import FORMAT_NAME, parts_of_item, refuse_stateful
+from sidecar.providers.formats.openai_responses.writer import ResponsesWriter, output_items, response_object
+from sidecar.providers.formats.protocol import Ask, ParamNames, ReplyHead
+from sidecar.providers.formats.shapes import declared
 
-__all__ = ["REQUEST_KEYS", "RESPONSES_ROUTE", "ResponsesFront", "ResponsesWriter", "parse_request"]
+__all__ = ["REQUEST_KEYS", "RESPONSES_ROUTE", "ResponsesFront", "parse_request"]
 
 RESPONSES_ROUTE = "/v1/responses"
-
-REQUEST_KEYS = frozenset(
-    {
-        "model",
-        "input",
-        "instructions",
-        "tools",
-        "tool_choice",
-        "parallel_tool_calls",
-        "text",
-        "max_output_tokens",
-        "temperature",
-        "top_p",
-        "reasoning",
-        "safety_identifier",
-        "user",
-        "store",
-        "include",
-        "stream",
-    }
-)
-"""The request keys the front reads (the module's table); any other one that is not null is refused."""
-_EFFORTS = ("minimal", "low", "medium", "high")
-_DETAILS = ("auto", "low", "high")
+REQUEST_KEYS = declared(shapes.Request)
+"""The request keys the front reads; any other one is carried (``carried.Unknown``)."""
+_keys = cache(declared)
+"""The keys an element's shape declares: the others are carried (or refused where nothing holds them)."""
+_TEXTS = {"input_text": shapes.InputText, "output_text": shapes.OutputText, "refusal": shapes.Refusal}
 _CHAT = OpenAIFront()
 """What is the same as Chat Completions: the error body, its types, the key."""
 _PARAMS: ParamNames = {
@@ -161,15 +105,10 @@ class ResponsesFront:
     params = _PARAMS
 
     def parse(self, body: dict[str, Any]) -> Ask:
-        request = parse_request(body)
-        positive_budget(request, "max_output_tokens")
-        return Ask(request, bool_field(body, "stream"))
+        return Ask(parse_request(body), body.get("stream") is True)
 
     def render(self, reply: ChatReply, head: ReplyHead, extension: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        out = response_object(reply, head, output_items(reply, head), "")
-        if extension is not None:
-            out["sidecar"] = dict(extension)
-        return out
+        return cast(dict[str, Any], response_object(reply, head, output_items(reply, head), "", extension))
 
     def writer(self, head: ReplyHead, *, include_usage: bool = False) -> ResponsesWriter:
         return ResponsesWriter(head)
@@ -196,282 +135,37 @@ class ResponsesFront:
         return api_key_of(headers)
 
 
-# ---------------------------------------------------------------------------- replies rendered
-
-
-def _status(reply: ChatReply) -> tuple[str, dict[str, Any] | None]:
-    reason = FINISH_NAMES.get(reply.finish)
-    if reason is None or reply.refusal is not None:
-        return "completed", None
-    return "incomplete", {"reason": reason}
-
-
-def usage_of(reply: ChatReply) -> dict[str, Any]:
-    return {
-        "input_tokens": reply.input_tokens,
-        "input_tokens_details": {
-            "cached_tokens": reply.cache_read_input_tokens,
-            "cache_write_tokens": reply.cache_write_input_tokens,
-        },
-        "output_tokens": reply.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
-        "total_tokens": reply.input_tokens + reply.output_tokens,
-    }
-
-
-def response_object(
-    reply: ChatReply | None, head: ReplyHead, output: list[dict[str, Any]], status: str
-) -> dict[str, Any]:
-    """The Response object: ``reply`` None for the one a stream opens with (``status`` in_progress)."""
-    incomplete = None
-    if reply is not None:
-        status, incomplete = _status(reply)
-    return {
-        "id": head.reply_id,
-        "object": "response",
-        "created_at": head.created,
-        "status": status,
-        "error": None,
-        "incomplete_details": incomplete,
-        "instructions": None,
-        "max_output_tokens": None,
-        "model": head.model,
-        "output": output,
-        "parallel_tool_calls": True,
-        "previous_response_id": None,
-        "reasoning": None,
-        "store": False,
-        "temperature": None,
-        "text": {"format": {"type": "text"}},
-        "tool_choice": "auto",
-        "tools": [],
-        "top_p": None,
-        "truncation": "disabled",
-        "usage": None if reply is None else usage_of(reply),
-        "metadata": {},
-    }
-
-
-def _reasoning_item(item: dict[str, Any], status: str = "completed") -> dict[str, Any]:
-    return {**item, "status": status} if "encrypted_content" in item else {**item, "encrypted_content": None}
-
-
-def output_items(reply: ChatReply, head: ReplyHead) -> list[dict[str, Any]]:
-    """A reply's output items: its reasoning, its message, its calls."""
-    out = [_reasoning_item(i) for i in reasoning_items(reply.reasoning)]
-    content: list[dict[str, Any]] = []
-    if reply.refusal is not None:
-        content.append({"type": "refusal", "refusal": reply.refusal})
-    elif reply.text:
-        content.append({"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []})
-    if content:
-        out.append(_message(head, content, "completed"))
-    out += [_call(head, c, i, "completed") for i, c in enumerate(reply.tool_calls)]
-    return out
-
-
-def _message(head: ReplyHead, content: list[dict[str, Any]], status: str) -> dict[str, Any]:
-    return {"type": "message", "id": f"msg_{head.reply_id}", "role": "assistant", "status": status,
-            "content": content}  # fmt: skip
-
-
-def _call(head: ReplyHead, c: ToolCall, index: int, status: str) -> dict[str, Any]:
-    return {"type": "function_call", "id": f"fc_{head.reply_id}_{index}", "call_id": c.id, "name": c.name,
-            "arguments": c.arguments_json or "{}", "status": status}  # fmt: skip
-
-
-class ResponsesWriter:
-    """One streamed reply as Responses events (the module's table)."""
-
-    def __init__(self, head: ReplyHead) -> None:
-        self._head = head
-        self._seq = 0
-        self._open: dict[str, Any] | None = None
-        """The output item being streamed (its deltas so far in it)."""
-        self._index = -1
-        """Its output index."""
-        self._calls = 0
-        self._items = 0
-        """Reasoning items begun."""
-        self._first = 0
-        """The core's index of the open reasoning item's first part."""
-        self._done: list[dict[str, Any]] = []
-
-    def _event(self, kind: str, **fields: Any) -> Sse:
-        data = {"type": kind, "sequence_number": self._seq, **fields}
-        self._seq += 1
-        return (kind, data)
-
-    def _close(self) -> list[Sse]:
-        item = self._open
-        if item is None:
-            return []
-        self._open = None
-        out: list[Sse] = []
-        at = {"item_id": item["id"], "output_index": self._index}
-        if item["type"] == "message":
-            part = item["content"][0]
-            if part["type"] == "output_text":
-                out.append(self._event("response.output_text.done", **at, content_index=0, text=part["text"],
-                                       logprobs=[]))  # fmt: skip
-            else:
-                out.append(self._event("response.refusal.done", **at, content_index=0, refusal=part["refusal"]))
-            out.append(self._event("response.content_part.done", **at, content_index=0, part=part))
-        elif item["type"] == "function_call":
-            out.append(self._event("response.function_call_arguments.done", **at, arguments=item["arguments"],
-                                   name=item["name"]))  # fmt: skip
-        else:
-            for k, s in enumerate(item["summary"]):
-                out.append(self._event("response.reasoning_summary_text.done", **at, summary_index=k, text=s["text"]))
-                out.append(self._event("response.reasoning_summary_part.done", **at, summary_index=k, part=s))
-        item["status"] = "completed"
-        if item["type"] == "reasoning":
-            item.pop("_signed", None)
-            item.setdefault("encrypted_content", None)
-        self._done.append(item)
-        out.append(self._event("response.output_item.done", output_index=self._index, item=item))
-        return out
-
-    def _begin(self, item: dict[str, Any]) -> list[Sse]:
-        out = self._close()
-        self._index += 1
-        self._open = item
-        added = {**item, "status": "in_progress"} if item["type"] != "reasoning" else dict(item)
-        if item["type"] == "message":
-            added["content"] = []
-        if item["type"] == "function_call":
-            added["arguments"] = ""
-        if item["type"] == "reasoning":
-            added["summary"] = []
-        out.append(self._event("response.output_item.added", output_index=self._index, item=added))
-        return out
-
-    def start(self, input_tokens: int = 0) -> list[Sse]:
-        opened = response_object(None, self._head, [], "in_progress")
-        return [
-            self._event("response.created", response=opened),
-            self._event("response.in_progress", response=opened),
-        ]
-
-    def _text(self, kind: str, text: str) -> list[Sse]:
-        out: list[Sse] = []
-        item = self._open
-        if item is None or item["type"] != "message" or item["content"][0]["type"] != kind:
-            part: dict[str, Any] = (
-                {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-                if kind == "output_text"
-                else {"type": "refusal", "refusal": ""}
-            )
-            out += self._begin(_message(self._head, [part], "in_progress"))
-            assert self._open is not None
-            item = self._open
-            added = {**part, "text": ""} if kind == "output_text" else part
-            out.append(self._event("response.content_part.added", item_id=item["id"], output_index=self._index,
-                                   content_index=0, part=dict(added)))  # fmt: skip
-        part = item["content"][0]
-        at = {"item_id": item["id"], "output_index": self._index, "content_index": 0}
-        if kind == "output_text":
-            part["text"] += text
-            out.append(self._event("response.output_text.delta", **at, delta=text, logprobs=[]))
-        else:
-            part["refusal"] += text
-            out.append(self._event("response.refusal.delta", **at, delta=text))
-        return out
-
-    def delta(self, delta: Delta) -> list[Sse]:
-        if isinstance(delta, TextDelta):
-            return self._text("output_text", delta.text) if delta.text else []
-        if isinstance(delta, ReasoningDelta):
-            return self._thought(delta)
-        out: list[Sse] = []
-        if delta.id or delta.name:
-            call = ToolCall(delta.id, delta.name, "")
-            out += self._begin(_call(self._head, call, self._calls, "in_progress"))
-            self._calls += 1
-            assert self._open is not None
-            self._open["arguments"] = ""
-        item = self._open
-        if item is None or item["type"] != "function_call" or not delta.arguments_fragment:
-            return out
-        item["arguments"] += delta.arguments_fragment
-        out.append(self._event("response.function_call_arguments.delta", item_id=item["id"],
-                               output_index=self._index, delta=delta.arguments_fragment))  # fmt: skip
-        return out
-
-    def _thought(self, delta: ReasoningDelta) -> list[Sse]:
-        """A reasoning part's delta: a part past a signed item begins the next item; one within an unsigned
-        item is its next summary part."""
-        out: list[Sse] = []
-        item = self._open
-        if item is None or item["type"] != "reasoning" or (item.get("_signed") and delta.index > self._first):
-            item_id = f"rs_{self._head.reply_id}_{self._items}"
-            self._items += 1
-            out += self._begin({"type": "reasoning", "id": item_id, "summary": []})
-            self._first = delta.index
-            item = self._open
-        assert item is not None
-        at = {"item_id": item["id"], "output_index": self._index}
-        if delta.text:
-            k = max(delta.index - self._first, 0)
-            while len(item["summary"]) <= k:
-                item["summary"].append({"type": "summary_text", "text": ""})
-                out.append(self._event("response.reasoning_summary_part.added", **at,
-                                       summary_index=len(item["summary"]) - 1,
-                                       part={"type": "summary_text", "text": ""}))  # fmt: skip
-            item["summary"][k]["text"] += delta.text
-            out.append(self._event("response.reasoning_summary_text.delta", **at, summary_index=k, delta=delta.text))
-        if delta.redacted_data:
-            item["id"], item["encrypted_content"] = f"{REDACTED_ID}{self._items - 1}", delta.redacted_data
-            item["_signed"] = True
-        elif delta.signature:
-            item["id"], item["encrypted_content"] = item_of(delta.signature, self._items - 1)
-            item["_signed"] = True
-        return out
-
-    def refusal(self, text: str) -> list[Sse]:
-        return self._text("refusal", text)
-
-    def restarted(self, words: Mapping[str, Any]) -> list[Sse]:
-        self._open, self._index, self._calls, self._items, self._done = None, -1, 0, 0, []
-        return [self._event("sidecar.restart", restart=dict(words))]
-
-    def final(self, reply: ChatReply, extension: Mapping[str, Any] | None = None) -> list[Sse]:
-        out = self._close()
-        response = response_object(reply, self._head, self._done, "")
-        if extension is not None:
-            response["sidecar"] = dict(extension)
-        status = response["status"]
-        out.append(self._event(f"response.{status}", response=response))
-        return out
-
-    def error(self, body: dict[str, Any]) -> list[Sse]:
-        error = body.get("error")
-        error = error if isinstance(error, dict) else {}
-        fields = {"code": error.get("code"), "message": str(error.get("message") or ""), "param": error.get("param")}
-        if "sidecar" in error:
-            fields["sidecar"] = error["sidecar"]
-        return [self._event("error", **fields)]
-
-
 # ---------------------------------------------------------------------------- requests read
 
 
-def _carried_only(obj: Mapping[str, Any], keys: frozenset[str], where: str) -> None:
-    """INVALID_INPUT naming the first key of ``obj`` not in ``keys`` whose value is not null."""
-    for key, value in obj.items():
-        if key not in keys and value is not None:
-            raise InvalidInput(
-                f"{where}.{key}" if where else key,
-                shown(value),
-                "the sidecar does not carry this key: leave it out (docs/carried.md)",
-            )
-
-
-def _string(obj: Mapping[str, Any], key: str, where: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str):
-        raise InvalidInput(f"{where}.{key}" if where else key, shown(value), "must be a string")
-    return value
+def parse_request(body: Mapping[str, Any]) -> ModelRequest:
+    """A Responses request as the core's ModelRequest (the module's table)."""
+    refuse_stateful(body)
+    shapes.REQUEST.check(body)
+    request = cast(shapes.Request, body)
+    unknown = Unknown(FORMAT_NAME)
+    unknown.take(body, REQUEST_KEYS)
+    reader = _Reader()
+    items = request["input"]
+    if isinstance(items, str):
+        reader.messages.append(Message(Role.USER, items))
+    else:
+        for i, item in enumerate(items):
+            reader.read(item, f"input[{i}]")
+    tools = tuple(_tool(t, f"tools[{i}]") for i, t in enumerate(request.get("tools") or ()))
+    instructions = request.get("instructions")
+    temperature = request.get("temperature")
+    return ModelRequest(
+        model=request["model"],
+        messages=reader.end(),
+        system="\n\n".join(([instructions] if instructions else []) + reader.system),
+        tools=tools,
+        response_schema_json=_response_schema(request.get("text"), unknown),
+        max_output_tokens=request.get("max_output_tokens"),
+        temperature=None if temperature is None else float(temperature),
+        controls=_controls(request, bool(tools), unknown),
+        carried=unknown.carried(""),
+    )
 
 
 class _Reader:
@@ -485,6 +179,15 @@ class _Reader:
         self._assistant: Message | None = None
         self._results: list[ToolCallResult] = []
         self._names: dict[str, str] = {}
+
+    def read(self, item: Mapping[str, Any], where: str) -> None:
+        kind = item.get("type")
+        _READERS[item["role"] if kind in (None, "message") else kind](self, item, where)
+
+    def end(self) -> tuple[Message, ...]:
+        self._flush_assistant()
+        self._flush_results()
+        return tuple(self.messages)
 
     def _flush_assistant(self) -> None:
         if self._assistant is None and not self._calls and not self._reasoning:
@@ -501,156 +204,104 @@ class _Reader:
             self.messages.append(Message(Role.TOOL, tool_results=tuple(self._results)))
             self._results = []
 
-    def read(self, item: dict[str, Any], where: str) -> None:
-        kind = item.get("type")
-        if kind is None or kind == "message":
-            self._message(item, where)
-        elif kind == "function_call":
-            self._flush_results()
-            carried = kept(
-                FORMAT_NAME, item, frozenset({"type", "id", "call_id", "name", "arguments", "status"}), where
-            )
-            call_id, name = _string(item, "call_id", where), _string(item, "name", where)
-            call = ToolCall(call_id, name, _arguments(item, where), carried)
-            self._names[call.id] = call.name
-            self._calls.append(call)
-        elif kind == "function_call_output":
+    def _next_turn(self) -> None:
+        """What an assistant's message or reasoning follows: a turn of its own after any other."""
+        self._flush_results()
+        if self._assistant is not None or self._calls:
             self._flush_assistant()
-            carried = kept(FORMAT_NAME, item, frozenset({"type", "id", "call_id", "output", "status"}), where)
-            call_id = _string(item, "call_id", where)
-            read = _result(item.get("output"), call_id, self._names.get(call_id, ""), where)
-            self._results.append(replace(read, carried=carried))
-        elif kind == "reasoning":
-            self._flush_results()
-            if self._assistant is not None or self._calls:
-                self._flush_assistant()
-            self._reasoning += _reasoning(item, where)
-        else:
-            rule = "must be a message, function_call, function_call_output or reasoning item (docs/carried.md)"
-            raise InvalidInput(f"{where}.type", shown(kind), rule)
 
-    def _message(self, item: dict[str, Any], where: str) -> None:
-        role = item.get("role")
-        content = item.get("content")
-        if role in ("system", "developer"):
-            _carried_only(item, frozenset({"type", "role", "content"}), where)
-            self.system.append(_joined(content, f"{where}.content"))
-            return
-        if role == "user":
-            carried = kept(FORMAT_NAME, item, frozenset({"type", "role", "content"}), where)
-            self._flush_assistant()
-            self._flush_results()
-            read = _user_content(content, f"{where}.content")
-            text, parts = (read, ()) if isinstance(read, str) else ("", read)
-            self.messages.append(Message(Role.USER, text, parts=parts, carried=carried))
-            return
-        if role == "assistant":
-            carried = kept(FORMAT_NAME, item, frozenset({"type", "role", "content", "id", "status", "phase"}), where)
-            self._flush_results()
-            if self._assistant is not None or self._calls:
-                self._flush_assistant()
-            read = _assistant_content(content, f"{where}.content")
-            text, parts = (read, ()) if isinstance(read, str) else ("", read)
-            self._assistant = Message(Role.ASSISTANT, text, parts=parts, carried=carried)
-            return
-        raise InvalidInput(f"{where}.role", shown(role), "must be system, developer, user or assistant")
+    def _system(self, item: shapes.SystemMessage, where: str) -> None:
+        refuse_unknown(item, _keys(shapes.SystemMessage), where, here=True)  # no element of the core holds its keys
+        content = item["content"]
+        for j, part in enumerate(content if isinstance(content, list) else ()):
+            refuse_unknown(part, _keys(shapes.InputText), f"{where}.content[{j}]", here=True)
+        self.system.append(content if isinstance(content, str) else "".join(p["text"] for p in content))
 
-    def end(self) -> tuple[Message, ...]:
+    def _user(self, item: shapes.UserMessage, where: str) -> None:
         self._flush_assistant()
         self._flush_results()
-        return tuple(self.messages)
-
-
-def _arguments(item: Mapping[str, Any], where: str) -> str:
-    arguments = item.get("arguments")
-    if arguments is None:
-        return "{}"
-    if not isinstance(arguments, str):
-        raise InvalidInput(f"{where}.arguments", shown(arguments), "must be the arguments as JSON text")
-    return arguments
-
-
-def _reasoning(item: dict[str, Any], where: str) -> list[ReasoningPart]:
-    _carried_only(item, frozenset({"type", "id", "summary", "encrypted_content", "status", "content"}), where)
-    if item.get("content"):
-        raise InvalidInput(
-            f"{where}.content", "reasoning_text", "the sidecar carries a reasoning summary, not its text"
+        text, parts = _content(item["content"], f"{where}.content")
+        self.messages.append(
+            Message(Role.USER, text, parts=parts, carried=kept(FORMAT_NAME, item, _keys(shapes.UserMessage), where))
         )
-    item_id = _string(item, "id", where)
-    encrypted = item.get("encrypted_content")
-    if encrypted is not None and not isinstance(encrypted, str):
-        raise InvalidInput(f"{where}.encrypted_content", shown(encrypted), "must be a string")
-    summary = [] if item.get("summary") is None else item["summary"]
-    if not isinstance(summary, list):
-        raise InvalidInput(f"{where}.summary", shown(summary), "must be a list of summary_text parts")
-    texts = []
-    for k, s in enumerate(summary):
-        at = f"{where}.summary[{k}]"
-        if not isinstance(s, dict) or s.get("type") != "summary_text":
-            raise InvalidInput(at, shown(s), 'must be {"type": "summary_text", "text"}')
-        _carried_only(s, frozenset({"type", "text"}), at)
-        texts.append(_string(s, "text", at))
-    return parts_of_item(item_id, encrypted or "", texts)
+
+    def _assistant_message(self, item: shapes.AssistantMessage, where: str) -> None:
+        self._next_turn()
+        text, parts = _content(item["content"], f"{where}.content")
+        if len(parts) == 1 and isinstance(parts[0], TextPart) and parts[0].carried is None:
+            text, parts = parts[0].text, ()
+        carried = kept(FORMAT_NAME, item, _keys(shapes.AssistantMessage), where)
+        self._assistant = Message(Role.ASSISTANT, text, parts=parts, carried=carried)
+
+    def _call(self, item: shapes.FunctionCall, where: str) -> None:
+        self._flush_results()
+        arguments = item.get("arguments")
+        carried = kept(FORMAT_NAME, item, _keys(shapes.FunctionCall), where)
+        call = ToolCall(item["call_id"], item["name"], "{}" if arguments is None else arguments, carried)
+        self._names[call.id] = call.name
+        self._calls.append(call)
+
+    def _output(self, item: shapes.FunctionCallOutput, where: str) -> None:
+        self._flush_assistant()
+        call_id = item["call_id"]
+        read = _result(item.get("output"), call_id, self._names.get(call_id, ""), f"{where}.output")
+        self._results.append(replace(read, carried=kept(FORMAT_NAME, item, _keys(shapes.FunctionCallOutput), where)))
+
+    def _thought(self, item: shapes.ReasoningItem, where: str) -> None:
+        self._next_turn()
+        refuse_unknown(item, _keys(shapes.ReasoningItem), where, here=True)
+        if item.get("content"):  # a list the type allows, but nothing in the core holds
+            rule = "the sidecar carries a reasoning summary, not its text"
+            raise InvalidInput(f"{where}.content", "reasoning_text", rule, as_sent=True)
+        summary = item.get("summary") or []
+        for k, s in enumerate(summary):
+            refuse_unknown(s, _keys(shapes.SummaryText), f"{where}.summary[{k}]", here=True)
+        texts = [s["text"] for s in summary]
+        self._reasoning += parts_of_item(item["id"], item.get("encrypted_content") or "", texts)
 
 
-def _joined(content: Any, where: str) -> str:
+_READERS: Mapping[str, Callable[[_Reader, Any, str], None]] = {
+    "system": _Reader._system,
+    "developer": _Reader._system,
+    "user": _Reader._user,
+    "assistant": _Reader._assistant_message,
+    "function_call": _Reader._call,
+    "function_call_output": _Reader._output,
+    "reasoning": _Reader._thought,
+}
+"""Each input item's reader by its type (a message's by its role)."""
+
+
+def _content(content: str | list[Any], where: str) -> tuple[str, tuple[Part, ...]]:
     if isinstance(content, str):
-        return content
-    parts = _parts(content, where, ("input_text",))
-    return "".join(p.text for p in parts if isinstance(p, TextPart))
+        return content, ()
+    return "", tuple(_part(part, f"{where}[{j}]") for j, part in enumerate(content))
 
 
-def _user_content(content: Any, where: str) -> str | tuple[Part, ...]:
-    if isinstance(content, str):
-        return content
-    return _parts(content, where, ("input_text", "input_image", "input_file"))
-
-
-def _assistant_content(content: Any, where: str) -> str | tuple[Part, ...]:
-    if isinstance(content, str):
-        return content
-    parts = _parts(content, where, ("output_text", "input_text", "refusal"))
-    if len(parts) == 1 and isinstance(parts[0], TextPart):
-        return parts[0].text
-    return parts
-
-
-def _parts(content: Any, where: str, kinds: tuple[str, ...]) -> tuple[Part, ...]:
-    if not isinstance(content, list):
-        raise InvalidInput(where, shown(content), "must be a string or a list of content parts")
-    out: list[Part] = []
-    for j, part in enumerate(content):
-        at = f"{where}[{j}]"
-        kind = part.get("type") if isinstance(part, dict) else None
-        if not isinstance(part, dict) or kind not in kinds:
-            raise InvalidInput(
-                at, shown(kind if isinstance(part, dict) else part), f"must be a {' / '.join(kinds)} part"
-            )
-        out.append(_part(part, kind, at))
-    return tuple(out)
-
-
-def _part(part: dict[str, Any], kind: str, at: str) -> Part:
-    if kind in ("input_text", "output_text"):
-        carried = kept(FORMAT_NAME, part, frozenset({"type", "text", "annotations", "logprobs"}), at)
-        return TextPart(_string(part, "text", at), carried=carried)
-    if kind == "refusal":
-        carried = kept(FORMAT_NAME, part, frozenset({"type", "refusal"}), at)
-        return TextPart(_string(part, "refusal", at), carried=carried)  # what the model said when it refused
+def _part(part: Mapping[str, Any], at: str) -> Part:
+    kind = part["type"]
     if kind == "input_image":
-        return _image(part, at)
-    return _file(part, at)
+        return _image(cast(shapes.InputImage, part), at)
+    if kind == "input_file":
+        return _file(cast(shapes.InputFile, part), at)
+    carried = kept(FORMAT_NAME, part, _keys(_TEXTS[kind]), at)  # a refusal: what the model said when it refused
+    return TextPart(part["refusal"] if kind == "refusal" else part["text"], carried=carried)
 
 
-def _image(part: dict[str, Any], at: str) -> ImagePart:
-    carried = kept(FORMAT_NAME, part, frozenset({"type", "image_url", "detail", "file_id"}), at)
+def _no_file_id(part: shapes.InputImage | shapes.InputFile, at: str, instead: str) -> None:
     if part.get("file_id") is not None:
-        raise InvalidInput(f"{at}.file_id", shown(part["file_id"]), "names a file uploaded to OpenAI: send image_url")
-    url = _string(part, "image_url", at)
-    detail = text_field(part, "detail", f"{at}.detail") or "auto"
-    if detail not in _DETAILS:
-        raise InvalidInput(f"{at}.detail", shown(detail), "must be auto, low or high")
+        rule = f"names a file uploaded to OpenAI, which the sidecar cannot read: send {instead}"
+        raise InvalidInput(f"{at}.file_id", shown(part.get("file_id")), rule, as_sent=True)
+
+
+def _image(part: shapes.InputImage, at: str) -> ImagePart:
+    _no_file_id(part, at, "image_url")
+    url = part.get("image_url")
+    if url is None:  # optional in the type, for a file_id: the sidecar needs the image itself
+        raise InvalidInput(f"{at}.image_url", "", "is required", as_sent=True)
+    detail: str = part.get("detail") or "auto"
     detail = "" if detail == "auto" else detail
+    carried = kept(FORMAT_NAME, part, _keys(shapes.InputImage), at)
     if not url.startswith("data:"):
         return ImagePart(url=url, detail=detail, carried=carried)
     read = read_data_url(url)
@@ -659,36 +310,31 @@ def _image(part: dict[str, Any], at: str) -> ImagePart:
     return ImagePart(read[0], read[1], detail=detail, carried=carried)
 
 
-def _file(part: dict[str, Any], at: str) -> DocumentPart:
-    carried = kept(FORMAT_NAME, part, frozenset({"type", "file_data", "file_url", "filename", "file_id"}), at)
-    if part.get("file_id") is not None:
-        raise InvalidInput(
-            f"{at}.file_id", shown(part["file_id"]), "names a file uploaded to OpenAI: send file_data or file_url"
-        )
-    if part.get("file_url") is not None:
-        return DocumentPart(url=_string(part, "file_url", at), carried=carried)
+def _file(part: shapes.InputFile, at: str) -> DocumentPart:
+    _no_file_id(part, at, "file_data or file_url")
+    carried = kept(FORMAT_NAME, part, _keys(shapes.InputFile), at)
+    url = part.get("file_url")
+    if url is not None:
+        return DocumentPart(url=url, carried=carried)
     data = part.get("file_data")
-    read = read_data_url(data) if isinstance(data, str) else None
+    read = None if data is None else read_data_url(data)
     if read is None:
         raise InvalidInput(f"{at}.file_data", shown(data)[:60], "must be a data: URL (data:application/pdf;base64,...)")
-    filename = part.get("filename")
-    if filename is not None and not isinstance(filename, str):
-        raise InvalidInput(f"{at}.filename", shown(filename), "must be the file's name (a string)")
     media_type, raw = read
-    if media_type == "text/plain":
-        try:
-            return DocumentPart(media_type, text=raw.decode("utf-8"), title=filename or "", carried=carried)
-        except UnicodeDecodeError:
-            raise InvalidInput(f"{at}.file_data", "text/plain", "a text/plain file must be UTF-8") from None
-    return DocumentPart(media_type, raw, title=filename or "", carried=carried)
+    title = part.get("filename") or ""
+    if media_type != "text/plain":
+        return DocumentPart(media_type, raw, title=title, carried=carried)
+    try:
+        return DocumentPart(media_type, text=raw.decode("utf-8"), title=title, carried=carried)
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{at}.file_data", "text/plain", "a text/plain file must be UTF-8") from None
 
 
-def _result(output: Any, call_id: str, name: str, where: str) -> ToolCallResult:
+def _result(output: str | list[Any] | None, call_id: str, name: str, where: str) -> ToolCallResult:
     if output is None or isinstance(output, str):
         text = output or ""
-        error = text.startswith(TOOL_ERROR_PREFIX)
-        return ToolCallResult(call_id, text.removeprefix(TOOL_ERROR_PREFIX), error, name)
-    parts = list(_parts(output, f"{where}.output", ("input_text", "input_image")))
+        return ToolCallResult(call_id, text.removeprefix(TOOL_ERROR_PREFIX), text.startswith(TOOL_ERROR_PREFIX), name)
+    parts = [_part(part, f"{where}[{j}]") for j, part in enumerate(output)]
     first = parts[0] if parts else None
     error = isinstance(first, TextPart) and first.text.startswith(TOOL_ERROR_PREFIX)
     if error and isinstance(first, TextPart):
@@ -697,127 +343,51 @@ def _result(output: Any, call_id: str, name: str, where: str) -> ToolCallResult:
     return ToolCallResult(call_id, "", error, name, tuple(parts))
 
 
-def parse_request(body: Mapping[str, Any]) -> ModelRequest:
-    """A Responses request as the core's ModelRequest (the module's table)."""
-    refuse_stateful(body)
-    unknown = Unknown(FORMAT_NAME)
-    unknown.take(body, REQUEST_KEYS)
-    model = body.get("model")
-    if not isinstance(model, str):
-        raise InvalidInput("model", shown(model), "must be the model's name (a string)")
-    reader = _Reader()
-    instructions = body.get("instructions")
-    if instructions is not None and not isinstance(instructions, str):
-        raise InvalidInput("instructions", shown(instructions), "must be a string")
-    raw = body.get("input")
-    if isinstance(raw, str):
-        reader.messages.append(Message(Role.USER, raw))
-    elif isinstance(raw, list) and all(isinstance(i, dict) for i in raw):
-        for i, item in enumerate(raw):
-            reader.read(item, f"input[{i}]")
-    else:
-        raise InvalidInput("input", shown(raw), "must be a string or a list of input items")
-    messages = reader.end()
-    tools = tuple(_tool(t, f"tools[{i}]") for i, t in enumerate(_list(body, "tools")))
-    system = "\n\n".join(([instructions] if instructions else []) + reader.system)
-    return ModelRequest(
-        model=model,
-        messages=messages,
-        system=system,
-        tools=tools,
-        response_schema_json=_response_schema(body.get("text"), unknown),
-        max_output_tokens=number_field(body, "max_output_tokens", int),
-        temperature=number_field(body, "temperature", float),
-        controls=_controls(body, bool(tools), unknown),
-        carried=unknown.carried(""),
+def _tool(tool: shapes.FunctionTool, where: str) -> ToolDefinition:
+    parameters = tool.get("parameters")
+    return ToolDefinition(
+        tool["name"],
+        tool.get("description") or "",
+        "" if parameters is None else compact_json(parameters),
+        strict=tool.get("strict"),
+        carried=kept(FORMAT_NAME, tool, _keys(shapes.FunctionTool), where),
     )
 
 
-def _list(body: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
-    value = body.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise InvalidInput(key, shown(value), "must be a list of JSON objects")
-    return value
-
-
-def _tool(t: dict[str, Any], where: str) -> ToolDefinition:
-    if t.get("type") != "function":
-        rule = "must be a function tool (the sidecar carries no built-in tools)"
-        raise InvalidInput(f"{where}.type", shown(t.get("type")), rule)
-    carried = kept(FORMAT_NAME, t, frozenset({"type", "name", "description", "parameters", "strict"}), where)
-    strict = optional_bool(t, "strict", f"{where}.strict")
-    name = _string(t, "name", where)
-    description = text_field(t, "description", f"{where}.description")
-    parameters = t.get("parameters")
-    params = "" if parameters is None else schema_text(parameters, f"{where}.parameters")
-    return ToolDefinition(name, description, params, strict=strict, carried=carried)
-
-
-def _response_schema(text: Any, unknown: Unknown) -> str:
-    if text is None:
-        return ""
-    if not isinstance(text, dict):
-        raise InvalidInput("text", shown(text), "must be an object")
-    unknown.take(text, frozenset({"format"}), "text")
-    fmt = text.get("format")
+def _response_schema(text: shapes.TextConfig | None, unknown: Unknown) -> str:
+    fmt = None if text is None else text.get("format")
+    if text is not None:
+        unknown.take(text, _keys(shapes.TextConfig), "text")
     if fmt is None:
         return ""
-    if not isinstance(fmt, dict):
-        raise InvalidInput("text.format", shown(fmt), "must be an object")
-    kind = fmt.get("type")
-    if kind == "json_schema":
-        unknown.take(fmt, frozenset({"type", "name", "schema", "strict", "description"}), "text", "format")
-        optional_bool(fmt, "strict", "text.format.strict")  # either way the sidecar holds the reply to the schema
-        for key in ("name", "description"):  # not sent on (the schema is what the sidecar holds to): but text
-            text_field(fmt, key, f"text.format.{key}")
-        return schema_text(fmt.get("schema"), "text.format.schema")
-    if kind in ("json_object", "text"):  # nothing is rendered for them to carry a key into: refused, not dropped
-        _carried_only(fmt, frozenset({"type"}), "text.format")
-        return compact_json({"type": "object"}) if kind == "json_object" else ""
-    raise InvalidInput("text.format.type", shown(kind), "must be text, json_object or json_schema")
+    if fmt["type"] == "json_schema":  # strict or not, the sidecar holds every reply to the schema
+        unknown.take(fmt, _keys(shapes.JsonSchemaFormat), "text", "format")
+        return compact_json(fmt["schema"])
+    refuse_unknown(fmt, ("type",), "text.format", here=True)  # nothing is rendered for them to carry a key into
+    return compact_json({"type": "object"}) if fmt["type"] == "json_object" else ""
 
 
-def _controls(body: Mapping[str, Any], tools: bool, unknown: Unknown) -> Controls:
-    reasoning = body.get("reasoning")
-    effort = None
+def _controls(request: shapes.Request, tools: bool, unknown: Unknown) -> Controls:
+    reasoning = request.get("reasoning")
     if reasoning is not None:
-        if not isinstance(reasoning, dict):
-            raise InvalidInput("reasoning", shown(reasoning), "must be an object")
-        unknown.take(reasoning, frozenset({"effort", "summary"}), "reasoning")
-        text_field(reasoning, "summary", "reasoning.summary")  # implied by the effort (module docstring): but text
-        effort = reasoning.get("effort")
-        if effort is not None and effort not in _EFFORTS:
-            raise InvalidInput("reasoning.effort", shown(effort), f"must be one of {', '.join(_EFFORTS)}")
-    parallel = body.get("parallel_tool_calls")
-    if parallel is not None and not isinstance(parallel, bool):
-        raise InvalidInput("parallel_tool_calls", shown(parallel), "must be true or false")
-    choice = _tool_choice(body.get("tool_choice"), unknown)
+        unknown.take(reasoning, _keys(shapes.ReasoningConfig), "reasoning")
+    effort = None if reasoning is None else reasoning.get("effort")
+    choice, parallel = request.get("tool_choice"), request.get("parallel_tool_calls")
     for key, value in (("tool_choice", choice), ("parallel_tool_calls", parallel)):
-        if value is not None and not tools:
-            raise InvalidInput(key, shown(body[key]), f"{key} is only allowed when tools are given")
-    user = body.get("safety_identifier")
-    if user is None:
-        user = body.get("user")
-    if user is not None and not isinstance(user, str):
-        raise InvalidInput("safety_identifier", shown(user), "must be the end user's id (a string)")
+        if value is not None and not tools:  # a rule across two keys
+            raise InvalidInput(key, shown(value), f"{key} is only allowed when tools are given")
+    if isinstance(choice, dict):
+        unknown.take(choice, _keys(shapes.ToolChoiceFunction), "tool_choice")
+    user = request.get("safety_identifier")
+    top_p = request.get("top_p")
     return Controls(
         reasoning=None if effort is None else Reasoning(effort=effort),
-        tool_choice=choice,
+        tool_choice=None
+        if choice is None
+        else ToolChoice("tool", choice["name"])
+        if isinstance(choice, dict)
+        else ToolChoice(choice),
         parallel_tool_calls=parallel,
-        top_p=number_field(body, "top_p", float),
-        end_user=user or "",
+        top_p=None if top_p is None else float(top_p),
+        end_user=(request.get("user") if user is None else user) or "",
     )
-
-
-def _tool_choice(value: Any, unknown: Unknown) -> ToolChoice | None:
-    if value is None:
-        return None
-    if value in ("auto", "none", "required"):
-        return ToolChoice(value)
-    if isinstance(value, dict) and value.get("type") == "function" and isinstance(value.get("name"), str):
-        unknown.take(value, frozenset({"type", "name"}), "tool_choice")
-        return ToolChoice("tool", value["name"])
-    rule = 'must be "auto", "none", "required" or {"type": "function", "name": a tool\'s name}'
-    raise InvalidInput("tool_choice", shown(value), rule)

@@ -1,8 +1,8 @@
 """The OpenAI Responses vocabulary both halves share: statuses, reasoning items, keys, errors.
 
-What is the same as Chat Completions is ``openai_chat.vocab``'s, imported and not copied: the key
-(``authorization: Bearer``), the error body and its types by status, the content-policy refusals
-(``error_refusal``), ``data:`` URLs, the reasoning budget's effort, the tool-error prefix (a
+What is the same as Chat Completions is ``openai_chat.vocab``'s, imported from there and not copied:
+the key (``authorization: Bearer``), the error body and its types by status, the content-policy
+refusals (``error_refusal``), ``data:`` URLs, the reasoning budget's effort, the tool-error prefix (a
 ``function_call_output`` has no is_error flag either), the rate-limit headers.
 
     status / incomplete_details.reason (wire)   FinishReason (core)      rendered back as
@@ -38,39 +38,19 @@ from sidecar.core.conversation import ReasoningPart
 from sidecar.core.kinds import FinishReason
 from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.fields import shown
-from sidecar.providers.formats.openai_chat.vocab import (
-    API_KEY_HEADER,
-    DEFAULT_FILENAME,
-    ERROR_TYPES,
-    RATE_LIMIT_HEADERS,
-    TOOL_ERROR_PREFIX,
-    api_key_of,
-    data_url,
-    effort_for_budget,
-    error_refusal,
-    read_data_url,
-)
+from sidecar.providers.formats.openai_chat.vocab import effort_for_budget
 
 __all__ = [
-    "API_KEY_HEADER",
-    "DEFAULT_FILENAME",
-    "ERROR_TYPES",
     "FINISH_NAMES",
     "FORMAT_NAME",
     "INCLUDE",
     "INCOMPLETE",
-    "RATE_LIMIT_HEADERS",
     "REDACTED_ID",
     "RESPONSES_PATH",
     "SIDECAR_ID",
-    "TOOL_ERROR_PREFIX",
-    "api_key_of",
-    "data_url",
     "effort_for_budget",
-    "error_refusal",
     "item_of",
     "parts_of_item",
-    "read_data_url",
     "refuse_stateful",
     "signature_of",
 ]
@@ -130,23 +110,13 @@ _STATELESS = {
     "in input, the reasoning items with their encrypted_content",
     "conversation": "the sidecar keeps no conversations (it runs stateless): send the whole conversation in input",
     "background": "the sidecar answers in the request (it keeps no responses to poll): leave background out",
+    "store": "must be false: the sidecar keeps no responses (it runs stateless), so none could be retrieved",
 }
 
 
 def refuse_stateful(body: Mapping[str, Any]) -> None:
-    """INVALID_INPUT naming a request key that asks the sidecar to keep a response or a conversation."""
+    """INVALID_INPUT naming a request key that asks the sidecar to keep a response or a conversation (before the
+    shape's check, so that such a key is refused with the reason whatever its value)."""
     for key, why in _STATELESS.items():
         if body.get(key) not in (None, False):
             raise InvalidInput(key, shown(body[key]), why)
-    if body.get("store") not in (None, False):
-        rule = "must be false: the sidecar keeps no responses (it runs stateless), so none could be retrieved"
-        raise InvalidInput("store", shown(body["store"]), rule)
-    include = body.get("include")
-    if include is None:
-        return
-    if not isinstance(include, list):
-        raise InvalidInput("include", shown(include), f'must be a list: ["{INCLUDE}"]')
-    for i, name in enumerate(include):
-        if name != INCLUDE:
-            rule = f"the sidecar includes {INCLUDE} (always) and nothing else"
-            raise InvalidInput(f"include[{i}]", shown(name), rule)

@@ -30,14 +30,13 @@ from typing import Any
 
 from sidecar.core.details import InvalidInputDetail
 from sidecar.core.taxonomy import InvalidInput
+from sidecar.providers.formats.anthropic_messages.fake_signing import redacted_ok, sign_thinking
 from sidecar.providers.formats.anthropic_messages.vocab import (
     MAX_CACHE_BREAKPOINTS,
     MIN_THINKING_BUDGET,
     PDF,
     THINKING_TOP_P,
 )
-
-from ._anthropic_signing import redacted_ok, sign_thinking
 
 __all__ = ["check_cache", "check_prefill", "check_signatures", "check_sources", "check_thinking"]
 

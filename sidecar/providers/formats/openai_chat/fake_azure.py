@@ -22,10 +22,10 @@ import re
 from datetime import datetime
 from typing import Any
 
-from ._http import Request
-from ._limits import Taken
-from ._openai import _OpenAI
-from ._wire import ErrorSpec, Exchange
+from sidecar.fakes._http import Request
+from sidecar.fakes._limits import Taken
+from sidecar.fakes._wire import ErrorSpec, Exchange
+from sidecar.providers.formats.openai_chat.fake import _OpenAI
 
 __all__ = ["AZURE", "RETRY_AFTER_MS", "RETRY_AFTER_S"]
 

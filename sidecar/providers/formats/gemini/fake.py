@@ -52,14 +52,13 @@ from typing import Any
 
 from sidecar.core.conversation import ReasoningPart
 from sidecar.core.stream import ReasoningDelta, TextDelta, ToolCallDelta
+from sidecar.fakes._brain import Reply, tokens_for
+from sidecar.fakes._conversation import Conversation, Hints, conversation_of
+from sidecar.fakes._sse import Part, Plan, SseEvent, split_text
+from sidecar.fakes._wire import ErrorSpec, Exchange, Wire
 from sidecar.providers.formats.chat import ChatReply
 from sidecar.providers.formats.gemini import FORMAT
 from sidecar.providers.formats.protocol import Sse
-
-from ._brain import Reply, tokens_for
-from ._conversation import Conversation, Hints, conversation_of
-from ._sse import Part, Plan, SseEvent, split_text
-from ._wire import ErrorSpec, Exchange, Wire
 
 __all__ = ["GEMINI", "sign"]
 

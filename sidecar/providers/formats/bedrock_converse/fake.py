@@ -66,16 +66,15 @@ from botocore.credentials import Credentials
 from sidecar.core.conversation import ReasoningPart
 from sidecar.core.kinds import FinishReason
 from sidecar.core.stream import ReasoningDelta, TextDelta, ToolCallDelta
+from sidecar.fakes._brain import Reply, tokens_for
+from sidecar.fakes._conversation import Conversation, Hints, conversation_of
+from sidecar.fakes._http import Request
+from sidecar.fakes._sse import Part, Plan, SseEvent, split_text
+from sidecar.fakes._wire import ErrorSpec, Exchange, Wire
 from sidecar.providers.formats.bedrock_converse import FORMAT
 from sidecar.providers.formats.bedrock_converse.vocab import is_exception
 from sidecar.providers.formats.chat import ChatReply
 from sidecar.providers.formats.protocol import EVENT_STREAM, Sse
-
-from ._brain import Reply, tokens_for
-from ._conversation import Conversation, Hints, conversation_of
-from ._http import Request
-from ._sse import Part, Plan, SseEvent, split_text
-from ._wire import ErrorSpec, Exchange, Wire
 
 __all__ = ["BEDROCK", "FAKE_ACCESS_KEY", "FAKE_SECRET_KEY", "frame", "sign"]
 

@@ -58,6 +58,11 @@ import time
 from datetime import datetime
 from typing import Any
 
+from sidecar.fakes._brain import Reply
+from sidecar.fakes._conversation import Hints
+from sidecar.fakes._limits import Taken
+from sidecar.fakes._sse import Part, Plan, SseEvent
+from sidecar.fakes._wire import FILTER_CATEGORIES, ErrorSpec, Exchange, Wire, mask_key
 from sidecar.providers.formats.openai_chat import FORMAT
 from sidecar.providers.formats.openai_chat.front import REQUEST_KEYS
 from sidecar.providers.formats.openai_chat.vocab import (
@@ -67,12 +72,6 @@ from sidecar.providers.formats.openai_chat.vocab import (
     RATE_LIMIT_HEADERS,
     read_data_url,
 )
-
-from ._brain import Reply
-from ._conversation import Hints
-from ._limits import Taken
-from ._sse import Part, Plan, SseEvent
-from ._wire import FILTER_CATEGORIES, ErrorSpec, Exchange, Wire, mask_key
 
 __all__ = ["OPENAI", "UNREAD_KEYS", "duration", "filter_results"]
 

@@ -37,13 +37,22 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sidecar.core.stream import ReasoningDelta, TextDelta, ToolCallDelta
+from sidecar.fakes._brain import Reply, tokens_for
+from sidecar.fakes._conversation import Conversation, Hints, conversation_of
+from sidecar.fakes._limits import Taken
+from sidecar.fakes._sse import Part as StreamPart
+from sidecar.fakes._sse import Plan, SseEvent, split_text
+from sidecar.fakes._wire import ErrorSpec, Exchange, Wire
 from sidecar.providers.formats.anthropic_messages import FORMAT
-from sidecar.providers.formats.anthropic_messages.vocab import RATE_LIMIT_HEADERS
-from sidecar.providers.formats.chat import ChatReply
-from sidecar.providers.formats.protocol import Sse
-
-from ._anthropic_answers import Asked, account, asked_of, stopped, stopped_plan, thought_of
-from ._anthropic_checks import (
+from sidecar.providers.formats.anthropic_messages.fake_answers import (
+    Asked,
+    account,
+    asked_of,
+    stopped,
+    stopped_plan,
+    thought_of,
+)
+from sidecar.providers.formats.anthropic_messages.fake_checks import (
     check_cache,
     check_keys,
     check_prefill,
@@ -51,12 +60,9 @@ from ._anthropic_checks import (
     check_sources,
     check_thinking,
 )
-from ._brain import Reply, tokens_for
-from ._conversation import Conversation, Hints, conversation_of
-from ._limits import Taken
-from ._sse import Part as StreamPart
-from ._sse import Plan, SseEvent, split_text
-from ._wire import ErrorSpec, Exchange, Wire
+from sidecar.providers.formats.anthropic_messages.vocab import RATE_LIMIT_HEADERS
+from sidecar.providers.formats.chat import ChatReply
+from sidecar.providers.formats.protocol import Sse
 
 __all__ = ["ANTHROPIC", "CREDIT_MESSAGE"]
 

@@ -26,11 +26,10 @@ from typing import Any
 from sidecar.core.content import image_tokens, parts_tokens
 from sidecar.core.conversation import ImagePart, ModelRequest, Part, ReasoningPart, TextPart
 from sidecar.core.kinds import Role
-
-from ._anthropic_signing import redacted_data, sign_thinking
-from ._brain import Reply, tokens_for
-from ._conversation import Conversation
-from ._sse import Piece, Plan
+from sidecar.fakes._brain import Reply, tokens_for
+from sidecar.fakes._conversation import Conversation
+from sidecar.fakes._sse import Piece, Plan
+from sidecar.providers.formats.anthropic_messages.fake_signing import redacted_data, sign_thinking
 
 __all__ = ["REDACTED_TRIGGER", "Asked", "account", "asked_of", "stopped", "stopped_plan", "thought_of"]
 
