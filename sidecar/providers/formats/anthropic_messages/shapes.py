@@ -31,21 +31,7 @@ from typing_extensions import TypedDict
 
 from sidecar.providers.formats.shapes import declared
 
-__all__ = [
-    "AssistantBlock",
-    "BlockDelta",
-    "CacheControlEphemeralParam",
-    "MessageCreateParams",
-    "MessageReply",
-    "ReplyBlock",
-    "TextBlockParam",
-    "ToolChoiceParam",
-    "ToolParam",
-    "ToolResultBlockParam",
-    "UsageReply",
-    "UserBlock",
-    "by_tag",
-]
+__all__ = ["BlockDelta", "MessageCreateParams", "MessageReply", "ReplyBlock", "UsageReply", "by_tag"]
 
 # ---------------------------------------------------------------------------- the request
 
