@@ -218,7 +218,7 @@ async def test_the_deadline_header_is_a_gateway_timeout(
     [
         ({"model": "claude", "max_tokens": 5, "messages": [{"role": "system", "content": "hi"}]}, "messages[0].role"),
         ({"model": "claude", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image"}]}]},
-         "messages[0].content[0]"),
+         "messages[0].content[0].source"),
         ({"model": "claude", "max_tokens": 5, "messages": user("hi"), "tool_choice": {"type": "any"}},
          "tool_choice.type"),  # carried since issue 21: refused for naming no tool to call, by the caller's key
         ({"model": "claude", "max_tokens": 5, "messages": user("hi"), "output_config": {"format": {"type": "xml"}}},

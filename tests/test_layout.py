@@ -217,13 +217,6 @@ def test_the_fakes_are_not_part_of_the_sidecar() -> None:
 
 MAX_MODULE_LINES = 500
 """Small modules named for what they hold: a module past this is usually two (STYLE.md)."""
-STILL_TOO_LONG = {
-    "providers/formats/anthropic_messages/front.py": 842,
-    "providers/formats/anthropic_messages/upstream.py": 666,
-}
-"""The format modules the wire formats' redeclaration (issue 37) still has to bring under the limit, each
-at most the length it had when this test was written: none may grow, and one that shrinks under the limit
-leaves this list."""
 
 
 def test_no_module_is_over_the_line_limit() -> None:
@@ -231,9 +224,5 @@ def test_no_module_is_over_the_line_limit() -> None:
         str(path.relative_to(PACKAGE)): len(path.read_text(encoding="utf-8").splitlines())
         for path in PACKAGE.rglob("*.py")
     }
-    over = {name: n for name, n in lengths.items() if n > MAX_MODULE_LINES and name not in STILL_TOO_LONG}
+    over = {name: n for name, n in lengths.items() if n > MAX_MODULE_LINES}
     assert not over, f"modules over {MAX_MODULE_LINES} lines: split each by its ideas: {over}"
-    grown = {name: lengths.get(name, 0) for name, cap in STILL_TOO_LONG.items() if lengths.get(name, 0) > cap}
-    assert not grown, f"a module still to split has grown: {grown}"
-    done = [name for name in STILL_TOO_LONG if lengths.get(name, 0) <= MAX_MODULE_LINES]
-    assert not done, f"under {MAX_MODULE_LINES} lines now: take them off STILL_TOO_LONG: {done}"

@@ -8,8 +8,8 @@ import pytest
 
 from sidecar.core.details import InvalidInputDetail
 from sidecar.core.taxonomy import InvalidInput, NotCarried
-from sidecar.providers.formats.anthropic_messages.front import _KEYS as ANTHROPIC_KEYS
 from sidecar.providers.formats.anthropic_messages.front import AnthropicFront
+from sidecar.providers.formats.anthropic_messages.request import KEYS as ANTHROPIC_KEYS
 from sidecar.providers.formats.openai_chat.front import REQUEST_KEYS as CHAT_KEYS
 from sidecar.providers.formats.openai_chat.front import OpenAIFront
 from sidecar.providers.formats.openai_responses.front import REQUEST_KEYS as RESPONSES_KEYS

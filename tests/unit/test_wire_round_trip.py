@@ -124,7 +124,7 @@ def test_the_anthropic_parser_reads_string_content_and_system_blocks() -> None:
         (
             anthropic.parse_request,
             {"model": "m", "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
-            "messages[0].content[0]",
+            "messages[0].content[0].source.type",
         ),
         (anthropic.parse_request, {"model": "m", "messages": [{"role": "system", "content": "x"}]}, "messages[0].role"),
         (anthropic.parse_request, {"model": "m", "messages": [], "temperature": True}, "temperature"),

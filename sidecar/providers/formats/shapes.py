@@ -93,20 +93,21 @@ def _refusal(errors: list[ErrorDetails], body: Any, at: str) -> InvalidInput:
 
 def _path(loc: tuple[int | str, ...], body: Any, *, missing: bool) -> tuple[int | str, ...]:
     """The steps of ``loc`` that are the body's own keys and indices (pydantic adds the names of a union's
-    members and a tagged union's tags, which the caller never wrote), and a ``missing`` key last (only the
-    last step: a tag of the same name as the key, ``image_url`` of an image_url part, is the union's)."""
-    steps: list[int | str] = []
-    value = body
-    for i, step in enumerate(loc):
-        keyed = isinstance(value, Mapping) and isinstance(step, str) and step in value
-        if keyed or (isinstance(value, list) and isinstance(step, int) and 0 <= step < len(value)):
-            value = value[step]
-        elif missing and i == len(loc) - 1 and isinstance(value, Mapping) and isinstance(step, str):
-            pass  # a missing key: named, though the body has none
-        else:
-            continue
-        steps.append(step)
-    return tuple(steps)
+    members and a tagged union's tags, which the caller never wrote), and a ``missing`` key last. A tag that
+    is also a key of its object (a text block's tag "text") is read both ways: the reading that follows more
+    of ``loc`` is the path, and the tag's on a tie (``cache_control`` of a text block, not its ``text``)."""
+    if not loc:
+        return ()
+    step, rest = loc[0], loc[1:]
+    keyed = isinstance(body, Mapping) and isinstance(step, str) and step in body
+    if keyed or (isinstance(body, list) and isinstance(step, int) and 0 <= step < len(body)):
+        taken = (step, *_path(rest, body[step], missing=missing))
+        skipped = _path(rest, body, missing=missing) if keyed else ()
+        tag = keyed and step in body.values()
+        return skipped if len(skipped) > len(taken) or (tag and len(skipped) == len(taken)) else taken
+    if missing and isinstance(body, Mapping) and isinstance(step, str) and not rest:
+        return (step,)  # a missing key: named, though the body has none
+    return _path(rest, body, missing=missing)
 
 
 def _written(steps: tuple[int | str, ...], at: str) -> str:

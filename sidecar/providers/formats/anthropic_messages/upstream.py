@@ -1,113 +1,60 @@
 """The Anthropic Messages upstream, whole and streamed.
 
-``AnthropicUpstream.body`` renders a ChatRequest (``front.py`` reads one back: its inverse)::
+``AnthropicUpstream.body`` renders a ChatRequest as ``shapes.MessageCreateParams`` (``front.py`` reads it
+back: its table, inverted), with what is the upstream's own::
 
     core (ChatRequest)                          Anthropic body
-    system                                      "system": a string; with ``system_cache``, one text block
-                                                with its cache_control
+    system with ``system_cache``                one text block with its cache_control
     response schema                             appended to system: "\\n\\n" JSON_INSTRUCTION "\\n" compact schema
-    Message(USER, text | parts)                 {"role": "user", "content": [text, image, document blocks]}
-                                                (``vocab.content_block``: each part, its cache_control)
-    Message(ASSISTANT, reasoning, text | parts, {"role": "assistant", "content": [thinking / redacted_thinking
-            tool_calls)                         blocks first (byte-identical), text, {"type": "tool_use", input}]}
-                                                (arguments that are not JSON: input {"_raw": text})
-    Message(TOOL, tool_results)                 {"role": "user", "content": [{"type": "tool_result", tool_use_id,
-                                                content (a string, or text and image blocks), is_error}]}
+    parts, reasoning, tool calls and results    blocks (``vocab.content_block``); reasoning first, byte-identical
     consecutive messages of one role            merged into one (the API wants roles to alternate)
-    tools (tools.strict)                        [{name, description, input_schema, cache_control?, strict?}]
-    max_tokens, temperature                     max_tokens, temperature
-    tool_choice auto | none | required | tool   tool_choice {"type": "auto" | "none" | "any" | "tool", name}
     parallel_tool_calls                         tool_choice.disable_parallel_tool_use (its opposite; with no
                                                 tool choice: {"type": "auto", ...})
-    stop, top_p, top_k                          stop_sequences, top_p, top_k
-    end_user                                    metadata.user_id
-    reasoning.budget_tokens                     thinking {"type": "enabled", "budget_tokens"} as given
-    reasoning.effort low | medium | high        thinking {"type": "adaptive"}, output_config {"effort"}:
-                                                Anthropic's own effort levels (no "minimal": refused)
+    reasoning.budget_tokens | effort            thinking enabled with it | adaptive with output_config.effort
     provider_options_json {"anthropic": {...}}  that object's keys merged into the body (``provider_options``)
+    each element's carried keys                 merged back where they were (``carried.merge_carried``)
 
-Not carried, so refused by name before sending (``carried.refuse_uncarried``): seed, presence_penalty,
-frequency_penalty. ``check`` then refuses, as INVALID_INPUT naming the field and the rule, what
-Anthropic's API refuses::
+``check`` refuses, before anything is sent, what the format does not carry and what Anthropic's API
+refuses (``rules``).
 
-    rule                                                    field
-    thinking: budget_tokens >= 1024 and < max_tokens         reasoning.budget_tokens
-    thinking: effort low, medium or high                     reasoning.effort
-    thinking: no temperature but 1, no top_k, top_p in       temperature, top_k, top_p
-      [0.95, 1]
-    thinking: tool_choice auto or none only                  tool_choice.mode
-    thinking: no prefill (a last assistant message)          messages[i]
-    at most 4 cache breakpoints (system, tools, parts);      the fifth's field; the 1h one's
-      a 1h one before every 5m one
-    an image's detail "low" (Anthropic has no low look)      messages[i].parts[j].detail
-    an assistant message carries text parts only             messages[i].parts[j]
-    a document given as data is a PDF                        messages[i].parts[j].media_type
-    parallel_tool_calls with tool_choice none                parallel_tool_calls
-    provider options: an object of format names, each an     provider_options_json[.name[.key]]
-      object; none of the keys the sidecar sets
+A reply is read as ``front.render`` and ``front.EventWriter`` write it (``shapes.MessageReply``), tolerantly:
+a key of another type is skipped, a block or event of a type not read (server tools ...) is ignored, and
+its deltas too, as the API asks of clients. A whole reply's blocks are read as a stream's
+(``AnthropicStream.whole``)::
 
-A budget the request does not bound (no max_output_tokens: the model's default budget is known only
-when the body is rendered) is checked by ``body`` too, before anything is sent.
+    read                                        becomes
+    message_start / the reply: id, model, usage the reply's id, model, tokens (input + the cache's two:
+                                                the core counts every input token; thinking_tokens ->
+                                                reasoning tokens); a count left out keeps the one before
+    text block, text_delta                      TextDelta
+    tool_use block, input_json_delta            ToolCallDelta (numbered among the reply's calls, from 0);
+                                                the arguments are the fragments joined, re-serialized as
+                                                a whole reply's ``input`` ({"_raw": text}: the text)
+    thinking / redacted_thinking block,         ReasoningDelta (numbered among the reply's reasoning
+      thinking_delta, signature_delta             parts), format "anthropic"
+    message_delta, message_stop                 the finish (``vocab.FINISH``) and tokens; the end marker
+    error event; data not a JSON object         StreamFault with the error body; StreamFault (garbled)
 
-A reply (``parse``)::
-
-    content                 text blocks -> text; tool_use -> tool calls; thinking {thinking, signature}
-                            and redacted_thinking {data} -> reasoning (format "anthropic"), as sent
-    usage                   input_tokens + cache_read_input_tokens + cache_creation_input_tokens -> input
-                            (the core counts every input token); the cache's two -> cache read / write;
-                            output_tokens_details.thinking_tokens -> reasoning tokens
-
-A stream (``"stream": true``) is named events, read by ``AnthropicStream``::
-
-    event                 data                                       becomes
-    message_start         message: id, model, usage (input, cache)    the reply's id, model, tokens
-    content_block_start   text block (its text, if any)               TextDelta
-                          tool_use block: id, name                    ToolCallDelta (the call numbered among
-                                                                      the reply's tool calls, from 0)
-                          thinking block (its text, signature)        ReasoningDelta (numbered among the
-                                                                      reply's reasoning parts, from 0)
-                          redacted_thinking block: data               ReasoningDelta with the data
-                          any other block (server tools ...)          ignored, and its deltas too
-    content_block_delta   text_delta                                  TextDelta
-                          input_json_delta (partial_json)             ToolCallDelta: an arguments fragment
-                          thinking_delta (thinking)                   ReasoningDelta: text
-                          signature_delta (signature)                 ReasoningDelta: the signature, whole
-    content_block_stop    -                                           -
-    message_delta         delta.stop_reason, usage (output, input,    the reply's finish and tokens
-                          cache, thinking tokens)
-    message_stop          -                                           the end marker
-    ping                  -                                           -
-    error                 {"type": "error", "error": {...}}           StreamFault with the error body
-    not JSON, not an object                                           StreamFault (garbled)
-    any other event, an event with no data                            ignored, as the API asks of clients
-
-A tool call's arguments are its ``input`` as JSON (``{"_raw": text}``: the text, as the front renders
-arguments that are not JSON); streamed, the fragments joined, re-serialized like a whole reply's
-``input`` (so a streamed reply and a whole one are the same reply). Error answers (and a stream's
-``error`` events) are a content-policy refusal first, whatever the status: an error whose message says
-"content filtering policy" (Anthropic's "Output blocked by content filtering policy") is
-PROVIDER_REFUSAL, category ``content_filter``, never retried (``error_refusal``); every other is
-classified by ``providers.errors.classify_response``.
+Error answers (and a stream's ``error`` events) are a content-policy refusal first, whatever the status: an
+error whose message says "content filtering policy" (Anthropic's "Output blocked by content filtering
+policy") is PROVIDER_REFUSAL, category ``content_filter``, never retried (``error_refusal``); every other
+is classified by ``providers.errors.classify_response``.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any
 
 from sidecar.core.conversation import (
     Controls,
-    DocumentPart,
-    ImagePart,
     Message,
     ModelRequest,
     Part,
-    Reasoning,
     ReasoningPart,
-    TextPart,
     ToolCall,
 )
 from sidecar.core.json_depth import loads
@@ -115,31 +62,25 @@ from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.rate_budget import Budget
 from sidecar.core.retry import Retry
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
-from sidecar.core.taxonomy import InvalidInput, SidecarFailure
+from sidecar.core.taxonomy import SidecarFailure
 from sidecar.providers.errors import Target, classify_response, refused
+from sidecar.providers.formats.anthropic_messages.rules import SIDECAR_KEYS, check, check_budget, check_effort
 from sidecar.providers.formats.anthropic_messages.vocab import (
     API_KEY_HEADER,
     DEFAULT_VERSION,
-    EFFORTS,
     FINISH,
     FORMAT_NAME,
-    MAX_CACHE_BREAKPOINTS,
-    MIN_THINKING_BUDGET,
-    PDF,
     REFUSAL_TEXT,
-    SIDECAR_KEYS,
-    THINKING_TOP_P,
     VERSION_HEADER,
     arguments_of,
     cache_control,
     content_block,
-    data_url,
     input_of,
     rate_budget,
     reasoning_block,
     render_tool,
 )
-from sidecar.providers.formats.carried import CONTROLS, merge_carried, plain, refuse_uncarried
+from sidecar.providers.formats.carried import FEATURES, merge_carried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault, compact_json, with_schema
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.options import merge_options, options_for
@@ -152,51 +93,24 @@ MESSAGES_PATH = "/v1/messages"
 _UNCARRIED = frozenset({"seed", "presence_penalty", "frequency_penalty"})
 """The controls Anthropic has no field for."""
 _CHOICE_TYPES = {"auto": "auto", "none": "none", "required": "any", "tool": "tool"}
+_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "thinking_tokens",
+)
+"""A usage's counts (``thinking_tokens`` under ``output_tokens_details``)."""
 
 
 class AnthropicUpstream:
     """The sidecar as a Messages client (the module's tables)."""
 
-    carries: frozenset[str] = frozenset(
-        {
-            "parts.text",
-            "parts.image",
-            "parts.document",
-            "parts.document_url",
-            "parts.text_document",
-            "parts.cache",
-            "tool_results.parts",
-            "tool_results.image",
-            "reasoning.history",
-            "tools.cache",
-            "tools.strict",
-            *(c for c in CONTROLS if c not in _UNCARRIED),
-        }
-    )
+    carries = frozenset(FEATURES) - _UNCARRIED
     """Every feature but the controls Anthropic has no field for (seed, presence and frequency penalties)."""
 
     def check(self, request: ModelRequest, model_id: str) -> None:
-        if plain(request):
-            return
-        refuse_uncarried(request, self.carries, FORMAT_NAME, model_id)
-        controls = request.controls
-        if controls.reasoning is not None:
-            _check_thinking(request, controls.reasoning)
-        choice = controls.tool_choice
-        if controls.parallel_tool_calls is not None and choice is not None and choice.mode == "none":
-            raise InvalidInput(
-                "parallel_tool_calls",
-                str(controls.parallel_tool_calls).lower(),
-                "Anthropic's tool_choice none calls no tool: leave parallel_tool_calls unset",
-            )
-        for i, m in enumerate(request.messages):
-            for j, part in enumerate(m.parts):
-                _check_part(f"messages[{i}].parts[{j}]", part, m.role)
-            for k, r in enumerate(m.tool_results):
-                for j, part in enumerate(r.parts):
-                    _check_part(f"messages[{i}].tool_results[{k}].parts[{j}]", part, m.role)
-        _check_breakpoints(request)
-        provider_options(controls.provider_options_json)
+        check(request, model_id, self.carries)
 
     def __init__(self, version: str = DEFAULT_VERSION) -> None:
         self._version = version
@@ -264,40 +178,7 @@ class AnthropicUpstream:
         return AnthropicStream()
 
     def parse(self, body: dict[str, Any]) -> ChatReply:
-        texts: list[str] = []
-        calls: list[ToolCall] = []
-        reasoning: list[ReasoningPart] = []
-        for block in body.get("content") or []:
-            kind = block.get("type")
-            if kind == "text":
-                texts.append(str(block.get("text", "")))
-            elif kind == "tool_use":
-                calls.append(
-                    ToolCall(
-                        id=str(block.get("id", "")),
-                        name=str(block.get("name", "")),
-                        arguments_json=arguments_of(block.get("input")),
-                    )
-                )
-            elif kind == "thinking":
-                text, signature = text_or_empty(block.get("thinking")), text_or_empty(block.get("signature"))
-                reasoning.append(ReasoningPart(text, signature, format=FORMAT_NAME))
-            elif kind == "redacted_thinking":
-                reasoning.append(ReasoningPart(redacted_data=text_or_empty(block.get("data")), format=FORMAT_NAME))
-        raw_finish = str(body.get("stop_reason") or "")
-        tokens = _Tokens()
-        tokens.read(body.get("usage"))
-        return ChatReply(
-            text="".join(texts),
-            tool_calls=calls,
-            finish=FINISH.get(raw_finish, FinishReason.UNSPECIFIED),
-            raw_finish=raw_finish,
-            refusal=("".join(texts) or REFUSAL_TEXT) if raw_finish == "refusal" else None,
-            response_model=str(body.get("model") or ""),
-            response_id=str(body.get("id") or ""),
-            reasoning=reasoning,
-            **tokens.fields(),
-        )
+        return AnthropicStream().whole(body)
 
     def classify(
         self,
@@ -334,42 +215,6 @@ def error_refusal(body: str) -> tuple[str, str] | None:
     return None
 
 
-class _TokenFields(TypedDict):
-    input_tokens: int
-    output_tokens: int
-    cache_read_input_tokens: int
-    cache_write_input_tokens: int
-    reasoning_tokens: int
-
-
-class _Tokens:
-    """A reply's usage as Anthropic counts it (input without the cache's), kept as the core counts it."""
-
-    def __init__(self) -> None:
-        self.input = self.output = self.cache_read = self.cache_write = self.thinking = 0
-
-    def read(self, usage: Any) -> None:
-        """A usage object's counts; one it leaves out keeps the value before (message_start's)."""
-        if not isinstance(usage, dict):
-            return
-        self.input = count(usage.get("input_tokens")) or self.input
-        self.output = count(usage.get("output_tokens")) or self.output
-        self.cache_read = count(usage.get("cache_read_input_tokens")) or self.cache_read
-        self.cache_write = count(usage.get("cache_creation_input_tokens")) or self.cache_write
-        details = usage.get("output_tokens_details")
-        if isinstance(details, dict):
-            self.thinking = count(details.get("thinking_tokens")) or self.thinking
-
-    def fields(self) -> _TokenFields:
-        return {
-            "input_tokens": self.input + self.cache_read + self.cache_write,
-            "output_tokens": self.output,
-            "cache_read_input_tokens": self.cache_read,
-            "cache_write_input_tokens": self.cache_write,
-            "reasoning_tokens": self.thinking,
-        }
-
-
 class AnthropicStream:
     """One streamed Messages reply, event by event (the table of the module)."""
 
@@ -382,7 +227,8 @@ class AnthropicStream:
         self._reasoning: list[tuple[list[str], list[str], str]] = []
         """Each reasoning part: its text pieces, its signature (the last one sent), its redacted data."""
         self._finish: str | None = None
-        self._tokens = _Tokens()
+        self._usage = dict.fromkeys(_COUNTS, 0)
+        """The usage's counts, as Anthropic counts them (input without the cache's)."""
         self.model = ""
         """The model the stream says wrote it, as far as read."""
         self._id = ""
@@ -417,7 +263,7 @@ class AnthropicStream:
             return
         self._id = text_or_empty(message.get("id"))
         self.model = text_or_empty(message.get("model"))
-        self._tokens.read(message.get("usage"))
+        self._read_usage(message.get("usage"))
 
     def _block_start(self, body: dict[str, Any]) -> list[Delta]:
         index, block = body.get("index"), body.get("content_block")
@@ -481,13 +327,32 @@ class AnthropicStream:
         delta = body.get("delta")
         if isinstance(delta, dict) and delta.get("stop_reason"):
             self._finish = str(delta["stop_reason"])
-        self._tokens.read(body.get("usage"))
+        self._read_usage(body.get("usage"))
+
+    def _read_usage(self, usage: Any) -> None:
+        """A usage object's counts; one it leaves out keeps the value before (message_start's)."""
+        if not isinstance(usage, dict):
+            return
+        details = usage.get("output_tokens_details")
+        told = {**usage, **details} if isinstance(details, dict) else usage
+        for key, before in self._usage.items():
+            self._usage[key] = count(told.get(key)) or before
+
+    def whole(self, body: dict[str, Any]) -> ChatReply:
+        """A whole reply: its content blocks read as a stream's (a tool call's ``input`` its one fragment)."""
+        self._start(body)
+        for index, block in enumerate(body.get("content") or ()):
+            self._block_start({"index": index, "content_block": block})
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                self._calls[-1][2].append(arguments_of(block.get("input")))
+        return self._reply(str(body.get("stop_reason") or ""))
 
     def reply(self) -> ChatReply | None:
-        if self._finish is None:
-            return None
-        text = "".join(self._text)
-        raw_finish = self._finish
+        return None if self._finish is None else self._reply(self._finish)
+
+    def _reply(self, raw_finish: str) -> ChatReply:
+        text, usage = "".join(self._text), self._usage
+        cache_read, cache_write = usage["cache_read_input_tokens"], usage["cache_creation_input_tokens"]
         return ChatReply(
             text=text,
             tool_calls=[ToolCall(i, n, _streamed_arguments("".join(parts))) for i, n, parts in self._calls],
@@ -500,7 +365,11 @@ class AnthropicStream:
                 ReasoningPart("".join(texts), signatures[-1] if signatures else "", redacted, FORMAT_NAME)
                 for texts, signatures, redacted in self._reasoning
             ],
-            **self._tokens.fields(),
+            input_tokens=usage["input_tokens"] + cache_read + cache_write,
+            output_tokens=usage["output_tokens"],
+            cache_read_input_tokens=cache_read,
+            cache_write_input_tokens=cache_write,
+            reasoning_tokens=usage["thinking_tokens"],
         )
 
 
@@ -517,7 +386,7 @@ def _streamed_arguments(joined: str) -> str:
 
 def _message(m: Message) -> tuple[str, list[dict[str, Any]]]:
     if m.role == Role.ASSISTANT:
-        blocks = [reasoning_block(r) for r in m.reasoning]  # first, as the API wants them back
+        blocks: list[dict[str, Any]] = [dict(reasoning_block(r)) for r in m.reasoning]  # first, as the API wants
         blocks += [_block(p) for p in m.content]
         for c in m.tool_calls:
             call = {"type": "tool_use", "id": c.id, "name": c.name, "input": input_of(c.arguments_json)}
@@ -566,10 +435,10 @@ def _controls(c: Controls, max_tokens: int) -> dict[str, Any]:
     if c.end_user:
         out["metadata"] = {"user_id": c.end_user}
     if c.reasoning is not None and c.reasoning.budget_tokens is not None:
-        _check_budget(c.reasoning.budget_tokens, max_tokens, "max_tokens")
+        check_budget(c.reasoning.budget_tokens, max_tokens, "max_tokens")
         out["thinking"] = {"type": "enabled", "budget_tokens": c.reasoning.budget_tokens}
     elif c.reasoning is not None:
-        _check_effort(c.reasoning.effort)
+        check_effort(c.reasoning.effort)
         out["thinking"] = {"type": "adaptive"}
         out["output_config"] = {"effort": c.reasoning.effort}
     return out
@@ -578,89 +447,3 @@ def _controls(c: Controls, max_tokens: int) -> dict[str, Any]:
 def provider_options(raw: str) -> dict[str, Any]:
     """The keys ``provider_options_json`` sets for this format (its ``"anthropic"`` object, ``formats.options``)."""
     return options_for(raw, FORMAT_NAME, SIDECAR_KEYS)
-
-
-# ---------------------------------------------------------------------------- Anthropic's rules
-
-
-def _check_budget(budget: int, max_tokens: int | None, bound: str) -> None:
-    if budget < MIN_THINKING_BUDGET:
-        rule = f"Anthropic's thinking.budget_tokens is at least {MIN_THINKING_BUDGET}"
-        raise InvalidInput("reasoning.budget_tokens", str(budget), rule)
-    if max_tokens is not None and budget >= max_tokens:
-        rule = f"must be below {bound} ({max_tokens}): Anthropic counts the thinking within max_tokens"
-        raise InvalidInput("reasoning.budget_tokens", str(budget), rule)
-
-
-def _check_effort(effort: str) -> None:
-    if effort not in EFFORTS:
-        rule = f"Anthropic's effort levels are {', '.join(EFFORTS)} (output_config.effort)"
-        raise InvalidInput("reasoning.effort", effort, rule)
-
-
-def _check_thinking(request: ModelRequest, reasoning: Reasoning) -> None:
-    """Anthropic's rules for a request with thinking on (the module's table)."""
-    controls = request.controls
-    if reasoning.budget_tokens is not None:
-        _check_budget(reasoning.budget_tokens, request.max_output_tokens, "max_output_tokens")
-    else:
-        _check_effort(reasoning.effort)
-    if request.temperature is not None and request.temperature != 1.0:
-        rule = "Anthropic takes no temperature but 1 with thinking on: leave it unset"
-        raise InvalidInput("temperature", str(request.temperature), rule)
-    if controls.top_k is not None:
-        raise InvalidInput("top_k", str(controls.top_k), "Anthropic takes no top_k with thinking on")
-    low, high = THINKING_TOP_P
-    if controls.top_p is not None and not low <= controls.top_p <= high:
-        raise InvalidInput("top_p", str(controls.top_p), f"with thinking on Anthropic takes a top_p in [{low}, {high}]")
-    if controls.tool_choice is not None and controls.tool_choice.mode not in ("auto", "none"):
-        rule = "with thinking on Anthropic's tool_choice is auto or none (it forces no tool)"
-        raise InvalidInput("tool_choice.mode", controls.tool_choice.mode, rule)
-    if request.messages and request.messages[-1].role is Role.ASSISTANT:
-        at = f"messages[{len(request.messages) - 1}]"
-        raise InvalidInput(at, "assistant", "with thinking on Anthropic continues no assistant message (prefill)")
-
-
-def _check_part(at: str, part: Part, role: Role) -> None:
-    if role is Role.ASSISTANT and not isinstance(part, TextPart):
-        raise InvalidInput(at, type(part).__name__, "an assistant message carries text parts only (Anthropic)")
-    if isinstance(part, ImagePart):
-        if part.detail == "low":
-            rule = "Anthropic has no low-detail look: it sees every image at full detail (leave detail unset)"
-            raise InvalidInput(f"{at}.detail", part.detail, rule)
-        if part.url.startswith("data:") and data_url(part.url) is None:
-            raise InvalidInput(f"{at}.url", part.url[:80], "a data: URL is data:<media type>;base64,<data>")
-    if isinstance(part, DocumentPart) and part.data and (part.media_type or PDF) != PDF:
-        rule = "a document given as data is a PDF for Anthropic (plain text goes as the part's text)"
-        raise InvalidInput(f"{at}.media_type", part.media_type, rule)
-
-
-def _breakpoints(request: ModelRequest) -> Iterator[tuple[str, str]]:
-    """``(field, ttl)`` of every cache breakpoint, in the order Anthropic reads the prompt: tools, system,
-    messages."""
-    for i, t in enumerate(request.tools):
-        if t.cache is not None:
-            yield f"tools[{i}].cache", t.cache.ttl
-    if request.controls.system_cache is not None:
-        yield "system_cache", request.controls.system_cache.ttl
-    for i, m in enumerate(request.messages):
-        for k, r in enumerate(m.tool_results):
-            for j, part in enumerate(r.parts):
-                if part.cache is not None:
-                    yield f"messages[{i}].tool_results[{k}].parts[{j}].cache", part.cache.ttl
-        for j, part in enumerate(m.parts):
-            if part.cache is not None:
-                yield f"messages[{i}].parts[{j}].cache", part.cache.ttl
-
-
-def _check_breakpoints(request: ModelRequest) -> None:
-    short = ""
-    for n, (field, ttl) in enumerate(_breakpoints(request), start=1):
-        if n > MAX_CACHE_BREAKPOINTS:
-            rule = f"Anthropic takes at most {MAX_CACHE_BREAKPOINTS} cache breakpoints (system, tools and parts)"
-            raise InvalidInput(field, f"breakpoint {n}", rule)
-        if ttl == "1h" and short:
-            rule = f"Anthropic wants a 1h breakpoint before every 5m one ({short} comes first)"
-            raise InvalidInput(field, ttl, rule)
-        if ttl != "1h":
-            short = short or field

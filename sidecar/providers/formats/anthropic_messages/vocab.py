@@ -10,25 +10,21 @@
 A tool_use ``input`` that carries arguments that were not JSON is ``{RAW_ARGUMENTS: text}``. The
 key goes in ``x-api-key``, the API version in ``anthropic-version``.
 
-Content blocks, both ways (``content_block`` renders a part; the front reads them back)::
+Content blocks, both ways (``content_block`` renders a part; ``request`` reads them back; their keys are
+``shapes``')::
 
     core                                    block
-    TextPart(text, cache)                   {"type": "text", "text", "cache_control"?}
-    ImagePart(media_type, data)             {"type": "image", "source": {"type": "base64", media_type, data}}
-    ImagePart(url)                          {"type": "image", "source": {"type": "url", url}}
-                                            (a data: URL is sent as the base64 source it holds)
-    DocumentPart(media_type, data, title)   {"type": "document", "source": {"type": "base64", "media_type":
-                                            "application/pdf", data}, "title"?}
-    DocumentPart(url, title)                {"type": "document", "source": {"type": "url", url}, "title"?}
-    DocumentPart(text, title)               {"type": "document", "source": {"type": "text", "media_type":
-                                            "text/plain", "data": text}, "title"?}
-    CacheBreakpoint(ttl)                    "cache_control": {"type": "ephemeral", "ttl"?: "5m" | "1h"}
-    ReasoningPart(text, signature)          {"type": "thinking", "thinking", "signature"}
-    ReasoningPart(redacted_data)            {"type": "redacted_thinking", "data"}
+    TextPart                                text
+    ImagePart given as data | by URL        image, source base64 | url (a data: URL: the base64 it holds)
+    DocumentPart given as data | by URL     document, source base64 application/pdf | url | text text/plain
+      | as text
+    CacheBreakpoint(ttl)                    the block's cache_control, ephemeral (its ttl when one is asked)
+    ReasoningPart(text, signature)          thinking, as it came
+    ReasoningPart(redacted_data)            redacted_thinking, as it came
 
 An image's ``detail`` has no field: Anthropic sees every image at its full detail (the long edge up
 to 1,568 px), which is what "", "auto" and "high" ask; "low" is refused before sending
-(``upstream.AnthropicUpstream.check``), and an image is read back with detail "".
+(``rules.check``), and an image is read back with detail "".
 """
 
 from __future__ import annotations
@@ -44,6 +40,7 @@ from typing import Any
 from sidecar.core.conversation import CacheBreakpoint, DocumentPart, ImagePart, Part, ReasoningPart, TextPart
 from sidecar.core.kinds import FinishReason
 from sidecar.core.rate_budget import Allowance, Budget
+from sidecar.providers.formats.anthropic_messages.shapes import RedactedThinkingBlock, ThinkingBlock
 from sidecar.providers.formats.chat import EMPTY_PARAMETERS
 
 __all__ = [
@@ -61,7 +58,6 @@ __all__ = [
     "RATE_LIMIT_HEADERS",
     "RAW_ARGUMENTS",
     "REFUSAL_TEXT",
-    "SIDECAR_KEYS",
     "TEXT_PLAIN",
     "THINKING_TOP_P",
     "VERSION_HEADER",
@@ -84,6 +80,7 @@ DEFAULT_VERSION = "2023-06-01"
 RAW_ARGUMENTS = "_raw"
 """The one key of a tool_use input that carries arguments that were not JSON, as written."""
 REFUSAL_TEXT = "the model declined to answer"
+"""A refusal's explanation when the model wrote none."""
 CACHE_TYPE = "ephemeral"
 """The one kind of ``cache_control`` there is."""
 MAX_CACHE_BREAKPOINTS = 4
@@ -96,26 +93,6 @@ EFFORTS = ("low", "medium", "high")
 """The core's effort levels Anthropic has (``output_config.effort``; it has no "minimal")."""
 PDF = "application/pdf"
 TEXT_PLAIN = "text/plain"
-SIDECAR_KEYS = frozenset(
-    {
-        "model",
-        "messages",
-        "max_tokens",
-        "stream",
-        "system",
-        "tools",
-        "tool_choice",
-        "temperature",
-        "top_p",
-        "top_k",
-        "stop_sequences",
-        "metadata",
-        "thinking",
-        "output_config",
-    }
-)
-"""The body's keys the sidecar sets from the request's own fields: provider options may not set them."""
-"""A refusal's explanation when the model wrote none."""
 RATE_LIMIT_HEADERS = (
     "anthropic-ratelimit-requests-limit",
     "anthropic-ratelimit-requests-remaining",
@@ -279,7 +256,7 @@ def content_block(part: Part) -> dict[str, Any]:
     return block
 
 
-def reasoning_block(r: ReasoningPart) -> dict[str, Any]:
+def reasoning_block(r: ReasoningPart) -> ThinkingBlock | RedactedThinkingBlock:
     """A reasoning part as a thinking block (or a redacted_thinking one), its text and signature as they are."""
     if r.redacted_data:
         return {"type": "redacted_thinking", "data": r.redacted_data}
