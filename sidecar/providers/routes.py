@@ -393,11 +393,13 @@ class RouteCaller:
         guard = self._guards.get(deployment)
         with self._observer.hop(start) as record:
             try:
-                admission = guard.check()
+                admission = await self._admit(guard)
             except CircuitOpen as refusal:
                 hop = Hop(deployment, FailureKind.CIRCUIT_OPEN, 0, _skipped(deployment, refusal), skipped=True)
                 record.ended(hop)
                 return hop, None, None, refusal
+            if admission.probe and not admission.settled:  # settled: lost the claim to a close, an ordinary call
+                options = replace(options, probe=True)
             tally = _HopTally(record)
             try:
                 response = await self._run(replace(request, model=deployment), options, tally, outlet)
@@ -418,6 +420,18 @@ class RouteCaller:
             hop = Hop(deployment, FailureKind.UNSPECIFIED, response.attempts, SERVED)
             record.ended(hop)
             return hop, tally, response, None
+
+    @staticmethod
+    async def _admit(guard: ServiceGuard) -> Admission:
+        """The circuit's leave for one hop (CircuitOpen raised: the hop is skipped); a half-open circuit's
+        probe is claimed for the fleet before it is sent, as a tool service's is (``ServiceGuard.claim``)."""
+        admission = guard.check()
+        try:
+            await guard.claim(admission)  # shared state only: another replica's probe refuses this call
+        except BaseException:
+            guard.lost(admission)  # a no-op once settled (a claim lost elsewhere settles it)
+            raise
+        return admission
 
     @staticmethod
     def _settle(route: Route, guard: ServiceGuard, admission: Admission, failure: SidecarFailure | None) -> None:

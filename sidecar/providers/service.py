@@ -295,7 +295,8 @@ class ModelService:
         if estimate > model.context_window:
             raise TokenEstimateExceedsLimit(request.model, estimate, model.context_window)
         policy = self._config.policy
-        tally = Tally(self._config.model_retries(request.model, options.upstream_retries))
+        # a circuit's probe is one attempt: the caller's time is not spent retrying a deployment still down
+        tally = Tally(0 if options.probe else self._config.model_retries(request.model, options.upstream_retries))
         windows = policy.windows_for(model.preset, model.windows)
         max_corrections = model.max_corrections if model.max_corrections is not None else policy.max_corrections
         call = Call(request, model, self._checks, schema, budget_tokens, max_corrections, tally, list(request.messages))
@@ -320,7 +321,7 @@ class ModelService:
             self._secrets,
             self._clock,
             heard=pacer.heard,
-        ).timed(model.timeouts(provider.config, policy.preset), moves_on=options.timeouts_move_on)
+        ).timed(model.timeouts(provider.config, policy.preset), moves_on=options.timeouts_move_on, probe=options.probe)
         try:
             while True:
                 chat = ChatRequest(
