@@ -303,7 +303,7 @@ class ModelService:
         if dropped:
             call.warnings.append(dropped)
             _log.warning("%s: %s", request.model, dropped)
-        give_up = GiveUp(request.model, provider.name, tally)
+        give_up = GiveUp(request.model, provider.name, tally, probe=options.probe)
         retry = RetryPolicy(windows, give_up if outlet is None else StreamGiveUp(give_up, outlet), self._rng)
         mid_stream = request.mid_stream or policy.mid_stream
         # a prefill continues text only where the format allows it (Anthropic: not with thinking on)
