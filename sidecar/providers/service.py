@@ -167,6 +167,7 @@ class ModelService:
         return None if model is None else self._providers[model.provider].server
 
     async def aclose(self) -> None:
+        await self.routes.aclose()  # the probes out on the side, before their providers' clients close
         for p in self._providers.values():
             await p.aclose()
 

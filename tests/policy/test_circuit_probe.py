@@ -1,15 +1,22 @@
-"""A half-open route deployment's probe over real gRPC, on the fake clock: one attempt, no caller's time.
+"""A half-open route deployment's probe over real gRPC, on the fake clock: one attempt, none of the caller's time.
 
-| what                                   | proved                                                              |
+| what                                 | proved                                                                 |
 |---|---|
-| a probe is one upstream attempt        | whatever the retry budget (the config's, the caller's own): one POST |
-| a failed probe on a route              | the fallback answers with no backoff: 0 s of the caller's time       |
-| the probe's circuit                    | reopened, cooldown doubled (4 s -> 8 s)                              |
-| a lone deployment's failed probe       | one attempt; the call's answer is that failure (not CIRCUIT_OPEN)    |
-| the probe attempt's span               | ``sidecar.circuit.probe`` true; the fallback's attempt has none      |
+| a probe is one upstream attempt      | whatever the retry budget (the config's, the caller's own)             |
+| a probe with a closed fallback       | sent on the side: the caller skips the deployment (CIRCUIT_OPEN) and   |
+|                                      | the fallback answers at once, 0 s of the caller's time, whether the    |
+|                                      | probe fails, hangs or succeeds                                         |
+| a probe with no closed fallback      | the hop itself, one attempt: a recovered deployment serves the caller  |
+| the probe's verdict                  | failed: reopened, cooldown doubled (4 s -> 8 s); served: closed, and   |
+|                                      | the next call is served there                                          |
+| a lone deployment's failed probe     | one attempt; its failure is the call's answer (not CIRCUIT_OPEN,       |
+|                                      | which says no attempt was made)                                        |
+| the probe attempt's span             | ``sidecar.circuit.probe`` true, under the probe's own ``route.hop``    |
+|                                      | span in the caller's trace                                             |
 
 The caller's time is measured on the sidecar's fake clock: every backoff is a ``clock.sleep`` (listed in
-``clock.sleeps``, the clock advanced by it), and nothing else moves the clock during a call.
+``clock.sleeps``, the clock advanced by it), and nothing else moves the clock during a call. On main, before
+this, the failed probe of the first test cost the caller 2.6 s (two retries) and 17.9 s (five).
 """
 
 from __future__ import annotations
@@ -24,10 +31,11 @@ from sidecar_client import pb, user
 from sidecar.core.circuit import CircuitState, ServiceGuard
 from sidecar.core.routing import DEPLOYMENT_CIRCUIT
 from sidecar.telemetry.testing import install_in_memory
-from tests.conftest import Running, Start
+from tests.conftest import Running, Start, timer_set, until
 
 KEY = "sk-test-PROBEPROBEPROBE1"
 DOWN = {"status": 503, "repeat": 10_000}
+ASIDE = "the circuit of primary is half-open: this call's request probes it on the side (one attempt)"
 
 
 def deployment(upstream: str) -> dict[str, Any]:
@@ -50,6 +58,7 @@ async def _sidecar(start_sidecar: Start, provider: Any, retries: int = 2) -> Run
             "backup": deployment("up-backup"),
             "chat": {"route": {"fallbacks": ["primary", "backup"]}},
             "solo": {"route": {"fallbacks": ["primary"]}},
+            "backup-only": {"route": {"fallbacks": ["backup"]}},
         },
     )
 
@@ -72,48 +81,89 @@ async def _half_open(r: Running, route: str) -> ServiceGuard:
     return guard
 
 
+def _sent(r: Running) -> int:
+    return len(r.provider.requests(model="up-primary"))
+
+
+def _state(guard: ServiceGuard) -> CircuitState:
+    """The circuit's state now (read afresh: the probe on the side changes it between two reads)."""
+    return guard.state
+
+
+async def _verdict(guard: ServiceGuard) -> None:
+    """Until the probe on the side has its verdict (the circuit is no longer half-open)."""
+    await until(lambda: guard.state is not CircuitState.HALF_OPEN, "the probe's verdict")
+
+
 @pytest.mark.parametrize("retries", [2, 5])
 async def test_a_failed_probe_costs_the_caller_no_backoff_and_the_fallback_answers(
     start_sidecar: Start, provider: Any, retries: int
 ) -> None:
     r = await _sidecar(start_sidecar, provider, retries)
     guard = await _half_open(r, "chat")
-    sent_before = len(r.provider.requests(model="up-primary"))
+    sent_before = _sent(r)
     r.clock.sleeps.clear()
     asked = r.clock.time()
 
     reply = await r.client.call_model("chat", [user("hi")])
 
     caller_s = r.clock.time() - asked
-    assert r.clock.sleeps == []  # no backoff on the probe (before: one per retry, seconds of the caller's time)
+    assert r.clock.sleeps == []  # no backoff (before: one per retry of the probe, seconds of the caller's time)
     assert caller_s == 0.0
     assert reply.served_by == "backup"
-    assert hops(reply.hops) == [
-        ("primary", "UPSTREAM_RETRIES_EXHAUSTED", 1, False),
-        ("backup", "UNSPECIFIED", 1, False),
-    ]
-    assert len(r.provider.requests(model="up-primary")) - sent_before == 1  # the probe: one attempt
-    assert "failed the one attempt that probes its half-open circuit" in reply.hops[0].reason
+    assert hops(reply.hops) == [("primary", "CIRCUIT_OPEN", 0, True), ("backup", "UNSPECIFIED", 1, False)]
+    assert reply.hops[0].reason.startswith(ASIDE)
+    await _verdict(guard)
+    assert _sent(r) - sent_before == 1  # the probe: one attempt, whatever the budget
     assert guard.state is CircuitState.OPEN
     assert guard.cooldown == 2 * DEPLOYMENT_CIRCUIT.cooldown_s  # reopened as ever: cooldown doubled
+    assert r.clock.sleeps == []
 
 
 async def test_a_probe_is_one_attempt_whatever_the_callers_own_retry_budget(
     start_sidecar: Start, provider: Any
 ) -> None:
     r = await _sidecar(start_sidecar, provider)
-    await _half_open(r, "chat")
-    sent_before = len(r.provider.requests(model="up-primary"))
+    guard = await _half_open(r, "chat")
+    sent_before = _sent(r)
     r.clock.sleeps.clear()
 
     reply = await r.client.call_model("chat", [user("hi")], job=pb.Job(upstream_retries=7))
 
-    assert len(r.provider.requests(model="up-primary")) - sent_before == 1
-    assert hops(reply.hops)[0] == ("primary", "UPSTREAM_RETRIES_EXHAUSTED", 1, False)
+    assert reply.served_by == "backup"
+    await _verdict(guard)
+    assert _sent(r) - sent_before == 1
     assert r.clock.sleeps == []
 
 
-async def test_a_probe_that_succeeds_serves_the_call_and_closes_the_circuit(
+async def test_a_probe_that_hangs_costs_the_caller_nothing_and_fails_at_its_header_timeout(
+    start_sidecar: Start, provider: Any
+) -> None:
+    """The case a probe inline could not help: a silent deployment would hold the caller for its header timeout."""
+    r = await _sidecar(start_sidecar, provider)
+    guard = await _half_open(r, "chat")
+    r.provider.script("up-primary", [{"fault": "hang"}])
+    sent_before = _sent(r)
+    asked = r.clock.time()
+
+    reply = await r.client.call_model("chat", [user("hi")])
+
+    assert r.clock.time() - asked == 0.0
+    assert reply.served_by == "backup"
+    await until(lambda: _sent(r) - sent_before == 1, "the probe sent")
+    assert _state(guard) is CircuitState.HALF_OPEN
+    meanwhile = await r.client.call_model("chat", [user("hi")])  # the probe is out: this call skips primary
+    assert hops(meanwhile.hops) == [("primary", "CIRCUIT_OPEN", 0, True), ("backup", "UNSPECIFIED", 1, False)]
+    assert meanwhile.hops[0].reason.startswith("the circuit of primary is being probed by another call")
+    await timer_set(r.clock, "the probe's header timeout")
+    r.clock.advance(max(r.clock.timers) - r.clock.time())
+    await _verdict(guard)
+    assert _state(guard) is CircuitState.OPEN
+    assert guard.cooldown == 2 * DEPLOYMENT_CIRCUIT.cooldown_s
+    assert _sent(r) - sent_before == 1
+
+
+async def test_a_probe_that_succeeds_closes_the_circuit_and_the_next_call_is_served_there(
     start_sidecar: Start, provider: Any
 ) -> None:
     r = await _sidecar(start_sidecar, provider)
@@ -122,18 +172,21 @@ async def test_a_probe_that_succeeds_serves_the_call_and_closes_the_circuit(
 
     reply = await r.client.call_model("chat", [user("hi")])
 
-    assert hops(reply.hops) == [("primary", "UNSPECIFIED", 1, False)]
+    assert reply.served_by == "backup"  # the caller did not wait for the probe
+    await _verdict(guard)
     assert guard.state is CircuitState.CLOSED
     assert guard.cooldown == DEPLOYMENT_CIRCUIT.cooldown_s
+    after = await r.client.call_model("chat", [user("hi")])
+    assert hops(after.hops) == [("primary", "UNSPECIFIED", 1, False)]
 
 
-async def test_a_lone_deployments_failed_probe_is_one_attempt_and_its_failure_is_the_answer(
+async def test_a_lone_deployments_probe_is_the_hop_one_attempt_and_its_failure_is_the_answer(
     start_sidecar: Start, provider: Any
 ) -> None:
     """No fallback: the caller gets what the probe got (an attempt was made: not CIRCUIT_OPEN, which says none was)."""
     r = await _sidecar(start_sidecar, provider, retries=5)
     guard = await _half_open(r, "solo")
-    sent_before = len(r.provider.requests(model="up-primary"))
+    sent_before = _sent(r)
     r.clock.sleeps.clear()
     asked = r.clock.time()
 
@@ -141,46 +194,69 @@ async def test_a_lone_deployments_failed_probe_is_one_attempt_and_its_failure_is
         await r.client.call_model("solo", [user("hi")])
 
     err = caught.value
-    assert len(r.provider.requests(model="up-primary")) - sent_before == 1
+    assert r.clock.sleeps == []
+    assert r.clock.time() - asked == 0.0
+    assert _sent(r) - sent_before == 1
+    assert err.attempts == 1
+    assert hops(err.hops) == [("primary", "UPSTREAM_RETRIES_EXHAUSTED", 1, False)]
     assert "1) primary, UPSTREAM_RETRIES_EXHAUSTED after 1 attempt: Model primary (oai) failed the one attempt" in (
         err.message
     )
-    assert err.attempts == 1
-    assert hops(err.hops) == [("primary", "UPSTREAM_RETRIES_EXHAUSTED", 1, False)]
     assert err.http is not None
     assert err.http.status_code == 503
-    assert r.clock.sleeps == []
-    assert r.clock.time() - asked == 0.0
     assert guard.state is CircuitState.OPEN
     assert guard.cooldown == 2 * DEPLOYMENT_CIRCUIT.cooldown_s
+    with pytest.raises(sc.CircuitOpenError) as refused:  # reopened: the next call is refused without an attempt
+        await r.client.call_model("solo", [user("hi")])
+    assert hops(refused.value.hops) == [("primary", "CIRCUIT_OPEN", 0, True)]
 
-    skipped = await _fails(r, "solo")  # reopened: the next call is refused without an attempt
-    assert hops(skipped.hops) == [("primary", "CIRCUIT_OPEN", 0, True)]
 
+async def test_a_probe_whose_fallback_is_not_closed_is_the_hop_and_serves_the_caller(
+    start_sidecar: Start, provider: Any
+) -> None:
+    """No closed circuit after it: the probe is this call's hop (one attempt), so a recovered deployment serves."""
+    r = await _sidecar(start_sidecar, provider)
+    guard = await _half_open(r, "chat")
+    r.provider.script("up-backup", [{"preset": "invalid_key", "repeat": 3}])  # no retries: the clock stays
+    for _ in range(3):
+        with pytest.raises(sc.UnauthorizedError):
+            await r.client.call_model("backup-only", [user("hi")])
+    backup = r.app.models.routes.guard("backup")  # type: ignore[union-attr]
+    assert backup.state is CircuitState.OPEN
+    r.provider.script("up-primary", [])  # recovered
 
-async def _fails(r: Running, route: str) -> sc.SidecarError:
-    with pytest.raises(sc.CircuitOpenError) as caught:
-        await r.client.call_model(route, [user("hi")])
-    return caught.value
+    reply = await r.client.call_model("chat", [user("hi")])
+
+    assert hops(reply.hops) == [("primary", "UNSPECIFIED", 1, False)]
+    assert guard.state is CircuitState.CLOSED
 
 
 async def test_the_probe_attempts_span_says_it_is_a_probe(start_sidecar: Start, provider: Any) -> None:
     otel = install_in_memory()
     r = await _sidecar(start_sidecar, provider)
-    await _half_open(r, "chat")
+    guard = await _half_open(r, "chat")
     otel.clear()
 
     await r.client.call_model("chat", [user("hi")])
+    await _verdict(guard)
 
     spans = otel.spans()
-    hop_ids = {s.name: s.context.span_id for s in spans if s.name.startswith("route.hop")}
-    by_hop = {
-        name: [dict(s.attributes or {}) for s in spans if s.name == "POST" and s.parent and s.parent.span_id == sid]
-        for name, sid in hop_ids.items()
-    }
-    (probe,) = by_hop["route.hop primary"]
+    chat = next(s for s in spans if s.name == "chat chat")
+    hop_spans = [s for s in spans if s.name.startswith("route.hop")]
+    assert {s.parent.span_id for s in hop_spans if s.parent} == {chat.context.span_id}  # all in the call's trace
+
+    def posts(hop: Any) -> list[dict[str, Any]]:
+        return [dict(a.attributes or {}) for a in spans
+                if a.name == "POST" and a.parent and a.parent.span_id == hop.context.span_id]  # fmt: skip
+
+    (skipped,) = [s for s in hop_spans if dict(s.attributes or {}).get("sidecar.hop.skipped")]
+    (probe_hop,) = [s for s in hop_spans if s.name == "route.hop primary" and s is not skipped]  # its own hop
+    (backup_hop,) = [s for s in hop_spans if s.name == "route.hop backup"]
+    assert skipped.name == "route.hop primary"
+    assert posts(skipped) == []
+    (probe,) = posts(probe_hop)
     assert probe["sidecar.circuit.probe"] is True
     assert probe["http.response.status_code"] == 503
-    (served,) = by_hop["route.hop backup"]
+    (served,) = posts(backup_hop)
     assert "sidecar.circuit.probe" not in served
     assert not [s for s in spans if s.name == "sidecar.backoff"]
