@@ -1,6 +1,6 @@
 """The fleet rules of the core, on the fake clock: two replicas' throttles, guards and ledgers joined
 by an in-memory backend that delivers every change at once (the Redis backend is tested for real in
-tests/test_fleet.py and tests/test_fleet_redis.py).
+tests/fleet/test_fleet.py and tests/fleet/test_fleet_redis.py).
 """
 
 from __future__ import annotations

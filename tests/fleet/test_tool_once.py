@@ -13,7 +13,7 @@
                                         stalls the first write); a caller gone meanwhile leaves it written
 
 Each is run with the memory backend and with a real Redis (tests/redis_server.py) inside one
-process; tests/test_tool_once_kill.py kills a process with -9 under 200 calls.
+process; tests/fleet/test_tool_once_kill.py kills a process with -9 under 200 calls.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from sidecar.fakes.tool_backend import IDEMPOTENCY_HEADER
 from sidecar.state.redis.calls import RECORD_TRIES
 from sidecar.tools.once import KEY_PREFIX, UNKNOWN
 from tests.conftest import Running, Start, tool
+from tests.fronts.test_mcp_front import mcp_client, url
 from tests.redis_proxy import Fault, RedisProxy
 from tests.redis_server import RedisServer
-from tests.test_mcp_front import mcp_client, url
 
 NOTE_PARAMS = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 POLL_S = 30.0

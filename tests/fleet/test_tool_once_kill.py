@@ -44,9 +44,9 @@ from sidecar_client import AsyncSidecarClient, job, pb
 from sidecar.fakes import FakeToolBackend, ThreadedServer
 from sidecar.tools.once import UNKNOWN
 from tests.conftest import base_config, tool
+from tests.fronts.test_mcp_front import mcp_client
 from tests.redis_proxy import RedisProxy
 from tests.redis_server import RedisServer, free_port
-from tests.test_mcp_front import mcp_client
 
 IN_FLIGHT = 200
 ANSWERED = 20

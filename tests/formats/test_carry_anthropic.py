@@ -20,7 +20,7 @@ from sidecar_client import pb, user
 from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from tests.conftest import Running, Start
-from tests.test_call_model import script, sent
+from tests.policy.test_call_model import script, sent
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000" + "1f15c489")
 PDF = b"%PDF-1.7 a minimal document"

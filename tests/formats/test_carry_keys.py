@@ -20,8 +20,8 @@ import pytest
 import pytest_asyncio
 
 from tests.conftest import Running, Start
-from tests.test_http_anthropic import base_url
-from tests.test_http_openai import base_url as openai_url
+from tests.fronts.test_http_anthropic import base_url
+from tests.fronts.test_http_openai import base_url as openai_url
 
 GEMINI = {"wire_format": "gemini", "base_url": "", "api_key": "key-gemini-1234567890abcdef"}
 DEPLOYMENTS = {

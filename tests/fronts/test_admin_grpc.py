@@ -1,6 +1,6 @@
 """``sidecar.v1.Admin`` over real gRPC: the state view and the operator actions, behind the admin tokens.
 
-The state is set through the core objects' public methods (as tests/test_admin.py does), then read
+The state is set through the core objects' public methods (as tests/fronts/test_admin.py does), then read
 and changed over the gRPC port, and compared with ``GET /admin/state`` on the HTTP port.
 """
 
@@ -35,8 +35,8 @@ from sidecar.server.app import SidecarApp, running
 from sidecar.server.reload import ReloadOutcome, WorkerOutcome
 from sidecar.status import TOKEN_ENV, document, run_action, run_reload, run_status
 from tests.conftest import Running, Start, ThreadedServer, base_config
+from tests.fronts.test_admin import ADMIN, AGENT, HTTP, SECRET, _admin_sidecar, _get, _seed, _url
 from tests.redis_server import RedisServer, free_port, redis_server  # noqa: F401  (the fixture)
-from tests.test_admin import ADMIN, AGENT, HTTP, SECRET, _admin_sidecar, _get, _seed, _url
 
 pytestmark = pytest.mark.asyncio
 

@@ -1,6 +1,6 @@
 """``sidecar status`` and ``sidecar admin`` against a sidecar that listens with TLS and mTLS.
 
-The certificates are the suite's throwaway CA (``tests/test_transport_security.py``'s ``pki``):
+The certificates are the suite's throwaway CA (``tests/processes/test_transport_security.py``'s ``pki``):
 the server's for 127.0.0.1, a client certificate that CA signed, a stranger's. Both doors are
 reached: the gRPC port (``--tls``, ``--ca``, ``--cert``/``--key``) and the HTTP port (``https://``).
 """
@@ -17,8 +17,8 @@ import pytest
 from sidecar.cli import main
 from sidecar.status import TOKEN_ENV
 from tests.conftest import Running, Start
-from tests.test_admin import ADMIN, AGENT, HTTP, _seed
-from tests.test_transport_security import Pki, pki  # noqa: F401  (the fixture)
+from tests.fronts.test_admin import ADMIN, AGENT, HTTP, _seed
+from tests.processes.test_transport_security import Pki, pki  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.asyncio
 

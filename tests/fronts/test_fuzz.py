@@ -128,7 +128,7 @@ TRACEBACK = "Traceback (most recent call last)"
 FAILURE_LOG = '"logger": "sidecar.failures"'
 """An upstream's failure is logged with its stack by design (``taxonomy.log_failure``), one JSON line."""
 GUARDRAIL = {"name": "pii", "deny_pattern": r"[\w.+-]+@[\w-]+\.\w+", "reason": "must not contain an email address"}
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "sidecar" / "default_config.yaml"
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "sidecar" / "default_config.yaml"
 
 
 # ----------------------------------------------------------------------------- the sidecar under test

@@ -40,7 +40,7 @@ from sidecar.server.app import running
 from sidecar.server.grpc.spans import ServerSpanInterceptor
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 from tests.conftest import base_config, until
-from tests.test_fuzz import Served, failure_of, fuzz_config
+from tests.fronts.test_fuzz import Served, failure_of, fuzz_config
 
 AGENT = "agent-token-0123456789abcdef"
 ADMIN = "admin-token-0123456789abcdef"

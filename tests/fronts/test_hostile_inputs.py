@@ -120,7 +120,7 @@ async def test_the_callers_own_deadline_is_not_charged_to_a_healthy_service(side
 
 async def test_a_probe_answered_with_a_correctable_failure_closes_the_circuit(sidecar: Running) -> None:
     guard = sidecar.app.guards.get("docs")  # type: ignore[union-attr]
-    from tests.test_circuit import fail
+    from tests.policy.test_circuit import fail
 
     fail(guard, 12)
     sidecar.clock.advance(30)

@@ -1,6 +1,6 @@
 """The Anthropic-compatible front, with the official ``anthropic`` SDK as its client.
 
-As tests/test_http_openai.py does for the OpenAI front: a sidecar with ``http.listen``, the fake
+As tests/fronts/test_http_openai.py does for the OpenAI front: a sidecar with ``http.listen``, the fake
 provider behind it (either wire format), and what the SDK reads: its ``Message``, its stream
 helpers, its parsed structured output, and each failure as its own exception class.
 """
@@ -20,8 +20,19 @@ from pydantic import BaseModel
 
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 from tests.conftest import Running, Start
-from tests.test_http_openai import HTTP, MODELS, ONE_TRY, ROUTES, SECRET, UNAVAILABLE, both, extension, script, sent
-from tests.test_telemetry import settled
+from tests.fronts.test_http_openai import (
+    HTTP,
+    MODELS,
+    ONE_TRY,
+    ROUTES,
+    SECRET,
+    UNAVAILABLE,
+    both,
+    extension,
+    script,
+    sent,
+)
+from tests.processes.test_telemetry import settled
 
 
 def base_url(r: Running) -> str:

@@ -1,4 +1,4 @@
-"""Fuzzing the HTTP doors with hypothesis, as tests/test_fuzz.py fuzzes the gRPC port: never a 500.
+"""Fuzzing the HTTP doors with hypothesis, as tests/fronts/test_fuzz.py fuzzes the gRPC port: never a 500.
 
     door                    what is generated                                          what must hold
     /v1/chat/completions,   bodies of the format's keys with values of every JSON       no 500; every answer JSON (or
@@ -19,7 +19,7 @@
                             content types
 
 One real ``sidecar serve`` process for the module, its gRPC port and ``http.listen`` on loopback,
-with the fuzz config of tests/test_fuzz.py (the project's fakes behind it, quick to fail), an
+with the fuzz config of tests/fronts/test_fuzz.py (the project's fakes behind it, quick to fail), an
 agent's token (``server.auth``) and an operator's (``server.admin``). After each test its log
 tells of no fault (``faults``: a fault answered in a door's shape still logs its traceback).
 Derandomized, no database, bounded (``SIDECAR_FUZZ_EXAMPLES`` scales it, as there): a few
@@ -41,7 +41,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
-from tests.test_fuzz import Served, _free_port, fuzz, fuzz_config
+from tests.fronts.test_fuzz import Served, _free_port, fuzz, fuzz_config
 from tests.unit.test_front_hostile import positions, with_value
 
 TIMEOUT_S = 10.0
@@ -59,7 +59,7 @@ TOKEN_ENV = {"FUZZ_AGENT_TOKEN": AGENT, "FUZZ_ADMIN_TOKEN": ADMIN}
 
 
 def _settings(share: float = 1.0) -> Any:
-    """tests/test_fuzz.py's profile; ``http_served`` is per test, not per example, on purpose: the log read
+    """tests/fronts/test_fuzz.py's profile; ``http_served`` is per test, not per example, on purpose: the log read
     after all of a test's examples."""
     profile = fuzz(share)
     checks = [*profile.suppress_health_check, HealthCheck.function_scoped_fixture]

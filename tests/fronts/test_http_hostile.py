@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.conftest import Start
-from tests.test_http_openai import HTTP
+from tests.fronts.test_http_openai import HTTP
 
 DEEP = "[" * 100_000 + "]" * 100_000
 USER = [{"role": "user", "content": "hi"}]

@@ -21,7 +21,7 @@ import httpx
 import openai
 import pytest
 
-from tests.test_server_process import Proc, _free_port
+from tests.processes.test_server_process import Proc, _free_port
 
 CLAUDE, GPT = "local-claude", "local-gpt"
 CLAUDE_MAX, GPT_MAX = 64_000, 16_384

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from sidecar.telemetry import names as n
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 from tests.conftest import Running, Start
-from tests.test_telemetry import attrs, settled
+from tests.processes.test_telemetry import attrs, settled
 
 MODELS = {"gpt": "fake-gpt", "claude": "fake-claude", "gpt-a": "fake-gpt-a"}
 HTTP = {"listen": "127.0.0.1:0"}

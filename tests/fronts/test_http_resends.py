@@ -23,7 +23,7 @@ from sidecar.server.http.resends import FINAL_FAILURE_WINDOW_S, REPLAYED_HEADER
 from sidecar.telemetry import names as n
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 from tests.conftest import Running, Start, base_config
-from tests.test_telemetry import attrs, tree
+from tests.processes.test_telemetry import attrs, tree
 
 HTTP = {"listen": "127.0.0.1:0"}
 UPSTREAM = "fake-gpt"
@@ -35,7 +35,7 @@ RATE_LIMIT_S = 7
 RATE_LIMITS = [{"preset": "rate_limit", "retry_after": str(RATE_LIMIT_S), "repeat": 50}]
 OVERHEAD = "x-sidecar-overhead-ms"
 """Every answer's own time (envelope.Overhead): the one header a replay does not repeat."""
-PEER = Path(__file__).resolve().parent / "peers" / "vercel"
+PEER = Path(__file__).resolve().parents[1] / "peers" / "vercel"
 
 
 def chat(text: str = "hi", **extra: Any) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from sidecar.telemetry import names as n
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 from tests.conftest import Running, Start
-from tests.test_http_openai import HTTP, base_url, user
-from tests.test_telemetry import Tree, attrs, settled, tree
+from tests.fronts.test_http_openai import HTTP, base_url, user
+from tests.processes.test_telemetry import Tree, attrs, settled, tree
 
 BUDGET = 3
 SDK_DEFAULT_RETRIES = 2

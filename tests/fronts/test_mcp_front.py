@@ -34,13 +34,13 @@ from sidecar.server.http.access import FORBIDDEN_ORIGIN, MISDIRECTED, UNAUTHENTI
 from sidecar.telemetry import names as n
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 from tests.conftest import ANSWER_MARGIN_S, ONE_TOOL, Running, Start, silent_tools, tool
+from tests.fronts.test_http_openai import holding_the_one_slot
 from tests.mcp_server import STDIO_COMMAND
+from tests.processes.test_server_process import Proc, _free_port
+from tests.processes.test_telemetry import attrs, tree
+from tests.processes.test_transport_security import Pki, pki  # noqa: F401  (the module's throwaway CA)
+from tests.processes.test_workers import WAIT_S, Supervisor
 from tests.redis_server import RedisServer, free_port, redis_server  # noqa: F401  (the fixture)
-from tests.test_http_openai import holding_the_one_slot
-from tests.test_server_process import Proc, _free_port
-from tests.test_telemetry import attrs, tree
-from tests.test_transport_security import Pki, pki  # noqa: F401  (the module's throwaway CA)
-from tests.test_workers import WAIT_S, Supervisor
 
 TOKEN = "agent-token-0123456789abcdef"
 HTTP = {"listen": "127.0.0.1:0"}
@@ -468,7 +468,7 @@ def test_two_workers_share_one_http_port(tmp_path: Path, redis_server: RedisServ
 
 # ---------------------------------------------------------------- the documented client
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "mcp.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "mcp.md"
 DOC_ADDRESS = "127.0.0.1:8080"
 """Where the snippet's sidecar listens: the test's own port takes its place, and nothing else changes."""
 

@@ -34,7 +34,7 @@ def test_public_surface_is_complete() -> None:
 def test_the_client_pins_the_contract_at_the_contracts_version() -> None:
     """One version source (protos/python/pyproject.toml): the client carries it and pins the contract to it, by
     version, as a package index takes it (a path to the contract is a direct reference an index refuses)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     contract = tomllib.loads((root / "protos/python/pyproject.toml").read_text())["project"]
     client = tomllib.loads((root / "clients/python/pyproject.toml").read_text())["project"]
     assert "version" not in client

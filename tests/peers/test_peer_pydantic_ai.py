@@ -26,7 +26,7 @@ from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from tests.conftest import Running, Start
-from tests.test_http_limits import Served, received, serving_the_default
+from tests.fronts.test_http_limits import Served, received, serving_the_default
 
 UPSTREAM = "fake-gpt"
 FAIL = {"preset": "reply", "tool_calls": [{"name": "fail_fetch", "arguments": {"mode": "422"}}]}
@@ -131,7 +131,8 @@ def default_sidecar() -> Iterator[Served]:
 async def anthropic_agent(default_sidecar: Served) -> AsyncIterator[Agent[None, str]]:
     """pydantic-ai's Anthropic model as it comes: for a model it does not know, ``max_tokens: 16384``.
     Its client is closed after the test: one left to the garbage collector, collected during a later
-    ``ast.parse``, trips CPython 3.11.7's "AST constructor recursion depth mismatch" (tests/test_layout.py)."""
+    ``ast.parse``, trips CPython 3.11.7's "AST constructor recursion depth mismatch"
+    (tests/processes/test_layout.py)."""
     async with AsyncAnthropic(base_url=default_sidecar.http, api_key="unused", max_retries=0) as client:
         provider = AnthropicProvider(anthropic_client=client)
         yield Agent(AnthropicModel("local-claude", provider=provider), instructions="Be brief.")

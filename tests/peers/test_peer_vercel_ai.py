@@ -25,7 +25,7 @@ import pytest_asyncio
 from tests.conftest import Running, Start, base_config
 
 # make peers-latest points it at a scratch copy holding the newest releases (tools/peers_latest.py)
-PEER = Path(os.environ.get("SIDECAR_PEER_VERCEL") or Path(__file__).resolve().parent / "peers" / "vercel")
+PEER = Path(os.environ.get("SIDECAR_PEER_VERCEL") or Path(__file__).resolve().parent / "vercel")
 # the provider package: (the upstream model its front's model maps to, the fake's wire format)
 PROVIDERS = {
     "compatible": ("fake-gpt", "openai"),

@@ -26,7 +26,7 @@ from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 from sidecar.tools.mcp_sessions import McpUnavailable
 from tests.conftest import Running, Start, base_config, until
 from tests.mcp_server import REFUSAL, STDIO_COMMAND, STRICT, McpHttpServer
-from tests.test_telemetry import attrs, tree
+from tests.processes.test_telemetry import attrs, tree
 
 DOCS = ("search", "lookup", "note", "refuse", "strict", "crash", "slow", "badout")
 """The test server's tools served by the sidecar under their own names (service docs-mcp)."""

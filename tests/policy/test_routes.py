@@ -586,7 +586,7 @@ DOC_PROVIDERS = """providers:
 
 @pytest.mark.parametrize(("doc", "providers"), [("routing.md", DOC_PROVIDERS), ("configuration.md", "")])
 def test_the_documented_routes_load(doc: str, providers: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    text = (Path(__file__).parent.parent / "docs" / doc).read_text()
+    text = (Path(__file__).parents[2] / "docs" / doc).read_text()
     found = re.search(r"```yaml\n(.*?)```", text, re.S)
     assert found is not None
     block = found.group(1)

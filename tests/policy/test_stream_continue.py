@@ -23,9 +23,9 @@ from sidecar_client import job, pb, user
 from sidecar.telemetry import names as n
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 from tests.conftest import Running, Start, timer_set
-from tests.test_stream_model import DELTAS, REPLY, TEXT, failing, kinds, restarts, texts, until
-from tests.test_telemetry import events as span_events
-from tests.test_telemetry import settled
+from tests.policy.test_stream_model import DELTAS, REPLY, TEXT, failing, kinds, restarts, texts, until
+from tests.processes.test_telemetry import events as span_events
+from tests.processes.test_telemetry import settled
 
 CONTINUE = pb.MID_STREAM_POLICY_CONTINUE
 HTTP = {"listen": "127.0.0.1:0"}

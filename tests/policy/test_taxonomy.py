@@ -85,7 +85,7 @@ def test_client_and_server_agree_on_correctable_kinds() -> None:
     assert {k.name for k in CORRECTABLE_KINDS} == CORRECTABLE
 
 
-FAILURE_KINDS_FILE = Path(__file__).resolve().parent / "conformance" / "failure_kinds.json"
+FAILURE_KINDS_FILE = Path(__file__).resolve().parents[1] / "conformance" / "failure_kinds.json"
 """What the contract says of each kind, as data (tools/protogen.py): the Go, TypeScript and Java clients' own
 tests compare their answers with it."""
 

@@ -12,7 +12,7 @@ import pytest
 
 from sidecar.config import MAX_CONFIG_BYTES, ConfigError, load_config, load_default_config, parse_config, served
 
-CONFIGS = Path(__file__).parent / "configs"
+CONFIGS = Path(__file__).parents[1] / "configs"
 
 
 @pytest.mark.parametrize(

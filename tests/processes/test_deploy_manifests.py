@@ -26,7 +26,7 @@ import yaml
 from sidecar.config import parse_config
 from sidecar.server.security import exposure_refusal
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KUBE = ROOT / "deploy" / "kubernetes"
 COMPOSE = ROOT / "docker-compose.yml"
 

@@ -23,9 +23,9 @@ import pytest
 
 from sidecar.config.errors import ConfigError
 from sidecar.config.loading import load_config, parse_config
-from tests.test_server_process import Proc, _free_port
+from tests.processes.test_server_process import Proc, _free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 DOC_GRPC = "127.0.0.1:50051"
 DOC_HTTP = "127.0.0.1:8080"

@@ -29,7 +29,7 @@ from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from tests.conftest import Running
 
-AGENT_PATH = Path(__file__).resolve().parent.parent / "examples" / "python" / "agent.py"
+AGENT_PATH = Path(__file__).resolve().parents[2] / "examples" / "python" / "agent.py"
 CORRECTABLE_LINE = (
     "[This error may be correctable - you can retry with different parameters or try a different approach]"
 )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sidecar.cli import BANNER
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_start_up_line_and_the_image_name_the_probe_go_install_installs() -> None:

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from sidecar.cli import main
-from tests.test_server_process import Proc, _free_port
+from tests.processes.test_server_process import Proc, _free_port
 
 
 def test_the_demo_plays_the_session_through_the_openai_sdk() -> None:

@@ -586,7 +586,7 @@ def test_every_attempt_is_visible_in_jaeger(
 
 # ---------------------------------------------------------------- docker-compose.yml (no Docker here: read it)
 
-COMPOSE = Path(__file__).resolve().parent.parent / "docker-compose.yml"
+COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
 
 
 @pytest.mark.parametrize("replica", ["sidecar-a", "sidecar-b"])

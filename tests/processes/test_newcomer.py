@@ -28,7 +28,7 @@ from sidecar.cli import main
 from sidecar.config import ConfigError, load_default_config, parse_config
 from sidecar.server.security import is_loopback_peer
 from sidecar.status import TOKEN_ENV
-from tests.test_server_process import Proc, _embedded_url, _free_port
+from tests.processes.test_server_process import Proc, _embedded_url, _free_port
 
 OPERATOR = "operator-token-for-the-newcomer-tests"
 PROVIDER_HEADER = "x-sidecar-embedded-provider"
@@ -207,7 +207,7 @@ def test_http_state_answers_loopback_while_actions_and_reload_are_refused(embedd
 
 def _own_config(tmp_path: Path, **server: Any) -> Path:
     """The embedded default's models and tools under a ``server`` section of one's own, as a file."""
-    cfg = yaml.safe_load((Path(__file__).parents[1] / "sidecar" / "default_config.yaml").read_text())
+    cfg = yaml.safe_load((Path(__file__).parents[2] / "sidecar" / "default_config.yaml").read_text())
     cfg["server"] = server
     path = tmp_path / "own.yaml"
     path.write_text(yaml.safe_dump(cfg))

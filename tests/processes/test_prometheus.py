@@ -25,7 +25,7 @@ from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
 from tests.conftest import base_config
 from tests.redis_server import free_port
 
-DASHBOARD = Path(__file__).resolve().parent.parent / "deploy" / "grafana" / "sidecar.json"
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "sidecar.json"
 JOBS = 1000
 FUNCTIONS = {
     "rate", "irate", "increase", "sum", "max", "min", "avg", "count", "by", "without", "histogram_quantile",

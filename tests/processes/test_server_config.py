@@ -139,7 +139,7 @@ def test_beyond_loopback_needs_tls_or_tokens_or_an_explicit_allow(monkeypatch: p
 def test_the_compose_file_opts_out_of_transport_security_only_behind_the_hosts_loopback(
     replica: str, host_port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    compose = yaml.safe_load((Path(__file__).resolve().parent.parent / "docker-compose.yml").read_text())
+    compose = yaml.safe_load((Path(__file__).resolve().parents[2] / "docker-compose.yml").read_text())
     sidecar = compose["services"][replica]
     (mount,) = sidecar["configs"]
     monkeypatch.setenv("REDIS_URL", sidecar["environment"]["REDIS_URL"])  # state.url reads it

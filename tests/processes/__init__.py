@@ -1,0 +1,2 @@
+"""The process: config, reload, workers, TLS, secrets, logs, telemetry and Jaeger, the layout,
+packaging, docs snippets and examples."""
