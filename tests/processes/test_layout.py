@@ -3,7 +3,8 @@
 The rules are the tables of docs/architecture.md ("What each folder may not import"); ``GROUPS`` and
 ``RULES`` are the same tables in Python, and ``test_the_tables_in_the_docs_are_the_rules`` keeps the
 two equal, name for name. Imports are read from the source with ``ast``, so a lazy import inside a
-function counts too.
+function counts too. The tests themselves are held to the table "How tests/ is grouped" there: each
+in the folder named for what it proves.
 """
 
 from __future__ import annotations
@@ -226,3 +227,11 @@ def test_no_module_is_over_the_line_limit() -> None:
     }
     over = {name: n for name, n in lengths.items() if n > MAX_MODULE_LINES}
     assert not over, f"modules over {MAX_MODULE_LINES} lines: split each by its ideas: {over}"
+
+
+def test_the_tests_are_grouped_as_the_docs_say() -> None:
+    """A test lives in a folder named for what it proves: a row of docs/architecture.md's table each, none loose."""
+    tests = ROOT / "tests"
+    assert sorted(path.name for path in tests.glob("test_*.py")) == []
+    folders = {path.name for path in tests.iterdir() if path.is_dir() and any(path.glob("test_*.py"))}
+    assert folders == set(_doc_table("| folder | what its tests prove |"))
