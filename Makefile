@@ -121,7 +121,7 @@ $(PEERS_VERCEL_STAMP): $(PEERS_VERCEL)/package.json $(PEERS_VERCEL)/package-lock
 	cd $(PEERS_VERCEL) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-# The LlamaIndex peer (tests/test_peer_llamaindex.py, tests/peers/llamaindex/agent.py): a venv of its own, as
+# The LlamaIndex peer (tests/peers/test_peer_llamaindex.py, tests/peers/llamaindex/agent.py): a venv of its own, as
 # the Vercel peer has its own node_modules, since LlamaIndex's OpenAI LLM requires openai<3 and .venv pins
 # openai 3 for the other peers. Every package at its requirements.txt's pins; one it pulls in unpinned fails it.
 PEERS_LLAMAINDEX       := .venv-peers/llamaindex

@@ -58,7 +58,7 @@ PEERS = (
     Peer(
         "LlamaIndex function agent",
         ("llama-index-core", "llama-index-llms-openai", "llama-index-llms-openai-like"),
-        ("tests/test_peer_llamaindex.py",),
+        ("tests/peers/test_peer_llamaindex.py",),
         python=LLAMAINDEX_PY,
     ),
 )

@@ -1,2 +1,2 @@
 """Agent frameworks as real peers of the doors, each at its pinned release (docs/peers.md); vercel/
-is the Node peer's folder."""
+and llamaindex/ are the Node peer's and the LlamaIndex peer's own folders."""
