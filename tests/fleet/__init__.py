@@ -1,1 +1,0 @@
-"""The fleet: several sidecars on one real Redis, the shared state, tool calls that happen once."""
