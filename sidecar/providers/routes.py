@@ -5,7 +5,13 @@
     for each hop of the order        core.routing: a weighted draw among ``balance``, then ``fallbacks``
         deadline passed              -> the chain fails: JOB_TIMEOUT naming the deployments not tried
         observer.hop(...)            the ``route.hop {deployment}`` span; the hop's attempts run under it
-        the deployment's circuit     open -> skipped (CIRCUIT_OPEN, no attempt); half-open -> this hop probes
+        the deployment's circuit     open -> skipped (CIRCUIT_OPEN, no attempt); half-open -> the one probe,
+                                     claimed fleet-wide, one attempt (CallOptions.probe: no retry, so no
+                                     backoff): with a deployment whose circuit is closed after it in the
+                                     order (and CIRCUIT_OPEN in move_on) sent on the side, a task of its own
+                                     (its deadline probe_timeout_s, its reply discarded, its own route.hop
+                                     span in the call's trace; ``aclose`` cancels it: lost) while this hop
+                                     is skipped (CIRCUIT_OPEN) and the call goes on at once; else this hop
         run(request, options, hop)   ModelService's one model call for that deployment: its own Tally and
                                      retry budget, its throttle, the call's deadline (no second retry loop);
                                      with another hop after it, a timed-out attempt may end it at once
@@ -15,8 +21,7 @@
     the chain fails                  -> the last hop's failure (its kind, detail, http, Retry-After and retry
                                         line) in words naming the route and every hop with its reason
 
-A hop's reason is its failure's message (at most HOP_REASON_CHARS), ``served``, or for a skipped
-deployment what opened its circuit; a chain failure quotes each at most HOP_MESSAGE_CHARS.
+The chain's bookkeeping (what each hop spent, how the reply or the failure reads) is ``providers.chain``'s.
 Each deployment's circuit is a ``core.circuit.ServiceGuard`` (the tool services' code), kept in a
 ``ServiceGuards`` of the deployments, one per deployment whatever the route.
 """
