@@ -13,6 +13,8 @@
 |                                      | which says no attempt was made)                                        |
 | the probe attempt's span             | ``sidecar.circuit.probe`` true, under the probe's own ``route.hop``    |
 |                                      | span in the caller's trace                                             |
+| a stream's probe                     | on the side as a plain call; the stream is the fallback's              |
+| the service closed, a probe out      | cancelled: lost (reopened, cooldown unchanged)                         |
 
 The caller's time is measured on the sidecar's fake clock: every backoff is a ``clock.sleep`` (listed in
 ``clock.sleeps``, the clock advanced by it), and nothing else moves the clock during a call. On main, before
@@ -260,3 +262,37 @@ async def test_the_probe_attempts_span_says_it_is_a_probe(start_sidecar: Start, 
     (served,) = posts(backup_hop)
     assert "sidecar.circuit.probe" not in served
     assert not [s for s in spans if s.name == "sidecar.backoff"]
+
+
+async def test_a_streams_probe_goes_on_the_side_as_a_plain_call_and_the_stream_is_the_fallbacks(
+    start_sidecar: Start, provider: Any
+) -> None:
+    r = await _sidecar(start_sidecar, provider)
+    guard = await _half_open(r, "chat")
+    sent_before = _sent(r)
+    asked = r.clock.time()
+
+    final = await r.client.stream_model("chat", [user("hi")]).collect()
+
+    assert r.clock.time() - asked == 0.0
+    assert final.served_by == "backup"
+    assert hops(final.hops) == [("primary", "CIRCUIT_OPEN", 0, True), ("backup", "UNSPECIFIED", 1, False)]
+    await _verdict(guard)
+    (probe,) = r.provider.requests(model="up-primary")[sent_before:]
+    assert not probe["body"].get("stream")  # the probe is a plain call: its reply is read by no one
+    assert _state(guard) is CircuitState.OPEN
+
+
+async def test_a_probe_out_on_the_side_when_the_service_closes_is_lost(start_sidecar: Start, provider: Any) -> None:
+    """Closing the model service (a shutdown, or a reload's old config) cancels the probe: lost, cooldown unchanged."""
+    r = await _sidecar(start_sidecar, provider)
+    guard = await _half_open(r, "chat")
+    r.provider.script("up-primary", [{"fault": "hang"}])
+    sent_before = _sent(r)
+    assert (await r.client.call_model("chat", [user("hi")])).served_by == "backup"
+    await until(lambda: _sent(r) - sent_before == 1, "the probe sent")
+
+    await r.app.models.routes.aclose()  # type: ignore[union-attr]
+
+    assert guard.state is CircuitState.OPEN
+    assert guard.cooldown == DEPLOYMENT_CIRCUIT.cooldown_s  # lost, not failed: not doubled
