@@ -45,6 +45,8 @@ Error answers (``classify``), by the type ``x-amzn-ErrorType`` names (in a strea
     ModelTimeoutException, InternalServerException,
       ModelStreamErrorException, ModelErrorException  signal TRANSIENT
     ValidationException "input is too long ..." CONTEXT_OVERFLOW
+    ValidationException only an operator can    MODEL_NOT_FOUND (``providers.errors.OPERATOR_FIXES``:
+      fix                                         an inference profile, a region without the model)
     ValidationException otherwise               INVALID_INPUT (the provider's words as the rule)
     AccessDeniedException, a signature's or a   UNAUTHORIZED
       key's (UnrecognizedClientException,
@@ -93,7 +95,7 @@ from sidecar.core.taxonomy import (
     Unauthorized,
 )
 from sidecar.core.text import cap
-from sidecar.providers.errors import Target, classify_response
+from sidecar.providers.errors import Target, classify_response, for_operator
 from sidecar.providers.formats.bedrock_converse.reply import BedrockStream, parse_reply
 from sidecar.providers.formats.bedrock_converse.vocab import (
     BEARER_ENV,
@@ -336,6 +338,9 @@ class BedrockUpstream:
         if error_type == "ValidationException":
             if _CONTEXT.search(message):
                 return ContextOverflow(target.provider, target.model_id, words, http=http)
+            operator = for_operator((error_type,), status, message, target, http, secrets)
+            if operator is not None:  # an inference profile, a region without the model
+                return operator
             rule = f"the {target.provider} provider rejected the request (HTTP {status} {error_type}: {words})"
             return InvalidInput("messages", "", rule, http=http)
         if error_type in UNAUTHORIZED:
