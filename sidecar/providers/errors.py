@@ -10,23 +10,25 @@ retried. Every other answer is decided from the body before the status, in this 
     429                                                          -> signal RATE_LIMIT    (+0.5; Retry-After: a pause)
     x-should-retry: true                                         -> signal TRANSIENT
     408, 5xx (unless x-should-retry: false)                      -> signal TRANSIENT     (slows no one)
+    an answer only an operator can fix (OPERATOR_FIXES, below)   -> UNAUTHORIZED or MODEL_NOT_FOUND, with the fix
     401 / 403                                                    -> UNAUTHORIZED          (body blanked)
     context_length_exceeded, "prompt is too long", 413           -> CONTEXT_OVERFLOW
     404                                                          -> MODEL_NOT_FOUND (at the provider)
-    a 400 only an operator can fix (OPERATOR_FIXES, below)       -> MODEL_NOT_FOUND or UNAUTHORIZED, with the fix
     other 4xx                                                    -> INVALID_INPUT (the provider's words as the rule)
     anything else                                                -> EXTERNAL_SERVICE
     connection failure, read timeout, reset (no response)        -> signal TRANSIENT, no http
 
-Some 400s no change to the request can fix: the model is not served as the catalog names it, or the
-account may not use the API from where the sidecar runs. Told to the model as INVALID_INPUT it would
-"retry with different parameters" and waste its turns; ``for_operator`` finds them by the provider's
+Some 400s (and 403s) no change to the request can fix: the model is not served as the catalog names
+it, or the account may not use the API from where the sidecar runs. Told to the model as INVALID_INPUT
+(or as a key to fix) it would "retry with different parameters" and waste its turns; ``for_operator`` finds them by the provider's
 own error name (OpenAI's and Anthropic's ``error.type`` / ``error.code``, Gemini's ``error.status``,
 Bedrock's ``x-amzn-ErrorType``) and words, one table for every format (``OPERATOR_FIXES``)::
 
     format            status name                   words                                 kind
     openai,           400 invalid_request_error     "organization must be verified"       UNAUTHORIZED
       openai_responses
+    openai,           403 unsupported_country_      "Country, region, or territory not    UNAUTHORIZED
+      openai_responses    region_territory          supported"
     openai (Azure)    400 OperationNotSupported     "does not work with the specified     MODEL_NOT_FOUND
                                                     model"
     anthropic         400 invalid_request_error     "organization has been disabled"      UNAUTHORIZED
@@ -37,6 +39,8 @@ Bedrock's ``x-amzn-ErrorType``) and words, one table for every format (``OPERATO
                                                     supported" (an inference profile)
     bedrock_converse  400 ValidationException       "provided model identifier is         MODEL_NOT_FOUND
                                                     invalid" (not in this region)
+    bedrock_converse  403 AccessDeniedException     "don't have access to the model"      UNAUTHORIZED
+                                                    (a model not enabled for the account)
 
 Each is uncorrectable, its explanation says what an operator must change (the catalog's
 ``upstream_model``, the account, where the sidecar runs), and both kinds are in a route's default
@@ -108,6 +112,14 @@ OPERATOR_FIXES: tuple[OperatorFix, ...] = (
     ),
     OperatorFix(
         ("openai", "openai_responses"),
+        403,
+        "unsupported_country_region_territory",
+        re.compile(r"not supported", re.I),
+        True,
+        "run the sidecar (its egress) in a country or region OpenAI serves, or route the model to another provider",
+    ),
+    OperatorFix(
+        ("openai", "openai_responses"),
         400,
         "OperationNotSupported",
         re.compile(r"does not work with the specified model", re.I),
@@ -154,6 +166,15 @@ OPERATOR_FIXES: tuple[OperatorFix, ...] = (
         False,
         "check the catalog's upstream_model, and that the model is offered in the provider's region and "
         "enabled for the account",
+    ),
+    OperatorFix(
+        ("bedrock_converse",),
+        403,
+        "AccessDeniedException",
+        re.compile(r"do(?:n'?t| not) have access to the model", re.I),
+        True,
+        "enable the model for the account (Bedrock's model access, in the provider's region), or change the "
+        "catalog's upstream_model",
     ),
 )
 """The 400s no change to the request can fix, every format's (the module's table)."""
@@ -274,6 +295,9 @@ def classify_response(
     should_retry = lowered.get("x-should-retry")
     if should_retry == "true" or ((status == 408 or status >= 500) and should_retry != "false"):
         return Retry(RetrySignal.TRANSIENT, words, wait, http)
+    operator = for_operator(_error_names(body), status, message, target, http, secrets)
+    if operator is not None:
+        return operator
     if status in (401, 403):
         said = etype or code
         reason = f"HTTP {status} {'' if said == str(status) else said}".strip()  # Azure's code is the status
@@ -283,9 +307,6 @@ def classify_response(
         return ContextOverflow(target.provider, target.model_id, words, http=http)
     if status == 404:
         return ModelNotFound.at_provider(target.provider, target.upstream_model, target.model_id, words, http=http)
-    operator = for_operator(_error_names(body), status, message, target, http, secrets)
-    if operator is not None:
-        return operator
     if 400 <= status < 500:
         param = _error_param(body)  # the provider's name for it, in its wire format: as sent to it
         rule = f"the {target.provider} provider rejected the request (HTTP {status}: {words})"

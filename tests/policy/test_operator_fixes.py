@@ -30,6 +30,15 @@ BILLING = (
     "Gemini API free tier is not available in your country. Please enable billing on your project in Google AI Studio."
 )
 """Gemini's other 400 FAILED_PRECONDITION of an account (as it answers a free-tier key from such a country)."""
+COUNTRY = {
+    "error": {
+        "code": "unsupported_country_region_territory",
+        "message": "Country, region, or territory not supported",
+        "param": None,
+        "type": "request_forbidden",
+    }
+}
+"""OpenAI's 403 to a request from a country it does not serve."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,7 @@ class Case:
     said: str
     fix: str
     azure: bool = False
+    status: int = 400
 
 
 CASES = [
@@ -86,6 +96,18 @@ CASES = [
              "The chatCompletion operation does not work with the specified model, up-openai",
              "point the catalog's upstream_model at a deployment of a model that serves this API", azure=True),
         id="azure-operation",
+    ),
+    pytest.param(
+        Case("bedrock_converse", {"preset": "account_blocked"}, sc.UnauthorizedError, "UNAUTHORIZED",
+             "You don't have access to the model with the specified model ID",
+             "enable the model for the account (Bedrock's model access, in the provider's region)", status=403),
+        id="bedrock-model-access",
+    ),
+    pytest.param(
+        Case("openai", {"status": 403, "body": COUNTRY}, sc.UnauthorizedError, "UNAUTHORIZED",
+             "Country, region, or territory not supported",
+             "run the sidecar (its egress) in a country or region OpenAI serves", status=403),
+        id="openai-country",
     ),
 ]  # fmt: skip
 FRONT_STATUS = {"UNAUTHORIZED": (openai.InternalServerError, 502), "MODEL_NOT_FOUND": (openai.NotFoundError, 404)}
@@ -144,7 +166,7 @@ async def test_the_providers_400_is_uncorrectable_and_says_what_an_operator_must
     assert isinstance(err, case.error), err
     assert not err.correctable
     assert err.http is not None
-    assert err.http.status_code == 400
+    assert err.http.status_code == case.status
     assert_for_operator(case, err.explanation)
     assert len(r.provider.requests(model=upstream(case))) == 1  # never retried
 

@@ -45,8 +45,9 @@ Error answers (``classify``), by the type ``x-amzn-ErrorType`` names (in a strea
     ModelTimeoutException, InternalServerException,
       ModelStreamErrorException, ModelErrorException  signal TRANSIENT
     ValidationException "input is too long ..." CONTEXT_OVERFLOW
-    ValidationException only an operator can    MODEL_NOT_FOUND (``providers.errors.OPERATOR_FIXES``:
-      fix                                         an inference profile, a region without the model)
+    what only an operator can fix               MODEL_NOT_FOUND, UNAUTHORIZED (``providers.errors.
+      (ValidationException, AccessDeniedException)  OPERATOR_FIXES``: an inference profile, a region
+                                                  without the model, a model not enabled)
     ValidationException otherwise               INVALID_INPUT (the provider's words as the rule)
     AccessDeniedException, a signature's or a   UNAUTHORIZED
       key's (UnrecognizedClientException,
@@ -335,12 +336,12 @@ class BedrockUpstream:
         signal = _RETRIED.get(error_type)
         if signal is not None:
             return Retry(signal, words, parse_retry_after(headers, now), http)
+        operator = for_operator((error_type,), status, message, target, http, secrets)
+        if operator is not None:  # an inference profile, a region without the model, a model not enabled
+            return operator
         if error_type == "ValidationException":
             if _CONTEXT.search(message):
                 return ContextOverflow(target.provider, target.model_id, words, http=http)
-            operator = for_operator((error_type,), status, message, target, http, secrets)
-            if operator is not None:  # an inference profile, a region without the model
-                return operator
             rule = f"the {target.provider} provider rejected the request (HTTP {status} {error_type}: {words})"
             return InvalidInput("messages", "", rule, http=http)
         if error_type in UNAUTHORIZED:
