@@ -20,9 +20,10 @@ retried. Every other answer is decided from the body before the status, in this 
 
 Some 400s (and 403s) no change to the request can fix: the model is not served as the catalog names
 it, or the account may not use the API from where the sidecar runs. Told to the model as INVALID_INPUT
-(or as a key to fix) it would "retry with different parameters" and waste its turns; ``for_operator`` finds them by the provider's
-own error name (OpenAI's and Anthropic's ``error.type`` / ``error.code``, Gemini's ``error.status``,
-Bedrock's ``x-amzn-ErrorType``) and words, one table for every format (``OPERATOR_FIXES``)::
+it would "retry with different parameters" and waste its turns (told "fix the configured key", an
+operator would check a key that is fine); ``for_operator`` finds them by the provider's own error name
+(OpenAI's and Anthropic's ``error.type`` / ``error.code``, Gemini's ``error.status``, Bedrock's
+``x-amzn-ErrorType``) and words, one table for every format (``OPERATOR_FIXES``)::
 
     format            status name                   words                                 kind
     openai,           400 invalid_request_error     "organization must be verified"       UNAUTHORIZED
