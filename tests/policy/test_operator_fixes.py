@@ -3,7 +3,7 @@
 Each provider's own answer (the fake provider's ``account_blocked`` and ``model_unavailable`` presets:
 Gemini's "User location is not supported", Bedrock's "on-demand throughput isn't supported", OpenAI's
 organization not verified, Anthropic's organization disabled, Azure's OperationNotSupported) goes through
-a real sidecar, over gRPC CallModel and the OpenAI front with the ``openai`` SDK. The model reads an
+a real sidecar, over gRPC CallModel and StreamModel and the OpenAI front with the ``openai`` SDK. The model reads an
 uncorrectable failure that says what an operator must change (``providers.errors.OPERATOR_FIXES``), never
 to retry with different parameters; on a route the call moves on to the fallback, which answers, and the
 deployment's circuit is charged until it opens.
@@ -237,3 +237,16 @@ async def test_the_same_error_names_with_other_words_stay_the_callers_to_correct
         await r.client.call_model("blocked", [user("hello")])
     assert caught.value.correctable
     assert step["message"] in caught.value.explanation
+
+
+@pytest.mark.parametrize("case", CASES)
+async def test_a_stream_fails_the_same_before_its_first_delta(
+    start_sidecar: Start, provider: ThreadedServer[FakeProvider], case: Case
+) -> None:
+    r = await blocked_sidecar(start_sidecar, provider, case)
+    r.provider.script(upstream(case), [case.step])
+    with pytest.raises(sc.SidecarError) as caught:
+        await r.client.stream_model("blocked", [user("hello")]).collect()
+    assert isinstance(caught.value, case.error), caught.value
+    assert not caught.value.correctable
+    assert_for_operator(case, caught.value.explanation)
