@@ -193,7 +193,10 @@ class OpenAIUpstream:
         return OpenAIStream()
 
     def parse(self, body: dict[str, Any]) -> ChatReply:
-        choice = (body.get("choices") or [{}])[0]
+        choices = body.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise ValueError("the reply holds no choice")  # a success the wire never sends: malformed
+        choice = choices[0]
         message = choice.get("message") or {}
         raw_finish = str(choice.get("finish_reason") or "")
         calls = [
