@@ -39,8 +39,6 @@ with adaptive thinking, a breakpoint has a place to go.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, cast
@@ -70,6 +68,7 @@ from sidecar.providers.formats.anthropic_messages.vocab import CACHE_TYPE, FORMA
 from sidecar.providers.formats.carried import Unknown, kept, refuse_unknown
 from sidecar.providers.formats.chat import compact_json, split_schema
 from sidecar.providers.formats.fields import shown
+from sidecar.providers.formats.inline import base64_field
 from sidecar.providers.formats.shapes import Shape, declared
 
 __all__ = ["KEYS", "parse_request"]
@@ -181,10 +180,7 @@ def _part(block: Mapping[str, Any], where: str) -> Part:
         return DocumentPart(url=url, title=title, cache=cache, carried=carried)
     if source["type"] == "text":
         return DocumentPart(TEXT_PLAIN, text=source["data"], title=title, cache=cache, carried=carried)
-    try:  # base64
-        data = base64.b64decode(source["data"], validate=True)
-    except (binascii.Error, ValueError):
-        raise InvalidInput(f"{where}.source.data", source["data"][:40], "must be base64 text", as_sent=True) from None
+    data = base64_field(source["data"], f"{where}.source.data", as_sent=True)
     if block["type"] == "image":
         return ImagePart(source["media_type"], data, cache=cache, carried=carried)
     return DocumentPart(PDF, data, title=title, cache=cache, carried=carried)

@@ -29,8 +29,6 @@ to 1,568 px), which is what "", "auto" and "high" ask; "low" is refused before s
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import re
 from collections.abc import Mapping
@@ -42,6 +40,7 @@ from sidecar.core.kinds import FinishReason
 from sidecar.core.rate_budget import Allowance, Budget
 from sidecar.providers.formats.anthropic_messages.shapes import RedactedThinkingBlock, ThinkingBlock
 from sidecar.providers.formats.chat import EMPTY_PARAMETERS
+from sidecar.providers.formats.inline import b64, read_data_url
 
 __all__ = [
     "API_KEY_HEADER",
@@ -64,7 +63,6 @@ __all__ = [
     "arguments_of",
     "cache_control",
     "content_block",
-    "data_url",
     "input_of",
     "rate_budget",
     "reasoning_block",
@@ -212,23 +210,12 @@ def cache_control(bp: CacheBreakpoint) -> dict[str, str]:
     return {"type": CACHE_TYPE, "ttl": bp.ttl} if bp.ttl else {"type": CACHE_TYPE}
 
 
-def data_url(url: str) -> tuple[str, bytes] | None:
-    """``(media_type, bytes)`` of a ``data:<type>;base64,<data>`` URL; None for another URL or a malformed one."""
-    head, comma, payload = url.partition(",")
-    if not url.startswith("data:") or not comma or not head.endswith(";base64"):
-        return None
-    try:
-        return head[len("data:") : -len(";base64")], base64.b64decode(payload, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-
-
 def _image_source(image: ImagePart) -> dict[str, str]:
-    inline = data_url(image.url) if image.url else (image.media_type, image.data)
+    inline = read_data_url(image.url) if image.url else (image.media_type, image.data)
     if inline is None:
         return {"type": "url", "url": image.url}
     media_type, data = inline
-    return {"type": "base64", "media_type": media_type, "data": base64.b64encode(data).decode("ascii")}
+    return {"type": "base64", "media_type": media_type, "data": b64(data)}
 
 
 def _document_source(doc: DocumentPart) -> dict[str, str]:
@@ -236,7 +223,7 @@ def _document_source(doc: DocumentPart) -> dict[str, str]:
         return {"type": "text", "media_type": TEXT_PLAIN, "data": doc.text}
     if doc.url:
         return {"type": "url", "url": doc.url}
-    return {"type": "base64", "media_type": doc.media_type or PDF, "data": base64.b64encode(doc.data).decode("ascii")}
+    return {"type": "base64", "media_type": doc.media_type or PDF, "data": b64(doc.data)}
 
 
 def content_block(part: Part) -> dict[str, Any]:

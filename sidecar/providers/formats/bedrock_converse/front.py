@@ -31,8 +31,6 @@ the ``x-amzn-RequestId`` header).
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, cast
@@ -76,6 +74,7 @@ from sidecar.providers.formats.bedrock_converse.vocab import (
 )
 from sidecar.providers.formats.chat import ChatReply, compact_json, split_schema
 from sidecar.providers.formats.fields import positive_budget, shown
+from sidecar.providers.formats.inline import base64_field
 from sidecar.providers.formats.protocol import Ask, ParamNames, ReplyHead, Sse
 from sidecar.providers.formats.routes import model_route
 from sidecar.providers.formats.shapes import declared
@@ -390,24 +389,17 @@ def _tool_config(config: shapes.ToolConfig | None) -> tuple[tuple[ToolDefinition
     return tuple(tools), ToolChoice("tool", value["name"]) if kind == "tool" else ToolChoice(_CHOICES[kind])
 
 
-def _blob(text: str, where: str) -> bytes:
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raise InvalidInput(where, text[:40], "must be base64 text") from None
-
-
 def _image(image: shapes.Image, at: str) -> ImagePart:
     kind, value = _only(image["source"], f"{at}.source")
     if kind == "s3Location":
         return ImagePart(url=value["uri"])
-    return ImagePart(_FORMATS[image["format"]], _blob(value, f"{at}.source.bytes"))
+    return ImagePart(_FORMATS[image["format"]], base64_field(value, f"{at}.source.bytes"))
 
 
 def _document(document: shapes.Document, at: str) -> DocumentPart:
     name = document["name"]
     title = "" if name.startswith(DEFAULT_NAME) and name[len(DEFAULT_NAME) :].isdigit() else name
-    data = _blob(document["source"]["bytes"], f"{at}.source.bytes")
+    data = base64_field(document["source"]["bytes"], f"{at}.source.bytes")
     if document["format"] == "pdf":
         return DocumentPart(PDF, data, title=title)
     try:

@@ -38,7 +38,6 @@ type's status as the service model declares it.
 
 from __future__ import annotations
 
-import base64
 import json
 import mimetypes
 from collections.abc import Iterable, Mapping
@@ -49,6 +48,7 @@ from sidecar.core.conversation import CacheBreakpoint, DocumentPart, ImagePart, 
 from sidecar.core.kinds import FinishReason
 from sidecar.providers.formats.bedrock_converse.shapes import AssistantBlock, ReasoningText
 from sidecar.providers.formats.chat import compact_json
+from sidecar.providers.formats.inline import b64, read_data_url
 
 __all__ = [
     "BEARER_ENV",
@@ -150,10 +150,6 @@ def exception_event(error_type: str) -> str:
     return error_type[:1].lower() + error_type[1:]
 
 
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
 def input_of(arguments_json: str) -> dict[str, Any]:
     """A tool call's arguments as a toolUse's ``input``: the JSON object, else ``{RAW_ARGUMENTS: text}``."""
     try:  # bounded before: CallChecks refused arguments past the size cap or nested past 64 deep
@@ -199,17 +195,6 @@ def default_name(n: int) -> str:
     return f"{DEFAULT_NAME}{n}"
 
 
-def data_url(url: str) -> tuple[str, bytes] | None:
-    """``(media_type, bytes)`` of a ``data:<type>;base64,<data>`` URL; None for another URL or a malformed one."""
-    head, comma, payload = url.partition(",")
-    if not url.startswith("data:") or not comma or not head.endswith(";base64"):
-        return None
-    try:
-        return head[len("data:") : -len(";base64")], base64.b64decode(payload, validate=True)
-    except ValueError:
-        return None
-
-
 def url_format(url: str) -> str:
     """An image URL's Converse ``format`` by its extension ("" when it names none)."""
     guessed, _ = mimetypes.guess_type(url.split("?", 1)[0])
@@ -223,7 +208,7 @@ def content_block(part: Part, n: int) -> list[dict[str, Any]]:
         case TextPart():
             out: list[dict[str, Any]] = [{"text": part.text}]
         case ImagePart():
-            inline = data_url(part.url) if part.url else (part.media_type, part.data)
+            inline = read_data_url(part.url) if part.url else (part.media_type, part.data)
             if inline is None:
                 image = {"format": url_format(part.url), "source": {"s3Location": {"uri": part.url}}}
             else:

@@ -18,7 +18,6 @@ application/json; one forced tool.
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Iterator
 from typing import Any, cast
@@ -48,6 +47,7 @@ from sidecar.providers.formats.gemini import shapes
 from sidecar.providers.formats.gemini.shapes import REQUEST, Request
 from sidecar.providers.formats.gemini.upstream import LEVELS
 from sidecar.providers.formats.gemini.vocab import CALL_ID_PREFIX, PDF, arguments_of
+from sidecar.providers.formats.inline import base64_field
 from sidecar.providers.formats.shapes import declared
 
 __all__ = ["as_written", "camel", "parse_request"]
@@ -216,19 +216,12 @@ def _content(part: shapes.Part, kind: str, at: str) -> Part:
     blob = part.get("inlineData")
     file: shapes.FileData = part.get("fileData") or {"fileUri": ""}
     media = (blob or file).get("mimeType") or ""
-    data = b"" if blob is None else _data(blob["data"], f"{at}.inlineData.data")
+    data = b"" if blob is None else base64_field(blob["data"], f"{at}.inlineData.data")
     if media != PDF and not media.startswith("image/"):
         raise InvalidInput(f"{at}.{kind}.mimeType", media, "must be an image's media type or application/pdf")
     if blob is None:
         return DocumentPart(url=file["fileUri"]) if media == PDF else ImagePart(url=file["fileUri"])
     return DocumentPart(PDF, data) if media == PDF else ImagePart(media, data)
-
-
-def _data(text: str, where: str) -> bytes:
-    try:
-        return base64.b64decode(text, validate=True)
-    except ValueError:
-        raise InvalidInput(where, text[:40], "must be base64 text") from None
 
 
 def _message_of(role: Role, parts: list[Part]) -> Message:

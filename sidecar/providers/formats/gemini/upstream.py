@@ -85,10 +85,10 @@ from sidecar.providers.formats.gemini.vocab import (
     PDF,
     SIDECAR_KEYS,
     content_part,
-    data_url,
     signed_parts,
     url_media_type,
 )
+from sidecar.providers.formats.inline import read_data_url
 from sidecar.providers.formats.options import FIELD, merge_options, options_for
 from sidecar.providers.formats.protocol import SSE
 
@@ -283,7 +283,7 @@ def _check_image(at: str, part: ImagePart) -> None:
         rule = "Gemini sets no per-image low detail (generationConfig.mediaResolution is the request's): leave it unset"
         raise InvalidInput(f"{at}.detail", part.detail, rule)
     if part.url.startswith("data:"):
-        if data_url(part.url) is None:
+        if read_data_url(part.url) is None:
             raise InvalidInput(f"{at}.url", part.url[:80], "a data: URL is data:<media type>;base64,<data>")
     elif part.url and not url_media_type(part.url):
         rule = "Gemini needs an image URL's media type: give one ending in .png, .jpg, .webp, .gif ... or the data"

@@ -36,7 +36,6 @@ function-calling turn without it), else the last part of the answer.
 
 from __future__ import annotations
 
-import base64
 import json
 import mimetypes
 from collections.abc import Mapping
@@ -47,6 +46,7 @@ from sidecar.core.kinds import FinishReason
 from sidecar.providers.formats.chat import compact_json
 from sidecar.providers.formats.gemini.shapes import FunctionCall, GenerationConfig, Request
 from sidecar.providers.formats.gemini.shapes import Part as WirePart
+from sidecar.providers.formats.inline import b64, read_data_url
 from sidecar.providers.formats.shapes import declared
 
 __all__ = [
@@ -65,7 +65,6 @@ __all__ = [
     "args_of",
     "arguments_of",
     "content_part",
-    "data_url",
     "signed_parts",
     "url_media_type",
 ]
@@ -140,17 +139,6 @@ def arguments_of(value: Any) -> str:
     return compact_json(value or {})
 
 
-def data_url(url: str) -> tuple[str, bytes] | None:
-    """``(media_type, bytes)`` of a ``data:<type>;base64,<data>`` URL; None for another URL or a malformed one."""
-    head, comma, payload = url.partition(",")
-    if not url.startswith("data:") or not comma or not head.endswith(";base64"):
-        return None
-    try:
-        return head[len("data:") : -len(";base64")], base64.b64decode(payload, validate=True)
-    except ValueError:
-        return None
-
-
 def url_media_type(url: str) -> str:
     """An image URL's media type by its extension ("" when it has none Gemini reads)."""
     guessed, _ = mimetypes.guess_type(url.split("?", 1)[0])
@@ -158,7 +146,7 @@ def url_media_type(url: str) -> str:
 
 
 def _inline(media_type: str, data: bytes) -> WirePart:
-    return {"inlineData": {"mimeType": media_type, "data": base64.b64encode(data).decode("ascii")}}
+    return {"inlineData": {"mimeType": media_type, "data": b64(data)}}
 
 
 def content_part(part: Part) -> WirePart:
@@ -167,7 +155,7 @@ def content_part(part: Part) -> WirePart:
         case TextPart():
             return {"text": part.text}
         case ImagePart():
-            inline = data_url(part.url) if part.url else (part.media_type, part.data)
+            inline = read_data_url(part.url) if part.url else (part.media_type, part.data)
             if inline is None:
                 return {"fileData": {"mimeType": url_media_type(part.url), "fileUri": part.url}}
             return _inline(*inline)

@@ -54,11 +54,11 @@ from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.carried import Unknown, kept, refuse_unknown
 from sidecar.providers.formats.chat import compact_json
 from sidecar.providers.formats.fields import shown
+from sidecar.providers.formats.inline import read_data_url
 from sidecar.providers.formats.openai_chat import shapes
 from sidecar.providers.formats.openai_chat.vocab import (
     FORMAT_NAME,
     TOOL_ERROR_PREFIX,
-    read_data_url,
     tool_image_labelled,
     tool_image_placeholder,
     tool_image_slot,

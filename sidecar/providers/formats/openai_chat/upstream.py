@@ -68,6 +68,7 @@ from sidecar.providers.errors import Target, classify_response, refused
 from sidecar.providers.formats.azure import CHAT, AzureWire
 from sidecar.providers.formats.carried import asked, merge_carried, plain, refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest
+from sidecar.providers.formats.inline import data_url
 from sidecar.providers.formats.openai_chat.shapes import Request
 from sidecar.providers.formats.openai_chat.stream import OpenAIStream, read_usage
 from sidecar.providers.formats.openai_chat.vocab import (
@@ -76,7 +77,6 @@ from sidecar.providers.formats.openai_chat.vocab import (
     FORMAT_NAME,
     MAX_STOP,
     TOOL_ERROR_PREFIX,
-    data_url,
     effort_for_budget,
     error_refusal,
     filtered_categories,

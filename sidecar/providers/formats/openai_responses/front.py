@@ -60,8 +60,9 @@ from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.carried import Unknown, kept, refuse_unknown
 from sidecar.providers.formats.chat import ChatReply, compact_json
 from sidecar.providers.formats.fields import shown
+from sidecar.providers.formats.inline import read_data_url
 from sidecar.providers.formats.openai_chat.front import OpenAIFront
-from sidecar.providers.formats.openai_chat.vocab import TOOL_ERROR_PREFIX, api_key_of, read_data_url
+from sidecar.providers.formats.openai_chat.vocab import TOOL_ERROR_PREFIX, api_key_of
 from sidecar.providers.formats.openai_responses import shapes
 from sidecar.providers.formats.openai_responses.vocab import FORMAT_NAME, parts_of_item, refuse_stateful
 from sidecar.providers.formats.openai_responses.writer import ResponsesWriter, output_items, response_object
