@@ -64,7 +64,8 @@ from sidecar.core.kinds import Role
 from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.anthropic_messages import shapes
 from sidecar.providers.formats.anthropic_messages.shapes import MessageCreateParams, by_tag
-from sidecar.providers.formats.anthropic_messages.vocab import CACHE_TYPE, FORMAT_NAME, PDF, RAW_ARGUMENTS, TEXT_PLAIN
+from sidecar.providers.formats.anthropic_messages.vocab import CACHE_TYPE, FORMAT_NAME, PDF, TEXT_PLAIN
+from sidecar.providers.formats.arguments import arguments_text
 from sidecar.providers.formats.carried import Unknown, kept, refuse_unknown
 from sidecar.providers.formats.chat import compact_json, split_schema
 from sidecar.providers.formats.fields import shown
@@ -230,20 +231,13 @@ def _assistant(blocks: list[Mapping[str, Any]], where: str, names: dict[str, str
             call_id = block.get("id") or ""
             names[call_id] = block["name"]
             carried = kept(FORMAT_NAME, block, _BLOCK_KEYS[kind], at)
-            calls.append(ToolCall(call_id, block["name"], _arguments(block.get("input")), carried))
+            calls.append(ToolCall(call_id, block["name"], arguments_text(block.get("input")), carried))
         else:
             if calls:
                 flush()
             parts.append(_part(block, at))
     flush()
     return out
-
-
-def _arguments(value: Any) -> str:
-    """A request's tool_use ``input`` as arguments JSON (the RAW_ARGUMENTS form: the text as written)."""
-    if isinstance(value, dict) and list(value) == [RAW_ARGUMENTS] and isinstance(value[RAW_ARGUMENTS], str):
-        return str(value[RAW_ARGUMENTS])
-    return compact_json(value if value is not None else {})
 
 
 def _user(blocks: list[Mapping[str, Any]], where: str, names: dict[str, str]) -> list[Message]:

@@ -72,14 +72,13 @@ from sidecar.providers.formats.anthropic_messages.vocab import (
     FORMAT_NAME,
     REFUSAL_TEXT,
     VERSION_HEADER,
-    arguments_of,
     cache_control,
     content_block,
-    input_of,
     rate_budget,
     reasoning_block,
     render_tool,
 )
+from sidecar.providers.formats.arguments import arguments_text, arguments_value
 from sidecar.providers.formats.carried import FEATURES, merge_carried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault, compact_json, with_schema
 from sidecar.providers.formats.fields import count, text_or_empty
@@ -344,7 +343,7 @@ class AnthropicStream:
         for index, block in enumerate(body.get("content") or ()):
             self._block_start({"index": index, "content_block": block})
             if isinstance(block, dict) and block.get("type") == "tool_use":
-                self._calls[-1][2].append(arguments_of(block.get("input")))
+                self._calls[-1][2].append(arguments_text(block.get("input"), json.dumps))
         return self._reply(str(body.get("stop_reason") or ""))
 
     def reply(self) -> ChatReply | None:
@@ -389,7 +388,7 @@ def _message(m: Message) -> tuple[str, list[dict[str, Any]]]:
         blocks: list[dict[str, Any]] = [dict(reasoning_block(r)) for r in m.reasoning]  # first, as the API wants
         blocks += [_block(p) for p in m.content]
         for c in m.tool_calls:
-            call = {"type": "tool_use", "id": c.id, "name": c.name, "input": input_of(c.arguments_json)}
+            call = {"type": "tool_use", "id": c.id, "name": c.name, "input": arguments_value(c.arguments_json)}
             blocks.append(merge_carried(call, c.carried, FORMAT_NAME))
         return "assistant", blocks
     blocks = [

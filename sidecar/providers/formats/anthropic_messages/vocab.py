@@ -7,8 +7,8 @@
     tool_use                                TOOL_CALLS             tool_use
     refusal                                 CONTENT_FILTER         refusal
 
-A tool_use ``input`` that carries arguments that were not JSON is ``{RAW_ARGUMENTS: text}``. The
-key goes in ``x-api-key``, the API version in ``anthropic-version``.
+A tool_use ``input`` that carries arguments that were not JSON is ``{RAW_ARGUMENTS: text}`` (``formats.arguments``).
+The key goes in ``x-api-key``, the API version in ``anthropic-version``.
 
 Content blocks, both ways (``content_block`` renders a part; ``request`` reads them back; their keys are
 ``shapes``')::
@@ -29,7 +29,6 @@ to 1,568 px), which is what "", "auto" and "high" ask; "low" is refused before s
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from datetime import datetime
@@ -55,15 +54,12 @@ __all__ = [
     "MIN_THINKING_BUDGET",
     "PDF",
     "RATE_LIMIT_HEADERS",
-    "RAW_ARGUMENTS",
     "REFUSAL_TEXT",
     "TEXT_PLAIN",
     "THINKING_TOP_P",
     "VERSION_HEADER",
-    "arguments_of",
     "cache_control",
     "content_block",
-    "input_of",
     "rate_budget",
     "reasoning_block",
     "render_tool",
@@ -75,8 +71,6 @@ FORMAT_NAME = "anthropic"
 API_KEY_HEADER = "x-api-key"
 VERSION_HEADER = "anthropic-version"
 DEFAULT_VERSION = "2023-06-01"
-RAW_ARGUMENTS = "_raw"
-"""The one key of a tool_use input that carries arguments that were not JSON, as written."""
 REFUSAL_TEXT = "the model declined to answer"
 """A refusal's explanation when the model wrote none."""
 CACHE_TYPE = "ephemeral"
@@ -170,21 +164,6 @@ ERROR_TYPES: Mapping[int, str] = {
     529: "overloaded_error",
 }
 """The ``error.type`` Anthropic answers a status with (another 5xx: api_error; 4xx: invalid_request_error)."""
-
-
-def input_of(arguments_json: str) -> Any:
-    """A tool call's arguments as a tool_use ``input``: the JSON, or ``{RAW_ARGUMENTS: text}`` when not JSON."""
-    try:  # bounded before: CallChecks refused arguments past the size cap or nested past 64 deep
-        return json.loads(arguments_json or "{}")
-    except (ValueError, RecursionError):
-        return {RAW_ARGUMENTS: arguments_json}
-
-
-def arguments_of(value: Any) -> str:
-    """A tool_use ``input`` as a reply's arguments JSON (the inverse of ``input_of``)."""
-    if isinstance(value, dict) and list(value) == [RAW_ARGUMENTS] and isinstance(value[RAW_ARGUMENTS], str):
-        return str(value[RAW_ARGUMENTS])
-    return json.dumps(value or {})
 
 
 def render_tool(

@@ -54,6 +54,7 @@ from sidecar.core.conversation import (
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta
 from sidecar.core.taxonomy import InvalidInput
+from sidecar.providers.formats.arguments import arguments_text
 from sidecar.providers.formats.bedrock_converse import shapes
 from sidecar.providers.formats.bedrock_converse.upstream import MODEL_PATH
 from sidecar.providers.formats.bedrock_converse.vocab import (
@@ -67,7 +68,6 @@ from sidecar.providers.formats.bedrock_converse.vocab import (
     PDF,
     SIDECAR_KEYS,
     TEXT,
-    arguments_of,
     exception_event,
     reasoning_blocks,
     tool_use_blocks,
@@ -460,7 +460,7 @@ def _assistant(blocks: list[shapes.AssistantBlock], where: str, names: dict[str,
             reasoning.append(_reasoning(value, f"{at}.reasoningContent"))
         elif kind == "toolUse":
             names[value["toolUseId"]] = value["name"]
-            calls.append(ToolCall(value["toolUseId"], value["name"], arguments_of(value.get("input"))))
+            calls.append(ToolCall(value["toolUseId"], value["name"], arguments_text(value.get("input"))))
         else:
             content.append((at, kind, value))
     parts = _parts(content)

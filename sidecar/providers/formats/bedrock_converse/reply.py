@@ -38,13 +38,13 @@ from sidecar.core.conversation import ReasoningPart, ToolCall
 from sidecar.core.json_depth import loads
 from sidecar.core.kinds import FinishReason
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
+from sidecar.providers.formats.arguments import arguments_text
 from sidecar.providers.formats.bedrock_converse.vocab import (
     BLOCKED,
     EVENTS,
     FINISH,
     FORMAT_NAME,
     REFUSAL_TEXT,
-    arguments_of,
     is_exception,
 )
 from sidecar.providers.formats.chat import ChatReply, StreamFault
@@ -99,7 +99,7 @@ class BedrockStream:
         if isinstance(use, dict):
             input_ = use.get("input")
             self._calls.append(
-                [text_or_empty(use.get("toolUseId")), text_or_empty(use.get("name")), arguments_of(input_)]
+                [text_or_empty(use.get("toolUseId")), text_or_empty(use.get("name")), arguments_text(input_)]
             )
         reasoning = block.get("reasoningContent")
         if isinstance(reasoning, dict):
@@ -227,4 +227,4 @@ def _call(parts: list[str]) -> ToolCall:
         value = loads(joined or "{}")
     except ValueError:
         return ToolCall(call_id, name, joined)
-    return ToolCall(call_id, name, arguments_of(value))
+    return ToolCall(call_id, name, arguments_text(value))

@@ -25,16 +25,10 @@ from sidecar.core.conversation import ReasoningPart, ToolCall
 from sidecar.core.json_depth import loads
 from sidecar.core.kinds import FinishReason
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
+from sidecar.providers.formats.arguments import arguments_text
 from sidecar.providers.formats.chat import ChatReply, StreamFault
 from sidecar.providers.formats.fields import count, text_or_empty
-from sidecar.providers.formats.gemini.vocab import (
-    BLOCKED,
-    CALL_ID_PREFIX,
-    FINISH,
-    FORMAT_NAME,
-    REFUSAL_TEXT,
-    arguments_of,
-)
+from sidecar.providers.formats.gemini.vocab import BLOCKED, CALL_ID_PREFIX, FINISH, FORMAT_NAME, REFUSAL_TEXT
 
 __all__ = ["PROMPT_BLOCKED", "GeminiStream"]
 
@@ -135,7 +129,7 @@ class GeminiStream:
         if isinstance(call, dict):
             index = len(self._calls)
             call_id = text_or_empty(call.get("id")) or f"{CALL_ID_PREFIX}{index}"
-            name, arguments = text_or_empty(call.get("name")), arguments_of(call.get("args"))
+            name, arguments = text_or_empty(call.get("name")), arguments_text(call.get("args"))
             self._calls.append(ToolCall(call_id, name, arguments))
             out += [ToolCallDelta(index, call_id, name, ""), ToolCallDelta(index, "", "", arguments)]
         elif isinstance(text, str) and text:

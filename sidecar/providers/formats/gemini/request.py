@@ -40,13 +40,14 @@ from sidecar.core.conversation import (
 from sidecar.core.details import InvalidInputDetail
 from sidecar.core.kinds import Role
 from sidecar.core.taxonomy import InvalidInput
+from sidecar.providers.formats.arguments import arguments_text
 from sidecar.providers.formats.carried import refuse_unknown
 from sidecar.providers.formats.chat import compact_json
 from sidecar.providers.formats.fields import shown
 from sidecar.providers.formats.gemini import shapes
 from sidecar.providers.formats.gemini.shapes import REQUEST, Request
 from sidecar.providers.formats.gemini.upstream import LEVELS
-from sidecar.providers.formats.gemini.vocab import CALL_ID_PREFIX, PDF, arguments_of
+from sidecar.providers.formats.gemini.vocab import CALL_ID_PREFIX, PDF
 from sidecar.providers.formats.inline import base64_field
 from sidecar.providers.formats.shapes import declared
 
@@ -277,7 +278,7 @@ def _model(parts: list[shapes.Part], where: str, names: dict[str, str], turn: in
         if call is not None:
             call_id = call.get("id") or f"{CALL_ID_PREFIX}{turn}_{len(calls)}"
             names[call_id] = call["name"]
-            calls.append(ToolCall(call_id, call["name"], arguments_of(call.get("args"))))
+            calls.append(ToolCall(call_id, call["name"], arguments_text(call.get("args"))))
         elif text is not None:
             content.append(TextPart(text))
         else:
