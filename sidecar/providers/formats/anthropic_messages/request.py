@@ -63,14 +63,14 @@ from sidecar.core.conversation import (
 from sidecar.core.kinds import Role
 from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.anthropic_messages import shapes
-from sidecar.providers.formats.anthropic_messages.shapes import MessageCreateParams, by_tag
+from sidecar.providers.formats.anthropic_messages.shapes import MessageCreateParams
 from sidecar.providers.formats.anthropic_messages.vocab import CACHE_TYPE, FORMAT_NAME, PDF, TEXT_PLAIN
 from sidecar.providers.formats.arguments import arguments_text
 from sidecar.providers.formats.carried import Unknown, kept, refuse_unknown
 from sidecar.providers.formats.chat import compact_json, split_schema
 from sidecar.providers.formats.fields import shown
 from sidecar.providers.formats.inline import base64_field
-from sidecar.providers.formats.shapes import Shape, declared
+from sidecar.providers.formats.shapes import Shape, by_tag, declared
 
 __all__ = ["KEYS", "parse_request"]
 
