@@ -5,6 +5,8 @@
     ChatReply     what one attempt's answer says: text, tool calls, the finish (neutral and as the
                   wire wrote it), a refusal, tokens, the model and the id the provider reported
     StreamFault   a stream event that is not part of a reply (an error event, or garbled data)
+    CallPieces    a streamed tool call as read so far: its id, name and arguments' fragments
+    event_object  a stream event's data as the JSON object every format's events are, else garbled
 
 A format's upstream half renders a ChatRequest and reads a ChatReply (whole or streamed); its
 front half does the inverse: it reads a request into the core's ModelRequest and renders a
@@ -18,15 +20,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sidecar.core.conversation import Carried, Controls, Message, ReasoningPart, ToolCall, ToolDefinition, Usage
+from sidecar.core.json_depth import loads
 from sidecar.core.kinds import FinishReason
 
 __all__ = [
     "EMPTY_PARAMETERS",
     "JSON_INSTRUCTION",
+    "CallPieces",
     "ChatReply",
     "ChatRequest",
     "StreamFault",
     "compact_json",
+    "event_object",
     "split_schema",
     "with_schema",
 ]
@@ -111,6 +116,20 @@ class ChatReply:
         )
 
 
+@dataclass(slots=True)
+class CallPieces:
+    """A streamed tool call as read so far (a stream decoder's, one per call)."""
+
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+    """Its arguments' fragments, in order."""
+
+    def call(self) -> ToolCall:
+        """The whole call (no arguments: ``{}``)."""
+        return ToolCall(self.id, self.name, "".join(self.arguments) or "{}")
+
+
 class StreamFault(Exception):
     """A stream event that is not part of a reply: an error event, or data the wire never sends."""
 
@@ -119,3 +138,14 @@ class StreamFault(Exception):
         self.detail = detail
         self.error_body = error_body
         """The error event's data (an error object), to classify as an error answer; None: garbled."""
+
+
+def event_object(data: str, what: str = "an event") -> dict[str, Any]:
+    """A stream event's data as a JSON object; StreamFault (garbled) naming ``what`` when it is not one."""
+    try:
+        body = loads(data)
+    except ValueError:
+        raise StreamFault(f"the stream sent {what} that is not JSON") from None
+    if not isinstance(body, dict):
+        raise StreamFault(f"the stream sent {what} that is not a JSON object")
+    return body

@@ -80,7 +80,7 @@ from sidecar.providers.formats.anthropic_messages.vocab import (
 )
 from sidecar.providers.formats.arguments import arguments_text, arguments_value
 from sidecar.providers.formats.carried import FEATURES, merge_carried
-from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault, compact_json, with_schema
+from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault, compact_json, event_object, with_schema
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.options import merge_options, options_for
 from sidecar.providers.formats.protocol import SSE
@@ -236,12 +236,7 @@ class AnthropicStream:
     def feed(self, event: str, data: str) -> list[Delta]:
         if not data.strip():
             return []  # an event with no data: nothing this reader needs
-        try:
-            body = loads(data)
-        except ValueError:
-            raise StreamFault("the stream sent an event that is not JSON") from None
-        if not isinstance(body, dict):
-            raise StreamFault("the stream sent an event that is not a JSON object")
+        body = event_object(data)
         kind = event or str(body.get("type") or "")
         if kind == "error" or body.get("type") == "error":
             raise StreamFault("the stream sent an error event", error_body=data)

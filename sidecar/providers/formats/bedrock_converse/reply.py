@@ -47,7 +47,7 @@ from sidecar.providers.formats.bedrock_converse.vocab import (
     REFUSAL_TEXT,
     is_exception,
 )
-from sidecar.providers.formats.chat import ChatReply, StreamFault
+from sidecar.providers.formats.chat import ChatReply, StreamFault, event_object
 from sidecar.providers.formats.fields import count, text_or_empty
 
 __all__ = ["BedrockStream", "parse_reply"]
@@ -129,16 +129,11 @@ class BedrockStream:
             said = said if isinstance(said, dict) else {}
             message = text_or_empty(said.get("message"))
             error_type = text_or_empty(said.get("__type")) or event[:1].upper() + event[1:]
-            body = json.dumps({"__type": error_type, "message": message or data[:200]})
-            raise StreamFault(f"the stream sent {error_type}", error_body=body)
+            error = json.dumps({"__type": error_type, "message": message or data[:200]})
+            raise StreamFault(f"the stream sent {error_type}", error_body=error)
         if event not in EVENTS:
             return []
-        try:
-            body = loads(data)
-        except ValueError:
-            raise StreamFault(f"the stream sent a {event} event that is not JSON") from None
-        if not isinstance(body, dict):
-            raise StreamFault(f"the stream sent a {event} event that is not a JSON object")
+        body = event_object(data, f"a {event} event")
         if event == "contentBlockStart":
             return self._start(body)
         if event == "contentBlockDelta":
