@@ -63,10 +63,10 @@ from sidecar.core.conversation import (
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.rate_budget import Budget
 from sidecar.core.retry import Retry
-from sidecar.core.taxonomy import InvalidInput, SidecarFailure
+from sidecar.core.taxonomy import SidecarFailure
 from sidecar.providers.errors import Target, classify_response, refused
 from sidecar.providers.formats.azure import CHAT, AzureWire
-from sidecar.providers.formats.carried import asked, merge_carried, plain, refuse_uncarried
+from sidecar.providers.formats.carried import format_rule, merge_carried, plain, refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest
 from sidecar.providers.formats.inline import data_url
 from sidecar.providers.formats.openai_chat.shapes import Request
@@ -146,8 +146,7 @@ class OpenAIUpstream:
     def check(self, request: ModelRequest, model_id: str) -> None:
         if plain(request):
             return
-        _refuse_with_reasons(request, model_id)
-        refuse_uncarried(request, self.carries, FORMAT_NAME, model_id)
+        refuse_uncarried(request, self.carries, FORMAT_NAME, model_id, _WHY)
         _check_rules(request, model_id)
         provider_options(request.controls)
 
@@ -243,18 +242,10 @@ class OpenAIUpstream:
 # ---------------------------------------------------------------------------- checks before sending
 
 
-def _refuse_with_reasons(request: ModelRequest, model_id: str) -> None:
-    """The first feature the format does not carry for a reason it can say (``_WHY``)."""
-    for feature, field in asked(request):
-        if feature in _WHY:
-            rule = f"model {model_id} speaks the {FORMAT_NAME} wire format, which does not carry {feature}: "
-            raise InvalidInput(field, feature, f"{rule}{_WHY[feature]} (docs/carried.md)")
-
-
 def _check_rules(request: ModelRequest, model_id: str) -> None:
     """OpenAI's own rules (the module's list): the first one the request breaks."""
     for field, value, rule in _broken(request):
-        raise InvalidInput(field, value, f"model {model_id} speaks the {FORMAT_NAME} wire format: {rule}")
+        raise format_rule(field, value, model_id, FORMAT_NAME, rule)
 
 
 _USER_ONLY = (

@@ -54,10 +54,10 @@ from sidecar.core.json_depth import loads
 from sidecar.core.kinds import Role
 from sidecar.core.rate_budget import Budget
 from sidecar.core.retry import Retry
-from sidecar.core.taxonomy import InvalidInput, SidecarFailure
+from sidecar.core.taxonomy import SidecarFailure
 from sidecar.providers.errors import Target, classify_response, refused
 from sidecar.providers.formats.azure import RESPONSES, AzureWire
-from sidecar.providers.formats.carried import asked, merge_carried, plain, refuse_uncarried
+from sidecar.providers.formats.carried import format_rule, merge_carried, plain, refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest
 from sidecar.providers.formats.fields import text_or_empty
 from sidecar.providers.formats.openai_chat.vocab import error_refusal, rate_budget
@@ -131,38 +131,32 @@ class ResponsesUpstream:
     def check(self, request: ModelRequest, model_id: str) -> None:
         if plain(request):
             return
-        for feature, field in asked(request):
-            if feature in _WHY:
-                raise InvalidInput(
-                    field,
-                    feature,
-                    f"model {model_id} speaks the {FORMAT_NAME} wire format, which does not carry {feature}: "
-                    f"{_WHY[feature]} (docs/carried.md)",
-                )
-        refuse_uncarried(request, self.carries, FORMAT_NAME, model_id)
+        refuse_uncarried(request, self.carries, FORMAT_NAME, model_id, _WHY)
         for i, m in enumerate(request.messages):
             for j, thought in enumerate(m.reasoning):
                 if j == 0 and not (thought.signature or thought.redacted_data):
                     rule = "a reasoning item goes back with its id and encrypted content (the signature)"
-                    raise _rule(f"messages[{i}].reasoning[{j}].signature", "", model_id, rule)
+                    raise format_rule(f"messages[{i}].reasoning[{j}].signature", "", model_id, FORMAT_NAME, rule)
             if m.role is Role.ASSISTANT:
                 for j, part in enumerate(m.parts):
                     if not isinstance(part, TextPart):
                         rule = "an assistant message carries text parts only"
-                        raise _rule(f"messages[{i}].parts[{j}]", type(part).__name__, model_id, rule)
+                        raise format_rule(f"messages[{i}].parts[{j}]", type(part).__name__, model_id, FORMAT_NAME, rule)
             for j, r in enumerate(m.tool_results):
                 for k, part in enumerate(r.parts):
                     if isinstance(part, DocumentPart):
                         rule = "a function_call_output carries text and images"
-                        raise _rule(f"messages[{i}].tool_results[{j}].parts[{k}]", "document", model_id, rule)
+                        raise format_rule(
+                            f"messages[{i}].tool_results[{j}].parts[{k}]", "document", model_id, FORMAT_NAME, rule
+                        )
         c = request.controls
         if not request.tools:
             for name, value in (("tool_choice", c.tool_choice), ("parallel_tool_calls", c.parallel_tool_calls)):
                 if value is not None:
-                    raise _rule(name, name, model_id, f"OpenAI takes {name} only with tools")
+                    raise format_rule(name, name, model_id, FORMAT_NAME, f"OpenAI takes {name} only with tools")
         if c.reasoning is not None and request.temperature not in (None, 1.0):
             rule = "OpenAI's reasoning models take only the default temperature (1): leave it unset with reasoning"
-            raise _rule("temperature", str(request.temperature), model_id, rule)
+            raise format_rule("temperature", str(request.temperature), model_id, FORMAT_NAME, rule)
         provider_options(c)
 
     def path(self, model: str, *, stream: bool) -> str:
@@ -247,10 +241,6 @@ def _error_code(body: str) -> str:
         return ""
     error = parsed.get("error") if isinstance(parsed, dict) else None
     return text_or_empty(error.get("code")) if isinstance(error, dict) else ""
-
-
-def _rule(field: str, value: str, model_id: str, rule: str) -> InvalidInput:
-    return InvalidInput(field, value, f"model {model_id} speaks the {FORMAT_NAME} wire format: {rule}")
 
 
 def provider_options(controls: Controls) -> dict[str, Any]:
