@@ -83,7 +83,7 @@ from sidecar.providers.formats.carried import FEATURES, merge_carried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault, compact_json, event_object, with_schema
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.options import merge_options, options_for
-from sidecar.providers.formats.protocol import SSE
+from sidecar.providers.formats.protocol import HeaderKeyed
 
 __all__ = ["MESSAGES_PATH", "AnthropicStream", "AnthropicUpstream", "error_refusal", "provider_options"]
 
@@ -102,7 +102,7 @@ _COUNTS = (
 """A usage's counts (``thinking_tokens`` under ``output_tokens_details``)."""
 
 
-class AnthropicUpstream:
+class AnthropicUpstream(HeaderKeyed):
     """The sidecar as a Messages client (the module's tables)."""
 
     carries = frozenset(FEATURES) - _UNCARRIED
@@ -122,11 +122,6 @@ class AnthropicUpstream:
         if api_key:
             headers[API_KEY_HEADER] = api_key
         return headers
-
-    stream_type = SSE
-
-    def sign(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, str]:
-        return dict(headers)  # the key is a header (``headers``): nothing covers the request itself
 
     def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
         controls = request.controls

@@ -90,7 +90,7 @@ from sidecar.providers.formats.gemini.vocab import (
 )
 from sidecar.providers.formats.inline import read_data_url
 from sidecar.providers.formats.options import FIELD, merge_options, options_for
-from sidecar.providers.formats.protocol import SSE
+from sidecar.providers.formats.protocol import HeaderKeyed
 
 __all__ = [
     "API_PATH",
@@ -125,7 +125,7 @@ def generate_path(model: str, *, stream: bool) -> str:
     return f"{API_PATH}{model}:generateContent"
 
 
-class GeminiUpstream:
+class GeminiUpstream(HeaderKeyed):
     """The sidecar as a generateContent client (the module's tables)."""
 
     carries: frozenset[str] = frozenset(
@@ -163,11 +163,6 @@ class GeminiUpstream:
 
     def headers(self, api_key: str | None) -> dict[str, str]:
         return {API_KEY_HEADER: api_key} if api_key else {}
-
-    stream_type = SSE
-
-    def sign(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, str]:
-        return dict(headers)  # the key is a header (``headers``): nothing covers the request itself
 
     def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"contents": render_contents(request.messages)}

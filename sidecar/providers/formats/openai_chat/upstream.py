@@ -42,8 +42,7 @@ the wire sends is skipped. Error answers (and a stream's error events) are a con
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from sidecar.core.conversation import (
@@ -61,11 +60,7 @@ from sidecar.core.conversation import (
     ToolDefinition,
 )
 from sidecar.core.kinds import FinishReason, Role
-from sidecar.core.rate_budget import Budget
-from sidecar.core.retry import Retry
-from sidecar.core.taxonomy import SidecarFailure
-from sidecar.providers.errors import Target, classify_response, refused
-from sidecar.providers.formats.azure import CHAT, AzureWire
+from sidecar.providers.formats.azure import CHAT
 from sidecar.providers.formats.carried import format_rule, merge_carried, plain, refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest
 from sidecar.providers.formats.inline import data_url
@@ -78,15 +73,13 @@ from sidecar.providers.formats.openai_chat.vocab import (
     MAX_STOP,
     TOOL_ERROR_PREFIX,
     effort_for_budget,
-    error_refusal,
     filtered_categories,
-    rate_budget,
     render_tool,
     tool_image_label,
     tool_image_placeholder,
 )
+from sidecar.providers.formats.openai_client import OpenAIClient
 from sidecar.providers.formats.options import merge_options, options_for
-from sidecar.providers.formats.protocol import SSE
 from sidecar.providers.formats.shapes import declared
 
 __all__ = ["CHAT_PATH", "SIDECAR_KEYS", "OpenAIStream", "OpenAIUpstream", "provider_options"]
@@ -114,12 +107,12 @@ _WHY: Mapping[str, str] = {
 """Why the format does not carry a feature, for the refusal's words."""
 
 
-class OpenAIUpstream:
+class OpenAIUpstream(OpenAIClient):
     """The sidecar as a Chat Completions client (the module's tables); with ``azure``, Azure OpenAI's URLs
-    and credential (``formats.azure``)."""
+    and credential (``formats.openai_client``)."""
 
-    def __init__(self, azure: AzureWire | None = None) -> None:
-        self.azure = azure
+    own_path = CHAT_PATH
+    operation = CHAT
 
     carries: frozenset[str] = frozenset(
         {
@@ -149,19 +142,6 @@ class OpenAIUpstream:
         refuse_uncarried(request, self.carries, FORMAT_NAME, model_id, _WHY)
         _check_rules(request, model_id)
         provider_options(request.controls)
-
-    def path(self, model: str, *, stream: bool) -> str:
-        return CHAT_PATH if self.azure is None else self.azure.path(model, CHAT)
-
-    def headers(self, api_key: str | None) -> dict[str, str]:
-        if self.azure is not None:
-            return self.azure.headers(api_key)
-        return {"authorization": f"Bearer {api_key}"} if api_key else {}
-
-    stream_type = SSE
-
-    def sign(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, str]:
-        return dict(headers)  # the key is a header (``headers``): nothing covers the request itself
 
     def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
         messages: list[dict[str, Any]] = []
@@ -220,23 +200,6 @@ class OpenAIUpstream:
         )
         read_usage(body.get("usage") or {}, reply)
         return reply
-
-    def classify(
-        self,
-        status: int,
-        headers: Mapping[str, str],
-        body: str,
-        target: Target,
-        secrets: Iterable[str],
-        now: datetime,
-    ) -> Retry | SidecarFailure:
-        refusal = error_refusal(body)
-        if refusal is not None:
-            return refused(status, headers, body, target, secrets, *refusal)
-        return classify_response(status, headers, body, target, secrets, now)
-
-    def budget(self, headers: Mapping[str, str], now: datetime) -> Budget:
-        return rate_budget(headers)
 
 
 # ---------------------------------------------------------------------------- checks before sending
