@@ -4,6 +4,7 @@
                   call's, with its corrections), tools, the response schema, the output budget
     ChatReply     what one attempt's answer says: text, tool calls, the finish (neutral and as the
                   wire wrote it), a refusal, tokens, the model and the id the provider reported
+    message_of    a front's message of parts: plain text when they are one bare text part (``bare_text``)
     StreamFault   a stream event that is not part of a reply (an error event, or garbled data)
     CallPieces    a streamed tool call as read so far: its id, name and arguments' fragments
     event_object  a stream event's data as the JSON object every format's events are, else garbled
@@ -16,12 +17,23 @@ ChatReply. JSON text a reader writes (a schema, tool arguments) is ``compact_jso
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sidecar.core.conversation import Carried, Controls, Message, ReasoningPart, ToolCall, ToolDefinition, Usage
+from sidecar.core.conversation import (
+    Carried,
+    Controls,
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCall,
+    ToolDefinition,
+    Usage,
+)
 from sidecar.core.json_depth import loads
-from sidecar.core.kinds import FinishReason
+from sidecar.core.kinds import FinishReason, Role
 
 __all__ = [
     "EMPTY_PARAMETERS",
@@ -30,8 +42,10 @@ __all__ = [
     "ChatReply",
     "ChatRequest",
     "StreamFault",
+    "bare_text",
     "compact_json",
     "event_object",
+    "message_of",
     "split_schema",
     "with_schema",
 ]
@@ -69,6 +83,19 @@ def split_schema(system: str) -> tuple[str, str]:
     if not isinstance(schema, dict) or compact_json(schema) != text:
         return system, ""
     return system[:at].removesuffix("\n\n"), text
+
+
+def bare_text(parts: Sequence[Part]) -> str | None:
+    """The text of parts that are one text part with nothing more (no breakpoint, nothing carried), else None."""
+    if len(parts) == 1 and isinstance(parts[0], TextPart) and parts[0].cache is None and parts[0].carried is None:
+        return parts[0].text
+    return None
+
+
+def message_of(role: Role, parts: Sequence[Part]) -> Message:
+    """A message of ``parts``: its text when they are one bare text part (none: empty text), else the parts."""
+    text = bare_text(parts)
+    return Message(role, text) if text is not None else Message(role, parts=tuple(parts))
 
 
 @dataclass(slots=True)

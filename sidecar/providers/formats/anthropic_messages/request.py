@@ -67,7 +67,7 @@ from sidecar.providers.formats.anthropic_messages.shapes import MessageCreatePar
 from sidecar.providers.formats.anthropic_messages.vocab import CACHE_TYPE, FORMAT_NAME, PDF, TEXT_PLAIN
 from sidecar.providers.formats.arguments import arguments_text
 from sidecar.providers.formats.carried import Unknown, kept, refuse_unknown
-from sidecar.providers.formats.chat import compact_json, split_schema
+from sidecar.providers.formats.chat import bare_text, compact_json, split_schema
 from sidecar.providers.formats.fields import shown
 from sidecar.providers.formats.inline import base64_field
 from sidecar.providers.formats.shapes import Shape, by_tag, declared
@@ -190,17 +190,10 @@ def _part(block: Mapping[str, Any], where: str) -> Part:
 def _content(parts: list[Part]) -> dict[str, Any]:
     """A run of parts as a message's content: its text when it is one text part with nothing more (no
     breakpoint, nothing carried)."""
-    text = _bare_text(parts)
+    text = bare_text(parts)
     if text is not None:
         return {"text": text}
     return {"parts": tuple(parts)}
-
-
-def _bare_text(parts: list[Part]) -> str | None:
-    """The text of parts that are one text part with nothing more (no breakpoint, nothing carried), else None."""
-    if len(parts) == 1 and isinstance(parts[0], TextPart) and parts[0].cache is None and parts[0].carried is None:
-        return parts[0].text
-    return None
 
 
 def _assistant(blocks: list[Mapping[str, Any]], where: str, names: dict[str, str]) -> list[Message]:
@@ -271,7 +264,7 @@ def _tool_result(block: Mapping[str, Any], where: str, names: dict[str, str]) ->
     content = block.get("content")
     if isinstance(content, list):
         parts = [_part(b, f"{where}.content[{k}]") for k, b in enumerate(content)]
-        bare = _bare_text(parts)
+        bare = bare_text(parts)
         text, parts = (bare, []) if bare is not None else ("", parts)
     else:
         text, parts = content or "", []

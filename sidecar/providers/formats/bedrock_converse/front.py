@@ -72,7 +72,7 @@ from sidecar.providers.formats.bedrock_converse.vocab import (
     reasoning_blocks,
     tool_use_blocks,
 )
-from sidecar.providers.formats.chat import ChatReply, compact_json, split_schema
+from sidecar.providers.formats.chat import ChatReply, compact_json, message_of, split_schema
 from sidecar.providers.formats.fields import positive_budget, shown
 from sidecar.providers.formats.inline import base64_field
 from sidecar.providers.formats.protocol import Ask, ParamNames, ReplyHead, Sse
@@ -425,21 +425,13 @@ def _parts(blocks: list[tuple[str, str, Any]]) -> list[Part]:
     return out
 
 
-def _message_of(role: Role, parts: list[Part]) -> Message:
-    if len(parts) == 1 and isinstance(parts[0], TextPart) and parts[0].cache is None:
-        return Message(role, parts[0].text)
-    if not parts:
-        return Message(role, "")
-    return Message(role, parts=tuple(parts))
-
-
 def _user(blocks: list[shapes.UserBlock], where: str, names: dict[str, str]) -> list[Message]:
     kinds = _kinds(blocks, where)
     results = [_result(value, f"{at}.toolResult", names) for at, kind, value in kinds if kind == "toolResult"]
     parts = _parts([block for block in kinds if block[1] != "toolResult"])
     out = [Message(Role.TOOL, tool_results=tuple(results))] if results else []
     if parts or not results:
-        out.append(_message_of(Role.USER, parts))
+        out.append(message_of(Role.USER, parts))
     return out
 
 
@@ -466,7 +458,7 @@ def _assistant(blocks: list[shapes.AssistantBlock], where: str, names: dict[str,
     parts = _parts(content)
     if calls and parts == [TextPart("")]:
         parts = []
-    message = _message_of(Role.ASSISTANT, parts)
+    message = message_of(Role.ASSISTANT, parts)
     return Message(Role.ASSISTANT, message.text, tuple(calls), parts=message.parts, reasoning=tuple(reasoning))
 
 

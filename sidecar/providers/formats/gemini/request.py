@@ -42,7 +42,7 @@ from sidecar.core.kinds import Role
 from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.arguments import arguments_text
 from sidecar.providers.formats.carried import refuse_unknown
-from sidecar.providers.formats.chat import compact_json
+from sidecar.providers.formats.chat import compact_json, message_of
 from sidecar.providers.formats.fields import shown
 from sidecar.providers.formats.gemini import shapes
 from sidecar.providers.formats.gemini.shapes import REQUEST, Request
@@ -225,12 +225,6 @@ def _content(part: shapes.Part, kind: str, at: str) -> Part:
     return DocumentPart(PDF, data) if media == PDF else ImagePart(media, data)
 
 
-def _message_of(role: Role, parts: list[Part]) -> Message:
-    if len(parts) == 1 and isinstance(parts[0], TextPart):
-        return Message(role, parts[0].text)
-    return Message(role, parts=tuple(parts))
-
-
 def _user(parts: list[shapes.Part], where: str, names: dict[str, str]) -> list[Message]:
     results: list[ToolCallResult] = []
     content: list[Part] = []
@@ -245,7 +239,7 @@ def _user(parts: list[shapes.Part], where: str, names: dict[str, str]) -> list[M
     if results:
         out.append(Message(Role.TOOL, tool_results=tuple(results)))
     if content and not (results and content == [TextPart("")]):
-        out.append(_message_of(Role.USER, content))
+        out.append(message_of(Role.USER, content))
     return out or [Message(Role.USER, "")]
 
 
@@ -285,5 +279,5 @@ def _model(parts: list[shapes.Part], where: str, names: dict[str, str], turn: in
             raise InvalidInput(at, kind, "a model turn carries text parts only")
     if calls and content == [TextPart("")]:
         content = []
-    message = _message_of(Role.ASSISTANT, content)
+    message = message_of(Role.ASSISTANT, content)
     return Message(Role.ASSISTANT, message.text, tuple(calls), parts=message.parts, reasoning=tuple(reasoning))
