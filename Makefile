@@ -86,7 +86,7 @@ $(JAEGER): tools/jaeger/go.mod tools/jaeger/go.sum
 .PHONY: jaeger
 jaeger: $(JAEGER)
 
-# grpcurl (tests/test_admin_grpc.py lists the Admin service with it), built from source once per machine (tools/grpcurl/go.mod).
+# grpcurl (tests/fronts/test_admin_grpc.py lists the Admin service with it), built from source once per machine (tools/grpcurl/go.mod).
 $(GRPCURL): tools/grpcurl/go.mod tools/grpcurl/go.sum
 	mkdir -p $(CACHE)
 	cd tools/grpcurl && go build -o $(abspath $(GRPCURL)) github.com/fullstorydev/grpcurl/cmd/grpcurl
@@ -94,7 +94,7 @@ $(GRPCURL): tools/grpcurl/go.mod tools/grpcurl/go.sum
 .PHONY: grpcurl
 grpcurl: $(GRPCURL)
 
-# A real Redis for the fleet tests (tests/test_fleet*.py start and kill it on a free loopback port):
+# A real Redis for the fleet tests (tests/fleet/ starts and kills it on a free loopback port):
 # Debian's redis-server, installed when missing (CI is a fresh machine; apt-get needs root or sudo).
 .PHONY: redis-server
 redis-server:
@@ -113,7 +113,7 @@ run: $(STAMP)
 .PHONY: test
 test: $(STAMP) $(BUF) $(JAEGER) $(GRPCURL) redis-server lint proto-check python-test python-packages clients-test-if-any deploy-check
 
-# The Vercel AI SDK peer (tests/test_peer_vercel_ai.py): ai and its provider packages at its lock's pins.
+# The Vercel AI SDK peer (tests/peers/test_peer_vercel_ai.py): ai and its provider packages at its lock's pins.
 PEERS_VERCEL       := tests/peers/vercel
 PEERS_VERCEL_STAMP := $(PEERS_VERCEL)/node_modules/.installed
 
@@ -121,7 +121,7 @@ $(PEERS_VERCEL_STAMP): $(PEERS_VERCEL)/package.json $(PEERS_VERCEL)/package-lock
 	cd $(PEERS_VERCEL) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-# The LlamaIndex peer (tests/test_peer_llamaindex.py, tests/peers/llamaindex/agent.py): a venv of its own, as
+# The LlamaIndex peer (tests/peers/test_peer_llamaindex.py, tests/peers/llamaindex/agent.py): a venv of its own, as
 # the Vercel peer has its own node_modules, since LlamaIndex's OpenAI LLM requires openai<3 and .venv pins
 # openai 3 for the other peers. Every package at its requirements.txt's pins; one it pulls in unpinned fails it.
 PEERS_LLAMAINDEX       := .venv-peers/llamaindex

@@ -32,7 +32,7 @@ attempt, queued FIFO on the fake (every attempt, first or retry, takes the next 
 config keeps retry windows short so the run takes minutes, and gives the model a configured
 rate and the notes service a circuit that does not open: the soak measures delivery (every call
 answered once, nothing sent twice), not the throttle's pacing or the circuit, which
-tests/test_model_throttle.py and tests/test_circuit.py pin on a fake clock.
+tests/policy/test_model_throttle.py and tests/policy/test_circuit.py pin on a fake clock.
 
 Output: one table on stdout and bench/results/soak.json; the config and the processes' logs in
 bench/results/raw/ (logs/soak-*.log).

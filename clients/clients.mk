@@ -104,7 +104,7 @@ clients-examples: clients-deps
 	$(CLIENTS_PY) tests/conformance/harness.py exec -- sh -c \
 		'(cd examples/go && $(GO) test -count=1 -run Real -v ./...) && (cd examples/typescript && $(NPM) test --silent) && \
 		$(MVN) -q -B -f clients/java/pom.xml test -Dtest=AgentLoopTest -Dsurefire.failIfNoSpecifiedTests=false && \
-		$(CLIENTS_PY) -m pytest -q -p no:cacheprovider "tests/test_example_python.py::test_the_loop_against_a_real_sidecar"'
+		$(CLIENTS_PY) -m pytest -q -p no:cacheprovider "tests/processes/test_example_python.py::test_the_loop_against_a_real_sidecar"'
 
 clients-http-peers: $(HTTP_PEER_TS_STAMP)
 	@test -x $(CLIENTS_PY) || { echo "clients-http-peers: $(CLIENTS_PY) is missing (make venv)"; exit 1; }

@@ -40,23 +40,25 @@ class Peer:
 
 
 PEERS = (
-    Peer("OpenAI Python SDK", ("openai",), ("tests/test_http_openai.py", "tests/test_responses_sdk.py")),
-    Peer("Anthropic Python SDK", ("anthropic",), ("tests/test_http_anthropic.py",)),
-    Peer("MCP SDK client", ("mcp",), ("tests/test_mcp_front.py",)),
-    Peer("pydantic-ai", ("pydantic-ai-slim",), ("tests/test_peer_pydantic_ai.py",)),
-    Peer("LangChain ChatAnthropic", ("langchain-anthropic", "langchain-core"), ("tests/test_peer_langchain.py",)),
-    Peer("LangGraph ReAct agent", ("langgraph", "langchain", "langchain-openai"), ("tests/test_peer_langgraph.py",)),
-    Peer("OpenAI Agents SDK", ("openai-agents",), ("tests/test_peer_openai_agents.py",)),
+    Peer("OpenAI Python SDK", ("openai",), ("tests/fronts/test_http_openai.py", "tests/formats/test_responses_sdk.py")),
+    Peer("Anthropic Python SDK", ("anthropic",), ("tests/fronts/test_http_anthropic.py",)),
+    Peer("MCP SDK client", ("mcp",), ("tests/fronts/test_mcp_front.py",)),
+    Peer("pydantic-ai", ("pydantic-ai-slim",), ("tests/peers/test_peer_pydantic_ai.py",)),
+    Peer("LangChain ChatAnthropic", ("langchain-anthropic", "langchain-core"), ("tests/peers/test_peer_langchain.py",)),
+    Peer(
+        "LangGraph ReAct agent", ("langgraph", "langchain", "langchain-openai"), ("tests/peers/test_peer_langgraph.py",)
+    ),
+    Peer("OpenAI Agents SDK", ("openai-agents",), ("tests/peers/test_peer_openai_agents.py",)),
     Peer(
         "Vercel AI SDK",
         ("ai", "@ai-sdk/openai-compatible", "@ai-sdk/openai", "@ai-sdk/anthropic"),
-        ("tests/test_peer_vercel_ai.py",),
+        ("tests/peers/test_peer_vercel_ai.py",),
         npm=True,
     ),
     Peer(
         "LlamaIndex function agent",
         ("llama-index-core", "llama-index-llms-openai", "llama-index-llms-openai-like"),
-        ("tests/test_peer_llamaindex.py",),
+        ("tests/peers/test_peer_llamaindex.py",),
         python=LLAMAINDEX_PY,
     ),
 )

@@ -22,7 +22,7 @@ adds 0.2 x 0.5 = 0.1 and takes 0.8 x 0.2 / 3 ≈ 0.053 off, so one caller pegs t
 with the rate while the epoch's push does not, so the throttle either melts to 0 or collapses to
 9. Recovering a fixed share of the base rate per round trip (additive increase of the rate, the
 signals' multiplicative decrease) has one stable point whatever the concurrency: under a constant
-20 % of 429s, 61-88 % of the unthrottled rate for 1 to 256 callers (tests/test_throttle_dynamics.py),
+20 % of 429s, 61-88 % of the unthrottled rate for 1 to 256 callers (tests/policy/test_throttle_dynamics.py),
 and once the faults stop it is back within 5 % in under three round trips. The price is paid
 under a real limit, around which the rate saws: at half the demand a fifth of the attempts still
 meet a 429 (half without the throttle), at a fifth of it over half (four fifths without).

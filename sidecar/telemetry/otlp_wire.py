@@ -8,7 +8,7 @@ on every call) is one dict lookup: its masked, encoded bytes are kept (``SpanEnc
 
 The bytes are the SDK encoder's, field for field: the same span flags (``HAS_IS_REMOTE``, and
 ``IS_REMOTE`` for a remote parent), span kinds (the SDK's + 1), status, trace state, grouping by
-instrumentation scope in first-seen order (tests/test_otlp_wire.py decodes both and compares).
+instrumentation scope in first-seen order (tests/processes/test_otlp_wire.py decodes both and compares).
 
 Masking is ``MaskingSpanExporter``'s: the span name, every string attribute (in sequences too),
 event names, the status description (``masking.mask_value`` / ``masking.mask``). When the known

@@ -32,7 +32,7 @@ from anthropic.types.message_create_params import MessageCreateParamsStreaming
 
 from sidecar.providers.formats.anthropic_messages.shapes import BlockDelta, MessageCreateParams, MessageReply
 from tests.conftest import Start
-from tests.test_http_openai import HTTP
+from tests.fronts.test_http_openai import HTTP
 
 ROOT = Path(__file__).resolve().parents[2]
 EXTENSIONS = {"sidecar"}

@@ -171,3 +171,22 @@ async def test_a_wrong_type_at_each_depth_is_invalid_input_naming_the_callers_pa
     assert caught.value.body["sidecar"]["kind"] == "INVALID_INPUT"
     assert "must be" in caught.value.message
     assert http_sidecar.provider.requests() == []
+
+
+@pytest.mark.parametrize("kind", ["json_object", "json_schema", "text"])
+async def test_a_response_format_key_the_sidecar_does_not_read_is_refused_by_name(
+    http_sidecar: Running, kind: str
+) -> None:
+    """response_format becomes the call's response schema, which holds nothing else: a key beside ``type`` and
+    ``json_schema`` has no element to be carried on, so it is refused, never accepted and then dropped."""
+    assert http_sidecar.app.http is not None
+    url = f"http://127.0.0.1:{http_sidecar.app.http.port}/v1"
+    fmt: dict[str, Any] = {"type": kind, "shiny": True}
+    if kind == "json_schema":
+        fmt["json_schema"] = {"name": "r", "schema": {"type": "object"}}
+    async with openai.AsyncOpenAI(base_url=url, api_key="unused", max_retries=0) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(model="gpt", messages=USER, response_format=fmt)  # type: ignore[arg-type]
+    assert caught.value.param == "response_format.shiny"
+    assert "is not carried by the sidecar" in caught.value.message
+    assert http_sidecar.provider.requests() == []

@@ -2,7 +2,7 @@
 
 ``BedrockUpstream.sign`` is the one step of ``ProviderClient.request`` that sees the whole request; these
 check what it adds (botocore's ``SigV4Auth`` does the signing) without a server: the fake provider's
-process tests (``tests/test_bedrock.py``) check that the signature verifies.
+process tests (``tests/formats/test_bedrock.py``) check that the signature verifies.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The mechanism (``core.conversation.Carried``, ``formats.carried``) through the Anthropic format's halves: its
 front gathers each element's unknown keys, its upstream merges them back where they were, and every other
-format's ``check`` refuses them by name. tests/test_carry_keys.py proves the same over real processes.
+format's ``check`` refuses them by name. tests/formats/test_carry_keys.py proves the same over real processes.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``server/http/connections.py`` alone: which connection each limit closes, in what order, and what is said.
 
 Time is a number the test moves; a transport is a stand-in that records its close. The process test,
-tests/test_slow_clients.py, runs the same limits on real sockets.
+tests/fronts/test_slow_clients.py, runs the same limits on real sockets.
 """
 
 from __future__ import annotations

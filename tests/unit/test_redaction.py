@@ -1,6 +1,6 @@
-"""sidecar.core.redact and text.endpoint_of: what tests/test_secrets.py does not already pin.
+"""sidecar.core.redact and text.endpoint_of: what tests/processes/test_secrets.py does not already pin.
 
-tests/test_secrets.py holds the properties per encoding (JSON, percent, repr, httpx's path form)
+tests/processes/test_secrets.py holds the properties per encoding (JSON, percent, repr, httpx's path form)
 and the hostile megabyte bodies. Here: the plain property in its simplest form (a configured
 secret, as it is, never survives whatever text surrounds it, through every masking function),
 the key shapes, account ids in JSON and in text, and the 401/403 blanking.

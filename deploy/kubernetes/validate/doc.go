@@ -16,5 +16,5 @@
 //	             admits one namespace's Prometheus pods only (both selectors in one peer)
 //
 // The sidecar config inside the ConfigMap is checked against the sidecar's own schema by
-// tests/test_deploy_manifests.py (Python, where the schema lives).
+// tests/processes/test_deploy_manifests.py (Python, where the schema lives).
 package validate

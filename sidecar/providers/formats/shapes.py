@@ -1,8 +1,9 @@
 """A format's request shape, declared once as types, and the one boundary that reads a body against it.
 
-Each format declares what a caller may send as ``TypedDict``s in its folder's ``shapes.py``, following
-the request types its provider's official SDK publishes, at the version pinned in constraints.txt
-(``tests/formats/test_shapes_follow_sdks.py`` compares them key by key). A front checks a body
+Each format declares what a caller may send, and what a reply holds, as ``TypedDict``s in its folder's
+``shapes.py``, following the types its provider's official SDK publishes (Bedrock's: botocore's service
+model), at the version pinned in constraints.txt (``tests/formats/test_<format>_shapes.py`` walks them
+beside the SDK's, key by key, at every depth; the sidecar never imports an SDK). A front checks a body
 against its shape first, then reads it knowing every declared key has its declared type::
 
     Shape(RequestType)      the declared shape, compiled once when the format is imported

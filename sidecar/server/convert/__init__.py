@@ -5,8 +5,8 @@ once (``call_options``: the deadline on the injected clock, the caller's retry-b
 answers go out (``model_response``, ``stream_event``, ``tool_response``, ``report_failure``,
 ``failure``). Enums
 convert by number: ``core.kinds`` gives each value its proto counterpart's number, and
-tests/test_taxonomy.py proves each pair equal, name for name and number for number. Nothing else in the server builds a
-``sidecar.v1`` message from a core type, or the other way round.
+tests/policy/test_taxonomy.py proves each pair equal, name for name and number for number. Nothing else in the server
+builds a ``sidecar.v1`` message from a core type, or the other way round.
 
     requests.py   in: model_request, tool_request, report, and call_options (what the door resolves once)
     replies.py    out: model_response, stream_event, tool_response

@@ -4,7 +4,7 @@
 
 Runs in a venv of its own (``make peers-deps``, the pins in requirements.txt beside it): LlamaIndex's
 OpenAI LLM requires ``openai<3``, and the project's venv pins ``openai`` 3 for the other peers.
-tests/test_peer_llamaindex.py drives it and reads the one JSON line it prints last.
+tests/peers/test_peer_llamaindex.py drives it and reads the one JSON line it prints last.
 
 | mode | what runs: ``FunctionAgent(tools, llm)``, ``agent.run("read doc-1")``, its events read |
 | --- | --- |

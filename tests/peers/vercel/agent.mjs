@@ -10,9 +10,9 @@
 // listed and called over its MCP front (<url>/mcp, JSON-RPC tools/list and tools/call). A tool whose
 // call the sidecar answers with isError goes back to the model as the SDK's error-text output: the
 // sidecar's model_text, byte for byte (a thrown Error would reach the model as "Error: ..."). Runs generateText or streamText with a tool loop and prints
-// one JSON line: what the run saw. tests/test_peer_vercel_ai.py drives it. `resend` is one generateText
+// one JSON line: what the run saw. tests/peers/test_peer_vercel_ai.py drives it. `resend` is one generateText
 // with no tools and the SDK's default retries (2, re-sending a 429 or 5xx 2 s, then 4 s, apart): it prints
-// each try's status and x-sidecar-replayed header (tests/test_http_resends.py).
+// each try's status and x-sidecar-replayed header (tests/fronts/test_http_resends.py).
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";

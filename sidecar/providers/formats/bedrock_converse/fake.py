@@ -4,7 +4,7 @@ Its routes are ``/model/{modelId}/converse`` and ``/model/{modelId}/converse-str
 the model and the streaming are the URL's). A stream is ``application/vnd.amazon.eventstream``: each
 event one binary frame the fake encodes itself (``frame``: the prelude of total and headers
 length with its CRC32, the headers as string values, the JSON payload, the message's CRC32), the
-way botocore's ``EventStreamBuffer`` reads them (``tests/test_bedrock_sdk.py`` proves it reads every
+way botocore's ``EventStreamBuffer`` reads them (``tests/formats/test_bedrock_sdk.py`` proves it reads every
 one). The events, each in its part::
 
     open   messageStart {"role": "assistant"}

@@ -337,7 +337,7 @@ class BedrockUpstream:
             if _CONTEXT.search(message):
                 return ContextOverflow(target.provider, target.model_id, words, http=http)
             rule = f"the {target.provider} provider rejected the request (HTTP {status} {error_type}: {words})"
-            return InvalidInput("messages", "", rule, http=http)
+            return InvalidInput("body", "", rule, http=http)  # Bedrock names no parameter
         if error_type in UNAUTHORIZED:
             detail = ProviderDetail(provider=target.provider, account=target.account, model=target.model_id)
             reason = f"HTTP {status} {error_type}"

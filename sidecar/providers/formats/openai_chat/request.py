@@ -339,6 +339,8 @@ def _tool(t: dict[str, Any], where: str) -> ToolDefinition:
 
 
 def _response_schema(fmt: dict[str, Any] | None) -> str:
+    if fmt is not None:  # the call's response schema holds nothing else: no element to carry another key on
+        refuse_unknown(fmt, ("type", "json_schema"), "response_format")
     if fmt is None or fmt["type"] == "text":
         return ""
     if fmt["type"] == "json_object":
