@@ -61,7 +61,7 @@ from sidecar.core.conversation import (
 )
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.providers.formats.azure import CHAT
-from sidecar.providers.formats.carried import format_rule, merge_carried, plain, refuse_uncarried
+from sidecar.providers.formats.carried import FEATURES, format_rule, merge_carried, plain, refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest
 from sidecar.providers.formats.inline import data_url
 from sidecar.providers.formats.openai_chat.shapes import Request
@@ -114,27 +114,8 @@ class OpenAIUpstream(OpenAIClient):
     own_path = CHAT_PATH
     operation = CHAT
 
-    carries: frozenset[str] = frozenset(
-        {
-            "parts.text",
-            "parts.image",
-            "parts.document",
-            "tool_results.parts",
-            "tool_results.image",
-            "tools.strict",
-            "reasoning",
-            "tool_choice",
-            "parallel_tool_calls",
-            "stop",
-            "top_p",
-            "seed",
-            "presence_penalty",
-            "frequency_penalty",
-            "end_user",
-            "provider_options_json",
-        }
-    )
-    """What the format carries (``formats.carried``): a PDF as data, not by URL (Chat Completions has no URL form)."""
+    carries: frozenset[str] = frozenset(FEATURES).difference(_WHY)
+    """What the format carries (``formats.carried``): every feature but those ``_WHY`` says it does not."""
 
     def check(self, request: ModelRequest, model_id: str) -> None:
         if plain(request):

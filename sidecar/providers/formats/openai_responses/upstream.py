@@ -52,7 +52,7 @@ from sidecar.core.conversation import Controls, DocumentPart, ModelRequest, Text
 from sidecar.core.json_depth import loads
 from sidecar.core.kinds import Role
 from sidecar.providers.formats.azure import RESPONSES
-from sidecar.providers.formats.carried import format_rule, merge_carried, plain, refuse_uncarried
+from sidecar.providers.formats.carried import FEATURES, format_rule, merge_carried, plain, refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest
 from sidecar.providers.formats.fields import text_or_empty
 from sidecar.providers.formats.openai_client import OpenAIClient
@@ -103,24 +103,8 @@ class ResponsesUpstream(OpenAIClient):
     own_path = RESPONSES_PATH
     operation = RESPONSES
 
-    carries: frozenset[str] = frozenset(
-        {
-            "parts.text",
-            "parts.image",
-            "parts.document",
-            "parts.document_url",
-            "tool_results.parts",
-            "tool_results.image",
-            "reasoning.history",
-            "tools.strict",
-            "reasoning",
-            "tool_choice",
-            "parallel_tool_calls",
-            "top_p",
-            "end_user",
-            "provider_options_json",
-        }
-    )
+    carries: frozenset[str] = frozenset(FEATURES).difference(_WHY)
+    """What the format carries (``formats.carried``): every feature but those ``_WHY`` says it does not."""
 
     def check(self, request: ModelRequest, model_id: str) -> None:
         if plain(request):
