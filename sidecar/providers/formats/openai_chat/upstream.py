@@ -1,23 +1,21 @@
 """The OpenAI Chat Completions upstream (also vLLM, Ollama and the compatible servers), whole and streamed.
 
-``OpenAIUpstream.body`` renders a ChatRequest in the shapes of ``shapes.py`` (``request.py`` reads one back:
-its inverse)::
+``OpenAIUpstream.body`` renders a ChatRequest in the shapes of ``shapes.py``: ``request.py``'s table,
+inverted, with what is the upstream's own::
 
     core (ChatRequest)                  OpenAI body
     system                              a system message, first
-    Message(USER, text | parts)         a user message: text, or text, image_url (a data: URL for bytes;
-                                        detail only when set) and file parts (a PDF's data: URL; its title
-                                        the filename, else DEFAULT_FILENAME)
-    Message(ASSISTANT)                  an assistant message: text (or null) or text parts, and tool_calls
+    Message(ASSISTANT) with no text     content null
     Message(TOOL, tool_results)         a tool message per result; is_error: TOOL_ERROR_PREFIX before its
                                         content (its first text part); parts: the image rule below
+    ImagePart, DocumentPart             image_url (a data: URL for bytes; detail only when set), file (a
+                                        PDF's data: URL; its title the filename, else DEFAULT_FILENAME)
     tools                               function tools (strict only when the definition sets it)
     response schema                     response_format json_schema, strict false (the sidecar validates)
     max_tokens                          max_tokens; max_completion_tokens with reasoning (reasoning models
                                         refuse max_tokens)
     reasoning                           reasoning_effort: the effort, or a budget's level
                                         (``vocab.effort_for_budget``)
-    the other controls                  the keys of their names (end_user: user; stop: a list)
     provider_options_json {"openai"}    its keys merged into the body (``provider_options``)
     every element's carried keys        merged into the object it was read from (``carried.merge_carried``)
     stream                              stream, stream_options.include_usage
