@@ -28,8 +28,9 @@ DEFAULT_MOVE_ON, a route's ``move_on`` when it names none::
     UPSTREAM_RETRIES_EXHAUSTED  rate limits, overloads, transient faults outlasted this deployment's budget
     CIRCUIT_OPEN                this deployment's circuit is open: the hop is skipped without an attempt
     QUOTA_EXHAUSTED             this key (account) is out of quota; another key or provider is not
-    MODEL_NOT_FOUND             this provider does not serve the model (the catalog entry is wrong)
-    UNAUTHORIZED                this key was refused
+    MODEL_NOT_FOUND             this provider does not serve the model (the catalog entry is wrong: an id, an
+                                inference profile needed, a region without it)
+    UNAUTHORIZED                this key, or its account, was refused (a location, billing, an organization)
     JOB_TIMEOUT                 this deployment's next wait (a backoff, a throttle, a pause) would not end
                                 before the deadline; the next deployment may answer at once
     EXTERNAL_SERVICE            this deployment did not answer in time (TIMED_OUT, below), or answered what

@@ -45,6 +45,9 @@ Error answers (``classify``), by the type ``x-amzn-ErrorType`` names (in a strea
     ModelTimeoutException, InternalServerException,
       ModelStreamErrorException, ModelErrorException  signal TRANSIENT
     ValidationException "input is too long ..." CONTEXT_OVERFLOW
+    what only an operator can fix               MODEL_NOT_FOUND, UNAUTHORIZED (``providers.errors.
+      (ValidationException, AccessDeniedException)  OPERATOR_FIXES``: an inference profile, a region
+                                                  without the model, a model not enabled)
     ValidationException otherwise               INVALID_INPUT (the provider's words as the rule)
     AccessDeniedException, a signature's or a   UNAUTHORIZED
       key's (UnrecognizedClientException,
@@ -93,7 +96,7 @@ from sidecar.core.taxonomy import (
     Unauthorized,
 )
 from sidecar.core.text import cap
-from sidecar.providers.errors import Target, classify_response
+from sidecar.providers.errors import Target, classify_response, for_operator
 from sidecar.providers.formats.bedrock_converse.reply import BedrockStream, parse_reply
 from sidecar.providers.formats.bedrock_converse.vocab import (
     BEARER_ENV,
@@ -333,6 +336,9 @@ class BedrockUpstream:
         signal = _RETRIED.get(error_type)
         if signal is not None:
             return Retry(signal, words, parse_retry_after(headers, now), http)
+        operator = for_operator((error_type,), status, message, target, http, secrets)
+        if operator is not None:  # an inference profile, a region without the model, a model not enabled
+            return operator
         if error_type == "ValidationException":
             if _CONTEXT.search(message):
                 return ContextOverflow(target.provider, target.model_id, words, http=http)

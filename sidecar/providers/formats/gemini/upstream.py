@@ -43,7 +43,9 @@ Error answers (``classify``), decided from the body's ``error.status`` and ``det
     400 INVALID_ARGUMENT "input token count ... exceeds"   CONTEXT_OVERFLOW
     400 with ErrorInfo reason API_KEY_INVALID              UNAUTHORIZED
     anything else                                          ``providers.errors.classify_response`` (403:
-                                                           UNAUTHORIZED, 404: MODEL_NOT_FOUND, 5xx ...)
+                                                           UNAUTHORIZED, 404: MODEL_NOT_FOUND, 400
+                                                           FAILED_PRECONDITION of a location or billing:
+                                                           UNAUTHORIZED for an operator, 5xx ...)
 """
 
 from __future__ import annotations
