@@ -11,6 +11,7 @@
 #   BENCH_ARGS="--only direct,litellm" make bench     pass arguments to bench/run.py
 #   make bench-formats    CallModel per wire format, and the HTTP fronts, on one process (bench/formats.py)
 #   make bench-overhead   x-sidecar-overhead-ms and sidecar.overhead.duration against the added latency (bench/overhead.py)
+#   make bench-ab BENCH_BASE=COMMIT   CallModel CPU per call of this checkout against COMMIT's, paired in one run (bench/ab.py)
 #   make soak             faults, SIGTERM drain, kill -9 (bench/soak.py, docs/reliability.md; a few minutes)
 #   SOAK_ARGS="--calls 1000" make soak                pass arguments to bench/soak.py
 
@@ -40,6 +41,17 @@ bench: bench-build bench-venv bench-litellm $(BENCH_SIDECAR_ENV) redis-server
 # the format registry and the Python client).
 bench-formats: $(BENCH_SIDECAR_ENV)
 	.venv/bin/python $(BENCH_DIR)/formats.py $(BENCH_FORMATS_ARGS)
+
+# This checkout (B) against another commit (A, BENCH_BASE, default HEAD~1), both in the sidecar's
+# virtualenv, paired in one run: A's source is exported to .cache/bench-base and put first on PYTHONPATH (the
+# generated contract is this checkout's: compare commits whose protos/ agree).
+BENCH_BASE ?= HEAD~1
+BENCH_AB_ARGS ?= --rounds 12 --burst 3
+bench-ab: bench-build bench-venv $(BENCH_SIDECAR_ENV)
+	rm -rf .cache/bench-base && mkdir -p .cache/bench-base
+	git archive $(BENCH_BASE) sidecar | tar -x -C .cache/bench-base
+	$(BENCH_PY) $(BENCH_DIR)/ab.py --a "env PYTHONPATH=$(abspath .cache/bench-base) $(abspath .venv/bin/python) -P -m sidecar serve" \
+		--out $(BENCH_DIR)/results/ab-base.json $(BENCH_AB_ARGS)
 
 # The overhead figure against the bench's added latency, c=1, about a minute (in the sidecar's virtualenv).
 bench-overhead: $(BENCH_SIDECAR_ENV)
