@@ -82,6 +82,8 @@ class CallOptions:
     """A route's hop with another deployment after it, whose route moves on from a timeout
     (``core.routing.timeout_moves_on``): an attempt past its header or first-token timeout ends the
     hop at once (``core.routing.TIMED_OUT``) instead of being retried on this deployment."""
+    preset: str | None = None
+    """The door's preset (``interactive`` at the HTTP fronts), for a model and a policy that name none."""
 
 
 @dataclass(frozen=True, slots=True)

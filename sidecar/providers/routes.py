@@ -31,7 +31,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sidecar.config import Config
-from sidecar.config.catalog import accepts_prefill
 from sidecar.core.circuit import Admission, ServiceGuard
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import CallOptions, MidStream, ModelRequest, ModelResponse, Usage
@@ -67,6 +66,7 @@ from sidecar.core.text import cap, clause
 from sidecar.core.uncorrectable_failures import SHUTTING_DOWN
 from sidecar.providers.schemas import CallChecks, check_request
 from sidecar.providers.streaming.outlet import Outlet
+from sidecar.providers.streaming.prefills import PrefillMemory
 
 __all__ = ["HOP_MESSAGE_CHARS", "HOP_REASON_CHARS", "MIXED_PROVIDERS", "SERVED", "RouteCaller", "route_of"]
 
@@ -220,6 +220,8 @@ class RouteCaller:
         state: StateBackend = MEMORY,
     ) -> None:
         self._config = config
+        self.prefills = PrefillMemory()
+        """The deployments found to refuse a prefill, every call's (``ModelService`` carries it across reloads)."""
         self._clock = clock
         self._observer = observer
         self._rng = rng
@@ -358,7 +360,7 @@ class RouteCaller:
 
     def _accepts_prefill(self, deployment: str) -> bool:
         model = self._config.models[deployment]
-        return accepts_prefill(model, self._config.providers[model.provider])
+        return self.prefills.accepts(model, self._config.providers[model.provider])
 
     async def _check(self, route: Route, request: ModelRequest, options: CallOptions) -> None:
         """The request's own checks, before any hop: the same on every deployment."""

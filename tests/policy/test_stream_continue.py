@@ -48,7 +48,7 @@ MODELS = {
     "gpt-pf": _model("oai", "gpt-pf", prefill=True),  # an OpenAI-compatible server that continues a prefill
     "claude-a": _model("ant", "claude-a", upstream_retries=0),  # broken once, it is done: the route moves on
     "claude-b": _model("ant", "claude-b"),
-    "gpt-b": _model("oai", "gpt-b"),  # OpenAI's default: no prefill
+    "gpt-b": _model("oai", "gpt-b", prefill=False),  # declared: no prefill
     "r-continue": {"route": {"fallbacks": ["claude-a", "claude-b"]}},
     "r-noprefill": {"route": {"fallbacks": ["claude-a", "gpt-b"]}},
 }
@@ -200,15 +200,50 @@ async def test_no_attempt_left_is_stream_interrupted_with_the_partial_text(sidec
 
 
 async def test_a_deployment_without_prefill_ends_with_stream_interrupted(sidecar: Running) -> None:
-    script(sidecar, "gpt", {"stream_fault": "overloaded", "after_deltas": 3}, {})
-    events, err = await failing(sidecar, "gpt", sc.StreamInterruptedError, mid_stream=CONTINUE)
+    script(sidecar, "gpt-b", {"stream_fault": "overloaded", "after_deltas": 3}, {})
+    events, err = await failing(sidecar, "gpt-b", sc.StreamInterruptedError, mid_stream=CONTINUE)
     assert texts(events) == DELTAS[:3]
     assert err.partial_text == HELD
     assert err.stream.deltas_sent == 3
     assert "overload after 3 deltas" in err.stream.reason
-    assert "model gpt takes no prefill to continue it" in err.stream.reason
-    assert len(sent(sidecar, "gpt")) == 1  # nothing re-sent behind the caller's back
-    assert sidecar.app.models.throttle("gpt").throttle > 0  # type: ignore[union-attr]  # it heard the overload
+    assert "model gpt-b takes no prefill to continue it" in err.stream.reason
+    assert len(sent(sidecar, "gpt-b")) == 1  # nothing re-sent behind the caller's back
+    assert sidecar.app.models.throttle("gpt-b").throttle > 0  # type: ignore[union-attr]  # it heard the overload
+
+
+async def test_a_deployment_that_declares_nothing_is_tried_with_a_prefill(sidecar: Running) -> None:
+    """``gpt`` (an OpenAI-compatible server, no ``prefill`` key): the continuation is tried, and it continues."""
+    script(sidecar, "gpt", {"stream_fault": "drop", "after_deltas": 3})
+    events, call = await stream(sidecar, "gpt")
+    assert texts(events) == DELTAS
+    assert call.text == REPLY
+    assert [prefill_of(r) for r in sent(sidecar, "gpt")] == [None, HELD]
+
+
+async def test_a_prefill_refused_by_a_deployment_that_declares_nothing_is_learned(sidecar: Running) -> None:
+    """The 400 to its prefilled request ends the first call as a refusal; the next broken stream on it is
+    not sent a prefill again: the deployment is taken as one with none (``streaming/prefills.py``)."""
+    script(sidecar, "gpt", {"stream_fault": "drop", "after_deltas": 3}, {"refuse_prefill": True})
+    _, first = await failing(sidecar, "gpt", sc.StreamInterruptedError, mid_stream=CONTINUE)
+    assert "model gpt refused to continue it (400: " in first.stream.reason
+    assert [prefill_of(r) for r in sent(sidecar, "gpt")] == [None, HELD]
+    script(sidecar, "gpt", {"stream_fault": "drop", "after_deltas": 3}, {})
+    _, second = await failing(sidecar, "gpt", sc.StreamInterruptedError, mid_stream=CONTINUE)
+    assert "model gpt takes no prefill to continue it" in second.stream.reason
+    assert [prefill_of(r) for r in sent(sidecar, "gpt")] == [None, HELD, None]  # no second refused prefill
+
+
+def test_openais_own_api_is_never_sent_a_prefill() -> None:
+    """api.openai.com answers a trailing assistant message afresh (no 400 to learn from): declared no."""
+    from sidecar.config import ModelConfig, ProviderConfig
+    from sidecar.providers.streaming.prefills import declared_prefill
+
+    model = ModelConfig(provider="o", upstream_model="gpt-4o", context_window=8000, max_output_tokens=100)
+    own = ProviderConfig(wire_format="openai", base_url="https://api.openai.com/v1")
+    compatible = ProviderConfig(wire_format="openai", base_url="http://vllm.internal:8000/v1")
+    assert declared_prefill(model, own) is False
+    assert declared_prefill(model, compatible) is None
+    assert declared_prefill(model, compatible.model_copy(update={"prefill": True})) is True
 
 
 async def test_a_prefill_refused_with_a_400_reports_the_original_fault(sidecar: Running) -> None:
@@ -410,11 +445,11 @@ async def test_a_stall_through_the_openai_front_is_continued(sidecar: Running) -
 
 
 async def test_an_openai_deployment_without_prefill_still_ends_with_the_error_event(sidecar: Running) -> None:
-    script(sidecar, "gpt", {"stream_fault": "drop", "after_deltas": 3}, {})
+    script(sidecar, "gpt-b", {"stream_fault": "drop", "after_deltas": 3}, {})
     pieces: list[str] = []
     async with openai.AsyncOpenAI(base_url=http_url(sidecar, "/v1"), api_key="unused", max_retries=0) as client:
         stream = await client.chat.completions.create(
-            model="gpt", messages=[{"role": "user", "content": TEXT}], stream=True
+            model="gpt-b", messages=[{"role": "user", "content": TEXT}], stream=True
         )
 
         async def read() -> None:
@@ -428,7 +463,7 @@ async def test_an_openai_deployment_without_prefill_still_ends_with_the_error_ev
     assert isinstance(body, dict)
     failure = body["sidecar"]["failure"] if "sidecar" in body else body["error"]["sidecar"]["failure"]
     assert failure["stream"]["partial_text"] == "".join(pieces) == HELD
-    assert len(sent(sidecar, "gpt")) == 1
+    assert len(sent(sidecar, "gpt-b")) == 1
 
 
 async def test_the_header_chooses_another_policy_and_refuses_a_bad_one(sidecar: Running) -> None:
