@@ -51,6 +51,7 @@ MODELS = {
     "gpt-b": _model("oai", "gpt-b", prefill=False),  # declared: no prefill
     "r-continue": {"route": {"fallbacks": ["claude-a", "claude-b"]}},
     "r-noprefill": {"route": {"fallbacks": ["claude-a", "gpt-b"]}},
+    "r-stall": {"route": {"fallbacks": ["gpt-pf", "claude-b"]}},  # gpt-pf has retries left: not spent by a stall
 }
 HELD = "".join(DELTAS[:3])  # "You said: one"
 prefilling = pytest.mark.parametrize("model", ["gpt-pf", "claude"])
@@ -161,6 +162,33 @@ async def test_a_stall_is_continued_on_the_fake_clock(sidecar: Running, model: s
     assert texts(events) == DELTAS
     assert call.text == REPLY
     assert prefill_of(sent(sidecar, model)[1]) == "".join(DELTAS[:2])
+
+
+@pytest.mark.parametrize("policy", [CONTINUE, pb.MID_STREAM_POLICY_RESTART])
+async def test_a_stall_on_a_route_goes_on_with_the_next_deployment_not_the_stalled_one(
+    sidecar: Running, policy: Any
+) -> None:
+    """A stalled deployment stalls again: the route's next deployment continues (or restarts) the stream at
+    once, though the stalled one had retries left."""
+    script(sidecar, "gpt-pf", {"stream_fault": "stall", "after_deltas": 2}, {})
+    call = sidecar.client.stream_model("r-stall", [user(TEXT)], mid_stream=policy)
+    events = [await call.__anext__(), await call.__anext__()]
+    assert texts(events) == DELTAS[:2]
+    await timer_set(sidecar.clock, "the stream's idle watch", 30)
+    sidecar.clock.advance(30)  # gRPC's batch preset: 30 s without a byte
+    events += [event async for event in call]
+    final = events[-1].final
+    assert final.served_by == "claude-b"
+    assert call.text == final.message.text == REPLY
+    assert len(sent(sidecar, "gpt-pf")) == 1  # not sent again
+    if policy == CONTINUE:
+        (cont,) = continued(events)
+        assert cont.cause == pb.RESTART_CAUSE_FAILOVER
+        assert texts(events) == DELTAS
+        assert prefill_of(sent(sidecar, "claude-b")[0]) == "".join(DELTAS[:2])
+    else:
+        assert [r.cause for r in restarts(events)] == [pb.RESTART_CAUSE_FAILOVER]
+        assert prefill_of(sent(sidecar, "claude-b")[0]) is None
 
 
 @prefilling
