@@ -1,9 +1,11 @@
 """Sixteen provider faults, each through the OpenAI front with a plain ``openai`` client.
 
-The suite a gateway is judged by (issue 22): a route of two OpenAI-compatible deployments
-(``primary``, then ``secondary``; ``large`` takes what does not fit), the policy docs/retries.md
-suggests for a caller who waits (``preset: interactive``, two retries), every other key at its
-documented default, and the official ``openai`` SDK with its own retries off. Each fault is
+The suite a gateway is judged by (issues 22 and 38): a route of two OpenAI-compatible deployments
+(``primary``, then ``secondary``; ``large`` takes what does not fit), a configuration that lists only
+providers, models and routes (every policy key at its documented default: the front's interactive
+preset, three retries, a prefill tried where none is declared), and the official ``openai`` SDK with
+its own retries off. Every scenario runs again with the policy docs/retries.md suggests for a caller
+who waits (``preset: interactive``, two retries) and deployments declaring ``prefill``. Each fault is
 scripted on the fake provider; each scenario states what the caller must get (the complete
 answer, or the right refusal), who serves it, and a bound on the injected clock: the time the
 sidecar spent from the request to the answer. Where the sidecar waits on a timer of the
