@@ -84,6 +84,9 @@ class CallOptions:
     hop at once (``core.routing.TIMED_OUT``) instead of being retried on this deployment."""
     preset: str | None = None
     """The door's preset (``interactive`` at the HTTP fronts), for a model and a policy that name none."""
+    probe: bool = False
+    """A route's hop that is its deployment's half-open circuit's one probe: one upstream attempt,
+    whatever the retry budget (a failure is the hop's at once, no backoff), its span marked a probe."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,8 +28,9 @@ DEFAULT_MOVE_ON, a route's ``move_on`` when it names none::
     UPSTREAM_RETRIES_EXHAUSTED  rate limits, overloads, transient faults outlasted this deployment's budget
     CIRCUIT_OPEN                this deployment's circuit is open: the hop is skipped without an attempt
     QUOTA_EXHAUSTED             this key (account) is out of quota; another key or provider is not
-    MODEL_NOT_FOUND             this provider does not serve the model (the catalog entry is wrong)
-    UNAUTHORIZED                this key was refused
+    MODEL_NOT_FOUND             this provider does not serve the model (the catalog entry is wrong: an id, an
+                                inference profile needed, a region without it)
+    UNAUTHORIZED                this key, or its account, was refused (a location, billing, an organization)
     JOB_TIMEOUT                 this deployment's next wait (a backoff, a throttle, a pause) would not end
                                 before the deadline; the next deployment may answer at once
     EXTERNAL_SERVICE            this deployment did not answer in time (TIMED_OUT, below), or answered what
@@ -69,7 +70,9 @@ with DEPLOYMENT_CIRCUIT unless the route gives its own ``circuit``; one guard pe
 shared by every route and call that uses it (``settle``)::
 
     before the hop                       guard.check(): open -> the hop is skipped (CIRCUIT_OPEN, no attempt,
-                                         the refusal quoting what opened it); half-open -> this hop is the one probe
+                                         the refusal quoting what opened it); half-open -> the one probe, one
+                                         attempt: on the side when a closed circuit follows (this hop skipped),
+                                         else this hop
     served                               success (a probe closes the circuit)
     a failure in move_on that is the     charged (CHARGED: DEPLOYMENT_FAULTS & move_on); the
     deployment's own (DEPLOYMENT_FAULTS) third failed hop in a row opens it for cooldown_s
@@ -184,7 +187,8 @@ third count at the maximum, so the third failed hop in a row opens it (three suc
 it below the maximum, and the count starts again); 4 s cooldown, doubled on a failed probe up to 8 s.
 
 Made for calls a person waits on: while a deployment is down, one call in every 4 to 8 s probes it
-(the others go straight to the next deployment), so a deployment that comes back serves again within
+with one attempt (on the side, when a deployment with a closed circuit follows: that call, like the
+others, goes straight to the next deployment), so a deployment that comes back serves again within
 8 s of its recovery (and the next call after that). A route whose deployments are batch work may
 give a longer ``circuit: {cooldown_s, max_cooldown_s}``; a key left out keeps these values."""
 

@@ -147,14 +147,26 @@ class Unauthorized(UncorrectableFailure):
         http: HttpInfo | None = None,
         endpoint: str = "",
         provider: ProviderDetail | None = None,
+        message: str | None = None,
     ) -> None:
         at = f" at {endpoint}" if endpoint else ""
         super().__init__(
-            f"The {service} service rejected the sidecar's credentials{at}: {clause(reason)}. "
+            message
+            or f"The {service} service rejected the sidecar's credentials{at}: {clause(reason)}. "
             "An operator must fix the configured key.",
             http=http,
             detail=provider or ServiceDetail(service=service, endpoint=endpoint, detail=cap(reason)),
         )
+
+    @classmethod
+    def account(
+        cls, provider: str, endpoint: str, said: str, fix: str, *, http: HttpInfo | None, detail: ProviderDetail
+    ) -> Unauthorized:
+        """The provider took the key but will not serve its account (a location, billing, an organization
+        not verified or disabled): ``fix`` is what an operator must change (``providers.errors.OPERATOR_FIXES``)."""
+        message = f"The {provider} provider refused the sidecar's account at {endpoint}: {clause(said)}."
+        message += f" An operator must {fix}."
+        return cls(provider, said, http=http, endpoint=endpoint, provider=detail, message=message)
 
 
 class PermissionDenied(UncorrectableFailure):
@@ -224,8 +236,11 @@ class UpstreamRetriesExhausted(UncorrectableFailure):
         http: HttpInfo | None,
         retry_after: float | None,
         asked_too_long: float | None = None,
+        probe: bool = False,
     ) -> None:
-        if asked_too_long is not None and retry_after is not None:
+        if probe:  # a route deployment's half-open circuit: its probe is one attempt, whatever the budget
+            why = f"{target} failed the one attempt that probes its half-open circuit (a probe is never retried)"
+        elif asked_too_long is not None and retry_after is not None:
             why = (
                 f"{target} was told to wait {retry_after:.0f} s, past the {asked_too_long:.0f} s a wait may last "
                 f"(the call's budget is {budget} upstream retries)"
@@ -304,18 +319,29 @@ class ModelNotFound(UncorrectableFailure):
 
     @classmethod
     def at_provider(
-        cls, provider: str, upstream_model: str, model_id: str, said: str, *, http: HttpInfo | None
+        cls,
+        provider: str,
+        upstream_model: str,
+        model_id: str,
+        said: str,
+        *,
+        http: HttpInfo | None,
+        fix: str = "",
     ) -> ModelNotFound:
-        """The catalog holds the model, but its provider answered 404: the catalog entry is wrong."""
-        return cls(
-            model_id,
-            (),
-            http=http,
-            message=(
+        """The catalog holds the model, but its provider answered 404: the catalog entry is wrong. With ``fix``
+        (what an operator must change: ``providers.errors.OPERATOR_FIXES``), a provider that will not serve
+        the model as the catalog names it (on demand, in this region, for this account)."""
+        if fix:
+            message = (
+                f"The {provider} provider will not serve model '{upstream_model}' (catalog id '{model_id}') as "
+                f"configured: {clause(said)}. An operator must {fix}."
+            )
+        else:
+            message = (
                 f"The {provider} provider does not serve model '{upstream_model}' (catalog id '{model_id}'): "
                 f"{said}. Fix the catalog entry or choose another model."
-            ),
-        )
+            )
+        return cls(model_id, (), http=http, message=message)
 
 
 class ProviderRefusal(UncorrectableFailure):

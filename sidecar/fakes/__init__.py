@@ -70,7 +70,11 @@ reasoning tokens, added to the output; each in its wire's own usage fields).  Pr
 ``context_too_long`` 400, ``invalid_key`` 401, ``model_not_found`` 404, ``content_policy`` 400
 (OpenAI ``content_policy_violation``; Anthropic "Output blocked by content filtering policy"),
 ``content_filter`` 400 (Azure OpenAI's ``content_filter`` / ``ResponsibleAIPolicyViolation`` with
-the step's ``categories`` filtered, default hate; Anthropic as ``content_policy``), ``reply``,
+the step's ``categories`` filtered, default hate; Anthropic as ``content_policy``), ``account_blocked``
+(the account may not use the API from here: OpenAI 400 organization not verified, Anthropic 400
+organization disabled, Gemini 400 FAILED_PRECONDITION user location, Bedrock 403 no access to the model),
+``model_unavailable`` (the model is not served as named: Bedrock 400 on-demand throughput, Azure 400
+OperationNotSupported; elsewhere the wire's ``model_not_found``), ``reply``,
 ``truncated``, ``bad_json``, ``missing_fields``, ``refusal``.  ``categories`` (a list of hate,
 jailbreak, self_harm, sexual, violence) also makes an OpenAI reply that finishes ``content_filter``
 carry Azure's ``content_filter_results``.  ``status`` overrides a preset's status.

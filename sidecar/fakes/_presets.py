@@ -34,7 +34,12 @@ ERROR_PRESETS = (
     "model_not_found",
     "content_policy",
     "content_filter",
+    "account_blocked",
+    "model_unavailable",
 )
+"""``account_blocked`` and ``model_unavailable`` are the 400s only an operator can fix (``providers.errors``'
+OPERATOR_FIXES): the account may not use the API from here; the model is not served as the catalog names
+it. A wire with no such answer of its own answers ``model_unavailable`` with its ``model_not_found``."""
 REPLY_PRESETS = ("reply", "truncated", "bad_json", "missing_fields", "refusal")
 PRESETS = ERROR_PRESETS + REPLY_PRESETS
 PRESET_PARAMS = (
@@ -190,6 +195,8 @@ def _body_for(step: Step, wire: Wire, ex: Exchange) -> Response:
     if step.preset in REPLY_PRESETS:
         return _reply_response(_preset_reply(step.preset, step.params, ex), wire, ex, step.params)
     spec = wire.preset_error(step.preset, ex) if step.preset else None
+    if spec is None and step.preset == "model_unavailable":
+        spec = wire.preset_error("model_not_found", ex)
     if spec is None and step.status and step.status >= 400:
         spec = wire.status_error(step.status)
     if spec is not None:

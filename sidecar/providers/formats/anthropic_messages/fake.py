@@ -23,6 +23,7 @@ The blocks are those of the non-streamed body (a refusal streams as text).  An e
 stream began is ``event: error`` with ``{"type": "error", "error": {"type", "message"}}``. The presets
 ``content_policy`` and ``content_filter`` are both Anthropic's 400 "Output blocked by content filtering
 policy" (Anthropic names no category: a step's ``categories`` are Azure's, and this wire sends none).
+``account_blocked`` is Anthropic's 400 ``invalid_request_error`` "This organization has been disabled.".
 
 What it checks, as the API does, is described in ``_anthropic_checks``; what it answers beyond the
 brain's reply (thinking, the prompt cache, stop sequences), in ``_anthropic_answers``; the thinking
@@ -214,6 +215,7 @@ class _Anthropic(Wire):
             ),
             "invalid_key": ErrorSpec(401, "authentication_error", "invalid x-api-key"),
             "model_not_found": ErrorSpec(404, "not_found_error", f"model: {ex.model or 'unknown'}"),
+            "account_blocked": ErrorSpec(400, "invalid_request_error", "This organization has been disabled."),
             "content_policy": ErrorSpec(400, "invalid_request_error", CONTENT_FILTER_MESSAGE),
             "content_filter": ErrorSpec(400, "invalid_request_error", CONTENT_FILTER_MESSAGE),
         }

@@ -26,6 +26,10 @@ The presets, as Bedrock answers (status, ``x-amzn-ErrorType``, ``{"message"}``):
     context_too_long     400 ValidationException "Input is too long for requested model."
     invalid_key          403 UnrecognizedClientException "The security token included in the request is invalid."
     model_not_found      404 ResourceNotFoundException
+    account_blocked      403 AccessDeniedException "You don't have access to the model with the specified
+                         model ID." (a model not enabled for the account)
+    model_unavailable    400 ValidationException "Invocation of model ID ... with on-demand throughput isn't
+                         supported. Retry your request with the ID or ARN of an inference profile ..."
     content_policy       200 with stopReason guardrail_intervened (the guardrail's blocked message)
     content_filter       200 with stopReason content_filtered
 
@@ -316,6 +320,11 @@ class _Bedrock(Wire):
             "model_not_found": ErrorSpec(404, "ResourceNotFoundException", "Could not resolve the foundation model "
                                          f"from model identifier: {model}. Please verify that the requested model "
                                          "exists and is accessible within the specified region."),
+            "account_blocked": ErrorSpec(403, "AccessDeniedException", "You don't have access to the model with "
+                                         "the specified model ID."),
+            "model_unavailable": ErrorSpec(400, "ValidationException", f"Invocation of model ID {model} with "
+                                           "on-demand throughput isn\u2019t supported. Retry your request with the "
+                                           "ID or ARN of an inference profile that contains this model."),
             "content_policy": ErrorSpec(200, _BLOCK, "guardrail_intervened"),
             "content_filter": ErrorSpec(200, _BLOCK, "content_filtered"),
         }  # fmt: skip

@@ -45,6 +45,9 @@ Error answers (``classify``), by the type ``x-amzn-ErrorType`` names (in a strea
     ModelTimeoutException, InternalServerException,
       ModelStreamErrorException, ModelErrorException  signal TRANSIENT
     ValidationException "input is too long ..." CONTEXT_OVERFLOW
+    what only an operator can fix               MODEL_NOT_FOUND, UNAUTHORIZED (``providers.errors.
+      (ValidationException, AccessDeniedException)  OPERATOR_FIXES``: an inference profile, a region
+                                                  without the model, a model not enabled)
     ValidationException otherwise               INVALID_INPUT (the provider's words as the rule)
     AccessDeniedException, a signature's or a   UNAUTHORIZED
       key's (UnrecognizedClientException,
@@ -93,7 +96,7 @@ from sidecar.core.taxonomy import (
     Unauthorized,
 )
 from sidecar.core.text import cap
-from sidecar.providers.errors import Target, classify_response
+from sidecar.providers.errors import Target, classify_response, for_operator
 from sidecar.providers.formats.bedrock_converse.reply import BedrockStream, parse_reply
 from sidecar.providers.formats.bedrock_converse.vocab import (
     BEARER_ENV,
@@ -107,7 +110,6 @@ from sidecar.providers.formats.bedrock_converse.vocab import (
     SIDECAR_KEYS,
     cache_point,
     content_block,
-    data_url,
     reasoning_blocks,
     tool_use_blocks,
     url_format,
@@ -115,6 +117,7 @@ from sidecar.providers.formats.bedrock_converse.vocab import (
 from sidecar.providers.formats.carried import CONTROLS, plain, refuse_uncarried
 from sidecar.providers.formats.chat import EMPTY_PARAMETERS, ChatReply, ChatRequest, with_schema
 from sidecar.providers.formats.fields import text_or_empty
+from sidecar.providers.formats.inline import read_data_url
 from sidecar.providers.formats.options import FIELD, merge_options, options_for
 from sidecar.providers.formats.protocol import EVENT_STREAM
 
@@ -333,6 +336,9 @@ class BedrockUpstream:
         signal = _RETRIED.get(error_type)
         if signal is not None:
             return Retry(signal, words, parse_retry_after(headers, now), http)
+        operator = for_operator((error_type,), status, message, target, http, secrets)
+        if operator is not None:  # an inference profile, a region without the model, a model not enabled
+            return operator
         if error_type == "ValidationException":
             if _CONTEXT.search(message):
                 return ContextOverflow(target.provider, target.model_id, words, http=http)
@@ -391,7 +397,7 @@ def _check_part(at: str, part: Any) -> None:
                 raise InvalidInput(f"{at}.url", part.url[:80], rule)
             return
         if part.url:
-            inline = data_url(part.url)
+            inline = read_data_url(part.url)
             if inline is None:
                 raise InvalidInput(f"{at}.url", part.url[:80], "a data: URL is data:<media type>;base64,<data>")
             media_type = inline[0]

@@ -22,6 +22,8 @@ The presets, as Gemini answers (``preset_error``)::
     context_too_long     400 INVALID_ARGUMENT "The input token count (...) exceeds the maximum ..."
     invalid_key          400 INVALID_ARGUMENT "API key not valid", ErrorInfo reason API_KEY_INVALID
     model_not_found      404 NOT_FOUND "models/{model} is not found for API version v1beta ..."
+    account_blocked      400 FAILED_PRECONDITION "User location is not supported for the API use." (a region
+                         or billing block; ``message`` gives the billing one's words)
     content_policy       200 with no candidates: promptFeedback.blockReason PROHIBITED_CONTENT
     content_filter       200 with a candidate finishReason SAFETY, its safetyRatings blocked (the step's
                          ``categories`` as Gemini's harm categories; default dangerous content)
@@ -279,6 +281,8 @@ class _Gemini(Wire):
             "model_not_found": ErrorSpec(404, "NOT_FOUND", f"models/{model} is not found for API version v1beta, "
                                          "or is not supported for generateContent. Call ListModels to see the list "
                                          "of available models and their supported methods."),
+            "account_blocked": ErrorSpec(400, "FAILED_PRECONDITION", "User location is not supported for the API "
+                                         "use."),
             "content_policy": ErrorSpec(200, _BLOCK, "PROHIBITED_CONTENT"),
             "content_filter": ErrorSpec(200, _BLOCK, "SAFETY"),
         }  # fmt: skip

@@ -24,7 +24,8 @@ Content-policy refusals, as OpenAI and Azure OpenAI (the same wire) send them::
     finish content_filter     the reply finishes content_filter; with ``categories``, as Azure: the choice (the
                               finish chunk, streamed) carries ``content_filter_results``, those filtered
 
-Both error presets also go mid-stream (``stream_fault``), as an error event.
+Both error presets also go mid-stream (``stream_fault``), as an error event. ``account_blocked`` is 400
+"Your organization must be verified to use the model ..." (``invalid_request_error``, no code).
 
 A request is refused as the API refuses it, a 400 in its words with its ``param`` and ``code``
 (``refuse``), before it is read::
@@ -63,15 +64,10 @@ from sidecar.fakes._conversation import Hints
 from sidecar.fakes._limits import Taken
 from sidecar.fakes._sse import Part, Plan, SseEvent
 from sidecar.fakes._wire import FILTER_CATEGORIES, ErrorSpec, Exchange, Wire, mask_key
+from sidecar.providers.formats.inline import read_data_url
 from sidecar.providers.formats.openai_chat import FORMAT
 from sidecar.providers.formats.openai_chat.front import REQUEST_KEYS
-from sidecar.providers.formats.openai_chat.vocab import (
-    END_MARKER,
-    ERROR_TYPES,
-    MAX_STOP,
-    RATE_LIMIT_HEADERS,
-    read_data_url,
-)
+from sidecar.providers.formats.openai_chat.vocab import END_MARKER, ERROR_TYPES, MAX_STOP, RATE_LIMIT_HEADERS
 
 __all__ = ["OPENAI", "UNREAD_KEYS", "duration", "filter_results"]
 
@@ -320,6 +316,13 @@ class _OpenAI(Wire):
                 "invalid_request_error",
                 f"The model `{model}` does not exist or you do not have access to it.",
                 "model_not_found",
+            ),
+            "account_blocked": ErrorSpec(
+                400,
+                "invalid_request_error",
+                f"Your organization must be verified to use the model `{model}`. Please go to: "
+                "https://platform.openai.com/settings/organization/general and click on Verify Organization. If you "
+                "just verified, it can take up to 15 minutes for access to propagate.",
             ),
             "content_policy": ErrorSpec(
                 400,

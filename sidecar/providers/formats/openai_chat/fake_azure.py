@@ -13,7 +13,9 @@ what Azure adds::
               only: Azure sends no reset); a 429: retry-after (seconds) and x-ms-retry-after-ms
               (a step's ``retry_after_ms`` adds retry-after-ms, read before it)
     errors    Azure's words: rate_limit (429, code "429"), invalid_key (401, code "401"),
-              model_not_found (404, DeploymentNotFound); the rest as OpenAI's
+              model_not_found (404, DeploymentNotFound), model_unavailable (400,
+              OperationNotSupported: "The chatCompletion operation does not work with the specified
+              model ..."); the rest as OpenAI's
 """
 
 from __future__ import annotations
@@ -83,6 +85,15 @@ class _Azure(_OpenAI):
                 "The API deployment for this resource does not exist. If you created the deployment within the last "
                 "5 minutes, please wait a moment and try again.",
                 "DeploymentNotFound",
+            )
+        if preset == "model_unavailable":
+            return ErrorSpec(
+                400,
+                "",
+                f"The chatCompletion operation does not work with the specified model, {ex.model or 'unknown'}. "
+                "Please choose different model and try again. You can learn more about which models can be used "
+                "with each operation here: https://go.microsoft.com/fwlink/?linkid=2197993.",
+                "OperationNotSupported",
             )
         return super().preset_error(preset, ex)
 
