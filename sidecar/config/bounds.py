@@ -37,6 +37,7 @@ __all__ = [
     "EMBEDDED_TOOLS",
     "INTERACTIVE_FIRST_TOKEN_TIMEOUT_S",
     "INTERACTIVE_HEADER_TIMEOUT_S",
+    "INTERACTIVE_STREAM_IDLE_TIMEOUT_S",
     "INTERACTIVE_WHOLE_REPLY_TOKENS_PER_S",
     "MAX_CONFIG_BYTES",
     "MAX_CONFIG_DEPTH",
@@ -90,8 +91,9 @@ DEFAULT_CHECK_TIME_LIMIT_S = 2.0
 """Checking one call's input (arguments, guardrails, schemas, the reply against the schema) stops here."""
 DEFAULT_STREAM_IDLE_TIMEOUT_S = 30.0
 """A StreamModel attempt that receives no byte for this many seconds (the response head included) is
-a stall: a mid-stream fault after the first delta, a transient fault before it. Per provider
-(``providers.*.stream_idle_timeout_s``): raise it for a server that thinks long before its first byte."""
+a stall: a mid-stream fault after the first delta, a transient fault before it. ``preset: batch``'s (gRPC's
+default); per provider (``providers.*.stream_idle_timeout_s``): raise it for a server that thinks long
+before its first byte."""
 INTERACTIVE_HEADER_TIMEOUT_S = 10.0
 """``preset: interactive``: a model attempt with no response head for this long is a header timeout
 (a transient fault; on a route whose ``move_on`` lists EXTERNAL_SERVICE, the next deployment at once).
@@ -104,6 +106,12 @@ header wait is at least the request's output budget at this many tokens a second
 INTERACTIVE_FIRST_TOKEN_TIMEOUT_S = 10.0
 """``preset: interactive``: a StreamModel attempt with no content delta this long after it was sent is a
 first-token timeout (as above). With ``batch``, none: ``stream_idle_timeout_s`` bounds the silence."""
+INTERACTIVE_STREAM_IDLE_TIMEOUT_S = 15.0
+"""``preset: interactive`` (the HTTP fronts' default): a stream silent this long is a stall. A stream that
+is writing sends bytes many times a second; before its first content delta the first-token limit (10 s)
+bounds the silence instead. 15 s leaves room for a provider's keep-alive pings and a long tool call's
+arguments, and a stall found at 15 s, continued on a route's next deployment, still ends well inside the
+45 s a waiting caller is given (docs/streaming.md)."""
 DEFAULT_MCP_TIMEOUT_S = 30.0
 """One call of an MCP server's tool (an attempt) waits this long for its answer."""
 DEFAULT_MCP_CONNECT_TIMEOUT_S = 10.0

@@ -13,6 +13,7 @@ from sidecar.config.bounds import (
     EMBEDDED_PROVIDER,
     INTERACTIVE_FIRST_TOKEN_TIMEOUT_S,
     INTERACTIVE_HEADER_TIMEOUT_S,
+    INTERACTIVE_STREAM_IDLE_TIMEOUT_S,
     INTERACTIVE_WHOLE_REPLY_TOKENS_PER_S,
     MAX_PROVIDER_CONNECTIONS,
 )
@@ -31,6 +32,7 @@ from sidecar.providers.formats.names import registered
 
 __all__ = [
     "AZURE_API_VERSION",
+    "BATCH",
     "PRESET_TIMEOUTS",
     "AttemptTimeouts",
     "AzureConfig",
@@ -59,6 +61,8 @@ class AttemptTimeouts:
     whole_tokens_per_s: float | None = None
     """A whole reply's header wait is at least its output budget at this rate (the preset's; None when
     ``header_s`` was configured): its head comes once the reply is generated."""
+    idle_s: float = DEFAULT_STREAM_IDLE_TIMEOUT_S
+    """A stream with no byte for this long (the head included) is a stall."""
 
     def head_wait(self, *, stream: bool, max_tokens: int) -> float | None:
         """How long an attempt waits for the response head."""
@@ -70,10 +74,16 @@ class AttemptTimeouts:
 PRESET_TIMEOUTS: dict[str, AttemptTimeouts] = {
     "batch": AttemptTimeouts(),
     "interactive": AttemptTimeouts(
-        INTERACTIVE_HEADER_TIMEOUT_S, INTERACTIVE_FIRST_TOKEN_TIMEOUT_S, INTERACTIVE_WHOLE_REPLY_TOKENS_PER_S
+        INTERACTIVE_HEADER_TIMEOUT_S,
+        INTERACTIVE_FIRST_TOKEN_TIMEOUT_S,
+        INTERACTIVE_WHOLE_REPLY_TOKENS_PER_S,
+        INTERACTIVE_STREAM_IDLE_TIMEOUT_S,
     ),
 }
-"""What a model's preset (its own, else ``policy.preset``) sets when neither the model nor its provider does."""
+"""What a model's preset (its own, else ``policy.preset``, else the door's: ``CallOptions.preset``) sets when
+neither the model nor its provider does."""
+BATCH = "batch"
+"""The preset when neither the model, the policy nor the door names one (gRPC's)."""
 
 
 AZURE_API_VERSION = "2024-10-21"
@@ -118,12 +128,14 @@ class ProviderConfig(Strict):
     anthropic_version: str = "2023-06-01"
     region: str = ""
     """bedrock_converse: the AWS region SigV4 signs for; unset: the base URL's, else AWS_REGION."""
-    stream_idle_timeout_s: Annotated[float, Field(gt=0, le=MAX_WAIT_S)] = DEFAULT_STREAM_IDLE_TIMEOUT_S
-    """StreamModel: no byte from this provider for this long is a stall (a mid-stream fault)."""
+    stream_idle_timeout_s: Annotated[float, Field(gt=0, le=MAX_WAIT_S)] | None = None
+    """StreamModel: no byte from this provider for this long is a stall (a mid-stream fault); unset: the
+    model's preset says (``batch`` 30 s, ``interactive`` 15 s)."""
     prefill: bool | None = None
     """Whether the provider continues a conversation's last assistant message (a prefill), which
-    ``mid_stream: continue`` needs; unset: by wire format, ``anthropic`` yes, ``openai`` no (OpenAI's
-    Chat Completions does not; many compatible servers do: set it true for them). A model may override it."""
+    ``mid_stream: continue`` needs; unset: ``anthropic`` yes, OpenAI's own API (and Azure's) no, any other
+    tried, and a 400 to the prefilled request remembered as no (``providers.streaming.prefills``). A model
+    may override it."""
     header_timeout_s: Seconds | None = None
     """No response head this long after the request went out: a header timeout (``AttemptTimeouts``);
     unset: the model's preset says (``PRESET_TIMEOUTS``). At most ``timeout_s``, which bounds the head too."""
@@ -210,15 +222,17 @@ class ModelConfig(Strict):
     first_token_timeout_s: Seconds | None = None
     """Overrides the provider's ``first_token_timeout_s`` for this model."""
 
-    def timeouts(self, provider: ProviderConfig, policy_preset: str) -> AttemptTimeouts:
-        """This model's attempt timeouts: its own, else its provider's, else its preset's (``PRESET_TIMEOUTS``);
-        a header wait at most the provider's ``timeout_s`` (set it to ``timeout_s`` for no shorter limit)."""
-        preset = PRESET_TIMEOUTS[self.preset or policy_preset]
+    def timeouts(self, provider: ProviderConfig, policy_preset: str | None) -> AttemptTimeouts:
+        """This model's attempt timeouts: its own, else its provider's, else its preset's (``PRESET_TIMEOUTS``:
+        the model's, else ``policy_preset``, the policy's or the door's, else batch); a header wait at most the
+        provider's ``timeout_s`` (set it to ``timeout_s`` for no shorter limit)."""
+        preset = PRESET_TIMEOUTS[self.preset or policy_preset or BATCH]
         configured = self.header_timeout_s or provider.header_timeout_s
         header = configured or preset.header_s
         first = self.first_token_timeout_s or provider.first_token_timeout_s or preset.first_token_s
         rate = None if configured else preset.whole_tokens_per_s
-        return AttemptTimeouts(None if header is None else min(header, provider.timeout_s), first, rate)
+        idle = provider.stream_idle_timeout_s or preset.idle_s
+        return AttemptTimeouts(None if header is None else min(header, provider.timeout_s), first, rate, idle)
 
     @model_validator(mode="after")
     def _budget(self) -> ModelConfig:
@@ -231,14 +245,14 @@ class ModelConfig(Strict):
         return self.default_output_tokens or min(self.max_output_tokens, 1024)
 
 
-def accepts_prefill(model: ModelConfig, provider: ProviderConfig) -> bool:
+def accepts_prefill(model: ModelConfig, provider: ProviderConfig) -> bool | None:
     """Whether a deployment continues a last assistant message: the model's ``prefill``, else its
-    provider's, else its wire format's default (anthropic yes, openai no)."""
+    provider's, else yes for ``anthropic``; None: not declared (``providers.streaming.prefills`` tries it)."""
     if model.prefill is not None:
         return model.prefill
     if provider.prefill is not None:
         return provider.prefill
-    return provider.wire_format == "anthropic"
+    return True if provider.wire_format == "anthropic" else None
 
 
 class RouteConfig(Strict):

@@ -227,7 +227,9 @@ class HttpConfig(Strict):
 
 class PolicyConfig(Strict):
     upstream_retries: Annotated[int, Field(ge=0, le=100)] = DEFAULT_UPSTREAM_RETRIES
-    preset: Literal["batch", "interactive"] = "batch"
+    preset: Literal["batch", "interactive"] | None = None
+    """The windows and attempt timeouts of every model without its own; unset: the door's, ``interactive`` at
+    the HTTP fronts (an SDK call someone waits for) and ``batch`` over gRPC (docs/retries.md)."""
     windows: Windows | None = None
     """Overrides the preset's windows."""
     max_corrections: Annotated[int, Field(ge=0, le=10)] = DEFAULT_MAX_CORRECTIONS
@@ -254,8 +256,9 @@ class PolicyConfig(Strict):
     that accepts a prefill; else STREAM_INTERRUPTED). A request's ``mid_stream`` overrides it. The HTTP
     fronts do not read it: they continue unless the caller's ``x-sidecar-mid-stream`` says otherwise."""
 
-    def windows_for(self, preset: str | None, windows: Windows | None) -> Windows:
-        return windows or (PRESETS[preset] if preset else (self.windows or PRESETS[self.preset]))
+    def windows_for(self, preset: str | None, windows: Windows | None, door: str | None = None) -> Windows:
+        """A model's windows: its own, its preset's, the policy's, the policy's preset's, the door's preset's."""
+        return windows or (PRESETS[preset] if preset else (self.windows or PRESETS[self.preset or door or "batch"]))
 
 
 class TelemetryConfig(Strict):

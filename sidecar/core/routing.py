@@ -44,6 +44,8 @@ there it ends the hop at once as TIMED_OUT, charging the deployment's circuit, a
 deployment is tried without a wait. The last hop of the order (nothing to move on to) retries as
 a plain model call does. A route that leaves EXTERNAL_SERVICE out of its move_on spends the hop's
 budget on the silent deployment first (and moves on with UPSTREAM_RETRIES_EXHAUSTED, if listed).
+A stream that stalls after its first delta on such a hop ends it too (STREAM_INTERRUPTED): a stalled
+deployment stalls again, and the stream is continued (or restarted) on the next one.
 
 NEVER_MOVE_ON, which no route may list (the config refuses it, naming the key)::
 

@@ -37,7 +37,6 @@ from dataclasses import replace
 from typing import Any
 
 from sidecar.config import Config
-from sidecar.config.catalog import accepts_prefill
 from sidecar.core import overhead
 from sidecar.core.circuit import Admission, ServiceGuard
 from sidecar.core.clock import Clock
@@ -81,6 +80,7 @@ from sidecar.providers.chain import (
 )
 from sidecar.providers.schemas import CallChecks, check_request
 from sidecar.providers.streaming.outlet import Outlet
+from sidecar.providers.streaming.prefills import PrefillMemory
 
 __all__ = ["HOP_MESSAGE_CHARS", "HOP_REASON_CHARS", "MIXED_PROVIDERS", "SERVED", "RouteCaller", "route_of"]
 
@@ -121,6 +121,8 @@ class RouteCaller:
         state: StateBackend = MEMORY,
     ) -> None:
         self._config = config
+        self.prefills = PrefillMemory()
+        """The deployments found to refuse a prefill, every call's (``ModelService`` carries it across reloads)."""
         self._clock = clock
         self._observer = observer
         self._rng = rng
@@ -262,7 +264,7 @@ class RouteCaller:
 
     def _accepts_prefill(self, deployment: str) -> bool:
         model = self._config.models[deployment]
-        return accepts_prefill(model, self._config.providers[model.provider])
+        return self.prefills.accepts(model, self._config.providers[model.provider])
 
     async def _check(self, route: Route, request: ModelRequest, options: CallOptions) -> None:
         """The request's own checks, before any hop: the same on every deployment."""

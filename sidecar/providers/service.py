@@ -47,9 +47,9 @@ import asyncio
 import logging
 import random
 from collections.abc import AsyncGenerator
+from functools import partial
 
 from sidecar.config import Config, ModelConfig
-from sidecar.config.catalog import accepts_prefill
 from sidecar.core import overhead
 from sidecar.core.clock import Clock
 from sidecar.core.content import check_content
@@ -139,6 +139,7 @@ class ModelService:
         )
         if carry is not None:  # a reload: the route deployments kept keep their circuits
             self.routes.guards.carry(carry.routes.guards)
+            self.routes.prefills.carry(carry.routes.prefills)  # and what was learned of prefills
 
     def _throttle_of(self, model_id: str, model: ModelConfig, carry: ModelService | None) -> ModelThrottle:
         """A model's throttle: the one ``carry`` held for it while its rates stay, else a new one (at
@@ -298,7 +299,7 @@ class ModelService:
         policy = self._config.policy
         # a circuit's probe is one attempt: the caller's time is not spent retrying a deployment still down
         tally = Tally(0 if options.probe else self._config.model_retries(request.model, options.upstream_retries))
-        windows = policy.windows_for(model.preset, model.windows)
+        windows = policy.windows_for(model.preset, model.windows, options.preset)
         max_corrections = model.max_corrections if model.max_corrections is not None else policy.max_corrections
         call = Call(request, model, self._checks, schema, budget_tokens, max_corrections, tally, list(request.messages))
         if dropped:
@@ -308,7 +309,8 @@ class ModelService:
         retry = RetryPolicy(windows, give_up if outlet is None else StreamGiveUp(give_up, outlet), self._rng)
         mid_stream = request.mid_stream or policy.mid_stream
         # a prefill continues text only where the format allows it (Anthropic: not with thinking on)
-        prefill = accepts_prefill(model, provider.config) and request.controls.reasoning is None
+        prefill = self.routes.prefills.accepts(model, provider.config) and request.controls.reasoning is None
+        learns = self.routes.prefills.learns(model, provider.config)
         input_tokens = estimate_tokens(request)
         pacer = ModelPacer(self._throttles[request.model], estimate, self._clock, tally, windows.max_wait_s)
         scope = CallScope(
@@ -322,7 +324,11 @@ class ModelService:
             self._secrets,
             self._clock,
             heard=pacer.heard,
-        ).timed(model.timeouts(provider.config, policy.preset), moves_on=options.timeouts_move_on, probe=options.probe)
+        ).timed(
+            model.timeouts(provider.config, policy.preset or options.preset),
+            moves_on=options.timeouts_move_on,
+            probe=options.probe,
+        )
         try:
             while True:
                 chat = ChatRequest(
@@ -340,7 +346,15 @@ class ModelService:
                     ModelSender(scope, chat)
                     if outlet is None
                     else StreamSender(
-                        scope, chat, outlet=outlet, mid_stream=mid_stream, prefill=prefill, input_tokens=input_tokens
+                        scope,
+                        chat,
+                        outlet=outlet,
+                        mid_stream=mid_stream,
+                        prefill=prefill,
+                        input_tokens=input_tokens,
+                        refused=partial(self.routes.prefills.refused, request.model, model, provider.config)
+                        if learns
+                        else None,
                     )
                 )
                 verdict: Verdict = await run_attempts(

@@ -51,7 +51,7 @@ DELTAS = ["You", " said:", " one", " two", " three", " four", " five", " six"]
 async def resp(start_sidecar: Start, provider: ThreadedServer[FakeProvider]) -> Running:
     return await start_sidecar(
         providers={"resp": {"wire_format": "openai_responses", "base_url": provider.url + "/v1", "api_key": KEY}},
-        models={"resp": RESP, "resp-pf": {**RESP, "prefill": True}},
+        models={"resp": RESP, "resp-pf": {**RESP, "prefill": True}, "resp-np": {**RESP, "prefill": False}},
     )
 
 
@@ -286,7 +286,7 @@ async def test_a_cut_stream_is_continued_from_the_text_held_where_the_model_take
 async def test_a_cut_stream_of_a_model_without_prefill_ends_interrupted_under_continue(resp: Running) -> None:
     script(resp, {"stream_fault": "drop", "after_deltas": 3})
     with pytest.raises(sc.StreamInterruptedError) as caught:
-        async for _ in resp.client.stream_model("resp", [user(TEXT)], mid_stream=pb.MID_STREAM_POLICY_CONTINUE):
+        async for _ in resp.client.stream_model("resp-np", [user(TEXT)], mid_stream=pb.MID_STREAM_POLICY_CONTINUE):
             pass
     assert caught.value.detail.partial_text == "".join(DELTAS[:3])
 

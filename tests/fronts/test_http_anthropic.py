@@ -215,7 +215,7 @@ async def test_each_failure_is_the_sdks_own_exception_class_with_the_sidecars_fa
 async def test_the_deadline_header_is_a_gateway_timeout(
     http_sidecar: Running, client: anthropic.AsyncAnthropic
 ) -> None:
-    script(http_sidecar, "claude", {"preset": "overloaded", "retry_after": "30"})
+    script(http_sidecar, "claude", {"preset": "overloaded", "retry_after": "12"})  # within interactive's 15 s wait
     with pytest.raises(anthropic.GatewayTimeoutError) as caught:
         await client.messages.create(
             model="claude", max_tokens=50, messages=user("hi"), extra_headers={"x-sidecar-timeout-s": "5"}

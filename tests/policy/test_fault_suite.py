@@ -1,9 +1,11 @@
 """Sixteen provider faults, each through the OpenAI front with a plain ``openai`` client.
 
-The suite a gateway is judged by (issue 22): a route of two OpenAI-compatible deployments
-(``primary``, then ``secondary``; ``large`` takes what does not fit), the policy docs/retries.md
-suggests for a caller who waits (``preset: interactive``, two retries), every other key at its
-documented default, and the official ``openai`` SDK with its own retries off. Each fault is
+The suite a gateway is judged by (issues 22 and 38): a route of two OpenAI-compatible deployments
+(``primary``, then ``secondary``; ``large`` takes what does not fit), a configuration that lists only
+providers, models and routes (every policy key at its documented default: the front's interactive
+preset, three retries, a prefill tried where none is declared), and the official ``openai`` SDK with
+its own retries off. Every scenario runs again with the policy docs/retries.md suggests for a caller
+who waits (``preset: interactive``, two retries) and deployments declaring ``prefill``. Each fault is
 scripted on the fake provider; each scenario states what the caller must get (the complete
 answer, or the right refusal), who serves it, and a bound on the injected clock: the time the
 sidecar spent from the request to the answer. Where the sidecar waits on a timer of the
@@ -29,7 +31,12 @@ import pytest
 import pytest_asyncio
 
 from sidecar.config import Config
-from sidecar.config.bounds import INTERACTIVE_FIRST_TOKEN_TIMEOUT_S, INTERACTIVE_HEADER_TIMEOUT_S
+from sidecar.config.bounds import (
+    DEFAULT_UPSTREAM_RETRIES,
+    INTERACTIVE_FIRST_TOKEN_TIMEOUT_S,
+    INTERACTIVE_HEADER_TIMEOUT_S,
+    INTERACTIVE_STREAM_IDLE_TIMEOUT_S,
+)
 from sidecar.core.clock import FakeClock
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
 from sidecar.server.app import SidecarApp, running
@@ -56,19 +63,30 @@ def deployment(upstream: str, **extra: Any) -> dict[str, Any]:
 
 
 MODELS: dict[str, Any] = {
-    # OpenAI-compatible servers that continue a trailing assistant message (vLLM, most others): they
-    # declare it, so the fronts' default mid-stream policy, continue, can finish a broken stream
-    "primary": deployment("up-primary", prefill=True),
-    "secondary": deployment("up-secondary", prefill=True),
+    # OpenAI-compatible servers that continue a trailing assistant message (vLLM, most others); none says
+    # so: the fronts' default mid-stream policy, continue, tries a prefill and learns a refusal
+    "primary": deployment("up-primary"),
+    "secondary": deployment("up-secondary"),
     "large": deployment("up-large", context_window=200_000),
     "agent": {"route": {"fallbacks": ["primary", "secondary"], "context_fallback": "large"}},
 }
+CONFIGS = {"defaults": DEFAULT_UPSTREAM_RETRIES, "interactive": 2}
+"""Each configuration the suite runs, and its upstream retries."""
+EVERY = -1
+"""An upstream's attempts in a scenario: every attempt of one hop's budget (the configuration's retries + 1)."""
+"""``CONFIGS``' keys: ``defaults``: providers, models and routes, nothing else (issue 38); ``interactive``: the policy
+docs/retries.md suggests for a caller who waits, and deployments that declare ``prefill``."""
 
 
-def documented_config(provider_url: str, tools_url: str) -> Config:
-    """``tests/conftest.py``'s config with the interactive policy and everything else at its documented default."""
-    cfg = base_config(provider_url, tools_url, http={"listen": "127.0.0.1:0"}, models=MODELS)
-    cfg["policy"] = {"preset": "interactive", "upstream_retries": 2}
+def documented_config(provider_url: str, tools_url: str, which: str) -> Config:
+    """``tests/conftest.py``'s providers and tools, ``MODELS``, and either no policy at all or the interactive one."""
+    models = MODELS
+    if which == "interactive":
+        models = {**MODELS, **{name: {**MODELS[name], "prefill": True} for name in ("primary", "secondary")}}
+    cfg = base_config(provider_url, tools_url, http={"listen": "127.0.0.1:0"}, models=models)
+    del cfg["policy"]  # every key at its documented default
+    if which == "interactive":
+        cfg["policy"] = {"preset": "interactive", "upstream_retries": CONFIGS[which]}
     return Config.model_validate(cfg)
 
 
@@ -78,6 +96,8 @@ class Suite:
     clock: FakeClock
     provider: FakeProvider
     sdk: openai.AsyncOpenAI
+    budget: int
+    """A hop's attempts: the configuration's upstream retries + 1."""
     read: list[str] = field(default_factory=list)
     """The text deltas the caller has read so far of a streamed call (``streamed``)."""
 
@@ -85,43 +105,47 @@ class Suite:
         return self.provider.requests(model=upstream)
 
 
-@pytest_asyncio.fixture
+@pytest_asyncio.fixture(params=list(CONFIGS))
 async def suite(
-    provider: ThreadedServer[FakeProvider], backend: ThreadedServer[FakeToolBackend], clock: FakeClock
+    request: pytest.FixtureRequest,
+    provider: ThreadedServer[FakeProvider],
+    backend: ThreadedServer[FakeToolBackend],
+    clock: FakeClock,
 ) -> AsyncIterator[Suite]:
     provider.server.stamp_with(clock.time)
-    async with running(
-        documented_config(provider.url, backend.url), listen="127.0.0.1:0", clock=clock, rng=random.Random(7)
-    ) as app:
+    cfg = documented_config(provider.url, backend.url, request.param)
+    async with running(cfg, listen="127.0.0.1:0", clock=clock, rng=random.Random(7)) as app:
         assert app.http is not None
         url = f"http://127.0.0.1:{app.http.port}/v1"
         async with openai.AsyncOpenAI(base_url=url, api_key="unused", max_retries=0) as sdk:
-            yield Suite(app, clock, provider.server, sdk)
+            yield Suite(app, clock, provider.server, sdk, CONFIGS[request.param] + 1)
 
 
 def user(text: str) -> list[Any]:
     return [{"role": "user", "content": text}]
 
 
-async def whole(s: Suite) -> tuple[str, str]:
-    """One call, whole: (the answer's text, the model that served it)."""
+async def whole(s: Suite) -> tuple[str, str, str]:
+    """One call, whole: (the answer's text, the model it names, the model that wrote its end: ``served_by``'s)."""
     reply = await s.sdk.chat.completions.create(model="agent", messages=user(PROMPT))
     (choice,) = reply.choices
-    return choice.message.content or "", reply.model
+    return choice.message.content or "", reply.model, (reply.model_extra or {})["sidecar"]["response_model"]
 
 
-async def streamed(s: Suite) -> tuple[str, str]:
-    """One call, streamed: (the text as the caller read it, delta by delta, and the model that served it)."""
+async def streamed(s: Suite) -> tuple[str, str, str]:
+    """One call, streamed: (the text as the caller read it, delta by delta, the model its chunks name, and
+    the model that wrote its end, as the last chunk's ``sidecar`` extension says)."""
     text: list[str] = []
-    model = ""
+    model = wrote = ""
     stream = await s.sdk.chat.completions.create(model="agent", messages=user(PROMPT), stream=True)
     async for chunk in stream:
         model = chunk.model
+        wrote = (chunk.model_extra or {}).get("sidecar", {}).get("response_model", wrote)
         for choice in chunk.choices:
             text.append(choice.delta.content or "")
             if choice.delta.content:
                 s.read.append(choice.delta.content)
-    return "".join(text), model
+    return "".join(text), model, wrote
 
 
 def _no_hammering(s: Suite) -> None:
@@ -171,11 +195,14 @@ class Fault:
     bound_s: float
     stream: bool = False
     attempts: dict[str, int] = field(default_factory=dict)
-    """Upstream model -> exactly how many attempts it got."""
+    """Upstream model -> exactly how many attempts it got (``EVERY``: a hop's whole budget)."""
     drive: Callable[[Suite], Awaitable[None]] | None = None
     """Advances the injected clock once the fault is in place (a silent provider, a stall)."""
     waited_s: float = 0.0
     """At least this long passed on the injected clock (a Retry-After honoured)."""
+    named: str = ""
+    """The model the reply names, when not ``served_by``: a stream's chunks keep the name of the model
+    that began it when another continues it (``server/http/fronts.py``)."""
 
 
 FAULTS = [
@@ -192,7 +219,7 @@ FAULTS = [
         {"up-primary": [{"preset": "rate_limit", "repeat": 100}]},
         served_by="up-secondary",
         bound_s=15,
-        attempts={"up-primary": 3, "up-secondary": 1},
+        attempts={"up-primary": EVERY, "up-secondary": 1},
     ),
     Fault(
         "500 once",
@@ -206,7 +233,7 @@ FAULTS = [
         {"up-primary": [{"status": 503, "body": {"error": {"message": "unavailable"}}, "repeat": 100}]},
         served_by="up-secondary",
         bound_s=15,
-        attempts={"up-primary": 3, "up-secondary": 1},
+        attempts={"up-primary": EVERY, "up-secondary": 1},
     ),
     Fault(
         "primary 503, the fallback answers, streamed",
@@ -214,7 +241,7 @@ FAULTS = [
         served_by="up-secondary",
         bound_s=15,
         stream=True,
-        attempts={"up-primary": 3, "up-secondary": 1},
+        attempts={"up-primary": EVERY, "up-secondary": 1},
     ),
     Fault(
         "a reset before headers",
@@ -258,11 +285,12 @@ FAULTS = [
     Fault(
         "a 30 s stall with the connection open",
         {"up-primary": [{"stream_fault": "stall", "after_deltas": 40}]},
-        served_by="up-primary",
+        served_by="up-secondary",
+        named="up-primary",
         bound_s=32,
         stream=True,
-        attempts={"up-primary": 2, "up-secondary": 0},
-        drive=stalled("up-primary", 40, 30),
+        attempts={"up-primary": 1, "up-secondary": 1},  # the stalled attempt, then its continuation elsewhere
+        drive=stalled("up-primary", 40, INTERACTIVE_STREAM_IDLE_TIMEOUT_S),
     ),
     Fault(
         "no [DONE]",
@@ -283,12 +311,13 @@ async def test_the_caller_gets_the_complete_answer(suite: Suite, fault: Fault) -
     call = asyncio.ensure_future(streamed(suite) if fault.stream else whole(suite))
     if fault.drive is not None:
         await fault.drive(suite)
-    text, model = await call
+    text, model, wrote = await call
     assert text == ANSWER
-    assert model == fault.served_by
+    assert model == (fault.named or fault.served_by)
+    assert wrote == fault.served_by
     assert fault.waited_s <= suite.clock.time() - start <= fault.bound_s
     for upstream, count in fault.attempts.items():
-        assert len(suite.attempts(upstream)) == count, upstream
+        assert len(suite.attempts(upstream)) == (suite.budget if count == EVERY else count), upstream
     _no_hammering(suite)
 
 
@@ -319,7 +348,7 @@ async def test_the_primary_down_for_a_minute_serves_again_within_10_s_of_recover
         if suite.clock.time() >= start + 60 and served[-1][0] < start + 60:
             suite.provider.script("up-primary", [])  # healthy from now on
         asked = suite.clock.time()
-        text, model = await whole(suite)
+        text, model, _ = await whole(suite)
         assert text == ANSWER
         served.append((asked - start, model))
         suite.clock.advance(1)

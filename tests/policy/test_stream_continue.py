@@ -48,9 +48,10 @@ MODELS = {
     "gpt-pf": _model("oai", "gpt-pf", prefill=True),  # an OpenAI-compatible server that continues a prefill
     "claude-a": _model("ant", "claude-a", upstream_retries=0),  # broken once, it is done: the route moves on
     "claude-b": _model("ant", "claude-b"),
-    "gpt-b": _model("oai", "gpt-b"),  # OpenAI's default: no prefill
+    "gpt-b": _model("oai", "gpt-b", prefill=False),  # declared: no prefill
     "r-continue": {"route": {"fallbacks": ["claude-a", "claude-b"]}},
     "r-noprefill": {"route": {"fallbacks": ["claude-a", "gpt-b"]}},
+    "r-stall": {"route": {"fallbacks": ["gpt-pf", "claude-b"]}},  # gpt-pf has retries left: not spent by a stall
 }
 HELD = "".join(DELTAS[:3])  # "You said: one"
 prefilling = pytest.mark.parametrize("model", ["gpt-pf", "claude"])
@@ -163,6 +164,33 @@ async def test_a_stall_is_continued_on_the_fake_clock(sidecar: Running, model: s
     assert prefill_of(sent(sidecar, model)[1]) == "".join(DELTAS[:2])
 
 
+@pytest.mark.parametrize("policy", [CONTINUE, pb.MID_STREAM_POLICY_RESTART])
+async def test_a_stall_on_a_route_goes_on_with_the_next_deployment_not_the_stalled_one(
+    sidecar: Running, policy: Any
+) -> None:
+    """A stalled deployment stalls again: the route's next deployment continues (or restarts) the stream at
+    once, though the stalled one had retries left."""
+    script(sidecar, "gpt-pf", {"stream_fault": "stall", "after_deltas": 2}, {})
+    call = sidecar.client.stream_model("r-stall", [user(TEXT)], mid_stream=policy)
+    events = [await call.__anext__(), await call.__anext__()]
+    assert texts(events) == DELTAS[:2]
+    await timer_set(sidecar.clock, "the stream's idle watch", 30)
+    sidecar.clock.advance(30)  # gRPC's batch preset: 30 s without a byte
+    events += [event async for event in call]
+    final = events[-1].final
+    assert final.served_by == "claude-b"
+    assert call.text == final.message.text == REPLY
+    assert len(sent(sidecar, "gpt-pf")) == 1  # not sent again
+    if policy == CONTINUE:
+        (cont,) = continued(events)
+        assert cont.cause == pb.RESTART_CAUSE_FAILOVER
+        assert texts(events) == DELTAS
+        assert prefill_of(sent(sidecar, "claude-b")[0]) == "".join(DELTAS[:2])
+    else:
+        assert [r.cause for r in restarts(events)] == [pb.RESTART_CAUSE_FAILOVER]
+        assert prefill_of(sent(sidecar, "claude-b")[0]) is None
+
+
 @prefilling
 async def test_a_continuation_broken_again_is_continued_again_within_the_budget(sidecar: Running, model: str) -> None:
     script(
@@ -200,15 +228,50 @@ async def test_no_attempt_left_is_stream_interrupted_with_the_partial_text(sidec
 
 
 async def test_a_deployment_without_prefill_ends_with_stream_interrupted(sidecar: Running) -> None:
-    script(sidecar, "gpt", {"stream_fault": "overloaded", "after_deltas": 3}, {})
-    events, err = await failing(sidecar, "gpt", sc.StreamInterruptedError, mid_stream=CONTINUE)
+    script(sidecar, "gpt-b", {"stream_fault": "overloaded", "after_deltas": 3}, {})
+    events, err = await failing(sidecar, "gpt-b", sc.StreamInterruptedError, mid_stream=CONTINUE)
     assert texts(events) == DELTAS[:3]
     assert err.partial_text == HELD
     assert err.stream.deltas_sent == 3
     assert "overload after 3 deltas" in err.stream.reason
-    assert "model gpt takes no prefill to continue it" in err.stream.reason
-    assert len(sent(sidecar, "gpt")) == 1  # nothing re-sent behind the caller's back
-    assert sidecar.app.models.throttle("gpt").throttle > 0  # type: ignore[union-attr]  # it heard the overload
+    assert "model gpt-b takes no prefill to continue it" in err.stream.reason
+    assert len(sent(sidecar, "gpt-b")) == 1  # nothing re-sent behind the caller's back
+    assert sidecar.app.models.throttle("gpt-b").throttle > 0  # type: ignore[union-attr]  # it heard the overload
+
+
+async def test_a_deployment_that_declares_nothing_is_tried_with_a_prefill(sidecar: Running) -> None:
+    """``gpt`` (an OpenAI-compatible server, no ``prefill`` key): the continuation is tried, and it continues."""
+    script(sidecar, "gpt", {"stream_fault": "drop", "after_deltas": 3})
+    events, call = await stream(sidecar, "gpt")
+    assert texts(events) == DELTAS
+    assert call.text == REPLY
+    assert [prefill_of(r) for r in sent(sidecar, "gpt")] == [None, HELD]
+
+
+async def test_a_prefill_refused_by_a_deployment_that_declares_nothing_is_learned(sidecar: Running) -> None:
+    """The 400 to its prefilled request ends the first call as a refusal; the next broken stream on it is
+    not sent a prefill again: the deployment is taken as one with none (``streaming/prefills.py``)."""
+    script(sidecar, "gpt", {"stream_fault": "drop", "after_deltas": 3}, {"refuse_prefill": True})
+    _, first = await failing(sidecar, "gpt", sc.StreamInterruptedError, mid_stream=CONTINUE)
+    assert "model gpt refused to continue it (400: " in first.stream.reason
+    assert [prefill_of(r) for r in sent(sidecar, "gpt")] == [None, HELD]
+    script(sidecar, "gpt", {"stream_fault": "drop", "after_deltas": 3}, {})
+    _, second = await failing(sidecar, "gpt", sc.StreamInterruptedError, mid_stream=CONTINUE)
+    assert "model gpt takes no prefill to continue it" in second.stream.reason
+    assert [prefill_of(r) for r in sent(sidecar, "gpt")] == [None, HELD, None]  # no second refused prefill
+
+
+def test_openais_own_api_is_never_sent_a_prefill() -> None:
+    """api.openai.com answers a trailing assistant message afresh (no 400 to learn from): declared no."""
+    from sidecar.config import ModelConfig, ProviderConfig
+    from sidecar.providers.streaming.prefills import declared_prefill
+
+    model = ModelConfig(provider="o", upstream_model="gpt-4o", context_window=8000, max_output_tokens=100)
+    own = ProviderConfig(wire_format="openai", base_url="https://api.openai.com/v1")
+    compatible = ProviderConfig(wire_format="openai", base_url="http://vllm.internal:8000/v1")
+    assert declared_prefill(model, own) is False
+    assert declared_prefill(model, compatible) is None
+    assert declared_prefill(model, compatible.model_copy(update={"prefill": True})) is True
 
 
 async def test_a_prefill_refused_with_a_400_reports_the_original_fault(sidecar: Running) -> None:
@@ -410,11 +473,11 @@ async def test_a_stall_through_the_openai_front_is_continued(sidecar: Running) -
 
 
 async def test_an_openai_deployment_without_prefill_still_ends_with_the_error_event(sidecar: Running) -> None:
-    script(sidecar, "gpt", {"stream_fault": "drop", "after_deltas": 3}, {})
+    script(sidecar, "gpt-b", {"stream_fault": "drop", "after_deltas": 3}, {})
     pieces: list[str] = []
     async with openai.AsyncOpenAI(base_url=http_url(sidecar, "/v1"), api_key="unused", max_retries=0) as client:
         stream = await client.chat.completions.create(
-            model="gpt", messages=[{"role": "user", "content": TEXT}], stream=True
+            model="gpt-b", messages=[{"role": "user", "content": TEXT}], stream=True
         )
 
         async def read() -> None:
@@ -428,7 +491,7 @@ async def test_an_openai_deployment_without_prefill_still_ends_with_the_error_ev
     assert isinstance(body, dict)
     failure = body["sidecar"]["failure"] if "sidecar" in body else body["error"]["sidecar"]["failure"]
     assert failure["stream"]["partial_text"] == "".join(pieces) == HELD
-    assert len(sent(sidecar, "gpt")) == 1
+    assert len(sent(sidecar, "gpt-b")) == 1
 
 
 async def test_the_header_chooses_another_policy_and_refuses_a_bad_one(sidecar: Running) -> None:

@@ -124,6 +124,43 @@ def test_the_documented_defaults_bound_a_silent_provider_and_a_slow_first_token(
     assert PRESETS["interactive"].max_wait_s == ANSWER_BOUND_S
 
 
+def test_each_door_takes_its_own_preset_where_the_configuration_names_none() -> None:
+    """No ``preset`` anywhere: a call at an HTTP front is interactive (its windows, header, first-token and
+    stream-idle limits), one over gRPC batch; ``policy.preset`` (or the model's) applies at every door."""
+    from sidecar.config.bounds import DEFAULT_STREAM_IDLE_TIMEOUT_S, INTERACTIVE_STREAM_IDLE_TIMEOUT_S
+    from sidecar.core.clock import FakeClock
+    from sidecar.server.convert import call_options as grpc_options
+    from sidecar.server.http.envelope import call_options as http_options
+
+    http, grpc = http_options({}, FakeClock()).preset, grpc_options(pb.Job(), None, FakeClock()).preset
+    assert (http, grpc) == ("interactive", None)
+    bare = base_config("http://127.0.0.1:9", "http://127.0.0.1:9", models={"gpt-a": GPT_A})
+    del bare["policy"]
+    cfg = Config.model_validate(bare)
+    model, oai = cfg.models["gpt-a"], cfg.providers["oai"]
+    assert cfg.policy.preset is None
+    at_front = model.timeouts(oai, cfg.policy.preset or http)
+    assert (at_front.header_s, at_front.first_token_s, at_front.idle_s) == (
+        INTERACTIVE_HEADER_TIMEOUT_S,
+        INTERACTIVE_FIRST_TOKEN_TIMEOUT_S,
+        INTERACTIVE_STREAM_IDLE_TIMEOUT_S,
+    )
+    over_grpc = model.timeouts(oai, cfg.policy.preset or grpc)
+    assert (over_grpc.header_s, over_grpc.first_token_s, over_grpc.idle_s) == (
+        None,
+        None,
+        DEFAULT_STREAM_IDLE_TIMEOUT_S,
+    )
+    assert cfg.policy.windows_for(None, None, http) == PRESETS["interactive"]
+    assert cfg.policy.windows_for(None, None, grpc) == PRESETS["batch"]
+    batch = Config.model_validate({**bare, "policy": {"preset": "batch"}})
+    assert batch.policy.windows_for(None, None, http) == PRESETS["batch"]  # configured: every door
+    assert model.timeouts(oai, batch.policy.preset or http).header_s is None
+    slow = {**bare["providers"]["oai"], "stream_idle_timeout_s": 40}
+    idle = Config.model_validate({**bare, "providers": {**bare["providers"], "oai": slow}})
+    assert idle.models["gpt-a"].timeouts(idle.providers["oai"], http).idle_s == 40  # the provider's beats any preset
+
+
 # ---------------------------------------------------------------- CallModel
 
 

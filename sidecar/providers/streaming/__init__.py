@@ -6,6 +6,7 @@
     progress.py      Progress: one attempt's deltas so far, on their way to the Outlet
     outlet.py        Outlet: the stream's only way out, and what the caller holds
     continuation.py  mid_stream continue: the prefill, and the continuation joined to the held text
+    prefills.py      PrefillMemory: which deployments continue a prefill (declared, else tried and learned)
 
 ``ModelService.stream`` builds the Outlet and a StreamSender per attempt; the formats are read
 through their ``Upstream`` (``stream_type``, ``stream_decoder``); a format never imports this package.

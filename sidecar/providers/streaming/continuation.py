@@ -1,7 +1,7 @@
 """``mid_stream: continue``: a broken stream continued by a prefill of the text the caller holds.
 
 ``continue`` (``MidStream.CONTINUE``): a fault after text reached the caller, on a deployment that
-accepts a prefill (``config.accepts_prefill``), when the caller holds text only (no tool-call or
+accepts a prefill (``prefills.PrefillMemory``: declared, else tried), when the caller holds text only (no tool-call or
 reasoning deltas) and no reasoning was asked for, is a Retry like ``restart``'s, but nothing is
 voided: the next attempt of the same engine sends the conversation with the text the caller holds
 as a last assistant message (its trailing whitespace held back: Anthropic refuses a prefill ending
@@ -10,7 +10,8 @@ its deltas are the rest of the reply. The reply judged and returned is the held 
 continuation joined. The broken attempt's tokens are counted (estimated: the request's input
 estimate, a token per four characters delivered). A continuation attempt answered with a 400 (a
 provider that takes no prefill after all) is not that 400: the call ends with STREAM_INTERRUPTED,
-the original fault's reason and the refusal's, so a route moves on to its next deployment. Where
+the original fault's reason and the refusal's, so a route moves on to its next deployment (and a
+deployment whose ``prefill`` is unset is remembered as one with none: ``prefills``). Where
 the caller holds more than text, or the deployment takes no prefill, STREAM_INTERRUPTED as under
 ``fail`` (a route's next deployment that accepts a prefill continues it: ``providers.routes``).
 

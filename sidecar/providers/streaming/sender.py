@@ -14,7 +14,7 @@ CallModel's; after it, a fault is judged by the call's mid-stream policy::
     an error event (overloaded_error ...)      classified as an error     a Fail as it is; a Retry:
                                                body: Retry / Fail           the policy's (below)
     a dropped or reset connection              Retry(TRANSIENT)           the policy's
-    no byte for stream_idle_timeout_s          Retry(TRANSIENT)           the policy's
+    no byte for the idle limit (``idle_s``)    Retry(TRANSIENT)           the policy's
     more than MAX_SKIPPED_EVENTS unreadable    Retry(TRANSIENT)           the policy's
       events (one is skipped, with a warning)
     an event-stream frame that does not parse  Retry(TRANSIENT)           the policy's
@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -98,7 +98,7 @@ FIRST_TOKEN_TIMEOUT = "first_token_timeout"
 class StreamSender(ModelSender):
     """One streamed attempt of a chat request to one model of one provider (the module's table)."""
 
-    __slots__ = ("_input_tokens", "_mid_stream", "_outlet", "_prefill")
+    __slots__ = ("_input_tokens", "_mid_stream", "_outlet", "_prefill", "_refused_prefill")
 
     def __init__(
         self,
@@ -109,6 +109,7 @@ class StreamSender(ModelSender):
         mid_stream: str,
         prefill: bool = False,
         input_tokens: int = 0,
+        refused: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(scope, chat, stream=True)
         self._outlet = outlet
@@ -117,6 +118,8 @@ class StreamSender(ModelSender):
         """Whether this deployment continues a last assistant message (and this request allows it)."""
         self._input_tokens = input_tokens
         """The call's input estimate: a broken attempt's input tokens."""
+        self._refused_prefill = refused
+        """Told when the deployment answers a prefilled request with a 400 (``prefills``: it is learned)."""
 
     def describe(self, number: int) -> AttemptStart:
         return replace(super().describe(number), provider=self._scope.provider.config.wire_format, streamed=True)
@@ -141,7 +144,7 @@ class StreamSender(ModelSender):
         limits = self._scope.timeouts
         watch = Watch(
             self._scope.clock,
-            config.stream_idle_timeout_s,
+            limits.idle_s,
             attempt.deadline,
             header_s=limits.header_s,
             first_token_s=limits.first_token_s,
@@ -162,8 +165,10 @@ class StreamSender(ModelSender):
             if stalled.cause == Stalled.FIRST_TOKEN:
                 detail = f"no content within {limits.first_token_s:g} s of the request"
                 return self._timed_out(attempt, FIRST_TOKEN_TIMEOUT, detail)
-            detail = f"no bytes for {config.stream_idle_timeout_s:g} s"
+            detail = f"no bytes for {limits.idle_s:g} s"
             attempt.record.transport_fault(STALLED, detail)
+            if progress.forwarded and self._scope.timeouts_move_on and self._mid_stream != MidStream.FAIL:
+                return self._stalled_on(progress, Retry(RetrySignal.TRANSIENT, detail))
             return self._fault(progress, Retry(RetrySignal.TRANSIENT, detail))
         if held is not None and not progress.forwarded and isinstance(outcome, Fail):
             return self._refused(outcome)
@@ -176,6 +181,8 @@ class StreamSender(ModelSender):
         status = failure.http.status_code if failure.http is not None else None
         if status not in PREFILL_REFUSED and failure.kind is not FailureKind.INVALID_INPUT:
             return outcome
+        if self._refused_prefill is not None:
+            self._refused_prefill()
         said = f"{status}: " if status else ""
         why = f"model {self._scope.model_id} refused to continue it ({said}{clause(failure.message, 200)})"
         return Fail(self._cannot_continue(why))
@@ -344,6 +351,20 @@ class StreamSender(ModelSender):
         interrupted = StreamInterrupted(
             self._scope.model_id, f"{reason}; {why}", outlet.partial_text, outlet.deltas, http=retry.http
         )
+        return Fail(interrupted, instead_of=retry)
+
+    def _stalled_on(self, progress: Progress, retry: Retry) -> Fail:
+        """A stall after the first delta on a route's hop with a deployment after it: that deployment, not
+        this one again (which stalls again), goes on with the stream, continued or restarted by the route."""
+        outlet = self._outlet
+        reason = f"{retry.signal.words} after {progress.forwarded} deltas: {retry.detail}"
+        if self._mid_stream == MidStream.CONTINUE:
+            self._account_broken(progress)
+            if outlet.continuable:
+                outlet.resume(RestartCause.UPSTREAM_FAULT, reason)
+        progress.attempt.record.failed(FailureKind.STREAM_INTERRUPTED.name)
+        why = f"{reason}; a stalled deployment is left for the route's next one"
+        interrupted = StreamInterrupted(self._scope.model_id, why, outlet.partial_text, outlet.deltas, http=retry.http)
         return Fail(interrupted, instead_of=retry)
 
     def _account_broken(self, progress: Progress) -> None:

@@ -17,7 +17,8 @@
     x-should-retry                whether an SDK should retry (``failures.py`` says when)
     x-sidecar-replayed            true: the answer of a failure the caller re-sent, from memory (``resends.py``)
 
-The model doors (``fronts.py``) read all of them; the MCP door (``mcp_front.py``) reads the Job's.
+The model doors (``fronts.py``) read all of them; the MCP door (``mcp_front.py``) reads the Job's. A model
+door's call takes ``PRESET_DEFAULT`` (interactive) where neither the model nor ``policy.preset`` names one.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ __all__ = [
     "MID_STREAM_DEFAULT",
     "MID_STREAM_HEADER",
     "OVERHEAD_HEADER",
+    "PRESET_DEFAULT",
     "RETRIES_HEADER",
     "SHOULD_RETRY_HEADER",
     "TIMEOUT_HEADER",
@@ -91,7 +93,13 @@ def call_options(headers: Mapping[str, str], clock: Clock) -> CallOptions:
             rule = f"must be a whole number from 0 to {MAX_HEADER_RETRIES}"
             raise InvalidInput(f"header {RETRIES_HEADER}", raw, rule)
         retries = int(raw)
-    return CallOptions(deadline=deadline, upstream_retries=retries)
+    return CallOptions(deadline=deadline, upstream_retries=retries, preset=PRESET_DEFAULT)
+
+
+PRESET_DEFAULT = "interactive"
+"""A model door's preset when neither the model nor ``policy.preset`` names one: an SDK call at a front has
+a person or an agent loop waiting, which the interactive windows and attempt timeouts serve (a silent
+provider abandoned at 10 s, a stall at 15 s) and batch's minutes of waiting do not (docs/retries.md)."""
 
 
 MID_STREAM_DEFAULT = MidStream.CONTINUE
