@@ -16,6 +16,15 @@ Circuit::
     HALF_OPEN --probe lost------> OPEN, cooldown unchanged (cancelled, or no verdict in probe_timeout_s),
                                   counted from the loss: a probe that timed out long ago refuses no one
 
+A route deployment's probe (``providers/routes.py``) is one upstream attempt, never retried whatever
+the retry budget, its attempt span marked ``sidecar.circuit.probe``; with a deployment whose circuit is
+closed after it in the call's order it goes on the side (the caller's request in a task of its own,
+its reply discarded) while the call skips the deployment (CIRCUIT_OPEN) and goes on at once; else it
+is the call's hop, whose failure moves on (or is the call's answer) at once::
+
+    HALF_OPEN, a closed fallback after it   probe on the side; this call -> the fallback, no wait
+    HALF_OPEN, none                         probe = this hop, one attempt; failed -> the next hop at once
+
 Correctable failures (the caller's bad input) and cancelled calls are never charged.
 Every refusal quotes the response that opened the circuit. State changes are reported to the
 observer (``CircuitChanged``, ``ThrottleChanged``).

@@ -82,6 +82,9 @@ class CallOptions:
     """A route's hop with another deployment after it, whose route moves on from a timeout
     (``core.routing.timeout_moves_on``): an attempt past its header or first-token timeout ends the
     hop at once (``core.routing.TIMED_OUT``) instead of being retried on this deployment."""
+    probe: bool = False
+    """A route's hop that is its deployment's half-open circuit's one probe: one upstream attempt,
+    whatever the retry budget (a failure is the hop's at once, no backoff), its span marked a probe."""
 
 
 @dataclass(frozen=True, slots=True)

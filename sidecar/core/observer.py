@@ -98,6 +98,8 @@ class AttemptStart:
     """A StreamModel attempt: its deltas are timed (first_token, chunk)."""
     mcp_tool: str = ""
     """An MCP attempt: the server's name for the tool (``method`` is then the MCP method, not HTTP's)."""
+    probe: bool = False
+    """The one attempt that probes a half-open circuit (a route deployment's)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,7 +68,9 @@ with DEPLOYMENT_CIRCUIT unless the route gives its own ``circuit``; one guard pe
 shared by every route and call that uses it (``settle``)::
 
     before the hop                       guard.check(): open -> the hop is skipped (CIRCUIT_OPEN, no attempt,
-                                         the refusal quoting what opened it); half-open -> this hop is the one probe
+                                         the refusal quoting what opened it); half-open -> the one probe, one
+                                         attempt: on the side when a closed circuit follows (this hop skipped),
+                                         else this hop
     served                               success (a probe closes the circuit)
     a failure in move_on that is the     charged (CHARGED: DEPLOYMENT_FAULTS & move_on); the
     deployment's own (DEPLOYMENT_FAULTS) third failed hop in a row opens it for cooldown_s
@@ -183,7 +185,8 @@ third count at the maximum, so the third failed hop in a row opens it (three suc
 it below the maximum, and the count starts again); 4 s cooldown, doubled on a failed probe up to 8 s.
 
 Made for calls a person waits on: while a deployment is down, one call in every 4 to 8 s probes it
-(the others go straight to the next deployment), so a deployment that comes back serves again within
+with one attempt (on the side, when a deployment with a closed circuit follows: that call, like the
+others, goes straight to the next deployment), so a deployment that comes back serves again within
 8 s of its recovery (and the next call after that). A route whose deployments are batch work may
 give a longer ``circuit: {cooldown_s, max_cooldown_s}``; a key left out keeps these values."""
 

@@ -236,8 +236,11 @@ class UpstreamRetriesExhausted(UncorrectableFailure):
         http: HttpInfo | None,
         retry_after: float | None,
         asked_too_long: float | None = None,
+        probe: bool = False,
     ) -> None:
-        if asked_too_long is not None and retry_after is not None:
+        if probe:  # a route deployment's half-open circuit: its probe is one attempt, whatever the budget
+            why = f"{target} failed the one attempt that probes its half-open circuit (a probe is never retried)"
+        elif asked_too_long is not None and retry_after is not None:
             why = (
                 f"{target} was told to wait {retry_after:.0f} s, past the {asked_too_long:.0f} s a wait may last "
                 f"(the call's budget is {budget} upstream retries)"

@@ -196,10 +196,13 @@ class CallScope:
     """A route's hop that moves on from a timed-out attempt at once (``CallOptions.timeouts_move_on``)."""
     heard: Heard = _deaf
     """Told every answer's rate-limit budget (``Upstream.budget``) as it arrives."""
+    probe: bool = False
+    """A route's hop that probes its deployment's half-open circuit (``CallOptions.probe``): its span says so."""
 
-    def timed(self, timeouts: AttemptTimeouts, *, moves_on: bool) -> CallScope:
-        """This scope with the model's attempt timeouts, and whether a timeout ends the call (a hop) at once."""
-        return replace(self, timeouts=timeouts, timeouts_move_on=moves_on)
+    def timed(self, timeouts: AttemptTimeouts, *, moves_on: bool, probe: bool = False) -> CallScope:
+        """This scope with the model's attempt timeouts, whether a timeout ends the call (a hop) at once,
+        and whether the hop is a circuit's probe."""
+        return replace(self, timeouts=timeouts, timeouts_move_on=moves_on, probe=probe)
 
 
 class TimedOut(Exception):
@@ -265,6 +268,7 @@ class ModelSender:
             host=host,
             port=port,
             output_budget=self._chat.max_tokens,
+            probe=self._scope.probe,
         )
 
     async def send(self, attempt: Attempt) -> Done[Any] | Fail | Retry:

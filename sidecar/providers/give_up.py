@@ -23,6 +23,8 @@ class GiveUp:
     model_id: str
     provider: str
     tally: Tally
+    probe: bool = False
+    """The call is a half-open circuit's probe (one attempt): its give-up says so, not the budget."""
 
     def exhausted(self, retry: Retry, tally: Tally) -> SidecarFailure:
         return UpstreamRetriesExhausted(
@@ -32,6 +34,7 @@ class GiveUp:
             retry.detail,
             http=retry.http,
             retry_after=retry.retry_after,
+            probe=self.probe,
         )
 
     def too_long(self, retry: Retry, max_wait_s: float) -> SidecarFailure:

@@ -5,7 +5,13 @@
     for each hop of the order        core.routing: a weighted draw among ``balance``, then ``fallbacks``
         deadline passed              -> the chain fails: JOB_TIMEOUT naming the deployments not tried
         observer.hop(...)            the ``route.hop {deployment}`` span; the hop's attempts run under it
-        the deployment's circuit     open -> skipped (CIRCUIT_OPEN, no attempt); half-open -> this hop probes
+        the deployment's circuit     open -> skipped (CIRCUIT_OPEN, no attempt); half-open -> the one probe,
+                                     claimed fleet-wide, one attempt (CallOptions.probe: no retry, so no
+                                     backoff): with a deployment whose circuit is closed after it in the
+                                     order (and CIRCUIT_OPEN in move_on) sent on the side, a task of its own
+                                     (its deadline probe_timeout_s, its reply discarded, its own route.hop
+                                     span in the call's trace; ``aclose`` cancels it: lost) while this hop
+                                     is skipped (CIRCUIT_OPEN) and the call goes on at once; else this hop
         run(request, options, hop)   ModelService's one model call for that deployment: its own Tally and
                                      retry budget, its throttle, the call's deadline (no second retry loop);
                                      with another hop after it, a timed-out attempt may end it at once
@@ -15,8 +21,7 @@
     the chain fails                  -> the last hop's failure (its kind, detail, http, Retry-After and retry
                                         line) in words naming the route and every hop with its reason
 
-A hop's reason is its failure's message (at most HOP_REASON_CHARS), ``served``, or for a skipped
-deployment what opened its circuit; a chain failure quotes each at most HOP_MESSAGE_CHARS.
+The chain's bookkeeping (what each hop spent, how the reply or the failure reads) is ``providers.chain``'s.
 Each deployment's circuit is a ``core.circuit.ServiceGuard`` (the tool services' code), kept in a
 ``ServiceGuards`` of the deployments, one per deployment whatever the route.
 """
@@ -24,22 +29,23 @@ Each deployment's circuit is a ``core.circuit.ServiceGuard`` (the tool services'
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from sidecar.config import Config
 from sidecar.config.catalog import accepts_prefill
+from sidecar.core import overhead
 from sidecar.core.circuit import Admission, ServiceGuard
 from sidecar.core.clock import Clock
-from sidecar.core.conversation import CallOptions, MidStream, ModelRequest, ModelResponse, Usage
-from sidecar.core.details import CircuitDetail, Hop, RetryDetail, Trigger
+from sidecar.core.conversation import CallOptions, MidStream, ModelRequest, ModelResponse
+from sidecar.core.details import Hop
 from sidecar.core.kinds import CircuitState, FailureKind
-from sidecar.core.observer import HopRecord, HopStart, ModelCallStart, Observer
+from sidecar.core.observer import HopStart, ModelCallStart, Observer
 from sidecar.core.routing import (
-    CONTEXT_KINDS,
     DEPLOYMENT_CIRCUIT,
     HopRole,
     Next,
@@ -51,31 +57,33 @@ from sidecar.core.routing import (
 )
 from sidecar.core.service_guards import ServiceGuards
 from sidecar.core.settings import ServiceConfig
-from sidecar.core.spend import cost_of
 from sidecar.core.state import DEPLOYMENT_NAMESPACE, MEMORY, Namespaced, StateBackend
 from sidecar.core.stream import RestartCause
 from sidecar.core.taxonomy import (
     CircuitOpen,
     InvalidInput,
     JobCancelled,
-    JobTimeout,
     NotCarried,
     SidecarFailure,
     as_failure,
 )
-from sidecar.core.text import cap, clause
+from sidecar.core.text import cap
 from sidecar.core.uncorrectable_failures import SHUTTING_DOWN
+from sidecar.providers.chain import (
+    HOP_MESSAGE_CHARS,
+    HOP_REASON_CHARS,
+    SERVED,
+    Chain,
+    HopTally,
+    probed_aside_reason,
+    skipped_reason,
+    trigger_of,
+)
 from sidecar.providers.schemas import CallChecks, check_request
 from sidecar.providers.streaming.outlet import Outlet
 
 __all__ = ["HOP_MESSAGE_CHARS", "HOP_REASON_CHARS", "MIXED_PROVIDERS", "SERVED", "RouteCaller", "route_of"]
 
-HOP_REASON_CHARS = 500
-"""A hop's reason (``Hop.reason``) keeps its failure's message up to this many characters."""
-HOP_MESSAGE_CHARS = 240
-"""A chain failure's message quotes each hop's reason up to this many characters."""
-SERVED = "served"
-"""The reason of the hop that served the call."""
 MIXED_PROVIDERS = "multiple"
 """The provider of a route's chat span when its deployments speak different wire formats."""
 
@@ -94,113 +102,6 @@ def route_of(route_id: str, config: Config) -> Route:
         fallbacks=tuple(r.fallbacks),
         context_fallback=r.context_fallback,
         move_on=r.move_on_kinds,
-    )
-
-
-@dataclass(slots=True)
-class _HopTally:
-    """The observer's hop record, remembering what the hop spent (ModelService tells it once)."""
-
-    record: HopRecord
-    attempts: int = 0
-    corrections: int = 0
-    spent: Usage = field(default_factory=Usage)
-
-    def tally(self, attempts: int, corrections: int, spent: Usage) -> None:
-        self.attempts, self.corrections, self.spent = attempts, corrections, spent
-        self.record.tally(attempts, corrections, spent)
-
-
-@dataclass(slots=True)
-class _Chain:
-    """One call's hops so far."""
-
-    route: Route
-    config: Config
-    hops: list[Hop] = field(default_factory=list)
-    tallies: list[tuple[str, _HopTally]] = field(default_factory=list)
-    last: SidecarFailure | None = None
-
-    @property
-    def tried(self) -> list[str]:
-        return [h.deployment for h in self.hops]
-
-    def totals(self) -> tuple[int, int, Usage]:
-        ts = [t for _, t in self.tallies]
-        return sum(t.attempts for t in ts), sum(t.corrections for t in ts), sum((t.spent for t in ts), Usage())
-
-    def served(self, response: ModelResponse, deployment: str) -> ModelResponse:
-        attempts, corrections, spent = self.totals()
-        cost = sum(cost_of(self.config.models[d], t.spent) for d, t in self.tallies)
-        return replace(
-            response,
-            served_by=deployment,
-            hops=tuple(self.hops),
-            attempts=attempts,
-            corrections=corrections,
-            total_usage=spent,
-            cost_usd=cost,
-        )
-
-    def failure(self, stopped: bool, untried: list[str]) -> SidecarFailure:
-        """The last hop's failure, worded for the whole chain (``untried``: the deadline cut it short)."""
-        last = self.last
-        listed = " ".join(_describe(i, h) for i, h in enumerate(self.hops, start=1))
-        name = self.route.name
-        if untried or last is None:
-            not_tried = ", ".join(untried) or "every deployment"
-            head = f"Route {name} ran out of time: the caller's deadline passed before {not_tried} could be tried."
-            cls: type[SidecarFailure] = JobTimeout
-            detail = last.detail if isinstance(last, JobTimeout) else RetryDetail(target=f"route {name}")
-        else:
-            cls, detail = type(last), last.detail
-            kind, at = last.kind_name, self.hops[-1].deployment
-            if not stopped:
-                head = f"Route {name} found no deployment to serve the call; each one it tried failed."
-            elif last.kind in CONTEXT_KINDS and self.route.context_fallback is None:
-                head = (
-                    f"Route {name} stopped at {at}: the conversation does not fit ({kind}) and the route has no "
-                    "context_fallback."
-                )
-            else:
-                head = f"Route {name} stopped at {at}: {kind} does not move on to another deployment."
-        chained = cls.worded(
-            f"{head} {listed}".strip(),
-            detail=detail,
-            http=last.http if last is not None else None,
-            retry_after=last.retry_after if last is not None else None,
-        )
-        chained.hops = tuple(self.hops)
-        chained.attempts = self.totals()[0]
-        return chained
-
-
-def _describe(number: int, hop: Hop) -> str:
-    """``N) deployment, KIND after n attempts: reason.`` (a skipped one: ``skipped (CIRCUIT_OPEN)``)."""
-    reason = clause(hop.reason, HOP_MESSAGE_CHARS)
-    if hop.skipped:
-        return f"{number}) {hop.deployment}, skipped ({hop.kind.name}): {reason}."
-    n = hop.attempts
-    return f"{number}) {hop.deployment}, {hop.kind.name} after {n} attempt{'' if n == 1 else 's'}: {reason}."
-
-
-def _skipped(deployment: str, refusal: CircuitOpen) -> str:
-    detail = refusal.detail
-    opened_by = detail.opened_by.describe() if isinstance(detail, CircuitDetail) else "unknown"
-    wait = max(1, round(refusal.retry_after or 0.0))
-    if isinstance(detail, CircuitDetail) and detail.state is CircuitState.HALF_OPEN:
-        state = f"is being probed by another call (for up to about {wait} s)"
-    else:
-        state = f"is open for about {wait} s"
-    return f"the circuit of {deployment} {state} after repeated failures; opened by {opened_by}"
-
-
-def _trigger(failure: SidecarFailure) -> Trigger:
-    http = failure.http
-    return Trigger(
-        http.status_code if http else None,
-        f"{failure.kind_name}: {clause(failure.message, 120)}",
-        http.retry_after_raw if http else None,
     )
 
 
@@ -234,6 +135,8 @@ class RouteCaller:
         }
         shared = Namespaced(state, DEPLOYMENT_NAMESPACE)  # fleet-wide with a shared backend, like tool services'
         self._guards = ServiceGuards(circuits, DEPLOYMENT_CIRCUIT, clock, observer=observer, state=shared)
+        self._aside: set[asyncio.Task[None]] = set()
+        """The probes out on the side (``_probe_aside``), cancelled by ``aclose``."""
 
     def is_route(self, model_id: str) -> bool:
         return model_id in self._routes
@@ -268,7 +171,7 @@ class RouteCaller:
         """
         route = self._routes[request.model]
         await self._check(route, request, options)
-        chain = _Chain(route, self._config)
+        chain = Chain(route, self._config)
         queue = route.order(self._rng)
         stopped = False
         try:
@@ -278,8 +181,9 @@ class RouteCaller:
                     raise chain.failure(True, [deployment, *(d for d, _ in queue)])
                 number = len(chain.hops) + 1
                 hop_options = replace(options, timeouts_move_on=timeout_moves_on(route, bool(queue)))
+                aside = self._may_probe_aside(route, queue)
                 hop, tally, response, failure = await self._hop(
-                    route, deployment, role, number, request, hop_options, outlet
+                    route, deployment, role, number, request, hop_options, outlet, aside=aside
                 )
                 chain.hops.append(hop)
                 if tally is not None:
@@ -375,6 +279,13 @@ class RouteCaller:
                     "deployments)",
                 )
 
+    def _may_probe_aside(self, route: Route, queue: list[tuple[str, HopRole]]) -> bool:
+        """Whether a probe here may go on the side: a deployment after it has a closed circuit, and the
+        route moves on from a skipped hop (CIRCUIT_OPEN)."""
+        if FailureKind.CIRCUIT_OPEN not in route.move_on:
+            return False
+        return any((g := self._guards.peek(d)) is None or g.state is CircuitState.CLOSED for d, _ in queue)
+
     async def _hop(
         self,
         route: Route,
@@ -384,40 +295,125 @@ class RouteCaller:
         request: ModelRequest,
         options: CallOptions,
         outlet: Outlet | None,
-    ) -> tuple[Hop, _HopTally | None, ModelResponse | None, SidecarFailure | None]:
-        """One deployment tried: the hop as listed, what it spent, and its reply or its failure."""
+        *,
+        aside: bool = False,
+    ) -> tuple[Hop, HopTally | None, ModelResponse | None, SidecarFailure | None]:
+        """One deployment tried: the hop as listed, what it spent, and its reply or its failure.
+
+        A half-open circuit's probe is one attempt: sent on the side when ``aside`` (this call skips
+        the deployment at once, CIRCUIT_OPEN), else as this hop, whose failure moves on at once."""
         model = self._config.models[deployment]
         server = self._server_of(deployment) or ("", None)
         wire = self._config.providers[model.provider].wire_format
         start = HopStart(route.name, deployment, number, role.value, wire, server[0], server[1])
         guard = self._guards.get(deployment)
+        context = contextvars.copy_context()  # the call's span: a probe on the side is its own hop beside this one
         with self._observer.hop(start) as record:
             try:
-                admission = guard.check()
+                admission = await self._admit(guard)
             except CircuitOpen as refusal:
-                hop = Hop(deployment, FailureKind.CIRCUIT_OPEN, 0, _skipped(deployment, refusal), skipped=True)
+                hop = Hop(deployment, FailureKind.CIRCUIT_OPEN, 0, skipped_reason(deployment, refusal), skipped=True)
                 record.ended(hop)
                 return hop, None, None, refusal
-            tally = _HopTally(record)
-            try:
-                response = await self._run(replace(request, model=deployment), options, tally, outlet)
-            except asyncio.CancelledError as exc:
-                why = SHUTTING_DOWN if JobCancelled.cut(exc) else "cancelled by the caller"
-                record.ended(Hop(deployment, FailureKind.JOB_CANCELLED, tally.attempts, why))
-                raise
-            except Exception as exc:  # a failure of the taxonomy, or a bug (SYSTEM, logged by as_failure)
-                failure = as_failure(exc, "the model caller")
-                self._settle(route, guard, admission, failure)
-                hop = Hop(deployment, failure.kind, failure.attempts, cap(failure.message, HOP_REASON_CHARS))
+            probe = admission.probe and not admission.settled  # settled: the claim lost to a close, an ordinary call
+            half_open = guard.refusal() if probe and aside else None  # what this call, skipping it, is told
+            if half_open is not None:
+                self._probe_aside(route, start, request, guard, admission, context)
+                hop = Hop(deployment, FailureKind.CIRCUIT_OPEN, 0, probed_aside_reason(deployment), skipped=True)
                 record.ended(hop)
-                return hop, tally, None, failure
-            else:
-                self._settle(route, guard, admission, None)
-            finally:
-                guard.lost(admission)  # a no-op once settled: only a cancellation is left to release
-            hop = Hop(deployment, FailureKind.UNSPECIFIED, response.attempts, SERVED)
+                return hop, None, None, half_open
+            tally = HopTally(record)
+            hop_options = replace(options, probe=True) if probe else options
+            hop, response, failure = await self._ran(route, guard, admission, request, hop_options, tally, outlet)
+            return hop, tally, response, failure
+
+    async def _ran(
+        self,
+        route: Route,
+        guard: ServiceGuard,
+        admission: Admission,
+        request: ModelRequest,
+        options: CallOptions,
+        tally: HopTally,
+        outlet: Outlet | None,
+    ) -> tuple[Hop, ModelResponse | None, SidecarFailure | None]:
+        """The hop's model call run (its circuit settled, its record ended): its reply or its failure."""
+        deployment, record = guard.name, tally.record
+        try:
+            response = await self._run(replace(request, model=deployment), options, tally, outlet)
+        except asyncio.CancelledError as exc:
+            why = SHUTTING_DOWN if JobCancelled.cut(exc) else "cancelled by the caller"
+            record.ended(Hop(deployment, FailureKind.JOB_CANCELLED, tally.attempts, why))
+            raise
+        except Exception as exc:  # a failure of the taxonomy, or a bug (SYSTEM, logged by as_failure)
+            failure = as_failure(exc, "the model caller")
+            self._settle(route, guard, admission, failure)
+            hop = Hop(deployment, failure.kind, failure.attempts, cap(failure.message, HOP_REASON_CHARS))
             record.ended(hop)
-            return hop, tally, response, None
+            return hop, None, failure
+        else:
+            self._settle(route, guard, admission, None)
+        finally:
+            guard.lost(admission)  # a no-op once settled: only a cancellation is left to release
+        hop = Hop(deployment, FailureKind.UNSPECIFIED, response.attempts, SERVED)
+        record.ended(hop)
+        return hop, response, None
+
+    def _probe_aside(
+        self,
+        route: Route,
+        start: HopStart,
+        request: ModelRequest,
+        guard: ServiceGuard,
+        admission: Admission,
+        context: contextvars.Context,
+    ) -> None:
+        """Send the probe on the side: the caller's request, one attempt, within the circuit's probe_timeout_s."""
+        options = CallOptions(deadline=self._clock.time() + guard.circuit.probe_timeout_s, probe=True)
+        probe = self._probe(route, start, request, guard, admission, options)
+        task = asyncio.get_running_loop().create_task(probe, context=context)
+        self._aside.add(task)
+        task.add_done_callback(self._aside.discard)
+
+    async def _probe(
+        self,
+        route: Route,
+        start: HopStart,
+        request: ModelRequest,
+        guard: ServiceGuard,
+        admission: Admission,
+        options: CallOptions,
+    ) -> None:
+        """The probe on the side: its own ``route.hop`` span in the call's trace; its reply is discarded."""
+        with overhead.measured("probe"), self._observer.hop(start) as record:  # not the caller's overhead
+            _, _, failure = await self._ran(route, guard, admission, request, options, HopTally(record), None)
+        if failure is not None:
+            _log.warning(
+                "route %s: the probe of %s failed (%s); its circuit reopens",
+                route.name,
+                start.deployment,
+                failure.kind_name,
+                extra={"failure_kind": failure.kind_name, "model": route.name, "deployment": start.deployment},
+            )
+
+    async def aclose(self) -> None:
+        """Cancel the probes still out on the side (each one lost: its circuit reopens, cooldown unchanged)."""
+        for task in self._aside:
+            task.cancel()
+        if self._aside:
+            await asyncio.wait(self._aside)
+
+    @staticmethod
+    async def _admit(guard: ServiceGuard) -> Admission:
+        """The circuit's leave for one hop (CircuitOpen raised: the hop is skipped); a half-open circuit's
+        probe is claimed for the fleet before it is sent, as a tool service's is (``ServiceGuard.claim``)."""
+        admission = guard.check()
+        try:
+            await guard.claim(admission)  # shared state only: another replica's probe refuses this call
+        except BaseException:
+            guard.lost(admission)  # a no-op once settled (a claim lost elsewhere settles it)
+            raise
+        return admission
 
     @staticmethod
     def _settle(route: Route, guard: ServiceGuard, admission: Admission, failure: SidecarFailure | None) -> None:
@@ -425,6 +421,6 @@ class RouteCaller:
         if verdict is Settle.SUCCESS:
             guard.success(admission)
         elif verdict is Settle.CHARGE and failure is not None:
-            guard.failure(admission, _trigger(failure), failure.retry_after)
+            guard.failure(admission, trigger_of(failure), failure.retry_after)
         else:
             guard.lost(admission)

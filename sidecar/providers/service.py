@@ -167,6 +167,7 @@ class ModelService:
         return None if model is None else self._providers[model.provider].server
 
     async def aclose(self) -> None:
+        await self.routes.aclose()  # the probes out on the side, before their providers' clients close
         for p in self._providers.values():
             await p.aclose()
 
@@ -295,14 +296,15 @@ class ModelService:
         if estimate > model.context_window:
             raise TokenEstimateExceedsLimit(request.model, estimate, model.context_window)
         policy = self._config.policy
-        tally = Tally(self._config.model_retries(request.model, options.upstream_retries))
+        # a circuit's probe is one attempt: the caller's time is not spent retrying a deployment still down
+        tally = Tally(0 if options.probe else self._config.model_retries(request.model, options.upstream_retries))
         windows = policy.windows_for(model.preset, model.windows)
         max_corrections = model.max_corrections if model.max_corrections is not None else policy.max_corrections
         call = Call(request, model, self._checks, schema, budget_tokens, max_corrections, tally, list(request.messages))
         if dropped:
             call.warnings.append(dropped)
             _log.warning("%s: %s", request.model, dropped)
-        give_up = GiveUp(request.model, provider.name, tally)
+        give_up = GiveUp(request.model, provider.name, tally, probe=options.probe)
         retry = RetryPolicy(windows, give_up if outlet is None else StreamGiveUp(give_up, outlet), self._rng)
         mid_stream = request.mid_stream or policy.mid_stream
         # a prefill continues text only where the format allows it (Anthropic: not with thinking on)
@@ -320,7 +322,7 @@ class ModelService:
             self._secrets,
             self._clock,
             heard=pacer.heard,
-        ).timed(model.timeouts(provider.config, policy.preset), moves_on=options.timeouts_move_on)
+        ).timed(model.timeouts(provider.config, policy.preset), moves_on=options.timeouts_move_on, probe=options.probe)
         try:
             while True:
                 chat = ChatRequest(

@@ -220,6 +220,8 @@ class TelemetryObserver:
             attrs[n.SERVICE] = start.name
         if start.number > 1:
             attrs[n.HTTP_RESEND_COUNT] = start.number - 1
+        if start.probe:
+            attrs[n.CIRCUIT_PROBE] = True
         span = _tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
         attempt = AttemptSpan(span, self, start)
         try:

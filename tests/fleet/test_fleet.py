@@ -88,6 +88,9 @@ def _config(provider: str, backend: str, redis_url: str, prefix: str, port: int,
             "dep-dead": _model("up-dead"),
             "dep-ok": _model("up-ok"),
             "fleet-route": {"route": {"fallbacks": ["dep-dead", "dep-ok"], "circuit": ROUTE_CIRCUIT}},
+            "dep-probed": _model("up-probed"),
+            "dep-spare": _model("up-spare"),
+            "probe-route": {"route": {"fallbacks": ["dep-probed", "dep-spare"], "circuit": CIRCUIT}},
         },
         services={"fleetsvc": {"rate": 1000, "circuit": CIRCUIT}},
         tools={"fleet_doc": tool(backend + "/docs/{id}", "fetch", "fleetsvc")},
@@ -385,3 +388,40 @@ async def test_a_route_deployments_circuit_opened_through_one_skips_it_on_the_ot
     assert got.hops[0].kind == pb.FAILURE_KIND_CIRCUIT_OPEN
     assert got.served_by == "dep-ok"
     assert len(fleet.provider.server.requests(model="up-dead")) == sent_to_dead  # B sent nothing to dep-dead
+
+
+async def test_a_route_deployments_probe_is_one_in_the_fleet_on_the_side_and_closes_it_on_all(fleet: Fleet) -> None:
+    """After the cooldown, three calls at once on three replicas: one probe in the fleet (claimed in Redis), sent
+    on the side; every caller is served by the spare at once; the probe's success closes the circuit on all three."""
+    a, b, c = fleet.replicas
+    provider = fleet.provider.server
+    provider.script("up-probed", [{"preset": "insufficient_quota", "repeat": 2}])
+    for _ in range(2):  # the second failed hop opens dep-probed's circuit (CIRCUIT)
+        assert (await _call(a, "probe-route")).served_by == "dep-spare"
+    opened_by = time.monotonic()
+    for other in (b, c):
+        await poll(
+            lambda r=other: r.gauge("sidecar_service_circuit_state", sidecar_service="deployment:dep-probed") == 2,
+            "dep-probed's circuit open on every replica",
+        )
+    sent = len(provider.requests(model="up-probed"))
+
+    provider.script("up-probed", [{"delay_ms": 1500}])  # the probe: answered, slowly
+    await asyncio.sleep(opened_by + COOLDOWN_S + 0.3 - time.monotonic())  # the cooldown passes (a wait, not a check)
+    replies = await asyncio.gather(*(_call(r, "probe-route") for r in (a, b, c)))
+    assert [r.served_by for r in replies] == ["dep-spare"] * 3  # no caller waited for the probe
+    assert all(r.hops[0].skipped for r in replies)
+    reasons = sorted(r.hops[0].reason for r in replies)
+    aside = "the circuit of dep-probed is half-open: this call's request probes it on the side"
+    probed = "the circuit of dep-probed is being probed by another call"
+    assert [x.startswith(aside) for x in reasons] == [False, False, True]
+    assert [x.startswith(probed) for x in reasons] == [True, True, False]
+    await poll(lambda: len(provider.requests(model="up-probed")) > sent, "the probe sent")
+    for r in (a, b, c):
+        await poll(
+            lambda r=r: r.gauge("sidecar_service_circuit_state", sidecar_service="deployment:dep-probed") == 0,
+            "the probe served: dep-probed's circuit closed on every replica",
+        )
+    assert len(provider.requests(model="up-probed")) - sent == 1  # one probe in the fleet, one attempt
+    for r in (a, b, c):
+        assert (await _call(r, "probe-route")).served_by == "dep-probed"

@@ -29,7 +29,7 @@ from sidecar.providers.formats.anthropic_messages import front as anthropic
 from sidecar.providers.formats.anthropic_messages.fake_signing import sign_thinking
 from sidecar.providers.formats.openai_chat import front as openai
 from sidecar.telemetry.testing import install_in_memory
-from tests.conftest import Running, Start
+from tests.conftest import Running, Start, until
 
 KEY_A = "sk-test-KEYAAAAAAAAAAAAAAAA1"
 KEY_B = "sk-test-KEYBBBBBBBBBBBBBBBB2"
@@ -325,14 +325,14 @@ async def test_a_dead_deployment_is_skipped_then_probed_once(routed: Any) -> Non
 
     rt.r.clock.advance(DEPLOYMENT_CIRCUIT.cooldown_s)
     rt.script("up-dead", {"delay_ms": 1500})
-    probe = asyncio.ensure_future(rt.client.call_model("guarded", [user("hi")]))
+    probing = await rt.client.call_model("guarded", [user("hi")])  # its request probes dead on the side
+    assert hops(probing.hops) == [("dead", "CIRCUIT_OPEN", 0, True), ("gpt-b", "UNSPECIFIED", 1, False)]
+    assert probing.hops[0].reason.startswith("the circuit of dead is half-open: this call's request probes it")
     await asyncio.to_thread(rt.oai.wait_for, lambda rs: sum(r["model"] == "up-dead" for r in rs) == 4)
     meanwhile = await rt.client.call_model("guarded", [user("hi")])  # the probe is out: this call skips dead
     assert hops(meanwhile.hops) == [("dead", "CIRCUIT_OPEN", 0, True), ("gpt-b", "UNSPECIFIED", 1, False)]
     assert meanwhile.hops[0].reason.startswith("the circuit of dead is being probed by another call")
-    probed = await probe
-    assert probed.served_by == "dead"
-    assert guard.state is CircuitState.CLOSED
+    await until(lambda: guard.state is CircuitState.CLOSED, "the probe served: dead's circuit closed")
     after = await rt.client.call_model("guarded", [user("hi")])
     assert hops(after.hops) == [("dead", "UNSPECIFIED", 1, False)]
     assert len(rt.sent("up-dead")) == 5
@@ -346,12 +346,13 @@ async def _open(rt: Routed, upstream: str, route: str) -> None:
 
 
 async def test_a_cancelled_probe_is_lost_and_the_circuit_reopens_with_its_cooldown(routed: Any) -> None:
-    rt: Routed = await routed()
+    """The probe is the caller's own hop on a route with no fallback (``alone``): cancelling the call cancels it."""
+    rt: Routed = await routed(alone={"route": {"fallbacks": ["dead"]}})
     await _open(rt, "up-dead", "guarded")
     guard = rt.r.app.models.routes.guard("dead")  # type: ignore[union-attr]
     rt.r.clock.advance(DEPLOYMENT_CIRCUIT.cooldown_s)
     rt.script("up-dead", {"fault": "hang"})
-    probe = asyncio.ensure_future(rt.client.call_model("guarded", [user("hi")]))
+    probe = asyncio.ensure_future(rt.client.call_model("alone", [user("hi")]))
     await asyncio.to_thread(rt.oai.wait_for, lambda rs: sum(r["model"] == "up-dead" for r in rs) == 4)
     assert guard.state is CircuitState.HALF_OPEN
     probe.cancel()
@@ -448,7 +449,7 @@ async def test_a_primary_down_for_a_minute_is_serving_again_within_8_s_of_recove
     back = next(t for t, who in served if t >= recovered_at and who == "primary")
     assert back - recovered_at <= DEPLOYMENT_CIRCUIT.max_cooldown_s + 1.0 <= 10
     assert {who for t, who in served if t > back} == {"primary"}
-    assert sent_while_down <= 3 * (3 + 60 / DEPLOYMENT_CIRCUIT.cooldown_s)  # 3 attempts a hop, a probe a cooldown
+    assert sent_while_down <= 3 * 3 + 60 / DEPLOYMENT_CIRCUIT.cooldown_s  # 3 hops of 3 attempts open it; a probe is 1
 
 
 # ---------------------------------------------------------------- ListModels, spans

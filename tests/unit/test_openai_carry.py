@@ -31,13 +31,13 @@ from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.stream import ReasoningDelta
 from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.chat import ChatReply
+from sidecar.providers.formats.inline import data_url
 from sidecar.providers.formats.openai_chat import FORMAT
 from sidecar.providers.formats.openai_chat.front import parse_request
 from sidecar.providers.formats.openai_chat.upstream import OpenAIUpstream
 from sidecar.providers.formats.openai_chat.vocab import (
     DEFAULT_FILENAME,
     TOOL_ERROR_PREFIX,
-    data_url,
     tool_image_label,
     tool_image_placeholder,
 )

@@ -1,9 +1,10 @@
 """What a request asks beyond plain text, by name, and the refusal of what a format does not carry.
 
 Every format's ``Upstream.carries`` names the features below it carries; ``refuse_uncarried``
-refuses the first one a request asks for that it does not, as INVALID_INPUT naming the field and
-the model, before anything is sent (nothing is accepted and then dropped). docs/carried.md is the
-table of every feature against every format::
+refuses the first one a request asks for that it does not (with the format's reason, when it has one),
+as INVALID_INPUT naming the field and the model, before anything is sent (nothing is accepted and then
+dropped); ``format_rule`` is the refusal of a format's own rule in the same words. docs/carried.md is
+the table of every feature against every format::
 
     feature                 asked for by
     parts.text              a message's text parts (with or without cache breakpoints)
@@ -61,6 +62,7 @@ __all__ = [
     "Unknown",
     "asked",
     "carried_elements",
+    "format_rule",
     "kept",
     "merge_carried",
     "plain",
@@ -153,9 +155,25 @@ def asked(request: ModelRequest) -> Iterator[tuple[str, str]]:
         yield name, name
 
 
-def refuse_uncarried(request: ModelRequest, carries: frozenset[str], format_name: str, model_id: str) -> None:
-    """InvalidInput naming the first key carried for another format (``refuse_foreign``), else the first
-    field whose feature the format does not carry."""
+def format_rule(field: str, value: str, model_id: str, format_name: str, rule: str) -> InvalidInput:
+    """INVALID_INPUT naming ``field`` for a rule of ``format_name``'s: "model M speaks the F wire format: rule"."""
+    return InvalidInput(field, value, f"model {model_id} speaks the {format_name} wire format: {rule}")
+
+
+def refuse_uncarried(
+    request: ModelRequest,
+    carries: frozenset[str],
+    format_name: str,
+    model_id: str,
+    why: Mapping[str, str] | None = None,
+) -> None:
+    """InvalidInput naming the first field whose feature the format does not carry for a reason it can say
+    (``why``: the feature -> the reason), else the first key carried for another format (``refuse_foreign``),
+    else the first field whose feature the format does not carry."""
+    for feature, field in asked(request) if why is not None else ():
+        if why is not None and feature in why:
+            rule = f"model {model_id} speaks the {format_name} wire format, which does not carry {feature}: "
+            raise InvalidInput(field, feature, f"{rule}{why[feature]} (docs/carried.md)")
     refuse_foreign(request, format_name, model_id)
     for feature, field in asked(request):
         if feature not in carries:

@@ -4,7 +4,10 @@
                   call's, with its corrections), tools, the response schema, the output budget
     ChatReply     what one attempt's answer says: text, tool calls, the finish (neutral and as the
                   wire wrote it), a refusal, tokens, the model and the id the provider reported
+    message_of    a front's message of parts: plain text when they are one bare text part (``bare_text``)
     StreamFault   a stream event that is not part of a reply (an error event, or garbled data)
+    CallPieces    a streamed tool call as read so far: its id, name and arguments' fragments
+    event_object  a stream event's data as the JSON object every format's events are, else garbled
 
 A format's upstream half renders a ChatRequest and reads a ChatReply (whole or streamed); its
 front half does the inverse: it reads a request into the core's ModelRequest and renders a
@@ -14,19 +17,35 @@ ChatReply. JSON text a reader writes (a schema, tool arguments) is ``compact_jso
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sidecar.core.conversation import Carried, Controls, Message, ReasoningPart, ToolCall, ToolDefinition, Usage
-from sidecar.core.kinds import FinishReason
+from sidecar.core.conversation import (
+    Carried,
+    Controls,
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCall,
+    ToolDefinition,
+    Usage,
+)
+from sidecar.core.json_depth import loads
+from sidecar.core.kinds import FinishReason, Role
 
 __all__ = [
     "EMPTY_PARAMETERS",
     "JSON_INSTRUCTION",
+    "CallPieces",
     "ChatReply",
     "ChatRequest",
     "StreamFault",
+    "bare_text",
     "compact_json",
+    "event_object",
+    "message_of",
     "split_schema",
     "with_schema",
 ]
@@ -64,6 +83,19 @@ def split_schema(system: str) -> tuple[str, str]:
     if not isinstance(schema, dict) or compact_json(schema) != text:
         return system, ""
     return system[:at].removesuffix("\n\n"), text
+
+
+def bare_text(parts: Sequence[Part]) -> str | None:
+    """The text of parts that are one text part with nothing more (no breakpoint, nothing carried), else None."""
+    if len(parts) == 1 and isinstance(parts[0], TextPart) and parts[0].cache is None and parts[0].carried is None:
+        return parts[0].text
+    return None
+
+
+def message_of(role: Role, parts: Sequence[Part]) -> Message:
+    """A message of ``parts``: its text when they are one bare text part (none: empty text), else the parts."""
+    text = bare_text(parts)
+    return Message(role, text) if text is not None else Message(role, parts=tuple(parts))
 
 
 @dataclass(slots=True)
@@ -111,6 +143,20 @@ class ChatReply:
         )
 
 
+@dataclass(slots=True)
+class CallPieces:
+    """A streamed tool call as read so far (a stream decoder's, one per call)."""
+
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+    """Its arguments' fragments, in order."""
+
+    def call(self) -> ToolCall:
+        """The whole call (no arguments: ``{}``)."""
+        return ToolCall(self.id, self.name, "".join(self.arguments) or "{}")
+
+
 class StreamFault(Exception):
     """A stream event that is not part of a reply: an error event, or data the wire never sends."""
 
@@ -119,3 +165,14 @@ class StreamFault(Exception):
         self.detail = detail
         self.error_body = error_body
         """The error event's data (an error object), to classify as an error answer; None: garbled."""
+
+
+def event_object(data: str, what: str = "an event") -> dict[str, Any]:
+    """A stream event's data as a JSON object; StreamFault (garbled) naming ``what`` when it is not one."""
+    try:
+        body = loads(data)
+    except ValueError:
+        raise StreamFault(f"the stream sent {what} that is not JSON") from None
+    if not isinstance(body, dict):
+        raise StreamFault(f"the stream sent {what} that is not a JSON object")
+    return body

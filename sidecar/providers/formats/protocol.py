@@ -52,6 +52,7 @@ __all__ = [
     "SSE",
     "Ask",
     "Front",
+    "HeaderKeyed",
     "ParamNames",
     "ReplyHead",
     "Sse",
@@ -166,6 +167,16 @@ class Upstream(Protocol):
         """What an answer's rate-limit headers say is left (``core.rate_budget``; ``Budget()``: nothing told),
         read on every answer, a success's too (``now``: the wall clock, for resets given as a time)."""
         ...
+
+
+class HeaderKeyed:
+    """What an ``Upstream`` whose key is a header (every format but a signed one) has: server-sent events,
+    and ``sign`` the headers as they are."""
+
+    stream_type = SSE
+
+    def sign(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, str]:
+        return dict(headers)  # the key is a header (``headers``): nothing covers the request itself
 
 
 class StreamWriter(Protocol):

@@ -11,6 +11,7 @@ against its shape first, then reads it knowing every declared key has its declar
                             (``messages[2].content[0].text``), its value, and the rule in plain words
     declared(TypedDictType) the keys a shape declares: the ones the front interprets (any other key of
                             that object is not interpreted, and is carried: ``carried.Unknown``)
+    by_tag(Union)           ``declared`` of each member of a tagged union, by its tag's value
 
 The check is strict: no value is converted ("5" is not a number, true is not an integer). A key
 the shape does not declare is let through, to be carried (a shape closed by ``ConfigDict(extra="forbid")``
@@ -22,7 +23,8 @@ another, a tool result's call id that names an earlier call) a front checks by h
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from functools import cache
+from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
@@ -31,7 +33,7 @@ from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.carried import UNCARRIED
 from sidecar.providers.formats.fields import shown
 
-__all__ = ["Shape", "declared"]
+__all__ = ["Shape", "by_tag", "declared"]
 
 _RULES: Mapping[str, str] = {
     "string_type": "a string",
@@ -70,9 +72,17 @@ class Shape:
                 raise _refusal(errors, body, at) from None
 
 
+@cache
 def declared(shape: Any) -> frozenset[str]:
-    """The keys a ``TypedDict`` declares, required or not."""
+    """The keys a ``TypedDict`` declares, required or not (each set made once)."""
     return frozenset(shape.__required_keys__) | frozenset(shape.__optional_keys__)
+
+
+def by_tag(union: Any, tag: str = "type") -> dict[str, frozenset[str]]:
+    """The keys each member of a tagged union declares, by the value of its tag (``Annotated``: its union)."""
+    if get_origin(union) is Annotated:
+        union = get_args(union)[0]
+    return {get_args(get_type_hints(member)[tag])[0]: declared(member) for member in get_args(union)}
 
 
 def _refusal(errors: list[ErrorDetails], body: Any, at: str) -> InvalidInput:

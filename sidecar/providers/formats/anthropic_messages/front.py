@@ -44,9 +44,9 @@ from sidecar.providers.formats.anthropic_messages.vocab import (
     ERROR_TYPES,
     FINISH,
     FINISH_NAMES,
-    input_of,
     reasoning_block,
 )
+from sidecar.providers.formats.arguments import arguments_value
 from sidecar.providers.formats.chat import ChatReply
 from sidecar.providers.formats.protocol import Ask, ParamNames, ReplyHead, Sse
 
@@ -111,7 +111,7 @@ class AnthropicFront:
         if text:
             content.append({"type": "text", "text": text})
         content += [
-            {"type": "tool_use", "id": c.id, "name": c.name, "input": input_of(c.arguments_json)}
+            {"type": "tool_use", "id": c.id, "name": c.name, "input": arguments_value(c.arguments_json)}
             for c in reply.tool_calls
         ]
         out: MessageReply = {

@@ -39,8 +39,6 @@ with adaptive thinking, a breakpoint has a place to go.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, cast
@@ -65,12 +63,14 @@ from sidecar.core.conversation import (
 from sidecar.core.kinds import Role
 from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.anthropic_messages import shapes
-from sidecar.providers.formats.anthropic_messages.shapes import MessageCreateParams, by_tag
-from sidecar.providers.formats.anthropic_messages.vocab import CACHE_TYPE, FORMAT_NAME, PDF, RAW_ARGUMENTS, TEXT_PLAIN
+from sidecar.providers.formats.anthropic_messages.shapes import MessageCreateParams
+from sidecar.providers.formats.anthropic_messages.vocab import CACHE_TYPE, FORMAT_NAME, PDF, TEXT_PLAIN
+from sidecar.providers.formats.arguments import arguments_text
 from sidecar.providers.formats.carried import Unknown, kept, refuse_unknown
-from sidecar.providers.formats.chat import compact_json, split_schema
+from sidecar.providers.formats.chat import bare_text, compact_json, split_schema
 from sidecar.providers.formats.fields import shown
-from sidecar.providers.formats.shapes import Shape, declared
+from sidecar.providers.formats.inline import base64_field
+from sidecar.providers.formats.shapes import Shape, by_tag, declared
 
 __all__ = ["KEYS", "parse_request"]
 
@@ -181,10 +181,7 @@ def _part(block: Mapping[str, Any], where: str) -> Part:
         return DocumentPart(url=url, title=title, cache=cache, carried=carried)
     if source["type"] == "text":
         return DocumentPart(TEXT_PLAIN, text=source["data"], title=title, cache=cache, carried=carried)
-    try:  # base64
-        data = base64.b64decode(source["data"], validate=True)
-    except (binascii.Error, ValueError):
-        raise InvalidInput(f"{where}.source.data", source["data"][:40], "must be base64 text", as_sent=True) from None
+    data = base64_field(source["data"], f"{where}.source.data", as_sent=True)
     if block["type"] == "image":
         return ImagePart(source["media_type"], data, cache=cache, carried=carried)
     return DocumentPart(PDF, data, title=title, cache=cache, carried=carried)
@@ -193,17 +190,10 @@ def _part(block: Mapping[str, Any], where: str) -> Part:
 def _content(parts: list[Part]) -> dict[str, Any]:
     """A run of parts as a message's content: its text when it is one text part with nothing more (no
     breakpoint, nothing carried)."""
-    text = _bare_text(parts)
+    text = bare_text(parts)
     if text is not None:
         return {"text": text}
     return {"parts": tuple(parts)}
-
-
-def _bare_text(parts: list[Part]) -> str | None:
-    """The text of parts that are one text part with nothing more (no breakpoint, nothing carried), else None."""
-    if len(parts) == 1 and isinstance(parts[0], TextPart) and parts[0].cache is None and parts[0].carried is None:
-        return parts[0].text
-    return None
 
 
 def _assistant(blocks: list[Mapping[str, Any]], where: str, names: dict[str, str]) -> list[Message]:
@@ -234,20 +224,13 @@ def _assistant(blocks: list[Mapping[str, Any]], where: str, names: dict[str, str
             call_id = block.get("id") or ""
             names[call_id] = block["name"]
             carried = kept(FORMAT_NAME, block, _BLOCK_KEYS[kind], at)
-            calls.append(ToolCall(call_id, block["name"], _arguments(block.get("input")), carried))
+            calls.append(ToolCall(call_id, block["name"], arguments_text(block.get("input")), carried))
         else:
             if calls:
                 flush()
             parts.append(_part(block, at))
     flush()
     return out
-
-
-def _arguments(value: Any) -> str:
-    """A request's tool_use ``input`` as arguments JSON (the RAW_ARGUMENTS form: the text as written)."""
-    if isinstance(value, dict) and list(value) == [RAW_ARGUMENTS] and isinstance(value[RAW_ARGUMENTS], str):
-        return str(value[RAW_ARGUMENTS])
-    return compact_json(value if value is not None else {})
 
 
 def _user(blocks: list[Mapping[str, Any]], where: str, names: dict[str, str]) -> list[Message]:
@@ -281,7 +264,7 @@ def _tool_result(block: Mapping[str, Any], where: str, names: dict[str, str]) ->
     content = block.get("content")
     if isinstance(content, list):
         parts = [_part(b, f"{where}.content[{k}]") for k, b in enumerate(content)]
-        bare = _bare_text(parts)
+        bare = bare_text(parts)
         text, parts = (bare, []) if bare is not None else ("", parts)
     else:
         text, parts = content or "", []

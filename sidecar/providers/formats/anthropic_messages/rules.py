@@ -39,9 +39,9 @@ from sidecar.providers.formats.anthropic_messages.vocab import (
     MIN_THINKING_BUDGET,
     PDF,
     THINKING_TOP_P,
-    data_url,
 )
 from sidecar.providers.formats.carried import plain, refuse_uncarried
+from sidecar.providers.formats.inline import read_data_url
 from sidecar.providers.formats.options import options_for
 from sidecar.providers.formats.shapes import declared
 
@@ -122,7 +122,7 @@ def _check_part(at: str, part: Part, role: Role) -> None:
         if part.detail == "low":
             rule = "Anthropic has no low-detail look: it sees every image at full detail (leave detail unset)"
             raise InvalidInput(f"{at}.detail", part.detail, rule)
-        if part.url.startswith("data:") and data_url(part.url) is None:
+        if part.url.startswith("data:") and read_data_url(part.url) is None:
             raise InvalidInput(f"{at}.url", part.url[:80], "a data: URL is data:<media type>;base64,<data>")
     if isinstance(part, DocumentPart) and part.data and (part.media_type or PDF) != PDF:
         rule = "a document given as data is a PDF for Anthropic (plain text goes as the part's text)"

@@ -24,14 +24,12 @@ provider's reply tolerantly (a key of the wrong type is skipped), so it reads th
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, NotRequired, get_args, get_type_hints
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from sidecar.providers.formats.shapes import declared
-
-__all__ = ["BlockDelta", "MessageCreateParams", "MessageReply", "ReplyBlock", "UsageReply", "by_tag"]
+__all__ = ["BlockDelta", "MessageCreateParams", "MessageReply", "ReplyBlock", "UsageReply"]
 
 # ---------------------------------------------------------------------------- the request
 
@@ -205,11 +203,6 @@ class MessageCreateParams(TypedDict):
     thinking: NotRequired[Annotated[ThinkingConfigParam, Field(discriminator="type")] | None]
     output_config: NotRequired[OutputConfigParam | None]
     stream: NotRequired[bool | None]
-
-
-def by_tag(union: Any, tag: str = "type") -> dict[str, frozenset[str]]:
-    """The keys each member of a tagged union declares, by the value of its tag."""
-    return {get_args(get_type_hints(member)[tag])[0]: declared(member) for member in get_args(union)}
 
 
 # ---------------------------------------------------------------------------- the reply

@@ -72,19 +72,18 @@ from sidecar.providers.formats.anthropic_messages.vocab import (
     FORMAT_NAME,
     REFUSAL_TEXT,
     VERSION_HEADER,
-    arguments_of,
     cache_control,
     content_block,
-    input_of,
     rate_budget,
     reasoning_block,
     render_tool,
 )
+from sidecar.providers.formats.arguments import arguments_text, arguments_value
 from sidecar.providers.formats.carried import FEATURES, merge_carried
-from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault, compact_json, with_schema
+from sidecar.providers.formats.chat import ChatReply, ChatRequest, StreamFault, compact_json, event_object, with_schema
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.options import merge_options, options_for
-from sidecar.providers.formats.protocol import SSE
+from sidecar.providers.formats.protocol import HeaderKeyed
 
 __all__ = ["MESSAGES_PATH", "AnthropicStream", "AnthropicUpstream", "error_refusal", "provider_options"]
 
@@ -103,7 +102,7 @@ _COUNTS = (
 """A usage's counts (``thinking_tokens`` under ``output_tokens_details``)."""
 
 
-class AnthropicUpstream:
+class AnthropicUpstream(HeaderKeyed):
     """The sidecar as a Messages client (the module's tables)."""
 
     carries = frozenset(FEATURES) - _UNCARRIED
@@ -123,11 +122,6 @@ class AnthropicUpstream:
         if api_key:
             headers[API_KEY_HEADER] = api_key
         return headers
-
-    stream_type = SSE
-
-    def sign(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, str]:
-        return dict(headers)  # the key is a header (``headers``): nothing covers the request itself
 
     def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
         controls = request.controls
@@ -237,12 +231,7 @@ class AnthropicStream:
     def feed(self, event: str, data: str) -> list[Delta]:
         if not data.strip():
             return []  # an event with no data: nothing this reader needs
-        try:
-            body = loads(data)
-        except ValueError:
-            raise StreamFault("the stream sent an event that is not JSON") from None
-        if not isinstance(body, dict):
-            raise StreamFault("the stream sent an event that is not a JSON object")
+        body = event_object(data)
         kind = event or str(body.get("type") or "")
         if kind == "error" or body.get("type") == "error":
             raise StreamFault("the stream sent an error event", error_body=data)
@@ -344,7 +333,7 @@ class AnthropicStream:
         for index, block in enumerate(body.get("content") or ()):
             self._block_start({"index": index, "content_block": block})
             if isinstance(block, dict) and block.get("type") == "tool_use":
-                self._calls[-1][2].append(arguments_of(block.get("input")))
+                self._calls[-1][2].append(arguments_text(block.get("input"), json.dumps))
         return self._reply(str(body.get("stop_reason") or ""))
 
     def reply(self) -> ChatReply | None:
@@ -389,7 +378,7 @@ def _message(m: Message) -> tuple[str, list[dict[str, Any]]]:
         blocks: list[dict[str, Any]] = [dict(reasoning_block(r)) for r in m.reasoning]  # first, as the API wants
         blocks += [_block(p) for p in m.content]
         for c in m.tool_calls:
-            call = {"type": "tool_use", "id": c.id, "name": c.name, "input": input_of(c.arguments_json)}
+            call = {"type": "tool_use", "id": c.id, "name": c.name, "input": arguments_value(c.arguments_json)}
             blocks.append(merge_carried(call, c.carried, FORMAT_NAME))
         return "assistant", blocks
     blocks = [

@@ -7,8 +7,8 @@
     tool_use                                TOOL_CALLS             tool_use
     refusal                                 CONTENT_FILTER         refusal
 
-A tool_use ``input`` that carries arguments that were not JSON is ``{RAW_ARGUMENTS: text}``. The
-key goes in ``x-api-key``, the API version in ``anthropic-version``.
+A tool_use ``input`` that carries arguments that were not JSON is ``{RAW_ARGUMENTS: text}`` (``formats.arguments``).
+The key goes in ``x-api-key``, the API version in ``anthropic-version``.
 
 Content blocks, both ways (``content_block`` renders a part; ``request`` reads them back; their keys are
 ``shapes``')::
@@ -29,9 +29,6 @@ to 1,568 px), which is what "", "auto" and "high" ask; "low" is refused before s
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import re
 from collections.abc import Mapping
 from datetime import datetime
@@ -42,6 +39,7 @@ from sidecar.core.kinds import FinishReason
 from sidecar.core.rate_budget import Allowance, Budget
 from sidecar.providers.formats.anthropic_messages.shapes import RedactedThinkingBlock, ThinkingBlock
 from sidecar.providers.formats.chat import EMPTY_PARAMETERS
+from sidecar.providers.formats.inline import b64, read_data_url
 
 __all__ = [
     "API_KEY_HEADER",
@@ -56,16 +54,12 @@ __all__ = [
     "MIN_THINKING_BUDGET",
     "PDF",
     "RATE_LIMIT_HEADERS",
-    "RAW_ARGUMENTS",
     "REFUSAL_TEXT",
     "TEXT_PLAIN",
     "THINKING_TOP_P",
     "VERSION_HEADER",
-    "arguments_of",
     "cache_control",
     "content_block",
-    "data_url",
-    "input_of",
     "rate_budget",
     "reasoning_block",
     "render_tool",
@@ -77,8 +71,6 @@ FORMAT_NAME = "anthropic"
 API_KEY_HEADER = "x-api-key"
 VERSION_HEADER = "anthropic-version"
 DEFAULT_VERSION = "2023-06-01"
-RAW_ARGUMENTS = "_raw"
-"""The one key of a tool_use input that carries arguments that were not JSON, as written."""
 REFUSAL_TEXT = "the model declined to answer"
 """A refusal's explanation when the model wrote none."""
 CACHE_TYPE = "ephemeral"
@@ -174,21 +166,6 @@ ERROR_TYPES: Mapping[int, str] = {
 """The ``error.type`` Anthropic answers a status with (another 5xx: api_error; 4xx: invalid_request_error)."""
 
 
-def input_of(arguments_json: str) -> Any:
-    """A tool call's arguments as a tool_use ``input``: the JSON, or ``{RAW_ARGUMENTS: text}`` when not JSON."""
-    try:  # bounded before: CallChecks refused arguments past the size cap or nested past 64 deep
-        return json.loads(arguments_json or "{}")
-    except (ValueError, RecursionError):
-        return {RAW_ARGUMENTS: arguments_json}
-
-
-def arguments_of(value: Any) -> str:
-    """A tool_use ``input`` as a reply's arguments JSON (the inverse of ``input_of``)."""
-    if isinstance(value, dict) and list(value) == [RAW_ARGUMENTS] and isinstance(value[RAW_ARGUMENTS], str):
-        return str(value[RAW_ARGUMENTS])
-    return json.dumps(value or {})
-
-
 def render_tool(
     name: str,
     description: str,
@@ -212,23 +189,12 @@ def cache_control(bp: CacheBreakpoint) -> dict[str, str]:
     return {"type": CACHE_TYPE, "ttl": bp.ttl} if bp.ttl else {"type": CACHE_TYPE}
 
 
-def data_url(url: str) -> tuple[str, bytes] | None:
-    """``(media_type, bytes)`` of a ``data:<type>;base64,<data>`` URL; None for another URL or a malformed one."""
-    head, comma, payload = url.partition(",")
-    if not url.startswith("data:") or not comma or not head.endswith(";base64"):
-        return None
-    try:
-        return head[len("data:") : -len(";base64")], base64.b64decode(payload, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-
-
 def _image_source(image: ImagePart) -> dict[str, str]:
-    inline = data_url(image.url) if image.url else (image.media_type, image.data)
+    inline = read_data_url(image.url) if image.url else (image.media_type, image.data)
     if inline is None:
         return {"type": "url", "url": image.url}
     media_type, data = inline
-    return {"type": "base64", "media_type": media_type, "data": base64.b64encode(data).decode("ascii")}
+    return {"type": "base64", "media_type": media_type, "data": b64(data)}
 
 
 def _document_source(doc: DocumentPart) -> dict[str, str]:
@@ -236,7 +202,7 @@ def _document_source(doc: DocumentPart) -> dict[str, str]:
         return {"type": "text", "media_type": TEXT_PLAIN, "data": doc.text}
     if doc.url:
         return {"type": "url", "url": doc.url}
-    return {"type": "base64", "media_type": doc.media_type or PDF, "data": base64.b64encode(doc.data).decode("ascii")}
+    return {"type": "base64", "media_type": doc.media_type or PDF, "data": b64(doc.data)}
 
 
 def content_block(part: Part) -> dict[str, Any]:

@@ -31,8 +31,6 @@ the ``x-amzn-RequestId`` header).
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, cast
@@ -56,6 +54,7 @@ from sidecar.core.conversation import (
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta
 from sidecar.core.taxonomy import InvalidInput
+from sidecar.providers.formats.arguments import arguments_text
 from sidecar.providers.formats.bedrock_converse import shapes
 from sidecar.providers.formats.bedrock_converse.upstream import MODEL_PATH
 from sidecar.providers.formats.bedrock_converse.vocab import (
@@ -69,13 +68,13 @@ from sidecar.providers.formats.bedrock_converse.vocab import (
     PDF,
     SIDECAR_KEYS,
     TEXT,
-    arguments_of,
     exception_event,
     reasoning_blocks,
     tool_use_blocks,
 )
-from sidecar.providers.formats.chat import ChatReply, compact_json, split_schema
+from sidecar.providers.formats.chat import ChatReply, compact_json, message_of, split_schema
 from sidecar.providers.formats.fields import positive_budget, shown
+from sidecar.providers.formats.inline import base64_field
 from sidecar.providers.formats.protocol import Ask, ParamNames, ReplyHead, Sse
 from sidecar.providers.formats.routes import model_route
 from sidecar.providers.formats.shapes import declared
@@ -390,24 +389,17 @@ def _tool_config(config: shapes.ToolConfig | None) -> tuple[tuple[ToolDefinition
     return tuple(tools), ToolChoice("tool", value["name"]) if kind == "tool" else ToolChoice(_CHOICES[kind])
 
 
-def _blob(text: str, where: str) -> bytes:
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raise InvalidInput(where, text[:40], "must be base64 text") from None
-
-
 def _image(image: shapes.Image, at: str) -> ImagePart:
     kind, value = _only(image["source"], f"{at}.source")
     if kind == "s3Location":
         return ImagePart(url=value["uri"])
-    return ImagePart(_FORMATS[image["format"]], _blob(value, f"{at}.source.bytes"))
+    return ImagePart(_FORMATS[image["format"]], base64_field(value, f"{at}.source.bytes"))
 
 
 def _document(document: shapes.Document, at: str) -> DocumentPart:
     name = document["name"]
     title = "" if name.startswith(DEFAULT_NAME) and name[len(DEFAULT_NAME) :].isdigit() else name
-    data = _blob(document["source"]["bytes"], f"{at}.source.bytes")
+    data = base64_field(document["source"]["bytes"], f"{at}.source.bytes")
     if document["format"] == "pdf":
         return DocumentPart(PDF, data, title=title)
     try:
@@ -433,21 +425,13 @@ def _parts(blocks: list[tuple[str, str, Any]]) -> list[Part]:
     return out
 
 
-def _message_of(role: Role, parts: list[Part]) -> Message:
-    if len(parts) == 1 and isinstance(parts[0], TextPart) and parts[0].cache is None:
-        return Message(role, parts[0].text)
-    if not parts:
-        return Message(role, "")
-    return Message(role, parts=tuple(parts))
-
-
 def _user(blocks: list[shapes.UserBlock], where: str, names: dict[str, str]) -> list[Message]:
     kinds = _kinds(blocks, where)
     results = [_result(value, f"{at}.toolResult", names) for at, kind, value in kinds if kind == "toolResult"]
     parts = _parts([block for block in kinds if block[1] != "toolResult"])
     out = [Message(Role.TOOL, tool_results=tuple(results))] if results else []
     if parts or not results:
-        out.append(_message_of(Role.USER, parts))
+        out.append(message_of(Role.USER, parts))
     return out
 
 
@@ -468,13 +452,13 @@ def _assistant(blocks: list[shapes.AssistantBlock], where: str, names: dict[str,
             reasoning.append(_reasoning(value, f"{at}.reasoningContent"))
         elif kind == "toolUse":
             names[value["toolUseId"]] = value["name"]
-            calls.append(ToolCall(value["toolUseId"], value["name"], arguments_of(value.get("input"))))
+            calls.append(ToolCall(value["toolUseId"], value["name"], arguments_text(value.get("input"))))
         else:
             content.append((at, kind, value))
     parts = _parts(content)
     if calls and parts == [TextPart("")]:
         parts = []
-    message = _message_of(Role.ASSISTANT, parts)
+    message = message_of(Role.ASSISTANT, parts)
     return Message(Role.ASSISTANT, message.text, tuple(calls), parts=message.parts, reasoning=tuple(reasoning))
 
 

@@ -38,16 +38,16 @@ from sidecar.core.conversation import ReasoningPart, ToolCall
 from sidecar.core.json_depth import loads
 from sidecar.core.kinds import FinishReason
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
+from sidecar.providers.formats.arguments import arguments_text
 from sidecar.providers.formats.bedrock_converse.vocab import (
     BLOCKED,
     EVENTS,
     FINISH,
     FORMAT_NAME,
     REFUSAL_TEXT,
-    arguments_of,
     is_exception,
 )
-from sidecar.providers.formats.chat import ChatReply, StreamFault
+from sidecar.providers.formats.chat import ChatReply, StreamFault, event_object
 from sidecar.providers.formats.fields import count, text_or_empty
 
 __all__ = ["BedrockStream", "parse_reply"]
@@ -99,7 +99,7 @@ class BedrockStream:
         if isinstance(use, dict):
             input_ = use.get("input")
             self._calls.append(
-                [text_or_empty(use.get("toolUseId")), text_or_empty(use.get("name")), arguments_of(input_)]
+                [text_or_empty(use.get("toolUseId")), text_or_empty(use.get("name")), arguments_text(input_)]
             )
         reasoning = block.get("reasoningContent")
         if isinstance(reasoning, dict):
@@ -129,16 +129,11 @@ class BedrockStream:
             said = said if isinstance(said, dict) else {}
             message = text_or_empty(said.get("message"))
             error_type = text_or_empty(said.get("__type")) or event[:1].upper() + event[1:]
-            body = json.dumps({"__type": error_type, "message": message or data[:200]})
-            raise StreamFault(f"the stream sent {error_type}", error_body=body)
+            error = json.dumps({"__type": error_type, "message": message or data[:200]})
+            raise StreamFault(f"the stream sent {error_type}", error_body=error)
         if event not in EVENTS:
             return []
-        try:
-            body = loads(data)
-        except ValueError:
-            raise StreamFault(f"the stream sent a {event} event that is not JSON") from None
-        if not isinstance(body, dict):
-            raise StreamFault(f"the stream sent a {event} event that is not a JSON object")
+        body = event_object(data, f"a {event} event")
         if event == "contentBlockStart":
             return self._start(body)
         if event == "contentBlockDelta":
@@ -227,4 +222,4 @@ def _call(parts: list[str]) -> ToolCall:
         value = loads(joined or "{}")
     except ValueError:
         return ToolCall(call_id, name, joined)
-    return ToolCall(call_id, name, arguments_of(value))
+    return ToolCall(call_id, name, arguments_text(value))

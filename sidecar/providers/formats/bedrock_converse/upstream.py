@@ -110,7 +110,6 @@ from sidecar.providers.formats.bedrock_converse.vocab import (
     SIDECAR_KEYS,
     cache_point,
     content_block,
-    data_url,
     reasoning_blocks,
     tool_use_blocks,
     url_format,
@@ -118,6 +117,7 @@ from sidecar.providers.formats.bedrock_converse.vocab import (
 from sidecar.providers.formats.carried import CONTROLS, plain, refuse_uncarried
 from sidecar.providers.formats.chat import EMPTY_PARAMETERS, ChatReply, ChatRequest, with_schema
 from sidecar.providers.formats.fields import text_or_empty
+from sidecar.providers.formats.inline import read_data_url
 from sidecar.providers.formats.options import FIELD, merge_options, options_for
 from sidecar.providers.formats.protocol import EVENT_STREAM
 
@@ -397,7 +397,7 @@ def _check_part(at: str, part: Any) -> None:
                 raise InvalidInput(f"{at}.url", part.url[:80], rule)
             return
         if part.url:
-            inline = data_url(part.url)
+            inline = read_data_url(part.url)
             if inline is None:
                 raise InvalidInput(f"{at}.url", part.url[:80], "a data: URL is data:<media type>;base64,<data>")
             media_type = inline[0]

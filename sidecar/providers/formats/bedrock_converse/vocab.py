@@ -38,8 +38,6 @@ type's status as the service model declares it.
 
 from __future__ import annotations
 
-import base64
-import json
 import mimetypes
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -47,8 +45,9 @@ from typing import Any
 from sidecar.config import AWS_ENVIRONMENT
 from sidecar.core.conversation import CacheBreakpoint, DocumentPart, ImagePart, Part, ReasoningPart, TextPart, ToolCall
 from sidecar.core.kinds import FinishReason
+from sidecar.providers.formats.arguments import arguments_object
 from sidecar.providers.formats.bedrock_converse.shapes import AssistantBlock, ReasoningText
-from sidecar.providers.formats.chat import compact_json
+from sidecar.providers.formats.inline import b64, read_data_url
 
 __all__ = [
     "BEARER_ENV",
@@ -64,7 +63,6 @@ __all__ = [
     "REFUSAL_TEXT",
     "SERVICE",
     "SIDECAR_KEYS",
-    "arguments_of",
     "cache_point",
     "content_block",
     "exception_event",
@@ -86,8 +84,6 @@ ENV_CREDENTIALS: Mapping[str, str | list[str]] = {
 }
 """botocore's ``EnvProvider`` mapping: SigV4 credentials from ``AWS_ENVIRONMENT``'s variables, the ones masked."""
 ERROR_HEADER = "x-amzn-errortype"
-RAW_ARGUMENTS = "_raw"
-"""The one key of a toolUse's ``input`` that carries arguments that were not a JSON object, as written."""
 REFUSAL_TEXT = "the model's answer was blocked"
 """A refusal's explanation when Bedrock gave no text (a guardrail usually says its own blocked message)."""
 PDF = "application/pdf"
@@ -150,26 +146,6 @@ def exception_event(error_type: str) -> str:
     return error_type[:1].lower() + error_type[1:]
 
 
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def input_of(arguments_json: str) -> dict[str, Any]:
-    """A tool call's arguments as a toolUse's ``input``: the JSON object, else ``{RAW_ARGUMENTS: text}``."""
-    try:  # bounded before: CallChecks refused arguments past the size cap or nested past 64 deep
-        value = json.loads(arguments_json or "{}")
-    except (ValueError, RecursionError):
-        return {RAW_ARGUMENTS: arguments_json}
-    return value if isinstance(value, dict) else {RAW_ARGUMENTS: arguments_json}
-
-
-def arguments_of(value: Any) -> str:
-    """A toolUse's ``input`` as a reply's arguments JSON (the inverse of ``input_of``)."""
-    if isinstance(value, dict) and list(value) == [RAW_ARGUMENTS] and isinstance(value[RAW_ARGUMENTS], str):
-        return str(value[RAW_ARGUMENTS])
-    return compact_json(value if value is not None else {})
-
-
 def reasoning_blocks(parts: Iterable[ReasoningPart]) -> list[AssistantBlock]:
     """An assistant turn's reasoning as its first blocks, byte-identical (a part with nothing in it: none)."""
     out: list[AssistantBlock] = []
@@ -184,7 +160,9 @@ def reasoning_blocks(parts: Iterable[ReasoningPart]) -> list[AssistantBlock]:
 
 def tool_use_blocks(calls: Iterable[ToolCall]) -> list[AssistantBlock]:
     """An assistant turn's tool calls as its last blocks."""
-    return [{"toolUse": {"toolUseId": c.id, "name": c.name, "input": input_of(c.arguments_json)}} for c in calls]
+    return [
+        {"toolUse": {"toolUseId": c.id, "name": c.name, "input": arguments_object(c.arguments_json)}} for c in calls
+    ]
 
 
 def cache_point(cache: CacheBreakpoint) -> dict[str, Any]:
@@ -197,17 +175,6 @@ def cache_point(cache: CacheBreakpoint) -> dict[str, Any]:
 def default_name(n: int) -> str:
     """The name of a document given without a title (Converse requires one)."""
     return f"{DEFAULT_NAME}{n}"
-
-
-def data_url(url: str) -> tuple[str, bytes] | None:
-    """``(media_type, bytes)`` of a ``data:<type>;base64,<data>`` URL; None for another URL or a malformed one."""
-    head, comma, payload = url.partition(",")
-    if not url.startswith("data:") or not comma or not head.endswith(";base64"):
-        return None
-    try:
-        return head[len("data:") : -len(";base64")], base64.b64decode(payload, validate=True)
-    except ValueError:
-        return None
 
 
 def url_format(url: str) -> str:
@@ -223,7 +190,7 @@ def content_block(part: Part, n: int) -> list[dict[str, Any]]:
         case TextPart():
             out: list[dict[str, Any]] = [{"text": part.text}]
         case ImagePart():
-            inline = data_url(part.url) if part.url else (part.media_type, part.data)
+            inline = read_data_url(part.url) if part.url else (part.media_type, part.data)
             if inline is None:
                 image = {"format": url_format(part.url), "source": {"s3Location": {"uri": part.url}}}
             else:

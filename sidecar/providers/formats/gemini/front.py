@@ -28,6 +28,7 @@ from sidecar.core.conversation import Message
 from sidecar.core.kinds import FinishReason, Role
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta
 from sidecar.core.taxonomy import InvalidInput
+from sidecar.providers.formats.arguments import arguments_object
 from sidecar.providers.formats.chat import ChatReply
 from sidecar.providers.formats.fields import positive_budget
 from sidecar.providers.formats.gemini import shapes
@@ -42,7 +43,6 @@ from sidecar.providers.formats.gemini.vocab import (
     FINISH_NAMES,
     STATUS_CODES,
     STATUS_NAMES,
-    args_of,
     signed_parts,
 )
 from sidecar.providers.formats.protocol import Ask, ParamNames, ReplyHead, Sse
@@ -193,7 +193,7 @@ class GeminiWriter:
             return []
         call_id, name, *fragments = self._call
         self._call = None
-        call: shapes.FunctionCall = {"name": name, "args": args_of("".join(fragments))}
+        call: shapes.FunctionCall = {"name": name, "args": arguments_object("".join(fragments))}
         if call_id and not call_id.startswith(CALL_ID_PREFIX):
             call = {"id": call_id, **call}
         return self._sent({"functionCall": call})

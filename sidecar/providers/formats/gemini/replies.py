@@ -22,19 +22,12 @@ from __future__ import annotations
 from typing import Any
 
 from sidecar.core.conversation import ReasoningPart, ToolCall
-from sidecar.core.json_depth import loads
 from sidecar.core.kinds import FinishReason
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
-from sidecar.providers.formats.chat import ChatReply, StreamFault
+from sidecar.providers.formats.arguments import arguments_text
+from sidecar.providers.formats.chat import ChatReply, StreamFault, event_object
 from sidecar.providers.formats.fields import count, text_or_empty
-from sidecar.providers.formats.gemini.vocab import (
-    BLOCKED,
-    CALL_ID_PREFIX,
-    FINISH,
-    FORMAT_NAME,
-    REFUSAL_TEXT,
-    arguments_of,
-)
+from sidecar.providers.formats.gemini.vocab import BLOCKED, CALL_ID_PREFIX, FINISH, FORMAT_NAME, REFUSAL_TEXT
 
 __all__ = ["PROMPT_BLOCKED", "GeminiStream"]
 
@@ -64,12 +57,7 @@ class GeminiStream:
     def feed(self, event: str, data: str) -> list[Delta]:
         if not data.strip():
             return []
-        try:
-            body = loads(data)
-        except ValueError:
-            raise StreamFault("the stream sent a chunk that is not JSON") from None
-        if not isinstance(body, dict):
-            raise StreamFault("the stream sent a chunk that is not a JSON object")
+        body = event_object(data, "a chunk")
         if "error" in body:
             raise StreamFault("the stream sent an error", error_body=data)
         return self.read(body)
@@ -135,7 +123,7 @@ class GeminiStream:
         if isinstance(call, dict):
             index = len(self._calls)
             call_id = text_or_empty(call.get("id")) or f"{CALL_ID_PREFIX}{index}"
-            name, arguments = text_or_empty(call.get("name")), arguments_of(call.get("args"))
+            name, arguments = text_or_empty(call.get("name")), arguments_text(call.get("args"))
             self._calls.append(ToolCall(call_id, name, arguments))
             out += [ToolCallDelta(index, call_id, name, ""), ToolCallDelta(index, "", "", arguments)]
         elif isinstance(text, str) and text:

@@ -18,7 +18,6 @@ application/json; one forced tool.
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Iterator
 from typing import Any, cast
@@ -41,13 +40,15 @@ from sidecar.core.conversation import (
 from sidecar.core.details import InvalidInputDetail
 from sidecar.core.kinds import Role
 from sidecar.core.taxonomy import InvalidInput
+from sidecar.providers.formats.arguments import arguments_text
 from sidecar.providers.formats.carried import refuse_unknown
-from sidecar.providers.formats.chat import compact_json
+from sidecar.providers.formats.chat import compact_json, message_of
 from sidecar.providers.formats.fields import shown
 from sidecar.providers.formats.gemini import shapes
 from sidecar.providers.formats.gemini.shapes import REQUEST, Request
 from sidecar.providers.formats.gemini.upstream import LEVELS
-from sidecar.providers.formats.gemini.vocab import CALL_ID_PREFIX, PDF, arguments_of
+from sidecar.providers.formats.gemini.vocab import CALL_ID_PREFIX, PDF
+from sidecar.providers.formats.inline import base64_field
 from sidecar.providers.formats.shapes import declared
 
 __all__ = ["as_written", "camel", "parse_request"]
@@ -216,25 +217,12 @@ def _content(part: shapes.Part, kind: str, at: str) -> Part:
     blob = part.get("inlineData")
     file: shapes.FileData = part.get("fileData") or {"fileUri": ""}
     media = (blob or file).get("mimeType") or ""
-    data = b"" if blob is None else _data(blob["data"], f"{at}.inlineData.data")
+    data = b"" if blob is None else base64_field(blob["data"], f"{at}.inlineData.data")
     if media != PDF and not media.startswith("image/"):
         raise InvalidInput(f"{at}.{kind}.mimeType", media, "must be an image's media type or application/pdf")
     if blob is None:
         return DocumentPart(url=file["fileUri"]) if media == PDF else ImagePart(url=file["fileUri"])
     return DocumentPart(PDF, data) if media == PDF else ImagePart(media, data)
-
-
-def _data(text: str, where: str) -> bytes:
-    try:
-        return base64.b64decode(text, validate=True)
-    except ValueError:
-        raise InvalidInput(where, text[:40], "must be base64 text") from None
-
-
-def _message_of(role: Role, parts: list[Part]) -> Message:
-    if len(parts) == 1 and isinstance(parts[0], TextPart):
-        return Message(role, parts[0].text)
-    return Message(role, parts=tuple(parts))
 
 
 def _user(parts: list[shapes.Part], where: str, names: dict[str, str]) -> list[Message]:
@@ -251,7 +239,7 @@ def _user(parts: list[shapes.Part], where: str, names: dict[str, str]) -> list[M
     if results:
         out.append(Message(Role.TOOL, tool_results=tuple(results)))
     if content and not (results and content == [TextPart("")]):
-        out.append(_message_of(Role.USER, content))
+        out.append(message_of(Role.USER, content))
     return out or [Message(Role.USER, "")]
 
 
@@ -284,12 +272,12 @@ def _model(parts: list[shapes.Part], where: str, names: dict[str, str], turn: in
         if call is not None:
             call_id = call.get("id") or f"{CALL_ID_PREFIX}{turn}_{len(calls)}"
             names[call_id] = call["name"]
-            calls.append(ToolCall(call_id, call["name"], arguments_of(call.get("args"))))
+            calls.append(ToolCall(call_id, call["name"], arguments_text(call.get("args"))))
         elif text is not None:
             content.append(TextPart(text))
         else:
             raise InvalidInput(at, kind, "a model turn carries text parts only")
     if calls and content == [TextPart("")]:
         content = []
-    message = _message_of(Role.ASSISTANT, content)
+    message = message_of(Role.ASSISTANT, content)
     return Message(Role.ASSISTANT, message.text, tuple(calls), parts=message.parts, reasoning=tuple(reasoning))

@@ -87,12 +87,12 @@ from sidecar.providers.formats.gemini.vocab import (
     PDF,
     SIDECAR_KEYS,
     content_part,
-    data_url,
     signed_parts,
     url_media_type,
 )
+from sidecar.providers.formats.inline import read_data_url
 from sidecar.providers.formats.options import FIELD, merge_options, options_for
-from sidecar.providers.formats.protocol import SSE
+from sidecar.providers.formats.protocol import HeaderKeyed
 
 __all__ = [
     "API_PATH",
@@ -127,7 +127,7 @@ def generate_path(model: str, *, stream: bool) -> str:
     return f"{API_PATH}{model}:generateContent"
 
 
-class GeminiUpstream:
+class GeminiUpstream(HeaderKeyed):
     """The sidecar as a generateContent client (the module's tables)."""
 
     carries: frozenset[str] = frozenset(
@@ -165,11 +165,6 @@ class GeminiUpstream:
 
     def headers(self, api_key: str | None) -> dict[str, str]:
         return {API_KEY_HEADER: api_key} if api_key else {}
-
-    stream_type = SSE
-
-    def sign(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, str]:
-        return dict(headers)  # the key is a header (``headers``): nothing covers the request itself
 
     def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"contents": render_contents(request.messages)}
@@ -285,7 +280,7 @@ def _check_image(at: str, part: ImagePart) -> None:
         rule = "Gemini sets no per-image low detail (generationConfig.mediaResolution is the request's): leave it unset"
         raise InvalidInput(f"{at}.detail", part.detail, rule)
     if part.url.startswith("data:"):
-        if data_url(part.url) is None:
+        if read_data_url(part.url) is None:
             raise InvalidInput(f"{at}.url", part.url[:80], "a data: URL is data:<media type>;base64,<data>")
     elif part.url and not url_media_type(part.url):
         rule = "Gemini needs an image URL's media type: give one ending in .png, .jpg, .webp, .gif ... or the data"

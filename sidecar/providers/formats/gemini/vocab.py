@@ -36,17 +36,15 @@ function-calling turn without it), else the last part of the answer.
 
 from __future__ import annotations
 
-import base64
-import json
 import mimetypes
 from collections.abc import Mapping
-from typing import Any
 
 from sidecar.core.conversation import DocumentPart, ImagePart, Message, Part, TextPart, ToolCall
 from sidecar.core.kinds import FinishReason
-from sidecar.providers.formats.chat import compact_json
+from sidecar.providers.formats.arguments import arguments_object
 from sidecar.providers.formats.gemini.shapes import FunctionCall, GenerationConfig, Request
 from sidecar.providers.formats.gemini.shapes import Part as WirePart
+from sidecar.providers.formats.inline import b64, read_data_url
 from sidecar.providers.formats.shapes import declared
 
 __all__ = [
@@ -57,15 +55,11 @@ __all__ = [
     "FINISH_NAMES",
     "FORMAT_NAME",
     "PDF",
-    "RAW_ARGUMENTS",
     "REFUSAL_TEXT",
     "SIDECAR_KEYS",
     "STATUS_CODES",
     "STATUS_NAMES",
-    "args_of",
-    "arguments_of",
     "content_part",
-    "data_url",
     "signed_parts",
     "url_media_type",
 ]
@@ -74,8 +68,6 @@ FORMAT_NAME = "gemini"
 API_KEY_HEADER = "x-goog-api-key"
 CALL_ID_PREFIX = "gemini_call_"
 """The id a tool call gets when Gemini gave it none (sent back without it: Gemini matches by name)."""
-RAW_ARGUMENTS = "_raw"
-"""The one key of a functionCall's ``args`` that carries arguments that were not a JSON object, as written."""
 REFUSAL_TEXT = "the model's answer was blocked"
 """A refusal's explanation when Gemini gave none (a safety block says only its reason)."""
 PDF = "application/pdf"
@@ -124,33 +116,6 @@ GENERATION_KEYS = declared(GenerationConfig)
 """The ``generationConfig`` keys the sidecar sets (the rest of it a provider option may set)."""
 
 
-def args_of(arguments_json: str) -> dict[str, Any]:
-    """A tool call's arguments as a functionCall's ``args``: the JSON object, else ``{RAW_ARGUMENTS: text}``."""
-    try:  # bounded before: CallChecks refused arguments past the size cap or nested past 64 deep
-        value = json.loads(arguments_json or "{}")
-    except (ValueError, RecursionError):
-        return {RAW_ARGUMENTS: arguments_json}
-    return value if isinstance(value, dict) else {RAW_ARGUMENTS: arguments_json}
-
-
-def arguments_of(value: Any) -> str:
-    """A functionCall's ``args`` as a reply's arguments JSON (the inverse of ``args_of``)."""
-    if isinstance(value, dict) and list(value) == [RAW_ARGUMENTS] and isinstance(value[RAW_ARGUMENTS], str):
-        return str(value[RAW_ARGUMENTS])
-    return compact_json(value or {})
-
-
-def data_url(url: str) -> tuple[str, bytes] | None:
-    """``(media_type, bytes)`` of a ``data:<type>;base64,<data>`` URL; None for another URL or a malformed one."""
-    head, comma, payload = url.partition(",")
-    if not url.startswith("data:") or not comma or not head.endswith(";base64"):
-        return None
-    try:
-        return head[len("data:") : -len(";base64")], base64.b64decode(payload, validate=True)
-    except ValueError:
-        return None
-
-
 def url_media_type(url: str) -> str:
     """An image URL's media type by its extension ("" when it has none Gemini reads)."""
     guessed, _ = mimetypes.guess_type(url.split("?", 1)[0])
@@ -158,7 +123,7 @@ def url_media_type(url: str) -> str:
 
 
 def _inline(media_type: str, data: bytes) -> WirePart:
-    return {"inlineData": {"mimeType": media_type, "data": base64.b64encode(data).decode("ascii")}}
+    return {"inlineData": {"mimeType": media_type, "data": b64(data)}}
 
 
 def content_part(part: Part) -> WirePart:
@@ -167,7 +132,7 @@ def content_part(part: Part) -> WirePart:
         case TextPart():
             return {"text": part.text}
         case ImagePart():
-            inline = data_url(part.url) if part.url else (part.media_type, part.data)
+            inline = read_data_url(part.url) if part.url else (part.media_type, part.data)
             if inline is None:
                 return {"fileData": {"mimeType": url_media_type(part.url), "fileUri": part.url}}
             return _inline(*inline)
@@ -203,7 +168,7 @@ def signed_parts(message: Message) -> list[WirePart]:
 
 
 def _function_call(c: ToolCall) -> FunctionCall:
-    call: FunctionCall = {"name": c.name, "args": args_of(c.arguments_json)}
+    call: FunctionCall = {"name": c.name, "args": arguments_object(c.arguments_json)}
     if c.id and not c.id.startswith(CALL_ID_PREFIX):
         call = {"id": c.id, **call}
     return call

@@ -64,15 +64,10 @@ from sidecar.fakes._conversation import Hints
 from sidecar.fakes._limits import Taken
 from sidecar.fakes._sse import Part, Plan, SseEvent
 from sidecar.fakes._wire import FILTER_CATEGORIES, ErrorSpec, Exchange, Wire, mask_key
+from sidecar.providers.formats.inline import read_data_url
 from sidecar.providers.formats.openai_chat import FORMAT
 from sidecar.providers.formats.openai_chat.front import REQUEST_KEYS
-from sidecar.providers.formats.openai_chat.vocab import (
-    END_MARKER,
-    ERROR_TYPES,
-    MAX_STOP,
-    RATE_LIMIT_HEADERS,
-    read_data_url,
-)
+from sidecar.providers.formats.openai_chat.vocab import END_MARKER, ERROR_TYPES, MAX_STOP, RATE_LIMIT_HEADERS
 
 __all__ = ["OPENAI", "UNREAD_KEYS", "duration", "filter_results"]
 

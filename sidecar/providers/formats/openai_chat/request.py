@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from sidecar.core.conversation import (
@@ -54,32 +53,24 @@ from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.carried import Unknown, kept, refuse_unknown
 from sidecar.providers.formats.chat import compact_json
 from sidecar.providers.formats.fields import shown
+from sidecar.providers.formats.inline import read_data_url
 from sidecar.providers.formats.openai_chat import shapes
 from sidecar.providers.formats.openai_chat.vocab import (
     FORMAT_NAME,
     TOOL_ERROR_PREFIX,
-    read_data_url,
     tool_image_labelled,
     tool_image_placeholder,
     tool_image_slot,
 )
-from sidecar.providers.formats.shapes import declared
+from sidecar.providers.formats.shapes import by_tag, declared
 
 __all__ = ["REQUEST_KEYS", "parse_request"]
 
 REQUEST_KEYS = declared(shapes.Request)
 """The request keys the front reads (the module's table); any other one that is not null is carried."""
-_MESSAGE_KEYS: Mapping[str, frozenset[str]] = {
-    "system": declared(shapes.SystemMessage),
-    "developer": declared(shapes.DeveloperMessage),
-    "user": declared(shapes.UserMessage),
-    "assistant": declared(shapes.AssistantMessage),
-    "tool": declared(shapes.ToolMessage),
-}
+_MESSAGE_KEYS = by_tag(shapes.Message, "role")
 """Each role's message keys (an assistant's ``annotations``, which an SDK sends back: read and set aside)."""
 _TEXT_KEYS = declared(shapes.TextPart)
-_keys = cache(declared)
-"""The keys a shape declares, each set made once."""
 
 
 @dataclass(slots=True)
@@ -226,8 +217,8 @@ def _image(part: dict[str, Any], at: str) -> ImagePart:
     """An image_url part: a data: URL is read as its bytes, any other URL as the URL."""
     image = part["image_url"]
     unknown = Unknown(FORMAT_NAME)
-    unknown.take(part, _keys(shapes.ImagePart))
-    unknown.take(image, _keys(shapes.ImageURL), "image_url")
+    unknown.take(part, declared(shapes.ImagePart))
+    unknown.take(image, declared(shapes.ImageURL), "image_url")
     carried, detail, url = unknown.carried(at), image.get("detail") or "", image["url"]
     if not url.startswith("data:"):
         return ImagePart(url=url, detail=detail, carried=carried)
@@ -242,8 +233,8 @@ def _file(part: dict[str, Any], at: str) -> DocumentPart:
     """A file part: ``file_data`` (a data: URL) as its bytes; a ``file_id`` has nothing to carry."""
     file = part["file"]
     unknown = Unknown(FORMAT_NAME)
-    unknown.take(part, _keys(shapes.FilePart))
-    unknown.take(file, _keys(shapes.File), "file")
+    unknown.take(part, declared(shapes.FilePart))
+    unknown.take(file, declared(shapes.File), "file")
     if file.get("file_id") is not None:
         why = "names a file uploaded to OpenAI, which the sidecar has no bytes of to carry: send them as file_data"
         raise InvalidInput(f"{at}.file.file_id", file["file_id"], why, as_sent=True)
@@ -274,7 +265,7 @@ def parse_request(body: Mapping[str, Any]) -> ModelRequest:
     unknown = Unknown(FORMAT_NAME)
     unknown.take(body, REQUEST_KEYS)
     if body.get("stream_options") is not None:  # OpenAIFront.parse reads include_usage
-        unknown.take(body["stream_options"], _keys(shapes.StreamOptions), "stream_options")
+        unknown.take(body["stream_options"], declared(shapes.StreamOptions), "stream_options")
     reader = _Reader()
     for i, m in enumerate(body["messages"]):
         reader.read(m, f"messages[{i}]")
@@ -319,8 +310,8 @@ def _controls(body: Mapping[str, Any], tools: bool, unknown: Unknown) -> Control
 def _tool_choice(value: str | dict[str, Any] | None, unknown: Unknown) -> ToolChoice | None:
     if value is None or isinstance(value, str):
         return None if value is None else ToolChoice(value)
-    unknown.take(value, _keys(shapes.NamedToolChoice), "tool_choice")
-    unknown.take(value["function"], _keys(shapes.ChoiceFunction), "tool_choice", "function")
+    unknown.take(value, declared(shapes.NamedToolChoice), "tool_choice")
+    unknown.take(value["function"], declared(shapes.ChoiceFunction), "tool_choice", "function")
     return ToolChoice("tool", value["function"]["name"])
 
 
@@ -329,16 +320,16 @@ def _read_call(c: dict[str, Any], where: str) -> ToolCall:
     arguments = function.get("arguments")
     text = arguments if isinstance(arguments, str) else compact_json({} if arguments is None else arguments)
     unknown = Unknown(FORMAT_NAME)
-    unknown.take(c, _keys(shapes.ToolCall))
-    unknown.take(function, _keys(shapes.Function), "function")
+    unknown.take(c, declared(shapes.ToolCall))
+    unknown.take(function, declared(shapes.Function), "function")
     return ToolCall(c.get("id") or "", function["name"], text, unknown.carried(where))
 
 
 def _tool(t: dict[str, Any], where: str) -> ToolDefinition:
     function = t["function"]
     unknown = Unknown(FORMAT_NAME)
-    unknown.take(t, _keys(shapes.Tool))
-    unknown.take(function, _keys(shapes.FunctionDefinition), "function")
+    unknown.take(t, declared(shapes.Tool))
+    unknown.take(function, declared(shapes.FunctionDefinition), "function")
     parameters = function.get("parameters")
     params = "" if parameters is None else compact_json(parameters)
     described = function.get("description") or ""
@@ -355,5 +346,5 @@ def _response_schema(fmt: dict[str, Any] | None) -> str:
     if fmt["type"] == "json_object":
         return compact_json({"type": "object"})
     # its name, description and strict are not sent on (the sidecar validates against the schema either way)
-    refuse_unknown(fmt["json_schema"], _keys(shapes.JSONSchema), "response_format.json_schema")
+    refuse_unknown(fmt["json_schema"], declared(shapes.JSONSchema), "response_format.json_schema")
     return compact_json(fmt["json_schema"]["schema"])

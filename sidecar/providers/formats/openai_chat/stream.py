@@ -26,11 +26,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from sidecar.core.conversation import ToolCall
-from sidecar.core.json_depth import loads
 from sidecar.core.kinds import FinishReason
 from sidecar.core.stream import Delta, TextDelta, ToolCallDelta
-from sidecar.providers.formats.chat import ChatReply, StreamFault
+from sidecar.providers.formats.chat import CallPieces, ChatReply, StreamFault, event_object
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.openai_chat.vocab import END_MARKER, FINISH, filtered_categories
 
@@ -49,22 +47,13 @@ def read_usage(usage: Mapping[str, Any], reply: ChatReply) -> None:
         reply.reasoning_tokens = count(completion.get("reasoning_tokens")) or reply.reasoning_tokens
 
 
-class _Call:
-    __slots__ = ("arguments", "id", "name")
-
-    def __init__(self) -> None:
-        self.id = ""
-        self.name = ""
-        self.arguments: list[str] = []
-
-
 class OpenAIStream:
     """One streamed Chat Completions reply, chunk by chunk (the table of the module)."""
 
     def __init__(self) -> None:
         self._text: list[str] = []
         self._refusal: list[str] = []
-        self._calls: dict[int, _Call] = {}
+        self._calls: dict[int, CallPieces] = {}
         """Tool calls by the wire's index, in the order their first fragment came."""
         self._finish: str | None = None
         self._usage = ChatReply("")
@@ -84,12 +73,7 @@ class OpenAIStream:
             return []
         if event == "error":
             raise StreamFault("the stream sent an error event", error_body=data)
-        try:
-            chunk = loads(data)
-        except ValueError:
-            raise StreamFault("the stream sent an event that is not JSON") from None
-        if not isinstance(chunk, dict):
-            raise StreamFault("the stream sent an event that is not a JSON object")
+        chunk = event_object(data)
         if "error" in chunk:
             raise StreamFault("the stream sent an error event", error_body=data)
         self.model = text_or_empty(chunk.get("model")) or self.model
@@ -133,7 +117,7 @@ class OpenAIStream:
     def _tool_piece(self, piece: dict[str, Any]) -> ToolCallDelta:
         wire_index = piece.get("index", 0)
         key = wire_index if isinstance(wire_index, int) else 0
-        call = self._calls.setdefault(key, _Call())
+        call = self._calls.setdefault(key, CallPieces())
         function = piece.get("function")
         function = function if isinstance(function, dict) else {}
         new_id = "" if call.id else text_or_empty(piece.get("id"))  # each is sent once, when first known
@@ -147,7 +131,7 @@ class OpenAIStream:
     def reply(self) -> ChatReply | None:
         if self._finish is None:
             return None
-        calls = [ToolCall(c.id, c.name, "".join(c.arguments) or "{}") for c in self._calls.values()]
+        calls = [c.call() for c in self._calls.values()]
         return replace(
             self._usage,
             text="".join(self._text),

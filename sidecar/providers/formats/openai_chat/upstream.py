@@ -1,23 +1,21 @@
 """The OpenAI Chat Completions upstream (also vLLM, Ollama and the compatible servers), whole and streamed.
 
-``OpenAIUpstream.body`` renders a ChatRequest in the shapes of ``shapes.py`` (``request.py`` reads one back:
-its inverse)::
+``OpenAIUpstream.body`` renders a ChatRequest in the shapes of ``shapes.py``: ``request.py``'s table,
+inverted, with what is the upstream's own::
 
     core (ChatRequest)                  OpenAI body
     system                              a system message, first
-    Message(USER, text | parts)         a user message: text, or text, image_url (a data: URL for bytes;
-                                        detail only when set) and file parts (a PDF's data: URL; its title
-                                        the filename, else DEFAULT_FILENAME)
-    Message(ASSISTANT)                  an assistant message: text (or null) or text parts, and tool_calls
+    Message(ASSISTANT) with no text     content null
     Message(TOOL, tool_results)         a tool message per result; is_error: TOOL_ERROR_PREFIX before its
                                         content (its first text part); parts: the image rule below
+    ImagePart, DocumentPart             image_url (a data: URL for bytes; detail only when set), file (a
+                                        PDF's data: URL; its title the filename, else DEFAULT_FILENAME)
     tools                               function tools (strict only when the definition sets it)
     response schema                     response_format json_schema, strict false (the sidecar validates)
     max_tokens                          max_tokens; max_completion_tokens with reasoning (reasoning models
                                         refuse max_tokens)
     reasoning                           reasoning_effort: the effort, or a budget's level
                                         (``vocab.effort_for_budget``)
-    the other controls                  the keys of their names (end_user: user; stop: a list)
     provider_options_json {"openai"}    its keys merged into the body (``provider_options``)
     every element's carried keys        merged into the object it was read from (``carried.merge_carried``)
     stream                              stream, stream_options.include_usage
@@ -42,8 +40,7 @@ the wire sends is skipped. Error answers (and a stream's error events) are a con
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from sidecar.core.conversation import (
@@ -61,13 +58,10 @@ from sidecar.core.conversation import (
     ToolDefinition,
 )
 from sidecar.core.kinds import FinishReason, Role
-from sidecar.core.rate_budget import Budget
-from sidecar.core.retry import Retry
-from sidecar.core.taxonomy import InvalidInput, SidecarFailure
-from sidecar.providers.errors import Target, classify_response, refused
-from sidecar.providers.formats.azure import CHAT, AzureWire
-from sidecar.providers.formats.carried import asked, merge_carried, plain, refuse_uncarried
+from sidecar.providers.formats.azure import CHAT
+from sidecar.providers.formats.carried import FEATURES, format_rule, merge_carried, plain, refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest
+from sidecar.providers.formats.inline import data_url
 from sidecar.providers.formats.openai_chat.shapes import Request
 from sidecar.providers.formats.openai_chat.stream import OpenAIStream, read_usage
 from sidecar.providers.formats.openai_chat.vocab import (
@@ -76,17 +70,14 @@ from sidecar.providers.formats.openai_chat.vocab import (
     FORMAT_NAME,
     MAX_STOP,
     TOOL_ERROR_PREFIX,
-    data_url,
     effort_for_budget,
-    error_refusal,
     filtered_categories,
-    rate_budget,
     render_tool,
     tool_image_label,
     tool_image_placeholder,
 )
+from sidecar.providers.formats.openai_client import OpenAIClient
 from sidecar.providers.formats.options import merge_options, options_for
-from sidecar.providers.formats.protocol import SSE
 from sidecar.providers.formats.shapes import declared
 
 __all__ = ["CHAT_PATH", "SIDECAR_KEYS", "OpenAIStream", "OpenAIUpstream", "provider_options"]
@@ -114,55 +105,22 @@ _WHY: Mapping[str, str] = {
 """Why the format does not carry a feature, for the refusal's words."""
 
 
-class OpenAIUpstream:
+class OpenAIUpstream(OpenAIClient):
     """The sidecar as a Chat Completions client (the module's tables); with ``azure``, Azure OpenAI's URLs
-    and credential (``formats.azure``)."""
+    and credential (``formats.openai_client``)."""
 
-    def __init__(self, azure: AzureWire | None = None) -> None:
-        self.azure = azure
+    own_path = CHAT_PATH
+    operation = CHAT
 
-    carries: frozenset[str] = frozenset(
-        {
-            "parts.text",
-            "parts.image",
-            "parts.document",
-            "tool_results.parts",
-            "tool_results.image",
-            "tools.strict",
-            "reasoning",
-            "tool_choice",
-            "parallel_tool_calls",
-            "stop",
-            "top_p",
-            "seed",
-            "presence_penalty",
-            "frequency_penalty",
-            "end_user",
-            "provider_options_json",
-        }
-    )
-    """What the format carries (``formats.carried``): a PDF as data, not by URL (Chat Completions has no URL form)."""
+    carries: frozenset[str] = frozenset(FEATURES).difference(_WHY)
+    """What the format carries (``formats.carried``): every feature but those ``_WHY`` says it does not."""
 
     def check(self, request: ModelRequest, model_id: str) -> None:
         if plain(request):
             return
-        _refuse_with_reasons(request, model_id)
-        refuse_uncarried(request, self.carries, FORMAT_NAME, model_id)
+        refuse_uncarried(request, self.carries, FORMAT_NAME, model_id, _WHY)
         _check_rules(request, model_id)
         provider_options(request.controls)
-
-    def path(self, model: str, *, stream: bool) -> str:
-        return CHAT_PATH if self.azure is None else self.azure.path(model, CHAT)
-
-    def headers(self, api_key: str | None) -> dict[str, str]:
-        if self.azure is not None:
-            return self.azure.headers(api_key)
-        return {"authorization": f"Bearer {api_key}"} if api_key else {}
-
-    stream_type = SSE
-
-    def sign(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, str]:
-        return dict(headers)  # the key is a header (``headers``): nothing covers the request itself
 
     def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
         messages: list[dict[str, Any]] = []
@@ -193,7 +151,10 @@ class OpenAIUpstream:
         return OpenAIStream()
 
     def parse(self, body: dict[str, Any]) -> ChatReply:
-        choice = (body.get("choices") or [{}])[0]
+        choices = body.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise ValueError("the reply holds no choice")  # a success the wire never sends: malformed
+        choice = choices[0]
         message = choice.get("message") or {}
         raw_finish = str(choice.get("finish_reason") or "")
         calls = [
@@ -222,39 +183,14 @@ class OpenAIUpstream:
         read_usage(body.get("usage") or {}, reply)
         return reply
 
-    def classify(
-        self,
-        status: int,
-        headers: Mapping[str, str],
-        body: str,
-        target: Target,
-        secrets: Iterable[str],
-        now: datetime,
-    ) -> Retry | SidecarFailure:
-        refusal = error_refusal(body)
-        if refusal is not None:
-            return refused(status, headers, body, target, secrets, *refusal)
-        return classify_response(status, headers, body, target, secrets, now)
-
-    def budget(self, headers: Mapping[str, str], now: datetime) -> Budget:
-        return rate_budget(headers)
-
 
 # ---------------------------------------------------------------------------- checks before sending
-
-
-def _refuse_with_reasons(request: ModelRequest, model_id: str) -> None:
-    """The first feature the format does not carry for a reason it can say (``_WHY``)."""
-    for feature, field in asked(request):
-        if feature in _WHY:
-            rule = f"model {model_id} speaks the {FORMAT_NAME} wire format, which does not carry {feature}: "
-            raise InvalidInput(field, feature, f"{rule}{_WHY[feature]} (docs/carried.md)")
 
 
 def _check_rules(request: ModelRequest, model_id: str) -> None:
     """OpenAI's own rules (the module's list): the first one the request breaks."""
     for field, value, rule in _broken(request):
-        raise InvalidInput(field, value, f"model {model_id} speaks the {FORMAT_NAME} wire format: {rule}")
+        raise format_rule(field, value, model_id, FORMAT_NAME, rule)
 
 
 _USER_ONLY = (

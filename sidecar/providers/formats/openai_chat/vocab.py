@@ -39,7 +39,7 @@ is_error flag); a stream ends with ``END_MARKER``. The key goes in ``authorizati
 A tool message carries text only: a tool result's images go in one user message after the turn's
 tool messages, each where it stood marked in its tool message by ``tool_image_placeholder(n)`` and
 labelled in the user message by ``tool_image_label(n, call_id)`` (``upstream.py``'s rule).
-Binary content (an image, a PDF) travels as a ``data:`` URL (``data_url``, ``read_data_url``).
+Binary content (an image, a PDF) travels as a ``data:`` URL (``formats.inline``).
 
 A reasoning budget (``Reasoning.budget_tokens``) is sent as the ``reasoning_effort`` level of
 ``effort_for_budget``::
@@ -53,8 +53,6 @@ A reasoning budget (``Reasoning.budget_tokens``) is sent as the ``reasoning_effo
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -77,13 +75,11 @@ __all__ = [
     "REFUSAL_CODES",
     "TOOL_ERROR_PREFIX",
     "api_key_of",
-    "data_url",
     "effort_for_budget",
     "error_refusal",
     "filtered_categories",
     "parse_duration",
     "rate_budget",
-    "read_data_url",
     "render_tool",
     "tool_image_label",
     "tool_image_labelled",
@@ -242,25 +238,6 @@ _BUDGET_LEVELS = ((1024, "minimal"), (4096, "low"), (16384, "medium"))
 def effort_for_budget(budget_tokens: int) -> str:
     """The ``reasoning_effort`` a reasoning budget is sent as (the module's table)."""
     return next((level for below, level in _BUDGET_LEVELS if budget_tokens < below), "high")
-
-
-_DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+);base64,(.*)", re.DOTALL)
-
-
-def data_url(media_type: str, data: bytes) -> str:
-    """``data:<media type>;base64,<data>``."""
-    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
-
-
-def read_data_url(url: str) -> tuple[str, bytes] | None:
-    """The media type and the bytes of a base64 ``data:`` URL; None when it is not one."""
-    match = _DATA_URL.fullmatch(url)
-    if match is None:
-        return None
-    try:
-        return match[1], base64.b64decode(match[2], validate=True)
-    except (binascii.Error, ValueError):
-        return None
 
 
 _PLACEHOLDER = "[image {n}: in the user message after these tool results]"

@@ -35,10 +35,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from sidecar.core.conversation import ReasoningPart, ToolCall
-from sidecar.core.json_depth import loads
 from sidecar.core.kinds import FinishReason
 from sidecar.core.stream import Delta, ReasoningDelta, TextDelta, ToolCallDelta
-from sidecar.providers.formats.chat import ChatReply, StreamFault
+from sidecar.providers.formats.chat import CallPieces, ChatReply, StreamFault, event_object
 from sidecar.providers.formats.fields import count, text_or_empty
 from sidecar.providers.formats.openai_responses.vocab import FORMAT_NAME, INCOMPLETE, parts_of_item, signature_of
 
@@ -122,21 +121,13 @@ def read_response(body: Mapping[str, Any]) -> ChatReply:
 # ---------------------------------------------------------------------------- a stream read
 
 
-class _Call:
-    __slots__ = ("arguments", "id", "name")
-
-    def __init__(self, call_id: str, name: str) -> None:
-        self.id, self.name = call_id, name
-        self.arguments: list[str] = []
-
-
 class ResponsesStream:
     """One streamed Responses reply, event by event (the module's table)."""
 
     def __init__(self) -> None:
         self._text: list[str] = []
         self._refusal: list[str] = []
-        self._calls: dict[str, _Call] = {}
+        self._calls: dict[str, CallPieces] = {}
         """Tool calls by their item's id (or output index), in the order they were added."""
         self._reasoning: list[list[str]] = []
         """Each reasoning part: [text, signature]."""
@@ -150,12 +141,7 @@ class ResponsesStream:
     def feed(self, event: str, data: str) -> list[Delta]:
         if not data.strip():
             return []
-        try:
-            body = loads(data)
-        except ValueError:
-            raise StreamFault("the stream sent an event that is not JSON") from None
-        if not isinstance(body, dict):
-            raise StreamFault("the stream sent an event that is not a JSON object")
+        body = event_object(data)
         kind = text_or_empty(body.get("type")) or event
         if kind == "error":
             error = {k: body.get(k) for k in ("code", "message", "param")}
@@ -206,7 +192,9 @@ class ResponsesStream:
         kind = item.get("type")
         if kind == "function_call":
             if key not in self._calls:
-                call = self._calls[key] = _Call(text_or_empty(item.get("call_id")), text_or_empty(item.get("name")))
+                call = self._calls[key] = CallPieces(
+                    text_or_empty(item.get("call_id")), text_or_empty(item.get("name"))
+                )
                 out: list[Delta] = [ToolCallDelta(len(self._calls) - 1, call.id, call.name, "")]
                 arguments = text_or_empty(item.get("arguments"))
                 return out + self._arguments(key, arguments) if arguments else out
@@ -252,7 +240,7 @@ class ResponsesStream:
         output = final.get("output")
         if isinstance(output, list) and output:
             return read_response(final)  # the completed response holds every item whole
-        calls = [ToolCall(c.id, c.name, "".join(c.arguments) or "{}") for c in self._calls.values()]
+        calls = [c.call() for c in self._calls.values()]
         finish, raw = _finish(final, bool(calls))
         reply = ChatReply(
             text="".join(self._text),

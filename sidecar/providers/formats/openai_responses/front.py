@@ -37,7 +37,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from functools import cache
 from typing import Any, cast
 
 from sidecar.core.conversation import (
@@ -60,8 +59,9 @@ from sidecar.core.taxonomy import InvalidInput
 from sidecar.providers.formats.carried import Unknown, kept, refuse_unknown
 from sidecar.providers.formats.chat import ChatReply, compact_json
 from sidecar.providers.formats.fields import shown
+from sidecar.providers.formats.inline import read_data_url
 from sidecar.providers.formats.openai_chat.front import OpenAIFront
-from sidecar.providers.formats.openai_chat.vocab import TOOL_ERROR_PREFIX, api_key_of, read_data_url
+from sidecar.providers.formats.openai_chat.vocab import TOOL_ERROR_PREFIX, api_key_of
 from sidecar.providers.formats.openai_responses import shapes
 from sidecar.providers.formats.openai_responses.vocab import FORMAT_NAME, parts_of_item, refuse_stateful
 from sidecar.providers.formats.openai_responses.writer import ResponsesWriter, output_items, response_object
@@ -73,8 +73,6 @@ __all__ = ["REQUEST_KEYS", "RESPONSES_ROUTE", "ResponsesFront", "parse_request"]
 RESPONSES_ROUTE = "/v1/responses"
 REQUEST_KEYS = declared(shapes.Request)
 """The request keys the front reads; any other one is carried (``carried.Unknown``)."""
-_keys = cache(declared)
-"""The keys an element's shape declares: the others are carried (or refused where nothing holds them)."""
 _TEXTS = {"input_text": shapes.InputText, "output_text": shapes.OutputText, "refusal": shapes.Refusal}
 _CHAT = OpenAIFront()
 """What is the same as Chat Completions: the error body, its types, the key."""
@@ -211,10 +209,10 @@ class _Reader:
             self._flush_assistant()
 
     def _system(self, item: shapes.SystemMessage, where: str) -> None:
-        refuse_unknown(item, _keys(shapes.SystemMessage), where, here=True)  # no element of the core holds its keys
+        refuse_unknown(item, declared(shapes.SystemMessage), where, here=True)  # no element of the core holds its keys
         content = item["content"]
         for j, part in enumerate(content if isinstance(content, list) else ()):
-            refuse_unknown(part, _keys(shapes.InputText), f"{where}.content[{j}]", here=True)
+            refuse_unknown(part, declared(shapes.InputText), f"{where}.content[{j}]", here=True)
         self.system.append(content if isinstance(content, str) else "".join(p["text"] for p in content))
 
     def _user(self, item: shapes.UserMessage, where: str) -> None:
@@ -222,7 +220,7 @@ class _Reader:
         self._flush_results()
         text, parts = _content(item["content"], f"{where}.content")
         self.messages.append(
-            Message(Role.USER, text, parts=parts, carried=kept(FORMAT_NAME, item, _keys(shapes.UserMessage), where))
+            Message(Role.USER, text, parts=parts, carried=kept(FORMAT_NAME, item, declared(shapes.UserMessage), where))
         )
 
     def _assistant_message(self, item: shapes.AssistantMessage, where: str) -> None:
@@ -230,13 +228,13 @@ class _Reader:
         text, parts = _content(item["content"], f"{where}.content")
         if len(parts) == 1 and isinstance(parts[0], TextPart) and parts[0].carried is None:
             text, parts = parts[0].text, ()
-        carried = kept(FORMAT_NAME, item, _keys(shapes.AssistantMessage), where)
+        carried = kept(FORMAT_NAME, item, declared(shapes.AssistantMessage), where)
         self._assistant = Message(Role.ASSISTANT, text, parts=parts, carried=carried)
 
     def _call(self, item: shapes.FunctionCall, where: str) -> None:
         self._flush_results()
         arguments = item.get("arguments")
-        carried = kept(FORMAT_NAME, item, _keys(shapes.FunctionCall), where)
+        carried = kept(FORMAT_NAME, item, declared(shapes.FunctionCall), where)
         call = ToolCall(item["call_id"], item["name"], "{}" if arguments is None else arguments, carried)
         self._names[call.id] = call.name
         self._calls.append(call)
@@ -245,17 +243,17 @@ class _Reader:
         self._flush_assistant()
         call_id = item["call_id"]
         read = _result(item.get("output"), call_id, self._names.get(call_id, ""), f"{where}.output")
-        self._results.append(replace(read, carried=kept(FORMAT_NAME, item, _keys(shapes.FunctionCallOutput), where)))
+        self._results.append(replace(read, carried=kept(FORMAT_NAME, item, declared(shapes.FunctionCallOutput), where)))
 
     def _thought(self, item: shapes.ReasoningItem, where: str) -> None:
         self._next_turn()
-        refuse_unknown(item, _keys(shapes.ReasoningItem), where, here=True)
+        refuse_unknown(item, declared(shapes.ReasoningItem), where, here=True)
         if item.get("content"):  # a list the type allows, but nothing in the core holds
             rule = "the sidecar carries a reasoning summary, not its text"
             raise InvalidInput(f"{where}.content", "reasoning_text", rule, as_sent=True)
         summary = item.get("summary") or []
         for k, s in enumerate(summary):
-            refuse_unknown(s, _keys(shapes.SummaryText), f"{where}.summary[{k}]", here=True)
+            refuse_unknown(s, declared(shapes.SummaryText), f"{where}.summary[{k}]", here=True)
         texts = [s["text"] for s in summary]
         self._reasoning += parts_of_item(item["id"], item.get("encrypted_content") or "", texts)
 
@@ -284,7 +282,7 @@ def _part(part: Mapping[str, Any], at: str) -> Part:
         return _image(cast(shapes.InputImage, part), at)
     if kind == "input_file":
         return _file(cast(shapes.InputFile, part), at)
-    carried = kept(FORMAT_NAME, part, _keys(_TEXTS[kind]), at)  # a refusal: what the model said when it refused
+    carried = kept(FORMAT_NAME, part, declared(_TEXTS[kind]), at)  # a refusal: what the model said when it refused
     return TextPart(part["refusal"] if kind == "refusal" else part["text"], carried=carried)
 
 
@@ -301,7 +299,7 @@ def _image(part: shapes.InputImage, at: str) -> ImagePart:
         raise InvalidInput(f"{at}.image_url", "", "is required", as_sent=True)
     detail: str = part.get("detail") or "auto"
     detail = "" if detail == "auto" else detail
-    carried = kept(FORMAT_NAME, part, _keys(shapes.InputImage), at)
+    carried = kept(FORMAT_NAME, part, declared(shapes.InputImage), at)
     if not url.startswith("data:"):
         return ImagePart(url=url, detail=detail, carried=carried)
     read = read_data_url(url)
@@ -312,7 +310,7 @@ def _image(part: shapes.InputImage, at: str) -> ImagePart:
 
 def _file(part: shapes.InputFile, at: str) -> DocumentPart:
     _no_file_id(part, at, "file_data or file_url")
-    carried = kept(FORMAT_NAME, part, _keys(shapes.InputFile), at)
+    carried = kept(FORMAT_NAME, part, declared(shapes.InputFile), at)
     url = part.get("file_url")
     if url is not None:
         return DocumentPart(url=url, carried=carried)
@@ -350,18 +348,18 @@ def _tool(tool: shapes.FunctionTool, where: str) -> ToolDefinition:
         tool.get("description") or "",
         "" if parameters is None else compact_json(parameters),
         strict=tool.get("strict"),
-        carried=kept(FORMAT_NAME, tool, _keys(shapes.FunctionTool), where),
+        carried=kept(FORMAT_NAME, tool, declared(shapes.FunctionTool), where),
     )
 
 
 def _response_schema(text: shapes.TextConfig | None, unknown: Unknown) -> str:
     fmt = None if text is None else text.get("format")
     if text is not None:
-        unknown.take(text, _keys(shapes.TextConfig), "text")
+        unknown.take(text, declared(shapes.TextConfig), "text")
     if fmt is None:
         return ""
     if fmt["type"] == "json_schema":  # strict or not, the sidecar holds every reply to the schema
-        unknown.take(fmt, _keys(shapes.JsonSchemaFormat), "text", "format")
+        unknown.take(fmt, declared(shapes.JsonSchemaFormat), "text", "format")
         return compact_json(fmt["schema"])
     refuse_unknown(fmt, ("type",), "text.format", here=True)  # nothing is rendered for them to carry a key into
     return compact_json({"type": "object"}) if fmt["type"] == "json_object" else ""
@@ -370,14 +368,14 @@ def _response_schema(text: shapes.TextConfig | None, unknown: Unknown) -> str:
 def _controls(request: shapes.Request, tools: bool, unknown: Unknown) -> Controls:
     reasoning = request.get("reasoning")
     if reasoning is not None:
-        unknown.take(reasoning, _keys(shapes.ReasoningConfig), "reasoning")
+        unknown.take(reasoning, declared(shapes.ReasoningConfig), "reasoning")
     effort = None if reasoning is None else reasoning.get("effort")
     choice, parallel = request.get("tool_choice"), request.get("parallel_tool_calls")
     for key, value in (("tool_choice", choice), ("parallel_tool_calls", parallel)):
         if value is not None and not tools:  # a rule across two keys
             raise InvalidInput(key, shown(value), f"{key} is only allowed when tools are given")
     if isinstance(choice, dict):
-        unknown.take(choice, _keys(shapes.ToolChoiceFunction), "tool_choice")
+        unknown.take(choice, declared(shapes.ToolChoiceFunction), "tool_choice")
     user = request.get("safety_identifier")
     top_p = request.get("top_p")
     return Controls(

@@ -14,7 +14,8 @@ from typing import Any
 from sidecar.core.conversation import DocumentPart, ImagePart, Message, Part, ReasoningPart, TextPart, ToolCallResult
 from sidecar.core.kinds import Role
 from sidecar.providers.formats.carried import merge_carried
-from sidecar.providers.formats.openai_chat.vocab import DEFAULT_FILENAME, TOOL_ERROR_PREFIX, data_url
+from sidecar.providers.formats.inline import data_url
+from sidecar.providers.formats.openai_chat.vocab import DEFAULT_FILENAME, TOOL_ERROR_PREFIX
 from sidecar.providers.formats.openai_responses.vocab import FORMAT_NAME, REDACTED_ID, item_of
 
 __all__ = ["input_items", "reasoning_items", "render_part"]

@@ -45,28 +45,22 @@ then ``providers.errors.classify_response``, as for Chat Completions.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from datetime import datetime
+from collections.abc import Mapping
 from typing import Any
 
 from sidecar.core.conversation import Controls, DocumentPart, ModelRequest, TextPart
 from sidecar.core.json_depth import loads
 from sidecar.core.kinds import Role
-from sidecar.core.rate_budget import Budget
-from sidecar.core.retry import Retry
-from sidecar.core.taxonomy import InvalidInput, SidecarFailure
-from sidecar.providers.errors import Target, classify_response, refused
-from sidecar.providers.formats.azure import RESPONSES, AzureWire
-from sidecar.providers.formats.carried import asked, merge_carried, plain, refuse_uncarried
+from sidecar.providers.formats.azure import RESPONSES
+from sidecar.providers.formats.carried import FEATURES, format_rule, merge_carried, plain, refuse_uncarried
 from sidecar.providers.formats.chat import ChatReply, ChatRequest
 from sidecar.providers.formats.fields import text_or_empty
-from sidecar.providers.formats.openai_chat.vocab import error_refusal, rate_budget
+from sidecar.providers.formats.openai_client import OpenAIClient
 from sidecar.providers.formats.openai_responses.decoder import ResponsesStream, read_response
 from sidecar.providers.formats.openai_responses.items import input_items
 from sidecar.providers.formats.openai_responses.shapes import Request
 from sidecar.providers.formats.openai_responses.vocab import FORMAT_NAME, INCLUDE, RESPONSES_PATH, effort_for_budget
 from sidecar.providers.formats.options import merge_options, options_for
-from sidecar.providers.formats.protocol import SSE
 from sidecar.providers.formats.shapes import declared
 
 __all__ = ["SIDECAR_KEYS", "ResponsesUpstream", "provider_options"]
@@ -102,84 +96,46 @@ _CODE_STATUS: Mapping[str, int] = {
 """The status an error that came in a 200 (a failed response, a stream's error event) stands for, by its code."""
 
 
-class ResponsesUpstream:
+class ResponsesUpstream(OpenAIClient):
     """The sidecar as a Responses API client (the module's tables); with ``azure``, Azure OpenAI's URLs
-    and credential (``formats.azure``)."""
+    and credential (``formats.openai_client``)."""
 
-    def __init__(self, azure: AzureWire | None = None) -> None:
-        self.azure = azure
+    own_path = RESPONSES_PATH
+    operation = RESPONSES
 
-    carries: frozenset[str] = frozenset(
-        {
-            "parts.text",
-            "parts.image",
-            "parts.document",
-            "parts.document_url",
-            "tool_results.parts",
-            "tool_results.image",
-            "reasoning.history",
-            "tools.strict",
-            "reasoning",
-            "tool_choice",
-            "parallel_tool_calls",
-            "top_p",
-            "end_user",
-            "provider_options_json",
-        }
-    )
+    carries: frozenset[str] = frozenset(FEATURES).difference(_WHY)
+    """What the format carries (``formats.carried``): every feature but those ``_WHY`` says it does not."""
 
     def check(self, request: ModelRequest, model_id: str) -> None:
         if plain(request):
             return
-        for feature, field in asked(request):
-            if feature in _WHY:
-                raise InvalidInput(
-                    field,
-                    feature,
-                    f"model {model_id} speaks the {FORMAT_NAME} wire format, which does not carry {feature}: "
-                    f"{_WHY[feature]} (docs/carried.md)",
-                )
-        refuse_uncarried(request, self.carries, FORMAT_NAME, model_id)
+        refuse_uncarried(request, self.carries, FORMAT_NAME, model_id, _WHY)
         for i, m in enumerate(request.messages):
             for j, thought in enumerate(m.reasoning):
                 if j == 0 and not (thought.signature or thought.redacted_data):
                     rule = "a reasoning item goes back with its id and encrypted content (the signature)"
-                    raise _rule(f"messages[{i}].reasoning[{j}].signature", "", model_id, rule)
+                    raise format_rule(f"messages[{i}].reasoning[{j}].signature", "", model_id, FORMAT_NAME, rule)
             if m.role is Role.ASSISTANT:
                 for j, part in enumerate(m.parts):
                     if not isinstance(part, TextPart):
                         rule = "an assistant message carries text parts only"
-                        raise _rule(f"messages[{i}].parts[{j}]", type(part).__name__, model_id, rule)
+                        raise format_rule(f"messages[{i}].parts[{j}]", type(part).__name__, model_id, FORMAT_NAME, rule)
             for j, r in enumerate(m.tool_results):
                 for k, part in enumerate(r.parts):
                     if isinstance(part, DocumentPart):
                         rule = "a function_call_output carries text and images"
-                        raise _rule(f"messages[{i}].tool_results[{j}].parts[{k}]", "document", model_id, rule)
+                        raise format_rule(
+                            f"messages[{i}].tool_results[{j}].parts[{k}]", "document", model_id, FORMAT_NAME, rule
+                        )
         c = request.controls
         if not request.tools:
             for name, value in (("tool_choice", c.tool_choice), ("parallel_tool_calls", c.parallel_tool_calls)):
                 if value is not None:
-                    raise _rule(name, name, model_id, f"OpenAI takes {name} only with tools")
+                    raise format_rule(name, name, model_id, FORMAT_NAME, f"OpenAI takes {name} only with tools")
         if c.reasoning is not None and request.temperature not in (None, 1.0):
             rule = "OpenAI's reasoning models take only the default temperature (1): leave it unset with reasoning"
-            raise _rule("temperature", str(request.temperature), model_id, rule)
+            raise format_rule("temperature", str(request.temperature), model_id, FORMAT_NAME, rule)
         provider_options(c)
-
-    def path(self, model: str, *, stream: bool) -> str:
-        return RESPONSES_PATH if self.azure is None else self.azure.path(model, RESPONSES)
-
-    def headers(self, api_key: str | None) -> dict[str, str]:
-        if self.azure is not None:
-            return self.azure.headers(api_key)
-        return {"authorization": f"Bearer {api_key}"} if api_key else {}
-
-    def budget(self, headers: Mapping[str, str], now: datetime) -> Budget:
-        return rate_budget(headers)
-
-    stream_type = SSE
-
-    def sign(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, str]:
-        return dict(headers)  # the key is a header (``headers``): nothing covers the request itself
 
     def body(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"model": request.upstream_model, "input": input_items(request.messages)}
@@ -220,21 +176,10 @@ class ResponsesUpstream:
     def parse(self, body: dict[str, Any]) -> ChatReply:
         return read_response(body)
 
-    def classify(
-        self,
-        status: int,
-        headers: Mapping[str, str],
-        body: str,
-        target: Target,
-        secrets: Iterable[str],
-        now: datetime,
-    ) -> Retry | SidecarFailure:
-        refusal = error_refusal(body)
-        if refusal is not None:
-            return refused(status, headers, body, target, secrets, *refusal)
-        if status in (200, 500):
-            status = _CODE_STATUS.get(_error_code(body), status)
-        return classify_response(status, headers, body, target, secrets, now)
+    def status_of(self, status: int, body: str) -> int:
+        """An error that came in a 200 or as a 500 (a failed response, a stream's error event): the status
+        its code names (``_CODE_STATUS``)."""
+        return _CODE_STATUS.get(_error_code(body), status) if status in (200, 500) else status
 
 
 _EMPTY: dict[str, Any] = {"type": "object", "properties": {}}
@@ -247,10 +192,6 @@ def _error_code(body: str) -> str:
         return ""
     error = parsed.get("error") if isinstance(parsed, dict) else None
     return text_or_empty(error.get("code")) if isinstance(error, dict) else ""
-
-
-def _rule(field: str, value: str, model_id: str, rule: str) -> InvalidInput:
-    return InvalidInput(field, value, f"model {model_id} speaks the {FORMAT_NAME} wire format: {rule}")
 
 
 def provider_options(controls: Controls) -> dict[str, Any]:
