@@ -1,6 +1,6 @@
 """The Anthropic Messages shapes, declared once: the request a front reads, the reply it writes.
 
-They follow the ``anthropic`` SDK 2.15.0 (pinned in constraints.txt; the sidecar never imports it), under
+They follow the ``anthropic`` SDK 2.17.0 (pinned in constraints.txt; the sidecar never imports it), under
 its names: ``message_create_params.MessageCreateParamsBase`` and the param ``TypedDict``s it references for
 the request; ``Message``, its blocks, ``Usage`` and the ``Raw*Event`` stream events for the reply
 (``tests/formats/test_anthropic_shapes.py`` walks the SDK's types beside these, key by key). A request

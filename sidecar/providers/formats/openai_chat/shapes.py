@@ -1,6 +1,6 @@
 """The OpenAI Chat Completions wire, declared once as types: the request a caller sends, the reply and the chunks.
 
-They follow the ``openai`` Python SDK 3.57.0 (pinned in constraints.txt; the sidecar never imports it), the
+They follow the ``openai`` Python SDK 3.63.0 (pinned in constraints.txt; the sidecar never imports it), the
 ``openai.types.chat`` types below; ``tests/formats/test_openai_chat_shapes.py`` holds every key declared here
 to the SDK's. ``REQUEST`` is the request's shape, checked once by ``request.parse_request``::
 

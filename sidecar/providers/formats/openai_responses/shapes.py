@@ -1,6 +1,6 @@
 """The OpenAI Responses format's shapes, declared once: the request the front reads and the reply it writes.
 
-They follow the ``openai`` SDK 3.57.0 (pinned in constraints.txt), whose ``openai.types.responses``
+They follow the ``openai`` SDK 3.63.0 (pinned in constraints.txt), whose ``openai.types.responses``
 TypedDicts they copy as far as the sidecar reads them; the sidecar never imports the SDK, and
 ``tests/formats/test_openai_responses_shapes.py`` proves every key here is the SDK's (a reply's too, but for
 the sidecar's own extension and the two keys it names)::
