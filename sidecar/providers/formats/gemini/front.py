@@ -1,6 +1,6 @@
 """The Gemini front: a generateContent request read, the answer rendered (whole, streamed, failed).
 
-The sidecar has no Gemini door yet; this half is what the fake provider speaks (``fakes/_gemini.py``)
+The sidecar has no Gemini door yet; this half is what the fake provider speaks (``gemini/fake.py``)
 and what ``tests/unit/test_formats.py`` reads the upstream's bodies back with. A request names its
 model and whether it streams in its URL, not its body: ``routed(path, body)`` puts them in the body
 as ``model`` and ``stream`` (the keys ``parse`` reads them from), for a path of ``upstream.generate_path``.
