@@ -1,5 +1,6 @@
-"""The Anthropic Messages wire format (``wire_format: anthropic``): ``vocab``, ``upstream``, ``front``, ``fake``
-(with ``fake_answers``, ``fake_checks``, ``fake_signing``); served at the ``anthropic`` door."""
+"""The Anthropic Messages wire format (``wire_format: anthropic``): ``shapes``, ``vocab``, ``upstream`` (with
+``rules``), ``front`` (with ``request``), ``fake`` (with ``fake_answers``, ``fake_checks``, ``fake_signing``);
+served at the ``anthropic`` door."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The Amazon Bedrock Converse wire format (``wire_format: bedrock_converse``): ``vocab``, ``upstream``, ``front``,
-``fake``; no door."""
+"""The Amazon Bedrock Converse wire format (``wire_format: bedrock_converse``): ``shapes``, ``vocab``, ``upstream``
+(with ``reply``), ``front``, ``fake``; no door."""
 
 from __future__ import annotations
 

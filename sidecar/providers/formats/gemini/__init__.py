@@ -1,4 +1,5 @@
-"""The Gemini wire format (``wire_format: gemini``): ``vocab``, ``upstream``, ``front``, ``fake``; no door."""
+"""The Gemini wire format (``wire_format: gemini``): ``shapes``, ``vocab``, ``upstream`` (with ``replies``), ``front``
+(with ``request``), ``fake``; no door."""
 
 from __future__ import annotations
 

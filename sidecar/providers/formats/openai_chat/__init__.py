@@ -1,5 +1,6 @@
-"""The OpenAI Chat Completions wire format (``wire_format: openai``): ``vocab``, ``upstream``, ``front``, ``fake``
-(the OpenAI wire) and ``fake_azure`` (the same behind Azure OpenAI's URLs); served at the ``openai`` door."""
+"""The OpenAI Chat Completions wire format (``wire_format: openai``): ``shapes``, ``vocab``, ``upstream`` (with
+``stream``), ``front`` (with ``request``), ``fake`` (the OpenAI wire) and ``fake_azure`` (the same behind Azure
+OpenAI's URLs); served at the ``openai`` door."""
 
 from __future__ import annotations
 

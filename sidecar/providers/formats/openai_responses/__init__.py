@@ -1,5 +1,5 @@
-"""The OpenAI Responses wire format (``wire_format: openai_responses``): ``vocab``, ``upstream``, ``front``, ``fake``;
-served at the ``openai`` door."""
+"""The OpenAI Responses wire format (``wire_format: openai_responses``): ``shapes``, ``vocab``, ``items``,
+``upstream`` (with ``decoder``), ``front`` (with ``writer``), ``fake``; served at the ``openai`` door."""
 
 from __future__ import annotations
 
