@@ -20,7 +20,7 @@ from sidecar.core.conversation import ToolCall as CoreToolCall
 from sidecar.core.kinds import FinishReason
 from sidecar.core.stream import TextDelta, ToolCallDelta
 from sidecar.providers.formats.chat import ChatReply
-from sidecar.providers.formats.protocol import Front, ReplyHead, Sse
+from sidecar.providers.formats.protocol import Front, ReplyHead, Sse, StreamWriter
 
 from ._brain import Reply, tokens_for
 from ._conversation import Conversation, Hints, conversation_of
@@ -194,6 +194,13 @@ class Wire(ABC):
         reply = plan.reply
         writer = self.front.writer(self.head(ex, created), include_usage=ex.conversation.include_usage)
         events: list[Sse] = writer.start(plan.input_tokens)
+        events += self.piece_events(writer, plan, ex)
+        events += writer.final(self.chat_reply(reply, ex, plan.input_tokens, plan.output_tokens))
+        return self.tagged(events)
+
+    def piece_events(self, writer: StreamWriter, plan: Plan, ex: Exchange) -> list[Sse]:
+        """The plan's pieces (text, a refusal, a tool call's name and its argument fragments) as ``writer``'s events."""
+        events: list[Sse] = []
         for piece in plan.pieces:
             if piece.kind == "text":
                 events += writer.delta(TextDelta(piece.text))
@@ -204,8 +211,7 @@ class Wire(ABC):
                 events += writer.delta(ToolCallDelta(piece.index, call_id, piece.text, ""))
             else:
                 events += writer.delta(ToolCallDelta(piece.index, "", "", piece.text))
-        events += writer.final(self.chat_reply(reply, ex, plan.input_tokens, plan.output_tokens))
-        return self.tagged(events)
+        return events
 
     def stream_error(self, body: dict[str, Any], ex: Exchange) -> SseEvent:
         """An error object (``error_body(..., in_stream=True)``) sent after the stream began (with HTTP 200)."""

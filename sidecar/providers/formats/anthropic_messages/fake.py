@@ -37,7 +37,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sidecar.core.stream import ReasoningDelta, TextDelta, ToolCallDelta
+from sidecar.core.stream import ReasoningDelta
 from sidecar.fakes._brain import Reply, tokens_for
 from sidecar.fakes._conversation import Conversation, Hints, conversation_of
 from sidecar.fakes._limits import Taken
@@ -173,16 +173,7 @@ class _Anthropic(Wire):
             for words in split_text(r.text):
                 raw += writer.delta(ReasoningDelta(0, text=words))
             raw += writer.delta(ReasoningDelta(0, signature=r.signature))
-        for piece in plan.pieces:
-            if piece.kind == "text":
-                raw += writer.delta(TextDelta(piece.text))
-            elif piece.kind == "refusal":
-                raw += writer.refusal(piece.text)
-            elif piece.kind == "tool":
-                call_id = f"{self.call_prefix}{ex.n:08d}_{piece.index}"
-                raw += writer.delta(ToolCallDelta(piece.index, call_id, piece.text, ""))
-            else:
-                raw += writer.delta(ToolCallDelta(piece.index, "", "", piece.text))
+        raw += self.piece_events(writer, plan, ex)
         raw += writer.final(final)
         events = self.tagged(raw)
         starts = [i for i, e in enumerate(events) if e.event == "content_block_start"]

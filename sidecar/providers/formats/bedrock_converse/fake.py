@@ -69,7 +69,7 @@ from botocore.credentials import Credentials
 
 from sidecar.core.conversation import ReasoningPart
 from sidecar.core.kinds import FinishReason
-from sidecar.core.stream import ReasoningDelta, TextDelta, ToolCallDelta
+from sidecar.core.stream import ReasoningDelta
 from sidecar.fakes._brain import Reply, tokens_for
 from sidecar.fakes._conversation import Conversation, Hints, conversation_of
 from sidecar.fakes._http import Request
@@ -285,14 +285,7 @@ class _Bedrock(Wire):
                 raw += writer.delta(ReasoningDelta(i, text=words))
             if r.signature:
                 raw += writer.delta(ReasoningDelta(i, signature=r.signature))
-        for piece in plan.pieces:
-            if piece.kind in ("text", "refusal"):
-                raw += writer.delta(TextDelta(piece.text)) if piece.kind == "text" else writer.refusal(piece.text)
-            elif piece.kind == "tool":
-                call_id = f"{self.call_prefix}{ex.n:08d}_{piece.index}"
-                raw += writer.delta(ToolCallDelta(piece.index, call_id, piece.text, ""))
-            else:
-                raw += writer.delta(ToolCallDelta(piece.index, "", "", piece.text))
+        raw += self.piece_events(writer, plan, ex)
         raw += writer.final(final)
         return self.tagged(raw)
 
