@@ -90,6 +90,25 @@ class ToolChoiceMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOOL_CHOICE_MODE_REQUIRED: _ClassVar[ToolChoiceMode]
     TOOL_CHOICE_MODE_TOOL: _ClassVar[ToolChoiceMode]
 
+class OverflowAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OVERFLOW_ACTION_UNSPECIFIED: _ClassVar[OverflowAction]
+    OVERFLOW_ACTION_FAIL: _ClassVar[OverflowAction]
+    OVERFLOW_ACTION_COMPACT: _ClassVar[OverflowAction]
+
+class CompactionStrategy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    COMPACTION_STRATEGY_UNSPECIFIED: _ClassVar[CompactionStrategy]
+    COMPACTION_STRATEGY_TOOL_RESULTS: _ClassVar[CompactionStrategy]
+    COMPACTION_STRATEGY_REASONING: _ClassVar[CompactionStrategy]
+    COMPACTION_STRATEGY_SUMMARIZE: _ClassVar[CompactionStrategy]
+
+class CompactionTrigger(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    COMPACTION_TRIGGER_UNSPECIFIED: _ClassVar[CompactionTrigger]
+    COMPACTION_TRIGGER_ESTIMATE: _ClassVar[CompactionTrigger]
+    COMPACTION_TRIGGER_PROVIDER: _ClassVar[CompactionTrigger]
+
 class MidStreamPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     MID_STREAM_POLICY_UNSPECIFIED: _ClassVar[MidStreamPolicy]
@@ -178,6 +197,16 @@ TOOL_CHOICE_MODE_AUTO: ToolChoiceMode
 TOOL_CHOICE_MODE_NONE: ToolChoiceMode
 TOOL_CHOICE_MODE_REQUIRED: ToolChoiceMode
 TOOL_CHOICE_MODE_TOOL: ToolChoiceMode
+OVERFLOW_ACTION_UNSPECIFIED: OverflowAction
+OVERFLOW_ACTION_FAIL: OverflowAction
+OVERFLOW_ACTION_COMPACT: OverflowAction
+COMPACTION_STRATEGY_UNSPECIFIED: CompactionStrategy
+COMPACTION_STRATEGY_TOOL_RESULTS: CompactionStrategy
+COMPACTION_STRATEGY_REASONING: CompactionStrategy
+COMPACTION_STRATEGY_SUMMARIZE: CompactionStrategy
+COMPACTION_TRIGGER_UNSPECIFIED: CompactionTrigger
+COMPACTION_TRIGGER_ESTIMATE: CompactionTrigger
+COMPACTION_TRIGGER_PROVIDER: CompactionTrigger
 MID_STREAM_POLICY_UNSPECIFIED: MidStreamPolicy
 MID_STREAM_POLICY_RESTART: MidStreamPolicy
 MID_STREAM_POLICY_FAIL: MidStreamPolicy
@@ -289,18 +318,22 @@ class Failure(_message.Message):
     def __init__(self, kind: _Optional[_Union[FailureKind, str]] = ..., correctable: _Optional[bool] = ..., message: _Optional[str] = ..., explanation: _Optional[str] = ..., http: _Optional[_Union[HttpDetail, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., attempts: _Optional[int] = ..., invalid_input: _Optional[_Union[InvalidInputDetail, _Mapping]] = ..., resource: _Optional[_Union[ResourceDetail, _Mapping]] = ..., provider: _Optional[_Union[ProviderDetail, _Mapping]] = ..., token_limit: _Optional[_Union[TokenLimitDetail, _Mapping]] = ..., refusal: _Optional[_Union[RefusalDetail, _Mapping]] = ..., circuit: _Optional[_Union[CircuitDetail, _Mapping]] = ..., service: _Optional[_Union[ServiceDetail, _Mapping]] = ..., retry: _Optional[_Union[RetryDetail, _Mapping]] = ..., spend: _Optional[_Union[SpendDetail, _Mapping]] = ..., reply: _Optional[_Union[ReplyDetail, _Mapping]] = ..., system: _Optional[_Union[SystemDetail, _Mapping]] = ..., truncation: _Optional[_Union[TruncationDetail, _Mapping]] = ..., permission: _Optional[_Union[PermissionDetail, _Mapping]] = ..., stream: _Optional[_Union[StreamDetail, _Mapping]] = ..., hops: _Optional[_Iterable[_Union[Hop, _Mapping]]] = ...) -> None: ...
 
 class Hop(_message.Message):
-    __slots__ = ("deployment", "kind", "attempts", "reason", "skipped")
+    __slots__ = ("deployment", "kind", "attempts", "reason", "skipped", "hedge", "cancelled")
     DEPLOYMENT_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    HEDGE_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
     deployment: str
     kind: FailureKind
     attempts: int
     reason: str
     skipped: bool
-    def __init__(self, deployment: _Optional[str] = ..., kind: _Optional[_Union[FailureKind, str]] = ..., attempts: _Optional[int] = ..., reason: _Optional[str] = ..., skipped: _Optional[bool] = ...) -> None: ...
+    hedge: bool
+    cancelled: bool
+    def __init__(self, deployment: _Optional[str] = ..., kind: _Optional[_Union[FailureKind, str]] = ..., attempts: _Optional[int] = ..., reason: _Optional[str] = ..., skipped: _Optional[bool] = ..., hedge: _Optional[bool] = ..., cancelled: _Optional[bool] = ...) -> None: ...
 
 class StreamDetail(_message.Message):
     __slots__ = ("partial_text", "reason", "deltas_sent")
@@ -635,7 +668,7 @@ class ToolChoice(_message.Message):
     def __init__(self, mode: _Optional[_Union[ToolChoiceMode, str]] = ..., name: _Optional[str] = ...) -> None: ...
 
 class CallModelRequest(_message.Message):
-    __slots__ = ("model", "system", "messages", "tools", "response_schema_json", "max_output_tokens", "temperature", "job", "mid_stream", "system_cache", "reasoning", "tool_choice", "parallel_tool_calls", "stop", "top_p", "top_k", "seed", "presence_penalty", "frequency_penalty", "end_user", "provider_options_json")
+    __slots__ = ("model", "system", "messages", "tools", "response_schema_json", "max_output_tokens", "temperature", "job", "mid_stream", "system_cache", "reasoning", "tool_choice", "parallel_tool_calls", "stop", "top_p", "top_k", "seed", "presence_penalty", "frequency_penalty", "end_user", "provider_options_json", "on_overflow")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
@@ -657,6 +690,7 @@ class CallModelRequest(_message.Message):
     FREQUENCY_PENALTY_FIELD_NUMBER: _ClassVar[int]
     END_USER_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_OPTIONS_JSON_FIELD_NUMBER: _ClassVar[int]
+    ON_OVERFLOW_FIELD_NUMBER: _ClassVar[int]
     model: str
     system: str
     messages: _containers.RepeatedCompositeFieldContainer[Message]
@@ -678,7 +712,44 @@ class CallModelRequest(_message.Message):
     frequency_penalty: float
     end_user: str
     provider_options_json: str
-    def __init__(self, model: _Optional[str] = ..., system: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., response_schema_json: _Optional[str] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., mid_stream: _Optional[_Union[MidStreamPolicy, str]] = ..., system_cache: _Optional[_Union[CacheBreakpoint, _Mapping]] = ..., reasoning: _Optional[_Union[Reasoning, _Mapping]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., parallel_tool_calls: _Optional[bool] = ..., stop: _Optional[_Iterable[str]] = ..., top_p: _Optional[float] = ..., top_k: _Optional[int] = ..., seed: _Optional[int] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., end_user: _Optional[str] = ..., provider_options_json: _Optional[str] = ...) -> None: ...
+    on_overflow: OverflowPolicy
+    def __init__(self, model: _Optional[str] = ..., system: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., response_schema_json: _Optional[str] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., mid_stream: _Optional[_Union[MidStreamPolicy, str]] = ..., system_cache: _Optional[_Union[CacheBreakpoint, _Mapping]] = ..., reasoning: _Optional[_Union[Reasoning, _Mapping]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., parallel_tool_calls: _Optional[bool] = ..., stop: _Optional[_Iterable[str]] = ..., top_p: _Optional[float] = ..., top_k: _Optional[int] = ..., seed: _Optional[int] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., end_user: _Optional[str] = ..., provider_options_json: _Optional[str] = ..., on_overflow: _Optional[_Union[OverflowPolicy, _Mapping]] = ...) -> None: ...
+
+class OverflowPolicy(_message.Message):
+    __slots__ = ("action", "strategies")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    STRATEGIES_FIELD_NUMBER: _ClassVar[int]
+    action: OverflowAction
+    strategies: _containers.RepeatedScalarFieldContainer[CompactionStrategy]
+    def __init__(self, action: _Optional[_Union[OverflowAction, str]] = ..., strategies: _Optional[_Iterable[_Union[CompactionStrategy, str]]] = ...) -> None: ...
+
+class Compaction(_message.Message):
+    __slots__ = ("trigger", "tokens_before", "tokens_after", "steps", "messages", "summarizer_calls")
+    TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_AFTER_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    SUMMARIZER_CALLS_FIELD_NUMBER: _ClassVar[int]
+    trigger: CompactionTrigger
+    tokens_before: int
+    tokens_after: int
+    steps: _containers.RepeatedCompositeFieldContainer[CompactionStep]
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    summarizer_calls: int
+    def __init__(self, trigger: _Optional[_Union[CompactionTrigger, str]] = ..., tokens_before: _Optional[int] = ..., tokens_after: _Optional[int] = ..., steps: _Optional[_Iterable[_Union[CompactionStep, _Mapping]]] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., summarizer_calls: _Optional[int] = ...) -> None: ...
+
+class CompactionStep(_message.Message):
+    __slots__ = ("strategy", "turns", "tokens_before", "tokens_after")
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_AFTER_FIELD_NUMBER: _ClassVar[int]
+    strategy: CompactionStrategy
+    turns: _containers.RepeatedScalarFieldContainer[int]
+    tokens_before: int
+    tokens_after: int
+    def __init__(self, strategy: _Optional[_Union[CompactionStrategy, str]] = ..., turns: _Optional[_Iterable[int]] = ..., tokens_before: _Optional[int] = ..., tokens_after: _Optional[int] = ...) -> None: ...
 
 class Usage(_message.Message):
     __slots__ = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_write_input_tokens", "reasoning_tokens")
@@ -695,7 +766,7 @@ class Usage(_message.Message):
     def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ..., cache_write_input_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ...) -> None: ...
 
 class CallModelResponse(_message.Message):
-    __slots__ = ("message", "finish_reason", "usage", "json", "attempts", "corrections", "output_budget_raised", "warnings", "provider", "response_model", "total_usage", "cost_usd", "served_by", "hops")
+    __slots__ = ("message", "finish_reason", "usage", "json", "attempts", "corrections", "output_budget_raised", "warnings", "provider", "response_model", "total_usage", "cost_usd", "served_by", "hops", "compaction")
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
@@ -710,6 +781,7 @@ class CallModelResponse(_message.Message):
     COST_USD_FIELD_NUMBER: _ClassVar[int]
     SERVED_BY_FIELD_NUMBER: _ClassVar[int]
     HOPS_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_FIELD_NUMBER: _ClassVar[int]
     message: Message
     finish_reason: FinishReason
     usage: Usage
@@ -724,7 +796,8 @@ class CallModelResponse(_message.Message):
     cost_usd: float
     served_by: str
     hops: _containers.RepeatedCompositeFieldContainer[Hop]
-    def __init__(self, message: _Optional[_Union[Message, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., json: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., attempts: _Optional[int] = ..., corrections: _Optional[int] = ..., output_budget_raised: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., response_model: _Optional[str] = ..., total_usage: _Optional[_Union[Usage, _Mapping]] = ..., cost_usd: _Optional[float] = ..., served_by: _Optional[str] = ..., hops: _Optional[_Iterable[_Union[Hop, _Mapping]]] = ...) -> None: ...
+    compaction: Compaction
+    def __init__(self, message: _Optional[_Union[Message, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., json: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., attempts: _Optional[int] = ..., corrections: _Optional[int] = ..., output_budget_raised: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., response_model: _Optional[str] = ..., total_usage: _Optional[_Union[Usage, _Mapping]] = ..., cost_usd: _Optional[float] = ..., served_by: _Optional[str] = ..., hops: _Optional[_Iterable[_Union[Hop, _Mapping]]] = ..., compaction: _Optional[_Union[Compaction, _Mapping]] = ...) -> None: ...
 
 class StreamModelEvent(_message.Message):
     __slots__ = ("text", "tool_call", "restart", "final", "reasoning", "continued")

@@ -579,6 +579,171 @@ func (ToolChoiceMode) EnumDescriptor() ([]byte, []int) {
 	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{7}
 }
 
+// OverflowAction is what a conversation that does not fit does.
+type OverflowAction int32
+
+const (
+	// The model's configured policy.
+	OverflowAction_OVERFLOW_ACTION_UNSPECIFIED OverflowAction = 0
+	// Fail with CONTEXT_OVERFLOW (a route moves on to a larger-context deployment).
+	OverflowAction_OVERFLOW_ACTION_FAIL OverflowAction = 1
+	// Compact the conversation and try again; fail only when even the compacted
+	// conversation does not fit.
+	OverflowAction_OVERFLOW_ACTION_COMPACT OverflowAction = 2
+)
+
+// Enum value maps for OverflowAction.
+var (
+	OverflowAction_name = map[int32]string{
+		0: "OVERFLOW_ACTION_UNSPECIFIED",
+		1: "OVERFLOW_ACTION_FAIL",
+		2: "OVERFLOW_ACTION_COMPACT",
+	}
+	OverflowAction_value = map[string]int32{
+		"OVERFLOW_ACTION_UNSPECIFIED": 0,
+		"OVERFLOW_ACTION_FAIL":        1,
+		"OVERFLOW_ACTION_COMPACT":     2,
+	}
+)
+
+func (x OverflowAction) Enum() *OverflowAction {
+	p := new(OverflowAction)
+	*p = x
+	return p
+}
+
+func (x OverflowAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OverflowAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_sidecar_v1_sidecar_proto_enumTypes[8].Descriptor()
+}
+
+func (OverflowAction) Type() protoreflect.EnumType {
+	return &file_sidecar_v1_sidecar_proto_enumTypes[8]
+}
+
+func (x OverflowAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OverflowAction.Descriptor instead.
+func (OverflowAction) EnumDescriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{8}
+}
+
+// CompactionStrategy is one way to make a conversation smaller. The system
+// prompt and the last user turn are never touched.
+type CompactionStrategy int32
+
+const (
+	CompactionStrategy_COMPACTION_STRATEGY_UNSPECIFIED CompactionStrategy = 0
+	// Shorten old tool results: keep the newest ones, replace the rest with a
+	// short note of what was removed.
+	CompactionStrategy_COMPACTION_STRATEGY_TOOL_RESULTS CompactionStrategy = 1
+	// Drop old reasoning blocks, keeping what the provider requires (the current
+	// turn's signed reasoning).
+	CompactionStrategy_COMPACTION_STRATEGY_REASONING CompactionStrategy = 2
+	// Summarize the oldest turns with the configured, cheaper model.
+	CompactionStrategy_COMPACTION_STRATEGY_SUMMARIZE CompactionStrategy = 3
+)
+
+// Enum value maps for CompactionStrategy.
+var (
+	CompactionStrategy_name = map[int32]string{
+		0: "COMPACTION_STRATEGY_UNSPECIFIED",
+		1: "COMPACTION_STRATEGY_TOOL_RESULTS",
+		2: "COMPACTION_STRATEGY_REASONING",
+		3: "COMPACTION_STRATEGY_SUMMARIZE",
+	}
+	CompactionStrategy_value = map[string]int32{
+		"COMPACTION_STRATEGY_UNSPECIFIED":  0,
+		"COMPACTION_STRATEGY_TOOL_RESULTS": 1,
+		"COMPACTION_STRATEGY_REASONING":    2,
+		"COMPACTION_STRATEGY_SUMMARIZE":    3,
+	}
+)
+
+func (x CompactionStrategy) Enum() *CompactionStrategy {
+	p := new(CompactionStrategy)
+	*p = x
+	return p
+}
+
+func (x CompactionStrategy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CompactionStrategy) Descriptor() protoreflect.EnumDescriptor {
+	return file_sidecar_v1_sidecar_proto_enumTypes[9].Descriptor()
+}
+
+func (CompactionStrategy) Type() protoreflect.EnumType {
+	return &file_sidecar_v1_sidecar_proto_enumTypes[9]
+}
+
+func (x CompactionStrategy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CompactionStrategy.Descriptor instead.
+func (CompactionStrategy) EnumDescriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{9}
+}
+
+// CompactionTrigger is what made a call compact its conversation.
+type CompactionTrigger int32
+
+const (
+	CompactionTrigger_COMPACTION_TRIGGER_UNSPECIFIED CompactionTrigger = 0
+	// The sidecar's estimate did not fit the model's window.
+	CompactionTrigger_COMPACTION_TRIGGER_ESTIMATE CompactionTrigger = 1
+	// The provider said the conversation is too long (its count beat the estimate).
+	CompactionTrigger_COMPACTION_TRIGGER_PROVIDER CompactionTrigger = 2
+)
+
+// Enum value maps for CompactionTrigger.
+var (
+	CompactionTrigger_name = map[int32]string{
+		0: "COMPACTION_TRIGGER_UNSPECIFIED",
+		1: "COMPACTION_TRIGGER_ESTIMATE",
+		2: "COMPACTION_TRIGGER_PROVIDER",
+	}
+	CompactionTrigger_value = map[string]int32{
+		"COMPACTION_TRIGGER_UNSPECIFIED": 0,
+		"COMPACTION_TRIGGER_ESTIMATE":    1,
+		"COMPACTION_TRIGGER_PROVIDER":    2,
+	}
+)
+
+func (x CompactionTrigger) Enum() *CompactionTrigger {
+	p := new(CompactionTrigger)
+	*p = x
+	return p
+}
+
+func (x CompactionTrigger) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CompactionTrigger) Descriptor() protoreflect.EnumDescriptor {
+	return file_sidecar_v1_sidecar_proto_enumTypes[10].Descriptor()
+}
+
+func (CompactionTrigger) Type() protoreflect.EnumType {
+	return &file_sidecar_v1_sidecar_proto_enumTypes[10]
+}
+
+func (x CompactionTrigger) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CompactionTrigger.Descriptor instead.
+func (CompactionTrigger) EnumDescriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{10}
+}
+
 // MidStreamPolicy is what a StreamModel does when the upstream faults after
 // deltas have reached the caller.
 type MidStreamPolicy int32
@@ -625,11 +790,11 @@ func (x MidStreamPolicy) String() string {
 }
 
 func (MidStreamPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_sidecar_v1_sidecar_proto_enumTypes[8].Descriptor()
+	return file_sidecar_v1_sidecar_proto_enumTypes[11].Descriptor()
 }
 
 func (MidStreamPolicy) Type() protoreflect.EnumType {
-	return &file_sidecar_v1_sidecar_proto_enumTypes[8]
+	return &file_sidecar_v1_sidecar_proto_enumTypes[11]
 }
 
 func (x MidStreamPolicy) Number() protoreflect.EnumNumber {
@@ -638,7 +803,7 @@ func (x MidStreamPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MidStreamPolicy.Descriptor instead.
 func (MidStreamPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{8}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{11}
 }
 
 // FinishReason is why the model stopped.
@@ -686,11 +851,11 @@ func (x FinishReason) String() string {
 }
 
 func (FinishReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_sidecar_v1_sidecar_proto_enumTypes[9].Descriptor()
+	return file_sidecar_v1_sidecar_proto_enumTypes[12].Descriptor()
 }
 
 func (FinishReason) Type() protoreflect.EnumType {
-	return &file_sidecar_v1_sidecar_proto_enumTypes[9]
+	return &file_sidecar_v1_sidecar_proto_enumTypes[12]
 }
 
 func (x FinishReason) Number() protoreflect.EnumNumber {
@@ -699,7 +864,7 @@ func (x FinishReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FinishReason.Descriptor instead.
 func (FinishReason) EnumDescriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{9}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{12}
 }
 
 // RestartCause is why a stream starts again.
@@ -747,11 +912,11 @@ func (x RestartCause) String() string {
 }
 
 func (RestartCause) Descriptor() protoreflect.EnumDescriptor {
-	return file_sidecar_v1_sidecar_proto_enumTypes[10].Descriptor()
+	return file_sidecar_v1_sidecar_proto_enumTypes[13].Descriptor()
 }
 
 func (RestartCause) Type() protoreflect.EnumType {
-	return &file_sidecar_v1_sidecar_proto_enumTypes[10]
+	return &file_sidecar_v1_sidecar_proto_enumTypes[13]
 }
 
 func (x RestartCause) Number() protoreflect.EnumNumber {
@@ -760,7 +925,7 @@ func (x RestartCause) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RestartCause.Descriptor instead.
 func (RestartCause) EnumDescriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{10}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{13}
 }
 
 // ToolKind says whether nothing found is a failure.
@@ -800,11 +965,11 @@ func (x ToolKind) String() string {
 }
 
 func (ToolKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_sidecar_v1_sidecar_proto_enumTypes[11].Descriptor()
+	return file_sidecar_v1_sidecar_proto_enumTypes[14].Descriptor()
 }
 
 func (ToolKind) Type() protoreflect.EnumType {
-	return &file_sidecar_v1_sidecar_proto_enumTypes[11]
+	return &file_sidecar_v1_sidecar_proto_enumTypes[14]
 }
 
 func (x ToolKind) Number() protoreflect.EnumNumber {
@@ -813,7 +978,7 @@ func (x ToolKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolKind.Descriptor instead.
 func (ToolKind) EnumDescriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{11}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{14}
 }
 
 // TransportFault is a failure to get any response.
@@ -861,11 +1026,11 @@ func (x TransportFault) String() string {
 }
 
 func (TransportFault) Descriptor() protoreflect.EnumDescriptor {
-	return file_sidecar_v1_sidecar_proto_enumTypes[12].Descriptor()
+	return file_sidecar_v1_sidecar_proto_enumTypes[15].Descriptor()
 }
 
 func (TransportFault) Type() protoreflect.EnumType {
-	return &file_sidecar_v1_sidecar_proto_enumTypes[12]
+	return &file_sidecar_v1_sidecar_proto_enumTypes[15]
 }
 
 func (x TransportFault) Number() protoreflect.EnumNumber {
@@ -874,7 +1039,7 @@ func (x TransportFault) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TransportFault.Descriptor instead.
 func (TransportFault) EnumDescriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{12}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{15}
 }
 
 // Job says whose work a call is, and may override the retry budget.
@@ -1410,7 +1575,13 @@ type Hop struct {
 	// Why it ended, in plain words (its failure's message, or "served").
 	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	// True when the deployment was skipped without an attempt (circuit open).
-	Skipped       bool `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	Skipped bool `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// True when the request was sent here as a hedge: the deployment before it
+	// had not sent a first token within the route's hedge_after.
+	Hedge bool `protobuf:"varint,6,opt,name=hedge,proto3" json:"hedge,omitempty"`
+	// True when it lost a hedged race: the other deployment sent a token first,
+	// and this one was cancelled and its upstream response closed.
+	Cancelled     bool `protobuf:"varint,7,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1476,6 +1647,20 @@ func (x *Hop) GetReason() string {
 func (x *Hop) GetSkipped() bool {
 	if x != nil {
 		return x.Skipped
+	}
+	return false
+}
+
+func (x *Hop) GetHedge() bool {
+	if x != nil {
+		return x.Hedge
+	}
+	return false
+}
+
+func (x *Hop) GetCancelled() bool {
+	if x != nil {
+		return x.Cancelled
 	}
 	return false
 }
@@ -3775,8 +3960,11 @@ type CallModelRequest struct {
 	// Per-format options merged into the upstream body as they are, a JSON object keyed by wire
 	// format: {"anthropic": {...}, "openai": {...}}. Keys the sidecar sets itself are refused.
 	ProviderOptionsJson string `protobuf:"bytes,21,opt,name=provider_options_json,json=providerOptionsJson,proto3" json:"provider_options_json,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// What to do when the conversation does not fit the model's window. Unset:
+	// the model's configured policy (fail with CONTEXT_OVERFLOW by default).
+	OnOverflow    *OverflowPolicy `protobuf:"bytes,22,opt,name=on_overflow,json=onOverflow,proto3" json:"on_overflow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CallModelRequest) Reset() {
@@ -3956,6 +4144,235 @@ func (x *CallModelRequest) GetProviderOptionsJson() string {
 	return ""
 }
 
+func (x *CallModelRequest) GetOnOverflow() *OverflowPolicy {
+	if x != nil {
+		return x.OnOverflow
+	}
+	return nil
+}
+
+// OverflowPolicy is what a call whose conversation does not fit the model's
+// context window does.
+type OverflowPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What to do; unset: the model's configured policy.
+	Action OverflowAction `protobuf:"varint,1,opt,name=action,proto3,enum=sidecar.v1.OverflowAction" json:"action,omitempty"`
+	// With OVERFLOW_ACTION_COMPACT: the strategies, in the order they are tried;
+	// empty: the model's configured order.
+	Strategies    []CompactionStrategy `protobuf:"varint,2,rep,packed,name=strategies,proto3,enum=sidecar.v1.CompactionStrategy" json:"strategies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OverflowPolicy) Reset() {
+	*x = OverflowPolicy{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OverflowPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OverflowPolicy) ProtoMessage() {}
+
+func (x *OverflowPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OverflowPolicy.ProtoReflect.Descriptor instead.
+func (*OverflowPolicy) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *OverflowPolicy) GetAction() OverflowAction {
+	if x != nil {
+		return x.Action
+	}
+	return OverflowAction_OVERFLOW_ACTION_UNSPECIFIED
+}
+
+func (x *OverflowPolicy) GetStrategies() []CompactionStrategy {
+	if x != nil {
+		return x.Strategies
+	}
+	return nil
+}
+
+// Compaction says what a call compacted, so that the caller can adopt the
+// compacted history in place of its own.
+type Compaction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What made it compact.
+	Trigger CompactionTrigger `protobuf:"varint,1,opt,name=trigger,proto3,enum=sidecar.v1.CompactionTrigger" json:"trigger,omitempty"`
+	// The conversation's estimated tokens before compaction.
+	TokensBefore uint32 `protobuf:"varint,2,opt,name=tokens_before,json=tokensBefore,proto3" json:"tokens_before,omitempty"`
+	// The conversation's estimated tokens after it.
+	TokensAfter uint32 `protobuf:"varint,3,opt,name=tokens_after,json=tokensAfter,proto3" json:"tokens_after,omitempty"`
+	// Each strategy that changed something, in the order applied.
+	Steps []*CompactionStep `protobuf:"bytes,4,rep,name=steps,proto3" json:"steps,omitempty"`
+	// The compacted conversation, to send in place of the request's messages.
+	Messages []*Message `protobuf:"bytes,5,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Summarizing calls made; 0 when a summary of the same prefix was reused.
+	SummarizerCalls uint32 `protobuf:"varint,6,opt,name=summarizer_calls,json=summarizerCalls,proto3" json:"summarizer_calls,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Compaction) Reset() {
+	*x = Compaction{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Compaction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Compaction) ProtoMessage() {}
+
+func (x *Compaction) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Compaction.ProtoReflect.Descriptor instead.
+func (*Compaction) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *Compaction) GetTrigger() CompactionTrigger {
+	if x != nil {
+		return x.Trigger
+	}
+	return CompactionTrigger_COMPACTION_TRIGGER_UNSPECIFIED
+}
+
+func (x *Compaction) GetTokensBefore() uint32 {
+	if x != nil {
+		return x.TokensBefore
+	}
+	return 0
+}
+
+func (x *Compaction) GetTokensAfter() uint32 {
+	if x != nil {
+		return x.TokensAfter
+	}
+	return 0
+}
+
+func (x *Compaction) GetSteps() []*CompactionStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *Compaction) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *Compaction) GetSummarizerCalls() uint32 {
+	if x != nil {
+		return x.SummarizerCalls
+	}
+	return 0
+}
+
+// CompactionStep is one strategy's change to the conversation.
+type CompactionStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The strategy.
+	Strategy CompactionStrategy `protobuf:"varint,1,opt,name=strategy,proto3,enum=sidecar.v1.CompactionStrategy" json:"strategy,omitempty"`
+	// The request's messages it shortened or replaced (0-based indices).
+	Turns []uint32 `protobuf:"varint,2,rep,packed,name=turns,proto3" json:"turns,omitempty"`
+	// Estimated tokens before the step.
+	TokensBefore uint32 `protobuf:"varint,3,opt,name=tokens_before,json=tokensBefore,proto3" json:"tokens_before,omitempty"`
+	// Estimated tokens after it.
+	TokensAfter   uint32 `protobuf:"varint,4,opt,name=tokens_after,json=tokensAfter,proto3" json:"tokens_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactionStep) Reset() {
+	*x = CompactionStep{}
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactionStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactionStep) ProtoMessage() {}
+
+func (x *CompactionStep) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactionStep.ProtoReflect.Descriptor instead.
+func (*CompactionStep) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *CompactionStep) GetStrategy() CompactionStrategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return CompactionStrategy_COMPACTION_STRATEGY_UNSPECIFIED
+}
+
+func (x *CompactionStep) GetTurns() []uint32 {
+	if x != nil {
+		return x.Turns
+	}
+	return nil
+}
+
+func (x *CompactionStep) GetTokensBefore() uint32 {
+	if x != nil {
+		return x.TokensBefore
+	}
+	return 0
+}
+
+func (x *CompactionStep) GetTokensAfter() uint32 {
+	if x != nil {
+		return x.TokensAfter
+	}
+	return 0
+}
+
 // Usage counts tokens.
 type Usage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3975,7 +4392,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[35]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3987,7 +4404,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[35]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4000,7 +4417,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{35}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Usage) GetInputTokens() uint64 {
@@ -4068,14 +4485,17 @@ type CallModelResponse struct {
 	// The deployment that served the call (the model id itself unless it is a route).
 	ServedBy string `protobuf:"bytes,13,opt,name=served_by,json=servedBy,proto3" json:"served_by,omitempty"`
 	// When the model id is a route: every deployment tried, in order.
-	Hops          []*Hop `protobuf:"bytes,14,rep,name=hops,proto3" json:"hops,omitempty"`
+	Hops []*Hop `protobuf:"bytes,14,rep,name=hops,proto3" json:"hops,omitempty"`
+	// Set when the conversation was compacted to fit: what changed, and the
+	// compacted messages to adopt.
+	Compaction    *Compaction `protobuf:"bytes,15,opt,name=compaction,proto3" json:"compaction,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CallModelResponse) Reset() {
 	*x = CallModelResponse{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[36]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4087,7 +4507,7 @@ func (x *CallModelResponse) String() string {
 func (*CallModelResponse) ProtoMessage() {}
 
 func (x *CallModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[36]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4100,7 +4520,7 @@ func (x *CallModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallModelResponse.ProtoReflect.Descriptor instead.
 func (*CallModelResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{36}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CallModelResponse) GetMessage() *Message {
@@ -4201,6 +4621,13 @@ func (x *CallModelResponse) GetHops() []*Hop {
 	return nil
 }
 
+func (x *CallModelResponse) GetCompaction() *Compaction {
+	if x != nil {
+		return x.Compaction
+	}
+	return nil
+}
+
 // StreamModelEvent is one event of a StreamModel reply.
 type StreamModelEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4221,7 +4648,7 @@ type StreamModelEvent struct {
 
 func (x *StreamModelEvent) Reset() {
 	*x = StreamModelEvent{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[37]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4233,7 +4660,7 @@ func (x *StreamModelEvent) String() string {
 func (*StreamModelEvent) ProtoMessage() {}
 
 func (x *StreamModelEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[37]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4246,7 +4673,7 @@ func (x *StreamModelEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamModelEvent.ProtoReflect.Descriptor instead.
 func (*StreamModelEvent) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{37}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StreamModelEvent) GetEvent() isStreamModelEvent_Event {
@@ -4375,7 +4802,7 @@ type StreamContinued struct {
 
 func (x *StreamContinued) Reset() {
 	*x = StreamContinued{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[38]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4387,7 +4814,7 @@ func (x *StreamContinued) String() string {
 func (*StreamContinued) ProtoMessage() {}
 
 func (x *StreamContinued) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[38]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4400,7 +4827,7 @@ func (x *StreamContinued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamContinued.ProtoReflect.Descriptor instead.
 func (*StreamContinued) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{38}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StreamContinued) GetCause() RestartCause {
@@ -4448,7 +4875,7 @@ type ReasoningDelta struct {
 
 func (x *ReasoningDelta) Reset() {
 	*x = ReasoningDelta{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[39]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4460,7 +4887,7 @@ func (x *ReasoningDelta) String() string {
 func (*ReasoningDelta) ProtoMessage() {}
 
 func (x *ReasoningDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[39]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4473,7 +4900,7 @@ func (x *ReasoningDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasoningDelta.ProtoReflect.Descriptor instead.
 func (*ReasoningDelta) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{39}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReasoningDelta) GetIndex() uint32 {
@@ -4515,7 +4942,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[40]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4527,7 +4954,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[40]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4540,7 +4967,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{40}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TextDelta) GetText() string {
@@ -4567,7 +4994,7 @@ type ToolCallDelta struct {
 
 func (x *ToolCallDelta) Reset() {
 	*x = ToolCallDelta{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[41]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4579,7 +5006,7 @@ func (x *ToolCallDelta) String() string {
 func (*ToolCallDelta) ProtoMessage() {}
 
 func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[41]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4592,7 +5019,7 @@ func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
 func (*ToolCallDelta) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{41}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ToolCallDelta) GetIndex() uint32 {
@@ -4638,7 +5065,7 @@ type StreamRestart struct {
 
 func (x *StreamRestart) Reset() {
 	*x = StreamRestart{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[42]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4650,7 +5077,7 @@ func (x *StreamRestart) String() string {
 func (*StreamRestart) ProtoMessage() {}
 
 func (x *StreamRestart) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[42]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4663,7 +5090,7 @@ func (x *StreamRestart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamRestart.ProtoReflect.Descriptor instead.
 func (*StreamRestart) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{42}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StreamRestart) GetCause() RestartCause {
@@ -4702,7 +5129,7 @@ type ObservedResponse struct {
 
 func (x *ObservedResponse) Reset() {
 	*x = ObservedResponse{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[43]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4714,7 +5141,7 @@ func (x *ObservedResponse) String() string {
 func (*ObservedResponse) ProtoMessage() {}
 
 func (x *ObservedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[43]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4727,7 +5154,7 @@ func (x *ObservedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObservedResponse.ProtoReflect.Descriptor instead.
 func (*ObservedResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{43}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ObservedResponse) GetStatusCode() int32 {
@@ -4785,7 +5212,7 @@ type ClassifyFailureRequest struct {
 
 func (x *ClassifyFailureRequest) Reset() {
 	*x = ClassifyFailureRequest{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[44]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4797,7 +5224,7 @@ func (x *ClassifyFailureRequest) String() string {
 func (*ClassifyFailureRequest) ProtoMessage() {}
 
 func (x *ClassifyFailureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[44]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4810,7 +5237,7 @@ func (x *ClassifyFailureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassifyFailureRequest.ProtoReflect.Descriptor instead.
 func (*ClassifyFailureRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{44}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ClassifyFailureRequest) GetService() string {
@@ -4928,7 +5355,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[45]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4940,7 +5367,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[45]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4953,7 +5380,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{45}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{48}
 }
 
 // ToolInfo is one configured tool.
@@ -4977,7 +5404,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[46]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4989,7 +5416,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[46]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5002,7 +5429,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{46}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ToolInfo) GetDefinition() *ToolDefinition {
@@ -5058,7 +5485,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[47]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5070,7 +5497,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[47]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5083,7 +5510,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{47}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolInfo {
@@ -5102,7 +5529,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[48]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5114,7 +5541,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[48]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5127,7 +5554,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{48}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{51}
 }
 
 // ModelInfo is one catalog entry.
@@ -5164,7 +5591,7 @@ type ModelInfo struct {
 
 func (x *ModelInfo) Reset() {
 	*x = ModelInfo{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[49]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5176,7 +5603,7 @@ func (x *ModelInfo) String() string {
 func (*ModelInfo) ProtoMessage() {}
 
 func (x *ModelInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[49]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5189,7 +5616,7 @@ func (x *ModelInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelInfo.ProtoReflect.Descriptor instead.
 func (*ModelInfo) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{49}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ModelInfo) GetId() string {
@@ -5291,7 +5718,7 @@ type RouteDeployment struct {
 
 func (x *RouteDeployment) Reset() {
 	*x = RouteDeployment{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[50]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5303,7 +5730,7 @@ func (x *RouteDeployment) String() string {
 func (*RouteDeployment) ProtoMessage() {}
 
 func (x *RouteDeployment) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[50]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5316,7 +5743,7 @@ func (x *RouteDeployment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDeployment.ProtoReflect.Descriptor instead.
 func (*RouteDeployment) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{50}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RouteDeployment) GetId() string {
@@ -5351,7 +5778,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[51]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5363,7 +5790,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_sidecar_proto_msgTypes[51]
+	mi := &file_sidecar_v1_sidecar_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5376,7 +5803,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{51}
+	return file_sidecar_v1_sidecar_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListModelsResponse) GetModels() []*ModelInfo {
@@ -5491,7 +5918,7 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"permission\x122\n" +
 	"\x06stream\x18\x17 \x01(\v2\x18.sidecar.v1.StreamDetailH\x00R\x06stream\x12#\n" +
 	"\x04hops\x18\b \x03(\v2\x0f.sidecar.v1.HopR\x04hopsB\b\n" +
-	"\x06detail\"\xa0\x01\n" +
+	"\x06detail\"\xd4\x01\n" +
 	"\x03Hop\x12\x1e\n" +
 	"\n" +
 	"deployment\x18\x01 \x01(\tR\n" +
@@ -5499,7 +5926,9 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\x04kind\x18\x02 \x01(\x0e2\x17.sidecar.v1.FailureKindR\x04kind\x12\x1a\n" +
 	"\battempts\x18\x03 \x01(\rR\battempts\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
-	"\askipped\x18\x05 \x01(\bR\askipped\"j\n" +
+	"\askipped\x18\x05 \x01(\bR\askipped\x12\x14\n" +
+	"\x05hedge\x18\x06 \x01(\bR\x05hedge\x12\x1c\n" +
+	"\tcancelled\x18\a \x01(\bR\tcancelled\"j\n" +
 	"\fStreamDetail\x12!\n" +
 	"\fpartial_text\x18\x01 \x01(\tR\vpartialText\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1f\n" +
@@ -5655,7 +6084,7 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\n" +
 	"ToolChoice\x12.\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x1a.sidecar.v1.ToolChoiceModeR\x04mode\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\x87\b\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xc4\b\n" +
 	"\x10CallModelRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x16\n" +
 	"\x06system\x18\x02 \x01(\tR\x06system\x12/\n" +
@@ -5680,7 +6109,9 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\x10presence_penalty\x18\x12 \x01(\x01H\x06R\x0fpresencePenalty\x88\x01\x01\x120\n" +
 	"\x11frequency_penalty\x18\x13 \x01(\x01H\aR\x10frequencyPenalty\x88\x01\x01\x12\x19\n" +
 	"\bend_user\x18\x14 \x01(\tR\aendUser\x122\n" +
-	"\x15provider_options_json\x18\x15 \x01(\tR\x13providerOptionsJsonB\x14\n" +
+	"\x15provider_options_json\x18\x15 \x01(\tR\x13providerOptionsJson\x12;\n" +
+	"\von_overflow\x18\x16 \x01(\v2\x1a.sidecar.v1.OverflowPolicyR\n" +
+	"onOverflowB\x14\n" +
 	"\x12_max_output_tokensB\x0e\n" +
 	"\f_temperatureB\x16\n" +
 	"\x14_parallel_tool_callsB\b\n" +
@@ -5688,13 +6119,31 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\x06_top_kB\a\n" +
 	"\x05_seedB\x13\n" +
 	"\x11_presence_penaltyB\x14\n" +
-	"\x12_frequency_penalty\"\xea\x01\n" +
+	"\x12_frequency_penalty\"\x84\x01\n" +
+	"\x0eOverflowPolicy\x122\n" +
+	"\x06action\x18\x01 \x01(\x0e2\x1a.sidecar.v1.OverflowActionR\x06action\x12>\n" +
+	"\n" +
+	"strategies\x18\x02 \x03(\x0e2\x1e.sidecar.v1.CompactionStrategyR\n" +
+	"strategies\"\x9b\x02\n" +
+	"\n" +
+	"Compaction\x127\n" +
+	"\atrigger\x18\x01 \x01(\x0e2\x1d.sidecar.v1.CompactionTriggerR\atrigger\x12#\n" +
+	"\rtokens_before\x18\x02 \x01(\rR\ftokensBefore\x12!\n" +
+	"\ftokens_after\x18\x03 \x01(\rR\vtokensAfter\x120\n" +
+	"\x05steps\x18\x04 \x03(\v2\x1a.sidecar.v1.CompactionStepR\x05steps\x12/\n" +
+	"\bmessages\x18\x05 \x03(\v2\x13.sidecar.v1.MessageR\bmessages\x12)\n" +
+	"\x10summarizer_calls\x18\x06 \x01(\rR\x0fsummarizerCalls\"\xaa\x01\n" +
+	"\x0eCompactionStep\x12:\n" +
+	"\bstrategy\x18\x01 \x01(\x0e2\x1e.sidecar.v1.CompactionStrategyR\bstrategy\x12\x14\n" +
+	"\x05turns\x18\x02 \x03(\rR\x05turns\x12#\n" +
+	"\rtokens_before\x18\x03 \x01(\rR\ftokensBefore\x12!\n" +
+	"\ftokens_after\x18\x04 \x01(\rR\vtokensAfter\"\xea\x01\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x04R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x04R\foutputTokens\x125\n" +
 	"\x17cache_read_input_tokens\x18\x03 \x01(\x04R\x14cacheReadInputTokens\x127\n" +
 	"\x18cache_write_input_tokens\x18\x04 \x01(\x04R\x15cacheWriteInputTokens\x12)\n" +
-	"\x10reasoning_tokens\x18\x05 \x01(\x04R\x0freasoningTokens\"\xb7\x04\n" +
+	"\x10reasoning_tokens\x18\x05 \x01(\x04R\x0freasoningTokens\"\xef\x04\n" +
 	"\x11CallModelResponse\x12-\n" +
 	"\amessage\x18\x01 \x01(\v2\x13.sidecar.v1.MessageR\amessage\x12=\n" +
 	"\rfinish_reason\x18\x02 \x01(\x0e2\x18.sidecar.v1.FinishReasonR\ffinishReason\x12'\n" +
@@ -5711,7 +6160,10 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"totalUsage\x12\x19\n" +
 	"\bcost_usd\x18\f \x01(\x01R\acostUsd\x12\x1b\n" +
 	"\tserved_by\x18\r \x01(\tR\bservedBy\x12#\n" +
-	"\x04hops\x18\x0e \x03(\v2\x0f.sidecar.v1.HopR\x04hops\"\xe9\x02\n" +
+	"\x04hops\x18\x0e \x03(\v2\x0f.sidecar.v1.HopR\x04hops\x126\n" +
+	"\n" +
+	"compaction\x18\x0f \x01(\v2\x16.sidecar.v1.CompactionR\n" +
+	"compaction\"\xe9\x02\n" +
 	"\x10StreamModelEvent\x12+\n" +
 	"\x04text\x18\x01 \x01(\v2\x15.sidecar.v1.TextDeltaH\x00R\x04text\x128\n" +
 	"\ttool_call\x18\x02 \x01(\v2\x19.sidecar.v1.ToolCallDeltaH\x00R\btoolCall\x125\n" +
@@ -5861,7 +6313,20 @@ const file_sidecar_v1_sidecar_proto_rawDesc = "" +
 	"\x15TOOL_CHOICE_MODE_AUTO\x10\x01\x12\x19\n" +
 	"\x15TOOL_CHOICE_MODE_NONE\x10\x02\x12\x1d\n" +
 	"\x19TOOL_CHOICE_MODE_REQUIRED\x10\x03\x12\x19\n" +
-	"\x15TOOL_CHOICE_MODE_TOOL\x10\x04*\x8f\x01\n" +
+	"\x15TOOL_CHOICE_MODE_TOOL\x10\x04*h\n" +
+	"\x0eOverflowAction\x12\x1f\n" +
+	"\x1bOVERFLOW_ACTION_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14OVERFLOW_ACTION_FAIL\x10\x01\x12\x1b\n" +
+	"\x17OVERFLOW_ACTION_COMPACT\x10\x02*\xa5\x01\n" +
+	"\x12CompactionStrategy\x12#\n" +
+	"\x1fCOMPACTION_STRATEGY_UNSPECIFIED\x10\x00\x12$\n" +
+	" COMPACTION_STRATEGY_TOOL_RESULTS\x10\x01\x12!\n" +
+	"\x1dCOMPACTION_STRATEGY_REASONING\x10\x02\x12!\n" +
+	"\x1dCOMPACTION_STRATEGY_SUMMARIZE\x10\x03*y\n" +
+	"\x11CompactionTrigger\x12\"\n" +
+	"\x1eCOMPACTION_TRIGGER_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bCOMPACTION_TRIGGER_ESTIMATE\x10\x01\x12\x1f\n" +
+	"\x1bCOMPACTION_TRIGGER_PROVIDER\x10\x02*\x8f\x01\n" +
 	"\x0fMidStreamPolicy\x12!\n" +
 	"\x1dMID_STREAM_POLICY_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19MID_STREAM_POLICY_RESTART\x10\x01\x12\x1a\n" +
@@ -5916,8 +6381,8 @@ func file_sidecar_v1_sidecar_proto_rawDescGZIP() []byte {
 	return file_sidecar_v1_sidecar_proto_rawDescData
 }
 
-var file_sidecar_v1_sidecar_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
-var file_sidecar_v1_sidecar_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_sidecar_v1_sidecar_proto_enumTypes = make([]protoimpl.EnumInfo, 16)
+var file_sidecar_v1_sidecar_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_sidecar_v1_sidecar_proto_goTypes = []any{
 	(FailureKind)(0),                      // 0: sidecar.v1.FailureKind
 	(CircuitState)(0),                     // 1: sidecar.v1.CircuitState
@@ -5927,168 +6392,182 @@ var file_sidecar_v1_sidecar_proto_goTypes = []any{
 	(CacheTtl)(0),                         // 5: sidecar.v1.CacheTtl
 	(ReasoningEffort)(0),                  // 6: sidecar.v1.ReasoningEffort
 	(ToolChoiceMode)(0),                   // 7: sidecar.v1.ToolChoiceMode
-	(MidStreamPolicy)(0),                  // 8: sidecar.v1.MidStreamPolicy
-	(FinishReason)(0),                     // 9: sidecar.v1.FinishReason
-	(RestartCause)(0),                     // 10: sidecar.v1.RestartCause
-	(ToolKind)(0),                         // 11: sidecar.v1.ToolKind
-	(TransportFault)(0),                   // 12: sidecar.v1.TransportFault
-	(*Job)(nil),                           // 13: sidecar.v1.Job
-	(*HttpDetail)(nil),                    // 14: sidecar.v1.HttpDetail
-	(*Failure)(nil),                       // 15: sidecar.v1.Failure
-	(*Hop)(nil),                           // 16: sidecar.v1.Hop
-	(*StreamDetail)(nil),                  // 17: sidecar.v1.StreamDetail
-	(*InvalidInputDetail)(nil),            // 18: sidecar.v1.InvalidInputDetail
-	(*ResourceDetail)(nil),                // 19: sidecar.v1.ResourceDetail
-	(*ProviderDetail)(nil),                // 20: sidecar.v1.ProviderDetail
-	(*TokenLimitDetail)(nil),              // 21: sidecar.v1.TokenLimitDetail
-	(*RefusalDetail)(nil),                 // 22: sidecar.v1.RefusalDetail
-	(*TriggerResponse)(nil),               // 23: sidecar.v1.TriggerResponse
-	(*CircuitDetail)(nil),                 // 24: sidecar.v1.CircuitDetail
-	(*ServiceDetail)(nil),                 // 25: sidecar.v1.ServiceDetail
-	(*RetryDetail)(nil),                   // 26: sidecar.v1.RetryDetail
-	(*SpendDetail)(nil),                   // 27: sidecar.v1.SpendDetail
-	(*FieldProblem)(nil),                  // 28: sidecar.v1.FieldProblem
-	(*ReplyDetail)(nil),                   // 29: sidecar.v1.ReplyDetail
-	(*SystemDetail)(nil),                  // 30: sidecar.v1.SystemDetail
-	(*TruncationDetail)(nil),              // 31: sidecar.v1.TruncationDetail
-	(*PermissionDetail)(nil),              // 32: sidecar.v1.PermissionDetail
-	(*ExecuteToolRequest)(nil),            // 33: sidecar.v1.ExecuteToolRequest
-	(*ToolResult)(nil),                    // 34: sidecar.v1.ToolResult
-	(*ExecuteToolResponse)(nil),           // 35: sidecar.v1.ExecuteToolResponse
-	(*ToolCall)(nil),                      // 36: sidecar.v1.ToolCall
-	(*ToolCallResult)(nil),                // 37: sidecar.v1.ToolCallResult
-	(*ImagePart)(nil),                     // 38: sidecar.v1.ImagePart
-	(*DocumentPart)(nil),                  // 39: sidecar.v1.DocumentPart
-	(*CacheBreakpoint)(nil),               // 40: sidecar.v1.CacheBreakpoint
-	(*Part)(nil),                          // 41: sidecar.v1.Part
-	(*ReasoningPart)(nil),                 // 42: sidecar.v1.ReasoningPart
-	(*Message)(nil),                       // 43: sidecar.v1.Message
-	(*ToolDefinition)(nil),                // 44: sidecar.v1.ToolDefinition
-	(*Reasoning)(nil),                     // 45: sidecar.v1.Reasoning
-	(*ToolChoice)(nil),                    // 46: sidecar.v1.ToolChoice
-	(*CallModelRequest)(nil),              // 47: sidecar.v1.CallModelRequest
-	(*Usage)(nil),                         // 48: sidecar.v1.Usage
-	(*CallModelResponse)(nil),             // 49: sidecar.v1.CallModelResponse
-	(*StreamModelEvent)(nil),              // 50: sidecar.v1.StreamModelEvent
-	(*StreamContinued)(nil),               // 51: sidecar.v1.StreamContinued
-	(*ReasoningDelta)(nil),                // 52: sidecar.v1.ReasoningDelta
-	(*TextDelta)(nil),                     // 53: sidecar.v1.TextDelta
-	(*ToolCallDelta)(nil),                 // 54: sidecar.v1.ToolCallDelta
-	(*StreamRestart)(nil),                 // 55: sidecar.v1.StreamRestart
-	(*ObservedResponse)(nil),              // 56: sidecar.v1.ObservedResponse
-	(*ClassifyFailureRequest)(nil),        // 57: sidecar.v1.ClassifyFailureRequest
-	(*ListToolsRequest)(nil),              // 58: sidecar.v1.ListToolsRequest
-	(*ToolInfo)(nil),                      // 59: sidecar.v1.ToolInfo
-	(*ListToolsResponse)(nil),             // 60: sidecar.v1.ListToolsResponse
-	(*ListModelsRequest)(nil),             // 61: sidecar.v1.ListModelsRequest
-	(*ModelInfo)(nil),                     // 62: sidecar.v1.ModelInfo
-	(*RouteDeployment)(nil),               // 63: sidecar.v1.RouteDeployment
-	(*ListModelsResponse)(nil),            // 64: sidecar.v1.ListModelsResponse
-	nil,                                   // 65: sidecar.v1.Job.AttributesEntry
-	nil,                                   // 66: sidecar.v1.ObservedResponse.HeadersEntry
-	(*durationpb.Duration)(nil),           // 67: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),         // 68: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),               // 69: google.protobuf.Struct
-	(*descriptorpb.EnumValueOptions)(nil), // 70: google.protobuf.EnumValueOptions
-	(*descriptorpb.EnumOptions)(nil),      // 71: google.protobuf.EnumOptions
+	(OverflowAction)(0),                   // 8: sidecar.v1.OverflowAction
+	(CompactionStrategy)(0),               // 9: sidecar.v1.CompactionStrategy
+	(CompactionTrigger)(0),                // 10: sidecar.v1.CompactionTrigger
+	(MidStreamPolicy)(0),                  // 11: sidecar.v1.MidStreamPolicy
+	(FinishReason)(0),                     // 12: sidecar.v1.FinishReason
+	(RestartCause)(0),                     // 13: sidecar.v1.RestartCause
+	(ToolKind)(0),                         // 14: sidecar.v1.ToolKind
+	(TransportFault)(0),                   // 15: sidecar.v1.TransportFault
+	(*Job)(nil),                           // 16: sidecar.v1.Job
+	(*HttpDetail)(nil),                    // 17: sidecar.v1.HttpDetail
+	(*Failure)(nil),                       // 18: sidecar.v1.Failure
+	(*Hop)(nil),                           // 19: sidecar.v1.Hop
+	(*StreamDetail)(nil),                  // 20: sidecar.v1.StreamDetail
+	(*InvalidInputDetail)(nil),            // 21: sidecar.v1.InvalidInputDetail
+	(*ResourceDetail)(nil),                // 22: sidecar.v1.ResourceDetail
+	(*ProviderDetail)(nil),                // 23: sidecar.v1.ProviderDetail
+	(*TokenLimitDetail)(nil),              // 24: sidecar.v1.TokenLimitDetail
+	(*RefusalDetail)(nil),                 // 25: sidecar.v1.RefusalDetail
+	(*TriggerResponse)(nil),               // 26: sidecar.v1.TriggerResponse
+	(*CircuitDetail)(nil),                 // 27: sidecar.v1.CircuitDetail
+	(*ServiceDetail)(nil),                 // 28: sidecar.v1.ServiceDetail
+	(*RetryDetail)(nil),                   // 29: sidecar.v1.RetryDetail
+	(*SpendDetail)(nil),                   // 30: sidecar.v1.SpendDetail
+	(*FieldProblem)(nil),                  // 31: sidecar.v1.FieldProblem
+	(*ReplyDetail)(nil),                   // 32: sidecar.v1.ReplyDetail
+	(*SystemDetail)(nil),                  // 33: sidecar.v1.SystemDetail
+	(*TruncationDetail)(nil),              // 34: sidecar.v1.TruncationDetail
+	(*PermissionDetail)(nil),              // 35: sidecar.v1.PermissionDetail
+	(*ExecuteToolRequest)(nil),            // 36: sidecar.v1.ExecuteToolRequest
+	(*ToolResult)(nil),                    // 37: sidecar.v1.ToolResult
+	(*ExecuteToolResponse)(nil),           // 38: sidecar.v1.ExecuteToolResponse
+	(*ToolCall)(nil),                      // 39: sidecar.v1.ToolCall
+	(*ToolCallResult)(nil),                // 40: sidecar.v1.ToolCallResult
+	(*ImagePart)(nil),                     // 41: sidecar.v1.ImagePart
+	(*DocumentPart)(nil),                  // 42: sidecar.v1.DocumentPart
+	(*CacheBreakpoint)(nil),               // 43: sidecar.v1.CacheBreakpoint
+	(*Part)(nil),                          // 44: sidecar.v1.Part
+	(*ReasoningPart)(nil),                 // 45: sidecar.v1.ReasoningPart
+	(*Message)(nil),                       // 46: sidecar.v1.Message
+	(*ToolDefinition)(nil),                // 47: sidecar.v1.ToolDefinition
+	(*Reasoning)(nil),                     // 48: sidecar.v1.Reasoning
+	(*ToolChoice)(nil),                    // 49: sidecar.v1.ToolChoice
+	(*CallModelRequest)(nil),              // 50: sidecar.v1.CallModelRequest
+	(*OverflowPolicy)(nil),                // 51: sidecar.v1.OverflowPolicy
+	(*Compaction)(nil),                    // 52: sidecar.v1.Compaction
+	(*CompactionStep)(nil),                // 53: sidecar.v1.CompactionStep
+	(*Usage)(nil),                         // 54: sidecar.v1.Usage
+	(*CallModelResponse)(nil),             // 55: sidecar.v1.CallModelResponse
+	(*StreamModelEvent)(nil),              // 56: sidecar.v1.StreamModelEvent
+	(*StreamContinued)(nil),               // 57: sidecar.v1.StreamContinued
+	(*ReasoningDelta)(nil),                // 58: sidecar.v1.ReasoningDelta
+	(*TextDelta)(nil),                     // 59: sidecar.v1.TextDelta
+	(*ToolCallDelta)(nil),                 // 60: sidecar.v1.ToolCallDelta
+	(*StreamRestart)(nil),                 // 61: sidecar.v1.StreamRestart
+	(*ObservedResponse)(nil),              // 62: sidecar.v1.ObservedResponse
+	(*ClassifyFailureRequest)(nil),        // 63: sidecar.v1.ClassifyFailureRequest
+	(*ListToolsRequest)(nil),              // 64: sidecar.v1.ListToolsRequest
+	(*ToolInfo)(nil),                      // 65: sidecar.v1.ToolInfo
+	(*ListToolsResponse)(nil),             // 66: sidecar.v1.ListToolsResponse
+	(*ListModelsRequest)(nil),             // 67: sidecar.v1.ListModelsRequest
+	(*ModelInfo)(nil),                     // 68: sidecar.v1.ModelInfo
+	(*RouteDeployment)(nil),               // 69: sidecar.v1.RouteDeployment
+	(*ListModelsResponse)(nil),            // 70: sidecar.v1.ListModelsResponse
+	nil,                                   // 71: sidecar.v1.Job.AttributesEntry
+	nil,                                   // 72: sidecar.v1.ObservedResponse.HeadersEntry
+	(*durationpb.Duration)(nil),           // 73: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),         // 74: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),               // 75: google.protobuf.Struct
+	(*descriptorpb.EnumValueOptions)(nil), // 76: google.protobuf.EnumValueOptions
+	(*descriptorpb.EnumOptions)(nil),      // 77: google.protobuf.EnumOptions
 }
 var file_sidecar_v1_sidecar_proto_depIdxs = []int32{
-	65, // 0: sidecar.v1.Job.attributes:type_name -> sidecar.v1.Job.AttributesEntry
+	71, // 0: sidecar.v1.Job.attributes:type_name -> sidecar.v1.Job.AttributesEntry
 	0,  // 1: sidecar.v1.Failure.kind:type_name -> sidecar.v1.FailureKind
-	14, // 2: sidecar.v1.Failure.http:type_name -> sidecar.v1.HttpDetail
-	67, // 3: sidecar.v1.Failure.retry_after:type_name -> google.protobuf.Duration
-	18, // 4: sidecar.v1.Failure.invalid_input:type_name -> sidecar.v1.InvalidInputDetail
-	19, // 5: sidecar.v1.Failure.resource:type_name -> sidecar.v1.ResourceDetail
-	20, // 6: sidecar.v1.Failure.provider:type_name -> sidecar.v1.ProviderDetail
-	21, // 7: sidecar.v1.Failure.token_limit:type_name -> sidecar.v1.TokenLimitDetail
-	22, // 8: sidecar.v1.Failure.refusal:type_name -> sidecar.v1.RefusalDetail
-	24, // 9: sidecar.v1.Failure.circuit:type_name -> sidecar.v1.CircuitDetail
-	25, // 10: sidecar.v1.Failure.service:type_name -> sidecar.v1.ServiceDetail
-	26, // 11: sidecar.v1.Failure.retry:type_name -> sidecar.v1.RetryDetail
-	27, // 12: sidecar.v1.Failure.spend:type_name -> sidecar.v1.SpendDetail
-	29, // 13: sidecar.v1.Failure.reply:type_name -> sidecar.v1.ReplyDetail
-	30, // 14: sidecar.v1.Failure.system:type_name -> sidecar.v1.SystemDetail
-	31, // 15: sidecar.v1.Failure.truncation:type_name -> sidecar.v1.TruncationDetail
-	32, // 16: sidecar.v1.Failure.permission:type_name -> sidecar.v1.PermissionDetail
-	17, // 17: sidecar.v1.Failure.stream:type_name -> sidecar.v1.StreamDetail
-	16, // 18: sidecar.v1.Failure.hops:type_name -> sidecar.v1.Hop
+	17, // 2: sidecar.v1.Failure.http:type_name -> sidecar.v1.HttpDetail
+	73, // 3: sidecar.v1.Failure.retry_after:type_name -> google.protobuf.Duration
+	21, // 4: sidecar.v1.Failure.invalid_input:type_name -> sidecar.v1.InvalidInputDetail
+	22, // 5: sidecar.v1.Failure.resource:type_name -> sidecar.v1.ResourceDetail
+	23, // 6: sidecar.v1.Failure.provider:type_name -> sidecar.v1.ProviderDetail
+	24, // 7: sidecar.v1.Failure.token_limit:type_name -> sidecar.v1.TokenLimitDetail
+	25, // 8: sidecar.v1.Failure.refusal:type_name -> sidecar.v1.RefusalDetail
+	27, // 9: sidecar.v1.Failure.circuit:type_name -> sidecar.v1.CircuitDetail
+	28, // 10: sidecar.v1.Failure.service:type_name -> sidecar.v1.ServiceDetail
+	29, // 11: sidecar.v1.Failure.retry:type_name -> sidecar.v1.RetryDetail
+	30, // 12: sidecar.v1.Failure.spend:type_name -> sidecar.v1.SpendDetail
+	32, // 13: sidecar.v1.Failure.reply:type_name -> sidecar.v1.ReplyDetail
+	33, // 14: sidecar.v1.Failure.system:type_name -> sidecar.v1.SystemDetail
+	34, // 15: sidecar.v1.Failure.truncation:type_name -> sidecar.v1.TruncationDetail
+	35, // 16: sidecar.v1.Failure.permission:type_name -> sidecar.v1.PermissionDetail
+	20, // 17: sidecar.v1.Failure.stream:type_name -> sidecar.v1.StreamDetail
+	19, // 18: sidecar.v1.Failure.hops:type_name -> sidecar.v1.Hop
 	0,  // 19: sidecar.v1.Hop.kind:type_name -> sidecar.v1.FailureKind
 	1,  // 20: sidecar.v1.CircuitDetail.state:type_name -> sidecar.v1.CircuitState
-	68, // 21: sidecar.v1.CircuitDetail.since:type_name -> google.protobuf.Timestamp
-	67, // 22: sidecar.v1.CircuitDetail.cooldown:type_name -> google.protobuf.Duration
-	23, // 23: sidecar.v1.CircuitDetail.opened_by:type_name -> sidecar.v1.TriggerResponse
-	12, // 24: sidecar.v1.ServiceDetail.fault:type_name -> sidecar.v1.TransportFault
+	74, // 21: sidecar.v1.CircuitDetail.since:type_name -> google.protobuf.Timestamp
+	73, // 22: sidecar.v1.CircuitDetail.cooldown:type_name -> google.protobuf.Duration
+	26, // 23: sidecar.v1.CircuitDetail.opened_by:type_name -> sidecar.v1.TriggerResponse
+	15, // 24: sidecar.v1.ServiceDetail.fault:type_name -> sidecar.v1.TransportFault
 	2,  // 25: sidecar.v1.RetryDetail.last_signal:type_name -> sidecar.v1.RetrySignal
-	67, // 26: sidecar.v1.RetryDetail.next_wait:type_name -> google.protobuf.Duration
-	28, // 27: sidecar.v1.ReplyDetail.fields:type_name -> sidecar.v1.FieldProblem
-	13, // 28: sidecar.v1.ExecuteToolRequest.job:type_name -> sidecar.v1.Job
-	34, // 29: sidecar.v1.ExecuteToolResponse.result:type_name -> sidecar.v1.ToolResult
-	15, // 30: sidecar.v1.ExecuteToolResponse.failure:type_name -> sidecar.v1.Failure
-	41, // 31: sidecar.v1.ToolCallResult.parts:type_name -> sidecar.v1.Part
+	73, // 26: sidecar.v1.RetryDetail.next_wait:type_name -> google.protobuf.Duration
+	31, // 27: sidecar.v1.ReplyDetail.fields:type_name -> sidecar.v1.FieldProblem
+	16, // 28: sidecar.v1.ExecuteToolRequest.job:type_name -> sidecar.v1.Job
+	37, // 29: sidecar.v1.ExecuteToolResponse.result:type_name -> sidecar.v1.ToolResult
+	18, // 30: sidecar.v1.ExecuteToolResponse.failure:type_name -> sidecar.v1.Failure
+	44, // 31: sidecar.v1.ToolCallResult.parts:type_name -> sidecar.v1.Part
 	4,  // 32: sidecar.v1.ImagePart.detail:type_name -> sidecar.v1.ImageDetail
 	5,  // 33: sidecar.v1.CacheBreakpoint.ttl:type_name -> sidecar.v1.CacheTtl
-	38, // 34: sidecar.v1.Part.image:type_name -> sidecar.v1.ImagePart
-	39, // 35: sidecar.v1.Part.document:type_name -> sidecar.v1.DocumentPart
-	40, // 36: sidecar.v1.Part.cache:type_name -> sidecar.v1.CacheBreakpoint
+	41, // 34: sidecar.v1.Part.image:type_name -> sidecar.v1.ImagePart
+	42, // 35: sidecar.v1.Part.document:type_name -> sidecar.v1.DocumentPart
+	43, // 36: sidecar.v1.Part.cache:type_name -> sidecar.v1.CacheBreakpoint
 	3,  // 37: sidecar.v1.Message.role:type_name -> sidecar.v1.Role
-	36, // 38: sidecar.v1.Message.tool_calls:type_name -> sidecar.v1.ToolCall
-	37, // 39: sidecar.v1.Message.tool_results:type_name -> sidecar.v1.ToolCallResult
-	41, // 40: sidecar.v1.Message.parts:type_name -> sidecar.v1.Part
-	42, // 41: sidecar.v1.Message.reasoning:type_name -> sidecar.v1.ReasoningPart
-	40, // 42: sidecar.v1.ToolDefinition.cache:type_name -> sidecar.v1.CacheBreakpoint
+	39, // 38: sidecar.v1.Message.tool_calls:type_name -> sidecar.v1.ToolCall
+	40, // 39: sidecar.v1.Message.tool_results:type_name -> sidecar.v1.ToolCallResult
+	44, // 40: sidecar.v1.Message.parts:type_name -> sidecar.v1.Part
+	45, // 41: sidecar.v1.Message.reasoning:type_name -> sidecar.v1.ReasoningPart
+	43, // 42: sidecar.v1.ToolDefinition.cache:type_name -> sidecar.v1.CacheBreakpoint
 	6,  // 43: sidecar.v1.Reasoning.effort:type_name -> sidecar.v1.ReasoningEffort
 	7,  // 44: sidecar.v1.ToolChoice.mode:type_name -> sidecar.v1.ToolChoiceMode
-	43, // 45: sidecar.v1.CallModelRequest.messages:type_name -> sidecar.v1.Message
-	44, // 46: sidecar.v1.CallModelRequest.tools:type_name -> sidecar.v1.ToolDefinition
-	13, // 47: sidecar.v1.CallModelRequest.job:type_name -> sidecar.v1.Job
-	8,  // 48: sidecar.v1.CallModelRequest.mid_stream:type_name -> sidecar.v1.MidStreamPolicy
-	40, // 49: sidecar.v1.CallModelRequest.system_cache:type_name -> sidecar.v1.CacheBreakpoint
-	45, // 50: sidecar.v1.CallModelRequest.reasoning:type_name -> sidecar.v1.Reasoning
-	46, // 51: sidecar.v1.CallModelRequest.tool_choice:type_name -> sidecar.v1.ToolChoice
-	43, // 52: sidecar.v1.CallModelResponse.message:type_name -> sidecar.v1.Message
-	9,  // 53: sidecar.v1.CallModelResponse.finish_reason:type_name -> sidecar.v1.FinishReason
-	48, // 54: sidecar.v1.CallModelResponse.usage:type_name -> sidecar.v1.Usage
-	69, // 55: sidecar.v1.CallModelResponse.json:type_name -> google.protobuf.Struct
-	48, // 56: sidecar.v1.CallModelResponse.total_usage:type_name -> sidecar.v1.Usage
-	16, // 57: sidecar.v1.CallModelResponse.hops:type_name -> sidecar.v1.Hop
-	53, // 58: sidecar.v1.StreamModelEvent.text:type_name -> sidecar.v1.TextDelta
-	54, // 59: sidecar.v1.StreamModelEvent.tool_call:type_name -> sidecar.v1.ToolCallDelta
-	55, // 60: sidecar.v1.StreamModelEvent.restart:type_name -> sidecar.v1.StreamRestart
-	49, // 61: sidecar.v1.StreamModelEvent.final:type_name -> sidecar.v1.CallModelResponse
-	52, // 62: sidecar.v1.StreamModelEvent.reasoning:type_name -> sidecar.v1.ReasoningDelta
-	51, // 63: sidecar.v1.StreamModelEvent.continued:type_name -> sidecar.v1.StreamContinued
-	10, // 64: sidecar.v1.StreamContinued.cause:type_name -> sidecar.v1.RestartCause
-	10, // 65: sidecar.v1.StreamRestart.cause:type_name -> sidecar.v1.RestartCause
-	66, // 66: sidecar.v1.ObservedResponse.headers:type_name -> sidecar.v1.ObservedResponse.HeadersEntry
-	11, // 67: sidecar.v1.ClassifyFailureRequest.tool_kind:type_name -> sidecar.v1.ToolKind
-	56, // 68: sidecar.v1.ClassifyFailureRequest.response:type_name -> sidecar.v1.ObservedResponse
-	12, // 69: sidecar.v1.ClassifyFailureRequest.fault:type_name -> sidecar.v1.TransportFault
-	13, // 70: sidecar.v1.ClassifyFailureRequest.job:type_name -> sidecar.v1.Job
-	44, // 71: sidecar.v1.ToolInfo.definition:type_name -> sidecar.v1.ToolDefinition
-	11, // 72: sidecar.v1.ToolInfo.kind:type_name -> sidecar.v1.ToolKind
-	59, // 73: sidecar.v1.ListToolsResponse.tools:type_name -> sidecar.v1.ToolInfo
-	63, // 74: sidecar.v1.ModelInfo.deployments:type_name -> sidecar.v1.RouteDeployment
-	62, // 75: sidecar.v1.ListModelsResponse.models:type_name -> sidecar.v1.ModelInfo
-	70, // 76: sidecar.v1.correctable:extendee -> google.protobuf.EnumValueOptions
-	71, // 77: sidecar.v1.correctable_line:extendee -> google.protobuf.EnumOptions
-	71, // 78: sidecar.v1.uncorrectable_line:extendee -> google.protobuf.EnumOptions
-	33, // 79: sidecar.v1.Sidecar.ExecuteTool:input_type -> sidecar.v1.ExecuteToolRequest
-	47, // 80: sidecar.v1.Sidecar.CallModel:input_type -> sidecar.v1.CallModelRequest
-	57, // 81: sidecar.v1.Sidecar.ClassifyFailure:input_type -> sidecar.v1.ClassifyFailureRequest
-	58, // 82: sidecar.v1.Sidecar.ListTools:input_type -> sidecar.v1.ListToolsRequest
-	61, // 83: sidecar.v1.Sidecar.ListModels:input_type -> sidecar.v1.ListModelsRequest
-	47, // 84: sidecar.v1.Sidecar.StreamModel:input_type -> sidecar.v1.CallModelRequest
-	35, // 85: sidecar.v1.Sidecar.ExecuteTool:output_type -> sidecar.v1.ExecuteToolResponse
-	49, // 86: sidecar.v1.Sidecar.CallModel:output_type -> sidecar.v1.CallModelResponse
-	15, // 87: sidecar.v1.Sidecar.ClassifyFailure:output_type -> sidecar.v1.Failure
-	60, // 88: sidecar.v1.Sidecar.ListTools:output_type -> sidecar.v1.ListToolsResponse
-	64, // 89: sidecar.v1.Sidecar.ListModels:output_type -> sidecar.v1.ListModelsResponse
-	50, // 90: sidecar.v1.Sidecar.StreamModel:output_type -> sidecar.v1.StreamModelEvent
-	85, // [85:91] is the sub-list for method output_type
-	79, // [79:85] is the sub-list for method input_type
-	79, // [79:79] is the sub-list for extension type_name
-	76, // [76:79] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	46, // 45: sidecar.v1.CallModelRequest.messages:type_name -> sidecar.v1.Message
+	47, // 46: sidecar.v1.CallModelRequest.tools:type_name -> sidecar.v1.ToolDefinition
+	16, // 47: sidecar.v1.CallModelRequest.job:type_name -> sidecar.v1.Job
+	11, // 48: sidecar.v1.CallModelRequest.mid_stream:type_name -> sidecar.v1.MidStreamPolicy
+	43, // 49: sidecar.v1.CallModelRequest.system_cache:type_name -> sidecar.v1.CacheBreakpoint
+	48, // 50: sidecar.v1.CallModelRequest.reasoning:type_name -> sidecar.v1.Reasoning
+	49, // 51: sidecar.v1.CallModelRequest.tool_choice:type_name -> sidecar.v1.ToolChoice
+	51, // 52: sidecar.v1.CallModelRequest.on_overflow:type_name -> sidecar.v1.OverflowPolicy
+	8,  // 53: sidecar.v1.OverflowPolicy.action:type_name -> sidecar.v1.OverflowAction
+	9,  // 54: sidecar.v1.OverflowPolicy.strategies:type_name -> sidecar.v1.CompactionStrategy
+	10, // 55: sidecar.v1.Compaction.trigger:type_name -> sidecar.v1.CompactionTrigger
+	53, // 56: sidecar.v1.Compaction.steps:type_name -> sidecar.v1.CompactionStep
+	46, // 57: sidecar.v1.Compaction.messages:type_name -> sidecar.v1.Message
+	9,  // 58: sidecar.v1.CompactionStep.strategy:type_name -> sidecar.v1.CompactionStrategy
+	46, // 59: sidecar.v1.CallModelResponse.message:type_name -> sidecar.v1.Message
+	12, // 60: sidecar.v1.CallModelResponse.finish_reason:type_name -> sidecar.v1.FinishReason
+	54, // 61: sidecar.v1.CallModelResponse.usage:type_name -> sidecar.v1.Usage
+	75, // 62: sidecar.v1.CallModelResponse.json:type_name -> google.protobuf.Struct
+	54, // 63: sidecar.v1.CallModelResponse.total_usage:type_name -> sidecar.v1.Usage
+	19, // 64: sidecar.v1.CallModelResponse.hops:type_name -> sidecar.v1.Hop
+	52, // 65: sidecar.v1.CallModelResponse.compaction:type_name -> sidecar.v1.Compaction
+	59, // 66: sidecar.v1.StreamModelEvent.text:type_name -> sidecar.v1.TextDelta
+	60, // 67: sidecar.v1.StreamModelEvent.tool_call:type_name -> sidecar.v1.ToolCallDelta
+	61, // 68: sidecar.v1.StreamModelEvent.restart:type_name -> sidecar.v1.StreamRestart
+	55, // 69: sidecar.v1.StreamModelEvent.final:type_name -> sidecar.v1.CallModelResponse
+	58, // 70: sidecar.v1.StreamModelEvent.reasoning:type_name -> sidecar.v1.ReasoningDelta
+	57, // 71: sidecar.v1.StreamModelEvent.continued:type_name -> sidecar.v1.StreamContinued
+	13, // 72: sidecar.v1.StreamContinued.cause:type_name -> sidecar.v1.RestartCause
+	13, // 73: sidecar.v1.StreamRestart.cause:type_name -> sidecar.v1.RestartCause
+	72, // 74: sidecar.v1.ObservedResponse.headers:type_name -> sidecar.v1.ObservedResponse.HeadersEntry
+	14, // 75: sidecar.v1.ClassifyFailureRequest.tool_kind:type_name -> sidecar.v1.ToolKind
+	62, // 76: sidecar.v1.ClassifyFailureRequest.response:type_name -> sidecar.v1.ObservedResponse
+	15, // 77: sidecar.v1.ClassifyFailureRequest.fault:type_name -> sidecar.v1.TransportFault
+	16, // 78: sidecar.v1.ClassifyFailureRequest.job:type_name -> sidecar.v1.Job
+	47, // 79: sidecar.v1.ToolInfo.definition:type_name -> sidecar.v1.ToolDefinition
+	14, // 80: sidecar.v1.ToolInfo.kind:type_name -> sidecar.v1.ToolKind
+	65, // 81: sidecar.v1.ListToolsResponse.tools:type_name -> sidecar.v1.ToolInfo
+	69, // 82: sidecar.v1.ModelInfo.deployments:type_name -> sidecar.v1.RouteDeployment
+	68, // 83: sidecar.v1.ListModelsResponse.models:type_name -> sidecar.v1.ModelInfo
+	76, // 84: sidecar.v1.correctable:extendee -> google.protobuf.EnumValueOptions
+	77, // 85: sidecar.v1.correctable_line:extendee -> google.protobuf.EnumOptions
+	77, // 86: sidecar.v1.uncorrectable_line:extendee -> google.protobuf.EnumOptions
+	36, // 87: sidecar.v1.Sidecar.ExecuteTool:input_type -> sidecar.v1.ExecuteToolRequest
+	50, // 88: sidecar.v1.Sidecar.CallModel:input_type -> sidecar.v1.CallModelRequest
+	63, // 89: sidecar.v1.Sidecar.ClassifyFailure:input_type -> sidecar.v1.ClassifyFailureRequest
+	64, // 90: sidecar.v1.Sidecar.ListTools:input_type -> sidecar.v1.ListToolsRequest
+	67, // 91: sidecar.v1.Sidecar.ListModels:input_type -> sidecar.v1.ListModelsRequest
+	50, // 92: sidecar.v1.Sidecar.StreamModel:input_type -> sidecar.v1.CallModelRequest
+	38, // 93: sidecar.v1.Sidecar.ExecuteTool:output_type -> sidecar.v1.ExecuteToolResponse
+	55, // 94: sidecar.v1.Sidecar.CallModel:output_type -> sidecar.v1.CallModelResponse
+	18, // 95: sidecar.v1.Sidecar.ClassifyFailure:output_type -> sidecar.v1.Failure
+	66, // 96: sidecar.v1.Sidecar.ListTools:output_type -> sidecar.v1.ListToolsResponse
+	70, // 97: sidecar.v1.Sidecar.ListModels:output_type -> sidecar.v1.ListModelsResponse
+	56, // 98: sidecar.v1.Sidecar.StreamModel:output_type -> sidecar.v1.StreamModelEvent
+	93, // [93:99] is the sub-list for method output_type
+	87, // [87:93] is the sub-list for method input_type
+	87, // [87:87] is the sub-list for extension type_name
+	84, // [84:87] is the sub-list for extension extendee
+	0,  // [0:84] is the sub-list for field type_name
 }
 
 func init() { file_sidecar_v1_sidecar_proto_init() }
@@ -6139,7 +6618,7 @@ func file_sidecar_v1_sidecar_proto_init() {
 		(*Reasoning_BudgetTokens)(nil),
 	}
 	file_sidecar_v1_sidecar_proto_msgTypes[34].OneofWrappers = []any{}
-	file_sidecar_v1_sidecar_proto_msgTypes[37].OneofWrappers = []any{
+	file_sidecar_v1_sidecar_proto_msgTypes[40].OneofWrappers = []any{
 		(*StreamModelEvent_Text)(nil),
 		(*StreamModelEvent_ToolCall)(nil),
 		(*StreamModelEvent_Restart)(nil),
@@ -6147,7 +6626,7 @@ func file_sidecar_v1_sidecar_proto_init() {
 		(*StreamModelEvent_Reasoning)(nil),
 		(*StreamModelEvent_Continued)(nil),
 	}
-	file_sidecar_v1_sidecar_proto_msgTypes[44].OneofWrappers = []any{
+	file_sidecar_v1_sidecar_proto_msgTypes[47].OneofWrappers = []any{
 		(*ClassifyFailureRequest_Response)(nil),
 		(*ClassifyFailureRequest_Fault)(nil),
 	}
@@ -6156,8 +6635,8 @@ func file_sidecar_v1_sidecar_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sidecar_v1_sidecar_proto_rawDesc), len(file_sidecar_v1_sidecar_proto_rawDesc)),
-			NumEnums:      13,
-			NumMessages:   54,
+			NumEnums:      16,
+			NumMessages:   57,
 			NumExtensions: 3,
 			NumServices:   1,
 		},

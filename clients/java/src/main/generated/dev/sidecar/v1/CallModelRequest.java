@@ -871,6 +871,47 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int ON_OVERFLOW_FIELD_NUMBER = 22;
+  private dev.sidecar.v1.OverflowPolicy onOverflow_;
+  /**
+   * <pre>
+   * What to do when the conversation does not fit the model's window. Unset:
+   * the model's configured policy (fail with CONTEXT_OVERFLOW by default).
+   * </pre>
+   *
+   * <code>.sidecar.v1.OverflowPolicy on_overflow = 22 [json_name = "onOverflow"];</code>
+   * @return Whether the onOverflow field is set.
+   */
+  @java.lang.Override
+  public boolean hasOnOverflow() {
+    return ((bitField0_ & 0x00001000) != 0);
+  }
+  /**
+   * <pre>
+   * What to do when the conversation does not fit the model's window. Unset:
+   * the model's configured policy (fail with CONTEXT_OVERFLOW by default).
+   * </pre>
+   *
+   * <code>.sidecar.v1.OverflowPolicy on_overflow = 22 [json_name = "onOverflow"];</code>
+   * @return The onOverflow.
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.OverflowPolicy getOnOverflow() {
+    return onOverflow_ == null ? dev.sidecar.v1.OverflowPolicy.getDefaultInstance() : onOverflow_;
+  }
+  /**
+   * <pre>
+   * What to do when the conversation does not fit the model's window. Unset:
+   * the model's configured policy (fail with CONTEXT_OVERFLOW by default).
+   * </pre>
+   *
+   * <code>.sidecar.v1.OverflowPolicy on_overflow = 22 [json_name = "onOverflow"];</code>
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.OverflowPolicyOrBuilder getOnOverflowOrBuilder() {
+    return onOverflow_ == null ? dev.sidecar.v1.OverflowPolicy.getDefaultInstance() : onOverflow_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -947,6 +988,9 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(providerOptionsJson_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 21, providerOptionsJson_);
+    }
+    if (((bitField0_ & 0x00001000) != 0)) {
+      output.writeMessage(22, getOnOverflow());
     }
     getUnknownFields().writeTo(output);
   }
@@ -1044,6 +1088,10 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(providerOptionsJson_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(21, providerOptionsJson_);
+    }
+    if (((bitField0_ & 0x00001000) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(22, getOnOverflow());
     }
     return size;
   }
@@ -1150,6 +1198,11 @@ private static final long serialVersionUID = 0L;
         .equals(other.getEndUser())) return false;
     if (!getProviderOptionsJson()
         .equals(other.getProviderOptionsJson())) return false;
+    if (hasOnOverflow() != other.hasOnOverflow()) return false;
+    if (hasOnOverflow()) {
+      if (!getOnOverflow()
+          .equals(other.getOnOverflow())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -1239,6 +1292,10 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getEndUser().hashCode();
     hash = (37 * hash) + PROVIDER_OPTIONS_JSON_FIELD_NUMBER;
     hash = (53 * hash) + getProviderOptionsJson().hashCode();
+    if (hasOnOverflow()) {
+      hash = (37 * hash) + ON_OVERFLOW_FIELD_NUMBER;
+      hash = (53 * hash) + getOnOverflow().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -1379,6 +1436,7 @@ private static final long serialVersionUID = 0L;
         internalGetSystemCacheFieldBuilder();
         internalGetReasoningFieldBuilder();
         internalGetToolChoiceFieldBuilder();
+        internalGetOnOverflowFieldBuilder();
       }
     }
     @java.lang.Override
@@ -1435,6 +1493,11 @@ private static final long serialVersionUID = 0L;
       frequencyPenalty_ = 0D;
       endUser_ = "";
       providerOptionsJson_ = "";
+      onOverflow_ = null;
+      if (onOverflowBuilder_ != null) {
+        onOverflowBuilder_.dispose();
+        onOverflowBuilder_ = null;
+      }
       return this;
     }
 
@@ -1568,6 +1631,12 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00100000) != 0)) {
         result.providerOptionsJson_ = providerOptionsJson_;
+      }
+      if (((from_bitField0_ & 0x00200000) != 0)) {
+        result.onOverflow_ = onOverflowBuilder_ == null
+            ? onOverflow_
+            : onOverflowBuilder_.build();
+        to_bitField0_ |= 0x00001000;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -1709,6 +1778,9 @@ private static final long serialVersionUID = 0L;
         providerOptionsJson_ = other.providerOptionsJson_;
         bitField0_ |= 0x00100000;
         onChanged();
+      }
+      if (other.hasOnOverflow()) {
+        mergeOnOverflow(other.getOnOverflow());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -1863,6 +1935,13 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00100000;
               break;
             } // case 170
+            case 178: {
+              input.readMessage(
+                  internalGetOnOverflowFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00200000;
+              break;
+            } // case 178
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -4247,6 +4326,170 @@ private static final long serialVersionUID = 0L;
       bitField0_ |= 0x00100000;
       onChanged();
       return this;
+    }
+
+    private dev.sidecar.v1.OverflowPolicy onOverflow_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.sidecar.v1.OverflowPolicy, dev.sidecar.v1.OverflowPolicy.Builder, dev.sidecar.v1.OverflowPolicyOrBuilder> onOverflowBuilder_;
+    /**
+     * <pre>
+     * What to do when the conversation does not fit the model's window. Unset:
+     * the model's configured policy (fail with CONTEXT_OVERFLOW by default).
+     * </pre>
+     *
+     * <code>.sidecar.v1.OverflowPolicy on_overflow = 22 [json_name = "onOverflow"];</code>
+     * @return Whether the onOverflow field is set.
+     */
+    public boolean hasOnOverflow() {
+      return ((bitField0_ & 0x00200000) != 0);
+    }
+    /**
+     * <pre>
+     * What to do when the conversation does not fit the model's window. Unset:
+     * the model's configured policy (fail with CONTEXT_OVERFLOW by default).
+     * </pre>
+     *
+     * <code>.sidecar.v1.OverflowPolicy on_overflow = 22 [json_name = "onOverflow"];</code>
+     * @return The onOverflow.
+     */
+    public dev.sidecar.v1.OverflowPolicy getOnOverflow() {
+      if (onOverflowBuilder_ == null) {
+        return onOverflow_ == null ? dev.sidecar.v1.OverflowPolicy.getDefaultInstance() : onOverflow_;
+      } else {
+        return onOverflowBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * What to do when the conversation does not fit the model's window. Unset:
+     * the model's configured policy (fail with CONTEXT_OVERFLOW by default).
+     * </pre>
+     *
+     * <code>.sidecar.v1.OverflowPolicy on_overflow = 22 [json_name = "onOverflow"];</code>
+     */
+    public Builder setOnOverflow(dev.sidecar.v1.OverflowPolicy value) {
+      if (onOverflowBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        onOverflow_ = value;
+      } else {
+        onOverflowBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00200000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * What to do when the conversation does not fit the model's window. Unset:
+     * the model's configured policy (fail with CONTEXT_OVERFLOW by default).
+     * </pre>
+     *
+     * <code>.sidecar.v1.OverflowPolicy on_overflow = 22 [json_name = "onOverflow"];</code>
+     */
+    public Builder setOnOverflow(
+        dev.sidecar.v1.OverflowPolicy.Builder builderForValue) {
+      if (onOverflowBuilder_ == null) {
+        onOverflow_ = builderForValue.build();
+      } else {
+        onOverflowBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00200000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * What to do when the conversation does not fit the model's window. Unset:
+     * the model's configured policy (fail with CONTEXT_OVERFLOW by default).
+     * </pre>
+     *
+     * <code>.sidecar.v1.OverflowPolicy on_overflow = 22 [json_name = "onOverflow"];</code>
+     */
+    public Builder mergeOnOverflow(dev.sidecar.v1.OverflowPolicy value) {
+      if (onOverflowBuilder_ == null) {
+        if (((bitField0_ & 0x00200000) != 0) &&
+          onOverflow_ != null &&
+          onOverflow_ != dev.sidecar.v1.OverflowPolicy.getDefaultInstance()) {
+          getOnOverflowBuilder().mergeFrom(value);
+        } else {
+          onOverflow_ = value;
+        }
+      } else {
+        onOverflowBuilder_.mergeFrom(value);
+      }
+      if (onOverflow_ != null) {
+        bitField0_ |= 0x00200000;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * What to do when the conversation does not fit the model's window. Unset:
+     * the model's configured policy (fail with CONTEXT_OVERFLOW by default).
+     * </pre>
+     *
+     * <code>.sidecar.v1.OverflowPolicy on_overflow = 22 [json_name = "onOverflow"];</code>
+     */
+    public Builder clearOnOverflow() {
+      bitField0_ = (bitField0_ & ~0x00200000);
+      onOverflow_ = null;
+      if (onOverflowBuilder_ != null) {
+        onOverflowBuilder_.dispose();
+        onOverflowBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * What to do when the conversation does not fit the model's window. Unset:
+     * the model's configured policy (fail with CONTEXT_OVERFLOW by default).
+     * </pre>
+     *
+     * <code>.sidecar.v1.OverflowPolicy on_overflow = 22 [json_name = "onOverflow"];</code>
+     */
+    public dev.sidecar.v1.OverflowPolicy.Builder getOnOverflowBuilder() {
+      bitField0_ |= 0x00200000;
+      onChanged();
+      return internalGetOnOverflowFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * What to do when the conversation does not fit the model's window. Unset:
+     * the model's configured policy (fail with CONTEXT_OVERFLOW by default).
+     * </pre>
+     *
+     * <code>.sidecar.v1.OverflowPolicy on_overflow = 22 [json_name = "onOverflow"];</code>
+     */
+    public dev.sidecar.v1.OverflowPolicyOrBuilder getOnOverflowOrBuilder() {
+      if (onOverflowBuilder_ != null) {
+        return onOverflowBuilder_.getMessageOrBuilder();
+      } else {
+        return onOverflow_ == null ?
+            dev.sidecar.v1.OverflowPolicy.getDefaultInstance() : onOverflow_;
+      }
+    }
+    /**
+     * <pre>
+     * What to do when the conversation does not fit the model's window. Unset:
+     * the model's configured policy (fail with CONTEXT_OVERFLOW by default).
+     * </pre>
+     *
+     * <code>.sidecar.v1.OverflowPolicy on_overflow = 22 [json_name = "onOverflow"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.sidecar.v1.OverflowPolicy, dev.sidecar.v1.OverflowPolicy.Builder, dev.sidecar.v1.OverflowPolicyOrBuilder> 
+        internalGetOnOverflowFieldBuilder() {
+      if (onOverflowBuilder_ == null) {
+        onOverflowBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.sidecar.v1.OverflowPolicy, dev.sidecar.v1.OverflowPolicy.Builder, dev.sidecar.v1.OverflowPolicyOrBuilder>(
+                getOnOverflow(),
+                getParentForChildren(),
+                isClean());
+        onOverflow_ = null;
+      }
+      return onOverflowBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:sidecar.v1.CallModelRequest)

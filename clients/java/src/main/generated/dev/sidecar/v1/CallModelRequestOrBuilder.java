@@ -521,4 +521,34 @@ public interface CallModelRequestOrBuilder extends
    */
   com.google.protobuf.ByteString
       getProviderOptionsJsonBytes();
+
+  /**
+   * <pre>
+   * What to do when the conversation does not fit the model's window. Unset:
+   * the model's configured policy (fail with CONTEXT_OVERFLOW by default).
+   * </pre>
+   *
+   * <code>.sidecar.v1.OverflowPolicy on_overflow = 22 [json_name = "onOverflow"];</code>
+   * @return Whether the onOverflow field is set.
+   */
+  boolean hasOnOverflow();
+  /**
+   * <pre>
+   * What to do when the conversation does not fit the model's window. Unset:
+   * the model's configured policy (fail with CONTEXT_OVERFLOW by default).
+   * </pre>
+   *
+   * <code>.sidecar.v1.OverflowPolicy on_overflow = 22 [json_name = "onOverflow"];</code>
+   * @return The onOverflow.
+   */
+  dev.sidecar.v1.OverflowPolicy getOnOverflow();
+  /**
+   * <pre>
+   * What to do when the conversation does not fit the model's window. Unset:
+   * the model's configured policy (fail with CONTEXT_OVERFLOW by default).
+   * </pre>
+   *
+   * <code>.sidecar.v1.OverflowPolicy on_overflow = 22 [json_name = "onOverflow"];</code>
+   */
+  dev.sidecar.v1.OverflowPolicyOrBuilder getOnOverflowOrBuilder();
 }

@@ -553,6 +553,47 @@ private static final long serialVersionUID = 0L;
     return hops_.get(index);
   }
 
+  public static final int COMPACTION_FIELD_NUMBER = 15;
+  private dev.sidecar.v1.Compaction compaction_;
+  /**
+   * <pre>
+   * Set when the conversation was compacted to fit: what changed, and the
+   * compacted messages to adopt.
+   * </pre>
+   *
+   * <code>.sidecar.v1.Compaction compaction = 15 [json_name = "compaction"];</code>
+   * @return Whether the compaction field is set.
+   */
+  @java.lang.Override
+  public boolean hasCompaction() {
+    return ((bitField0_ & 0x00000010) != 0);
+  }
+  /**
+   * <pre>
+   * Set when the conversation was compacted to fit: what changed, and the
+   * compacted messages to adopt.
+   * </pre>
+   *
+   * <code>.sidecar.v1.Compaction compaction = 15 [json_name = "compaction"];</code>
+   * @return The compaction.
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.Compaction getCompaction() {
+    return compaction_ == null ? dev.sidecar.v1.Compaction.getDefaultInstance() : compaction_;
+  }
+  /**
+   * <pre>
+   * Set when the conversation was compacted to fit: what changed, and the
+   * compacted messages to adopt.
+   * </pre>
+   *
+   * <code>.sidecar.v1.Compaction compaction = 15 [json_name = "compaction"];</code>
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.CompactionOrBuilder getCompactionOrBuilder() {
+    return compaction_ == null ? dev.sidecar.v1.Compaction.getDefaultInstance() : compaction_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -608,6 +649,9 @@ private static final long serialVersionUID = 0L;
     }
     for (int i = 0; i < hops_.size(); i++) {
       output.writeMessage(14, hops_.get(i));
+    }
+    if (((bitField0_ & 0x00000010) != 0)) {
+      output.writeMessage(15, getCompaction());
     }
     getUnknownFields().writeTo(output);
   }
@@ -675,6 +719,10 @@ private static final long serialVersionUID = 0L;
           }
           size += 1 * count;
         }
+    if (((bitField0_ & 0x00000010) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(15, getCompaction());
+    }
     return size;
   }
   @java.lang.Override
@@ -739,6 +787,11 @@ private static final long serialVersionUID = 0L;
         .equals(other.getServedBy())) return false;
     if (!getHopsList()
         .equals(other.getHopsList())) return false;
+    if (hasCompaction() != other.hasCompaction()) return false;
+    if (hasCompaction()) {
+      if (!getCompaction()
+          .equals(other.getCompaction())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -791,6 +844,10 @@ private static final long serialVersionUID = 0L;
     if (getHopsCount() > 0) {
       hash = (37 * hash) + HOPS_FIELD_NUMBER;
       hash = (53 * hash) + getHopsList().hashCode();
+    }
+    if (hasCompaction()) {
+      hash = (37 * hash) + COMPACTION_FIELD_NUMBER;
+      hash = (53 * hash) + getCompaction().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -931,6 +988,7 @@ private static final long serialVersionUID = 0L;
         internalGetJsonFieldBuilder();
         internalGetTotalUsageFieldBuilder();
         internalGetHopsFieldBuilder();
+        internalGetCompactionFieldBuilder();
       }
     }
     @java.lang.Override
@@ -974,6 +1032,11 @@ private static final long serialVersionUID = 0L;
         hopsBuilder_.clear();
       }
       bitField0_ = (bitField0_ & ~0x00002000);
+      compaction_ = null;
+      if (compactionBuilder_ != null) {
+        compactionBuilder_.dispose();
+        compactionBuilder_ = null;
+      }
       return this;
     }
 
@@ -1073,6 +1136,12 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00001000) != 0)) {
         result.servedBy_ = servedBy_;
       }
+      if (((from_bitField0_ & 0x00004000) != 0)) {
+        result.compaction_ = compactionBuilder_ == null
+            ? compaction_
+            : compactionBuilder_.build();
+        to_bitField0_ |= 0x00000010;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -1165,6 +1234,9 @@ private static final long serialVersionUID = 0L;
             hopsBuilder_.addAllMessages(other.hops_);
           }
         }
+      }
+      if (other.hasCompaction()) {
+        mergeCompaction(other.getCompaction());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -1276,6 +1348,13 @@ private static final long serialVersionUID = 0L;
               }
               break;
             } // case 114
+            case 122: {
+              input.readMessage(
+                  internalGetCompactionFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00004000;
+              break;
+            } // case 122
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2888,6 +2967,170 @@ private static final long serialVersionUID = 0L;
         hops_ = null;
       }
       return hopsBuilder_;
+    }
+
+    private dev.sidecar.v1.Compaction compaction_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.sidecar.v1.Compaction, dev.sidecar.v1.Compaction.Builder, dev.sidecar.v1.CompactionOrBuilder> compactionBuilder_;
+    /**
+     * <pre>
+     * Set when the conversation was compacted to fit: what changed, and the
+     * compacted messages to adopt.
+     * </pre>
+     *
+     * <code>.sidecar.v1.Compaction compaction = 15 [json_name = "compaction"];</code>
+     * @return Whether the compaction field is set.
+     */
+    public boolean hasCompaction() {
+      return ((bitField0_ & 0x00004000) != 0);
+    }
+    /**
+     * <pre>
+     * Set when the conversation was compacted to fit: what changed, and the
+     * compacted messages to adopt.
+     * </pre>
+     *
+     * <code>.sidecar.v1.Compaction compaction = 15 [json_name = "compaction"];</code>
+     * @return The compaction.
+     */
+    public dev.sidecar.v1.Compaction getCompaction() {
+      if (compactionBuilder_ == null) {
+        return compaction_ == null ? dev.sidecar.v1.Compaction.getDefaultInstance() : compaction_;
+      } else {
+        return compactionBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Set when the conversation was compacted to fit: what changed, and the
+     * compacted messages to adopt.
+     * </pre>
+     *
+     * <code>.sidecar.v1.Compaction compaction = 15 [json_name = "compaction"];</code>
+     */
+    public Builder setCompaction(dev.sidecar.v1.Compaction value) {
+      if (compactionBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        compaction_ = value;
+      } else {
+        compactionBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00004000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Set when the conversation was compacted to fit: what changed, and the
+     * compacted messages to adopt.
+     * </pre>
+     *
+     * <code>.sidecar.v1.Compaction compaction = 15 [json_name = "compaction"];</code>
+     */
+    public Builder setCompaction(
+        dev.sidecar.v1.Compaction.Builder builderForValue) {
+      if (compactionBuilder_ == null) {
+        compaction_ = builderForValue.build();
+      } else {
+        compactionBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00004000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Set when the conversation was compacted to fit: what changed, and the
+     * compacted messages to adopt.
+     * </pre>
+     *
+     * <code>.sidecar.v1.Compaction compaction = 15 [json_name = "compaction"];</code>
+     */
+    public Builder mergeCompaction(dev.sidecar.v1.Compaction value) {
+      if (compactionBuilder_ == null) {
+        if (((bitField0_ & 0x00004000) != 0) &&
+          compaction_ != null &&
+          compaction_ != dev.sidecar.v1.Compaction.getDefaultInstance()) {
+          getCompactionBuilder().mergeFrom(value);
+        } else {
+          compaction_ = value;
+        }
+      } else {
+        compactionBuilder_.mergeFrom(value);
+      }
+      if (compaction_ != null) {
+        bitField0_ |= 0x00004000;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Set when the conversation was compacted to fit: what changed, and the
+     * compacted messages to adopt.
+     * </pre>
+     *
+     * <code>.sidecar.v1.Compaction compaction = 15 [json_name = "compaction"];</code>
+     */
+    public Builder clearCompaction() {
+      bitField0_ = (bitField0_ & ~0x00004000);
+      compaction_ = null;
+      if (compactionBuilder_ != null) {
+        compactionBuilder_.dispose();
+        compactionBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Set when the conversation was compacted to fit: what changed, and the
+     * compacted messages to adopt.
+     * </pre>
+     *
+     * <code>.sidecar.v1.Compaction compaction = 15 [json_name = "compaction"];</code>
+     */
+    public dev.sidecar.v1.Compaction.Builder getCompactionBuilder() {
+      bitField0_ |= 0x00004000;
+      onChanged();
+      return internalGetCompactionFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Set when the conversation was compacted to fit: what changed, and the
+     * compacted messages to adopt.
+     * </pre>
+     *
+     * <code>.sidecar.v1.Compaction compaction = 15 [json_name = "compaction"];</code>
+     */
+    public dev.sidecar.v1.CompactionOrBuilder getCompactionOrBuilder() {
+      if (compactionBuilder_ != null) {
+        return compactionBuilder_.getMessageOrBuilder();
+      } else {
+        return compaction_ == null ?
+            dev.sidecar.v1.Compaction.getDefaultInstance() : compaction_;
+      }
+    }
+    /**
+     * <pre>
+     * Set when the conversation was compacted to fit: what changed, and the
+     * compacted messages to adopt.
+     * </pre>
+     *
+     * <code>.sidecar.v1.Compaction compaction = 15 [json_name = "compaction"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.sidecar.v1.Compaction, dev.sidecar.v1.Compaction.Builder, dev.sidecar.v1.CompactionOrBuilder> 
+        internalGetCompactionFieldBuilder() {
+      if (compactionBuilder_ == null) {
+        compactionBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.sidecar.v1.Compaction, dev.sidecar.v1.Compaction.Builder, dev.sidecar.v1.CompactionOrBuilder>(
+                getCompaction(),
+                getParentForChildren(),
+                isClean());
+        compaction_ = null;
+      }
+      return compactionBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:sidecar.v1.CallModelResponse)

@@ -321,4 +321,34 @@ public interface CallModelResponseOrBuilder extends
    */
   dev.sidecar.v1.HopOrBuilder getHopsOrBuilder(
       int index);
+
+  /**
+   * <pre>
+   * Set when the conversation was compacted to fit: what changed, and the
+   * compacted messages to adopt.
+   * </pre>
+   *
+   * <code>.sidecar.v1.Compaction compaction = 15 [json_name = "compaction"];</code>
+   * @return Whether the compaction field is set.
+   */
+  boolean hasCompaction();
+  /**
+   * <pre>
+   * Set when the conversation was compacted to fit: what changed, and the
+   * compacted messages to adopt.
+   * </pre>
+   *
+   * <code>.sidecar.v1.Compaction compaction = 15 [json_name = "compaction"];</code>
+   * @return The compaction.
+   */
+  dev.sidecar.v1.Compaction getCompaction();
+  /**
+   * <pre>
+   * Set when the conversation was compacted to fit: what changed, and the
+   * compacted messages to adopt.
+   * </pre>
+   *
+   * <code>.sidecar.v1.Compaction compaction = 15 [json_name = "compaction"];</code>
+   */
+  dev.sidecar.v1.CompactionOrBuilder getCompactionOrBuilder();
 }

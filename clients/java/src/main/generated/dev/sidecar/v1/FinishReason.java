@@ -168,7 +168,7 @@ public enum FinishReason
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(9);
+    return dev.sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(12);
   }
 
   private static final FinishReason[] VALUES = values();

@@ -205,6 +205,38 @@ private static final long serialVersionUID = 0L;
     return skipped_;
   }
 
+  public static final int HEDGE_FIELD_NUMBER = 6;
+  private boolean hedge_ = false;
+  /**
+   * <pre>
+   * True when the request was sent here as a hedge: the deployment before it
+   * had not sent a first token within the route's hedge_after.
+   * </pre>
+   *
+   * <code>bool hedge = 6 [json_name = "hedge"];</code>
+   * @return The hedge.
+   */
+  @java.lang.Override
+  public boolean getHedge() {
+    return hedge_;
+  }
+
+  public static final int CANCELLED_FIELD_NUMBER = 7;
+  private boolean cancelled_ = false;
+  /**
+   * <pre>
+   * True when it lost a hedged race: the other deployment sent a token first,
+   * and this one was cancelled and its upstream response closed.
+   * </pre>
+   *
+   * <code>bool cancelled = 7 [json_name = "cancelled"];</code>
+   * @return The cancelled.
+   */
+  @java.lang.Override
+  public boolean getCancelled() {
+    return cancelled_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -234,6 +266,12 @@ private static final long serialVersionUID = 0L;
     if (skipped_ != false) {
       output.writeBool(5, skipped_);
     }
+    if (hedge_ != false) {
+      output.writeBool(6, hedge_);
+    }
+    if (cancelled_ != false) {
+      output.writeBool(7, cancelled_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -255,6 +293,14 @@ private static final long serialVersionUID = 0L;
     if (skipped_ != false) {
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(5, skipped_);
+    }
+    if (hedge_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(6, hedge_);
+    }
+    if (cancelled_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(7, cancelled_);
     }
     return size;
   }
@@ -289,6 +335,10 @@ private static final long serialVersionUID = 0L;
         .equals(other.getReason())) return false;
     if (getSkipped()
         != other.getSkipped()) return false;
+    if (getHedge()
+        != other.getHedge()) return false;
+    if (getCancelled()
+        != other.getCancelled()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -311,6 +361,12 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + SKIPPED_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getSkipped());
+    hash = (37 * hash) + HEDGE_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getHedge());
+    hash = (37 * hash) + CANCELLED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getCancelled());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -451,6 +507,8 @@ private static final long serialVersionUID = 0L;
       attempts_ = 0;
       reason_ = "";
       skipped_ = false;
+      hedge_ = false;
+      cancelled_ = false;
       return this;
     }
 
@@ -499,6 +557,12 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000010) != 0)) {
         result.skipped_ = skipped_;
       }
+      if (((from_bitField0_ & 0x00000020) != 0)) {
+        result.hedge_ = hedge_;
+      }
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.cancelled_ = cancelled_;
+      }
     }
 
     @java.lang.Override
@@ -531,6 +595,12 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getSkipped() != false) {
         setSkipped(other.getSkipped());
+      }
+      if (other.getHedge() != false) {
+        setHedge(other.getHedge());
+      }
+      if (other.getCancelled() != false) {
+        setCancelled(other.getCancelled());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -581,6 +651,16 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000010;
               break;
             } // case 40
+            case 48: {
+              hedge_ = input.readBool();
+              bitField0_ |= 0x00000020;
+              break;
+            } // case 48
+            case 56: {
+              cancelled_ = input.readBool();
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 56
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -938,6 +1018,100 @@ private static final long serialVersionUID = 0L;
     public Builder clearSkipped() {
       bitField0_ = (bitField0_ & ~0x00000010);
       skipped_ = false;
+      onChanged();
+      return this;
+    }
+
+    private boolean hedge_ ;
+    /**
+     * <pre>
+     * True when the request was sent here as a hedge: the deployment before it
+     * had not sent a first token within the route's hedge_after.
+     * </pre>
+     *
+     * <code>bool hedge = 6 [json_name = "hedge"];</code>
+     * @return The hedge.
+     */
+    @java.lang.Override
+    public boolean getHedge() {
+      return hedge_;
+    }
+    /**
+     * <pre>
+     * True when the request was sent here as a hedge: the deployment before it
+     * had not sent a first token within the route's hedge_after.
+     * </pre>
+     *
+     * <code>bool hedge = 6 [json_name = "hedge"];</code>
+     * @param value The hedge to set.
+     * @return This builder for chaining.
+     */
+    public Builder setHedge(boolean value) {
+
+      hedge_ = value;
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * True when the request was sent here as a hedge: the deployment before it
+     * had not sent a first token within the route's hedge_after.
+     * </pre>
+     *
+     * <code>bool hedge = 6 [json_name = "hedge"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearHedge() {
+      bitField0_ = (bitField0_ & ~0x00000020);
+      hedge_ = false;
+      onChanged();
+      return this;
+    }
+
+    private boolean cancelled_ ;
+    /**
+     * <pre>
+     * True when it lost a hedged race: the other deployment sent a token first,
+     * and this one was cancelled and its upstream response closed.
+     * </pre>
+     *
+     * <code>bool cancelled = 7 [json_name = "cancelled"];</code>
+     * @return The cancelled.
+     */
+    @java.lang.Override
+    public boolean getCancelled() {
+      return cancelled_;
+    }
+    /**
+     * <pre>
+     * True when it lost a hedged race: the other deployment sent a token first,
+     * and this one was cancelled and its upstream response closed.
+     * </pre>
+     *
+     * <code>bool cancelled = 7 [json_name = "cancelled"];</code>
+     * @param value The cancelled to set.
+     * @return This builder for chaining.
+     */
+    public Builder setCancelled(boolean value) {
+
+      cancelled_ = value;
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * True when it lost a hedged race: the other deployment sent a token first,
+     * and this one was cancelled and its upstream response closed.
+     * </pre>
+     *
+     * <code>bool cancelled = 7 [json_name = "cancelled"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearCancelled() {
+      bitField0_ = (bitField0_ & ~0x00000040);
+      cancelled_ = false;
       onChanged();
       return this;
     }

@@ -88,4 +88,26 @@ public interface HopOrBuilder extends
    * @return The skipped.
    */
   boolean getSkipped();
+
+  /**
+   * <pre>
+   * True when the request was sent here as a hedge: the deployment before it
+   * had not sent a first token within the route's hedge_after.
+   * </pre>
+   *
+   * <code>bool hedge = 6 [json_name = "hedge"];</code>
+   * @return The hedge.
+   */
+  boolean getHedge();
+
+  /**
+   * <pre>
+   * True when it lost a hedged race: the other deployment sent a token first,
+   * and this one was cancelled and its upstream response closed.
+   * </pre>
+   *
+   * <code>bool cancelled = 7 [json_name = "cancelled"];</code>
+   * @return The cancelled.
+   */
+  boolean getCancelled();
 }

@@ -160,7 +160,7 @@ public enum MidStreamPolicy
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(8);
+    return dev.sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(11);
   }
 
   private static final MidStreamPolicy[] VALUES = values();

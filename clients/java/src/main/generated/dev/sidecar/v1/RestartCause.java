@@ -168,7 +168,7 @@ public enum RestartCause
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(10);
+    return dev.sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(13);
   }
 
   private static final RestartCause[] VALUES = values();

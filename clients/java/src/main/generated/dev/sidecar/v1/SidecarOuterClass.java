@@ -256,6 +256,21 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_sidecar_v1_CallModelRequest_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_OverflowPolicy_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_OverflowPolicy_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_Compaction_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_Compaction_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_CompactionStep_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_CompactionStep_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_sidecar_v1_Usage_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -397,270 +412,299 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
       ".sidecar.v1.PermissionDetailH\000R\npermissi" +
       "on\0222\n\006stream\030\027 \001(\0132\030.sidecar.v1.StreamDe" +
       "tailH\000R\006stream\022#\n\004hops\030\010 \003(\0132\017.sidecar.v" +
-      "1.HopR\004hopsB\010\n\006detail\"\240\001\n\003Hop\022\036\n\ndeploym" +
+      "1.HopR\004hopsB\010\n\006detail\"\324\001\n\003Hop\022\036\n\ndeploym" +
       "ent\030\001 \001(\tR\ndeployment\022+\n\004kind\030\002 \001(\0162\027.si" +
       "decar.v1.FailureKindR\004kind\022\032\n\010attempts\030\003" +
       " \001(\rR\010attempts\022\026\n\006reason\030\004 \001(\tR\006reason\022\030" +
-      "\n\007skipped\030\005 \001(\010R\007skipped\"j\n\014StreamDetail" +
-      "\022!\n\014partial_text\030\001 \001(\tR\013partialText\022\026\n\006r" +
-      "eason\030\002 \001(\tR\006reason\022\037\n\013deltas_sent\030\003 \001(\r" +
-      "R\ndeltasSent\"\\\n\022InvalidInputDetail\022\034\n\tpa" +
-      "rameter\030\001 \001(\tR\tparameter\022\024\n\005value\030\002 \001(\tR" +
-      "\005value\022\022\n\004rule\030\003 \001(\tR\004rule\"s\n\016ResourceDe" +
-      "tail\022#\n\rresource_type\030\001 \001(\tR\014resourceTyp" +
-      "e\022\036\n\nidentifier\030\002 \001(\tR\nidentifier\022\034\n\tava" +
-      "ilable\030\003 \003(\tR\tavailable\"\207\001\n\016ProviderDeta" +
-      "il\022\032\n\010provider\030\001 \001(\tR\010provider\022\030\n\007accoun" +
-      "t\030\002 \001(\tR\007account\022\024\n\005model\030\003 \001(\tR\005model\022)" +
-      "\n\020provider_message\030\004 \001(\tR\017providerMessag" +
-      "e\"\214\001\n\020TokenLimitDetail\022\032\n\010estimate\030\001 \001(\003" +
-      "R\010estimate\022\024\n\005limit\030\002 \001(\003R\005limit\022\032\n\010over" +
-      "flow\030\003 \001(\003R\010overflow\022\024\n\005ratio\030\004 \001(\001R\005rat" +
-      "io\022\024\n\005model\030\005 \001(\tR\005model\"c\n\rRefusalDetai" +
-      "l\022\024\n\005model\030\001 \001(\tR\005model\022\032\n\010category\030\002 \001(" +
-      "\tR\010category\022 \n\013explanation\030\003 \001(\tR\013explan" +
-      "ation\"\243\001\n\017TriggerResponse\022\037\n\013status_code" +
-      "\030\001 \001(\005R\nstatusCode\022\026\n\006status\030\002 \001(\tR\006stat" +
-      "us\022\026\n\006detail\030\003 \001(\tR\006detail\022+\n\017retry_afte" +
-      "r_raw\030\004 \001(\tH\000R\rretryAfterRaw\210\001\001B\022\n\020_retr" +
-      "y_after_raw\"\374\001\n\rCircuitDetail\022\030\n\007service" +
-      "\030\001 \001(\tR\007service\022.\n\005state\030\002 \001(\0162\030.sidecar" +
-      ".v1.CircuitStateR\005state\0220\n\005since\030\003 \001(\0132\032" +
-      ".google.protobuf.TimestampR\005since\0225\n\010coo" +
-      "ldown\030\004 \001(\0132\031.google.protobuf.DurationR\010" +
-      "cooldown\0228\n\topened_by\030\005 \001(\0132\033.sidecar.v1" +
-      ".TriggerResponseR\010openedBy\"\217\001\n\rServiceDe" +
-      "tail\022\030\n\007service\030\001 \001(\tR\007service\022\032\n\010endpoi" +
-      "nt\030\002 \001(\tR\010endpoint\022\026\n\006detail\030\003 \001(\tR\006deta" +
-      "il\0220\n\005fault\030\004 \001(\0162\032.sidecar.v1.Transport" +
-      "FaultR\005fault\"\257\001\n\013RetryDetail\022\026\n\006budget\030\001" +
-      " \001(\rR\006budget\0228\n\013last_signal\030\002 \001(\0162\027.side" +
-      "car.v1.RetrySignalR\nlastSignal\022\026\n\006target" +
-      "\030\003 \001(\tR\006target\0226\n\tnext_wait\030\004 \001(\0132\031.goog" +
-      "le.protobuf.DurationR\010nextWait\"d\n\013SpendD" +
-      "etail\022\037\n\013workflow_id\030\001 \001(\tR\nworkflowId\022\033" +
-      "\n\tspent_usd\030\002 \001(\001R\010spentUsd\022\027\n\007cap_usd\030\003" +
-      " \001(\001R\006capUsd\">\n\014FieldProblem\022\024\n\005field\030\001 " +
-      "\001(\tR\005field\022\030\n\007problem\030\002 \001(\tR\007problem\"\241\001\n" +
-      "\013ReplyDetail\022#\n\rparser_reason\030\001 \001(\tR\014par" +
-      "serReason\022%\n\016expected_shape\030\002 \001(\tR\rexpec" +
-      "tedShape\0220\n\006fields\030\003 \003(\0132\030.sidecar.v1.Fi" +
-      "eldProblemR\006fields\022\024\n\005model\030\004 \001(\tR\005model" +
-      "\",\n\014SystemDetail\022\034\n\tcomponent\030\001 \001(\tR\tcom" +
-      "ponent\"\213\001\n\020TruncationDetail\022\024\n\005model\030\001 \001" +
-      "(\tR\005model\022*\n\021max_output_tokens\030\002 \001(\rR\017ma" +
-      "xOutputTokens\0225\n\027model_max_output_tokens" +
-      "\030\003 \001(\rR\024modelMaxOutputTokens\".\n\020Permissi" +
-      "onDetail\022\032\n\010resource\030\001 \001(\tR\010resource\"\213\001\n" +
-      "\022ExecuteToolRequest\022\022\n\004tool\030\001 \001(\tR\004tool\022" +
-      "%\n\016arguments_json\030\002 \001(\tR\rargumentsJson\022\027" +
-      "\n\007call_id\030\003 \001(\tR\006callId\022!\n\003job\030\004 \001(\0132\017.s" +
-      "idecar.v1.JobR\003job\"\200\001\n\nToolResult\022\030\n\007con" +
-      "tent\030\001 \001(\tR\007content\022!\n\014content_type\030\002 \001(" +
-      "\tR\013contentType\022\037\n\013status_code\030\003 \001(\005R\nsta" +
-      "tusCode\022\024\n\005empty\030\004 \001(\010R\005empty\"\327\001\n\023Execut" +
-      "eToolResponse\0220\n\006result\030\001 \001(\0132\026.sidecar." +
-      "v1.ToolResultH\000R\006result\022/\n\007failure\030\002 \001(\013" +
-      "2\023.sidecar.v1.FailureH\000R\007failure\022\035\n\nmode" +
-      "l_text\030\003 \001(\tR\tmodelText\022\032\n\010attempts\030\004 \001(" +
-      "\rR\010attempts\022\027\n\007call_id\030\005 \001(\tR\006callIdB\t\n\007" +
-      "outcome\"U\n\010ToolCall\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004n" +
-      "ame\030\002 \001(\tR\004name\022%\n\016arguments_json\030\003 \001(\tR" +
-      "\rargumentsJson\"\232\001\n\016ToolCallResult\022\027\n\007cal" +
-      "l_id\030\001 \001(\tR\006callId\022\030\n\007content\030\002 \001(\tR\007con" +
-      "tent\022\031\n\010is_error\030\003 \001(\010R\007isError\022\022\n\004name\030" +
-      "\004 \001(\tR\004name\022&\n\005parts\030\005 \003(\0132\020.sidecar.v1." +
-      "PartR\005parts\"\217\001\n\tImagePart\022\024\n\004data\030\001 \001(\014H" +
-      "\000R\004data\022\022\n\003url\030\002 \001(\tH\000R\003url\022\035\n\nmedia_typ" +
-      "e\030\003 \001(\tR\tmediaType\022/\n\006detail\030\004 \001(\0162\027.sid" +
-      "ecar.v1.ImageDetailR\006detailB\010\n\006source\"\215\001" +
-      "\n\014DocumentPart\022\024\n\004data\030\001 \001(\014H\000R\004data\022\022\n\003" +
-      "url\030\002 \001(\tH\000R\003url\022\024\n\004text\030\003 \001(\tH\000R\004text\022\035" +
-      "\n\nmedia_type\030\004 \001(\tR\tmediaType\022\024\n\005title\030\005" +
-      " \001(\tR\005titleB\010\n\006source\"9\n\017CacheBreakpoint" +
-      "\022&\n\003ttl\030\001 \001(\0162\024.sidecar.v1.CacheTtlR\003ttl" +
-      "\"\276\001\n\004Part\022\024\n\004text\030\001 \001(\tH\000R\004text\022-\n\005image" +
-      "\030\002 \001(\0132\025.sidecar.v1.ImagePartH\000R\005image\0226" +
-      "\n\010document\030\003 \001(\0132\030.sidecar.v1.DocumentPa" +
-      "rtH\000R\010document\0221\n\005cache\030\004 \001(\0132\033.sidecar." +
-      "v1.CacheBreakpointR\005cacheB\006\n\004kind\"~\n\rRea" +
-      "soningPart\022\022\n\004text\030\001 \001(\tR\004text\022\034\n\tsignat" +
-      "ure\030\002 \001(\tR\tsignature\022#\n\rredacted_data\030\003 " +
-      "\001(\tR\014redactedData\022\026\n\006format\030\004 \001(\tR\006forma" +
-      "t\"\230\002\n\007Message\022$\n\004role\030\001 \001(\0162\020.sidecar.v1" +
-      ".RoleR\004role\022\022\n\004text\030\002 \001(\tR\004text\0223\n\ntool_" +
-      "calls\030\003 \003(\0132\024.sidecar.v1.ToolCallR\ttoolC" +
-      "alls\022=\n\014tool_results\030\004 \003(\0132\032.sidecar.v1." +
-      "ToolCallResultR\013toolResults\022&\n\005parts\030\005 \003" +
-      "(\0132\020.sidecar.v1.PartR\005parts\0227\n\treasoning" +
-      "\030\006 \003(\0132\031.sidecar.v1.ReasoningPartR\treaso" +
-      "ning\"\312\001\n\016ToolDefinition\022\022\n\004name\030\001 \001(\tR\004n" +
-      "ame\022 \n\013description\030\002 \001(\tR\013description\022\'\n" +
-      "\017parameters_json\030\003 \001(\tR\016parametersJson\0221" +
-      "\n\005cache\030\004 \001(\0132\033.sidecar.v1.CacheBreakpoi" +
-      "ntR\005cache\022\033\n\006strict\030\005 \001(\010H\000R\006strict\210\001\001B\t" +
-      "\n\007_strict\"s\n\tReasoning\0225\n\006effort\030\001 \001(\0162\033" +
-      ".sidecar.v1.ReasoningEffortH\000R\006effort\022%\n" +
-      "\rbudget_tokens\030\002 \001(\rH\000R\014budgetTokensB\010\n\006" +
-      "amount\"P\n\nToolChoice\022.\n\004mode\030\001 \001(\0162\032.sid" +
-      "ecar.v1.ToolChoiceModeR\004mode\022\022\n\004name\030\002 \001" +
-      "(\tR\004name\"\207\010\n\020CallModelRequest\022\024\n\005model\030\001" +
-      " \001(\tR\005model\022\026\n\006system\030\002 \001(\tR\006system\022/\n\010m" +
-      "essages\030\003 \003(\0132\023.sidecar.v1.MessageR\010mess" +
-      "ages\0220\n\005tools\030\004 \003(\0132\032.sidecar.v1.ToolDef" +
-      "initionR\005tools\0220\n\024response_schema_json\030\005" +
-      " \001(\tR\022responseSchemaJson\022/\n\021max_output_t" +
-      "okens\030\006 \001(\rH\000R\017maxOutputTokens\210\001\001\022%\n\013tem" +
-      "perature\030\007 \001(\001H\001R\013temperature\210\001\001\022!\n\003job\030" +
-      "\010 \001(\0132\017.sidecar.v1.JobR\003job\022:\n\nmid_strea" +
-      "m\030\t \001(\0162\033.sidecar.v1.MidStreamPolicyR\tmi" +
-      "dStream\022>\n\014system_cache\030\n \001(\0132\033.sidecar." +
-      "v1.CacheBreakpointR\013systemCache\0223\n\treaso" +
-      "ning\030\013 \001(\0132\025.sidecar.v1.ReasoningR\treaso" +
-      "ning\0227\n\013tool_choice\030\014 \001(\0132\026.sidecar.v1.T" +
-      "oolChoiceR\ntoolChoice\0223\n\023parallel_tool_c" +
-      "alls\030\r \001(\010H\002R\021parallelToolCalls\210\001\001\022\022\n\004st" +
-      "op\030\016 \003(\tR\004stop\022\030\n\005top_p\030\017 \001(\001H\003R\004topP\210\001\001" +
-      "\022\030\n\005top_k\030\020 \001(\rH\004R\004topK\210\001\001\022\027\n\004seed\030\021 \001(\003" +
-      "H\005R\004seed\210\001\001\022.\n\020presence_penalty\030\022 \001(\001H\006R" +
-      "\017presencePenalty\210\001\001\0220\n\021frequency_penalty" +
-      "\030\023 \001(\001H\007R\020frequencyPenalty\210\001\001\022\031\n\010end_use" +
-      "r\030\024 \001(\tR\007endUser\0222\n\025provider_options_jso" +
-      "n\030\025 \001(\tR\023providerOptionsJsonB\024\n\022_max_out" +
-      "put_tokensB\016\n\014_temperatureB\026\n\024_parallel_" +
-      "tool_callsB\010\n\006_top_pB\010\n\006_top_kB\007\n\005_seedB" +
-      "\023\n\021_presence_penaltyB\024\n\022_frequency_penal" +
-      "ty\"\352\001\n\005Usage\022!\n\014input_tokens\030\001 \001(\004R\013inpu" +
-      "tTokens\022#\n\routput_tokens\030\002 \001(\004R\014outputTo" +
-      "kens\0225\n\027cache_read_input_tokens\030\003 \001(\004R\024c" +
-      "acheReadInputTokens\0227\n\030cache_write_input" +
-      "_tokens\030\004 \001(\004R\025cacheWriteInputTokens\022)\n\020" +
-      "reasoning_tokens\030\005 \001(\004R\017reasoningTokens\"" +
-      "\267\004\n\021CallModelResponse\022-\n\007message\030\001 \001(\0132\023" +
-      ".sidecar.v1.MessageR\007message\022=\n\rfinish_r" +
-      "eason\030\002 \001(\0162\030.sidecar.v1.FinishReasonR\014f" +
-      "inishReason\022\'\n\005usage\030\003 \001(\0132\021.sidecar.v1." +
-      "UsageR\005usage\022+\n\004json\030\004 \001(\0132\027.google.prot" +
-      "obuf.StructR\004json\022\032\n\010attempts\030\005 \001(\rR\010att" +
-      "empts\022 \n\013corrections\030\006 \001(\rR\013corrections\022" +
-      "0\n\024output_budget_raised\030\007 \001(\010R\022outputBud" +
-      "getRaised\022\032\n\010warnings\030\010 \003(\tR\010warnings\022\032\n" +
-      "\010provider\030\t \001(\tR\010provider\022%\n\016response_mo" +
-      "del\030\n \001(\tR\rresponseModel\0222\n\013total_usage\030" +
-      "\013 \001(\0132\021.sidecar.v1.UsageR\ntotalUsage\022\031\n\010" +
-      "cost_usd\030\014 \001(\001R\007costUsd\022\033\n\tserved_by\030\r \001" +
-      "(\tR\010servedBy\022#\n\004hops\030\016 \003(\0132\017.sidecar.v1." +
-      "HopR\004hops\"\351\002\n\020StreamModelEvent\022+\n\004text\030\001" +
-      " \001(\0132\025.sidecar.v1.TextDeltaH\000R\004text\0228\n\tt" +
-      "ool_call\030\002 \001(\0132\031.sidecar.v1.ToolCallDelt" +
-      "aH\000R\010toolCall\0225\n\007restart\030\003 \001(\0132\031.sidecar" +
-      ".v1.StreamRestartH\000R\007restart\0225\n\005final\030\004 " +
-      "\001(\0132\035.sidecar.v1.CallModelResponseH\000R\005fi" +
-      "nal\022:\n\treasoning\030\005 \001(\0132\032.sidecar.v1.Reas" +
-      "oningDeltaH\000R\treasoning\022;\n\tcontinued\030\006 \001" +
-      "(\0132\033.sidecar.v1.StreamContinuedH\000R\tconti" +
-      "nuedB\007\n\005event\"\234\001\n\017StreamContinued\022.\n\005cau" +
-      "se\030\001 \001(\0162\030.sidecar.v1.RestartCauseR\005caus" +
-      "e\022\026\n\006reason\030\002 \001(\tR\006reason\022\030\n\007attempt\030\003 \001" +
-      "(\rR\007attempt\022\'\n\017chars_delivered\030\004 \001(\rR\016ch" +
-      "arsDelivered\"}\n\016ReasoningDelta\022\024\n\005index\030" +
-      "\001 \001(\rR\005index\022\022\n\004text\030\002 \001(\tR\004text\022\034\n\tsign" +
-      "ature\030\003 \001(\tR\tsignature\022#\n\rredacted_data\030" +
-      "\004 \001(\tR\014redactedData\"\037\n\tTextDelta\022\022\n\004text" +
-      "\030\001 \001(\tR\004text\"x\n\rToolCallDelta\022\024\n\005index\030\001" +
-      " \001(\rR\005index\022\016\n\002id\030\002 \001(\tR\002id\022\022\n\004name\030\003 \001(" +
-      "\tR\004name\022-\n\022arguments_fragment\030\004 \001(\tR\021arg" +
-      "umentsFragment\"q\n\rStreamRestart\022.\n\005cause" +
-      "\030\001 \001(\0162\030.sidecar.v1.RestartCauseR\005cause\022" +
-      "\026\n\006reason\030\002 \001(\tR\006reason\022\030\n\007attempt\030\003 \001(\r" +
-      "R\007attempt\"\310\001\n\020ObservedResponse\022\037\n\013status" +
-      "_code\030\001 \001(\005R\nstatusCode\022C\n\007headers\030\002 \003(\013" +
-      "2).sidecar.v1.ObservedResponse.HeadersEn" +
-      "tryR\007headers\022\022\n\004body\030\003 \001(\tR\004body\032:\n\014Head" +
-      "ersEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(" +
-      "\tR\005value:\0028\001\"\253\003\n\026ClassifyFailureRequest\022" +
-      "\030\n\007service\030\001 \001(\tR\007service\022\032\n\010endpoint\030\002 " +
-      "\001(\tR\010endpoint\0221\n\ttool_kind\030\003 \001(\0162\024.sidec" +
-      "ar.v1.ToolKindR\010toolKind\022\034\n\tparameter\030\004 " +
-      "\001(\tR\tparameter\022\024\n\005value\030\005 \001(\tR\005value\022:\n\010" +
-      "response\030\006 \001(\0132\034.sidecar.v1.ObservedResp" +
-      "onseH\000R\010response\0222\n\005fault\030\007 \001(\0162\032.sideca" +
-      "r.v1.TransportFaultH\000R\005fault\022!\n\003job\030\010 \001(" +
-      "\0132\017.sidecar.v1.JobR\003job\022\032\n\010attempts\030\t \001(" +
-      "\rR\010attempts\022#\n\rresource_type\030\n \001(\tR\014reso" +
-      "urceType\022\024\n\005probe\030\013 \001(\010R\005probeB\n\n\010observ" +
-      "ed\"\022\n\020ListToolsRequest\"\362\001\n\010ToolInfo\022:\n\nd" +
-      "efinition\030\001 \001(\0132\032.sidecar.v1.ToolDefinit" +
-      "ionR\ndefinition\022(\n\004kind\030\002 \001(\0162\024.sidecar." +
-      "v1.ToolKindR\004kind\022\030\n\007service\030\003 \001(\tR\007serv" +
-      "ice\022\036\n\nidempotent\030\004 \001(\010R\nidempotent\022\037\n\013o" +
-      "penai_json\030\005 \001(\tR\nopenaiJson\022%\n\016anthropi" +
-      "c_json\030\006 \001(\tR\ranthropicJson\"?\n\021ListTools" +
-      "Response\022*\n\005tools\030\001 \003(\0132\024.sidecar.v1.Too" +
-      "lInfoR\005tools\"\023\n\021ListModelsRequest\"\374\003\n\tMo" +
-      "delInfo\022\016\n\002id\030\001 \001(\tR\002id\022\032\n\010provider\030\002 \001(" +
-      "\tR\010provider\022\037\n\013wire_format\030\003 \001(\tR\nwireFo" +
-      "rmat\022%\n\016upstream_model\030\004 \001(\tR\rupstreamMo" +
-      "del\022%\n\016context_window\030\005 \001(\rR\rcontextWind" +
-      "ow\022*\n\021max_output_tokens\030\006 \001(\rR\017maxOutput" +
-      "Tokens\022/\n\024input_price_per_mtok\030\007 \001(\001R\021in" +
-      "putPricePerMtok\0221\n\025output_price_per_mtok" +
-      "\030\010 \001(\001R\022outputPricePerMtok\022.\n\023requests_p" +
-      "er_minute\030\t \001(\rR\021requestsPerMinute\022*\n\021to" +
-      "kens_per_minute\030\n \001(\rR\017tokensPerMinute\022)" +
-      "\n\020upstream_retries\030\013 \001(\rR\017upstreamRetrie" +
-      "s\022=\n\013deployments\030\014 \003(\0132\033.sidecar.v1.Rout" +
-      "eDeploymentR\013deployments\"M\n\017RouteDeploym" +
-      "ent\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004role\030\002 \001(\tR\004role\022" +
-      "\026\n\006weight\030\003 \001(\001R\006weight\"C\n\022ListModelsRes" +
-      "ponse\022-\n\006models\030\001 \003(\0132\025.sidecar.v1.Model" +
-      "InfoR\006models*\362\007\n\013FailureKind\022\034\n\030FAILURE_" +
-      "KIND_UNSPECIFIED\020\000\022$\n\032FAILURE_KIND_INVAL" +
-      "ID_INPUT\020\001\032\004\210\265\030\001\022)\n\037FAILURE_KIND_RESOURC" +
-      "E_NOT_FOUND\020\002\032\004\210\265\030\001\022 \n\026FAILURE_KIND_GUAR" +
-      "DRAIL\020\003\032\004\210\265\030\001\022!\n\027FAILURE_KIND_JSON_PARSE" +
-      "\020\004\032\004\210\265\030\001\022*\n FAILURE_KIND_RESPONSE_VALIDA" +
-      "TION\020\005\032\004\210\265\030\001\022!\n\035FAILURE_KIND_EXTERNAL_SE" +
-      "RVICE\020\006\022\"\n\036FAILURE_KIND_UPSTREAM_THROTTL" +
-      "E\020\007\022\035\n\031FAILURE_KIND_UNAUTHORIZED\020\010\022\"\n\036FA" +
-      "ILURE_KIND_PERMISSION_DENIED\020\t\022\027\n\023FAILUR" +
-      "E_KIND_SYSTEM\020\n\022\035\n\031FAILURE_KIND_CIRCUIT_" +
-      "OPEN\020\013\022+\n\'FAILURE_KIND_UPSTREAM_RETRIES_" +
-      "EXHAUSTED\020\014\022 \n\034FAILURE_KIND_QUOTA_EXHAUS" +
-      "TED\020\r\022#\n\037FAILURE_KIND_SPEND_CAP_EXCEEDED" +
-      "\020\016\022 \n\034FAILURE_KIND_MODEL_NOT_FOUND\020\017\022!\n\035" +
-      "FAILURE_KIND_PROVIDER_REFUSAL\020\020\022-\n)FAILU" +
-      "RE_KIND_TOKEN_ESTIMATE_EXCEEDS_LIMIT\020\021\022!" +
-      "\n\035FAILURE_KIND_CONTEXT_OVERFLOW\020\022\022!\n\035FAI" +
-      "LURE_KIND_OUTPUT_TRUNCATED\020\023\022\034\n\030FAILURE_" +
-      "KIND_JOB_TIMEOUT\020\024\022\036\n\032FAILURE_KIND_JOB_C" +
-      "ANCELLED\020\025\022#\n\037FAILURE_KIND_STREAM_INTERR" +
-      "UPTED\020\026\032\257\001\212\265\030e[This error may be correct" +
-      "able - you can retry with different para" +
-      "meters or try a different approach]\222\265\030B[" +
-      "This error is not correctable - consider" +
-      " an alternative approach]*|\n\014CircuitStat" +
-      "e\022\035\n\031CIRCUIT_STATE_UNSPECIFIED\020\000\022\030\n\024CIRC" +
-      "UIT_STATE_CLOSED\020\001\022\026\n\022CIRCUIT_STATE_OPEN" +
-      "\020\002\022\033\n\027CIRCUIT_STATE_HALF_OPEN\020\003*\177\n\013Retry" +
-      "Signal\022\034\n\030RETRY_SIGNAL_UNSPECIFIED\020\000\022\033\n\027" +
-      "RETRY_SIGNAL_RATE_LIMIT\020\001\022\031\n\025RETRY_SIGNA" +
-      "L_OVERLOAD\020\002\022\032\n\026RETRY_SIGNAL_TRANSIENT\020\003" +
-      "*N\n\004Role\022\024\n\020ROLE_UNSPECIFIED\020\000\022\r\n\tROLE_U" +
-      "SER\020\001\022\022\n\016ROLE_ASSISTANT\020\002\022\r\n\tROLE_TOOL\020\003" +
-      "*o\n\013ImageDetail\022\034\n\030IMAGE_DETAIL_UNSPECIF" +
-      "IED\020\000\022\025\n\021IMAGE_DETAIL_AUTO\020\001\022\024\n\020IMAGE_DE" +
-      "TAIL_LOW\020\002\022\025\n\021IMAGE_DETAIL_HIGH\020\003*I\n\010Cac" +
-      "heTtl\022\031\n\025CACHE_TTL_UNSPECIFIED\020\000\022\020\n\014CACH" +
-      "E_TTL_5M\020\001\022\020\n\014CACHE_TTL_1H\020\002*\243\001\n\017Reasoni" +
-      "ngEffort\022 \n\034REASONING_EFFORT_UNSPECIFIED" +
-      "\020\000\022\034\n\030REASONING_EFFORT_MINIMAL\020\001\022\030\n\024REAS" +
-      "ONING_EFFORT_LOW\020\002\022\033\n\027REASONING_EFFORT_M" +
-      "EDIUM\020\003\022\031\n\025REASONING_EFFORT_HIGH\020\004*\242\001\n\016T" +
-      "oolChoiceMode\022 \n\034TOOL_CHOICE_MODE_UNSPEC" +
-      "IFIED\020\000\022\031\n\025TOOL_CHOICE_MODE_AUTO\020\001\022\031\n\025TO" +
-      "OL_CHOICE_MODE_NONE\020\002\022\035\n\031TOOL_CHOICE_MOD" +
-      "E_REQUIRED\020\003\022\031\n\025TOOL_CHOICE_MODE_TOOL\020\004*" +
+      "\n\007skipped\030\005 \001(\010R\007skipped\022\024\n\005hedge\030\006 \001(\010R" +
+      "\005hedge\022\034\n\tcancelled\030\007 \001(\010R\tcancelled\"j\n\014" +
+      "StreamDetail\022!\n\014partial_text\030\001 \001(\tR\013part" +
+      "ialText\022\026\n\006reason\030\002 \001(\tR\006reason\022\037\n\013delta" +
+      "s_sent\030\003 \001(\rR\ndeltasSent\"\\\n\022InvalidInput" +
+      "Detail\022\034\n\tparameter\030\001 \001(\tR\tparameter\022\024\n\005" +
+      "value\030\002 \001(\tR\005value\022\022\n\004rule\030\003 \001(\tR\004rule\"s" +
+      "\n\016ResourceDetail\022#\n\rresource_type\030\001 \001(\tR" +
+      "\014resourceType\022\036\n\nidentifier\030\002 \001(\tR\nident" +
+      "ifier\022\034\n\tavailable\030\003 \003(\tR\tavailable\"\207\001\n\016" +
+      "ProviderDetail\022\032\n\010provider\030\001 \001(\tR\010provid" +
+      "er\022\030\n\007account\030\002 \001(\tR\007account\022\024\n\005model\030\003 " +
+      "\001(\tR\005model\022)\n\020provider_message\030\004 \001(\tR\017pr" +
+      "oviderMessage\"\214\001\n\020TokenLimitDetail\022\032\n\010es" +
+      "timate\030\001 \001(\003R\010estimate\022\024\n\005limit\030\002 \001(\003R\005l" +
+      "imit\022\032\n\010overflow\030\003 \001(\003R\010overflow\022\024\n\005rati" +
+      "o\030\004 \001(\001R\005ratio\022\024\n\005model\030\005 \001(\tR\005model\"c\n\r" +
+      "RefusalDetail\022\024\n\005model\030\001 \001(\tR\005model\022\032\n\010c" +
+      "ategory\030\002 \001(\tR\010category\022 \n\013explanation\030\003" +
+      " \001(\tR\013explanation\"\243\001\n\017TriggerResponse\022\037\n" +
+      "\013status_code\030\001 \001(\005R\nstatusCode\022\026\n\006status" +
+      "\030\002 \001(\tR\006status\022\026\n\006detail\030\003 \001(\tR\006detail\022+" +
+      "\n\017retry_after_raw\030\004 \001(\tH\000R\rretryAfterRaw" +
+      "\210\001\001B\022\n\020_retry_after_raw\"\374\001\n\rCircuitDetai" +
+      "l\022\030\n\007service\030\001 \001(\tR\007service\022.\n\005state\030\002 \001" +
+      "(\0162\030.sidecar.v1.CircuitStateR\005state\0220\n\005s" +
+      "ince\030\003 \001(\0132\032.google.protobuf.TimestampR\005" +
+      "since\0225\n\010cooldown\030\004 \001(\0132\031.google.protobu" +
+      "f.DurationR\010cooldown\0228\n\topened_by\030\005 \001(\0132" +
+      "\033.sidecar.v1.TriggerResponseR\010openedBy\"\217" +
+      "\001\n\rServiceDetail\022\030\n\007service\030\001 \001(\tR\007servi" +
+      "ce\022\032\n\010endpoint\030\002 \001(\tR\010endpoint\022\026\n\006detail" +
+      "\030\003 \001(\tR\006detail\0220\n\005fault\030\004 \001(\0162\032.sidecar." +
+      "v1.TransportFaultR\005fault\"\257\001\n\013RetryDetail" +
+      "\022\026\n\006budget\030\001 \001(\rR\006budget\0228\n\013last_signal\030" +
+      "\002 \001(\0162\027.sidecar.v1.RetrySignalR\nlastSign" +
+      "al\022\026\n\006target\030\003 \001(\tR\006target\0226\n\tnext_wait\030" +
+      "\004 \001(\0132\031.google.protobuf.DurationR\010nextWa" +
+      "it\"d\n\013SpendDetail\022\037\n\013workflow_id\030\001 \001(\tR\n" +
+      "workflowId\022\033\n\tspent_usd\030\002 \001(\001R\010spentUsd\022" +
+      "\027\n\007cap_usd\030\003 \001(\001R\006capUsd\">\n\014FieldProblem" +
+      "\022\024\n\005field\030\001 \001(\tR\005field\022\030\n\007problem\030\002 \001(\tR" +
+      "\007problem\"\241\001\n\013ReplyDetail\022#\n\rparser_reaso" +
+      "n\030\001 \001(\tR\014parserReason\022%\n\016expected_shape\030" +
+      "\002 \001(\tR\rexpectedShape\0220\n\006fields\030\003 \003(\0132\030.s" +
+      "idecar.v1.FieldProblemR\006fields\022\024\n\005model\030" +
+      "\004 \001(\tR\005model\",\n\014SystemDetail\022\034\n\tcomponen" +
+      "t\030\001 \001(\tR\tcomponent\"\213\001\n\020TruncationDetail\022" +
+      "\024\n\005model\030\001 \001(\tR\005model\022*\n\021max_output_toke" +
+      "ns\030\002 \001(\rR\017maxOutputTokens\0225\n\027model_max_o" +
+      "utput_tokens\030\003 \001(\rR\024modelMaxOutputTokens" +
+      "\".\n\020PermissionDetail\022\032\n\010resource\030\001 \001(\tR\010" +
+      "resource\"\213\001\n\022ExecuteToolRequest\022\022\n\004tool\030" +
+      "\001 \001(\tR\004tool\022%\n\016arguments_json\030\002 \001(\tR\rarg" +
+      "umentsJson\022\027\n\007call_id\030\003 \001(\tR\006callId\022!\n\003j" +
+      "ob\030\004 \001(\0132\017.sidecar.v1.JobR\003job\"\200\001\n\nToolR" +
+      "esult\022\030\n\007content\030\001 \001(\tR\007content\022!\n\014conte" +
+      "nt_type\030\002 \001(\tR\013contentType\022\037\n\013status_cod" +
+      "e\030\003 \001(\005R\nstatusCode\022\024\n\005empty\030\004 \001(\010R\005empt" +
+      "y\"\327\001\n\023ExecuteToolResponse\0220\n\006result\030\001 \001(" +
+      "\0132\026.sidecar.v1.ToolResultH\000R\006result\022/\n\007f" +
+      "ailure\030\002 \001(\0132\023.sidecar.v1.FailureH\000R\007fai" +
+      "lure\022\035\n\nmodel_text\030\003 \001(\tR\tmodelText\022\032\n\010a" +
+      "ttempts\030\004 \001(\rR\010attempts\022\027\n\007call_id\030\005 \001(\t" +
+      "R\006callIdB\t\n\007outcome\"U\n\010ToolCall\022\016\n\002id\030\001 " +
+      "\001(\tR\002id\022\022\n\004name\030\002 \001(\tR\004name\022%\n\016arguments" +
+      "_json\030\003 \001(\tR\rargumentsJson\"\232\001\n\016ToolCallR" +
+      "esult\022\027\n\007call_id\030\001 \001(\tR\006callId\022\030\n\007conten" +
+      "t\030\002 \001(\tR\007content\022\031\n\010is_error\030\003 \001(\010R\007isEr" +
+      "ror\022\022\n\004name\030\004 \001(\tR\004name\022&\n\005parts\030\005 \003(\0132\020" +
+      ".sidecar.v1.PartR\005parts\"\217\001\n\tImagePart\022\024\n" +
+      "\004data\030\001 \001(\014H\000R\004data\022\022\n\003url\030\002 \001(\tH\000R\003url\022" +
+      "\035\n\nmedia_type\030\003 \001(\tR\tmediaType\022/\n\006detail" +
+      "\030\004 \001(\0162\027.sidecar.v1.ImageDetailR\006detailB" +
+      "\010\n\006source\"\215\001\n\014DocumentPart\022\024\n\004data\030\001 \001(\014" +
+      "H\000R\004data\022\022\n\003url\030\002 \001(\tH\000R\003url\022\024\n\004text\030\003 \001" +
+      "(\tH\000R\004text\022\035\n\nmedia_type\030\004 \001(\tR\tmediaTyp" +
+      "e\022\024\n\005title\030\005 \001(\tR\005titleB\010\n\006source\"9\n\017Cac" +
+      "heBreakpoint\022&\n\003ttl\030\001 \001(\0162\024.sidecar.v1.C" +
+      "acheTtlR\003ttl\"\276\001\n\004Part\022\024\n\004text\030\001 \001(\tH\000R\004t" +
+      "ext\022-\n\005image\030\002 \001(\0132\025.sidecar.v1.ImagePar" +
+      "tH\000R\005image\0226\n\010document\030\003 \001(\0132\030.sidecar.v" +
+      "1.DocumentPartH\000R\010document\0221\n\005cache\030\004 \001(" +
+      "\0132\033.sidecar.v1.CacheBreakpointR\005cacheB\006\n" +
+      "\004kind\"~\n\rReasoningPart\022\022\n\004text\030\001 \001(\tR\004te" +
+      "xt\022\034\n\tsignature\030\002 \001(\tR\tsignature\022#\n\rreda" +
+      "cted_data\030\003 \001(\tR\014redactedData\022\026\n\006format\030" +
+      "\004 \001(\tR\006format\"\230\002\n\007Message\022$\n\004role\030\001 \001(\0162" +
+      "\020.sidecar.v1.RoleR\004role\022\022\n\004text\030\002 \001(\tR\004t" +
+      "ext\0223\n\ntool_calls\030\003 \003(\0132\024.sidecar.v1.Too" +
+      "lCallR\ttoolCalls\022=\n\014tool_results\030\004 \003(\0132\032" +
+      ".sidecar.v1.ToolCallResultR\013toolResults\022" +
+      "&\n\005parts\030\005 \003(\0132\020.sidecar.v1.PartR\005parts\022" +
+      "7\n\treasoning\030\006 \003(\0132\031.sidecar.v1.Reasonin" +
+      "gPartR\treasoning\"\312\001\n\016ToolDefinition\022\022\n\004n" +
+      "ame\030\001 \001(\tR\004name\022 \n\013description\030\002 \001(\tR\013de" +
+      "scription\022\'\n\017parameters_json\030\003 \001(\tR\016para" +
+      "metersJson\0221\n\005cache\030\004 \001(\0132\033.sidecar.v1.C" +
+      "acheBreakpointR\005cache\022\033\n\006strict\030\005 \001(\010H\000R" +
+      "\006strict\210\001\001B\t\n\007_strict\"s\n\tReasoning\0225\n\006ef" +
+      "fort\030\001 \001(\0162\033.sidecar.v1.ReasoningEffortH" +
+      "\000R\006effort\022%\n\rbudget_tokens\030\002 \001(\rH\000R\014budg" +
+      "etTokensB\010\n\006amount\"P\n\nToolChoice\022.\n\004mode" +
+      "\030\001 \001(\0162\032.sidecar.v1.ToolChoiceModeR\004mode" +
+      "\022\022\n\004name\030\002 \001(\tR\004name\"\304\010\n\020CallModelReques" +
+      "t\022\024\n\005model\030\001 \001(\tR\005model\022\026\n\006system\030\002 \001(\tR" +
+      "\006system\022/\n\010messages\030\003 \003(\0132\023.sidecar.v1.M" +
+      "essageR\010messages\0220\n\005tools\030\004 \003(\0132\032.sideca" +
+      "r.v1.ToolDefinitionR\005tools\0220\n\024response_s" +
+      "chema_json\030\005 \001(\tR\022responseSchemaJson\022/\n\021" +
+      "max_output_tokens\030\006 \001(\rH\000R\017maxOutputToke" +
+      "ns\210\001\001\022%\n\013temperature\030\007 \001(\001H\001R\013temperatur" +
+      "e\210\001\001\022!\n\003job\030\010 \001(\0132\017.sidecar.v1.JobR\003job\022" +
+      ":\n\nmid_stream\030\t \001(\0162\033.sidecar.v1.MidStre" +
+      "amPolicyR\tmidStream\022>\n\014system_cache\030\n \001(" +
+      "\0132\033.sidecar.v1.CacheBreakpointR\013systemCa" +
+      "che\0223\n\treasoning\030\013 \001(\0132\025.sidecar.v1.Reas" +
+      "oningR\treasoning\0227\n\013tool_choice\030\014 \001(\0132\026." +
+      "sidecar.v1.ToolChoiceR\ntoolChoice\0223\n\023par" +
+      "allel_tool_calls\030\r \001(\010H\002R\021parallelToolCa" +
+      "lls\210\001\001\022\022\n\004stop\030\016 \003(\tR\004stop\022\030\n\005top_p\030\017 \001(" +
+      "\001H\003R\004topP\210\001\001\022\030\n\005top_k\030\020 \001(\rH\004R\004topK\210\001\001\022\027" +
+      "\n\004seed\030\021 \001(\003H\005R\004seed\210\001\001\022.\n\020presence_pena" +
+      "lty\030\022 \001(\001H\006R\017presencePenalty\210\001\001\0220\n\021frequ" +
+      "ency_penalty\030\023 \001(\001H\007R\020frequencyPenalty\210\001" +
+      "\001\022\031\n\010end_user\030\024 \001(\tR\007endUser\0222\n\025provider" +
+      "_options_json\030\025 \001(\tR\023providerOptionsJson" +
+      "\022;\n\013on_overflow\030\026 \001(\0132\032.sidecar.v1.Overf" +
+      "lowPolicyR\nonOverflowB\024\n\022_max_output_tok" +
+      "ensB\016\n\014_temperatureB\026\n\024_parallel_tool_ca" +
+      "llsB\010\n\006_top_pB\010\n\006_top_kB\007\n\005_seedB\023\n\021_pre" +
+      "sence_penaltyB\024\n\022_frequency_penalty\"\204\001\n\016" +
+      "OverflowPolicy\0222\n\006action\030\001 \001(\0162\032.sidecar" +
+      ".v1.OverflowActionR\006action\022>\n\nstrategies" +
+      "\030\002 \003(\0162\036.sidecar.v1.CompactionStrategyR\n" +
+      "strategies\"\233\002\n\nCompaction\0227\n\007trigger\030\001 \001" +
+      "(\0162\035.sidecar.v1.CompactionTriggerR\007trigg" +
+      "er\022#\n\rtokens_before\030\002 \001(\rR\014tokensBefore\022" +
+      "!\n\014tokens_after\030\003 \001(\rR\013tokensAfter\0220\n\005st" +
+      "eps\030\004 \003(\0132\032.sidecar.v1.CompactionStepR\005s" +
+      "teps\022/\n\010messages\030\005 \003(\0132\023.sidecar.v1.Mess" +
+      "ageR\010messages\022)\n\020summarizer_calls\030\006 \001(\rR" +
+      "\017summarizerCalls\"\252\001\n\016CompactionStep\022:\n\010s" +
+      "trategy\030\001 \001(\0162\036.sidecar.v1.CompactionStr" +
+      "ategyR\010strategy\022\024\n\005turns\030\002 \003(\rR\005turns\022#\n" +
+      "\rtokens_before\030\003 \001(\rR\014tokensBefore\022!\n\014to" +
+      "kens_after\030\004 \001(\rR\013tokensAfter\"\352\001\n\005Usage\022" +
+      "!\n\014input_tokens\030\001 \001(\004R\013inputTokens\022#\n\rou" +
+      "tput_tokens\030\002 \001(\004R\014outputTokens\0225\n\027cache" +
+      "_read_input_tokens\030\003 \001(\004R\024cacheReadInput" +
+      "Tokens\0227\n\030cache_write_input_tokens\030\004 \001(\004" +
+      "R\025cacheWriteInputTokens\022)\n\020reasoning_tok" +
+      "ens\030\005 \001(\004R\017reasoningTokens\"\357\004\n\021CallModel" +
+      "Response\022-\n\007message\030\001 \001(\0132\023.sidecar.v1.M" +
+      "essageR\007message\022=\n\rfinish_reason\030\002 \001(\0162\030" +
+      ".sidecar.v1.FinishReasonR\014finishReason\022\'" +
+      "\n\005usage\030\003 \001(\0132\021.sidecar.v1.UsageR\005usage\022" +
+      "+\n\004json\030\004 \001(\0132\027.google.protobuf.StructR\004" +
+      "json\022\032\n\010attempts\030\005 \001(\rR\010attempts\022 \n\013corr" +
+      "ections\030\006 \001(\rR\013corrections\0220\n\024output_bud" +
+      "get_raised\030\007 \001(\010R\022outputBudgetRaised\022\032\n\010" +
+      "warnings\030\010 \003(\tR\010warnings\022\032\n\010provider\030\t \001" +
+      "(\tR\010provider\022%\n\016response_model\030\n \001(\tR\rre" +
+      "sponseModel\0222\n\013total_usage\030\013 \001(\0132\021.sidec" +
+      "ar.v1.UsageR\ntotalUsage\022\031\n\010cost_usd\030\014 \001(" +
+      "\001R\007costUsd\022\033\n\tserved_by\030\r \001(\tR\010servedBy\022" +
+      "#\n\004hops\030\016 \003(\0132\017.sidecar.v1.HopR\004hops\0226\n\n" +
+      "compaction\030\017 \001(\0132\026.sidecar.v1.Compaction" +
+      "R\ncompaction\"\351\002\n\020StreamModelEvent\022+\n\004tex" +
+      "t\030\001 \001(\0132\025.sidecar.v1.TextDeltaH\000R\004text\0228" +
+      "\n\ttool_call\030\002 \001(\0132\031.sidecar.v1.ToolCallD" +
+      "eltaH\000R\010toolCall\0225\n\007restart\030\003 \001(\0132\031.side" +
+      "car.v1.StreamRestartH\000R\007restart\0225\n\005final" +
+      "\030\004 \001(\0132\035.sidecar.v1.CallModelResponseH\000R" +
+      "\005final\022:\n\treasoning\030\005 \001(\0132\032.sidecar.v1.R" +
+      "easoningDeltaH\000R\treasoning\022;\n\tcontinued\030" +
+      "\006 \001(\0132\033.sidecar.v1.StreamContinuedH\000R\tco" +
+      "ntinuedB\007\n\005event\"\234\001\n\017StreamContinued\022.\n\005" +
+      "cause\030\001 \001(\0162\030.sidecar.v1.RestartCauseR\005c" +
+      "ause\022\026\n\006reason\030\002 \001(\tR\006reason\022\030\n\007attempt\030" +
+      "\003 \001(\rR\007attempt\022\'\n\017chars_delivered\030\004 \001(\rR" +
+      "\016charsDelivered\"}\n\016ReasoningDelta\022\024\n\005ind" +
+      "ex\030\001 \001(\rR\005index\022\022\n\004text\030\002 \001(\tR\004text\022\034\n\ts" +
+      "ignature\030\003 \001(\tR\tsignature\022#\n\rredacted_da" +
+      "ta\030\004 \001(\tR\014redactedData\"\037\n\tTextDelta\022\022\n\004t" +
+      "ext\030\001 \001(\tR\004text\"x\n\rToolCallDelta\022\024\n\005inde" +
+      "x\030\001 \001(\rR\005index\022\016\n\002id\030\002 \001(\tR\002id\022\022\n\004name\030\003" +
+      " \001(\tR\004name\022-\n\022arguments_fragment\030\004 \001(\tR\021" +
+      "argumentsFragment\"q\n\rStreamRestart\022.\n\005ca" +
+      "use\030\001 \001(\0162\030.sidecar.v1.RestartCauseR\005cau" +
+      "se\022\026\n\006reason\030\002 \001(\tR\006reason\022\030\n\007attempt\030\003 " +
+      "\001(\rR\007attempt\"\310\001\n\020ObservedResponse\022\037\n\013sta" +
+      "tus_code\030\001 \001(\005R\nstatusCode\022C\n\007headers\030\002 " +
+      "\003(\0132).sidecar.v1.ObservedResponse.Header" +
+      "sEntryR\007headers\022\022\n\004body\030\003 \001(\tR\004body\032:\n\014H" +
+      "eadersEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002" +
+      " \001(\tR\005value:\0028\001\"\253\003\n\026ClassifyFailureReque" +
+      "st\022\030\n\007service\030\001 \001(\tR\007service\022\032\n\010endpoint" +
+      "\030\002 \001(\tR\010endpoint\0221\n\ttool_kind\030\003 \001(\0162\024.si" +
+      "decar.v1.ToolKindR\010toolKind\022\034\n\tparameter" +
+      "\030\004 \001(\tR\tparameter\022\024\n\005value\030\005 \001(\tR\005value\022" +
+      ":\n\010response\030\006 \001(\0132\034.sidecar.v1.ObservedR" +
+      "esponseH\000R\010response\0222\n\005fault\030\007 \001(\0162\032.sid" +
+      "ecar.v1.TransportFaultH\000R\005fault\022!\n\003job\030\010" +
+      " \001(\0132\017.sidecar.v1.JobR\003job\022\032\n\010attempts\030\t" +
+      " \001(\rR\010attempts\022#\n\rresource_type\030\n \001(\tR\014r" +
+      "esourceType\022\024\n\005probe\030\013 \001(\010R\005probeB\n\n\010obs" +
+      "erved\"\022\n\020ListToolsRequest\"\362\001\n\010ToolInfo\022:" +
+      "\n\ndefinition\030\001 \001(\0132\032.sidecar.v1.ToolDefi" +
+      "nitionR\ndefinition\022(\n\004kind\030\002 \001(\0162\024.sidec" +
+      "ar.v1.ToolKindR\004kind\022\030\n\007service\030\003 \001(\tR\007s" +
+      "ervice\022\036\n\nidempotent\030\004 \001(\010R\nidempotent\022\037" +
+      "\n\013openai_json\030\005 \001(\tR\nopenaiJson\022%\n\016anthr" +
+      "opic_json\030\006 \001(\tR\ranthropicJson\"?\n\021ListTo" +
+      "olsResponse\022*\n\005tools\030\001 \003(\0132\024.sidecar.v1." +
+      "ToolInfoR\005tools\"\023\n\021ListModelsRequest\"\374\003\n" +
+      "\tModelInfo\022\016\n\002id\030\001 \001(\tR\002id\022\032\n\010provider\030\002" +
+      " \001(\tR\010provider\022\037\n\013wire_format\030\003 \001(\tR\nwir" +
+      "eFormat\022%\n\016upstream_model\030\004 \001(\tR\rupstrea" +
+      "mModel\022%\n\016context_window\030\005 \001(\rR\rcontextW" +
+      "indow\022*\n\021max_output_tokens\030\006 \001(\rR\017maxOut" +
+      "putTokens\022/\n\024input_price_per_mtok\030\007 \001(\001R" +
+      "\021inputPricePerMtok\0221\n\025output_price_per_m" +
+      "tok\030\010 \001(\001R\022outputPricePerMtok\022.\n\023request" +
+      "s_per_minute\030\t \001(\rR\021requestsPerMinute\022*\n" +
+      "\021tokens_per_minute\030\n \001(\rR\017tokensPerMinut" +
+      "e\022)\n\020upstream_retries\030\013 \001(\rR\017upstreamRet" +
+      "ries\022=\n\013deployments\030\014 \003(\0132\033.sidecar.v1.R" +
+      "outeDeploymentR\013deployments\"M\n\017RouteDepl" +
+      "oyment\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004role\030\002 \001(\tR\004ro" +
+      "le\022\026\n\006weight\030\003 \001(\001R\006weight\"C\n\022ListModels" +
+      "Response\022-\n\006models\030\001 \003(\0132\025.sidecar.v1.Mo" +
+      "delInfoR\006models*\362\007\n\013FailureKind\022\034\n\030FAILU" +
+      "RE_KIND_UNSPECIFIED\020\000\022$\n\032FAILURE_KIND_IN" +
+      "VALID_INPUT\020\001\032\004\210\265\030\001\022)\n\037FAILURE_KIND_RESO" +
+      "URCE_NOT_FOUND\020\002\032\004\210\265\030\001\022 \n\026FAILURE_KIND_G" +
+      "UARDRAIL\020\003\032\004\210\265\030\001\022!\n\027FAILURE_KIND_JSON_PA" +
+      "RSE\020\004\032\004\210\265\030\001\022*\n FAILURE_KIND_RESPONSE_VAL" +
+      "IDATION\020\005\032\004\210\265\030\001\022!\n\035FAILURE_KIND_EXTERNAL" +
+      "_SERVICE\020\006\022\"\n\036FAILURE_KIND_UPSTREAM_THRO" +
+      "TTLE\020\007\022\035\n\031FAILURE_KIND_UNAUTHORIZED\020\010\022\"\n" +
+      "\036FAILURE_KIND_PERMISSION_DENIED\020\t\022\027\n\023FAI" +
+      "LURE_KIND_SYSTEM\020\n\022\035\n\031FAILURE_KIND_CIRCU" +
+      "IT_OPEN\020\013\022+\n\'FAILURE_KIND_UPSTREAM_RETRI" +
+      "ES_EXHAUSTED\020\014\022 \n\034FAILURE_KIND_QUOTA_EXH" +
+      "AUSTED\020\r\022#\n\037FAILURE_KIND_SPEND_CAP_EXCEE" +
+      "DED\020\016\022 \n\034FAILURE_KIND_MODEL_NOT_FOUND\020\017\022" +
+      "!\n\035FAILURE_KIND_PROVIDER_REFUSAL\020\020\022-\n)FA" +
+      "ILURE_KIND_TOKEN_ESTIMATE_EXCEEDS_LIMIT\020" +
+      "\021\022!\n\035FAILURE_KIND_CONTEXT_OVERFLOW\020\022\022!\n\035" +
+      "FAILURE_KIND_OUTPUT_TRUNCATED\020\023\022\034\n\030FAILU" +
+      "RE_KIND_JOB_TIMEOUT\020\024\022\036\n\032FAILURE_KIND_JO" +
+      "B_CANCELLED\020\025\022#\n\037FAILURE_KIND_STREAM_INT" +
+      "ERRUPTED\020\026\032\257\001\212\265\030e[This error may be corr" +
+      "ectable - you can retry with different p" +
+      "arameters or try a different approach]\222\265" +
+      "\030B[This error is not correctable - consi" +
+      "der an alternative approach]*|\n\014CircuitS" +
+      "tate\022\035\n\031CIRCUIT_STATE_UNSPECIFIED\020\000\022\030\n\024C" +
+      "IRCUIT_STATE_CLOSED\020\001\022\026\n\022CIRCUIT_STATE_O" +
+      "PEN\020\002\022\033\n\027CIRCUIT_STATE_HALF_OPEN\020\003*\177\n\013Re" +
+      "trySignal\022\034\n\030RETRY_SIGNAL_UNSPECIFIED\020\000\022" +
+      "\033\n\027RETRY_SIGNAL_RATE_LIMIT\020\001\022\031\n\025RETRY_SI" +
+      "GNAL_OVERLOAD\020\002\022\032\n\026RETRY_SIGNAL_TRANSIEN" +
+      "T\020\003*N\n\004Role\022\024\n\020ROLE_UNSPECIFIED\020\000\022\r\n\tROL" +
+      "E_USER\020\001\022\022\n\016ROLE_ASSISTANT\020\002\022\r\n\tROLE_TOO" +
+      "L\020\003*o\n\013ImageDetail\022\034\n\030IMAGE_DETAIL_UNSPE" +
+      "CIFIED\020\000\022\025\n\021IMAGE_DETAIL_AUTO\020\001\022\024\n\020IMAGE" +
+      "_DETAIL_LOW\020\002\022\025\n\021IMAGE_DETAIL_HIGH\020\003*I\n\010" +
+      "CacheTtl\022\031\n\025CACHE_TTL_UNSPECIFIED\020\000\022\020\n\014C" +
+      "ACHE_TTL_5M\020\001\022\020\n\014CACHE_TTL_1H\020\002*\243\001\n\017Reas" +
+      "oningEffort\022 \n\034REASONING_EFFORT_UNSPECIF" +
+      "IED\020\000\022\034\n\030REASONING_EFFORT_MINIMAL\020\001\022\030\n\024R" +
+      "EASONING_EFFORT_LOW\020\002\022\033\n\027REASONING_EFFOR" +
+      "T_MEDIUM\020\003\022\031\n\025REASONING_EFFORT_HIGH\020\004*\242\001" +
+      "\n\016ToolChoiceMode\022 \n\034TOOL_CHOICE_MODE_UNS" +
+      "PECIFIED\020\000\022\031\n\025TOOL_CHOICE_MODE_AUTO\020\001\022\031\n" +
+      "\025TOOL_CHOICE_MODE_NONE\020\002\022\035\n\031TOOL_CHOICE_" +
+      "MODE_REQUIRED\020\003\022\031\n\025TOOL_CHOICE_MODE_TOOL" +
+      "\020\004*h\n\016OverflowAction\022\037\n\033OVERFLOW_ACTION_" +
+      "UNSPECIFIED\020\000\022\030\n\024OVERFLOW_ACTION_FAIL\020\001\022" +
+      "\033\n\027OVERFLOW_ACTION_COMPACT\020\002*\245\001\n\022Compact" +
+      "ionStrategy\022#\n\037COMPACTION_STRATEGY_UNSPE" +
+      "CIFIED\020\000\022$\n COMPACTION_STRATEGY_TOOL_RES" +
+      "ULTS\020\001\022!\n\035COMPACTION_STRATEGY_REASONING\020" +
+      "\002\022!\n\035COMPACTION_STRATEGY_SUMMARIZE\020\003*y\n\021" +
+      "CompactionTrigger\022\"\n\036COMPACTION_TRIGGER_" +
+      "UNSPECIFIED\020\000\022\037\n\033COMPACTION_TRIGGER_ESTI" +
+      "MATE\020\001\022\037\n\033COMPACTION_TRIGGER_PROVIDER\020\002*" +
       "\217\001\n\017MidStreamPolicy\022!\n\035MID_STREAM_POLICY" +
       "_UNSPECIFIED\020\000\022\035\n\031MID_STREAM_POLICY_REST" +
       "ART\020\001\022\032\n\026MID_STREAM_POLICY_FAIL\020\002\022\036\n\032MID" +
@@ -739,7 +783,7 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_sidecar_v1_Hop_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_Hop_descriptor,
-        new java.lang.String[] { "Deployment", "Kind", "Attempts", "Reason", "Skipped", });
+        new java.lang.String[] { "Deployment", "Kind", "Attempts", "Reason", "Skipped", "Hedge", "Cancelled", });
     internal_static_sidecar_v1_StreamDetail_descriptor =
       getDescriptor().getMessageType(4);
     internal_static_sidecar_v1_StreamDetail_fieldAccessorTable = new
@@ -925,57 +969,75 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_sidecar_v1_CallModelRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_CallModelRequest_descriptor,
-        new java.lang.String[] { "Model", "System", "Messages", "Tools", "ResponseSchemaJson", "MaxOutputTokens", "Temperature", "Job", "MidStream", "SystemCache", "Reasoning", "ToolChoice", "ParallelToolCalls", "Stop", "TopP", "TopK", "Seed", "PresencePenalty", "FrequencyPenalty", "EndUser", "ProviderOptionsJson", });
-    internal_static_sidecar_v1_Usage_descriptor =
+        new java.lang.String[] { "Model", "System", "Messages", "Tools", "ResponseSchemaJson", "MaxOutputTokens", "Temperature", "Job", "MidStream", "SystemCache", "Reasoning", "ToolChoice", "ParallelToolCalls", "Stop", "TopP", "TopK", "Seed", "PresencePenalty", "FrequencyPenalty", "EndUser", "ProviderOptionsJson", "OnOverflow", });
+    internal_static_sidecar_v1_OverflowPolicy_descriptor =
       getDescriptor().getMessageType(35);
+    internal_static_sidecar_v1_OverflowPolicy_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_OverflowPolicy_descriptor,
+        new java.lang.String[] { "Action", "Strategies", });
+    internal_static_sidecar_v1_Compaction_descriptor =
+      getDescriptor().getMessageType(36);
+    internal_static_sidecar_v1_Compaction_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_Compaction_descriptor,
+        new java.lang.String[] { "Trigger", "TokensBefore", "TokensAfter", "Steps", "Messages", "SummarizerCalls", });
+    internal_static_sidecar_v1_CompactionStep_descriptor =
+      getDescriptor().getMessageType(37);
+    internal_static_sidecar_v1_CompactionStep_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_CompactionStep_descriptor,
+        new java.lang.String[] { "Strategy", "Turns", "TokensBefore", "TokensAfter", });
+    internal_static_sidecar_v1_Usage_descriptor =
+      getDescriptor().getMessageType(38);
     internal_static_sidecar_v1_Usage_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_Usage_descriptor,
         new java.lang.String[] { "InputTokens", "OutputTokens", "CacheReadInputTokens", "CacheWriteInputTokens", "ReasoningTokens", });
     internal_static_sidecar_v1_CallModelResponse_descriptor =
-      getDescriptor().getMessageType(36);
+      getDescriptor().getMessageType(39);
     internal_static_sidecar_v1_CallModelResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_CallModelResponse_descriptor,
-        new java.lang.String[] { "Message", "FinishReason", "Usage", "Json", "Attempts", "Corrections", "OutputBudgetRaised", "Warnings", "Provider", "ResponseModel", "TotalUsage", "CostUsd", "ServedBy", "Hops", });
+        new java.lang.String[] { "Message", "FinishReason", "Usage", "Json", "Attempts", "Corrections", "OutputBudgetRaised", "Warnings", "Provider", "ResponseModel", "TotalUsage", "CostUsd", "ServedBy", "Hops", "Compaction", });
     internal_static_sidecar_v1_StreamModelEvent_descriptor =
-      getDescriptor().getMessageType(37);
+      getDescriptor().getMessageType(40);
     internal_static_sidecar_v1_StreamModelEvent_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_StreamModelEvent_descriptor,
         new java.lang.String[] { "Text", "ToolCall", "Restart", "Final", "Reasoning", "Continued", "Event", });
     internal_static_sidecar_v1_StreamContinued_descriptor =
-      getDescriptor().getMessageType(38);
+      getDescriptor().getMessageType(41);
     internal_static_sidecar_v1_StreamContinued_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_StreamContinued_descriptor,
         new java.lang.String[] { "Cause", "Reason", "Attempt", "CharsDelivered", });
     internal_static_sidecar_v1_ReasoningDelta_descriptor =
-      getDescriptor().getMessageType(39);
+      getDescriptor().getMessageType(42);
     internal_static_sidecar_v1_ReasoningDelta_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ReasoningDelta_descriptor,
         new java.lang.String[] { "Index", "Text", "Signature", "RedactedData", });
     internal_static_sidecar_v1_TextDelta_descriptor =
-      getDescriptor().getMessageType(40);
+      getDescriptor().getMessageType(43);
     internal_static_sidecar_v1_TextDelta_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_TextDelta_descriptor,
         new java.lang.String[] { "Text", });
     internal_static_sidecar_v1_ToolCallDelta_descriptor =
-      getDescriptor().getMessageType(41);
+      getDescriptor().getMessageType(44);
     internal_static_sidecar_v1_ToolCallDelta_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ToolCallDelta_descriptor,
         new java.lang.String[] { "Index", "Id", "Name", "ArgumentsFragment", });
     internal_static_sidecar_v1_StreamRestart_descriptor =
-      getDescriptor().getMessageType(42);
+      getDescriptor().getMessageType(45);
     internal_static_sidecar_v1_StreamRestart_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_StreamRestart_descriptor,
         new java.lang.String[] { "Cause", "Reason", "Attempt", });
     internal_static_sidecar_v1_ObservedResponse_descriptor =
-      getDescriptor().getMessageType(43);
+      getDescriptor().getMessageType(46);
     internal_static_sidecar_v1_ObservedResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ObservedResponse_descriptor,
@@ -987,49 +1049,49 @@ public final class SidecarOuterClass extends com.google.protobuf.GeneratedFile {
         internal_static_sidecar_v1_ObservedResponse_HeadersEntry_descriptor,
         new java.lang.String[] { "Key", "Value", });
     internal_static_sidecar_v1_ClassifyFailureRequest_descriptor =
-      getDescriptor().getMessageType(44);
+      getDescriptor().getMessageType(47);
     internal_static_sidecar_v1_ClassifyFailureRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ClassifyFailureRequest_descriptor,
         new java.lang.String[] { "Service", "Endpoint", "ToolKind", "Parameter", "Value", "Response", "Fault", "Job", "Attempts", "ResourceType", "Probe", "Observed", });
     internal_static_sidecar_v1_ListToolsRequest_descriptor =
-      getDescriptor().getMessageType(45);
+      getDescriptor().getMessageType(48);
     internal_static_sidecar_v1_ListToolsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ListToolsRequest_descriptor,
         new java.lang.String[] { });
     internal_static_sidecar_v1_ToolInfo_descriptor =
-      getDescriptor().getMessageType(46);
+      getDescriptor().getMessageType(49);
     internal_static_sidecar_v1_ToolInfo_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ToolInfo_descriptor,
         new java.lang.String[] { "Definition", "Kind", "Service", "Idempotent", "OpenaiJson", "AnthropicJson", });
     internal_static_sidecar_v1_ListToolsResponse_descriptor =
-      getDescriptor().getMessageType(47);
+      getDescriptor().getMessageType(50);
     internal_static_sidecar_v1_ListToolsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ListToolsResponse_descriptor,
         new java.lang.String[] { "Tools", });
     internal_static_sidecar_v1_ListModelsRequest_descriptor =
-      getDescriptor().getMessageType(48);
+      getDescriptor().getMessageType(51);
     internal_static_sidecar_v1_ListModelsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ListModelsRequest_descriptor,
         new java.lang.String[] { });
     internal_static_sidecar_v1_ModelInfo_descriptor =
-      getDescriptor().getMessageType(49);
+      getDescriptor().getMessageType(52);
     internal_static_sidecar_v1_ModelInfo_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ModelInfo_descriptor,
         new java.lang.String[] { "Id", "Provider", "WireFormat", "UpstreamModel", "ContextWindow", "MaxOutputTokens", "InputPricePerMtok", "OutputPricePerMtok", "RequestsPerMinute", "TokensPerMinute", "UpstreamRetries", "Deployments", });
     internal_static_sidecar_v1_RouteDeployment_descriptor =
-      getDescriptor().getMessageType(50);
+      getDescriptor().getMessageType(53);
     internal_static_sidecar_v1_RouteDeployment_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_RouteDeployment_descriptor,
         new java.lang.String[] { "Id", "Role", "Weight", });
     internal_static_sidecar_v1_ListModelsResponse_descriptor =
-      getDescriptor().getMessageType(51);
+      getDescriptor().getMessageType(54);
     internal_static_sidecar_v1_ListModelsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ListModelsResponse_descriptor,

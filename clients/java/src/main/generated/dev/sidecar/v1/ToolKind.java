@@ -134,7 +134,7 @@ public enum ToolKind
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(11);
+    return dev.sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(14);
   }
 
   private static final ToolKind[] VALUES = values();

@@ -168,7 +168,7 @@ public enum TransportFault
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(12);
+    return dev.sidecar.v1.SidecarOuterClass.getDescriptor().getEnumType(15);
   }
 
   private static final TransportFault[] VALUES = values();
