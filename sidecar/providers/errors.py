@@ -26,8 +26,9 @@ operator would check a key that is fine); ``for_operator`` finds them by the pro
 ``x-amzn-ErrorType``) and words, one table for every format (``OPERATOR_FIXES``)::
 
     format            status name                   words                                 kind
-    openai,           400 invalid_request_error     "organization must be verified"       UNAUTHORIZED
-      openai_responses
+    openai,           400 invalid_request_error     "organization must be verified" (to   UNAUTHORIZED
+      openai_responses    (403, 404 too)            stream, to use the model, to generate
+                                                    reasoning summaries)
     openai,           403 unsupported_country_      "Country, region, or territory not    UNAUTHORIZED
       openai_responses    region_territory          supported"
     openai (Azure)    400 OperationNotSupported     "does not work with the specified     MODEL_NOT_FOUND
@@ -89,12 +90,12 @@ _CONTEXT = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class OperatorFix:
-    """A provider's 400 that only an operator can fix (the module's table): its status, the provider's name
+    """A provider's 400 that only an operator can fix (the module's table): its statuses, the provider's name
     for the error, its words, and what to change (``account``: the account, an UNAUTHORIZED; else the
     catalog entry, a MODEL_NOT_FOUND)."""
 
     formats: tuple[str, ...]
-    status: int
+    statuses: tuple[int, ...]
     name: str
     words: re.Pattern[str]
     account: bool
@@ -104,7 +105,7 @@ class OperatorFix:
 OPERATOR_FIXES: tuple[OperatorFix, ...] = (
     OperatorFix(
         ("openai", "openai_responses"),
-        400,
+        (400, 403, 404),
         "invalid_request_error",
         re.compile(r"organization must be verified", re.I),
         True,
@@ -113,7 +114,7 @@ OPERATOR_FIXES: tuple[OperatorFix, ...] = (
     ),
     OperatorFix(
         ("openai", "openai_responses"),
-        403,
+        (403,),
         "unsupported_country_region_territory",
         re.compile(r"not supported", re.I),
         True,
@@ -121,7 +122,7 @@ OPERATOR_FIXES: tuple[OperatorFix, ...] = (
     ),
     OperatorFix(
         ("openai", "openai_responses"),
-        400,
+        (400,),
         "OperationNotSupported",
         re.compile(r"does not work with the specified model", re.I),
         False,
@@ -129,7 +130,7 @@ OPERATOR_FIXES: tuple[OperatorFix, ...] = (
     ),
     OperatorFix(
         ("anthropic",),
-        400,
+        (400,),
         "invalid_request_error",
         re.compile(r"organization has been disabled", re.I),
         True,
@@ -137,7 +138,7 @@ OPERATOR_FIXES: tuple[OperatorFix, ...] = (
     ),
     OperatorFix(
         ("gemini",),
-        400,
+        (400,),
         "FAILED_PRECONDITION",
         re.compile(r"location is not supported", re.I),
         True,
@@ -145,7 +146,7 @@ OPERATOR_FIXES: tuple[OperatorFix, ...] = (
     ),
     OperatorFix(
         ("gemini",),
-        400,
+        (400,),
         "FAILED_PRECONDITION",
         re.compile(r"not available in your country|enable billing", re.I),
         True,
@@ -153,7 +154,7 @@ OPERATOR_FIXES: tuple[OperatorFix, ...] = (
     ),
     OperatorFix(
         ("bedrock_converse",),
-        400,
+        (400,),
         "ValidationException",
         re.compile(r"on-demand throughput (?:is ?n[o'’]t|is not) supported|doesn'?t support on-demand", re.I),
         False,
@@ -161,7 +162,7 @@ OPERATOR_FIXES: tuple[OperatorFix, ...] = (
     ),
     OperatorFix(
         ("bedrock_converse",),
-        400,
+        (400,),
         "ValidationException",
         re.compile(r"provided model identifier is invalid", re.I),
         False,
@@ -170,7 +171,7 @@ OPERATOR_FIXES: tuple[OperatorFix, ...] = (
     ),
     OperatorFix(
         ("bedrock_converse",),
-        403,
+        (403,),
         "AccessDeniedException",
         re.compile(r"do(?:n'?t| not) have access to the model", re.I),
         True,
@@ -226,7 +227,9 @@ def for_operator(
     ``status``, one of the error's ``names``, its ``message``), explained with the fix; None when it is not
     one of them."""
     named = set(names)
-    row = next((r for r in OPERATOR_FIXES if r.status == status and r.name in named and r.words.search(message)), None)
+    row = next(
+        (r for r in OPERATOR_FIXES if status in r.statuses and r.name in named and r.words.search(message)), None
+    )
     if row is None:
         return None
     said = cap(redact_body(message, None, secrets)) or f"HTTP {status} {row.name}"

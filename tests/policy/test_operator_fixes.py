@@ -77,13 +77,13 @@ CASES = [
     pytest.param(
         Case("openai", {"preset": "account_blocked"}, sc.UnauthorizedError, "UNAUTHORIZED",
              "Your organization must be verified to use the model `up-openai`",
-             "verify the OpenAI organization of the configured key"),
+             "verify the OpenAI organization of the configured key", status=404),
         id="openai-verification",
     ),
     pytest.param(
         Case("openai_responses", {"preset": "account_blocked"}, sc.UnauthorizedError, "UNAUTHORIZED",
              "Your organization must be verified to use the model `up-openai_responses`",
-             "verify the OpenAI organization of the configured key"),
+             "verify the OpenAI organization of the configured key", status=404),
         id="responses-verification",
     ),
     pytest.param(

@@ -395,3 +395,35 @@ def test_any_answer_is_an_outcome_with_no_secret_and_a_blank_401_403_body(
     for text in texts:
         assert KEY not in text
         assert CONFIGURED not in text
+
+
+# ---------------------------------------------------------------- an organization OpenAI has not verified
+
+VERIFY = (
+    "Your organization must be verified to {what}. Please go to: https://platform.openai.com/settings/organization/"
+    "general and click on Verify Organization. If you just verified, it can take up to 15 minutes for access to "
+    "propagate."
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "what", "param", "code"),
+    [
+        (400, "stream this model", "stream", "unsupported_value"),
+        (400, "generate reasoning summaries", "reasoning.summary", "unsupported_value"),
+        (404, "use the model `gpt-5`", None, "model_not_found"),
+        (403, "use the model `gpt-image-1`", None, None),
+    ],
+    ids=["400-stream", "400-reasoning-summary", "404-model", "403-model"],
+)
+def test_an_unverified_organization_is_for_an_operator_whatever_status_it_comes_with(
+    status: int, what: str, param: str | None, code: str | None
+) -> None:
+    """OpenAI answers an unverified organization with the same words under a 400 (naming the gated parameter),
+    a 404 (a gated model) or a 403: each is UNAUTHORIZED with the fix, never a correctable INVALID_INPUT or a
+    bare MODEL_NOT_FOUND."""
+    error = {"message": VERIFY.format(what=what), "type": "invalid_request_error", "param": param, "code": code}
+    got = failed(status, json.dumps({"error": error}))
+    assert got.kind is FailureKind.UNAUTHORIZED
+    assert not got.correctable
+    assert "verify the OpenAI organization of the configured key" in got.message

@@ -24,8 +24,10 @@ Content-policy refusals, as OpenAI and Azure OpenAI (the same wire) send them::
     finish content_filter     the reply finishes content_filter; with ``categories``, as Azure: the choice (the
                               finish chunk, streamed) carries ``content_filter_results``, those filtered
 
-Both error presets also go mid-stream (``stream_fault``), as an error event. ``account_blocked`` is 400
-"Your organization must be verified to use the model ..." (``invalid_request_error``, no code).
+Both error presets also go mid-stream (``stream_fault``), as an error event. ``account_blocked`` is 404
+"Your organization must be verified to use the model ..." (``invalid_request_error``, code
+``model_not_found``: as OpenAI answers an unverified organization asking for a gated model; the same words
+come as a 400 ``unsupported_value`` naming ``stream`` or ``reasoning.summary`` when only those are gated).
 
 A request is refused as the API refuses it, a 400 in its words with its ``param`` and ``code``
 (``refuse``), before it is read::
@@ -318,11 +320,12 @@ class _OpenAI(Wire):
                 "model_not_found",
             ),
             "account_blocked": ErrorSpec(
-                400,
+                404,
                 "invalid_request_error",
                 f"Your organization must be verified to use the model `{model}`. Please go to: "
                 "https://platform.openai.com/settings/organization/general and click on Verify Organization. If you "
                 "just verified, it can take up to 15 minutes for access to propagate.",
+                "model_not_found",
             ),
             "content_policy": ErrorSpec(
                 400,
