@@ -43,7 +43,8 @@ _ROLES = {Role.USER: "user", Role.ASSISTANT: "assistant", Role.TOOL: "tool", Rol
 
 def prefix_end(messages: Sequence[Message]) -> int:
     """How many leading messages a summary replaces: all before the last user turn."""
-    return last_user_turn(messages) if len(messages) > 1 else 0
+    end = last_user_turn(messages)
+    return end if end < len(messages) else 0  # no user turn: nothing is the prefix of one
 
 
 def _part_text(p: Part) -> str:
