@@ -285,6 +285,30 @@ class ModelService:
             return JobTimeout(target, "the deadline passed while the reply was streaming")
         return JobCancelled(target, by_shutdown=by_shutdown)
 
+    async def _compactor_run(
+        self,
+        request: ModelRequest,
+        model: ModelConfig,
+        strategies: tuple[str, ...],
+        trigger: str,
+        budget: int,
+        options: CallOptions,
+        warnings: list[str],
+    ) -> tuple[ModelRequest, Compaction]:
+        """The request compacted (``providers.compacting``); CONTEXT_OVERFLOW when even that does not fit."""
+        compacted, compaction = await self.compactor.compact(
+            request, model, strategies, trigger=trigger, budget=budget, options=options, warnings=warnings
+        )
+        _log.info(
+            "%s: compacted (%s) from %d to %d estimated tokens: %s",
+            request.model,
+            trigger,
+            compaction.tokens_before,
+            compaction.tokens_after,
+            ", ".join(s.strategy for s in compaction.steps),
+        )
+        return compacted, compaction
+
     async def _run(
         self, request: ModelRequest, options: CallOptions, record: CallRecord, outlet: Outlet | None = None
     ) -> ModelResponse:
@@ -442,30 +466,6 @@ class ModelService:
             raise
         finally:
             record.tally(tally.attempts, call.corrections, call.spent.usage)
-
-    async def _compactor_run(
-        self,
-        request: ModelRequest,
-        model: ModelConfig,
-        strategies: tuple[str, ...],
-        trigger: str,
-        budget: int,
-        options: CallOptions,
-        warnings: list[str],
-    ) -> tuple[ModelRequest, Compaction]:
-        """The request compacted (``providers.compacting``); CONTEXT_OVERFLOW when even that does not fit."""
-        compacted, compaction = await self.compactor.compact(
-            request, model, strategies, trigger=trigger, budget=budget, options=options, warnings=warnings
-        )
-        _log.info(
-            "%s: compacted (%s) from %d to %d estimated tokens: %s",
-            request.model,
-            trigger,
-            compaction.tokens_before,
-            compaction.tokens_after,
-            ", ".join(s.strategy for s in compaction.steps),
-        )
-        return compacted, compaction
 
     def _correct(self, call: Call, reply: ChatReply, problem: SidecarFailure) -> None:
         call.corrections += 1
