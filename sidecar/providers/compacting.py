@@ -121,7 +121,8 @@ class Compactor:
         options: CallOptions,
         warnings: list[str],
     ) -> tuple[ModelRequest, Compaction]:
-        """The request compacted to fit, and what changed; CONTEXT_OVERFLOW when even that does not fit."""
+        """The request compacted to fit, and what changed (no steps: nothing could be compacted); CONTEXT_OVERFLOW
+        when even that does not fit."""
         window = model.context_window
         before = estimate_tokens(request)
         target = window
@@ -165,7 +166,7 @@ class Compactor:
             after = estimate_tokens(current)
             compaction = Compaction(trigger, before, after, tuple(steps), current.messages, calls)
             record.ended(compaction)
-            if after + budget > window or (trigger == Overflow.PROVIDER and not steps):
+            if after + budget > window:
                 done = ", ".join(s.strategy for s in steps) or f"nothing to compact by {', '.join(strategies)}"
                 failure = CompactedOverflow(request.model, before, after, budget, window, done)
                 record.failed(failure.kind_name)

@@ -432,6 +432,8 @@ class ModelService:
                         options,
                         call.warnings,
                     )
+                    if not compaction.steps:  # nothing to compact: the provider's own words stand
+                        raise
                     call.request = request
                     call.conversation = list(request.messages)
                     continue

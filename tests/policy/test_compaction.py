@@ -305,3 +305,14 @@ async def test_a_stream_the_provider_says_is_too_long_is_compacted_before_its_fi
     assert final.compaction.trigger == pb.COMPACTION_TRIGGER_PROVIDER
     assert "".join(e.text.text for e in events if e.WhichOneof("event") == "text") == final.message.text
     assert len(running.provider.requests(model="fake-gpt")) == 2
+
+
+async def test_the_providers_too_long_with_nothing_to_compact_is_its_own_overflow(stub: Any) -> None:
+    running, s = stub
+    running.provider.script("fake-gpt", [{"preset": "context_too_long"}])
+    short = [msg(pb.ROLE_USER, "hello")]
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await s.CallModel(pb.CallModelRequest(model="gpt", messages=short))
+    assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert "provider says the conversation is too long" in (err.value.details() or "")
+    assert len(running.provider.requests(model="fake-gpt")) == 1
