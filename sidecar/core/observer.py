@@ -12,6 +12,8 @@ metrics, and ``NULL_OBSERVER`` ignores them all (unit tests, or telemetry off)::
     observer.attempt(AttemptStart)   -> with ... as record   one upstream attempt (a CLIENT span);
                                                              record.* says what it saw; ends with the block
     observer.wait(WaitStart)         -> with ...             a backoff or a throttle wait (a span + a metric)
+    observer.compaction(CompactionStart) -> with ... as c    a conversation compacted to fit (its summarizer's
+                                                             call runs inside); c.ended(Compaction) / c.failed(...)
     observer.event(Event)                                    a state change: a throttle, a pause, a circuit,
                                                              a correction, a raised output budget, a retry,
                                                              a stream's restart (StreamRestarted: on the call),
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Protocol
 from sidecar.core.kinds import RetrySignal
 
 if TYPE_CHECKING:
+    from sidecar.core.compaction.report import CompactionRecord, CompactionStart
     from sidecar.core.conversation import Job, ModelRequest, ModelResponse, ToolOutcome, Usage
     from sidecar.core.details import Hop
     from sidecar.core.taxonomy import SidecarFailure
@@ -389,6 +392,8 @@ class Observer(Protocol):
 
     def wait(self, start: WaitStart) -> AbstractContextManager[None]: ...
 
+    def compaction(self, start: CompactionStart) -> AbstractContextManager[CompactionRecord]: ...
+
     def event(self, event: Event) -> None: ...
 
 
@@ -476,6 +481,10 @@ class NullObserver:
     @contextmanager
     def wait(self, start: WaitStart) -> Iterator[None]:
         yield
+
+    @contextmanager
+    def compaction(self, start: CompactionStart) -> Iterator[CompactionRecord]:
+        yield _NULL_RECORD
 
     def event(self, event: Event) -> None:
         if self.keep:

@@ -5,7 +5,8 @@
     the request        the format's ``Front.parse`` -> the core's ModelRequest,  400 naming the field
                        and what the format asks of the answer (stream, usage)
     the headers        the sidecar's envelope (``envelope.py``): the Job, the    400 for a bad value
-                       deadline, the budget override, the mid-stream policy;
+                       deadline, the budget override, the mid-stream policy,
+                       the overflow policy (compaction);
                        traceparent / tracestate                  -> the SERVER span's parent
     admission          server.max_in_flight, one limit for every door            shed / draining (failures.py)
     the call           ModelService.call, or .stream for "stream": true          the failure table (failures.py);
@@ -78,12 +79,14 @@ from sidecar.providers.formats.chat import ChatReply, compact_json
 from sidecar.providers.formats.protocol import Ask, Front, ReplyHead, Sse, StreamWriter
 from sidecar.server.admission import Admission
 from sidecar.server.http.bodies import TooLarge, bounded_body
+from sidecar.server.http.compaction import compaction_json
 from sidecar.server.http.envelope import (
     ATTEMPTS_HEADER,
     MID_STREAM_HEADER,
     call_options,
     job_of,
     mid_stream_of,
+    on_overflow_of,
 )
 from sidecar.server.http.failures import answer_of, error_of, failure_headers, hop_json
 from sidecar.server.http.params import callers_failure
@@ -119,6 +122,8 @@ def reply_extension(response: ModelResponse) -> dict[str, Any]:
         out["warnings"] = list(response.warnings)
     if response.hops:
         out["hops"] = [hop_json(h) for h in response.hops]
+    if response.compaction is not None:
+        out["compaction"] = compaction_json(response.compaction)
     if response.continuations:
         out["continued"] = [
             {"attempt": c.attempt, "cause": c.cause, "reason": c.reason, "chars_delivered": c.chars}
@@ -350,7 +355,13 @@ class ModelEndpoint:
             ask = self._front.parse(body)
             mid_stream, restarts = mid_stream_of(request.headers)
             job = job_of(request.headers)
-            ask = replace(ask, request=replace(ask.request, job=job, mid_stream=mid_stream if ask.stream else None))
+            overflow = on_overflow_of(request.headers)
+            ask = replace(
+                ask,
+                request=replace(
+                    ask.request, job=job, mid_stream=mid_stream if ask.stream else None, on_overflow=overflow
+                ),
+            )
             options = call_options(request.headers, self._clock)
         except SidecarFailure as failure:
             return self._failed(failure, exchange)
