@@ -32,7 +32,7 @@ import asyncio
 import contextvars
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
@@ -42,6 +42,7 @@ from sidecar.core.circuit import Admission, ServiceGuard
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import CallOptions, MidStream, ModelRequest, ModelResponse
 from sidecar.core.details import Hop
+from sidecar.core.hedging import FirstTokens
 from sidecar.core.kinds import CircuitState, FailureKind
 from sidecar.core.observer import HopStart, ModelCallStart, Observer
 from sidecar.core.routing import (
@@ -78,6 +79,7 @@ from sidecar.providers.chain import (
     skipped_reason,
     trigger_of,
 )
+from sidecar.providers.hedging import Race, lost_reason
 from sidecar.providers.schemas import CallChecks, check_request
 from sidecar.providers.streaming.outlet import Outlet
 from sidecar.providers.streaming.prefills import PrefillMemory
@@ -90,7 +92,16 @@ MIXED_PROVIDERS = "multiple"
 Run = Callable[[ModelRequest, CallOptions, Any, "Outlet | None"], Awaitable[ModelResponse]]
 """ModelService's one model call for a deployment (the request's model is the deployment)."""
 ServerOf = Callable[[str], tuple[str, int | None] | None]
+Place = tuple[str, HopRole, int]
+"""A hop's deployment, its role and its number in the chain (1-based)."""
+HopResult = tuple[Hop, "HopTally | None", ModelResponse | None, SidecarFailure | None]
+"""One hop tried: the hop as listed, what it spent, and its reply or its failure (neither: it lost a race)."""
 _log = logging.getLogger("sidecar.routes")
+
+
+def _served(tried: HopResult) -> bool:
+    """Whether a racer's hop returned a reply (for a non-streamed call, its first token)."""
+    return tried[2] is not None
 
 
 def route_of(route_id: str, config: Config) -> Route:
@@ -138,6 +149,8 @@ class RouteCaller:
         }
         shared = Namespaced(state, DEPLOYMENT_NAMESPACE)  # fleet-wide with a shared backend, like tool services'
         self._guards = ServiceGuards(circuits, DEPLOYMENT_CIRCUIT, clock, observer=observer, state=shared)
+        self._first_tokens: dict[str, FirstTokens] = {}
+        """Each raced deployment's times to first token, for a route's ``hedge_after: pNN``."""
         self._aside: set[asyncio.Task[None]] = set()
         """The probes out on the side (``_probe_aside``), cancelled by ``aclose``."""
 
@@ -176,7 +189,7 @@ class RouteCaller:
         await self._check(route, request, options)
         chain = Chain(route, self._config)
         queue = route.order(self._rng)
-        stopped = False
+        stopped = hedged = False
         try:
             while queue:
                 deployment, role = queue.pop(0)
@@ -185,12 +198,20 @@ class RouteCaller:
                 number = len(chain.hops) + 1
                 hop_options = replace(options, timeouts_move_on=timeout_moves_on(route, bool(queue)))
                 aside = self._may_probe_aside(route, queue)
-                hop, tally, response, failure = await self._hop(
-                    route, deployment, role, number, request, hop_options, outlet, aside=aside
-                )
-                chain.hops.append(hop)
-                if tally is not None:
-                    chain.tallies.append((deployment, tally))
+                place = (deployment, role, number)
+                if route.hedge is None or hedged or not self._may_hedge(deployment, queue, options, outlet):
+                    tried = [await self._hop(route, place, request, hop_options, outlet, aside=aside)]
+                else:
+                    tried, hedged = await self._raced(route, place, request, hop_options, outlet, aside, queue)
+                response = failure = None
+                for hop, tally, served, failed in tried:
+                    chain.hops.append(hop)
+                    if tally is not None:
+                        chain.tallies.append((hop.deployment, tally))
+                    if served is not None:
+                        response, deployment = served, hop.deployment
+                    elif failed is not None:
+                        failure, deployment = failed, hop.deployment
                 if response is not None:
                     return chain.served(response, deployment)
                 assert failure is not None
@@ -289,22 +310,82 @@ class RouteCaller:
             return False
         return any((g := self._guards.peek(d)) is None or g.state is CircuitState.CLOSED for d, _ in queue)
 
+    def _may_hedge(
+        self, deployment: str, queue: list[tuple[str, HopRole]], options: CallOptions, outlet: Outlet | None
+    ) -> bool:
+        """Whether this hop may be raced: a deployment follows in the order, whose circuit is closed; the call's
+        retry budget allows a second attempt; no delta has reached the caller (a stream's hops share them)."""
+        if not queue or (outlet is not None and (outlet.deltas or outlet.resumable)):
+            return False
+        if self._config.model_retries(deployment, options.upstream_retries) < 1:
+            return False  # a hedge is a second attempt of the call: never past its retry budget
+        guard = self._guards.peek(queue[0][0])
+        return guard is None or guard.state is CircuitState.CLOSED
+
+    def _hedge_at(self, route: Route, deployment: str, options: CallOptions) -> float | None:
+        """When the hop is hedged on the injected clock, or None: not this call (too few times for a
+        percentile, or the deadline comes first)."""
+        assert route.hedge is not None
+        delay = route.hedge.delay(self._first_tokens.get(deployment))
+        if delay is None:
+            return None
+        at = self._clock.time() + delay
+        return None if options.deadline is not None and at >= options.deadline else at
+
+    async def _raced(
+        self,
+        route: Route,
+        place: Place,
+        request: ModelRequest,
+        options: CallOptions,
+        outlet: Outlet | None,
+        aside: bool,
+        queue: list[tuple[str, HopRole]],
+    ) -> tuple[list[HopResult], bool]:
+        """The hop raced by the next deployment of ``queue`` (taken from it when the hedge goes out): each
+        racer's result in the order they started, and whether the hedge went out."""
+        deployment, _, number = place
+        after, after_role = queue[0]
+        race: Race[HopResult] = Race(self._clock, (deployment, after))
+
+        def first() -> Coroutine[Any, Any, HopResult]:
+            return self._hop(route, place, request, options, outlet, aside=aside)
+
+        def second() -> Coroutine[Any, Any, HopResult]:
+            del queue[0]
+            hedge_options = replace(options, timeouts_move_on=timeout_moves_on(route, bool(queue)))
+            return self._hop(route, (after, after_role, number + 1), request, hedge_options, outlet, hedge=True)
+
+        if outlet is not None:
+            outlet.claim = race.claim
+        try:
+            tried = await race.run(first, second, self._hedge_at(route, deployment, options), _served)
+        finally:
+            if outlet is not None:
+                outlet.claim = None
+        if route.hedge is not None and route.hedge.percentile is not None:
+            for index, name in enumerate((deployment, after)[: len(tried)]):
+                seconds = race.time_to_first_token(index)
+                if seconds is not None:
+                    self._first_tokens.setdefault(name, FirstTokens()).add(seconds)
+        return tried, race.hedged
+
     async def _hop(
         self,
         route: Route,
-        deployment: str,
-        role: HopRole,
-        number: int,
+        place: Place,
         request: ModelRequest,
         options: CallOptions,
         outlet: Outlet | None,
         *,
         aside: bool = False,
-    ) -> tuple[Hop, HopTally | None, ModelResponse | None, SidecarFailure | None]:
+        hedge: bool = False,
+    ) -> HopResult:
         """One deployment tried: the hop as listed, what it spent, and its reply or its failure.
 
         A half-open circuit's probe is one attempt: sent on the side when ``aside`` (this call skips
         the deployment at once, CIRCUIT_OPEN), else as this hop, whose failure moves on at once."""
+        deployment, role, number = place
         model = self._config.models[deployment]
         server = self._server_of(deployment) or ("", None)
         wire = self._config.providers[model.provider].wire_format
@@ -315,7 +396,8 @@ class RouteCaller:
             try:
                 admission = await self._admit(guard)
             except CircuitOpen as refusal:
-                hop = Hop(deployment, FailureKind.CIRCUIT_OPEN, 0, skipped_reason(deployment, refusal), skipped=True)
+                reason = skipped_reason(deployment, refusal)
+                hop = Hop(deployment, FailureKind.CIRCUIT_OPEN, 0, reason, skipped=True, hedge=hedge)
                 record.ended(hop)
                 return hop, None, None, refusal
             probe = admission.probe and not admission.settled  # settled: the claim lost to a close, an ordinary call
@@ -327,8 +409,8 @@ class RouteCaller:
                 return hop, None, None, half_open
             tally = HopTally(record)
             hop_options = replace(options, probe=True) if probe else options
-            hop, response, failure = await self._ran(route, guard, admission, request, hop_options, tally, outlet)
-            return hop, tally, response, failure
+            ran = await self._ran(route, guard, admission, request, hop_options, tally, outlet, hedge=hedge)
+            return ran[0], tally, ran[1], ran[2]
 
     async def _ran(
         self,
@@ -339,26 +421,34 @@ class RouteCaller:
         options: CallOptions,
         tally: HopTally,
         outlet: Outlet | None,
+        *,
+        hedge: bool = False,
     ) -> tuple[Hop, ModelResponse | None, SidecarFailure | None]:
-        """The hop's model call run (its circuit settled, its record ended): its reply or its failure."""
+        """The hop's model call run (its circuit settled, its record ended): its reply or its failure; a racer
+        that lost (``providers.hedging``): neither, its hop ``cancelled`` (its circuit charged nothing)."""
         deployment, record = guard.name, tally.record
         try:
             response = await self._run(replace(request, model=deployment), options, tally, outlet)
         except asyncio.CancelledError as exc:
-            why = SHUTTING_DOWN if JobCancelled.cut(exc) else "cancelled by the caller"
-            record.ended(Hop(deployment, FailureKind.JOB_CANCELLED, tally.attempts, why))
-            raise
+            lost = lost_reason(exc)
+            why = lost or (SHUTTING_DOWN if JobCancelled.cut(exc) else "cancelled by the caller")
+            hop = Hop(deployment, FailureKind.JOB_CANCELLED, tally.attempts, why, hedge=hedge, cancelled=bool(lost))
+            record.ended(hop)
+            if lost is None:
+                raise
+            return hop, None, None  # the race's own cancellation, of its own task: the winner goes on
         except Exception as exc:  # a failure of the taxonomy, or a bug (SYSTEM, logged by as_failure)
             failure = as_failure(exc, "the model caller")
             self._settle(route, guard, admission, failure)
-            hop = Hop(deployment, failure.kind, failure.attempts, cap(failure.message, HOP_REASON_CHARS))
+            reason = cap(failure.message, HOP_REASON_CHARS)
+            hop = Hop(deployment, failure.kind, failure.attempts, reason, hedge=hedge)
             record.ended(hop)
             return hop, None, failure
         else:
             self._settle(route, guard, admission, None)
         finally:
             guard.lost(admission)  # a no-op once settled: only a cancellation is left to release
-        hop = Hop(deployment, FailureKind.UNSPECIFIED, response.attempts, SERVED)
+        hop = Hop(deployment, FailureKind.UNSPECIFIED, response.attempts, SERVED, hedge=hedge)
         record.ended(hop)
         return hop, response, None
 
