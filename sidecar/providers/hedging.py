@@ -1,5 +1,7 @@
 """A hedged hop: a route's deployment raced by the next one when its first token is slow (docs/routing.md#hedging).
 
+    Hedges                              whether a hop may be hedged (``may_hedge``), when (``at``), and each
+                                        raced deployment's times to first token (``timed``, ``core.hedging``)
     Race.run(first, second, hedge_at)   the hop runs as a task; at ``hedge_at`` on the injected clock, with
                                         no first token yet, ``second`` (the next deployment) runs beside it
     Race.claim                          a racer's first token: the first to claim wins, the other is
@@ -24,8 +26,11 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
 from sidecar.core.clock import Clock
+from sidecar.core.conversation import CallOptions
+from sidecar.core.hedging import FirstTokens, Hedge
+from sidecar.providers.streaming.outlet import Outlet
 
-__all__ = ["LOST", "RACER", "Race", "lost_reason"]
+__all__ = ["LOST", "RACER", "Hedges", "Race", "lost_reason"]
 
 LOST = "lost a hedged race: "
 """The start of a loser's cancel message; the rest names the winner."""
@@ -51,11 +56,11 @@ def lost_reason(exc: BaseException) -> str | None:
 class Race(Generic[R]):
     """One hop of a call, raced by the next deployment once (at most one hedge in flight, and one per race)."""
 
-    __slots__ = ("_changed", "_clock", "_due", "_names", "_tasks", "claimed_at", "started", "winner")
+    __slots__ = ("_changed", "_clock", "_due", "_tasks", "claimed_at", "names", "started", "winner")
 
     def __init__(self, clock: Clock, names: tuple[str, str]) -> None:
         self._clock = clock
-        self._names = names
+        self.names = names
         self._tasks: list[asyncio.Task[R]] = []
         self._changed = asyncio.Event()
         self._due = False
@@ -86,7 +91,7 @@ class Race(Generic[R]):
         self.claimed_at = self._clock.time()
         for i, task in enumerate(self._tasks):
             if i != index and not task.done():
-                task.cancel(f"{LOST}{self._names[index]} sent a first token first; cancelled, its response closed")
+                task.cancel(f"{LOST}{self.names[index]} sent a first token first; cancelled, its response closed")
         self._changed.set()
 
     def _start(self, coroutine: Coroutine[Any, Any, R]) -> None:
@@ -145,3 +150,42 @@ class Race(Generic[R]):
         if self.claimed_at is None or index >= len(self.started):
             return None
         return self.claimed_at - self.started[index]
+
+
+class Hedges:
+    """Whether and when a route's hop is hedged, and each raced deployment's times to first token."""
+
+    __slots__ = ("_clock", "_closed", "_retries", "_times")
+
+    def __init__(self, clock: Clock, retries: Callable[[str, int | None], int], closed: Callable[[str], bool]) -> None:
+        self._clock = clock
+        self._retries = retries
+        self._closed = closed
+        self._times: dict[str, FirstTokens] = {}
+
+    def may_hedge(self, deployment: str, after: str | None, options: CallOptions, outlet: Outlet | None) -> bool:
+        """Whether a hop may be raced: a deployment ``after`` it in the order, whose circuit is closed; the
+        call's retry budget allows a second attempt; no delta has reached the caller (the hops share them)."""
+        if after is None or (outlet is not None and (outlet.deltas or outlet.resumable)):
+            return False
+        if self._retries(deployment, options.upstream_retries) < 1:
+            return False  # a hedge is a second attempt of the call: never past its retry budget
+        return self._closed(after)
+
+    def at(self, hedge: Hedge | None, deployment: str, options: CallOptions) -> float | None:
+        """When the hop is hedged on the injected clock, or None: not this call (no hedge, too few times for
+        a percentile, or the deadline comes first)."""
+        delay = None if hedge is None else hedge.delay(self._times.get(deployment))
+        if delay is None:
+            return None
+        at = self._clock.time() + delay
+        return None if options.deadline is not None and at >= options.deadline else at
+
+    def timed(self, hedge: Hedge | None, race: Race[Any]) -> None:
+        """A percentile's route: each racer's time to first token (the loser's a lower bound) kept."""
+        if hedge is None or hedge.percentile is None:
+            return
+        for index, name in enumerate(race.names[: len(race.started)]):
+            seconds = race.time_to_first_token(index)
+            if seconds is not None:
+                self._times.setdefault(name, FirstTokens()).add(seconds)

@@ -16,6 +16,9 @@
                                      retry budget, its throttle, the call's deadline (no second retry loop);
                                      with another hop after it, a timed-out attempt may end it at once
                                      (core.routing.timeout_moves_on)
+        raced (hedge_after, once)    no first token by the route's hedge_after: the next deployment of the
+                                     order runs the same request beside it, its hop ``hedge``; the first
+                                     token wins, the other is cancelled (``cancelled``), ``providers.hedging``
         served                       -> the reply: served_by, hops, attempts, tokens and cost of every hop
         failed                       -> core.routing.next_step: the next hop, the context fallback, or stop
     the chain fails                  -> the last hop's failure (its kind, detail, http, Retry-After and retry
@@ -42,7 +45,6 @@ from sidecar.core.circuit import Admission, ServiceGuard
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import CallOptions, MidStream, ModelRequest, ModelResponse
 from sidecar.core.details import Hop
-from sidecar.core.hedging import FirstTokens
 from sidecar.core.kinds import CircuitState, FailureKind
 from sidecar.core.observer import HopStart, ModelCallStart, Observer
 from sidecar.core.routing import (
@@ -79,7 +81,7 @@ from sidecar.providers.chain import (
     skipped_reason,
     trigger_of,
 )
-from sidecar.providers.hedging import Race, lost_reason
+from sidecar.providers.hedging import Hedges, Race, lost_reason
 from sidecar.providers.schemas import CallChecks, check_request
 from sidecar.providers.streaming.outlet import Outlet
 from sidecar.providers.streaming.prefills import PrefillMemory
@@ -149,8 +151,8 @@ class RouteCaller:
         }
         shared = Namespaced(state, DEPLOYMENT_NAMESPACE)  # fleet-wide with a shared backend, like tool services'
         self._guards = ServiceGuards(circuits, DEPLOYMENT_CIRCUIT, clock, observer=observer, state=shared)
-        self._first_tokens: dict[str, FirstTokens] = {}
-        """Each raced deployment's times to first token, for a route's ``hedge_after: pNN``."""
+        self._hedges = Hedges(clock, config.model_retries, self._closed)
+        """Whether and when a hop is hedged; each raced deployment's times to first token."""
         self._aside: set[asyncio.Task[None]] = set()
         """The probes out on the side (``_probe_aside``), cancelled by ``aclose``."""
 
@@ -199,7 +201,8 @@ class RouteCaller:
                 hop_options = replace(options, timeouts_move_on=timeout_moves_on(route, bool(queue)))
                 aside = self._may_probe_aside(route, queue)
                 place = (deployment, role, number)
-                if route.hedge is None or hedged or not self._may_hedge(deployment, queue, options, outlet):
+                after = queue[0][0] if queue else None
+                if route.hedge is None or hedged or not self._hedges.may_hedge(deployment, after, options, outlet):
                     tried = [await self._hop(route, place, request, hop_options, outlet, aside=aside)]
                 else:
                     tried, hedged = await self._raced(route, place, request, hop_options, outlet, aside, queue)
@@ -308,29 +311,11 @@ class RouteCaller:
         route moves on from a skipped hop (CIRCUIT_OPEN)."""
         if FailureKind.CIRCUIT_OPEN not in route.move_on:
             return False
-        return any((g := self._guards.peek(d)) is None or g.state is CircuitState.CLOSED for d, _ in queue)
+        return any(self._closed(d) for d, _ in queue)
 
-    def _may_hedge(
-        self, deployment: str, queue: list[tuple[str, HopRole]], options: CallOptions, outlet: Outlet | None
-    ) -> bool:
-        """Whether this hop may be raced: a deployment follows in the order, whose circuit is closed; the call's
-        retry budget allows a second attempt; no delta has reached the caller (a stream's hops share them)."""
-        if not queue or (outlet is not None and (outlet.deltas or outlet.resumable)):
-            return False
-        if self._config.model_retries(deployment, options.upstream_retries) < 1:
-            return False  # a hedge is a second attempt of the call: never past its retry budget
-        guard = self._guards.peek(queue[0][0])
-        return guard is None or guard.state is CircuitState.CLOSED
-
-    def _hedge_at(self, route: Route, deployment: str, options: CallOptions) -> float | None:
-        """When the hop is hedged on the injected clock, or None: not this call (too few times for a
-        percentile, or the deadline comes first)."""
-        assert route.hedge is not None
-        delay = route.hedge.delay(self._first_tokens.get(deployment))
-        if delay is None:
-            return None
-        at = self._clock.time() + delay
-        return None if options.deadline is not None and at >= options.deadline else at
+    def _closed(self, deployment: str) -> bool:
+        """Whether a deployment's circuit is closed (or not yet made: no failure seen)."""
+        return (guard := self._guards.peek(deployment)) is None or guard.state is CircuitState.CLOSED
 
     async def _raced(
         self,
@@ -359,15 +344,11 @@ class RouteCaller:
         if outlet is not None:
             outlet.claim = race.claim
         try:
-            tried = await race.run(first, second, self._hedge_at(route, deployment, options), _served)
+            tried = await race.run(first, second, self._hedges.at(route.hedge, deployment, options), _served)
         finally:
             if outlet is not None:
                 outlet.claim = None
-        if route.hedge is not None and route.hedge.percentile is not None:
-            for index, name in enumerate((deployment, after)[: len(tried)]):
-                seconds = race.time_to_first_token(index)
-                if seconds is not None:
-                    self._first_tokens.setdefault(name, FirstTokens()).add(seconds)
+        self._hedges.timed(route.hedge, race)
         return tried, race.hedged
 
     async def _hop(
