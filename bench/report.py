@@ -18,7 +18,18 @@ from typing import Any
 RESULTS = Path(__file__).resolve().parent / "results"
 TRACING_AB = RESULTS / "tracing_ab.json"
 """The paired tracing A/B of the run (run.py's ``tracing_ab``: bench/ab.py --traced --out)."""
-GROUPS = ("direct", "sidecar", "litellm", "sidecar_traced", "faults", "rss_in_flight", "http", "stream", "image", "hedge")
+GROUPS = (
+    "direct",
+    "sidecar",
+    "litellm",
+    "sidecar_traced",
+    "faults",
+    "rss_in_flight",
+    "http",
+    "stream",
+    "image",
+    "hedge",
+)
 
 # The targets of the issue, checked in summary.md.
 TARGET_ADDED_P50_MS = 0.5

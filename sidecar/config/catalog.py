@@ -264,7 +264,7 @@ class RouteConfig(Strict):
     (default ``core.routing.DEFAULT_MOVE_ON``); ``circuit`` is the circuit of each of its
     deployments: a key it leaves out takes ``core.routing.DEPLOYMENT_CIRCUIT``'s value (not the tool
     services' defaults; ``max_cooldown_s`` left out is at least the ``cooldown_s`` given).
-    ``hedge_after_s`` (seconds) or ``hedge_after`` (``p50`` .. ``p99.9`` of the deployment's observed
+    ``hedge_after_s`` (seconds) or ``hedge_after`` (``p1`` .. ``p99.9``, e.g. ``p95``, of the deployment's observed
     times to first token, ``core.hedging``): a hop with no first token by then is raced by the next
     deployment of the order (docs/routing.md#hedging); one of them at most, on a route of two or more.
     """
@@ -282,7 +282,7 @@ class RouteConfig(Strict):
     def _percentile(cls, v: str | None) -> str | None:
         if v is not None and percentile_of(v) is None:
             raise ValueError(
-                f"{v!r} is not a percentile of the times to first token: write p50 .. p99.9 (e.g. p95), "
+                f"{v!r} is not a percentile of the times to first token: write p1 .. p99.9 (e.g. p95), "
                 "or give hedge_after_s in seconds instead"
             )
         return v

@@ -25,7 +25,7 @@ FIRST_TOKEN_WINDOW = 200
 MIN_SAMPLES = 20
 """A percentile needs this many times in the window; below it, no hedge."""
 PERCENTILE = re.compile(r"p(\d{1,2}(?:\.\d{1,3})?)")
-"""``hedge_after``'s spelling: ``p50`` .. ``p99.9`` (a percentile of the deployment's times to first token)."""
+"""``hedge_after``'s spelling: ``p1`` .. ``p99.9`` (a percentile of the deployment's times to first token)."""
 
 
 @dataclass(frozen=True, slots=True)

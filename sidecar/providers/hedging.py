@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Generic, TypeVar
 
 from sidecar.core.clock import Clock
@@ -163,14 +163,16 @@ class Hedges:
         self._closed = closed
         self._times: dict[str, FirstTokens] = {}
 
-    def may_hedge(self, deployment: str, after: str | None, options: CallOptions, outlet: Outlet | None) -> bool:
-        """Whether a hop may be raced: a deployment ``after`` it in the order, whose circuit is closed; the
-        call's retry budget allows a second attempt; no delta has reached the caller (the hops share them)."""
-        if after is None or (outlet is not None and (outlet.deltas or outlet.resumable)):
+    def may_hedge(
+        self, deployment: str, queue: Sequence[tuple[str, object]], options: CallOptions, outlet: Outlet | None
+    ) -> bool:
+        """Whether a hop may be raced: a deployment after it in the order (``queue``), whose circuit is closed;
+        the call's retry budget allows a second attempt; no delta has reached the caller (the hops share them)."""
+        if not queue or (outlet is not None and (outlet.deltas or outlet.resumable)):
             return False
         if self._retries(deployment, options.upstream_retries) < 1:
             return False  # a hedge is a second attempt of the call: never past its retry budget
-        return self._closed(after)
+        return self._closed(queue[0][0])
 
     def at(self, hedge: Hedge | None, deployment: str, options: CallOptions) -> float | None:
         """When the hop is hedged on the injected clock, or None: not this call (no hedge, too few times for

@@ -201,8 +201,7 @@ class RouteCaller:
                 hop_options = replace(options, timeouts_move_on=timeout_moves_on(route, bool(queue)))
                 aside = self._may_probe_aside(route, queue)
                 place = (deployment, role, number)
-                after = queue[0][0] if queue else None
-                if route.hedge is None or hedged or not self._hedges.may_hedge(deployment, after, options, outlet):
+                if route.hedge is None or hedged or not self._hedges.may_hedge(deployment, queue, options, outlet):
                     tried = [await self._hop(route, place, request, hop_options, outlet, aside=aside)]
                 else:
                     tried, hedged = await self._raced(route, place, request, hop_options, outlet, aside, queue)

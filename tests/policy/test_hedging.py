@@ -14,7 +14,9 @@
 | spend                                  | the loser's prompt is counted (estimated) in the reply's total usage     |
 | spans                                  | the hedge's ``route.hop`` span says hedge, the loser's says cancelled    |
 | ``hedge_after: p50``                   | no hedge with fewer than MIN_SAMPLES times; then at the percentile of    |
-|                                        | the times observed                                                       |
+|                                        | the times observed (nearest rank, the last FIRST_TOKEN_WINDOW of them)   |
+| a bad hedge in the config              | refused naming its key: not a percentile, not positive, both keys given, |
+|                                        | a route of one deployment                                                |
 | the OpenAI front, official SDK         | a streamed and a whole reply from the hedge, the ``sidecar`` hops        |
 |                                        | carrying ``hedge`` and ``cancelled``                                     |
 """
@@ -30,9 +32,11 @@ import pytest
 import sidecar_client as sc
 from sidecar_client import pb, user
 
-from sidecar.core.hedging import MIN_SAMPLES
+from sidecar.config import ConfigError, parse_config
+from sidecar.core.hedging import FIRST_TOKEN_WINDOW, MIN_SAMPLES, FirstTokens, Hedge
 from sidecar.telemetry.testing import install_in_memory
 from tests.conftest import Running, Start, timer_set, until
+from tests.policy.test_routes import CONFIG
 
 KEY = "sk-test-HEDGEHEDGEHEDGE1"
 HEDGE_S = 2.0
@@ -274,3 +278,46 @@ async def test_the_openai_front_hedges_with_the_official_sdk(start_sidecar: Star
 
 def user_json(text: str) -> Any:
     return {"role": "user", "content": text}
+
+
+@pytest.mark.parametrize(
+    ("route", "expected"),
+    [
+        ("{fallbacks: [a, b], hedge_after: p100}", "models.r.route.hedge_after: 'p100' is not a percentile"),
+        ("{fallbacks: [a, b], hedge_after: fast}", "models.r.route.hedge_after: 'fast' is not a percentile"),
+        ("{fallbacks: [a, b], hedge_after_s: 0}", "models.r.route.hedge_after_s: Input should be greater than 0"),
+        ("{fallbacks: [a, b], hedge_after_s: soon}", "models.r.route.hedge_after_s: Input should be a valid number"),
+        ("{fallbacks: [a, b], hedge_after_s: 1, hedge_after: p95}", "hedge_after_s and hedge_after: give one"),
+        (
+            "{fallbacks: [a], hedge_after_s: 1}",
+            "models.r.route: hedge_after_s: hedging races a deployment with the next",
+        ),
+    ],
+)
+def test_a_bad_hedge_is_a_config_error_naming_the_key(route: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(CONFIG % route)
+    assert expected in str(caught.value)
+
+
+def test_a_good_hedge_reads_as_the_policy() -> None:
+    assert parse_config(CONFIG % "{fallbacks: [a, b], hedge_after_s: 1.5}").routes["r"].route.hedge == Hedge(1.5)
+    assert parse_config(CONFIG % "{balance: {a: 1, b: 1}, hedge_after: p99.5}").routes["r"].route.hedge == Hedge(
+        percentile=99.5
+    )
+    assert parse_config(CONFIG % "{fallbacks: [a, b]}").routes["r"].route.hedge is None
+
+
+def test_the_percentile_reads_the_last_window_of_times_nearest_rank() -> None:
+    times = FirstTokens()
+    for i in range(MIN_SAMPLES - 1):
+        times.add(float(i))
+    assert times.percentile(50) is None  # too few: no hedge
+    times.add(float(MIN_SAMPLES - 1))  # 0 .. 19
+    assert times.percentile(50) == 9.0
+    assert times.percentile(95) == 18.0
+    assert times.percentile(99.9) == 19.0
+    for _ in range(FIRST_TOKEN_WINDOW):
+        times.add(100.0)  # the old times leave the window
+    assert len(times) == FIRST_TOKEN_WINDOW
+    assert times.percentile(1) == 100.0
