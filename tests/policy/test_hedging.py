@@ -119,6 +119,8 @@ async def test_callmodel_is_hedged_at_exactly_hedge_after_and_the_hedge_wins(
     # spend: the winner's tokens, and the loser's prompt (it read it; no token of its came)
     assert reply.total_usage.input_tokens > reply.usage.input_tokens
     assert reply.total_usage.output_tokens == reply.usage.output_tokens
+    total = reply.total_usage
+    assert reply.cost_usd == pytest.approx((total.input_tokens * 1.0 + total.output_tokens * 2.0) / 1e6)
     spans = {s.name: dict(s.attributes or {}) for s in otel.spans() if s.name.startswith("route.hop")}
     assert spans["route.hop slow"].get("sidecar.hop.cancelled") is True
     assert spans["route.hop fast"].get("sidecar.hop.hedge") is True
