@@ -7,8 +7,9 @@
 A percentile reads the deployment's window; with fewer than MIN_SAMPLES times in it there is no hedge
 (a guess would double the calls of a cold deployment, and a floor would be a number nobody measured).
 A time is a hop's start to its first token (a stream's first delta; a whole reply for a non-streamed
-call, which shows no token before it is whole); a hop that lost a race adds the time it had waited when
-cancelled, a lower bound, so that the slow tail the hedges cut off still weighs on the percentile.
+call, which shows no token before it is whole); a hedged hop that lost its race adds the time it had
+waited when cancelled, a lower bound, so that the slow tail the hedges cut off still weighs on the
+percentile (a hedge that lost adds nothing: its short wait says nothing of its deployment).
 """
 
 from __future__ import annotations

@@ -184,10 +184,11 @@ class Hedges:
         return None if options.deadline is not None and at >= options.deadline else at
 
     def timed(self, hedge: Hedge | None, race: Race[Any]) -> None:
-        """A percentile's route: each racer's time to first token (the loser's a lower bound) kept."""
+        """A percentile's route: the winner's time to first token kept, and the hedged hop's when it lost (the
+        time it had waited: a lower bound of its own)."""
         if hedge is None or hedge.percentile is None:
             return
         for index, name in enumerate(race.names[: len(race.started)]):
             seconds = race.time_to_first_token(index)
-            if seconds is not None:
+            if seconds is not None and index in (0, race.winner):  # a lost hedge's wait tells nothing
                 self._times.setdefault(name, FirstTokens()).add(seconds)
