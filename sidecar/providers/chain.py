@@ -1,8 +1,10 @@
 """One call's chain of hops on a route: what each hop spent, and how the chain's reply or failure reads.
 
     HopTally              the observer's hop record, remembering what the hop spent (ModelService tells it once)
-    Chain                 one call's hops so far: the reply of the one that served (served_by, hops, attempts,
-                          tokens and cost of every hop), or the failure of the whole chain in words naming the
+    HopResult             one hop tried: the hop, its tally, its reply or its failure (neither: it lost a race)
+    Chain                 one call's hops so far (``take``: a hop or a hedged race's two counted): the reply of
+                          the one that served (served_by, hops, attempts, tokens and cost of every hop), or the
+                          failure of the whole chain in words naming the
                           route and every hop with its reason (``failure``)
     describe              ``N) deployment, KIND after n attempts: reason.`` (a skipped one: ``skipped (KIND)``)
     skipped_reason        a skipped hop's reason: what opened the deployment's circuit
@@ -32,6 +34,7 @@ __all__ = [
     "HOP_REASON_CHARS",
     "SERVED",
     "Chain",
+    "HopResult",
     "HopTally",
     "describe",
     "probed_aside_reason",
@@ -61,6 +64,10 @@ class HopTally:
         self.record.tally(attempts, corrections, spent)
 
 
+HopResult = tuple[Hop, HopTally | None, ModelResponse | None, SidecarFailure | None]
+"""One hop tried: the hop as listed, what it spent, and its reply or its failure (neither: it lost a race)."""
+
+
 @dataclass(slots=True)
 class Chain:
     """One call's hops so far."""
@@ -74,6 +81,20 @@ class Chain:
     @property
     def tried(self) -> list[str]:
         return [h.deployment for h in self.hops]
+
+    def take(self, tried: list[HopResult], deployment: str) -> tuple[ModelResponse | None, SidecarFailure | None, str]:
+        """Count the hops just tried (one, or a hedged race's two): the reply (two at once: the first one)
+        or else the failure, and the deployment it came from."""
+        response = failure = None
+        for hop, tally, served, failed in tried:
+            self.hops.append(hop)
+            if tally is not None:
+                self.tallies.append((hop.deployment, tally))
+            if served is not None and response is None:
+                response, deployment = served, hop.deployment
+            elif failed is not None and response is None:
+                failure, deployment = failed, hop.deployment
+        return response, failure, deployment
 
     def totals(self) -> tuple[int, int, Usage]:
         ts = [t for _, t in self.tallies]
