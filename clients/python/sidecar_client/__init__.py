@@ -6,7 +6,9 @@ CallModel and StreamModel failures raise one ``SidecarError`` subclass per kind 
 ``explanation``, ``http``, ``retry_after``, ``detail``, ``hops``); ``openai_tool_message`` /
 ``anthropic_tool_result`` hand a tool outcome back to a model. ``user`` builds a turn with images and
 documents (``image_part``, ``document_part``, ``text_part``), ``assistant`` passes a reply back with its
-reasoning unchanged, ``tool_result`` carries a tool's images.
+reasoning unchanged, ``tool_result`` carries a tool's images; ``on_overflow=`` (``overflow_policy``) asks a
+conversation that does not fit to be compacted, and ``compacted`` adopts the compacted history a reply
+carries (``reply.compaction``).
 The generated messages are re-exported as ``sidecar_client.pb``.
 """
 
@@ -16,11 +18,15 @@ from sidecar_client.client import (
     AsyncSidecarClient,
     Effort,
     ModelOptions,
+    Overflow,
     SidecarClient,
+    Strategy,
     Tls,
     assistant,
+    compacted,
     job,
     model_request,
+    overflow_policy,
     provider_options,
     reasoning,
     tool_choice,
@@ -99,6 +105,7 @@ __all__ = [
     "ModelOptions",
     "ModelStream",
     "OutputTruncatedError",
+    "Overflow",
     "PermissionDeniedError",
     "ProviderRefusalError",
     "QuotaExhaustedError",
@@ -107,6 +114,7 @@ __all__ = [
     "SidecarClient",
     "SidecarError",
     "SpendCapExceededError",
+    "Strategy",
     "StreamAccumulator",
     "StreamInterruptedError",
     "SystemFailureError",
@@ -119,6 +127,7 @@ __all__ = [
     "anthropic_tool_result",
     "assistant",
     "cache_breakpoint",
+    "compacted",
     "document_part",
     "error_class",
     "from_failure",
@@ -128,6 +137,7 @@ __all__ = [
     "media_type_of",
     "model_request",
     "openai_tool_message",
+    "overflow_policy",
     "pb",
     "provider_options",
     "reasoning",

@@ -44,11 +44,15 @@ __all__ = [
     "AsyncSidecarClient",
     "Effort",
     "ModelOptions",
+    "Overflow",
     "SidecarClient",
+    "Strategy",
     "Tls",
     "assistant",
+    "compacted",
     "job",
     "model_request",
+    "overflow_policy",
     "provider_options",
     "reasoning",
     "tool_choice",
@@ -174,6 +178,14 @@ def assistant(reply: pb.Message | pb.CallModelResponse) -> pb.Message:
     )
 
 
+def compacted(messages: Sequence[pb.Message], reply: pb.CallModelResponse) -> list[pb.Message]:
+    """The conversation to go on with: the reply's compacted messages when the sidecar compacted it to fit
+    (``reply.compaction``), else ``messages`` as they are. Append ``assistant(reply)`` to either."""
+    if reply.HasField("compaction"):
+        return list(reply.compaction.messages)
+    return list(messages)
+
+
 def tool_result(
     call: pb.ToolCall,
     content: str | pb.ExecuteToolResponse,
@@ -236,6 +248,18 @@ TOOL_CHOICE_MODES: dict[str, pb.ToolChoiceMode] = {
     "required": pb.TOOL_CHOICE_MODE_REQUIRED,
 }
 
+Overflow: TypeAlias = Literal["fail", "compact"]
+Strategy: TypeAlias = Literal["tool_results", "reasoning", "summarize"]
+OVERFLOW_ACTIONS: dict[str, pb.OverflowAction] = {
+    "fail": pb.OVERFLOW_ACTION_FAIL,
+    "compact": pb.OVERFLOW_ACTION_COMPACT,
+}
+STRATEGIES: dict[str, pb.CompactionStrategy] = {
+    "tool_results": pb.COMPACTION_STRATEGY_TOOL_RESULTS,
+    "reasoning": pb.COMPACTION_STRATEGY_REASONING,
+    "summarize": pb.COMPACTION_STRATEGY_SUMMARIZE,
+}
+
 
 class ModelOptions(TypedDict, total=False):
     """What a model call may set beside the model and the messages (CallModelRequest's fields).
@@ -244,7 +268,10 @@ class ModelOptions(TypedDict, total=False):
     ``tool_choice``: ``"auto"``, ``"none"``, ``"required"`` or the name of one of the tools;
     ``stop``: one sequence or several; ``system_cache``: the system prompt is a cache breakpoint
     (``True``, ``"5m"``, ``"1h"``); ``provider_options``: ``{"<wire format>": {...}}`` merged into
-    the upstream body (a dict, sent as JSON, or the JSON text). None leaves an option unset.
+    the upstream body (a dict, sent as JSON, or the JSON text); ``on_overflow``: what a conversation
+    that does not fit the model's window does, ``"fail"``, ``"compact"`` (the model's strategies) or
+    the strategies to compact with, in order (``["tool_results", "summarize"]``; ``overflow_policy``).
+    None leaves an option unset.
     """
 
     system: str
@@ -266,6 +293,7 @@ class ModelOptions(TypedDict, total=False):
     end_user: str | None
     system_cache: Cache | None
     provider_options: Mapping[str, Any] | str | None
+    on_overflow: Overflow | Sequence[Strategy] | pb.OverflowPolicy | None
 
 
 _OPTION_NAMES = ModelOptions.__optional_keys__
@@ -294,6 +322,25 @@ def tool_choice(choice: str | pb.ToolChoice) -> pb.ToolChoice:
     if choice in TOOL_CHOICE_MODES:
         return pb.ToolChoice(mode=TOOL_CHOICE_MODES[choice])
     return pb.ToolChoice(mode=pb.TOOL_CHOICE_MODE_TOOL, name=choice)
+
+
+def overflow_policy(policy: Overflow | Sequence[Strategy] | pb.OverflowPolicy) -> pb.OverflowPolicy:
+    """The request's ``on_overflow``: ``"fail"``, ``"compact"`` (the model's configured strategies), or
+    the strategies to compact with, in the order they are tried (the action is then compact)."""
+    if isinstance(policy, pb.OverflowPolicy):
+        return policy
+    if isinstance(policy, str):
+        if policy not in OVERFLOW_ACTIONS:
+            raise ValueError(
+                f"on_overflow is one of {', '.join(OVERFLOW_ACTIONS)} or a list of strategies, not {policy!r}"
+            )
+        return pb.OverflowPolicy(action=OVERFLOW_ACTIONS[policy])
+    unknown = [s for s in policy if s not in STRATEGIES]
+    if unknown or not policy:
+        raise ValueError(
+            f"on_overflow's strategies are some of {', '.join(STRATEGIES)}, in order, not {list(policy)!r}"
+        )
+    return pb.OverflowPolicy(action=pb.OVERFLOW_ACTION_COMPACT, strategies=[STRATEGIES[s] for s in policy])
 
 
 def provider_options(options: Mapping[str, Any] | str) -> str:
@@ -331,6 +378,8 @@ def model_request(model: str, messages: Sequence[pb.Message], **options: Unpack[
         req.system_cache.CopyFrom(breakpoint)
     if (extra := options.get("provider_options")) is not None:
         req.provider_options_json = provider_options(extra)
+    if (policy := options.get("on_overflow")) is not None:
+        req.on_overflow.CopyFrom(overflow_policy(policy))
     return req
 
 
