@@ -18,6 +18,7 @@ from sidecar.config.bounds import (
     MAX_PROVIDER_CONNECTIONS,
 )
 from sidecar.config.fields import check_url
+from sidecar.core.hedging import Hedge, percentile_of
 from sidecar.core.kinds import FailureKind
 from sidecar.core.routing import (
     DEFAULT_MOVE_ON,
@@ -263,6 +264,9 @@ class RouteConfig(Strict):
     (default ``core.routing.DEFAULT_MOVE_ON``); ``circuit`` is the circuit of each of its
     deployments: a key it leaves out takes ``core.routing.DEPLOYMENT_CIRCUIT``'s value (not the tool
     services' defaults; ``max_cooldown_s`` left out is at least the ``cooldown_s`` given).
+    ``hedge_after_s`` (seconds) or ``hedge_after`` (``p50`` .. ``p99.9`` of the deployment's observed
+    times to first token, ``core.hedging``): a hop with no first token by then is raced by the next
+    deployment of the order (docs/routing.md#hedging); one of them at most, on a route of two or more.
     """
 
     balance: dict[str, Annotated[float, Field(gt=0, le=MAX_ROUTE_WEIGHT)]] = {}
@@ -270,6 +274,18 @@ class RouteConfig(Strict):
     context_fallback: str | None = None
     move_on: list[str] | None = None
     circuit: CircuitConfig | None = None
+    hedge_after_s: Annotated[float, Field(gt=0, le=MAX_WAIT_S)] | None = None
+    hedge_after: str | None = None
+
+    @field_validator("hedge_after")
+    @classmethod
+    def _percentile(cls, v: str | None) -> str | None:
+        if v is not None and percentile_of(v) is None:
+            raise ValueError(
+                f"{v!r} is not a percentile of the times to first token: write p50 .. p99.9 (e.g. p95), "
+                "or give hedge_after_s in seconds instead"
+            )
+        return v
 
     @field_validator("move_on")
     @classmethod
@@ -309,7 +325,21 @@ class RouteConfig(Strict):
         count = len(set(named) | ({self.context_fallback} if self.context_fallback else set()))
         if count > MAX_ROUTE_DEPLOYMENTS:
             raise ValueError(f"a route names at most {MAX_ROUTE_DEPLOYMENTS} deployments (got {count})")
+        if self.hedge_after_s is not None and self.hedge_after is not None:
+            raise ValueError("hedge_after_s and hedge_after: give one of them (seconds, or a percentile such as p95)")
+        if self.hedge is not None and len(named) < 2:
+            key = "hedge_after_s" if self.hedge_after_s is not None else "hedge_after"
+            raise ValueError(f"{key}: hedging races a deployment with the next one; this route has only one")
         return self
+
+    @property
+    def hedge(self) -> Hedge | None:
+        """The route's hedge, or None (``hedge_after_s`` / ``hedge_after`` not set)."""
+        if self.hedge_after_s is not None:
+            return Hedge(after_s=self.hedge_after_s)
+        if self.hedge_after is not None:
+            return Hedge(percentile=percentile_of(self.hedge_after))
+        return None
 
     @property
     def move_on_kinds(self) -> frozenset[FailureKind]:

@@ -208,6 +208,10 @@ class Hop:
     attempts: int
     reason: str
     skipped: bool = False
+    hedge: bool = False
+    """Sent as a hedge: the hop before it had no first token within the route's hedge_after."""
+    cancelled: bool = False
+    """It lost a hedged race: the other hop's first token came first, this one was cancelled."""
 
 
 Detail = (

@@ -89,6 +89,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from sidecar.core.hedging import Hedge
 from sidecar.core.kinds import FailureKind
 from sidecar.core.settings import CircuitConfig
 
@@ -234,6 +235,8 @@ class Route:
     fallbacks: tuple[str, ...] = ()
     context_fallback: str | None = None
     move_on: frozenset[FailureKind] = DEFAULT_MOVE_ON
+    hedge: Hedge | None = None
+    """Its hedge (``core.hedging``), or None: no hop is raced."""
 
     @property
     def deployments(self) -> tuple[tuple[str, HopRole, float], ...]:

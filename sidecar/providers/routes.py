@@ -102,6 +102,7 @@ def route_of(route_id: str, config: Config) -> Route:
         fallbacks=tuple(r.fallbacks),
         context_fallback=r.context_fallback,
         move_on=r.move_on_kinds,
+        hedge=r.hedge,
     )
 
 

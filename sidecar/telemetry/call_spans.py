@@ -238,6 +238,10 @@ class HopSpan:
         if hop.skipped:
             span.set_attribute(n.HOP_SKIPPED, True)
             span.set_attribute(n.ATTEMPTS, 0)
+        if hop.hedge:
+            span.set_attribute(n.HOP_HEDGE, True)
+        if hop.cancelled:
+            span.set_attribute(n.HOP_CANCELLED, True)
         if hop.kind is FailureKind.UNSPECIFIED:
             return
         span.set_attribute(n.ERROR_TYPE, hop.kind.name)

@@ -18,8 +18,9 @@ attempt, the same wait spans, and the service circuit's events. A CallModel to a
     ├── route.hop {deployment}            INTERNAL  sidecar.route, sidecar.hop, sidecar.hop.role, error.type
     │   ├── POST                          CLIENT    that deployment's attempts, waits and circuit events
     │   └── sidecar.backoff
-    └── route.hop {fallback}              INTERNAL  (sidecar.hop.skipped when its circuit was open)
-        └── POST
+    └── route.hop {fallback}              INTERNAL  (sidecar.hop.skipped when its circuit was open;
+        └── POST                                     sidecar.hop.hedge: sent as a hedge, beside the hop
+                                                     before it; sidecar.hop.cancelled: lost the race)
 
 A StreamModel leaves the CallModel tree with ``sidecar.streamed`` on the chat span,
 ``sidecar.stream.restart`` events on it, and a ``sidecar.first_token`` event on each attempt that
@@ -148,6 +149,10 @@ HOP_ROLE = "sidecar.hop.role"
 """balance | fallback | context: why the deployment is in the chain."""
 HOP_SKIPPED = "sidecar.hop.skipped"
 """On a route.hop span: the deployment's circuit was open, no attempt was made."""
+HOP_HEDGE = "sidecar.hop.hedge"
+"""On a route.hop span: sent as a hedge (the hop before it had no first token within hedge_after)."""
+HOP_CANCELLED = "sidecar.hop.cancelled"
+"""On a route.hop span: it lost a hedged race and was cancelled, its upstream response closed."""
 HOP_REASON = "sidecar.hop.reason"
 """On a failed route.hop span: why it ended (its failure's message, capped)."""
 SERVED_BY = "sidecar.served_by"

@@ -27,6 +27,8 @@ def hop(h: d.Hop) -> pb.Hop:
         attempts=h.attempts,
         reason=h.reason,
         skipped=h.skipped,
+        hedge=h.hedge,
+        cancelled=h.cancelled,
     )
 
 

@@ -148,6 +148,8 @@ def hop_json(hop: Hop) -> dict[str, Any]:
         "attempts": hop.attempts,
         "reason": hop.reason,
         "skipped": hop.skipped,
+        "hedge": hop.hedge,
+        "cancelled": hop.cancelled,
     }
 
 
