@@ -37,6 +37,7 @@ __all__ = [
     "PRESET_TIMEOUTS",
     "AttemptTimeouts",
     "AzureConfig",
+    "CompactionConfig",
     "ModelConfig",
     "ProviderConfig",
     "RouteConfig",
@@ -196,6 +197,39 @@ class PartLimits(Strict):
     document_media_types: tuple[str, ...] = ("application/pdf", "text/plain")
 
 
+class CompactionConfig(Strict):
+    """How a model's conversation is compacted under ``on_overflow: compact`` (docs/reliability.md#compaction)."""
+
+    strategies: list[Literal["tool_results", "reasoning", "summarize"]] | None = None
+    """In the order tried; unset: tool_results, reasoning, then summarize when a summarizer is named."""
+    keep_tool_results: Annotated[int, Field(ge=0, le=1000)] = 2
+    """The newest tool results kept whole by tool_results."""
+    summarizer: str | None = None
+    """The catalog model that writes summaries (a cheaper one); summarize needs it."""
+    summary_max_tokens: Annotated[int, Field(gt=0, le=100_000)] = 1024
+    """The cap on a summary's tokens (the summarizer's max_output_tokens)."""
+
+    @field_validator("strategies")
+    @classmethod
+    def _once_each(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and (not v or len(set(v)) != len(v)):
+            raise ValueError("name each strategy once, at least one")
+        return v
+
+    @model_validator(mode="after")
+    def _summarizer_named(self) -> CompactionConfig:
+        if self.strategies and "summarize" in self.strategies and self.summarizer is None:
+            raise ValueError("summarize needs a summarizer (a catalog model id)")
+        return self
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        """The strategies in the order tried."""
+        if self.strategies is not None:
+            return tuple(self.strategies)
+        return ("tool_results", "reasoning", *(("summarize",) if self.summarizer else ()))
+
+
 class ModelConfig(Strict):
     provider: str
     upstream_model: str
@@ -222,6 +256,9 @@ class ModelConfig(Strict):
     reply); at most the provider's ``timeout_s`` (config checks)."""
     first_token_timeout_s: Seconds | None = None
     """Overrides the provider's ``first_token_timeout_s`` for this model."""
+    on_overflow: Literal["fail", "compact"] = "fail"
+    """A conversation that does not fit: fail (CONTEXT_OVERFLOW / TOKEN_ESTIMATE_EXCEEDS_LIMIT), or compact it."""
+    compaction: CompactionConfig = CompactionConfig()
 
     def timeouts(self, provider: ProviderConfig, policy_preset: str | None) -> AttemptTimeouts:
         """This model's attempt timeouts: its own, else its provider's, else its preset's (``PRESET_TIMEOUTS``:

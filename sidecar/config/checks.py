@@ -84,6 +84,12 @@ def check_references(config: Config) -> dict[str, McpToolConfig]:
                 f"models.{model_id}.header_timeout_s: {model.header_timeout_s:g} exceeds its provider's timeout_s "
                 f"({read:g}), which bounds the wait for the response head as well"
             )
+        summarizer = model.compaction.summarizer
+        if summarizer is not None and summarizer not in config.models:
+            known = ", ".join(config.models)
+            raise ValueError(
+                f"models.{model_id}.compaction.summarizer: {summarizer!r} is not a catalog model (known: {known})"
+            )
     resolved: dict[str, McpToolConfig] = {}
     for name, tool in config.tools.items():
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):

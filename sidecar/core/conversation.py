@@ -18,6 +18,8 @@ A message's content is its ``text``, or its ordered ``parts`` (never both: the d
                     message's first content, passed back byte-identical in a later turn
     Controls        what else a request says: reasoning, tool choice, sampling, stop, the end user,
                     per-format provider options; each carried by a format or refused by name
+    OverflowPolicy  what a conversation that does not fit does (fail, or compact by named strategies);
+                    ``Compaction`` is what a compacting call changed, its messages to adopt
     Carried         what a front read but did not interpret (keys of one wire format, verbatim): on the
                     request, a message, a part, a tool, a call or a result; sent only to a deployment
                     of that same format, refused by name on any other (docs/carried.md)
@@ -37,6 +39,8 @@ __all__ = [
     "CacheBreakpoint",
     "CallOptions",
     "Carried",
+    "Compaction",
+    "CompactionStep",
     "Continuation",
     "Controls",
     "DocumentPart",
@@ -47,6 +51,8 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ObservedResponse",
+    "Overflow",
+    "OverflowPolicy",
     "Part",
     "Reasoning",
     "ReasoningPart",
@@ -84,6 +90,9 @@ class CallOptions:
     hop at once (``core.routing.TIMED_OUT``) instead of being retried on this deployment."""
     preset: str | None = None
     """The door's preset (``interactive`` at the HTTP fronts), for a model and a policy that name none."""
+    overflow_moves_on: bool = False
+    """A route's hop with the route's ``context_fallback`` still after it: a conversation that does not fit
+    moves on to it (the whole conversation, nothing lost) instead of being compacted here."""
     probe: bool = False
     """A route's hop that is its deployment's half-open circuit's one probe: one upstream attempt,
     whatever the retry budget (a failure is the hop's at once, no backoff), its span marked a probe."""
@@ -290,6 +299,59 @@ class Continuation:
     """The characters of text the caller held: what the new attempt was prefilled with."""
 
 
+class Overflow:
+    """What a conversation that does not fit the model's window does, and how it is made smaller."""
+
+    FAIL = "fail"
+    """TOKEN_ESTIMATE_EXCEEDS_LIMIT / CONTEXT_OVERFLOW (a route's context_fallback takes it): the default."""
+    COMPACT = "compact"
+    """Compacted by the strategies in order, and tried again; failed only when even that does not fit."""
+    ACTIONS = (FAIL, COMPACT)
+
+    TOOL_RESULTS = "tool_results"
+    """Old tool results shortened to a note (the newest ``keep_tool_results`` kept)."""
+    REASONING = "reasoning"
+    """Reasoning before the last user turn dropped (the current turn's signed reasoning kept)."""
+    SUMMARIZE = "summarize"
+    """The turns before the last user turn replaced by one summary, made by the summarizer model."""
+    STRATEGIES = (TOOL_RESULTS, REASONING, SUMMARIZE)
+
+    ESTIMATE = "estimate"
+    """Trigger: the sidecar's estimate did not fit the window."""
+    PROVIDER = "provider"
+    """Trigger: the provider said the conversation is too long (its count beat the estimate)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OverflowPolicy:
+    """A call's own overflow policy: ``action`` (None: the model's), ``strategies`` (empty: the model's order)."""
+
+    action: str | None = None
+    strategies: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStep:
+    """One strategy's change: the request's messages it shortened or replaced (0-based), tokens around it."""
+
+    strategy: str
+    turns: tuple[int, ...]
+    tokens_before: int
+    tokens_after: int
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """What a call compacted (``Overflow.ESTIMATE`` or ``PROVIDER``), and the conversation to adopt."""
+
+    trigger: str
+    tokens_before: int
+    tokens_after: int
+    steps: tuple[CompactionStep, ...]
+    messages: tuple[Message, ...]
+    summarizer_calls: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     model: str
@@ -305,6 +367,8 @@ class ModelRequest:
     controls: Controls = Controls()
     carried: Carried | None = None
     """The body's keys the front did not interpret."""
+    on_overflow: OverflowPolicy | None = None
+    """The call's own overflow policy; None for the model's (``on_overflow``, default fail)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,6 +414,8 @@ class ModelResponse:
     hops: tuple[Hop, ...] = ()
     continuations: tuple[Continuation, ...] = ()
     """A stream's continuations after mid-stream faults, in order."""
+    compaction: Compaction | None = None
+    """Set when the conversation was compacted to fit."""
 
 
 @dataclass(frozen=True, slots=True)

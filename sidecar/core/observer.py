@@ -12,6 +12,8 @@ metrics, and ``NULL_OBSERVER`` ignores them all (unit tests, or telemetry off)::
     observer.attempt(AttemptStart)   -> with ... as record   one upstream attempt (a CLIENT span);
                                                              record.* says what it saw; ends with the block
     observer.wait(WaitStart)         -> with ...             a backoff or a throttle wait (a span + a metric)
+    observer.compaction(CompactionStart) -> with ... as c    a conversation compacted to fit (its summarizer's
+                                                             call runs inside); c.ended(Compaction) / c.failed(...)
     observer.event(Event)                                    a state change: a throttle, a pause, a circuit,
                                                              a correction, a raised output budget, a retry,
                                                              a stream's restart (StreamRestarted: on the call),
@@ -35,7 +37,7 @@ from typing import TYPE_CHECKING, Protocol
 from sidecar.core.kinds import RetrySignal
 
 if TYPE_CHECKING:
-    from sidecar.core.conversation import Job, ModelRequest, ModelResponse, ToolOutcome, Usage
+    from sidecar.core.conversation import Compaction, Job, ModelRequest, ModelResponse, ToolOutcome, Usage
     from sidecar.core.details import Hop
     from sidecar.core.taxonomy import SidecarFailure
 
@@ -46,6 +48,8 @@ __all__ = [
     "CallRecord",
     "CircuitChanged",
     "CircuitEvent",
+    "CompactionRecord",
+    "CompactionStart",
     "Correction",
     "Event",
     "HopRecord",
@@ -144,6 +148,28 @@ class HopStart:
     """The deployment's wire format (``openai``, ``anthropic``)."""
     host: str = ""
     port: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStart:
+    """A model call's conversation about to be compacted (``providers.compacting``)."""
+
+    model: str
+    trigger: str
+    """``estimate`` or ``provider`` (``conversation.Overflow``)."""
+    tokens_before: int
+    window: int
+    strategies: tuple[str, ...]
+
+
+class CompactionRecord(Protocol):
+    """How one compaction ended, told once."""
+
+    def ended(self, compaction: Compaction) -> None:
+        """What it changed (it may still not fit: the call then fails with CONTEXT_OVERFLOW)."""
+
+    def failed(self, kind: str) -> None:
+        """It could not be made (the failure's kind)."""
 
 
 class HopRecord(Protocol):
@@ -389,6 +415,8 @@ class Observer(Protocol):
 
     def wait(self, start: WaitStart) -> AbstractContextManager[None]: ...
 
+    def compaction(self, start: CompactionStart) -> AbstractContextManager[CompactionRecord]: ...
+
     def event(self, event: Event) -> None: ...
 
 
@@ -476,6 +504,10 @@ class NullObserver:
     @contextmanager
     def wait(self, start: WaitStart) -> Iterator[None]:
         yield
+
+    @contextmanager
+    def compaction(self, start: CompactionStart) -> Iterator[CompactionRecord]:
+        yield _NULL_RECORD
 
     def event(self, event: Event) -> None:
         if self.keep:

@@ -38,6 +38,7 @@ __all__ = [
     "MAX_MODELS_LISTED",
     "SHUTTING_DOWN",
     "CircuitOpen",
+    "CompactedOverflow",
     "ContextOverflow",
     "ExternalService",
     "JobCancelled",
@@ -393,6 +394,23 @@ class ContextOverflow(UncorrectableFailure):
             f"The {provider} provider says the conversation is too long for model {model}: {clause(said)}.",
             http=http,
             detail=ProviderDetail(provider=provider, model=model, provider_message=cap(said)),
+        )
+
+
+class CompactedOverflow(ContextOverflow):
+    """Even the compacted conversation does not fit the window (CONTEXT_OVERFLOW, the sizes named)."""
+
+    def __init__(self, model: str, before: int, after: int, budget: int, window: int, strategies: str) -> None:
+        total = after + budget
+        UncorrectableFailure.__init__(
+            self,
+            f"The conversation does not fit model {model}'s {window}-token context window even compacted "
+            f"({strategies}): estimated at {before} tokens before compaction and {after} after, plus an output "
+            f"budget of {budget} ({total} in all, over by {total - window}). Start a new conversation, or give "
+            "the model more room (a larger-context deployment, a smaller output budget, more strategies).",
+            detail=TokenLimitDetail(
+                estimate=total, limit=window, overflow=total - window, ratio=total / window, model=model
+            ),
         )
 
 

@@ -183,7 +183,11 @@ class RouteCaller:
                 if options.deadline is not None and self._clock.time() >= options.deadline:
                     raise chain.failure(True, [deployment, *(d for d, _ in queue)])
                 number = len(chain.hops) + 1
-                hop_options = replace(options, timeouts_move_on=timeout_moves_on(route, bool(queue)))
+                hop_options = replace(
+                    options,
+                    timeouts_move_on=timeout_moves_on(route, bool(queue)),
+                    overflow_moves_on=route.context_fallback not in (None, deployment, *chain.tried),
+                )
                 aside = self._may_probe_aside(route, queue)
                 hop, tally, response, failure = await self._hop(
                     route, deployment, role, number, request, hop_options, outlet, aside=aside

@@ -47,16 +47,18 @@ import asyncio
 import logging
 import random
 from collections.abc import AsyncGenerator
+from dataclasses import replace
 from functools import partial
 
 from sidecar.config import Config, ModelConfig
 from sidecar.core import overhead
 from sidecar.core.clock import Clock
+from sidecar.core.compaction.cache import SharedSummaries
 from sidecar.core.content import check_content
-from sidecar.core.conversation import CallOptions, Message, ModelRequest, ModelResponse
+from sidecar.core.conversation import CallOptions, Compaction, Message, ModelRequest, ModelResponse, Overflow
 from sidecar.core.draining import CallCount
 from sidecar.core.failure_log import FailureLog
-from sidecar.core.kinds import Role
+from sidecar.core.kinds import FailureKind, Role
 from sidecar.core.model_throttle import ModelThrottle
 from sidecar.core.observer import CallRecord, ModelCallStart, Observer, OutputBudgetRaised, OverheadMeasured
 from sidecar.core.observer import Correction as CorrectionEvent
@@ -76,6 +78,7 @@ from sidecar.core.taxonomy import (
 )
 from sidecar.core.text import clause
 from sidecar.providers.client import CallScope, ModelSender, ProviderClient
+from sidecar.providers.compacting import Compactor, plan
 from sidecar.providers.fitting import estimate_tokens, limits, own_reasoning
 from sidecar.providers.formats.chat import ChatReply, ChatRequest
 from sidecar.providers.formats.registry import check_options
@@ -137,6 +140,13 @@ class ModelService:
             server_of=self.server_of,
             state=state,
         )
+        self.compactor = Compactor(
+            lambda asked, opts: self._observed(asked, opts, None),
+            observer,
+            state if isinstance(state, SharedSummaries) else None,
+        )
+        if carry is not None:  # a reload: the summaries made are still good
+            self.compactor.cache = carry.compactor.cache
         if carry is not None:  # a reload: the route deployments kept keep their circuits
             self.routes.guards.carry(carry.routes.guards)
             self.routes.prefills.carry(carry.routes.prefills)  # and what was learned of prefills
@@ -293,15 +303,26 @@ class ModelService:
         workflow = request.job.workflow_id
         self._ledger.check(workflow)
         budget_tokens = max_tokens or model.output_budget
+        overflow = plan(request, model)
+        # a route's context_fallback not tried yet takes an overflow first: the whole conversation, nothing lost
+        compacts = overflow.compact and not options.overflow_moves_on
+        compaction: Compaction | None = None
+        compaction_warnings: list[str] = []
         estimate = estimate_tokens(request) + budget_tokens
         if estimate > model.context_window:
-            raise TokenEstimateExceedsLimit(request.model, estimate, model.context_window)
+            if not compacts:
+                raise TokenEstimateExceedsLimit(request.model, estimate, model.context_window)
+            request, compaction = await self._compactor_run(
+                request, model, overflow.strategies, Overflow.ESTIMATE, budget_tokens, options, compaction_warnings
+            )
+            estimate = estimate_tokens(request) + budget_tokens
         policy = self._config.policy
         # a circuit's probe is one attempt: the caller's time is not spent retrying a deployment still down
         tally = Tally(0 if options.probe else self._config.model_retries(request.model, options.upstream_retries))
         windows = policy.windows_for(model.preset, model.windows, options.preset)
         max_corrections = model.max_corrections if model.max_corrections is not None else policy.max_corrections
         call = Call(request, model, self._checks, schema, budget_tokens, max_corrections, tally, list(request.messages))
+        call.warnings.extend(compaction_warnings)
         if dropped:
             call.warnings.append(dropped)
             _log.warning("%s: %s", request.model, dropped)
@@ -357,15 +378,38 @@ class ModelService:
                         else None,
                     )
                 )
-                verdict: Verdict = await run_attempts(
-                    sender,
-                    policy=retry,
-                    clock=self._clock,
-                    deadline=options.deadline,
-                    pacer=pacer,
-                    observer=self._observer,
-                    tally=tally,
-                )
+                try:
+                    verdict: Verdict = await run_attempts(
+                        sender,
+                        policy=retry,
+                        clock=self._clock,
+                        deadline=options.deadline,
+                        pacer=pacer,
+                        observer=self._observer,
+                        tally=tally,
+                    )
+                except SidecarFailure as said:
+                    # the provider's count beat the estimate: compacted once more, then tried again once
+                    if not (
+                        compacts
+                        and said.kind is FailureKind.CONTEXT_OVERFLOW
+                        and (compaction is None or compaction.trigger != Overflow.PROVIDER)
+                        and (outlet is None or not outlet.deltas)
+                        and call.corrections == 0
+                    ):
+                        raise
+                    request, compaction = await self._compactor_run(
+                        request,
+                        model,
+                        overflow.strategies,
+                        Overflow.PROVIDER,
+                        call.budget_tokens,
+                        options,
+                        call.warnings,
+                    )
+                    call.request = request
+                    call.conversation = list(request.messages)
+                    continue
                 if verdict.failure is not None:
                     raise verdict.failure
                 if verdict.raise_budget:
@@ -390,12 +434,37 @@ class ModelService:
                     )
                 if outlet is not None:  # a re-run that wrote nothing still voids what the caller holds
                     await outlet.flush(tally.attempts)
-                return response_of(call, provider.name, verdict, outlet)
+                response = response_of(call, provider.name, verdict, outlet)
+                return response if compaction is None else replace(response, compaction=compaction)
         except SidecarFailure as failure:
             failure.with_attempts(tally.attempts)
             raise
         finally:
             record.tally(tally.attempts, call.corrections, call.spent.usage)
+
+    async def _compactor_run(
+        self,
+        request: ModelRequest,
+        model: ModelConfig,
+        strategies: tuple[str, ...],
+        trigger: str,
+        budget: int,
+        options: CallOptions,
+        warnings: list[str],
+    ) -> tuple[ModelRequest, Compaction]:
+        """The request compacted (``providers.compacting``); CONTEXT_OVERFLOW when even that does not fit."""
+        compacted, compaction = await self.compactor.compact(
+            request, model, strategies, trigger=trigger, budget=budget, options=options, warnings=warnings
+        )
+        _log.info(
+            "%s: compacted (%s) from %d to %d estimated tokens: %s",
+            request.model,
+            trigger,
+            compaction.tokens_before,
+            compaction.tokens_after,
+            ", ".join(s.strategy for s in compaction.steps),
+        )
+        return compacted, compaction
 
     def _correct(self, call: Call, reply: ChatReply, problem: SidecarFailure) -> None:
         call.corrections += 1

@@ -4,6 +4,7 @@
                     with ``record_content``) or its failure; the operation, token and spend metrics
     ToolCallSpan    the ``execute_tool {tool}`` span: its tally, its outcome; the operation metric
     HopSpan         a ``route.hop {deployment}`` span: its tally, how the hop ended
+    CompactionSpan  the ``compaction`` span: what it changed (tokens after, strategies, summarizer calls)
     AttemptSpan     an attempt's CLIENT span: its status, usage, retry signal and waits; a streamed
                     attempt's deltas, timed; one sidecar.attempts when it ends
 
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import Span, StatusCode
 
-from sidecar.core.conversation import ModelResponse, ToolOutcome, Usage
+from sidecar.core.conversation import Compaction, ModelResponse, ToolOutcome, Usage
 from sidecar.core.details import Hop
 from sidecar.core.kinds import FailureKind
 from sidecar.core.observer import AttemptStart, ModelCallStart, Target, ToolCallStart
@@ -31,7 +32,7 @@ from sidecar.telemetry.tracing import injected, use_span
 if TYPE_CHECKING:
     from sidecar.telemetry.observer import TelemetryObserver
 
-__all__ = ["HOP_REASON_CHARS", "AttemptSpan", "HopSpan", "ModelCallSpan", "ToolCallSpan"]
+__all__ = ["HOP_REASON_CHARS", "AttemptSpan", "CompactionSpan", "HopSpan", "ModelCallSpan", "ToolCallSpan"]
 
 
 def _usage(attrs: dict[str, Any], spent: Usage) -> None:
@@ -248,6 +249,28 @@ class HopSpan:
         span.set_attribute(n.FAILURE_KIND, hop.kind.name)
         span.set_attribute(n.HOP_REASON, self._observer.mask(cap(hop.reason, HOP_REASON_CHARS)))
         span.set_status(StatusCode.ERROR, hop.kind.name)
+
+
+class CompactionSpan:
+    """A ``compaction`` span, told what the compaction changed."""
+
+    __slots__ = ("_span",)
+
+    def __init__(self, span: Span) -> None:
+        self._span = span
+
+    def ended(self, compaction: Compaction) -> None:
+        self._span.set_attributes(
+            {
+                n.COMPACTION_TOKENS_AFTER: compaction.tokens_after,
+                n.COMPACTION_STRATEGIES: [s.strategy for s in compaction.steps],
+                n.COMPACTION_SUMMARIZER_CALLS: compaction.summarizer_calls,
+            }
+        )
+
+    def failed(self, kind: str) -> None:
+        self._span.set_attribute(n.ERROR_TYPE, kind)
+        self._span.set_status(StatusCode.ERROR, kind)
 
 
 class ToolCallSpan:

@@ -6,6 +6,8 @@
     hop(HopStart)                  span ``route.hop {deployment}`` (INTERNAL), current while the hop runs
     attempt(AttemptStart)          span ``{METHOD}`` (CLIENT), current while it runs (traceparent goes upstream)
     wait(WaitStart)                span ``sidecar.backoff`` / ``sidecar.throttle_wait``; sidecar.wait.duration
+    compaction(CompactionStart)    span ``compaction`` (INTERNAL), current while it runs (the summarizer's
+                                   ``chat`` span its child): trigger, tokens before/after, strategies
     event(ThrottleChanged ...)     a span event on the span current at that moment; Retried: sidecar.retries;
                                    StreamRestarted: sidecar.stream.restart on the call's chat span;
                                    StreamContinued: sidecar.stream.continued on it; StreamEventSkipped:
@@ -34,6 +36,7 @@ from sidecar.core.clock import Clock
 from sidecar.core.conversation import DocumentPart, ImagePart, Job, ModelRequest, Part, TextPart
 from sidecar.core.observer import (
     AttemptStart,
+    CompactionStart,
     Event,
     HopStart,
     ModelCallStart,
@@ -51,7 +54,7 @@ from sidecar.core.observer import (
 from sidecar.core.redact import mask_keys
 from sidecar.core.text import cap
 from sidecar.telemetry import names as n
-from sidecar.telemetry.call_spans import AttemptSpan, HopSpan, ModelCallSpan, ToolCallSpan
+from sidecar.telemetry.call_spans import AttemptSpan, CompactionSpan, HopSpan, ModelCallSpan, ToolCallSpan
 from sidecar.telemetry.metrics import OTHER, Metrics
 from sidecar.telemetry.span_events import span_event, target_attr
 from sidecar.telemetry.tracing import Tracer
@@ -199,6 +202,17 @@ class TelemetryObserver:
         name = n.SPAN_ROUTE_HOP.format(deployment=start.deployment)
         with _tracer.start_as_current_span(name, attributes=attrs) as span:
             yield HopSpan(self, span)
+
+    @contextmanager
+    def compaction(self, start: CompactionStart) -> Iterator[CompactionSpan]:
+        attrs: dict[str, Any] = {
+            n.MODEL_ID: _bounded(start.model),
+            n.COMPACTION_TRIGGER: start.trigger,
+            n.COMPACTION_TOKENS_BEFORE: start.tokens_before,
+            n.COMPACTION_WINDOW: start.window,
+        }
+        with _tracer.start_as_current_span(n.SPAN_COMPACTION, attributes=attrs) as span:
+            yield CompactionSpan(span)
 
     @contextmanager
     def attempt(self, start: AttemptStart) -> Iterator[AttemptSpan]:
