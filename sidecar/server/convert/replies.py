@@ -9,11 +9,23 @@ from __future__ import annotations
 from google.protobuf import struct_pb2
 from sidecar_contract.v1 import sidecar_pb2 as pb
 
-from sidecar.core.conversation import Message, ModelResponse, ReasoningPart, ToolOutcome, Usage
+from sidecar.core.conversation import (
+    CacheBreakpoint,
+    Compaction,
+    DocumentPart,
+    ImagePart,
+    Message,
+    ModelResponse,
+    Overflow,
+    Part,
+    ReasoningPart,
+    ToolOutcome,
+    Usage,
+)
 from sidecar.core.stream import Continued, Final, ReasoningDelta, Restart, StreamEvent, TextDelta, ToolCallDelta
 from sidecar.server.convert.failures import failure, hop
 
-__all__ = ["model_response", "stream_event", "tool_response"]
+__all__ = ["compaction", "history_message", "model_response", "stream_event", "tool_response"]
 
 
 def _reasoning_pb(r: ReasoningPart) -> pb.ReasoningPart:
@@ -32,6 +44,71 @@ def _message_pb(m: Message) -> pb.Message:
             for r in m.tool_results
         ],
     )
+
+
+_TRIGGER = {Overflow.ESTIMATE: pb.COMPACTION_TRIGGER_ESTIMATE, Overflow.PROVIDER: pb.COMPACTION_TRIGGER_PROVIDER}
+_STRATEGY = {
+    Overflow.TOOL_RESULTS: pb.COMPACTION_STRATEGY_TOOL_RESULTS,
+    Overflow.REASONING: pb.COMPACTION_STRATEGY_REASONING,
+    Overflow.SUMMARIZE: pb.COMPACTION_STRATEGY_SUMMARIZE,
+}
+
+
+def compaction(c: Compaction) -> pb.Compaction:
+    """What a call compacted, its messages whole (a caller adopts them in place of its own)."""
+    return pb.Compaction(
+        trigger=_TRIGGER[c.trigger],
+        tokens_before=c.tokens_before,
+        tokens_after=c.tokens_after,
+        steps=[
+            pb.CompactionStep(
+                strategy=_STRATEGY[s.strategy],
+                turns=s.turns,
+                tokens_before=s.tokens_before,
+                tokens_after=s.tokens_after,
+            )
+            for s in c.steps
+        ],
+        messages=[history_message(m) for m in c.messages],
+        summarizer_calls=c.summarizer_calls,
+    )
+
+
+_DETAIL = {"auto": pb.IMAGE_DETAIL_AUTO, "low": pb.IMAGE_DETAIL_LOW, "high": pb.IMAGE_DETAIL_HIGH}
+_TTL = {"5m": pb.CACHE_TTL_5M, "1h": pb.CACHE_TTL_1H}
+
+
+def _cache_pb(c: CacheBreakpoint | None) -> pb.CacheBreakpoint | None:
+    return None if c is None else pb.CacheBreakpoint(ttl=_TTL.get(c.ttl, pb.CACHE_TTL_UNSPECIFIED))
+
+
+def _part_pb(p: Part) -> pb.Part:
+    if isinstance(p, ImagePart):
+        image = pb.ImagePart(media_type=p.media_type, detail=_DETAIL.get(p.detail, pb.IMAGE_DETAIL_UNSPECIFIED))
+        if p.url:
+            image.url = p.url
+        else:
+            image.data = p.data
+        return pb.Part(image=image, cache=_cache_pb(p.cache))
+    if isinstance(p, DocumentPart):
+        doc = pb.DocumentPart(media_type=p.media_type, title=p.title)
+        if p.text is not None:
+            doc.text = p.text
+        elif p.url:
+            doc.url = p.url
+        else:
+            doc.data = p.data
+        return pb.Part(document=doc, cache=_cache_pb(p.cache))
+    return pb.Part(text=p.text, cache=_cache_pb(p.cache))
+
+
+def history_message(m: Message) -> pb.Message:
+    """A conversation's message whole, as a caller sends it: its parts and its results' parts too."""
+    out = _message_pb(m)
+    out.parts.extend(_part_pb(p) for p in m.parts)
+    for result, r in zip(out.tool_results, m.tool_results, strict=True):
+        result.parts.extend(_part_pb(p) for p in r.parts)
+    return out
 
 
 def _usage(u: Usage) -> pb.Usage:
@@ -60,6 +137,8 @@ def model_response(r: ModelResponse) -> pb.CallModelResponse:
         served_by=r.served_by,
         hops=[hop(h) for h in r.hops],
     )
+    if r.compaction is not None:
+        resp.compaction.CopyFrom(compaction(r.compaction))
     if r.parsed is not None:
         struct = struct_pb2.Struct()
         struct.update(r.parsed)

@@ -24,6 +24,8 @@ from sidecar.core.conversation import (
     MidStream,
     ModelRequest,
     ObservedResponse,
+    Overflow,
+    OverflowPolicy,
     Part,
     Reasoning,
     ReasoningPart,
@@ -44,6 +46,12 @@ _MID_STREAM = {
     pb.MID_STREAM_POLICY_RESTART: MidStream.RESTART,
     pb.MID_STREAM_POLICY_FAIL: MidStream.FAIL,
     pb.MID_STREAM_POLICY_CONTINUE: MidStream.CONTINUE,
+}
+_ACTION = {pb.OVERFLOW_ACTION_FAIL: Overflow.FAIL, pb.OVERFLOW_ACTION_COMPACT: Overflow.COMPACT}
+_STRATEGY = {
+    pb.COMPACTION_STRATEGY_TOOL_RESULTS: Overflow.TOOL_RESULTS,
+    pb.COMPACTION_STRATEGY_REASONING: Overflow.REASONING,
+    pb.COMPACTION_STRATEGY_SUMMARIZE: Overflow.SUMMARIZE,
 }
 _DETAIL = {pb.IMAGE_DETAIL_AUTO: "auto", pb.IMAGE_DETAIL_LOW: "low", pb.IMAGE_DETAIL_HIGH: "high"}
 _TTL = {pb.CACHE_TTL_5M: "5m", pb.CACHE_TTL_1H: "1h"}
@@ -175,6 +183,15 @@ def _controls(req: pb.CallModelRequest) -> Controls:
     )
 
 
+def _on_overflow(req: pb.CallModelRequest) -> OverflowPolicy | None:
+    """The call's overflow policy; a strategy this side does not know keeps its number, refused by name."""
+    if not req.HasField("on_overflow"):
+        return None
+    p = req.on_overflow
+    strategies = tuple(_STRATEGY.get(s, f"unknown strategy {int(s)}") for s in p.strategies)
+    return OverflowPolicy(action=_ACTION.get(p.action), strategies=strategies)
+
+
 def model_request(req: pb.CallModelRequest) -> ModelRequest:
     return ModelRequest(
         model=req.model,
@@ -192,6 +209,7 @@ def model_request(req: pb.CallModelRequest) -> ModelRequest:
         job=job(req.job),
         mid_stream=_MID_STREAM.get(req.mid_stream),
         controls=_controls(req),
+        on_overflow=_on_overflow(req),
     )
 
 

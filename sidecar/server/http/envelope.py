@@ -7,6 +7,10 @@
     x-sidecar-upstream-retries    the retry budget override: 0 to 100            400 naming the header
     x-sidecar-mid-stream          continue (the default) | fail | restart        400 naming the header
                                   (a stream only)
+    x-sidecar-on-overflow         fail | compact: a conversation that does not   400 naming the header
+                                  fit (unset: the model's on_overflow)
+    x-sidecar-compaction          the strategies in order, comma-separated:      400 naming the header
+                                  tool_results, reasoning, summarize (unset: the model's order)
 
     answer header                 what it says
     x-sidecar-attempts            the upstream attempts the call made
@@ -29,16 +33,18 @@ from typing import Any
 
 from sidecar.core import overhead
 from sidecar.core.clock import Clock
-from sidecar.core.conversation import CallOptions, Job, MidStream
+from sidecar.core.conversation import CallOptions, Job, MidStream, Overflow, OverflowPolicy
 from sidecar.core.taxonomy import InvalidInput
 
 __all__ = [
     "ATTEMPTS_HEADER",
+    "COMPACTION_HEADER",
     "JOB_HEADER",
     "MAX_HEADER_RETRIES",
     "MAX_TIMEOUT_S",
     "MID_STREAM_DEFAULT",
     "MID_STREAM_HEADER",
+    "ON_OVERFLOW_HEADER",
     "OVERHEAD_HEADER",
     "PRESET_DEFAULT",
     "RETRIES_HEADER",
@@ -49,6 +55,7 @@ __all__ = [
     "call_options",
     "job_of",
     "mid_stream_of",
+    "on_overflow_of",
 ]
 
 JOB_HEADER = "x-sidecar-job-id"
@@ -56,6 +63,8 @@ WORKFLOW_HEADER = "x-sidecar-workflow-id"
 TIMEOUT_HEADER = "x-sidecar-timeout-s"
 RETRIES_HEADER = "x-sidecar-upstream-retries"
 MID_STREAM_HEADER = "x-sidecar-mid-stream"
+ON_OVERFLOW_HEADER = "x-sidecar-on-overflow"
+COMPACTION_HEADER = "x-sidecar-compaction"
 ATTEMPTS_HEADER = "x-sidecar-attempts"
 SHOULD_RETRY_HEADER = "x-should-retry"
 OVERHEAD_HEADER = overhead.HEADER
@@ -117,6 +126,24 @@ def mid_stream_of(headers: Mapping[str, str]) -> tuple[str, bool]:
     if raw == MidStream.RESTART:
         return MidStream.RESTART, True
     raise InvalidInput(f"header {MID_STREAM_HEADER}", raw, "must be continue, fail or restart")
+
+
+def on_overflow_of(headers: Mapping[str, str]) -> OverflowPolicy | None:
+    """The call's overflow policy the headers ask for (None: the model's)."""
+    action = headers.get(ON_OVERFLOW_HEADER)
+    listed = headers.get(COMPACTION_HEADER)
+    if action is None and listed is None:
+        return None
+    if action is not None and action not in Overflow.ACTIONS:
+        raise InvalidInput(f"header {ON_OVERFLOW_HEADER}", action, f"must be {' or '.join(Overflow.ACTIONS)}")
+    strategies: tuple[str, ...] = ()
+    if listed is not None:
+        strategies = tuple(s.strip() for s in listed.split(","))
+        for s in strategies:
+            if s not in Overflow.STRATEGIES or strategies.count(s) > 1:
+                rule = f"must name each of {', '.join(Overflow.STRATEGIES)} at most once, comma-separated"
+                raise InvalidInput(f"header {COMPACTION_HEADER}", listed, rule)
+    return OverflowPolicy(action=action, strategies=strategies)
 
 
 class Overhead:

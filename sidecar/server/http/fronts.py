@@ -5,7 +5,8 @@
     the request        the format's ``Front.parse`` -> the core's ModelRequest,  400 naming the field
                        and what the format asks of the answer (stream, usage)
     the headers        the sidecar's envelope (``envelope.py``): the Job, the    400 for a bad value
-                       deadline, the budget override, the mid-stream policy;
+                       deadline, the budget override, the mid-stream policy,
+                       the overflow policy (compaction);
                        traceparent / tracestate                  -> the SERVER span's parent
     admission          server.max_in_flight, one limit for every door            shed / draining (failures.py)
     the call           ModelService.call, or .stream for "stream": true          the failure table (failures.py);
@@ -59,7 +60,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from sidecar.core.clock import Clock
-from sidecar.core.conversation import CallOptions, ModelResponse
+from sidecar.core.conversation import CallOptions, Compaction, Message, ModelResponse, TextPart
 from sidecar.core.details import InvalidInputDetail
 from sidecar.core.json_depth import loads
 from sidecar.core.redact import mask_secrets
@@ -84,6 +85,7 @@ from sidecar.server.http.envelope import (
     call_options,
     job_of,
     mid_stream_of,
+    on_overflow_of,
 )
 from sidecar.server.http.failures import answer_of, error_of, failure_headers, hop_json
 from sidecar.server.http.params import callers_failure
@@ -119,10 +121,49 @@ def reply_extension(response: ModelResponse) -> dict[str, Any]:
         out["warnings"] = list(response.warnings)
     if response.hops:
         out["hops"] = [hop_json(h) for h in response.hops]
+    if response.compaction is not None:
+        out["compaction"] = compaction_json(response.compaction)
     if response.continuations:
         out["continued"] = [
             {"attempt": c.attempt, "cause": c.cause, "reason": c.reason, "chars_delivered": c.chars}
             for c in response.continuations
+        ]
+    return out
+
+
+def compaction_json(c: Compaction) -> dict[str, Any]:
+    """What a call compacted, in the ``sidecar`` field: the sizes, the steps, the summarizer's calls, and the
+    compacted conversation in the contract's shape (``role``, ``text``, ``tool_calls``, ``tool_results``) for
+    a caller that adopts it."""
+    return {
+        "trigger": c.trigger,
+        "tokens_before": c.tokens_before,
+        "tokens_after": c.tokens_after,
+        "steps": [
+            {
+                "strategy": s.strategy,
+                "turns": list(s.turns),
+                "tokens_before": s.tokens_before,
+                "tokens_after": s.tokens_after,
+            }
+            for s in c.steps
+        ],
+        "summarizer_calls": c.summarizer_calls,
+        "messages": [_message_json(m) for m in c.messages],
+    }
+
+
+def _message_json(m: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": m.role.name.lower()}
+    if m.text:
+        out["text"] = m.text
+    if m.parts:
+        out["parts"] = [{"text": p.text} if isinstance(p, TextPart) else {"type": type(p).__name__} for p in m.parts]
+    if m.tool_calls:
+        out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments_json} for c in m.tool_calls]
+    if m.tool_results:
+        out["tool_results"] = [
+            {"call_id": r.call_id, "name": r.name, "content": r.content, "is_error": r.is_error} for r in m.tool_results
         ]
     return out
 
@@ -350,7 +391,13 @@ class ModelEndpoint:
             ask = self._front.parse(body)
             mid_stream, restarts = mid_stream_of(request.headers)
             job = job_of(request.headers)
-            ask = replace(ask, request=replace(ask.request, job=job, mid_stream=mid_stream if ask.stream else None))
+            overflow = on_overflow_of(request.headers)
+            ask = replace(
+                ask,
+                request=replace(
+                    ask.request, job=job, mid_stream=mid_stream if ask.stream else None, on_overflow=overflow
+                ),
+            )
             options = call_options(request.headers, self._clock)
         except SidecarFailure as failure:
             return self._failed(failure, exchange)

@@ -18,7 +18,8 @@ extension's Failure detail::
                                 (its ``[]`` filled with the indices in order); a key the front names as
                                 alternatives, the one the caller sent (``max_tokens`` or
                                 ``max_completion_tokens``)
-    job.upstream_retries        the header that sets it, on every door
+    job.upstream_retries        the header that sets it, on every door; on_overflow's too
+                                (x-sidecar-on-overflow, x-sidecar-compaction)
     unnamed                     its first segment, the same key at the door (``temperature``)
     as sent                     as it is: a carried key's path (``InvalidInput.as_sent``) is the
                                 caller's own (``tools[0].eager_input_streaming``)
@@ -42,7 +43,11 @@ _INDEX = re.compile(r"\[(\d+)\]")
 _MESSAGE = re.compile(r"messages\[(\d+)\](.*)", re.DOTALL)
 _PART = re.compile(r"\.parts\[(\d+)\]")
 _HEAD = re.compile(r"[^.\[]+")
-_EVERY_DOOR: ParamNames = {"job.upstream_retries": "header x-sidecar-upstream-retries"}
+_EVERY_DOOR: ParamNames = {
+    "job.upstream_retries": "header x-sidecar-upstream-retries",
+    "on_overflow.action": "header x-sidecar-on-overflow",
+    "on_overflow.strategies": "header x-sidecar-compaction",
+}
 
 
 def callers_failure(front: Front, failure: SidecarFailure, body: Mapping[str, Any]) -> SidecarFailure:

@@ -29,6 +29,8 @@ clock. Keys (every one with a TTL)::
     {prefix}:replicas            live replicas (a sorted set of expiries)  TTL HEARTBEAT_TTL_S (3 s), beat every 1 s
     {prefix}:call:{hash}         a tool call's intent, then its outcome    TTL the dedupe window (and the call's
                                  (core.state.CallRecords; tools.once)          longest run, for an intent)
+    {prefix}:{compact:{hash}}    a compaction's summary of a prefix        TTL SUMMARY_TTL_S (1 day); one GET, one
+                                 (core.compaction.cache; summaries.py)     SET; hash-tagged for a cluster
 
 A tool call's record is not a change of the local view: it is read and written by the call that
 needs it (``claim_call`` one script: SET NX of the intent, or what is there with whether its

@@ -12,6 +12,7 @@ from redis.exceptions import RedisError
 from sidecar.core.state import LocalView
 from sidecar.state.redis.actions import Action, describe
 from sidecar.state.redis.connection import BACKEND, RECONNECT_MIN_S, redacted
+from sidecar.state.redis.summaries import Summaries
 from sidecar.state.redis.sync import FleetSync
 
 __all__ = ["RedisState"]
@@ -21,8 +22,8 @@ LISTED = 50
 _log = logging.getLogger("sidecar.state")
 
 
-class RedisState(FleetSync):
-    """A ``core.state.StateBackend`` on one Redis (see the package docstring)."""
+class RedisState(FleetSync, Summaries):
+    """A ``core.state.StateBackend`` on one Redis (see the package docstring); compaction's summaries too."""
 
     async def start(self, view: LocalView) -> None:
         """Connect (within the timeout: a Redis that is not there starts the outage, not a failure) and run."""

@@ -1,0 +1,63 @@
+"""Compaction's summaries shared by a fleet: two sidecars on one real Redis summarize a prefix once.
+
+The first sidecar summarizes (one call to the fake summarizer) and stores the summary under
+``{prefix}:{compact:<hash>}`` with a TTL; the second, asked to compact the same conversation, reads it
+back and makes no call of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+from sidecar_contract.v1 import sidecar_pb2 as pb
+from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
+
+from tests.conftest import Running, Start, until
+from tests.policy.test_compaction import chatty, compacting
+from tests.redis_server import RedisServer
+
+SUMMARY = "The user asked me to remember lorem ipsum."
+
+
+@pytest.fixture
+def redis() -> Iterator[RedisServer]:
+    server = RedisServer().start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+async def _start(start_sidecar: Start, redis: RedisServer) -> Running:
+    state = {"backend": "redis", "url": redis.url, "prefix": "compact", "timeout_ms": 2000}
+    running = await start_sidecar(state=state, models=compacting())
+    await until(lambda: bool(getattr(running.app.state, "available", False)), "Redis available")
+    return running
+
+
+async def _compact(running: Running) -> Any:
+    async with grpc.aio.insecure_channel(running.app.address) as channel:
+        return await pb_grpc.SidecarStub(channel).CallModel(pb.CallModelRequest(model="gpt", messages=chatty()))
+
+
+async def test_two_sidecars_on_one_redis_summarize_a_prefix_once(start_sidecar: Start, redis: RedisServer) -> None:
+    one = await _start(start_sidecar, redis)
+    two = await _start(start_sidecar, redis)
+    one.provider.script("fake-cheap", [{"preset": "reply", "text": SUMMARY}])
+    first = await _compact(one)
+    assert first.compaction.summarizer_calls == 1
+    client = redis.client()
+    keys = [k.decode() for k in client.scan_iter(match="compact:{compact:*}")]
+    assert len(keys) == 1
+    assert 0 < client.pttl(keys[0]) <= 24 * 3600 * 1000
+    assert client.get(keys[0]).decode() == SUMMARY
+    second = await _compact(two)
+    assert second.compaction.summarizer_calls == 0
+    assert [m.text for m in second.compaction.messages] == [m.text for m in first.compaction.messages]
+    assert len(one.provider.requests(model="fake-cheap")) == 1
+    print(
+        f"\nfleet: {first.compaction.tokens_before} -> {first.compaction.tokens_after} tokens, summarizer calls 1 + 0"
+    )
