@@ -18,7 +18,7 @@ from typing import Any
 RESULTS = Path(__file__).resolve().parent / "results"
 TRACING_AB = RESULTS / "tracing_ab.json"
 """The paired tracing A/B of the run (run.py's ``tracing_ab``: bench/ab.py --traced --out)."""
-GROUPS = ("direct", "sidecar", "litellm", "sidecar_traced", "faults", "rss_in_flight", "http", "stream", "image")
+GROUPS = ("direct", "sidecar", "litellm", "sidecar_traced", "faults", "rss_in_flight", "http", "stream", "image", "hedge")
 
 # The targets of the issue, checked in summary.md.
 TARGET_ADDED_P50_MS = 0.5
@@ -307,6 +307,9 @@ def summary_md(points: list[dict[str, Any]], meta: dict[str, Any], skipped: dict
     from scenario_image import image_section
 
     lines += image_section(points)
+    from scenario_hedge import hedge_section
+
+    lines += hedge_section(points)
     lines += ["", "![latency against concurrency](latency_vs_concurrency.png)", ""]
     return "\n".join(lines)
 
@@ -443,8 +446,8 @@ def write_results(points: list[dict[str, Any]], meta: dict[str, Any], skipped: d
             group = "rss_in_flight"
         elif p["traced"]:
             group = "sidecar_traced"
-        elif p["op"] == "stream":
-            group = "stream"
+        elif p["op"] in ("stream", "hedge"):
+            group = p["op"]
         else:
             group = p["path"]
         groups.setdefault(group, []).append(p)

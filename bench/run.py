@@ -47,6 +47,7 @@ from typing import Any, TypedDict, Unpack
 
 from report import GROUPS, TRACING_AB, closed, fmt, write_results
 from scenario_http import scenario_http
+from scenario_hedge import scenario_hedge
 from scenario_image import scenario_image
 from scenario_stream import scenario_stream
 
@@ -257,7 +258,7 @@ class Bench:
         return f"http://127.0.0.1:{self.upstream_port}"
 
     def set_faults(self, **mix: float) -> None:
-        query = "&".join(f"{k}={v}" for k, v in {"p429": 0, "p500": 0, "delay_ms": 0, **mix}.items())
+        query = "&".join(f"{k}={v}" for k, v in {"p429": 0, "p500": 0, "delay_ms": 0, "p_slow": 0, "slow_ms": 0, **mix}.items())
         http_get(f"{self.upstream}/_faults?{query}")
 
     def upstream_stats(self, reset: bool = True) -> dict[str, Any]:
@@ -746,6 +747,7 @@ SCENARIOS = {
     "http": scenario_http,
     "image": scenario_image,
     "stream": lambda b: scenario_stream(b, start_sidecar, start_relay, _tag),
+    "hedge": lambda b: scenario_hedge(b, start_sidecar, _tag),
     "fleet": scenario_fleet,
 }
 

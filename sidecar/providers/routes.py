@@ -16,6 +16,9 @@
                                      retry budget, its throttle, the call's deadline (no second retry loop);
                                      with another hop after it, a timed-out attempt may end it at once
                                      (core.routing.timeout_moves_on)
+        raced (hedge_after, once)    no first token by the route's hedge_after: the next deployment of the
+                                     order runs the same request beside it, its hop ``hedge``; the first
+                                     token wins, the other is cancelled (``cancelled``), ``providers.hedging``
         served                       -> the reply: served_by, hops, attempts, tokens and cost of every hop
         failed                       -> core.routing.next_step: the next hop, the context fallback, or stop
     the chain fails                  -> the last hop's failure (its kind, detail, http, Retry-After and retry
@@ -32,7 +35,7 @@ import asyncio
 import contextvars
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
@@ -78,6 +81,7 @@ from sidecar.providers.chain import (
     skipped_reason,
     trigger_of,
 )
+from sidecar.providers.hedging import Hedges, Race, lost_reason
 from sidecar.providers.schemas import CallChecks, check_request
 from sidecar.providers.streaming.outlet import Outlet
 from sidecar.providers.streaming.prefills import PrefillMemory
@@ -90,7 +94,16 @@ MIXED_PROVIDERS = "multiple"
 Run = Callable[[ModelRequest, CallOptions, Any, "Outlet | None"], Awaitable[ModelResponse]]
 """ModelService's one model call for a deployment (the request's model is the deployment)."""
 ServerOf = Callable[[str], tuple[str, int | None] | None]
+Place = tuple[str, HopRole, int]
+"""A hop's deployment, its role and its number in the chain (1-based)."""
+HopResult = tuple[Hop, "HopTally | None", ModelResponse | None, SidecarFailure | None]
+"""One hop tried: the hop as listed, what it spent, and its reply or its failure (neither: it lost a race)."""
 _log = logging.getLogger("sidecar.routes")
+
+
+def _served(tried: HopResult) -> bool:
+    """Whether a racer's hop returned a reply (for a non-streamed call, its first token)."""
+    return tried[2] is not None
 
 
 def route_of(route_id: str, config: Config) -> Route:
@@ -138,6 +151,8 @@ class RouteCaller:
         }
         shared = Namespaced(state, DEPLOYMENT_NAMESPACE)  # fleet-wide with a shared backend, like tool services'
         self._guards = ServiceGuards(circuits, DEPLOYMENT_CIRCUIT, clock, observer=observer, state=shared)
+        self._hedges = Hedges(clock, config.model_retries, self._closed)
+        """Whether and when a hop is hedged; each raced deployment's times to first token."""
         self._aside: set[asyncio.Task[None]] = set()
         """The probes out on the side (``_probe_aside``), cancelled by ``aclose``."""
 
@@ -176,7 +191,7 @@ class RouteCaller:
         await self._check(route, request, options)
         chain = Chain(route, self._config)
         queue = route.order(self._rng)
-        stopped = False
+        stopped = hedged = False
         try:
             while queue:
                 deployment, role = queue.pop(0)
@@ -189,12 +204,21 @@ class RouteCaller:
                     overflow_moves_on=route.context_fallback not in (None, deployment, *chain.tried),
                 )
                 aside = self._may_probe_aside(route, queue)
-                hop, tally, response, failure = await self._hop(
-                    route, deployment, role, number, request, hop_options, outlet, aside=aside
-                )
-                chain.hops.append(hop)
-                if tally is not None:
-                    chain.tallies.append((deployment, tally))
+                place = (deployment, role, number)
+                after = queue[0][0] if queue else None
+                if route.hedge is None or hedged or not self._hedges.may_hedge(deployment, after, options, outlet):
+                    tried = [await self._hop(route, place, request, hop_options, outlet, aside=aside)]
+                else:
+                    tried, hedged = await self._raced(route, place, request, hop_options, outlet, aside, queue)
+                response = failure = None
+                for hop, tally, served, failed in tried:
+                    chain.hops.append(hop)
+                    if tally is not None:
+                        chain.tallies.append((hop.deployment, tally))
+                    if served is not None:
+                        response, deployment = served, hop.deployment
+                    elif failed is not None:
+                        failure, deployment = failed, hop.deployment
                 if response is not None:
                     return chain.served(response, deployment)
                 assert failure is not None
@@ -291,24 +315,62 @@ class RouteCaller:
         route moves on from a skipped hop (CIRCUIT_OPEN)."""
         if FailureKind.CIRCUIT_OPEN not in route.move_on:
             return False
-        return any((g := self._guards.peek(d)) is None or g.state is CircuitState.CLOSED for d, _ in queue)
+        return any(self._closed(d) for d, _ in queue)
+
+    def _closed(self, deployment: str) -> bool:
+        """Whether a deployment's circuit is closed (or not yet made: no failure seen)."""
+        return (guard := self._guards.peek(deployment)) is None or guard.state is CircuitState.CLOSED
+
+    async def _raced(
+        self,
+        route: Route,
+        place: Place,
+        request: ModelRequest,
+        options: CallOptions,
+        outlet: Outlet | None,
+        aside: bool,
+        queue: list[tuple[str, HopRole]],
+    ) -> tuple[list[HopResult], bool]:
+        """The hop raced by the next deployment of ``queue`` (taken from it when the hedge goes out): each
+        racer's result in the order they started, and whether the hedge went out."""
+        deployment, _, number = place
+        after, after_role = queue[0]
+        race: Race[HopResult] = Race(self._clock, (deployment, after))
+
+        def first() -> Coroutine[Any, Any, HopResult]:
+            return self._hop(route, place, request, options, outlet, aside=aside)
+
+        def second() -> Coroutine[Any, Any, HopResult]:
+            del queue[0]
+            hedge_options = replace(options, timeouts_move_on=timeout_moves_on(route, bool(queue)))
+            return self._hop(route, (after, after_role, number + 1), request, hedge_options, outlet, hedge=True)
+
+        if outlet is not None:
+            outlet.claim = race.claim
+        try:
+            tried = await race.run(first, second, self._hedges.at(route.hedge, deployment, options), _served)
+        finally:
+            if outlet is not None:
+                outlet.claim = None
+        self._hedges.timed(route.hedge, race)
+        return tried, race.hedged
 
     async def _hop(
         self,
         route: Route,
-        deployment: str,
-        role: HopRole,
-        number: int,
+        place: Place,
         request: ModelRequest,
         options: CallOptions,
         outlet: Outlet | None,
         *,
         aside: bool = False,
-    ) -> tuple[Hop, HopTally | None, ModelResponse | None, SidecarFailure | None]:
+        hedge: bool = False,
+    ) -> HopResult:
         """One deployment tried: the hop as listed, what it spent, and its reply or its failure.
 
         A half-open circuit's probe is one attempt: sent on the side when ``aside`` (this call skips
         the deployment at once, CIRCUIT_OPEN), else as this hop, whose failure moves on at once."""
+        deployment, role, number = place
         model = self._config.models[deployment]
         server = self._server_of(deployment) or ("", None)
         wire = self._config.providers[model.provider].wire_format
@@ -319,7 +381,8 @@ class RouteCaller:
             try:
                 admission = await self._admit(guard)
             except CircuitOpen as refusal:
-                hop = Hop(deployment, FailureKind.CIRCUIT_OPEN, 0, skipped_reason(deployment, refusal), skipped=True)
+                reason = skipped_reason(deployment, refusal)
+                hop = Hop(deployment, FailureKind.CIRCUIT_OPEN, 0, reason, skipped=True, hedge=hedge)
                 record.ended(hop)
                 return hop, None, None, refusal
             probe = admission.probe and not admission.settled  # settled: the claim lost to a close, an ordinary call
@@ -331,8 +394,8 @@ class RouteCaller:
                 return hop, None, None, half_open
             tally = HopTally(record)
             hop_options = replace(options, probe=True) if probe else options
-            hop, response, failure = await self._ran(route, guard, admission, request, hop_options, tally, outlet)
-            return hop, tally, response, failure
+            ran = await self._ran(route, guard, admission, request, hop_options, tally, outlet, hedge=hedge)
+            return ran[0], tally, ran[1], ran[2]
 
     async def _ran(
         self,
@@ -343,26 +406,34 @@ class RouteCaller:
         options: CallOptions,
         tally: HopTally,
         outlet: Outlet | None,
+        *,
+        hedge: bool = False,
     ) -> tuple[Hop, ModelResponse | None, SidecarFailure | None]:
-        """The hop's model call run (its circuit settled, its record ended): its reply or its failure."""
+        """The hop's model call run (its circuit settled, its record ended): its reply or its failure; a racer
+        that lost (``providers.hedging``): neither, its hop ``cancelled`` (its circuit charged nothing)."""
         deployment, record = guard.name, tally.record
         try:
             response = await self._run(replace(request, model=deployment), options, tally, outlet)
         except asyncio.CancelledError as exc:
-            why = SHUTTING_DOWN if JobCancelled.cut(exc) else "cancelled by the caller"
-            record.ended(Hop(deployment, FailureKind.JOB_CANCELLED, tally.attempts, why))
-            raise
+            lost = lost_reason(exc)
+            why = lost or (SHUTTING_DOWN if JobCancelled.cut(exc) else "cancelled by the caller")
+            hop = Hop(deployment, FailureKind.JOB_CANCELLED, tally.attempts, why, hedge=hedge, cancelled=bool(lost))
+            record.ended(hop)
+            if lost is None:
+                raise
+            return hop, None, None  # the race's own cancellation, of its own task: the winner goes on
         except Exception as exc:  # a failure of the taxonomy, or a bug (SYSTEM, logged by as_failure)
             failure = as_failure(exc, "the model caller")
             self._settle(route, guard, admission, failure)
-            hop = Hop(deployment, failure.kind, failure.attempts, cap(failure.message, HOP_REASON_CHARS))
+            reason = cap(failure.message, HOP_REASON_CHARS)
+            hop = Hop(deployment, failure.kind, failure.attempts, reason, hedge=hedge)
             record.ended(hop)
             return hop, None, failure
         else:
             self._settle(route, guard, admission, None)
         finally:
             guard.lost(admission)  # a no-op once settled: only a cancellation is left to release
-        hop = Hop(deployment, FailureKind.UNSPECIFIED, response.attempts, SERVED)
+        hop = Hop(deployment, FailureKind.UNSPECIFIED, response.attempts, SERVED, hedge=hedge)
         record.ended(hop)
         return hop, response, None
 

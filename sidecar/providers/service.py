@@ -55,7 +55,7 @@ from sidecar.core import overhead
 from sidecar.core.clock import Clock
 from sidecar.core.compaction.cache import SharedSummaries
 from sidecar.core.content import check_content
-from sidecar.core.conversation import CallOptions, Compaction, Message, ModelRequest, ModelResponse, Overflow
+from sidecar.core.conversation import CallOptions, Compaction, Message, ModelRequest, ModelResponse, Overflow, Usage
 from sidecar.core.draining import CallCount
 from sidecar.core.failure_log import FailureLog
 from sidecar.core.kinds import FailureKind, Role
@@ -63,7 +63,7 @@ from sidecar.core.model_throttle import ModelThrottle
 from sidecar.core.observer import CallRecord, ModelCallStart, Observer, OutputBudgetRaised, OverheadMeasured
 from sidecar.core.observer import Correction as CorrectionEvent
 from sidecar.core.retry import RetryPolicy, Sender, Tally, run_attempts
-from sidecar.core.spend import SpendLedger
+from sidecar.core.spend import SpendLedger, cost_of
 from sidecar.core.state import MEMORY, StateBackend
 from sidecar.core.stream import RestartCause, StreamEvent
 from sidecar.core.taxonomy import (
@@ -83,6 +83,7 @@ from sidecar.providers.fitting import estimate_tokens, limits, own_reasoning
 from sidecar.providers.formats.chat import ChatReply, ChatRequest
 from sidecar.providers.formats.registry import check_options
 from sidecar.providers.give_up import GiveUp, StreamGiveUp
+from sidecar.providers.hedging import lost_reason
 from sidecar.providers.judging import Call, Verdict, response_of
 from sidecar.providers.pacing import ModelPacer
 from sidecar.providers.routes import RouteCaller
@@ -439,6 +440,10 @@ class ModelService:
         except SidecarFailure as failure:
             failure.with_attempts(tally.attempts)
             raise
+        except asyncio.CancelledError as exc:
+            if tally.attempts and lost_reason(exc) is not None:
+                self._bill_lost(call, model, workflow, input_tokens)
+            raise
         finally:
             record.tally(tally.attempts, call.corrections, call.spent.usage)
 
@@ -465,6 +470,15 @@ class ModelService:
             ", ".join(s.strategy for s in compaction.steps),
         )
         return compacted, compaction
+
+    def _bill_lost(self, call: Call, model: ModelConfig, workflow: str, input_tokens: int) -> None:
+        """A hop cancelled for losing a hedged race: what its provider bills, estimated (the prompt it read; no
+        token of its had come, or it would have won; what it generated unsent is not known, so not counted)."""
+        usage = Usage(input_tokens, 0)
+        call.spent.usage += usage
+        usd = cost_of(model, usage)
+        call.spent.cost_usd += usd
+        self._ledger.record(workflow, usd)
 
     def _correct(self, call: Call, reply: ChatReply, problem: SidecarFailure) -> None:
         call.corrections += 1

@@ -12,6 +12,10 @@
 //	GET  /_faults?p429=0.2&p500=0.05&delay_ms=0
 //	                            set the fault mix and the reply delay for
 //	                            every later request (no query: show them)
+//	GET  /_faults?p_slow=0.1&slow_ms=1000
+//	                            a streamed reply of a model named bench-slow*: with
+//	                            probability p_slow its first content delta waits
+//	                            slow_ms (the hedging scenario's slow first token)
 //	GET  /_stream?deltas=20&gap_ms=1
 //	                            set the deltas per streamed reply and the gap between
 //	                            them for every later stream (no query: show them)
@@ -45,10 +49,15 @@ import (
 // faults is the mix applied to requests: probabilities of a 429 and a 500,
 // and a fixed delay before any answer.
 type faults struct {
-	P429  float64 `json:"p429"`
-	P500  float64 `json:"p500"`
-	Delay float64 `json:"delay_ms"`
+	P429   float64 `json:"p429"`
+	P500   float64 `json:"p500"`
+	Delay  float64 `json:"delay_ms"`
+	PSlow  float64 `json:"p_slow"`
+	SlowMS float64 `json:"slow_ms"`
 }
+
+// slowPrefix names the models whose streams p_slow and slow_ms slow down.
+const slowPrefix = "bench-slow"
 
 // counters is one route's attempt counts by outcome.
 type counters struct {
@@ -204,7 +213,11 @@ func (s *server) handleChat(w http.ResponseWriter, r *http.Request) {
 		s.mu.RLock()
 		shape := s.shape
 		s.mu.RUnlock()
-		s.streamChat(w, r, id, model, promptTokens, req.StreamOptions.IncludeUsage, shape)
+		var slow time.Duration
+		if strings.HasPrefix(model, slowPrefix) && mix.PSlow > 0 && rand.Float64() < mix.PSlow {
+			slow = time.Duration(mix.SlowMS * float64(time.Millisecond))
+		}
+		s.streamChat(w, r, id, model, promptTokens, req.StreamOptions.IncludeUsage, shape, slow)
 		return
 	}
 	buf := make([]byte, 0, 640)
@@ -236,7 +249,7 @@ var streamWords = strings.Fields("The capital of France is Paris. It has been th
 // streamChat writes the reply as an OpenAI chat.completion.chunk SSE stream,
 // flushing every event: a role chunk, shape.Deltas content deltas (shape.GapMS
 // apart), a finish chunk, the usage chunk when asked for, and [DONE].
-func (s *server) streamChat(w http.ResponseWriter, r *http.Request, id uint64, model string, promptTokens int, usage bool, shape streamShape) {
+func (s *server) streamChat(w http.ResponseWriter, r *http.Request, id uint64, model string, promptTokens int, usage bool, shape streamShape, slow time.Duration) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
@@ -270,6 +283,13 @@ func (s *server) streamChat(w http.ResponseWriter, r *http.Request, id uint64, m
 	}
 	if !event(`[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]`) {
 		return
+	}
+	if slow > 0 { // a slow first token: the head and the role chunk are out, the content waits
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(slow):
+		}
 	}
 	gap := time.Duration(shape.GapMS * float64(time.Millisecond))
 	for i := range shape.Deltas {
@@ -393,7 +413,7 @@ func (s *server) handleStats(w http.ResponseWriter, r *http.Request) {
 func (s *server) handleFaults(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	s.mu.Lock()
-	for key, dst := range map[string]*float64{"p429": &s.mix.P429, "p500": &s.mix.P500, "delay_ms": &s.mix.Delay} {
+	for key, dst := range map[string]*float64{"p429": &s.mix.P429, "p500": &s.mix.P500, "delay_ms": &s.mix.Delay, "p_slow": &s.mix.PSlow, "slow_ms": &s.mix.SlowMS} {
 		if v := q.Get(key); v != "" {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil || f < 0 {

@@ -13,12 +13,13 @@ When no restart is left after a mid-stream fault (the budget spent, or a Retry-A
 the call ends with STREAM_INTERRUPTED carrying what the caller holds; past the deadline, JOB_TIMEOUT.
 A continuation keeps what the caller holds: its Continued goes out right before the continuation's
 first delta (or the final reply), and a continuation that cannot be made ends the same way.
+A hedged race's two hops share the Outlet: ``claim`` lets the first delta's sender alone through.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 
 from sidecar.core.conversation import Continuation, ModelResponse
@@ -75,6 +76,7 @@ class Outlet:
         "_resume",
         "_secrets",
         "_serving",
+        "claim",
         "continuations",
         "deltas",
         "warnings",
@@ -102,6 +104,9 @@ class Outlet:
         """The model the last Serving named."""
         self.deltas = 0
         """Deltas the caller holds: sent since the last Restart."""
+        self.claim: Callable[[], Awaitable[None]] | None = None
+        """While a route's hop is raced by a hedge (``providers.hedging``): awaited before each delta, the
+        first one's claim wins the race, a loser's never returns."""
 
     @property
     def partial_text(self) -> str:
@@ -153,6 +158,8 @@ class Outlet:
 
     async def send(self, delta: Delta, attempt: int, serving: str = "") -> None:
         """``delta`` on its way; ``serving``: the model the provider says writes it (an attempt's first delta)."""
+        if self.claim is not None:
+            await self.claim()
         await self.flush(attempt)
         if serving and serving != self._serving:
             self._serving = serving
