@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Protocol
 from sidecar.core.kinds import RetrySignal
 
 if TYPE_CHECKING:
-    from sidecar.core.conversation import Compaction, Job, ModelRequest, ModelResponse, ToolOutcome, Usage
+    from sidecar.core.compaction.report import CompactionRecord, CompactionStart
+    from sidecar.core.conversation import Job, ModelRequest, ModelResponse, ToolOutcome, Usage
     from sidecar.core.details import Hop
     from sidecar.core.taxonomy import SidecarFailure
 
@@ -48,8 +49,6 @@ __all__ = [
     "CallRecord",
     "CircuitChanged",
     "CircuitEvent",
-    "CompactionRecord",
-    "CompactionStart",
     "Correction",
     "Event",
     "HopRecord",
@@ -148,28 +147,6 @@ class HopStart:
     """The deployment's wire format (``openai``, ``anthropic``)."""
     host: str = ""
     port: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionStart:
-    """A model call's conversation about to be compacted (``providers.compacting``)."""
-
-    model: str
-    trigger: str
-    """``estimate`` or ``provider`` (``conversation.Overflow``)."""
-    tokens_before: int
-    window: int
-    strategies: tuple[str, ...]
-
-
-class CompactionRecord(Protocol):
-    """How one compaction ended, told once."""
-
-    def ended(self, compaction: Compaction) -> None:
-        """What it changed (it may still not fit: the call then fails with CONTEXT_OVERFLOW)."""
-
-    def failed(self, kind: str) -> None:
-        """It could not be made (the failure's kind)."""
 
 
 class HopRecord(Protocol):

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from sidecar.config import ModelConfig
 from sidecar.core.compaction.cache import SUMMARY_TTL_S, SharedSummaries, SummaryCache
 from sidecar.core.compaction.reasoning import drop_old_reasoning
+from sidecar.core.compaction.report import CompactionStart
 from sidecar.core.compaction.summary import prefix_end, prefix_key, summary_request, summary_turns
 from sidecar.core.compaction.tool_results import shorten_tool_results
 from sidecar.core.conversation import (
@@ -37,7 +38,7 @@ from sidecar.core.conversation import (
     ModelResponse,
     Overflow,
 )
-from sidecar.core.observer import CompactionStart, Observer
+from sidecar.core.observer import Observer
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.core.text import clause
 from sidecar.core.uncorrectable_failures import CompactedOverflow

@@ -33,10 +33,10 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
 from sidecar.core.clock import Clock
+from sidecar.core.compaction.report import CompactionStart
 from sidecar.core.conversation import DocumentPart, ImagePart, Job, ModelRequest, Part, TextPart
 from sidecar.core.observer import (
     AttemptStart,
-    CompactionStart,
     Event,
     HopStart,
     ModelCallStart,

@@ -6,6 +6,7 @@
     reasoning.py     reasoning before the last user turn dropped (the current turn's signed reasoning kept)
     summary.py       the prefix a summary replaces, the summarizer's request, its cache key, the summary turn
     cache.py         summaries kept in the process (bounded), and what a shared state backend offers
+    report.py        what a compaction tells the observer (its ``compaction`` span)
 
 The strategies are ``conversation.Overflow``'s names; the engine that runs them in order, measures each
 step, calls the summarizer and answers CONTEXT_OVERFLOW when even the result does not fit is

@@ -60,7 +60,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from sidecar.core.clock import Clock
-from sidecar.core.conversation import CallOptions, Compaction, Message, ModelResponse, TextPart
+from sidecar.core.conversation import CallOptions, ModelResponse
 from sidecar.core.details import InvalidInputDetail
 from sidecar.core.json_depth import loads
 from sidecar.core.redact import mask_secrets
@@ -79,6 +79,7 @@ from sidecar.providers.formats.chat import ChatReply, compact_json
 from sidecar.providers.formats.protocol import Ask, Front, ReplyHead, Sse, StreamWriter
 from sidecar.server.admission import Admission
 from sidecar.server.http.bodies import TooLarge, bounded_body
+from sidecar.server.http.compaction import compaction_json
 from sidecar.server.http.envelope import (
     ATTEMPTS_HEADER,
     MID_STREAM_HEADER,
@@ -127,43 +128,6 @@ def reply_extension(response: ModelResponse) -> dict[str, Any]:
         out["continued"] = [
             {"attempt": c.attempt, "cause": c.cause, "reason": c.reason, "chars_delivered": c.chars}
             for c in response.continuations
-        ]
-    return out
-
-
-def compaction_json(c: Compaction) -> dict[str, Any]:
-    """What a call compacted, in the ``sidecar`` field: the sizes, the steps, the summarizer's calls, and the
-    compacted conversation in the contract's shape (``role``, ``text``, ``tool_calls``, ``tool_results``) for
-    a caller that adopts it."""
-    return {
-        "trigger": c.trigger,
-        "tokens_before": c.tokens_before,
-        "tokens_after": c.tokens_after,
-        "steps": [
-            {
-                "strategy": s.strategy,
-                "turns": list(s.turns),
-                "tokens_before": s.tokens_before,
-                "tokens_after": s.tokens_after,
-            }
-            for s in c.steps
-        ],
-        "summarizer_calls": c.summarizer_calls,
-        "messages": [_message_json(m) for m in c.messages],
-    }
-
-
-def _message_json(m: Message) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": m.role.name.lower()}
-    if m.text:
-        out["text"] = m.text
-    if m.parts:
-        out["parts"] = [{"text": p.text} if isinstance(p, TextPart) else {"type": type(p).__name__} for p in m.parts]
-    if m.tool_calls:
-        out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments_json} for c in m.tool_calls]
-    if m.tool_results:
-        out["tool_results"] = [
-            {"call_id": r.call_id, "name": r.name, "content": r.content, "is_error": r.is_error} for r in m.tool_results
         ]
     return out
 
