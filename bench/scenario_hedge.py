@@ -11,8 +11,10 @@ and role chunk go out at once: the deployment answers, its first token is slow):
     plain    loadgen -mode grpc-stream -model bench-route  --gRPC StreamModel--> sidecar --SSE--> upstream
     hedged   loadgen -mode grpc-stream -model bench-hedged --gRPC StreamModel--> sidecar --SSE--> upstream
 
-The two take turns in HEDGE_ROUNDS rounds at HEDGE_CONCURRENCY in flight (this machine's speed drifts
-over minutes: one long point each would compare one moment with another). Each point's ``ttft_ms`` is
+The two take turns in HEDGE_ROUNDS rounds, each offered HEDGE_RATE streams per second by up to
+HEDGE_CONCURRENCY workers (open loop: in a closed loop the plain route's workers sit out the slow
+calls, so it would be offered less load than the hedged one; and this machine's speed drifts over
+minutes: one long point each would compare one moment with another). Each point's ``ttft_ms`` is
 loadgen's (sending to the first ``text`` event). Points are tagged ``op: "hedge"`` (report.py writes
 them to results/hedge.json); ``hedge_section`` renders them as summary.md's Hedging section: TTFT p50
 and p99 of each, the median over the rounds, and the p99 ratio hedged / plain.
@@ -27,7 +29,8 @@ from typing import Any
 from report import fmt
 
 HEDGE_ROUNDS = 3
-HEDGE_CONCURRENCY = 4
+HEDGE_CONCURRENCY = 8
+HEDGE_RATE = 20.0  # streams per second offered to each route: the same load, whatever the slow calls hold
 SLOW_FRACTION = 0.05  # of bench-slow's streams: more than 1 in 100, so that the plain p99 is a slow one
 SLOW_MS = 1000.0
 HEDGE_AFTER_S = 0.1  # sidecar.yaml.tmpl's bench-hedged: keep the two equal
@@ -58,6 +61,7 @@ def scenario_hedge(b: Any, start_sidecar: Start, tag: Tag) -> list[dict[str, Any
                         "grpc-stream",
                         HEDGE_CONCURRENCY,
                         target=target,
+                        rate=HEDGE_RATE,
                         model=MODEL[path],
                         watch=sidecar,
                         duration=duration,
@@ -108,7 +112,8 @@ def hedge_section(points: list[dict[str, Any]]) -> list[str]:
         "",
         f"Two routes over the same deployments, bench-slow then bench-fast: {first.get('slow_fraction', '?'):g} of "
         f"bench-slow's streams hold their first token {first.get('slow_ms', '?'):g} ms. *TTFT* is the time from "
-        f"sending a StreamModel to its first text event, at {first.get('concurrency', '?')} in flight; each figure "
+        f"sending a StreamModel to its first text event, {HEDGE_RATE:g} streams/s offered to each route by up to "
+        f"{first.get('concurrency', '?')} workers; each figure "
         f"is the median of {HEDGE_ROUNDS} rounds in which the two took turns. "
         f"Points measured from {first.get('started_at', '?')[:19]} UTC.",
         "",

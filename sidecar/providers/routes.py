@@ -215,7 +215,7 @@ class RouteCaller:
                     chain.hops.append(hop)
                     if tally is not None:
                         chain.tallies.append((hop.deployment, tally))
-                    if served is not None:
+                    if served is not None and response is None:  # two replies at once: the first one
                         response, deployment = served, hop.deployment
                     elif failed is not None:
                         failure, deployment = failed, hop.deployment
