@@ -8,7 +8,7 @@ CallModel and StreamModel failures raise one ``SidecarError`` subclass per kind 
 documents (``image_part``, ``document_part``, ``text_part``), ``assistant`` passes a reply back with its
 reasoning unchanged, ``tool_result`` carries a tool's images; ``on_overflow=`` (``overflow_policy``) asks a
 conversation that does not fit to be compacted, and ``compacted`` adopts the compacted history a reply
-carries (``reply.compaction``).
+carries (``reply.compaction``): overflow.py.
 The generated messages are re-exported as ``sidecar_client.pb``.
 """
 
@@ -18,15 +18,11 @@ from sidecar_client.client import (
     AsyncSidecarClient,
     Effort,
     ModelOptions,
-    Overflow,
     SidecarClient,
-    Strategy,
     Tls,
     assistant,
-    compacted,
     job,
     model_request,
-    overflow_policy,
     provider_options,
     reasoning,
     tool_choice,
@@ -78,6 +74,7 @@ from sidecar_client.errors import (
     from_failure,
     from_rpc_error,
 )
+from sidecar_client.overflow import Overflow, Strategy, compacted, overflow_policy
 from sidecar_client.streaming import AsyncModelStream, ModelStream, StreamAccumulator
 from sidecar_client.tool_messages import anthropic_tool_result, openai_tool_message
 

@@ -38,21 +38,18 @@ from sidecar_client.content import (
     text_part,
 )
 from sidecar_client.errors import from_rpc_error
+from sidecar_client.overflow import Overflow, Strategy, overflow_policy
 from sidecar_client.streaming import AsyncModelStream, ModelStream
 
 __all__ = [
     "AsyncSidecarClient",
     "Effort",
     "ModelOptions",
-    "Overflow",
     "SidecarClient",
-    "Strategy",
     "Tls",
     "assistant",
-    "compacted",
     "job",
     "model_request",
-    "overflow_policy",
     "provider_options",
     "reasoning",
     "tool_choice",
@@ -178,14 +175,6 @@ def assistant(reply: pb.Message | pb.CallModelResponse) -> pb.Message:
     )
 
 
-def compacted(messages: Sequence[pb.Message], reply: pb.CallModelResponse) -> list[pb.Message]:
-    """The conversation to go on with: the reply's compacted messages when the sidecar compacted it to fit
-    (``reply.compaction``), else ``messages`` as they are. Append ``assistant(reply)`` to either."""
-    if reply.HasField("compaction"):
-        return list(reply.compaction.messages)
-    return list(messages)
-
-
 def tool_result(
     call: pb.ToolCall,
     content: str | pb.ExecuteToolResponse,
@@ -246,18 +235,6 @@ TOOL_CHOICE_MODES: dict[str, pb.ToolChoiceMode] = {
     "auto": pb.TOOL_CHOICE_MODE_AUTO,
     "none": pb.TOOL_CHOICE_MODE_NONE,
     "required": pb.TOOL_CHOICE_MODE_REQUIRED,
-}
-
-Overflow: TypeAlias = Literal["fail", "compact"]
-Strategy: TypeAlias = Literal["tool_results", "reasoning", "summarize"]
-OVERFLOW_ACTIONS: dict[str, pb.OverflowAction] = {
-    "fail": pb.OVERFLOW_ACTION_FAIL,
-    "compact": pb.OVERFLOW_ACTION_COMPACT,
-}
-STRATEGIES: dict[str, pb.CompactionStrategy] = {
-    "tool_results": pb.COMPACTION_STRATEGY_TOOL_RESULTS,
-    "reasoning": pb.COMPACTION_STRATEGY_REASONING,
-    "summarize": pb.COMPACTION_STRATEGY_SUMMARIZE,
 }
 
 
@@ -322,25 +299,6 @@ def tool_choice(choice: str | pb.ToolChoice) -> pb.ToolChoice:
     if choice in TOOL_CHOICE_MODES:
         return pb.ToolChoice(mode=TOOL_CHOICE_MODES[choice])
     return pb.ToolChoice(mode=pb.TOOL_CHOICE_MODE_TOOL, name=choice)
-
-
-def overflow_policy(policy: Overflow | Sequence[Strategy] | pb.OverflowPolicy) -> pb.OverflowPolicy:
-    """The request's ``on_overflow``: ``"fail"``, ``"compact"`` (the model's configured strategies), or
-    the strategies to compact with, in the order they are tried (the action is then compact)."""
-    if isinstance(policy, pb.OverflowPolicy):
-        return policy
-    if isinstance(policy, str):
-        if policy not in OVERFLOW_ACTIONS:
-            raise ValueError(
-                f"on_overflow is one of {', '.join(OVERFLOW_ACTIONS)} or a list of strategies, not {policy!r}"
-            )
-        return pb.OverflowPolicy(action=OVERFLOW_ACTIONS[policy])
-    unknown = [s for s in policy if s not in STRATEGIES]
-    if unknown or not policy:
-        raise ValueError(
-            f"on_overflow's strategies are some of {', '.join(STRATEGIES)}, in order, not {list(policy)!r}"
-        )
-    return pb.OverflowPolicy(action=pb.OVERFLOW_ACTION_COMPACT, strategies=[STRATEGIES[s] for s in policy])
 
 
 def provider_options(options: Mapping[str, Any] | str) -> str:
