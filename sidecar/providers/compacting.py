@@ -6,7 +6,8 @@
                                                             (its own count beat the estimate), and the window
 
 Each strategy runs only while the conversation is still over its target; one that changed nothing is not a
-step. ``summarize`` asks the model's summarizer through the same call path (``summarize``: the service's
+step. ``summarize`` asks the model's summarizer (the prefix as a transcript that fits its own window, the middle
+left out past it) through the same call path (``summarize``: the service's
 observed call, its own span, attempts and spend), a child of the ``compaction`` span; its summary is kept by
 the prefix it summarized (``core.compaction.cache``: in the process, and in a shared state backend that
 offers it), so the same prefix compacted twice costs one call. A summarizer that fails leaves the strategy
@@ -42,13 +43,15 @@ from sidecar.core.observer import Observer
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.core.text import clause
 from sidecar.core.uncorrectable_failures import CompactedOverflow
-from sidecar.providers.fitting import estimate_tokens
+from sidecar.providers.fitting import CHARS_PER_TOKEN, estimate_tokens
 
-__all__ = ["PROVIDER_SHRINK", "Compactor", "Plan"]
+__all__ = ["PROVIDER_SHRINK", "TRANSCRIPT_SHARE", "Compactor", "Plan", "plan", "transcript_chars"]
 
 PROVIDER_SHRINK = 0.75
 """After the provider said too long, the conversation is compacted to at most this share of the estimate
 it refused (the estimate was short by an unknown amount: a quarter is a margin no format's count has beaten)."""
+TRANSCRIPT_SHARE = 0.9
+"""Of a summarizer's window less the summary's cap, the share the transcript of the prefix may take."""
 _log = logging.getLogger("sidecar.models")
 
 Summarize = Callable[[ModelRequest, CallOptions], Awaitable[ModelResponse]]
@@ -85,11 +88,24 @@ def plan(request: ModelRequest, model: ModelConfig) -> Plan:
     return Plan(action == Overflow.COMPACT, strategies)
 
 
+def transcript_chars(window: int, cap: int) -> int:
+    """The characters of transcript a summarizer's window holds beside its summary (TRANSCRIPT_SHARE of the rest,
+    at the estimate's characters per token: room for the instructions and the estimate's per-message tokens)."""
+    return max(int((window - cap) * TRANSCRIPT_SHARE) * CHARS_PER_TOKEN, 0)
+
+
 class Compactor:
     """Runs a plan's strategies on a request; keeps the summaries it made (``summarize`` makes them)."""
 
-    def __init__(self, summarize: Summarize, observer: Observer, shared: SharedSummaries | None) -> None:
+    def __init__(
+        self,
+        summarize: Summarize,
+        observer: Observer,
+        shared: SharedSummaries | None,
+        models: Callable[[str], ModelConfig | None],
+    ) -> None:
         self._summarize = summarize
+        self._models = models
         self._observer = observer
         self._shared = shared
         self.cache = SummaryCache()
@@ -172,7 +188,9 @@ class Compactor:
                 self.cache.put(key, text)
         if text is not None:
             return text, 0
-        asked = summary_request(prefix, summarizer, cap, request.job)
+        writer = self._models(summarizer)
+        room = None if writer is None else transcript_chars(writer.context_window, cap)
+        asked = summary_request(prefix, summarizer, cap, request.job, max_chars=room)
         try:
             reply = await self._summarize(asked, replace(options, upstream_retries=None, probe=False))
         except SidecarFailure as failure:

@@ -145,6 +145,7 @@ class ModelService:
             lambda asked, opts: self._observed(asked, opts, None),
             observer,
             state if isinstance(state, SharedSummaries) else None,
+            self.model_config,
         )
         if carry is not None:  # a reload: the summaries made are still good
             self.compactor.cache = carry.compactor.cache

@@ -278,3 +278,30 @@ def test_bad_compaction_config_is_refused_by_its_path() -> None:
     with pytest.raises(ConfigError) as err:
         parse_config(_config_text(models))
     assert "models.gpt.on_overflow" in str(err.value)
+
+
+async def test_a_prefix_longer_than_the_summarizers_window_is_summarized_from_its_ends(start_sidecar: Start) -> None:
+    models = compacting(summary_max_tokens=200)
+    models["cheap"]["context_window"] = 2000
+    running = await start_sidecar(models=models)
+    running.provider.script("fake-cheap", [{"preset": "reply", "text": "Lorem ipsum, remembered."}])
+    async with grpc.aio.insecure_channel(running.app.address) as channel:
+        reply = await pb_grpc.SidecarStub(channel).CallModel(pb.CallModelRequest(model="gpt", messages=chatty()))
+    assert reply.compaction.summarizer_calls == 1
+    (asked,) = running.provider.requests(model="fake-cheap")
+    transcript = asked["body"]["messages"][-1]["content"]
+    assert "characters left out" in transcript
+    assert transcript.startswith("Summarize this conversation:\n\nuser: Remember this: lorem ipsum")
+    assert transcript.endswith("assistant: Remembered.")
+    assert len(transcript) <= (2000 - 200) * 0.9 * 4 + 100
+
+
+async def test_a_stream_the_provider_says_is_too_long_is_compacted_before_its_first_delta(stub: Any) -> None:
+    running, s = stub
+    running.provider.script("fake-gpt", [{"preset": "context_too_long"}])
+    events = [e async for e in s.StreamModel(pb.CallModelRequest(model="gpt", messages=tool_loop(8_000)))]
+    assert not [e for e in events if e.WhichOneof("event") == "restart"]
+    (final,) = [e.final for e in events if e.WhichOneof("event") == "final"]
+    assert final.compaction.trigger == pb.COMPACTION_TRIGGER_PROVIDER
+    assert "".join(e.text.text for e in events if e.WhichOneof("event") == "text") == final.message.text
+    assert len(running.provider.requests(model="fake-gpt")) == 2

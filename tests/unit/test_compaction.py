@@ -52,10 +52,14 @@ def test_tool_results_keep_the_newest_and_note_the_rest_keeping_each_pair() -> N
     assert messages[7] == loop()[7]
 
 
-def test_a_result_after_the_last_user_turn_is_never_shortened() -> None:
+def test_the_loop_after_the_last_user_turn_is_shortened_but_not_that_turn() -> None:
     messages, changed = shorten_tool_results(loop(), keep=0)
+    assert changed == (2, 4, 7)
+    assert messages[7].tool_results[0].content.startswith(NOTE_PREFIX)
+    said = Message(Role.USER, "and this", tool_results=(ToolCallResult("c3", LONG),))
+    kept, changed = shorten_tool_results((*loop()[:7], said), keep=0)
     assert changed == (2, 4)
-    assert messages[7].tool_results[0].content == LONG
+    assert kept[7] == said
 
 
 def test_a_short_result_is_left_as_it_is() -> None:
@@ -88,6 +92,7 @@ def test_a_summary_replaces_whole_turns_and_the_roles_still_alternate() -> None:
     user, assistant = summary_turns("it")
     assert (user.role, assistant.role) == (Role.USER, Role.ASSISTANT)
     assert prefix_end((Message(Role.USER, "only"),)) == 0
+    assert prefix_end((Message(Role.ASSISTANT, "a"), Message(Role.ASSISTANT, "b"))) == 0
 
 
 def test_the_cache_key_is_the_prefix_and_the_summarizer() -> None:

@@ -1,7 +1,8 @@
 """Summarize: the turns before the last user turn replaced by one summary the summarizer model wrote.
 
     prefix_end        where the summarized prefix ends: the last user turn (0: nothing to summarize)
-    summary_request   the summarizer's request: a transcript of the prefix, the summary's token cap
+    summary_request   the summarizer's request: a transcript of the prefix (its middle left out past what the
+                      summarizer's own window holds), the summary's token cap
     prefix_key        the cache key: a hash of the canonical prefix, the summarizer and its cap
     summary_turns     what replaces the prefix: a user message holding the summary, and an assistant
                       message that takes it (the roles still alternate, as Bedrock and Gemini require)
@@ -43,7 +44,8 @@ _ROLES = {Role.USER: "user", Role.ASSISTANT: "assistant", Role.TOOL: "tool", Rol
 
 def prefix_end(messages: Sequence[Message]) -> int:
     """How many leading messages a summary replaces: all before the last user turn."""
-    return last_user_turn(messages) if len(messages) > 1 else 0
+    end = last_user_turn(messages)
+    return end if end < len(messages) else 0  # no user turn: nothing is the prefix of one
 
 
 def _part_text(p: Part) -> str:
@@ -70,9 +72,21 @@ def _transcript(prefix: Sequence[Message]) -> str:
     return "\n".join(lines)
 
 
-def summary_request(prefix: Sequence[Message], summarizer: str, max_tokens: int, job: Job) -> ModelRequest:
-    """The summarizer's call: the prefix as a transcript, the summary capped at ``max_tokens``."""
-    text = "Summarize this conversation:\n\n" + _transcript(prefix)
+def _fitted(transcript: str, max_chars: int | None) -> str:
+    """The transcript within ``max_chars``: its start and its end kept, the middle left out (and said so)."""
+    if max_chars is None or len(transcript) <= max_chars:
+        return transcript
+    left = len(transcript) - max_chars
+    head = max_chars // 2
+    return f"{transcript[:head]}\n[... {left} characters left out ...]\n{transcript[len(transcript) - head :]}"
+
+
+def summary_request(
+    prefix: Sequence[Message], summarizer: str, max_tokens: int, job: Job, *, max_chars: int | None = None
+) -> ModelRequest:
+    """The summarizer's call: the prefix as a transcript (at most ``max_chars``: what the summarizer's own window
+    holds, its middle left out past it), the summary capped at ``max_tokens``."""
+    text = "Summarize this conversation:\n\n" + _fitted(_transcript(prefix), max_chars)
     return ModelRequest(
         model=summarizer,
         messages=(Message(Role.USER, text),),

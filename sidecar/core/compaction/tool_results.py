@@ -1,7 +1,9 @@
 """Old tool results shortened: the newest ``keep`` kept whole, each older one's content replaced by a note.
 
 A result keeps its ``call_id`` (the pair with its call stays whole: a provider refuses an orphan) and its
-``is_error``; only its content goes. Results at or after the last user turn are never touched.
+``is_error``; only its content goes. The last user turn's own message is never touched; the results of the
+tool loop after it are (an agent's long loop after one question is where they pile up), but for the newest
+``keep``.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def shorten_tool_results(messages: Sequence[Message], keep: int) -> tuple[tuple[
         for j in range(len(results) - 1, -1, -1):
             seen += 1
             r = results[j]
-            if seen <= keep or i >= protect or r.content.startswith(NOTE_PREFIX):
+            if seen <= keep or i == protect or r.content.startswith(NOTE_PREFIX):
                 continue
             text = note(r.name or names.get(r.call_id, ""), _size(r), len(r.parts))
             if len(text) >= _size(r):
