@@ -76,7 +76,7 @@ func observeStream(t *testing.T, ctx context.Context, c *Client, req *sidecarv1.
 			"output_budget_raised": final.GetOutputBudgetRaised(),
 			"finish_reason":        strings.TrimPrefix(final.GetFinishReason().String(), "FINISH_REASON_"),
 		}
-		obs = withRoute(obs, final.GetServedBy(), final.GetHops())
+		obs = withCompaction(withRoute(obs, final.GetServedBy(), final.GetHops()), final)
 	}
 	if s.cancelAfter != nil {
 		obs["provider_disconnected"] = providerDisconnected(t, s.providerURL, req.GetModel())

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -226,7 +227,7 @@ func observeCall(t *testing.T, c *Client, rpc string, request json.RawMessage, d
 			return withRoute(failedRPC(t, err), "", errorHops(err))
 		}
 		obs := map[string]any{"grpc_code": "OK", "outcome": "result", "result_text": reply.GetMessage().GetText()}
-		return withRoute(obs, reply.GetServedBy(), reply.GetHops())
+		return withCompaction(withRoute(obs, reply.GetServedBy(), reply.GetHops()), reply)
 	case "StreamModel":
 		req := &sidecarv1.CallModelRequest{}
 		unmarshalRequest(t, request, req)
@@ -360,6 +361,7 @@ func checkConformance(expect, observed map[string]any) []string {
 		differ("model_text", want, observed["model_text"])
 	}
 	problems = append(problems, checkRoute(expect, observed)...)
+	problems = append(problems, checkCompaction(expect, observed)...)
 	problems = append(problems, checkStream(expect, observed)...)
 	sort.Strings(problems)
 	return problems
@@ -375,11 +377,100 @@ func withRoute(obs map[string]any, servedBy string, hops []*sidecarv1.Hop) map[s
 			"attempts":   float64(h.GetAttempts()),
 			"skipped":    h.GetSkipped(),
 			"reason":     h.GetReason(),
+			"hedge":      h.GetHedge(),
+			"cancelled":  h.GetCancelled(),
 		})
 	}
 	obs["served_by"] = servedBy
 	obs["hops"] = listed
 	return obs
+}
+
+// withCompaction adds a CallModel reply's compaction to its observation: nil when it compacted
+// nothing; its messages as canonical proto3 JSON, parsed back into plain values.
+func withCompaction(obs map[string]any, reply *sidecarv1.CallModelResponse) map[string]any {
+	c := reply.GetCompaction()
+	if c == nil {
+		obs["compaction"] = nil
+		return obs
+	}
+	steps := make([]any, 0, len(c.GetSteps()))
+	for _, s := range c.GetSteps() {
+		turns := make([]any, 0, len(s.GetTurns()))
+		for _, turn := range s.GetTurns() {
+			turns = append(turns, float64(turn))
+		}
+		steps = append(steps, map[string]any{
+			"strategy":      strings.TrimPrefix(s.GetStrategy().String(), "COMPACTION_STRATEGY_"),
+			"turns":         turns,
+			"tokens_before": float64(s.GetTokensBefore()),
+			"tokens_after":  float64(s.GetTokensAfter()),
+		})
+	}
+	messages := make([]any, 0, len(c.GetMessages()))
+	for _, m := range c.GetMessages() {
+		raw, err := protojson.Marshal(m)
+		var value any
+		if err == nil {
+			err = json.Unmarshal(raw, &value)
+		}
+		if err != nil {
+			value = fmt.Sprintf("unprintable message: %v", err)
+		}
+		messages = append(messages, value)
+	}
+	obs["compaction"] = map[string]any{
+		"trigger":          strings.TrimPrefix(c.GetTrigger().String(), "COMPACTION_TRIGGER_"),
+		"tokens_before":    float64(c.GetTokensBefore()),
+		"tokens_after":     float64(c.GetTokensAfter()),
+		"steps":            steps,
+		"messages":         messages,
+		"summarizer_calls": float64(c.GetSummarizerCalls()),
+	}
+	return obs
+}
+
+// checkCompaction compares compaction: null absent; an object present with each given key equal,
+// steps as many as listed (each given key equal), messages equal as canonical proto3 JSON.
+func checkCompaction(expect, observed map[string]any) []string {
+	want, ok := expect["compaction"]
+	if !ok {
+		return nil
+	}
+	got, _ := observed["compaction"].(map[string]any)
+	w, _ := want.(map[string]any)
+	switch {
+	case w == nil && got == nil:
+		return nil
+	case w == nil:
+		return []string{fmt.Sprintf("compaction: want none, got %#v", got)}
+	case got == nil:
+		return []string{fmt.Sprintf("compaction: want %#v, got none", w)}
+	}
+	var problems []string
+	for _, key := range []string{"trigger", "tokens_before", "tokens_after", "summarizer_calls", "messages"} {
+		if value, ok := w[key]; ok && !reflect.DeepEqual(got[key], value) {
+			problems = append(problems, fmt.Sprintf("compaction.%s: want %#v, got %#v", key, value, got[key]))
+		}
+	}
+	wantSteps, ok := w["steps"].([]any)
+	if !ok {
+		return problems
+	}
+	gotSteps, _ := got["steps"].([]any)
+	if len(wantSteps) != len(gotSteps) {
+		return append(problems, fmt.Sprintf("compaction.steps: want %d steps, got %d: %#v", len(wantSteps), len(gotSteps), gotSteps))
+	}
+	for i := range wantSteps {
+		ws, _ := wantSteps[i].(map[string]any)
+		gs, _ := gotSteps[i].(map[string]any)
+		for _, key := range []string{"strategy", "turns", "tokens_before", "tokens_after"} {
+			if value, ok := ws[key]; ok && !reflect.DeepEqual(gs[key], value) {
+				problems = append(problems, fmt.Sprintf("compaction.steps[%d].%s: want %#v, got %#v", i, key, value, gs[key]))
+			}
+		}
+	}
+	return problems
 }
 
 func errorHops(err error) []*sidecarv1.Hop {
@@ -407,7 +498,7 @@ func checkRoute(expect, observed map[string]any) []string {
 	for i := range want {
 		w, _ := want[i].(map[string]any)
 		g, _ := got[i].(map[string]any)
-		for _, key := range []string{"deployment", "kind", "attempts", "skipped", "reason"} {
+		for _, key := range []string{"deployment", "kind", "attempts", "skipped", "reason", "hedge", "cancelled"} {
 			if value, ok := w[key]; ok && g[key] != value {
 				problems = append(problems, fmt.Sprintf("hops[%d].%s: want %#v, got %#v", i, key, value, g[key]))
 			}

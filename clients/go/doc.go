@@ -32,6 +32,14 @@
 //	reply, err := c.CallModel(ctx, req)
 //	req.Messages = append(req.Messages, sidecar.Assistant(reply.GetMessage()))
 //
+// A conversation that does not fit the model's window: [CompactOnOverflow] as the
+// request's OnOverflow asks the sidecar to compact it and try again, and
+// [Compacted] adopts the compacted history the reply carries (reply.GetCompaction()):
+//
+//	req.OnOverflow = sidecar.CompactOnOverflow(sidecarv1.CompactionStrategy_COMPACTION_STRATEGY_TOOL_RESULTS)
+//	reply, err = c.CallModel(ctx, req)
+//	req.Messages = append(sidecar.Compacted(req.Messages, reply), sidecar.Assistant(reply.GetMessage()))
+//
 // StreamModel is CallModel streamed: a [ModelStream] read with Recv or ranged
 // over with Events, keeping the text, tool calls and reasoning since the last restart
 // (a restart event voids what came before it) and the final reply; Collect

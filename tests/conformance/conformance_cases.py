@@ -16,6 +16,13 @@ A Build case (``"rpc": "Build"``) calls nothing: the client builds a request wit
 builders and options from a language-neutral ``build`` (README: "A Build case"), and the
 observation is that request (``request``, compared as the proto it parses to) or ``refused``.
 
+A CallModel or StreamModel case's observation holds the route's story (``served_by``, ``hops``, each
+hop's ``hedge`` and ``cancelled``) and what the sidecar compacted (README: "A compacted conversation")::
+
+    compaction    None, or trigger (no COMPACTION_TRIGGER_), tokens_before, tokens_after, summarizer_calls,
+                  steps (strategy without COMPACTION_STRATEGY_, turns, tokens_before, tokens_after) and
+                  messages (each as canonical proto3 JSON, compared as such)
+
 A StreamModel case's observation adds what the stream showed (README: "A StreamModel case")::
 
     events        the kinds in order: text, tool_call, restart, final
@@ -61,7 +68,9 @@ PLACEHOLDERS = ("FAKE_PROVIDER_URL", "TOOL_BACKEND_URL")
 """``${NAME}`` in an expected string stands for the fake's URL of this run (its port changes)."""
 DEFAULT_DEADLINE_MS = 15_000
 _HTTP_KEYS = ("status_code", "service", "endpoint", "body", "retry_after_raw")
-_HOP_KEYS = ("deployment", "kind", "attempts", "skipped", "reason")
+_HOP_KEYS = ("deployment", "kind", "attempts", "skipped", "reason", "hedge", "cancelled")
+_COMPACTION_KEYS = ("trigger", "tokens_before", "tokens_after", "summarizer_calls", "messages")
+_STEP_KEYS = ("strategy", "turns", "tokens_before", "tokens_after")
 _RESTART_KEYS = ("cause", "reason", "attempt")
 _FINAL_KEYS = ("attempts", "corrections", "output_budget_raised", "finish_reason")
 _STREAM_KEYS = ("partial_text", "reason", "deltas_sent")
@@ -194,6 +203,8 @@ def _validate(data: Any) -> list[str]:
     cancel = data.get("cancel_after_events")
     if cancel is not None and (data.get("rpc") != "StreamModel" or not isinstance(cancel, int) or cancel < 0):
         problems.append("cancel_after_events is a StreamModel case's count of events (an integer >= 0)")
+    if "compaction" in expect and data.get("rpc") not in MODEL_RPCS:
+        problems.append("expect.compaction is a CallModel or StreamModel case's")
     stream_keys = {"events", "restarts", "stream_text", "final", "provider_disconnected"} & set(expect)
     if stream_keys and data.get("rpc") != "StreamModel":
         problems.append(f"expect.{sorted(stream_keys)} are a StreamModel case's")
@@ -267,8 +278,36 @@ def check(expect: Mapping[str, Any], observed: Mapping[str, Any], urls: Mapping[
     if "model_text" in expect and observed.get("model_text") != expect["model_text"]:
         differ("model_text", expect["model_text"], observed.get("model_text"))
     problems.extend(_check_route(expect, observed))
+    problems.extend(_check_compaction(expect, observed))
     problems.extend(_check_stream(expect, observed))
     return problems
+
+
+def _check_compaction(expect: Mapping[str, Any], observed: Mapping[str, Any]) -> Iterator[str]:
+    """``compaction``: ``null`` absent; an object, present with each given key equal; ``steps`` as many as
+    listed, each given key equal; ``messages`` equal as canonical proto3 JSON."""
+    if "compaction" not in expect:
+        return
+    want, got = expect["compaction"], observed.get("compaction")
+    if want is None:
+        if got is not None:
+            yield f"compaction: want none, got {got!r}"
+        return
+    if got is None:
+        yield f"compaction: want {want!r}, got none"
+        return
+    for key in _COMPACTION_KEYS:
+        if key in want and got.get(key) != want[key]:
+            yield f"compaction.{key}: want {want[key]!r}, got {got.get(key)!r}"
+    if "steps" in want:
+        steps = got.get("steps") or []
+        if len(want["steps"]) != len(steps):
+            yield f"compaction.steps: want {len(want['steps'])} steps, got {len(steps)}: {steps!r}"
+            return
+        for i, (w, g) in enumerate(zip(want["steps"], steps, strict=True)):
+            for key in _STEP_KEYS:
+                if key in w and g.get(key) != w[key]:
+                    yield f"compaction.steps[{i}].{key}: want {w[key]!r}, got {g.get(key)!r}"
 
 
 def _check_stream(expect: Mapping[str, Any], observed: Mapping[str, Any]) -> Iterator[str]:
@@ -390,7 +429,7 @@ def observe_python(target: str, case: Case, provider_url: str) -> dict[str, Any]
                 req = json_format.ParseDict(request, pb.CallModelRequest())
                 reply = client.call_model(req.model, list(req.messages), timeout=timeout, **model_kwargs(req))
                 observed = {"grpc_code": "OK", "outcome": "result", "failure": None, "result_text": reply.message.text}
-                return {**observed, **_route_observation(reply.served_by, reply.hops)}
+                return {**observed, **_route_observation(reply.served_by, reply.hops), **_compaction_observation(reply)}
             if rpc == "StreamModel":
                 req = json_format.ParseDict(request, pb.CallModelRequest())
                 kwargs = model_kwargs(req)
@@ -408,7 +447,7 @@ def observe_python(target: str, case: Case, provider_url: str) -> dict[str, Any]
         except SidecarError as err:
             code = err.grpc_code.name if err.grpc_code is not None else "UNKNOWN"
             observed = {"grpc_code": code, "outcome": "failure", "failure": _failure(err.failure)}
-            return {**observed, **_route_observation("", err.hops)}
+            return {**observed, **_route_observation("", err.hops), "compaction": None}
 
     if case.rpc == "Build":
         return observe_build_python(case.path, case.request, case.data["build"])
@@ -436,6 +475,8 @@ def model_kwargs(req: Any) -> dict[str, Any]:
         kwargs["end_user"] = req.end_user
     if req.provider_options_json:
         kwargs["provider_options"] = req.provider_options_json
+    if req.HasField("on_overflow"):
+        kwargs["on_overflow"] = req.on_overflow
     return kwargs
 
 
@@ -453,7 +494,7 @@ def _stream_observation(stream: Any, cancel_after: int | None, model: str, provi
     except SidecarError as err:
         code = err.grpc_code.name if err.grpc_code is not None else "UNKNOWN"
         observed = {"grpc_code": code, "outcome": "failure", "failure": _failure(err.failure)}
-        observed.update(_route_observation("", err.hops))
+        observed.update(_route_observation("", err.hops), compaction=None)
     kinds = [str(e.WhichOneof("event")) for e in events]
     final = stream.final
     observed.update(
@@ -471,7 +512,11 @@ def _stream_observation(stream: Any, cancel_after: int | None, model: str, provi
         final=None,
     )
     if final is not None:
-        observed.update(result_text=final.message.text, **_route_observation(final.served_by, final.hops))
+        observed.update(
+            result_text=final.message.text,
+            **_route_observation(final.served_by, final.hops),
+            **_compaction_observation(final),
+        )
         observed["final"] = {
             "attempts": final.attempts,
             "corrections": final.corrections,
@@ -508,10 +553,41 @@ def _route_observation(served_by: str, hops: Any) -> dict[str, Any]:
             "attempts": h.attempts,
             "skipped": h.skipped,
             "reason": h.reason,
+            "hedge": h.hedge,
+            "cancelled": h.cancelled,
         }
         for h in hops
     ]
     return {"served_by": served_by, "hops": listed}
+
+
+def _compaction_observation(reply: Any) -> dict[str, Any]:
+    """``compaction`` of a CallModel reply (a stream's final): None when the sidecar compacted nothing."""
+    from google.protobuf import json_format
+    from sidecar_client import pb
+
+    if not reply.HasField("compaction"):
+        return {"compaction": None}
+    c = reply.compaction
+    steps = [
+        {
+            "strategy": pb.CompactionStrategy.Name(s.strategy).removeprefix("COMPACTION_STRATEGY_"),
+            "turns": list(s.turns),
+            "tokens_before": s.tokens_before,
+            "tokens_after": s.tokens_after,
+        }
+        for s in c.steps
+    ]
+    return {
+        "compaction": {
+            "trigger": pb.CompactionTrigger.Name(c.trigger).removeprefix("COMPACTION_TRIGGER_"),
+            "tokens_before": c.tokens_before,
+            "tokens_after": c.tokens_after,
+            "steps": steps,
+            "messages": [json_format.MessageToDict(m) for m in c.messages],
+            "summarizer_calls": c.summarizer_calls,
+        }
+    }
 
 
 def _tool_observation(resp: Any) -> dict[str, Any]:

@@ -6,8 +6,8 @@
                                                                   # variables, wait for Ctrl-C (debug a runner)
     .venv/bin/python tests/conformance/harness.py exec -- CMD...  # run CMD with the variables set (the examples)
     .venv/bin/python tests/conformance/harness.py record          # show what the Python client observes per case
-    .venv/bin/python tests/conformance/harness.py record --write  # ...and write the exact explanations and
-                                                                  # model_text into the case files
+    .venv/bin/python tests/conformance/harness.py record --write  # ...and write the exact explanations,
+                                                                  # model_text and compactions into the case files
 
 The fakes (sidecar.fakes) run in this process on loopback; a real sidecar process
 (``python -m sidecar serve --config tests/conformance/sidecar.yaml``) is started afresh for each
@@ -263,10 +263,10 @@ def record(write: bool) -> int:
 
 def _write_strings(case: Case, observed: dict[str, Any], env: dict[str, str]) -> int:
     """Fill expect.failure.explanation, expect.failure.http.endpoint (when http is expected),
-    expect.failure.stream.reason and expect.restarts[i].reason (when the case lists them) and
-    expect.model_text from ``observed``, the fakes' URLs turned back into placeholders. Refused
-    (1) unless the authored grpc_code, outcome, kind, correctable (and each restart's cause and
-    attempt) agree with ``observed``."""
+    expect.failure.stream.reason and expect.restarts[i].reason (when the case lists them),
+    expect.compaction's measures (when the case expects one) and expect.model_text from
+    ``observed``, the fakes' URLs turned back into placeholders. Refused (1) unless the authored
+    grpc_code, outcome, kind, correctable (and each restart's cause and attempt) agree with ``observed``."""
     data = json.loads(case.path.read_text())
     expect = data["expect"]
     authored = {k: v for k, v in expect.items() if k in ("grpc_code", "outcome")}
@@ -294,6 +294,8 @@ def _write_strings(case: Case, observed: dict[str, Any], env: dict[str, str]) ->
             stream_want["reason"] = placeholders(stream_got["reason"])
     if not _write_restart_reasons(expect, observed, placeholders):
         return 1
+    if not _write_compaction(expect, observed):
+        return 1
     if case.rpc == "ExecuteTool" and observed.get("model_text") is not None:
         expect["model_text"] = placeholders(str(observed["model_text"]))
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
@@ -319,6 +321,29 @@ def _write_restart_reasons(expect: dict[str, Any], observed: dict[str, Any], pla
                 return False
         if "reason" in w:
             w["reason"] = placeholders(g["reason"])
+    return True
+
+
+def _write_compaction(expect: dict[str, Any], observed: dict[str, Any]) -> bool:
+    """Fill expect.compaction's measures from ``observed`` when the case expects one: tokens_before,
+    tokens_after, messages, and each step's turns and tokens (every step, when the case lists none).
+    False (not written) when the authored trigger, summarizer_calls or steps' strategies disagree."""
+    want, got = expect.get("compaction"), observed.get("compaction")
+    if not isinstance(want, dict):
+        return True
+    if not isinstance(got, dict):
+        print("    not written: the case expects a compaction, none was observed")
+        return False
+    for key in ("trigger", "summarizer_calls"):
+        if key in want and got[key] != want[key]:
+            print(f"    not written: compaction.{key} is {got[key]!r}, the case says {want[key]!r}")
+            return False
+    authored = [step.get("strategy") for step in (want["steps"] if "steps" in want else got["steps"])]
+    if authored != [step["strategy"] for step in got["steps"]]:
+        print(f"    not written: compaction.steps are {got['steps']!r}, the case says {want['steps']!r}")
+        return False
+    for key in ("tokens_before", "tokens_after", "steps", "messages"):
+        want[key] = got[key]
     return True
 
 

@@ -173,6 +173,22 @@ def _final(text: str, **fields: object) -> pb.StreamModelEvent:
     return pb.StreamModelEvent(final=reply)
 
 
+_HEDGED_HOPS = [
+    pb.Hop(deployment="slow-a", kind=pb.FAILURE_KIND_JOB_CANCELLED, attempts=1, reason="lost the race", cancelled=True),
+    pb.Hop(deployment="fast-b", attempts=1, reason="served", hedge=True),
+]
+_COMPACTION = pb.Compaction(
+    trigger=pb.COMPACTION_TRIGGER_PROVIDER,
+    tokens_before=900,
+    tokens_after=300,
+    steps=[
+        pb.CompactionStep(strategy=pb.COMPACTION_STRATEGY_TOOL_RESULTS, turns=[2], tokens_before=900, tokens_after=300)
+    ],
+    messages=[pb.Message(role=pb.ROLE_USER, text="compacted")],
+    summarizer_calls=0,
+)
+
+
 class Scripted(pb_grpc.SidecarServicer):
     """A sidecar whose StreamModel answers are scripted by model id."""
 
@@ -226,6 +242,10 @@ class Scripted(pb_grpc.SidecarServicer):
         elif request.model == "policy":
             yield _text(pb.MidStreamPolicy.Name(request.mid_stream))
             yield _final("")
+        elif request.model == "compact":
+            strategies = [pb.CompactionStrategy.Name(s) for s in request.on_overflow.strategies]
+            yield _text(" ".join([pb.OverflowAction.Name(request.on_overflow.action), *strategies]))
+            yield _final("ok", served_by="fast-b", hops=_HEDGED_HOPS, compaction=_COMPACTION)
         elif request.model == "slow":
             try:
                 yield _text("Hel")
@@ -347,6 +367,21 @@ async def test_the_mid_stream_policy_reaches_the_sidecar(scripted: ScriptedServe
     stream = scripted.client.stream_model("policy", [user("hi")], mid_stream=pb.MID_STREAM_POLICY_FAIL)
     await stream.collect()
     assert stream.text == "MID_STREAM_POLICY_FAIL"
+
+
+async def test_the_overflow_policy_reaches_the_sidecar_and_the_compaction_and_hedge_come_back(
+    scripted: ScriptedServer,
+) -> None:
+    history = [user("hi"), user("again")]
+    stream = scripted.client.stream_model("compact", history, on_overflow=["tool_results", "summarize"])
+    reply = await stream.collect()
+    assert stream.text == "OVERFLOW_ACTION_COMPACT COMPACTION_STRATEGY_TOOL_RESULTS COMPACTION_STRATEGY_SUMMARIZE"
+    assert reply.compaction == _COMPACTION
+    assert sc.compacted(history, reply) == [pb.Message(role=pb.ROLE_USER, text="compacted")]
+    assert [(h.deployment, h.hedge, h.cancelled) for h in reply.hops] == [
+        ("slow-a", False, True),
+        ("fast-b", True, False),
+    ]
 
 
 async def test_breaking_out_of_the_iteration_cancels_the_rpc(scripted: ScriptedServer) -> None:
@@ -651,6 +686,33 @@ def test_reasoning_by_effort_or_budget_and_what_it_refuses() -> None:
         sc.reasoning(True)
     with pytest.raises(ValueError, match="tool_choice is"):
         sc.tool_choice("")
+
+
+def test_on_overflow_by_its_action_or_its_strategies_and_what_it_refuses() -> None:
+    assert sc.model_request("m", [user("hi")], on_overflow="compact").on_overflow == pb.OverflowPolicy(
+        action=pb.OVERFLOW_ACTION_COMPACT
+    )
+    assert sc.overflow_policy("fail") == pb.OverflowPolicy(action=pb.OVERFLOW_ACTION_FAIL)
+    assert sc.overflow_policy(["summarize", "tool_results"]) == pb.OverflowPolicy(
+        action=pb.OVERFLOW_ACTION_COMPACT,
+        strategies=[pb.COMPACTION_STRATEGY_SUMMARIZE, pb.COMPACTION_STRATEGY_TOOL_RESULTS],
+    )
+    own = pb.OverflowPolicy(action=pb.OVERFLOW_ACTION_COMPACT, strategies=[pb.COMPACTION_STRATEGY_REASONING])
+    assert sc.overflow_policy(own) is own
+    assert not sc.model_request("m", [user("hi")]).HasField("on_overflow")
+    with pytest.raises(ValueError, match="on_overflow is one of fail, compact"):
+        sc.overflow_policy("shrink")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="on_overflow's strategies are some of tool_results, reasoning, summarize"):
+        sc.overflow_policy(["tool_results", "drop"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="on_overflow's strategies"):
+        sc.overflow_policy([])
+
+
+def test_a_reply_without_compaction_keeps_the_callers_history() -> None:
+    history = [user("hi")]
+    reply = pb.CallModelResponse(message=pb.Message(role=pb.ROLE_ASSISTANT, text="hello"))
+    assert sc.compacted(history, reply) == history
+    assert sc.compacted(history, reply) is not history  # a list of its own, to append to
 
 
 def test_the_stream_assembles_reasoning_and_a_restart_voids_it() -> None:

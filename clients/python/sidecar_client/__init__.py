@@ -6,7 +6,9 @@ CallModel and StreamModel failures raise one ``SidecarError`` subclass per kind 
 ``explanation``, ``http``, ``retry_after``, ``detail``, ``hops``); ``openai_tool_message`` /
 ``anthropic_tool_result`` hand a tool outcome back to a model. ``user`` builds a turn with images and
 documents (``image_part``, ``document_part``, ``text_part``), ``assistant`` passes a reply back with its
-reasoning unchanged, ``tool_result`` carries a tool's images.
+reasoning unchanged, ``tool_result`` carries a tool's images; ``on_overflow=`` (``overflow_policy``) asks a
+conversation that does not fit to be compacted, and ``compacted`` adopts the compacted history a reply
+carries (``reply.compaction``): overflow.py.
 The generated messages are re-exported as ``sidecar_client.pb``.
 """
 
@@ -72,6 +74,7 @@ from sidecar_client.errors import (
     from_failure,
     from_rpc_error,
 )
+from sidecar_client.overflow import Overflow, Strategy, compacted, overflow_policy
 from sidecar_client.streaming import AsyncModelStream, ModelStream, StreamAccumulator
 from sidecar_client.tool_messages import anthropic_tool_result, openai_tool_message
 
@@ -99,6 +102,7 @@ __all__ = [
     "ModelOptions",
     "ModelStream",
     "OutputTruncatedError",
+    "Overflow",
     "PermissionDeniedError",
     "ProviderRefusalError",
     "QuotaExhaustedError",
@@ -107,6 +111,7 @@ __all__ = [
     "SidecarClient",
     "SidecarError",
     "SpendCapExceededError",
+    "Strategy",
     "StreamAccumulator",
     "StreamInterruptedError",
     "SystemFailureError",
@@ -119,6 +124,7 @@ __all__ = [
     "anthropic_tool_result",
     "assistant",
     "cache_breakpoint",
+    "compacted",
     "document_part",
     "error_class",
     "from_failure",
@@ -128,6 +134,7 @@ __all__ = [
     "media_type_of",
     "model_request",
     "openai_tool_message",
+    "overflow_policy",
     "pb",
     "provider_options",
     "reasoning",

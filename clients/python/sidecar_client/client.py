@@ -38,6 +38,7 @@ from sidecar_client.content import (
     text_part,
 )
 from sidecar_client.errors import from_rpc_error
+from sidecar_client.overflow import Overflow, Strategy, overflow_policy
 from sidecar_client.streaming import AsyncModelStream, ModelStream
 
 __all__ = [
@@ -244,7 +245,10 @@ class ModelOptions(TypedDict, total=False):
     ``tool_choice``: ``"auto"``, ``"none"``, ``"required"`` or the name of one of the tools;
     ``stop``: one sequence or several; ``system_cache``: the system prompt is a cache breakpoint
     (``True``, ``"5m"``, ``"1h"``); ``provider_options``: ``{"<wire format>": {...}}`` merged into
-    the upstream body (a dict, sent as JSON, or the JSON text). None leaves an option unset.
+    the upstream body (a dict, sent as JSON, or the JSON text); ``on_overflow``: what a conversation
+    that does not fit the model's window does, ``"fail"``, ``"compact"`` (the model's strategies) or
+    the strategies to compact with, in order (``["tool_results", "summarize"]``; ``overflow_policy``).
+    None leaves an option unset.
     """
 
     system: str
@@ -266,6 +270,7 @@ class ModelOptions(TypedDict, total=False):
     end_user: str | None
     system_cache: Cache | None
     provider_options: Mapping[str, Any] | str | None
+    on_overflow: Overflow | Sequence[Strategy] | pb.OverflowPolicy | None
 
 
 _OPTION_NAMES = ModelOptions.__optional_keys__
@@ -331,6 +336,8 @@ def model_request(model: str, messages: Sequence[pb.Message], **options: Unpack[
         req.system_cache.CopyFrom(breakpoint)
     if (extra := options.get("provider_options")) is not None:
         req.provider_options_json = provider_options(extra)
+    if (policy := options.get("on_overflow")) is not None:
+        req.on_overflow.CopyFrom(overflow_policy(policy))
     return req
 
 

@@ -10,6 +10,8 @@
  *
  *   messages.push(user("what is this?", { image: { path: "shot.png" } }));   // content.ts
  *   messages.push(assistant(reply));                                        // reasoning passed back unchanged
+ *   { model, messages, onOverflow: compactOnOverflow("tool_results") }     // overflow.ts: compact what no longer fits
+ *   messages = [...compacted(messages, reply), assistant(reply)];          // adopt the compacted history
  *
  * CallModel and StreamModel failures reject with a SidecarError rebuilt from the Failure in the
  * `grpc-status-details-bin` trailer, one class per kind (`err instanceof QuotaExhaustedError`,
@@ -94,6 +96,7 @@ export {
   type ImageSpec,
   type UserContent,
 } from "./content.js";
+export { compactOnOverflow, compacted, failOnOverflow, type Strategy } from "./overflow.js";
 export { ModelStream, NO_FINAL_MESSAGE } from "./stream.js";
 export { ToolOutcome, toolMessage, type AnthropicToolResult, type OpenAIToolMessage } from "./tool.js";
 export * from "./gen/sidecar/v1/sidecar_pb.js";

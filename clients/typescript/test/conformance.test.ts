@@ -8,15 +8,20 @@
 import assert from "node:assert/strict";
 import { appendFileSync, readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { isDeepStrictEqual } from "node:util";
 import { after, describe, it } from "node:test";
-import { fromJson, type JsonValue } from "@bufbuild/protobuf";
+import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
 import {
+  type CallModelResponse,
   CallModelRequestSchema,
+  CompactionStrategy,
+  CompactionTrigger,
   ClassifyFailureRequestSchema,
   ExecuteToolRequestSchema,
   FailureKind,
   FailureSchema,
   type Hop,
+  MessageSchema,
   SidecarClient,
   SidecarError,
   grpcCodeName,
@@ -113,7 +118,7 @@ async function observe(client: SidecarClient, call: Call & { cancel_after_events
     if (call.rpc === "CallModel") {
       try {
         const reply = await client.callModel(fromJson(CallModelRequestSchema, call.request), { timeoutMs });
-        return withRoute({ grpc_code: "OK", outcome: "result", result_text: reply.message?.text ?? "" }, reply.servedBy, reply.hops);
+        return withReply({ grpc_code: "OK", outcome: "result", result_text: reply.message?.text ?? "" }, reply);
       } catch (err) {
         if (!(err instanceof SidecarError)) throw err;
         return failedModelCall(err);
@@ -122,7 +127,7 @@ async function observe(client: SidecarClient, call: Call & { cancel_after_events
     if (call.rpc === "StreamModel") {
       const request = fromJson(CallModelRequestSchema, call.request);
       const setup = { cancelAfter: call.cancel_after_events, providerUrl: env.FAKE_PROVIDER_URL, model: request.model };
-      return await observeStream(client.streamModel(request, { timeoutMs }), setup, failedModelCall, withRoute);
+      return await observeStream(client.streamModel(request, { timeoutMs }), setup, failedModelCall, withReply);
     }
     if (call.rpc === "ClassifyFailure") {
       const f = await client.classifyFailure(fromJson(ClassifyFailureRequestSchema, call.request), { timeoutMs });
@@ -147,8 +152,61 @@ function withRoute(observed: Json, servedBy: string, hops: Hop[]): Json {
     attempts: h.attempts,
     skipped: h.skipped,
     reason: h.reason,
+    hedge: h.hedge,
+    cancelled: h.cancelled,
   }));
   return { ...observed, served_by: servedBy, hops: listed };
+}
+
+/** A reply's route story and compaction (null when it compacted nothing; messages as canonical proto3 JSON). */
+function withReply(observed: Json, reply: CallModelResponse): Json {
+  const c = reply.compaction;
+  const compaction = c
+    ? {
+        trigger: CompactionTrigger[c.trigger],
+        tokens_before: c.tokensBefore,
+        tokens_after: c.tokensAfter,
+        steps: c.steps.map((s) => ({
+          strategy: CompactionStrategy[s.strategy],
+          turns: [...s.turns],
+          tokens_before: s.tokensBefore,
+          tokens_after: s.tokensAfter,
+        })),
+        messages: c.messages.map((m) => toJson(MessageSchema, m)),
+        summarizer_calls: c.summarizerCalls,
+      }
+    : null;
+  return { ...withRoute(observed, reply.servedBy, reply.hops), compaction };
+}
+
+/** compaction: null absent; an object present with each given key equal, steps as many as listed, messages as JSON. */
+function checkCompaction(expect: Json, observed: Json): string[] {
+  if (!("compaction" in expect)) return [];
+  const show = (v: unknown) => JSON.stringify(v);
+  const want = expect.compaction as Json | null;
+  const got = (observed.compaction ?? null) as Json | null;
+  if (want === null) return got === null ? [] : [`compaction: want none, got ${show(got)}`];
+  if (got === null) return [`compaction: want ${show(want)}, got none`];
+  const problems: string[] = [];
+  for (const key of ["trigger", "tokens_before", "tokens_after", "summarizer_calls", "messages"]) {
+    if (key in want && !isDeepStrictEqual(got[key], want[key])) {
+      problems.push(`compaction.${key}: want ${show(want[key])}, got ${show(got[key])}`);
+    }
+  }
+  if (!Array.isArray(want.steps)) return problems;
+  const wantSteps = want.steps as Json[];
+  const gotSteps = (got.steps ?? []) as Json[];
+  if (wantSteps.length !== gotSteps.length) {
+    return [...problems, `compaction.steps: want ${wantSteps.length} steps, got ${gotSteps.length}: ${show(gotSteps)}`];
+  }
+  wantSteps.forEach((w, i) => {
+    for (const key of ["strategy", "turns", "tokens_before", "tokens_after"]) {
+      if (key in w && !isDeepStrictEqual(gotSteps[i][key], w[key])) {
+        problems.push(`compaction.steps[${i}].${key}: want ${show(w[key])}, got ${show(gotSteps[i][key])}`);
+      }
+    }
+  });
+  return problems;
 }
 
 /** served_by equal; hops as many as listed, each given key equal (reason_contains: a substring). */
@@ -165,7 +223,7 @@ function checkRoute(expect: Json, observed: Json): string[] {
     return problems;
   }
   want.forEach((w, i) => {
-    for (const key of ["deployment", "kind", "attempts", "skipped", "reason"]) {
+    for (const key of ["deployment", "kind", "attempts", "skipped", "reason", "hedge", "cancelled"]) {
       if (key in w && got[i][key] !== w[key]) {
         problems.push(`hops[${i}].${key}: want ${JSON.stringify(w[key])}, got ${JSON.stringify(got[i][key])}`);
       }
@@ -212,6 +270,7 @@ function check(expect: Json, observed: Json): string[] {
   }
   if ("model_text" in expect && observed.model_text !== expect.model_text) differ("model_text", expect.model_text, observed.model_text);
   problems.push(...checkRoute(expect, observed));
+  problems.push(...checkCompaction(expect, observed));
   problems.push(...checkStream(expect, observed));
   return problems;
 }

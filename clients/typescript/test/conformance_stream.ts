@@ -4,7 +4,7 @@
  * cancel_after_events when the case says so, and observe the events' kinds, the restarts,
  * the accumulated text, the final reply or the failure.
  */
-import { FinishReason, RestartCause, SidecarError, type Hop, type ModelStream, type StreamModelEvent } from "../src/index.js";
+import { FinishReason, RestartCause, SidecarError, type CallModelResponse, type ModelStream, type StreamModelEvent } from "../src/index.js";
 
 type Json = Record<string, unknown>;
 
@@ -25,13 +25,13 @@ export interface StreamSetup {
 
 /**
  * Reads the stream; `failed` builds the observation of its failure (the runner's, shared with
- * CallModel), `withRoute` adds served_by and hops of the final reply.
+ * CallModel), `withReply` adds the final reply's served_by, hops and compaction.
  */
 export async function observeStream(
   stream: ModelStream,
   setup: StreamSetup,
   failed: (err: SidecarError) => Json,
-  withRoute: (observed: Json, servedBy: string, hops: Hop[]) => Json,
+  withReply: (observed: Json, reply: CallModelResponse) => Json,
 ): Promise<Json> {
   const events: StreamModelEvent[] = [];
   let observed: Json = { grpc_code: "OK", outcome: "result", failure: null };
@@ -61,7 +61,7 @@ export async function observeStream(
       output_budget_raised: final.outputBudgetRaised,
       finish_reason: FinishReason[final.finishReason],
     };
-    observed = withRoute(observed, final.servedBy, final.hops);
+    observed = withReply(observed, final);
   }
   if (setup.cancelAfter !== undefined) observed.provider_disconnected = await providerDisconnected(setup.providerUrl, setup.model);
   return observed;

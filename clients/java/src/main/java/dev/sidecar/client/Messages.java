@@ -22,6 +22,7 @@ import dev.sidecar.v1.ToolCallResult;
  * Message question = Messages.user("what is this?").image(Path.of("shot.png")).build();
  * CallModelResponse reply = sidecar.callModel(request);
  * conversation.add(Messages.assistant(reply));   // reasoning byte-identical: its signature is verified
+ * conversation = Messages.compacted(conversation, reply);   // the history the sidecar compacted, if it did
  * }</pre>
  */
 public final class Messages {
@@ -49,6 +50,15 @@ public final class Messages {
         .addAllParts(reply.getPartsList())
         .addAllReasoning(reply.getReasoningList())
         .build();
+  }
+
+  /**
+   * The conversation to go on with: the reply's compacted messages when the sidecar compacted the
+   * conversation to fit ({@code reply.getCompaction()}), else {@code messages}; a new mutable list
+   * either way, to add {@link #assistant(CallModelResponse)} to.
+   */
+  public static List<Message> compacted(List<Message> messages, CallModelResponse reply) {
+    return new ArrayList<>(reply.hasCompaction() ? reply.getCompaction().getMessagesList() : messages);
   }
 
   /**

@@ -1,8 +1,12 @@
 package dev.sidecar.client;
 
+import java.util.Arrays;
 import java.util.Map;
 import dev.sidecar.v1.CacheBreakpoint;
 import dev.sidecar.v1.CacheTtl;
+import dev.sidecar.v1.CompactionStrategy;
+import dev.sidecar.v1.OverflowAction;
+import dev.sidecar.v1.OverflowPolicy;
 import dev.sidecar.v1.Reasoning;
 import dev.sidecar.v1.ReasoningEffort;
 import dev.sidecar.v1.ToolChoice;
@@ -19,6 +23,7 @@ import dev.sidecar.v1.ToolChoiceMode;
  *     .addStop("\n").setTopP(0.9)
  *     .setSystem(longPrompt).setSystemCache(Requests.cache(CacheTtl.CACHE_TTL_1H))
  *     .setProviderOptionsJson(Requests.providerOptions(Map.of("anthropic", Map.of("metadata", Map.of("user_id", "u")))))
+ *     .setOnOverflow(Requests.compactOnOverflow(CompactionStrategy.COMPACTION_STRATEGY_TOOL_RESULTS))
  *     .build();
  * }</pre>
  */
@@ -58,6 +63,32 @@ public final class Requests {
   /** A cache breakpoint living {@code ttl} (CACHE_TTL_UNSPECIFIED: the provider's default). */
   public static CacheBreakpoint cache(CacheTtl ttl) {
     return CacheBreakpoint.newBuilder().setTtl(ttl).build();
+  }
+
+  /**
+   * The request's {@code on_overflow} that compacts a conversation that does not fit the model's
+   * window and tries again, trying {@code strategies} in the order given (none: the model's
+   * configured order); the call fails with CONTEXT_OVERFLOW only when even the compacted
+   * conversation does not fit. Adopt the compacted history with {@link Messages#compacted}.
+   */
+  public static OverflowPolicy compactOnOverflow(CompactionStrategy... strategies) {
+    for (CompactionStrategy strategy : strategies) {
+      if (strategy == null
+          || strategy == CompactionStrategy.COMPACTION_STRATEGY_UNSPECIFIED
+          || strategy == CompactionStrategy.UNRECOGNIZED) {
+        throw new IllegalArgumentException(
+            "a compaction strategy is TOOL_RESULTS, REASONING or SUMMARIZE, not " + strategy);
+      }
+    }
+    return OverflowPolicy.newBuilder()
+        .setAction(OverflowAction.OVERFLOW_ACTION_COMPACT)
+        .addAllStrategies(Arrays.asList(strategies))
+        .build();
+  }
+
+  /** The request's {@code on_overflow} that fails a conversation that does not fit with CONTEXT_OVERFLOW. */
+  public static OverflowPolicy failOnOverflow() {
+    return OverflowPolicy.newBuilder().setAction(OverflowAction.OVERFLOW_ACTION_FAIL).build();
   }
 
   /**

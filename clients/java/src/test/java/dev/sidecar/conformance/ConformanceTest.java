@@ -38,6 +38,8 @@ import dev.sidecar.client.SidecarException;
 import dev.sidecar.v1.CallModelRequest;
 import dev.sidecar.v1.CallModelResponse;
 import dev.sidecar.v1.ClassifyFailureRequest;
+import dev.sidecar.v1.Compaction;
+import dev.sidecar.v1.CompactionStep;
 import dev.sidecar.v1.ExecuteToolRequest;
 import dev.sidecar.v1.ExecuteToolResponse;
 import dev.sidecar.v1.Failure;
@@ -78,9 +80,12 @@ class ConformanceTest {
   private static final Set<String> EXPECT_KEYS =
       Set.of(
           "grpc_code", "outcome", "failure", "result_contains", "model_text_contains", "model_text", "served_by",
-          "hops", "events", "restarts", "stream_text", "final", "provider_disconnected");
+          "hops", "compaction", "events", "restarts", "stream_text", "final", "provider_disconnected");
   private static final Set<String> HOP_KEYS =
-      Set.of("deployment", "kind", "attempts", "skipped", "reason", "reason_contains");
+      Set.of("deployment", "kind", "attempts", "skipped", "reason", "reason_contains", "hedge", "cancelled");
+  private static final Set<String> COMPACTION_KEYS =
+      Set.of("trigger", "tokens_before", "tokens_after", "steps", "messages", "summarizer_calls");
+  private static final Set<String> STEP_KEYS = Set.of("strategy", "turns", "tokens_before", "tokens_after");
   private static final Set<String> FAILURE_KEYS =
       Set.of(
           "kind",
@@ -259,6 +264,7 @@ class ConformanceTest {
     String modelText;
     String servedBy = "";
     List<Hop> hops = List.of();
+    Compaction compaction;
     StreamObservation stream;
     String raw = "";
 
@@ -293,6 +299,7 @@ class ConformanceTest {
             out.resultText = response.getMessage().getText();
             out.servedBy = response.getServedBy();
             out.hops = response.getHopsList();
+            out.compaction = response.hasCompaction() ? response.getCompaction() : null;
             break;
           }
         case "StreamModel":
@@ -307,6 +314,7 @@ class ConformanceTest {
               out.resultText = response.getMessage().getText();
               out.servedBy = response.getServedBy();
               out.hops = response.getHopsList();
+              out.compaction = response.hasCompaction() ? response.getCompaction() : null;
             }
             if (out.stream.failure != null) {
               throw out.stream.failure;
@@ -361,6 +369,9 @@ class ConformanceTest {
       same("model_text", text(expect.get("model_text")), got.modelText, problems);
     }
     checkRoute(expect, got, problems);
+    if (expect.has("compaction")) {
+      checkCompaction(expect.get("compaction"), got.compaction, problems);
+    }
     if (got.stream != null) {
       got.stream.check(expect, problems);
     } else if (expect.has("events") || expect.has("restarts") || expect.has("final")) {
@@ -402,7 +413,81 @@ class ConformanceTest {
         same(at + ".reason", text(w.get("reason")), g.getReason(), problems);
       }
       contains(at + ".reason", w, "reason_contains", g.getReason(), problems);
+      if (w.has("hedge")) {
+        same(at + ".hedge", w.get("hedge").getAsBoolean(), g.getHedge(), problems);
+      }
+      if (w.has("cancelled")) {
+        same(at + ".cancelled", w.get("cancelled").getAsBoolean(), g.getCancelled(), problems);
+      }
     }
+  }
+
+  /**
+   * compaction: null absent; an object present with each given key equal, steps as many as listed
+   * (each given key equal), messages equal as canonical proto3 JSON.
+   */
+  private static void checkCompaction(JsonElement want, Compaction got, List<String> problems) {
+    if (want.isJsonNull()) {
+      if (got != null) {
+        problems.add("compaction: want none, got " + print(got));
+      }
+      return;
+    }
+    if (got == null) {
+      problems.add("compaction: want " + want + ", got none");
+      return;
+    }
+    JsonObject w = want.getAsJsonObject();
+    unknownKeys("expect.compaction", w, COMPACTION_KEYS, problems);
+    JsonObject g = new JsonObject();
+    g.addProperty("trigger", got.getTrigger().name().replaceFirst("^COMPACTION_TRIGGER_", ""));
+    g.addProperty("tokens_before", got.getTokensBefore());
+    g.addProperty("tokens_after", got.getTokensAfter());
+    g.addProperty("summarizer_calls", got.getSummarizerCalls());
+    JsonArray messages = new JsonArray();
+    got.getMessagesList().forEach(m -> messages.add(JsonParser.parseString(print(m))));
+    g.add("messages", messages);
+    for (String key : List.of("trigger", "tokens_before", "tokens_after", "summarizer_calls", "messages")) {
+      if (w.has(key) && !sameJson(w.get(key), g.get(key))) {
+        problems.add("compaction." + key + ": want " + w.get(key) + ", got " + g.get(key));
+      }
+    }
+    if (!w.has("steps")) {
+      return;
+    }
+    JsonArray steps = w.getAsJsonArray("steps");
+    if (steps.size() != got.getStepsCount()) {
+      problems.add("compaction.steps: want " + steps.size() + " steps, got " + got.getStepsCount() + ": " + got.getStepsList());
+      return;
+    }
+    for (int i = 0; i < steps.size(); i++) {
+      JsonObject ws = steps.get(i).getAsJsonObject();
+      CompactionStep gs = got.getSteps(i);
+      String at = "compaction.steps[" + i + "]";
+      unknownKeys("expect." + at, ws, STEP_KEYS, problems);
+      if (ws.has("strategy")) {
+        same(at + ".strategy", text(ws.get("strategy")), gs.getStrategy().name().replaceFirst("^COMPACTION_STRATEGY_", ""), problems);
+      }
+      if (ws.has("turns")) {
+        List<Integer> turns = new ArrayList<>();
+        ws.getAsJsonArray("turns").forEach(t -> turns.add(t.getAsInt()));
+        same(at + ".turns", turns, gs.getTurnsList(), problems);
+      }
+      if (ws.has("tokens_before")) {
+        same(at + ".tokens_before", ws.get("tokens_before").getAsInt(), gs.getTokensBefore(), problems);
+      }
+      if (ws.has("tokens_after")) {
+        same(at + ".tokens_after", ws.get("tokens_after").getAsInt(), gs.getTokensAfter(), problems);
+      }
+    }
+  }
+
+  /** JSON values equal, numbers by value (1 and 1.0 alike). */
+  private static boolean sameJson(JsonElement a, JsonElement b) {
+    if (a.isJsonPrimitive() && b.isJsonPrimitive() && a.getAsJsonPrimitive().isNumber() && b.getAsJsonPrimitive().isNumber()) {
+      return a.getAsDouble() == b.getAsDouble();
+    }
+    return a.equals(b);
   }
 
   private static void checkFailure(JsonObject want, Failure got, List<String> problems) {
