@@ -11,6 +11,7 @@ import logging
 import time
 from typing import Any
 
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
 from sidecar.core.observer import StateBackendChanged
@@ -39,6 +40,13 @@ class FleetSync(ChangeWriter):
     async def _connect(self) -> bool:
         """Subscribe, read the fleet's state, push ours, send the spend kept: True when all of it went."""
         await self._drop_pubsub()
+        if isinstance(self._client, RedisCluster):  # the slots first (again after a failure): where to subscribe
+            try:
+                async with asyncio.timeout(self.timeout_s * 4):
+                    await self._client.initialize()
+            except (RedisError, OSError, TimeoutError) as exc:
+                self._failed(exc)
+                return False
         pubsub = self._client.pubsub(ignore_subscribe_messages=True)
         try:
             async with asyncio.timeout(self.timeout_s * 4):  # connect, subscribe: a few round trips
