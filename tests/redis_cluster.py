@@ -162,7 +162,7 @@ class Cluster:
         return sum(int(end) - int(start) + 1 for start, end, *_ in slots) == 16384
 
     def client(self) -> redis.RedisCluster:
-        seeds = [ClusterNode("127.0.0.1", n.port) for n in self.live()]
+        seeds = [ClusterNode("127.0.0.1", n.port) for n in self.live()]  # type: ignore[no-untyped-call]
         return redis.RedisCluster(startup_nodes=seeds, socket_timeout=2)
 
     def primaries(self) -> list[ClusterNodeProcess]:
@@ -236,7 +236,7 @@ class Target:
 
     def backend(self, prefix: str, timeout_ms: int, **kwargs: Any) -> RedisState:
         if self.cluster is not None:
-            return RedisState(self.url, prefix, timeout_ms, nodes=self.nodes[1:], cluster=True, **kwargs)
+            return RedisState(self.url, prefix, timeout_ms, cluster=self.nodes[1:], **kwargs)
         return RedisState(self.url, prefix, timeout_ms, **kwargs)
 
     def client(self) -> redis.Redis | redis.RedisCluster:

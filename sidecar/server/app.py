@@ -436,8 +436,7 @@ def _state_backend(cfg: Config, observer: Observer, clock: Clock) -> StateBacken
         observer=observer,
         clock=clock,
         shutdown_flush_s=state.shutdown_flush_s,
-        nodes=state.nodes,
-        cluster=state.mode == "cluster",
+        cluster=state.nodes if state.mode == "cluster" else None,
     )
 
 

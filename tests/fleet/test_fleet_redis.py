@@ -218,10 +218,12 @@ async def test_actions_made_while_redis_is_away_reach_it_first_and_undo_only_wha
             redis_server.proc.send_signal(signal.SIGCONT)
         await _until(lambda: state.available, "back")
         assert state.pending_actions == 0
-        assert client.exists(key("act", "mpause", "gpt"), key("act", "spend", "wf"), key("act", "open", "old")) == 0  # undone, before the read back
-        assert client.exists(key("act", "mpause", "claude"), key("act", "open", "new")) == 2  # newer than the actions: kept
+        undone = (key("act", "mpause", "gpt"), key("act", "spend", "wf"), key("act", "open", "old"))
+        assert client.exists(*undone) == 0  # undone, before the read back
+        assert client.exists(key("act", "mpause", "claude"), key("act", "open", "new")) == 2  # newer: kept
         back = _redis_ms(client)
-        for record in (key("act", "mlift", "gpt"), key("act", "sreset", "wf"), key("act", "closed", "old")):  # remembered for later re-syncs
+        records = (key("act", "mlift", "gpt"), key("act", "sreset", "wf"), key("act", "closed", "old"))
+        for record in records:  # remembered for later re-syncs
             at = float(client.get(record) or 0)  # when, on Redis's clock: 60 s before it answered
             assert back - 60_000 - 5_000 <= at <= back - 60_000 + 1_000, (record, back - at)
         pauses = {c.model for c in view.applied if isinstance(c, ModelPause)}
@@ -568,4 +570,5 @@ async def test_actions_still_queued_when_the_flush_time_runs_out_are_named_and_s
         assert "Repeat them" in text
     finally:
         proc.send_signal(signal.SIGCONT)
-    assert redis_server.client().exists(key("lost", "mlift", "gpt"), key("lost", "closed", "search"), key("lost", "sreset", "wf")) == 0
+    lost = (key("lost", "mlift", "gpt"), key("lost", "closed", "search"), key("lost", "sreset", "wf"))
+    assert redis_server.client().exists(*lost) == 0

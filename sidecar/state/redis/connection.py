@@ -87,13 +87,14 @@ def redacted(url: str) -> str:
     return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
-def client_for(url: str, timeout_s: float, *, nodes: Sequence[str] = (), cluster: bool = False) -> Redis | RedisCluster:
-    """The one place the client is built (``state.mode``): one Redis over a blocking pool, or redis-py's cluster
-    client from its seed nodes (the URL's host, then ``state.nodes``, each ``host:port``), which follows MOVED
+def client_for(url: str, timeout_s: float, *, cluster: Sequence[str] | None = None) -> Redis | RedisCluster:
+    """The one place the client is built (``state.mode``): one Redis over a blocking pool (``cluster`` None), or
+    redis-py's cluster client from its seed nodes (the URL's host, then ``cluster``: ``state.nodes``, each
+    ``host:port``), which follows MOVED
     and ASK itself and, on a node that fails, re-reads the cluster's slots on the next operation. Either way
     every socket is bounded by the timeout and nothing is retried inside redis-py (a failed operation is an
     outage: the caller goes on under local state)."""
-    if not cluster:
+    if cluster is None:
         pool = BlockingConnectionPool.from_url(
             url,
             max_connections=MAX_CONNECTIONS,
@@ -105,7 +106,7 @@ def client_for(url: str, timeout_s: float, *, nodes: Sequence[str] = (), cluster
         )
         return Redis.from_pool(pool)
     seeds = []
-    for node in nodes:
+    for node in cluster:
         host, _, port = node.rpartition(":")
         seeds.append(ClusterNode(host.strip("[]"), int(port)))
     if url:  # its host a seed too, and its credentials (redis-py reads them as for one Redis)
@@ -147,11 +148,11 @@ class RedisConnection:
         replica: str | None = None,
         clock: Clock | None = None,
         shutdown_flush_s: float = SHUTDOWN_FLUSH_S,
-        nodes: Sequence[str] = (),
-        cluster: bool = False,
+        cluster: Sequence[str] | None = None,
     ) -> None:
-        self.url = url or (f"redis://{nodes[0]}" if nodes else "")
-        self.cluster = cluster
+        """``cluster``: None for one Redis; in cluster mode, the seed nodes besides the URL's (``state.nodes``)."""
+        self.url = url or (f"redis://{cluster[0]}" if cluster else "")
+        self.cluster = cluster is not None
         self.prefix = prefix
         self.timeout_s = timeout_ms / 1000
         self.replica = replica or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -161,8 +162,8 @@ class RedisConnection:
         """The monotonic clock an action's and a change's age is read on (None: the system's; a test's
         fake one): the same clock as the local view's, whose pauses and openings carry their age."""
         self.shutdown_flush_s = shutdown_flush_s
-        self._client = client_for(url, self.timeout_s, nodes=nodes, cluster=cluster)
-        self._slots = asyncio.Semaphore(MAX_CONNECTIONS) if cluster else None
+        self._client = client_for(url, self.timeout_s, cluster=cluster)
+        self._slots = asyncio.Semaphore(MAX_CONNECTIONS) if cluster is not None else None
         """Cluster mode: the operations at once, as the single Redis's blocking pool bounds them."""
         scripts = (SET_AND_PUBLISH, PAUSE, OPEN, CLAIM, SPEND, SPEND_FLOOR, HEARTBEAT)
         self._set, self._pause, self._open, self._claim, self._spend, self._floor, self._beat = (
