@@ -227,9 +227,11 @@ class Target:
         assert self.server is not None, "a single Redis's own (kill, start, proc)"
         return self.server
 
-    def state(self, prefix: str, timeout_ms: int = 200) -> dict[str, Any]:
-        """The ``state`` section of a sidecar's config."""
-        section: dict[str, Any] = {"backend": "redis", "url": self.url, "prefix": prefix, "timeout_ms": timeout_ms}
+    def state(self, prefix: str, timeout_ms: int | None = None) -> dict[str, Any]:
+        """The ``state`` section of a sidecar's config (``timeout_ms`` None: the default)."""
+        section: dict[str, Any] = {"backend": "redis", "url": self.url, "prefix": prefix}
+        if timeout_ms is not None:
+            section["timeout_ms"] = timeout_ms
         if self.cluster is not None:
             section.update(mode="cluster", nodes=self.nodes[1:])
         return section
