@@ -18,6 +18,7 @@ replica promoted (``kill_primary``), and a slot migrated while calls run (``migr
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import socket
@@ -182,7 +183,10 @@ class Cluster:
         for start, end, primary, *_ in self.live()[0].client().cluster("slots"):
             if int(start) <= slot <= int(end):
                 port = int(primary[1])
-                return next(n for n in self.live() if n.port == port)
+                for node in self.live():
+                    if node.port == port:
+                        return node
+                raise AssertionError(f"slot {slot}'s primary (port {port}) is not running")
         raise AssertionError(f"no primary serves slot {slot}")
 
     def flush(self) -> None:
@@ -245,10 +249,10 @@ class Target:
         return self.cluster.client() if self.cluster is not None else self._server.client()
 
 
-@pytest.fixture(params=["single", "cluster"])
-def redis_target(request: pytest.FixtureRequest) -> Iterator[Target]:
-    """Each fleet test once on a fresh single Redis and once on the shared cluster (flushed before the test)."""
-    if request.param == "cluster":
+@contextlib.contextmanager
+def target(mode: str, request: pytest.FixtureRequest) -> Iterator[Target]:
+    """A fresh single Redis (``single``), or the session's cluster flushed (``cluster``), for one test."""
+    if mode == "cluster":
         cluster: Cluster = request.getfixturevalue("redis_cluster")
         cluster.wait_ok()
         cluster.flush()
@@ -259,3 +263,10 @@ def redis_target(request: pytest.FixtureRequest) -> Iterator[Target]:
         yield Target(server, None)
     finally:
         server.kill()
+
+
+@pytest.fixture(params=["single", "cluster"])
+def redis_target(request: pytest.FixtureRequest) -> Iterator[Target]:
+    """Each fleet test once on a fresh single Redis and once on the shared cluster (flushed before the test)."""
+    with target(request.param, request) as chosen:
+        yield chosen
