@@ -90,6 +90,8 @@ class ClusterNodeProcess:
             str(self.folder / "nodes.conf"),
             "--cluster-node-timeout",
             str(NODE_TIMEOUT_MS),
+            "--cluster-replica-validity-factor",
+            "0",  # a replica may always be promoted, however long since it heard its primary
             "--dir",
             str(self.folder),
         ]
@@ -142,7 +144,8 @@ class Cluster:
         return [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]
 
     def wait_ok(self, within_s: float = FORM_TIMEOUT_S) -> None:
-        """Until every live node says ``cluster_state:ok`` and agrees on three primaries covering all slots."""
+        """Until every live node says ``cluster_state:ok``, sees every slot covered, and each replica is linked
+        to its primary (synced: a kill then fails over to it)."""
         end = time.monotonic() + within_s
         while True:
             try:
@@ -160,7 +163,10 @@ class Cluster:
         if info.get("cluster_state") != "ok":
             return False
         slots = node.client().cluster("slots")
-        return sum(int(end) - int(start) + 1 for start, end, *_ in slots) == 16384
+        if sum(int(end) - int(start) + 1 for start, end, *_ in slots) != 16384:
+            return False
+        replication = node.client().info("replication")  # a replica synced: one that can be promoted
+        return replication.get("role") != "slave" or replication.get("master_link_status") == "up"
 
     def client(self) -> redis.RedisCluster:
         seeds = [ClusterNode("127.0.0.1", n.port) for n in self.live()]  # type: ignore[no-untyped-call]

@@ -6,6 +6,8 @@
                                         and MOVED after; every claim decided in Redis (none locally), no
                                         outage, and the spend in Redis is what was added
     the keys of one script              share a slot (the hash tags of sidecar/state/redis/keys.py)
+    the subscriber's primary killed     its replica promoted; the replica whose subscription it held re-reads
+                                        the slots, subscribes again and hears the other replica's changes
     cluster mode misconfigured          refused at load, naming state.nodes[i] / state.url (no URL shown)
 
 A primary killed under load (its replica promoted, the state converging) is tests/fleet/test_fleet.py's
@@ -24,7 +26,7 @@ from redis.crc import key_slot
 
 from sidecar.config import ConfigError
 from sidecar.config.loading import parse_config
-from sidecar.core.state import Change, SpendAdded
+from sidecar.core.state import Change, ModelPause, SpendAdded
 from sidecar.state.redis.keys import key
 from tests.conftest import base_config, until
 from tests.redis_cluster import Cluster, ClusterNodeProcess, Target, redis_cluster  # noqa: F401  (the fixture)
@@ -145,3 +147,33 @@ async def test_a_slot_migrated_under_calls_is_followed_and_loses_nothing(redis_c
         assert len(claims) > 20
     finally:
         await state.close()
+
+
+async def test_the_subscribers_primary_killed_it_subscribes_again_on_the_promoted_replica(
+    redis_cluster: Cluster,  # noqa: F811
+) -> None:
+    cluster = redis_cluster
+    cluster.wait_ok()
+    cluster.flush()
+    prefix = "resub"
+    victim = cluster.owner(f"{prefix}:events")  # the channel's slot: where the cluster client subscribes
+    heard, told = View(), View()
+    listener = Target(None, cluster).backend(prefix, 200)
+    speaker = Target(None, cluster).backend(prefix, 200)
+    await listener.start(heard)
+    await speaker.start(told)
+    try:
+        speaker.publish(ModelPause("before", 30.0))
+        await until(lambda: any(isinstance(c, ModelPause) for c in heard.applied), "the first change heard")
+        victim.kill()
+        await until(lambda: not listener.available, "the listener's outage (its subscription cut)")
+        await until(lambda: listener.available, "the listener back, subscribed on the promoted replica")
+        await until(lambda: speaker.available, "the speaker back (its stub view pushes nothing queued meanwhile)")
+        assert cluster.owner(f"{prefix}:events").port != victim.port
+        speaker.publish(ModelPause("after", 30.0))
+        await until(lambda: any(isinstance(c, ModelPause) and c.model == "after" for c in heard.applied), "heard after")
+    finally:
+        await listener.close()
+        await speaker.close()
+        victim.start()  # back as a replica: the cluster whole again for the tests after
+        await asyncio.to_thread(cluster.wait_ok)

@@ -277,5 +277,6 @@ class RedisConnection:
     async def _drop_pubsub(self) -> None:
         pubsub, self._pubsub = self._pubsub, None
         if pubsub is not None:
-            with contextlib.suppress(RedisError, OSError):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
+            with contextlib.suppress(RedisError, OSError, TimeoutError):
+                async with asyncio.timeout(self.timeout_s):  # a cluster's pubsub closing on a node that died
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py

@@ -40,10 +40,11 @@ class FleetSync(ChangeWriter):
     async def _connect(self) -> bool:
         """Subscribe, read the fleet's state, push ours, send the spend kept: True when all of it went."""
         await self._drop_pubsub()
-        if isinstance(self._client, RedisCluster):  # the slots first (again after a failure): where to subscribe
-            try:
+        if isinstance(self._client, RedisCluster):  # the slots first, read again: where to subscribe (a node
+            try:  # that failed under the subscriber alone leaves the client's slots as they were)
                 async with asyncio.timeout(self.timeout_s * 4):
                     await self._client.initialize()
+                    await self._client.nodes_manager.initialize()
             except (RedisError, OSError, TimeoutError) as exc:
                 self._failed(exc)
                 return False
