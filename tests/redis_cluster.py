@@ -133,11 +133,15 @@ class Cluster:
     def start(self) -> Cluster:
         if not shutil.which(REDIS_SERVER) or not shutil.which(REDIS_CLI):
             pytest.fail(f"{REDIS_SERVER} / {REDIS_CLI} not installed: `make test` installs them (redis-server)")
-        for node in self.nodes:
-            node.start()
-        create = [REDIS_CLI, "--cluster", "create", *self.addresses, "--cluster-replicas", "1", "--cluster-yes"]
-        subprocess.run(create, check=True, capture_output=True, timeout=FORM_TIMEOUT_S)
-        self.wait_ok()
+        try:
+            for node in self.nodes:
+                node.start()
+            create = [REDIS_CLI, "--cluster", "create", *self.addresses, "--cluster-replicas", "1", "--cluster-yes"]
+            subprocess.run(create, check=True, capture_output=True, timeout=FORM_TIMEOUT_S)
+            self.wait_ok()
+        except BaseException:
+            self.stop()  # no node left running behind a cluster that did not form
+            raise
         return self
 
     def live(self) -> list[ClusterNodeProcess]:
