@@ -1,7 +1,7 @@
 """Compaction's summaries shared by a fleet: two sidecars on one real Redis summarize a prefix once.
 
 The first sidecar summarizes (one call to the fake summarizer) and stores the summary under
-``{prefix}:{compact:<hash>}`` with a TTL; the second, asked to compact the same conversation, reads it
+``{prefix}:summary:{k:<hash>}`` with a TTL; the second, asked to compact the same conversation, reads it
 back and makes no call of its own.
 """
 
@@ -50,7 +50,7 @@ async def test_two_sidecars_on_one_redis_summarize_a_prefix_once(start_sidecar: 
     first = await _compact(one)
     assert first.compaction.summarizer_calls == 1
     client = redis.client()
-    keys = [k.decode() for k in client.scan_iter(match="compact:{compact:*}")]
+    keys = [k.decode() for k in client.scan_iter(match="compact:summary:{k:*}")]
     assert len(keys) == 1
     assert 0 < client.pttl(keys[0]) <= 24 * 3600 * 1000
     assert client.get(keys[0]).decode() == SUMMARY

@@ -1,7 +1,6 @@
 """Compaction's summaries in Redis (``core.compaction.cache.SharedSummaries``): one GET, one SET with a TTL.
 
-The key is ``{prefix}:{compact:<hash>}``, hash-tagged (a Redis Cluster puts it on one slot by what is inside
-the braces); the hash is the prefix's (``core.compaction.summary.prefix_key``). Redis not there: no summary
+The key is ``{prefix}:summary:{k:<hash>}``, named as every key is (``keys``); the hash is the prefix's (``core.compaction.summary.prefix_key``). Redis not there: no summary
 is found, none is stored (the call summarizes, and keeps it in the process).
 """
 
@@ -16,7 +15,7 @@ class Summaries(RedisConnection):
     """The fleet's summaries, by prefix hash."""
 
     def _summary_key(self, key: str) -> str:
-        return f"{self.prefix}:{{compact:{key}}}"
+        return self._key("summary", key)
 
     async def get_summary(self, key: str) -> str | None:
         if not self._available:
