@@ -1,6 +1,6 @@
 """Summaries kept: in the process (``SummaryCache``, bounded, oldest out first), and fleet-wide through a
-shared state backend that offers ``SharedSummaries`` (Redis: one GET, one SET with a TTL, the key
-``summary`` keys, hash-tagged as every key). The same prefix compacted twice costs one summarizing call."""
+shared state backend that offers ``SharedSummaries`` (Redis: one GET, one SET with a TTL on a
+``summary`` key, hash-tagged as every key is). The same prefix compacted twice costs one summarizing call."""
 
 from __future__ import annotations
 
