@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from typing import Annotated, Literal
-from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, model_validator
 
@@ -40,6 +39,7 @@ from sidecar.config.bounds import (
     MIN_TOKEN_CHARS,
 )
 from sidecar.config.fields import HostPort, Listen
+from sidecar.config.redis_dial import RedisTlsConfig, SentinelConfig, check_dial
 from sidecar.config.tools import DEFAULT_DEDUPE_WINDOW_S, DedupeWindow
 from sidecar.core.settings import MAX_WAIT_S, PRESETS, CircuitConfig, Strict, Window, Windows
 
@@ -272,12 +272,20 @@ class TelemetryConfig(Strict):
 
 class StateConfig(Strict):
     """Where throttles, pauses, circuits and spend live: this process (``memory``), or a Redis every
-    replica naming the same ``url`` and ``prefix`` shares (docs/fleet.md)."""
+    replica naming the same ``url`` (or ``sentinel``) and ``prefix`` shares (docs/fleet.md)."""
 
     backend: Literal["memory", "redis"] = "memory"
     url: str | None = None
     """``redis://[user:password@]host:port/db``, ``rediss://`` (TLS) or ``unix:///path``; from the
     environment (``${REDIS_URL}``): its password is a secret, masked wherever text leaves."""
+    sentinel: SentinelConfig | None = None
+    """Instead of ``url``: the sentinels to ask for the primary, and its service name (config/redis_dial.py)."""
+    username: SecretStr | None = None
+    """The ACL user (``${REDIS_USERNAME}``); with ``password``, for the URL's server or Sentinel's primary."""
+    password: SecretStr | None = None
+    """Its password (``${REDIS_PASSWORD}``: a secret, never written in the file)."""
+    tls: RedisTlsConfig | None = None
+    """TLS's files: the CA, and a client certificate and key for mTLS (with a ``rediss://`` URL, or Sentinel)."""
     prefix: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] = DEFAULT_STATE_PREFIX
     """Every key and the change channel start with it: replicas with the same prefix share state."""
     timeout_ms: Annotated[int, Field(ge=1, le=MAX_STATE_TIMEOUT_MS)] = DEFAULT_STATE_TIMEOUT_MS
@@ -289,8 +297,5 @@ class StateConfig(Strict):
     @model_validator(mode="after")
     def _url(self) -> StateConfig:
         if self.backend == "redis":
-            if not self.url:
-                raise ValueError("the redis backend needs state.url, e.g. url: ${REDIS_URL}")
-            if urlsplit(self.url).scheme not in ("redis", "rediss", "unix"):
-                raise ValueError("state.url must be a redis://, rediss:// or unix:// URL (value not shown)")
+            check_dial(self.url, self.sentinel, self.tls, self.username is not None, self.password is not None)
         return self

@@ -14,18 +14,16 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable
 from typing import TypeVar
-from urllib.parse import urlsplit
 
-from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.client import PubSub
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
+from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import RedisError
 
 from sidecar.core.clock import Clock
 from sidecar.core.observer import NULL_OBSERVER, Observer, StateBackendChanged
 from sidecar.core.state import Change, LocalView
 from sidecar.state.redis.actions import Action
+from sidecar.state.redis.dial import Dial, address, client, hint
 from sidecar.state.redis.scripts import (
     CALL_ABANDON,
     CALL_CLAIM,
@@ -59,15 +57,7 @@ _log = logging.getLogger("sidecar.state")
 
 def redacted(url: str) -> str:
     """The URL as an address to show: scheme, host, port and database, never a user or password."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return "redis (an unreadable URL)"
-    if parts.scheme == "unix":
-        return f"unix:{parts.path}"
-    return f"{parts.scheme}://{host}{port}{parts.path}"
+    return address(url)
 
 
 def ms(seconds: float) -> int:
@@ -79,7 +69,7 @@ class RedisConnection:
 
     def __init__(
         self,
-        url: str,
+        target: str | Dial,
         prefix: str,
         timeout_ms: int,
         *,
@@ -88,7 +78,10 @@ class RedisConnection:
         clock: Clock | None = None,
         shutdown_flush_s: float = SHUTDOWN_FLUSH_S,
     ) -> None:
-        self.url = url
+        self.dial = target if isinstance(target, Dial) else Dial(url=target)
+        """Where Redis is and how to reach it (a URL, or Sentinel's nodes; TLS; the ACL user): ``dial.py``."""
+        self.address = address(self.dial)
+        """Where Redis is, as the logs show it (no user, no password)."""
         self.prefix = prefix
         self.timeout_s = timeout_ms / 1000
         self.replica = replica or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -98,16 +91,7 @@ class RedisConnection:
         """The monotonic clock an action's and a change's age is read on (None: the system's; a test's
         fake one): the same clock as the local view's, whose pauses and openings carry their age."""
         self.shutdown_flush_s = shutdown_flush_s
-        pool = BlockingConnectionPool.from_url(
-            url,
-            max_connections=MAX_CONNECTIONS,
-            timeout=self.timeout_s,
-            socket_timeout=self.timeout_s,
-            socket_connect_timeout=self.timeout_s,
-            retry=Retry(NoBackoff(), 0),
-            health_check_interval=0,
-        )
-        self._client = Redis.from_pool(pool)
+        self._client = client(self.dial, self.timeout_s, MAX_CONNECTIONS)
         scripts = (SET_AND_PUBLISH, PAUSE, OPEN, CLAIM, SPEND, SPEND_FLOOR, HEARTBEAT)
         self._set, self._pause, self._open, self._claim, self._spend, self._floor, self._beat = (
             self._client.register_script(s) for s in scripts
@@ -142,7 +126,7 @@ class RedisConnection:
 
     def __repr__(self) -> str:
         state = "available" if self._available else "unavailable"
-        return f"<RedisState {redacted(self.url)} prefix={self.prefix!r} {state} replica={self.replica}>"
+        return f"<RedisState {self.address} prefix={self.prefix!r} {state} replica={self.replica}>"
 
     @property
     def shared(self) -> bool:
@@ -197,10 +181,14 @@ class RedisConnection:
         self._noted_in_call = False
         self._outages += 1
         self._outage_since = asyncio.get_running_loop().time()
+        error = self._last_error
+        said = error if error.startswith(reason) else f"{reason}: {error}" if error else reason
+        check = hint(self._last_error)
         _log.warning(
-            "state backend %s unavailable (%s): calls go on under local state; reconnecting with backoff",
-            redacted(self.url),
-            reason,
+            "state backend %s unavailable (%s): calls go on under local state; reconnecting with backoff%s",
+            self.address,
+            said,
+            f". {check}" if check else "",
             extra={"state_backend": BACKEND},
         )
         self._observer.event(StateBackendChanged(BACKEND, False, reason))

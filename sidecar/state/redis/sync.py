@@ -16,7 +16,7 @@ from redis.exceptions import RedisError
 from sidecar.core.observer import StateBackendChanged
 from sidecar.core.state import Change, CircuitClosed, PauseLifted, ProbeTaken, Replicas, SpendReset
 from sidecar.state.redis.actions import Action
-from sidecar.state.redis.connection import BACKEND, RECONNECT_MIN_S, ms, redacted
+from sidecar.state.redis.connection import BACKEND, RECONNECT_MIN_S, ms
 from sidecar.state.redis.wire import decode, read_key
 from sidecar.state.redis.writer import ChangeWriter
 
@@ -77,7 +77,7 @@ class FleetSync(ChangeWriter):
         if sent:
             _log.info(
                 "state backend %s: %d operator actions made while it was not reachable sent to the fleet",
-                redacted(self.url),
+                self.address,
                 sent,
                 extra={"state_backend": BACKEND},
             )
@@ -167,7 +167,7 @@ class FleetSync(ChangeWriter):
                 outage = asyncio.get_running_loop().time() - self._outage_since
                 _log.info(
                     "state backend %s available again after %.1f s; re-synced",
-                    redacted(self.url),
+                    self.address,
                     outage,
                     extra={"state_backend": BACKEND},
                 )
