@@ -154,11 +154,11 @@ _HINTS = (
     ),
     (
         ("wrongpass", "invalid username-password", "invalid password", "authentication required", "noauth"),
-        "the server refused the credentials: check state.username and state.password (or the URL's user)",
+        "ACL: the server refused the credentials: check state.username and state.password (or the URL's user)",
     ),
     (
         ("no master found",),
-        "the sentinels named no primary for state.sentinel.service (a wrong name, or a failover under way)",
+        "Sentinel: the sentinels named no primary for state.sentinel.service (a wrong name, or a failover under way)",
     ),
 )
 
