@@ -1,4 +1,5 @@
-"""The fleet's policy state in Redis (``state: {backend: redis, url, prefix, timeout_ms}``).
+"""The fleet's policy state in Redis (``state: {backend: redis, url | sentinel, prefix, timeout_ms}``, and
+``tls``, ``username``, ``password``: ``dial.py``).
 
 Every replica that names the same Redis and prefix shares the changes of ``core.state``. Each
 change is one Lua script (redis-py ``register_script``: atomic, no read-modify-write race) that
@@ -79,6 +80,8 @@ When Redis is not there (slower than ``timeout_ms``, down, restarted)::
 
 The package, by part (each class the one below it and more; ``RedisState`` is all of them)::
 
+    dial.py         how the client is built from the config: a URL or Sentinel's nodes and service, TLS,
+                    the ACL user (one function, ``client``)
     connection.py   RedisConnection: the pool, the scripts, every operation bounded, the outage noticed
     calls.py        CallRecords: the record of tool calls
     writer.py       ChangeWriter: publish, the writer, the actions and spend kept, the probe claimed
