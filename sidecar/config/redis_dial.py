@@ -29,7 +29,7 @@ __all__ = ["RedisTlsConfig", "SentinelConfig", "check_dial"]
 
 def _file(value: str) -> str:
     if not os.path.isfile(value) or not os.access(value, os.R_OK):
-        raise ValueError(f"not a readable file: {value}")
+        raise ValueError("not a readable file")
     return value
 
 
@@ -39,7 +39,7 @@ PemFile = Annotated[str, AfterValidator(_file)]
 def _node(value: str) -> str:
     host, sep, port = value.rpartition(":")
     if not sep or not host.strip("[]") or not port.isdigit() or not 0 < int(port) <= 65535:
-        raise ValueError(f"a sentinel is host:port (port 1-65535), got {value!r}")
+        raise ValueError("a sentinel is host:port (port 1-65535)")
     return value
 
 

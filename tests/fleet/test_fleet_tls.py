@@ -9,6 +9,8 @@ certificates this test makes (``cryptography``), and ``sidecar serve`` processes
       the server               check (state.tls.ca_file); calls go on under local state
     no client certificate      refused, the WARNING says the server wants one
     a wrong password           refused, the WARNING names state.username / state.password; never the password
+    a state it cannot dial     refused at load, naming the field (url and sentinel both, TLS in the URL's
+                               query, tls without rediss://, a file that is not there, a password in the file)
     spans                      in one process: a call's spans and the outage's event hold neither secret
 
 Nothing is timed: each check polls for a state within a bound.
@@ -40,6 +42,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from sidecar_client import AsyncSidecarClient, job, user
 
+from sidecar.config.errors import ConfigError
 from sidecar.config.loading import parse_config
 from sidecar.core.clock import FakeClock
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
@@ -405,3 +408,39 @@ async def test_neither_secret_is_in_a_span(
     for span in spans:
         text = repr(dict(span.attributes or {})) + repr([(e.name, dict(e.attributes or {})) for e in span.events])
         _assert_no_secret(f"the span {span.name}", text)
+
+
+@pytest.mark.parametrize(
+    ("state", "says"),
+    [
+        (
+            {"url": "rediss://h:6380/0", "sentinel": {"nodes": ["h:26379"], "service": "m"}},
+            "state.url and state.sentinel",
+        ),
+        ({}, "needs state.url (e.g. url: ${REDIS_URL}) or state.sentinel"),
+        ({"url": "rediss://h:6380/0?ssl_cert_reqs=none"}, "TLS settings go in state.tls"),
+        ({"url": "redis://h:6379/0", "tls": {}}, "state.tls needs a rediss:// URL"),
+        ({"url": "rediss://u:pw-in-url-0123@h:6380/0", "password": "${PW}"}, "state.password and a password in"),
+        ({"url": "rediss://h:6380/0", "username": "agent"}, "state.username needs state.password"),
+        ({"url": "rediss://h:6380/0", "tls": {"ca_file": "/nonexistent/ca.pem"}}, "state.tls.ca_file"),
+        ({"url": "rediss://h:6380/0", "tls": {"key_file": "KEYFILE"}}, "key_file needs state.tls.cert_file"),
+        ({"sentinel": {"nodes": ["h:0"], "service": "m"}}, "state.sentinel.nodes.0"),
+        ({"sentinel": {"nodes": [], "service": "m"}}, "state.sentinel.nodes"),
+        ({"url": "rediss://h:6380/0", "password": "written-in-the-file"}, "state.password: secrets come only"),
+        ({"sentinel": {"nodes": ["h:26379"], "service": "m", "password": "in-file-0123"}}, "state.sentinel.password"),
+    ],
+)
+def test_a_state_the_config_cannot_dial_is_refused_naming_its_field(
+    state: dict[str, Any], says: str, pki: Pki, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PW", "a-password-from-the-environment")
+    tls = state.get("tls")
+    if tls and tls.get("key_file") == "KEYFILE":
+        tls["key_file"] = pki.client_key
+    text = yaml.safe_dump({"state": {"backend": "redis", **state}})
+    with pytest.raises(ConfigError) as refused:
+        parse_config(text)
+    message = str(refused.value)
+    assert says in message, message
+    for secret in ("pw-in-url-0123", "written-in-the-file", "in-file-0123", "a-password-from-the-environment"):
+        assert secret not in message
