@@ -12,6 +12,8 @@ certificates this test makes (``cryptography``), and ``sidecar serve`` processes
     a state it cannot dial     refused at load, naming the field (url and sentinel both, TLS in the URL's
                                query, tls without rediss://, a file that is not there, a password in the file)
     spans                      in one process: a call's spans and the outage's event hold neither secret
+    Sentinel over TLS          a sentinel on a TLS port only names the primary; the replica reaches both with
+                               its certificate and logs in to the primary as the ACL user
 
 Nothing is timed: each check polls for a state within a bound.
 """
@@ -444,3 +446,44 @@ def test_a_state_the_config_cannot_dial_is_refused_naming_its_field(
     assert says in message, message
     for secret in ("pw-in-url-0123", "written-in-the-file", "in-file-0123", "a-password-from-the-environment"):
         assert secret not in message
+
+
+def _tls_sentinel(where: Path, primary: TlsRedis) -> tuple[subprocess.Popen[bytes], int]:
+    """A sentinel on a TLS port only (clients' certificates required), reaching the primary over TLS as the user."""
+    p, port = primary.pki, free_port()
+    conf = where / "sentinel.conf"
+    conf.write_text(
+        f"port 0\ntls-port {port}\nbind 127.0.0.1\ndir {where}\n"
+        f"tls-cert-file {p.server_cert}\ntls-key-file {p.server_key}\ntls-ca-cert-file {p.ca}\n"
+        "tls-replication yes\ntls-auth-clients yes\n"
+        f"sentinel monitor tls-primary 127.0.0.1 {primary.port} 1\n"
+        f"sentinel auth-user tls-primary {USER}\nsentinel auth-pass tls-primary {PASSWORD}\n"
+    )
+    args = [REDIS_SERVER, str(conf), "--sentinel"]
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port
+
+
+async def test_sentinel_over_tls_finds_the_tls_primary_and_logs_in_as_the_acl_user(
+    tmp_path: Path, tls_redis: TlsRedis, fakes: tuple[str, str]
+) -> None:
+    """``state.sentinel`` with ``state.tls``: TLS (and the client certificate) to the sentinel and to the primary."""
+    sentinel, port = _tls_sentinel(tmp_path, tls_redis)
+    state = {k: v for k, v in _state(tls_redis).items() if k != "url"}
+    state["sentinel"] = {"nodes": [f"127.0.0.1:{port}"], "service": "tls-primary"}
+    serve: Serve | None = None
+    try:
+        serve = Serve(tmp_path, fakes, state)
+        _until(lambda: serve is not None and serve.state()["state"]["reachable"], "the primary the sentinel names")
+        cost = await _capped_call(serve)
+        key = f"{PREFIX}:spend:wf-tls"
+        _until(lambda: tls_redis.client().get(key) is not None, "the capped call's spend in Redis")
+        assert float(tls_redis.client().get(key) or 0) == pytest.approx(cost)
+        view = serve.raw_state()
+    finally:
+        if serve is not None:
+            serve.stop()
+        sentinel.kill()
+        sentinel.wait(10)
+    assert "unavailable" not in serve.logs(), serve.logs()
+    _assert_no_secret("the log", serve.logs())
+    _assert_no_secret("the state view", view)
