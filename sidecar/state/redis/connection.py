@@ -183,7 +183,7 @@ class RedisConnection:
         self._outage_since = asyncio.get_running_loop().time()
         error = self._last_error
         said = error if error.startswith(reason) else f"{reason}: {error}" if error else reason
-        check = hint(self._last_error)
+        check = hint(self._last_error, self.dial)
         _log.warning(
             "state backend %s unavailable (%s): calls go on under local state; reconnecting with backoff%s",
             self.address,

@@ -163,10 +163,21 @@ _HINTS = (
 )
 
 
-def hint(error: str) -> str:
-    """What an operator should check for a failed connection, from redis-py's words ("" when nothing to say)."""
+_RESET = (
+    "TLS: the server closed the connection: if it wants a client certificate (tls-auth-clients), set "
+    "state.tls.cert_file and key_file"
+)
+"""TLS 1.3 checks a client certificate after the handshake: the refusal comes as an alert or as a reset."""
+
+
+def hint(error: str, dial: Dial | None = None) -> str:
+    """What an operator should check for a failed connection, from redis-py's words and how it dialed ("" when
+    nothing to say)."""
     low = error.lower()
     for needles, text in _HINTS:
         if any(n in low for n in needles):
             return text
+    tls = dial is not None and (dial.tls is not None or (dial.url or "").startswith("rediss:"))
+    if tls and dial is not None and not (dial.tls and dial.tls.cert_file) and "connection reset by peer" in low:
+        return _RESET
     return ""
