@@ -15,6 +15,8 @@ replica, three ``redis-server --sentinel``) and two ``sidecar serve`` replicas o
                      docs/fleet.md): re-sent to the other replica it would be sent again; the test counts
                      those calls and re-sends them to their own replica only
 
+Past the pool's connections through Sentinel, a call waits for one (a blocking pool, as with a URL).
+
 Nothing is timed: each step polls for a state within a bound (the sentinels' timers are small).
 """
 
@@ -36,6 +38,7 @@ import redis
 from sidecar_client import AsyncSidecarClient, job, pb, user
 
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
+from sidecar.state.redis.dial import Dial, SentinelNodes, client
 from tests.fleet.test_fleet_tls import Serve
 from tests.redis_server import REDIS_SERVER, RedisServer, free_port
 
@@ -302,3 +305,18 @@ async def test_a_primary_killed_under_load_fails_over_calls_go_on_and_no_claim_i
         f"re-sent: {len(load.tools)} to their own replica, {len(held)} to the other, 0 sent twice; "
         f"{len(window)} decided during the outage (recorded on their replica only)"
     )
+
+
+async def test_more_calls_at_once_than_sentinel_pool_connections_wait_for_one(sentinels: Sentinels) -> None:
+    """The Sentinel pool blocks like the URL's (``dial.BlockingSentinelPool``): past max_connections a
+    call waits for a connection, within the timeout, instead of redis-py's MaxConnectionsError."""
+    nodes = tuple(("127.0.0.1", p) for p in sentinels.ports)
+    redis_client = client(Dial(sentinel=SentinelNodes(nodes, SERVICE)), timeout_s=5.0, max_connections=3)
+    try:
+        begun = time.monotonic()
+        waits = await asyncio.gather(*(redis_client.blpop(["nothing"], 0.2) for _ in range(9)))
+        took = time.monotonic() - begun
+    finally:
+        await redis_client.aclose()
+    assert waits == [None] * 9  # every one answered (each BLPOP held its connection 0.2 s)
+    assert took >= 0.6  # three rounds of three: they waited for a connection
