@@ -38,7 +38,7 @@ import redis
 from sidecar_client import AsyncSidecarClient, job, pb, user
 
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
-from sidecar.state.redis.dial import Dial, SentinelNodes, client
+from sidecar.state.redis.dial import Dial, SentinelNodes, client, close
 from tests.fleet.test_fleet_tls import Serve
 from tests.redis_server import REDIS_SERVER, RedisServer, free_port
 
@@ -86,7 +86,7 @@ class Sentinels:
         r = self.replica
         args = [REDIS_SERVER, "--port", str(r.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         r.proc = subprocess.Popen(
-            [*args, "--replicaof", "127.0.0.1", str(self.primary.port)],
+            [*args, "--replicaof", "127.0.0.1", str(self.primary.port), "--dir", str(self.where)],  # its sync's RDB
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -317,6 +317,6 @@ async def test_more_calls_at_once_than_sentinel_pool_connections_wait_for_one(se
         waits = await asyncio.gather(*(redis_client.blpop(["nothing"], 0.2) for _ in range(9)))
         took = time.monotonic() - begun
     finally:
-        await redis_client.aclose()
+        await close(redis_client)
     assert waits == [None] * 9  # every one answered (each BLPOP held its connection 0.2 s)
     assert took >= 0.6  # three rounds of three: they waited for a connection

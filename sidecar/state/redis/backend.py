@@ -12,6 +12,7 @@ from redis.exceptions import RedisError
 from sidecar.core.state import LocalView
 from sidecar.state.redis.actions import Action, describe
 from sidecar.state.redis.connection import BACKEND, RECONNECT_MIN_S
+from sidecar.state.redis.dial import close
 from sidecar.state.redis.sync import FleetSync
 
 __all__ = ["RedisState"]
@@ -54,7 +55,7 @@ class RedisState(FleetSync):
             await self._run(self._client.zrem(self._key("replicas"), self.replica), quiet=True)
         await self._drop_pubsub()
         with contextlib.suppress(RedisError, OSError):
-            await self._client.aclose()
+            await close(self._client)
 
     async def _flush_at_shutdown(self) -> None:
         """The actions still queued (and the spend not counted yet) to Redis within ``shutdown_flush_s``."""

@@ -29,7 +29,7 @@ from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import NoBackoff
 
-__all__ = ["BlockingSentinelPool", "Dial", "SentinelNodes", "Tls", "address", "client", "hint"]
+__all__ = ["BlockingSentinelPool", "Dial", "SentinelNodes", "Tls", "address", "client", "close", "hint"]
 
 
 @dataclass(frozen=True)
@@ -136,6 +136,15 @@ def client(dial: Dial, timeout_s: float, max_connections: int) -> Redis:
         dial.url, max_connections=max_connections, timeout=timeout_s, **common, **auth, **tls
     )
     return Redis.from_pool(pool)
+
+
+async def close(redis_client: Redis) -> None:
+    """Close ``client``'s connections, and with Sentinel the clients that asked the sentinels too (the
+    ``Redis`` that ``master_for`` returns owns its pool, not them)."""
+    pool = redis_client.connection_pool
+    await redis_client.aclose()
+    if isinstance(pool, SentinelConnectionPool):
+        await pool.sentinel_manager.aclose()
 
 
 _HINTS = (
