@@ -154,6 +154,7 @@ class FleetSync(ChangeWriter):
                     await self._listen()
                 except Exception as exc:  # never let the keeper die: a bug here is an outage, logged
                     _log.exception("state backend listener failed")
+                    self._failed(exc)  # what the outage's WARNING and the state view say, not an older error
                     self._down(type(exc).__name__)
                 continue
             await asyncio.sleep(max(self._backoff.compute(failures), RECONNECT_MIN_S))
