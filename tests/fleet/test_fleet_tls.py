@@ -12,8 +12,9 @@ certificates this test makes (``cryptography``), and ``sidecar serve`` processes
     a state it cannot dial     refused at load, naming the field (url and sentinel both, TLS in the URL's
                                query, tls without rediss://, a file that is not there, a password in the file)
     spans                      in one process: a call's spans and the outage's event hold neither secret
-    Sentinel over TLS          a sentinel on a TLS port only names the primary; the replica reaches both with
-                               its certificate and logs in to the primary as the ACL user
+    Sentinel over TLS          a sentinel on a TLS port only, with its own password, names the primary; the
+                               replica reaches both with its certificate and the sentinel's password, and logs
+                               in to the primary as the ACL user; no password shows
 
 Nothing is timed: each check polls for a state within a bound.
 """
@@ -61,6 +62,8 @@ KEY_ENV = "TLS_TEST_KEY"
 ADMIN_ENV = "TLS_TEST_ADMIN_TOKEN"
 ADMIN = "tls-admin-token-0123456789abcdef"
 PREFIX = "tls"
+SENTINEL_ENV = "TLS_TEST_SENTINEL_PASSWORD"
+SENTINEL_PASSWORD = "sentinel-pass-SECRET-0123456789"
 CAP = {"wf-tls": 100.0}
 POLL_S = 20.0
 _ADMIN = {"authorization": f"Bearer {ADMIN}"}
@@ -449,7 +452,8 @@ def test_a_state_the_config_cannot_dial_is_refused_naming_its_field(
 
 
 def _tls_sentinel(where: Path, primary: TlsRedis) -> tuple[subprocess.Popen[bytes], int]:
-    """A sentinel on a TLS port only (clients' certificates required), reaching the primary over TLS as the user."""
+    """A sentinel on a TLS port only (clients' certificates required) with a password of its own, reaching the
+    primary over TLS as the user."""
     p, port = primary.pki, free_port()
     conf = where / "sentinel.conf"
     conf.write_text(
@@ -458,18 +462,24 @@ def _tls_sentinel(where: Path, primary: TlsRedis) -> tuple[subprocess.Popen[byte
         "tls-replication yes\ntls-auth-clients yes\n"
         f"sentinel monitor tls-primary 127.0.0.1 {primary.port} 1\n"
         f"sentinel auth-user tls-primary {USER}\nsentinel auth-pass tls-primary {PASSWORD}\n"
+        f"requirepass {SENTINEL_PASSWORD}\n"  # the sentinel's own password (state.sentinel.password)
     )
     args = [REDIS_SERVER, str(conf), "--sentinel"]
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port
 
 
 async def test_sentinel_over_tls_finds_the_tls_primary_and_logs_in_as_the_acl_user(
-    tmp_path: Path, tls_redis: TlsRedis, fakes: tuple[str, str]
+    tmp_path: Path, tls_redis: TlsRedis, fakes: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``state.sentinel`` with ``state.tls``: TLS (and the client certificate) to the sentinel and to the primary."""
     sentinel, port = _tls_sentinel(tmp_path, tls_redis)
     state = {k: v for k, v in _state(tls_redis).items() if k != "url"}
-    state["sentinel"] = {"nodes": [f"127.0.0.1:{port}"], "service": "tls-primary"}
+    state["sentinel"] = {
+        "nodes": [f"127.0.0.1:{port}"],
+        "service": "tls-primary",
+        "password": "${" + SENTINEL_ENV + "}",
+    }
+    monkeypatch.setenv(SENTINEL_ENV, SENTINEL_PASSWORD)  # the process's environment is this one's
     serve: Serve | None = None
     try:
         serve = Serve(tmp_path, fakes, state)
@@ -485,5 +495,6 @@ async def test_sentinel_over_tls_finds_the_tls_primary_and_logs_in_as_the_acl_us
         sentinel.kill()
         sentinel.wait(10)
     assert "unavailable" not in serve.logs(), serve.logs()
-    _assert_no_secret("the log", serve.logs())
-    _assert_no_secret("the state view", view)
+    for where, text in (("the log", serve.logs()), ("the state view", view)):
+        _assert_no_secret(where, text)
+        assert SENTINEL_PASSWORD not in text, f"the sentinel's password shows in {where}"
