@@ -33,6 +33,7 @@ import redis
 from redis.cluster import ClusterNode
 
 from sidecar.state.redis import RedisState
+from sidecar.state.redis.dial import Dial
 from tests.redis_server import REDIS_SERVER, START_TIMEOUT_S, RedisServer, free_port
 
 REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
@@ -252,7 +253,7 @@ class Target:
 
     def backend(self, prefix: str, timeout_ms: int, **kwargs: Any) -> RedisState:
         if self.cluster is not None:
-            return RedisState(self.url, prefix, timeout_ms, cluster=self.nodes[1:], **kwargs)
+            return RedisState(Dial(url=self.url, cluster=tuple(self.nodes[1:])), prefix, timeout_ms, **kwargs)
         return RedisState(self.url, prefix, timeout_ms, **kwargs)
 
     def client(self) -> redis.Redis | redis.RedisCluster:

@@ -87,9 +87,9 @@ def expand(value: Any, path: str, found: list[str]) -> Any:
 
 
 def literal_secrets(raw: dict[str, Any]) -> list[str]:
-    """Keys of provider API keys (and Azure Entra tokens) and server tokens written in the file instead of read
-    from the environment."""
-    bad = _literal_tokens(raw)
+    """Keys of provider API keys (and Azure Entra tokens), server tokens and the state backend's passwords
+    written in the file instead of read from the environment."""
+    bad = _literal_tokens(raw) + _literal_state(raw)
     providers = raw.get("providers")
     if not isinstance(providers, dict):
         return bad
@@ -120,6 +120,20 @@ def _literal_tokens(raw: dict[str, Any]) -> list[str]:
     return bad
 
 
+def _literal_state(raw: dict[str, Any]) -> list[str]:
+    state = raw.get("state")
+    sentinel = state.get("sentinel") if isinstance(state, dict) else None
+    places = (("state.password", state), ("state.sentinel.password", sentinel))
+    return [
+        where
+        for where, part in places
+        if isinstance(part, dict)
+        and isinstance(value := part.get("password"), str)
+        and value
+        and not ENV.fullmatch(value.strip())
+    ]
+
+
 def discover(config: Config, from_environment: Iterable[str] = ()) -> tuple[str, ...]:
     """What is masked wherever text leaves the sidecar, longest first.
 
@@ -131,7 +145,9 @@ def discover(config: Config, from_environment: Iterable[str] = ()) -> tuple[str,
     bearer key); the value of every provider, tool or MCP server header and MCP
     server ``env`` variable named like a credential (``CREDENTIAL_HEADER``), and the part after its
     scheme word (``Bearer <token>``); the credentials of every URL configured (``url_secrets``: the
-    providers', tools', MCP servers' and the state backend's, and one in a header or ``env`` value).
+    providers', tools', MCP servers' and the state backend's, and one in a header or ``env`` value); the
+    state backend's password and the sentinels' own (its ACL user is not a secret, but masked like every
+    value read from the environment).
     """
     found = [*from_environment]
     found += [p.api_key.get_secret_value() for p in config.providers.values() if p.api_key]
@@ -147,6 +163,11 @@ def discover(config: Config, from_environment: Iterable[str] = ()) -> tuple[str,
         urls.append(value)  # a URL in any header or env value (DATABASE_URL=postgres://u:p@h): its credentials
     for url in urls:
         found += url_secrets(url)
+    state = config.state
+    sentinel = state.sentinel
+    for secret in (state.password, sentinel and sentinel.password):
+        if secret:
+            found.append(secret.get_secret_value())
     if config.server.auth is not None:
         found += [t.get_secret_value() for t in config.server.auth.tokens]
     if config.server.admin is not None:

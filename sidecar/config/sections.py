@@ -40,6 +40,7 @@ from sidecar.config.bounds import (
     MIN_TOKEN_CHARS,
 )
 from sidecar.config.fields import HostPort, Listen
+from sidecar.config.redis_dial import RedisTlsConfig, SentinelConfig, check_dial
 from sidecar.config.tools import DEFAULT_DEDUPE_WINDOW_S, DedupeWindow
 from sidecar.core.settings import MAX_WAIT_S, PRESETS, CircuitConfig, Strict, Window, Windows
 
@@ -272,12 +273,20 @@ class TelemetryConfig(Strict):
 
 class StateConfig(Strict):
     """Where throttles, pauses, circuits and spend live: this process (``memory``), or a Redis every
-    replica naming the same ``url`` and ``prefix`` shares (docs/fleet.md)."""
+    replica naming the same ``url`` (or ``sentinel``) and ``prefix`` shares (docs/fleet.md)."""
 
     backend: Literal["memory", "redis"] = "memory"
     url: str | None = None
     """``redis://[user:password@]host:port/db``, ``rediss://`` (TLS) or ``unix:///path``; from the
     environment (``${REDIS_URL}``): its password is a secret, masked wherever text leaves."""
+    sentinel: SentinelConfig | None = None
+    """Instead of ``url``: the sentinels to ask for the primary, and its service name (config/redis_dial.py)."""
+    username: SecretStr | None = None
+    """The ACL user (``${REDIS_USERNAME}``); with ``password``, for the URL's server or Sentinel's primary."""
+    password: SecretStr | None = None
+    """Its password (``${REDIS_PASSWORD}``: a secret, never written in the file)."""
+    tls: RedisTlsConfig | None = None
+    """TLS's files: the CA, and a client certificate and key for mTLS (with a ``rediss://`` URL, or Sentinel)."""
     prefix: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] = DEFAULT_STATE_PREFIX
     """Every key and the change channel start with it: replicas with the same prefix share state."""
     timeout_ms: Annotated[int, Field(ge=1, le=MAX_STATE_TIMEOUT_MS)] = DEFAULT_STATE_TIMEOUT_MS
@@ -295,17 +304,25 @@ class StateConfig(Strict):
     def _url(self) -> StateConfig:
         if self.backend != "redis":
             return self
+        user, has_password = self.username is not None, self.password is not None
         if self.mode == "cluster":
-            return self._cluster()
+            if self.sentinel is not None:
+                raise ValueError("state.sentinel is not for state.mode: cluster (a cluster names its own primaries)")
+            self._cluster()
+            if self.url:
+                check_dial(self.url, None, self.tls, user, has_password)
+            elif self.tls is not None:
+                raise ValueError("state.tls in cluster mode needs a rediss:// seed in state.url (value not shown)")
+            elif user and not has_password:
+                raise ValueError("state.username needs state.password (an ACL user logs in with both)")
+            return self
         if self.nodes:
             raise ValueError("state.nodes is for state.mode: cluster (one Redis is named by state.url)")
-        if not self.url:
-            raise ValueError("the redis backend needs state.url, e.g. url: ${REDIS_URL}")
-        if urlsplit(self.url).scheme not in ("redis", "rediss", "unix"):
-            raise ValueError("state.url must be a redis://, rediss:// or unix:// URL (value not shown)")
+        check_dial(self.url, self.sentinel, self.tls, user, has_password)
         return self
 
-    def _cluster(self) -> StateConfig:
+    def _cluster(self) -> None:
+        """Cluster mode's seeds: ``url`` (redis:// or rediss://, database 0) and ``nodes`` (host:port each)."""
         if not self.url and not self.nodes:
             raise ValueError("state.mode: cluster needs seed nodes: state.nodes: [host:port, ...] or state.url")
         if self.url:
@@ -318,4 +335,3 @@ class StateConfig(Strict):
             host, _, port = node.rpartition(":")
             if not host or not port.isdigit() or not 0 < int(port) < 65536:
                 raise ValueError(f"state.nodes[{i}] must be host:port, e.g. 10.0.0.5:6379 (got {node!r})")
-        return self

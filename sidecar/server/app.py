@@ -37,6 +37,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2
 from grpc_reflection.v1alpha import reflection, reflection_pb2
+from pydantic import SecretStr
 from sidecar_contract.v1 import admin_pb2
 from sidecar_contract.v1 import sidecar_pb2 as pb
 
@@ -424,19 +425,30 @@ def _service_gauges(core: Core) -> list[tuple[str, float, int]]:
 
 def _state_backend(cfg: Config, observer: Observer, clock: Clock) -> StateBackend:
     """The configured state backend (``state.backend``): this process's own, or a Redis shared by the fleet."""
-    if cfg.state.backend == "memory" or (cfg.state.url is None and not cfg.state.nodes):
+    state = cfg.state
+    if state.backend == "memory" or (state.url is None and state.sentinel is None and not state.nodes):
         return MEMORY
     from sidecar.state.redis import RedisState
+    from sidecar.state.redis.dial import Dial, SentinelNodes, Tls
 
-    state = cfg.state
+    def plain(secret: SecretStr | None) -> str | None:
+        return secret.get_secret_value() if secret is not None else None
+
+    s = state.sentinel
+    nodes = None
+    if s is not None:
+        hosts = tuple((h.strip("[]"), int(p)) for h, _, p in (n.rpartition(":") for n in s.nodes))
+        nodes = SentinelNodes(hosts, s.service, s.db, plain(s.username), plain(s.password))
+    tls = Tls(state.tls.ca_file, state.tls.cert_file, state.tls.key_file) if state.tls is not None else None
+    cluster = tuple(state.nodes) if state.mode == "cluster" else None
+    dial = Dial(state.url, nodes, plain(state.username), plain(state.password), tls, cluster)
     return RedisState(
-        state.url or "",
+        dial,
         state.prefix,
         state.timeout_ms,
         observer=observer,
         clock=clock,
         shutdown_flush_s=state.shutdown_flush_s,
-        cluster=state.nodes if state.mode == "cluster" else None,
     )
 
 

@@ -1,5 +1,6 @@
-"""The fleet's policy state in Redis (``state: {backend: redis, url, prefix, timeout_ms}``), one Redis or a Redis
-Cluster (``mode: cluster``, seeds in ``url`` and ``nodes``: redis-py's cluster client, docs/fleet.md).
+"""The fleet's policy state in Redis (``state: {backend: redis, url | sentinel, prefix, timeout_ms}``, and
+``tls``, ``username``, ``password``: ``dial.py``), one Redis, a primary found through Sentinel, or a Redis Cluster
+(``mode: cluster``, seeds in ``url`` and ``nodes``: redis-py's cluster client, docs/fleet.md).
 
 Every replica that names the same Redis and prefix shares the changes of ``core.state``. Each
 change is one Lua script (redis-py ``register_script``: atomic, no read-modify-write race) that
@@ -83,8 +84,9 @@ When Redis is not there (slower than ``timeout_ms``, down, restarted)::
 
 The package, by part (each class the one below it and more; ``RedisState`` is all of them)::
 
-    connection.py   RedisConnection: the client (client_for: one Redis or a cluster), the scripts, every
-                    operation bounded, the outage noticed
+    dial.py         how the client is built from the config: a URL, Sentinel's nodes and service, or a
+                    cluster's seed nodes; TLS, the ACL user (one function, ``client``)
+    connection.py   RedisConnection: the client, the scripts, every operation bounded, the outage noticed
     calls.py        CallRecords: the record of tool calls
     writer.py       ChangeWriter: publish, the writer, the actions and spend kept, the probe claimed
     sync.py         FleetSync: the re-sync, the keeper, the listener, the heartbeat
@@ -96,7 +98,7 @@ The package, by part (each class the one below it and more; ``RedisState`` is al
 """
 
 from sidecar.state.redis.backend import RedisState
-from sidecar.state.redis.connection import BACKEND, redacted
+from sidecar.state.redis.connection import BACKEND
 from sidecar.state.redis.sync import HEARTBEAT_S
 
-__all__ = ["BACKEND", "HEARTBEAT_S", "RedisState", "redacted"]
+__all__ = ["BACKEND", "HEARTBEAT_S", "RedisState"]

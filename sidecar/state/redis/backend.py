@@ -11,7 +11,8 @@ from redis.exceptions import RedisError
 
 from sidecar.core.state import LocalView
 from sidecar.state.redis.actions import Action, describe
-from sidecar.state.redis.connection import BACKEND, RECONNECT_MIN_S, redacted
+from sidecar.state.redis.connection import BACKEND, RECONNECT_MIN_S
+from sidecar.state.redis.dial import close
 from sidecar.state.redis.summaries import Summaries
 from sidecar.state.redis.sync import FleetSync
 
@@ -55,7 +56,7 @@ class RedisState(FleetSync, Summaries):
             await self._run(self._client.zrem(self._key("replicas"), self.replica), quiet=True)
         await self._drop_pubsub()
         with contextlib.suppress(RedisError, OSError):
-            await self._client.aclose()
+            await close(self._client)
 
     async def _flush_at_shutdown(self) -> None:
         """The actions still queued (and the spend not counted yet) to Redis within ``shutdown_flush_s``."""
@@ -78,7 +79,7 @@ class RedisState(FleetSync, Summaries):
         if queued and not self._pending:
             _log.info(
                 "state backend %s: the %d operator actions still queued were sent to the fleet at shutdown (%.1f s)",
-                redacted(self.url),
+                self.address,
                 queued,
                 spent,
                 extra={"state_backend": BACKEND},
@@ -94,7 +95,7 @@ class RedisState(FleetSync, Summaries):
                 "state.shutdown_flush_s (%.1f s) at shutdown (%s). They took effect on this replica only, "
                 "which is stopping: the other replicas still hold what they undid. Repeat them on a running "
                 "replica once Redis answers: %s",
-                redacted(self.url),
+                self.address,
                 len(self._pending),
                 self.shutdown_flush_s,
                 self._last_error or "not reachable",
@@ -105,14 +106,14 @@ class RedisState(FleetSync, Summaries):
             _log.warning(
                 "state backend %s: %d tool call outcomes answered here never reached Redis (shutdown): a re-send "
                 "of one is answered 'outcome unknown', not sent again",
-                redacted(self.url),
+                self.address,
                 len(self._kept_outcomes),
                 extra={"state_backend": BACKEND},
             )
         if self._unsent:
             _log.warning(
                 "state backend %s: spend recorded here and not counted in Redis was dropped at shutdown: %s",
-                redacted(self.url),
+                self.address,
                 ", ".join(f"{w} {usd:.6f} USD" for w, usd in sorted(self._unsent.items())),
                 extra={"state_backend": BACKEND},
             )

@@ -1,7 +1,7 @@
-"""The Redis backend's connection and its health: the client (``client_for``: one Redis, or a Redis Cluster
-from its seed nodes) and the scripts, every operation bounded by ``timeout_ms``, the outage noticed once (a
-WARNING, ``StateBackendChanged``), what it holds for the parts above (``calls``, ``writer``, ``sync``,
-``backend``)."""
+"""The Redis backend's connection and its health: the client (``dial.client``: one Redis, Sentinel's
+primary, or a Redis Cluster from its seed nodes) and the scripts, every operation bounded by ``timeout_ms``,
+the outage noticed once (a WARNING, ``StateBackendChanged``), what it holds for the parts above (``calls``,
+``writer``, ``sync``, ``backend``)."""
 
 from __future__ import annotations
 
@@ -13,21 +13,18 @@ import socket
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable
 from typing import TypeVar
-from urllib.parse import urlsplit
 
-from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.client import PubSub
-from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
+from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import RedisError
 
 from sidecar.core.clock import Clock
 from sidecar.core.observer import NULL_OBSERVER, Observer, StateBackendChanged
 from sidecar.core.state import Change, LocalView
 from sidecar.state.redis.actions import Action
+from sidecar.state.redis.dial import Dial, address, client, hint
 from sidecar.state.redis.keys import key
 from sidecar.state.redis.scripts import (
     ALIVE,
@@ -52,9 +49,7 @@ __all__ = [
     "RECONNECT_MAX_S",
     "RECONNECT_MIN_S",
     "RedisConnection",
-    "client_for",
     "ms",
-    "redacted",
 ]
 
 T = TypeVar("T")
@@ -69,66 +64,8 @@ MAX_CONNECTIONS = 100
 """The pool's connections (redis-py's default size); a call past them waits for one, within timeout_ms. In
 cluster mode the same bound is a semaphore over every operation (redis-py's cluster client has no blocking
 pool: its 101st connection to a node raises), and each node's pool holds a few more for the subscriber and
-the re-sync's scan."""
-CLUSTER_SPARE_CONNECTIONS = 4
+the re-sync's scan (``dial.CLUSTER_SPARE_CONNECTIONS``)."""
 _log = logging.getLogger("sidecar.state")
-
-
-def redacted(url: str) -> str:
-    """The URL as an address to show: scheme, host, port and database, never a user or password."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return "redis (an unreadable URL)"
-    if parts.scheme == "unix":
-        return f"unix:{parts.path}"
-    return f"{parts.scheme}://{host}{port}{parts.path}"
-
-
-def client_for(url: str, timeout_s: float, *, cluster: Sequence[str] | None = None) -> Redis | RedisCluster:
-    """The one place the client is built (``state.mode``): one Redis over a blocking pool (``cluster`` None), or
-    redis-py's cluster client from its seed nodes (the URL's host, then ``cluster``: ``state.nodes``, each
-    ``host:port``), which follows MOVED
-    and ASK itself and, on a node that fails, re-reads the cluster's slots on the next operation. Either way
-    every socket is bounded by the timeout and nothing is retried inside redis-py (a failed operation is an
-    outage: the caller goes on under local state)."""
-    if cluster is None:
-        pool = BlockingConnectionPool.from_url(
-            url,
-            max_connections=MAX_CONNECTIONS,
-            timeout=timeout_s,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            retry=Retry(NoBackoff(), 0),
-            health_check_interval=0,
-        )
-        return Redis.from_pool(pool)
-    seeds = []
-    for node in cluster:
-        host, _, port = node.rpartition(":")
-        seeds.append(ClusterNode(host.strip("[]"), int(port)))
-    if url:  # its host a seed too, and its credentials (redis-py reads them as for one Redis)
-        return RedisCluster.from_url(
-            url,
-            startup_nodes=seeds,
-            max_connections=MAX_CONNECTIONS + CLUSTER_SPARE_CONNECTIONS,
-            retry=Retry(NoBackoff(), 0),
-            require_full_coverage=False,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            health_check_interval=0,
-        )
-    return RedisCluster(
-        startup_nodes=seeds,
-        max_connections=MAX_CONNECTIONS + CLUSTER_SPARE_CONNECTIONS,
-        retry=Retry(NoBackoff(), 0),
-        require_full_coverage=False,
-        socket_timeout=timeout_s,
-        socket_connect_timeout=timeout_s,
-        health_check_interval=0,
-    )
 
 
 def ms(seconds: float) -> int:
@@ -140,7 +77,7 @@ class RedisConnection:
 
     def __init__(
         self,
-        url: str,
+        target: str | Dial,
         prefix: str,
         timeout_ms: int,
         *,
@@ -148,11 +85,13 @@ class RedisConnection:
         replica: str | None = None,
         clock: Clock | None = None,
         shutdown_flush_s: float = SHUTDOWN_FLUSH_S,
-        cluster: Sequence[str] | None = None,
     ) -> None:
-        """``cluster``: None for one Redis; in cluster mode, the seed nodes besides the URL's (``state.nodes``)."""
-        self.url = url or (f"redis://{cluster[0]}" if cluster else "")
-        self.cluster = cluster is not None
+        self.dial = target if isinstance(target, Dial) else Dial(url=target)
+        """Where Redis is and how to reach it (a URL, or Sentinel's nodes; TLS; the ACL user): ``dial.py``."""
+        self.address = address(self.dial)
+        """Where Redis is, as the logs show it (no user, no password)."""
+        self.cluster = self.dial.cluster is not None
+        """Cluster mode (``dial.cluster``): redis-py's cluster client, keys named by ``keys`` to share slots."""
         self.prefix = prefix
         self.timeout_s = timeout_ms / 1000
         self.replica = replica or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -162,8 +101,8 @@ class RedisConnection:
         """The monotonic clock an action's and a change's age is read on (None: the system's; a test's
         fake one): the same clock as the local view's, whose pauses and openings carry their age."""
         self.shutdown_flush_s = shutdown_flush_s
-        self._client = client_for(url, self.timeout_s, cluster=cluster)
-        self._slots = asyncio.Semaphore(MAX_CONNECTIONS) if cluster is not None else None
+        self._client = client(self.dial, self.timeout_s, MAX_CONNECTIONS)
+        self._slots = asyncio.Semaphore(MAX_CONNECTIONS) if self.cluster else None
         """Cluster mode: the operations at once, as the single Redis's blocking pool bounds them."""
         scripts = (SET_AND_PUBLISH, PAUSE, OPEN, CLAIM, SPEND, SPEND_FLOOR, HEARTBEAT)
         self._set, self._pause, self._open, self._claim, self._spend, self._floor, self._beat = (
@@ -201,7 +140,7 @@ class RedisConnection:
     def __repr__(self) -> str:
         state = "available" if self._available else "unavailable"
         mode = " cluster" if self.cluster else ""
-        return f"<RedisState{mode} {redacted(self.url)} prefix={self.prefix!r} {state} replica={self.replica}>"
+        return f"<RedisState{mode} {self.address} prefix={self.prefix!r} {state} replica={self.replica}>"
 
     @property
     def shared(self) -> bool:
@@ -259,10 +198,14 @@ class RedisConnection:
         self._noted_in_call = False
         self._outages += 1
         self._outage_since = asyncio.get_running_loop().time()
+        error = self._last_error
+        said = error if error.startswith(reason) else f"{reason}: {error}" if error else reason
+        check = hint(self._last_error, self.dial)
         _log.warning(
-            "state backend %s unavailable (%s): calls go on under local state; reconnecting with backoff",
-            redacted(self.url),
-            reason,
+            "state backend %s unavailable (%s): calls go on under local state; reconnecting with backoff%s",
+            self.address,
+            said,
+            f". {check}" if check else "",
             extra={"state_backend": BACKEND},
         )
         self._observer.event(StateBackendChanged(BACKEND, False, reason))

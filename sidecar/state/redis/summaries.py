@@ -1,6 +1,7 @@
 """Compaction's summaries in Redis (``core.compaction.cache.SharedSummaries``): one GET, one SET with a TTL.
 
-The key is ``{prefix}:summary:{k:<hash>}``, named as every key is (``keys``); the hash is the prefix's (``core.compaction.summary.prefix_key``). Redis not there: no summary
+The key is ``{prefix}:summary:{k:<hash>}``, named as every key is (``keys``); the hash is the prefix's
+(``core.compaction.summary.prefix_key``). Redis not there: no summary
 is found, none is stored (the call summarizes, and keeps it in the process).
 """
 

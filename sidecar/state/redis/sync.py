@@ -17,7 +17,7 @@ from redis.exceptions import RedisError
 from sidecar.core.observer import StateBackendChanged
 from sidecar.core.state import Change, CircuitClosed, PauseLifted, ProbeTaken, Replicas, SpendReset
 from sidecar.state.redis.actions import Action
-from sidecar.state.redis.connection import BACKEND, RECONNECT_MIN_S, ms, redacted
+from sidecar.state.redis.connection import BACKEND, RECONNECT_MIN_S, ms
 from sidecar.state.redis.keys import parse
 from sidecar.state.redis.wire import decode, read_key
 from sidecar.state.redis.writer import ChangeWriter
@@ -87,7 +87,7 @@ class FleetSync(ChangeWriter):
         if sent:
             _log.info(
                 "state backend %s: %d operator actions made while it was not reachable sent to the fleet",
-                redacted(self.url),
+                self.address,
                 sent,
                 extra={"state_backend": BACKEND},
             )
@@ -162,6 +162,7 @@ class FleetSync(ChangeWriter):
                     await self._listen()
                 except Exception as exc:  # never let the keeper die: a bug here is an outage, logged
                     _log.exception("state backend listener failed")
+                    self._failed(exc)  # what the outage's WARNING and the state view say, not an older error
                     self._down(type(exc).__name__)
                 continue
             await asyncio.sleep(max(self._backoff.compute(failures), RECONNECT_MIN_S))
@@ -175,7 +176,7 @@ class FleetSync(ChangeWriter):
                 outage = asyncio.get_running_loop().time() - self._outage_since
                 _log.info(
                     "state backend %s available again after %.1f s; re-synced",
-                    redacted(self.url),
+                    self.address,
                     outage,
                     extra={"state_backend": BACKEND},
                 )
