@@ -20,6 +20,11 @@
                         ratio and the difference in ms
           an idle replica: commands and round trips a second over --idle-s
         the figures also go to bench/results/fleet_cost.json
+    .venv/bin/python bench/fleet.py capacity [--requests 100000] [--subscribers 200]
+        what one Redis shard takes of the fleet's own operations: redis-benchmark (50 clients, no
+        pipelining, as replicas send them) of each script and command a call or a replica sends, and
+        a PUBLISH with N subscribers; per operation the rate (wall clock: the machine's load shows) and
+        the operations per CPU-second of redis-server (/proc: what a core of its own would take)
 
 Needs redis-server on PATH (`make redis-server`). Not part of `make test`.
 """
@@ -451,6 +456,82 @@ def cost(calls: int, idle_s: float, url: str | None, out: Path) -> None:
     )
 
 
+# ---------------------------------------------------------------------------------- capacity
+
+
+def capacity(requests: int, subscribers: int) -> None:
+    import contextlib
+    import json
+
+    import redis as redis_py
+
+    from sidecar.state.redis import scripts
+
+    proc, url = _redis()
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    client = redis_py.Redis.from_url(url)
+    sha = {n: client.script_load(getattr(scripts, n)) for n in ("SPEND", "CALL_CLAIM", "HEARTBEAT")}
+    outcome = 'o{"v": 1, "a": 1, "r": {"$d": "ToolResult", "content": "{\\"id\\": \\"note-1\\"}"}}'
+    spend = ["b:none", "r", "wf"]  # a channel no one reads: the publish's fan-out is measured apart
+    claim = ["b:replicas", 'i{"r": "x", "w": 1}', "600000"]
+    message = '{"o": "r", "k": "spend", "n": "wf", "usd": 1}'
+    ops: dict[str, list[str]] = {
+        "SET (a plain command)": ["SET", "b:k:__rand_int__", "v"],
+        "SPEND (a capped call's cost)": ["EVALSHA", sha["SPEND"], "1", "b:spend:wf", "0.001", "604800000", *spend],
+        "CALL_CLAIM (a run-once claim)": ["EVALSHA", sha["CALL_CLAIM"], "2", "b:call:__rand_int__", *claim],
+        "SET outcome (a run-once outcome)": ["SET", "b:call:__rand_int__", outcome, "PX", "600000"],
+        "HEARTBEAT (a replica, 1/s)": ["EVALSHA", sha["HEARTBEAT"], "1", "b:replicas", "r__rand_int__", "3000"],
+        f"PUBLISH to {subscribers} subscribers": ["PUBLISH", "b:events", message],
+    }
+    listeners: list[socket.socket] = []
+    results: dict[str, Any] = {"redis": client.info("server")["redis_version"], "requests": requests, "ops": {}}
+    stop = threading.Event()
+    try:
+        for _ in range(subscribers):
+            s = socket.create_connection(("127.0.0.1", int(port)))
+            s.sendall(b"*2\r\n$9\r\nSUBSCRIBE\r\n$8\r\nb:events\r\n")
+            s.setblocking(False)
+            listeners.append(s)
+
+        def drain() -> None:
+            import selectors
+
+            sel = selectors.DefaultSelector()
+            for s in listeners:
+                sel.register(s, selectors.EVENT_READ)
+            while not stop.is_set():
+                for key, _ in sel.select(0.1):
+                    with contextlib.suppress(BlockingIOError):
+                        key.fileobj.recv(1 << 16)  # type: ignore[union-attr]
+
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
+        for name, argv in ops.items():
+            n = requests // 10 if name.startswith("PUBLISH") else requests
+            cpu0 = _cpu_seconds(proc.pid)
+            run = subprocess.run(
+                ["redis-benchmark", "-p", port, "-n", str(n), "-c", "50", "-r", "100000000", "--csv", *argv],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            used = _cpu_seconds(proc.pid) - cpu0
+            row = run.stdout.strip().splitlines()[-1].strip('"').split('","')  # the test's name may hold quotes
+            rps = float(row[-7])  # rps, then avg, min, p50, p95, p99, max
+            results["ops"][name] = {"rps": rps, "redis_cpu_s": used, "per_cpu_s": n / used if used else None}
+    finally:
+        stop.set()
+        for s in listeners:
+            s.close()
+        proc.terminate()
+    out = ROOT / "bench" / "results" / "fleet_capacity.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"redis-server {results['redis']}, redis-benchmark -c 50, {requests} requests each (PUBLISH: a tenth)")
+    for name, r in results["ops"].items():
+        per = f"{r['per_cpu_s']:9.0f}" if r["per_cpu_s"] else "      n/a"
+        print(f"{name:36} {r['rps']:9.0f} /s wall   {per} per CPU-second of redis-server")
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_receive":
         asyncio.run(_receiver(sys.argv[2], sys.argv[3]))
@@ -467,7 +548,13 @@ def main() -> None:
     k.add_argument("--idle-s", type=float, default=10.0)
     k.add_argument("--url", help="a running redis-server (default: one started here)")
     k.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "fleet_cost.json")
+    q = sub.add_parser("capacity")
+    q.add_argument("--requests", type=int, default=100_000)
+    q.add_argument("--subscribers", type=int, default=200)
     args = parser.parse_args()
+    if args.what == "capacity":
+        capacity(args.requests, args.subscribers)
+        return
     if args.what == "propagation":
         propagation(args.trials)
     elif args.what == "cost":
