@@ -18,6 +18,9 @@ traffic set apart: they are paid per replica, not per call).
                                       outcome before the
                                       answer (docs/fleet.md)
 
+    a capped workflow's total        published when it crosses a hundredth of the cap, and at every add
+                                      from the cap on: not per call (each publish reaches every replica)
+
 Every kind but the run-once call fails above 1 round trip on its path; the run-once call above 2 (its
 two are the two halves of "decided once, and a re-send answered from the record": docs/fleet.md#cost).
 """
@@ -28,13 +31,18 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 import pytest
 from sidecar_client import job, user
 
+from sidecar.core.state import SpendAdded, SpendTotal
+from sidecar.state.redis import RedisState
+from sidecar.state.redis.scripts import SPEND
 from tests.conftest import Running, Start
+from tests.fleet.test_fleet_redis import View
 from tests.redis_proxy import RedisProxy
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, redis_server  # noqa: F401  (the fixture)
 
 DELAY_S = 0.6
 """Each round trip held this long: far above a loaded machine's call without Redis (tens of ms)."""
@@ -141,3 +149,48 @@ async def test_round_trips_and_commands_per_call_in_all(start_sidecar: Start, co
     assert not over, f"round trips per call: {per_call}; commands per call: {commands}"
     assert commands["ExecuteTool, run once"] == {"EVALSHA": 1.0, "SET": 1.0}, commands
     assert set(commands["CallModel, spend cap"]) <= {"EVALSHA"}, commands
+
+
+# ---------------------------------------------------------------------------- the spend's fan-out
+
+
+def _published(client: Any) -> int:
+    stats = client.info("commandstats").get("cmdstat_publish")
+    return int(stats["calls"]) if stats else 0
+
+
+def _totals(view: View, workflow: str) -> list[float]:
+    return [c.usd for c in view.applied if isinstance(c, SpendTotal) and c.workflow == workflow]
+
+
+async def test_a_workflows_total_is_published_per_hundredth_of_its_cap_and_at_it_not_per_call(
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    """Each publish reaches every replica: per capped call, 1,000 replicas would each receive the whole
+    fleet's calls. The total goes out when it crosses a hundredth of the cap, and at every add from the cap
+    on; the replica that added reads it in the reply."""
+    client = redis_server.client()
+    add = client.register_script(SPEND)
+    view = View()
+    other = RedisState(redis_server.url, "steps", 1000)
+    one = RedisState(redis_server.url, "steps", 1000)
+    await other.start(view)
+    await one.start(View())
+    try:
+        before = _published(client)
+        for _ in range(1000):  # 0.5 USD in adds of 0.0005 against a cap of 1 USD: steps of 0.01 USD
+            add(keys=["steps:spend:wf"], args=["0.0005", 60_000, "steps:events", "elsewhere", "wf", "0.01", "1.0"])
+        assert 49 <= _published(client) - before <= 51  # one per step crossed, not 1,000
+        await _until(lambda: bool(_totals(view, "wf")) and _totals(view, "wf")[-1] > 0.49, "the last step")
+        before = _published(client)
+        for _ in range(3):  # 0.75 (a step crossed), 1.0 (the cap), 1.25 (past it): each published
+            add(keys=["steps:spend:wf"], args=["0.25", 60_000, "steps:events", "elsewhere", "wf", "0.01", "1.0"])
+        assert _published(client) - before == 3
+        await _until(lambda: _totals(view, "wf")[-1] >= 1.25 - 1e-9, "the total past the cap")
+        for _ in range(4):  # a replica's own spend: its writer sends the cap it was recorded under
+            one.publish(SpendAdded("wf2", 0.3, 1.0))
+            await _until(lambda: bool(client.get("steps:spend:wf2")), "the add counted")
+        await _until(lambda: bool(_totals(view, "wf2")) and _totals(view, "wf2")[-1] >= 1.0, "wf2 at its cap")
+    finally:
+        await one.close()
+        await other.close()
