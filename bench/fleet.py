@@ -10,14 +10,16 @@
         without a spend cap (a cap publishes every call's cost)
     .venv/bin/python bench/fleet.py cost [--calls 200] [--idle-s 10] [--url redis://... | --cluster]
         what the fleet costs Redis (issue 39 part 3), one `sidecar serve` on redis (through a counting
-        proxy, tests/redis_proxy.py) beside one on memory, the same fakes behind both:
+        proxy, tests/redis_proxy.py), one on the same redis directly, one on memory, the same fakes
+        behind all three:
           per kind of call (CallModel, CallModel with a spend cap, ExecuteTool, a run-once ExecuteTool)
             commands    INFO commandstats over N sequential calls (a script's inner commands counted,
                         as Redis counts them), less what the replicas' heartbeats took meanwhile
-            trips       round trips the proxy forwarded, heartbeats and the subscriber set apart
+            trips       round trips the proxy forwarded (the proxied sidecar), heartbeats and the
+                        subscriber set apart
             on path     round trips the call awaits: its latency with every trip held HOLD_S, // HOLD_S
-            latency     p50 of N calls on redis and on memory, taken in turns (one run, paired): the
-                        ratio and the difference in ms
+            latency     p50 of N calls on redis (direct) and on memory, taken in turns (one run,
+                        paired): their ratio, and the median of the pairs' differences in ms
           an idle replica: commands and round trips a second over --idle-s
         the figures also go to bench/results/fleet_cost.json
     .venv/bin/python bench/fleet.py capacity [--requests 100000] [--subscribers 200]
@@ -370,23 +372,29 @@ def cost(calls: int, idle_s: float, url: str | None, out: Path) -> None:
     run = f"r{random.getrandbits(32):08x}"
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            state = {"backend": "redis", "url": proxy.url, "prefix": f"cost{run}", "timeout_ms": 1000}
+            direct_state = {"backend": "redis", "url": url, "prefix": f"cost{run}", "timeout_ms": 1000}
+            proxied = {**direct_state, "url": proxy.url, "prefix": f"costp{run}"}
             mem, mem_addr = _serve(_cost_config(fake_port, tools_port, {"backend": "memory"}), Path(tmp))
-            red, red_addr = _serve(_cost_config(fake_port, tools_port, state), Path(tmp))
+            red, red_addr = _serve(_cost_config(fake_port, tools_port, direct_state), Path(tmp))
+            prx, prx_addr = _serve(_cost_config(fake_port, tools_port, proxied), Path(tmp))
             try:
-                with SidecarClient(mem_addr) as m_client, SidecarClient(red_addr) as r_client:
+                with (
+                    SidecarClient(mem_addr) as m_client,
+                    SidecarClient(red_addr) as r_client,
+                    SidecarClient(prx_addr) as p_client,
+                ):
                     with ThreadPoolExecutor(8) as pool:  # warm: scripts loaded, 8 pooled connections
                         for kind in KINDS:
-                            list(pool.map(lambda i, k=kind: _one(r_client, k, -1 - i, run), range(8)))
-                            list(pool.map(lambda i, k=kind: _one(m_client, k, -1 - i, run + "m"), range(8)))
+                            for tag, c in (("r", r_client), ("m", m_client), ("p", p_client)):
+                                list(pool.map(lambda i, k=kind, c=c, t=tag: _one(c, k, -1 - i, run + t), range(8)))
                     time.sleep(1.0)
                     before, start = _commandstats(direct), time.monotonic()
                     time.sleep(idle_s)
                     idle = _less(_commandstats(direct), before)
                     span = time.monotonic() - start
-                    result["idle"] = {
-                        "commands_per_s": sum(idle.values()) / span,
-                        "commands": {k: n / span for k, n in idle.items()},
+                    result["idle"] = {  # two replicas idle: the direct one and the proxied one
+                        "commands_per_s": sum(idle.values()) / span / 2,
+                        "commands": {k: n / span / 2 for k, n in idle.items()},
                         "trips_per_s": len([t for t in proxy.trips if t.at >= start]) / span,
                     }
                     for kind in KINDS:
@@ -402,20 +410,24 @@ def cost(calls: int, idle_s: float, url: str | None, out: Path) -> None:
                         time.sleep(0.3)  # the writer's last flush
                         span = time.monotonic() - start
                         got = _less(_commandstats(direct), before)
-                        beat_share = result["idle"]["commands"]
+                        beat_share = {k: 2 * n for k, n in result["idle"]["commands"].items()}
                         per = {
                             k: max(n - beat_share.get(k, 0.0) * span, 0.0) / calls
                             for k, n in got.items()
                             if k not in _BEAT or n - beat_share.get(k, 0.0) * span > calls / 10
                         }
                         per = {k: round(v, 2) for k, v in per.items() if round(v, 2) > 0}
+                        proxy.clear_trips()
+                        for i in range(calls):  # the same calls through the proxy: their round trips
+                            _one(p_client, kind, i, run + "p")
+                        time.sleep(0.3)
                         trips = proxy.calls_trips()
                         proxy.delay_s = HOLD_S
                         on_path = []
                         for i in range(5):
                             time.sleep(HOLD_S * 2)
                             t0 = time.monotonic()
-                            _one(r_client, kind, 10_000 + i, run + "h")
+                            _one(p_client, kind, 10_000 + i, run + "h")
                             on_path.append(int((time.monotonic() - t0) // HOLD_S))
                         proxy.delay_s = 0.0
                         p_r, p_m = statistics.median(lat["redis"]), statistics.median(lat["memory"])
@@ -426,11 +438,13 @@ def cost(calls: int, idle_s: float, url: str | None, out: Path) -> None:
                             "trips_on_path": max(on_path),
                             "p50_ms_redis": round(p_r, 3),
                             "p50_ms_memory": round(p_m, 3),
-                            "added_ms": round(p_r - p_m, 3),
+                            "added_ms": round(
+                                statistics.median(a - b for a, b in zip(lat["redis"], lat["memory"], strict=True)), 3
+                            ),
                             "ratio": round(p_r / p_m, 3),
                         }
             finally:
-                for proc in (red, mem):
+                for proc in (prx, red, mem):
                     proc.terminate()
                     proc.wait(30)
     finally:
