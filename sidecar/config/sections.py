@@ -285,12 +285,37 @@ class StateConfig(Strict):
     shutdown_flush_s: Annotated[float, Field(ge=0, le=60)] = 5.0
     """At shutdown, how long operator actions still queued (Redis not reachable) are tried again
     before they are given up, each named in a WARNING (0: not tried)."""
+    mode: Literal["single", "cluster"] = "single"
+    """``single``: one Redis (with replicas behind it, or not); ``cluster``: a Redis Cluster, through redis-py's
+    cluster client, from the seed nodes ``url`` and ``nodes`` name (docs/fleet.md#redis-cluster)."""
+    nodes: list[str] = []
+    """Cluster mode: seed nodes, ``host:port`` each (the cluster's other nodes are found from them)."""
 
     @model_validator(mode="after")
     def _url(self) -> StateConfig:
-        if self.backend == "redis":
-            if not self.url:
-                raise ValueError("the redis backend needs state.url, e.g. url: ${REDIS_URL}")
-            if urlsplit(self.url).scheme not in ("redis", "rediss", "unix"):
-                raise ValueError("state.url must be a redis://, rediss:// or unix:// URL (value not shown)")
+        if self.backend != "redis":
+            return self
+        if self.mode == "cluster":
+            return self._cluster()
+        if self.nodes:
+            raise ValueError("state.nodes is for state.mode: cluster (one Redis is named by state.url)")
+        if not self.url:
+            raise ValueError("the redis backend needs state.url, e.g. url: ${REDIS_URL}")
+        if urlsplit(self.url).scheme not in ("redis", "rediss", "unix"):
+            raise ValueError("state.url must be a redis://, rediss:// or unix:// URL (value not shown)")
+        return self
+
+    def _cluster(self) -> StateConfig:
+        if not self.url and not self.nodes:
+            raise ValueError("state.mode: cluster needs seed nodes: state.nodes: [host:port, ...] or state.url")
+        if self.url:
+            parts = urlsplit(self.url)
+            if parts.scheme not in ("redis", "rediss"):
+                raise ValueError("state.url in cluster mode must be a redis:// or rediss:// URL (value not shown)")
+            if parts.path.strip("/") not in ("", "0"):
+                raise ValueError("state.url in cluster mode names database 0 or none (a cluster has only 0)")
+        for i, node in enumerate(self.nodes):
+            host, _, port = node.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"state.nodes[{i}] must be host:port, e.g. 10.0.0.5:6379 (got {node!r})")
         return self

@@ -424,18 +424,19 @@ def _service_gauges(core: Core) -> list[tuple[str, float, int]]:
 
 def _state_backend(cfg: Config, observer: Observer, clock: Clock) -> StateBackend:
     """The configured state backend (``state.backend``): this process's own, or a Redis shared by the fleet."""
-    if cfg.state.backend == "memory" or cfg.state.url is None:
+    if cfg.state.backend == "memory" or (cfg.state.url is None and not cfg.state.nodes):
         return MEMORY
     from sidecar.state.redis import RedisState
 
     state = cfg.state
     return RedisState(
-        cfg.state.url,
+        state.url or "",
         state.prefix,
         state.timeout_ms,
         observer=observer,
         clock=clock,
         shutdown_flush_s=state.shutdown_flush_s,
+        cluster=state.nodes if state.mode == "cluster" else None,
     )
 
 

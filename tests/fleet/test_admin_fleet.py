@@ -5,6 +5,9 @@ A Retry-After pause of ``gpt`` and 1.25 USD of ``wf-1``'s spend are in Redis bef
 and resets the spend on replica A; replica B's admin view shows both gone, and the shared ledger
 key is gone from Redis. Each replica's state section says how fresh its view of the fleet is.
 An opening of ``flaky`` is there too: a close made on A while Redis is down reaches B.
+
+The lift and the reset run on a single Redis and on a Redis Cluster (``redis_target``); the outages stop
+the one Redis (``redis_server``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ import pytest
 import yaml
 
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
+from sidecar.state.redis.keys import key
 from tests.conftest import base_config
+from tests.redis_cluster import Target, redis_cluster, redis_target  # noqa: F401  (the fixtures)
 from tests.redis_server import RedisServer, free_port, redis_server  # noqa: F401  (the fixture)
 
 ADMIN_ENV = "FLEET_ADMIN_TOKEN"
@@ -33,7 +38,7 @@ PREFIX = "admin-fleet"
 
 
 class Replica:
-    def __init__(self, tmp: Path, provider: str, backend: str, redis_url: str) -> None:
+    def __init__(self, tmp: Path, provider: str, backend: str, state: dict[str, Any]) -> None:
         self.http = free_port()
         self.stderr = tmp / "stderr.log"
         cfg = base_config(
@@ -45,7 +50,7 @@ class Replica:
                 "admin": {"tokens": [f"${{{ADMIN_ENV}}}"]},
             },
             http={"listen": f"127.0.0.1:{self.http}"},
-            state={"backend": "redis", "url": redis_url, "prefix": PREFIX},
+            state=state,
             policy={"spend_caps": {"wf-1": 2.5}},
         )
         for p in cfg["providers"].values():
@@ -111,39 +116,53 @@ def _spent(r: Replica) -> float:
     return float(next(w for w in r.state()["workflows"] if w["workflow"] == "wf-1")["spent_usd"])
 
 
-@pytest.fixture
-def fleet(tmp_path: Path, redis_server: RedisServer) -> Iterator[tuple[Replica, Replica, RedisServer]]:  # noqa: F811
-    client = redis_server.client()
-    client.set(f"{PREFIX}:mpause:gpt", "1", px=120_000)
-    client.set(f"{PREFIX}:spend:wf-1", "1.25", px=120_000)
+def _two(tmp_path: Path, target: Target) -> Iterator[tuple[Replica, Replica]]:
+    """Two replicas on ``target`` (a single Redis or the cluster), a pause, a spend and an opening in it first."""
+    client = target.client()
+    client.set(key(PREFIX, "mpause", "gpt"), "1", px=120_000)
+    client.set(key(PREFIX, "spend", "wf-1"), "1.25", px=120_000)
     sec, usec = client.time()  # an opening 5 s old on Redis's clock (the instants kept in Redis are on it)
     opened = {"cooldown": 300, "since": time.time() - 5, "probe": 60, "at": sec * 1000 + usec // 1000 - 5000}
-    client.set(f"{PREFIX}:open:flaky", json.dumps(opened), px=600_000)
+    client.set(key(PREFIX, "open", "flaky"), json.dumps(opened), px=600_000)
     replicas: list[Replica] = []
     with ThreadedServer(FakeProvider()) as provider, ThreadedServer(FakeToolBackend()) as backend:
         try:
             for name in ("a", "b"):
                 (tmp_path / name).mkdir()
-                replicas.append(Replica(tmp_path / name, provider.url, backend.url, redis_server.url))
+                replicas.append(Replica(tmp_path / name, provider.url, backend.url, target.state(PREFIX)))
                 assert "listening on" in replicas[-1].banner
-            yield replicas[0], replicas[1], redis_server
+            yield replicas[0], replicas[1]
         finally:
             for r in replicas:
                 r.stop()
 
 
-def test_lift_pause_and_reset_spend_reach_the_other_process(fleet: tuple[Replica, Replica, RedisServer]) -> None:
-    a, b, redis = fleet
+@pytest.fixture
+def both(tmp_path: Path, redis_target: Target) -> Iterator[tuple[Replica, Replica, Target]]:  # noqa: F811
+    """Two replicas on a single Redis, then on the cluster."""
+    for a, b in _two(tmp_path, redis_target):
+        yield a, b, redis_target
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, redis_server: RedisServer) -> Iterator[tuple[Replica, Replica, RedisServer]]:  # noqa: F811
+    """Two replicas on one Redis the test stops and starts."""
+    for a, b in _two(tmp_path, Target(redis_server, None)):
+        yield a, b, redis_server
+
+
+def test_lift_pause_and_reset_spend_reach_the_other_process(both: tuple[Replica, Replica, Target]) -> None:
+    a, b, redis = both
     _until(lambda: _pause(b) > 60 and _spent(b) == 1.25, "replica B to read the pause and the spend back")
     assert _pause(a) > 60
 
     assert a.act("lift-pause", "gpt")["changed"] is True
     _until(lambda: _pause(b) == 0, "replica B to see the operator's lift")
-    assert redis.client().exists(f"{PREFIX}:mpause:gpt") == 0
+    assert redis.client().exists(key(PREFIX, "mpause", "gpt")) == 0
 
     assert a.act("reset-spend", "wf-1")["was_usd"] == 1.25
     _until(lambda: _spent(b) == 0, "replica B to see the operator's reset")
-    assert redis.client().exists(f"{PREFIX}:spend:wf-1") == 0
+    assert redis.client().exists(key(PREFIX, "spend", "wf-1")) == 0
 
     state = b.state()["state"]
     assert state["backend"] == "redis"
@@ -210,9 +229,9 @@ def test_actions_while_redis_is_down_are_queued_and_survive_the_resync(
         assert _pause(r) == 0
         assert _spent(r) == 0
     client = redis.client()
-    assert client.exists(f"{PREFIX}:mpause:gpt") == 0
-    assert float(client.get(f"{PREFIX}:spend:wf-1") or 0) == 0
-    assert client.exists(f"{PREFIX}:mlift:gpt", f"{PREFIX}:sreset:wf-1") == 2
+    assert client.exists(key(PREFIX, "mpause", "gpt")) == 0
+    assert float(client.get(key(PREFIX, "spend", "wf-1")) or 0) == 0
+    assert client.exists(key(PREFIX, "mlift", "gpt"), key(PREFIX, "sreset", "wf-1")) == 2
 
 
 def test_a_close_while_redis_is_down_reaches_the_replica_cut_off_with_it(
@@ -234,7 +253,7 @@ def test_a_close_while_redis_is_down_reaches_the_replica_cut_off_with_it(
     b.proc.send_signal(signal.SIGSTOP)  # B re-syncs after A has replayed the close (it hears no publish)
     try:
         redis.start()
-        _until(lambda: redis.client().exists(f"{PREFIX}:closed:flaky") == 1, "A to replay the close")
+        _until(lambda: redis.client().exists(key(PREFIX, "closed", "flaky")) == 1, "A to replay the close")
     finally:
         b.proc.send_signal(signal.SIGCONT)
     _until(lambda: a.state()["state"]["reachable"] and b.state()["state"]["reachable"], "both back")
@@ -243,8 +262,8 @@ def test_a_close_while_redis_is_down_reaches_the_replica_cut_off_with_it(
     time.sleep(2.5)  # real time: two heartbeats and any late re-push between two processes
     assert (_circuit(a), _circuit(b)) == ("closed", "closed")
     client = redis.client()
-    assert client.exists(f"{PREFIX}:open:flaky") == 0
-    assert client.exists(f"{PREFIX}:closed:flaky") == 1
+    assert client.exists(key(PREFIX, "open", "flaky")) == 0
+    assert client.exists(key(PREFIX, "closed", "flaky")) == 1
 
 
 def test_a_replica_stopped_with_actions_queued_tries_then_names_each_one_lost(

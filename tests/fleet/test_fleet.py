@@ -13,6 +13,11 @@ generous overall timeout, and a call that hung would hit its gRPC deadline and f
     a workflow's spend cap             reached across the three, as by one ledger
     Redis killed and restarted         every call answered meanwhile; one warning per replica; the spend
                                        added during the outage reaches Redis once it is back
+
+Every scenario runs twice: the three on a single Redis, then on a Redis Cluster of three primaries and three
+replicas (tests/redis_cluster.py, started once per session; this module's prefix is its own). On the cluster,
+"Redis killed" is the primary serving the spend's key, killed with SIGKILL under the calls: its replica is
+promoted, and the killed node, started again, comes back as a replica.
 """
 
 from __future__ import annotations
@@ -37,7 +42,9 @@ import yaml
 from sidecar_client import AsyncSidecarClient, SidecarError, pb, user
 
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
+from sidecar.state.redis.keys import key as state_key
 from tests.conftest import base_config, tool
+from tests.redis_cluster import Cluster, Target, redis_cluster  # noqa: F401  (the fixture)
 from tests.redis_server import RedisServer, free_port
 
 T = TypeVar("T")
@@ -73,7 +80,7 @@ def _model(upstream: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _config(provider: str, backend: str, redis_url: str, prefix: str, port: int, prometheus: int) -> dict[str, Any]:
+def _config(provider: str, backend: str, state: dict[str, Any], port: int, prometheus: int) -> dict[str, Any]:
     cfg = base_config(
         provider,
         backend,
@@ -94,7 +101,7 @@ def _config(provider: str, backend: str, redis_url: str, prefix: str, port: int,
         },
         services={"fleetsvc": {"rate": 1000, "circuit": CIRCUIT}},
         tools={"fleet_doc": tool(backend + "/docs/{id}", "fetch", "fleetsvc")},
-        state={"backend": "redis", "url": redis_url, "prefix": prefix, "timeout_ms": 200},
+        state=state,
         telemetry={"prometheus_port": prometheus, "log_level": "INFO"},
     )
     cfg["policy"]["spend_caps"] = {"wf-spend": SPEND_CAP, "wf-out": 1000.0}
@@ -145,15 +152,17 @@ class Replica:
 
 
 class Fleet:
-    def __init__(self, tmp: Path) -> None:
-        self.redis = RedisServer().start()
+    def __init__(self, tmp: Path, cluster: Cluster | None) -> None:
+        self.cluster = cluster
+        self.server = RedisServer().start() if cluster is None else None
+        self.target = Target(self.server, cluster)
         self.prefix = f"fleet-{uuid.uuid4().hex[:8]}"
         self.provider = ThreadedServer(FakeProvider()).start()
         self.backend = ThreadedServer(FakeToolBackend()).start()
         self.replicas: list[Replica] = []
         for i in range(REPLICAS):
             port, prometheus = free_port(), free_port()
-            cfg = _config(self.provider.url, self.backend.url, self.redis.url, self.prefix, port, prometheus)
+            cfg = _config(self.provider.url, self.backend.url, self.target.state(self.prefix, 200), port, prometheus)
             path = tmp / f"replica{i}.yaml"
             path.write_text(yaml.safe_dump(cfg))
             self.replicas.append(Replica(path, port, prometheus, tmp / f"replica{i}.log"))
@@ -165,12 +174,16 @@ class Fleet:
             r.stop()
         self.provider.stop()
         self.backend.stop()
-        self.redis.kill()
+        if self.server is not None:
+            self.server.kill()
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    fleet = Fleet(tmp_path_factory.mktemp("fleet"))
+@pytest.fixture(scope="module", params=["single", "cluster"])
+def fleet(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Fleet]:
+    cluster: Cluster | None = request.getfixturevalue("redis_cluster") if request.param == "cluster" else None
+    if cluster is not None:
+        cluster.wait_ok()
+    fleet = Fleet(tmp_path_factory.mktemp("fleet"), cluster)
     try:
         yield fleet
     finally:
@@ -331,29 +344,39 @@ async def _capped(replica: Replica) -> bool:
 
 
 async def test_redis_killed_and_restarted_mid_run_loses_nothing_and_hangs_nothing(fleet: Fleet) -> None:
+    """On the cluster: the primary of the spend's key killed (SIGKILL) while calls run; counted: calls failed
+    (none: fail-open), the replica promoted, the fleet's spend in Redis converged to what the calls cost."""
     replicas = fleet.replicas
-    key = f"{fleet.prefix}:spend:wf-out"
+    key = state_key(fleet.prefix, "spend", "wf-out")
     spent = 0.0
+    answered = 0
 
     async def round_of_calls() -> None:
-        nonlocal spent
+        nonlocal spent, answered
         for r in replicas:  # every call answered (a hang would be DEADLINE_EXCEEDED)
-            spent += (await _call(r, "mout", "wf-out")).cost_usd
+            cost = (await _call(r, "mout", "wf-out")).cost_usd  # awaited first: rounds run at once on the cluster
+            spent += cost
+            answered += 1
 
     for _ in range(2):
         await round_of_calls()
     await poll(lambda: _stored(fleet, key) >= spent - 1e-12, "the spend before the outage in Redis")
-    fleet.redis.kill()
-    for _ in range(3):
-        await round_of_calls()
-    for r in replicas:
-        await poll(lambda r=r: r.gauge("sidecar_state_available") == 0, "every replica seeing the outage")
-    fleet.redis.start()  # the same port, empty: the replicas re-sync it
+    if fleet.cluster is None:
+        assert fleet.server is not None
+        fleet.server.kill()
+        for _ in range(3):
+            await round_of_calls()
+        for r in replicas:
+            await poll(lambda r=r: r.gauge("sidecar_state_available") == 0, "every replica seeing the outage")
+        fleet.server.start()  # the same port, empty: the replicas re-sync it
+    else:
+        await _failover(fleet, key, round_of_calls)
     for r in replicas:
         await poll(lambda r=r: r.gauge("sidecar_state_available") == 1, "every replica back")
     await round_of_calls()
     total = await poll(lambda: _stored(fleet, key) >= spent - 1e-12 and _stored(fleet, key), "the spend in Redis")
     assert total == pytest.approx(spent, rel=1e-9)  # each replica's outage spend sent once, the rest restored
+    assert answered == 18  # every call answered: none failed because Redis (or a primary of it) died
     for r in replicas:
         logs = [json.loads(line) for line in r.logs().splitlines() if line.startswith("{")]
         warned = [x for x in logs if x["logger"] == "sidecar.state" and x["level"] == "WARNING"]
@@ -362,9 +385,30 @@ async def test_redis_killed_and_restarted_mid_run_loses_nothing_and_hangs_nothin
         assert len(back) == 1, r.logs()
 
 
+async def _failover(fleet: Fleet, key: str, round_of_calls: Callable[[], Any]) -> None:
+    """The primary serving ``key`` killed under three rounds of calls; its replica promoted; it comes back."""
+    assert fleet.cluster is not None
+    cluster = fleet.cluster
+    victim = cluster.owner(key)
+    calls = asyncio.gather(*(round_of_calls() for _ in range(3)))
+    victim.kill()  # SIGKILL, the calls under way
+    await calls
+
+    def promoted() -> bool:
+        try:
+            return cluster.owner(key).port != victim.port
+        except Exception:  # the slot's primary still the dead one (not failed over yet)
+            return False
+
+    await poll(promoted, "the killed primary's replica promoted", timeout=60)
+    victim.start()  # its nodes.conf kept: it rejoins, as a replica of the one promoted
+    await asyncio.to_thread(cluster.wait_ok)
+    assert cluster.owner(key).port != victim.port
+
+
 def _stored(fleet: Fleet, key: str) -> float:
     try:
-        value = fleet.redis.client().get(key)
+        value = fleet.target.client().get(key)
     except Exception:
         return 0.0
     return float(value) if value is not None else 0.0

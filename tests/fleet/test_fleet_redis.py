@@ -7,6 +7,10 @@ Redis gone                                publish and claim answer at once (a cl
 Redis back                                INFO once; the spend kept reaches Redis
 1,000 tool-call claims at once            every one decided in Redis (more calls than the pool's
                                           connections wait for one: no outage, no local decision)
+
+The claims, the TTLs, the burst and the reset run on a single Redis and on a Redis Cluster (``redis_target``,
+tests/redis_cluster.py); the outages kill or stop the one Redis (the cluster's outage, a primary killed under
+load, is tests/fleet/test_fleet_cluster.py).
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ from sidecar.core.state import (
 )
 from sidecar.state.redis import RedisState
 from sidecar.state.redis.connection import MAX_CONNECTIONS
+from sidecar.state.redis.keys import key
+from tests.redis_cluster import Target, redis_cluster, redis_target  # noqa: F401  (the fixtures)
 from tests.redis_server import RedisServer, redis_server  # noqa: F401  (the fixture)
 
 POLL_S = 20.0
@@ -68,8 +74,8 @@ async def _until(check: Any, what: str) -> None:
         await asyncio.sleep(0.02)
 
 
-async def test_one_probe_is_granted_among_ten_replicas(redis_server: RedisServer) -> None:  # noqa: F811
-    states = [RedisState(redis_server.url, "claims", 200) for _ in range(10)]
+async def test_one_probe_is_granted_among_ten_replicas(redis_target: Target) -> None:  # noqa: F811
+    states = [redis_target.backend("claims", 200) for _ in range(10)]
     for state in states:
         await state.start(View())
     try:
@@ -80,8 +86,8 @@ async def test_one_probe_is_granted_among_ten_replicas(redis_server: RedisServer
             await state.close()
 
 
-async def test_every_key_has_a_ttl(redis_server: RedisServer) -> None:  # noqa: F811
-    state = RedisState(redis_server.url, "ttl", 200)
+async def test_every_key_has_a_ttl(redis_target: Target) -> None:  # noqa: F811
+    state = redis_target.backend("ttl", 200)
     await state.start(View())
     try:
         since = datetime.now(UTC)
@@ -94,13 +100,13 @@ async def test_every_key_has_a_ttl(redis_server: RedisServer) -> None:  # noqa: 
         ):
             state.publish(change)
         await state.claim_probe("s2", 10.0)
-        client = redis_server.client()
-        await _until(lambda: client.exists("ttl:spend:wf"), "the spend written")
+        client = redis_target.client()
+        await _until(lambda: client.exists(key("ttl", "spend", "wf")), "the spend written")
         keys = [k.decode() for k in client.scan_iter(match="ttl:*")]
         assert len(keys) >= 7
         assert all(client.pttl(k) > 0 for k in keys), {k: client.pttl(k) for k in keys}
-        assert client.pttl("ttl:open:s") <= 90_000  # open 30 s + the probe timeout 60 s
-        assert client.pttl("ttl:mpause:m") <= 5_000
+        assert client.pttl(key("ttl", "open", "s")) <= 90_000  # open 30 s + the probe timeout 60 s
+        assert client.pttl(key("ttl", "mpause", "m")) <= 5_000
     finally:
         await state.close()
 
@@ -123,8 +129,9 @@ async def test_an_outage_is_local_state_one_warning_and_nothing_lost(
             redis_server.start()
             await _until(lambda: state.available, "back")
             client = redis_server.client()
-            await _until(lambda: client.get("outage:spend:wf") is not None, "the spend kept sent")
-            assert float(client.get("outage:spend:wf") or 0) == pytest.approx(10.0)
+            spend = key("outage", "spend", "wf")
+            await _until(lambda: client.get(spend) is not None, "the spend kept sent")
+            assert float(client.get(spend) or 0) == pytest.approx(10.0)
         warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
         infos = [r for r in caplog.records if "available again" in r.getMessage()]
         assert len(warnings) == 1
@@ -137,13 +144,13 @@ async def test_an_outage_is_local_state_one_warning_and_nothing_lost(
 
 
 async def test_more_calls_at_once_than_connections_wait_for_one_not_an_outage(
-    redis_server: RedisServer,  # noqa: F811
+    redis_target: Target,  # noqa: F811
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """redis-py's default pool raised MaxConnectionsError at its 101st connection: 220 tool calls at once
     fell back to local state, and a replica killed under them had recorded nothing (test_tool_once_kill)."""
     observer = NullObserver(keep=True)
-    state = RedisState(redis_server.url, "burst", 10_000, observer=observer)  # generous: a slow machine waits
+    state = redis_target.backend("burst", 10_000, observer=observer)  # generous: a slow machine waits
     await state.start(View())
     calls = 10 * MAX_CONNECTIONS
     try:
@@ -153,7 +160,7 @@ async def test_more_calls_at_once_than_connections_wait_for_one_not_an_outage(
         assert state.available
         assert not [e for e in observer.events if isinstance(e, StateBackendChanged)]
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
-        assert len(list(redis_server.client().scan_iter(match="burst:call:*"))) == calls
+        assert len(list(redis_target.client().scan_iter(match="burst:call:*"))) == calls
     finally:
         await state.close()
 
@@ -181,11 +188,11 @@ async def test_actions_made_while_redis_is_away_reach_it_first_and_undo_only_wha
     client = redis_server.client()
     now = _redis_ms(client)
     old, new = now - 90_000, now - 30_000
-    client.set("act:mpause:gpt", str(old), px=120_000)  # paused before the lift
-    client.set("act:mpause:claude", str(new), px=120_000)  # paused after it, on another replica
-    client.set("act:spend:wf", "1.25", px=120_000)
-    client.set("act:open:old", json.dumps({"cooldown": 30, "since": 0, "probe": 60, "at": old}), px=120_000)
-    client.set("act:open:new", json.dumps({"cooldown": 30, "since": 0, "probe": 60, "at": new}), px=120_000)
+    client.set(key("act", "mpause", "gpt"), str(old), px=120_000)  # paused before the lift
+    client.set(key("act", "mpause", "claude"), str(new), px=120_000)  # paused after it, on another replica
+    client.set(key("act", "spend", "wf"), "1.25", px=120_000)
+    client.set(key("act", "open", "old"), json.dumps({"cooldown": 30, "since": 0, "probe": 60, "at": old}), px=120_000)
+    client.set(key("act", "open", "new"), json.dumps({"cooldown": 30, "since": 0, "probe": 60, "at": new}), px=120_000)
     view = View()
     state = RedisState(redis_server.url, "act", 100, clock=clock)
     await state.start(view)
@@ -211,10 +218,12 @@ async def test_actions_made_while_redis_is_away_reach_it_first_and_undo_only_wha
             redis_server.proc.send_signal(signal.SIGCONT)
         await _until(lambda: state.available, "back")
         assert state.pending_actions == 0
-        assert client.exists("act:mpause:gpt", "act:spend:wf", "act:open:old") == 0  # undone, before the read back
-        assert client.exists("act:mpause:claude", "act:open:new") == 2  # newer than the actions: kept
+        undone = (key("act", "mpause", "gpt"), key("act", "spend", "wf"), key("act", "open", "old"))
+        assert client.exists(*undone) == 0  # undone, before the read back
+        assert client.exists(key("act", "mpause", "claude"), key("act", "open", "new")) == 2  # newer: kept
         back = _redis_ms(client)
-        for record in ("act:mlift:gpt", "act:sreset:wf", "act:closed:old"):  # remembered for later re-syncs
+        records = (key("act", "mlift", "gpt"), key("act", "sreset", "wf"), key("act", "closed", "old"))
+        for record in records:  # remembered for later re-syncs
             at = float(client.get(record) or 0)  # when, on Redis's clock: 60 s before it answered
             assert back - 60_000 - 5_000 <= at <= back - 60_000 + 1_000, (record, back - at)
         pauses = {c.model for c in view.applied if isinstance(c, ModelPause)}
@@ -233,15 +242,16 @@ async def test_actions_made_while_redis_is_away_reach_it_first_and_undo_only_wha
         await state.close()
 
 
-async def test_a_reset_takes_off_only_what_the_operator_saw(redis_server: RedisServer) -> None:  # noqa: F811
+async def test_a_reset_takes_off_only_what_the_operator_saw(redis_target: Target) -> None:  # noqa: F811
     """Cost another replica added after the reset's view (the total grew in Redis) stays counted."""
-    state = RedisState(redis_server.url, "forgive", 200)
+    state = redis_target.backend("forgive", 200)
     await state.start(View())
-    client = redis_server.client()
+    client = redis_target.client()
+    spend = key("forgive", "spend", "wf")
     try:
-        client.set("forgive:spend:wf", "2.0", px=120_000)  # 1.5 seen here, 0.5 added elsewhere since
+        client.set(spend, "2.0", px=120_000)  # 1.5 seen here, 0.5 added elsewhere since
         state.publish(SpendReset("wf", 1.5))
-        await _until(lambda: float(client.get("forgive:spend:wf") or 0) == pytest.approx(0.5), "0.5 left")
+        await _until(lambda: float(client.get(spend) or 0) == pytest.approx(0.5), "0.5 left")
     finally:
         await state.close()
 
@@ -300,7 +310,7 @@ async def test_a_close_on_a_replica_cut_off_is_read_back_by_the_fleet(
     clock_a, clock_b = FakeClock(), FakeClock(start=5000.0)
     client = redis_server.client()
     opened = {"cooldown": 30, "since": datetime.now(UTC).timestamp(), "probe": 60, "at": _redis_ms(client) - 5000}
-    client.set("cut:open:svc", json.dumps(opened), px=600_000)
+    client.set(key("cut", "open", "svc"), json.dumps(opened), px=600_000)
     a, b = Fleet(clock_a), Fleet(clock_b)
     for f in (a, b):
         f.guards.get("svc")
@@ -327,7 +337,7 @@ async def test_a_close_on_a_replica_cut_off_is_read_back_by_the_fleet(
         state_b = RedisState(redis_server.url, "cut", 100, clock=clock_b)
         if order == "closer-first":
             await _until(lambda: state_a.available, "A to re-sync")
-            assert client.get("cut:closed:svc") is not None
+            assert client.get(key("cut", "closed", "svc")) is not None
             await state_b.start(b.view)  # B's re-sync reads the close back
         else:
             await state_b.start(b.view)  # B pushes its opening (no close recorded yet)
@@ -336,12 +346,12 @@ async def test_a_close_on_a_replica_cut_off_is_read_back_by_the_fleet(
         b.share(state_b)
         await _until(lambda: b.circuit() is CircuitState.CLOSED, "B to close")
         assert a.circuit() is CircuitState.CLOSED
-        assert client.exists("cut:open:svc") == 0
-        closed_at = float(client.get("cut:closed:svc") or 0)
+        assert client.exists(key("cut", "open", "svc")) == 0
+        closed_at = float(client.get(key("cut", "closed", "svc")) or 0)
         assert _redis_ms(client) - closed_at >= 19_000  # when the operator closed it, on Redis's clock
         await asyncio.sleep(1.5)  # real time: a heartbeat and any late re-push
         assert (a.circuit(), b.circuit()) == (CircuitState.CLOSED, CircuitState.CLOSED)
-        assert client.exists("cut:open:svc") == 0
+        assert client.exists(key("cut", "open", "svc")) == 0
     finally:
         await state_a.close()
         await state_b.close()
@@ -355,7 +365,7 @@ async def test_a_newer_opening_on_the_cut_off_replica_outlives_an_older_close(
     clock_a, clock_b = FakeClock(), FakeClock(start=5000.0)
     client = redis_server.client()
     opened = {"cooldown": 30, "since": datetime.now(UTC).timestamp(), "probe": 60, "at": _redis_ms(client) - 5000}
-    client.set("newer:open:svc", json.dumps(opened), px=600_000)
+    client.set(key("newer", "open", "svc"), json.dumps(opened), px=600_000)
     a, b = Fleet(clock_a), Fleet(clock_b)
     for f in (a, b):
         f.guards.get("svc")
@@ -386,7 +396,7 @@ async def test_a_newer_opening_on_the_cut_off_replica_outlives_an_older_close(
         b.share(state_b)
         assert b.circuit() is CircuitState.OPEN  # the close read back is older: the opening stands
         await _until(lambda: a.circuit() is CircuitState.OPEN, "A to hear B's newer opening")
-        assert client.exists("newer:open:svc") == 1
+        assert client.exists(key("newer", "open", "svc")) == 1
     finally:
         await state_a.close()
         await state_b.close()
@@ -426,16 +436,16 @@ async def test_a_pause_begun_after_a_queued_lift_survives_it_on_every_replica(
         state_b = RedisState(redis_server.url, "fresh", 100, clock=clock_b)
         if order == "lifter-first":
             await _until(lambda: state_a.available, "A to re-sync")
-            assert client.get("fresh:mlift:gpt") is not None
+            assert client.get(key("fresh", "mlift", "gpt")) is not None
         await state_b.start(b.view)
         b.share(state_b)
         await _until(lambda: state_a.available, "A to re-sync")
         await _until(lambda: a.throttle.pause_left() > 100, "A to hear B's newer pause")
         assert b.throttle.pause_left() == pytest.approx(115.0)
-        assert client.exists("fresh:mpause:gpt") == 1
-        assert 100_000 < client.pttl("fresh:mpause:gpt") <= 115_000  # not extended by the re-push
-        began = float(client.get("fresh:mpause:gpt") or 0)
-        lifted = float(client.get("fresh:mlift:gpt") or 0)
+        assert client.exists(key("fresh", "mpause", "gpt")) == 1
+        assert 100_000 < client.pttl(key("fresh", "mpause", "gpt")) <= 115_000  # not extended by the re-push
+        began = float(client.get(key("fresh", "mpause", "gpt")) or 0)
+        lifted = float(client.get(key("fresh", "mlift", "gpt")) or 0)
         assert began - lifted >= 9_000  # on Redis's clock: the pause began 10 s after the lift
         await asyncio.sleep(1.5)  # real time: a heartbeat and any late message
         assert a.throttle.pause_left() > 100
@@ -475,7 +485,7 @@ async def test_a_re_pushed_pause_carries_its_age_and_neither_extends_nor_resurre
     await state.start(view)
     assert redis_server.proc is not None
     try:
-        client.set("repush:mlift:old", str(_redis_ms(client) - 30_000), px=60_000)  # another replica's lift
+        client.set(key("repush", "mlift", "old"), str(_redis_ms(client) - 30_000), px=60_000)  # another replica's lift
         redis_server.proc.send_signal(signal.SIGSTOP)
         try:
             await _until(lambda: not state.available, "the outage noticed")
@@ -483,9 +493,9 @@ async def test_a_re_pushed_pause_carries_its_age_and_neither_extends_nor_resurre
         finally:
             redis_server.proc.send_signal(signal.SIGCONT)
         await _until(lambda: state.available, "back")
-        assert client.exists("repush:mpause:old", "repush:mpause:short") == 0
-        assert 45_000 < client.pttl("repush:mpause:new") <= 52_000
-        began = _redis_ms(client) - float(client.get("repush:mpause:new") or 0)
+        assert client.exists(key("repush", "mpause", "old"), key("repush", "mpause", "short")) == 0
+        assert 45_000 < client.pttl(key("repush", "mpause", "new")) <= 52_000
+        began = _redis_ms(client) - float(client.get(key("repush", "mpause", "new")) or 0)
         assert 18_000 <= began <= 25_000
     finally:
         await state.close()
@@ -517,7 +527,7 @@ async def test_actions_still_queued_at_shutdown_are_sent_if_redis_answers_within
             proc.send_signal(signal.SIGCONT)
         assert 0.4 <= took < 10.0
         assert state.pending_actions == 0
-        assert client.exists("bye:mlift:gpt") == 1
+        assert client.exists(key("bye", "mlift", "gpt")) == 1
         assert any("sent to the fleet at shutdown" in r.getMessage() for r in caplog.records)
         assert not [r for r in caplog.records if "never reached the fleet" in r.getMessage()]
     finally:
@@ -560,4 +570,5 @@ async def test_actions_still_queued_when_the_flush_time_runs_out_are_named_and_s
         assert "Repeat them" in text
     finally:
         proc.send_signal(signal.SIGCONT)
-    assert redis_server.client().exists("lost:mlift:gpt", "lost:closed:search", "lost:sreset:wf") == 0
+    lost = (key("lost", "mlift", "gpt"), key("lost", "closed", "search"), key("lost", "sreset", "wf"))
+    assert redis_server.client().exists(*lost) == 0

@@ -12,8 +12,9 @@
     the outcome's write to Redis fails  tried again before the answer leaves, on both doors (a proxy cuts or
                                         stalls the first write); a caller gone meanwhile leaves it written
 
-Each is run with the memory backend and with a real Redis (tests/redis_server.py) inside one
-process; tests/fleet/test_tool_once_kill.py kills a process with -9 under 200 calls.
+Each is run with the memory backend, with a real Redis (tests/redis_server.py) and with a Redis Cluster
+(tests/redis_cluster.py) inside one process (the proxied writes: the single Redis);
+tests/fleet/test_tool_once_kill.py kills a process with -9 under 200 calls.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from sidecar.state.redis.calls import RECORD_TRIES
 from sidecar.tools.once import KEY_PREFIX, UNKNOWN
 from tests.conftest import Running, Start, tool
 from tests.fronts.test_mcp_front import mcp_client, url
+from tests.redis_cluster import redis_cluster, target  # noqa: F401  (the fixture)
 from tests.redis_proxy import Fault, RedisProxy
 from tests.redis_server import RedisServer
 
@@ -40,17 +42,14 @@ POLL_S = 30.0
 Backend = ThreadedServer[FakeToolBackend]
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "cluster"])
 def backend_kind(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
-    """The ``state`` section: this process's record, or a real Redis."""
+    """The ``state`` section: this process's record, a real Redis, or a Redis Cluster."""
     if request.param == "memory":
         yield {"backend": "memory"}
         return
-    server = RedisServer().start()
-    try:
-        yield {"backend": "redis", "url": server.url, "prefix": "once", "timeout_ms": 2000, "_server": server}
-    finally:
-        server.kill()
+    with target("single" if request.param == "redis" else "cluster", request) as chosen:
+        yield {**chosen.state("once", 2000), "_target": chosen}
 
 
 def _state(section: dict[str, Any]) -> dict[str, Any]:
@@ -203,7 +202,7 @@ async def test_after_the_window_it_is_sent_again_with_redis(
     running = await _start(start_sidecar, redis_backend, tools={"short": _note(backend.url, dedupe_window_s=0.2)})
     ids = {"call_id": "c1", "job": job("j-after-redis")}
     await running.client.execute_tool("short", {"text": "twice"}, **ids)
-    client = redis_backend["_server"].client()
+    client = redis_backend["_target"].client()
     (key,) = [k for k in client.scan_iter(match="once:call:*")]
     assert 0 < client.pttl(key) <= 200  # the outcome is kept for the window
     await _until(lambda: not client.exists(key), "the record expired in Redis")
@@ -215,13 +214,10 @@ def _note(url: str, **extra: Any) -> dict[str, Any]:
     return tool(url + "/notes", "fetch", "notes", "POST", body="arguments", parameters=NOTE_PARAMS, **extra)
 
 
-@pytest.fixture
-def redis_backend() -> Iterator[dict[str, Any]]:
-    server = RedisServer().start()
-    try:
-        yield {"backend": "redis", "url": server.url, "prefix": "once", "timeout_ms": 2000, "_server": server}
-    finally:
-        server.kill()
+@pytest.fixture(params=["single", "cluster"])
+def redis_backend(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+    with target(request.param, request) as chosen:
+        yield {**chosen.state("once", 2000), "_target": chosen}
 
 
 async def test_not_the_same_call_is_sent(start_sidecar: Start, backend_kind: dict[str, Any]) -> None:

@@ -20,7 +20,8 @@ a proxy in front of Redis (tests/redis_proxy.py) that cuts the first write of on
                 the 51 answered get their answers, exactly as first answered: none "outcome unknown"
                 the 100 get "outcome unknown, not sent again" (is_error, EXTERNAL_SERVICE)
 
-Nothing is timed: each step polls for a state within a generous bound.
+The first runs on a single Redis and on a Redis Cluster (``redis_target``); the second's proxy is the single
+Redis's. Nothing is timed: each step polls for a state within a generous bound.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from sidecar.fakes import FakeToolBackend, ThreadedServer
 from sidecar.tools.once import UNKNOWN
 from tests.conftest import base_config, tool
 from tests.fronts.test_mcp_front import mcp_client
+from tests.redis_cluster import Target, redis_cluster, redis_target  # noqa: F401  (the fixtures)
 from tests.redis_proxy import RedisProxy
 from tests.redis_server import RedisServer, free_port
 
@@ -58,7 +60,7 @@ CALL_TIMEOUT_S = 120.0
 JOB = "kill-job"
 
 
-def _config(backend: str, redis_url: str, port: int) -> dict[str, Any]:
+def _config(backend: str, state: dict[str, Any], port: int) -> dict[str, Any]:
     note = tool(
         backend + "/notes",
         "fetch",
@@ -74,7 +76,7 @@ def _config(backend: str, redis_url: str, port: int) -> dict[str, Any]:
         backend,
         server={"listen": f"127.0.0.1:{port}", "grace_period_s": 1},
         tools={"note": note},
-        state={"backend": "redis", "url": redis_url, "prefix": "kill", "timeout_ms": 1000},
+        state=state,
         telemetry={"log_level": "INFO"},
     )
     for p in cfg["providers"].values():
@@ -106,17 +108,18 @@ class Serve:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[tuple[RedisServer, ThreadedServer[FakeToolBackend], Path, Path, int]]:
-    redis = RedisServer().start()
+def world(
+    tmp_path: Path,
+    redis_target: Target,  # noqa: F811
+) -> Iterator[tuple[Target, ThreadedServer[FakeToolBackend], Path, Path, int]]:
     backend = ThreadedServer(FakeToolBackend()).start()
     port = free_port()
     config = tmp_path / "sidecar.yaml"
-    config.write_text(yaml.safe_dump(_config(backend.url, redis.url, port)))
+    config.write_text(yaml.safe_dump(_config(backend.url, redis_target.state("kill", 1000), port)))
     try:
-        yield redis, backend, config, tmp_path / "sidecar.log", port
+        yield redis_target, backend, config, tmp_path / "sidecar.log", port
     finally:
         backend.stop()
-        redis.kill()
 
 
 async def _until(check: Any, what: str) -> None:
@@ -134,7 +137,7 @@ async def _note(client: AsyncSidecarClient, i: int) -> pb.ExecuteToolResponse:
 
 
 async def test_kill_9_under_200_calls_then_every_one_re_sent_reaches_the_backend_once(
-    world: tuple[RedisServer, ThreadedServer[FakeToolBackend], Path, Path, int],
+    world: tuple[Target, ThreadedServer[FakeToolBackend], Path, Path, int],
 ) -> None:
     redis, threaded, config, log, port = world
     backend = threaded.server
@@ -194,7 +197,9 @@ def mcp_world(tmp_path: Path) -> Iterator[tuple[RedisProxy, FakeToolBackend, Pat
     proxy = RedisProxy(redis.port).start()
     backend = ThreadedServer(FakeToolBackend()).start()
     http_port = free_port()
-    cfg = _config(backend.url, proxy.url, free_port())
+    cfg = _config(
+        backend.url, {"backend": "redis", "url": proxy.url, "prefix": "kill", "timeout_ms": 1000}, free_port()
+    )
     cfg["http"] = {"listen": f"127.0.0.1:{http_port}"}
     config = tmp_path / "sidecar.yaml"
     config.write_text(yaml.safe_dump(cfg))

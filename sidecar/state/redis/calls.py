@@ -29,8 +29,12 @@ class CallRecords(RedisConnection):
             self._note_in_call()
             return None
         intent = "i" + json.dumps({"r": self.replica, "w": since})
-        keys = [self._key("call", key), self._key("replicas")]
-        got = await self._run(self._call_claim(keys=keys, args=[intent, ms(ttl_s)]))
+        call = self._key("call", key)
+        # One Redis: the claim reads the heartbeat set in the same script. A cluster: the set is in another slot,
+        # so the script is given an empty set of the call's own slot (never written) and an intent it finds is
+        # asked about apart (ALIVE): one more round trip, only when another replica holds the call.
+        replicas = f"{call}:replicas" if self.cluster else self._key("replicas")
+        got = await self._run(self._call_claim(keys=[call, replicas], args=[intent, ms(ttl_s)]))
         if not isinstance(got, list) or not got:
             return None
         if int(got[0]) == 1:
@@ -40,9 +44,13 @@ class CallRecords(RedisConnection):
             return Recorded(held[1:])
         try:
             data = json.loads(held[1:])
-            return InProgress(str(data["r"]), float(data["w"]), alive=int(got[2]) == 1)
+            owner, since_s, alive = str(data["r"]), float(data["w"]), int(got[2]) == 1
         except (KeyError, TypeError, ValueError):
             return InProgress("", 0.0, alive=False)  # unreadable: no one can say it was not sent
+        if self.cluster:
+            beating = await self._run(self._alive(keys=[self._key("replicas")], args=[owner]))
+            alive = beating is None or int(beating) == 1  # not known: taken as alive (waited for, never re-sent)
+        return InProgress(owner, since_s, alive=alive)
 
     async def finish_call(self, key: str, outcome: str, ttl_s: float) -> bool:
         # Tried whatever the outage flag says: the call's intent is in Redis (its claim was), and only

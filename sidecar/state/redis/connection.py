@@ -1,6 +1,7 @@
-"""The Redis backend's connection and its health: the pool and the scripts, every operation bounded by
-``timeout_ms``, the outage noticed once (a WARNING, ``StateBackendChanged``), what it holds for the parts
-above (``calls``, ``writer``, ``sync``, ``backend``)."""
+"""The Redis backend's connection and its health: the client (``client_for``: one Redis, or a Redis Cluster
+from its seed nodes) and the scripts, every operation bounded by ``timeout_ms``, the outage noticed once (a
+WARNING, ``StateBackendChanged``), what it holds for the parts above (``calls``, ``writer``, ``sync``,
+``backend``)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ import socket
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import TypeVar
 from urllib.parse import urlsplit
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.client import PubSub
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.exceptions import RedisError
@@ -26,7 +28,9 @@ from sidecar.core.clock import Clock
 from sidecar.core.observer import NULL_OBSERVER, Observer, StateBackendChanged
 from sidecar.core.state import Change, LocalView
 from sidecar.state.redis.actions import Action
+from sidecar.state.redis.keys import key
 from sidecar.state.redis.scripts import (
+    ALIVE,
     CALL_ABANDON,
     CALL_CLAIM,
     CALL_FINISH_KEPT,
@@ -42,7 +46,16 @@ from sidecar.state.redis.scripts import (
     SPEND_FLOOR,
 )
 
-__all__ = ["BACKEND", "MAX_CONNECTIONS", "RECONNECT_MAX_S", "RECONNECT_MIN_S", "RedisConnection", "ms", "redacted"]
+__all__ = [
+    "BACKEND",
+    "MAX_CONNECTIONS",
+    "RECONNECT_MAX_S",
+    "RECONNECT_MIN_S",
+    "RedisConnection",
+    "client_for",
+    "ms",
+    "redacted",
+]
 
 T = TypeVar("T")
 BACKEND = "redis"
@@ -53,7 +66,11 @@ MAX_QUEUED = 10_000
 SHUTDOWN_FLUSH_S = 5.0
 """At shutdown, how long to keep trying to hand Redis the operator actions still queued (state.shutdown_flush_s)."""
 MAX_CONNECTIONS = 100
-"""The pool's connections (redis-py's default size); a call past them waits for one, within timeout_ms."""
+"""The pool's connections (redis-py's default size); a call past them waits for one, within timeout_ms. In
+cluster mode the same bound is a semaphore over every operation (redis-py's cluster client has no blocking
+pool: its 101st connection to a node raises), and each node's pool holds a few more for the subscriber and
+the re-sync's scan."""
+CLUSTER_SPARE_CONNECTIONS = 4
 _log = logging.getLogger("sidecar.state")
 
 
@@ -68,6 +85,50 @@ def redacted(url: str) -> str:
     if parts.scheme == "unix":
         return f"unix:{parts.path}"
     return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+def client_for(url: str, timeout_s: float, *, cluster: Sequence[str] | None = None) -> Redis | RedisCluster:
+    """The one place the client is built (``state.mode``): one Redis over a blocking pool (``cluster`` None), or
+    redis-py's cluster client from its seed nodes (the URL's host, then ``cluster``: ``state.nodes``, each
+    ``host:port``), which follows MOVED
+    and ASK itself and, on a node that fails, re-reads the cluster's slots on the next operation. Either way
+    every socket is bounded by the timeout and nothing is retried inside redis-py (a failed operation is an
+    outage: the caller goes on under local state)."""
+    if cluster is None:
+        pool = BlockingConnectionPool.from_url(
+            url,
+            max_connections=MAX_CONNECTIONS,
+            timeout=timeout_s,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            retry=Retry(NoBackoff(), 0),
+            health_check_interval=0,
+        )
+        return Redis.from_pool(pool)
+    seeds = []
+    for node in cluster:
+        host, _, port = node.rpartition(":")
+        seeds.append(ClusterNode(host.strip("[]"), int(port)))
+    if url:  # its host a seed too, and its credentials (redis-py reads them as for one Redis)
+        return RedisCluster.from_url(
+            url,
+            startup_nodes=seeds,
+            max_connections=MAX_CONNECTIONS + CLUSTER_SPARE_CONNECTIONS,
+            retry=Retry(NoBackoff(), 0),
+            require_full_coverage=False,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            health_check_interval=0,
+        )
+    return RedisCluster(
+        startup_nodes=seeds,
+        max_connections=MAX_CONNECTIONS + CLUSTER_SPARE_CONNECTIONS,
+        retry=Retry(NoBackoff(), 0),
+        require_full_coverage=False,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        health_check_interval=0,
+    )
 
 
 def ms(seconds: float) -> int:
@@ -87,8 +148,11 @@ class RedisConnection:
         replica: str | None = None,
         clock: Clock | None = None,
         shutdown_flush_s: float = SHUTDOWN_FLUSH_S,
+        cluster: Sequence[str] | None = None,
     ) -> None:
-        self.url = url
+        """``cluster``: None for one Redis; in cluster mode, the seed nodes besides the URL's (``state.nodes``)."""
+        self.url = url or (f"redis://{cluster[0]}" if cluster else "")
+        self.cluster = cluster is not None
         self.prefix = prefix
         self.timeout_s = timeout_ms / 1000
         self.replica = replica or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -98,16 +162,9 @@ class RedisConnection:
         """The monotonic clock an action's and a change's age is read on (None: the system's; a test's
         fake one): the same clock as the local view's, whose pauses and openings carry their age."""
         self.shutdown_flush_s = shutdown_flush_s
-        pool = BlockingConnectionPool.from_url(
-            url,
-            max_connections=MAX_CONNECTIONS,
-            timeout=self.timeout_s,
-            socket_timeout=self.timeout_s,
-            socket_connect_timeout=self.timeout_s,
-            retry=Retry(NoBackoff(), 0),
-            health_check_interval=0,
-        )
-        self._client = Redis.from_pool(pool)
+        self._client = client_for(url, self.timeout_s, cluster=cluster)
+        self._slots = asyncio.Semaphore(MAX_CONNECTIONS) if cluster is not None else None
+        """Cluster mode: the operations at once, as the single Redis's blocking pool bounds them."""
         scripts = (SET_AND_PUBLISH, PAUSE, OPEN, CLAIM, SPEND, SPEND_FLOOR, HEARTBEAT)
         self._set, self._pause, self._open, self._claim, self._spend, self._floor, self._beat = (
             self._client.register_script(s) for s in scripts
@@ -115,6 +172,7 @@ class RedisConnection:
         self._call_claim = self._client.register_script(CALL_CLAIM)
         self._call_abandon = self._client.register_script(CALL_ABANDON)
         self._call_kept = self._client.register_script(CALL_FINISH_KEPT)
+        self._alive = self._client.register_script(ALIVE)
         self._lift = self._client.register_script(LIFT)
         self._reset = self._client.register_script(RESET)
         self._close_older = self._client.register_script(CLOSE_OLDER)
@@ -144,7 +202,8 @@ class RedisConnection:
 
     def __repr__(self) -> str:
         state = "available" if self._available else "unavailable"
-        return f"<RedisState {redacted(self.url)} prefix={self.prefix!r} {state} replica={self.replica}>"
+        mode = " cluster" if self.cluster else ""
+        return f"<RedisState{mode} {redacted(self.url)} prefix={self.prefix!r} {state} replica={self.replica}>"
 
     @property
     def shared(self) -> bool:
@@ -175,13 +234,16 @@ class RedisConnection:
         return self._clock.time() if self._clock is not None else time.monotonic()
 
     def _key(self, kind: str, name: str = "") -> str:
-        return f"{self.prefix}:{kind}:{name}" if name else f"{self.prefix}:{kind}"
+        return key(self.prefix, kind, name)
 
     async def _run(self, op: Awaitable[T], *, quiet: bool = False) -> T | None:
         """One Redis operation within the timeout; None when it fails (the outage begun, unless ``quiet``)."""
         try:
             async with asyncio.timeout(self.timeout_s):
-                return await op
+                if self._slots is None:
+                    return await op
+                async with self._slots:
+                    return await op
         except (RedisError, OSError, TimeoutError) as exc:
             self._failed(exc)
             if not quiet:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "ALIVE",
     "CALL_ABANDON",
     "CALL_CLAIM",
     "CALL_FINISH_KEPT",
@@ -179,3 +180,14 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return redis.call('ZCARD', KEYS[1])
 """
+ALIVE = """
+local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not expiry then return 0 end
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+if tonumber(expiry) > ms then return 1 end
+return 0
+"""
+"""Cluster mode: whether a replica is in the heartbeat set (KEYS: replicas; ARGV: the replica), for a claim that
+found another's intent (``CALL_CLAIM`` reads it in the same script on one Redis; a call's key and the set are
+in different slots of a cluster)."""

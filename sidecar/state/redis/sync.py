@@ -11,12 +11,14 @@ import logging
 import time
 from typing import Any
 
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
 from sidecar.core.observer import StateBackendChanged
 from sidecar.core.state import Change, CircuitClosed, PauseLifted, ProbeTaken, Replicas, SpendReset
 from sidecar.state.redis.actions import Action
 from sidecar.state.redis.connection import BACKEND, RECONNECT_MIN_S, ms, redacted
+from sidecar.state.redis.keys import parse
 from sidecar.state.redis.wire import decode, read_key
 from sidecar.state.redis.writer import ChangeWriter
 
@@ -38,6 +40,13 @@ class FleetSync(ChangeWriter):
     async def _connect(self) -> bool:
         """Subscribe, read the fleet's state, push ours, send the spend kept: True when all of it went."""
         await self._drop_pubsub()
+        if isinstance(self._client, RedisCluster):  # the slots first (again after a failure): where to subscribe
+            try:
+                async with asyncio.timeout(self.timeout_s * 4):
+                    await self._client.initialize()
+            except (RedisError, OSError, TimeoutError) as exc:
+                self._failed(exc)
+                return False
         pubsub = self._client.pubsub(ignore_subscribe_messages=True)
         try:
             async with asyncio.timeout(self.timeout_s * 4):  # connect, subscribe: a few round trips
@@ -86,27 +95,25 @@ class FleetSync(ChangeWriter):
     async def _pull(self) -> bool:
         """Every key of the prefix into the local view (opened before probes, so a probe lands half-open)."""
         assert self._view is not None
-        keys: list[bytes] = []
+        keys: list[tuple[bytes, str, str]] = []
         try:
             async with asyncio.timeout(max(self.timeout_s * 10, 1.0)):  # a scan is many round trips
-                async for key in self._client.scan_iter(match=f"{self.prefix}:*", count=SCAN_COUNT):
-                    kind = key.decode("utf-8", "replace")[len(self.prefix) + 1 :].partition(":")[0]
-                    if kind in _KINDS:  # the replicas' sorted set is not state to read back
-                        keys.append(key)
+                # (a cluster's scan_iter goes over every primary in turn)
+                async for raw in self._client.scan_iter(match=f"{self.prefix}:*", count=SCAN_COUNT):
+                    named = parse(self.prefix, raw.decode("utf-8", "replace"))
+                    if named is not None and named[0] in _KINDS:  # replicas, calls: not state to read back
+                        keys.append((raw, *named))
+                clock = await self._client.time()  # Redis's clock: what the instants kept in it are read against
                 pipe = self._client.pipeline(transaction=False)
-                pipe.time()  # Redis's clock: what the instants kept in it are read against (their age)
-                for key in keys:
-                    pipe.get(key)
-                    pipe.pttl(key)
-                clock, *values = await pipe.execute()
+                for raw, _, _ in keys:
+                    pipe.get(raw)
+                    pipe.pttl(raw)
+                values = await pipe.execute() if keys else []
         except (RedisError, OSError, TimeoutError):
             return False
         now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
         changes: list[tuple[int, Change]] = []
-        head = f"{self.prefix}:"
-        for i, raw in enumerate(keys):
-            key = raw.decode("utf-8", "replace")
-            kind, _, name = key[len(head) :].partition(":")
+        for i, (_, kind, name) in enumerate(keys):
             value, ttl = values[2 * i], values[2 * i + 1]
             if value is None or not name or ttl == -2:
                 continue
