@@ -273,6 +273,7 @@ def cpu(calls: int, rounds: int) -> None:
 
 # ---------------------------------------------------------------------------------- cost
 
+COST_OUT = ROOT / "bench" / "results" / "fleet_cost.json"
 HOLD_S = 0.25
 """The on-path measure: every round trip held this long (a call without Redis takes a few ms)."""
 KINDS = ("CallModel", "CallModel, spend cap", "ExecuteTool", "ExecuteTool, run once")
@@ -281,6 +282,17 @@ _BEAT = {"zadd", "zremrangebyscore", "pexpire", "zcard"}
 
 
 def _commandstats(client: Any) -> dict[str, int]:
+    """Calls per command; on a cluster, summed over its primaries (a replica's replayed writes not counted)."""
+    import redis as redis_py
+
+    if isinstance(client, redis_py.RedisCluster):
+        per_node = client.info("commandstats", target_nodes=redis_py.RedisCluster.PRIMARIES)
+        out: dict[str, int] = {}
+        for stats in per_node.values():
+            for k, v in stats.items():
+                name = k.removeprefix("cmdstat_").lower()
+                out[name] = out.get(name, 0) + int(v["calls"])
+        return out
     stats = client.info("commandstats")
     return {k.removeprefix("cmdstat_").lower(): int(v["calls"]) for k, v in stats.items()}
 
@@ -347,7 +359,7 @@ def _one(client: Any, kind: str, i: int, run: str) -> None:
         assert out.WhichOneof("outcome") == "result", out
 
 
-def cost(calls: int, idle_s: float, url: str | None, out: Path) -> None:
+def cost(calls: int, idle_s: float, url: str | None, out: Path, cluster: bool = False) -> None:
     import json
     from concurrent.futures import ThreadPoolExecutor
 
@@ -356,11 +368,21 @@ def cost(calls: int, idle_s: float, url: str | None, out: Path) -> None:
 
     from tests.redis_proxy import RedisProxy
 
-    own = None
-    if url is None:
-        own, url = _redis()
-    port = int(url.rsplit(":", 1)[1].split("/")[0])
-    direct = redis_py.Redis.from_url(url)
+    own: Any = None
+    nodes: list[str] = []
+    if cluster:  # three primaries, three replicas (tests/redis_cluster.py); the proxy stays on a single Redis
+        from tests.redis_cluster import Cluster
+
+        own = Cluster(Path(tempfile.mkdtemp(prefix="fleet-cost-cluster-"))).start()
+        url, nodes = own.url, own.addresses[1:]
+        direct: Any = own.client()
+        single, single_url = _redis()
+    else:
+        if url is None:
+            own, url = _redis()
+        direct = redis_py.Redis.from_url(url)
+        single, single_url = None, url
+    port = int(single_url.rsplit(":", 1)[1].split("/")[0])
     proxy = RedisProxy(port).start()
     fake_port, tools_port = _port(), _port()
     fakes = [
@@ -368,12 +390,15 @@ def cost(calls: int, idle_s: float, url: str | None, out: Path) -> None:
         for what, p in (("fake-provider", fake_port), ("tool-backend", tools_port))
     ]
     time.sleep(1.0)
-    result: dict[str, Any] = {"calls": calls, "redis": direct.info("server")["redis_version"], "kinds": {}}
+    version = redis_py.Redis.from_url(single_url).info("server")["redis_version"]
+    result: dict[str, Any] = {"calls": calls, "redis": version, "mode": "cluster" if cluster else "single", "kinds": {}}
     run = f"r{random.getrandbits(32):08x}"
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            direct_state = {"backend": "redis", "url": url, "prefix": f"cost{run}", "timeout_ms": 1000}
+            direct_state: dict[str, Any] = {"backend": "redis", "url": url, "prefix": f"cost{run}", "timeout_ms": 1000}
             proxied = {**direct_state, "url": proxy.url, "prefix": f"costp{run}"}
+            if cluster:
+                direct_state.update(mode="cluster", nodes=nodes)
             mem, mem_addr = _serve(_cost_config(fake_port, tools_port, {"backend": "memory"}), Path(tmp))
             red, red_addr = _serve(_cost_config(fake_port, tools_port, direct_state), Path(tmp))
             prx, prx_addr = _serve(_cost_config(fake_port, tools_port, proxied), Path(tmp))
@@ -392,9 +417,10 @@ def cost(calls: int, idle_s: float, url: str | None, out: Path) -> None:
                     time.sleep(idle_s)
                     idle = _less(_commandstats(direct), before)
                     span = time.monotonic() - start
-                    result["idle"] = {  # two replicas idle: the direct one and the proxied one
-                        "commands_per_s": sum(idle.values()) / span / 2,
-                        "commands": {k: n / span / 2 for k, n in idle.items()},
+                    shared = 1 if cluster else 2  # replicas idle on `direct`: the proxied one too on one Redis
+                    result["idle"] = {
+                        "commands_per_s": sum(idle.values()) / span / shared,
+                        "commands": {k: n / span / shared for k, n in idle.items()},
                         "trips_per_s": len([t for t in proxy.trips if t.at >= start]) / span,
                     }
                     for kind in KINDS:
@@ -410,7 +436,7 @@ def cost(calls: int, idle_s: float, url: str | None, out: Path) -> None:
                         time.sleep(0.3)  # the writer's last flush
                         span = time.monotonic() - start
                         got = _less(_commandstats(direct), before)
-                        beat_share = {k: 2 * n for k, n in result["idle"]["commands"].items()}
+                        beat_share = {k: shared * n for k, n in result["idle"]["commands"].items()}
                         per = {
                             k: max(n - beat_share.get(k, 0.0) * span, 0.0) / calls
                             for k, n in got.items()
@@ -451,11 +477,14 @@ def cost(calls: int, idle_s: float, url: str | None, out: Path) -> None:
         proxy.stop()
         for proc in fakes:
             proc.terminate()
-        if own is not None:
+        if cluster:
+            own.stop()
+            single.terminate()
+        elif own is not None:
             own.terminate()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"redis-server {result['redis']}, {calls} calls of each kind, sequential")
+    print(f"redis-server {result['redis']} ({result['mode']}), {calls} calls of each kind, sequential")
     print(f"{'call':24} {'commands':>8} {'trips':>6} {'on path':>7} {'p50 redis':>10} {'p50 memory':>10} {'added':>8}")
     for kind, k in result["kinds"].items():
         print(
@@ -561,7 +590,8 @@ def main() -> None:
     k.add_argument("--calls", type=int, default=200)
     k.add_argument("--idle-s", type=float, default=10.0)
     k.add_argument("--url", help="a running redis-server (default: one started here)")
-    k.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "fleet_cost.json")
+    k.add_argument("--out", type=Path, default=COST_OUT)
+    k.add_argument("--cluster", action="store_true", help="on a Redis Cluster of 3 primaries and 3 replicas")
     q = sub.add_parser("capacity")
     q.add_argument("--requests", type=int, default=100_000)
     q.add_argument("--subscribers", type=int, default=200)
@@ -572,7 +602,8 @@ def main() -> None:
     if args.what == "propagation":
         propagation(args.trials)
     elif args.what == "cost":
-        cost(args.calls, args.idle_s, args.url, args.out)
+        out = args.out if not args.cluster or args.out != COST_OUT else COST_OUT.with_name("fleet_cost_cluster.json")
+        cost(args.calls, args.idle_s, args.url, out, cluster=args.cluster)
     else:
         cpu(args.calls, args.rounds)
 

@@ -38,6 +38,7 @@ from sidecar_client import job, user
 
 from sidecar.core.state import SpendAdded, SpendTotal
 from sidecar.state.redis import RedisState
+from sidecar.state.redis.keys import key
 from sidecar.state.redis.scripts import SPEND
 from tests.conftest import Running, Start
 from tests.fleet.test_fleet_redis import View
@@ -189,7 +190,7 @@ async def test_a_workflows_total_is_published_per_hundredth_of_its_cap_and_at_it
         await _until(lambda: _totals(view, "wf")[-1] >= 1.25 - 1e-9, "the total past the cap")
         for _ in range(4):  # a replica's own spend: its writer sends the cap it was recorded under
             one.publish(SpendAdded("wf2", 0.3, 1.0))
-            await _until(lambda: bool(client.get("steps:spend:wf2")), "the add counted")
+            await _until(lambda: bool(client.get(key("steps", "spend", "wf2"))), "the add counted")
         await _until(lambda: bool(_totals(view, "wf2")) and _totals(view, "wf2")[-1] >= 1.0, "wf2 at its cap")
     finally:
         await one.close()
