@@ -515,7 +515,7 @@ def capacity(requests: int, subscribers: int) -> None:
     client = redis_py.Redis.from_url(url)
     sha = {n: client.script_load(getattr(scripts, n)) for n in ("SPEND", "CALL_CLAIM", "HEARTBEAT")}
     outcome = 'o{"v": 1, "a": 1, "r": {"$d": "ToolResult", "content": "{\\"id\\": \\"note-1\\"}"}}'
-    spend = ["b:none", "r", "wf"]  # a channel no one reads: the publish's fan-out is measured apart
+    spend = ["b:none", "r", "wf", "1e7", "1e9"]  # step, cap: no publish (its fan-out is measured apart)
     claim = ["b:replicas", 'i{"r": "x", "w": 1}', "600000"]
     message = '{"o": "r", "k": "spend", "n": "wf", "usd": 1}'
     ops: dict[str, list[str]] = {

@@ -21,8 +21,9 @@ traffic set apart: they are paid per replica, not per call).
     a capped workflow's total        published when it crosses a hundredth of the cap, and at every add
                                       from the cap on: not per call (each publish reaches every replica)
 
-Every kind but the run-once call fails above 1 round trip on its path; the run-once call above 2 (its
-two are the two halves of "decided once, and a re-send answered from the record": docs/fleet.md#cost).
+Every kind but the run-once call fails above 1 round trip on its path; the run-once call above 2 (its two
+are the two halves of "decided once, and a re-send answered from the record":
+docs/fleet.md#what-the-fleet-costs-redis).
 """
 
 from __future__ import annotations
