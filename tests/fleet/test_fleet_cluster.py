@@ -6,6 +6,7 @@
                                         and MOVED after; every claim decided in Redis (none locally), no
                                         outage, and the spend in Redis is what was added
     the keys of one script              share a slot (the hash tags of sidecar/state/redis/keys.py)
+    cluster mode misconfigured          refused at load, naming state.nodes[i] / state.url (no URL shown)
 
 A primary killed under load (its replica promoted, the state converging) is tests/fleet/test_fleet.py's
 "Redis killed" scenario, on the cluster.
@@ -15,13 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
+import yaml
 from redis.crc import key_slot
 
+from sidecar.config import ConfigError
+from sidecar.config.loading import parse_config
 from sidecar.core.state import Change, SpendAdded
 from sidecar.state.redis.keys import key
-from tests.conftest import until
+from tests.conftest import base_config, until
 from tests.redis_cluster import Cluster, ClusterNodeProcess, Target, redis_cluster  # noqa: F401  (the fixture)
 
 PREFIX = "moving"
@@ -47,6 +52,39 @@ def test_the_keys_of_each_script_share_a_slot() -> None:
     ):
         assert len({key_slot(key(PREFIX, kind, name).encode()) for kind in kinds}) == 1, kinds
     assert key_slot(key(PREFIX, "spend", "a").encode()) != key_slot(key(PREFIX, "spend", "b").encode())
+
+
+@pytest.mark.parametrize(
+    ("state", "says"),
+    [
+        ({"mode": "cluster"}, "state.mode: cluster needs seed nodes"),
+        ({"mode": "cluster", "nodes": ["10.0.0.5:6379", "nohost"]}, "state.nodes[1] must be host:port"),
+        ({"mode": "cluster", "url": "redis://u:hunter2@h:7000/3"}, "state.url in cluster mode names database 0"),
+        ({"mode": "cluster", "url": "unix:///run/redis.sock"}, "state.url in cluster mode must be a redis://"),
+        ({"url": "redis://h:6379/0", "nodes": ["10.0.0.5:6379"]}, "state.nodes is for state.mode: cluster"),
+    ],
+)
+def test_cluster_mode_misconfigured_is_refused_naming_the_key(
+    state: dict[str, Any], says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("H39_KEY", "sk-test-CLUSTERKEY1234567890")
+    cfg = base_config("http://127.0.0.1:9", "http://127.0.0.1:9", state={"backend": "redis", **state})
+    for provider in cfg["providers"].values():
+        provider["api_key"] = "${H39_KEY}"
+    with pytest.raises(ConfigError) as refused:
+        parse_config(yaml.safe_dump(cfg))
+    assert says in str(refused.value)
+    assert "hunter2" not in str(refused.value)
+
+
+def test_cluster_mode_takes_a_url_and_seed_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("H39_KEY", "sk-test-CLUSTERKEY1234567890")
+    state = {"backend": "redis", "mode": "cluster", "url": "redis://h:7000", "nodes": ["10.0.0.5:6379", "[::1]:7001"]}
+    cfg = base_config("http://127.0.0.1:9", "http://127.0.0.1:9", state=state)
+    for provider in cfg["providers"].values():
+        provider["api_key"] = "${H39_KEY}"
+    loaded = parse_config(yaml.safe_dump(cfg)).state
+    assert (loaded.mode, loaded.nodes) == ("cluster", ["10.0.0.5:6379", "[::1]:7001"])
 
 
 def _migrate(

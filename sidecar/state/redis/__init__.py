@@ -1,4 +1,5 @@
-"""The fleet's policy state in Redis (``state: {backend: redis, url, prefix, timeout_ms}``).
+"""The fleet's policy state in Redis (``state: {backend: redis, url, prefix, timeout_ms}``), one Redis or a Redis
+Cluster (``mode: cluster``, seeds in ``url`` and ``nodes``: redis-py's cluster client, docs/fleet.md).
 
 Every replica that names the same Redis and prefix shares the changes of ``core.state``. Each
 change is one Lua script (redis-py ``register_script``: atomic, no read-modify-write race) that
@@ -7,28 +8,29 @@ subscriber applies it to its local view (``core.fleet_view``). A healthy call aw
 this: ``publish`` queues, one writer task sends. Every instant kept in Redis is on Redis's own
 clock (``TIME`` inside the script, in ms) less the age the replica sends (how long ago it
 happened, on its monotonic clock): what is older than what never depends on a replica's wall
-clock. Keys (every one with a TTL)::
+clock. Keys (every one with a TTL; ``{m:model}`` and the like are hash tags, ``keys.py``: a script's keys share
+a cluster slot)::
 
     {prefix}:events              the pub/sub channel of every change (JSON, with the origin replica)
-    {prefix}:mthrottle:{model}   the last raise of a model's throttle      TTL THROTTLE_TTL_S (60 s)
-    {prefix}:mpause:{model}      a Retry-After pause: when it began        TTL = the pause (raised, never shortened)
-    {prefix}:sthrottle:{svc}     the last raise of a service's throttle    TTL THROTTLE_TTL_S
-    {prefix}:open:{svc}          an open circuit: cooldown, trigger, since, TTL = seconds open + probe_timeout_s
+    {prefix}:mthrottle:{m:model} the last raise of a model's throttle      TTL THROTTLE_TTL_S (60 s)
+    {prefix}:mpause:{m:model}    a Retry-After pause: when it began        TTL = the pause (raised, never shortened)
+    {prefix}:sthrottle:{s:svc}   the last raise of a service's throttle    TTL THROTTLE_TTL_S
+    {prefix}:open:{s:svc}        an open circuit: cooldown, trigger, since, TTL = seconds open + probe_timeout_s
                                  at (when it opened)
-    {prefix}:probe:{svc}         the one half-open probe (SET NX)          TTL = probe_timeout_s
-    {prefix}:closed:{svc}        when it last closed (read back; a stale    TTL CLOSED_TTL_S (1 h)
+    {prefix}:probe:{s:svc}       the one half-open probe (SET NX)          TTL = probe_timeout_s
+    {prefix}:closed:{s:svc}      when it last closed (read back; a stale    TTL CLOSED_TTL_S (1 h)
                                  re-push loses)
-    {prefix}:spend:{workflow}    the workflow's spend, INCRBYFLOAT         TTL SPEND_TTL_S (7 days), renewed per add
+    {prefix}:spend:{w:workflow}  the workflow's spend, INCRBYFLOAT         TTL SPEND_TTL_S (7 days), renewed per add
                                  (published per hundredth of its cap and at it: writer.SPEND_STEPS)
-    {prefix}:mlift:{model}       when an operator last lifted its pause    TTL ACTION_TTL_S (1 h)
-    {prefix}:sreset:{workflow}   when an operator last reset its spend     TTL ACTION_TTL_S
+    {prefix}:mlift:{m:model}     when an operator last lifted its pause    TTL ACTION_TTL_S (1 h)
+    {prefix}:sreset:{w:workflow} when an operator last reset its spend     TTL ACTION_TTL_S
     (an operator's action: lift-pause deletes a pause begun before it, reset-spend takes what the
     operator was shown off the total, close-circuit deletes an opening older than it; each publishes
     with its age, so every replica lifts / forgets / closes what is older; the mlift / sreset /
     closed record is read first on every re-sync, so a replica cut off at the time drops its stale
     pause, spend or opening before pushing it back, and keeps one begun after the action)
     {prefix}:replicas            live replicas (a sorted set of expiries)  TTL HEARTBEAT_TTL_S (3 s), beat every 1 s
-    {prefix}:call:{hash}         a tool call's intent, then its outcome    TTL the dedupe window (and the call's
+    {prefix}:call:{c:hash}       a tool call's intent, then its outcome    TTL the dedupe window (and the call's
                                  (core.state.CallRecords; tools.once)          longest run, for an intent)
 
 A tool call's record is not a change of the local view: it is read and written by the call that
@@ -80,12 +82,14 @@ When Redis is not there (slower than ``timeout_ms``, down, restarted)::
 
 The package, by part (each class the one below it and more; ``RedisState`` is all of them)::
 
-    connection.py   RedisConnection: the pool, the scripts, every operation bounded, the outage noticed
+    connection.py   RedisConnection: the client (client_for: one Redis or a cluster), the scripts, every
+                    operation bounded, the outage noticed
     calls.py        CallRecords: the record of tool calls
     writer.py       ChangeWriter: publish, the writer, the actions and spend kept, the probe claimed
     sync.py         FleetSync: the re-sync, the keeper, the listener, the heartbeat
     backend.py      RedisState: start and close (the shutdown flush)
     scripts.py      the Lua scripts: each change, action and record one atomic script
+    keys.py         every key's name (hash-tagged), and a key read back as its kind and name
     wire.py         the JSON published on the channel, a key read back on re-sync
     actions.py      an operator's action as it goes to Redis
 """
