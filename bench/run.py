@@ -696,7 +696,8 @@ def _machine_busy_s() -> float:
 
 
 def scenario_fleet(b: Bench) -> list[dict[str, Any]]:
-    """CallModel at c=64: one worker on the memory backend, one and FLEET_WORKERS workers on a real Redis.
+    """CallModel at c=64: one worker on the memory backend, one and FLEET_WORKERS workers on a real Redis;
+    then what each call costs Redis (``bench/fleet.py cost``, single and ``--cluster``, and ``capacity``).
 
     Every sidecar is started first and the variants take turns, FLEET_REPEATS rounds, so that
     whatever else runs on the machine meets them alike; fleet_report.py writes fleet.md and the plot.
@@ -736,6 +737,10 @@ def scenario_fleet(b: Bench) -> list[dict[str, Any]]:
             proc.stop()
         redis.stop()
     fleet_report.write(out)
+    # What the fleet costs Redis per call, on one Redis and on a cluster, and what a shard takes (issue 39
+    # part 3): bench/fleet.py in the sidecar's virtualenv, results/fleet_cost*.json and fleet_capacity.json.
+    for what in (["cost"], ["cost", "--cluster"], ["capacity"]):
+        subprocess.run([str(ROOT / ".venv/bin/python"), str(ROOT / "bench/fleet.py"), *what], check=True)
     return out
 
 

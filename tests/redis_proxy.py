@@ -10,6 +10,11 @@
                                              drops the connection (its timeout_ms); then dropped too
     proxy.fail_next_outcome(how, times=3)    the next three such commands (a write tried again)
     proxy.failed                             set once the armed fault has caught its command
+    proxy.trips                              every round trip forwarded: a ``Trip`` (when, which connection,
+                                             its commands): what one read of a client carried whole, a
+                                             pipeline's commands together (``clear_trips`` to start over)
+    proxy.delay_s = 0.2                      every round trip held this long before it is forwarded: a call
+                                             that awaits k round trips takes k x delay_s longer
 
 Commands are read whole (RESP arrays of bulk strings, as redis-py writes them), so a command split
 across reads is judged as one; every other command, and every reply, passes as it came.
@@ -20,6 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
+from dataclasses import dataclass
 from typing import Literal
 
 Fault = Literal["reset", "stall"]
@@ -48,6 +55,31 @@ def command(buffer: bytes) -> tuple[int, list[bytes]] | None:
     return pos, args
 
 
+@dataclass(frozen=True, slots=True)
+class Trip:
+    """One round trip a client sent: when (time.monotonic(), the machine's one clock), on which connection
+    (numbered as accepted), and its commands (each its arguments, the name first)."""
+
+    at: float
+    connection: int
+    commands: tuple[tuple[bytes, ...], ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c[0].decode("ascii", "replace").upper() for c in self.commands if c)
+
+    @property
+    def heartbeat(self) -> bool:
+        """A replica's beat (the script on the ``{prefix}:replicas`` key alone), or the subscriber's own
+        traffic (SUBSCRIBE, PING): what a replica sends whether or not a call is made."""
+        if all(n in {"SUBSCRIBE", "UNSUBSCRIBE", "PING", "CLIENT", "HELLO", "SELECT"} for n in self.names):
+            return True
+        return all(
+            len(c) > 3 and c[0].upper() in (b"EVALSHA", b"EVAL") and c[2] == b"1" and c[3].endswith(b":replicas")
+            for c in self.commands
+        )
+
+
 def is_outcome(args: list[bytes]) -> bool:
     """A write of a tool call's outcome: a call record's key and an outcome's value (``o`` and its JSON)."""
     return any(b":call:" in a for a in args) and any(a.startswith(b"o{") for a in args)
@@ -67,6 +99,9 @@ class RedisProxy:
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
+        self.trips: list[Trip] = []
+        self.delay_s = 0.0
+        self._connections = 0
 
     @property
     def url(self) -> str:
@@ -106,6 +141,15 @@ class RedisProxy:
         self._loop.close()
         self._thread = None
 
+    def clear_trips(self) -> None:
+        with self._lock:
+            self.trips = []
+
+    def calls_trips(self) -> list[Trip]:
+        """The round trips so far that are not a heartbeat or the subscriber's (``Trip.heartbeat``)."""
+        with self._lock:
+            return [t for t in self.trips if not t.heartbeat]
+
     def fail_next_outcome(self, how: Fault, times: int = 1) -> None:
         with self._lock:
             self._armed, self._times = how, times
@@ -130,9 +174,10 @@ class RedisProxy:
             writer.close()
             return
         self._open |= {writer, up_writer}
+        self._connections += 1
         back = asyncio.create_task(self._copy(up_reader, writer))
         try:
-            await self._forward(reader, up_writer)
+            await self._forward(reader, up_writer, self._connections)
         finally:
             for w in (writer, up_writer):
                 w.close()
@@ -140,12 +185,16 @@ class RedisProxy:
             with contextlib.suppress(OSError):
                 await back
 
-    async def _forward(self, reader: asyncio.StreamReader, upstream: asyncio.StreamWriter) -> None:
+    async def _forward(self, reader: asyncio.StreamReader, upstream: asyncio.StreamWriter, number: int) -> None:
         buffer = b""
         while chunk := await reader.read(CHUNK):
             buffer += chunk
+            sent: list[tuple[bytes, ...]] = []
+            if self.delay_s > 0 and command(buffer) is not None:
+                await asyncio.sleep(self.delay_s)
             while (whole := command(buffer)) is not None:
                 size, args = whole
+                sent.append(tuple(args))
                 how = self._take(args)
                 if how == "reset":
                     return
@@ -155,6 +204,9 @@ class RedisProxy:
                     return
                 upstream.write(buffer[:size])
                 buffer = buffer[size:]
+            if sent:
+                with self._lock:
+                    self.trips.append(Trip(time.monotonic(), number, tuple(sent)))
             await upstream.drain()
 
     @staticmethod

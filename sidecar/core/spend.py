@@ -6,8 +6,9 @@ check = SPEND_CAP_EXCEEDED when the workflow's recorded spend has reached its ca
 
 Shared by a fleet (``state``, a ``core.state`` backend; the memory default shares nothing)::
 
-    record    adds to the local view at once, then publishes SpendAdded (only for a workflow that
-              has a cap: nothing else is ever checked); the backend adds it to the fleet's total
+    record    adds to the local view at once, then publishes SpendAdded with the cap (only for a
+              workflow that has a cap: nothing else is ever checked); the backend adds it to the
+              fleet's total, and may tell the others only at each step of the cap and at the cap
     a total   SpendTotal from the backend (the sum every replica added): spent = max(view, total)
     check     the local view alone (no await): the fleet's total as last pushed, plus this
               replica's own spend since; stale by at most the backend's propagation delay, and
@@ -104,8 +105,9 @@ class SpendLedger:
     def record(self, workflow_id: str, usd: float) -> None:
         if usd > 0:
             self._spent[workflow_id] += usd
-            if self.cap_for(workflow_id) is not None:
-                self._state.publish(SpendAdded(workflow_id, usd))
+            cap = self.cap_for(workflow_id)
+            if cap is not None:
+                self._state.publish(SpendAdded(workflow_id, usd, cap))
 
     def spent(self, workflow_id: str) -> float:
         """The workflow's recorded spend as this replica knows it."""

@@ -159,6 +159,9 @@ class SpendAdded:
 
     workflow: str
     usd: float
+    cap_usd: float = 0.0
+    """The workflow's cap here: a backend may tell the fleet its total only at each step of the cap and
+    at the cap itself (what a check decides on), not at every add (0: at every add)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,6 +123,8 @@ class RedisConnection:
         """Operator actions Redis has not taken yet (made while it was not there): sent first on re-sync."""
         self._unsent: dict[str, float] = {}
         """Spend added here that Redis has not counted yet (sent on the next wake, or after an outage)."""
+        self._caps: dict[str, float] = {}
+        """Each workflow's cap as its last cost here carried it (writer.SPEND_STEPS: when its total is published)."""
         self._kept_outcomes: dict[str, tuple[str, float]] = {}
         """Tool calls' outcomes Redis did not take (the value, until when on ``_mono``): written on re-sync."""
         self._wake = asyncio.Event()

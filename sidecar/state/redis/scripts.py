@@ -118,9 +118,16 @@ return 0
 SPEND = """
 local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('PUBLISH', ARGV[3], cjson.encode({o = ARGV[4], k = 'spend', n = ARGV[5], usd = tonumber(total)}))
+local now, step, cap = tonumber(total), tonumber(ARGV[6]), tonumber(ARGV[7])
+local was = now - tonumber(ARGV[1])
+if step <= 0 or now >= cap or math.floor(now / step) ~= math.floor(was / step) then
+  redis.call('PUBLISH', ARGV[3], cjson.encode({o = ARGV[4], k = 'spend', n = ARGV[5], usd = now}))
+end
 return total
 """
+"""A replica's spend added (KEYS: spend; ARGV: usd, ttl ms, channel, replica, workflow, step, cap): the
+total published only when it crosses a multiple of ``step`` or is at the cap (step 0: always); the
+replica that added reads the total in the reply."""
 SPEND_FLOOR = """
 local total = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tonumber(ARGV[1]) > total then

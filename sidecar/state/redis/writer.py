@@ -27,7 +27,15 @@ from sidecar.state.redis.calls import CallRecords
 from sidecar.state.redis.connection import ms
 from sidecar.state.redis.wire import encode
 
-__all__ = ["ACTION_TTL_S", "CLOSED_TTL_S", "MAX_ACTIONS", "SPEND_TTL_S", "THROTTLE_TTL_S", "ChangeWriter"]
+__all__ = [
+    "ACTION_TTL_S",
+    "CLOSED_TTL_S",
+    "MAX_ACTIONS",
+    "SPEND_STEPS",
+    "SPEND_TTL_S",
+    "THROTTLE_TTL_S",
+    "ChangeWriter",
+]
 
 THROTTLE_TTL_S = 60.0
 """A raised throttle is kept this long for replicas that (re)join; live ones learn it at once."""
@@ -37,6 +45,10 @@ SPEND_TTL_S = 7 * 24 * 3600.0
 """A workflow's fleet spend is forgotten after this long without a new cost (renewed by each add)."""
 ACTION_TTL_S = 3600.0
 """How long an operator's lift or reset is remembered for replicas that re-sync after it (as CLOSED_TTL_S)."""
+SPEND_STEPS = 100
+"""A workflow's fleet total is published when it crosses a hundredth of its cap, and at the cap: not
+per capped call (each publish reaches every replica: at 1,000 replicas the fan-out, not the add, is the
+cost). A replica's view of the others' spend lags by less than one step below the cap, none at it."""
 MAX_ACTIONS = 10_000
 """Operator actions kept while Redis is not there (one per target: a later one on it replaces it)."""
 
@@ -59,6 +71,7 @@ class ChangeWriter(CallRecords):
             item = Action(change, now - change.age_s)
         if isinstance(change, SpendAdded):
             self._unsent[change.workflow] = self._unsent.get(change.workflow, 0.0) + change.usd
+            self._caps[change.workflow] = change.cap_usd
         elif self._available:
             self._queue.append((item, now))
         elif isinstance(item, Action):
@@ -180,7 +193,11 @@ class ChangeWriter(CallRecords):
             if usd <= 0:
                 continue
             key = self._key("spend", workflow)
-            add = self._spend(keys=[key], args=[repr(usd), ms(SPEND_TTL_S), self.channel, self.replica, workflow])
+            cap = self._caps.get(workflow, 0.0)
+            step = repr(cap / SPEND_STEPS)
+            add = self._spend(
+                keys=[key], args=[repr(usd), ms(SPEND_TTL_S), self.channel, self.replica, workflow, step, repr(cap)]
+            )
             total = await self._run(add, quiet=quiet)
             if total is None:
                 self._unsent[workflow] = self._unsent.get(workflow, 0.0) + usd
