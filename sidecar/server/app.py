@@ -237,7 +237,7 @@ class SidecarApp:
         interceptors: list[Any] = [Arrival()]  # first: the overhead stopwatch's start (grpc.servicer)
         self._masking = SecretMaskingInterceptor(cfg.secrets)
         if cfg.server.auth is not None:
-            interceptors.append(BearerTokenInterceptor(t.get_secret_value() for t in cfg.server.auth.tokens))
+            interceptors.append(BearerTokenInterceptor(cfg.server.auth.values()))
         limit = cfg.server.max_message_bytes
         self.server = grpc.aio.server(
             # the arrival stamp, then the bearer check (no span, no slot for a refused caller); masking innermost
