@@ -16,9 +16,9 @@ import pytest
 from pydantic import SecretStr
 
 from sidecar.config import CallerConfig, parse_config
-from sidecar.core.conversation import Message, ModelRequest, Role
+from sidecar.core.conversation import Message, ModelRequest
 from sidecar.core.details import InvalidInputDetail, ServiceDetail
-from sidecar.core.kinds import FailureKind
+from sidecar.core.kinds import FailureKind, Role
 from sidecar.core.taxonomy import SidecarFailure
 from sidecar.server.callers import Callers, model_charge
 from sidecar.server.refusals import CALLER_LIMIT_DETAIL, SIDECAR_SERVICE
