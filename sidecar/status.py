@@ -200,7 +200,8 @@ def _add(table: Table, *cells: str) -> None:
 
 
 def render(doc: dict[str, Any]) -> Group:
-    """The view's document as four tables."""
+    """The view's document as four tables, and a fifth of the callers when the document has them (the HTTP
+    port's ``GET /admin/state``: ``sidecar.v1.Admin/GetState`` has no field for them yet)."""
     models = Table(title="models", title_justify="left")
     for col in ("model", "throttle", "paced/s", "pause left s", "in flight", "queued", "last signal", "age s"):
         models.add_column(col)
@@ -249,7 +250,23 @@ def render(doc: dict[str, Any]) -> Group:
         _num(state.get("pending_actions")),
         str(state.get("last_error") or "-"),
     )
-    return Group(models, circuits, spend, backend)
+    tables: list[Table] = [models, circuits, spend, backend]
+    if doc.get("callers"):
+        callers = Table(title="callers", title_justify="left")
+        for col in ("caller", "requests/s", "tokens/min", "admitted", "refused", "tokens charged"):
+            callers.add_column(col)
+        for c in doc["callers"]:
+            _add(
+                callers,
+                c["name"],
+                _num(c["requests_per_second"]),
+                _num(c["tokens_per_minute"]),
+                _num(c["admitted"]),
+                _num(c["refused"]),
+                _num(c["tokens_charged"]),
+            )
+        tables.insert(3, callers)
+    return Group(*tables)
 
 
 def _fetch(client: httpx.Client, target: str, transport: Transport) -> dict[str, Any]:

@@ -4,6 +4,8 @@
     services    each tool service's circuit: state, the quoted opening response, cooldown left, probe holder
     deployments each route deployment's circuit, the same
     workflows   each workflow's spend against its cap
+    callers     each caller of server.auth.tokens (by name, never its token): its limits, the calls
+                admitted and refused at them, the tokens charged (``server.callers``; this process's)
     state       the state backend: memory or redis, reachable or not, live replicas; with redis,
                 pending_actions (operator actions applied here that Redis has not taken yet),
                 staleness_s (seconds since Redis last answered this replica: a heartbeat every
@@ -38,6 +40,7 @@ from sidecar.core.service_guards import ServiceGuards
 from sidecar.core.spend import SpendLedger
 from sidecar.core.state import StateBackend
 from sidecar.providers.service import ModelService
+from sidecar.server.callers import Callers
 from sidecar.server.live import Live
 from sidecar.telemetry import names as n
 
@@ -92,6 +95,8 @@ class StateView:
     fleet: FleetView
     embedded: dict[str, str] = field(default_factory=dict)
     """The embedded fakes this process runs, by name (``provider``, ``tools``): their URLs."""
+    callers: Callers = field(default_factory=Callers)
+    """The callers of ``server.auth.tokens`` and their use (none without it)."""
 
     def told(self) -> list[tuple[str, str]]:
         """The embedded fakes' URLs, as the header or metadata each answer of the view carries."""
@@ -141,6 +146,7 @@ class StateView:
             "workflows": [
                 {"workflow": s.workflow, "spent_usd": s.spent_usd, "cap_usd": s.cap_usd} for s in self.ledger.snapshot()
             ],
+            "callers": self.callers.snapshot(),
             "state": self._backend(),
         }
         masked: dict[str, Any] = self._masked(doc)
