@@ -19,6 +19,7 @@ needs no flag and no token. ``--watch`` redraws in place (``rich.live.Live``) un
 
 from __future__ import annotations
 
+import json
 import os
 import ssl
 import time
@@ -52,6 +53,8 @@ __all__ = [
 ]
 
 TOKEN_ENV = "SIDECAR_ADMIN_TOKEN"
+CALLERS_METADATA = "x-sidecar-callers"
+"""GetState's trailing metadata holding the view's callers (``server.admin.CALLERS_METADATA``)."""
 PATH = "/admin/state"
 TIMEOUT_S = 5.0
 
@@ -293,9 +296,14 @@ def _fetcher(target: str, transport: Transport) -> tuple[Callable[[], dict[str, 
 
     def fetch() -> dict[str, Any]:
         try:
-            return document(stub.GetState(apb.GetStateRequest(), metadata=_metadata(), timeout=TIMEOUT_S))
+            state, call = stub.GetState.with_call(apb.GetStateRequest(), metadata=_metadata(), timeout=TIMEOUT_S)
         except grpc.RpcError as exc:
             raise RuntimeError(_rpc_message(exc)) from None
+        doc = document(state)
+        callers = dict(call.trailing_metadata() or ()).get(CALLERS_METADATA)  # no contract field for them yet
+        if isinstance(callers, str):
+            doc["callers"] = json.loads(callers)
+        return doc
 
     return fetch, channel.close
 

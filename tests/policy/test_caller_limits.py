@@ -9,6 +9,8 @@ tested virtual in tests/unit/test_callers.py).
 
 from __future__ import annotations
 
+import asyncio
+import io
 import random
 from collections.abc import AsyncIterator
 from typing import Any
@@ -21,6 +23,7 @@ import pytest
 import pytest_asyncio
 import sidecar_client as sc
 from google.rpc import error_details_pb2, status_pb2
+from rich.console import Console
 from sidecar_client import user
 
 from sidecar.config import Config
@@ -28,6 +31,7 @@ from sidecar.core.clock import FakeClock
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
 from sidecar.server.app import running
 from sidecar.server.grpc.spans import ServerSpanInterceptor
+from sidecar.status import run_status
 from sidecar.telemetry import names as n
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 from tests.conftest import Running, base_config
@@ -132,6 +136,12 @@ async def test_grpc_the_runaway_is_refused_with_retry_info_and_the_other_is_serv
     assert (seen["runaway"]["admitted"], seen["runaway"]["refused"]) == (1, 3)
     assert (seen["steady"]["admitted"], seen["steady"]["refused"]) == (5, 0)
     assert seen["runaway"]["requests_per_second"] == 1 / WAIT_S
+    console = Console(record=True, width=200, file=io.StringIO())  # sidecar status over gRPC shows them too
+    assert await asyncio.to_thread(run_status, two.app.address, None, console) == 0
+    shown = console.export_text()
+    assert "callers" in shown
+    cells = [[c.strip() for c in line.strip("│ ").split("│")] for line in shown.splitlines() if "│ runaway" in line]
+    assert cells == [["runaway", "0.1", "-", "1", "3", "266"]]  # "first": 10 tokens estimated + gpt's 256 budget
     tree = await settled(otel, "sidecar.v1.Sidecar/CallModel")
     servers = [s for s in tree.spans if s.name == "sidecar.v1.Sidecar/CallModel"]
     assert {attrs(s).get(n.CALLER) for s in servers} == {"runaway", "steady"}
