@@ -208,7 +208,7 @@ async def test_anthropic_sdk_the_runaway_gets_its_own_429_shape(two: Running) ->
     assert "Caller runaway" in shaped["error"]["message"]
 
 
-async def test_mcp_a_tools_call_past_the_limit_is_a_429_json_rpc_error(two: Running) -> None:
+async def test_mcp_a_tools_call_past_the_limit_is_a_429_json_rpc_error(two: Running, otel: InMemoryTelemetry) -> None:
     async def call(token: str, i: int) -> httpx.Response:
         body = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "search", "arguments": {}}}
         headers = {
@@ -230,6 +230,8 @@ async def test_mcp_a_tools_call_past_the_limit_is_a_429_json_rpc_error(two: Runn
     assert RUNAWAY not in refused.text
     for i in range(3):
         assert (await call(STEADY, 10 + i)).status_code == 200
+    spans = [s for s in otel.spans() if s.name == n.SPAN_MCP_SERVER.format(tool="search")]
+    assert [attrs(s).get(n.CALLER) for s in spans] == ["runaway", "steady", "steady", "steady"]
 
 
 async def test_tokens_per_minute_charges_the_estimate_and_the_output_budget(
