@@ -19,6 +19,7 @@ needs no flag and no token. ``--watch`` redraws in place (``rich.live.Live``) un
 
 from __future__ import annotations
 
+import json
 import os
 import ssl
 import time
@@ -52,6 +53,8 @@ __all__ = [
 ]
 
 TOKEN_ENV = "SIDECAR_ADMIN_TOKEN"
+CALLERS_METADATA = "x-sidecar-callers"
+"""GetState's trailing metadata holding the view's callers (``server.admin.CALLERS_METADATA``)."""
 PATH = "/admin/state"
 TIMEOUT_S = 5.0
 
@@ -200,7 +203,8 @@ def _add(table: Table, *cells: str) -> None:
 
 
 def render(doc: dict[str, Any]) -> Group:
-    """The view's document as four tables."""
+    """The view's document as four tables, and a fifth of the callers when the document has them (the HTTP
+    port's ``GET /admin/state``: ``sidecar.v1.Admin/GetState`` has no field for them yet)."""
     models = Table(title="models", title_justify="left")
     for col in ("model", "throttle", "paced/s", "pause left s", "in flight", "queued", "last signal", "age s"):
         models.add_column(col)
@@ -249,7 +253,23 @@ def render(doc: dict[str, Any]) -> Group:
         _num(state.get("pending_actions")),
         str(state.get("last_error") or "-"),
     )
-    return Group(models, circuits, spend, backend)
+    tables: list[Table] = [models, circuits, spend, backend]
+    if doc.get("callers"):
+        callers = Table(title="callers", title_justify="left")
+        for col in ("caller", "requests/s", "tokens/min", "admitted", "refused", "tokens charged"):
+            callers.add_column(col)
+        for c in doc["callers"]:
+            _add(
+                callers,
+                c["name"],
+                _num(c["requests_per_second"]),
+                _num(c["tokens_per_minute"]),
+                _num(c["admitted"]),
+                _num(c["refused"]),
+                _num(c["tokens_charged"]),
+            )
+        tables.insert(3, callers)
+    return Group(*tables)
 
 
 def _fetch(client: httpx.Client, target: str, transport: Transport) -> dict[str, Any]:
@@ -276,9 +296,14 @@ def _fetcher(target: str, transport: Transport) -> tuple[Callable[[], dict[str, 
 
     def fetch() -> dict[str, Any]:
         try:
-            return document(stub.GetState(apb.GetStateRequest(), metadata=_metadata(), timeout=TIMEOUT_S))
+            state, call = stub.GetState.with_call(apb.GetStateRequest(), metadata=_metadata(), timeout=TIMEOUT_S)
         except grpc.RpcError as exc:
             raise RuntimeError(_rpc_message(exc)) from None
+        doc = document(state)
+        callers = dict(call.trailing_metadata() or ()).get(CALLERS_METADATA)  # no contract field for them yet
+        if isinstance(callers, str):
+            doc["callers"] = json.loads(callers)
+        return doc
 
     return fetch, channel.close
 

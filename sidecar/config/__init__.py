@@ -70,6 +70,7 @@ from sidecar.config.errors import ConfigError
 from sidecar.config.loading import load_config, load_default_config, parse_config
 from sidecar.config.secrets import AWS_ENVIRONMENT, AwsEnvironment
 from sidecar.config.sections import (
+    CallerConfig,
     GrpcConnectionsConfig,
     HttpConfig,
     HttpConnectionsConfig,
@@ -115,6 +116,7 @@ __all__ = [
     "PRESETS",
     "AnyToolConfig",
     "AwsEnvironment",
+    "CallerConfig",
     "CircuitConfig",
     "Config",
     "ConfigError",

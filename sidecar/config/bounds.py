@@ -7,6 +7,7 @@ The bounds of the policy settings the core reads (waits, cooldowns, rates) are i
 from __future__ import annotations
 
 __all__ = [
+    "CALLER_NAME",
     "DEFAULT_CHECK_TIME_LIMIT_S",
     "DEFAULT_CONFIG",
     "DEFAULT_GRACE_PERIOD_S",
@@ -39,6 +40,8 @@ __all__ = [
     "INTERACTIVE_HEADER_TIMEOUT_S",
     "INTERACTIVE_STREAM_IDLE_TIMEOUT_S",
     "INTERACTIVE_WHOLE_REPLY_TOKENS_PER_S",
+    "MAX_CALLER_RPS",
+    "MAX_CALLER_TPM",
     "MAX_CONFIG_BYTES",
     "MAX_CONFIG_DEPTH",
     "MAX_CONFIG_NODES",
@@ -67,6 +70,12 @@ MAX_IN_FLIGHT_LIMIT = 8192
 """The highest ``server.max_in_flight`` accepted: one event loop cannot serve more at once usefully."""
 MIN_TOKEN_CHARS = 16
 """A bearer token shorter than this is refused (``openssl rand -hex 32`` gives 64)."""
+MAX_CALLER_RPS = 100_000.0
+"""The highest ``server.auth.tokens[].requests_per_second``: more than one process serves at all."""
+MAX_CALLER_TPM = 1_000_000_000
+"""The highest ``server.auth.tokens[].tokens_per_minute`` (a billion: past any provider's tier)."""
+CALLER_NAME = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+"""A caller's name (``server.auth.tokens[].name``): a metric label and a span attribute, so short and plain."""
 MAX_PROVIDER_CONNECTIONS = 1024
 """The highest ``providers.*.max_connections`` (a pool that large served nothing faster, measured with
 httpcore's pool; the bound stays as a guard against a typo's ten thousand sockets)."""

@@ -112,11 +112,13 @@ def _literal_tokens(raw: dict[str, Any]) -> list[str]:
         tokens = part.get("tokens") if isinstance(part, dict) else None
         if not isinstance(tokens, list):
             continue
-        bad += [
-            f"server.{section}.tokens[{i}]"
-            for i, token in enumerate(tokens)
-            if isinstance(token, str) and token and not ENV.fullmatch(token.strip())
-        ]
+        for i, entry in enumerate(tokens):
+            where = f"server.{section}.tokens[{i}]"
+            token = entry.get("token") if isinstance(entry, dict) else entry  # a caller as an object: its token
+            if isinstance(entry, dict):
+                where += ".token"
+            if isinstance(token, str) and token and not ENV.fullmatch(token.strip()):
+                bad.append(where)
     return bad
 
 
@@ -169,7 +171,7 @@ def discover(config: Config, from_environment: Iterable[str] = ()) -> tuple[str,
         if secret:
             found.append(secret.get_secret_value())
     if config.server.auth is not None:
-        found += [t.get_secret_value() for t in config.server.auth.tokens]
+        found += config.server.auth.values()
     if config.server.admin is not None:
         found += [t.get_secret_value() for t in config.server.admin.tokens]
     formats = registered()

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from sidecar.config.bounds import (
+    CALLER_NAME,
     DEFAULT_CHECK_TIME_LIMIT_S,
     DEFAULT_GRACE_PERIOD_S,
     DEFAULT_GRPC_AGE_GRACE_S,
@@ -31,6 +32,8 @@ from sidecar.config.bounds import (
     DEFAULT_STATE_TIMEOUT_MS,
     DEFAULT_TOOL_RETRIES,
     DEFAULT_UPSTREAM_RETRIES,
+    MAX_CALLER_RPS,
+    MAX_CALLER_TPM,
     MAX_CONNECTION_WAIT_S,
     MAX_CONNECTIONS_LIMIT,
     MAX_IN_FLIGHT_LIMIT,
@@ -45,6 +48,7 @@ from sidecar.config.tools import DEFAULT_DEDUPE_WINDOW_S, DedupeWindow
 from sidecar.core.settings import MAX_WAIT_S, PRESETS, CircuitConfig, Strict, Window, Windows
 
 __all__ = [
+    "CallerConfig",
     "GrpcConnectionsConfig",
     "HttpConfig",
     "HttpConnectionsConfig",
@@ -69,21 +73,66 @@ class TlsConfig(Strict):
     """CA certificates (PEM): clients must present a certificate signed by one of them."""
 
 
-class ServerAuthConfig(Strict):
-    """Per-agent bearer tokens: a call must carry ``authorization: Bearer <one of them>``."""
+class CallerConfig(Strict):
+    """One caller of ``server.auth.tokens``, written as an object: its token and, optionally, its name and
+    its limits (the caller's own, at the doors: ``server.callers``, docs/configuration.md)."""
 
-    tokens: Annotated[list[SecretStr], Field(min_length=1)]
+    token: SecretStr
+    """From the environment (``${AGENT_A_TOKEN}``), never written in the file."""
+    name: Annotated[str, Field(pattern=CALLER_NAME)] | None = None
+    """The caller's name in the state view, the metrics' ``sidecar.caller`` label and the spans; never the
+    token. Required with a limit; unnamed, a caller is shown as ``tokens[i]``."""
+    requests_per_second: Annotated[float, Field(gt=0, le=MAX_CALLER_RPS)] | None = None
+    """CallModel, StreamModel and ExecuteTool calls (and the doors' calls: a model front's POST, MCP's
+    tools/call) a second; a burst of up to ``max(1, requests_per_second)`` at once. Unset: no limit."""
+    tokens_per_minute: Annotated[int, Field(ge=1, le=MAX_CALLER_TPM)] | None = None
+    """Model tokens a minute, charged as a call starts: its input estimate plus its output budget. Unset:
+    no limit."""
+
+    @model_validator(mode="after")
+    def _named(self) -> CallerConfig:
+        if self.name is None and (self.requests_per_second is not None or self.tokens_per_minute is not None):
+            raise ValueError(
+                "name: required with requests_per_second or tokens_per_minute "
+                "(the caller's name in the state view, the metrics and the spans; never the token)"
+            )
+        return self
+
+
+class ServerAuthConfig(Strict):
+    """Per-agent bearer tokens: a call must carry ``authorization: Bearer <one of them>``.
+
+    Each entry is a token (``${AGENT_A_TOKEN}``) or a caller with a name and limits
+    (``{token: ${AGENT_A_TOKEN}, name: agent-a, requests_per_second: 5, tokens_per_minute: 20000}``)."""
+
+    tokens: Annotated[list[CallerConfig], Field(min_length=1)]
     """Each from the environment (``${AGENT_A_TOKEN}``), never written in the file."""
+
+    @field_validator("tokens", mode="before")
+    @classmethod
+    def _plain(cls, value: Any) -> Any:
+        """A plain secret is a caller with no name and no limit (the form before limits existed)."""
+        if not isinstance(value, list):
+            return value
+        return [{"token": v} if isinstance(v, str) else v for v in value]
 
     @model_validator(mode="after")
     def _strong(self) -> ServerAuthConfig:
-        values = [t.get_secret_value() for t in self.tokens]
+        values = self.values()
         for i, value in enumerate(values):  # the messages never show a token
             if len(value) < MIN_TOKEN_CHARS:
                 raise ValueError(f"tokens[{i}]: must be at least {MIN_TOKEN_CHARS} characters (value not shown)")
             if value in values[:i]:
                 raise ValueError(f"tokens[{i}]: the same token as tokens[{values.index(value)}] (value not shown)")
+        names = [c.name for c in self.tokens]
+        for i, name in enumerate(names):
+            if name is not None and name in names[:i]:
+                raise ValueError(f"tokens[{i}].name: {name!r} is already tokens[{names.index(name)}]'s")
         return self
+
+    def values(self) -> list[str]:
+        """The tokens themselves, in order (the index is the caller's, ``server.callers``)."""
+        return [c.token.get_secret_value() for c in self.tokens]
 
 
 class ServerAdminConfig(Strict):
@@ -194,7 +243,7 @@ class ServerConfig(Strict):
         admin door, and its calls would read as the operator's."""
         if self.admin is None or self.auth is None:
             return self
-        agents = [t.get_secret_value() for t in self.auth.tokens]
+        agents = self.auth.values()
         for i, token in enumerate(self.admin.tokens):
             value = token.get_secret_value()
             if value in agents:

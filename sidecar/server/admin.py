@@ -4,6 +4,10 @@
     services    each tool service's circuit: state, the quoted opening response, cooldown left, probe holder
     deployments each route deployment's circuit, the same
     workflows   each workflow's spend against its cap
+    callers     with server.auth, each caller of its tokens (by name, never its token): its limits, the
+                calls admitted and refused at them, the tokens charged (``server.callers``; this
+                process's). ``sidecar.v1.Admin/GetState`` has no field for them yet: its answer carries
+                them as JSON in its trailing metadata, ``CALLERS_METADATA``
     state       the state backend: memory or redis, reachable or not, live replicas; with redis,
                 pending_actions (operator actions applied here that Redis has not taken yet),
                 staleness_s (seconds since Redis last answered this replica: a heartbeat every
@@ -38,13 +42,17 @@ from sidecar.core.service_guards import ServiceGuards
 from sidecar.core.spend import SpendLedger
 from sidecar.core.state import StateBackend
 from sidecar.providers.service import ModelService
+from sidecar.server.callers import Callers
 from sidecar.server.live import Live
 from sidecar.telemetry import names as n
 
-__all__ = ["EMBEDDED_HEADER", "StateView", "UnknownTarget"]
+__all__ = ["CALLERS_METADATA", "EMBEDDED_HEADER", "StateView", "UnknownTarget"]
 
 _log = logging.getLogger("sidecar.admin")
 _tracer = trace.get_tracer(n.TRACER)
+CALLERS_METADATA = "x-sidecar-callers"
+"""GetState's trailing metadata holding the document's ``callers`` as JSON: sidecar.v1.Admin has no field for
+them yet (``sidecar status`` over gRPC reads it there)."""
 EMBEDDED_HEADER = "x-sidecar-embedded-{name}"
 """The header (HTTP) and trailing metadata key (gRPC) of the view's answer telling an embedded fake's URL."""
 
@@ -92,6 +100,8 @@ class StateView:
     fleet: FleetView
     embedded: dict[str, str] = field(default_factory=dict)
     """The embedded fakes this process runs, by name (``provider``, ``tools``): their URLs."""
+    callers: Callers = field(default_factory=Callers)
+    """The callers of ``server.auth.tokens`` and their use (none without it)."""
 
     def told(self) -> list[tuple[str, str]]:
         """The embedded fakes' URLs, as the header or metadata each answer of the view carries."""
@@ -143,6 +153,8 @@ class StateView:
             ],
             "state": self._backend(),
         }
+        if len(self.callers):  # server.auth set; sidecar.v1.Admin/GetState has no field for them yet
+            doc["callers"] = self.callers.snapshot()
         masked: dict[str, Any] = self._masked(doc)
         return masked
 

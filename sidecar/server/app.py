@@ -52,6 +52,7 @@ from sidecar.providers.service import ModelService
 from sidecar.server.admin import StateView
 from sidecar.server.admission import Admission
 from sidecar.server.auth import Tokens
+from sidecar.server.callers import Callers
 from sidecar.server.grpc.admin import ADMIN_SERVICE_NAME, AdminServicer
 from sidecar.server.grpc.auth import BearerTokenInterceptor
 from sidecar.server.grpc.connections import connection_options
@@ -113,6 +114,8 @@ class SidecarApp:
     reloader: Reloader | None = None
     metrics: Metrics | None = None
     admission: Admission | None = None
+    callers: Callers = field(default_factory=Callers)
+    """The callers of ``server.auth.tokens``, their limits and use (``server.callers``), once started."""
     in_flight: InFlight = field(default_factory=InFlight)
     """The gRPC calls being handled: cut at the end of a shutdown's grace period."""
     embedded: dict[str, str] = field(default_factory=dict)
@@ -218,13 +221,14 @@ class SidecarApp:
         models = core.models
         throttles = {m: models.throttle(m) for m in cfg.models}
         self._fleet = view = FleetView(throttles, core.guards, core.ledger, deployments=models.routes.guards)
-        self.state_view = StateView(live, state, view, dict(self.embedded))
+        self.callers = callers = Callers(cfg.server.auth.tokens if cfg.server.auth else (), metrics)
+        self.state_view = StateView(live, state, view, dict(self.embedded), callers)
         self._closers.extend(await _share(state, view, observer))
         metrics.observe_gauges(
             lambda: [(m, live.core.models.throttle(m).throttle) for m in live.core.config.models],
             lambda: _service_gauges(live.core),
         )
-        self.servicer = SidecarServicer(live, self.clock)
+        self.servicer = SidecarServicer(live, self.clock, callers)
         self.reloader = Reloader(
             self.config_path,
             live,
@@ -238,7 +242,7 @@ class SidecarApp:
         interceptors: list[Any] = [Arrival()]  # first: the overhead stopwatch's start (grpc.servicer)
         self._masking = SecretMaskingInterceptor(cfg.secrets)
         if cfg.server.auth is not None:
-            interceptors.append(BearerTokenInterceptor(t.get_secret_value() for t in cfg.server.auth.tokens))
+            interceptors.append(BearerTokenInterceptor(cfg.server.auth.values()))
         limit = cfg.server.max_message_bytes
         self.server = grpc.aio.server(
             # the arrival stamp, then the bearer check (no span, no slot for a refused caller); masking innermost
@@ -296,7 +300,14 @@ class SidecarApp:
         assert self.live is not None
         assert self.admission is not None
         parts = DoorParts(
-            cfg, self.clock, self.live, self.admission, self.state_view, self.reload_fleet, metrics=self.metrics
+            cfg,
+            self.clock,
+            self.live,
+            self.admission,
+            self.state_view,
+            self.reload_fleet,
+            metrics=self.metrics,
+            callers=self.callers,
         )
         doors = build_doors(parts)
         closed = self.metrics.connection_closed if self.metrics is not None else None

@@ -31,6 +31,12 @@
                                                              gen_ai.tool.name, sidecar.door = grpc | http | internal
     sidecar.http.replayed              {request}  counter    http.route (a model front's path), sidecar.failure.kind:
                                                              re-sent failures answered again with no call
+    sidecar.caller.calls               {call}     counter    sidecar.caller (a name of server.auth.tokens, else
+                                                             tokens[i]), sidecar.caller.outcome = admitted |
+                                                             refused, sidecar.caller.limit = none |
+                                                             requests_per_second | tokens_per_minute
+    sidecar.caller.tokens              {token}    counter    sidecar.caller: model tokens charged as calls start
+                                                             (input estimate + output budget; server.callers)
 
 The two GenAI histograms carry the conventions' advised bucket boundaries. A model or tool name
 the configuration does not know is recorded as ``_OTHER``, so a caller cannot grow the number of
@@ -134,6 +140,12 @@ class _Instruments:
             n.METRIC_REPLAYED,
             unit="{request}",
             description="Re-sent failures an HTTP model front answered again at once, with no upstream call",
+        )
+        self.caller_calls = meter.create_counter(
+            n.METRIC_CALLER_CALLS, unit="{call}", description="A caller's calls at the doors, admitted or refused"
+        )
+        self.caller_tokens = meter.create_counter(
+            n.METRIC_CALLER_TOKENS, unit="{token}", description="Model tokens charged to a caller as its calls start"
         )
         self.reloads = meter.create_counter(
             n.METRIC_RELOADS, unit="{reload}", description="Config reloads tried, by outcome (applied, refused)"
@@ -261,6 +273,14 @@ class Metrics:
     def reloaded(self, outcome: str) -> None:
         """One config reload: ``applied`` or ``refused``."""
         self._i.reloads.add(1, {n.RELOAD_OUTCOME: outcome})
+
+    def caller(self, name: str, outcome: str, limit: str, tokens: int) -> None:
+        """One call of a caller at the doors (``server.callers``): ``admitted`` or ``refused`` by ``limit``
+        (``none`` when admitted); ``tokens`` charged (0 for a refused call: it charges nothing)."""
+        labels = _labels({n.CALLER: name, n.CALLER_OUTCOME: outcome, n.CALLER_LIMIT: limit})
+        self._i.caller_calls.add(1, labels)
+        if tokens:
+            self._i.caller_tokens.add(tokens, _labels({n.CALLER: name}))
 
     def connection_closed(self, reason: str) -> None:
         """An HTTP connection the port's limits closed: ``reason`` is one of ``connections.REASONS``."""

@@ -1,4 +1,5 @@
-"""The server section: in-flight limit, TLS, tokens from the environment only, and the pool bound."""
+"""The server section: in-flight limit, TLS, tokens from the environment only (callers with their limits), and
+the pool bound."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def test_tokens_come_from_the_environment_and_count_as_secrets(monkeypatch: pyte
     monkeypatch.setenv("AGENT_B_TOKEN", "b" * 40)
     cfg = parse_config("server: {auth: {tokens: ['${AGENT_A_TOKEN}', '${AGENT_B_TOKEN}']}}\n")
     assert cfg.server.auth is not None
-    assert [t.get_secret_value() for t in cfg.server.auth.tokens] == ["a" * MIN_TOKEN_CHARS, "b" * 40]
+    assert cfg.server.auth.values() == ["a" * MIN_TOKEN_CHARS, "b" * 40]
     assert {"a" * MIN_TOKEN_CHARS, "b" * 40} <= set(cfg.secrets)
     assert "aaaa" not in repr(cfg.server.auth)
 
@@ -65,6 +66,52 @@ def test_weak_or_repeated_tokens_are_refused_without_showing_them(
         parse_config(f"server: {{auth: {{tokens: [{names}]}}}}\n")
     assert says in str(caught.value)
     assert all(v not in str(caught.value) for v in values)
+
+
+def test_a_caller_is_a_token_with_a_name_and_limits_and_a_plain_token_still_works(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AGENT_A_TOKEN", "a" * MIN_TOKEN_CHARS)
+    monkeypatch.setenv("AGENT_B_TOKEN", "b" * 40)
+    cfg = parse_config(
+        "server: {auth: {tokens: ['${AGENT_A_TOKEN}', {token: '${AGENT_B_TOKEN}', name: agent-b,\n"
+        "  requests_per_second: 5, tokens_per_minute: 20000}]}}\n"
+    )
+    assert cfg.server.auth is not None
+    plain, limited = cfg.server.auth.tokens
+    assert (plain.name, plain.requests_per_second, plain.tokens_per_minute) == (None, None, None)
+    assert (limited.name, limited.requests_per_second, limited.tokens_per_minute) == ("agent-b", 5.0, 20000)
+    assert "b" * 40 in cfg.secrets
+    assert "bbbb" not in repr(cfg.server.auth)
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ("{token: '${T0}', requests_per_second: 5}", "server.auth.tokens.0: name: required with requests_per_second"),
+        ("{token: '${T0}', name: a, requests_per_second: 0}", "server.auth.tokens.0.requests_per_second: Input should"),
+        ("{token: '${T0}', name: a, requests_per_second: .inf}", "server.auth.tokens.0.requests_per_second"),
+        ("{token: '${T0}', name: a, tokens_per_minute: 2.5}", "server.auth.tokens.0.tokens_per_minute"),
+        ("{token: '${T0}', name: 'Agent A'}", "server.auth.tokens.0.name: String should match pattern"),
+        ("{token: '${T0}', name: a, burst: 3}", "server.auth.tokens.0.burst: unknown key"),
+        ("{name: a}", "server.auth.tokens.0.token: Field required"),
+        ("{token: 'literal-token-0123456789', name: a}", "server.auth.tokens[0].token: secrets come only from"),
+    ],
+)
+def test_a_bad_caller_is_refused_naming_its_parameter(monkeypatch: pytest.MonkeyPatch, entry: str, says: str) -> None:
+    monkeypatch.setenv("T0", "agent-token-0123456789")
+    with pytest.raises(ConfigError) as caught:
+        parse_config(f"server: {{auth: {{tokens: [{entry}]}}}}\n")
+    assert says in str(caught.value)
+    assert "agent-token-0123456789" not in str(caught.value)
+    assert "literal-token-0123456789" not in str(caught.value)
+
+
+def test_two_callers_may_not_share_a_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("T0", "agent-token-0123456789")
+    monkeypatch.setenv("T1", "other-token-0123456789")
+    with pytest.raises(ConfigError, match=r"tokens\[1\]\.name: 'a' is already tokens\[0\]'s"):
+        parse_config("server: {auth: {tokens: [{token: '${T0}', name: a}, {token: '${T1}', name: a}]}}\n")
 
 
 def test_an_admin_token_is_neither_repeated_nor_an_agents_and_is_not_shown(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,8 @@
     an admin token        the method's answer, from ``server.admin.StateView`` (masked)
 
 GetState's answer carries ``x-sidecar-embedded-provider`` / ``-tools`` trailing metadata in a process
-running the embedded fakes (``StateView.told``).
+running the embedded fakes (``StateView.told``), and, with ``server.auth``, ``x-sidecar-callers``: the
+view's callers as JSON (the contract has no field for them yet).
 
 The same checks as the HTTP port's admin door (``http.admin_front``): only admin tokens, from the
 ``authorization: Bearer`` metadata, compared in constant time (``auth.Tokens``). The caller-token
@@ -21,6 +22,7 @@ FAILED_PRECONDITION.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -43,7 +45,7 @@ from sidecar.core.taxonomy import (
     SystemFailure,
     Unauthorized,
 )
-from sidecar.server.admin import StateView, UnknownTarget
+from sidecar.server.admin import CALLERS_METADATA, StateView, UnknownTarget
 from sidecar.server.auth import Tokens, bearer_token
 from sidecar.server.grpc.status import to_status
 from sidecar.server.refusals import SIDECAR_SERVICE
@@ -185,9 +187,13 @@ class AdminServicer(apb_grpc.AdminServicer):
     async def GetState(self, request: apb.GetStateRequest, context: Context) -> apb.GetStateResponse:
         if not (self._read_on_loopback and is_loopback_peer(context.peer())):
             await self._admitted(context, "GetState")
-        if told := self._view.told():
+        doc = self._view.read()
+        told = self._view.told()
+        if "callers" in doc:
+            told.append((CALLERS_METADATA, json.dumps(doc["callers"])))
+        if told:
             context.set_trailing_metadata(told)
-        return state_response(self._view.read())
+        return state_response(doc)
 
     async def CloseCircuit(self, request: apb.CloseCircuitRequest, context: Context) -> apb.CloseCircuitResponse:
         changed = await self._act(context, "CloseCircuit", "name", request.name, self._close)

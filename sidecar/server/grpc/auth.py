@@ -9,7 +9,8 @@ The token is read from the ``authorization`` metadata and compared as the HTTP p
 (``server.auth``: ``bearer_token``, ``Tokens``, in constant time). The refusal never quotes what
 the caller sent, and a refused call is not logged with its metadata. This interceptor runs first,
 before the server span and the in-flight limit, so an unauthenticated caller can neither take a
-slot nor write spans.
+slot nor write spans. An admitted call's caller (the index of its token, ``server.callers.CALLER``) is
+set for the RPC's task: the servicer checks that caller's own limits.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import grpc
 from grpc_status import rpc_status
 
 from sidecar.server.auth import Tokens, bearer_token
+from sidecar.server.callers import CALLER
 from sidecar.server.grpc.refusals import unauthenticated
 
 __all__ = ["EXEMPT_SERVICES", "BearerTokenInterceptor"]
@@ -43,7 +45,11 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         method: str = (handler_call_details.method or "").lstrip("/")
         service = method.partition("/")[0]
-        if service in EXEMPT_SERVICES or self.authorized(bearer_token(handler_call_details.invocation_metadata)):
+        if service in EXEMPT_SERVICES:
+            return await continuation(handler_call_details)
+        caller = self._tokens.which(bearer_token(handler_call_details.invocation_metadata))
+        if caller is not None:
+            CALLER.set(caller)  # the RPC's own task: its handler reads it (server.callers)
             return await continuation(handler_call_details)
         handler = await continuation(handler_call_details)
         return _refusing(handler, rpc_status.to_status(unauthenticated(method)))

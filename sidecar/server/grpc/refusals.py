@@ -7,6 +7,10 @@ known), so the clients of every language raise the kind below, never SYSTEM:
 
     refusal        gRPC code            Failure kind        RetryInfo   why
     overloaded     RESOURCE_EXHAUSTED   UPSTREAM_THROTTLE   yes         server.max_in_flight calls already in flight
+    caller limited RESOURCE_EXHAUSTED   UPSTREAM_THROTTLE   yes         the caller is over its own limit
+                                                                        (server.auth.tokens: server.callers)
+                   INVALID_ARGUMENT     INVALID_INPUT       no          a call larger than its caller's whole
+                                                                        tokens_per_minute
     draining       UNAVAILABLE          UPSTREAM_THROTTLE   yes         the process is shutting down (SIGTERM)
     unauthenticated UNAUTHENTICATED     UNAUTHORIZED        no          no valid bearer token (server.auth)
     undecodable    INVALID_ARGUMENT     INVALID_INPUT       no          the request bytes are not the method's message
@@ -21,11 +25,12 @@ import grpc
 from google.rpc import status_pb2
 
 from sidecar.core.details import InvalidInputDetail, ServiceDetail
+from sidecar.core.kinds import FailureKind
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure, Unauthorized
 from sidecar.server.grpc.status import to_status
 from sidecar.server.refusals import SIDECAR_SERVICE, draining_failure, overloaded_failure
 
-__all__ = ["draining", "overloaded", "unauthenticated", "undecodable"]
+__all__ = ["caller_limited", "draining", "overloaded", "unauthenticated", "undecodable"]
 
 
 def _status(failure: SidecarFailure, code: grpc.StatusCode) -> status_pb2.Status:
@@ -38,6 +43,14 @@ def _status(failure: SidecarFailure, code: grpc.StatusCode) -> status_pb2.Status
 def overloaded(method: str, limit: int, retry_after_s: float) -> status_pb2.Status:
     """RESOURCE_EXHAUSTED: ``limit`` calls are in flight; retry after ``retry_after_s``."""
     return _status(overloaded_failure(method, limit, retry_after_s), grpc.StatusCode.RESOURCE_EXHAUSTED)
+
+
+def caller_limited(failure: SidecarFailure) -> status_pb2.Status:
+    """RESOURCE_EXHAUSTED: the caller is over its own limit (``callers.Callers.admit``'s refusal); a call
+    that could never fit its limit keeps its own code (INVALID_INPUT: INVALID_ARGUMENT)."""
+    if failure.kind is FailureKind.UPSTREAM_THROTTLE:
+        return _status(failure, grpc.StatusCode.RESOURCE_EXHAUSTED)
+    return to_status(failure)
 
 
 def draining(method: str, retry_after_s: float) -> status_pb2.Status:

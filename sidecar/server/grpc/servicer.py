@@ -10,6 +10,10 @@
 Each RPC reads ``live.core`` once, as it starts (``server.live``): a reload's new core serves the
 next call, the call in flight ends on the core it started on.
 
+CallModel, StreamModel and ExecuteTool are first admitted by their caller's own limits
+(``server.callers``: the caller the bearer interceptor found; a model call charged its token estimate):
+over one, the RPC is refused at once (``refusals.caller_limited``: RESOURCE_EXHAUSTED, RetryInfo).
+
 Spans, metrics and logs are the core's (through its observer); what happens here is only the
 contract: ``server.convert`` both ways, ``server.grpc.status`` for a failed CallModel.
 
@@ -34,10 +38,12 @@ from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from sidecar.core import overhead
 from sidecar.core.clock import Clock
-from sidecar.core.conversation import CallOptions
+from sidecar.core.conversation import CallOptions, ModelRequest
 from sidecar.core.stream import Serving
 from sidecar.core.taxonomy import SidecarFailure, as_failure
 from sidecar.server import convert
+from sidecar.server.callers import CALLER, Callers, model_charge
+from sidecar.server.grpc.refusals import caller_limited
 from sidecar.server.grpc.status import to_status
 from sidecar.server.live import Core, Live
 
@@ -111,9 +117,10 @@ def _measured_stream(
 
 
 class SidecarServicer(pb_grpc.SidecarServicer):
-    def __init__(self, live: Live, clock: Clock):
+    def __init__(self, live: Live, clock: Clock, callers: Callers | None = None):
         self._clock = clock
         self._live = live
+        self._callers = callers if callers is not None else Callers()
         self._lists: tuple[Core, pb.ListToolsResponse, pb.ListModelsResponse] | None = None
 
     def _listed(self) -> tuple[pb.ListToolsResponse, pb.ListModelsResponse]:
@@ -126,8 +133,21 @@ class SidecarServicer(pb_grpc.SidecarServicer):
     def _options(self, job: pb.Job, context: Context) -> CallOptions:
         return convert.call_options(job, context.time_remaining(), self._clock)
 
+    async def _admit(self, method: str, context: Context, core: Core, request: ModelRequest | None = None) -> None:
+        """Return when the caller's own limits admit the call (charged); else abort the RPC with the refusal."""
+        caller = CALLER.get()
+        if caller is None:  # no server.auth: no caller, no limit
+            return
+        tokens = model_charge(core.config, request) if request is not None else 0
+        refused = await self._callers.admit(caller, method, tokens)
+        if refused is not None:
+            await context.abort_with_status(rpc_status.to_status(caller_limited(refused)))
+            raise AssertionError("unreachable: abort_with_status raises")
+
     async def ExecuteTool(self, request: pb.ExecuteToolRequest, context: Context) -> pb.ExecuteToolResponse:
-        tools = self._live.core.tools
+        core = self._live.core
+        tools = core.tools
+        await self._admit("ExecuteTool", context, core)
         with overhead.joined() as watch:
             outcome = await tools.execute(convert.tool_request(request), self._options(request.job, context))
             answer = convert.tool_response(outcome, request.call_id)
@@ -135,10 +155,12 @@ class SidecarServicer(pb_grpc.SidecarServicer):
             return answer
 
     async def CallModel(self, request: pb.CallModelRequest, context: Context) -> pb.CallModelResponse:
-        models = self._live.core.models
+        core = self._live.core
+        asked = convert.model_request(request)
+        await self._admit("CallModel", context, core, asked)
         with overhead.joined() as watch:
             try:
-                response = await models.call(convert.model_request(request), self._options(request.job, context))
+                response = await core.models.call(asked, self._options(request.job, context))
             except SidecarFailure as failure:  # the call's span has ended: the abort is the RPC's outcome
                 await context.abort_with_status(_timed(rpc_status.to_status(to_status(failure)), watch))
                 raise AssertionError("unreachable: abort_with_status raises") from None
@@ -160,8 +182,11 @@ class SidecarServicer(pb_grpc.SidecarServicer):
 
     async def StreamModel(self, request: pb.CallModelRequest, context: Context) -> AsyncIterator[pb.StreamModelEvent]:
         # the stopwatch is current across the yields: the producer task shares it
+        core = self._live.core
+        asked = convert.model_request(request)
+        await self._admit("StreamModel", context, core, asked)
         with overhead.joined() as watch:
-            events = self._live.core.models.stream(convert.model_request(request), self._options(request.job, context))
+            events = core.models.stream(asked, self._options(request.job, context))
             try:
                 async for event in events:
                     if isinstance(event, Serving):  # gRPC callers read it in Final's response_model

@@ -11,7 +11,9 @@
                                                                                  ``x-api-key`` (the Anthropic SDK's way)
 
 A refusal is JSON, ``{"error": {"type": ..., "message": ...}}``, and never quotes what was sent.
-The token is compared in constant time (``auth.Tokens``), as on the gRPC port.
+The token is compared in constant time (``auth.Tokens``), as on the gRPC port. An admitted request's
+caller (its token's index among server.auth.tokens) is put in the scope (``callers.SCOPE_KEY``): the
+doors check that caller's own limits (``server.callers``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sidecar.server.auth import Tokens, bearer_token
+from sidecar.server.callers import SCOPE_KEY
 from sidecar.server.security import is_local
 
 __all__ = ["Access", "is_loopback_host", "refusal"]
@@ -92,13 +95,12 @@ class Access:
         if origin is not None and not _same_origin(origin, host):
             await _FORBIDDEN_ORIGIN(scope, receive, send)
             return
-        if (
-            self._tokens is not None
-            and scope.get("path") not in self._open
-            and not self._tokens.authorized(bearer_token(headers.items()) or headers.get(API_KEY_HEADER))
-        ):
-            await _UNAUTHENTICATED(scope, receive, send)
-            return
+        if self._tokens is not None and scope.get("path") not in self._open:
+            caller = self._tokens.which(bearer_token(headers.items()) or headers.get(API_KEY_HEADER))
+            if caller is None:
+                await _UNAUTHENTICATED(scope, receive, send)
+                return
+            scope[SCOPE_KEY] = caller
         await self._app(scope, receive, send)
 
 

@@ -24,7 +24,7 @@ its routes from the registry).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.routing import BaseRoute, Route
@@ -37,6 +37,7 @@ from sidecar.providers.formats.registry import FORMATS
 from sidecar.server.admin import StateView
 from sidecar.server.admission import Admission
 from sidecar.server.auth import Tokens
+from sidecar.server.callers import Callers
 from sidecar.server.http.admin_front import admin_door
 from sidecar.server.http.failures import answer_of, error_of
 from sidecar.server.http.fronts import ModelEndpoint
@@ -68,6 +69,8 @@ class DoorParts:
     """``POST /admin/reload``: the config file again, on every worker (``server.reload``)."""
     metrics: Metrics | None = None
     """Where the doors count what they do of their own (``sidecar.http.replayed``); None: not counted."""
+    callers: Callers = field(default_factory=Callers)
+    """The callers of ``server.auth.tokens`` and their own limits (``server.callers``), shared with the gRPC port."""
 
 
 def build_doors(parts: DoorParts) -> list[Door]:
@@ -77,7 +80,7 @@ def build_doors(parts: DoorParts) -> list[Door]:
         return []
     doors: list[Door] = []
     if http.mcp:
-        doors.append(mcp_door(parts.live, parts.admission, parts.config.server.max_message_bytes))
+        doors.append(mcp_door(parts.live, parts.admission, parts.config.server.max_message_bytes, parts.callers))
     if http.openai or http.anthropic:
         doors.append(model_door(parts))
     if parts.admin_view is not None:
@@ -100,7 +103,7 @@ def model_door(parts: DoorParts) -> Door:
     resends = Resends(parts.clock, counted=counted)  # one memo for every model front: its key holds the door
 
     def endpoint(front: Front) -> Route:
-        app = ModelEndpoint(front, parts.live, parts.admission, parts.clock, limit, resends)
+        app = ModelEndpoint(front, parts.live, parts.admission, parts.clock, limit, resends, parts.callers)
         fronts[front.path] = front
         return Route(front.path, endpoint=app, methods=["POST"])
 

@@ -30,6 +30,8 @@ below are ``providers/formats/openai_chat/front.py``'s and ``anthropic_messages/
     JOB_TIMEOUT                   504      deadline_exceeded           timeout                timeout_error
     JOB_CANCELLED                 499      cancelled                   cancelled              api_error
     the sidecar's own refusals
+      a caller over its limit     429      rate_limit_exceeded         rate_limit_error       rate_limit_error
+        (server.auth.tokens)
       shed (server.max_in_flight) 503      overloaded                  server_error           (529) overloaded_error
       draining (SIGTERM)          503      draining                    server_error           api_error
 
@@ -51,7 +53,7 @@ Every failure answer carries::
     x-should-retry        false: the sidecar already spent the call's retry budget (or retrying cannot
                           help), so an SDK that honours it (openai, anthropic) does not multiply
                           attempts; true only for the sidecar's own refusals before any work
-                          (shed, draining), where a retry costs no upstream attempt
+                          (a caller's limit, shed, draining), where a retry costs no upstream attempt
     error.sidecar         kind, correctable, message, explanation (what the model reads, with the retry
                           line), retry_line, attempts, retry_after_s, hops, and the whole sidecar.v1
                           Failure in its JSON mapping (``failure``)
@@ -72,7 +74,7 @@ from sidecar.core.taxonomy import SidecarFailure
 from sidecar.providers.formats.protocol import Front
 from sidecar.server import convert
 from sidecar.server.http.envelope import ATTEMPTS_HEADER, SHOULD_RETRY_HEADER
-from sidecar.server.refusals import DRAINING_DETAIL, SIDECAR_SERVICE
+from sidecar.server.refusals import CALLER_LIMIT_DETAIL, DRAINING_DETAIL, SIDECAR_SERVICE
 
 __all__ = ["Answer", "answer_of", "error_of", "failure_extension", "failure_headers", "hop_json"]
 
@@ -118,12 +120,15 @@ _EXHAUSTED: dict[RetrySignal, Answer] = {
 }
 _SHED = Answer(503, "overloaded", should_retry=True)
 _DRAINING = Answer(503, "draining", should_retry=True)
+_CALLER_LIMITED = Answer(429, "rate_limit_exceeded", should_retry=True)
 
 
 def answer_of(failure: SidecarFailure) -> Answer:
     """The row of the module's table for ``failure``."""
     detail = failure.detail
     if isinstance(detail, ServiceDetail) and detail.service == SIDECAR_SERVICE:  # the sidecar's own refusals
+        if detail.detail.startswith(CALLER_LIMIT_DETAIL):
+            return _CALLER_LIMITED
         return _DRAINING if detail.detail == DRAINING_DETAIL else _SHED
     if failure.kind is FailureKind.UPSTREAM_RETRIES_EXHAUSTED:
         signal = detail.last_signal if isinstance(detail, RetryDetail) else RetrySignal.TRANSIENT

@@ -8,6 +8,9 @@
                        deadline, the budget override, the mid-stream policy,
                        the overflow policy (compaction);
                        traceparent / tracestate                  -> the SERVER span's parent
+    the caller's       its requests_per_second and tokens_per_minute             429, Retry-After (failures.py)
+      limits           (server.callers: the caller Access found; charged the
+                       input estimate + the output budget)
     admission          server.max_in_flight, one limit for every door            shed / draining (failures.py)
     the call           ModelService.call, or .stream for "stream": true          the failure table (failures.py);
                                                                                  a parameter in the caller's
@@ -78,6 +81,7 @@ from sidecar.core.taxonomy import InvalidInput, SidecarFailure, StreamInterrupte
 from sidecar.providers.formats.chat import ChatReply, compact_json
 from sidecar.providers.formats.protocol import Ask, Front, ReplyHead, Sse, StreamWriter
 from sidecar.server.admission import Admission
+from sidecar.server.callers import SCOPE_KEY, Callers, model_charge
 from sidecar.server.http.bodies import TooLarge, bounded_body
 from sidecar.server.http.compaction import compaction_json
 from sidecar.server.http.envelope import (
@@ -292,6 +296,7 @@ class ModelEndpoint:
         clock: Clock,
         max_body_bytes: int,
         resends: Resends | None = None,
+        callers: Callers | None = None,
     ) -> None:
         self._front = front
         self._route = route = front.path
@@ -301,6 +306,7 @@ class ModelEndpoint:
         self._limit = max_body_bytes
         self._method = f"POST {route}"
         self._resends = resends if resends is not None else Resends(clock)
+        self._callers = callers if callers is not None else Callers()
 
     @property
     def _secrets(self) -> tuple[str, ...]:
@@ -365,6 +371,12 @@ class ModelEndpoint:
             options = call_options(request.headers, self._clock)
         except SidecarFailure as failure:
             return self._failed(failure, exchange)
+        caller = request.scope.get(SCOPE_KEY)
+        if caller is not None:  # server.auth: the caller's own limits first (server.callers)
+            tokens = model_charge(self._live.core.config, ask.request)
+            limited = await self._callers.admit(caller, self._method, tokens)
+            if limited is not None:
+                return self._failed(callers_failure(self._front, limited, body), exchange)
         refused = self._admission.enter(self._method)
         if refused is not None:
             return self._failed(refused, exchange)

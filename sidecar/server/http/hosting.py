@@ -362,7 +362,7 @@ class HttpHosting:
             routes.extend(door.routes)
         app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: fault})
         auth = self.server.auth
-        tokens = Tokens(t.get_secret_value() for t in auth.tokens) if auth is not None else None
+        tokens = Tokens(auth.values()) if auth is not None else None
         guarded = Access(
             app,
             tokens=tokens,

@@ -15,6 +15,10 @@
       either                     ``_meta``: sidecar/kind, sidecar/correctable, sidecar/attempts
       server.max_in_flight       calls in flight on every door together: shed as ``isError`` (UPSTREAM_THROTTLE);
                                  while the process drains (SIGTERM), refused the same way
+      the caller's limit         its requests_per_second (``server.callers``; a tool call charges no tokens):
+                                 over it, refused before the SDK reads the body: 429 with Retry-After and a
+                                 JSON-RPC error, ``CALLER_LIMITED`` (-32029), its ``data`` the kind
+                                 (UPSTREAM_THROTTLE), the caller and ``retry_after_s``; the span names the caller
     request headers              ``x-sidecar-job-id``, ``x-sidecar-workflow-id``: the call's Job;
                                  ``traceparent`` / ``tracestate``: the parent of its spans (``tracing.py``)
     the JSON-RPC request id      the call's ``call_id``
@@ -52,7 +56,9 @@ from sidecar.core.json_depth import loads
 from sidecar.core.redact import mask_secrets
 from sidecar.core.taxonomy import InvalidInput, SidecarFailure
 from sidecar.server.admission import Admission
+from sidecar.server.callers import SCOPE_KEY, Callers
 from sidecar.server.http.envelope import job_of
+from sidecar.server.http.failures import answer_of, failure_headers
 from sidecar.server.http.fronts import check_unicode
 from sidecar.server.http.hosting import Door
 from sidecar.server.http.tracing import server_span
@@ -70,6 +76,8 @@ SHED_METHOD = "mcp/tools/call"
 """How a call shed at the in-flight limit is named in the refusal and the log."""
 
 
+CALLER_LIMITED = -32029
+"""The JSON-RPC error of a tools/call over its caller's limit (a server error code: -32000 to -32099)."""
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
@@ -123,9 +131,10 @@ class _Endpoint:
     """The session manager as an ASGI app (a Starlette route hands it the whole exchange), the body
     checked first (``_checked``) and handed on as it came."""
 
-    def __init__(self, manager: StreamableHTTPSessionManager, max_body_bytes: int) -> None:
+    def __init__(self, manager: StreamableHTTPSessionManager, max_body_bytes: int, callers: Callers) -> None:
         self._manager = manager
         self._limit = max_body_bytes
+        self._callers = callers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         chunks: list[bytes] = []
@@ -144,6 +153,10 @@ class _Endpoint:
             status, answer = refused
             await Response(json.dumps(answer), status, media_type="application/json")(scope, receive, send)
             return
+        limited = None if more else await self._limited(scope.get(SCOPE_KEY), body)
+        if limited is not None:
+            await limited(scope, receive, send)
+            return
         replayed = False
 
         async def replay() -> Message:
@@ -155,12 +168,33 @@ class _Endpoint:
 
         await self._manager.handle_request(scope, replay, send)
 
+    async def _limited(self, caller: int | None, body: bytes) -> Response | None:
+        """The answer to a tools/call its caller's limit refuses (429, Retry-After, the JSON-RPC error);
+        None: admitted (charged), or not a tools/call."""
+        if caller is None or b"tools/call" not in body:
+            return None
+        message = loads(body)  # _checked read it already: JSON
+        if not isinstance(message, dict) or message.get("method") != "tools/call":
+            return None
+        failure = await self._callers.admit(caller, SHED_METHOD)
+        if failure is None:
+            return None
+        named = self._callers.of(caller)
+        data = {"kind": failure.kind_name, "caller": named and named.name, "retry_after_s": failure.retry_after}
+        request_id = message.get("id")
+        request_id = request_id if isinstance(request_id, str | int) else None
+        answer = rpc_error(CALLER_LIMITED, failure.message, request_id, data)
+        headers = failure_headers(failure, answer_of(failure))
+        return Response(json.dumps(answer), 429, headers, media_type="application/json")
+
 
 @dataclass
 class _Front:
     live: Live
     """The core each call runs on (read once, as the call starts)."""
     admission: Admission
+    callers: Callers
+    """The callers of server.auth.tokens: the span of a call names its caller."""
 
     async def list_tools(
         self, _ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
@@ -186,6 +220,9 @@ class _Front:
             tool=name, arguments_json=json.dumps(arguments), call_id=str(context.request_id), job=job_of(headers)
         )
         attributes = {n.MCP_METHOD_NAME: "tools/call", n.GEN_AI_TOOL_NAME: name, n.JSONRPC_REQUEST_ID: request.call_id}
+        caller = self.callers.of(http.scope.get(SCOPE_KEY)) if isinstance(http, Request) else None
+        if caller is not None:
+            attributes[n.CALLER] = caller.name
         with server_span(n.SPAN_MCP_SERVER.format(tool=name), headers, attributes) as span:
             outcome = await self._execute(request)
             if outcome.failure is not None and span.is_recording():
@@ -216,9 +253,10 @@ class _Front:
         return mask_secrets(text, self.live.secrets)
 
 
-def mcp_door(live: Live, admission: Admission, max_body_bytes: int) -> Door:
+def mcp_door(live: Live, admission: Admission, max_body_bytes: int, callers: Callers | None = None) -> Door:
     """The MCP front as a door of the HTTP port: its route and its session manager's lifespan."""
-    front = _Front(live, admission)
+    callers = callers if callers is not None else Callers()
+    front = _Front(live, admission, callers)
     server: Server[Any] = Server(
         SERVER_NAME, version=__version__, on_list_tools=front.list_tools, on_call_tool=front.call_tool
     )
@@ -228,7 +266,7 @@ def mcp_door(live: Live, admission: Admission, max_body_bytes: int) -> Door:
     manager = StreamableHTTPSessionManager(
         server, stateless=True, json_response=True, max_request_body_size=max_body_bytes
     )
-    route = Route(MCP_PATH, endpoint=_Endpoint(manager, max_body_bytes), methods=["POST"])
+    route = Route(MCP_PATH, endpoint=_Endpoint(manager, max_body_bytes, callers), methods=["POST"])
 
     def fault(path: str, failure: SidecarFailure) -> tuple[int, dict[str, Any]] | None:
         return (
