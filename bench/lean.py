@@ -267,7 +267,7 @@ PROFILED = (
 )
 
 
-def profile(out: Path, repeats: int = 3) -> list[tuple[str, float, float]]:
+def profile(out: Path, repeats: int = 2) -> list[tuple[str, float, float]]:
     """Each of PROFILED imported alone in a fresh interpreter: spawn to exit (s) and peak RSS (MB), less a
     bare interpreter's (medians of ``repeats``, alternating)."""
     bare: list[tuple[float, float]] = []
