@@ -46,6 +46,7 @@ from run import (
     cpu_seconds,
     free_port,
     peak_rss_mb,
+    probe,
     process_tree,
     start,
     tracing_on_env,
@@ -182,7 +183,11 @@ def _started(name: str, argv: list[str], env: dict[str, str], key: str) -> tuple
     port = argv[argv.index("--listen") + 1].rsplit(":", 1)[1] if "--listen" in argv else ""
     proc = start(name, argv, env={"BENCH_KEY": key, "PYTHONUNBUFFERED": "1", **env})
     target = f"127.0.0.1:{port}"
-    _burst(target, "grpc-model", 1, 1.0, f"{name}-warm")  # up and answering
+    error = probe(proc, ["-mode", "grpc-model", "-target", target, "-probe", "120s", "-timeout", "5s"])
+    if error is not None:
+        proc.stop()
+        raise RuntimeError(f"{name} did not answer CallModel: {error}\n{proc.tail()}")
+    _burst(target, "grpc-model", 1, 1.0, f"{name}-warm")  # warm
     return proc, target
 
 
