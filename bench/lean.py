@@ -190,7 +190,11 @@ def _started(name: str, argv: list[str], env: dict[str, str], key: str) -> tuple
     if error is not None:
         proc.stop()
         raise RuntimeError(f"{name} did not answer CallModel: {error}\n{proc.tail()}")
-    _burst(target, "grpc-model", 1, 1.0, f"{name}-warm")  # warm
+    try:
+        _burst(target, "grpc-model", 1, 1.0, f"{name}-warm")  # warm
+    except (RuntimeError, subprocess.CalledProcessError):
+        proc.stop()  # not yet the caller's to stop
+        raise
     return proc, target
 
 
