@@ -12,6 +12,9 @@
 #   make bench-formats    CallModel per wire format, and the HTTP fronts, on one process (bench/formats.py)
 #   make bench-overhead   x-sidecar-overhead-ms and sidecar.overhead.duration against the added latency (bench/overhead.py)
 #   make bench-ab BENCH_BASE=COMMIT   CallModel CPU per call of this checkout against COMMIT's, paired in one run (bench/ab.py)
+#   make bench-lean       issue 40's table: idle RSS, time to serving, CPU per call and per stream over the relay floor,
+#                         traced over untraced, each a ratio beside its target (bench/lean.py, about 3 minutes)
+#   BENCH_LEAN_ARGS="--profile" make bench-lean       each package imported alone: its ms and MB
 #   make soak             faults, SIGTERM drain, kill -9 (bench/soak.py, docs/reliability.md; a few minutes)
 #   SOAK_ARGS="--calls 1000" make soak                pass arguments to bench/soak.py
 
@@ -31,11 +34,18 @@ BENCH_SIDECAR_ENV ?= venv
 BENCH_GO_SOURCES := $(wildcard $(BENCH_DIR)/cmd/*/*.go) $(BENCH_DIR)/go.mod $(BENCH_DIR)/go.sum
 BENCH_TOOLS      := $(BENCH_BIN)/upstream $(BENCH_BIN)/loadgen $(BENCH_BIN)/otlpsink
 
-.PHONY: bench bench-quick bench-build bench-litellm bench-venv bench-clean soak bench-formats bench-overhead
+.PHONY: bench bench-quick bench-build bench-litellm bench-venv bench-clean soak bench-formats bench-overhead bench-lean
 
 bench: bench-build bench-venv bench-litellm $(BENCH_SIDECAR_ENV) redis-server
 	$(BENCH_PY) $(BENCH_DIR)/run.py $(BENCH_ARGS)
 	$(MAKE) --no-print-directory bench-formats
+	$(MAKE) --no-print-directory bench-lean
+
+# Issue 40's figures, each a ratio measured in one run beside its target, in the sidecar's virtualenv
+# (it polls the gRPC health service); writes bench/results/lean.json.
+BENCH_LEAN_ARGS ?=
+bench-lean: bench-build $(BENCH_SIDECAR_ENV)
+	.venv/bin/python $(BENCH_DIR)/lean.py $(BENCH_LEAN_ARGS)
 
 # Every registered format through the same sidecar, in the sidecar's own virtualenv (it imports
 # the format registry and the Python client).

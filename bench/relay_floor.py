@@ -14,7 +14,8 @@ each ``delta.content`` as a text event, then a final event; no retries, no spans
                          own transport (sidecar.net.backend: aiohttp beneath httpx; no client layers)
                          and the response read with httpx-sse's EventSource
 
-CallModel posts the same request whole and answers its text (the runner's probe). Not a product:
+CallModel posts the same request whole and answers its text (the runner's probe, and the CallModel
+floor bench/lean.py divides the sidecar's CPU per call by). Not a product:
 the sidecar's numbers minus these are what its policy costs.
 """
 

@@ -1,6 +1,7 @@
 """Time, injected: every wait, window, circuit and deadline reads this clock.
 
-``RealClock`` is the event loop's monotonic time. ``FakeClock`` is virtual time for tests:
+``RealClock`` is the event loop's monotonic time (``time.monotonic``, which asyncio's loop reads).
+``FakeClock`` is virtual time for tests:
 ``sleep`` advances it at once (recording the wait), ``advance`` moves it by hand, and timers
 set through ``call_at`` fire as it passes them (``timers`` says which are set), so waits are tested
 exactly and instantly.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -36,7 +38,10 @@ class RealClock:
     __slots__ = ()
 
     def time(self) -> float:
-        return asyncio.get_running_loop().time()
+        # the event loop's own clock (asyncio's ``BaseEventLoop.time`` is ``time.monotonic()``), read
+        # without ``asyncio.get_running_loop()``: on Python 3.11 that asks the kernel for the pid each
+        # time, and a call reads the clock a dozen times (py-spy: getpid 1.7 % of a CallModel's samples)
+        return time.monotonic()
 
     def wall(self) -> datetime:
         return datetime.now(UTC)

@@ -32,7 +32,7 @@ import random
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2
@@ -59,8 +59,6 @@ from sidecar.server.grpc.connections import connection_options
 from sidecar.server.grpc.handlers import InFlight, register_service, register_sidecar
 from sidecar.server.grpc.masking import SecretMaskingInterceptor
 from sidecar.server.grpc.servicer import Arrival, SidecarServicer
-from sidecar.server.http.doors import DoorParts, build_doors
-from sidecar.server.http.hosting import HttpHosting
 from sidecar.server.live import Core, Live, build_core
 from sidecar.server.reload import Reload, Reloader, ReloadOutcome
 from sidecar.server.security import server_credentials
@@ -68,6 +66,9 @@ from sidecar.telemetry import masking
 from sidecar.telemetry.metrics import OTHER, Metrics
 from sidecar.telemetry.observer import TelemetryObserver
 from sidecar.tools.service import ToolService
+
+if TYPE_CHECKING:
+    from sidecar.server.http.hosting import HttpHosting
 
 __all__ = ["SERVICE_NAME", "SidecarApp", "running", "start_embedded"]
 
@@ -293,10 +294,14 @@ class SidecarApp:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
     async def _start_http(self) -> None:
-        """The HTTP port and its doors, when ``config.http`` asks for it."""
+        """The HTTP port and its doors, when ``config.http`` asks for it (uvicorn, Starlette and the fronts
+        are imported only then)."""
         cfg = self.config
         if cfg.http is None:
             return
+        from sidecar.server.http.doors import DoorParts, build_doors
+        from sidecar.server.http.hosting import HttpHosting
+
         assert self.live is not None
         assert self.admission is not None
         parts = DoorParts(

@@ -10,14 +10,16 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from botocore.eventstream import EventStreamBuffer, EventStreamMessage, ParserError
 from httpx_sse import EventSource
 
 from sidecar.providers.formats.chat import StreamFault
 from sidecar.providers.formats.protocol import EVENT_STREAM, SSE
+
+if TYPE_CHECKING:
+    from botocore.eventstream import EventStreamMessage
 
 __all__ = ["READERS", "STREAM_DRAIN_S", "BrokenFrames", "drain", "event_stream_events", "sse_events"]
 
@@ -59,7 +61,9 @@ def _frame_event(message: EventStreamMessage) -> tuple[str, str]:
 async def event_stream_events(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
     """An ``application/vnd.amazon.eventstream`` body's messages, parsed by botocore's ``EventStreamBuffer``
     (prelude, headers, checksums): (its ``:event-type``, or an exception's ``:exception-type``, its payload
-    as text). A frame that does not parse is ``BrokenFrames``."""
+    as text). A frame that does not parse is ``BrokenFrames``. botocore is imported by the first such stream."""
+    from botocore.eventstream import EventStreamBuffer, ParserError
+
     buffer = EventStreamBuffer()
     async for chunk in response.aiter_bytes():
         buffer.add_data(chunk)

@@ -42,7 +42,6 @@ from sidecar.server.http.admin_front import admin_door
 from sidecar.server.http.failures import answer_of, error_of
 from sidecar.server.http.fronts import ModelEndpoint
 from sidecar.server.http.hosting import Door
-from sidecar.server.http.mcp_front import mcp_door
 from sidecar.server.http.models_front import models_routes
 from sidecar.server.http.resends import Resends
 from sidecar.server.live import Live
@@ -80,6 +79,8 @@ def build_doors(parts: DoorParts) -> list[Door]:
         return []
     doors: list[Door] = []
     if http.mcp:
+        from sidecar.server.http.mcp_front import mcp_door  # the MCP SDK's server: loaded only for this door
+
         doors.append(mcp_door(parts.live, parts.admission, parts.config.server.max_message_bytes, parts.callers))
     if http.openai or http.anthropic:
         doors.append(model_door(parts))
