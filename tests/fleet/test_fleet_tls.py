@@ -48,6 +48,7 @@ from sidecar_client import AsyncSidecarClient, job, user
 from sidecar.config.errors import ConfigError
 from sidecar.config.loading import parse_config
 from sidecar.core.clock import FakeClock
+from sidecar.state.redis import keys
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
 from sidecar.server.app import running
 from sidecar.telemetry.testing import install_in_memory
@@ -327,7 +328,7 @@ async def test_mtls_and_an_acl_user_from_the_environment_reach_redis_and_show_no
     try:
         _until(lambda: serve.state()["state"]["reachable"], "the replica reaching Redis over mTLS")
         cost = await _capped_call(serve)
-        key = f"{PREFIX}:spend:wf-tls"
+        key = keys.key(PREFIX, "spend", "wf-tls")
         _until(lambda: tls_redis.client().get(key) is not None, "the capped call's spend in Redis")
         assert float(tls_redis.client().get(key) or 0) == pytest.approx(cost)
         assert tls_redis.client().zcard(f"{PREFIX}:replicas") == 1  # its heartbeat, over TLS as that user
@@ -485,7 +486,7 @@ async def test_sentinel_over_tls_finds_the_tls_primary_and_logs_in_as_the_acl_us
         serve = Serve(tmp_path, fakes, state)
         _until(lambda: serve is not None and serve.state()["state"]["reachable"], "the primary the sentinel names")
         cost = await _capped_call(serve)
-        key = f"{PREFIX}:spend:wf-tls"
+        key = keys.key(PREFIX, "spend", "wf-tls")
         _until(lambda: tls_redis.client().get(key) is not None, "the capped call's spend in Redis")
         assert float(tls_redis.client().get(key) or 0) == pytest.approx(cost)
         view = serve.raw_state()

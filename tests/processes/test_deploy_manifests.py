@@ -92,7 +92,7 @@ def test_the_configmaps_config_is_valid_in_the_sidecar_containers_environment(mo
     assert not server.allow_insecure
     assert server.tls is None  # the kubelet's gRPC probes speak no TLS
     assert server.auth is not None
-    assert [t.get_secret_value() for t in server.auth.tokens] == [env["AGENT_TOKEN"]]
+    assert server.auth.values() == [env["AGENT_TOKEN"]]
     assert exposure_refusal(server.listen, server) is None  # `sidecar serve` starts on it
     # The admin door is on, with the operator's own token, on the HTTP port on the pod's loopback
     # (kubectl port-forward reaches it; no other pod does).

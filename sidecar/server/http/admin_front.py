@@ -46,8 +46,8 @@ from sidecar.core.taxonomy import SidecarFailure
 from sidecar.server.admin import StateView, UnknownTarget
 from sidecar.server.auth import Tokens, bearer_token
 from sidecar.server.http.bodies import TooLarge, bounded_body
-from sidecar.server.http.fronts import check_unicode
 from sidecar.server.http.hosting import Door
+from sidecar.server.http.json_bodies import check_unicode
 from sidecar.server.reload import Reload
 from sidecar.server.security import is_loopback_peer
 

@@ -49,8 +49,6 @@ the core's ``chat {model}`` span and its attempts are its children.
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -64,9 +62,6 @@ from starlette.types import Receive, Scope, Send
 
 from sidecar.core.clock import Clock
 from sidecar.core.conversation import CallOptions, ModelResponse
-from sidecar.core.details import InvalidInputDetail
-from sidecar.core.json_depth import loads
-from sidecar.core.redact import mask_secrets
 from sidecar.core.stream import (
     Continued,
     Final,
@@ -77,7 +72,7 @@ from sidecar.core.stream import (
     TextDelta,
     ToolCallDelta,
 )
-from sidecar.core.taxonomy import InvalidInput, SidecarFailure, StreamInterrupted, SystemFailure
+from sidecar.core.taxonomy import SidecarFailure, StreamInterrupted, SystemFailure
 from sidecar.providers.formats.chat import ChatReply, compact_json
 from sidecar.providers.formats.protocol import Ask, Front, ReplyHead, Sse, StreamWriter
 from sidecar.server.admission import Admission
@@ -93,6 +88,7 @@ from sidecar.server.http.envelope import (
     on_overflow_of,
 )
 from sidecar.server.http.failures import answer_of, error_of, failure_headers, hop_json
+from sidecar.server.http.json_bodies import check_unicode, json_bytes, json_object, json_text, mask_tree, too_large
 from sidecar.server.http.params import callers_failure
 from sidecar.server.http.resends import Resend, Resends
 from sidecar.server.http.tracing import start_server_span
@@ -163,79 +159,6 @@ def chat_reply(response: ModelResponse) -> ChatReply:
 
 
 # ---------------------------------------------------------------------------- reading the request
-
-
-def _too_large(limit: int) -> SidecarFailure:
-    rule = f"must be at most {limit} bytes (server.max_message_bytes)"
-    return InvalidInput.worded(
-        f"The request body is too large; it {rule}.",
-        detail=InvalidInputDetail(parameter="body", value=f"more than {limit} bytes", rule=rule),
-    )
-
-
-def _json_object(raw: bytes) -> dict[str, Any]:
-    try:
-        body = loads(raw)
-    except ValueError:
-        raise InvalidInput("body", f"{len(raw)} bytes", "must be a JSON object (the request's JSON body)") from None
-    if not isinstance(body, dict):
-        raise InvalidInput("body", type(body).__name__, "must be a JSON object (the request's JSON body)")
-    check_unicode(body)
-    return body
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-UNICODE_RULE = "must be Unicode text: a lone surrogate escape (\\ud800-\\udfff unpaired) is no character"
-
-
-def check_unicode(value: Any, path: str = "") -> None:
-    """INVALID_INPUT naming the JSON path of the first string (or key) holding a lone surrogate.
-
-    ``json.loads`` reads ``"\\ud800"`` as a one-character string no encoder can write (UTF-8 refuses
-    it): refused here, once, where a door decodes JSON, so that no text a caller sent reaches an
-    encoder (an answer, a log line, a span, the upstream's body) unable to write it. The walk is
-    iterative: a body nested as deep as ``json.loads`` reads costs no recursion.
-    """
-    stack: list[tuple[str, Any]] = [(path, value)]
-    while stack:
-        where, item = stack.pop()
-        if isinstance(item, str):
-            if _SURROGATE.search(item):
-                raise InvalidInput(where or "body", ascii(item)[1:-1], UNICODE_RULE)
-        elif isinstance(item, dict):
-            for key, child in reversed(list(item.items())):
-                named = f"{where}.{key}" if where else str(key)
-                if _SURROGATE.search(key):
-                    raise InvalidInput(ascii(named)[1:-1], ascii(key)[1:-1], UNICODE_RULE)
-                stack.append((named, child))
-        elif isinstance(item, list):
-            stack.extend((f"{where}[{i}]", child) for i, child in reversed(list(enumerate(item))))
-
-
-def json_text(value: Any, *, compact: bool = True) -> str:
-    """``value`` as JSON text that UTF-8 can always write: non-ASCII as it is, unless some string holds a
-    lone surrogate (an upstream's reply may), when every non-ASCII character is escaped instead."""
-    separators = (",", ":") if compact else None
-    text = json.dumps(value, ensure_ascii=False, separators=separators)
-    if _SURROGATE.search(text):
-        return json.dumps(value, ensure_ascii=True, separators=separators)
-    return text
-
-
-def json_bytes(value: Any) -> bytes:
-    """``json_text`` as UTF-8."""
-    return json_text(value).encode()
-
-
-def mask_tree(value: Any, secrets: tuple[str, ...]) -> Any:
-    """``value`` (JSON: dicts, lists, strings ...) with the configured secrets masked in every string."""
-    if isinstance(value, str):
-        return mask_secrets(value, secrets)
-    if isinstance(value, dict):
-        return {k: mask_tree(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [mask_tree(v, secrets) for v in value]
-    return value
 
 
 # ---------------------------------------------------------------------------- one exchange
@@ -350,14 +273,14 @@ class ModelEndpoint:
         try:
             raw = await bounded_body(request, self._limit)
         except TooLarge:
-            return self._failed(_too_large(self._limit), exchange, status=413)
+            return self._failed(too_large(self._limit), exchange, status=413)
         resend = self._resends.resend_of(request, self._route, raw, self._live.swaps)
         replay = self._resends.replay(resend, exchange.span)
         if replay is not None:  # a re-sent failure: its answer again, no call
             exchange.answered(replay.status_code)
             return replay
         try:
-            body = _json_object(raw)
+            body = json_object(raw)
             ask = self._front.parse(body)
             mid_stream, restarts = mid_stream_of(request.headers)
             job = job_of(request.headers)

@@ -59,8 +59,8 @@ from sidecar.server.admission import Admission
 from sidecar.server.callers import SCOPE_KEY, Callers
 from sidecar.server.http.envelope import job_of
 from sidecar.server.http.failures import answer_of, failure_headers
-from sidecar.server.http.fronts import check_unicode
 from sidecar.server.http.hosting import Door
+from sidecar.server.http.json_bodies import check_unicode
 from sidecar.server.http.tracing import server_span
 from sidecar.server.live import Live
 from sidecar.telemetry import names as n
