@@ -10,25 +10,42 @@
                                         the slots, subscribes again and hears the other replica's changes
     cluster mode misconfigured          refused at load, naming state.nodes[i] / state.url (no URL shown)
 
-A primary killed under load (its replica promoted, the state converging) is tests/fleet/test_fleet.py's
-"Redis killed" scenario, on the cluster.
+    a primary killed under load         the primary of a capped workflow's spend (and of a third of the tool
+                                        calls' slots) killed with SIGKILL under CallModel and run-once
+                                        ExecuteTool through two ``sidecar serve``: 0 calls failed (fail-open),
+                                        its replica promoted, both sidecars back; every tool call re-sent to
+                                        the replica that answered it (0 sent twice), and to the other when its
+                                        record was in Redis (0 sent twice); the rest (answered around the kill,
+                                        or during an outage: recorded on their own replica only, fail-open)
+                                        re-sent to the other last, the ones sent again counted
+
+The kill -9 of the spend's primary under three replicas' calls, the spend converging, is also
+tests/fleet/test_fleet.py's "Redis killed" scenario, on the cluster. The failover test follows
+tests/fleet/test_fleet_sentinel.py's (its load, its outages read from the logs).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import yaml
 from redis.crc import key_slot
+from sidecar_client import AsyncSidecarClient
 
 from sidecar.config import ConfigError
 from sidecar.config.loading import parse_config
 from sidecar.core.state import Change, ModelPause, SpendAdded
+from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
 from sidecar.state.redis.keys import key
 from tests.conftest import base_config, until
+from tests.fleet.test_fleet_sentinel import AFTER, BEFORE, WORKERS, Load, _note, _offset, _outages, _until_async
+from tests.fleet.test_fleet_tls import Serve
 from tests.redis_cluster import Cluster, ClusterNodeProcess, Target, redis_cluster  # noqa: F401  (the fixture)
 
 PREFIX = "moving"
@@ -177,3 +194,119 @@ async def test_the_subscribers_primary_killed_it_subscribes_again_on_the_promote
         await speaker.close()
         victim.start()  # back as a replica: the cluster whole again for the tests after
         await asyncio.to_thread(cluster.wait_ok)
+
+
+def _promoted(cluster: Cluster, spend: str, victim: ClusterNodeProcess, heir: ClusterNodeProcess) -> bool:
+    """The victim's replica is a primary, and the cluster names it as the spend's slot's."""
+    try:
+        role = heir.client().info("replication").get("role")
+        return role == "master" and cluster.owner(spend).port == heir.port
+    except (AssertionError, redis.RedisError):  # the slot's primary still the dead one (no election yet)
+        return False
+
+
+async def test_a_primary_killed_under_load_calls_go_on_its_replica_is_promoted_no_claim_decided_twice(
+    tmp_path: Path,
+    redis_cluster: Cluster,  # noqa: F811
+) -> None:
+    """Two ``sidecar serve`` on the cluster, CallModel (a capped workflow) and run-once ExecuteTool round them;
+    the primary of the workflow's spend (a third of the tool calls' slots too) killed with SIGKILL under them.
+    Counted: calls failed (0), the replica promoted, both sidecars back and beating on the cluster, and each tool
+    call re-sent: to the replica that answered it (0 sent twice), and to the other when its record was in Redis
+    (answered before the kill and replicated, or after both were back: 0 sent twice). A call decided while a
+    sidecar was out (fail-open) is recorded on that sidecar only, and one claimed on the killed primary just
+    before the kill may not have reached its replica: re-sent to the other, such a call is sent again; the
+    test re-sends the rest to the other last and counts those (printed, not held: docs/fleet.md's "What a
+    failover can lose")."""
+    cluster = redis_cluster
+    cluster.wait_ok()
+    cluster.flush()
+    prefix = "failover"
+    spend = key(prefix, "spend", "wf-tls")  # Load's workflow: every model call adds to it
+    victim = cluster.owner(spend)
+    by_port = {n.port: n for n in cluster.live()}
+    heir = by_port[int(victim.client().info("replication")["slave0"]["port"])]
+    state = {**Target(None, cluster).state(prefix, 200), "shutdown_flush_s": 0}
+    with ThreadedServer(FakeProvider()) as provider, ThreadedServer(FakeToolBackend()) as threaded:
+        backend = threaded.server
+        fakes = (provider.url, threaded.url)
+        replicas = [Serve(tmp_path, fakes, state), Serve(tmp_path, fakes, state)]
+        try:
+            await _until_async(lambda: all(r.state()["state"]["reachable"] for r in replicas), "both on the cluster")
+            async with AsyncSidecarClient(replicas[0].grpc) as a, AsyncSidecarClient(replicas[1].grpc) as b:
+                load = Load([a, b])
+                workers = [asyncio.create_task(load.worker()) for _ in range(WORKERS)]
+                await _until_async(lambda: len(load.tools) >= BEFORE, f"{BEFORE} tool calls answered")
+                safe_until = time.time()  # a call answered before this is in its primary's record...
+                offset = _offset(victim.client())
+                await _until_async(lambda: _offset(heir.client()) >= offset, "the replica caught up")  # ...replicated
+                victim.kill()  # -9, with calls in flight
+                killed_at = time.time()
+                await _until_async(lambda: _promoted(cluster, spend, victim, heir), "the replica promoted")
+                promoted_s = time.time() - killed_at
+                await _until_async(
+                    lambda: all("available again" in r.logs() for r in replicas), "both sidecars re-synced"
+                )
+                recovered = time.time()
+                await _until_async(
+                    lambda: sum(1 for i in load.tools if load.started[i] > recovered) >= AFTER,
+                    f"{AFTER} tool calls answered after both were back",
+                )
+                load.stop = True
+                await asyncio.gather(*workers)
+
+                assert load.model_failures == [], load.model_failures[:5]
+                assert load.tool_failures == [], load.tool_failures[:5]
+                received = backend.notes_received
+                assert received == len(load.tools)
+                assert backend.notes_repeated() == {}
+
+                client = cluster.client()
+                await _until_async(lambda: client.zcard(key(prefix, "replicas")) == 2, "both sidecars beating on it")
+                assert all(r.state()["state"]["reachable"] for r in replicas)
+
+                clients = [a, b]
+                same = {i: await _note(clients[which], i) for i, (which, _) in sorted(load.tools.items())}
+                assert backend.notes_repeated() == {}  # 0 decided twice on the replica that answered
+                assert all(same[i] == answer for i, (_, answer) in load.tools.items())
+
+                away = [_outages(r.logs()) for r in replicas]
+
+                def through_redis(i: int) -> bool:
+                    """Answered before the kill (replicated), or after it on a replica that had Redis throughout."""
+                    start, end = load.started[i], load.ended[i]
+                    if end < safe_until:
+                        return True
+                    clear = all(end < down or start > up for down, up in away[load.tools[i][0]])
+                    return start > killed_at and clear
+
+                held = [i for i in load.tools if through_redis(i)]
+                window = sorted(set(load.tools) - set(held))
+                other = {i: await _note(clients[1 - load.tools[i][0]], i) for i in held}
+                assert backend.notes_repeated() == {}  # 0 decided twice across the replicas
+                assert all(other[i] == load.tools[i][1] for i in held)
+                assert backend.notes_received == received
+                for i in window:  # the fail-open caveat, measured: how many of these the other replica sends again
+                    await _note(clients[1 - load.tools[i][0]], i)
+                twice = len(backend.notes_repeated())
+        finally:
+            for r in replicas:
+                r.stop()
+            victim.start()  # its nodes.conf kept: it rejoins as a replica of the one promoted
+            await asyncio.to_thread(cluster.wait_ok)
+    assert _role(victim) == "slave"  # the cluster whole again for the tests after, the roles swapped
+    for r in replicas:  # each outage noticed once (a WARNING) and ended (an INFO)
+        outages = r.logs().count("unavailable (")
+        assert outages >= 1, r.logs()
+        assert r.logs().count("available again") == outages, r.logs()
+    out = "; ".join(", ".join(f"{down - killed_at:+.1f}..{up - killed_at:+.1f} s" for down, up in o) for o in away)
+    print(
+        f"\ncluster failover: promoted {promoted_s:.1f} s after kill -9; each sidecar's outages: {out}; "
+        f"{len(load.tools)} tool calls and as many model calls, 0 failed; "
+        f"re-sent: {len(load.tools)} to their own replica, {len(held)} to the other, 0 sent twice; "
+        f"{len(window)} answered around the kill or in an outage, re-sent to the other: {twice} sent again"
+    )
+
+
+def _role(node: ClusterNodeProcess) -> str:
+    return str(node.client().info("replication").get("role"))
