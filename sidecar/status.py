@@ -19,7 +19,6 @@ needs no flag and no token. ``--watch`` redraws in place (``rich.live.Live``) un
 
 from __future__ import annotations
 
-import json
 import os
 import ssl
 import time
@@ -53,8 +52,6 @@ __all__ = [
 ]
 
 TOKEN_ENV = "SIDECAR_ADMIN_TOKEN"
-CALLERS_METADATA = "x-sidecar-callers"
-"""GetState's trailing metadata holding the view's callers (``server.admin.CALLERS_METADATA``)."""
 PATH = "/admin/state"
 TIMEOUT_S = 5.0
 
@@ -155,8 +152,9 @@ def _guard(g: apb.GuardState) -> dict[str, Any]:
 
 
 def document(state: apb.GetStateResponse) -> dict[str, Any]:
-    """GetState's answer as the document ``GET /admin/state`` answers (what ``render`` draws)."""
-    return {
+    """GetState's answer as the document ``GET /admin/state`` answers (what ``render`` draws); ``callers`` only
+    when it has some (``server.auth`` set), as the HTTP port leaves the key out without."""
+    doc: dict[str, Any] = {
         "models": [
             {
                 "model": m.model,
@@ -177,6 +175,20 @@ def document(state: apb.GetStateResponse) -> dict[str, Any]:
             for w in state.workflows
         ],
         "state": _backend(state.state),
+    }
+    if state.callers:
+        doc["callers"] = [_caller(c) for c in state.callers]
+    return doc
+
+
+def _caller(c: apb.CallerState) -> dict[str, Any]:
+    return {
+        "name": c.name,
+        "requests_per_second": _optional(c, "requests_per_second"),
+        "tokens_per_minute": _optional(c, "tokens_per_minute"),
+        "admitted": c.admitted,
+        "refused": c.refused,
+        "tokens_charged": c.tokens_charged,
     }
 
 
@@ -203,8 +215,8 @@ def _add(table: Table, *cells: str) -> None:
 
 
 def render(doc: dict[str, Any]) -> Group:
-    """The view's document as four tables, and a fifth of the callers when the document has them (the HTTP
-    port's ``GET /admin/state``: ``sidecar.v1.Admin/GetState`` has no field for them yet)."""
+    """The view's document as four tables, and a fifth of the callers when the document has them
+    (``server.auth`` set)."""
     models = Table(title="models", title_justify="left")
     for col in ("model", "throttle", "paced/s", "pause left s", "in flight", "queued", "last signal", "age s"):
         models.add_column(col)
@@ -296,14 +308,10 @@ def _fetcher(target: str, transport: Transport) -> tuple[Callable[[], dict[str, 
 
     def fetch() -> dict[str, Any]:
         try:
-            state, call = stub.GetState.with_call(apb.GetStateRequest(), metadata=_metadata(), timeout=TIMEOUT_S)
+            state = stub.GetState(apb.GetStateRequest(), metadata=_metadata(), timeout=TIMEOUT_S)
         except grpc.RpcError as exc:
             raise RuntimeError(_rpc_message(exc)) from None
-        doc = document(state)
-        callers = dict(call.trailing_metadata() or ()).get(CALLERS_METADATA)  # no contract field for them yet
-        if isinstance(callers, str):
-            doc["callers"] = json.loads(callers)
-        return doc
+        return document(state)
 
     return fetch, channel.close
 

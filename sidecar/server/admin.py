@@ -6,8 +6,7 @@
     workflows   each workflow's spend against its cap
     callers     with server.auth, each caller of its tokens (by name, never its token): its limits, the
                 calls admitted and refused at them, the tokens charged (``server.callers``; this
-                process's). ``sidecar.v1.Admin/GetState`` has no field for them yet: its answer carries
-                them as JSON in its trailing metadata, ``CALLERS_METADATA``
+                process's); ``sidecar.v1.Admin/GetState``'s ``callers``, a ``CallerState`` each
     state       the state backend: memory or redis, reachable or not, live replicas; with redis,
                 pending_actions (operator actions applied here that Redis has not taken yet),
                 staleness_s (seconds since Redis last answered this replica: a heartbeat every
@@ -46,13 +45,10 @@ from sidecar.server.callers import Callers
 from sidecar.server.live import Live
 from sidecar.telemetry import names as n
 
-__all__ = ["CALLERS_METADATA", "EMBEDDED_HEADER", "StateView", "UnknownTarget"]
+__all__ = ["EMBEDDED_HEADER", "StateView", "UnknownTarget"]
 
 _log = logging.getLogger("sidecar.admin")
 _tracer = trace.get_tracer(n.TRACER)
-CALLERS_METADATA = "x-sidecar-callers"
-"""GetState's trailing metadata holding the document's ``callers`` as JSON: sidecar.v1.Admin has no field for
-them yet (``sidecar status`` over gRPC reads it there)."""
 EMBEDDED_HEADER = "x-sidecar-embedded-{name}"
 """The header (HTTP) and trailing metadata key (gRPC) of the view's answer telling an embedded fake's URL."""
 
@@ -153,7 +149,7 @@ class StateView:
             ],
             "state": self._backend(),
         }
-        if len(self.callers):  # server.auth set; sidecar.v1.Admin/GetState has no field for them yet
+        if len(self.callers):  # server.auth set (GetState: its callers field, empty without)
             doc["callers"] = self.callers.snapshot()
         masked: dict[str, Any] = self._masked(doc)
         return masked

@@ -19,10 +19,12 @@ import grpc
 import httpx
 import pytest
 import pytest_asyncio
+import sidecar_client as sc
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 from rich.console import Console
+from sidecar_client import user
 from sidecar_contract.v1 import admin_pb2 as apb
 from sidecar_contract.v1 import admin_pb2_grpc as apb_grpc
 from sidecar_contract.v1 import sidecar_pb2 as pb
@@ -128,10 +130,53 @@ async def test_get_state_is_the_http_document_typed(channel: tuple[Running, apb_
     wf = next(w for w in state.workflows if w.workflow == "wf-1")
     assert (wf.spent_usd, wf.cap_usd) == (1.25, 2.5)
     assert (state.state.backend, state.state.reachable, state.state.replicas) == ("memory", True, 1)
+    assert [(c.name, c.HasField("requests_per_second"), c.admitted) for c in state.callers] == [("tokens[0]", False, 0)]
     answer = await _get(r, ADMIN)
-    http_doc = answer.json()
-    assert [c["name"] for c in http_doc.pop("callers")] == ["tokens[0]"]  # GetState has no field for them yet
-    assert document(state) == http_doc  # the same view, field for field (the fake clock stood still)
+    assert document(state) == answer.json()  # the same view, field for field (the fake clock stood still)
+
+
+LIMITED = "limited-token-0123456789abcdef"
+
+
+async def test_get_state_carries_each_caller_as_the_http_document_does(
+    start_sidecar: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GetState's callers: a named caller with both limits, one call admitted and one refused at its
+    requests_per_second, and an unnamed caller with none (its limits unset, not 0); the HTTP view's list, field
+    for field, and ``sidecar status`` draws the same callers table from either port."""
+    limited = {"token": LIMITED, "name": "limited", "requests_per_second": 0.1, "tokens_per_minute": 20000}
+    server = {"auth": {"tokens": [limited, AGENT]}, "admin": {"tokens": [ADMIN]}}
+    r = await start_sidecar(http=HTTP, server=server)
+    async with sc.AsyncSidecarClient(r.app.address, token=LIMITED) as caller:
+        await caller.call_model("gpt", [user("first")])
+        with pytest.raises(sc.UpstreamThrottleError):  # one call per 10 s: the second is refused at once
+            await caller.call_model("gpt", [user("second")])
+    async with grpc.aio.insecure_channel(r.app.address) as ch:
+        state = await apb_grpc.AdminStub(ch).GetState(apb.GetStateRequest(), metadata=ADMIN_MD)
+    named, unnamed = state.callers
+    assert (named.name, named.requests_per_second, named.tokens_per_minute) == ("limited", 0.1, 20000)
+    assert (named.admitted, named.refused, named.tokens_charged) == (1, 1, 266)  # 10 tokens estimated + 256 budget
+    assert unnamed.name == "tokens[1]"
+    assert not unnamed.HasField("requests_per_second")
+    assert not unnamed.HasField("tokens_per_minute")
+    assert (unnamed.admitted, unnamed.refused, unnamed.tokens_charged) == (0, 0, 0)
+    wire = state.SerializeToString()
+    assert LIMITED.encode() not in wire
+    assert AGENT.encode() not in wire
+    http_doc = (await _get(r, ADMIN)).json()
+    assert document(state)["callers"] == http_doc["callers"]
+    assert document(state) == http_doc
+
+    monkeypatch.setenv(TOKEN_ENV, ADMIN)
+    tables = []
+    for target in (r.app.address, _url(r).removesuffix("/admin/state")):
+        console = Console(record=True, width=240, file=io.StringIO())
+        assert await asyncio.to_thread(run_status, target, None, console) == 0
+        tables.append(console.export_text())
+    over_grpc, over_http = tables
+    assert over_grpc == over_http
+    rows = [[c.strip() for c in line.strip("│ ").split("│")] for line in over_grpc.splitlines() if "│ limited" in line]
+    assert rows == [["limited", "0.1", "20000", "1", "1", "266"]]
 
 
 async def _eventually(check: Any, what: str, timeout_s: float = 15.0) -> None:
@@ -145,7 +190,6 @@ async def _eventually(check: Any, what: str, timeout_s: float = 15.0) -> None:
 
 def _same_view(grpc_doc: dict[str, Any], http_doc: dict[str, Any]) -> float | None:
     """The two documents equal, but for the staleness (real time: the HTTP read came later); the gRPC one's."""
-    http_doc.pop("callers", None)  # server.auth's callers: GetState has no field for them yet
     grpc_stale = grpc_doc["state"].pop("staleness_s")
     http_stale = http_doc["state"].pop("staleness_s")
     assert grpc_doc == http_doc

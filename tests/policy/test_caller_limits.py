@@ -25,13 +25,15 @@ import sidecar_client as sc
 from google.rpc import error_details_pb2, status_pb2
 from rich.console import Console
 from sidecar_client import user
+from sidecar_contract.v1 import admin_pb2 as apb
+from sidecar_contract.v1 import admin_pb2_grpc as apb_grpc
 
 from sidecar.config import Config
 from sidecar.core.clock import FakeClock
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
 from sidecar.server.app import running
 from sidecar.server.grpc.spans import ServerSpanInterceptor
-from sidecar.status import run_status
+from sidecar.status import document, run_status
 from sidecar.telemetry import names as n
 from sidecar.telemetry.testing import InMemoryTelemetry, install_in_memory
 from tests.conftest import Running, base_config
@@ -136,6 +138,10 @@ async def test_grpc_the_runaway_is_refused_with_retry_info_and_the_other_is_serv
     assert (seen["runaway"]["admitted"], seen["runaway"]["refused"]) == (1, 3)
     assert (seen["steady"]["admitted"], seen["steady"]["refused"]) == (5, 0)
     assert seen["runaway"]["requests_per_second"] == 1 / WAIT_S
+    async with grpc.aio.insecure_channel(two.app.address) as ch:  # GetState (read on loopback): its callers field
+        typed = await apb_grpc.AdminStub(ch).GetState(apb.GetStateRequest())
+    assert [c.name for c in typed.callers] == ["runaway", "steady", "thrifty"]
+    assert document(typed)["callers"] == list(seen.values())
     console = Console(record=True, width=200, file=io.StringIO())  # sidecar status over gRPC shows them too
     assert await asyncio.to_thread(run_status, two.app.address, None, console) == 0
     shown = console.export_text()

@@ -9,8 +9,8 @@
     an admin token        the method's answer, from ``server.admin.StateView`` (masked)
 
 GetState's answer carries ``x-sidecar-embedded-provider`` / ``-tools`` trailing metadata in a process
-running the embedded fakes (``StateView.told``), and, with ``server.auth``, ``x-sidecar-callers``: the
-view's callers as JSON (the contract has no field for them yet).
+running the embedded fakes (``StateView.told``); with ``server.auth``, its ``callers`` are the view's
+callers (a ``CallerState`` each).
 
 The same checks as the HTTP port's admin door (``http.admin_front``): only admin tokens, from the
 ``authorization: Bearer`` metadata, compared in constant time (``auth.Tokens``). The caller-token
@@ -22,7 +22,6 @@ FAILED_PRECONDITION.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -45,7 +44,7 @@ from sidecar.core.taxonomy import (
     SystemFailure,
     Unauthorized,
 )
-from sidecar.server.admin import CALLERS_METADATA, StateView, UnknownTarget
+from sidecar.server.admin import StateView, UnknownTarget
 from sidecar.server.auth import Tokens, bearer_token
 from sidecar.server.grpc.status import to_status
 from sidecar.server.refusals import SIDECAR_SERVICE
@@ -135,6 +134,17 @@ def state_response(doc: dict[str, Any]) -> apb.GetStateResponse:
             last_error=state.get("last_error"),
             pending_actions=state.get("pending_actions"),
         ),
+        callers=[
+            apb.CallerState(
+                name=c["name"],
+                requests_per_second=c["requests_per_second"],
+                tokens_per_minute=c["tokens_per_minute"],
+                admitted=c["admitted"],
+                refused=c["refused"],
+                tokens_charged=c["tokens_charged"],
+            )
+            for c in doc.get("callers", ())
+        ],
     )
 
 
@@ -187,13 +197,10 @@ class AdminServicer(apb_grpc.AdminServicer):
     async def GetState(self, request: apb.GetStateRequest, context: Context) -> apb.GetStateResponse:
         if not (self._read_on_loopback and is_loopback_peer(context.peer())):
             await self._admitted(context, "GetState")
-        doc = self._view.read()
         told = self._view.told()
-        if "callers" in doc:
-            told.append((CALLERS_METADATA, json.dumps(doc["callers"])))
         if told:
             context.set_trailing_metadata(told)
-        return state_response(doc)
+        return state_response(self._view.read())
 
     async def CloseCircuit(self, request: apb.CloseCircuitRequest, context: Context) -> apb.CloseCircuitResponse:
         changed = await self._act(context, "CloseCircuit", "name", request.name, self._close)

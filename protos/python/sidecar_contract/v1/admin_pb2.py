@@ -27,7 +27,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from sidecar_contract.v1 import sidecar_pb2 as sidecar_dot_v1_dot_sidecar__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16sidecar/v1/admin.proto\x12\nsidecar.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18sidecar/v1/sidecar.proto\"\x11\n\x0fGetStateRequest\"\xe8\x01\n\x10GetStateResponse\x12&\n\x06models\x18\x01 \x03(\x0b\x32\x16.sidecar.v1.ModelState\x12(\n\x08services\x18\x02 \x03(\x0b\x32\x16.sidecar.v1.GuardState\x12+\n\x0b\x64\x65ployments\x18\x03 \x03(\x0b\x32\x16.sidecar.v1.GuardState\x12,\n\tworkflows\x18\x04 \x03(\x0b\x32\x19.sidecar.v1.WorkflowSpend\x12\'\n\x05state\x18\x05 \x01(\x0b\x32\x18.sidecar.v1.BackendState\"\xdb\x01\n\nModelState\x12\r\n\x05model\x18\x01 \x01(\t\x12\x10\n\x08throttle\x18\x02 \x01(\x01\x12\x18\n\x0bpaced_per_s\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x14\n\x0cpause_left_s\x18\x04 \x01(\x01\x12\x11\n\tin_flight\x18\x05 \x01(\x05\x12\x0e\n\x06queued\x18\x06 \x01(\x05\x12\x13\n\x0blast_signal\x18\x07 \x01(\t\x12\x1e\n\x11last_signal_age_s\x18\x08 \x01(\x01H\x01\x88\x01\x01\x42\x0e\n\x0c_paced_per_sB\x14\n\x12_last_signal_age_s\"\xdc\x01\n\nGuardState\x12\x0c\n\x04name\x18\x01 \x01(\t\x12)\n\x07\x63ircuit\x18\x02 \x01(\x0e\x32\x18.sidecar.v1.CircuitState\x12\x10\n\x08throttle\x18\x03 \x01(\x01\x12\x11\n\topened_by\x18\x04 \x01(\t\x12-\n\topened_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ncooldown_s\x18\x06 \x01(\x01\x12\x17\n\x0f\x63ooldown_left_s\x18\x07 \x01(\x01\x12\x14\n\x0cprobe_holder\x18\x08 \x01(\t\"V\n\rWorkflowSpend\x12\x10\n\x08workflow\x18\x01 \x01(\t\x12\x11\n\tspent_usd\x18\x02 \x01(\x01\x12\x14\n\x07\x63\x61p_usd\x18\x03 \x01(\x01H\x00\x88\x01\x01\x42\n\n\x08_cap_usd\"\xc8\x01\n\x0c\x42\x61\x63kendState\x12\x0f\n\x07\x62\x61\x63kend\x18\x01 \x01(\t\x12\x11\n\treachable\x18\x02 \x01(\x08\x12\x10\n\x08replicas\x18\x03 \x01(\x05\x12\x18\n\x0bstaleness_s\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x17\n\nlast_error\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x1c\n\x0fpending_actions\x18\x06 \x01(\x05H\x02\x88\x01\x01\x42\x0e\n\x0c_staleness_sB\r\n\x0b_last_errorB\x12\n\x10_pending_actions\"#\n\x13\x43loseCircuitRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"D\n\x14\x43loseCircuitResponse\x12\x0f\n\x07\x63hanged\x18\x01 \x01(\x08\x12\r\n\x05reach\x18\x02 \x01(\t\x12\x0c\n\x04note\x18\x03 \x01(\t\"!\n\x10LiftPauseRequest\x12\r\n\x05model\x18\x01 \x01(\t\"A\n\x11LiftPauseResponse\x12\x0f\n\x07\x63hanged\x18\x01 \x01(\x08\x12\r\n\x05reach\x18\x02 \x01(\t\x12\x0c\n\x04note\x18\x03 \x01(\t\"%\n\x11ResetSpendRequest\x12\x10\n\x08workflow\x18\x01 \x01(\t\"B\n\x12ResetSpendResponse\x12\x0f\n\x07was_usd\x18\x01 \x01(\x01\x12\r\n\x05reach\x18\x02 \x01(\t\x12\x0c\n\x04note\x18\x03 \x01(\t\"\x1e\n\rReloadRequest\x12\r\n\x05\x66orce\x18\x01 \x01(\x08\"\x99\x01\n\x0eReloadResponse\x12\x0f\n\x07\x61pplied\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t\x12)\n\x07workers\x18\x03 \x03(\x0b\x32\x18.sidecar.v1.WorkerReload\x12\x16\n\x0erestart_needed\x18\x04 \x03(\t\x12\x0c\n\x04note\x18\x05 \x01(\t\x12\x16\n\x0e\x66orce_required\x18\x06 \x01(\x08\"\\\n\x0cWorkerReload\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0f\n\x07\x61pplied\x18\x02 \x01(\x08\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x05\x12\x10\n\x08reported\x18\x05 \x01(\x08\x32\xf9\x02\n\x05\x41\x64min\x12\x45\n\x08GetState\x12\x1b.sidecar.v1.GetStateRequest\x1a\x1c.sidecar.v1.GetStateResponse\x12Q\n\x0c\x43loseCircuit\x12\x1f.sidecar.v1.CloseCircuitRequest\x1a .sidecar.v1.CloseCircuitResponse\x12H\n\tLiftPause\x12\x1c.sidecar.v1.LiftPauseRequest\x1a\x1d.sidecar.v1.LiftPauseResponse\x12K\n\nResetSpend\x12\x1d.sidecar.v1.ResetSpendRequest\x1a\x1e.sidecar.v1.ResetSpendResponse\x12?\n\x06Reload\x12\x19.sidecar.v1.ReloadRequest\x1a\x1a.sidecar.v1.ReloadResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16sidecar/v1/admin.proto\x12\nsidecar.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18sidecar/v1/sidecar.proto\"\x11\n\x0fGetStateRequest\"\x92\x02\n\x10GetStateResponse\x12&\n\x06models\x18\x01 \x03(\x0b\x32\x16.sidecar.v1.ModelState\x12(\n\x08services\x18\x02 \x03(\x0b\x32\x16.sidecar.v1.GuardState\x12+\n\x0b\x64\x65ployments\x18\x03 \x03(\x0b\x32\x16.sidecar.v1.GuardState\x12,\n\tworkflows\x18\x04 \x03(\x0b\x32\x19.sidecar.v1.WorkflowSpend\x12\'\n\x05state\x18\x05 \x01(\x0b\x32\x18.sidecar.v1.BackendState\x12(\n\x07\x63\x61llers\x18\x06 \x03(\x0b\x32\x17.sidecar.v1.CallerState\"\xdb\x01\n\nModelState\x12\r\n\x05model\x18\x01 \x01(\t\x12\x10\n\x08throttle\x18\x02 \x01(\x01\x12\x18\n\x0bpaced_per_s\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x14\n\x0cpause_left_s\x18\x04 \x01(\x01\x12\x11\n\tin_flight\x18\x05 \x01(\x05\x12\x0e\n\x06queued\x18\x06 \x01(\x05\x12\x13\n\x0blast_signal\x18\x07 \x01(\t\x12\x1e\n\x11last_signal_age_s\x18\x08 \x01(\x01H\x01\x88\x01\x01\x42\x0e\n\x0c_paced_per_sB\x14\n\x12_last_signal_age_s\"\xdc\x01\n\nGuardState\x12\x0c\n\x04name\x18\x01 \x01(\t\x12)\n\x07\x63ircuit\x18\x02 \x01(\x0e\x32\x18.sidecar.v1.CircuitState\x12\x10\n\x08throttle\x18\x03 \x01(\x01\x12\x11\n\topened_by\x18\x04 \x01(\t\x12-\n\topened_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ncooldown_s\x18\x06 \x01(\x01\x12\x17\n\x0f\x63ooldown_left_s\x18\x07 \x01(\x01\x12\x14\n\x0cprobe_holder\x18\x08 \x01(\t\"V\n\rWorkflowSpend\x12\x10\n\x08workflow\x18\x01 \x01(\t\x12\x11\n\tspent_usd\x18\x02 \x01(\x01\x12\x14\n\x07\x63\x61p_usd\x18\x03 \x01(\x01H\x00\x88\x01\x01\x42\n\n\x08_cap_usd\"\xc6\x01\n\x0b\x43\x61llerState\x12\x0c\n\x04name\x18\x01 \x01(\t\x12 \n\x13requests_per_second\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x1e\n\x11tokens_per_minute\x18\x03 \x01(\x04H\x01\x88\x01\x01\x12\x10\n\x08\x61\x64mitted\x18\x04 \x01(\x04\x12\x0f\n\x07refused\x18\x05 \x01(\x04\x12\x16\n\x0etokens_charged\x18\x06 \x01(\x04\x42\x16\n\x14_requests_per_secondB\x14\n\x12_tokens_per_minute\"\xc8\x01\n\x0c\x42\x61\x63kendState\x12\x0f\n\x07\x62\x61\x63kend\x18\x01 \x01(\t\x12\x11\n\treachable\x18\x02 \x01(\x08\x12\x10\n\x08replicas\x18\x03 \x01(\x05\x12\x18\n\x0bstaleness_s\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x17\n\nlast_error\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x1c\n\x0fpending_actions\x18\x06 \x01(\x05H\x02\x88\x01\x01\x42\x0e\n\x0c_staleness_sB\r\n\x0b_last_errorB\x12\n\x10_pending_actions\"#\n\x13\x43loseCircuitRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"D\n\x14\x43loseCircuitResponse\x12\x0f\n\x07\x63hanged\x18\x01 \x01(\x08\x12\r\n\x05reach\x18\x02 \x01(\t\x12\x0c\n\x04note\x18\x03 \x01(\t\"!\n\x10LiftPauseRequest\x12\r\n\x05model\x18\x01 \x01(\t\"A\n\x11LiftPauseResponse\x12\x0f\n\x07\x63hanged\x18\x01 \x01(\x08\x12\r\n\x05reach\x18\x02 \x01(\t\x12\x0c\n\x04note\x18\x03 \x01(\t\"%\n\x11ResetSpendRequest\x12\x10\n\x08workflow\x18\x01 \x01(\t\"B\n\x12ResetSpendResponse\x12\x0f\n\x07was_usd\x18\x01 \x01(\x01\x12\r\n\x05reach\x18\x02 \x01(\t\x12\x0c\n\x04note\x18\x03 \x01(\t\"\x1e\n\rReloadRequest\x12\r\n\x05\x66orce\x18\x01 \x01(\x08\"\x99\x01\n\x0eReloadResponse\x12\x0f\n\x07\x61pplied\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t\x12)\n\x07workers\x18\x03 \x03(\x0b\x32\x18.sidecar.v1.WorkerReload\x12\x16\n\x0erestart_needed\x18\x04 \x03(\t\x12\x0c\n\x04note\x18\x05 \x01(\t\x12\x16\n\x0e\x66orce_required\x18\x06 \x01(\x08\"\\\n\x0cWorkerReload\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0f\n\x07\x61pplied\x18\x02 \x01(\x08\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x05\x12\x10\n\x08reported\x18\x05 \x01(\x08\x32\xf9\x02\n\x05\x41\x64min\x12\x45\n\x08GetState\x12\x1b.sidecar.v1.GetStateRequest\x1a\x1c.sidecar.v1.GetStateResponse\x12Q\n\x0c\x43loseCircuit\x12\x1f.sidecar.v1.CloseCircuitRequest\x1a .sidecar.v1.CloseCircuitResponse\x12H\n\tLiftPause\x12\x1c.sidecar.v1.LiftPauseRequest\x1a\x1d.sidecar.v1.LiftPauseResponse\x12K\n\nResetSpend\x12\x1d.sidecar.v1.ResetSpendRequest\x1a\x1e.sidecar.v1.ResetSpendResponse\x12?\n\x06Reload\x12\x19.sidecar.v1.ReloadRequest\x1a\x1a.sidecar.v1.ReloadResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,33 +37,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSTATEREQUEST']._serialized_start=97
   _globals['_GETSTATEREQUEST']._serialized_end=114
   _globals['_GETSTATERESPONSE']._serialized_start=117
-  _globals['_GETSTATERESPONSE']._serialized_end=349
-  _globals['_MODELSTATE']._serialized_start=352
-  _globals['_MODELSTATE']._serialized_end=571
-  _globals['_GUARDSTATE']._serialized_start=574
-  _globals['_GUARDSTATE']._serialized_end=794
-  _globals['_WORKFLOWSPEND']._serialized_start=796
-  _globals['_WORKFLOWSPEND']._serialized_end=882
-  _globals['_BACKENDSTATE']._serialized_start=885
-  _globals['_BACKENDSTATE']._serialized_end=1085
-  _globals['_CLOSECIRCUITREQUEST']._serialized_start=1087
-  _globals['_CLOSECIRCUITREQUEST']._serialized_end=1122
-  _globals['_CLOSECIRCUITRESPONSE']._serialized_start=1124
-  _globals['_CLOSECIRCUITRESPONSE']._serialized_end=1192
-  _globals['_LIFTPAUSEREQUEST']._serialized_start=1194
-  _globals['_LIFTPAUSEREQUEST']._serialized_end=1227
-  _globals['_LIFTPAUSERESPONSE']._serialized_start=1229
-  _globals['_LIFTPAUSERESPONSE']._serialized_end=1294
-  _globals['_RESETSPENDREQUEST']._serialized_start=1296
-  _globals['_RESETSPENDREQUEST']._serialized_end=1333
-  _globals['_RESETSPENDRESPONSE']._serialized_start=1335
-  _globals['_RESETSPENDRESPONSE']._serialized_end=1401
-  _globals['_RELOADREQUEST']._serialized_start=1403
-  _globals['_RELOADREQUEST']._serialized_end=1433
-  _globals['_RELOADRESPONSE']._serialized_start=1436
-  _globals['_RELOADRESPONSE']._serialized_end=1589
-  _globals['_WORKERRELOAD']._serialized_start=1591
-  _globals['_WORKERRELOAD']._serialized_end=1683
-  _globals['_ADMIN']._serialized_start=1686
-  _globals['_ADMIN']._serialized_end=2063
+  _globals['_GETSTATERESPONSE']._serialized_end=391
+  _globals['_MODELSTATE']._serialized_start=394
+  _globals['_MODELSTATE']._serialized_end=613
+  _globals['_GUARDSTATE']._serialized_start=616
+  _globals['_GUARDSTATE']._serialized_end=836
+  _globals['_WORKFLOWSPEND']._serialized_start=838
+  _globals['_WORKFLOWSPEND']._serialized_end=924
+  _globals['_CALLERSTATE']._serialized_start=927
+  _globals['_CALLERSTATE']._serialized_end=1125
+  _globals['_BACKENDSTATE']._serialized_start=1128
+  _globals['_BACKENDSTATE']._serialized_end=1328
+  _globals['_CLOSECIRCUITREQUEST']._serialized_start=1330
+  _globals['_CLOSECIRCUITREQUEST']._serialized_end=1365
+  _globals['_CLOSECIRCUITRESPONSE']._serialized_start=1367
+  _globals['_CLOSECIRCUITRESPONSE']._serialized_end=1435
+  _globals['_LIFTPAUSEREQUEST']._serialized_start=1437
+  _globals['_LIFTPAUSEREQUEST']._serialized_end=1470
+  _globals['_LIFTPAUSERESPONSE']._serialized_start=1472
+  _globals['_LIFTPAUSERESPONSE']._serialized_end=1537
+  _globals['_RESETSPENDREQUEST']._serialized_start=1539
+  _globals['_RESETSPENDREQUEST']._serialized_end=1576
+  _globals['_RESETSPENDRESPONSE']._serialized_start=1578
+  _globals['_RESETSPENDRESPONSE']._serialized_end=1644
+  _globals['_RELOADREQUEST']._serialized_start=1646
+  _globals['_RELOADREQUEST']._serialized_end=1676
+  _globals['_RELOADRESPONSE']._serialized_start=1679
+  _globals['_RELOADRESPONSE']._serialized_end=1832
+  _globals['_WORKERRELOAD']._serialized_start=1834
+  _globals['_WORKERRELOAD']._serialized_end=1926
+  _globals['_ADMIN']._serialized_start=1929
+  _globals['_ADMIN']._serialized_end=2306
 # @@protoc_insertion_point(module_scope)

@@ -16,18 +16,20 @@ class GetStateRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetStateResponse(_message.Message):
-    __slots__ = ("models", "services", "deployments", "workflows", "state")
+    __slots__ = ("models", "services", "deployments", "workflows", "state", "callers")
     MODELS_FIELD_NUMBER: _ClassVar[int]
     SERVICES_FIELD_NUMBER: _ClassVar[int]
     DEPLOYMENTS_FIELD_NUMBER: _ClassVar[int]
     WORKFLOWS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    CALLERS_FIELD_NUMBER: _ClassVar[int]
     models: _containers.RepeatedCompositeFieldContainer[ModelState]
     services: _containers.RepeatedCompositeFieldContainer[GuardState]
     deployments: _containers.RepeatedCompositeFieldContainer[GuardState]
     workflows: _containers.RepeatedCompositeFieldContainer[WorkflowSpend]
     state: BackendState
-    def __init__(self, models: _Optional[_Iterable[_Union[ModelState, _Mapping]]] = ..., services: _Optional[_Iterable[_Union[GuardState, _Mapping]]] = ..., deployments: _Optional[_Iterable[_Union[GuardState, _Mapping]]] = ..., workflows: _Optional[_Iterable[_Union[WorkflowSpend, _Mapping]]] = ..., state: _Optional[_Union[BackendState, _Mapping]] = ...) -> None: ...
+    callers: _containers.RepeatedCompositeFieldContainer[CallerState]
+    def __init__(self, models: _Optional[_Iterable[_Union[ModelState, _Mapping]]] = ..., services: _Optional[_Iterable[_Union[GuardState, _Mapping]]] = ..., deployments: _Optional[_Iterable[_Union[GuardState, _Mapping]]] = ..., workflows: _Optional[_Iterable[_Union[WorkflowSpend, _Mapping]]] = ..., state: _Optional[_Union[BackendState, _Mapping]] = ..., callers: _Optional[_Iterable[_Union[CallerState, _Mapping]]] = ...) -> None: ...
 
 class ModelState(_message.Message):
     __slots__ = ("model", "throttle", "paced_per_s", "pause_left_s", "in_flight", "queued", "last_signal", "last_signal_age_s")
@@ -78,6 +80,22 @@ class WorkflowSpend(_message.Message):
     spent_usd: float
     cap_usd: float
     def __init__(self, workflow: _Optional[str] = ..., spent_usd: _Optional[float] = ..., cap_usd: _Optional[float] = ...) -> None: ...
+
+class CallerState(_message.Message):
+    __slots__ = ("name", "requests_per_second", "tokens_per_minute", "admitted", "refused", "tokens_charged")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    ADMITTED_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_CHARGED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    requests_per_second: float
+    tokens_per_minute: int
+    admitted: int
+    refused: int
+    tokens_charged: int
+    def __init__(self, name: _Optional[str] = ..., requests_per_second: _Optional[float] = ..., tokens_per_minute: _Optional[int] = ..., admitted: _Optional[int] = ..., refused: _Optional[int] = ..., tokens_charged: _Optional[int] = ...) -> None: ...
 
 class BackendState(_message.Message):
     __slots__ = ("backend", "reachable", "replicas", "staleness_s", "last_error", "pending_actions")

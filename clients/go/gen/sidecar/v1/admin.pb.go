@@ -82,7 +82,11 @@ type GetStateResponse struct {
 	// Each workflow with spend or a cap.
 	Workflows []*WorkflowSpend `protobuf:"bytes,4,rep,name=workflows,proto3" json:"workflows,omitempty"`
 	// The state backend.
-	State         *BackendState `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	State *BackendState `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	// With `server.auth`, each caller of its tokens, in their order: its limits
+	// and its use at them, this process's since it started. Empty without
+	// `server.auth` (the JSON view then has no `callers` key).
+	Callers       []*CallerState `protobuf:"bytes,6,rep,name=callers,proto3" json:"callers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -148,6 +152,13 @@ func (x *GetStateResponse) GetWorkflows() []*WorkflowSpend {
 func (x *GetStateResponse) GetState() *BackendState {
 	if x != nil {
 		return x.State
+	}
+	return nil
+}
+
+func (x *GetStateResponse) GetCallers() []*CallerState {
+	if x != nil {
+		return x.Callers
 	}
 	return nil
 }
@@ -435,6 +446,102 @@ func (x *WorkflowSpend) GetCapUsd() float64 {
 	return 0
 }
 
+// CallerState is one caller of `server.auth.tokens` (one entry): its limits
+// at the doors and what it was admitted, refused and charged there. Named,
+// never shown by its token.
+type CallerState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entry's `name`, else `tokens[i]` (its index in server.auth.tokens).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Its limit of calls a second (CallModel, StreamModel, ExecuteTool, a model
+	// front's POST, MCP's tools/call); unset: no limit.
+	RequestsPerSecond *float64 `protobuf:"fixed64,2,opt,name=requests_per_second,json=requestsPerSecond,proto3,oneof" json:"requests_per_second,omitempty"`
+	// Its limit of model tokens a minute; unset: no limit.
+	TokensPerMinute *uint64 `protobuf:"varint,3,opt,name=tokens_per_minute,json=tokensPerMinute,proto3,oneof" json:"tokens_per_minute,omitempty"`
+	// Calls admitted at its limits.
+	Admitted uint64 `protobuf:"varint,4,opt,name=admitted,proto3" json:"admitted,omitempty"`
+	// Calls refused at its limits (RESOURCE_EXHAUSTED, or INVALID_ARGUMENT for
+	// a call larger than its whole tokens_per_minute), nothing charged.
+	Refused uint64 `protobuf:"varint,5,opt,name=refused,proto3" json:"refused,omitempty"`
+	// Tokens charged to it as its admitted model calls started: each one's
+	// input estimate plus its output budget.
+	TokensCharged uint64 `protobuf:"varint,6,opt,name=tokens_charged,json=tokensCharged,proto3" json:"tokens_charged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallerState) Reset() {
+	*x = CallerState{}
+	mi := &file_sidecar_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallerState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallerState) ProtoMessage() {}
+
+func (x *CallerState) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallerState.ProtoReflect.Descriptor instead.
+func (*CallerState) Descriptor() ([]byte, []int) {
+	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CallerState) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CallerState) GetRequestsPerSecond() float64 {
+	if x != nil && x.RequestsPerSecond != nil {
+		return *x.RequestsPerSecond
+	}
+	return 0
+}
+
+func (x *CallerState) GetTokensPerMinute() uint64 {
+	if x != nil && x.TokensPerMinute != nil {
+		return *x.TokensPerMinute
+	}
+	return 0
+}
+
+func (x *CallerState) GetAdmitted() uint64 {
+	if x != nil {
+		return x.Admitted
+	}
+	return 0
+}
+
+func (x *CallerState) GetRefused() uint64 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
+func (x *CallerState) GetTokensCharged() uint64 {
+	if x != nil {
+		return x.TokensCharged
+	}
+	return 0
+}
+
 // BackendState is the state backend.
 type BackendState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -462,7 +569,7 @@ type BackendState struct {
 
 func (x *BackendState) Reset() {
 	*x = BackendState{}
-	mi := &file_sidecar_v1_admin_proto_msgTypes[5]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -474,7 +581,7 @@ func (x *BackendState) String() string {
 func (*BackendState) ProtoMessage() {}
 
 func (x *BackendState) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_admin_proto_msgTypes[5]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -487,7 +594,7 @@ func (x *BackendState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendState.ProtoReflect.Descriptor instead.
 func (*BackendState) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *BackendState) GetBackend() string {
@@ -543,7 +650,7 @@ type CloseCircuitRequest struct {
 
 func (x *CloseCircuitRequest) Reset() {
 	*x = CloseCircuitRequest{}
-	mi := &file_sidecar_v1_admin_proto_msgTypes[6]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +662,7 @@ func (x *CloseCircuitRequest) String() string {
 func (*CloseCircuitRequest) ProtoMessage() {}
 
 func (x *CloseCircuitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_admin_proto_msgTypes[6]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +675,7 @@ func (x *CloseCircuitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseCircuitRequest.ProtoReflect.Descriptor instead.
 func (*CloseCircuitRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CloseCircuitRequest) GetName() string {
@@ -596,7 +703,7 @@ type CloseCircuitResponse struct {
 
 func (x *CloseCircuitResponse) Reset() {
 	*x = CloseCircuitResponse{}
-	mi := &file_sidecar_v1_admin_proto_msgTypes[7]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +715,7 @@ func (x *CloseCircuitResponse) String() string {
 func (*CloseCircuitResponse) ProtoMessage() {}
 
 func (x *CloseCircuitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_admin_proto_msgTypes[7]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +728,7 @@ func (x *CloseCircuitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseCircuitResponse.ProtoReflect.Descriptor instead.
 func (*CloseCircuitResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CloseCircuitResponse) GetChanged() bool {
@@ -656,7 +763,7 @@ type LiftPauseRequest struct {
 
 func (x *LiftPauseRequest) Reset() {
 	*x = LiftPauseRequest{}
-	mi := &file_sidecar_v1_admin_proto_msgTypes[8]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +775,7 @@ func (x *LiftPauseRequest) String() string {
 func (*LiftPauseRequest) ProtoMessage() {}
 
 func (x *LiftPauseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_admin_proto_msgTypes[8]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +788,7 @@ func (x *LiftPauseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiftPauseRequest.ProtoReflect.Descriptor instead.
 func (*LiftPauseRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LiftPauseRequest) GetModel() string {
@@ -709,7 +816,7 @@ type LiftPauseResponse struct {
 
 func (x *LiftPauseResponse) Reset() {
 	*x = LiftPauseResponse{}
-	mi := &file_sidecar_v1_admin_proto_msgTypes[9]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +828,7 @@ func (x *LiftPauseResponse) String() string {
 func (*LiftPauseResponse) ProtoMessage() {}
 
 func (x *LiftPauseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_admin_proto_msgTypes[9]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +841,7 @@ func (x *LiftPauseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiftPauseResponse.ProtoReflect.Descriptor instead.
 func (*LiftPauseResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LiftPauseResponse) GetChanged() bool {
@@ -769,7 +876,7 @@ type ResetSpendRequest struct {
 
 func (x *ResetSpendRequest) Reset() {
 	*x = ResetSpendRequest{}
-	mi := &file_sidecar_v1_admin_proto_msgTypes[10]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +888,7 @@ func (x *ResetSpendRequest) String() string {
 func (*ResetSpendRequest) ProtoMessage() {}
 
 func (x *ResetSpendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_admin_proto_msgTypes[10]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +901,7 @@ func (x *ResetSpendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSpendRequest.ProtoReflect.Descriptor instead.
 func (*ResetSpendRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ResetSpendRequest) GetWorkflow() string {
@@ -822,7 +929,7 @@ type ResetSpendResponse struct {
 
 func (x *ResetSpendResponse) Reset() {
 	*x = ResetSpendResponse{}
-	mi := &file_sidecar_v1_admin_proto_msgTypes[11]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +941,7 @@ func (x *ResetSpendResponse) String() string {
 func (*ResetSpendResponse) ProtoMessage() {}
 
 func (x *ResetSpendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_admin_proto_msgTypes[11]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +954,7 @@ func (x *ResetSpendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSpendResponse.ProtoReflect.Descriptor instead.
 func (*ResetSpendResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResetSpendResponse) GetWasUsd() float64 {
@@ -884,7 +991,7 @@ type ReloadRequest struct {
 
 func (x *ReloadRequest) Reset() {
 	*x = ReloadRequest{}
-	mi := &file_sidecar_v1_admin_proto_msgTypes[12]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +1003,7 @@ func (x *ReloadRequest) String() string {
 func (*ReloadRequest) ProtoMessage() {}
 
 func (x *ReloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_admin_proto_msgTypes[12]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1016,7 @@ func (x *ReloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadRequest.ProtoReflect.Descriptor instead.
 func (*ReloadRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReloadRequest) GetForce() bool {
@@ -944,7 +1051,7 @@ type ReloadResponse struct {
 
 func (x *ReloadResponse) Reset() {
 	*x = ReloadResponse{}
-	mi := &file_sidecar_v1_admin_proto_msgTypes[13]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1063,7 @@ func (x *ReloadResponse) String() string {
 func (*ReloadResponse) ProtoMessage() {}
 
 func (x *ReloadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_admin_proto_msgTypes[13]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1076,7 @@ func (x *ReloadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadResponse.ProtoReflect.Descriptor instead.
 func (*ReloadResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReloadResponse) GetApplied() bool {
@@ -1034,7 +1141,7 @@ type WorkerReload struct {
 
 func (x *WorkerReload) Reset() {
 	*x = WorkerReload{}
-	mi := &file_sidecar_v1_admin_proto_msgTypes[14]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +1153,7 @@ func (x *WorkerReload) String() string {
 func (*WorkerReload) ProtoMessage() {}
 
 func (x *WorkerReload) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_v1_admin_proto_msgTypes[14]
+	mi := &file_sidecar_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +1166,7 @@ func (x *WorkerReload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerReload.ProtoReflect.Descriptor instead.
 func (*WorkerReload) Descriptor() ([]byte, []int) {
-	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_sidecar_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WorkerReload) GetIndex() int32 {
@@ -1103,13 +1210,14 @@ const file_sidecar_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x16sidecar/v1/admin.proto\x12\n" +
 	"sidecar.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18sidecar/v1/sidecar.proto\"\x11\n" +
-	"\x0fGetStateRequest\"\x99\x02\n" +
+	"\x0fGetStateRequest\"\xcc\x02\n" +
 	"\x10GetStateResponse\x12.\n" +
 	"\x06models\x18\x01 \x03(\v2\x16.sidecar.v1.ModelStateR\x06models\x122\n" +
 	"\bservices\x18\x02 \x03(\v2\x16.sidecar.v1.GuardStateR\bservices\x128\n" +
 	"\vdeployments\x18\x03 \x03(\v2\x16.sidecar.v1.GuardStateR\vdeployments\x127\n" +
 	"\tworkflows\x18\x04 \x03(\v2\x19.sidecar.v1.WorkflowSpendR\tworkflows\x12.\n" +
-	"\x05state\x18\x05 \x01(\v2\x18.sidecar.v1.BackendStateR\x05state\"\xb1\x02\n" +
+	"\x05state\x18\x05 \x01(\v2\x18.sidecar.v1.BackendStateR\x05state\x121\n" +
+	"\acallers\x18\x06 \x03(\v2\x17.sidecar.v1.CallerStateR\acallers\"\xb1\x02\n" +
 	"\n" +
 	"ModelState\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
@@ -1140,7 +1248,16 @@ const file_sidecar_v1_admin_proto_rawDesc = "" +
 	"\tspent_usd\x18\x02 \x01(\x01R\bspentUsd\x12\x1c\n" +
 	"\acap_usd\x18\x03 \x01(\x01H\x00R\x06capUsd\x88\x01\x01B\n" +
 	"\n" +
-	"\b_cap_usd\"\x8d\x02\n" +
+	"\b_cap_usd\"\x92\x02\n" +
+	"\vCallerState\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
+	"\x13requests_per_second\x18\x02 \x01(\x01H\x00R\x11requestsPerSecond\x88\x01\x01\x12/\n" +
+	"\x11tokens_per_minute\x18\x03 \x01(\x04H\x01R\x0ftokensPerMinute\x88\x01\x01\x12\x1a\n" +
+	"\badmitted\x18\x04 \x01(\x04R\badmitted\x12\x18\n" +
+	"\arefused\x18\x05 \x01(\x04R\arefused\x12%\n" +
+	"\x0etokens_charged\x18\x06 \x01(\x04R\rtokensChargedB\x16\n" +
+	"\x14_requests_per_secondB\x14\n" +
+	"\x12_tokens_per_minute\"\x8d\x02\n" +
 	"\fBackendState\x12\x18\n" +
 	"\abackend\x18\x01 \x01(\tR\abackend\x12\x1c\n" +
 	"\treachable\x18\x02 \x01(\bR\treachable\x12\x1a\n" +
@@ -1209,50 +1326,52 @@ func file_sidecar_v1_admin_proto_rawDescGZIP() []byte {
 	return file_sidecar_v1_admin_proto_rawDescData
 }
 
-var file_sidecar_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_sidecar_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_sidecar_v1_admin_proto_goTypes = []any{
 	(*GetStateRequest)(nil),       // 0: sidecar.v1.GetStateRequest
 	(*GetStateResponse)(nil),      // 1: sidecar.v1.GetStateResponse
 	(*ModelState)(nil),            // 2: sidecar.v1.ModelState
 	(*GuardState)(nil),            // 3: sidecar.v1.GuardState
 	(*WorkflowSpend)(nil),         // 4: sidecar.v1.WorkflowSpend
-	(*BackendState)(nil),          // 5: sidecar.v1.BackendState
-	(*CloseCircuitRequest)(nil),   // 6: sidecar.v1.CloseCircuitRequest
-	(*CloseCircuitResponse)(nil),  // 7: sidecar.v1.CloseCircuitResponse
-	(*LiftPauseRequest)(nil),      // 8: sidecar.v1.LiftPauseRequest
-	(*LiftPauseResponse)(nil),     // 9: sidecar.v1.LiftPauseResponse
-	(*ResetSpendRequest)(nil),     // 10: sidecar.v1.ResetSpendRequest
-	(*ResetSpendResponse)(nil),    // 11: sidecar.v1.ResetSpendResponse
-	(*ReloadRequest)(nil),         // 12: sidecar.v1.ReloadRequest
-	(*ReloadResponse)(nil),        // 13: sidecar.v1.ReloadResponse
-	(*WorkerReload)(nil),          // 14: sidecar.v1.WorkerReload
-	(CircuitState)(0),             // 15: sidecar.v1.CircuitState
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*CallerState)(nil),           // 5: sidecar.v1.CallerState
+	(*BackendState)(nil),          // 6: sidecar.v1.BackendState
+	(*CloseCircuitRequest)(nil),   // 7: sidecar.v1.CloseCircuitRequest
+	(*CloseCircuitResponse)(nil),  // 8: sidecar.v1.CloseCircuitResponse
+	(*LiftPauseRequest)(nil),      // 9: sidecar.v1.LiftPauseRequest
+	(*LiftPauseResponse)(nil),     // 10: sidecar.v1.LiftPauseResponse
+	(*ResetSpendRequest)(nil),     // 11: sidecar.v1.ResetSpendRequest
+	(*ResetSpendResponse)(nil),    // 12: sidecar.v1.ResetSpendResponse
+	(*ReloadRequest)(nil),         // 13: sidecar.v1.ReloadRequest
+	(*ReloadResponse)(nil),        // 14: sidecar.v1.ReloadResponse
+	(*WorkerReload)(nil),          // 15: sidecar.v1.WorkerReload
+	(CircuitState)(0),             // 16: sidecar.v1.CircuitState
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
 }
 var file_sidecar_v1_admin_proto_depIdxs = []int32{
 	2,  // 0: sidecar.v1.GetStateResponse.models:type_name -> sidecar.v1.ModelState
 	3,  // 1: sidecar.v1.GetStateResponse.services:type_name -> sidecar.v1.GuardState
 	3,  // 2: sidecar.v1.GetStateResponse.deployments:type_name -> sidecar.v1.GuardState
 	4,  // 3: sidecar.v1.GetStateResponse.workflows:type_name -> sidecar.v1.WorkflowSpend
-	5,  // 4: sidecar.v1.GetStateResponse.state:type_name -> sidecar.v1.BackendState
-	15, // 5: sidecar.v1.GuardState.circuit:type_name -> sidecar.v1.CircuitState
-	16, // 6: sidecar.v1.GuardState.opened_at:type_name -> google.protobuf.Timestamp
-	14, // 7: sidecar.v1.ReloadResponse.workers:type_name -> sidecar.v1.WorkerReload
-	0,  // 8: sidecar.v1.Admin.GetState:input_type -> sidecar.v1.GetStateRequest
-	6,  // 9: sidecar.v1.Admin.CloseCircuit:input_type -> sidecar.v1.CloseCircuitRequest
-	8,  // 10: sidecar.v1.Admin.LiftPause:input_type -> sidecar.v1.LiftPauseRequest
-	10, // 11: sidecar.v1.Admin.ResetSpend:input_type -> sidecar.v1.ResetSpendRequest
-	12, // 12: sidecar.v1.Admin.Reload:input_type -> sidecar.v1.ReloadRequest
-	1,  // 13: sidecar.v1.Admin.GetState:output_type -> sidecar.v1.GetStateResponse
-	7,  // 14: sidecar.v1.Admin.CloseCircuit:output_type -> sidecar.v1.CloseCircuitResponse
-	9,  // 15: sidecar.v1.Admin.LiftPause:output_type -> sidecar.v1.LiftPauseResponse
-	11, // 16: sidecar.v1.Admin.ResetSpend:output_type -> sidecar.v1.ResetSpendResponse
-	13, // 17: sidecar.v1.Admin.Reload:output_type -> sidecar.v1.ReloadResponse
-	13, // [13:18] is the sub-list for method output_type
-	8,  // [8:13] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	6,  // 4: sidecar.v1.GetStateResponse.state:type_name -> sidecar.v1.BackendState
+	5,  // 5: sidecar.v1.GetStateResponse.callers:type_name -> sidecar.v1.CallerState
+	16, // 6: sidecar.v1.GuardState.circuit:type_name -> sidecar.v1.CircuitState
+	17, // 7: sidecar.v1.GuardState.opened_at:type_name -> google.protobuf.Timestamp
+	15, // 8: sidecar.v1.ReloadResponse.workers:type_name -> sidecar.v1.WorkerReload
+	0,  // 9: sidecar.v1.Admin.GetState:input_type -> sidecar.v1.GetStateRequest
+	7,  // 10: sidecar.v1.Admin.CloseCircuit:input_type -> sidecar.v1.CloseCircuitRequest
+	9,  // 11: sidecar.v1.Admin.LiftPause:input_type -> sidecar.v1.LiftPauseRequest
+	11, // 12: sidecar.v1.Admin.ResetSpend:input_type -> sidecar.v1.ResetSpendRequest
+	13, // 13: sidecar.v1.Admin.Reload:input_type -> sidecar.v1.ReloadRequest
+	1,  // 14: sidecar.v1.Admin.GetState:output_type -> sidecar.v1.GetStateResponse
+	8,  // 15: sidecar.v1.Admin.CloseCircuit:output_type -> sidecar.v1.CloseCircuitResponse
+	10, // 16: sidecar.v1.Admin.LiftPause:output_type -> sidecar.v1.LiftPauseResponse
+	12, // 17: sidecar.v1.Admin.ResetSpend:output_type -> sidecar.v1.ResetSpendResponse
+	14, // 18: sidecar.v1.Admin.Reload:output_type -> sidecar.v1.ReloadResponse
+	14, // [14:19] is the sub-list for method output_type
+	9,  // [9:14] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_sidecar_v1_admin_proto_init() }
@@ -1264,13 +1383,14 @@ func file_sidecar_v1_admin_proto_init() {
 	file_sidecar_v1_admin_proto_msgTypes[2].OneofWrappers = []any{}
 	file_sidecar_v1_admin_proto_msgTypes[4].OneofWrappers = []any{}
 	file_sidecar_v1_admin_proto_msgTypes[5].OneofWrappers = []any{}
+	file_sidecar_v1_admin_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sidecar_v1_admin_proto_rawDesc), len(file_sidecar_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,7 +25,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sidecar/v1/admin.proto.
  */
 export const file_sidecar_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChZzaWRlY2FyL3YxL2FkbWluLnByb3RvEgpzaWRlY2FyLnYxIhEKD0dldFN0YXRlUmVxdWVzdCLoAQoQR2V0U3RhdGVSZXNwb25zZRImCgZtb2RlbHMYASADKAsyFi5zaWRlY2FyLnYxLk1vZGVsU3RhdGUSKAoIc2VydmljZXMYAiADKAsyFi5zaWRlY2FyLnYxLkd1YXJkU3RhdGUSKwoLZGVwbG95bWVudHMYAyADKAsyFi5zaWRlY2FyLnYxLkd1YXJkU3RhdGUSLAoJd29ya2Zsb3dzGAQgAygLMhkuc2lkZWNhci52MS5Xb3JrZmxvd1NwZW5kEicKBXN0YXRlGAUgASgLMhguc2lkZWNhci52MS5CYWNrZW5kU3RhdGUi2wEKCk1vZGVsU3RhdGUSDQoFbW9kZWwYASABKAkSEAoIdGhyb3R0bGUYAiABKAESGAoLcGFjZWRfcGVyX3MYAyABKAFIAIgBARIUCgxwYXVzZV9sZWZ0X3MYBCABKAESEQoJaW5fZmxpZ2h0GAUgASgFEg4KBnF1ZXVlZBgGIAEoBRITCgtsYXN0X3NpZ25hbBgHIAEoCRIeChFsYXN0X3NpZ25hbF9hZ2VfcxgIIAEoAUgBiAEBQg4KDF9wYWNlZF9wZXJfc0IUChJfbGFzdF9zaWduYWxfYWdlX3Mi3AEKCkd1YXJkU3RhdGUSDAoEbmFtZRgBIAEoCRIpCgdjaXJjdWl0GAIgASgOMhguc2lkZWNhci52MS5DaXJjdWl0U3RhdGUSEAoIdGhyb3R0bGUYAyABKAESEQoJb3BlbmVkX2J5GAQgASgJEi0KCW9wZW5lZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKY29vbGRvd25fcxgGIAEoARIXCg9jb29sZG93bl9sZWZ0X3MYByABKAESFAoMcHJvYmVfaG9sZGVyGAggASgJIlYKDVdvcmtmbG93U3BlbmQSEAoId29ya2Zsb3cYASABKAkSEQoJc3BlbnRfdXNkGAIgASgBEhQKB2NhcF91c2QYAyABKAFIAIgBAUIKCghfY2FwX3VzZCLIAQoMQmFja2VuZFN0YXRlEg8KB2JhY2tlbmQYASABKAkSEQoJcmVhY2hhYmxlGAIgASgIEhAKCHJlcGxpY2FzGAMgASgFEhgKC3N0YWxlbmVzc19zGAQgASgBSACIAQESFwoKbGFzdF9lcnJvchgFIAEoCUgBiAEBEhwKD3BlbmRpbmdfYWN0aW9ucxgGIAEoBUgCiAEBQg4KDF9zdGFsZW5lc3Nfc0INCgtfbGFzdF9lcnJvckISChBfcGVuZGluZ19hY3Rpb25zIiMKE0Nsb3NlQ2lyY3VpdFJlcXVlc3QSDAoEbmFtZRgBIAEoCSJEChRDbG9zZUNpcmN1aXRSZXNwb25zZRIPCgdjaGFuZ2VkGAEgASgIEg0KBXJlYWNoGAIgASgJEgwKBG5vdGUYAyABKAkiIQoQTGlmdFBhdXNlUmVxdWVzdBINCgVtb2RlbBgBIAEoCSJBChFMaWZ0UGF1c2VSZXNwb25zZRIPCgdjaGFuZ2VkGAEgASgIEg0KBXJlYWNoGAIgASgJEgwKBG5vdGUYAyABKAkiJQoRUmVzZXRTcGVuZFJlcXVlc3QSEAoId29ya2Zsb3cYASABKAkiQgoSUmVzZXRTcGVuZFJlc3BvbnNlEg8KB3dhc191c2QYASABKAESDQoFcmVhY2gYAiABKAkSDAoEbm90ZRgDIAEoCSIeCg1SZWxvYWRSZXF1ZXN0Eg0KBWZvcmNlGAEgASgIIpkBCg5SZWxvYWRSZXNwb25zZRIPCgdhcHBsaWVkGAEgASgIEg0KBWVycm9yGAIgASgJEikKB3dvcmtlcnMYAyADKAsyGC5zaWRlY2FyLnYxLldvcmtlclJlbG9hZBIWCg5yZXN0YXJ0X25lZWRlZBgEIAMoCRIMCgRub3RlGAUgASgJEhYKDmZvcmNlX3JlcXVpcmVkGAYgASgIIlwKDFdvcmtlclJlbG9hZBINCgVpbmRleBgBIAEoBRIPCgdhcHBsaWVkGAIgASgIEg0KBWVycm9yGAMgASgJEgsKA3BpZBgEIAEoBRIQCghyZXBvcnRlZBgFIAEoCDL5AgoFQWRtaW4SRQoIR2V0U3RhdGUSGy5zaWRlY2FyLnYxLkdldFN0YXRlUmVxdWVzdBocLnNpZGVjYXIudjEuR2V0U3RhdGVSZXNwb25zZRJRCgxDbG9zZUNpcmN1aXQSHy5zaWRlY2FyLnYxLkNsb3NlQ2lyY3VpdFJlcXVlc3QaIC5zaWRlY2FyLnYxLkNsb3NlQ2lyY3VpdFJlc3BvbnNlEkgKCUxpZnRQYXVzZRIcLnNpZGVjYXIudjEuTGlmdFBhdXNlUmVxdWVzdBodLnNpZGVjYXIudjEuTGlmdFBhdXNlUmVzcG9uc2USSwoKUmVzZXRTcGVuZBIdLnNpZGVjYXIudjEuUmVzZXRTcGVuZFJlcXVlc3QaHi5zaWRlY2FyLnYxLlJlc2V0U3BlbmRSZXNwb25zZRI/CgZSZWxvYWQSGS5zaWRlY2FyLnYxLlJlbG9hZFJlcXVlc3QaGi5zaWRlY2FyLnYxLlJlbG9hZFJlc3BvbnNlQp0BCg5kZXYuc2lkZWNhci52MVABWkJnaXRodWIuY29tL3NpZGVjYXItZGV2L3NpZGVjYXIvY2xpZW50cy9nby9nZW4vc2lkZWNhci92MTtzaWRlY2FydjGiAgNTWFiqAgpTaWRlY2FyLlYxygIKU2lkZWNhclxWMeICFlNpZGVjYXJcVjFcR1BCTWV0YWRhdGHqAgtTaWRlY2FyOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp, file_sidecar_v1_sidecar]);
+  fileDesc("ChZzaWRlY2FyL3YxL2FkbWluLnByb3RvEgpzaWRlY2FyLnYxIhEKD0dldFN0YXRlUmVxdWVzdCKSAgoQR2V0U3RhdGVSZXNwb25zZRImCgZtb2RlbHMYASADKAsyFi5zaWRlY2FyLnYxLk1vZGVsU3RhdGUSKAoIc2VydmljZXMYAiADKAsyFi5zaWRlY2FyLnYxLkd1YXJkU3RhdGUSKwoLZGVwbG95bWVudHMYAyADKAsyFi5zaWRlY2FyLnYxLkd1YXJkU3RhdGUSLAoJd29ya2Zsb3dzGAQgAygLMhkuc2lkZWNhci52MS5Xb3JrZmxvd1NwZW5kEicKBXN0YXRlGAUgASgLMhguc2lkZWNhci52MS5CYWNrZW5kU3RhdGUSKAoHY2FsbGVycxgGIAMoCzIXLnNpZGVjYXIudjEuQ2FsbGVyU3RhdGUi2wEKCk1vZGVsU3RhdGUSDQoFbW9kZWwYASABKAkSEAoIdGhyb3R0bGUYAiABKAESGAoLcGFjZWRfcGVyX3MYAyABKAFIAIgBARIUCgxwYXVzZV9sZWZ0X3MYBCABKAESEQoJaW5fZmxpZ2h0GAUgASgFEg4KBnF1ZXVlZBgGIAEoBRITCgtsYXN0X3NpZ25hbBgHIAEoCRIeChFsYXN0X3NpZ25hbF9hZ2VfcxgIIAEoAUgBiAEBQg4KDF9wYWNlZF9wZXJfc0IUChJfbGFzdF9zaWduYWxfYWdlX3Mi3AEKCkd1YXJkU3RhdGUSDAoEbmFtZRgBIAEoCRIpCgdjaXJjdWl0GAIgASgOMhguc2lkZWNhci52MS5DaXJjdWl0U3RhdGUSEAoIdGhyb3R0bGUYAyABKAESEQoJb3BlbmVkX2J5GAQgASgJEi0KCW9wZW5lZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKY29vbGRvd25fcxgGIAEoARIXCg9jb29sZG93bl9sZWZ0X3MYByABKAESFAoMcHJvYmVfaG9sZGVyGAggASgJIlYKDVdvcmtmbG93U3BlbmQSEAoId29ya2Zsb3cYASABKAkSEQoJc3BlbnRfdXNkGAIgASgBEhQKB2NhcF91c2QYAyABKAFIAIgBAUIKCghfY2FwX3VzZCLGAQoLQ2FsbGVyU3RhdGUSDAoEbmFtZRgBIAEoCRIgChNyZXF1ZXN0c19wZXJfc2Vjb25kGAIgASgBSACIAQESHgoRdG9rZW5zX3Blcl9taW51dGUYAyABKARIAYgBARIQCghhZG1pdHRlZBgEIAEoBBIPCgdyZWZ1c2VkGAUgASgEEhYKDnRva2Vuc19jaGFyZ2VkGAYgASgEQhYKFF9yZXF1ZXN0c19wZXJfc2Vjb25kQhQKEl90b2tlbnNfcGVyX21pbnV0ZSLIAQoMQmFja2VuZFN0YXRlEg8KB2JhY2tlbmQYASABKAkSEQoJcmVhY2hhYmxlGAIgASgIEhAKCHJlcGxpY2FzGAMgASgFEhgKC3N0YWxlbmVzc19zGAQgASgBSACIAQESFwoKbGFzdF9lcnJvchgFIAEoCUgBiAEBEhwKD3BlbmRpbmdfYWN0aW9ucxgGIAEoBUgCiAEBQg4KDF9zdGFsZW5lc3Nfc0INCgtfbGFzdF9lcnJvckISChBfcGVuZGluZ19hY3Rpb25zIiMKE0Nsb3NlQ2lyY3VpdFJlcXVlc3QSDAoEbmFtZRgBIAEoCSJEChRDbG9zZUNpcmN1aXRSZXNwb25zZRIPCgdjaGFuZ2VkGAEgASgIEg0KBXJlYWNoGAIgASgJEgwKBG5vdGUYAyABKAkiIQoQTGlmdFBhdXNlUmVxdWVzdBINCgVtb2RlbBgBIAEoCSJBChFMaWZ0UGF1c2VSZXNwb25zZRIPCgdjaGFuZ2VkGAEgASgIEg0KBXJlYWNoGAIgASgJEgwKBG5vdGUYAyABKAkiJQoRUmVzZXRTcGVuZFJlcXVlc3QSEAoId29ya2Zsb3cYASABKAkiQgoSUmVzZXRTcGVuZFJlc3BvbnNlEg8KB3dhc191c2QYASABKAESDQoFcmVhY2gYAiABKAkSDAoEbm90ZRgDIAEoCSIeCg1SZWxvYWRSZXF1ZXN0Eg0KBWZvcmNlGAEgASgIIpkBCg5SZWxvYWRSZXNwb25zZRIPCgdhcHBsaWVkGAEgASgIEg0KBWVycm9yGAIgASgJEikKB3dvcmtlcnMYAyADKAsyGC5zaWRlY2FyLnYxLldvcmtlclJlbG9hZBIWCg5yZXN0YXJ0X25lZWRlZBgEIAMoCRIMCgRub3RlGAUgASgJEhYKDmZvcmNlX3JlcXVpcmVkGAYgASgIIlwKDFdvcmtlclJlbG9hZBINCgVpbmRleBgBIAEoBRIPCgdhcHBsaWVkGAIgASgIEg0KBWVycm9yGAMgASgJEgsKA3BpZBgEIAEoBRIQCghyZXBvcnRlZBgFIAEoCDL5AgoFQWRtaW4SRQoIR2V0U3RhdGUSGy5zaWRlY2FyLnYxLkdldFN0YXRlUmVxdWVzdBocLnNpZGVjYXIudjEuR2V0U3RhdGVSZXNwb25zZRJRCgxDbG9zZUNpcmN1aXQSHy5zaWRlY2FyLnYxLkNsb3NlQ2lyY3VpdFJlcXVlc3QaIC5zaWRlY2FyLnYxLkNsb3NlQ2lyY3VpdFJlc3BvbnNlEkgKCUxpZnRQYXVzZRIcLnNpZGVjYXIudjEuTGlmdFBhdXNlUmVxdWVzdBodLnNpZGVjYXIudjEuTGlmdFBhdXNlUmVzcG9uc2USSwoKUmVzZXRTcGVuZBIdLnNpZGVjYXIudjEuUmVzZXRTcGVuZFJlcXVlc3QaHi5zaWRlY2FyLnYxLlJlc2V0U3BlbmRSZXNwb25zZRI/CgZSZWxvYWQSGS5zaWRlY2FyLnYxLlJlbG9hZFJlcXVlc3QaGi5zaWRlY2FyLnYxLlJlbG9hZFJlc3BvbnNlQp0BCg5kZXYuc2lkZWNhci52MVABWkJnaXRodWIuY29tL3NpZGVjYXItZGV2L3NpZGVjYXIvY2xpZW50cy9nby9nZW4vc2lkZWNhci92MTtzaWRlY2FydjGiAgNTWFiqAgpTaWRlY2FyLlYxygIKU2lkZWNhclxWMeICFlNpZGVjYXJcVjFcR1BCTWV0YWRhdGHqAgtTaWRlY2FyOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp, file_sidecar_v1_sidecar]);
 
 /**
  * GetStateRequest asks for the state view.
@@ -82,6 +82,15 @@ export type GetStateResponse = Message<"sidecar.v1.GetStateResponse"> & {
    * @generated from field: sidecar.v1.BackendState state = 5;
    */
   state?: BackendState | undefined;
+
+  /**
+   * With `server.auth`, each caller of its tokens, in their order: its limits
+   * and its use at them, this process's since it started. Empty without
+   * `server.auth` (the JSON view then has no `callers` key).
+   *
+   * @generated from field: repeated sidecar.v1.CallerState callers = 6;
+   */
+  callers: CallerState[];
 };
 
 /**
@@ -268,6 +277,67 @@ export const WorkflowSpendSchema: GenMessage<WorkflowSpend> = /*@__PURE__*/
   messageDesc(file_sidecar_v1_admin, 4);
 
 /**
+ * CallerState is one caller of `server.auth.tokens` (one entry): its limits
+ * at the doors and what it was admitted, refused and charged there. Named,
+ * never shown by its token.
+ *
+ * @generated from message sidecar.v1.CallerState
+ */
+export type CallerState = Message<"sidecar.v1.CallerState"> & {
+  /**
+   * The entry's `name`, else `tokens[i]` (its index in server.auth.tokens).
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Its limit of calls a second (CallModel, StreamModel, ExecuteTool, a model
+   * front's POST, MCP's tools/call); unset: no limit.
+   *
+   * @generated from field: optional double requests_per_second = 2;
+   */
+  requestsPerSecond?: number | undefined;
+
+  /**
+   * Its limit of model tokens a minute; unset: no limit.
+   *
+   * @generated from field: optional uint64 tokens_per_minute = 3;
+   */
+  tokensPerMinute?: bigint | undefined;
+
+  /**
+   * Calls admitted at its limits.
+   *
+   * @generated from field: uint64 admitted = 4;
+   */
+  admitted: bigint;
+
+  /**
+   * Calls refused at its limits (RESOURCE_EXHAUSTED, or INVALID_ARGUMENT for
+   * a call larger than its whole tokens_per_minute), nothing charged.
+   *
+   * @generated from field: uint64 refused = 5;
+   */
+  refused: bigint;
+
+  /**
+   * Tokens charged to it as its admitted model calls started: each one's
+   * input estimate plus its output budget.
+   *
+   * @generated from field: uint64 tokens_charged = 6;
+   */
+  tokensCharged: bigint;
+};
+
+/**
+ * Describes the message sidecar.v1.CallerState.
+ * Use `create(CallerStateSchema)` to create a new message.
+ */
+export const CallerStateSchema: GenMessage<CallerState> = /*@__PURE__*/
+  messageDesc(file_sidecar_v1_admin, 5);
+
+/**
  * BackendState is the state backend.
  *
  * @generated from message sidecar.v1.BackendState
@@ -327,7 +397,7 @@ export type BackendState = Message<"sidecar.v1.BackendState"> & {
  * Use `create(BackendStateSchema)` to create a new message.
  */
 export const BackendStateSchema: GenMessage<BackendState> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_admin, 5);
+  messageDesc(file_sidecar_v1_admin, 6);
 
 /**
  * CloseCircuitRequest names the circuit to close.
@@ -348,7 +418,7 @@ export type CloseCircuitRequest = Message<"sidecar.v1.CloseCircuitRequest"> & {
  * Use `create(CloseCircuitRequestSchema)` to create a new message.
  */
 export const CloseCircuitRequestSchema: GenMessage<CloseCircuitRequest> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_admin, 6);
+  messageDesc(file_sidecar_v1_admin, 7);
 
 /**
  * CloseCircuitResponse says what the close did.
@@ -386,7 +456,7 @@ export type CloseCircuitResponse = Message<"sidecar.v1.CloseCircuitResponse"> & 
  * Use `create(CloseCircuitResponseSchema)` to create a new message.
  */
 export const CloseCircuitResponseSchema: GenMessage<CloseCircuitResponse> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_admin, 7);
+  messageDesc(file_sidecar_v1_admin, 8);
 
 /**
  * LiftPauseRequest names the model whose pause ends.
@@ -407,7 +477,7 @@ export type LiftPauseRequest = Message<"sidecar.v1.LiftPauseRequest"> & {
  * Use `create(LiftPauseRequestSchema)` to create a new message.
  */
 export const LiftPauseRequestSchema: GenMessage<LiftPauseRequest> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_admin, 8);
+  messageDesc(file_sidecar_v1_admin, 9);
 
 /**
  * LiftPauseResponse says what the lift did.
@@ -445,7 +515,7 @@ export type LiftPauseResponse = Message<"sidecar.v1.LiftPauseResponse"> & {
  * Use `create(LiftPauseResponseSchema)` to create a new message.
  */
 export const LiftPauseResponseSchema: GenMessage<LiftPauseResponse> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_admin, 9);
+  messageDesc(file_sidecar_v1_admin, 10);
 
 /**
  * ResetSpendRequest names the workflow whose spend is reset.
@@ -466,7 +536,7 @@ export type ResetSpendRequest = Message<"sidecar.v1.ResetSpendRequest"> & {
  * Use `create(ResetSpendRequestSchema)` to create a new message.
  */
 export const ResetSpendRequestSchema: GenMessage<ResetSpendRequest> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_admin, 10);
+  messageDesc(file_sidecar_v1_admin, 11);
 
 /**
  * ResetSpendResponse says what the spend was.
@@ -504,7 +574,7 @@ export type ResetSpendResponse = Message<"sidecar.v1.ResetSpendResponse"> & {
  * Use `create(ResetSpendResponseSchema)` to create a new message.
  */
 export const ResetSpendResponseSchema: GenMessage<ResetSpendResponse> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_admin, 11);
+  messageDesc(file_sidecar_v1_admin, 12);
 
 /**
  * ReloadRequest asks for a reload of the config file.
@@ -527,7 +597,7 @@ export type ReloadRequest = Message<"sidecar.v1.ReloadRequest"> & {
  * Use `create(ReloadRequestSchema)` to create a new message.
  */
 export const ReloadRequestSchema: GenMessage<ReloadRequest> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_admin, 12);
+  messageDesc(file_sidecar_v1_admin, 13);
 
 /**
  * ReloadResponse is the outcome of a reload.
@@ -587,7 +657,7 @@ export type ReloadResponse = Message<"sidecar.v1.ReloadResponse"> & {
  * Use `create(ReloadResponseSchema)` to create a new message.
  */
 export const ReloadResponseSchema: GenMessage<ReloadResponse> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_admin, 13);
+  messageDesc(file_sidecar_v1_admin, 14);
 
 /**
  * WorkerReload is one worker's outcome of a reload.
@@ -637,7 +707,7 @@ export type WorkerReload = Message<"sidecar.v1.WorkerReload"> & {
  * Use `create(WorkerReloadSchema)` to create a new message.
  */
 export const WorkerReloadSchema: GenMessage<WorkerReload> = /*@__PURE__*/
-  messageDesc(file_sidecar_v1_admin, 14);
+  messageDesc(file_sidecar_v1_admin, 15);
 
 /**
  * Admin is the live policy state of this process and the operator actions.

@@ -52,6 +52,11 @@ public final class AdminOuterClass extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_sidecar_v1_WorkflowSpend_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sidecar_v1_CallerState_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sidecar_v1_CallerState_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_sidecar_v1_BackendState_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -112,73 +117,81 @@ public final class AdminOuterClass extends com.google.protobuf.GeneratedFile {
     java.lang.String[] descriptorData = {
       "\n\026sidecar/v1/admin.proto\022\nsidecar.v1\032\037go" +
       "ogle/protobuf/timestamp.proto\032\030sidecar/v" +
-      "1/sidecar.proto\"\021\n\017GetStateRequest\"\231\002\n\020G" +
+      "1/sidecar.proto\"\021\n\017GetStateRequest\"\314\002\n\020G" +
       "etStateResponse\022.\n\006models\030\001 \003(\0132\026.sideca" +
       "r.v1.ModelStateR\006models\0222\n\010services\030\002 \003(" +
       "\0132\026.sidecar.v1.GuardStateR\010services\0228\n\013d" +
       "eployments\030\003 \003(\0132\026.sidecar.v1.GuardState" +
       "R\013deployments\0227\n\tworkflows\030\004 \003(\0132\031.sidec" +
       "ar.v1.WorkflowSpendR\tworkflows\022.\n\005state\030" +
-      "\005 \001(\0132\030.sidecar.v1.BackendStateR\005state\"\261" +
-      "\002\n\nModelState\022\024\n\005model\030\001 \001(\tR\005model\022\032\n\010t" +
-      "hrottle\030\002 \001(\001R\010throttle\022#\n\013paced_per_s\030\003" +
-      " \001(\001H\000R\tpacedPerS\210\001\001\022 \n\014pause_left_s\030\004 \001" +
-      "(\001R\npauseLeftS\022\033\n\tin_flight\030\005 \001(\005R\010inFli" +
-      "ght\022\026\n\006queued\030\006 \001(\005R\006queued\022\037\n\013last_sign" +
-      "al\030\007 \001(\tR\nlastSignal\022.\n\021last_signal_age_" +
-      "s\030\010 \001(\001H\001R\016lastSignalAgeS\210\001\001B\016\n\014_paced_p" +
-      "er_sB\024\n\022_last_signal_age_s\"\260\002\n\nGuardStat" +
-      "e\022\022\n\004name\030\001 \001(\tR\004name\0222\n\007circuit\030\002 \001(\0162\030" +
-      ".sidecar.v1.CircuitStateR\007circuit\022\032\n\010thr" +
-      "ottle\030\003 \001(\001R\010throttle\022\033\n\topened_by\030\004 \001(\t" +
-      "R\010openedBy\0227\n\topened_at\030\005 \001(\0132\032.google.p" +
-      "rotobuf.TimestampR\010openedAt\022\035\n\ncooldown_" +
-      "s\030\006 \001(\001R\tcooldownS\022&\n\017cooldown_left_s\030\007 " +
-      "\001(\001R\rcooldownLeftS\022!\n\014probe_holder\030\010 \001(\t" +
-      "R\013probeHolder\"r\n\rWorkflowSpend\022\032\n\010workfl" +
-      "ow\030\001 \001(\tR\010workflow\022\033\n\tspent_usd\030\002 \001(\001R\010s" +
-      "pentUsd\022\034\n\007cap_usd\030\003 \001(\001H\000R\006capUsd\210\001\001B\n\n" +
-      "\010_cap_usd\"\215\002\n\014BackendState\022\030\n\007backend\030\001 " +
-      "\001(\tR\007backend\022\034\n\treachable\030\002 \001(\010R\treachab" +
-      "le\022\032\n\010replicas\030\003 \001(\005R\010replicas\022$\n\013stalen" +
-      "ess_s\030\004 \001(\001H\000R\nstalenessS\210\001\001\022\"\n\nlast_err" +
-      "or\030\005 \001(\tH\001R\tlastError\210\001\001\022,\n\017pending_acti" +
-      "ons\030\006 \001(\005H\002R\016pendingActions\210\001\001B\016\n\014_stale" +
-      "ness_sB\r\n\013_last_errorB\022\n\020_pending_action" +
-      "s\")\n\023CloseCircuitRequest\022\022\n\004name\030\001 \001(\tR\004" +
-      "name\"Z\n\024CloseCircuitResponse\022\030\n\007changed\030" +
-      "\001 \001(\010R\007changed\022\024\n\005reach\030\002 \001(\tR\005reach\022\022\n\004" +
-      "note\030\003 \001(\tR\004note\"(\n\020LiftPauseRequest\022\024\n\005" +
-      "model\030\001 \001(\tR\005model\"W\n\021LiftPauseResponse\022" +
-      "\030\n\007changed\030\001 \001(\010R\007changed\022\024\n\005reach\030\002 \001(\t" +
-      "R\005reach\022\022\n\004note\030\003 \001(\tR\004note\"/\n\021ResetSpen" +
-      "dRequest\022\032\n\010workflow\030\001 \001(\tR\010workflow\"W\n\022" +
-      "ResetSpendResponse\022\027\n\007was_usd\030\001 \001(\001R\006was" +
-      "Usd\022\024\n\005reach\030\002 \001(\tR\005reach\022\022\n\004note\030\003 \001(\tR" +
-      "\004note\"%\n\rReloadRequest\022\024\n\005force\030\001 \001(\010R\005f" +
-      "orce\"\326\001\n\016ReloadResponse\022\030\n\007applied\030\001 \001(\010" +
-      "R\007applied\022\024\n\005error\030\002 \001(\tR\005error\0222\n\007worke" +
-      "rs\030\003 \003(\0132\030.sidecar.v1.WorkerReloadR\007work" +
-      "ers\022%\n\016restart_needed\030\004 \003(\tR\rrestartNeed" +
-      "ed\022\022\n\004note\030\005 \001(\tR\004note\022%\n\016force_required" +
-      "\030\006 \001(\010R\rforceRequired\"\202\001\n\014WorkerReload\022\024" +
-      "\n\005index\030\001 \001(\005R\005index\022\030\n\007applied\030\002 \001(\010R\007a" +
-      "pplied\022\024\n\005error\030\003 \001(\tR\005error\022\020\n\003pid\030\004 \001(" +
-      "\005R\003pid\022\032\n\010reported\030\005 \001(\010R\010reported2\371\002\n\005A" +
-      "dmin\022E\n\010GetState\022\033.sidecar.v1.GetStateRe" +
-      "quest\032\034.sidecar.v1.GetStateResponse\022Q\n\014C" +
-      "loseCircuit\022\037.sidecar.v1.CloseCircuitReq" +
-      "uest\032 .sidecar.v1.CloseCircuitResponse\022H" +
-      "\n\tLiftPause\022\034.sidecar.v1.LiftPauseReques" +
-      "t\032\035.sidecar.v1.LiftPauseResponse\022K\n\nRese" +
-      "tSpend\022\035.sidecar.v1.ResetSpendRequest\032\036." +
-      "sidecar.v1.ResetSpendResponse\022?\n\006Reload\022" +
-      "\031.sidecar.v1.ReloadRequest\032\032.sidecar.v1." +
-      "ReloadResponseB\235\001\n\016dev.sidecar.v1P\001ZBgit" +
-      "hub.com/sidecar-dev/sidecar/clients/go/g" +
-      "en/sidecar/v1;sidecarv1\242\002\003SXX\252\002\nSidecar." +
-      "V1\312\002\nSidecar\\V1\342\002\026Sidecar\\V1\\GPBMetadata" +
-      "\352\002\013Sidecar::V1b\006proto3"
+      "\005 \001(\0132\030.sidecar.v1.BackendStateR\005state\0221" +
+      "\n\007callers\030\006 \003(\0132\027.sidecar.v1.CallerState" +
+      "R\007callers\"\261\002\n\nModelState\022\024\n\005model\030\001 \001(\tR" +
+      "\005model\022\032\n\010throttle\030\002 \001(\001R\010throttle\022#\n\013pa" +
+      "ced_per_s\030\003 \001(\001H\000R\tpacedPerS\210\001\001\022 \n\014pause" +
+      "_left_s\030\004 \001(\001R\npauseLeftS\022\033\n\tin_flight\030\005" +
+      " \001(\005R\010inFlight\022\026\n\006queued\030\006 \001(\005R\006queued\022\037" +
+      "\n\013last_signal\030\007 \001(\tR\nlastSignal\022.\n\021last_" +
+      "signal_age_s\030\010 \001(\001H\001R\016lastSignalAgeS\210\001\001B" +
+      "\016\n\014_paced_per_sB\024\n\022_last_signal_age_s\"\260\002" +
+      "\n\nGuardState\022\022\n\004name\030\001 \001(\tR\004name\0222\n\007circ" +
+      "uit\030\002 \001(\0162\030.sidecar.v1.CircuitStateR\007cir" +
+      "cuit\022\032\n\010throttle\030\003 \001(\001R\010throttle\022\033\n\topen" +
+      "ed_by\030\004 \001(\tR\010openedBy\0227\n\topened_at\030\005 \001(\013" +
+      "2\032.google.protobuf.TimestampR\010openedAt\022\035" +
+      "\n\ncooldown_s\030\006 \001(\001R\tcooldownS\022&\n\017cooldow" +
+      "n_left_s\030\007 \001(\001R\rcooldownLeftS\022!\n\014probe_h" +
+      "older\030\010 \001(\tR\013probeHolder\"r\n\rWorkflowSpen" +
+      "d\022\032\n\010workflow\030\001 \001(\tR\010workflow\022\033\n\tspent_u" +
+      "sd\030\002 \001(\001R\010spentUsd\022\034\n\007cap_usd\030\003 \001(\001H\000R\006c" +
+      "apUsd\210\001\001B\n\n\010_cap_usd\"\222\002\n\013CallerState\022\022\n\004" +
+      "name\030\001 \001(\tR\004name\0223\n\023requests_per_second\030" +
+      "\002 \001(\001H\000R\021requestsPerSecond\210\001\001\022/\n\021tokens_" +
+      "per_minute\030\003 \001(\004H\001R\017tokensPerMinute\210\001\001\022\032" +
+      "\n\010admitted\030\004 \001(\004R\010admitted\022\030\n\007refused\030\005 " +
+      "\001(\004R\007refused\022%\n\016tokens_charged\030\006 \001(\004R\rto" +
+      "kensChargedB\026\n\024_requests_per_secondB\024\n\022_" +
+      "tokens_per_minute\"\215\002\n\014BackendState\022\030\n\007ba" +
+      "ckend\030\001 \001(\tR\007backend\022\034\n\treachable\030\002 \001(\010R" +
+      "\treachable\022\032\n\010replicas\030\003 \001(\005R\010replicas\022$" +
+      "\n\013staleness_s\030\004 \001(\001H\000R\nstalenessS\210\001\001\022\"\n\n" +
+      "last_error\030\005 \001(\tH\001R\tlastError\210\001\001\022,\n\017pend" +
+      "ing_actions\030\006 \001(\005H\002R\016pendingActions\210\001\001B\016" +
+      "\n\014_staleness_sB\r\n\013_last_errorB\022\n\020_pendin" +
+      "g_actions\")\n\023CloseCircuitRequest\022\022\n\004name" +
+      "\030\001 \001(\tR\004name\"Z\n\024CloseCircuitResponse\022\030\n\007" +
+      "changed\030\001 \001(\010R\007changed\022\024\n\005reach\030\002 \001(\tR\005r" +
+      "each\022\022\n\004note\030\003 \001(\tR\004note\"(\n\020LiftPauseReq" +
+      "uest\022\024\n\005model\030\001 \001(\tR\005model\"W\n\021LiftPauseR" +
+      "esponse\022\030\n\007changed\030\001 \001(\010R\007changed\022\024\n\005rea" +
+      "ch\030\002 \001(\tR\005reach\022\022\n\004note\030\003 \001(\tR\004note\"/\n\021R" +
+      "esetSpendRequest\022\032\n\010workflow\030\001 \001(\tR\010work" +
+      "flow\"W\n\022ResetSpendResponse\022\027\n\007was_usd\030\001 " +
+      "\001(\001R\006wasUsd\022\024\n\005reach\030\002 \001(\tR\005reach\022\022\n\004not" +
+      "e\030\003 \001(\tR\004note\"%\n\rReloadRequest\022\024\n\005force\030" +
+      "\001 \001(\010R\005force\"\326\001\n\016ReloadResponse\022\030\n\007appli" +
+      "ed\030\001 \001(\010R\007applied\022\024\n\005error\030\002 \001(\tR\005error\022" +
+      "2\n\007workers\030\003 \003(\0132\030.sidecar.v1.WorkerRelo" +
+      "adR\007workers\022%\n\016restart_needed\030\004 \003(\tR\rres" +
+      "tartNeeded\022\022\n\004note\030\005 \001(\tR\004note\022%\n\016force_" +
+      "required\030\006 \001(\010R\rforceRequired\"\202\001\n\014Worker" +
+      "Reload\022\024\n\005index\030\001 \001(\005R\005index\022\030\n\007applied\030" +
+      "\002 \001(\010R\007applied\022\024\n\005error\030\003 \001(\tR\005error\022\020\n\003" +
+      "pid\030\004 \001(\005R\003pid\022\032\n\010reported\030\005 \001(\010R\010report" +
+      "ed2\371\002\n\005Admin\022E\n\010GetState\022\033.sidecar.v1.Ge" +
+      "tStateRequest\032\034.sidecar.v1.GetStateRespo" +
+      "nse\022Q\n\014CloseCircuit\022\037.sidecar.v1.CloseCi" +
+      "rcuitRequest\032 .sidecar.v1.CloseCircuitRe" +
+      "sponse\022H\n\tLiftPause\022\034.sidecar.v1.LiftPau" +
+      "seRequest\032\035.sidecar.v1.LiftPauseResponse" +
+      "\022K\n\nResetSpend\022\035.sidecar.v1.ResetSpendRe" +
+      "quest\032\036.sidecar.v1.ResetSpendResponse\022?\n" +
+      "\006Reload\022\031.sidecar.v1.ReloadRequest\032\032.sid" +
+      "ecar.v1.ReloadResponseB\235\001\n\016dev.sidecar.v" +
+      "1P\001ZBgithub.com/sidecar-dev/sidecar/clie" +
+      "nts/go/gen/sidecar/v1;sidecarv1\242\002\003SXX\252\002\n" +
+      "Sidecar.V1\312\002\nSidecar\\V1\342\002\026Sidecar\\V1\\GPB" +
+      "Metadata\352\002\013Sidecar::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -197,7 +210,7 @@ public final class AdminOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_sidecar_v1_GetStateResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_GetStateResponse_descriptor,
-        new java.lang.String[] { "Models", "Services", "Deployments", "Workflows", "State", });
+        new java.lang.String[] { "Models", "Services", "Deployments", "Workflows", "State", "Callers", });
     internal_static_sidecar_v1_ModelState_descriptor =
       getDescriptor().getMessageType(2);
     internal_static_sidecar_v1_ModelState_fieldAccessorTable = new
@@ -216,62 +229,68 @@ public final class AdminOuterClass extends com.google.protobuf.GeneratedFile {
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_WorkflowSpend_descriptor,
         new java.lang.String[] { "Workflow", "SpentUsd", "CapUsd", });
-    internal_static_sidecar_v1_BackendState_descriptor =
+    internal_static_sidecar_v1_CallerState_descriptor =
       getDescriptor().getMessageType(5);
+    internal_static_sidecar_v1_CallerState_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sidecar_v1_CallerState_descriptor,
+        new java.lang.String[] { "Name", "RequestsPerSecond", "TokensPerMinute", "Admitted", "Refused", "TokensCharged", });
+    internal_static_sidecar_v1_BackendState_descriptor =
+      getDescriptor().getMessageType(6);
     internal_static_sidecar_v1_BackendState_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_BackendState_descriptor,
         new java.lang.String[] { "Backend", "Reachable", "Replicas", "StalenessS", "LastError", "PendingActions", });
     internal_static_sidecar_v1_CloseCircuitRequest_descriptor =
-      getDescriptor().getMessageType(6);
+      getDescriptor().getMessageType(7);
     internal_static_sidecar_v1_CloseCircuitRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_CloseCircuitRequest_descriptor,
         new java.lang.String[] { "Name", });
     internal_static_sidecar_v1_CloseCircuitResponse_descriptor =
-      getDescriptor().getMessageType(7);
+      getDescriptor().getMessageType(8);
     internal_static_sidecar_v1_CloseCircuitResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_CloseCircuitResponse_descriptor,
         new java.lang.String[] { "Changed", "Reach", "Note", });
     internal_static_sidecar_v1_LiftPauseRequest_descriptor =
-      getDescriptor().getMessageType(8);
+      getDescriptor().getMessageType(9);
     internal_static_sidecar_v1_LiftPauseRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_LiftPauseRequest_descriptor,
         new java.lang.String[] { "Model", });
     internal_static_sidecar_v1_LiftPauseResponse_descriptor =
-      getDescriptor().getMessageType(9);
+      getDescriptor().getMessageType(10);
     internal_static_sidecar_v1_LiftPauseResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_LiftPauseResponse_descriptor,
         new java.lang.String[] { "Changed", "Reach", "Note", });
     internal_static_sidecar_v1_ResetSpendRequest_descriptor =
-      getDescriptor().getMessageType(10);
+      getDescriptor().getMessageType(11);
     internal_static_sidecar_v1_ResetSpendRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ResetSpendRequest_descriptor,
         new java.lang.String[] { "Workflow", });
     internal_static_sidecar_v1_ResetSpendResponse_descriptor =
-      getDescriptor().getMessageType(11);
+      getDescriptor().getMessageType(12);
     internal_static_sidecar_v1_ResetSpendResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ResetSpendResponse_descriptor,
         new java.lang.String[] { "WasUsd", "Reach", "Note", });
     internal_static_sidecar_v1_ReloadRequest_descriptor =
-      getDescriptor().getMessageType(12);
+      getDescriptor().getMessageType(13);
     internal_static_sidecar_v1_ReloadRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ReloadRequest_descriptor,
         new java.lang.String[] { "Force", });
     internal_static_sidecar_v1_ReloadResponse_descriptor =
-      getDescriptor().getMessageType(13);
+      getDescriptor().getMessageType(14);
     internal_static_sidecar_v1_ReloadResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_ReloadResponse_descriptor,
         new java.lang.String[] { "Applied", "Error", "Workers", "RestartNeeded", "Note", "ForceRequired", });
     internal_static_sidecar_v1_WorkerReload_descriptor =
-      getDescriptor().getMessageType(14);
+      getDescriptor().getMessageType(15);
     internal_static_sidecar_v1_WorkerReload_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sidecar_v1_WorkerReload_descriptor,

@@ -36,6 +36,7 @@ private static final long serialVersionUID = 0L;
     services_ = java.util.Collections.emptyList();
     deployments_ = java.util.Collections.emptyList();
     workflows_ = java.util.Collections.emptyList();
+    callers_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -339,6 +340,77 @@ private static final long serialVersionUID = 0L;
     return state_ == null ? dev.sidecar.v1.BackendState.getDefaultInstance() : state_;
   }
 
+  public static final int CALLERS_FIELD_NUMBER = 6;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.sidecar.v1.CallerState> callers_;
+  /**
+   * <pre>
+   * With `server.auth`, each caller of its tokens, in their order: its limits
+   * and its use at them, this process's since it started. Empty without
+   * `server.auth` (the JSON view then has no `callers` key).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.sidecar.v1.CallerState> getCallersList() {
+    return callers_;
+  }
+  /**
+   * <pre>
+   * With `server.auth`, each caller of its tokens, in their order: its limits
+   * and its use at them, this process's since it started. Empty without
+   * `server.auth` (the JSON view then has no `callers` key).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.sidecar.v1.CallerStateOrBuilder> 
+      getCallersOrBuilderList() {
+    return callers_;
+  }
+  /**
+   * <pre>
+   * With `server.auth`, each caller of its tokens, in their order: its limits
+   * and its use at them, this process's since it started. Empty without
+   * `server.auth` (the JSON view then has no `callers` key).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+   */
+  @java.lang.Override
+  public int getCallersCount() {
+    return callers_.size();
+  }
+  /**
+   * <pre>
+   * With `server.auth`, each caller of its tokens, in their order: its limits
+   * and its use at them, this process's since it started. Empty without
+   * `server.auth` (the JSON view then has no `callers` key).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.CallerState getCallers(int index) {
+    return callers_.get(index);
+  }
+  /**
+   * <pre>
+   * With `server.auth`, each caller of its tokens, in their order: its limits
+   * and its use at them, this process's since it started. Empty without
+   * `server.auth` (the JSON view then has no `callers` key).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+   */
+  @java.lang.Override
+  public dev.sidecar.v1.CallerStateOrBuilder getCallersOrBuilder(
+      int index) {
+    return callers_.get(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -367,6 +439,9 @@ private static final long serialVersionUID = 0L;
     }
     if (((bitField0_ & 0x00000001) != 0)) {
       output.writeMessage(5, getState());
+    }
+    for (int i = 0; i < callers_.size(); i++) {
+      output.writeMessage(6, callers_.get(i));
     }
     getUnknownFields().writeTo(output);
   }
@@ -412,6 +487,15 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(5, getState());
     }
+
+        {
+          final int count = callers_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(callers_.get(i));
+          }
+          size += 1 * count;
+        }
     return size;
   }
   @java.lang.Override
@@ -449,6 +533,8 @@ private static final long serialVersionUID = 0L;
       if (!getState()
           .equals(other.getState())) return false;
     }
+    if (!getCallersList()
+        .equals(other.getCallersList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -479,6 +565,10 @@ private static final long serialVersionUID = 0L;
     if (hasState()) {
       hash = (37 * hash) + STATE_FIELD_NUMBER;
       hash = (53 * hash) + getState().hashCode();
+    }
+    if (getCallersCount() > 0) {
+      hash = (37 * hash) + CALLERS_FIELD_NUMBER;
+      hash = (53 * hash) + getCallersList().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -619,6 +709,7 @@ private static final long serialVersionUID = 0L;
         internalGetDeploymentsFieldBuilder();
         internalGetWorkflowsFieldBuilder();
         internalGetStateFieldBuilder();
+        internalGetCallersFieldBuilder();
       }
     }
     @java.lang.Override
@@ -658,6 +749,13 @@ private static final long serialVersionUID = 0L;
         stateBuilder_.dispose();
         stateBuilder_ = null;
       }
+      if (callersBuilder_ == null) {
+        callers_ = java.util.Collections.emptyList();
+      } else {
+        callers_ = null;
+        callersBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000020);
       return this;
     }
 
@@ -726,6 +824,15 @@ private static final long serialVersionUID = 0L;
         result.workflows_ = workflows_;
       } else {
         result.workflows_ = workflowsBuilder_.build();
+      }
+      if (callersBuilder_ == null) {
+        if (((bitField0_ & 0x00000020) != 0)) {
+          callers_ = java.util.Collections.unmodifiableList(callers_);
+          bitField0_ = (bitField0_ & ~0x00000020);
+        }
+        result.callers_ = callers_;
+      } else {
+        result.callers_ = callersBuilder_.build();
       }
     }
 
@@ -860,6 +967,32 @@ private static final long serialVersionUID = 0L;
       if (other.hasState()) {
         mergeState(other.getState());
       }
+      if (callersBuilder_ == null) {
+        if (!other.callers_.isEmpty()) {
+          if (callers_.isEmpty()) {
+            callers_ = other.callers_;
+            bitField0_ = (bitField0_ & ~0x00000020);
+          } else {
+            ensureCallersIsMutable();
+            callers_.addAll(other.callers_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.callers_.isEmpty()) {
+          if (callersBuilder_.isEmpty()) {
+            callersBuilder_.dispose();
+            callersBuilder_ = null;
+            callers_ = other.callers_;
+            bitField0_ = (bitField0_ & ~0x00000020);
+            callersBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetCallersFieldBuilder() : null;
+          } else {
+            callersBuilder_.addAllMessages(other.callers_);
+          }
+        }
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -943,6 +1076,19 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000010;
               break;
             } // case 42
+            case 50: {
+              dev.sidecar.v1.CallerState m =
+                  input.readMessage(
+                      dev.sidecar.v1.CallerState.parser(),
+                      extensionRegistry);
+              if (callersBuilder_ == null) {
+                ensureCallersIsMutable();
+                callers_.add(m);
+              } else {
+                callersBuilder_.addMessage(m);
+              }
+              break;
+            } // case 50
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2337,6 +2483,348 @@ private static final long serialVersionUID = 0L;
         state_ = null;
       }
       return stateBuilder_;
+    }
+
+    private java.util.List<dev.sidecar.v1.CallerState> callers_ =
+      java.util.Collections.emptyList();
+    private void ensureCallersIsMutable() {
+      if (!((bitField0_ & 0x00000020) != 0)) {
+        callers_ = new java.util.ArrayList<dev.sidecar.v1.CallerState>(callers_);
+        bitField0_ |= 0x00000020;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.sidecar.v1.CallerState, dev.sidecar.v1.CallerState.Builder, dev.sidecar.v1.CallerStateOrBuilder> callersBuilder_;
+
+    /**
+     * <pre>
+     * With `server.auth`, each caller of its tokens, in their order: its limits
+     * and its use at them, this process's since it started. Empty without
+     * `server.auth` (the JSON view then has no `callers` key).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+     */
+    public java.util.List<dev.sidecar.v1.CallerState> getCallersList() {
+      if (callersBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(callers_);
+      } else {
+        return callersBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * With `server.auth`, each caller of its tokens, in their order: its limits
+     * and its use at them, this process's since it started. Empty without
+     * `server.auth` (the JSON view then has no `callers` key).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+     */
+    public int getCallersCount() {
+      if (callersBuilder_ == null) {
+        return callers_.size();
+      } else {
+        return callersBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * With `server.auth`, each caller of its tokens, in their order: its limits
+     * and its use at them, this process's since it started. Empty without
+     * `server.auth` (the JSON view then has no `callers` key).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+     */
+    public dev.sidecar.v1.CallerState getCallers(int index) {
+      if (callersBuilder_ == null) {
+        return callers_.get(index);
+      } else {
+        return callersBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * With `server.auth`, each caller of its tokens, in their order: its limits
+     * and its use at them, this process's since it started. Empty without
+     * `server.auth` (the JSON view then has no `callers` key).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+     */
+    public Builder setCallers(
+        int index, dev.sidecar.v1.CallerState value) {
+      if (callersBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureCallersIsMutable();
+        callers_.set(index, value);
+        onChanged();
+      } else {
+        callersBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * With `server.auth`, each caller of its tokens, in their order: its limits
+     * and its use at them, this process's since it started. Empty without
+     * `server.auth` (the JSON view then has no `callers` key).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+     */
+    public Builder setCallers(
+        int index, dev.sidecar.v1.CallerState.Builder builderForValue) {
+      if (callersBuilder_ == null) {
+        ensureCallersIsMutable();
+        callers_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        callersBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * With `server.auth`, each caller of its tokens, in their order: its limits
+     * and its use at them, this process's since it started. Empty without
+     * `server.auth` (the JSON view then has no `callers` key).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+     */
+    public Builder addCallers(dev.sidecar.v1.CallerState value) {
+      if (callersBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureCallersIsMutable();
+        callers_.add(value);
+        onChanged();
+      } else {
+        callersBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * With `server.auth`, each caller of its tokens, in their order: its limits
+     * and its use at them, this process's since it started. Empty without
+     * `server.auth` (the JSON view then has no `callers` key).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+     */
+    public Builder addCallers(
+        int index, dev.sidecar.v1.CallerState value) {
+      if (callersBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureCallersIsMutable();
+        callers_.add(index, value);
+        onChanged();
+      } else {
+        callersBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * With `server.auth`, each caller of its tokens, in their order: its limits
+     * and its use at them, this process's since it started. Empty without
+     * `server.auth` (the JSON view then has no `callers` key).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+     */
+    public Builder addCallers(
+        dev.sidecar.v1.CallerState.Builder builderForValue) {
+      if (callersBuilder_ == null) {
+        ensureCallersIsMutable();
+        callers_.add(builderForValue.build());
+        onChanged();
+      } else {
+        callersBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * With `server.auth`, each caller of its tokens, in their order: its limits
+     * and its use at them, this process's since it started. Empty without
+     * `server.auth` (the JSON view then has no `callers` key).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+     */
+    public Builder addCallers(
+        int index, dev.sidecar.v1.CallerState.Builder builderForValue) {
+      if (callersBuilder_ == null) {
+        ensureCallersIsMutable();
+        callers_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        callersBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * With `server.auth`, each caller of its tokens, in their order: its limits
+     * and its use at them, this process's since it started. Empty without
+     * `server.auth` (the JSON view then has no `callers` key).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+     */
+    public Builder addAllCallers(
+        java.lang.Iterable<? extends dev.sidecar.v1.CallerState> values) {
+      if (callersBuilder_ == null) {
+        ensureCallersIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, callers_);
+        onChanged();
+      } else {
+        callersBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * With `server.auth`, each caller of its tokens, in their order: its limits
+     * and its use at them, this process's since it started. Empty without
+     * `server.auth` (the JSON view then has no `callers` key).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+     */
+    public Builder clearCallers() {
+      if (callersBuilder_ == null) {
+        callers_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000020);
+        onChanged();
+      } else {
+        callersBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * With `server.auth`, each caller of its tokens, in their order: its limits
+     * and its use at them, this process's since it started. Empty without
+     * `server.auth` (the JSON view then has no `callers` key).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+     */
+    public Builder removeCallers(int index) {
+      if (callersBuilder_ == null) {
+        ensureCallersIsMutable();
+        callers_.remove(index);
+        onChanged();
+      } else {
+        callersBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * With `server.auth`, each caller of its tokens, in their order: its limits
+     * and its use at them, this process's since it started. Empty without
+     * `server.auth` (the JSON view then has no `callers` key).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+     */
+    public dev.sidecar.v1.CallerState.Builder getCallersBuilder(
+        int index) {
+      return internalGetCallersFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * With `server.auth`, each caller of its tokens, in their order: its limits
+     * and its use at them, this process's since it started. Empty without
+     * `server.auth` (the JSON view then has no `callers` key).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+     */
+    public dev.sidecar.v1.CallerStateOrBuilder getCallersOrBuilder(
+        int index) {
+      if (callersBuilder_ == null) {
+        return callers_.get(index);  } else {
+        return callersBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * With `server.auth`, each caller of its tokens, in their order: its limits
+     * and its use at them, this process's since it started. Empty without
+     * `server.auth` (the JSON view then has no `callers` key).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+     */
+    public java.util.List<? extends dev.sidecar.v1.CallerStateOrBuilder> 
+         getCallersOrBuilderList() {
+      if (callersBuilder_ != null) {
+        return callersBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(callers_);
+      }
+    }
+    /**
+     * <pre>
+     * With `server.auth`, each caller of its tokens, in their order: its limits
+     * and its use at them, this process's since it started. Empty without
+     * `server.auth` (the JSON view then has no `callers` key).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+     */
+    public dev.sidecar.v1.CallerState.Builder addCallersBuilder() {
+      return internalGetCallersFieldBuilder().addBuilder(
+          dev.sidecar.v1.CallerState.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * With `server.auth`, each caller of its tokens, in their order: its limits
+     * and its use at them, this process's since it started. Empty without
+     * `server.auth` (the JSON view then has no `callers` key).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+     */
+    public dev.sidecar.v1.CallerState.Builder addCallersBuilder(
+        int index) {
+      return internalGetCallersFieldBuilder().addBuilder(
+          index, dev.sidecar.v1.CallerState.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * With `server.auth`, each caller of its tokens, in their order: its limits
+     * and its use at them, this process's since it started. Empty without
+     * `server.auth` (the JSON view then has no `callers` key).
+     * </pre>
+     *
+     * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+     */
+    public java.util.List<dev.sidecar.v1.CallerState.Builder> 
+         getCallersBuilderList() {
+      return internalGetCallersFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.sidecar.v1.CallerState, dev.sidecar.v1.CallerState.Builder, dev.sidecar.v1.CallerStateOrBuilder> 
+        internalGetCallersFieldBuilder() {
+      if (callersBuilder_ == null) {
+        callersBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.sidecar.v1.CallerState, dev.sidecar.v1.CallerState.Builder, dev.sidecar.v1.CallerStateOrBuilder>(
+                callers_,
+                ((bitField0_ & 0x00000020) != 0),
+                getParentForChildren(),
+                isClean());
+        callers_ = null;
+      }
+      return callersBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:sidecar.v1.GetStateResponse)

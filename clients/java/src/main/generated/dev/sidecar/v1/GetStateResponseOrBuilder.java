@@ -212,4 +212,58 @@ public interface GetStateResponseOrBuilder extends
    * <code>.sidecar.v1.BackendState state = 5 [json_name = "state"];</code>
    */
   dev.sidecar.v1.BackendStateOrBuilder getStateOrBuilder();
+
+  /**
+   * <pre>
+   * With `server.auth`, each caller of its tokens, in their order: its limits
+   * and its use at them, this process's since it started. Empty without
+   * `server.auth` (the JSON view then has no `callers` key).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+   */
+  java.util.List<dev.sidecar.v1.CallerState> 
+      getCallersList();
+  /**
+   * <pre>
+   * With `server.auth`, each caller of its tokens, in their order: its limits
+   * and its use at them, this process's since it started. Empty without
+   * `server.auth` (the JSON view then has no `callers` key).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+   */
+  dev.sidecar.v1.CallerState getCallers(int index);
+  /**
+   * <pre>
+   * With `server.auth`, each caller of its tokens, in their order: its limits
+   * and its use at them, this process's since it started. Empty without
+   * `server.auth` (the JSON view then has no `callers` key).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+   */
+  int getCallersCount();
+  /**
+   * <pre>
+   * With `server.auth`, each caller of its tokens, in their order: its limits
+   * and its use at them, this process's since it started. Empty without
+   * `server.auth` (the JSON view then has no `callers` key).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+   */
+  java.util.List<? extends dev.sidecar.v1.CallerStateOrBuilder> 
+      getCallersOrBuilderList();
+  /**
+   * <pre>
+   * With `server.auth`, each caller of its tokens, in their order: its limits
+   * and its use at them, this process's since it started. Empty without
+   * `server.auth` (the JSON view then has no `callers` key).
+   * </pre>
+   *
+   * <code>repeated .sidecar.v1.CallerState callers = 6 [json_name = "callers"];</code>
+   */
+  dev.sidecar.v1.CallerStateOrBuilder getCallersOrBuilder(
+      int index);
 }
