@@ -14,7 +14,10 @@ offers it), so the same prefix compacted twice costs one call. A summarizer that
 out (a warning says why). Still over the window after every strategy: CONTEXT_OVERFLOW naming the sizes.
 
 The policy: the call's own (``ModelRequest.on_overflow``), else the model's (``on_overflow``, ``compaction``).
-A call's strategies are checked here, named by the caller's path (``on_overflow.strategies[1]``).
+A call's strategies are checked here, named by the caller's path (``on_overflow.strategies[1]``). A call's
+``summarize`` on a deployment that names no summarizer is refused before sending as ``NotCarried``: called by
+name, INVALID_INPUT naming the path; on a route, the next deployment is tried (it may have one), and the
+refusal is the call's only when none does.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from sidecar.core.conversation import (
     Overflow,
 )
 from sidecar.core.observer import Observer
-from sidecar.core.taxonomy import InvalidInput, SidecarFailure
+from sidecar.core.taxonomy import InvalidInput, NotCarried, SidecarFailure
 from sidecar.core.text import clause
 from sidecar.core.uncorrectable_failures import CompactedOverflow
 from sidecar.providers.fitting import CHARS_PER_TOKEN, estimate_tokens
@@ -82,7 +85,7 @@ def plan(request: ModelRequest, model: ModelConfig) -> Plan:
                 raise InvalidInput(where, s, "names a strategy already named")
             if s == Overflow.SUMMARIZE and model.compaction.summarizer is None:
                 rule = f"needs a summarizer: model {request.model} names none (compaction.summarizer)"
-                raise InvalidInput(where, s, rule)
+                raise NotCarried(where, s, rule)  # a route's next deployment may have one
             seen.add(s)
         strategies = tuple(asked.strategies)
     return Plan(action == Overflow.COMPACT, strategies)

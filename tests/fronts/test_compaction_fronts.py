@@ -2,6 +2,16 @@
 
 A caller asks for it per call with ``x-sidecar-on-overflow: compact`` (and ``x-sidecar-compaction`` for the
 strategies), or the model's ``on_overflow`` does; what was compacted is in the reply's ``sidecar`` field.
+
+| front                 | proved                                                                                 |
+|---|---|
+| OpenAI chat           | the headers compact a model whose policy is fail; without them it fails as before;    |
+|                       | the provider's too long compacts and retries; a stream's last chunk says it; a bad     |
+|                       | header, or a summarize the model cannot run, refused naming the header                  |
+| OpenAI Responses      | compacts; a stream's last event (``response.completed``) carries ``sidecar.compaction``  |
+| Anthropic Messages    | compacts by the model's policy; the headers (``extra_headers``) compact a model whose   |
+|                       | policy is fail, in the strategies they name; a stream's ``message_delta`` (the last     |
+|                       | event before ``message_stop``) carries ``sidecar.compaction``                            |
 """
 
 from __future__ import annotations
@@ -38,7 +48,9 @@ def _model(provider: str, upstream: str, **more: Any) -> dict[str, Any]:
 MODELS = {
     "gpt": _model("oai", "fake-gpt"),  # on_overflow: fail, unless the call asks
     "claude": _model("ant", "fake-claude", on_overflow="compact"),
+    "claude-plain": _model("ant", "fake-claude-plain"),  # on_overflow: fail, unless the call asks
 }
+COMPACT = {"x-sidecar-on-overflow": "compact"}
 
 
 @pytest_asyncio.fixture
@@ -159,19 +171,15 @@ async def test_a_summarize_the_model_cannot_run_is_refused_naming_the_header(oai
 
 
 async def test_openai_responses_compacts(front: Running, oai: openai.AsyncOpenAI) -> None:
-    items: list[Any] = [{"role": "user", "content": "Find the release notes."}]
-    for i in (1, 2):
-        items.append({"type": "function_call", "call_id": f"call_{i}", "name": "search", "arguments": "{}"})
-        items.append({"type": "function_call_output", "call_id": f"call_{i}", "output": result_text(i)})
-    items += [{"role": "assistant", "content": "Here they are."}, {"role": "user", "content": LAST}]
-    reply = await oai.responses.create(model="gpt", input=items, extra_headers={"x-sidecar-on-overflow": "compact"})
+    reply = await oai.responses.create(model="gpt", input=responses_loop(), extra_headers=COMPACT)
     c = extension(reply)["compaction"]
     assert [s["strategy"] for s in c["steps"]] == ["tool_results"]
     assert c["tokens_before"] > c["tokens_after"]
     assert c["messages"][-1]["text"] == LAST
 
 
-async def test_anthropic_messages_compact_by_the_models_policy(front: Running, ant: anthropic.AsyncAnthropic) -> None:
+def anthropic_loop() -> list[Any]:
+    """The tool loop in the Messages shape: two long tool results, an answer, the last user turn."""
     messages: list[Any] = [{"role": "user", "content": "Find the release notes."}]
     for i in (1, 2):
         messages.append(
@@ -180,14 +188,82 @@ async def test_anthropic_messages_compact_by_the_models_policy(front: Running, a
         messages.append(
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"tu_{i}", "content": result_text(i)}]}
         )
-    messages += [{"role": "assistant", "content": "Here they are."}, {"role": "user", "content": LAST}]
-    reply = await ant.messages.create(model="claude", max_tokens=256, messages=messages)
-    c = extension(reply)["compaction"]
-    assert c["trigger"] == "estimate"
-    assert [s["strategy"] for s in c["steps"]] == ["tool_results"]
-    sent = front.provider.requests(model="fake-claude")[-1]["body"]["messages"]
+    return [*messages, {"role": "assistant", "content": "Here they are."}, {"role": "user", "content": LAST}]
+
+
+def responses_loop() -> list[Any]:
+    """The tool loop as Responses input items."""
+    items: list[Any] = [{"role": "user", "content": "Find the release notes."}]
+    for i in (1, 2):
+        items.append({"type": "function_call", "call_id": f"call_{i}", "name": "search", "arguments": "{}"})
+        items.append({"type": "function_call_output", "call_id": f"call_{i}", "output": result_text(i)})
+    return [*items, {"role": "assistant", "content": "Here they are."}, {"role": "user", "content": LAST}]
+
+
+def check_anthropic_sent(front: Running, upstream: str) -> None:
+    """The older tool result became a note, the newer one and the last turn went whole."""
+    sent = front.provider.requests(model=upstream)[-1]["body"]["messages"]
     first = sent[2]["content"][0]
     assert first["tool_use_id"] == "tu_1"
     assert "removed (20000 characters)" in json.dumps(first["content"])
     assert sent[4]["content"][0]["content"] in (result_text(2), [{"type": "text", "text": result_text(2)}])
     assert sent[-1]["content"] in (LAST, [{"type": "text", "text": LAST}])
+
+
+async def test_anthropic_messages_compact_by_the_models_policy(front: Running, ant: anthropic.AsyncAnthropic) -> None:
+    reply = await ant.messages.create(model="claude", max_tokens=256, messages=anthropic_loop())
+    c = extension(reply)["compaction"]
+    assert c["trigger"] == "estimate"
+    assert [s["strategy"] for s in c["steps"]] == ["tool_results"]
+    check_anthropic_sent(front, "fake-claude")
+
+
+async def test_anthropic_headers_compact_a_model_whose_policy_is_fail(
+    front: Running, ant: anthropic.AsyncAnthropic
+) -> None:
+    with pytest.raises(anthropic.BadRequestError):  # the model's own policy: fail
+        await ant.messages.create(model="claude-plain", max_tokens=256, messages=anthropic_loop())
+    assert front.provider.requests(model="fake-claude-plain") == []
+    reply = await ant.messages.create(
+        model="claude-plain", max_tokens=256, messages=anthropic_loop(), extra_headers=COMPACT
+    )
+    check(extension(reply))
+    check_anthropic_sent(front, "fake-claude-plain")
+    assert len(front.provider.requests(model="fake-claude-plain")) == 1
+
+
+async def test_anthropic_compaction_header_names_the_strategies(front: Running, ant: anthropic.AsyncAnthropic) -> None:
+    only_reasoning = {**COMPACT, "x-sidecar-compaction": "reasoning"}  # no reasoning here: nothing to compact
+    with pytest.raises(anthropic.BadRequestError) as err:
+        await ant.messages.create(
+            model="claude-plain", max_tokens=256, messages=anthropic_loop(), extra_headers=only_reasoning
+        )
+    assert "even compacted (nothing to compact by reasoning)" in err.value.message
+    assert front.provider.requests(model="fake-claude-plain") == []
+    both = {**COMPACT, "x-sidecar-compaction": "reasoning,tool_results"}
+    reply = await ant.messages.create(
+        model="claude-plain", max_tokens=256, messages=anthropic_loop(), extra_headers=both
+    )
+    check(extension(reply))
+
+
+async def test_anthropic_stream_says_it_in_its_message_delta(ant: anthropic.AsyncAnthropic) -> None:
+    stream = await ant.messages.create(
+        model="claude-plain", max_tokens=256, messages=anthropic_loop(), stream=True, extra_headers=COMPACT
+    )
+    events = [event async for event in stream]
+    assert [e.type for e in events[-2:]] == ["message_delta", "message_stop"]
+    check(extension(events[-2]))
+    assert all("sidecar" not in (e.model_extra or {}) for e in events[:-2])  # said once, at the end
+
+
+async def test_openai_responses_stream_says_it_in_its_last_event(oai: openai.AsyncOpenAI) -> None:
+    stream = await oai.responses.create(model="gpt", input=responses_loop(), stream=True, extra_headers=COMPACT)
+    events = [event async for event in stream]
+    last = events[-1]
+    assert last.type == "response.completed"
+    c = extension(last.response)["compaction"]
+    assert c["trigger"] == "estimate"
+    assert [s["strategy"] for s in c["steps"]] == ["tool_results"]
+    assert c["tokens_before"] > c["tokens_after"]
+    assert c["messages"][-1]["text"] == LAST

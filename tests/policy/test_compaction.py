@@ -316,3 +316,33 @@ async def test_the_providers_too_long_with_nothing_to_compact_is_its_own_overflo
     assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
     assert "provider says the conversation is too long" in (err.value.details() or "")
     assert len(running.provider.requests(model="fake-gpt")) == 1
+
+
+async def test_a_route_moves_on_from_a_deployment_that_cannot_summarize(start_sidecar: Start) -> None:
+    models = compacting()
+    models["plain2"] = {**models["plain"], "upstream_model": "fake-plain2"}
+    models["mixed"] = {"route": {"fallbacks": ["plain", "gpt"]}}  # plain names no summarizer, gpt does
+    models["none"] = {"route": {"fallbacks": ["plain", "plain2"]}}  # neither does
+    running = await start_sidecar(models=models)
+    running.provider.script("fake-cheap", [{"preset": "reply", "text": "The user asked me to remember lorem ipsum."}])
+    policy = pb.OverflowPolicy(action=pb.OVERFLOW_ACTION_COMPACT, strategies=[pb.COMPACTION_STRATEGY_SUMMARIZE])
+    async with grpc.aio.insecure_channel(running.app.address) as channel:
+        s = pb_grpc.SidecarStub(channel)
+        reply = await s.CallModel(pb.CallModelRequest(model="mixed", messages=chatty(), on_overflow=policy))
+        assert reply.served_by == "gpt"
+        assert [(h.deployment, h.kind) for h in reply.hops] == [
+            ("plain", pb.FAILURE_KIND_INVALID_INPUT),
+            ("gpt", pb.FAILURE_KIND_UNSPECIFIED),
+        ]
+        assert "on_overflow.strategies[0]" in reply.hops[0].reason
+        assert "needs a summarizer" in reply.hops[0].reason
+        assert [st.strategy for st in reply.compaction.steps] == [pb.COMPACTION_STRATEGY_SUMMARIZE]
+        assert reply.compaction.summarizer_calls == 1
+        assert running.provider.requests(model="fake-plain") == []  # refused before sending: no upstream call
+        # no deployment of the route can summarize: the refusal is the call's, naming the caller's path
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await s.CallModel(pb.CallModelRequest(model="none", messages=chatty(), on_overflow=policy))
+    assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "on_overflow.strategies[0]" in (err.value.details() or "")
+    assert "needs a summarizer" in (err.value.details() or "")
+    assert running.provider.requests(model="fake-plain") == running.provider.requests(model="fake-plain2") == []

@@ -15,6 +15,9 @@
 | spans                                  | the hedge's ``route.hop`` span says hedge, the loser's says cancelled    |
 | ``hedge_after: p50``                   | no hedge with fewer than MIN_SAMPLES times; then at the percentile of    |
 |                                        | the times observed (nearest rank, the last FIRST_TOKEN_WINDOW of them)   |
+| the percentile's window                | a hedge that lost (the hedged deployment answered first) adds nothing to |
+|                                        | its deployment's window; a hedged deployment that lost adds the time it  |
+|                                        | had waited when cancelled (a lower bound), which moves the percentile    |
 | a bad hedge in the config              | refused naming its key: not a percentile, not positive, both keys given, |
 |                                        | a route of one deployment                                                |
 | the OpenAI front, official SDK         | a streamed and a whole reply from the hedge, the ``sidecar`` hops        |
@@ -58,8 +61,9 @@ def deployment(upstream: str) -> dict[str, Any]:
     }
 
 
-async def _sidecar(start_sidecar: Start, provider: Any, **route: Any) -> Running:
-    """The batch preset (no header or first-token limit: the hedge's is the only timer), a retry budget."""
+async def _sidecar(start_sidecar: Start, provider: Any, more: dict[str, Any] | None = None, **route: Any) -> Running:
+    """The batch preset (no header or first-token limit: the hedge's is the only timer), a retry budget;
+    ``more``: other routes over the same deployments."""
     return await start_sidecar(
         policy={"preset": "batch", "upstream_retries": 2},
         providers={"oai": {"wire_format": "openai", "base_url": provider.url + "/v1", "api_key": KEY}},
@@ -68,6 +72,7 @@ async def _sidecar(start_sidecar: Start, provider: Any, **route: Any) -> Running
             "fast": deployment(FAST),
             "third": deployment(THIRD),
             "chat": {"route": {"fallbacks": ["slow", "fast", "third"], **(route or {"hedge_after_s": HEDGE_S})}},
+            **(more or {}),
         },
         http={"listen": "127.0.0.1:0"},
     )
@@ -246,6 +251,87 @@ async def test_percentile_mode_waits_for_samples_then_hedges_at_the_percentile(
     reply = await call
     assert reply.served_by == "fast"
     assert hops(reply.hops)[1] == ("fast", "UNSPECIFIED", True, False)
+
+
+async def _last_closed(r: Running, upstream: str) -> None:
+    await until(lambda: sent(r, upstream)[-1]["client_disconnected"], f"{upstream}'s last response closed")
+
+
+async def _timed_calls(r: Running, model: str, upstream: str, seconds: float, count: int) -> None:
+    """``count`` calls to ``model`` served by ``upstream`` whose first token comes ``seconds`` after the hop's
+    start on the injected clock (each a time in the deployment's window), none hedged."""
+    for _ in range(count):
+        before = len(sent(r, upstream))
+        r.provider.script(upstream, [{"delay_ms": 150}])
+        call = asyncio.create_task(r.client.call_model(model, [user("hi")]))
+        await until(lambda: len(sent(r, upstream)) == before + 1, f"the request reached {upstream}")  # noqa: B023
+        r.clock.advance(seconds)
+        reply = await call
+        assert reply.served_by == upstream.removeprefix("up-")
+        assert not any(h.hedge for h in reply.hops)
+
+
+async def _hedge_due(r: Running, model: str, upstream: str) -> float | None:
+    """A call to ``model`` whose first deployment (``upstream``) hangs: the seconds after its start at which it
+    is hedged, or None (no new timer due within a minute: the attempt's own timeout is a minute, the failure
+    log's windows were set before); the call then cancelled."""
+    before = len(sent(r, upstream))
+    earlier = set(r.clock.timers)
+    r.provider.script(upstream, [HANG])
+    call = asyncio.create_task(r.client.call_model(model, [user("hi")]))
+    await until(lambda: len(sent(r, upstream)) == before + 1, f"the request reached {upstream}")
+    await asyncio.sleep(0.2)
+    due = [when - r.clock.now for when in r.clock.timers if when - r.clock.now < 60 and when not in earlier]
+    call.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await call
+    await _last_closed(r, upstream)
+    return min(due) if due else None
+
+
+async def test_a_hedge_that_lost_adds_nothing_to_its_deployments_window(start_sidecar: Start, provider: Any) -> None:
+    back = {"back": {"route": {"fallbacks": ["fast", "third"], "hedge_after": "p99"}}}  # fast's window, seen
+    r = await _sidecar(start_sidecar, provider, back, hedge_after="p99")
+    await _timed_calls(r, "back", FAST, 1.0, MIN_SAMPLES - 1)  # fast: one time short of a percentile
+    await _timed_calls(r, "chat", SLOW, 1.0, MIN_SAMPLES)  # slow: hedged at its p99, 1 s
+    assert await _hedge_due(r, "back", FAST) is None
+    r.provider.script(SLOW, [{"delay_ms": 1500}])  # slow answers after the hedge went out
+    r.provider.script(FAST, [HANG])
+    call = asyncio.create_task(r.client.call_model("chat", [user("hi")]))
+    await until(lambda: len(sent(r, SLOW)) == MIN_SAMPLES + 1, "the request reached the slow deployment")
+    await timer_set(r.clock, "the hedge", due_within_s=HEDGE_S)
+    r.clock.advance(1.0)
+    await until(lambda: len(sent(r, FAST)) == MIN_SAMPLES, "the hedge reached the fast deployment")
+    r.clock.advance(0.5)  # the hedge waits half a second, then slow's first token wins
+    reply = await call
+    assert reply.served_by == "slow"
+    assert hops(reply.hops) == [("slow", "UNSPECIFIED", False, False), ("fast", "JOB_CANCELLED", True, True)]
+    await _last_closed(r, FAST)
+    assert await _hedge_due(r, "back", FAST) is None  # the lost hedge's wait is not fast's 20th time
+    await _timed_calls(r, "back", FAST, 1.0, 1)  # a time of fast's own is (the window was one short)
+    assert await _hedge_due(r, "back", FAST) == pytest.approx(1.0)
+
+
+async def test_a_hedged_deployment_that_lost_adds_its_wait_as_a_lower_bound(
+    start_sidecar: Start, provider: Any
+) -> None:
+    r = await _sidecar(start_sidecar, provider, hedge_after="p99")
+    await _timed_calls(r, "chat", SLOW, 1.0, MIN_SAMPLES)
+    r.provider.script(SLOW, [HANG])
+    r.provider.script(FAST, [{"delay_ms": 150}])
+    call = asyncio.create_task(r.client.call_model("chat", [user("hi")]))
+    await until(lambda: len(sent(r, SLOW)) == MIN_SAMPLES + 1, "the request reached the slow deployment")
+    await timer_set(r.clock, "the hedge", due_within_s=HEDGE_S)
+    assert min(r.clock.timers) - r.clock.now == pytest.approx(1.0)  # the p99 of twenty times of 1 s
+    r.clock.advance(1.0)
+    await until(lambda: len(sent(r, FAST)) == 1, "the hedge reached the fast deployment")
+    r.clock.advance(4.0)  # the hedge's first token 4 s later: slow had waited 5 s when cancelled
+    reply = await call
+    assert reply.served_by == "fast"
+    assert hops(reply.hops) == [("slow", "JOB_CANCELLED", False, True), ("fast", "UNSPECIFIED", True, False)]
+    await _last_closed(r, SLOW)
+    # slow's window: twenty times of 1 s and its 5 s wait, at least; the p99 (nearest rank 21 of 21) is the wait
+    assert await _hedge_due(r, "chat", SLOW) == pytest.approx(5.0)
 
 
 async def test_the_openai_front_hedges_with_the_official_sdk(start_sidecar: Start, provider: Any) -> None:
