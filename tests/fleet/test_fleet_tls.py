@@ -48,9 +48,9 @@ from sidecar_client import AsyncSidecarClient, job, user
 from sidecar.config.errors import ConfigError
 from sidecar.config.loading import parse_config
 from sidecar.core.clock import FakeClock
-from sidecar.state.redis import keys
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
 from sidecar.server.app import running
+from sidecar.state.redis import keys
 from sidecar.telemetry.testing import install_in_memory
 from tests.conftest import base_config
 from tests.redis_server import REDIS_SERVER, START_TIMEOUT_S, free_port
