@@ -13,10 +13,13 @@ idempotency key a tool with ``idempotency_header`` sends on every attempt (``ide
     the record (claim_call)           free -> the intent is written, the call is sent, its
                                       outcome recorded for the window (nothing reached the
                                       service -> the intent is removed: a re-send is sent)
-                                      before the call returns, so before any door answers: the
-                                      backend's write awaited (Redis: acknowledged), and written
-                                      whole even if the caller leaves meanwhile; one the backend
-                                      does not take is kept in this process, logged, and answered
+                                      this process's record: before the call returns; a shared
+                                      one (Redis): in the background, the answer not waiting for
+                                      it; until it lands the outcome is held here (``pending``: a
+                                      re-send here is answered from it), written whole even if
+                                      the caller leaves, and ``aclose`` (a graceful stop) waits
+                                      for it; one the backend does not take is kept in this
+                                      process, logged, and answered
                                       an outcome -> that outcome, nothing sent
                                       an intent of a live replica -> polled until it is an outcome
                                       an intent whose replica is gone (killed, restarted) ->
@@ -25,6 +28,12 @@ idempotency key a tool with ``idempotency_header`` sends on every attempt (``ide
     the caller cancels mid-send       not idempotent: "outcome unknown" recorded; else removed
       (or the sending breaks: a bug)
     the backend cannot answer         this process's own record decides (as every local decision)
+
+The window of the background write: a process killed between a call's answer and its outcome's
+write (one round trip, about a millisecond; up to RECORD_TRIES x timeout_ms while Redis stalls)
+leaves its intent: a re-send anywhere is answered "outcome unknown, not sent again" (an idempotent
+tool: sent again), not the outcome the first caller got. Never sent twice; a re-send at another
+replica while the write is on its way finds a live intent and waits for the outcome.
 
 The record holds a result or a failure, with the configured secrets masked, and never the
 request, its headers or its arguments (the key is a hash of those).
@@ -239,6 +248,8 @@ class Once:
         self._shared = records
         self._secrets = secrets
         self._in_flight: dict[str, asyncio.Future[ToolOutcome]] = {}
+        self._pending: dict[str, str] = {}
+        """Outcomes answered whose write to the backend has not landed (or failed) yet, by key."""
         self._later: set[asyncio.Task[Any]] = set()
 
     @property
@@ -246,7 +257,7 @@ class Once:
         return self._local
 
     async def aclose(self) -> None:
-        """Let the records written after a cancelled call reach the backend."""
+        """Let the outcomes written in the background (after an answer, or a cancelled call) reach the backend."""
         if self._later:
             await asyncio.gather(*self._later, return_exceptions=True)
 
@@ -290,6 +301,9 @@ class Once:
             since = self._clock.wall().timestamp()
             records: CallRecords = self._local
             held: CallClaim | None = None
+            text = self._pending.get(key)  # answered here, its write on its way: no round trip
+            if text is not None:
+                return self._replay(call, text), True
             if self._shared is not None:
                 kept = self._local.peek(key)  # an outcome the backend could not take when it was recorded
                 if isinstance(kept, Recorded):
@@ -336,16 +350,32 @@ class Once:
             if watched.may_have_reached and not call.idempotent:
                 cancelled = isinstance(exc, asyncio.CancelledError)
                 why = f"the call sending it {'was cancelled' if cancelled else 'failed'} before the service answered"
-                lost = encode(_outcome(unknown(call, since, why), call), self._secrets)
-                self._soon(self._finish(call, records, lost))
+                self._write_later(call, records, encode(_outcome(unknown(call, since, why), call), self._secrets))
             elif token is not None:
                 self._soon(records.abandon_call(key, token))
             raise
-        if reached:  # recorded before the answer leaves; written whole even if the caller leaves meanwhile
+        if reached and records is self._local:  # no round trip: recorded before the answer leaves
             await asyncio.shield(self._soon(self._finish(call, records, encode(outcome, self._secrets))))
+        elif reached:  # the answer leaves now; the outcome is held here until its write lands
+            self._write_later(call, records, encode(outcome, self._secrets))
         elif token is not None:  # nothing reached the service: a re-send may go
             await records.abandon_call(key, token)
         return outcome
+
+    def _write_later(self, call: OnceCall, records: CallRecords, text: str) -> None:
+        """Write the outcome in the background, held in ``_pending`` (answered from) until it lands or is kept."""
+        assert call.key is not None
+        key = call.key
+        self._pending[key] = text
+
+        async def write() -> None:
+            try:
+                await self._finish(call, records, text)
+            finally:
+                if self._pending.get(key) is text:
+                    del self._pending[key]
+
+        self._soon(write())
 
     async def _finish(self, call: OnceCall, records: CallRecords, text: str) -> None:
         assert call.key is not None

@@ -20,8 +20,16 @@ a proxy in front of Redis (tests/redis_proxy.py) that cuts the first write of on
                 the 51 answered get their answers, exactly as first answered: none "outcome unknown"
                 the 100 get "outcome unknown, not sent again" (is_error, EXTERNAL_SERVICE)
 
-The first runs on a single Redis and on a Redis Cluster (``redis_target``); the second's proxy is the single
-Redis's. Nothing is timed: each step polls for a state within a generous bound.
+And between one call's answer and its outcome's write (the write goes after the answer, in the background):
+the proxy holds that write (up to timeout_ms), then
+
+    kill -9     must hold   the answer was OK; a re-send to the new process is "outcome unknown, not sent
+                            again" (a dead replica's intent), and the text reached the backend once
+    SIGTERM     must hold   the process exits 0 only once the held write has landed (tried again): Redis
+                            holds the outcome, and a re-send to the new process gets the first answer
+
+The first runs on a single Redis and on a Redis Cluster (``redis_target``); the proxied ones on the single
+Redis. Nothing is timed: each step polls for a state within a generous bound.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -288,3 +297,77 @@ async def test_kill_9_under_mcp_calls_then_every_answered_call_re_sent_gets_its_
         (block,) = result.content
         assert isinstance(block, types.TextContent)
         assert UNKNOWN in block.text.lower()
+
+
+# ---------------------------------------------------------------------------- between an answer and its write
+
+HELD_MS = 3000
+"""timeout_ms of the proxied replica: how long the proxy can hold the outcome's first write."""
+
+
+@pytest.fixture
+def held_world(tmp_path: Path) -> Iterator[tuple[RedisServer, RedisProxy, FakeToolBackend, Path, Path, str]]:
+    redis = RedisServer().start()
+    proxy = RedisProxy(redis.port).start()
+    backend = ThreadedServer(FakeToolBackend()).start()
+    port = free_port()
+    state = {"backend": "redis", "url": proxy.url, "prefix": "held", "timeout_ms": HELD_MS}
+    config = tmp_path / "sidecar.yaml"
+    config.write_text(yaml.safe_dump(_config(backend.url, state, port)))
+    try:
+        yield redis, proxy, backend.server, config, tmp_path / "sidecar.log", f"127.0.0.1:{port}"
+    finally:
+        backend.stop()
+        proxy.stop()
+        redis.kill()
+
+
+def _held_record(redis: RedisServer) -> bytes:
+    client = redis.client()
+    (key,) = client.scan_iter(match="held:call:*")
+    return client.get(key) or b""
+
+
+@pytest.mark.parametrize("stop", ["kill", "term"])
+async def test_a_replica_stopped_between_an_answer_and_its_outcomes_write_never_sends_it_twice(
+    held_world: tuple[RedisServer, RedisProxy, FakeToolBackend, Path, Path, str], stop: str
+) -> None:
+    redis, proxy, backend, config, log, address = held_world
+    first = Serve(config, log)
+    assert "listening on" in first.banner, log.read_text()
+    try:
+        proxy.fail_next_outcome("stall")  # the outcome's write held (unanswered) until timeout_ms
+        async with AsyncSidecarClient(address) as client:
+            answered = await _note(client, 0)
+        assert answered.WhichOneof("outcome") == "result", answered
+        await _until(proxy.failed.is_set, "the outcome's write held at the proxy")
+        assert _held_record(redis).startswith(b"i{")  # answered; Redis holds only the intent
+        if stop == "kill":
+            first.kill()  # -9 while the write is held: it never lands
+        else:
+            first.proc.send_signal(signal.SIGTERM)  # graceful: waits for the write (tried again after the hold)
+            assert first.proc.wait(POLL_S) == 0, log.read_text()
+    finally:
+        first.kill()
+    recorded = _held_record(redis)
+    again = Serve(config, log)  # the same port, through the same proxy (its fault spent)
+    assert "listening on" in again.banner, log.read_text()
+    try:
+        async with AsyncSidecarClient(address) as client:
+            resent = await _note(client, 0)
+    finally:
+        again.kill()
+
+    assert backend.notes_repeated() == {}
+    assert backend.notes_received == 1  # never sent twice
+    if stop == "term":
+        assert recorded.startswith(b"o{")  # flushed before the process left
+        assert resent == answered
+    else:
+        assert recorded.startswith(b"i{")  # the dead replica's intent
+        assert resent.WhichOneof("outcome") == "failure", resent
+        assert resent.failure.kind == pb.FAILURE_KIND_EXTERNAL_SERVICE
+        assert not resent.failure.correctable
+        assert UNKNOWN in resent.failure.message.lower()
+        assert "stopped before its outcome was recorded" in resent.failure.message
+        assert resent.attempts == 0

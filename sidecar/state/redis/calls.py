@@ -1,5 +1,6 @@
 """The record of tool calls in Redis (``core.state.CallRecords``, for ``tools.once``): a call's intent
-claimed, its outcome written before its answer leaves, an outcome Redis did not take kept and written later."""
+claimed before it is sent (on the call's path), its outcome written after its answer has left (``tools.once``
+holds it meanwhile), an outcome Redis did not take kept and written later."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ class CallRecords(RedisConnection):
 
     async def finish_call(self, key: str, outcome: str, ttl_s: float) -> bool:
         # Tried whatever the outage flag says: the call's intent is in Redis (its claim was), and only
-        # this write replaces it with what a re-send must get; the call's answer waits for it.
+        # this write replaces it with what a re-send must get (the answer has left: tools.once holds it meanwhile).
         for _ in range(RECORD_TRIES):
             if await self._run(self._client.set(self._key("call", key), "o" + outcome, px=ms(ttl_s))):
                 return True
