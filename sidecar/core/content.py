@@ -29,8 +29,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import imagesize
-
 from sidecar.core.conversation import DocumentPart, ImagePart, Message, ModelRequest, Part, TextPart
 from sidecar.core.kinds import Role
 from sidecar.core.taxonomy import InvalidInput
@@ -217,6 +215,10 @@ def image_tokens(image: ImagePart) -> int:
     """The tokens an image costs, the larger of OpenAI's and Anthropic's published rules."""
     width, height = _ANTHROPIC_LONG_PX, _ANTHROPIC_LONG_PX
     if image.data:
+        # Loaded at the first image's data: imagesize imports urllib.request and http.client
+        # (30 ms, 2 MB at start), and most sidecars never see an image.
+        import imagesize
+
         w, h = imagesize.get(io.BytesIO(image.data))
         if w > 0 and h > 0:
             width, height = w, h

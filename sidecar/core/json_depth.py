@@ -45,8 +45,12 @@ def nested_over(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
     pass removes the innermost pairs (one level): none left after ``limit`` passes is at most
     ``limit`` deep. Otherwise the running count of opened minus closed decides.
     All of it runs in C loops (the regex engine, ``accumulate``), without recursion: a megabyte of
-    a million small values costs milliseconds, where walking them costs tenths.
+    a million small values costs milliseconds, where walking them costs tenths. Text with no more
+    ``[`` and ``{`` than ``limit`` in all (strings included) cannot nest deeper, and is passed on
+    two counts alone: a model's reply or a tool's arguments, read on every call, mostly are.
     """
+    if text.count("[") + text.count("{") <= limit:
+        return False  # no more openings than the limit, in strings or not: it cannot nest deeper (most text)
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text)).translate(_BRACKETS_ALIKE)
     left = brackets
     for _ in range(limit):

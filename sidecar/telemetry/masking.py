@@ -4,7 +4,9 @@
     known()                 every secret registered in this process, longest first
     mask(text)              ``redact.mask_keys`` with ``known()``: secrets in any form, key shapes
     mask_label(value)       ``mask`` for a metric label value, cached (labels are a bounded set)
-    MaskingSpanExporter     wraps an exporter: every span is exported as a masked copy
+    MaskingSpanExporter     wraps an exporter: every span is exported as a masked copy (``masking_export``,
+                            the SDK's span types: loaded when first named, so a sidecar with tracing
+                            off never imports the SDK's trace package for it)
 
 The tracer and meter providers are the process's, so the secrets they must not carry are the
 process's too: every config a sidecar here was started from adds its secrets, and none is
@@ -23,15 +25,16 @@ methods) are masked once and remembered, keyed by the registered secrets' genera
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
-from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.trace import Link, Status
 from opentelemetry.util.types import Attributes, AttributeValue
 
 from sidecar.core.redact import MIN_SECRET_CHARS, mask_keys
+
+if TYPE_CHECKING:
+    from sidecar.telemetry.masking_export import MaskingSpanExporter
 
 __all__ = ["MaskingSpanExporter", "known", "mask", "mask_attributes", "mask_label", "mask_value", "register"]
 
@@ -112,37 +115,10 @@ def mask_attributes(attributes: Attributes) -> Attributes:
     return {key: _value(value) for key, value in attributes.items()}
 
 
-def _masked(span: ReadableSpan) -> ReadableSpan:
-    status = span.status
-    if status.description:
-        status = Status(status.status_code, mask(status.description))
-    return ReadableSpan(
-        name=_mask_value(span.name),
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=mask_attributes(span.attributes),
-        events=[Event(e.name and _mask_value(e.name), mask_attributes(e.attributes), e.timestamp) for e in span.events],
-        links=[Link(link.context, mask_attributes(link.attributes)) for link in span.links],
-        kind=span.kind,
-        status=status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )
+def __getattr__(name: str) -> Any:
+    """``MaskingSpanExporter``, imported from ``masking_export`` the first time it is named here."""
+    if name == "MaskingSpanExporter":
+        from sidecar.telemetry.masking_export import MaskingSpanExporter
 
-
-class MaskingSpanExporter(SpanExporter):
-    """Exports a masked copy of every span through ``inner``."""
-
-    def __init__(self, inner: SpanExporter) -> None:
-        self.inner = inner
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return self.inner.export([_masked(s) for s in spans])
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.inner.force_flush(timeout_millis)
+        return MaskingSpanExporter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

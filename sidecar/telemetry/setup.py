@@ -124,7 +124,7 @@ def _resource(resource_cls: Any) -> Any:
 def _install_tracing(out: Telemetry, resource: Any, *, otlp: bool, console: bool) -> None:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
-    from sidecar.telemetry.masking import MaskingSpanExporter
+    from sidecar.telemetry.masking_export import MaskingSpanExporter
     from sidecar.telemetry.quiet import sdk_tracer_provider
 
     protocol = "http/protobuf" if _protocol("TRACES").startswith("http") else "grpc"

@@ -42,7 +42,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from sidecar.telemetry.lean import Fields, LeanTracerProvider
-from sidecar.telemetry.masking import MaskingSpanExporter
+from sidecar.telemetry.masking_export import MaskingSpanExporter
 
 __all__ = ["InMemoryTelemetry", "as_readable", "install_in_memory"]
 

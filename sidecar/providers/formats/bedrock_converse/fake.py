@@ -63,10 +63,6 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
-
 from sidecar.core.conversation import ReasoningPart
 from sidecar.core.kinds import FinishReason
 from sidecar.core.stream import ReasoningDelta
@@ -135,7 +131,12 @@ def _bad(message: str) -> ErrorSpec:
 
 
 def _signature_of(request: Request, signed: list[str], date: str, region: str) -> str:
-    """The SigV4 signature of ``request`` as received, by botocore's signer under the fake's secret."""
+    """The SigV4 signature of ``request`` as received, by botocore's signer under the fake's secret (botocore is
+    loaded by the first signed request, so that the embedded default, which serves this wire, starts without it)."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
     host = request.headers.get("host", "")
     url = f"http://{host}{request.target}"
     headers = {name: request.headers.get(name, "") for name in signed}

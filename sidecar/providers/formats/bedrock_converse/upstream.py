@@ -64,12 +64,8 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials, EnvProvider
 
 from sidecar.config import ProviderConfig
 from sidecar.core.backoff import parse_retry_after
@@ -120,6 +116,9 @@ from sidecar.providers.formats.fields import text_or_empty
 from sidecar.providers.formats.inline import read_data_url
 from sidecar.providers.formats.options import FIELD, merge_options, options_for
 from sidecar.providers.formats.protocol import EVENT_STREAM
+
+if TYPE_CHECKING:
+    from botocore.credentials import Credentials
 
 __all__ = [
     "BedrockUpstream",
@@ -172,6 +171,14 @@ def converse_path(model: str, *, stream: bool) -> str:
     return f"{MODEL_PATH}{quote(model, safe=PATH_SAFE)}/{'converse-stream' if stream else 'converse'}"
 
 
+def _env_credentials() -> Credentials | None:
+    """SigV4 credentials from the environment; botocore (18 MB, with urllib3 and dateutil) is loaded here, by a
+    Bedrock provider with no API key, and by its first signed request, never by a sidecar with no Bedrock."""
+    from botocore.credentials import EnvProvider
+
+    return EnvProvider(mapping=ENV_CREDENTIALS).load()
+
+
 def _region(provider: ProviderConfig) -> str:
     if provider.region:
         return provider.region
@@ -204,7 +211,7 @@ class BedrockUpstream:
         key = provider.api_key.get_secret_value() if provider.api_key else ""
         self._bearer = key or os.environ.get(BEARER_ENV, "")
         self._region = _region(provider)
-        self._credentials: Credentials | None = None if self._bearer else EnvProvider(mapping=ENV_CREDENTIALS).load()
+        self._credentials: Credentials | None = None if self._bearer else _env_credentials()
 
     def check(self, request: ModelRequest, model_id: str) -> None:
         if not plain(request):
@@ -258,6 +265,9 @@ class BedrockUpstream:
         out = dict(headers)
         if self._bearer or self._credentials is None:
             return out
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
         signed = AWSRequest(method=method, url=url, data=body, headers={k: out[k] for k in _SIGNED if k in out})
         SigV4Auth(self._credentials.get_frozen_credentials(), SERVICE, self._region).add_auth(signed)
         for name, value in signed.headers.items():
