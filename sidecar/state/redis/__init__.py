@@ -22,7 +22,7 @@ a cluster slot)::
     {prefix}:closed:{s:svc}      when it last closed (read back; a stale    TTL CLOSED_TTL_S (1 h)
                                  re-push loses)
     {prefix}:spend:{w:workflow}  the workflow's spend, INCRBYFLOAT         TTL SPEND_TTL_S (7 days), renewed per add
-                                 (published per hundredth of its cap and at it: writer.SPEND_STEPS)
+                                 (published per add: writer.SPEND_STEPS's steps are off)
     {prefix}:mlift:{m:model}     when an operator last lifted its pause    TTL ACTION_TTL_S (1 h)
     {prefix}:sreset:{w:workflow} when an operator last reset its spend     TTL ACTION_TTL_S
     (an operator's action: lift-pause deletes a pause begun before it, reset-spend takes what the

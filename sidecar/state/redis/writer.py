@@ -46,7 +46,8 @@ SPEND_TTL_S = 7 * 24 * 3600.0
 ACTION_TTL_S = 3600.0
 """How long an operator's lift or reset is remembered for replicas that re-sync after it (as CLOSED_TTL_S)."""
 SPEND_STEPS = 100
-"""A workflow's fleet total is published when it crosses a hundredth of its cap, and at the cap: not
+"""Off for now (``_flush_spend`` sends step 0: every add published; docs/fleet.md says why).
+Designed: a workflow's fleet total is published when it crosses a hundredth of its cap, and at the cap: not
 per capped call (each publish reaches every replica: at 1,000 replicas the fan-out, not the add, is the
 cost). A replica's view of the others' spend lags by less than one step below the cap, none at it."""
 MAX_ACTIONS = 10_000
@@ -194,7 +195,8 @@ class ChangeWriter(CallRecords):
                 continue
             key = self._key("spend", workflow)
             cap = self._caps.get(workflow, 0.0)
-            step = repr(cap / SPEND_STEPS)
+            step = "0"  # every add published: with steps of cap / SPEND_STEPS the spend restored into a Redis
+            # restarted empty fell short (tests/fleet/test_fleet.py's restart, 3 runs in 5): kept off until fixed
             add = self._spend(
                 keys=[key], args=[repr(usd), ms(SPEND_TTL_S), self.channel, self.replica, workflow, step, repr(cap)]
             )
