@@ -11,9 +11,13 @@ RUN GOBIN=/out go install github.com/grpc-ecosystem/grpc-health-probe@v0.4.62
 FROM python:3.11-slim-bookworm AS build
 WORKDIR /src
 COPY protos/python/ protos/python/
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY sidecar/ sidecar/
-RUN python -m venv /opt/sidecar && /opt/sidecar/bin/pip install --no-cache-dir .
+# The versions `make test` passed with (constraints.txt), compiled to bytecode at install; then the venv's own pip and
+# setuptools go (24 MB that nothing runs: BENCHMARKS.md, "The image").
+RUN python -m venv /opt/sidecar \
+ && /opt/sidecar/bin/pip install --no-cache-dir -c constraints.txt . \
+ && /opt/sidecar/bin/pip uninstall --yes setuptools pip
 
 FROM python:3.11-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
