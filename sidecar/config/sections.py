@@ -297,8 +297,9 @@ class PolicyConfig(Strict):
     """ExecuteTool's arguments_json, and CallModel's response_schema_json, tools[].parameters_json and
     messages[].tool_calls[].arguments_json: each is refused (INVALID_INPUT) past this many bytes."""
     check_time_limit_s: Annotated[float, Field(gt=0, le=60)] = DEFAULT_CHECK_TIME_LIMIT_S
-    """The time one call's input may take to check (schema, arguments, guardrails, the reply
-    against the caller's schema) before it is refused as INVALID_INPUT; large checks run off the event loop."""
+    """The CPU time one call's input may take to check (schema, arguments, guardrails, the reply
+    against the caller's schema) before it is refused as INVALID_INPUT, counted on the checking thread
+    (``core.cpu_budget``: time waiting for a core does not count); large checks run off the event loop."""
     mid_stream: Literal["restart", "fail", "continue"] = "restart"
     """StreamModel, a fault after deltas reached the caller: ``restart`` (a restart event, then the next
     attempt's deltas, within the call's retry budget), ``fail`` (STREAM_INTERRUPTED with the partial
