@@ -175,6 +175,7 @@ async def test_a_workflows_total_is_published_per_hundredth_of_its_cap_and_at_it
     on; the replica that added reads it in the reply."""
     client = redis_server.client()
     add = client.register_script(SPEND)
+    spend, life = key("steps", "spend", "wf"), key("steps", "slife", "wf")
     view = View()
     other = RedisState(redis_server.url, "steps", 1000)
     one = RedisState(redis_server.url, "steps", 1000)
@@ -183,12 +184,12 @@ async def test_a_workflows_total_is_published_per_hundredth_of_its_cap_and_at_it
     try:
         before = _published(client)
         for _ in range(1000):  # 0.5 USD in adds of 0.0005 against a cap of 1 USD: steps of 0.01 USD
-            add(keys=["steps:spend:wf"], args=["0.0005", 60_000, "steps:events", "elsewhere", "wf", "0.01", "1.0"])
+            add(keys=[spend, life], args=["0.0005", 60_000, "steps:events", "elsewhere", "wf", "0.01", "1.0", "l1"])
         assert 49 <= _published(client) - before <= 51  # one per step crossed, not 1,000
         await _until(lambda: bool(_totals(view, "wf")) and _totals(view, "wf")[-1] > 0.49, "the last step")
         before = _published(client)
         for _ in range(3):  # 0.75 (a step crossed), 1.0 (the cap), 1.25 (past it): each published
-            add(keys=["steps:spend:wf"], args=["0.25", 60_000, "steps:events", "elsewhere", "wf", "0.01", "1.0"])
+            add(keys=[spend, life], args=["0.25", 60_000, "steps:events", "elsewhere", "wf", "0.01", "1.0", "l1"])
         assert _published(client) - before == 3
         await _until(lambda: _totals(view, "wf")[-1] >= 1.25 - 1e-9, "the total past the cap")
         for _ in range(4):  # a replica's own spend: its writer sends the cap it was recorded under
