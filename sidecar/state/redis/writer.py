@@ -86,11 +86,12 @@ class ChangeWriter(CallRecords):
 
     def _learn_total(self, workflow: str, usd: float, life: str | None) -> None:
         """A total Redis counted (a reply, a publish, a key read back) in the spend key's ``life`` (None: not
-        said, an older replica's publish: the life known here). One of another life than the total known here
-        is left for the re-sync's floor to settle: that total was counted before the key was lost."""
+        said, an older replica's publish; "": none kept, its record expired: the life known here). A total of
+        another life than the one known here is left for the re-sync's floor to settle: the total known here
+        was counted before the key was lost, and is that floor."""
         held = self._counted.get(workflow, 0.0)
         known = self._lives.get(workflow, "")
-        life = known if life is None else life
+        life = life or known
         if held <= 0 or life == known:
             self._counted[workflow] = max(held, usd)
             self._lives[workflow] = life
