@@ -515,12 +515,13 @@ def capacity(requests: int, subscribers: int) -> None:
     client = redis_py.Redis.from_url(url)
     sha = {n: client.script_load(getattr(scripts, n)) for n in ("SPEND", "CALL_CLAIM", "HEARTBEAT")}
     outcome = 'o{"v": 1, "a": 1, "r": {"$d": "ToolResult", "content": "{\\"id\\": \\"note-1\\"}"}}'
-    spend = ["b:none", "r", "wf", "1e7", "1e9"]  # step, cap: no publish (its fan-out is measured apart)
+    keys = ["b:spend:wf", "b:slife:wf"]
+    spend = ["b:none", "r", "wf", "1e7", "1e9", "l1"]  # step, cap (no publish: its fan-out is measured apart), life
     claim = ["b:replicas", 'i{"r": "x", "w": 1}', "600000"]
     message = '{"o": "r", "k": "spend", "n": "wf", "usd": 1}'
     ops: dict[str, list[str]] = {
         "SET (a plain command)": ["SET", "b:k:__rand_int__", "v"],
-        "SPEND (a capped call's cost)": ["EVALSHA", sha["SPEND"], "1", "b:spend:wf", "0.001", "604800000", *spend],
+        "SPEND (a capped call's cost)": ["EVALSHA", sha["SPEND"], "2", *keys, "0.001", "604800000", *spend],
         "CALL_CLAIM (a run-once claim)": ["EVALSHA", sha["CALL_CLAIM"], "2", "b:call:__rand_int__", *claim],
         "SET outcome (a run-once outcome)": ["SET", "b:call:__rand_int__", outcome, "PX", "600000"],
         "HEARTBEAT (a replica, 1/s)": ["EVALSHA", sha["HEARTBEAT"], "1", "b:replicas", "r__rand_int__", "3000"],

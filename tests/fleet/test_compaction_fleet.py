@@ -2,38 +2,27 @@
 
 The first sidecar summarizes (one call to the fake summarizer) and stores the summary under
 ``{prefix}:summary:{k:<hash>}`` with a TTL; the second, asked to compact the same conversation, reads it
-back and makes no call of its own.
+back and makes no call of its own. On a single Redis and on the Redis Cluster (``redis_target``,
+tests/redis_cluster.py): the summary's key lands on the shard of its hash tag.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
-import pytest
 from sidecar_contract.v1 import sidecar_pb2 as pb
 from sidecar_contract.v1 import sidecar_pb2_grpc as pb_grpc
 
 from tests.conftest import Running, Start, until
 from tests.policy.test_compaction import chatty, compacting
-from tests.redis_server import RedisServer
+from tests.redis_cluster import Target, redis_cluster, redis_target  # noqa: F401  (the fixtures)
 
 SUMMARY = "The user asked me to remember lorem ipsum."
 
 
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    server = RedisServer().start()
-    try:
-        yield server
-    finally:
-        server.kill()
-
-
-async def _start(start_sidecar: Start, redis: RedisServer) -> Running:
-    state = {"backend": "redis", "url": redis.url, "prefix": "compact", "timeout_ms": 2000}
-    running = await start_sidecar(state=state, models=compacting())
+async def _start(start_sidecar: Start, redis: Target) -> Running:
+    running = await start_sidecar(state=redis.state("compact", 2000), models=compacting())
     await until(lambda: bool(getattr(running.app.state, "available", False)), "Redis available")
     return running
 
@@ -43,7 +32,11 @@ async def _compact(running: Running) -> Any:
         return await pb_grpc.SidecarStub(channel).CallModel(pb.CallModelRequest(model="gpt", messages=chatty()))
 
 
-async def test_two_sidecars_on_one_redis_summarize_a_prefix_once(start_sidecar: Start, redis: RedisServer) -> None:
+async def test_two_sidecars_on_one_redis_summarize_a_prefix_once(
+    start_sidecar: Start,
+    redis_target: Target,  # noqa: F811
+) -> None:
+    redis = redis_target
     one = await _start(start_sidecar, redis)
     two = await _start(start_sidecar, redis)
     one.provider.script("fake-cheap", [{"preset": "reply", "text": SUMMARY}])
@@ -59,5 +52,6 @@ async def test_two_sidecars_on_one_redis_summarize_a_prefix_once(start_sidecar: 
     assert [m.text for m in second.compaction.messages] == [m.text for m in first.compaction.messages]
     assert len(one.provider.requests(model="fake-cheap")) == 1
     print(
-        f"\nfleet: {first.compaction.tokens_before} -> {first.compaction.tokens_after} tokens, summarizer calls 1 + 0"
+        f"\nfleet ({redis.mode}): {first.compaction.tokens_before} -> {first.compaction.tokens_after} tokens, "
+        "summarizer calls 1 + 0"
     )

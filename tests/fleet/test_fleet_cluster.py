@@ -21,7 +21,7 @@
 
 The kill -9 of the spend's primary under three replicas' calls, the spend converging, is also
 tests/fleet/test_fleet.py's "Redis killed" scenario, on the cluster. The failover test follows
-tests/fleet/test_fleet_sentinel.py's (its load, its outages read from the logs).
+tests/fleet/test_fleet_sentinel.py's (its load, its outages read from the logs: tests/failover.py).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from sidecar.core.state import Change, ModelPause, SpendAdded
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
 from sidecar.state.redis.keys import key
 from tests.conftest import base_config, until
-from tests.fleet.test_fleet_sentinel import AFTER, BEFORE, WORKERS, Load, _note, _offset, _outages, _until_async
+from tests.failover import AFTER, BEFORE, WORKERS, WORKFLOW, Load, note, outages, replication_offset, until_async
 from tests.fleet.test_fleet_tls import Serve
 from tests.redis_cluster import Cluster, ClusterNodeProcess, Target, redis_cluster  # noqa: F401  (the fixture)
 
@@ -222,7 +222,7 @@ async def test_a_primary_killed_under_load_calls_go_on_its_replica_is_promoted_n
     cluster.wait_ok()
     cluster.flush()
     prefix = "failover"
-    spend = key(prefix, "spend", "wf-tls")  # Load's workflow: every model call adds to it
+    spend = key(prefix, "spend", WORKFLOW)  # Load's workflow: every model call adds to it
     victim = cluster.owner(spend)
     by_port = {n.port: n for n in cluster.live()}
     heir = by_port[int(victim.client().info("replication")["slave0"]["port"])]
@@ -232,23 +232,25 @@ async def test_a_primary_killed_under_load_calls_go_on_its_replica_is_promoted_n
         fakes = (provider.url, threaded.url)
         replicas = [Serve(tmp_path, fakes, state), Serve(tmp_path, fakes, state)]
         try:
-            await _until_async(lambda: all(r.state()["state"]["reachable"] for r in replicas), "both on the cluster")
+            await until_async(lambda: all(r.state()["state"]["reachable"] for r in replicas), "both on the cluster")
             async with AsyncSidecarClient(replicas[0].grpc) as a, AsyncSidecarClient(replicas[1].grpc) as b:
                 load = Load([a, b])
                 workers = [asyncio.create_task(load.worker()) for _ in range(WORKERS)]
-                await _until_async(lambda: len(load.tools) >= BEFORE, f"{BEFORE} tool calls answered")
+                await until_async(lambda: len(load.tools) >= BEFORE, f"{BEFORE} tool calls answered")
                 safe_until = time.time()  # a call answered before this is in its primary's record...
-                offset = _offset(victim.client())
-                await _until_async(lambda: _offset(heir.client()) >= offset, "the replica caught up")  # ...replicated
+                offset = replication_offset(victim.client())
+                await until_async(
+                    lambda: replication_offset(heir.client()) >= offset, "the replica caught up"
+                )  # ...replicated
                 victim.kill()  # -9, with calls in flight
                 killed_at = time.time()
-                await _until_async(lambda: _promoted(cluster, spend, victim, heir), "the replica promoted")
+                await until_async(lambda: _promoted(cluster, spend, victim, heir), "the replica promoted")
                 promoted_s = time.time() - killed_at
-                await _until_async(
+                await until_async(
                     lambda: all("available again" in r.logs() for r in replicas), "both sidecars re-synced"
                 )
                 recovered = time.time()
-                await _until_async(
+                await until_async(
                     lambda: sum(1 for i in load.tools if load.started[i] > recovered) >= AFTER,
                     f"{AFTER} tool calls answered after both were back",
                 )
@@ -262,15 +264,15 @@ async def test_a_primary_killed_under_load_calls_go_on_its_replica_is_promoted_n
                 assert backend.notes_repeated() == {}
 
                 client = cluster.client()
-                await _until_async(lambda: client.zcard(key(prefix, "replicas")) == 2, "both sidecars beating on it")
+                await until_async(lambda: client.zcard(key(prefix, "replicas")) == 2, "both sidecars beating on it")
                 assert all(r.state()["state"]["reachable"] for r in replicas)
 
                 clients = [a, b]
-                same = {i: await _note(clients[which], i) for i, (which, _) in sorted(load.tools.items())}
+                same = {i: await note(clients[which], i) for i, (which, _) in sorted(load.tools.items())}
                 assert backend.notes_repeated() == {}  # 0 decided twice on the replica that answered
                 assert all(same[i] == answer for i, (_, answer) in load.tools.items())
 
-                away = [_outages(r.logs()) for r in replicas]
+                away = [outages(r.logs()) for r in replicas]
 
                 def through_redis(i: int) -> bool:
                     """Answered before the kill (replicated), or after it on a replica that had Redis throughout."""
@@ -282,12 +284,12 @@ async def test_a_primary_killed_under_load_calls_go_on_its_replica_is_promoted_n
 
                 held = [i for i in load.tools if through_redis(i)]
                 window = sorted(set(load.tools) - set(held))
-                other = {i: await _note(clients[1 - load.tools[i][0]], i) for i in held}
+                other = {i: await note(clients[1 - load.tools[i][0]], i) for i in held}
                 assert backend.notes_repeated() == {}  # 0 decided twice across the replicas
                 assert all(other[i] == load.tools[i][1] for i in held)
                 assert backend.notes_received == received
                 for i in window:  # the fail-open caveat, measured: how many of these the other replica sends again
-                    await _note(clients[1 - load.tools[i][0]], i)
+                    await note(clients[1 - load.tools[i][0]], i)
                 twice = len(backend.notes_repeated())
         finally:
             for r in replicas:
@@ -296,9 +298,9 @@ async def test_a_primary_killed_under_load_calls_go_on_its_replica_is_promoted_n
             await asyncio.to_thread(cluster.wait_ok)
     assert _role(victim) == "slave"  # the cluster whole again for the tests after, the roles swapped
     for r in replicas:  # each outage noticed once (a WARNING) and ended (an INFO)
-        outages = r.logs().count("unavailable (")
-        assert outages >= 1, r.logs()
-        assert r.logs().count("available again") == outages, r.logs()
+        noticed = r.logs().count("unavailable (")
+        assert noticed >= 1, r.logs()
+        assert r.logs().count("available again") == noticed, r.logs()
     out = "; ".join(", ".join(f"{down - killed_at:+.1f}..{up - killed_at:+.1f} s" for down, up in o) for o in away)
     print(
         f"\ncluster failover: promoted {promoted_s:.1f} s after kill -9; each sidecar's outages: {out}; "

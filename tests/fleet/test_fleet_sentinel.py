@@ -23,37 +23,26 @@ Nothing is timed: each step polls for a state within a bound (the sentinels' tim
 from __future__ import annotations
 
 import asyncio
-import datetime
-import itertools
-import json
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from sidecar_client import AsyncSidecarClient, job, pb, user
+from sidecar_client import AsyncSidecarClient
 
 from sidecar.fakes import FakeProvider, FakeToolBackend, ThreadedServer
 from sidecar.state.redis.dial import Dial, SentinelNodes, client, close
+from tests.failover import AFTER, BEFORE, POLL_S, WORKERS, Load, note, outages, replication_offset, until_async
 from tests.fleet.test_fleet_tls import Serve
 from tests.redis_server import REDIS_SERVER, RedisServer, free_port
 
 SERVICE = "fleet-primary"
 DOWN_AFTER_MS = 500
 FAILOVER_TIMEOUT_MS = 2000
-POLL_S = 45.0
 PREFIX = "sentinel"
-JOB = "sentinel-job"
-WORKERS = 8
-BEFORE = 40
-"""Tool calls answered before the kill."""
-AFTER = 40
-"""Tool calls answered after both sidecars are back on the new primary."""
-CALL_TIMEOUT_S = 30.0
 
 
 def _until(check: Callable[[], bool], what: str) -> None:
@@ -62,14 +51,6 @@ def _until(check: Callable[[], bool], what: str) -> None:
         if time.monotonic() > end:
             raise AssertionError(f"not within {POLL_S:g} s: {what}")
         time.sleep(0.05)
-
-
-async def _until_async(check: Callable[[], bool], what: str) -> None:
-    end = time.monotonic() + POLL_S
-    while not check():
-        if time.monotonic() > end:
-            raise AssertionError(f"not within {POLL_S:g} s: {what}")
-        await asyncio.sleep(0.05)
 
 
 class Sentinels:
@@ -155,71 +136,6 @@ def sentinels(tmp_path: Path) -> Iterator[Sentinels]:
         world.stop()
 
 
-@dataclass
-class Load:
-    """Calls round two replicas until told to stop: every answer kept, with when it started and ended."""
-
-    clients: list[AsyncSidecarClient]
-    counter: itertools.count[int] = field(default_factory=itertools.count)
-    model_failures: list[str] = field(default_factory=list)
-    tools: dict[int, tuple[int, pb.ExecuteToolResponse]] = field(default_factory=dict)
-    """call number -> (the replica that answered it, its answer)."""
-    started: dict[int, float] = field(default_factory=dict)
-    ended: dict[int, float] = field(default_factory=dict)
-    tool_failures: list[str] = field(default_factory=list)
-    stop: bool = False
-
-    async def worker(self) -> None:
-        while not self.stop:
-            i = next(self.counter)
-            which = i % len(self.clients)
-            client = self.clients[which]
-            try:
-                await client.call_model(
-                    "gpt", [user(f"hello {i}")], job=job(workflow_id="wf-tls"), timeout=CALL_TIMEOUT_S
-                )
-            except Exception as exc:  # a failed call is what this test counts
-                self.model_failures.append(f"call {i}: {exc!r}")
-            self.started[i] = time.time()  # the wall clock: the sidecars' log lines are read against it
-            try:
-                answer = await _note(client, i)
-            except Exception as exc:
-                self.tool_failures.append(f"tool call {i}: {exc!r}")
-                continue
-            self.ended[i] = time.time()
-            self.tools[i] = (which, answer)
-            if answer.WhichOneof("outcome") != "result":
-                self.tool_failures.append(f"tool call {i}: {answer.failure.kind} {answer.failure.message}")
-
-
-async def _note(client: AsyncSidecarClient, i: int) -> pb.ExecuteToolResponse:
-    return await client.execute_tool(
-        "note", {"text": f"sentinel-{i}"}, call_id=f"call-{i}", job=job(JOB), timeout=CALL_TIMEOUT_S
-    )
-
-
-def _outages(log: str) -> list[tuple[float, float]]:
-    """A replica's outages, from its log: (the WARNING's, the recovery's) wall-clock seconds."""
-    out: list[tuple[float, float]] = []
-    down = 0.0
-    for line in log.splitlines():
-        if '"sidecar.state"' not in line:
-            continue
-        record = json.loads(line)
-        at = datetime.datetime.fromisoformat(record["time"]).timestamp()
-        if "unavailable (" in record["message"]:
-            down = at
-        elif "available again" in record["message"]:
-            out.append((down, at))
-    if down and (not out or out[-1][0] != down):
-        out.append((down, float("inf")))
-    return out
-
-
-def _offset(client: redis.Redis) -> int:
-    return int(client.info("replication")["master_repl_offset"])
-
-
 async def test_a_primary_killed_under_load_fails_over_calls_go_on_and_no_claim_is_decided_twice(
     tmp_path: Path, sentinels: Sentinels
 ) -> None:
@@ -239,22 +155,24 @@ async def test_a_primary_killed_under_load_fails_over_calls_go_on_and_no_claim_i
             async with AsyncSidecarClient(replicas[0].grpc) as a, AsyncSidecarClient(replicas[1].grpc) as b:
                 load = Load([a, b])
                 workers = [asyncio.create_task(load.worker()) for _ in range(WORKERS)]
-                await _until_async(lambda: len(load.tools) >= BEFORE, f"{BEFORE} tool calls answered")
+                await until_async(lambda: len(load.tools) >= BEFORE, f"{BEFORE} tool calls answered")
                 safe_until = time.time()  # a call answered before this is in the primary's record...
                 primary = sentinels.primary.client()
-                offset = _offset(primary)
+                offset = replication_offset(primary)
                 replica = sentinels.replica.client()
-                await _until_async(lambda: _offset(replica) >= offset, "the replica caught up")  # ...and replicated
+                await until_async(
+                    lambda: replication_offset(replica) >= offset, "the replica caught up"
+                )  # ...and replicated
                 sentinels.primary.kill()  # -9, with calls in flight
                 killed_at = time.time()
-                await _until_async(lambda: sentinels.master_port() == sentinels.replica.port, "the replica promoted")
+                await until_async(lambda: sentinels.master_port() == sentinels.replica.port, "the replica promoted")
                 promoted_s = time.time() - killed_at
-                await _until_async(
+                await until_async(
                     lambda: all("available again" in r.logs() for r in replicas),
                     "both sidecars re-synced on the new primary",
                 )
                 recovered = time.time()
-                await _until_async(
+                await until_async(
                     lambda: sum(1 for i in load.tools if load.started[i] > recovered) >= AFTER,
                     f"{AFTER} tool calls answered on the new primary",
                 )
@@ -272,11 +190,11 @@ async def test_a_primary_killed_under_load_fails_over_calls_go_on_and_no_claim_i
                 assert all(r.state()["state"]["reachable"] for r in replicas)
 
                 clients = [a, b]
-                same = {i: await _note(clients[which], i) for i, (which, _) in sorted(load.tools.items())}
+                same = {i: await note(clients[which], i) for i, (which, _) in sorted(load.tools.items())}
                 assert backend.notes_repeated() == {}  # 0 decided twice on the replica that answered
                 assert all(same[i] == answer for i, (_, answer) in load.tools.items())
 
-                away = [_outages(r.logs()) for r in replicas]
+                away = [outages(r.logs()) for r in replicas]
 
                 def through_redis(i: int) -> bool:
                     """Answered before the kill (replicated), or after it on a replica that had Redis throughout."""
@@ -288,7 +206,7 @@ async def test_a_primary_killed_under_load_fails_over_calls_go_on_and_no_claim_i
 
                 held = [i for i in load.tools if through_redis(i)]
                 window = sorted(set(load.tools) - set(held))
-                other = {i: await _note(clients[1 - load.tools[i][0]], i) for i in held}
+                other = {i: await note(clients[1 - load.tools[i][0]], i) for i in held}
                 assert backend.notes_repeated() == {}  # 0 decided twice across the replicas
                 assert all(other[i] == load.tools[i][1] for i in held)
                 assert backend.notes_received == received
@@ -296,9 +214,9 @@ async def test_a_primary_killed_under_load_fails_over_calls_go_on_and_no_claim_i
             for r in replicas:
                 r.stop()
     for r in replicas:  # each outage noticed once (a WARNING) and ended (an INFO): the kill's, and maybe a
-        outages = r.logs().count("unavailable (")  # short one when the sentinels named no primary for a moment
-        assert outages >= 1, r.logs()
-        assert r.logs().count("available again") == outages, r.logs()
+        noticed = r.logs().count("unavailable (")  # short one when the sentinels named no primary for a moment
+        assert noticed >= 1, r.logs()
+        assert r.logs().count("available again") == noticed, r.logs()
     print(
         f"\nsentinel failover: promoted {promoted_s:.1f} s after kill -9; "
         f"{len(load.tools)} tool calls and as many model calls, 0 failed; "

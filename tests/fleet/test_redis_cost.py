@@ -17,7 +17,9 @@ traffic set apart: they are paid per replica, not per call).
                                       it is sent           in the background: docs/fleet.md)
 
     a capped workflow's total        published when it crosses a hundredth of the cap, and at every add
-                                      from the cap on: not per call (each publish reaches every replica)
+                                      from the cap on: not per call (each publish reaches every replica);
+                                      the capped calls here (a cap of 1e9 USD) publish nothing (INFO
+                                      commandstats; with every add published: 1 per call)
 
 Every kind fails above 1 round trip on its path (docs/fleet.md#what-the-fleet-costs-redis).
 """
@@ -31,6 +33,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
+import redis
 from sidecar_client import job, user
 
 from sidecar.core.state import SpendAdded, SpendTotal
@@ -139,12 +142,16 @@ async def test_round_trips_and_commands_per_call_in_all(start_sidecar: Start, co
     await _warm(calls)
     per_call: dict[str, float] = {}
     commands: dict[str, dict[str, float]] = {}
+    published: dict[str, float] = {}
+    direct = redis.Redis(host="127.0.0.1", port=counted.upstream_port)  # INFO past the proxy: no trip counted
     for name, call in calls.items():
         await asyncio.sleep(0.2)  # what the warm-up and the last kind queued has gone
         counted.clear_trips()
+        before = _published(direct)
         for i in range(CALLS):
             assert await call(i), name
         await asyncio.sleep(0.2)  # the writer's last flush
+        published[name] = (_published(direct) - before) / CALLS
         trips = counted.calls_trips()
         per_call[name] = len(trips) / CALLS
         counts = Counter(command for trip in trips for command in trip.names)
@@ -153,6 +160,7 @@ async def test_round_trips_and_commands_per_call_in_all(start_sidecar: Start, co
     assert not over, f"round trips per call: {per_call}; commands per call: {commands}"
     assert commands["ExecuteTool, run once"] == {"EVALSHA": 1.0, "SET": 1.0}, commands
     assert set(commands["CallModel, spend cap"]) <= {"EVALSHA"}, commands
+    assert published == dict.fromkeys(calls, 0.0), published  # the cap never near: no step crossed, no fan-out
 
 
 # ---------------------------------------------------------------------------- the spend's fan-out
@@ -175,6 +183,7 @@ async def test_a_workflows_total_is_published_per_hundredth_of_its_cap_and_at_it
     on; the replica that added reads it in the reply."""
     client = redis_server.client()
     add = client.register_script(SPEND)
+    spend, life = key("steps", "spend", "wf"), key("steps", "slife", "wf")
     view = View()
     other = RedisState(redis_server.url, "steps", 1000)
     one = RedisState(redis_server.url, "steps", 1000)
@@ -183,12 +192,12 @@ async def test_a_workflows_total_is_published_per_hundredth_of_its_cap_and_at_it
     try:
         before = _published(client)
         for _ in range(1000):  # 0.5 USD in adds of 0.0005 against a cap of 1 USD: steps of 0.01 USD
-            add(keys=["steps:spend:wf"], args=["0.0005", 60_000, "steps:events", "elsewhere", "wf", "0.01", "1.0"])
+            add(keys=[spend, life], args=["0.0005", 60_000, "steps:events", "elsewhere", "wf", "0.01", "1.0", "l1"])
         assert 49 <= _published(client) - before <= 51  # one per step crossed, not 1,000
         await _until(lambda: bool(_totals(view, "wf")) and _totals(view, "wf")[-1] > 0.49, "the last step")
         before = _published(client)
         for _ in range(3):  # 0.75 (a step crossed), 1.0 (the cap), 1.25 (past it): each published
-            add(keys=["steps:spend:wf"], args=["0.25", 60_000, "steps:events", "elsewhere", "wf", "0.01", "1.0"])
+            add(keys=[spend, life], args=["0.25", 60_000, "steps:events", "elsewhere", "wf", "0.01", "1.0", "l1"])
         assert _published(client) - before == 3
         await _until(lambda: _totals(view, "wf")[-1] >= 1.25 - 1e-9, "the total past the cap")
         for _ in range(4):  # a replica's own spend: its writer sends the cap it was recorded under

@@ -22,7 +22,9 @@ a cluster slot)::
     {prefix}:closed:{s:svc}      when it last closed (read back; a stale    TTL CLOSED_TTL_S (1 h)
                                  re-push loses)
     {prefix}:spend:{w:workflow}  the workflow's spend, INCRBYFLOAT         TTL SPEND_TTL_S (7 days), renewed per add
-                                 (published per add: writer.SPEND_STEPS's steps are off)
+                                 (published per hundredth of its cap and at it: writer.SPEND_STEPS)
+    {prefix}:slife:{w:workflow}  the spend key's life: an id, the base a    TTL SPEND_TTL_S from when the key was
+                                 restore began from (scripts.SPEND_FLOOR)  made (gone: no life, a floor is a max)
     {prefix}:mlift:{m:model}     when an operator last lifted its pause    TTL ACTION_TTL_S (1 h)
     {prefix}:sreset:{w:workflow} when an operator last reset its spend     TTL ACTION_TTL_S
     (an operator's action: lift-pause deletes a pause begun before it, reset-spend takes what the
@@ -75,7 +77,9 @@ When Redis is not there (slower than ``timeout_ms``, down, restarted)::
                             mlift / sreset / closed records first, as ages); then push the local view back
                             (raises and pauses merged by max, a pause or an opening with its age and the
                             seconds it has left when sent: not where a later lift or close is recorded,
-                            not once run out; spend as a floor), then the
+                            not once run out; spend as a floor: the total this replica knew Redis counted,
+                            with the life of the key it was counted in, so that into a Redis restarted
+                            empty the largest floor is the base and the adds kept go on top), then the
                             spend kept meanwhile. An action is never dropped for a re-sync: it is sent before
                             the fleet's state is read back over it (why: docs/operations.md)
     back                    INFO once, StateBackendChanged(available=True)

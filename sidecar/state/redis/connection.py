@@ -125,6 +125,11 @@ class RedisConnection:
         """Spend added here that Redis has not counted yet (sent on the next wake, or after an outage)."""
         self._caps: dict[str, float] = {}
         """Each workflow's cap as its last cost here carried it (writer.SPEND_STEPS: when its total is published)."""
+        self._counted: dict[str, float] = {}
+        """Each workflow's total as Redis counted it, the most this replica was told (replies, publishes, a re-sync's
+        read): its floor on re-sync. Not the view's spend, which holds the adds not counted yet too."""
+        self._lives: dict[str, str] = {}
+        """The life of the spend key each ``_counted`` total was counted in (``slife``; "" when none was kept)."""
         self._kept_outcomes: dict[str, tuple[str, float]] = {}
         """Tool calls' outcomes Redis did not take (the value, until when on ``_mono``): written on re-sync."""
         self._wake = asyncio.Event()

@@ -5,7 +5,7 @@ script touches lands in one slot of a Redis Cluster (and a single Redis reads th
 |---|---|---|
 | ``mthrottle``, ``mpause``, ``mlift`` | ``{m:<model>}`` | ``PAUSE``, ``LIFT``: mpause, mlift |
 | ``sthrottle``, ``open``, ``closed``, ``probe`` | ``{s:<service>}`` | ``OPEN``, ``CLOSE_OLDER``: open, closed, probe |
-| ``spend``, ``sreset`` | ``{w:<workflow>}`` | ``RESET``: spend, sreset |
+| ``spend``, ``sreset``, ``slife`` | ``{w:<workflow>}`` | ``RESET``: spend, sreset; ``SPEND*``: spend, slife |
 | ``call`` | ``{c:<hash>}`` | one key a script (``CALL_*``); in cluster mode a claim's liveness check is ``ALIVE`` |
 | ``summary`` | ``{k:<hash>}`` | none: compaction's summary of a prefix, a plain GET / SET (``summaries``) |
 | ``replicas`` | none (one key) | ``HEARTBEAT``, ``ALIVE`` |
@@ -34,6 +34,7 @@ GROUPS: dict[str, str] = {
     "probe": "s",
     "spend": "w",
     "sreset": "w",
+    "slife": "w",
     "call": "c",
     "summary": "k",
 }

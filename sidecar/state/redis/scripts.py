@@ -115,28 +115,72 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 return 0
 """
-SPEND = """
+_LIFE = """
+local mark = redis.call('GET', KEYS[2])
+local life = mark and string.match(mark, '^%S+') or ''
+"""
+"""Lua: the life of a workflow's spend key (``slife``: its id and base; '' when none is kept)."""
+SPEND = (
+    """
 local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 local now, step, cap = tonumber(total), tonumber(ARGV[6]), tonumber(ARGV[7])
 local was = now - tonumber(ARGV[1])
+"""
+    + _LIFE
+    + """
+if life == '' and was <= 0 then
+  life = ARGV[8]
+  redis.call('SET', KEYS[2], life .. ' 0', 'PX', ARGV[2])
+end
 if step <= 0 or now >= cap or math.floor(now / step) ~= math.floor(was / step) then
-  redis.call('PUBLISH', ARGV[3], cjson.encode({o = ARGV[4], k = 'spend', n = ARGV[5], usd = now}))
+  redis.call('PUBLISH', ARGV[3], cjson.encode({o = ARGV[4], k = 'spend', n = ARGV[5], usd = now, l = life}))
 end
-return total
+return {total, life}
 """
-"""A replica's spend added (KEYS: spend; ARGV: usd, ttl ms, channel, replica, workflow, step, cap): the
-total published only when it crosses a multiple of ``step`` or is at the cap (step 0: always); the
-replica that added reads the total in the reply."""
-SPEND_FLOOR = """
-local total = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tonumber(ARGV[1]) > total then
-  total = tonumber(ARGV[1])
+)
+"""A replica's spend added (KEYS: spend, slife; ARGV: usd, ttl ms, channel, replica, workflow, step, cap, an
+id for a new life): the total published only when it crosses a multiple of ``step`` or is at the cap (step 0:
+always); the replica that added reads the total, and the key's life, in the reply. An add that makes the key
+begins its life (``ARGV[8]``, base 0): every total a replica learns comes with the life it was counted in."""
+SPEND_FLOOR = (
+    _LIFE
+    + """
+local raw = redis.call('GET', KEYS[1])
+local floor, shown, raised = tonumber(ARGV[1]), raw, false
+if not raw then
+  life, shown, raised = ARGV[7], ARGV[1], floor > 0
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  redis.call('PUBLISH', ARGV[3], cjson.encode({o = ARGV[4], k = 'spend', n = ARGV[5], usd = total}))
+  redis.call('SET', KEYS[2], life .. ' ' .. ARGV[1], 'PX', ARGV[2])
+elseif mark and life ~= ARGV[6] then
+  local base = tonumber(string.match(mark, '%S+$')) or 0
+  if floor > base then
+    shown, raised = redis.call('INCRBYFLOAT', KEYS[1], string.format('%.17g', floor - base)), true
+    redis.call('SET', KEYS[2], life .. ' ' .. ARGV[1], 'KEEPTTL')
+  end
+elseif floor > tonumber(raw) then
+  shown, raised = ARGV[1], true
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 end
-return tostring(total)
+if raised then
+  redis.call('PUBLISH', ARGV[3], cjson.encode({o = ARGV[4], k = 'spend', n = ARGV[5], usd = tonumber(shown), l = life}))
+end
+return {shown, life}
 """
+)
+"""A re-sync's floor (KEYS: spend, slife; ARGV: the total counted as known here, ttl ms, channel, replica,
+workflow, the life it was counted in, an id for a new life); the total and the key's life in the reply::
+
+    the key                           the floor
+    gone (Redis restarted empty,      makes it anew: a new life, its base this floor
+      a failover lost it)
+    of another life than the floor's  counted before the key was lost: the base becomes the largest such
+                                      floor, the total rises by as much (the adds since the loss stay on top)
+    of the floor's life, or none kept total = max(total, floor)
+
+Before the lives, a floor was a max against the total: a replica that re-synced first pushed what it knew
+(short of the total by the adds it had not been told of: steps) and its own adds since; a later floor that
+knew more was compared to that sum, and lost the difference."""
 CALL_CLAIM = """
 local held = redis.call('GET', KEYS[1])
 if not held then

@@ -15,7 +15,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
 from sidecar.core.observer import StateBackendChanged
-from sidecar.core.state import Change, CircuitClosed, PauseLifted, ProbeTaken, Replicas, SpendReset
+from sidecar.core.state import Change, CircuitClosed, PauseLifted, ProbeTaken, Replicas, SpendReset, SpendTotal
 from sidecar.state.redis.actions import Action
 from sidecar.state.redis.connection import BACKEND, RECONNECT_MIN_S, ms
 from sidecar.state.redis.keys import parse
@@ -29,8 +29,9 @@ HEARTBEAT_S = 1.0
 HEARTBEAT_TTL_S = 3.0
 """A replica not heard of for this long is no longer counted (its share of the rates goes to the rest)."""
 SCAN_COUNT = 500
-_KINDS = frozenset({"mthrottle", "mpause", "sthrottle", "open", "probe", "spend", "mlift", "sreset", "closed"})
-"""The kinds of key read back on re-sync (``replicas`` is counted by beats, ``call`` read by the call)."""
+_KINDS = frozenset({"mthrottle", "mpause", "sthrottle", "open", "probe", "spend", "mlift", "sreset", "closed", "slife"})
+"""The kinds of key read back on re-sync (``replicas`` is counted by beats, ``call`` read by the call; ``slife``,
+the life of a spend key, is what a spend read back was counted in)."""
 _log = logging.getLogger("sidecar.state")
 
 
@@ -114,9 +115,13 @@ class FleetSync(ChangeWriter):
             return False
         now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
         changes: list[tuple[int, Change]] = []
+        lives: dict[str, str] = {}
         for i, (_, kind, name) in enumerate(keys):
             value, ttl = values[2 * i], values[2 * i + 1]
             if value is None or not name or ttl == -2:
+                continue
+            if kind == "slife":
+                lives[name] = value.decode("utf-8", "replace").partition(" ")[0]
                 continue
             change = read_key(kind, name, value, ttl / 1000 if ttl > 0 else 0.0, now_ms)
             if change is not None:  # a lift, reset or close first: each undoes only what is older than it
@@ -130,6 +135,10 @@ class FleetSync(ChangeWriter):
                 changes.append((order, change))
         for _, change in sorted(changes, key=lambda c: c[0]):
             self._view.apply(change)
+            if isinstance(change, SpendReset):
+                self._forget_total(change.workflow)
+            elif isinstance(change, SpendTotal):
+                self._learn_total(change.workflow, change.usd, lives.get(change.workflow, ""))
         return True
 
     async def _push(self) -> bool:
@@ -213,5 +222,10 @@ class FleetSync(ChangeWriter):
         if not isinstance(body, dict) or body.get("o") == self.replica:
             return
         change = decode(body)
+        if isinstance(change, SpendTotal):
+            life = body.get("l")
+            self._learn_total(change.workflow, change.usd, life if isinstance(life, str) else None)
+        elif isinstance(change, SpendReset):
+            self._forget_total(change.workflow)
         if change is not None:
             self._view.apply(change)

@@ -5,6 +5,7 @@ added is counted later; a half-open probe is claimed fleet-wide."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Awaitable
 from dataclasses import replace
 from typing import Any
@@ -46,10 +47,10 @@ SPEND_TTL_S = 7 * 24 * 3600.0
 ACTION_TTL_S = 3600.0
 """How long an operator's lift or reset is remembered for replicas that re-sync after it (as CLOSED_TTL_S)."""
 SPEND_STEPS = 100
-"""Off for now (``_flush_spend`` sends step 0: every add published; docs/fleet.md says why).
-Designed: a workflow's fleet total is published when it crosses a hundredth of its cap, and at the cap: not
-per capped call (each publish reaches every replica: at 1,000 replicas the fan-out, not the add, is the
-cost). A replica's view of the others' spend lags by less than one step below the cap, none at it."""
+"""A workflow's fleet total is published when it crosses a hundredth of its cap, and at the cap: not per
+capped call (each publish reaches every replica: at 1,000 replicas the fan-out, not the add, is the cost). A
+replica's view of the others' spend lags by less than one step below the cap, none at it; so does what it
+knows Redis counted, which is why a re-sync's floor carries the key's life (``scripts.SPEND_FLOOR``)."""
 MAX_ACTIONS = 10_000
 """Operator actions kept while Redis is not there (one per target: a later one on it replaces it)."""
 
@@ -66,6 +67,7 @@ class ChangeWriter(CallRecords):
         item: Change | Action = change
         now = self._mono()
         if isinstance(change, SpendReset):  # what was added here before the reset is not in Redis: not taken off
+            self._forget_total(change.workflow)
             unsent = self._unsent.pop(change.workflow, 0.0)
             item = Action(change, now, max(change.usd - unsent, 0.0))
         elif isinstance(change, PauseLifted | CircuitClosed):
@@ -81,6 +83,22 @@ class ChangeWriter(CallRecords):
             self._wake.set()
         else:
             self._note_in_call()
+
+    def _learn_total(self, workflow: str, usd: float, life: str | None) -> None:
+        """A total Redis counted (a reply, a publish, a key read back) in the spend key's ``life`` (None: not
+        said, an older replica's publish; "": none kept, its record expired: the life known here). A total of
+        another life than the one known here is left for the re-sync's floor to settle: the total known here
+        was counted before the key was lost, and is that floor."""
+        held = self._counted.get(workflow, 0.0)
+        known = self._lives.get(workflow, "")
+        life = life or known
+        if held <= 0 or life == known:
+            self._counted[workflow] = max(held, usd)
+            self._lives[workflow] = life
+
+    def _forget_total(self, workflow: str) -> None:
+        """An operator's reset: what was counted before it is no floor any more."""
+        self._counted.pop(workflow, None)
 
     def _keep_action(self, action: Action) -> None:
         """An action for the next re-sync; a later one on the same target replaces it (a reset adds up)."""
@@ -145,15 +163,30 @@ class ChangeWriter(CallRecords):
                 op = self._open(keys=keys, args=[stored, ttl, age_ms, self.channel, payload, "0" if resync else "1"])
             case CircuitClosed():  # not from publish (an Action): a push of the view, if ever
                 return await self._send_action(Action(change, made - change.age_s), resync=resync)
-            case SpendTotal(workflow, usd):  # a re-sync: the total known here, less what Redis has not counted yet
-                floor = usd - self._unsent.get(workflow, 0.0)
-                if floor <= 0:
-                    return True
-                key = self._key("spend", workflow)
-                op = self._floor(keys=[key], args=[repr(floor), ms(SPEND_TTL_S), self.channel, self.replica, workflow])
+            case SpendTotal(workflow, _):  # a re-sync: the total Redis counted as known here (not the view's)
+                return await self._send_floor(workflow, quiet=resync)
             case _:
                 return True
         return await self._run(op, quiet=resync) is not None
+
+    async def _send_floor(self, workflow: str, *, quiet: bool) -> bool:
+        """The total this replica knew Redis counted, with the key's life it was counted in (``SPEND_FLOOR``):
+        into a Redis restarted empty, the largest such floor is the base, the adds kept since go on top. Sent
+        for a workflow with spend kept here too (a floor of 0): a key it makes begins a life."""
+        floor = self._counted.get(workflow, 0.0)
+        if floor <= 0 and self._unsent.get(workflow, 0.0) <= 0:
+            return True
+        keys = [self._key("spend", workflow), self._key("slife", workflow)]
+        life = self._lives.get(workflow, "")
+        args: list[str | int] = [repr(floor), ms(SPEND_TTL_S), self.channel, self.replica, workflow, life, _new_life()]
+        reply = await self._run(self._floor(keys=keys, args=args), quiet=quiet)
+        if reply is None:
+            return False
+        total, life = _total_and_life(reply)
+        self._counted[workflow], self._lives[workflow] = total, life  # the key's life from now on
+        if self._view is not None:
+            self._view.apply(SpendTotal(workflow, total))
+        return True
 
     async def _send_action(self, action: Action, *, resync: bool) -> bool:
         """An operator action's script (``LIFT``, ``RESET``, ``CLOSE_OLDER``): sent with its age, so its
@@ -195,17 +228,17 @@ class ChangeWriter(CallRecords):
                 continue
             key = self._key("spend", workflow)
             cap = self._caps.get(workflow, 0.0)
-            step = "0"  # every add published: with steps of cap / SPEND_STEPS the spend restored into a Redis
-            # restarted empty fell short (tests/fleet/test_fleet.py's restart, 3 runs in 5): kept off until fixed
-            add = self._spend(
-                keys=[key], args=[repr(usd), ms(SPEND_TTL_S), self.channel, self.replica, workflow, step, repr(cap)]
-            )
-            total = await self._run(add, quiet=quiet)
-            if total is None:
+            step = repr(cap / SPEND_STEPS)
+            args: list[str | int] = [repr(usd), ms(SPEND_TTL_S), self.channel, self.replica, workflow, step, repr(cap)]
+            args.append(_new_life())
+            reply = await self._run(self._spend(keys=[key, self._key("slife", workflow)], args=args), quiet=quiet)
+            if reply is None:
                 self._unsent[workflow] = self._unsent.get(workflow, 0.0) + usd
                 return False
+            total, life = _total_and_life(reply)
+            self._learn_total(workflow, total, life)
             if self._view is not None:
-                self._view.apply(SpendTotal(workflow, float(total)))
+                self._view.apply(SpendTotal(workflow, total))
         return True
 
     async def _write(self) -> None:
@@ -215,3 +248,14 @@ class ChangeWriter(CallRecords):
             self._wake.clear()
             if self._available:
                 await self._flush()
+
+
+def _new_life() -> str:
+    """An id for the life a script may begin (a spend key made anew): used only if it does."""
+    return uuid.uuid4().hex[:16]
+
+
+def _total_and_life(reply: Any) -> tuple[float, str]:
+    """``SPEND``'s and ``SPEND_FLOOR``'s reply: the total and the key's life."""
+    total, life = reply
+    return float(total), life.decode() if isinstance(life, bytes) else str(life)
