@@ -12,17 +12,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from sidecar import __version__
-from sidecar.config import (
-    Config,
-    ConfigError,
-    HttpConfig,
-    load_config,
-    load_default_config,
-    workers_refusal,
-)
-from sidecar.server.cores import worker_count
 
 if TYPE_CHECKING:
+    from sidecar.config import Config
     from sidecar.server.app import SidecarApp
     from sidecar.status import Transport
 
@@ -38,6 +30,8 @@ Stop with Ctrl-C (SIGINT) or SIGTERM; in-flight calls get {grace:g} s to finish.
 
 
 def _load(path: str | None) -> tuple[Config, str]:
+    from sidecar.config import load_config, load_default_config
+
     if path is None:
         return load_default_config(), "embedded default: local provider and tool backend, no keys"
     return load_config(path), path
@@ -83,6 +77,7 @@ async def _supervise(
 async def _serve(
     config: Config, source: str, listen: str | None, path: str | None = None, http: str | None = None
 ) -> int:
+    from sidecar.config import ConfigError
     from sidecar.server.app import SidecarApp
     from sidecar.server.grpc.spans import span_interceptors
     from sidecar.server.security import exposure_refusal
@@ -136,6 +131,7 @@ async def _serve(
         pending=early.is_set()
     )  # SIGHUP (and server.watch_config) reload the config file, the ports kept
     gc.freeze()  # what startup made lives as long as the process: kept out of every later collection's walk
+    gc.enable()  # off since the command was read (_serve_command)
     received = await stop
     if role is not None:
         watcher.cancel()
@@ -165,6 +161,8 @@ def _http_refusals(config: Config, *, workers: bool = False) -> list[str | None]
 def _with_http(config: Config, listen: str) -> Config:
     """``config`` with the HTTP port at ``listen`` (``serve --http``): the rest of its ``http`` section kept."""
     from pydantic import ValidationError
+
+    from sidecar.config import ConfigError, HttpConfig
 
     given = config.http.model_dump() if config.http is not None else {}
     try:
@@ -300,6 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"sidecar {__version__}")
         return 0
     if args.command == "check-config":
+        from sidecar.config import ConfigError, load_config
+
         try:
             cfg = load_config(args.file)
         except ConfigError as exc:
@@ -327,6 +327,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sidecar.demo import run_demo
 
         return run_demo(args.target, args.provider, args.http)
+    gc.disable()  # until it serves: see _serve_command
+    try:
+        return _serve_command(args)
+    finally:
+        gc.enable()
+
+
+def _serve_command(args: argparse.Namespace) -> int:
+    """``serve``: the config loaded and checked, then one process serving, or a supervisor of workers.
+
+    It runs with the collector off (``main``) until the process serves (``_serve``: ``gc.freeze``, then the collector
+    on). What a start makes (the modules, the config, the core) lives as long as the process, and the collector's
+    passes over it while it grew (about 200, one of them over the whole heap) were 60-100 ms of a 0.8 s start;
+    what they found unreachable (about 2,500 objects) was never more than a fraction of a megabyte: the idle RSS is
+    the same with one collection before the freeze as without. A supervisor turns the collector on before it
+    starts its workers, each of which is a start of its own."""
+    from sidecar.config import ConfigError, workers_refusal
+    from sidecar.server.cores import worker_count
+
     try:
         config, source = _load(args.config)
         if args.http is not None:
@@ -341,6 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if worker_count(workers) > 1:
+            gc.enable()  # the supervisor runs as long as its workers: collected as any process is
             return asyncio.run(_supervise(config, args.config, args.listen, workers, args.http))
         return asyncio.run(_serve(config, source, args.listen, args.config, args.http))
     except KeyboardInterrupt:
