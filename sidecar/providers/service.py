@@ -366,7 +366,7 @@ class ModelService:
         # a prefill continues text only where the format allows it (Anthropic: not with thinking on)
         prefill = self.routes.prefills.accepts(model, provider.config) and request.controls.reasoning is None
         learns = self.routes.prefills.learns(model, provider.config)
-        input_tokens = estimate_tokens(request)
+        input_tokens = estimate - budget_tokens  # estimate_tokens(request), counted once above
         pacer = ModelPacer(self._throttles[request.model], estimate, self._clock, tally, windows.max_wait_s)
         scope = CallScope(
             provider,
