@@ -57,8 +57,8 @@ def _load(where: str) -> Wire:
 
 @cache
 def wires() -> Wires:
-    """The fake's wires of every registered format (``WireFormat.fakes``), loaded once: by the fake provider,
-    never by the sidecar (``tests/unit/test_formats.py``: one for each format)."""
+    """The fake's wires of every registered format (``WireFormat.fakes``), loaded once, at a fake provider's first
+    request, never by the sidecar (``tests/unit/test_formats.py``: one for each format)."""
     loaded = {name: tuple(_load(w) for w in fmt.fakes) for name, fmt in FORMATS.items()}
     by_name = {name: fakes[0] for name, fakes in loaded.items()}
     routes = {path: w for w in by_name.values() for path in (w.front.path, w.front.path.removeprefix("/v1"))}
@@ -99,7 +99,9 @@ class FakeProvider(FakeServer):
         self._prompt_cache: set[str] = set()
         """What a wire's prompt caching has seen (Anthropic ``cache_control`` prefixes), until a reset."""
         self._limit: RequestLimit | None = None
-        wires()  # every registered format's wire, loaded now: a format registered later is not served
+        # every registered format's wire is loaded at the first request (``wires``), not here: the embedded default
+        # starts this fake beside a sidecar that calls two of the five formats, and loading the five fake wires
+        # was 20-60 ms of its start; a format registered after that first request is not served
 
     # ---- Python control API (thread-safe) ------------------------------------------------------
 
