@@ -6,9 +6,9 @@ model), at the version pinned in constraints.txt (``tests/formats/test_<format>_
 beside the SDK's, key by key, at every depth; the sidecar never imports an SDK). A front checks a body
 against its shape first, then reads it knowing every declared key has its declared type::
 
-    Shape(RequestType)      the declared shape, compiled once, at its first check (not at import: the
-                            embedded default's fakes import every format at start, and each shape's
-                            build is 5-15 ms of it)
+    Shape(RequestType)      the declared shape, compiled once, at its first check (not at import: a
+                            format imported for its upstream alone never checks a request, and each
+                            shape's build is 5-15 ms)
       .check(body)          nothing, or INVALID_INPUT naming the caller's path of the first wrong value
                             (``messages[2].content[0].text``), its value, and the rule in plain words
     declared(TypedDictType) the keys a shape declares: the ones the front interprets (any other key of
